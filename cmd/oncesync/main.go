@@ -1,0 +1,16 @@
+// Command oncesync moves records from a source into a SaaS destination without
+// duplicate writes or lost records, even when a worker dies mid-batch.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/oncesync/oncesync/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Env{
+		Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv,
+	}))
+}

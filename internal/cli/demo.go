@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/demo"
+)
+
+func newDemoCmd(env Env, rf *rootFlags) *cobra.Command {
+	var p demo.Params
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Watch a worker die mid-batch and the sync recover with no duplicate and no loss",
+		Long: `Run the whole story on embedded defaults, with nothing to install: a temporary SQLite
+store, the built-in fake Brevo (validating every request against Brevo's API spec),
+generated contacts, a worker killed with SIGKILL right after Brevo applied one of its
+writes but before it heard back, a second worker that resumes from the checkpoint and
+settles that in-doubt write by reading Brevo back, and a summary measured at the
+destination: records, destination writes, duplicates, recovery time.
+
+Exit code 0 when every contact arrived exactly once.`,
+		Example: `  oncesync demo
+  oncesync demo --records 20000 --mode single`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			p.Executable, p.Stdout = exe, env.Stdout
+			start := time.Now()
+			if _, err := demo.Run(cmd.Context(), p); err != nil {
+				return exit(ExitFailed, err)
+			}
+			fmt.Fprintf(env.Stdout, "\ndemo finished in %s: every contact arrived exactly once.\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&p.Records, "records", 5000, "contacts to generate")
+	cmd.Flags().IntVar(&p.PageSize, "page-size", 250, "records per page")
+	cmd.Flags().StringVar(&p.Mode, "mode", "bulk", "Brevo write path: bulk (contacts/import) or single (one call per contact)")
+	cmd.Flags().IntVar(&p.KillAtWrite, "kill-at-write", 0, "kill worker 1 right after this destination write (default: a write in the middle)")
+	cmd.Flags().StringVar(&p.Dir, "dir", "", "keep the store, CSV, config and worker logs in this directory (default: a temp dir, removed)")
+	return cmd
+}

@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/progress"
+	"github.com/oncesync/oncesync/internal/runner"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Shutdown timings (SPEC §6).
+const (
+	drainDeadline = 15 * time.Second // in-flight work must checkpoint by then
+	exitDeadline  = 25 * time.Second // the process exits by then, whatever runs
+)
+
+type runFlags struct {
+	config      string
+	resetCursor bool
+}
+
+func newRunCmd(env Env, rf *rootFlags) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --config FILE SYNC",
+		Short: "Run one sync now, in the foreground",
+		Long: `Run one sync now, in the foreground, and print a summary.
+
+The run takes the sync's lease, reads the source page by page from the saved
+cursor, and moves the cursor only after every record of a page is delivered or
+rejected. Stop it at any time (Ctrl-C, SIGTERM, even kill -9): the next run
+resumes from the last checkpoint and the ledger keeps records from being sent
+twice. SIGTERM drains: the current page finishes and checkpoints within 15 s,
+the lease is released, and the process exits by 25 s.
+
+Exit codes: 0 succeeded; 1 failed (the last line says why, what to do, and who
+owns the fix); 2 bad flags or config; 3 skipped because another run of the sync
+was in progress.`,
+		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
+  oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSync(cmd.Context(), env, rf, f, args[0])
+		},
+	}
+	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
+	cmd.Flags().BoolVar(&f.resetCursor, "reset-cursor", false, "start from the beginning of the source (the ledger still prevents duplicate writes)")
+	return cmd
+}
+
+func loadConfig(env Env, path string) (*config.Config, error) {
+	cfg, err := config.Load(path, env.LookupEnv)
+	if err != nil {
+		return nil, exit(ExitUsage, err)
+	}
+	return cfg, nil
+}
+
+func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID string) error {
+	cfg, err := loadConfig(env, f.config)
+	if err != nil {
+		return err
+	}
+	sc, ok := cfg.Sync(syncID)
+	if !ok {
+		return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", f.config, syncID, syncIDs(cfg)))
+	}
+	log := rf.logger(env.Stderr)
+	clk := clock.Real{}
+
+	st, err := pipeline.OpenStore(ctx, cfg, clk)
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer st.Close()
+	def, err := sc.DefinitionJSON()
+	if err != nil {
+		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition"))
+	}
+	row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def})
+	if err != nil {
+		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "publish the sync"))
+	}
+	if row.State == store.SyncPaused {
+		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
+			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))
+	}
+	built, err := pipeline.Build(cfg, sc, pipeline.Options{Clock: clk})
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer built.Close()
+
+	// SIGTERM/SIGINT: drain (finish the page, checkpoint, release); hard stop at
+	// 15 s; exit at 25 s whatever still runs. A second signal stops at once.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	drain := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-runCtx.Done():
+			return
+		case <-sigs:
+		}
+		fmt.Fprintln(env.Stderr, "stopping: finishing the current page and checkpointing (up to 15 s)")
+		close(drain)
+		hard := time.AfterFunc(drainDeadline, cancel)
+		defer hard.Stop()
+		kill := time.AfterFunc(exitDeadline, func() {
+			fmt.Fprintln(env.Stdout, failure.LastLine(failure.New(failure.Interrupted, "")))
+			os.Exit(ExitFailed)
+		})
+		defer kill.Stop()
+		select {
+		case <-sigs:
+			cancel()
+		case <-runCtx.Done():
+		}
+		<-runCtx.Done()
+	}()
+
+	bar := progress.New(env.Stdout, 0, sc.ID, 2*time.Second)
+	start := time.Now()
+	run, runErr := runner.Run(runCtx, runner.Params{
+		Store:       st,
+		Leases:      &lease.SQL{Store: st},
+		Source:      built.Source,
+		Destination: built.Destination,
+		Clock:       clk,
+		Logger:      log,
+		Sync:        built.Sync,
+		LeaseTTL:    cfg.Settings.LeaseTTL,
+		LeaseRenew:  cfg.Settings.LeaseRenew,
+		ResetCursor: f.resetCursor,
+		Drain:       drain,
+		Progress: func(p runner.Progress) {
+			bar.Set(p.Counters.Read, fmt.Sprintf("(page %d, %d written, %d replayed)", p.Counters.Pages, p.Counters.Written, p.Counters.Replayed))
+		},
+	})
+	bar.Finish()
+	cancel()
+	if run.ID != 0 {
+		printSummary(env.Stdout, run, time.Since(start))
+	}
+	if runErr == nil {
+		return nil
+	}
+	if failure.CodeOf(runErr) == failure.AlreadyRunning {
+		fmt.Fprintln(env.Stdout, runner.SentenceAlreadyRunning)
+		return exit(ExitSkipped, nil)
+	}
+	return failed(env.Stdout, runErr)
+}
+
+// failed prints the SPEC §12 last line and exits 1.
+func failed(w io.Writer, err error) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) && fe.Detail != "" && fe.Detail != failure.Lookup(fe.Code).WhatHappened {
+		fmt.Fprintf(w, "detail: %s\n", fe.Detail)
+	}
+	fmt.Fprintln(w, failure.LastLine(err))
+	return exit(ExitFailed, nil)
+}
+
+func printSummary(w io.Writer, r store.Run, d time.Duration) {
+	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, in doubt %d (settled %d), pages %d, duration %s\n",
+		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, d.Round(time.Millisecond))
+}
+
+func syncIDs(cfg *config.Config) string {
+	s := ""
+	for i, sc := range cfg.Syncs {
+		if i > 0 {
+			s += ", "
+		}
+		s += sc.ID
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}

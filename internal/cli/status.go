@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// withStore loads the config and opens its store for a read/admin command.
+func withStore(ctx context.Context, env Env, path string, fn func(store.Store) error) error {
+	cfg, err := loadConfig(env, path)
+	if err != nil {
+		return err
+	}
+	st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer st.Close()
+	return fn(st)
+}
+
+func getSync(ctx context.Context, st store.Store, id string) (store.Sync, error) {
+	s, err := st.GetSync(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return s, exit(ExitUsage, fmt.Errorf("sync %q has never run on this store", id))
+	}
+	return s, err
+}
+
+func newStatusCmd(env Env) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:     "status --config FILE SYNC",
+		Short:   "Show a sync's state, last error with next step and owner, lease and cursor",
+		Example: `  oncesync status --config oncesync.yaml contacts-to-brevo`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd.Context(), env, path, func(st store.Store) error {
+				return printStatus(cmd.Context(), env.Stdout, st, args[0])
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
+	return cmd
+}
+
+func printStatus(ctx context.Context, w io.Writer, st store.Store, id string) error {
+	s, err := getSync(ctx, st, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "sync:       %s (workspace %s)\n", s.ID, s.Workspace)
+	state := string(s.State)
+	if s.State == store.SyncPaused {
+		state += fmt.Sprintf(" (%s, by %s: %s)", s.PauseReason, s.PausedBy, s.PausedWhy)
+	}
+	fmt.Fprintf(w, "state:      %s\n", state)
+	fmt.Fprintf(w, "changed at: %s\n", s.ChangedAt.UTC().Format(time.RFC3339))
+	runs, err := st.ListRuns(ctx, id, 50)
+	if err != nil {
+		return err
+	}
+	var lastOK, lastRun *store.Run
+	streak := 0
+	counting := true
+	for i := range runs {
+		r := &runs[i]
+		if lastRun == nil && r.State.Finished() || lastRun == nil && r.State == store.RunInterrupted {
+			lastRun = r
+		}
+		if r.State == store.RunSucceeded && lastOK == nil {
+			lastOK = r
+		}
+		if counting && r.State == store.RunFailed {
+			streak++
+		} else if r.State == store.RunSucceeded {
+			counting = false
+		}
+	}
+	if lastOK != nil {
+		fmt.Fprintf(w, "last success: run %d at %s\n", lastOK.ID, lastOK.FinishedAt.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "last success: never")
+	}
+	fmt.Fprintf(w, "failure streak: %d\n", streak)
+	if lastRun != nil && lastRun.FailureCode != "" && lastRun.State == store.RunFailed {
+		e := failure.Lookup(failure.Code(lastRun.FailureCode))
+		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail, e.NextStep, e.Owner)
+	}
+	if l, err := st.LeaseGet(ctx, id); err == nil {
+		fmt.Fprintf(w, "lease:      fence %d, held by %s until %s\n", l.Fence, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
+		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
+		if c.Value != "" {
+			pos = "mid-source"
+		}
+		fmt.Fprintf(w, "cursor:     %s, saved at %s by run %d (fence %d)\n", pos, c.UpdatedAt.UTC().Format(time.RFC3339), c.RunID, c.Fence)
+	}
+	return nil
+}
+
+func newRunsCmd(env Env) *cobra.Command {
+	var (
+		path  string
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:     "runs --config FILE SYNC",
+		Short:   "List a sync's recent runs with their figures and failure codes",
+		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd.Context(), env, path, func(st store.Store) error {
+				if _, err := getSync(cmd.Context(), st, args[0]); err != nil {
+					return err
+				}
+				runs, err := st.ListRuns(cmd.Context(), args[0], limit)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tSTATE\tSTARTED\tDURATION\tREAD\tWRITTEN\tREPLAYED\tREJECTED\tIN DOUBT\tCODE")
+				for _, r := range runs {
+					dur := "-"
+					if !r.FinishedAt.IsZero() {
+						dur = r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.State, r.StartedAt.UTC().Format(time.RFC3339),
+						dur, r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.FailureCode)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many runs to show")
+	return cmd
+}
+
+type pauseFlags struct {
+	path, by, reason string
+}
+
+func newPauseCmd(env Env) *cobra.Command {
+	return newStateCmd(env, store.SyncPaused, "pause", "Pause a sync: no run starts until it is resumed (audited)")
+}
+
+func newResumeCmd(env Env) *cobra.Command {
+	return newStateCmd(env, store.SyncActive, "resume", "Resume a paused sync and re-arm its circuit breaker (audited)")
+}
+
+func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command {
+	var f pauseFlags
+	cmd := &cobra.Command{
+		Use:     verb + " --config FILE SYNC --by NAME --reason TEXT",
+		Short:   short,
+		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason "fixed the mapping"`, verb),
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.by == "" || f.reason == "" {
+				return exit(ExitUsage, fmt.Errorf("%s needs --by NAME and --reason TEXT: they go into the audit log", verb))
+			}
+			return withStore(cmd.Context(), env, f.path, func(st store.Store) error {
+				if _, err := getSync(cmd.Context(), st, args[0]); err != nil {
+					return err
+				}
+				p := store.SetSyncStateParams{ID: args[0], State: to, By: f.by, Why: f.reason}
+				if to == store.SyncPaused {
+					p.Reason = "person"
+				}
+				s, err := st.SetSyncState(cmd.Context(), p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "sync %s is now %s (by %s: %s)\n", s.ID, s.State, f.by, f.reason)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&f.path, "config", "c", "oncesync.yaml", "config file")
+	cmd.Flags().StringVar(&f.by, "by", "", "who is doing this (required; audited)")
+	cmd.Flags().StringVar(&f.reason, "reason", "", "why (required; audited)")
+	return cmd
+}

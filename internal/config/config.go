@@ -1,0 +1,275 @@
+// Package config loads and validates oncesync's YAML configuration (SPEC §12).
+//
+// Load reads the file, replaces ${VAR} and ${VAR:-default} in scalar values
+// from the environment, decodes it strictly (unknown keys are errors), applies
+// defaults and validates it. Every problem found is reported at once, each
+// naming the file, the line and the field (see Problems). docs/config.md lists
+// every key.
+//
+// Secrets (API keys, webhook secrets, passwords in URLs and DSNs, API tokens,
+// header values) never appear in a Problem, in Sync.Redacted or in
+// Sync.DefinitionJSON; Config.SecretValues lists them for output scrubbing.
+package config
+
+import (
+	"time"
+)
+
+// Source types.
+const (
+	SourceCSV      = "csv"
+	SourceJSONL    = "jsonl"
+	SourcePostgres = "postgres"
+)
+
+// Destination types.
+const (
+	DestinationBrevo   = "brevo"
+	DestinationWebhook = "webhook"
+)
+
+// Destination write modes (SPEC §2 step 4).
+const (
+	// ModeSingle writes one record per call, with bounded concurrency.
+	ModeSingle = "single"
+	// ModeBulk writes one call per page (Brevo: /contacts/import).
+	ModeBulk = "bulk"
+)
+
+// Defaults of per-sync values that are not deployment settings.
+const (
+	DefaultStore          = "sqlite://./oncesync.db"
+	DefaultWorkspace      = "default"
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultPageSize       = 500
+	MinPageSize           = 1
+	MaxPageSize           = 10000
+	DefaultPartitions     = 1
+	MaxPartitions         = 64
+	DefaultConcurrency    = 4
+	MaxConcurrency        = 256
+	DefaultTimeout        = 30 * time.Second
+	DefaultBrevoBaseURL   = "https://api.brevo.com/v3"
+	DefaultBrevoRateLimit = 10.0 // requests per second (SPEC §6)
+	DefaultSMTPPort       = 587
+	MaxBreakerFailures    = 1000
+)
+
+// Config is one oncesync configuration file.
+type Config struct {
+	// Path is the file the configuration was loaded from.
+	Path string
+	// Store is the URL of oncesync's store: sqlite://FILE or postgres://...
+	Store string
+	// Redis is the optional Redis URL (redis:// or rediss://) for leases and
+	// the checkpoint barrier when several machines run syncs.
+	Redis string
+	// Settings are the deployment settings.
+	Settings Settings
+	// Alerts configures the alert sinks (SPEC §10).
+	Alerts Alerts
+	// Web configures serve's UI and JSON API.
+	Web Web
+	// AllowEvictingRedis lets oncesync start against a Redis whose
+	// maxmemory-policy may evict keys (SPEC §11). Off by default.
+	AllowEvictingRedis bool
+	// Syncs are the sync definitions, in file order.
+	Syncs []Sync
+
+	// envSecrets are the values of environment variables interpolated into
+	// secret fields (see SecretValues).
+	envSecrets []string
+}
+
+// Settings are deployment-wide settings; some have per-sync overrides.
+type Settings struct {
+	// LeaseTTL is how long a lease lives without renewal (SPEC §5).
+	LeaseTTL time.Duration
+	// LeaseRenew is how often a run renews its lease; shorter than LeaseTTL.
+	LeaseRenew time.Duration
+	// DeadmanWindow is how long a workspace or sync may go without a
+	// successful run before the dead-man alert fires (SPEC §9).
+	DeadmanWindow time.Duration
+	// LedgerRetention is how long completed ledger entries are kept (SPEC §4).
+	LedgerRetention time.Duration
+	// BreakerFailures is the number of consecutive failed runs that pauses a
+	// sync (SPEC §8).
+	BreakerFailures int
+}
+
+// Defaults returns the default deployment settings:
+//
+//	key               default  SPEC
+//	lease_ttl         30s      §5
+//	lease_renew       10s      §5
+//	breaker_failures  5        §8
+//	deadman_window    24h      §9
+//	ledger_retention  168h     §4 (7 days)
+func Defaults() Settings {
+	return Settings{
+		LeaseTTL:        30 * time.Second,
+		LeaseRenew:      10 * time.Second,
+		BreakerFailures: 5,
+		DeadmanWindow:   24 * time.Hour,
+		LedgerRetention: 168 * time.Hour,
+	}
+}
+
+// Alerts configures the alert sinks. A sink is enabled when its block is set.
+type Alerts struct {
+	Webhook WebhookAlert
+	Email   EmailAlert
+	Sentry  SentryAlert
+}
+
+// WebhookAlert sends alerts as signed JSON (Standard Webhooks).
+type WebhookAlert struct {
+	URL    string
+	Secret string
+}
+
+// EmailAlert sends alerts by SMTP.
+type EmailAlert struct {
+	Host     string
+	Port     int
+	Username string
+	Password string
+	From     string
+	To       []string
+	StartTLS bool
+}
+
+// SentryAlert sends alerts to Sentry.
+type SentryAlert struct {
+	DSN string
+}
+
+// Web configures serve's UI and /api/v1.
+type Web struct {
+	// Listen is the address serve listens on (host:port).
+	Listen string
+	// APITokens are the bearer tokens accepted by /api/v1.
+	APITokens []string
+}
+
+// Sync is one sync definition.
+type Sync struct {
+	ID        string
+	Workspace string
+	// Schedule is a cron expression (5 fields or a descriptor such as
+	// @hourly); empty means the sync only runs on demand.
+	Schedule    string
+	Source      Source
+	Destination Destination
+	Mapping     Mapping
+	// Partitions is the number of partition jobs per run (SPEC §11), 1..64.
+	Partitions int
+	// AllowRewriteAfterRetention lets a run replay a cursor older than the
+	// ledger retention (SPEC §4).
+	AllowRewriteAfterRetention bool
+	// LedgerRetention overrides Settings.LedgerRetention when non-zero.
+	LedgerRetention time.Duration
+	// DeadmanWindow overrides Settings.DeadmanWindow when non-zero.
+	DeadmanWindow time.Duration
+	// BreakerFailures overrides Settings.BreakerFailures when non-zero.
+	BreakerFailures int
+}
+
+// Source says what a sync reads.
+type Source struct {
+	// Type is csv, jsonl or postgres.
+	Type string
+	// Path is the file of a csv or jsonl source.
+	Path string
+	// PageSize is the number of records per page, 1..10000 (default 500).
+	PageSize int
+	// Identity is the optional primary-key column (SPEC §3).
+	Identity string
+	// DSN is the PostgreSQL connection string of a postgres source.
+	DSN string
+	// Query or Table is what a postgres source reads (exactly one is set).
+	Query string
+	Table string
+	// CursorColumn is the column used for keyset pagination.
+	CursorColumn string
+	// VersionQuery returns a value that changes when the source changes; it
+	// pins the snapshot of partitioned runs (SPEC §11).
+	VersionQuery string
+}
+
+// Destination says where a sync writes.
+type Destination struct {
+	// Type is brevo or webhook.
+	Type string
+	// BaseURL is Brevo's API root (default https://api.brevo.com/v3).
+	BaseURL string
+	// APIKey is the Brevo API key (a secret: use ${ENV}).
+	APIKey string
+	// Mode is single or bulk (default bulk for brevo, single for webhook).
+	Mode string
+	// ListIDs are the Brevo lists contacts are added to (needed in bulk mode).
+	ListIDs []int64
+	// Concurrency bounds in-flight calls on the single path (default 4).
+	Concurrency int
+	// Timeout bounds one destination call (default 30s).
+	Timeout time.Duration
+	// RateLimit is the maximum requests per second; 0 means unlimited
+	// (default 10 for brevo, 0 for webhook).
+	RateLimit float64
+	// URL is the webhook endpoint.
+	URL string
+	// Secret signs webhook payloads (a secret: use ${ENV}).
+	Secret string
+	// Headers are extra webhook request headers; their values are secrets.
+	Headers map[string]string
+}
+
+// Mapping maps source columns to destination fields.
+type Mapping struct {
+	// Email is the column holding the contact's e-mail address (brevo).
+	Email string
+	// ExtID is the column written to Brevo's ext_id (brevo, optional).
+	ExtID string
+	// Attributes maps Brevo attribute names to columns (brevo).
+	Attributes map[string]string
+	// Fields maps webhook payload fields to columns (webhook); empty sends
+	// every column unchanged.
+	Fields map[string]string
+}
+
+// Sync returns the sync with the given id.
+func (c *Config) Sync(id string) (*Sync, bool) {
+	for i := range c.Syncs {
+		if c.Syncs[i].ID == id {
+			return &c.Syncs[i], true
+		}
+	}
+	return nil, false
+}
+
+// EffectiveLedgerRetention is the sync's ledger retention: its override, or
+// the deployment setting.
+func (s Sync) EffectiveLedgerRetention(set Settings) time.Duration {
+	if s.LedgerRetention > 0 {
+		return s.LedgerRetention
+	}
+	return set.LedgerRetention
+}
+
+// EffectiveDeadmanWindow is the sync's dead-man window: its override, or the
+// deployment setting.
+func (s Sync) EffectiveDeadmanWindow(set Settings) time.Duration {
+	if s.DeadmanWindow > 0 {
+		return s.DeadmanWindow
+	}
+	return set.DeadmanWindow
+}
+
+// EffectiveBreakerFailures is the sync's breaker threshold: its override, or
+// the deployment setting.
+func (s Sync) EffectiveBreakerFailures(set Settings) int {
+	if s.BreakerFailures > 0 {
+		return s.BreakerFailures
+	}
+	return set.BreakerFailures
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// schemaKeys asks the loader itself for the keys each block accepts, by
+// writing an unknown key in every block and reading the "valid keys" list.
+func schemaKeys(t *testing.T) map[string][]string {
+	t.Helper()
+	yaml := `zzzzzzzzzz: 1
+settings: {zzzzzzzzzz: 1}
+alerts: {zzzzzzzzzz: 1, webhook: {zzzzzzzzzz: 1}, email: {zzzzzzzzzz: 1}, sentry: {zzzzzzzzzz: 1}}
+web: {zzzzzzzzzz: 1}
+syncs:
+  - zzzzzzzzzz: 1
+    source: {zzzzzzzzzz: 1}
+    destination: {zzzzzzzzzz: 1}
+    mapping: {zzzzzzzzzz: 1}
+`
+	_, err := Parse("k.yaml", []byte(yaml), envMap(nil))
+	re := regexp.MustCompile(`^k\.yaml:\d+: (.*)zzzzzzzzzz: unknown key "zzzzzzzzzz" \(valid keys: (.*)\)$`)
+	out := map[string][]string{}
+	for _, line := range problemsOf(t, err) {
+		if m := re.FindStringSubmatch(line); m != nil {
+			out[strings.TrimSuffix(m[1], ".")] = strings.Split(m[2], ", ")
+		}
+	}
+	if len(out) != 11 {
+		t.Fatalf("want the keys of 11 blocks, got %d: %v", len(out), out)
+	}
+	return out
+}
+
+func TestDocsCoverEveryKey(t *testing.T) {
+	t.Parallel()
+	docs, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for block, keys := range schemaKeys(t) {
+		for _, k := range keys {
+			if !regexp.MustCompile("`([a-z_]+\\.)*" + regexp.QuoteMeta(k) + "[`.]").Match(docs) {
+				t.Errorf("docs/config.md does not document %s.%s", block, k)
+			}
+			if !regexp.MustCompile(`(?m)[\s{,]` + regexp.QuoteMeta(k) + `:`).Match(full) {
+				t.Errorf("testdata/full.yaml does not use %s.%s", block, k)
+			}
+		}
+	}
+}
+
+func TestDocsExampleLoads(t *testing.T) {
+	t.Parallel()
+	docs, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(docs), "## Complete example\n\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/config.md has no complete example")
+	}
+	example, _, _ := strings.Cut(rest, "```")
+	cfg, err := Parse("docs/config.md", []byte(example), envMap(specEnv))
+	if err != nil {
+		t.Fatalf("the documented example must be valid:\n%v", err)
+	}
+	if len(cfg.Syncs) != 3 || cfg.Syncs[2].Destination.Headers["Authorization"] != "Bearer evtok-s3cret" {
+		t.Errorf("example decoded to %+v", cfg.Syncs)
+	}
+}

@@ -1,0 +1,64 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// FuzzLoad feeds arbitrary bytes to the loader (Load minus the file read):
+// it must never panic, must return either a config or *Problems, must be
+// deterministic, and must never print the value of a variable it
+// interpolated. Seeds: testdata/fuzz/FuzzLoad and the testdata configs.
+func FuzzLoad(f *testing.F) {
+	for _, name := range []string{"testdata/spec.yaml", "testdata/full.yaml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	const secret = "FUZZ-SECRET-VALUE-7f3a"
+	env := map[string]string{
+		"S": secret, "BREVO_API_KEY": secret, "WEBHOOK_SECRET": secret, "ONCESYNC_API_TOKEN": secret,
+		"PAGE_SIZE": "500", "EMPTY": "",
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data, envMap(env))
+		if err == nil {
+			if cfg == nil {
+				t.Fatal("nil config without error")
+			}
+			for _, s := range cfg.Syncs {
+				def, err := s.DefinitionJSON()
+				if err != nil {
+					t.Fatalf("DefinitionJSON: %v", err)
+				}
+				for _, v := range cfg.SecretValues() {
+					if strings.Contains(def, v) && len(v) > 3 && !strings.Contains(s.ID+s.Workspace+s.Schedule, v) {
+						t.Fatalf("definition holds secret %q: %s", v, def)
+					}
+				}
+			}
+			return
+		}
+		var ps *Problems
+		if !errors.As(err, &ps) || len(ps.List) == 0 {
+			t.Fatalf("want *Problems, got %T %v", err, err)
+		}
+		for _, p := range ps.List {
+			if p.File != "fuzz.yaml" || p.Msg == "" || p.Line < 0 {
+				t.Fatalf("malformed problem %+v", p)
+			}
+		}
+		if !bytes.Contains(data, []byte(secret)) && strings.Contains(err.Error(), secret) {
+			t.Fatalf("error leaks an interpolated value:\n%s", err)
+		}
+		_, err2 := Parse("fuzz.yaml", data, envMap(env))
+		if err2 == nil || err2.Error() != err.Error() {
+			t.Fatalf("not deterministic:\n%v\n---\n%v", err, err2)
+		}
+	})
+}

@@ -1,0 +1,263 @@
+package config
+
+import (
+	"encoding/json"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// redactedPassword replaces passwords inside URLs and DSNs.
+const redactedPassword = "xxxxx"
+
+// kvPasswordRE finds password=... in a libpq key=value DSN.
+var kvPasswordRE = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']\S*)`)
+
+// Redacted returns a deep copy of s with every secret blanked: the API key,
+// the webhook secret and header values become "", and passwords inside the
+// source DSN and destination URLs become "xxxxx".
+func (s Sync) Redacted() Sync {
+	r := s
+	r.Destination.ListIDs = slices.Clone(s.Destination.ListIDs)
+	r.Mapping.Attributes = maps.Clone(s.Mapping.Attributes)
+	r.Mapping.Fields = maps.Clone(s.Mapping.Fields)
+	r.Destination.APIKey = ""
+	r.Destination.Secret = ""
+	if s.Destination.Headers != nil {
+		r.Destination.Headers = make(map[string]string, len(s.Destination.Headers))
+		for k := range s.Destination.Headers {
+			r.Destination.Headers[k] = ""
+		}
+	}
+	r.Source.DSN = redactDSN(s.Source.DSN)
+	r.Destination.BaseURL = redactURL(s.Destination.BaseURL)
+	r.Destination.URL = redactURL(s.Destination.URL)
+	return r
+}
+
+// redactURL hides the password and any password/token-like query
+// parameters of a URL; a string that does not parse is returned unchanged
+// unless it looks like it holds credentials, in which case it is blanked.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		if strings.Contains(raw, "@") || strings.Contains(strings.ToLower(raw), "password") {
+			return redactedPassword
+		}
+		return raw
+	}
+	changed := false
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redactedPassword)
+			changed = true
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			if secretParam(k) {
+				q.Set(k, redactedPassword)
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !changed {
+		return raw
+	}
+	return u.String()
+}
+
+func secretParam(k string) bool {
+	k = strings.ToLower(k)
+	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token") || k == "key" || k == "api_key" || k == "apikey"
+}
+
+// redactDSN hides the password of a postgres:// URL or key=value DSN.
+func redactDSN(dsn string) string {
+	if strings.Contains(dsn, "://") {
+		return redactURL(dsn)
+	}
+	return kvPasswordRE.ReplaceAllString(dsn, "${1}"+redactedPassword)
+}
+
+// urlSecrets returns the password and secret-like query values of a URL.
+func urlSecrets(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		if pw, has := u.User.Password(); has {
+			out = append(out, pw)
+		}
+	}
+	for k, vs := range u.Query() {
+		if secretParam(k) {
+			out = append(out, vs...)
+		}
+	}
+	return out
+}
+
+func dsnSecrets(dsn string) []string {
+	if strings.Contains(dsn, "://") {
+		return urlSecrets(dsn)
+	}
+	var out []string
+	for _, m := range kvPasswordRE.FindAllStringSubmatch(dsn, -1) {
+		v := m[2]
+		if strings.HasPrefix(v, "'") && strings.HasSuffix(v, "'") && len(v) >= 2 {
+			v = strings.ReplaceAll(v[1:len(v)-1], `\'`, `'`)
+			v = strings.ReplaceAll(v, `\\`, `\`)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// definition is the canonical JSON shape of a sync. Every field is
+// omitempty so that adding an optional key to oncesync later does not change
+// the definition of syncs that do not use it.
+type definition struct {
+	ID                         string         `json:"id"`
+	Workspace                  string         `json:"workspace,omitempty"`
+	Schedule                   string         `json:"schedule,omitempty"`
+	Source                     defSource      `json:"source"`
+	Destination                defDestination `json:"destination"`
+	Mapping                    defMapping     `json:"mapping"`
+	Partitions                 int            `json:"partitions,omitempty"`
+	AllowRewriteAfterRetention bool           `json:"allow_rewrite_after_retention,omitempty"`
+	LedgerRetention            string         `json:"ledger_retention,omitempty"`
+	DeadmanWindow              string         `json:"deadman_window,omitempty"`
+	BreakerFailures            int            `json:"breaker_failures,omitempty"`
+}
+
+type defSource struct {
+	Type         string `json:"type,omitempty"`
+	Path         string `json:"path,omitempty"`
+	PageSize     int    `json:"page_size,omitempty"`
+	Identity     string `json:"identity,omitempty"`
+	DSN          string `json:"dsn,omitempty"`
+	Query        string `json:"query,omitempty"`
+	Table        string `json:"table,omitempty"`
+	CursorColumn string `json:"cursor_column,omitempty"`
+	VersionQuery string `json:"version_query,omitempty"`
+}
+
+type defDestination struct {
+	Type        string   `json:"type,omitempty"`
+	BaseURL     string   `json:"base_url,omitempty"`
+	Mode        string   `json:"mode,omitempty"`
+	ListIDs     []int64  `json:"list_ids,omitempty"`
+	Concurrency int      `json:"concurrency,omitempty"`
+	Timeout     string   `json:"timeout,omitempty"`
+	RateLimit   float64  `json:"rate_limit,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Headers     []string `json:"headers,omitempty"` // names only
+}
+
+type defMapping struct {
+	Email      string            `json:"email,omitempty"`
+	ExtID      string            `json:"ext_id,omitempty"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Fields     map[string]string `json:"fields,omitempty"`
+}
+
+// durString is d in Go syntax, or "" for 0 (unset).
+func durString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// DefinitionJSON returns the canonical JSON of the redacted sync: keys in a
+// fixed order (map keys sorted), durations in Go syntax, no secrets (header
+// names are kept, their values are not). Equal definitions give equal bytes
+// on every run and machine, so it detects definition changes (SPEC §1).
+func (s Sync) DefinitionJSON() (string, error) {
+	r := s.Redacted()
+	var headers []string
+	for k := range r.Destination.Headers {
+		headers = append(headers, k)
+	}
+	sort.Strings(headers)
+	def := definition{
+		ID:        r.ID,
+		Workspace: r.Workspace,
+		Schedule:  r.Schedule,
+		Source: defSource{
+			Type: r.Source.Type, Path: r.Source.Path, PageSize: r.Source.PageSize,
+			Identity: r.Source.Identity, DSN: r.Source.DSN, Query: r.Source.Query,
+			Table: r.Source.Table, CursorColumn: r.Source.CursorColumn, VersionQuery: r.Source.VersionQuery,
+		},
+		Destination: defDestination{
+			Type: r.Destination.Type, BaseURL: r.Destination.BaseURL, Mode: r.Destination.Mode,
+			ListIDs: r.Destination.ListIDs, Concurrency: r.Destination.Concurrency,
+			Timeout:   durString(r.Destination.Timeout),
+			RateLimit: r.Destination.RateLimit, URL: r.Destination.URL, Headers: headers,
+		},
+		Mapping: defMapping{
+			Email: r.Mapping.Email, ExtID: r.Mapping.ExtID,
+			Attributes: r.Mapping.Attributes, Fields: r.Mapping.Fields,
+		},
+		Partitions:                 r.Partitions,
+		AllowRewriteAfterRetention: r.AllowRewriteAfterRetention,
+		LedgerRetention:            durString(r.LedgerRetention),
+		DeadmanWindow:              durString(r.DeadmanWindow),
+		BreakerFailures:            r.BreakerFailures,
+	}
+	b, err := json.Marshal(def)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// SecretValues returns every secret value the configuration holds (API
+// keys, webhook secrets, header values, API tokens, SMTP password, Sentry DSN,
+// passwords in the store, Redis, DSN and destination URLs), deduplicated and
+// sorted, so output can be scrubbed of them. It includes the value of every
+// environment variable interpolated into one of those fields.
+func (c *Config) SecretValues() []string {
+	var out []string
+	add := func(vs ...string) {
+		for _, v := range vs {
+			if v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	add(c.envSecrets...)
+	add(dsnSecrets(c.Store)...)
+	add(urlSecrets(c.Redis)...)
+	add(c.Alerts.Webhook.Secret, c.Alerts.Email.Password, c.Alerts.Sentry.DSN)
+	if u, err := url.Parse(c.Alerts.Sentry.DSN); err == nil && u.User != nil {
+		add(u.User.Username())
+	}
+	add(urlSecrets(c.Alerts.Webhook.URL)...)
+	add(c.Web.APITokens...)
+	for _, s := range c.Syncs {
+		add(s.Destination.APIKey, s.Destination.Secret)
+		for _, v := range s.Destination.Headers {
+			add(v)
+		}
+		add(dsnSecrets(s.Source.DSN)...)
+		add(urlSecrets(s.Destination.BaseURL)...)
+		add(urlSecrets(s.Destination.URL)...)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}

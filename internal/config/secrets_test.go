@@ -1,0 +1,225 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSecretsNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const envSecret = "xkeysib-ENV-SUPERSECRET-123"
+	const literal = "xkeysib-LITERAL-SUPERSECRET-456"
+	// ${S} lands in every kind of field that can be wrong; literal secrets
+	// sit in secret fields next to problems.
+	yaml := `store: ${S}
+redis: ${S}
+settings: {lease_ttl: "${S}", breaker_failures: "${S}"}
+alerts:
+  webhook: {url: "${S}", secret: ` + literal + `}
+  email: {host: h, from: "${S}", to: ["${S}"], password: ` + literal + `}
+  sentry: {dsn: "${S}"}
+web: {listen: "${S}", api_tokens: [` + literal + `]}
+allow_evicting_redis: ${S}
+syncs:
+  - id: "${S}"
+    workspace: "${S}"
+    schedule: "${S}"
+    partitions: ${S}
+    ledger_retention: ${S}
+    source: {type: "${S}", page_size: "${S}"}
+    destination: {type: brevo, base_url: "${S}", api_key: ` + literal + `, mode: "${S}", list_ids: ["${S}"], timeout: "${S}", rate_limit: "${S}", concurrency: "${S}"}
+    mapping: {email: e}
+  - id: s2
+    source: {type: postgres, dsn: "${S}", table: "${S}", cursor_column: "${S}"}
+    destination: {type: webhook, url: "${S}", secret: ` + literal + `, headers: {X-Key: ` + literal + `}}
+  - id: s3
+    source: {type: postgres, dsn: "postgres://u:` + literal + `@db:5432/x", query: q, path: p}
+    destination: {type: webhook, url: "ftp://u:` + literal + `@host/x"}
+`
+	_, err := Parse("s.yaml", []byte(yaml), envMap(map[string]string{"S": envSecret}))
+	if err == nil {
+		t.Fatal("want problems")
+	}
+	msg := err.Error()
+	for _, secret := range []string{envSecret, literal, "SUPERSECRET"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("error leaks %q:\n%s", secret, msg)
+		}
+	}
+	// Every field above has a problem; make sure they were all reported (so
+	// this test looks at real messages), and that values from the
+	// environment are named, not shown.
+	if n := strings.Count(msg, "\n") + 1; n < 25 {
+		t.Errorf("want at least 25 problems, got %d:\n%s", n, msg)
+	}
+	for _, want := range []string{
+		"s.yaml:16: syncs[0].source.type: unknown source type the value of ${S} (valid: csv, jsonl, postgres)",
+		"s.yaml:13: syncs[0].schedule: is not a valid cron expression",
+		"s.yaml:1: store: must be a sqlite:// or postgres:// URL",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("testdata/full.yaml", envMap(specEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := cfg.Syncs[1]
+	r := orig.Redacted()
+	if r.Destination.Secret != "" || r.Destination.Headers["Authorization"] != "" || len(r.Destination.Headers) != 1 {
+		t.Errorf("webhook not redacted: %+v", r.Destination)
+	}
+	r.Mapping.Fields["event"] = "changed"
+	if orig.Destination.Headers["Authorization"] != "Bearer evtok-s3cret" || orig.Destination.Secret != "evwh-s3cret" || orig.Mapping.Fields["event"] != "name" {
+		t.Errorf("Redacted must not touch the original: %+v", orig)
+	}
+	b := cfg.Syncs[0].Redacted()
+	if b.Destination.APIKey != "" {
+		t.Errorf("api key not blanked")
+	}
+	if want := "postgres://reader:xxxxx@crm.internal:5432/crm?sslmode=require"; b.Source.DSN != want {
+		t.Errorf("dsn = %q, want %q", b.Source.DSN, want)
+	}
+	b.Destination.ListIDs[0] = 99
+	if cfg.Syncs[0].Destination.ListIDs[0] != 2 {
+		t.Error("Redacted shares list_ids with the original")
+	}
+
+	tests := []struct{ dsn, want string }{
+		{"host=db user=x password=se3cret dbname=crm", "host=db user=x password=xxxxx dbname=crm"},
+		{"host=db password = 'with space' dbname=crm", "host=db password = xxxxx dbname=crm"},
+		{"postgres://u:p%40ss@db/x?password=also", "postgres://u:xxxxx@db/x?password=xxxxx"},
+		{"postgres://u@db/x", "postgres://u@db/x"},
+		{"host=db dbname=crm", "host=db dbname=crm"},
+	}
+	for _, tt := range tests {
+		if got := redactDSN(tt.dsn); got != tt.want {
+			t.Errorf("redactDSN(%q) = %q, want %q", tt.dsn, got, tt.want)
+		}
+	}
+	if got := dsnSecrets("host=db password='it''s' x=1"); len(got) == 0 {
+		t.Errorf("dsnSecrets found nothing")
+	}
+	if got := dsnSecrets("host=db password='with space'"); !slices.Equal(got, []string{"with space"}) {
+		t.Errorf("dsnSecrets = %q", got)
+	}
+}
+
+func TestSecretValues(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("testdata/full.yaml", envMap(specEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.SecretValues()
+	for name, v := range specEnv {
+		if !slices.Contains(got, v) {
+			t.Errorf("SecretValues misses %s", name)
+		}
+	}
+	for _, v := range []string{"sentrykey-s3cret", "Bearer evtok-s3cret"} {
+		if !slices.Contains(got, v) {
+			t.Errorf("SecretValues misses %q", v)
+		}
+	}
+	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
+		t.Errorf("SecretValues not sorted and unique: %q", got)
+	}
+	for _, v := range got {
+		if v == "" || v == "email" || v == "1000" || strings.Contains(v, "contacts") {
+			t.Errorf("SecretValues holds a non-secret %q", v)
+		}
+	}
+	// Every secret must be gone from every definition.
+	for _, s := range cfg.Syncs {
+		def, err := s.DefinitionJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range got {
+			if strings.Contains(def, v) {
+				t.Errorf("definition of %s holds secret %q: %s", s.ID, v, def)
+			}
+		}
+	}
+}
+
+func TestDefinitionJSON(t *testing.T) {
+	t.Parallel()
+	block := `syncs:
+  - id: s1
+    workspace: acme
+    source:
+      path: contacts.csv
+      type: csv
+    destination:
+      list_ids: [2]
+      api_key: ${KEY}
+      type: brevo
+    mapping:
+      attributes:
+        LASTNAME: last_name
+        FIRSTNAME: first_name
+      email: email
+`
+	flow := `syncs: [{id: s1, workspace: acme, source: {type: csv, path: contacts.csv}, mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}, destination: {type: brevo, api_key: "${KEY}", list_ids: [2]}}]`
+	def := func(t *testing.T, yaml, key string) string {
+		t.Helper()
+		cfg, err := Parse("d.yaml", []byte(yaml), envMap(map[string]string{"KEY": key}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := cfg.Syncs[0].DefinitionJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	a := def(t, block, "xkeysib-one")
+	const golden = `{"id":"s1","workspace":"acme","source":{"type":"csv","path":"contacts.csv","page_size":500},"destination":{"type":"brevo","base_url":"https://api.brevo.com/v3","mode":"bulk","list_ids":[2],"concurrency":4,"timeout":"30s","rate_limit":10},"mapping":{"email":"email","attributes":{"FIRSTNAME":"first_name","LASTNAME":"last_name"}},"partitions":1}`
+	if a != golden {
+		t.Errorf("definition changed:\ngot  %s\nwant %s", a, golden)
+	}
+	for i := 0; i < 20; i++ {
+		if b := def(t, flow, "xkeysib-two"); b != a {
+			t.Fatalf("same sync in another layout, key order or API key must give the same definition:\n%s\n%s", a, b)
+		}
+	}
+	changed := def(t, strings.Replace(block, "path: contacts.csv", "path: other.csv", 1), "xkeysib-one")
+	if changed == a {
+		t.Error("a changed path must change the definition")
+	}
+	if strings.Contains(a, "xkeysib") {
+		t.Error("definition holds the API key")
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	t.Parallel()
+	known := []string{"api_key", "base_url", "list_ids", "page_size", "type", "url"}
+	tests := []struct{ key, want string }{
+		{"pagesize", "page_size"},
+		{"PageSize", "page_size"},
+		{"page-size", "page_size"},
+		{"pag_size", "page_size"},
+		{"apikey", "api_key"},
+		{"baseurl", "base_url"},
+		{"lsit_ids", "list_ids"},
+		{"typ", "type"},
+		{"uri", "url"},
+		{"colour", ""},
+		{"x", ""},
+		{strings.Repeat("a", 200), ""},
+	}
+	for _, tt := range tests {
+		if got := suggest(tt.key, known); got != tt.want {
+			t.Errorf("suggest(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}

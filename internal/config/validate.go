@@ -1,0 +1,460 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/mail"
+	"net/textproto"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+var (
+	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	sqlTableRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
+	sqlColumnRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	schemeRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,15}$`)
+)
+
+// reservedHeaders are set by oncesync on every webhook call.
+var reservedHeaders = map[string]bool{
+	"Idempotency-Key":   true,
+	"Webhook-Id":        true,
+	"Webhook-Timestamp": true,
+	"Webhook-Signature": true,
+	"Content-Type":      true,
+	"Content-Length":    true,
+	"Host":              true,
+}
+
+var (
+	sourceTypes      = []string{SourceCSV, SourceJSONL, SourcePostgres}
+	destinationTypes = []string{DestinationBrevo, DestinationWebhook}
+	modes            = []string{ModeSingle, ModeBulk}
+)
+
+// applyDefaults fills every field that was not written in the file.
+func (l *loader) applyDefaults(c *Config) {
+	def := Defaults()
+	if !l.has("store") {
+		c.Store = DefaultStore
+	}
+	s := &c.Settings
+	if !l.has("settings.lease_ttl") {
+		s.LeaseTTL = def.LeaseTTL
+	}
+	if !l.has("settings.lease_renew") {
+		s.LeaseRenew = def.LeaseRenew
+	}
+	if !l.has("settings.breaker_failures") {
+		s.BreakerFailures = def.BreakerFailures
+	}
+	if !l.has("settings.deadman_window") {
+		s.DeadmanWindow = def.DeadmanWindow
+	}
+	if !l.has("settings.ledger_retention") {
+		s.LedgerRetention = def.LedgerRetention
+	}
+	if !l.has("web.listen") {
+		c.Web.Listen = DefaultListen
+	}
+	if l.has("alerts.email") {
+		if !l.has("alerts.email.port") {
+			c.Alerts.Email.Port = DefaultSMTPPort
+		}
+		if !l.has("alerts.email.starttls") {
+			c.Alerts.Email.StartTLS = true
+		}
+	}
+	for i := range c.Syncs {
+		p := fmt.Sprintf("syncs[%d]", i)
+		sy := &c.Syncs[i]
+		if !l.has(p + ".workspace") {
+			sy.Workspace = DefaultWorkspace
+		}
+		if !l.has(p + ".partitions") {
+			sy.Partitions = DefaultPartitions
+		}
+		if !l.has(p + ".source.page_size") {
+			sy.Source.PageSize = DefaultPageSize
+		}
+		d := &sy.Destination
+		dp := p + ".destination"
+		if !l.has(dp + ".mode") {
+			switch d.Type {
+			case DestinationBrevo:
+				d.Mode = ModeBulk
+			case DestinationWebhook:
+				d.Mode = ModeSingle
+			}
+		}
+		if !l.has(dp + ".concurrency") {
+			d.Concurrency = DefaultConcurrency
+		}
+		if !l.has(dp + ".timeout") {
+			d.Timeout = DefaultTimeout
+		}
+		if d.Type == DestinationBrevo {
+			if !l.has(dp + ".rate_limit") {
+				d.RateLimit = DefaultBrevoRateLimit
+			}
+			if !l.has(dp + ".base_url") {
+				d.BaseURL = DefaultBrevoBaseURL
+			}
+		}
+	}
+}
+
+// check reports msg at path unless the field already has a problem.
+func (l *loader) check(path, msg string) {
+	if !l.bad[path] {
+		l.report(path, msg)
+	}
+}
+
+func (l *loader) validate(c *Config) {
+	if l.has("store") && !l.bad["store"] {
+		if msg := checkStoreURL(c.Store); msg != "" {
+			l.check("store", msg+l.emptyHint("store"))
+		}
+	}
+	if c.Redis != "" {
+		if msg := checkURL(c.Redis, "redis", "rediss"); msg != "" {
+			l.check("redis", msg)
+		}
+	}
+	l.validateSettings(&c.Settings)
+	l.validateAlerts(&c.Alerts)
+	l.validateWeb(&c.Web)
+	if len(c.Syncs) == 0 && !l.bad["syncs"] {
+		l.check("syncs", "at least one sync is required")
+	}
+	firstID := map[string]int{}
+	for i := range c.Syncs {
+		p := fmt.Sprintf("syncs[%d]", i)
+		if l.bad[p] {
+			continue
+		}
+		s := &c.Syncs[i]
+		if s.ID != "" && idRE.MatchString(s.ID) {
+			if j, dup := firstID[s.ID]; dup {
+				line, _ := l.lineOf(fmt.Sprintf("syncs[%d].id", j))
+				l.check(p+".id", fmt.Sprintf("duplicate sync id %q (already used by syncs[%d] at line %d)", s.ID, j, line))
+			} else {
+				firstID[s.ID] = i
+			}
+		}
+		l.validateSync(p, s)
+	}
+}
+
+func (l *loader) positive(path string, d time.Duration) {
+	if l.has(path) && d <= 0 {
+		l.check(path, "must be positive, got "+d.String())
+	}
+}
+
+func (l *loader) validateSettings(s *Settings) {
+	l.positive("settings.lease_ttl", s.LeaseTTL)
+	l.positive("settings.lease_renew", s.LeaseRenew)
+	l.positive("settings.deadman_window", s.DeadmanWindow)
+	l.positive("settings.ledger_retention", s.LedgerRetention)
+	if s.LeaseTTL > 0 && s.LeaseRenew > 0 && s.LeaseRenew >= s.LeaseTTL {
+		at := "settings.lease_renew"
+		if !l.has(at) {
+			at = "settings.lease_ttl"
+		}
+		l.check(at, fmt.Sprintf("lease_renew (%s) must be shorter than lease_ttl (%s)", s.LeaseRenew, s.LeaseTTL))
+	}
+	l.intRange("settings.breaker_failures", s.BreakerFailures, 1, MaxBreakerFailures)
+}
+
+// intRange checks a written integer field.
+func (l *loader) intRange(path string, v, lo, hi int) {
+	if l.has(path) && (v < lo || v > hi) {
+		l.check(path, fmt.Sprintf("must be between %d and %d, got %d", lo, hi, v))
+	}
+}
+
+func (l *loader) required(path, value, msg string) bool {
+	if strings.TrimSpace(value) != "" {
+		return true
+	}
+	if msg == "" {
+		msg = "is required"
+	}
+	l.check(path, msg+l.emptyHint(path))
+	return false
+}
+
+func (l *loader) validateAlerts(a *Alerts) {
+	if l.has("alerts.webhook") {
+		if l.required("alerts.webhook.url", a.Webhook.URL, "") {
+			if msg := checkURL(a.Webhook.URL, "http", "https"); msg != "" {
+				l.check("alerts.webhook.url", msg)
+			}
+		}
+	}
+	if l.has("alerts.email") {
+		e := &a.Email
+		l.required("alerts.email.host", e.Host, "")
+		l.intRange("alerts.email.port", e.Port, 1, 65535)
+		if l.required("alerts.email.from", e.From, "") {
+			if _, err := mail.ParseAddress(e.From); err != nil {
+				l.check("alerts.email.from", "is not a valid e-mail address")
+			}
+		}
+		if len(e.To) == 0 {
+			l.check("alerts.email.to", "needs at least one address")
+		}
+		for i, to := range e.To {
+			p := fmt.Sprintf("alerts.email.to[%d]", i)
+			// Addresses are personal data: never echo them.
+			if _, err := mail.ParseAddress(to); err != nil && !l.bad[p] {
+				l.check(p, "is not a valid e-mail address")
+			}
+		}
+	}
+	if l.has("alerts.sentry") {
+		if l.required("alerts.sentry.dsn", a.Sentry.DSN, "") {
+			u, err := url.Parse(a.Sentry.DSN)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User == nil || u.User.Username() == "" || strings.Trim(u.Path, "/") == "" {
+				l.check("alerts.sentry.dsn", "is not a valid Sentry DSN (expected https://KEY@HOST/PROJECT)")
+			}
+		}
+	}
+}
+
+func (l *loader) validateWeb(w *Web) {
+	if l.has("web.listen") && l.required("web.listen", w.Listen, "") {
+		_, port, err := net.SplitHostPort(w.Listen)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 0 || n > 65535 {
+			l.check("web.listen", "must be HOST:PORT (e.g. 127.0.0.1:8080), got "+l.show("web.listen", w.Listen))
+		}
+	}
+	for i, tok := range w.APITokens {
+		l.required(fmt.Sprintf("web.api_tokens[%d]", i), tok, "is empty")
+	}
+}
+
+func (l *loader) validateSync(p string, s *Sync) {
+	if l.required(p+".id", s.ID, "") && !idRE.MatchString(s.ID) {
+		l.check(p+".id", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "+l.show(p+".id", s.ID))
+	}
+	if l.required(p+".workspace", s.Workspace, "") && !idRE.MatchString(s.Workspace) {
+		l.check(p+".workspace", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "+l.show(p+".workspace", s.Workspace))
+	}
+	if strings.TrimSpace(s.Schedule) != "" {
+		if _, err := cron.ParseStandard(s.Schedule); err != nil {
+			msg := "is not a valid cron expression (5 fields like \"*/15 * * * *\" or a descriptor like @hourly)"
+			if !l.fromEnv(p + ".schedule") { // safe to echo
+				msg = fmt.Sprintf("invalid cron expression %q: %s (use 5 fields like \"*/15 * * * *\" or a descriptor like @hourly)", clip(s.Schedule), err)
+			}
+			l.check(p+".schedule", msg)
+		}
+	}
+	l.intRange(p+".partitions", s.Partitions, 1, MaxPartitions)
+	l.positive(p+".ledger_retention", s.LedgerRetention)
+	l.positive(p+".deadman_window", s.DeadmanWindow)
+	l.intRange(p+".breaker_failures", s.BreakerFailures, 1, MaxBreakerFailures)
+	l.validateSource(p+".source", &s.Source)
+	l.validateDestination(p, s)
+}
+
+// notFor reports every written field of fields at base, which type does not
+// use; hint says what does.
+func (l *loader) notFor(base, kind, typ string, fields []string, hint string) {
+	for _, f := range fields {
+		if l.has(base + "." + f) {
+			l.check(base+"."+f, fmt.Sprintf("is not used by %s %s (%s)", typ, kind, hint))
+		}
+	}
+}
+
+func (l *loader) validateSource(p string, s *Source) {
+	if !l.has(p) {
+		l.check(p, "is required (a mapping with type: csv, jsonl or postgres)")
+		return
+	}
+	if l.bad[p] {
+		return
+	}
+	if !l.required(p+".type", s.Type, "is required (one of csv, jsonl, postgres)") || l.bad[p+".type"] {
+		return
+	}
+	l.intRange(p+".page_size", s.PageSize, MinPageSize, MaxPageSize)
+	switch s.Type {
+	case SourceCSV, SourceJSONL:
+		l.required(p+".path", s.Path, fmt.Sprintf("is required for %s sources", s.Type))
+		l.notFor(p, "sources", s.Type, []string{"dsn", "query", "table", "cursor_column", "version_query"}, "postgres only")
+	case SourcePostgres:
+		if l.required(p+".dsn", s.DSN, "is required for postgres sources") {
+			if msg := checkPostgresDSN(s.DSN); msg != "" {
+				l.check(p+".dsn", msg)
+			}
+		}
+		hasQ, hasT := strings.TrimSpace(s.Query) != "", strings.TrimSpace(s.Table) != ""
+		switch {
+		case hasQ && hasT:
+			l.check(p+".table", "set query or table, not both")
+		case !hasQ && !hasT:
+			if !l.bad[p+".query"] && !l.bad[p+".table"] {
+				l.check(p+".query", "postgres sources need a query or a table"+l.emptyHint(p+".query")+l.emptyHint(p+".table"))
+			}
+		case hasT && !sqlTableRE.MatchString(s.Table):
+			l.check(p+".table", "must be a table name like contacts or crm.contacts, got "+l.show(p+".table", s.Table))
+		}
+		if l.has(p+".cursor_column") && !sqlColumnRE.MatchString(s.CursorColumn) {
+			l.check(p+".cursor_column", "must be a column name (letters, digits, _), got "+l.show(p+".cursor_column", s.CursorColumn))
+		}
+		l.notFor(p, "sources", s.Type, []string{"path"}, "csv and jsonl only")
+	default:
+		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(sourceTypes, ", ")))
+	}
+}
+
+func (l *loader) validateDestination(sp string, s *Sync) {
+	p := sp + ".destination"
+	d := &s.Destination
+	if !l.has(p) {
+		l.check(p, "is required (a mapping with type: brevo or webhook)")
+		return
+	}
+	if l.bad[p] {
+		return
+	}
+	if !l.required(p+".type", d.Type, "is required (one of brevo, webhook)") || l.bad[p+".type"] {
+		return
+	}
+	if l.has(p+".mode") && d.Mode != ModeSingle && d.Mode != ModeBulk {
+		l.check(p+".mode", fmt.Sprintf("unknown mode %s (valid: %s)", l.show(p+".mode", d.Mode), strings.Join(modes, ", ")))
+	}
+	l.intRange(p+".concurrency", d.Concurrency, 1, MaxConcurrency)
+	l.positive(p+".timeout", d.Timeout)
+	if l.has(p+".rate_limit") && d.RateLimit < 0 {
+		l.check(p+".rate_limit", fmt.Sprintf("must be 0 (unlimited) or more requests per second, got %g", d.RateLimit))
+	}
+	mp := sp + ".mapping"
+	m := &s.Mapping
+	switch d.Type {
+	case DestinationBrevo:
+		if l.has(p+".base_url") && l.required(p+".base_url", d.BaseURL, "") {
+			if msg := checkURL(d.BaseURL, "http", "https"); msg != "" {
+				l.check(p+".base_url", msg)
+			}
+		}
+		l.required(p+".api_key", d.APIKey, "is required for brevo destinations")
+		if d.Mode == ModeBulk && len(d.ListIDs) == 0 && !l.bad[p+".list_ids"] {
+			l.check(p+".list_ids", "is required in bulk mode: Brevo's contact import needs at least one list id")
+		}
+		for i, id := range d.ListIDs {
+			ip := fmt.Sprintf("%s.list_ids[%d]", p, i)
+			if id <= 0 && !l.bad[ip] {
+				l.check(ip, fmt.Sprintf("must be a positive Brevo list id, got %d", id))
+			}
+		}
+		l.notFor(p, "destinations", d.Type, []string{"url", "secret", "headers"}, "webhook only")
+		l.required(mp+".email", m.Email, "is required for brevo destinations (the column holding the e-mail address)")
+		l.notFor(mp, "destinations", d.Type, []string{"fields"}, "webhook only; brevo uses email, ext_id and attributes")
+	case DestinationWebhook:
+		if l.required(p+".url", d.URL, "is required for webhook destinations") {
+			if msg := checkURL(d.URL, "http", "https"); msg != "" {
+				l.check(p+".url", msg)
+			}
+		}
+		for name := range d.Headers {
+			hp := join(p+".headers", name)
+			switch {
+			case !headerNameRE.MatchString(name):
+				l.check(hp, "is not a valid HTTP header name")
+			case reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)]:
+				l.check(hp, "is set by oncesync and cannot be overridden")
+			}
+		}
+		l.notFor(p, "destinations", d.Type, []string{"base_url", "api_key", "list_ids"}, "brevo only")
+		l.notFor(mp, "destinations", d.Type, []string{"email", "ext_id", "attributes"}, "brevo only; webhook uses fields")
+	default:
+		l.check(p+".type", fmt.Sprintf("unknown destination type %s (valid: %s)", l.show(p+".type", d.Type), strings.Join(destinationTypes, ", ")))
+		return
+	}
+	for name, col := range m.Attributes {
+		l.required(join(mp+".attributes", name), col, "needs a source column name")
+	}
+	for name, col := range m.Fields {
+		l.required(join(mp+".fields", name), col, "needs a source column name")
+	}
+	if l.has(mp+".ext_id") && !l.bad[mp+".ext_id"] {
+		l.required(mp+".ext_id", m.ExtID, "needs a source column name")
+	}
+}
+
+// checkURL returns a problem with an absolute URL of one of schemes, or "".
+// It never echoes the URL (it may carry a password).
+func checkURL(raw string, schemes ...string) string {
+	want := make([]string, len(schemes))
+	for i, s := range schemes {
+		want[i] = s + "://"
+	}
+	wantMsg := "must be a URL starting with " + strings.Join(want, " or ")
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Scheme == "" {
+		return wantMsg
+	}
+	ok := false
+	for _, s := range schemes {
+		if strings.EqualFold(u.Scheme, s) {
+			ok = true
+		}
+	}
+	if !ok {
+		if schemeRE.MatchString(u.Scheme) {
+			return fmt.Sprintf("%s, got %s://", wantMsg, u.Scheme)
+		}
+		return wantMsg
+	}
+	if u.Host == "" {
+		return wantMsg + " with a host"
+	}
+	return ""
+}
+
+// checkStoreURL validates the store URL without echoing it.
+func checkStoreURL(raw string) string {
+	const want = "must be a sqlite:// or postgres:// URL (e.g. sqlite://./oncesync.db)"
+	scheme, rest, found := strings.Cut(strings.TrimSpace(raw), "://")
+	if !found {
+		return want
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite":
+		if strings.TrimSpace(rest) == "" {
+			return "must name a database file after sqlite:// (e.g. sqlite://./oncesync.db)"
+		}
+		return ""
+	case "postgres", "postgresql":
+		return checkURL(raw, "postgres", "postgresql")
+	}
+	if schemeRE.MatchString(scheme) {
+		return fmt.Sprintf("%s, got %s://", want, scheme)
+	}
+	return want
+}
+
+// checkPostgresDSN accepts a postgres:// URL or a libpq key=value string.
+func checkPostgresDSN(dsn string) string {
+	dsn = strings.TrimSpace(dsn)
+	if strings.Contains(dsn, "://") {
+		return checkURL(dsn, "postgres", "postgresql")
+	}
+	if !strings.Contains(dsn, "=") {
+		return "must be a postgres:// URL or key=value settings (host=... dbname=...)"
+	}
+	return ""
+}

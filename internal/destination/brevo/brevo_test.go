@@ -1,0 +1,745 @@
+package brevo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/destination/destinationtest"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+const apiKey = "xkeysib-TEST-0123456789abcdef"
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// sleepLog records the waits a destination asked for; with a fake clock it
+// advances the clock by each wait, so time passes only through sleeps.
+type sleepLog struct {
+	mu    sync.Mutex
+	clk   *clock.Fake
+	waits []time.Duration
+}
+
+func (s *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.waits = append(s.waits, d)
+	s.mu.Unlock()
+	if s.clk != nil && d > 0 {
+		s.clk.Advance(d)
+	}
+	return ctx.Err()
+}
+
+func (s *sleepLog) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.waits...)
+}
+
+// nonZero returns the waits longer than zero.
+func (s *sleepLog) nonZero() []time.Duration {
+	var out []time.Duration
+	for _, d := range s.all() {
+		if d > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+type bundle struct {
+	fake   *fakebrevo.Server
+	proxy  *fakebrevo.Proxy
+	url    string // base URL (…/v3)
+	clock  *clock.Fake
+	sleeps *sleepLog
+	dest   *brevo.Destination
+	params brevo.Params
+}
+
+// setup starts the fake Brevo behind the spec-validating proxy; every request
+// the destination sends must conform to swagger.yaml or the test fails.
+// The fake and the destination share a fake clock that only sleeps advance.
+func setup(t *testing.T, opts fakebrevo.Options, mut ...func(*brevo.Params)) *bundle {
+	t.Helper()
+	b := &bundle{clock: clock.NewFake(t0)}
+	b.sleeps = &sleepLog{clk: b.clock}
+	if opts.APIKey == "" {
+		opts.APIKey = apiKey
+	}
+	if opts.Clock == nil {
+		opts.Clock = b.clock
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 7
+	}
+	b.fake = fakebrevo.New(opts)
+	b.startProxy(t, b.fake)
+	b.params = brevo.Params{
+		BaseURL:    b.url,
+		APIKey:     apiKey,
+		Mode:       brevo.ModeSingle,
+		ListIDs:    []int64{2, 7},
+		Clock:      b.clock,
+		Sleep:      b.sleeps.sleep,
+		MaxRetries: 3,
+	}
+	for _, m := range mut {
+		m(&b.params)
+	}
+	b.dest = b.newDest(t, b.params)
+	return b
+}
+
+func (b *bundle) startProxy(t *testing.T, next http.Handler) {
+	t.Helper()
+	proxy, err := fakebrevo.ValidatingProxy(next)
+	if err != nil {
+		t.Fatalf("ValidatingProxy: %v", err)
+	}
+	b.proxy = proxy
+	srv := httptest.NewServer(proxy)
+	b.url = srv.URL + fakebrevo.BasePath
+	t.Cleanup(func() {
+		srv.Close()
+		for _, err := range proxy.Errors() {
+			if errors.Is(err, fakebrevo.ErrInvalidResponse) {
+				t.Logf("fake's response off spec (not this client's fault): %v", err)
+				continue
+			}
+			t.Errorf("request does not conform to Brevo's API spec: %v", err)
+		}
+	})
+}
+
+func (b *bundle) newDest(t *testing.T, p brevo.Params) *brevo.Destination {
+	t.Helper()
+	d, err := brevo.New(p)
+	if err != nil {
+		t.Fatalf("brevo.New: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func rec(i int, attrs map[string]any) destination.Record {
+	r := destinationtest.Record(i)
+	if attrs != nil {
+		r.Data["attributes"] = attrs
+	}
+	return r
+}
+
+func recs(n int) []destination.Record {
+	out := make([]destination.Record, n)
+	for i := range out {
+		out[i] = rec(i, nil)
+	}
+	return out
+}
+
+func byKey(t *testing.T, want []destination.Record, res []destination.Result) map[string]destination.Result {
+	t.Helper()
+	out := make(map[string]destination.Result, len(res))
+	for _, r := range res {
+		out[r.Key] = r
+	}
+	if len(out) != len(want) || len(res) != len(want) {
+		t.Fatalf("%d results (%d keys) for %d records", len(res), len(out), len(want))
+	}
+	return out
+}
+
+func emailOf(r destination.Record) string { return r.Data["email"].(string) }
+
+func TestAcceptance(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			destinationtest.Run(t, destinationtest.Harness{
+				Setup: func(t *testing.T, cfg destinationtest.Config) destinationtest.Target {
+					opts := fakebrevo.Options{APIKey: apiKey, Seed: 11}
+					for _, r := range cfg.Faults.Refuse {
+						opts.RefuseEmails = append(opts.RefuseEmails, emailOf(r))
+					}
+					switch {
+					case cfg.Faults.Unavailable:
+						opts.ErrorRate = 1
+					case cfg.Faults.Flaky:
+						opts.ErrorRate = 0.4
+					}
+					b := &bundle{}
+					fake := fakebrevo.New(opts) // wall clock: Verify's since is wall time
+					b.startProxy(t, fake)
+					key := apiKey
+					if cfg.Faults.Unauthorized {
+						key = "xkeysib-WRONG-fedcba9876543210"
+					}
+					d := b.newDest(t, brevo.Params{
+						BaseURL: b.url, APIKey: key, Mode: mode, ListIDs: []int64{3},
+						Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries,
+					})
+					return destinationtest.Target{
+						Dest:         d,
+						Secrets:      []string{apiKey, key},
+						Requests:     func() int64 { return fake.Stats().Requests },
+						ServerErrors: func() int64 { return fake.Stats().ByStatus["503"] },
+						Stored:       func() int64 { return fake.Stats().Contacts },
+					}
+				},
+			})
+		})
+	}
+}
+
+func TestWriteSingle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{})
+	rs := recs(12)
+	rs[0].Data["ext_id"] = "crm-42"
+	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got := byKey(t, rs, res)
+	for _, r := range rs {
+		c, ok := b.fake.Contact(emailOf(r))
+		if !ok {
+			t.Fatalf("contact %s not stored", r.Key[:8])
+		}
+		if res := got[r.Key]; res.Outcome != destination.Delivered || res.Ref != strconv.FormatInt(c.ID, 10) {
+			t.Errorf("result %+v, want delivered with Ref = contact id %d", res, c.ID)
+		}
+		attrs := r.Data["attributes"].(map[string]any)
+		if c.Attributes["FIRSTNAME"] != attrs["FIRSTNAME"] || c.Attributes["AGE"] != attrs["AGE"] {
+			t.Errorf("contact attributes %v, want %v", c.Attributes, attrs)
+		}
+		if fmt.Sprint(c.ListIDs) != "[2 7]" {
+			t.Errorf("contact lists %v, want [2 7]", c.ListIDs)
+		}
+	}
+	if c, _ := b.fake.Contact(emailOf(rs[0])); c.ExtID != "crm-42" {
+		t.Errorf("ext_id = %q, want crm-42", c.ExtID)
+	}
+	st := b.fake.Stats()
+	if n := st.ByRoute["POST /v3/contacts"]; n != int64(len(rs)) {
+		t.Errorf("%d POST /contacts, want one per record (%d)", n, len(rs))
+	}
+
+	// A second write updates (204, updateEnabled) instead of failing as a duplicate.
+	res, err = b.dest.Write(t.Context(), rs[:2])
+	if err != nil {
+		t.Fatalf("second Write: %v", err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("rewrite: %+v, want delivered", r)
+		}
+	}
+	if n := b.fake.Stats().ByStatus["204"]; n != 2 {
+		t.Errorf("%d updates (204), want 2", n)
+	}
+}
+
+func TestWriteBulk(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	rs := recs(300)
+	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got := byKey(t, rs, res)
+	for _, r := range rs {
+		if res := got[r.Key]; res.Outcome != destination.Delivered || res.Ref != "1" {
+			t.Errorf("result %+v, want delivered with Ref = process id 1", res)
+		}
+		c, ok := b.fake.Contact(emailOf(r))
+		if !ok || c.Attributes["FIRSTNAME"] != r.Data["attributes"].(map[string]any)["FIRSTNAME"] {
+			t.Fatalf("contact %s stored = %v (%v)", r.Key[:8], ok, c.Attributes)
+		}
+	}
+	st := b.fake.Stats()
+	if n := st.ByRoute["POST /v3/contacts/import"]; n != 1 {
+		t.Errorf("%d imports, want 1 for a page", n)
+	}
+	if n := st.ByRoute["POST /v3/contacts"]; n != 0 {
+		t.Errorf("%d single writes, want 0", n)
+	}
+}
+
+func TestBulkFallbackRejectsBadRecordAlone(t *testing.T) {
+	t.Parallel()
+	rs := recs(500)
+	bad := rs[137]
+	b := setup(t, fakebrevo.Options{RefuseEmails: []string{emailOf(bad)}},
+		func(p *brevo.Params) { p.Mode = brevo.ModeBulk; p.Concurrency = 8 })
+	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got := byKey(t, rs, res)
+	for _, r := range rs {
+		g := got[r.Key]
+		if r.Key == bad.Key {
+			if g.Outcome != destination.Rejected || !strings.Contains(g.Message, "Invalid email address") {
+				t.Errorf("bad record: %+v, want rejected with Brevo's message", g)
+			}
+			continue
+		}
+		if g.Outcome != destination.Delivered {
+			t.Errorf("record %s: %+v, want delivered", r.Key[:8], g)
+		}
+	}
+	st := b.fake.Stats()
+	if st.Contacts != 499 {
+		t.Errorf("%d contacts stored, want 499", st.Contacts)
+	}
+	if n := st.ByRoute["POST /v3/contacts/import"]; n != 1 {
+		t.Errorf("%d imports, want 1 (refused, then the single path)", n)
+	}
+	if n := st.ByRoute["POST /v3/contacts"]; n != 500 {
+		t.Errorf("%d single writes, want 500", n)
+	}
+}
+
+func TestInvalidEmailRejectedBeforeSending(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(3)
+			rs[1].Data["email"] = "not an email"
+			rs[2].Data["attributes"] = "oops"
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			got := byKey(t, rs, res)
+			if got[rs[0].Key].Outcome != destination.Delivered {
+				t.Errorf("good record: %+v", got[rs[0].Key])
+			}
+			for _, r := range rs[1:] {
+				if g := got[r.Key]; g.Outcome != destination.Rejected || g.Message == "" {
+					t.Errorf("malformed record: %+v, want rejected with a reason", g)
+				}
+			}
+			if n := b.fake.Stats().Requests; n != 1 {
+				t.Errorf("%d requests, want 1 (malformed records are not sent)", n)
+			}
+		})
+	}
+}
+
+func TestUnauthorizedFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{APIKey: "xkeysib-OTHER"}, func(p *brevo.Params) { p.Mode = mode; p.Concurrency = 1 })
+			_, err := b.dest.Write(t.Context(), recs(5))
+			if failure.CodeOf(err) != failure.DestinationAuth {
+				t.Fatalf("Write error %v, want %s", err, failure.DestinationAuth)
+			}
+			var apiErr *brevo.APIError
+			if !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized || apiErr.Code != "unauthorized" {
+				t.Errorf("error chain %v, want a *brevo.APIError 401 unauthorized", err)
+			}
+			if n := b.fake.Stats().Requests; n != 1 {
+				t.Errorf("%d requests, want 1 (no retry)", n)
+			}
+			if len(b.sleeps.nonZero()) != 0 {
+				t.Errorf("slept %v, want no backoff", b.sleeps.nonZero())
+			}
+			if strings.Contains(err.Error(), apiKey) || strings.Contains(err.Error(), "@") {
+				t.Errorf("error %q holds the API key or an e-mail address", err)
+			}
+		})
+	}
+}
+
+func TestServerErrorRetriedThenSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ErrorRate: 0.5, Seed: 3}, func(p *brevo.Params) {
+		p.MaxRetries, p.Concurrency, p.RateLimit = 30, 1, 1e9
+	})
+	rs := recs(6)
+	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	for _, r := range byKey(t, rs, res) {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("%+v, want delivered", r)
+		}
+	}
+	st := b.fake.Stats()
+	if st.ByStatus["503"] == 0 {
+		t.Fatalf("the fake sent no 503 with this seed: the test proves nothing")
+	}
+	if st.Contacts != int64(len(rs)) || st.DuplicateWrites != 0 {
+		t.Errorf("contacts %d, duplicates %d; want %d, 0", st.Contacts, st.DuplicateWrites, len(rs))
+	}
+	// One backoff per 503 (pacing waits at most 1 ns at this RateLimit).
+	var waits []time.Duration
+	for _, d := range b.sleeps.nonZero() {
+		if d > time.Microsecond {
+			waits = append(waits, d)
+		}
+	}
+	if int64(len(waits)) != st.ByStatus["503"] {
+		t.Errorf("%d backoffs for %d 503s", len(waits), st.ByStatus["503"])
+	}
+	for _, d := range waits {
+		if d > 30*time.Second {
+			t.Errorf("backoff %s above the 30 s cap", d)
+		}
+	}
+}
+
+func TestServerErrorExhaustsRetries(t *testing.T) {
+	t.Parallel()
+	// A limit so high that pacing never waits: every wait is a backoff.
+	b := setup(t, fakebrevo.Options{ErrorRate: 1}, func(p *brevo.Params) { p.RateLimit = 1e9 })
+	_, err := b.dest.Write(t.Context(), recs(1))
+	if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Write error %v, want %s", err, failure.DestinationUnavailable)
+	}
+	if n := b.fake.Stats().Requests; n != 4 {
+		t.Errorf("%d requests, want 4 (1 + MaxRetries 3)", n)
+	}
+	waits := b.sleeps.nonZero()
+	if len(waits) > 3 {
+		t.Fatalf("slept %v, want at most 3 backoffs", waits)
+	}
+	for i, d := range waits {
+		if d > time.Second<<i {
+			t.Errorf("backoff %d = %s, want ≤ %s", i, d, time.Second<<i)
+		}
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("429 waits for x-sib-ratelimit-reset", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, fakebrevo.Options{RateLimitPerSecond: 1})
+		// Another client spends the one-second window first.
+		other := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Clock: b.clock, Sleep: (&sleepLog{}).sleep})
+		if _, err := other.Write(t.Context(), recs(1)); err != nil {
+			t.Fatalf("other Write: %v", err)
+		}
+		rs := []destination.Record{rec(1, nil)}
+		res, err := b.dest.Write(t.Context(), rs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if byKey(t, rs, res)[rs[0].Key].Outcome != destination.Delivered {
+			t.Errorf("%+v, want delivered", res)
+		}
+		st := b.fake.Stats()
+		if st.ByStatus["429"] != 1 {
+			t.Errorf("%d 429s, want 1", st.ByStatus["429"])
+		}
+		if got := b.sleeps.nonZero(); len(got) != 1 || got[0] != time.Second {
+			t.Errorf("slept %v, want one 1s wait (the reset the fake sent)", got)
+		}
+	})
+
+	t.Run("remaining 0 slows down before a 429", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, fakebrevo.Options{RateLimitPerSecond: 3}, func(p *brevo.Params) { p.RateLimit = 1000; p.Concurrency = 1 })
+		rs := recs(10)
+		if _, err := b.dest.Write(t.Context(), rs); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		st := b.fake.Stats()
+		if st.ByStatus["429"] != 0 {
+			t.Errorf("%d 429s, want 0: the client must wait for the reset when remaining hits 0", st.ByStatus["429"])
+		}
+		if st.Contacts != 10 {
+			t.Errorf("%d contacts, want 10", st.Contacts)
+		}
+	})
+
+	t.Run("persistent 429 is destination_rate_limited", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, fakebrevo.Options{RateLimitRate: 1})
+		_, err := b.dest.Write(t.Context(), recs(1))
+		if failure.CodeOf(err) != failure.DestinationRateLimited {
+			t.Fatalf("Write error %v, want %s", err, failure.DestinationRateLimited)
+		}
+		if n := b.fake.Stats().Requests; n != 4 {
+			t.Errorf("%d requests, want 4", n)
+		}
+		for _, d := range b.sleeps.nonZero() {
+			if d != time.Second {
+				t.Errorf("slept %v, want the fake's 1s reset each time", b.sleeps.nonZero())
+				break
+			}
+		}
+	})
+
+	t.Run("client paces at RateLimit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.RateLimit = 5; p.Concurrency = 1 })
+		if _, err := b.dest.Write(t.Context(), recs(11)); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if elapsed := b.clock.Now().Sub(t0); elapsed != 2*time.Second {
+			t.Errorf("11 requests at 5/s took %s of (fake) time, want 2s", elapsed)
+		}
+	})
+}
+
+func TestImportSplitUnder8MB(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		sizes []int64
+	)
+	b := &bundle{clock: clock.NewFake(t0)}
+	b.sleeps = &sleepLog{clk: b.clock}
+	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Clock: b.clock})
+	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v3/contacts/import" {
+			mu.Lock()
+			sizes = append(sizes, r.ContentLength)
+			mu.Unlock()
+		}
+		b.fake.ServeHTTP(w, r)
+	}))
+	d := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Mode: brevo.ModeBulk, ListIDs: []int64{1},
+		Clock: b.clock, Sleep: b.sleeps.sleep})
+	// 9 records of ~1 MB: ~9 MB, more than one body holds.
+	big := strings.Repeat("x", 1_000_000)
+	rs := make([]destination.Record, 9)
+	for i := range rs {
+		rs[i] = rec(i, map[string]any{"NOTES": big, "FIRSTNAME": fmt.Sprint(i)})
+	}
+	res, err := d.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	refs := map[string]int{}
+	for _, r := range byKey(t, rs, res) {
+		if r.Outcome != destination.Delivered {
+			t.Fatalf("%+v, want delivered", r)
+		}
+		refs[r.Ref]++
+	}
+	if len(sizes) != 2 {
+		t.Fatalf("import bodies %v, want 2", sizes)
+	}
+	var total int
+	for _, s := range sizes {
+		if s <= 0 || s >= brevo.MaxImportBody {
+			t.Errorf("import body of %d bytes, want under %d", s, brevo.MaxImportBody)
+		}
+	}
+	for _, n := range refs {
+		total += n
+	}
+	if len(refs) != 2 || total != len(rs) {
+		t.Errorf("process refs %v, want two processes covering %d records", refs, len(rs))
+	}
+	if n := b.fake.Stats().Contacts; n != int64(len(rs)) {
+		t.Errorf("%d contacts, want %d", n, len(rs))
+	}
+}
+
+func TestVerifySingle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{})
+	rs := recs(6)
+	// 0, 1: written as mapped. 2: written with other data. 3: written without
+	// the lists. 4: written with AGE as a string. 5: never written.
+	if _, err := b.dest.Write(t.Context(), rs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	changed := rec(2, map[string]any{"FIRSTNAME": "Someone else", "AGE": float64(22)})
+	if _, err := b.dest.Write(t.Context(), []destination.Record{changed}); err != nil {
+		t.Fatal(err)
+	}
+	noLists := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, ListIDs: []int64{2}, Clock: b.clock, Sleep: b.sleeps.sleep})
+	if _, err := noLists.Write(t.Context(), rs[3:4]); err != nil {
+		t.Fatal(err)
+	}
+	asString := rec(4, map[string]any{"FIRSTNAME": "First4", "AGE": "24"})
+	if _, err := b.dest.Write(t.Context(), []destination.Record{asString}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.fake.Stats().ContactsWritten
+
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	want := map[int]bool{0: true, 1: true, 4: true}
+	for i, r := range rs {
+		ref, ok := landed[r.Key]
+		if ok != want[i] {
+			t.Errorf("record %d landed = %v, want %v", i, ok, want[i])
+			continue
+		}
+		if ok {
+			c, _ := b.fake.Contact(emailOf(r))
+			if ref != strconv.FormatInt(c.ID, 10) {
+				t.Errorf("record %d Ref = %q, want contact id %d", i, ref, c.ID)
+			}
+		}
+	}
+	st := b.fake.Stats()
+	if st.ContactsWritten != before {
+		t.Errorf("Verify wrote %d contacts", st.ContactsWritten-before)
+	}
+	if n := st.ByRoute["GET /v3/contacts/{identifier}"]; n != int64(len(rs)) {
+		t.Errorf("%d GET /contacts/{identifier}, want %d", n, len(rs))
+	}
+}
+
+func TestVerifyAfterKilledWrite(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	// The write lands, then the writer dies before it sees the answer.
+	b := setup(t, fakebrevo.Options{AfterWrite: func(*http.Request) { cancel() }})
+	rs := []destination.Record{rec(0, nil)}
+	rs[0].Data["email"] = "Mixed.Case+tag@Example.com"
+	if _, err := b.dest.Write(ctx, rs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write = %v, want the writer cancelled in the in-doubt window", err)
+	}
+	landed, err := b.dest.Verify(t.Context(), append(rs, rec(1, nil)), t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if _, ok := landed[rs[0].Key]; !ok || len(landed) != 1 {
+		t.Errorf("landed = %v, want only the in-doubt record", landed)
+	}
+	if n := b.fake.Stats().DuplicateWrites; n != 0 {
+		t.Errorf("%d duplicate writes", n)
+	}
+}
+
+func TestVerifyBulk(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: 9 * time.Second}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	rs := recs(120)
+	written := rs[:100]
+	if _, err := b.dest.Write(t.Context(), written); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	// Change one landed contact behind oncesync's back.
+	other := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Clock: b.clock, Sleep: b.sleeps.sleep, ListIDs: []int64{2, 7}})
+	b.clock.Advance(10 * time.Second)
+	changed := rec(5, map[string]any{"FIRSTNAME": "Changed", "AGE": float64(25)})
+	if _, err := other.Write(t.Context(), []destination.Record{changed}); err != nil {
+		t.Fatal(err)
+	}
+	// A second import still running when Verify starts.
+	late := rs[100:110]
+	if _, err := b.dest.Write(t.Context(), late); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	waitsBefore := len(b.sleeps.nonZero())
+
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	for i, r := range rs {
+		want := i < 110 && i != 5
+		if _, ok := landed[r.Key]; ok != want {
+			t.Errorf("record %d landed = %v, want %v", i, ok, want)
+		}
+	}
+	st := b.fake.Stats()
+	if n := st.ByRoute["GET /v3/contacts/{identifier}"]; n > 20 {
+		t.Errorf("%d GET /contacts/{identifier}: a large set must be verified by listing", n)
+	}
+	if st.ByRoute["GET /v3/processes"] < 2 {
+		t.Errorf("%d GET /processes, want Verify to wait for the running import", st.ByRoute["GET /v3/processes"])
+	}
+	if st.ByRoute["GET /v3/contacts"] == 0 {
+		t.Errorf("no GET /contacts")
+	}
+	if len(b.sleeps.nonZero()) == waitsBefore {
+		t.Errorf("Verify did not wait for the running import")
+	}
+}
+
+func TestVerifyBulkGivesUpOnStuckImport(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Hour}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+		p.VerifyWait = 10 * time.Second
+	})
+	rs := recs(30)
+	if _, err := b.dest.Write(t.Context(), rs); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.dest.Verify(t.Context(), rs, t0)
+	if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, brevo.ErrNoVerify) {
+		t.Fatalf("Verify error %v, want destination_unavailable wrapping ErrNoVerify", err)
+	}
+	if n := b.fake.Stats().ByRoute["GET /v3/processes"]; n != 6 {
+		t.Errorf("%d polls, want 6 (10 s every 2 s, plus the first)", n)
+	}
+}
+
+func TestVerifyErrorsHoldNoPersonalData(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ErrorRate: 1})
+	rs := recs(2)
+	_, err := b.dest.Verify(t.Context(), rs, t0)
+	if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Verify error %v, want %s", err, failure.DestinationUnavailable)
+	}
+	for _, s := range []string{"@", "%40", apiKey} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("error %q holds %q", err, s)
+		}
+	}
+}
+
+func TestNewRejectsBadParams(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		p    brevo.Params
+	}{
+		{"no key", brevo.Params{}},
+		{"bad url", brevo.Params{APIKey: "k", BaseURL: "api.brevo.com/v3"}},
+		{"bad mode", brevo.Params{APIKey: "k", Mode: "batch"}},
+		{"bulk without lists", brevo.Params{APIKey: "k", Mode: brevo.ModeBulk}},
+		{"negative list", brevo.Params{APIKey: "k", ListIDs: []int64{-1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := brevo.New(tt.p)
+			if failure.CodeOf(err) != failure.InvalidSyncDefinition {
+				t.Errorf("New error %v, want %s", err, failure.InvalidSyncDefinition)
+			}
+		})
+	}
+	d, err := brevo.New(brevo.Params{APIKey: "k"})
+	if err != nil || d.Capability() != destination.CapVerify {
+		t.Errorf("New with defaults = %v, %v; want a CapVerify destination", d, err)
+	}
+}

@@ -1,0 +1,305 @@
+package brevo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// contact is a record's data read for Brevo.
+type contact struct {
+	email string
+	extID string
+	attrs map[string]any
+	// invalid, when set, is why the record is rejected without a request.
+	invalid string
+}
+
+// parseRecord reads a mapped record: {"email": string, "ext_id"?: string,
+// "attributes"?: object}.
+func parseRecord(r destination.Record) contact {
+	var c contact
+	switch v := r.Data["email"].(type) {
+	case nil:
+	case string:
+		c.email = strings.TrimSpace(v)
+	default:
+		c.invalid = "email must be a string"
+		return c
+	}
+	switch v := r.Data["ext_id"].(type) {
+	case nil:
+	case string:
+		c.extID = v
+	case json.Number:
+		c.extID = v.String()
+	case float64, float32, int, int32, int64, uint, uint32, uint64:
+		c.extID = fmt.Sprint(v)
+	default:
+		c.invalid = "ext_id must be a string"
+		return c
+	}
+	switch v := r.Data["attributes"].(type) {
+	case nil:
+	case map[string]any:
+		c.attrs = v
+		if _, err := json.Marshal(v); err != nil {
+			c.invalid = "attributes cannot be encoded as JSON"
+			return c
+		}
+	default:
+		c.invalid = "attributes must be an object"
+		return c
+	}
+	if c.email != "" && !plausibleEmail(c.email) {
+		c.invalid = "invalid email address (refused by oncesync before sending)"
+	}
+	if c.email == "" && c.attrs["SMS"] == nil {
+		c.invalid = "record has no email (and no SMS attribute)"
+	}
+	return c
+}
+
+// plausibleEmail is a loose syntax check (one @, non-empty local part and
+// domain, no spaces or quoting characters), close to what API validators
+// accept for format "email". Brevo stays the judge of deliverability.
+func plausibleEmail(s string) bool {
+	at := strings.IndexByte(s, '@')
+	if at <= 0 || at != strings.LastIndexByte(s, '@') || at == len(s)-1 {
+		return false
+	}
+	return !strings.ContainsAny(s, " \t\r\n<>\",;()[]\\")
+}
+
+// createContact is the body of POST /contacts (swagger: createContact).
+type createContact struct {
+	Email         string         `json:"email,omitempty"`
+	ExtID         string         `json:"ext_id,omitempty"`
+	Attributes    map[string]any `json:"attributes,omitempty"`
+	ListIDs       []int64        `json:"listIds,omitempty"`
+	UpdateEnabled bool           `json:"updateEnabled"`
+}
+
+// importItem is one element of jsonBody (swagger: requestContactImport_jsonBody).
+type importItem struct {
+	Email      string         `json:"email,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// importRequest is the body of POST /contacts/import (swagger: requestContactImport).
+type importRequest struct {
+	JSONBody                []json.RawMessage `json:"jsonBody"`
+	ListIDs                 []int64           `json:"listIds"`
+	UpdateExistingContacts  bool              `json:"updateExistingContacts"`
+	EmptyContactsAttributes bool              `json:"emptyContactsAttributes"`
+	DisableNotification     bool              `json:"disableNotification"`
+}
+
+// Write delivers recs. On the single path each record is one POST /contacts
+// (bounded concurrency); on the bulk path the page goes to POST
+// /contacts/import in bodies under MaxImportBody, and a request Brevo refuses
+// (400, e.g. one bad address) is resent on the single path so only the bad
+// record is rejected, with Brevo's own message. On a page-level failure the
+// results of records already settled are returned with the error.
+func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, d.interrupted(ctx, err)
+	}
+	w := &pageWrite{d: d, recs: recs, results: make([]destination.Result, len(recs)), done: make([]bool, len(recs))}
+	var todo []int
+	cs := make([]contact, len(recs))
+	for i, r := range recs {
+		cs[i] = parseRecord(r)
+		if cs[i].invalid != "" {
+			w.set(i, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: cs[i].invalid})
+			continue
+		}
+		todo = append(todo, i)
+	}
+	w.contacts = cs
+	var err error
+	if d.mode == ModeBulk {
+		err = w.bulk(ctx, todo)
+	} else {
+		err = w.single(ctx, todo)
+	}
+	return w.collect(), err
+}
+
+// pageWrite is the state of one Write. Each index of results/done is written
+// by one goroutine only and read after they all finished.
+type pageWrite struct {
+	d        *Destination
+	recs     []destination.Record
+	contacts []contact
+	results  []destination.Result
+	done     []bool
+}
+
+func (w *pageWrite) set(i int, r destination.Result) { w.results[i], w.done[i] = r, true }
+
+func (w *pageWrite) collect() []destination.Result {
+	out := make([]destination.Result, 0, len(w.results))
+	for i, r := range w.results {
+		if w.done[i] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// recordLevel reports whether a 4xx answer is about the request's content
+// (a record's data) rather than the account or the configuration.
+func recordLevel(e *APIError) bool {
+	switch e.Status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+func (w *pageWrite) unexpected(e *APIError) error {
+	return failure.Wrap(failure.DestinationUnavailable, w.d.safe(e),
+		"brevo answered HTTP %d; check the destination's base_url", e.Status)
+}
+
+// single writes idx one POST /contacts each.
+func (w *pageWrite) single(ctx context.Context, idx []int) error {
+	err := runParallel(ctx, len(idx), w.d.conc, func(ctx context.Context, n int) error {
+		i := idx[n]
+		c := w.contacts[i]
+		body := marshal(createContact{
+			Email: c.email, ExtID: c.extID, Attributes: c.attrs,
+			ListIDs: w.d.listIDs, UpdateEnabled: true,
+		})
+		resp, err := w.d.do(ctx, request{method: http.MethodPost, path: "/contacts", route: "POST /contacts", body: body})
+		if err != nil {
+			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
+			if !ok {
+				return err
+			}
+			if !recordLevel(apiErr) {
+				return w.unexpected(apiErr)
+			}
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(apiErr)})
+			return nil
+		}
+		var created struct {
+			ID *int64 `json:"id"`
+		}
+		ref := ""
+		if resp.status == http.StatusCreated && json.Unmarshal(resp.body, &created) == nil && created.ID != nil {
+			ref = strconv.FormatInt(*created.ID, 10)
+		}
+		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
+		return nil
+	})
+	if err != nil && failure.CodeOf(err) == failure.Internal {
+		return w.d.interrupted(ctx, err)
+	}
+	return err
+}
+
+// rejection is the message stored for a rejected record: Brevo's own.
+func rejection(e *APIError) string {
+	switch {
+	case e.Message != "" && e.Code != "":
+		return e.Code + ": " + e.Message
+	case e.Message != "":
+		return e.Message
+	case e.Code != "":
+		return e.Code
+	}
+	return fmt.Sprintf("HTTP %d", e.Status)
+}
+
+// bulk imports idx in bodies under the size limit.
+func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
+	items := make(map[int]json.RawMessage, len(idx))
+	for _, i := range idx {
+		c := w.contacts[i]
+		items[i] = marshal(importItem{Email: c.email, Attributes: c.attrs})
+	}
+	for _, chunk := range w.chunks(idx, items) {
+		body := make([]json.RawMessage, len(chunk))
+		for n, i := range chunk {
+			body[n] = items[i]
+		}
+		resp, err := w.d.do(ctx, request{method: http.MethodPost, path: "/contacts/import",
+			route: "POST /contacts/import", body: marshal(w.importRequest(body))})
+		if err != nil {
+			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
+			if !ok {
+				return err
+			}
+			if !recordLevel(apiErr) {
+				return w.unexpected(apiErr)
+			}
+			// One bad record refuses the whole import: resend one by one so
+			// only it is rejected, with Brevo's message for it.
+			if err := w.single(ctx, chunk); err != nil {
+				return err
+			}
+			continue
+		}
+		var created struct {
+			ProcessID *int64 `json:"processId"`
+		}
+		ref := ""
+		if json.Unmarshal(resp.body, &created) == nil && created.ProcessID != nil {
+			ref = strconv.FormatInt(*created.ProcessID, 10)
+		}
+		for _, i := range chunk {
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
+		}
+	}
+	return nil
+}
+
+func (w *pageWrite) importRequest(items []json.RawMessage) importRequest {
+	return importRequest{
+		JSONBody:                items,
+		ListIDs:                 w.d.listIDs,
+		UpdateExistingContacts:  true,
+		EmptyContactsAttributes: false,
+		DisableNotification:     true,
+	}
+}
+
+// chunks splits idx so that each import body (items are the encoded
+// jsonBody elements) stays under w.d.maxBody bytes; a record too big alone
+// still goes alone, and Brevo judges it.
+func (w *pageWrite) chunks(idx []int, items map[int]json.RawMessage) [][]int {
+	envelope := len(marshal(w.importRequest([]json.RawMessage{})))
+	var (
+		out  [][]int
+		cur  []int
+		size = envelope
+	)
+	for _, i := range idx {
+		n := len(items[i])
+		if len(cur) > 0 {
+			n++ // comma
+		}
+		if len(cur) > 0 && size+n > w.d.maxBody {
+			out = append(out, cur)
+			cur, size = nil, envelope
+			n--
+		}
+		cur = append(cur, i)
+		size += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}

@@ -1,0 +1,379 @@
+// Package destinationtest is the acceptance suite every destination passes
+// (modelled on Conduit's connector acceptance tests). A destination's tests
+// call Run with a Harness that starts its server (a fake or an httptest
+// server) with the faults the suite asks for.
+package destinationtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Faults are the ways the suite makes a destination's server misbehave.
+type Faults struct {
+	// Refuse are records the server refuses for their content (a 4xx for
+	// that record); every other record is accepted.
+	Refuse []destination.Record
+	// Unauthorized: the server refuses the destination's credentials (401).
+	Unauthorized bool
+	// Flaky: the server answers 5xx to a good share of requests (a fraction
+	// or every other one) and accepts the rest.
+	Flaky bool
+	// Unavailable: the server answers 5xx to every request.
+	Unavailable bool
+}
+
+// Config is what the suite asks of one Setup.
+type Config struct {
+	Faults Faults
+	// Sleep must be the destination's Sleep (the suite controls waiting).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxRetries must be the destination's MaxRetries.
+	MaxRetries int
+}
+
+// Target is a destination wired to a server started for one test.
+type Target struct {
+	Dest destination.Destination
+	// Secrets are strings that must never appear in an error (API keys,
+	// header values, signing secrets).
+	Secrets []string
+	// Requests reports how many requests the server received so far.
+	Requests func() int64
+	// ServerErrors reports how many 5xx answers the server sent so far.
+	ServerErrors func() int64
+	// Stored reports how many distinct records the server holds.
+	Stored func() int64
+}
+
+// Harness adapts one destination to the suite.
+type Harness struct {
+	// Setup starts a fresh server with cfg.Faults and returns a destination
+	// writing to it; it registers its own cleanup with t.Cleanup.
+	Setup func(t *testing.T, cfg Config) Target
+	// Record returns the i-th test record; nil means Record (the package
+	// function), whose data has the Brevo shape.
+	Record func(i int) destination.Record
+}
+
+// Record returns a distinct valid record for i: a 64-hex key and data
+// {"email": "user<i>@example.com", "attributes": {"FIRSTNAME": ..., "AGE": ...}}.
+func Record(i int) destination.Record {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("destinationtest-record-%d", i)))
+	return destination.Record{
+		Key: hex.EncodeToString(sum[:]),
+		Data: map[string]any{
+			"email": fmt.Sprintf("user%d@example.com", i),
+			"attributes": map[string]any{
+				"FIRSTNAME": fmt.Sprintf("First%d", i),
+				"AGE":       float64(20 + i%50),
+			},
+		},
+	}
+}
+
+// NoSleep is a Sleep that returns at once (unless ctx is done).
+func NoSleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// blockingSleep never returns before ctx is done.
+func blockingSleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+const suiteRetries = 2
+
+// Run runs the acceptance suite against h. Every subtest is parallel and
+// starts its own server.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	rec := h.Record
+	if rec == nil {
+		rec = Record
+	}
+	records := func(n int) []destination.Record {
+		out := make([]destination.Record, n)
+		for i := range out {
+			out[i] = rec(i)
+		}
+		return out
+	}
+	setup := func(t *testing.T, f Faults) Target {
+		t.Helper()
+		tg := h.Setup(t, Config{Faults: f, Sleep: NoSleep, MaxRetries: suiteRetries})
+		t.Cleanup(func() {
+			if err := tg.Dest.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return tg
+	}
+
+	t.Run("DeliversEveryRecord", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		recs := records(25)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		byKey := checkResults(t, recs, res)
+		for _, r := range recs {
+			if got := byKey[r.Key]; got.Outcome != destination.Delivered {
+				t.Errorf("record %s: outcome %v (%q), want delivered", r.Key[:8], got.Outcome, got.Message)
+			}
+		}
+		if got := tg.Stored(); got != int64(len(recs)) {
+			t.Errorf("server stores %d records, want %d", got, len(recs))
+		}
+	})
+
+	t.Run("EmptyPageSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		res, err := tg.Dest.Write(t.Context(), nil)
+		if err != nil || len(res) != 0 {
+			t.Fatalf("Write(nil) = %v, %v; want no results, no error", res, err)
+		}
+		if n := tg.Requests(); n != 0 {
+			t.Errorf("server got %d requests for an empty page, want 0", n)
+		}
+	})
+
+	t.Run("RejectedRecordsDoNotFailThePage", func(t *testing.T) {
+		t.Parallel()
+		recs := records(10)
+		refused := map[string]bool{recs[3].Key: true, recs[7].Key: true}
+		tg := setup(t, Faults{Refuse: []destination.Record{recs[3], recs[7]}})
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		byKey := checkResults(t, recs, res)
+		for _, r := range recs {
+			got := byKey[r.Key]
+			switch {
+			case refused[r.Key] && got.Outcome != destination.Rejected:
+				t.Errorf("refused record %s: outcome %v, want rejected", r.Key[:8], got.Outcome)
+			case refused[r.Key] && got.Message == "":
+				t.Errorf("refused record %s: empty rejection message", r.Key[:8])
+			case !refused[r.Key] && got.Outcome != destination.Delivered:
+				t.Errorf("record %s: outcome %v (%q), want delivered", r.Key[:8], got.Outcome, got.Message)
+			}
+		}
+		if got := tg.Stored(); got != int64(len(recs)-len(refused)) {
+			t.Errorf("server stores %d records, want %d", got, len(recs)-len(refused))
+		}
+	})
+
+	t.Run("AuthFailureIsPermanentAndImmediate", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{Unauthorized: true})
+		recs := records(1)
+		_, err := tg.Dest.Write(t.Context(), recs)
+		if got := failure.CodeOf(err); got != failure.DestinationAuth {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationAuth)
+		}
+		if failure.Retryable(err) {
+			t.Errorf("auth failure must not be retryable")
+		}
+		if n := tg.Requests(); n != 1 {
+			t.Errorf("server got %d requests, want 1 (no retry on auth failure)", n)
+		}
+		checkSafe(t, err, tg.Secrets, recs)
+	})
+
+	t.Run("TransientServerErrorsAreRetried", func(t *testing.T) {
+		t.Parallel()
+		tg := h.Setup(t, Config{Faults: Faults{Flaky: true}, Sleep: NoSleep, MaxRetries: 10})
+		t.Cleanup(func() { _ = tg.Dest.Close() })
+		recs := records(10)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		byKey := checkResults(t, recs, res)
+		for _, r := range recs {
+			if got := byKey[r.Key]; got.Outcome != destination.Delivered {
+				t.Errorf("record %s: outcome %v, want delivered", r.Key[:8], got.Outcome)
+			}
+		}
+		if tg.ServerErrors() == 0 {
+			t.Errorf("the flaky server sent no 5xx: the test proves nothing")
+		}
+	})
+
+	t.Run("UnavailableAfterRetries", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{Unavailable: true})
+		recs := records(1)
+		_, err := tg.Dest.Write(t.Context(), recs)
+		if got := failure.CodeOf(err); got != failure.DestinationUnavailable {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationUnavailable)
+		}
+		if !failure.Retryable(err) {
+			t.Errorf("unavailable must be retryable")
+		}
+		if n := tg.Requests(); n != suiteRetries+1 {
+			t.Errorf("server got %d requests, want %d (1 + %d retries)", n, suiteRetries+1, suiteRetries)
+		}
+		checkSafe(t, err, tg.Secrets, recs)
+	})
+
+	t.Run("ContextCancelIsHonoured", func(t *testing.T) {
+		t.Parallel()
+		var slept atomic.Int64
+		sleep := func(ctx context.Context, d time.Duration) error {
+			slept.Add(1)
+			return blockingSleep(ctx, d)
+		}
+		tg := h.Setup(t, Config{Faults: Faults{Unavailable: true}, Sleep: sleep, MaxRetries: 1000})
+		t.Cleanup(func() { _ = tg.Dest.Close() })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, err := tg.Dest.Write(ctx, records(3))
+			done <- err
+		}()
+		// Let it reach the retry loop, then cancel.
+		deadline := time.Now().Add(5 * time.Second)
+		for tg.Requests() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Write after cancel = %v, want an error wrapping context.Canceled", err)
+			}
+			if failure.CodeOf(err) == failure.Internal {
+				t.Errorf("Write after cancel returned no catalog code: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Write did not return within 5 s of its context being cancelled")
+		}
+	})
+
+	t.Run("CancelledContextSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := tg.Dest.Write(ctx, records(3))
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Write on a cancelled context = %v, want context.Canceled", err)
+		}
+		if n := tg.Requests(); n != 0 {
+			t.Errorf("server got %d requests on a cancelled context, want 0", n)
+		}
+	})
+
+	t.Run("VerifyMatchesCapability", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		recs := records(6)
+		written, notWritten := recs[:3], recs[3:]
+		since := time.Now().Add(-time.Minute)
+		if tg.Dest.Capability() != destination.CapVerify {
+			if _, err := tg.Dest.Verify(t.Context(), recs, since); err == nil {
+				t.Errorf("Verify on a %s destination returned no error", tg.Dest.Capability())
+			}
+			return
+		}
+		if _, err := tg.Dest.Write(t.Context(), written); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		landed, err := tg.Dest.Verify(t.Context(), recs, since)
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		for _, r := range written {
+			if _, ok := landed[r.Key]; !ok {
+				t.Errorf("written record %s not reported as landed", r.Key[:8])
+			}
+		}
+		for _, r := range notWritten {
+			if _, ok := landed[r.Key]; ok {
+				t.Errorf("never-written record %s reported as landed", r.Key[:8])
+			}
+		}
+	})
+}
+
+// checkResults asserts exactly one result per record key and returns them by key.
+func checkResults(t *testing.T, recs []destination.Record, res []destination.Result) map[string]destination.Result {
+	t.Helper()
+	want := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		want[r.Key] = true
+	}
+	byKey := make(map[string]destination.Result, len(res))
+	for _, r := range res {
+		if !want[r.Key] {
+			t.Errorf("result for unknown key %q", r.Key)
+		}
+		if _, dup := byKey[r.Key]; dup {
+			t.Errorf("two results for key %s", r.Key[:8])
+		}
+		byKey[r.Key] = r
+	}
+	if len(byKey) != len(want) {
+		t.Errorf("%d results for %d records", len(byKey), len(want))
+	}
+	return byKey
+}
+
+// checkSafe asserts that err's text holds no secret and no string value of
+// the records' data that looks like an e-mail address.
+func checkSafe(t *testing.T, err error, secrets []string, recs []destination.Record) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(msg, s) {
+			t.Errorf("error %q holds a secret", msg)
+		}
+	}
+	for _, r := range recs {
+		for _, v := range stringsOf(r.Data) {
+			if strings.Contains(v, "@") && strings.Contains(msg, v) {
+				t.Errorf("error %q holds an e-mail address", msg)
+			}
+		}
+	}
+}
+
+func stringsOf(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case map[string]any:
+		var out []string
+		for _, x := range v {
+			out = append(out, stringsOf(x)...)
+		}
+		return out
+	case []any:
+		var out []string
+		for _, x := range v {
+			out = append(out, stringsOf(x)...)
+		}
+		return out
+	}
+	return nil
+}

@@ -1,0 +1,589 @@
+// Package webhook writes mapped records to an HTTP endpoint as JSON: one POST
+// per record (single mode) or one per page (bulk mode), each carrying an
+// Idempotency-Key header so that resending an in-doubt record is harmless
+// (CapIdempotent). With a Secret, requests are signed the Standard Webhooks
+// way (webhook-id, webhook-timestamp, webhook-signature "v1,<base64 HMAC-SHA256>").
+//
+// Answers: 2xx → delivered; 401/403 → destination_auth at once; 408, 409, 5xx,
+// timeouts and connection errors → retried in-run with backoff (exponential
+// from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
+// Retry-After (or backs off), then destination_rate_limited; any other 4xx
+// rejects the record(s) with the response body (first 500 bytes) as message.
+// Errors never hold the URL's path or query, header values, or the secret.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Defaults of Params.
+const (
+	DefaultConcurrency = 4
+	DefaultTimeout     = 30 * time.Second
+	DefaultMaxRetries  = 5
+	// MaxMessageLen is the longest rejection message kept from a response body.
+	MaxMessageLen = 500
+
+	maxRetryAfter   = time.Minute
+	backoffBase     = time.Second
+	backoffCap      = 30 * time.Second
+	maxResponseBody = 1 << 20
+)
+
+// Modes.
+const (
+	ModeSingle = "single"
+	ModeBulk   = "bulk"
+)
+
+// Header names.
+const (
+	HeaderIdempotencyKey   = "Idempotency-Key"
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// ErrVerifyUnsupported is returned by Verify: a webhook cannot be asked
+// whether a write landed; in-doubt records are resent with the same
+// Idempotency-Key instead.
+var ErrVerifyUnsupported = errors.New("webhook: verify is not supported; resend with the same Idempotency-Key")
+
+// Params configure a webhook destination.
+type Params struct {
+	// URL receives the POSTs. Required, absolute http(s).
+	URL string
+	// Mode is "single" (default: one POST per record) or "bulk" (one per page).
+	Mode string
+	// Headers are added to every request (e.g. Authorization). Their values
+	// never appear in errors.
+	Headers map[string]string
+	// Secret, when set, signs requests (Standard Webhooks). A "whsec_" prefix
+	// means the rest is the base64 key; otherwise the bytes are the key.
+	Secret string
+	// Concurrency bounds in-flight requests in single mode (default 4).
+	Concurrency int
+	// Timeout bounds one HTTP attempt (default 30 s).
+	Timeout time.Duration
+	// HTTPClient is the client used (default: a new http.Client).
+	HTTPClient *http.Client
+	// Clock tells the time (signatures, Retry-After dates; default clock.Real).
+	Clock clock.Clock
+	// Sleep waits d or until ctx is done (default: a timer). Tests inject it.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxRetries is the number of in-run retries per request after the first
+	// attempt (default 5; negative disables retries).
+	MaxRetries int
+}
+
+// Destination posts records to a webhook. It is safe for concurrent use.
+type Destination struct {
+	url        string
+	host       string
+	mode       string
+	headers    map[string]string
+	key        []byte
+	conc       int
+	timeout    time.Duration
+	client     *http.Client
+	ownClient  bool
+	clock      clock.Clock
+	sleep      func(context.Context, time.Duration) error
+	maxRetries int
+	secrets    []string // strings redacted from error texts
+}
+
+var _ destination.Destination = (*Destination)(nil)
+
+// New returns a webhook destination. Invalid parameters are reported as
+// failure.InvalidSyncDefinition.
+func New(p Params) (*Destination, error) {
+	u, err := url.Parse(p.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, failure.New(failure.InvalidSyncDefinition, "webhook url must be an absolute http(s) URL")
+	}
+	d := &Destination{
+		url:        p.URL,
+		host:       u.Host,
+		mode:       p.Mode,
+		headers:    make(map[string]string, len(p.Headers)),
+		conc:       p.Concurrency,
+		timeout:    p.Timeout,
+		client:     p.HTTPClient,
+		clock:      p.Clock,
+		sleep:      p.Sleep,
+		maxRetries: p.MaxRetries,
+	}
+	switch d.mode {
+	case "":
+		d.mode = ModeSingle
+	case ModeSingle, ModeBulk:
+	default:
+		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("webhook mode must be %q or %q", ModeSingle, ModeBulk))
+	}
+	for k, v := range p.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
+			return nil, failure.New(failure.InvalidSyncDefinition, "webhook headers must be valid HTTP header names and values")
+		}
+		d.headers[k] = v
+		if len(v) >= 4 {
+			d.secrets = append(d.secrets, v)
+		}
+	}
+	if p.Secret != "" {
+		d.key = []byte(p.Secret)
+		if rest, ok := strings.CutPrefix(p.Secret, "whsec_"); ok {
+			k, err := base64.StdEncoding.DecodeString(rest)
+			if err != nil || len(k) == 0 {
+				return nil, failure.New(failure.InvalidSyncDefinition, "webhook secret has a whsec_ prefix but is not valid base64")
+			}
+			d.key = k
+		}
+		d.secrets = append(d.secrets, p.Secret)
+	}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			d.secrets = append(d.secrets, pw)
+		}
+	}
+	if d.conc <= 0 {
+		d.conc = DefaultConcurrency
+	}
+	if d.timeout <= 0 {
+		d.timeout = DefaultTimeout
+	}
+	if d.client == nil {
+		d.client = &http.Client{}
+		d.ownClient = true
+	}
+	if d.clock == nil {
+		d.clock = clock.Real{}
+	}
+	if d.sleep == nil {
+		d.sleep = sleepCtx
+	}
+	switch {
+	case d.maxRetries == 0:
+		d.maxRetries = DefaultMaxRetries
+	case d.maxRetries < 0:
+		d.maxRetries = 0
+	}
+	return d, nil
+}
+
+// Capability reports CapIdempotent: resending with the same Idempotency-Key
+// is harmless for a conforming receiver.
+func (d *Destination) Capability() destination.Capability { return destination.CapIdempotent }
+
+// Verify is not supported; it returns ErrVerifyUnsupported.
+func (d *Destination) Verify(context.Context, []destination.Record, time.Time) (map[string]string, error) {
+	return nil, ErrVerifyUnsupported
+}
+
+// Close releases idle connections of a client New created.
+func (d *Destination) Close() error {
+	if d.ownClient {
+		d.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// bulkBody is the body of a bulk POST.
+type bulkBody struct {
+	Records []bulkRecord `json:"records"`
+}
+
+type bulkRecord struct {
+	Key  string         `json:"key"`
+	Data map[string]any `json:"data"`
+}
+
+// BulkIdempotencyKey is the Idempotency-Key of a bulk POST: the hex SHA-256
+// of the page's record keys, each followed by a newline.
+func BulkIdempotencyKey(keys []string) string {
+	h := sha256.New()
+	for _, k := range keys {
+		io.WriteString(h, k)
+		io.WriteString(h, "\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Write posts recs and returns one result per record. On a page-level
+// failure the results of records already settled are returned with the error.
+func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if d.mode == ModeBulk {
+		return d.writeBulk(ctx, recs)
+	}
+	results := make([]destination.Result, len(recs))
+	done := make([]bool, len(recs))
+	err := runParallel(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
+		body, err := json.Marshal(recs[i].Data)
+		if err != nil {
+			results[i], done[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Rejected,
+				Message: "record data cannot be encoded as JSON"}, true
+			return nil
+		}
+		res, err := d.post(ctx, body, recs[i].Key)
+		if err != nil {
+			return err
+		}
+		results[i], done[i] = res.result(recs[i].Key), true
+		return nil
+	})
+	if err != nil && failure.CodeOf(err) == failure.Internal {
+		err = interrupted(ctx, err)
+	}
+	out := make([]destination.Result, 0, len(recs))
+	for i, r := range results {
+		if done[i] {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	var (
+		b    bulkBody
+		out  = make([]destination.Result, 0, len(recs))
+		sent []string
+	)
+	for _, r := range recs {
+		if _, err := json.Marshal(r.Data); err != nil {
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected,
+				Message: "record data cannot be encoded as JSON"})
+			continue
+		}
+		b.Records = append(b.Records, bulkRecord{Key: r.Key, Data: r.Data})
+		sent = append(sent, r.Key)
+	}
+	if len(sent) == 0 {
+		return out, nil
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		// Each record encoded alone, so the page does too.
+		return out, interrupted(ctx, err)
+	}
+	res, err := d.post(ctx, body, BulkIdempotencyKey(sent))
+	if err != nil {
+		return out, err
+	}
+	for _, k := range sent {
+		out = append(out, res.result(k))
+	}
+	return out, nil
+}
+
+// answer is a final (non-retried) answer to one POST.
+type answer struct {
+	rejected bool
+	message  string
+	ref      string
+}
+
+func (a answer) result(key string) destination.Result {
+	if a.rejected {
+		return destination.Result{Key: key, Outcome: destination.Rejected, Message: a.message}
+	}
+	return destination.Result{Key: key, Outcome: destination.Delivered, Ref: a.ref}
+}
+
+// StatusError is a non-2xx answer. Its text holds the status and the host
+// only (never the body, the URL's path or query, or header values).
+type StatusError struct {
+	Host   string
+	Status int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("webhook: POST %s: HTTP %d", e.Host, e.Status)
+}
+
+// transportError is a POST that got no answer; it replaces *url.Error, whose
+// text holds the whole URL.
+type transportError struct {
+	Host string
+	Err  error
+}
+
+func (e *transportError) Error() string { return fmt.Sprintf("webhook: POST %s: %v", e.Host, e.Err) }
+func (e *transportError) Unwrap() error { return e.Err }
+
+// post sends body with retries and returns the final answer, or a
+// *failure.Error.
+func (d *Destination) post(ctx context.Context, body []byte, idemKey string) (answer, error) {
+	var (
+		lastErr     error
+		rateLimited bool
+	)
+	for attempt := 0; ; attempt++ {
+		status, header, resBody, err := d.send(ctx, body, idemKey)
+		var wait time.Duration
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return answer{}, interrupted(ctx, ctx.Err())
+			}
+			lastErr, rateLimited = err, false
+			wait = backoff(attempt)
+		case status >= 200 && status < 300:
+			return answer{ref: refOf(resBody)}, nil
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			return answer{}, failure.Wrap(failure.DestinationAuth, d.safe(&StatusError{Host: d.host, Status: status}),
+				"the webhook refused oncesync's credentials")
+		case status == http.StatusTooManyRequests:
+			lastErr, rateLimited = &StatusError{Host: d.host, Status: status}, true
+			wait = backoff(attempt)
+			if ra, ok := d.retryAfter(header.Get("Retry-After")); ok {
+				if ra > maxRetryAfter {
+					return answer{}, failure.Wrap(failure.DestinationRateLimited, lastErr,
+						"the webhook asked to retry in %s", ra.Round(time.Second))
+				}
+				wait = ra
+			}
+		case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
+			return answer{rejected: true, message: message(status, resBody)}, nil
+		default: // 408, 409 (a request with this key is in progress), 5xx, others
+			lastErr, rateLimited = &StatusError{Host: d.host, Status: status}, false
+			wait = backoff(attempt)
+		}
+		if attempt >= d.maxRetries {
+			break
+		}
+		if err := d.sleep(ctx, wait); err != nil {
+			return answer{}, interrupted(ctx, err)
+		}
+	}
+	if rateLimited {
+		return answer{}, failure.Wrap(failure.DestinationRateLimited, d.safe(lastErr),
+			"the webhook kept answering 429 after %d attempts", d.maxRetries+1)
+	}
+	return answer{}, failure.Wrap(failure.DestinationUnavailable, d.safe(lastErr),
+		"the webhook did not answer successfully after %d attempts", d.maxRetries+1)
+}
+
+func (d *Destination) send(ctx context.Context, body []byte, idemKey string) (int, http.Header, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, &transportError{Host: d.host, Err: errors.New("cannot build request")}
+	}
+	for k, v := range d.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, idemKey)
+	if d.key != nil {
+		ts := strconv.FormatInt(d.clock.Now().Unix(), 10)
+		req.Header.Set(HeaderWebhookID, idemKey)
+		req.Header.Set(HeaderWebhookTimestamp, ts)
+		req.Header.Set(HeaderWebhookSignature, Sign(d.key, idemKey, ts, body))
+	}
+	res, err := d.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, nil, nil, &transportError{Host: d.host, Err: err}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody))
+	if err != nil && res.StatusCode >= 200 && res.StatusCode < 300 {
+		// A 2xx whose body broke is still a 2xx: the receiver accepted it.
+		err = nil
+	}
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, nil, nil, &transportError{Host: d.host, Err: fmt.Errorf("reading response: %w", err)}
+	}
+	return res.StatusCode, res.Header, b, nil
+}
+
+// Sign returns the Standard Webhooks signature header value for one message:
+// "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
+func Sign(key []byte, id, timestamp string, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	io.WriteString(m, id)
+	io.WriteString(m, ".")
+	io.WriteString(m, timestamp)
+	io.WriteString(m, ".")
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// retryAfter parses Retry-After: delay seconds or an HTTP date.
+func (d *Destination) retryAfter(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > 1e6 {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(d.clock.Now()), 0), true
+}
+
+// refOf returns the "id" of a JSON object response, if any.
+func refOf(body []byte) string {
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &v) != nil || len(v.ID) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v.ID, &s) == nil {
+		return truncate(s, 200)
+	}
+	var n json.Number
+	if json.Unmarshal(v.ID, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// message is a rejected record's message: the response body, cut to
+// MaxMessageLen bytes.
+func message(status int, body []byte) string {
+	m := truncate(strings.TrimSpace(string(body)), MaxMessageLen)
+	if m == "" {
+		return fmt.Sprintf("HTTP %d", status)
+	}
+	return m
+}
+
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+func interrupted(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		err = cerr
+	}
+	return failure.Wrap(failure.DestinationUnavailable, err, "webhook request interrupted")
+}
+
+// safeError hides the secret and header values from an error's text.
+type safeError struct {
+	err     error
+	secrets []string
+}
+
+func (e *safeError) Error() string {
+	s := e.err.Error()
+	for _, sec := range e.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+func (e *safeError) Unwrap() error { return e.err }
+
+func (d *Destination) safe(err error) error { return &safeError{err: err, secrets: d.secrets} }
+
+func backoff(attempt int) time.Duration {
+	d := backoffCap
+	if attempt < 5 {
+		d = min(backoffBase<<attempt, backoffCap)
+	}
+	return rand.N(d + 1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runParallel calls fn(i) for i in [0,n) with at most conc in flight, stops
+// handing out indexes once one fails, and returns the first error.
+func runParallel(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+		next     = make(chan int)
+		handed   int
+	)
+	for range min(conc, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+			handed++
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil && handed < n {
+		return ctx.Err()
+	}
+	return firstErr
+}

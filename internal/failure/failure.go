@@ -1,0 +1,189 @@
+// Package failure is oncesync's one catalog of user-visible failures (SPEC §7).
+//
+// Every failure a user can see carries a Code from this catalog: one sentence of
+// what happened, one of what to do next, who owns the fix, and whether a retry
+// can help. docs/recovery.md has one section per code (checked by a test).
+package failure
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Code identifies one entry of the catalog.
+type Code string
+
+// Owner says who has to act on a failure.
+type Owner string
+
+const (
+	// OwnerYou is the owner of the sync (its definition, its data, its credentials).
+	OwnerYou Owner = "you"
+	// OwnerOperator is whoever runs oncesync (its machines, store, Redis, network).
+	OwnerOperator Owner = "operator"
+)
+
+// The catalog codes (SPEC §7).
+const (
+	LeaseLost                  Code = "lease_lost"
+	AlreadyRunning             Code = "already_running"
+	Interrupted                Code = "interrupted"
+	DestinationAuth            Code = "destination_auth"
+	DestinationRejectedRecords Code = "destination_rejected_records"
+	DestinationUnavailable     Code = "destination_unavailable"
+	DestinationRateLimited     Code = "destination_rate_limited"
+	SourceUnavailable          Code = "source_unavailable"
+	SourceQueryInvalid         Code = "source_query_invalid"
+	InvalidSyncDefinition      Code = "invalid_sync_definition"
+	CursorOlderThanLedger      Code = "cursor_older_than_ledger"
+	SourceChangedDuringRun     Code = "source_changed_during_run"
+	RecordsInDoubt             Code = "records_in_doubt"
+	StoreUnavailable           Code = "store_unavailable"
+	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
+	Internal                   Code = "internal_error"
+)
+
+// Entry is one row of the catalog.
+type Entry struct {
+	Code         Code
+	WhatHappened string
+	NextStep     string
+	Owner        Owner
+	Retryable    bool
+}
+
+var catalog = map[Code]Entry{
+	LeaseLost: {LeaseLost,
+		"The run lost its slot part-way through and stopped to avoid writing twice.",
+		"Nothing to undo: the next run resumes from the last checkpoint. If it recurs, check that workers are not paused for longer than the lease TTL and that the store and Redis are reachable.",
+		OwnerOperator, true},
+	AlreadyRunning: {AlreadyRunning,
+		"Another run of this sync was already in progress",
+		"Nothing to do: the next scheduled run starts normally. Use `oncesync status SYNC` to see the run that holds the slot.",
+		OwnerOperator, false},
+	Interrupted: {Interrupted,
+		"The worker running this sync was stopped; the run checkpointed and will be resumed.",
+		"Nothing to undo: the run resumes from its last checkpoint on the next worker. If workers stop often, check how they are deployed.",
+		OwnerOperator, true},
+	DestinationAuth: {DestinationAuth,
+		"The destination refused oncesync's credentials.",
+		"Check the API key in the sync's destination (and the environment variable it comes from), then resume the sync.",
+		OwnerYou, false},
+	DestinationRejectedRecords: {DestinationRejectedRecords,
+		"The destination refused every record of a page, so the mapping is most likely wrong.",
+		"Open the run's rejected records, fix the mapping or the source data, then run the sync again.",
+		OwnerYou, false},
+	DestinationUnavailable: {DestinationUnavailable,
+		"The destination did not answer or answered with a server error.",
+		"Nothing to undo: the run is retried with backoff. If it persists, check the destination's status page and the network from the workers.",
+		OwnerOperator, true},
+	DestinationRateLimited: {DestinationRateLimited,
+		"The destination kept answering 'too many requests' after oncesync backed off.",
+		"Nothing to undo: the run is retried later. Lower the sync's concurrency or page size, or raise the destination plan's rate limit.",
+		OwnerOperator, true},
+	SourceUnavailable: {SourceUnavailable,
+		"The source could not be read (file missing or unreadable, database unreachable).",
+		"Check that the source file or database is reachable from the workers; the run is retried.",
+		OwnerYou, true},
+	SourceQueryInvalid: {SourceQueryInvalid,
+		"The source refused the sync's query or the data does not parse.",
+		"Fix the sync's query, table, columns or file format, then run the sync again.",
+		OwnerYou, false},
+	InvalidSyncDefinition: {InvalidSyncDefinition,
+		"The sync's definition is invalid.",
+		"Run `oncesync validate --config FILE`, fix every problem it names, then run the sync again.",
+		OwnerYou, false},
+	CursorOlderThanLedger: {CursorOlderThanLedger,
+		"The saved cursor is older than the ledger's retention, so records already sent would be sent again.",
+		"Check the destination, then either set `allow_rewrite_after_retention: true` on the sync or run it with `--reset-cursor`.",
+		OwnerYou, false},
+	SourceChangedDuringRun: {SourceChangedDuringRun,
+		"The source changed under a run in progress, so its saved position no longer points at the same data.",
+		"Nothing was written from the changed view. Run the sync again with `--reset-cursor` to start from the beginning; the ledger keeps what was already delivered from being sent twice.",
+		OwnerYou, false},
+	RecordsInDoubt: {RecordsInDoubt,
+		"Some records may or may not have reached the destination and it cannot be asked which.",
+		"Open the run page, check those records at the destination, and settle each one as delivered or to resend.",
+		OwnerYou, false},
+	StoreUnavailable: {StoreUnavailable,
+		"oncesync's store (SQLite or PostgreSQL) or Redis could not be reached.",
+		"Nothing was written without a verified slot. Restore the store or Redis; runs resume by themselves.",
+		OwnerOperator, true},
+	CircuitBreakerTripped: {CircuitBreakerTripped,
+		"The sync failed too many times in a row and was paused.",
+		"Fix the cause shown by the last failed run, then resume the sync with `oncesync resume SYNC --by NAME --reason TEXT`.",
+		OwnerYou, false},
+	Internal: {Internal,
+		"oncesync hit an internal error.",
+		"Retry the run; if it persists, report it with the run id and the log.",
+		OwnerOperator, true},
+}
+
+// Lookup returns the catalog entry of code; unknown codes map to Internal.
+func Lookup(code Code) Entry {
+	if e, ok := catalog[code]; ok {
+		return e
+	}
+	return catalog[Internal]
+}
+
+// Known reports whether code is in the catalog.
+func Known(code Code) bool { _, ok := catalog[code]; return ok }
+
+// All returns the catalog sorted by code.
+func All() []Entry {
+	out := make([]Entry, 0, len(catalog))
+	for _, e := range catalog {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	return out
+}
+
+// Error is a user-visible failure. Detail is safe to show (never a secret or a
+// record's personal data); Err is the internal cause, kept for errors.Is/As.
+type Error struct {
+	Code   Code
+	Detail string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := string(e.Code)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if e.Err != nil && e.Err.Error() != e.Detail {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New returns a user-visible failure with code and a safe detail.
+func New(code Code, detail string) *Error { return &Error{Code: code, Detail: detail} }
+
+// Wrap returns a user-visible failure with code wrapping err.
+func Wrap(code Code, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...), Err: err}
+}
+
+// CodeOf returns the catalog code carried by err, or Internal.
+func CodeOf(err error) Code {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Code
+	}
+	return Internal
+}
+
+// Retryable reports whether a run that failed with err may succeed on retry.
+func Retryable(err error) bool { return Lookup(CodeOf(err)).Retryable }
+
+// LastLine is the last line `oncesync run` prints for a failed run (SPEC §12).
+func LastLine(err error) string {
+	e := Lookup(CodeOf(err))
+	return fmt.Sprintf("failed: %s: %s Next: %s (owner: %s)", e.Code, e.WhatHappened, e.NextStep, e.Owner)
+}

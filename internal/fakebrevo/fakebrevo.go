@@ -1,0 +1,91 @@
+// Package fakebrevo is a Brevo-compatible HTTP server for demos, tests and
+// users' own tests (`oncesync fake-brevo`). It is faithful to Brevo's public
+// API spec for the contact endpoints oncesync uses, sends Brevo's rate-limit
+// headers, injects faults on demand and counts duplicate writes.
+//
+// API CONTRACT (other packages depend on it; extend, do not break):
+//
+//	srv := fakebrevo.New(fakebrevo.Options{...})    // an http.Handler
+//	srv.Stats() Stats                               // also GET /_stats as JSON
+//	srv.Contact(email) (Contact, bool)              // a stored contact
+//	srv.Reset()                                     // also POST /_reset
+//	fakebrevo.Serve(ctx, addr, opts, ready)         // `oncesync fake-brevo`
+//	fakebrevo.RegisterFlags(fs, &opts)              // its flags
+//	fakebrevo.NewValidator(); ValidatingProxy(next) // spec checks for tests
+//
+// Where the fake departs from Brevo (each is deliberate):
+//   - POST /v3/contacts/import refuses the whole import (400
+//     invalid_parameter) when a row's email is missing, invalid or refused,
+//     naming the rows by index ("jsonBody[3]"); Brevo accepts the import and
+//     skips such rows asynchronously. Only jsonBody imports are supported.
+//   - Imports complete lazily: a process is queued for the first half of
+//     ProcessDelay, in_process for the second half, and its contacts are
+//     written the first time the fake is touched after the delay (any request,
+//     Stats or Contact), so tests with a fake clock need no sleep.
+//   - Contacts must have an email (no SMS-only contacts). Attribute names are
+//     upper-cased and every attribute is accepted (Brevo ignores attributes
+//     the account does not define). GET and PUT /v3/contacts/{identifier}
+//     take an email or a numeric ID, as the embedded spec says, and also
+//     honour newer Brevo's identifierType query parameter (email_id,
+//     contact_id, ext_id). GET returns empty statistics. GET /v3/contacts refuses segmentId and filter.
+//   - Only /v3/contacts* is rate-limited (RateLimitPerSecond, a fixed
+//     one-second window); other routes and an unenforced limit report
+//     x-sib-ratelimit-limit 1000000. No Retry-After header: the spec does not
+//     document one.
+package fakebrevo
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// Options configure the fake. The zero value is a well-behaved Brevo that
+// accepts any non-empty api-key.
+type Options struct {
+	// APIKey, when set, is the only api-key header value accepted (else 401).
+	APIKey string
+	// Latency is added to every request.
+	Latency time.Duration
+	// ErrorRate is the fraction of API requests answered 503 (0..1).
+	ErrorRate float64
+	// RateLimitRate is the fraction of API requests answered 429 (0..1).
+	RateLimitRate float64
+	// RateLimitPerSecond, when > 0, enforces Brevo's per-second limit on
+	// /v3/contacts* (429 past it); x-sib-ratelimit-* headers are always sent.
+	RateLimitPerSecond int
+	// DropResponseRate is the fraction of write requests whose write is
+	// applied and whose connection is then cut before any response.
+	DropResponseRate float64
+	// RefuseEmails are refused with 400 invalid_parameter on POST /v3/contacts;
+	// an import containing one is refused whole (400) naming it.
+	RefuseEmails []string
+	// ProcessDelay is how long an import process stays queued/in_process
+	// before its contacts are written (0 = written before the 202).
+	ProcessDelay time.Duration
+	// Validate checks every /v3 request against Brevo's embedded API spec and
+	// answers 400 with the validation error when it does not conform.
+	Validate bool
+	// Seed makes fault injection reproducible (0 = a random seed).
+	Seed int64
+	// AfterWrite, when set, is called after a write is applied and before its
+	// response is sent (tests use it to kill a client in the in-doubt window).
+	AfterWrite func(r *http.Request)
+	// Clock tells the time for rate-limit windows, import processes and
+	// contact timestamps (nil = the wall clock). Latency always sleeps for real.
+	Clock clock.Clock
+}
+
+// Stats are the fake's counters (GET /_stats).
+type Stats struct {
+	Requests        int64            `json:"requests"`          // every /v3 request
+	ContactsWritten int64            `json:"contacts_written"`  // contact writes applied
+	DuplicateWrites int64            `json:"duplicate_writes"`  // writes of a contact with exactly the attributes (and lists) it already had
+	Contacts        int64            `json:"contacts"`          // distinct contacts stored
+	Refused         int64            `json:"refused"`           // records refused (400)
+	ByRoute         map[string]int64 `json:"by_route"`          // "POST /v3/contacts/import" -> count
+	ByStatus        map[string]int64 `json:"by_status"`         // "202" -> count
+	Invalid         int64            `json:"invalid_requests"`  // requests that failed spec validation
+	Dropped         int64            `json:"dropped_responses"` // writes applied whose connection was then cut
+}

@@ -1,0 +1,89 @@
+package fakebrevo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// shutdownGrace bounds how long Serve waits for in-flight requests on
+// shutdown.
+const shutdownGrace = 5 * time.Second
+
+// DefaultRateLimitPerSecond is Brevo's default limit on the contacts
+// endpoints, the default of --rate-limit.
+const DefaultRateLimitPerSecond = 10
+
+// RegisterFlags registers the fake's options on fs, writing into o. The
+// defaults are o's current values, except --rate-limit, which defaults to
+// Brevo's 10 requests per second when o.RateLimitPerSecond is 0.
+func RegisterFlags(fs *pflag.FlagSet, o *Options) {
+	if o.RateLimitPerSecond == 0 {
+		o.RateLimitPerSecond = DefaultRateLimitPerSecond
+	}
+	fs.StringVar(&o.APIKey, "api-key", o.APIKey,
+		"the only api-key header value accepted (401 otherwise); empty accepts any non-empty key")
+	fs.DurationVar(&o.Latency, "latency", o.Latency,
+		"delay added to every /v3 request, e.g. 50ms")
+	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate,
+		"fraction (0..1) of /v3 requests answered 503")
+	fs.Float64Var(&o.RateLimitRate, "rate-limit-rate", o.RateLimitRate,
+		"fraction (0..1) of /v3 requests answered 429 too_many_requests, on top of --rate-limit")
+	fs.IntVar(&o.RateLimitPerSecond, "rate-limit", o.RateLimitPerSecond,
+		"requests per second allowed on /v3/contacts* before 429 (0 = unlimited)")
+	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
+		"fraction (0..1) of write requests whose write is applied and whose connection is then cut without a response")
+	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
+		"e-mail address refused with 400 invalid_parameter (repeatable); an import containing one is refused whole")
+	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
+		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
+	fs.BoolVar(&o.Validate, "validate", o.Validate,
+		"check every /v3 request against Brevo's API spec and answer 400 invalid_parameter when it does not conform")
+	fs.Int64Var(&o.Seed, "seed", o.Seed,
+		"seed for fault injection, for reproducible runs (0 = random)")
+}
+
+// Serve runs a fake Brevo configured by opts on addr (":0" picks a free
+// port) until ctx is cancelled, then shuts down gracefully. ready, when
+// non-nil, is called with the listening address once requests are accepted.
+func Serve(ctx context.Context, addr string, opts Options, ready func(addr string)) error {
+	if err := opts.Check(); err != nil {
+		return err
+	}
+	return New(opts).Serve(ctx, addr, ready)
+}
+
+// Serve runs s on addr until ctx is cancelled (see the package-level Serve).
+func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fakebrevo: listen on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("fakebrevo: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("fakebrevo: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("fakebrevo: serve: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package mapping
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+func TestApply(t *testing.T) {
+	t.Parallel()
+	rec := source.Record{Fields: map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3}}
+	tests := []struct {
+		name    string
+		spec    Spec
+		want    map[string]any
+		missing string
+	}{
+		{"brevo", Spec{Email: "email", ExtID: "id", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
+			map[string]any{"email": "a@x.io", "ext_id": "7", "attributes": map[string]any{"FIRSTNAME": "Ada"}}, ""},
+		{"fields", Spec{Fields: map[string]string{"mail": "email", "count": "n"}},
+			map[string]any{"mail": "a@x.io", "count": 3}, ""},
+		{"pass-through", Spec{}, map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3}, ""},
+		{"missing attribute column", Spec{Email: "email", Attributes: map[string]string{"X": "nope"}}, nil, "nope"},
+		{"missing email column", Spec{Email: "mail"}, nil, "mail"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.spec.Apply(rec)
+			if tt.missing != "" {
+				var me *MissingColumnError
+				if !errors.As(err, &me) || me.Column != tt.missing {
+					t.Fatalf("want missing column %q, got %v", tt.missing, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %#v want %#v", got, tt.want)
+			}
+		})
+	}
+	if id, err := Identity(rec, "id"); err != nil || id != "7" {
+		t.Fatalf("identity: %q %v", id, err)
+	}
+	if _, err := Identity(rec, "zz"); err == nil {
+		t.Fatal("identity of a missing column must fail")
+	}
+}

@@ -1,0 +1,29 @@
+package progress
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLineBarThrottles(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	b := New(&buf, 100, "sync", time.Second).(*lineBar)
+	now := time.Unix(0, 0)
+	b.now = func() time.Time { return now }
+	b.Set(10, "page 1")
+	b.Set(20, "page 2") // same instant: throttled
+	now = now.Add(2 * time.Second)
+	b.Set(30, "page 3")
+	b.Finish()
+	got := buf.String()
+	want := "sync: 10/100 records page 1\nsync: 30/100 records page 3\nsync: 30/100 records page 3\n"
+	if got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+	if IsTerminal(&buf) || strings.Contains(got, "\r") {
+		t.Fatal("a buffer is not a terminal")
+	}
+}

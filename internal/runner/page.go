@@ -1,0 +1,288 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// page runs steps 3–6 of SPEC §2 for one page.
+func (r *run) page(ctx context.Context, page source.Page) error {
+	pageNo := r.rec.Pages + 1
+	recs, err := r.keys(page)
+	if err != nil {
+		return err
+	}
+	r.rec.Read += int64(len(page.Records))
+
+	// Step 3: one round trip for every key of the page.
+	keys := make([]string, 0, len(recs))
+	for _, rc := range recs {
+		keys = append(keys, rc.Key)
+	}
+	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+	if err != nil {
+		return storeFailure(ctx, err, "read the ledger")
+	}
+	var (
+		send    []destination.Record
+		inDoubt []destination.Record
+		touch   []string
+		since   time.Time
+		now     = r.Clock.Now()
+	)
+	for _, rc := range recs {
+		e, ok := entries[rc.Key]
+		switch {
+		case !ok || e.State == store.LedgerRejected:
+			send = append(send, rc)
+		case e.State == store.LedgerComplete:
+			r.rec.Replayed++
+			if r.Sync.Retention > 0 && now.Sub(e.SeenAt) > r.Sync.Retention/4 {
+				touch = append(touch, rc.Key)
+			}
+		case e.State == store.LedgerInDoubt:
+			// Left for a person on an earlier run; never resent automatically.
+		case e.State == store.LedgerPending && e.Fence < r.grant.Fence:
+			inDoubt = append(inDoubt, rc)
+			if since.IsZero() || e.ClaimedAt.Before(since) {
+				since = e.ClaimedAt
+			}
+		default: // pending under our own fence: an earlier try of this page in this run
+			send = append(send, rc)
+		}
+	}
+	if len(touch) > 0 {
+		if err := r.Store.LedgerTouch(ctx, r.Sync.ID, touch); err != nil {
+			return storeFailure(ctx, err, "refresh ledger entries")
+		}
+	}
+
+	// SPEC §4: settle in-doubt entries by the destination's capability.
+	if len(inDoubt) > 0 {
+		r.rec.InDoubt += int64(len(inDoubt))
+		resend, err := r.settle(ctx, inDoubt, since)
+		if err != nil {
+			return err
+		}
+		send = append(send, resend...)
+	}
+
+	if r.Hooks.BeforeClaim != nil {
+		r.Hooks.BeforeClaim(ctx, pageNo)
+	}
+	// Claim before any destination call, fenced.
+	if len(send) > 0 {
+		if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
+			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(send),
+		}); err != nil {
+			return storeFailure(ctx, err, "claim the page's records")
+		}
+		// Step 4: write. A page whose every key is complete sends nothing.
+		results, err := r.Destination.Write(ctx, send)
+		r.rec.Requests++
+		if err != nil {
+			if ctx.Err() != nil {
+				return cancelled(ctx)
+			}
+			return destinationFailure(err)
+		}
+		if r.Hooks.AfterWrite != nil {
+			r.Hooks.AfterWrite(ctx, pageNo)
+		}
+		// Step 5: mark outcomes (batched).
+		finish := make([]store.LedgerFinish, 0, len(results))
+		var rejected int64
+		for _, res := range results {
+			switch res.Outcome {
+			case destination.Rejected:
+				rejected++
+				finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerRejected, Message: res.Message})
+			default:
+				finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerComplete, Result: res.Ref})
+			}
+		}
+		if len(results) != len(send) {
+			return failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(send)))
+		}
+		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
+			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
+		}); err != nil {
+			return storeFailure(ctx, err, "mark delivered records")
+		}
+		r.rec.Written += int64(len(send)) - rejected
+		r.rec.Rejected += rejected
+		if rejected > 0 && rejected == int64(len(page.Records)) {
+			return failure.New(failure.DestinationRejectedRecords,
+				fmt.Sprintf("the destination refused all %d records of page %d", rejected, pageNo))
+		}
+	}
+
+	// Step 6: verify the lease is still ours, then move the cursor, fenced.
+	if err := r.checkpoint(ctx, pageNo, page.Next); err != nil {
+		return err
+	}
+	r.rec.Pages++
+	if err := r.Store.UpdateRun(ctx, r.rec); err != nil {
+		return storeFailure(ctx, err, "record progress")
+	}
+	return nil
+}
+
+// keys maps every record and builds its delivery key (SPEC §3). A key seen
+// twice on one page (the same row twice) is kept once.
+func (r *run) keys(page source.Page) ([]destination.Record, error) {
+	out := make([]destination.Record, 0, len(page.Records))
+	seen := make(map[string]struct{}, len(page.Records))
+	for i, rec := range page.Records {
+		data, err := r.Sync.Mapping.Apply(rec)
+		if err != nil {
+			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+		}
+		rh, err := ledger.RecordHash(data)
+		if err != nil {
+			return nil, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
+		}
+		var key string
+		if r.Sync.Identity != "" {
+			id, err := mapping.Identity(rec, r.Sync.Identity)
+			if err != nil {
+				return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+			}
+			key = ledger.Identity(r.Sync.ID, r.Source.ID(), id, rh)
+		} else {
+			key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, rh)
+		}
+		if _, dup := seen[key]; dup {
+			r.rec.Replayed++
+			continue
+		}
+		seen[key] = struct{}{}
+		out = append(out, destination.Record{Key: key, Data: data})
+	}
+	return out, nil
+}
+
+// settle resolves in-doubt records and returns those to (re)send.
+func (r *run) settle(ctx context.Context, recs []destination.Record, since time.Time) ([]destination.Record, error) {
+	switch r.Destination.Capability() {
+	case destination.CapIdempotent:
+		return recs, nil // resent with the same idempotency key
+	case destination.CapVerify:
+		landed, err := r.Destination.Verify(ctx, recs, since)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, cancelled(ctx)
+			}
+			return nil, destinationFailure(err)
+		}
+		var fin []store.LedgerFinish
+		var resend []destination.Record
+		for _, rc := range recs {
+			if ref, ok := landed[rc.Key]; ok {
+				fin = append(fin, store.LedgerFinish{Key: rc.Key, State: store.LedgerComplete, Result: ref})
+			} else {
+				resend = append(resend, rc)
+			}
+		}
+		if len(fin) > 0 {
+			if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
+				SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
+			}); err != nil {
+				return nil, storeFailure(ctx, err, "settle in-doubt records")
+			}
+		}
+		r.rec.Settled += int64(len(fin))
+		return resend, nil
+	default:
+		fin := make([]store.LedgerFinish, 0, len(recs))
+		for _, rc := range recs {
+			fin = append(fin, store.LedgerFinish{Key: rc.Key, State: store.LedgerInDoubt})
+		}
+		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
+			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
+		}); err != nil {
+			return nil, storeFailure(ctx, err, "record in-doubt records")
+		}
+		r.inDoubtLeft += int64(len(recs))
+		return nil, nil
+	}
+}
+
+// checkpoint renews and verifies the lease, then saves next with a fenced write.
+func (r *run) checkpoint(ctx context.Context, pageNo int64, next string) error {
+	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
+	if errors.Is(err, lease.ErrLost) {
+		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+	}
+	if err != nil {
+		return storeFailure(ctx, err, "renew the lease")
+	}
+	r.grant.ExpiresAt = g.ExpiresAt
+	if r.Hooks.BeforeCursorSave != nil {
+		r.Hooks.BeforeCursorSave(ctx, pageNo)
+	}
+	if err := r.Store.SaveCursor(ctx, store.SaveCursorParams{
+		SyncID: r.Sync.ID, Value: next, Fence: r.grant.Fence, RunID: r.rec.ID,
+	}); err != nil {
+		return storeFailure(ctx, err, "save the cursor")
+	}
+	return nil
+}
+
+func recordKeys(recs []destination.Record) []string {
+	out := make([]string, len(recs))
+	for i, rc := range recs {
+		out[i] = rc.Key
+	}
+	return out
+}
+
+// storeFailure maps a store error: a refused fence means the lease was lost.
+func storeFailure(ctx context.Context, err error, what string) error {
+	if errors.Is(err, store.ErrFenced) {
+		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+	}
+	if ctx.Err() != nil {
+		return cancelled(ctx)
+	}
+	return failure.Wrap(failure.StoreUnavailable, err, "could not %s", what)
+}
+
+func sourceFailure(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return cancelled(ctx)
+	case errors.Is(err, source.ErrChanged):
+		return failure.Wrap(failure.SourceChangedDuringRun, err, "the source no longer matches the saved cursor")
+	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrBadCursor):
+		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
+	default:
+		return failure.Wrap(failure.SourceUnavailable, err, "%s", err.Error())
+	}
+}
+
+func destinationFailure(err error) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return failure.Wrap(failure.DestinationUnavailable, err, "the destination call failed")
+}
+
+// cancelled explains a cancelled context: a lost lease or a hard stop.
+func cancelled(ctx context.Context) error {
+	if c := context.Cause(ctx); errors.Is(c, errLeaseLost) {
+		return failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost)
+	}
+	return failure.Wrap(failure.Interrupted, ctx.Err(), "the run was stopped mid-page; its records are settled by the next run")
+}

@@ -1,0 +1,285 @@
+// Package runner is the run loop of SPEC §2: read a page at the saved cursor,
+// build every record's delivery key, ask the ledger, claim, write, mark, and
+// only then move the cursor with a fenced write. A run killed anywhere leaves
+// the cursor at the start of its page; the next run rebuilds the same keys and
+// the ledger answers for what already went out.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Sync is what the runner needs of a sync's definition.
+type Sync struct {
+	ID        string
+	Workspace string
+	PageSize  int
+	// Identity is the source's primary-key column ("" = positional keys).
+	Identity string
+	Mapping  mapping.Spec
+	// Retention is how long complete ledger entries are kept (SPEC §4).
+	Retention time.Duration
+	// AllowRewriteAfterRetention lets a cursor older than Retention be replayed.
+	AllowRewriteAfterRetention bool
+}
+
+// Params configure one run.
+type Params struct {
+	Store       store.Store
+	Leases      lease.Manager
+	Source      source.Source
+	Destination destination.Destination
+	Clock       clock.Clock
+	Logger      *slog.Logger
+	Sync        Sync
+
+	LeaseTTL time.Duration
+	// LeaseRenew is the background renewal interval (0 = renew only at
+	// checkpoints, which tests use with a fake clock).
+	LeaseRenew time.Duration
+
+	// Attempt is the queue attempt number (1 for a foreground run).
+	Attempt int
+	// ResetCursor starts from the beginning of the source.
+	ResetCursor bool
+	// Drain, when closed, asks the run to stop at the next page boundary:
+	// checkpoint, release the lease, end as interrupted.
+	Drain <-chan struct{}
+	// Progress, if set, is called after every checkpoint.
+	Progress func(Progress)
+	// Hooks are test seams; nil hooks are skipped.
+	Hooks Hooks
+}
+
+// Hooks let tests stall a run at precise points.
+type Hooks struct {
+	// BeforeClaim runs after the ledger read, before the page's claim.
+	BeforeClaim func(ctx context.Context, page int64)
+	// AfterWrite runs after the destination call, before the ledger marks.
+	AfterWrite func(ctx context.Context, page int64)
+	// BeforeCursorSave runs after the lease was verified, before the cursor write.
+	BeforeCursorSave func(ctx context.Context, page int64)
+}
+
+// Progress is reported after every checkpoint.
+type Progress struct {
+	RunID    int64
+	Counters store.Counters
+	Cursor   string
+	Done     bool
+}
+
+// The run-level sentences of SPEC §2.
+const (
+	SentenceAlreadyRunning = "Another run of this sync was already in progress"
+	SentenceLeaseLost      = "The run lost its slot part-way through and stopped to avoid writing twice."
+)
+
+var errLeaseLost = errors.New("lease lost")
+
+// Run executes one run of p.Sync and returns the finished run. The returned
+// error is nil on success and a *failure.Error otherwise (already_running for
+// a skipped run, interrupted for a drained one).
+func Run(ctx context.Context, p Params) (store.Run, error) {
+	r := &run{Params: p}
+	if r.Clock == nil {
+		r.Clock = clock.Real{}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.Attempt == 0 {
+		r.Attempt = 1
+	}
+	if r.Sync.PageSize <= 0 {
+		r.Sync.PageSize = 500
+	}
+	return r.execute(ctx)
+}
+
+type run struct {
+	Params
+	rec         store.Run
+	grant       lease.Grant
+	inDoubtLeft int64 // in-doubt records left for a person (CapNone)
+}
+
+func (r *run) execute(ctx context.Context) (store.Run, error) {
+	var err error
+	r.rec, err = r.Store.InsertRun(ctx, store.InsertRunParams{SyncID: r.Sync.ID, State: store.RunRunning, Attempt: r.Attempt})
+	if err != nil {
+		return store.Run{}, failure.Wrap(failure.StoreUnavailable, err, "record the run")
+	}
+	log := r.Logger.With("sync", r.Sync.ID, "run", r.rec.ID)
+
+	r.grant, err = r.Leases.Acquire(ctx, lease.AcquireParams{SyncID: r.Sync.ID, RunID: r.rec.ID, TTL: r.LeaseTTL})
+	if errors.Is(err, lease.ErrHeld) {
+		ferr := failure.New(failure.AlreadyRunning, SentenceAlreadyRunning)
+		return r.finish(ctx, store.RunSkipped, ferr), ferr
+	}
+	if err != nil {
+		ferr := failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
+		return r.finish(ctx, store.RunFailed, ferr), ferr
+	}
+	r.rec.Fence = r.grant.Fence
+	log = log.With("fence", r.grant.Fence)
+	log.Info("run started")
+
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopRenew := r.startRenewer(workCtx, cancel)
+
+	state, runErr := r.loop(workCtx)
+	stopRenew()
+	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, errLeaseLost) {
+		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
+	}
+	if failure.CodeOf(runErr) == failure.Interrupted {
+		state = store.RunInterrupted
+	}
+	// Release with a context that survives the caller's cancellation: a drained
+	// or failed run frees the sync for an immediate rerun. Releasing compares
+	// the token, so it is harmless after a loss.
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if err := r.Leases.Release(relCtx, r.grant); err != nil {
+		log.Warn("lease release failed; it expires by itself", "err", err)
+	}
+	relCancel()
+	fin := r.finish(ctx, state, runErr)
+	if runErr != nil {
+		log.Warn("run ended", "state", state, "code", failure.CodeOf(runErr), "err", runErr)
+	} else {
+		log.Info("run succeeded", "read", fin.Read, "written", fin.Written, "replayed", fin.Replayed)
+	}
+	return fin, runErr
+}
+
+// finish stores the final state; it uses a context that outlives ctx so that a
+// cancelled run is still recorded.
+func (r *run) finish(ctx context.Context, state store.RunState, err error) store.Run {
+	r.rec.State = state
+	r.rec.FinishedAt = r.Clock.Now()
+	if err != nil {
+		r.rec.FailureCode = string(failure.CodeOf(err))
+		r.rec.FailureDetail = failure.Lookup(failure.CodeOf(err)).WhatHappened
+		var fe *failure.Error
+		if errors.As(err, &fe) && fe.Detail != "" {
+			r.rec.FailureDetail = fe.Detail
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if uerr := r.Store.UpdateRun(sctx, r.rec); uerr != nil {
+		r.Logger.Error("could not record the run's end", "sync", r.Sync.ID, "run", r.rec.ID, "err", uerr)
+	}
+	return r.rec
+}
+
+// startRenewer renews the lease every LeaseRenew; on loss it cancels the work.
+func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	if r.LeaseRenew <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(r.LeaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
+			switch {
+			case errors.Is(err, lease.ErrLost):
+				cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
+				return
+			case err != nil:
+				// Store or Redis unreachable: keep trying; once our TTL has run
+				// out somebody else may hold the sync, so stop writing.
+				if r.Clock.Now().After(r.grant.ExpiresAt) {
+					cancel(fmt.Errorf("%w: could not renew before expiry: %w", errLeaseLost, err))
+					return
+				}
+			default:
+				r.grant.ExpiresAt = g.ExpiresAt
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (r *run) drainRequested() bool {
+	if r.Drain == nil {
+		return false
+	}
+	select {
+	case <-r.Drain:
+		return true
+	default:
+		return false
+	}
+}
+
+// loop runs pages until the end of the source.
+func (r *run) loop(ctx context.Context) (store.RunState, error) {
+	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
+	}
+	cursor := cur.Value
+	if r.ResetCursor {
+		cursor = ""
+	} else if cursor != "" && r.Sync.Retention > 0 && !r.Sync.AllowRewriteAfterRetention &&
+		r.Clock.Now().Sub(cur.UpdatedAt) > r.Sync.Retention {
+		return store.RunFailed, failure.New(failure.CursorOlderThanLedger,
+			fmt.Sprintf("the saved cursor is from %s, older than the ledger retention of %s",
+				cur.UpdatedAt.UTC().Format(time.RFC3339), r.Sync.Retention))
+	}
+
+	for {
+		if r.drainRequested() {
+			return store.RunInterrupted, failure.New(failure.Interrupted, "")
+		}
+		page, err := r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+		if err != nil {
+			return store.RunFailed, sourceFailure(ctx, err)
+		}
+		if err := r.page(ctx, page); err != nil {
+			return store.RunFailed, err
+		}
+		cursor = page.Next
+		if page.End {
+			r.report(cursor, true)
+			if r.inDoubtLeft > 0 {
+				return store.RunFailed, failure.New(failure.RecordsInDoubt, fmt.Sprintf(
+					"%d record(s) may or may not have reached the destination and need a person to settle them", r.inDoubtLeft))
+			}
+			return store.RunSucceeded, nil
+		}
+		r.report(cursor, false)
+	}
+}
+
+func (r *run) report(cursor string, done bool) {
+	if r.Progress != nil {
+		r.Progress(Progress{RunID: r.rec.ID, Counters: r.rec.Counters, Cursor: cursor, Done: done})
+	}
+}

@@ -1,0 +1,411 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source/file"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+// memDest is an in-memory destination for the run loop's tests: it records
+// every write per delivery key. (Real destinations run their own suite in
+// destination/destinationtest against a faithful fake of the vendor.)
+type memDest struct {
+	mu     sync.Mutex
+	cap    destination.Capability
+	writes map[string]int // key -> times written
+	calls  int
+	reject func(destination.Record) bool
+}
+
+func newMemDest(c destination.Capability) *memDest {
+	return &memDest{cap: c, writes: map[string]int{}}
+}
+
+func (d *memDest) Capability() destination.Capability { return d.cap }
+
+func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	out := make([]destination.Result, 0, len(recs))
+	for _, r := range recs {
+		if d.reject != nil && d.reject(r) {
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "invalid email"})
+			continue
+		}
+		d.writes[r.Key]++
+		out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: "ref-" + r.Key[:8]})
+	}
+	return out, nil
+}
+
+func (d *memDest) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]string{}
+	for _, r := range recs {
+		if d.writes[r.Key] > 0 {
+			out[r.Key] = "verified"
+		}
+	}
+	return out, nil
+}
+
+func (d *memDest) Close() error { return nil }
+
+func (d *memDest) stats() (calls, records, dups int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range d.writes {
+		records++
+		if n > 1 {
+			dups += n - 1
+		}
+	}
+	return d.calls, records, dups
+}
+
+type testBundle struct {
+	store store.Store
+	clock *clock.Fake
+	csv   string
+	dest  *memDest
+}
+
+func setup(t *testing.T, records int, c destination.Capability) *testBundle {
+	t.Helper()
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(context.Background(), sqlite.OpenParams{Path: filepath.Join(dir, "o.db"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= records; i++ {
+		fmt.Fprintf(&b, "%d,c%05d@example.com,N%d\n", i, i, i)
+	}
+	path := filepath.Join(dir, "c.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutSync(context.Background(), store.PutSyncParams{ID: "s1", Workspace: "w", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{store: st, clock: clk, csv: path, dest: newMemDest(c)}
+}
+
+func (tb *testBundle) params(t *testing.T, identity string) Params {
+	t.Helper()
+	src, err := file.New(file.Params{Path: tb.csv, Format: file.CSV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return Params{
+		Store:       tb.store,
+		Leases:      &lease.SQL{Store: tb.store},
+		Source:      src,
+		Destination: tb.dest,
+		Clock:       tb.clock,
+		Sync: Sync{
+			ID: "s1", Workspace: "w", PageSize: 100, Identity: identity,
+			Mapping:   mapping.Spec{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
+			Retention: 7 * 24 * time.Hour,
+		},
+		LeaseTTL: 30 * time.Second,
+	}
+}
+
+func TestRunDeliversOnceAndReplays(t *testing.T) {
+	t.Parallel()
+	for _, identity := range []string{"", "id"} {
+		t.Run("identity="+identity, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 1000, destination.CapVerify)
+			r, err := Run(context.Background(), tb.params(t, identity))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != store.RunSucceeded || r.Read != 1000 || r.Written != 1000 || r.Pages != 10 {
+				t.Fatalf("first run: %+v", r)
+			}
+			calls, recs, dups := tb.dest.stats()
+			if calls != 10 || recs != 1000 || dups != 0 {
+				t.Fatalf("dest: calls %d records %d dups %d", calls, recs, dups)
+			}
+			// The next run re-reads everything; every page is complete in the
+			// ledger, so not one request is sent.
+			r2, err := Run(context.Background(), tb.params(t, identity))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r2.Replayed != 1000 || r2.Written != 0 || r2.Requests != 0 {
+				t.Fatalf("second run: %+v", r2)
+			}
+			if calls2, _, _ := tb.dest.stats(); calls2 != calls {
+				t.Fatalf("second run made %d calls", calls2-calls)
+			}
+		})
+	}
+}
+
+func TestAlreadyRunningIsSkipped(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	if _, err := tb.store.LeaseAcquire(context.Background(), store.LeaseAcquireParams{
+		SyncID: "s1", Token: "other", Holder: "host=elsewhere pid=1", TTL: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), tb.params(t, ""))
+	if failure.CodeOf(err) != failure.AlreadyRunning || r.State != store.RunSkipped {
+		t.Fatalf("want skipped already_running, got %v %+v", err, r)
+	}
+	if !strings.Contains(err.Error(), SentenceAlreadyRunning) {
+		t.Fatalf("error %q lacks the sentence", err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 0 {
+		t.Fatal("a skipped run wrote")
+	}
+}
+
+// takeOver makes another run take the sync's lease once ours has expired.
+func (tb *testBundle) takeOver(t *testing.T) store.Lease {
+	t.Helper()
+	tb.clock.Advance(31 * time.Second)
+	l, err := tb.store.LeaseAcquire(context.Background(), store.LeaseAcquireParams{
+		SyncID: "s1", Token: "newer", Holder: "host=elsewhere pid=1", TTL: time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	return l
+}
+
+func TestStalledRunIsFenced(t *testing.T) {
+	t.Parallel()
+	t.Run("claim refused", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		p := tb.params(t, "")
+		p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
+			if page == 3 {
+				tb.takeOver(t) // the run stalls past its TTL; another run takes over
+			}
+		}
+		r, err := Run(context.Background(), p)
+		if failure.CodeOf(err) != failure.LeaseLost || !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("want lease_lost by fence, got %v", err)
+		}
+		if r.State != store.RunFailed || r.FailureDetail != SentenceLeaseLost {
+			t.Fatalf("run: %+v", r)
+		}
+		if _, recs, _ := tb.dest.stats(); recs != 200 {
+			t.Fatalf("the stalled run wrote %d records; want only its 2 checkpointed pages (200)", recs)
+		}
+	})
+	t.Run("cursor write refused", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		p := tb.params(t, "")
+		var before store.Cursor
+		p.Hooks.BeforeCursorSave = func(ctx context.Context, page int64) {
+			if page == 3 {
+				before, _ = tb.store.GetCursor(ctx, "s1")
+				tb.takeOver(t)
+			}
+		}
+		_, err := Run(context.Background(), p)
+		if failure.CodeOf(err) != failure.LeaseLost || !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("want lease_lost by fence, got %v", err)
+		}
+		after, _ := tb.store.GetCursor(context.Background(), "s1")
+		if after.Value != before.Value || after.Fence != before.Fence {
+			t.Fatalf("the fenced cursor write moved the cursor: %+v -> %+v", before, after)
+		}
+	})
+	t.Run("renewal notices", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		p := tb.params(t, "")
+		p.Hooks.AfterWrite = func(ctx context.Context, page int64) {
+			if page == 2 {
+				tb.clock.Advance(31 * time.Second) // expired, nobody took it
+			}
+		}
+		_, err := Run(context.Background(), p)
+		if failure.CodeOf(err) != failure.LeaseLost || !strings.Contains(failure.LastLine(err), SentenceLeaseLost) {
+			t.Fatalf("want lease_lost, got %v", err)
+		}
+	})
+}
+
+// killMidPage simulates a worker dying after the destination applied page
+// `page` and before the ledger was marked: the records stay pending.
+func killMidPage(ctx context.Context, t *testing.T, p Params, page int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.Hooks.AfterWrite = func(_ context.Context, n int64) {
+		if n == page {
+			cancel()
+		}
+	}
+	r, err := Run(ctx, p)
+	if err == nil || r.Pages != page-1 {
+		t.Fatalf("the killed run should stop at page %d: %v %+v", page, err, r)
+	}
+}
+
+func TestInDoubt(t *testing.T) {
+	t.Parallel()
+	t.Run("verify settles without writing", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		killMidPage(context.Background(), t, tb.params(t, "id"), 3)
+		r, err := Run(context.Background(), tb.params(t, "id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.InDoubt != 100 || r.Settled != 100 || r.Written != 200 || r.Read != 300 {
+			t.Fatalf("resumed run: %+v", r)
+		}
+		if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+			t.Fatalf("records %d dups %d", recs, dups)
+		}
+	})
+	t.Run("idempotent resends with the same key", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapIdempotent)
+		killMidPage(context.Background(), t, tb.params(t, ""), 2)
+		r, err := Run(context.Background(), tb.params(t, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.InDoubt != 100 || r.Written != 400 {
+			t.Fatalf("resumed run: %+v", r)
+		}
+		_, recs, dups := tb.dest.stats()
+		if recs != 500 || dups != 100 { // the 100 resent carry their idempotency keys
+			t.Fatalf("records %d resent %d", recs, dups)
+		}
+	})
+	t.Run("none leaves them to a person", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapNone)
+		killMidPage(context.Background(), t, tb.params(t, ""), 2)
+		r, err := Run(context.Background(), tb.params(t, ""))
+		if failure.CodeOf(err) != failure.RecordsInDoubt || r.InDoubt != 100 {
+			t.Fatalf("want records_in_doubt, got %v %+v", err, r)
+		}
+		left, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerInDoubt, 1000)
+		if err != nil || len(left) != 100 {
+			t.Fatalf("in-doubt entries: %d %v", len(left), err)
+		}
+		r3, err := Run(context.Background(), tb.params(t, ""))
+		if err != nil || r3.InDoubt != 0 {
+			t.Fatalf("a later run must not resend or recount them: %v %+v", err, r3)
+		}
+		if _, _, dups := tb.dest.stats(); dups != 0 {
+			t.Fatalf("in-doubt records were resent: %d", dups)
+		}
+	})
+}
+
+func TestRejected(t *testing.T) {
+	t.Parallel()
+	t.Run("one bad record is rejected alone and retried later", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		bad := func(r destination.Record) bool { return r.Data["email"] == "c00042@example.com" }
+		tb.dest.reject = bad
+		r, err := Run(context.Background(), tb.params(t, "id"))
+		if err != nil || r.Rejected != 1 || r.Written != 499 {
+			t.Fatalf("%v %+v", err, r)
+		}
+		rej, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 10)
+		if len(rej) != 1 || rej[0].Message != "invalid email" {
+			t.Fatalf("rejected entries: %+v", rej)
+		}
+		tb.dest.mu.Lock()
+		tb.dest.reject = nil // the destination now accepts it
+		tb.dest.mu.Unlock()
+		r2, err := Run(context.Background(), tb.params(t, "id"))
+		if err != nil || r2.Written != 1 || r2.Replayed != 499 {
+			t.Fatalf("retry run: %v %+v", err, r2)
+		}
+	})
+	t.Run("a page refused whole fails the run", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 300, destination.CapVerify)
+		tb.dest.reject = func(destination.Record) bool { return true }
+		r, err := Run(context.Background(), tb.params(t, ""))
+		if failure.CodeOf(err) != failure.DestinationRejectedRecords || r.State != store.RunFailed {
+			t.Fatalf("%v %+v", err, r)
+		}
+		if e := failure.Lookup(failure.CodeOf(err)); e.Owner != failure.OwnerYou {
+			t.Fatalf("owner %s", e.Owner)
+		}
+	})
+}
+
+func TestCursorOlderThanLedger(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	killMidPage(context.Background(), t, tb.params(t, ""), 3) // cursor saved mid-source
+	tb.clock.Advance(8 * 24 * time.Hour)
+	_, err := Run(context.Background(), tb.params(t, ""))
+	if failure.CodeOf(err) != failure.CursorOlderThanLedger {
+		t.Fatalf("want cursor_older_than_ledger, got %v", err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 3 {
+		t.Fatalf("the refused run wrote: %d calls", calls)
+	}
+	p := tb.params(t, "")
+	p.Sync.AllowRewriteAfterRetention = true
+	if _, err := Run(context.Background(), p); err != nil {
+		t.Fatalf("allowed rewrite: %v", err)
+	}
+}
+
+func TestDrainInterruptsAndReleases(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	p := tb.params(t, "")
+	drain := make(chan struct{})
+	p.Drain = drain
+	p.Progress = func(pr Progress) {
+		if pr.Counters.Pages == 2 {
+			close(drain)
+		}
+	}
+	r, err := Run(context.Background(), p)
+	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages != 2 {
+		t.Fatalf("%v %+v", err, r)
+	}
+	// Released: an immediate rerun is not skipped and finishes the rest.
+	r2, err := Run(context.Background(), tb.params(t, ""))
+	if err != nil || r2.Written != 300 {
+		t.Fatalf("rerun: %v %+v", err, r2)
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+		t.Fatalf("records %d dups %d", recs, dups)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package file_test
+
+// raceEnabled reports whether the race detector is on (it slows large tests).
+const raceEnabled = false

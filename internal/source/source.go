@@ -1,0 +1,55 @@
+// Package source defines what oncesync reads from: a source hands out pages of
+// records at opaque cursors. Connectors live in sub-packages (source/file, ...)
+// and each passes the shared acceptance suite in source/sourcetest.
+package source
+
+import (
+	"context"
+	"errors"
+)
+
+// Record is one row read from a source.
+type Record struct {
+	// Fields maps column names to values. CSV values are strings; JSONL values
+	// are what encoding/json decodes with UseNumber (string, json.Number, bool,
+	// nil, maps, slices), so large ids keep their digits.
+	Fields map[string]any
+}
+
+// Page is the records read at one cursor.
+type Page struct {
+	// Cursor is the cursor this page was read at ("" is the start of the source).
+	Cursor string
+	// Records are the page's records, in source order; a record's index is its
+	// position on the page (part of its delivery key).
+	Records []Record
+	// Next is the cursor to read the following page at. When End is true, Next is
+	// the cursor the sync's next run starts from ("" = read everything again).
+	Next string
+	// End reports that the source has no records after this page.
+	End bool
+}
+
+// Source reads pages. A Source is used by one run at a time and may keep state
+// (an open file) between sequential ReadPage calls.
+type Source interface {
+	// ID is a stable name of what is read (type and location, no secrets); it is
+	// part of every delivery key.
+	ID() string
+	// ReadPage reads up to size records at cursor.
+	ReadPage(ctx context.Context, cursor string, size int) (Page, error)
+	Close() error
+}
+
+// Sentinel errors; connectors wrap them with %w so the runner can map them to
+// failure codes.
+var (
+	// ErrUnavailable: the source cannot be reached or opened (retryable).
+	ErrUnavailable = errors.New("source unavailable")
+	// ErrInvalid: the data or the query is malformed (permanent).
+	ErrInvalid = errors.New("source data or query invalid")
+	// ErrChanged: the cursor no longer matches the source (the file changed).
+	ErrChanged = errors.New("source changed since the cursor was saved")
+	// ErrBadCursor: the cursor string cannot be decoded.
+	ErrBadCursor = errors.New("cursor cannot be decoded")
+)

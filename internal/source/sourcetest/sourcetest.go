@@ -1,0 +1,332 @@
+// Package sourcetest is the acceptance suite every source connector passes.
+//
+// A connector's tests call Run with a Harness that builds a Source over
+// generated records:
+//
+//	func TestSuite(t *testing.T) {
+//		sourcetest.Run(t, sourcetest.Harness{New: func(t *testing.T, recs []map[string]string) source.Source {
+//			... write recs somewhere, return a Source reading them ...
+//		}})
+//	}
+package sourcetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// Harness adapts a connector to the suite.
+type Harness struct {
+	// New returns a Source over recs, in this order. The suite calls it several
+	// times with the same recs and expects every call to behave like a fresh
+	// process over the same data: same ID, and cursors of one instance valid in
+	// another. Every record has the same keys (see Columns); values are compared
+	// as strings (fmt.Sprint of whatever the source returns). The suite closes
+	// the Sources it gets.
+	New func(t *testing.T, recs []map[string]string) source.Source
+}
+
+// Records returns n generated records with columns id, email, name and note.
+// The values exercise quoting: commas, quotes, newlines, empty strings,
+// surrounding spaces and non-ASCII text (no NUL and no "\r").
+func Records(n int) []map[string]string {
+	names := []string{"Ada Lovelace", "O'Brien, Pat", `Jo "JJ" Smith`, "  spaced  ", "Zoë Ünal", "", "李雷", "tab\there"}
+	notes := []string{"", "plain", "line one\nline two", "a,b,c", `"quoted"`, "ends with comma,", "\n", "emoji 🚀"}
+	recs := make([]map[string]string, n)
+	for i := range recs {
+		recs[i] = map[string]string{
+			"id":    fmt.Sprint(i + 1),
+			"email": fmt.Sprintf("user%d@example.test", i+1),
+			"name":  names[i%len(names)],
+			"note":  notes[(i/3)%len(notes)],
+		}
+	}
+	return recs
+}
+
+// Columns returns the sorted union of the keys of recs, e.g. for a CSV header.
+func Columns(recs []map[string]string) []string {
+	seen := map[string]bool{}
+	var cols []string
+	for _, r := range recs {
+		for k := range r {
+			if !seen[k] {
+				seen[k] = true
+				cols = append(cols, k)
+			}
+		}
+	}
+	sort.Strings(cols)
+	return cols
+}
+
+// Run runs the acceptance suite against h.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("sourcetest: Harness.New is nil")
+	}
+	t.Run("ReadsEveryRecordOnceInOrder", func(t *testing.T) { testReadAll(t, h) })
+	t.Run("ResumesFromEveryNext", func(t *testing.T) { testResume(t, h) })
+	t.Run("SameCursorSamePage", func(t *testing.T) { testStable(t, h) })
+	t.Run("EmptySourceEndsAtOnce", func(t *testing.T) { testEmpty(t, h) })
+	t.Run("Cancellation", func(t *testing.T) { testCancel(t, h) })
+	t.Run("BadCursor", func(t *testing.T) { testBadCursor(t, h) })
+	t.Run("StableID", func(t *testing.T) { testID(t, h) })
+}
+
+func newSource(t *testing.T, h Harness, recs []map[string]string) source.Source {
+	t.Helper()
+	src := h.New(t, recs)
+	if src == nil {
+		t.Fatal("Harness.New returned nil")
+	}
+	t.Cleanup(func() {
+		if err := src.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return src
+}
+
+// saved is a Next cursor and how many records came before it.
+type saved struct {
+	cursor string
+	before int
+}
+
+// readToEnd reads from cursor until End, checking every page, and returns the
+// records and the Next of every page but the last. want bounds the loop.
+func readToEnd(t *testing.T, src source.Source, cursor string, size, want int) ([]source.Record, []saved) {
+	t.Helper()
+	var (
+		recs  []source.Record
+		nexts []saved
+	)
+	for pages := 0; ; pages++ {
+		if pages > want/size+2 {
+			t.Fatalf("size %d: no End after %d pages and %d records (want %d records)", size, pages, len(recs), want)
+		}
+		page, err := src.ReadPage(context.Background(), cursor, size)
+		if err != nil {
+			t.Fatalf("size %d: ReadPage after %d records: %v", size, len(recs), err)
+		}
+		if page.Cursor != cursor {
+			t.Fatalf("size %d: Page.Cursor = %q, want the cursor it was read at %q", size, page.Cursor, cursor)
+		}
+		if len(page.Records) > size {
+			t.Fatalf("size %d: page has %d records", size, len(page.Records))
+		}
+		recs = append(recs, page.Records...)
+		if page.End {
+			return recs, nexts
+		}
+		if len(page.Records) == 0 {
+			t.Fatalf("size %d: empty page without End after %d records", size, len(recs))
+		}
+		if page.Next == "" {
+			t.Fatalf("size %d: page without End has no Next", size)
+		}
+		nexts = append(nexts, saved{cursor: page.Next, before: len(recs)})
+		cursor = page.Next
+	}
+}
+
+func asString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
+}
+
+// checkRecords reports where got differs from want.
+func checkRecords(t *testing.T, what string, got []source.Record, want []map[string]string) {
+	t.Helper()
+	for i := range min(len(got), len(want)) {
+		if err := diffRecord(got[i], want[i]); err != nil {
+			t.Fatalf("%s: record %d of %d: %v", what, i, len(want), err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d records, want %d", what, len(got), len(want))
+	}
+}
+
+func diffRecord(got source.Record, want map[string]string) error {
+	for k, w := range want {
+		v, ok := got.Fields[k]
+		if !ok {
+			return fmt.Errorf("field %q missing", k)
+		}
+		if s := asString(v); s != w {
+			return fmt.Errorf("field %q = %q, want %q", k, s, w)
+		}
+	}
+	if len(got.Fields) != len(want) {
+		return fmt.Errorf("%d fields, want %d", len(got.Fields), len(want))
+	}
+	return nil
+}
+
+func samePage(a, b source.Page) error {
+	if a.Cursor != b.Cursor || a.Next != b.Next || a.End != b.End || len(a.Records) != len(b.Records) {
+		return fmt.Errorf("pages differ: cursor %q/%q next %q/%q end %v/%v records %d/%d",
+			a.Cursor, b.Cursor, a.Next, b.Next, a.End, b.End, len(a.Records), len(b.Records))
+	}
+	for i := range a.Records {
+		want := make(map[string]string, len(b.Records[i].Fields))
+		for k, v := range b.Records[i].Fields {
+			want[k] = asString(v)
+		}
+		if err := diffRecord(a.Records[i], want); err != nil {
+			return fmt.Errorf("record %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
+func testReadAll(t *testing.T, h Harness) {
+	for _, n := range []int{1, 2, 5, 24} {
+		recs := Records(n)
+		for _, size := range []int{1, 2, 3, 5, 7, n, n + 1, 1000} {
+			t.Run(fmt.Sprintf("records=%d/size=%d", n, size), func(t *testing.T) {
+				src := newSource(t, h, recs)
+				got, _ := readToEnd(t, src, "", size, n)
+				checkRecords(t, "one pass", got, recs)
+				// The same instance reads the whole source again from the start.
+				got, _ = readToEnd(t, src, "", size, n)
+				checkRecords(t, "second pass", got, recs)
+			})
+		}
+	}
+}
+
+func testResume(t *testing.T, h Harness) {
+	const n = 23
+	recs := Records(n)
+	for _, size := range []int{1, 4, 10} {
+		t.Run(fmt.Sprintf("size=%d", size), func(t *testing.T) {
+			first := newSource(t, h, recs)
+			_, nexts := readToEnd(t, first, "", size, n)
+			if want := (n - 1) / size; len(nexts) < want {
+				t.Fatalf("got %d cursors, want at least %d", len(nexts), want)
+			}
+			for _, sv := range nexts {
+				// A fresh instance (a new process), with another page size.
+				fresh := newSource(t, h, recs)
+				got, _ := readToEnd(t, fresh, sv.cursor, 3, n-sv.before)
+				checkRecords(t, fmt.Sprintf("fresh source resumed after %d records", sv.before), got, recs[sv.before:])
+			}
+			// The first instance, jumping back to every cursor in reverse order.
+			for _, sv := range slices.Backward(nexts) {
+				got, _ := readToEnd(t, first, sv.cursor, size, n-sv.before)
+				checkRecords(t, fmt.Sprintf("same source back at record %d", sv.before), got, recs[sv.before:])
+			}
+		})
+	}
+}
+
+func testStable(t *testing.T, h Harness) {
+	const n, size = 17, 4
+	recs := Records(n)
+	src := newSource(t, h, recs)
+	var pages []source.Page
+	cursor := ""
+	for range n + 2 {
+		page, err := src.ReadPage(context.Background(), cursor, size)
+		if err != nil {
+			t.Fatalf("ReadPage: %v", err)
+		}
+		pages = append(pages, page)
+		if page.End {
+			break
+		}
+		cursor = page.Next
+	}
+	if !pages[len(pages)-1].End {
+		t.Fatal("no End")
+	}
+	check := func(what string, src source.Source) {
+		t.Helper()
+		for _, want := range slices.Backward(pages) {
+			for range 2 {
+				got, err := src.ReadPage(context.Background(), want.Cursor, size)
+				if err != nil {
+					t.Fatalf("%s: ReadPage(%q): %v", what, want.Cursor, err)
+				}
+				if err := samePage(got, want); err != nil {
+					t.Fatalf("%s: ReadPage(%q) again: %v", what, want.Cursor, err)
+				}
+			}
+		}
+	}
+	check("same source", src)
+	check("fresh source", newSource(t, h, recs))
+}
+
+func testEmpty(t *testing.T, h Harness) {
+	for _, size := range []int{1, 100} {
+		src := newSource(t, h, nil)
+		page, err := src.ReadPage(context.Background(), "", size)
+		if err != nil {
+			t.Fatalf("size %d: ReadPage: %v", size, err)
+		}
+		if !page.End || len(page.Records) != 0 {
+			t.Fatalf("size %d: got End=%v with %d records, want End at once with none", size, page.End, len(page.Records))
+		}
+	}
+}
+
+func testCancel(t *testing.T, h Harness) {
+	const n = 12
+	recs := Records(n)
+	src := newSource(t, h, recs)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	if page, err := src.ReadPage(cancelled, "", 5); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadPage with a cancelled context: %d records, error %v; want context.Canceled", len(page.Records), err)
+	}
+	first, err := src.ReadPage(context.Background(), "", 5)
+	if err != nil {
+		t.Fatalf("ReadPage after a cancelled call: %v", err)
+	}
+	checkRecords(t, "first page after a cancelled call", first.Records, recs[:5])
+	if first.End {
+		t.Fatal("first page of 5 of 12 records has End")
+	}
+	if _, err := src.ReadPage(cancelled, first.Next, 5); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadPage(Next) with a cancelled context: %v; want context.Canceled", err)
+	}
+	got, _ := readToEnd(t, src, first.Next, 5, n-5)
+	checkRecords(t, "rest after a cancelled call", got, recs[5:])
+}
+
+func testBadCursor(t *testing.T, h Harness) {
+	src := newSource(t, h, Records(3))
+	for _, c := range []string{"\x00\xff not a cursor \xfe", "%%%"} {
+		if _, err := src.ReadPage(context.Background(), c, 2); !errors.Is(err, source.ErrBadCursor) {
+			t.Errorf("ReadPage(%q): %v; want source.ErrBadCursor", c, err)
+		}
+	}
+	// The Source still works after a bad cursor.
+	got, _ := readToEnd(t, src, "", 2, 3)
+	checkRecords(t, "after a bad cursor", got, Records(3))
+}
+
+func testID(t *testing.T, h Harness) {
+	recs := Records(2)
+	a, b := newSource(t, h, recs), newSource(t, h, recs)
+	if a.ID() == "" {
+		t.Fatal("ID is empty")
+	}
+	if a.ID() != b.ID() {
+		t.Fatalf("two sources over the same data: IDs %q and %q", a.ID(), b.ID())
+	}
+}

@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// checkFence is the fencing rule of every fenced write, run inside the write's
+// transaction: the write is refused with ErrFenced when fence is below the
+// sync's registered fence; otherwise fence becomes (or stays) the registered
+// fence, so once a write under fence F is accepted no write under a lower
+// fence ever is. The caller rolls back on error, so a refused write leaves
+// nothing behind.
+func checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence int64) error {
+	if syncID == "" {
+		return invalidf("sync id is empty")
+	}
+	if fence < 1 {
+		return invalidf("fence %d (fences start at 1)", fence)
+	}
+	var registered int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO fences (sync_id, fence) VALUES (?1, ?2)
+		ON CONFLICT (sync_id) DO UPDATE SET fence = max(fences.fence, excluded.fence)
+		RETURNING fence`, syncID, fence).Scan(&registered)
+	if err != nil {
+		return err
+	}
+	if registered > fence {
+		return fencedError(syncID, fence, registered)
+	}
+	return nil
+}
+
+func fencedError(syncID string, fence, registered int64) error {
+	return fmt.Errorf("sync %q: fence %d is below the registered fence %d: %w", syncID, fence, registered, store.ErrFenced)
+}
+
+// RaiseFence registers fence as the sync's fence if it is not below the
+// registered one; ErrFenced if a higher one is already registered.
+func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) error {
+	return s.write(ctx, "raise fence", func(tx *sql.Tx) error {
+		return checkFence(ctx, tx, syncID, fence)
+	})
+}
+
+// GetCursor returns the saved cursor, or a Cursor with only SyncID set if none.
+func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
+	c := store.Cursor{SyncID: syncID}
+	var updated int64
+	err := s.r.QueryRowContext(ctx, `SELECT value, fence, run_id, updated_at FROM cursors WHERE sync_id = ?`, syncID).
+		Scan(&c.Value, &c.Fence, &c.RunID, &updated)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Cursor{SyncID: syncID}, nil
+	case err != nil:
+		return store.Cursor{}, s.mapErr("get cursor", err)
+	}
+	c.UpdatedAt = fromNanos(updated)
+	return c, nil
+}
+
+// SaveCursor writes the cursor if p.Fence is not below the sync's registered
+// fence (nor the fence of the saved cursor), else ErrFenced and nothing is
+// written.
+func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error {
+	return s.write(ctx, "save cursor", func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO cursors (sync_id, value, fence, run_id, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?5)
+			ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+				run_id = excluded.run_id, updated_at = excluded.updated_at
+			WHERE cursors.fence <= excluded.fence`,
+			p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			// Only reachable if the cursor row carries a fence the fences
+			// table never saw (a hand-edited file): refuse all the same.
+			var cur int64
+			if err := tx.QueryRowContext(ctx, `SELECT fence FROM cursors WHERE sync_id = ?`, p.SyncID).Scan(&cur); err != nil {
+				return err
+			}
+			return fencedError(p.SyncID, p.Fence, cur)
+		}
+		return nil
+	})
+}

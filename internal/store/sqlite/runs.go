@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+const runColumns = `id, sync_id, state, attempt, fence, started_at, finished_at, failure_code, failure_detail,
+	n_read, n_written, n_replayed, n_rejected, n_in_doubt, n_settled, n_pages, n_requests`
+
+func scanRun(sc rowScanner) (store.Run, error) {
+	var (
+		r        store.Run
+		state    string
+		started  int64
+		finished sql.NullInt64
+	)
+	if err := sc.Scan(&r.ID, &r.SyncID, &state, &r.Attempt, &r.Fence, &started, &finished, &r.FailureCode, &r.FailureDetail,
+		&r.Read, &r.Written, &r.Replayed, &r.Rejected, &r.InDoubt, &r.Settled, &r.Pages, &r.Requests); err != nil {
+		return store.Run{}, err
+	}
+	r.State = store.RunState(state)
+	r.StartedAt = fromNanos(started)
+	r.FinishedAt = fromNullNanos(finished)
+	return r, nil
+}
+
+func validRunState(s store.RunState) bool {
+	switch s {
+	case store.RunQueued, store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped:
+		return true
+	}
+	return false
+}
+
+// InsertRun creates a run stamped StartedAt=now (an empty State means queued).
+// A run inserted in a final state (an enqueue-time failure, a skip) is
+// finished at once.
+func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.Run, error) {
+	if p.SyncID == "" {
+		return store.Run{}, invalidf("run sync id is empty")
+	}
+	if p.State == "" {
+		p.State = store.RunQueued
+	}
+	if !validRunState(p.State) {
+		return store.Run{}, invalidf("run state %q", p.State)
+	}
+	var out store.Run
+	err := s.write(ctx, "insert run", func(tx *sql.Tx) error {
+		now := s.now()
+		finished := sql.NullInt64{}
+		if p.State.Finished() {
+			finished = nullNanos(now)
+		}
+		row := tx.QueryRowContext(ctx, `INSERT INTO runs (sync_id, state, attempt, started_at, finished_at, failure_code, failure_detail)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+runColumns,
+			p.SyncID, string(p.State), p.Attempt, nanos(now), finished, p.FailureCode, p.Detail)
+		var err error
+		out, err = scanRun(row)
+		return err
+	})
+	return out, err
+}
+
+// UpdateRun saves the run's state, attempt, fence, counters and failure
+// fields, and StartedAt when it is set. FinishedAt is saved when set;
+// otherwise a run moving to a final state is stamped finished now (once), and
+// a run in a non-final state has none.
+func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
+	if !validRunState(r.State) {
+		return invalidf("run state %q", r.State)
+	}
+	return s.write(ctx, "update run", func(tx *sql.Tx) error {
+		now := s.now()
+		finished := nullNanos(r.FinishedAt)
+		res, err := tx.ExecContext(ctx, `UPDATE runs SET
+				state = ?1, attempt = ?2, fence = ?3,
+				started_at = coalesce(?4, started_at),
+				finished_at = CASE
+					WHEN ?5 IS NOT NULL THEN ?5
+					WHEN ?6 THEN coalesce(finished_at, ?7)
+					ELSE NULL END,
+				failure_code = ?8, failure_detail = ?9,
+				n_read = ?10, n_written = ?11, n_replayed = ?12, n_rejected = ?13,
+				n_in_doubt = ?14, n_settled = ?15, n_pages = ?16, n_requests = ?17
+			WHERE id = ?18`,
+			string(r.State), r.Attempt, r.Fence,
+			nullNanos(r.StartedAt),
+			finished, r.State.Finished(), nanos(now),
+			r.FailureCode, r.FailureDetail,
+			r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
+			r.ID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// GetRun returns a run, or ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
+	}
+	return r, s.mapErr("get run", err)
+}
+
+// ListRuns returns a sync's runs, newest first; limit <= 0 returns all.
+func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE sync_id = ? ORDER BY id DESC LIMIT ?`,
+		syncID, limitArg(limit))
+	if err != nil {
+		return nil, s.mapErr("list runs", err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, s.mapErr("list runs", err)
+		}
+		out = append(out, r)
+	}
+	return out, s.mapErr("list runs", rows.Err())
+}

@@ -1,0 +1,274 @@
+// Package sqlite is oncesync's embedded store: store.Store on one SQLite file
+// (modernc.org/sqlite, no cgo).
+//
+// The file is opened in WAL mode with a 10 s busy timeout, foreign keys on and
+// synchronous=FULL, so several oncesync processes on one machine can share it:
+// every write runs in a BEGIN IMMEDIATE transaction (taken with the busy
+// timeout, never upgraded from a read lock), and every fenced write checks the
+// sync's registered fence inside that same transaction.
+//
+// Within a process, writes go through a pool of one connection (they are
+// serialised by SQLite anyway; queueing them in Go avoids busy-wait sleeps),
+// reads through a separate pool of read-only connections.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	sqlitedrv "modernc.org/sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// BusyTimeout is how long a statement waits for another connection's (or
+// process's) write lock before failing with store.ErrUnavailable.
+const BusyTimeout = 10 * time.Second
+
+// readConns is the size of the read pool.
+const readConns = 4
+
+// OpenParams configures Open.
+type OpenParams struct {
+	// Path is the database file, created if missing. The config form
+	// "sqlite://./oncesync.db" is accepted too (see ParseURL).
+	Path string
+	// Clock stamps every stored time and judges lease expiry. Nil means the
+	// wall clock.
+	Clock clock.Clock
+}
+
+// Store is store.Store on a SQLite file. It is safe for concurrent use.
+type Store struct {
+	w     *sql.DB // one connection; transactions BEGIN IMMEDIATE
+	r     *sql.DB // read-only connections
+	clock clock.Clock
+	stmts *stmts
+
+	pruneWindow int // rows per LedgerPrune transaction
+}
+
+var _ store.Store = (*Store)(nil)
+
+// ParseURL returns the file path of a store URL: "sqlite://./oncesync.db" and
+// "sqlite:oncesync.db" are relative paths, "sqlite:///var/lib/oncesync.db" is
+// absolute. In-memory databases and query parameters are refused: several
+// connections and processes must see the same file.
+func ParseURL(raw string) (string, error) {
+	var path string
+	switch {
+	case strings.HasPrefix(raw, "sqlite://"):
+		path = strings.TrimPrefix(raw, "sqlite://")
+	case strings.HasPrefix(raw, "sqlite:"):
+		path = strings.TrimPrefix(raw, "sqlite:")
+	default:
+		return "", fmt.Errorf("sqlite: store URL %q does not start with sqlite://", raw)
+	}
+	if strings.ContainsAny(path, "?#") {
+		return "", fmt.Errorf("sqlite: store URL %q: query parameters are not supported", raw)
+	}
+	if p, err := url.PathUnescape(path); err == nil {
+		path = p
+	}
+	if err := checkPath(path); err != nil {
+		return "", fmt.Errorf("sqlite: store URL %q: %w", raw, err)
+	}
+	return path, nil
+}
+
+func checkPath(path string) error {
+	switch {
+	case path == "":
+		return errors.New("empty database path")
+	case path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return errors.New("the store must be a file path (no in-memory or file: URI databases)")
+	case strings.ContainsAny(path, "?#"):
+		return errors.New("the database path must not contain '?' or '#'")
+	}
+	return nil
+}
+
+// Open opens (creating if needed) the store at p.Path and applies pending
+// schema migrations. Several processes may open the same fresh file at once.
+func Open(ctx context.Context, p OpenParams) (*Store, error) {
+	path := p.Path
+	if strings.HasPrefix(path, "sqlite:") {
+		var err error
+		if path, err = ParseURL(path); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkPath(path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+
+	common := url.Values{}
+	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	common.Add("_pragma", "journal_mode(WAL)")
+	common.Add("_pragma", "synchronous(FULL)")
+	common.Add("_pragma", "foreign_keys(1)")
+
+	wq := url.Values{}
+	for k, v := range common {
+		wq[k] = append([]string(nil), v...)
+	}
+	wq.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+
+	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow}
+	if err := migrate(ctx, w, clk.Now()); err != nil {
+		_ = w.Close()
+		return nil, s.mapErr("migrate", err)
+	}
+
+	rq := url.Values{}
+	for k, v := range common {
+		rq[k] = append([]string(nil), v...)
+	}
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
+	s.r = r
+	if s.stmts, err = prepare(ctx, r, w); err != nil {
+		_ = s.Close()
+		return nil, s.mapErr("open", err)
+	}
+	return s, nil
+}
+
+// Close closes both connection pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.stmts != nil {
+		s.stmts.close()
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	return errors.Join(errs...)
+}
+
+func (s *Store) now() time.Time { return s.clock.Now() }
+
+// write runs fn in one BEGIN IMMEDIATE transaction, committing if fn returns
+// nil. Errors from fn and from the driver are mapped by mapErr.
+func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.mapErr(op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return s.mapErr(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.mapErr(op, err)
+	}
+	return nil
+}
+
+// mapErr returns err unchanged when it already carries a store sentinel, and
+// otherwise prefixes the operation and wraps store.ErrUnavailable around lock
+// timeouts, I/O failures and closed databases.
+func (s *Store) mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sentinel := range []error{store.ErrNotFound, store.ErrFenced, store.ErrLeaseHeld, store.ErrLeaseLost, store.ErrUnavailable} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	var ie *invalidError
+	if errors.As(err, &ie) {
+		return err
+	}
+	if unavailable(err) {
+		return fmt.Errorf("sqlite %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("sqlite %s: %w", op, err)
+}
+
+// unavailable reports whether err means the store cannot be used right now
+// (as opposed to a bug or a bad argument).
+func unavailable(err error) bool {
+	if errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	if err != nil && strings.Contains(err.Error(), "sql: database is closed") {
+		return true
+	}
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // primary result code
+	case sqlitelib.SQLITE_BUSY, sqlitelib.SQLITE_LOCKED, sqlitelib.SQLITE_IOERR,
+		sqlitelib.SQLITE_CANTOPEN, sqlitelib.SQLITE_FULL, sqlitelib.SQLITE_READONLY,
+		sqlitelib.SQLITE_PROTOCOL, sqlitelib.SQLITE_NOTADB, sqlitelib.SQLITE_CORRUPT:
+		return true
+	}
+	return false
+}
+
+// invalidError is a caller mistake (bad argument); it is never retryable.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return "sqlite: invalid argument: " + e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Times are stored as unix nanoseconds; NULL (or a NullInt64 that is not
+// valid) is the zero time.
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func nullNanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
+
+// limitArg turns a caller's limit into SQLite's LIMIT argument: <= 0 is "all".
+func limitArg(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}

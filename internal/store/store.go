@@ -1,0 +1,265 @@
+// Package store is oncesync's durable state: syncs, runs, cursors (fenced),
+// the delivery ledger, SQL leases and the audit log. Implementations live in
+// driver packages (store/sqlite; store/postgres later) and all pass the shared
+// suite in store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned (wrapped) by every implementation.
+var (
+	// ErrNotFound: no such sync, run or lease.
+	ErrNotFound = errors.New("not found")
+	// ErrFenced: the write carried a fence lower than the sync's registered
+	// fence: a newer run owns the sync and this write is refused.
+	ErrFenced = errors.New("write refused: a newer run holds the sync (stale fence)")
+	// ErrLeaseHeld: another live run holds the lease.
+	ErrLeaseHeld = errors.New("lease held by another run")
+	// ErrLeaseLost: the lease is no longer this token's (expired and taken, or released).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable: the store cannot be reached (wrapped around the driver error).
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// SyncState is whether a sync runs on schedule.
+type SyncState string
+
+const (
+	SyncActive SyncState = "active"
+	SyncPaused SyncState = "paused"
+)
+
+// Sync is a sync's stored row. Definition is the sync's config as JSON with
+// secrets removed.
+type Sync struct {
+	ID          string
+	Workspace   string
+	Definition  string
+	State       SyncState
+	PauseReason string // "breaker" or "person" when paused
+	PausedBy    string
+	PausedWhy   string
+	ChangedAt   time.Time // last publish, enable or resume (SPEC §1)
+	CreatedAt   time.Time
+}
+
+// PutSyncParams publishes a sync definition. A changed Definition (or a new
+// sync) moves ChangedAt to now; an identical one changes nothing.
+type PutSyncParams struct {
+	ID         string
+	Workspace  string
+	Definition string
+}
+
+// SetSyncStateParams pauses or resumes a sync; always audited.
+type SetSyncStateParams struct {
+	ID     string
+	State  SyncState
+	Reason string // "breaker" | "person" (pause only)
+	By     string // who
+	Why    string // why
+}
+
+// RunState is a run's state (SPEC §1).
+type RunState string
+
+const (
+	RunQueued      RunState = "queued"
+	RunRunning     RunState = "running"
+	RunSucceeded   RunState = "succeeded"
+	RunFailed      RunState = "failed"
+	RunInterrupted RunState = "interrupted"
+	RunSkipped     RunState = "skipped"
+)
+
+// Finished reports whether s is a final state.
+func (s RunState) Finished() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunSkipped
+}
+
+// Counters are a run's record figures.
+type Counters struct {
+	Read     int64 // records read from the source
+	Written  int64 // records delivered by a destination call in this run
+	Replayed int64 // records found complete in the ledger (no call)
+	Rejected int64 // records refused by the destination
+	InDoubt  int64 // in-doubt records found (settled or left to a person)
+	Settled  int64 // in-doubt records settled without a write (verify said landed)
+	Pages    int64 // pages checkpointed
+	Requests int64 // destination requests made
+}
+
+// Run is one execution of a sync.
+type Run struct {
+	ID            int64
+	SyncID        string
+	State         RunState
+	Attempt       int
+	Fence         int64
+	StartedAt     time.Time
+	FinishedAt    time.Time // zero while not finished
+	FailureCode   string
+	FailureDetail string // safe to show: no secrets, no personal data
+	Counters
+}
+
+// InsertRunParams creates a run.
+type InsertRunParams struct {
+	SyncID      string
+	State       RunState
+	Attempt     int
+	FailureCode string // for runs recorded as failed at once (enqueue-time failures)
+	Detail      string
+}
+
+// Cursor is a sync's saved page cursor.
+type Cursor struct {
+	SyncID    string
+	Value     string // "" = start of source
+	Fence     int64
+	RunID     int64
+	UpdatedAt time.Time // zero if never saved
+}
+
+// SaveCursorParams is a fenced cursor write.
+type SaveCursorParams struct {
+	SyncID string
+	Value  string
+	Fence  int64
+	RunID  int64
+}
+
+// LedgerState is a delivery's state (SPEC §4).
+type LedgerState string
+
+const (
+	LedgerPending  LedgerState = "pending"
+	LedgerComplete LedgerState = "complete"
+	LedgerRejected LedgerState = "rejected"
+	LedgerInDoubt  LedgerState = "in_doubt"
+)
+
+// LedgerEntry is one delivery. Keys are hex SHA-256 and hold no personal data.
+type LedgerEntry struct {
+	Key         string
+	State       LedgerState
+	Fence       int64
+	RunID       int64
+	Result      string // destination reference (contact id, process id)
+	Message     string // the destination's rejection message (rejected only)
+	Attempts    int
+	ClaimedAt   time.Time
+	CompletedAt time.Time // zero unless complete
+	SeenAt      time.Time // last time a run confirmed it (retention counts from here)
+}
+
+// LedgerClaimParams claims keys as pending under Fence, before any destination
+// call. A key is claimed when it is absent, rejected, or pending under a fence
+// <= Fence; complete and in_doubt keys are left alone. The whole claim is
+// refused with ErrFenced when Fence is below the sync's registered fence.
+type LedgerClaimParams struct {
+	SyncID string
+	Fence  int64
+	RunID  int64
+	Keys   []string
+}
+
+// LedgerFinishParams records outcomes, fenced like a claim.
+type LedgerFinishParams struct {
+	SyncID  string
+	Fence   int64
+	RunID   int64
+	Entries []LedgerFinish
+}
+
+// LedgerFinish is one outcome: complete (Result), rejected (Message) or in_doubt.
+type LedgerFinish struct {
+	Key     string
+	State   LedgerState
+	Result  string
+	Message string
+}
+
+// Lease is a sync's SQL lease (embedded mode; Redis leases live in package lease).
+type Lease struct {
+	SyncID    string
+	Token     string
+	Fence     int64
+	Holder    string // who holds it: host, boot and pid namespace, pid (no secrets)
+	RunID     int64
+	ExpiresAt time.Time
+}
+
+// LeaseAcquireParams grants the lease to Token when it is free or expired, or
+// when its current token equals TakeOver (a holder known to be dead). A grant
+// increments the sync's fence and registers it (same transaction).
+type LeaseAcquireParams struct {
+	SyncID   string
+	Token    string
+	Holder   string
+	RunID    int64
+	TTL      time.Duration
+	TakeOver string
+}
+
+// AuditEntry is one line of the audit log.
+type AuditEntry struct {
+	ID     int64
+	At     time.Time
+	SyncID string
+	Action string // pause, resume, publish, circuit_breaker_tripped, settle, ...
+	By     string
+	Why    string
+}
+
+// Store is implemented by store/sqlite (and store/postgres).
+type Store interface {
+	PutSync(ctx context.Context, p PutSyncParams) (Sync, error)
+	GetSync(ctx context.Context, id string) (Sync, error)
+	ListSyncs(ctx context.Context) ([]Sync, error)
+	SetSyncState(ctx context.Context, p SetSyncStateParams) (Sync, error)
+
+	InsertRun(ctx context.Context, p InsertRunParams) (Run, error)
+	// UpdateRun saves the run's state, fence, counters and failure fields.
+	UpdateRun(ctx context.Context, r Run) error
+	GetRun(ctx context.Context, id int64) (Run, error)
+	// ListRuns returns a sync's runs, newest first.
+	ListRuns(ctx context.Context, syncID string, limit int) ([]Run, error)
+
+	// GetCursor returns the saved cursor, or a zero Cursor (Value "") if none.
+	GetCursor(ctx context.Context, syncID string) (Cursor, error)
+	// SaveCursor writes the cursor if p.Fence >= the sync's registered fence,
+	// else ErrFenced.
+	SaveCursor(ctx context.Context, p SaveCursorParams) error
+	// RaiseFence registers fence as the sync's fence if it is higher than the
+	// registered one; ErrFenced if a higher one is already registered.
+	RaiseFence(ctx context.Context, syncID string, fence int64) error
+
+	// LedgerGet returns the entries of keys that exist, in one round trip.
+	LedgerGet(ctx context.Context, syncID string, keys []string) (map[string]LedgerEntry, error)
+	LedgerClaim(ctx context.Context, p LedgerClaimParams) error
+	LedgerFinish(ctx context.Context, p LedgerFinishParams) error
+	// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
+	LedgerTouch(ctx context.Context, syncID string, keys []string) error
+	// LedgerPrune deletes complete and rejected entries not seen since before.
+	LedgerPrune(ctx context.Context, before time.Time) (int64, error)
+	// LedgerList returns a sync's entries in a state (rejected, in_doubt), newest first.
+	LedgerList(ctx context.Context, syncID string, state LedgerState, limit int) ([]LedgerEntry, error)
+
+	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (Lease, error)
+	// LeaseRenew extends the lease if token still holds it, else ErrLeaseLost.
+	LeaseRenew(ctx context.Context, syncID, token string, ttl time.Duration) (Lease, error)
+	// LeaseRelease frees the lease if token holds it (no error if it does not).
+	LeaseRelease(ctx context.Context, syncID, token string) error
+	// LeaseGet returns the current lease row (possibly expired), or ErrNotFound.
+	LeaseGet(ctx context.Context, syncID string) (Lease, error)
+
+	InsertAudit(ctx context.Context, e AuditEntry) error
+	ListAudit(ctx context.Context, syncID string, limit int) ([]AuditEntry, error)
+
+	Close() error
+}
