@@ -77,17 +77,24 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		send = append(send, resend...)
 	}
 
-	if r.Hooks.BeforeClaim != nil {
-		r.Hooks.BeforeClaim(ctx, pageNo)
-	}
 	// Claim before any destination call, fenced.
 	if len(send) > 0 {
+		if err := r.ensureLease(ctx); err != nil {
+			return err
+		}
+		if r.Hooks.BeforeClaim != nil {
+			r.Hooks.BeforeClaim(ctx, pageNo)
+		}
 		if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(send),
 		}); err != nil {
 			return storeFailure(ctx, err, "claim the page's records")
 		}
 		// Step 4: write. A page whose every key is complete sends nothing.
+		// No write without a lease known to be ours right now.
+		if err := r.ensureLease(ctx); err != nil {
+			return err
+		}
 		results, err := r.Destination.Write(ctx, send)
 		r.rec.Requests++
 		if err != nil {
@@ -220,14 +227,9 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 
 // checkpoint renews and verifies the lease, then saves next with a fenced write.
 func (r *run) checkpoint(ctx context.Context, pageNo int64, next string) error {
-	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
-	if errors.Is(err, lease.ErrLost) {
-		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+	if err := r.renew(ctx); err != nil {
+		return err
 	}
-	if err != nil {
-		return storeFailure(ctx, err, "renew the lease")
-	}
-	r.grant.ExpiresAt = g.ExpiresAt
 	if r.Hooks.BeforeCursorSave != nil {
 		r.Hooks.BeforeCursorSave(ctx, pageNo)
 	}
@@ -237,6 +239,33 @@ func (r *run) checkpoint(ctx context.Context, pageNo int64, next string) error {
 		return storeFailure(ctx, err, "save the cursor")
 	}
 	return nil
+}
+
+// renew extends the lease and verifies it is still this run's.
+func (r *run) renew(ctx context.Context) error {
+	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
+	switch {
+	case errors.Is(err, lease.ErrLost):
+		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+	case err != nil && !r.Clock.Now().Before(r.expiry()):
+		// Could not renew and our time is up: somebody else may hold it now.
+		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+	case err != nil:
+		return storeFailure(ctx, err, "renew the lease")
+	}
+	r.setExpiry(g.ExpiresAt)
+	return nil
+}
+
+// ensureLease is the guard before a claim and a destination call: a run that
+// was paused (SIGSTOP, a long GC, a frozen VM) past its lease must notice
+// before it writes, not after. The fence stops its store writes; this stops
+// its destination writes. With less than a third of the TTL left, it renews.
+func (r *run) ensureLease(ctx context.Context) error {
+	if r.Clock.Now().Add(r.LeaseTTL / 3).Before(r.expiry()) {
+		return nil
+	}
+	return r.renew(ctx)
 }
 
 func recordKeys(recs []destination.Record) []string {

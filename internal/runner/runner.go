@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -112,8 +113,23 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 type run struct {
 	Params
 	rec         store.Run
-	grant       lease.Grant
-	inDoubtLeft int64 // in-doubt records left for a person (CapNone)
+	grant       lease.Grant // immutable after Acquire; its expiry lives in expiresAt
+	inDoubtLeft int64       // in-doubt records left for a person (CapNone)
+
+	expMu     sync.Mutex
+	expiresAt time.Time // the lease's expiry as last granted or renewed
+}
+
+func (r *run) expiry() time.Time {
+	r.expMu.Lock()
+	defer r.expMu.Unlock()
+	return r.expiresAt
+}
+
+func (r *run) setExpiry(t time.Time) {
+	r.expMu.Lock()
+	r.expiresAt = t
+	r.expMu.Unlock()
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -134,6 +150,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.grant.Fence
+	r.setExpiry(r.grant.ExpiresAt)
 	log = log.With("fence", r.grant.Fence)
 	log.Info("run started")
 
@@ -214,12 +231,12 @@ func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) 
 			case err != nil:
 				// Store or Redis unreachable: keep trying; once our TTL has run
 				// out somebody else may hold the sync, so stop writing.
-				if r.Clock.Now().After(r.grant.ExpiresAt) {
+				if !r.Clock.Now().Before(r.expiry()) {
 					cancel(fmt.Errorf("%w: could not renew before expiry: %w", errLeaseLost, err))
 					return
 				}
 			default:
-				r.grant.ExpiresAt = g.ExpiresAt
+				r.setExpiry(g.ExpiresAt)
 			}
 		}
 	}()

@@ -241,6 +241,23 @@ func TestStalledRunIsFenced(t *testing.T) {
 			t.Fatalf("the fenced cursor write moved the cursor: %+v -> %+v", before, after)
 		}
 	})
+	t.Run("paused past its TTL does not write", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		p := tb.params(t, "")
+		p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
+			if page == 3 {
+				tb.clock.Advance(31 * time.Second) // frozen; nobody took the lease yet
+			}
+		}
+		_, err := Run(context.Background(), p)
+		if failure.CodeOf(err) != failure.LeaseLost {
+			t.Fatalf("want lease_lost, got %v", err)
+		}
+		if calls, recs, _ := tb.dest.stats(); calls != 2 || recs != 200 {
+			t.Fatalf("the frozen run wrote after its lease ran out: %d calls, %d records", calls, recs)
+		}
+	})
 	t.Run("renewal notices", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapVerify)

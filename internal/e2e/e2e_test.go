@@ -1,0 +1,599 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+const apiKey = "xkeysib-e2e-secret-0123456789"
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oncesync-e2e-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "oncesync")
+	build := exec.Command("go", "build", "-o", binary, "github.com/oncesync/oncesync/cmd/oncesync")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building oncesync:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testBundle is one sync against one fake Brevo.
+type testBundle struct {
+	t      *testing.T
+	dir    string
+	config string
+	fake   *fakebrevo.Server
+	srv    *httptest.Server
+	emails []string
+
+	mu     sync.Mutex
+	output bytes.Buffer // everything every run printed
+	// intercept, when set, may answer a request itself (return true) instead of the fake.
+	intercept func(w http.ResponseWriter, r *http.Request) bool
+}
+
+type setupParams struct {
+	records  int
+	pageSize int
+	mode     string
+	opts     fakebrevo.Options
+	settings string // YAML flow map; default {lease_ttl: 30s, lease_renew: 10s}
+}
+
+func setup(t *testing.T, p setupParams) *testBundle {
+	t.Helper()
+	tb := &testBundle{t: t, dir: t.TempDir()}
+	p.opts.APIKey = apiKey
+	p.opts.Validate = true // every request the product sends must conform to Brevo's spec
+	tb.fake = fakebrevo.New(p.opts)
+	tb.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tb.mu.Lock()
+		ic := tb.intercept
+		tb.mu.Unlock()
+		if ic != nil && ic(w, r) {
+			return
+		}
+		tb.fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(tb.srv.Close)
+
+	csvPath := filepath.Join(tb.dir, "contacts.csv")
+	f, err := os.Create(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
+	for i := 1; i <= p.records; i++ {
+		email := fmt.Sprintf("person%06d@example.com", i)
+		tb.emails = append(tb.emails, email)
+		_ = w.Write([]string{strconv.Itoa(i), email, "First" + strconv.Itoa(i), "Last"})
+	}
+	w.Flush()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p.settings == "" {
+		p.settings = "{lease_ttl: 30s, lease_renew: 10s}"
+	}
+	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
+	cfg := fmt.Sprintf(`store: sqlite://./oncesync.db
+settings: %s
+syncs:
+  - id: contacts
+    workspace: acme
+    schedule: "*/15 * * * *"
+    source: {type: csv, path: contacts.csv, page_size: %d, identity: id}
+    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
+`, p.settings, p.pageSize, tb.srv.URL, p.mode)
+	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// proc is one running oncesync process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (tb *testBundle) start(args ...string) *proc {
+	tb.t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = tb.dir
+	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		tb.t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		tb.mu.Lock()
+		tb.output.Write(p.out.Bytes())
+		tb.mu.Unlock()
+		close(p.done)
+	}()
+	return p
+}
+
+func (tb *testBundle) startRun() *proc {
+	return tb.start("run", "--config", tb.config, "contacts", "--log-level", "debug")
+}
+
+// wait waits for p and returns its exit code.
+func (p *proc) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("process did not exit within %s; output:\n%s", limit, p.out)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return 0
+}
+
+func (p *proc) lastLine() string {
+	lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+func (tb *testBundle) stats() fakebrevo.Stats { return tb.fake.Stats() }
+
+// waitFor polls cond every 2 ms up to limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// checkDelivered asserts every contact is at the fake exactly once.
+func (tb *testBundle) checkDelivered(t *testing.T) fakebrevo.Stats {
+	t.Helper()
+	st := tb.stats()
+	if st.Contacts != int64(len(tb.emails)) || st.DuplicateWrites != 0 || st.ContactsWritten != int64(len(tb.emails)) {
+		t.Fatalf("want %d contacts written once, 0 duplicates; got contacts %d, written %d, duplicates %d",
+			len(tb.emails), st.Contacts, st.ContactsWritten, st.DuplicateWrites)
+	}
+	if st.Invalid != 0 {
+		t.Fatalf("%d requests did not conform to Brevo's spec", st.Invalid)
+	}
+	return st
+}
+
+// checkNoSecrets asserts that no e-mail address and no API key appear in any
+// output or in the store's files (SPEC §3; acceptance 7).
+func (tb *testBundle) checkNoSecrets(t *testing.T) {
+	t.Helper()
+	tb.mu.Lock()
+	out := tb.output.String()
+	tb.mu.Unlock()
+	if strings.Contains(out, apiKey) {
+		t.Error("the API key appears in the output")
+	}
+	if strings.Contains(out, "@example.com") {
+		t.Error("an e-mail address appears in the output")
+	}
+	matches, _ := filepath.Glob(filepath.Join(tb.dir, "oncesync.db*"))
+	if len(matches) == 0 {
+		t.Fatal("no store files found")
+	}
+	for _, m := range matches {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(apiKey)) {
+			t.Errorf("the API key is stored in %s", filepath.Base(m))
+		}
+		if bytes.Contains(b, []byte("@example.com")) {
+			t.Errorf("an e-mail address is stored in %s", filepath.Base(m))
+		}
+	}
+}
+
+// TestKillNineThreeTimes is acceptance 2: SIGKILL at three different points,
+// then run to the end: every contact once, no duplicate write.
+func TestKillNineThreeTimes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		mode     string
+		records  int
+		pageSize int
+		every    int // writes between kill points
+	}{
+		{"bulk", 20000, 250, 8},
+		{"single", 3000, 250, 500},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			var (
+				mu     sync.Mutex
+				victim *os.Process
+				writes int
+				armed  = true
+			)
+			kill := func() {
+				if victim != nil {
+					_ = victim.Signal(syscall.SIGKILL)
+					victim = nil
+				}
+			}
+			tb := setup(t, setupParams{records: tc.records, pageSize: tc.pageSize, mode: tc.mode, opts: fakebrevo.Options{
+				// Point 1: Brevo applied the write, the worker dies before it hears back (in doubt).
+				AfterWrite: func(r *http.Request) {
+					mu.Lock()
+					defer mu.Unlock()
+					writes++
+					if armed && writes == tc.every {
+						armed = false
+						kill()
+					}
+				},
+			}})
+			run := func() *proc {
+				p := tb.startRun()
+				mu.Lock()
+				victim = p.cmd.Process
+				mu.Unlock()
+				return p
+			}
+
+			if code := run().wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
+				t.Fatalf("run 1 should have been killed, exit %d", code)
+			}
+			// Point 2: the worker dies while its request is on the wire, before Brevo applied it.
+			var seen int
+			tb.mu.Lock()
+			tb.intercept = func(w http.ResponseWriter, r *http.Request) bool {
+				if r.Method != http.MethodPost {
+					return false
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				seen++
+				if seen == tc.every/2+1 {
+					kill()
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return true
+				}
+				return false
+			}
+			tb.mu.Unlock()
+			if code := run().wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
+				t.Fatalf("run 2 should have been killed, exit %d", code)
+			}
+			tb.mu.Lock()
+			tb.intercept = nil
+			tb.mu.Unlock()
+			// Point 3: anywhere, once the run has made progress.
+			before := tb.stats().ContactsWritten
+			p3 := run()
+			waitFor(t, time.Minute, "run 3 to make progress", func() bool {
+				return tb.stats().ContactsWritten >= before+int64(tc.pageSize)
+			})
+			mu.Lock()
+			kill()
+			mu.Unlock()
+			if code := p3.wait(t, time.Minute); code != -int(syscall.SIGKILL) {
+				t.Fatalf("run 3 should have been killed, exit %d\n%s", code, p3.out)
+			}
+			if tb.stats().Contacts >= int64(tc.records) {
+				t.Fatal("run 3 finished before the kill; the test proves nothing")
+			}
+			// Run to the end.
+			p4 := run()
+			if code := p4.wait(t, 3*time.Minute); code != 0 {
+				t.Fatalf("final run exit %d:\n%s", code, p4.out)
+			}
+			st := tb.checkDelivered(t)
+			t.Logf("%s: %d contacts, %d writes, %d duplicates, %d requests; final run: %s",
+				tc.mode, st.Contacts, st.ContactsWritten, st.DuplicateWrites, st.Requests, p4.lastLine())
+			tb.checkNoSecrets(t)
+		})
+	}
+}
+
+// TestSIGTERMDrains is acceptance 3.
+func TestSIGTERMDrains(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupParams{records: 10000, pageSize: 250, mode: "bulk", opts: fakebrevo.Options{Latency: 100 * time.Millisecond}})
+	p := tb.startRun()
+	waitFor(t, time.Minute, "progress", func() bool { return tb.stats().Contacts >= 1000 })
+	sent := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	code := p.wait(t, 30*time.Second)
+	took := time.Since(sent)
+	if took > 25*time.Second {
+		t.Fatalf("exit took %s", took)
+	}
+	if code != 1 || !strings.HasPrefix(p.lastLine(), "failed: interrupted: ") {
+		t.Fatalf("exit %d, last line %q", code, p.lastLine())
+	}
+	if tb.stats().Contacts >= 10000 {
+		t.Fatal("the run finished before SIGTERM; the test proves nothing")
+	}
+	t.Logf("SIGTERM to exit: %s", took.Round(time.Millisecond))
+	// Released: an immediate rerun is not skipped.
+	p2 := tb.startRun()
+	if code := p2.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rerun exit %d:\n%s", code, p2.out)
+	}
+	tb.checkDelivered(t)
+}
+
+// TestTwoRunsAtOnce is acceptance 4.
+func TestTwoRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupParams{records: 3000, pageSize: 250, mode: "bulk", opts: fakebrevo.Options{Latency: 50 * time.Millisecond}})
+	a := tb.startRun()
+	waitFor(t, time.Minute, "the first run to write", func() bool { return tb.stats().Requests > 0 })
+	b := tb.startRun()
+	if code := b.wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("second run: exit %d, want 3:\n%s", code, b.out)
+	}
+	if got := b.lastLine(); got != "Another run of this sync was already in progress" {
+		t.Fatalf("second run printed %q", got)
+	}
+	if code := a.wait(t, time.Minute); code != 0 {
+		t.Fatalf("first run exit %d:\n%s", code, a.out)
+	}
+	tb.checkDelivered(t)
+}
+
+// TestCompletePagesSendNothing is acceptance 6.
+func TestCompletePagesSendNothing(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"bulk", "single"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, setupParams{records: 1000, pageSize: 100, mode: mode})
+			if code := tb.startRun().wait(t, time.Minute); code != 0 {
+				t.Fatal("first run failed")
+			}
+			before := tb.stats().Requests
+			p := tb.startRun()
+			if code := p.wait(t, time.Minute); code != 0 {
+				t.Fatalf("second run failed:\n%s", p.out)
+			}
+			if d := tb.stats().Requests - before; d != 0 {
+				t.Fatalf("a pass over complete pages sent %d requests", d)
+			}
+			if !strings.Contains(p.out.String(), "replayed from ledger 1000") {
+				t.Fatalf("summary lacks the replay count:\n%s", p.out)
+			}
+			tb.checkDelivered(t)
+		})
+	}
+}
+
+// TestRejections is acceptance 8 (the run half; bad configs are below).
+func TestRejections(t *testing.T) {
+	t.Parallel()
+	t.Run("one bad email among 500", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, setupParams{records: 500, pageSize: 500, mode: "bulk",
+			opts: fakebrevo.Options{RefuseEmails: []string{"person000123@example.com"}}})
+		p := tb.startRun()
+		if code := p.wait(t, time.Minute); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, p.out)
+		}
+		if !strings.Contains(p.out.String(), "written 499, replayed from ledger 0, rejected 1,") {
+			t.Fatalf("summary:\n%s", p.out)
+		}
+		if st := tb.stats(); st.Contacts != 499 || st.DuplicateWrites != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		tb.checkNoSecrets(t)
+	})
+	t.Run("every record refused", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, setupParams{records: 50, pageSize: 50, mode: "single"})
+		tb.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, RefuseEmails: tb.emails})
+		p := tb.startRun()
+		if code := p.wait(t, time.Minute); code != 1 {
+			t.Fatalf("exit %d:\n%s", code, p.out)
+		}
+		want := "failed: destination_rejected_records: The destination refused every record of a page, so the mapping is most likely wrong. Next: "
+		if !strings.HasPrefix(p.lastLine(), want) || !strings.HasSuffix(p.lastLine(), "(owner: you)") {
+			t.Fatalf("last line %q", p.lastLine())
+		}
+	})
+	t.Run("bad api key fails at once", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, setupParams{records: 50, pageSize: 50, mode: "bulk"})
+		cmd := exec.Command(binary, "run", "--config", tb.config, "contacts")
+		cmd.Dir = tb.dir
+		cmd.Env = append(os.Environ(), "BREVO_API_KEY=wrong-key-"+apiKey[:4])
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v:\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "failed: destination_auth: ") || strings.Contains(string(out), "wrong-key") {
+			t.Fatalf("output:\n%s", out)
+		}
+		if st := tb.stats(); st.ByStatus["401"] != 1 {
+			t.Fatalf("a 401 must fail at once, without retry: %v", st.ByStatus)
+		}
+	})
+}
+
+// TestValidate: bad configs each produce a precise message (acceptance 8).
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "syncs:\n  - id: a\n    source: {type: csv, path: a.csv, pagesize: 5}\n    destination: {type: webhook, url: http://127.0.0.1:1/x}\n",
+			`bad.yaml:3: syncs[0].source.pagesize: unknown key "pagesize" (did you mean "page_size"?)`},
+		{"unset secret", "syncs:\n  - id: a\n    source: {type: csv, path: a.csv}\n    destination: {type: brevo, api_key: ${NOT_SET_ANYWHERE_42}, list_ids: [2]}\n    mapping: {email: email}\n",
+			"NOT_SET_ANYWHERE_42"},
+		{"bad cron", "syncs:\n  - id: a\n    schedule: \"61 * * * *\"\n    source: {type: csv, path: a.csv}\n    destination: {type: webhook, url: http://127.0.0.1:1/x}\n",
+			"bad.yaml:3: syncs[0].schedule:"},
+		{"bad page size", "syncs:\n  - id: a\n    source: {type: csv, path: a.csv, page_size: 0}\n    destination: {type: webhook, url: http://127.0.0.1:1/x}\n",
+			"bad.yaml:3: syncs[0].source.page_size:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sub := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(sub, "bad.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(binary, "validate", "--config", "bad.yaml")
+			cmd.Dir = sub
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Fatalf("exit %v, want 2:\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// TestFakeBrevoCommand: `oncesync fake-brevo` serves the API and /_stats.
+func TestFakeBrevoCommand(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "fake-brevo", "--listen", "127.0.0.1:0", "--api-key", "k", "--validate")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(f, "http://") && strings.HasSuffix(f, "/v3") {
+			base = f
+		}
+	}
+	if base == "" {
+		t.Fatalf("no address in %q", line)
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/contacts",
+		strings.NewReader(`{"email":"a@example.org","attributes":{"FIRSTNAME":"A"},"updateEnabled":true}`))
+	req.Header.Set("api-key", "k")
+	req.Header.Set("content-type", "application/json")
+	for i := 0; i < 2; i++ {
+		resp, err := http.DefaultClient.Do(req.Clone(context.Background()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		req.Body = http.NoBody
+		req, _ = http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/contacts",
+			strings.NewReader(`{"email":"a@example.org","attributes":{"FIRSTNAME":"A"},"updateEnabled":true}`))
+		req.Header.Set("api-key", "k")
+		req.Header.Set("content-type", "application/json")
+	}
+	resp, err := http.Get(strings.TrimSuffix(base, "/v3") + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	for _, want := range []string{`"requests":2`, `"contacts_written":2`, `"duplicate_writes":1`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Fatalf("/_stats %s lacks %s", buf.String(), want)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fake-brevo did not stop cleanly on SIGTERM: %v", err)
+	}
+}
+
+// TestStalledRunIsFenced is acceptance 5 on real processes: a run frozen with
+// SIGSTOP past its lease TTL, another run takes over after expiry and
+// finishes, then the frozen run is resumed with SIGCONT. It must stop with the
+// lost-slot sentence without writing anything twice.
+func TestStalledRunIsFenced(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
+		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
+		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
+	a := tb.startRun()
+	waitFor(t, time.Minute, "run A to make progress", func() bool { return tb.stats().Contacts >= 1000 })
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past A's 2 s lease
+	b := tb.startRun()
+	if code := b.wait(t, time.Minute); code != 0 {
+		_ = a.cmd.Process.Signal(syscall.SIGCONT)
+		t.Fatalf("run B exit %d:\n%s", code, b.out)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("run A exit %d:\n%s", code, a.out)
+	}
+	want := "failed: lease_lost: The run lost its slot part-way through and stopped to avoid writing twice. Next: "
+	if !strings.HasPrefix(a.lastLine(), want) || !strings.HasSuffix(a.lastLine(), "(owner: operator)") {
+		t.Fatalf("run A last line %q", a.lastLine())
+	}
+	tb.checkDelivered(t)
+}
