@@ -435,8 +435,11 @@ func TestRejections(t *testing.T) {
 	})
 	t.Run("every record refused", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, setupParams{records: 50, pageSize: 50, mode: "single"})
-		tb.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, RefuseEmails: tb.emails})
+		var all []string
+		for i := 1; i <= 50; i++ {
+			all = append(all, fmt.Sprintf("person%06d@example.com", i))
+		}
+		tb := setup(t, setupParams{records: 50, pageSize: 50, mode: "single", opts: fakebrevo.Options{RefuseEmails: all}})
 		p := tb.startRun()
 		if code := p.wait(t, time.Minute); code != 1 {
 			t.Fatalf("exit %d:\n%s", code, p.out)
@@ -574,10 +577,36 @@ func TestStalledRunIsFenced(t *testing.T) {
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
-	a := tb.startRun()
-	waitFor(t, time.Minute, "run A to make progress", func() bool { return tb.stats().Contacts >= 1000 })
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	// Freeze A while its 5th request is on the wire: not inside a store
+	// transaction (a process frozen inside a SQLite write transaction holds
+	// the file's write lock; see docs/RELIABILITY.md).
+	var (
+		mu    sync.Mutex
+		posts int
+		a     *proc
+	)
+	frozen := make(chan struct{})
+	tb.mu.Lock()
+	tb.intercept = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if posts++; posts == 5 {
+			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+			close(frozen)
+		}
+		return false // the fake applies the write; A hears back only after SIGCONT
+	}
+	tb.mu.Unlock()
+	mu.Lock()
+	a = tb.startRun()
+	mu.Unlock()
+	select {
+	case <-frozen:
+	case <-time.After(time.Minute):
+		t.Fatal("run A never reached its 5th request")
 	}
 	time.Sleep(2500 * time.Millisecond) // past A's 2 s lease
 	b := tb.startRun()
