@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Code identifies one entry of the catalog.
@@ -63,28 +64,28 @@ var catalog = map[Code]Entry{
 		"Nothing to do: the next scheduled run starts normally. Use `oncesync status SYNC` to see the run that holds the slot.",
 		OwnerOperator, false},
 	Interrupted: {Interrupted,
-		"The worker running this sync was stopped; the run checkpointed and will be resumed.",
-		"Nothing to undo: the run resumes from its last checkpoint on the next worker. If workers stop often, check how they are deployed.",
+		"The run's worker was stopped before the run finished; the sync's cursor stays at the run's last checkpoint.",
+		"Nothing to undo: the next run of the sync resumes from the last checkpoint. If runs are stopped often, check how the workers are deployed and shut down.",
 		OwnerOperator, true},
 	DestinationAuth: {DestinationAuth,
-		"The destination refused oncesync's credentials.",
-		"Check the API key in the sync's destination (and the environment variable it comes from), then resume the sync.",
+		"The destination refused oncesync's credentials, or the account lacks access.",
+		"Check the credentials in the sync's destination (Brevo `api_key`, webhook `headers`) and the environment variables they come from, then run the sync again.",
 		OwnerYou, false},
 	DestinationRejectedRecords: {DestinationRejectedRecords,
 		"The destination refused every record of a page, so the mapping is most likely wrong.",
-		"Open the run's rejected records, fix the mapping or the source data, then run the sync again.",
+		"Compare the sync's mapping with the fields the destination requires, fix the mapping or the source data, then run the sync again.",
 		OwnerYou, false},
 	DestinationUnavailable: {DestinationUnavailable,
 		"The destination did not answer or answered with a server error.",
-		"Nothing to undo: the run is retried with backoff. If it persists, check the destination's status page and the network from the workers.",
+		"Nothing to undo: each call was already retried with backoff, and the next run resumes from the last checkpoint. If it persists, check the destination's status page and the network from the workers.",
 		OwnerOperator, true},
 	DestinationRateLimited: {DestinationRateLimited,
-		"The destination kept answering 'too many requests' after oncesync backed off.",
-		"Nothing to undo: the run is retried later. Lower the sync's concurrency or page size, or raise the destination plan's rate limit.",
+		"The destination kept answering 'too many requests' after oncesync waited, or asked it to wait more than a minute.",
+		"Nothing to undo: the next run resumes from the last checkpoint. If it recurs, lower the destination's `rate_limit` or `concurrency`, or raise the destination plan's limit.",
 		OwnerOperator, true},
 	SourceUnavailable: {SourceUnavailable,
 		"The source could not be read (file missing or unreadable, database unreachable).",
-		"Check that the source file or database is reachable from the workers; the run is retried.",
+		"Check that the source file or database is reachable from the workers, then run the sync again; it resumes from the last checkpoint.",
 		OwnerYou, true},
 	SourceQueryInvalid: {SourceQueryInvalid,
 		"The source refused the sync's query or the data does not parse.",
@@ -92,31 +93,31 @@ var catalog = map[Code]Entry{
 		OwnerYou, false},
 	InvalidSyncDefinition: {InvalidSyncDefinition,
 		"The sync's definition is invalid.",
-		"Run `oncesync validate --config FILE`, fix every problem it names, then run the sync again.",
+		"Fix the problem named in the run's detail (`oncesync validate --config FILE` lists every problem in the file), then run the sync again.",
 		OwnerYou, false},
 	CursorOlderThanLedger: {CursorOlderThanLedger,
 		"The saved cursor is older than the ledger's retention, so records already sent would be sent again.",
 		"Check the destination, then either set `allow_rewrite_after_retention: true` on the sync or run it with `--reset-cursor`.",
 		OwnerYou, false},
 	SourceChangedDuringRun: {SourceChangedDuringRun,
-		"The source changed under a run in progress, so its saved position no longer points at the same data.",
-		"Nothing was written from the changed view. Run the sync again with `--reset-cursor` to start from the beginning; the ledger keeps what was already delivered from being sent twice.",
+		"The source changed since the saved cursor was taken, so the saved position no longer points at the same data.",
+		"Nothing was written from the changed view. Run the sync again with `--reset-cursor`; with an `identity` column the ledger skips rows already delivered, without one rows after the change may be written again.",
 		OwnerYou, false},
 	RecordsInDoubt: {RecordsInDoubt,
 		"Some records may or may not have reached the destination and it cannot be asked which.",
-		"Open the run page, check those records at the destination, and settle each one as delivered or to resend.",
+		"Check at the destination whether those records arrived (`oncesync runs SYNC` shows how many); oncesync never resends them by itself.",
 		OwnerYou, false},
 	StoreUnavailable: {StoreUnavailable,
 		"oncesync's store (SQLite or PostgreSQL) or Redis could not be reached.",
-		"Nothing was written without a verified slot. Restore the store or Redis; runs resume by themselves.",
+		"Restore the store or Redis, then run the sync again; it resumes from the last checkpoint without writing twice.",
 		OwnerOperator, true},
 	CircuitBreakerTripped: {CircuitBreakerTripped,
 		"The sync failed too many times in a row and was paused.",
-		"Fix the cause shown by the last failed run, then resume the sync with `oncesync resume SYNC --by NAME --reason TEXT`.",
+		"Fix the cause shown by `oncesync status SYNC`, then resume the sync with `oncesync resume SYNC --by NAME --reason TEXT`.",
 		OwnerYou, false},
 	Internal: {Internal,
 		"oncesync hit an internal error.",
-		"Retry the run; if it persists, report it with the run id and the log.",
+		"Run the sync again; if it persists, report it with the run id (`oncesync runs SYNC`) and the log (`--log-level debug`).",
 		OwnerOperator, true},
 }
 
@@ -181,6 +182,27 @@ func CodeOf(err error) Code {
 
 // Retryable reports whether a run that failed with err may succeed on retry.
 func Retryable(err error) bool { return Lookup(CodeOf(err)).Retryable }
+
+// DocsPath is the path, from the repository root, of the recovery guide: one
+// section per catalog code, headed "## <code>".
+const DocsPath = "docs/recovery.md"
+
+// Anchor returns the fragment (without '#') of code's section in the recovery
+// guide. Codes are lowercase letters and underscores, which GitHub and most
+// Markdown renderers keep as they are in heading anchors. Unknown codes get
+// internal_error's section, as Lookup does.
+func Anchor(code Code) string { return string(Lookup(code).Code) }
+
+// DocsURL returns a link to code's section of the recovery guide. base is the
+// guide's URL or path (e.g. a docs site's address); empty means DocsPath. A
+// fragment already on base is replaced.
+func DocsURL(base string, code Code) string {
+	if base == "" {
+		base = DocsPath
+	}
+	base, _, _ = strings.Cut(base, "#")
+	return base + "#" + Anchor(code)
+}
 
 // LastLine is the last line `oncesync run` prints for a failed run (SPEC §12).
 func LastLine(err error) string {
