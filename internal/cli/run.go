@@ -95,6 +95,10 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "publish the sync"))
 	}
+	if row.State == store.SyncPaused && row.PauseReason == "breaker" {
+		return failed(env.Stdout, failure.New(failure.CircuitBreakerTripped,
+			fmt.Sprintf("sync %s was paused by the circuit breaker: %s", sc.ID, row.PausedWhy)))
+	}
 	if row.State == store.SyncPaused {
 		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
 			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))

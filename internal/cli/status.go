@@ -99,7 +99,7 @@ func printStatus(ctx context.Context, w io.Writer, st store.Store, id string) er
 		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail, e.NextStep, e.Owner)
 	}
 	if l, err := st.LeaseGet(ctx, id); err == nil {
-		fmt.Fprintf(w, "lease:      fence %d, held by %s until %s\n", l.Fence, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "lease:      fence %d, run %d (%s), until %s\n", l.Fence, l.RunID, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"

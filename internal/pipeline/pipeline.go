@@ -4,6 +4,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -71,11 +72,19 @@ func (b *Built) Close() error {
 func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 	src, err := buildSource(cfg, s)
 	if err != nil {
+		var fe *failure.Error
+		if !errors.As(err, &fe) {
+			err = failure.Wrap(failure.InvalidSyncDefinition, err, "the source cannot be set up: %v", err)
+		}
 		return nil, err
 	}
 	dst, err := buildDestination(s, o)
 	if err != nil {
 		src.Close()
+		var fe *failure.Error
+		if !errors.As(err, &fe) {
+			err = failure.Wrap(failure.InvalidSyncDefinition, err, "the destination cannot be set up: %v", err)
+		}
 		return nil, err
 	}
 	retention := cfg.Settings.LedgerRetention

@@ -153,6 +153,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	r.setExpiry(r.grant.ExpiresAt)
 	log = log.With("fence", r.grant.Fence)
 	log.Info("run started")
+	r.closeOrphans(ctx, log)
 
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -181,6 +182,30 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		log.Info("run succeeded", "read", fin.Read, "written", fin.Written, "replayed", fin.Replayed)
 	}
 	return fin, runErr
+}
+
+// closeOrphans marks as interrupted the sync's other runs still recorded as
+// running: this run holds the lease, so their workers are gone (killed, or
+// stopped without a word). Their work resumes here, from the saved cursor.
+func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
+	runs, err := r.Store.ListRuns(ctx, r.Sync.ID, 20)
+	if err != nil {
+		log.Warn("could not list earlier runs", "err", err)
+		return
+	}
+	for _, o := range runs {
+		if o.ID == r.rec.ID || o.State != store.RunRunning {
+			continue
+		}
+		o.State = store.RunInterrupted
+		o.FailureCode = string(failure.Interrupted)
+		o.FailureDetail = fmt.Sprintf("its worker stopped without finishing; run %d resumed its work", r.rec.ID)
+		if err := r.Store.UpdateRun(ctx, o); err != nil {
+			log.Warn("could not close an orphaned run", "orphan", o.ID, "err", err)
+			continue
+		}
+		log.Info("closed orphaned run", "orphan", o.ID)
+	}
 }
 
 // finish stores the final state; it uses a context that outlives ctx so that a

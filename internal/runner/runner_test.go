@@ -297,9 +297,18 @@ func TestInDoubt(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapVerify)
 		killMidPage(context.Background(), t, tb.params(t, "id"), 3)
+		// The killed run is recorded as still running until somebody notices.
+		killed, _ := tb.store.ListRuns(context.Background(), "s1", 1)
+		killed[0].State = store.RunRunning
+		if err := tb.store.UpdateRun(context.Background(), killed[0]); err != nil {
+			t.Fatal(err)
+		}
 		r, err := Run(context.Background(), tb.params(t, "id"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got, _ := tb.store.GetRun(context.Background(), killed[0].ID); got.State != store.RunInterrupted {
+			t.Fatalf("the orphaned run is %s, want interrupted", got.State)
 		}
 		if r.InDoubt != 100 || r.Settled != 100 || r.Written != 200 || r.Read != 300 {
 			t.Fatalf("resumed run: %+v", r)
