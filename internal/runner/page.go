@@ -243,6 +243,7 @@ func (r *run) checkpoint(ctx context.Context, pageNo int64, next string) error {
 
 // renew extends the lease and verifies it is still this run's.
 func (r *run) renew(ctx context.Context) error {
+	asked := r.Clock.Now()
 	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
 	switch {
 	case errors.Is(err, lease.ErrLost):
@@ -253,7 +254,7 @@ func (r *run) renew(ctx context.Context) error {
 	case err != nil:
 		return storeFailure(ctx, err, "renew the lease")
 	}
-	r.setExpiry(g.ExpiresAt)
+	r.setExpiry(localExpiry(asked, r.LeaseTTL, g.ExpiresAt))
 	return nil
 }
 

@@ -60,6 +60,9 @@ type Params struct {
 	Drain <-chan struct{}
 	// Progress, if set, is called after every checkpoint.
 	Progress func(Progress)
+	// AfterFailure, if set, is called once a failed run is recorded (the
+	// circuit breaker's evaluation point, SPEC §8).
+	AfterFailure func(ctx context.Context, run store.Run)
 	// Hooks are test seams; nil hooks are skipped.
 	Hooks Hooks
 }
@@ -126,6 +129,18 @@ func (r *run) expiry() time.Time {
 	return r.expiresAt
 }
 
+// localExpiry is when this run must consider its lease gone: the time it
+// asked plus the TTL, by its own clock, and never later than the expiry the
+// lease store reported. The store (Redis) keeps its own clock; counting from
+// the moment of asking keeps a skewed worker clock on the safe side.
+func localExpiry(asked time.Time, ttl time.Duration, reported time.Time) time.Time {
+	e := asked.Add(ttl)
+	if !reported.IsZero() && reported.Before(e) && reported.After(asked) {
+		return reported
+	}
+	return e
+}
+
 func (r *run) setExpiry(t time.Time) {
 	r.expMu.Lock()
 	r.expiresAt = t
@@ -140,6 +155,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	}
 	log := r.Logger.With("sync", r.Sync.ID, "run", r.rec.ID)
 
+	asked := r.Clock.Now()
 	r.grant, err = r.Leases.Acquire(ctx, lease.AcquireParams{SyncID: r.Sync.ID, RunID: r.rec.ID, TTL: r.LeaseTTL})
 	if errors.Is(err, lease.ErrHeld) {
 		ferr := failure.New(failure.AlreadyRunning, SentenceAlreadyRunning)
@@ -150,7 +166,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.grant.Fence
-	r.setExpiry(r.grant.ExpiresAt)
+	r.setExpiry(localExpiry(asked, r.LeaseTTL, r.grant.ExpiresAt))
 	log = log.With("fence", r.grant.Fence)
 	log.Info("run started")
 	r.closeOrphans(ctx, log)
@@ -225,6 +241,8 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 	defer cancel()
 	if uerr := r.Store.UpdateRun(sctx, r.rec); uerr != nil {
 		r.Logger.Error("could not record the run's end", "sync", r.Sync.ID, "run", r.rec.ID, "err", uerr)
+	} else if state == store.RunFailed && r.AfterFailure != nil {
+		r.AfterFailure(sctx, r.rec)
 	}
 	return r.rec
 }
@@ -248,6 +266,7 @@ func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) 
 				return
 			case <-t.C:
 			}
+			asked := r.Clock.Now()
 			g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
 			switch {
 			case errors.Is(err, lease.ErrLost):
@@ -261,7 +280,7 @@ func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) 
 					return
 				}
 			default:
-				r.setExpiry(g.ExpiresAt)
+				r.setExpiry(localExpiry(asked, r.LeaseTTL, g.ExpiresAt))
 			}
 		}
 	}()

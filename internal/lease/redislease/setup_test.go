@@ -1,0 +1,327 @@
+package redislease_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+// Tests run against the Redis at ONCESYNC_TEST_REDIS_URL (default
+// redis://127.0.0.1:6379/0) as a plain client, and through a go-redis Ring
+// whose second shard is a redis-server this package starts on a free port.
+// Every test uses its own key namespace and deletes its keys afterwards.
+// Without Redis the tests skip, except under CI=true where they fail.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopServers()
+	os.Exit(code)
+}
+
+func redisURL() string {
+	if u := os.Getenv("ONCESYNC_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// mainOptions returns the options of the test Redis, skipping (failing in
+// CI) when it does not answer.
+func mainOptions(t *testing.T) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatalf("ONCESYNC_TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		unavailable(t, "redis at %s unreachable: %v", opt.Addr, err)
+	}
+	return opt
+}
+
+// Throwaway redis-servers started by this package, stopped by TestMain.
+var servers struct {
+	mu      sync.Mutex
+	started []*exec.Cmd
+	shard   string // address of the shared second Ring shard
+}
+
+func stopServers() {
+	servers.mu.Lock()
+	defer servers.mu.Unlock()
+	for _, cmd := range servers.started {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	servers.started = nil
+}
+
+// startServer starts a throwaway redis-server on a free port (no
+// persistence) and returns its address and a function stopping it.
+func startServer(t *testing.T) (string, func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		unavailable(t, "redis-server not installed: %v", err)
+	}
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--daemonize", "no", "--loglevel", "warning")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	go func() { // drain its output so it never blocks on a full pipe
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	servers.mu.Lock()
+	servers.started = append(servers.started, cmd)
+	servers.mu.Unlock()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not answer within 10s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	return addr, stop
+}
+
+// shardAddr returns the address of the second Ring shard, started once.
+func shardAddr(t *testing.T) string {
+	t.Helper()
+	servers.mu.Lock()
+	addr := servers.shard
+	servers.mu.Unlock()
+	if addr != "" {
+		return addr
+	}
+	addr, _ = startServer(t) // stopped by TestMain; t.TempDir outlives it harmlessly
+	servers.mu.Lock()
+	defer servers.mu.Unlock()
+	if servers.shard == "" {
+		servers.shard = addr
+	}
+	return servers.shard
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// backend builds the Redis client of one test flavour.
+type backend struct {
+	name string
+	new  func(t *testing.T) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"client", func(t *testing.T) redis.UniversalClient { return redis.NewClient(mainOptions(t)) }},
+		{"ring", func(t *testing.T) redis.UniversalClient {
+			opt := mainOptions(t)
+			second := shardAddr(t)
+			return redis.NewRing(&redis.RingOptions{
+				Addrs: map[string]string{"main": opt.Addr, "second": second},
+				DB:    opt.DB,
+				NewClient: func(o *redis.Options) *redis.Client {
+					if o.Addr == opt.Addr {
+						o.Username, o.Password = opt.Username, opt.Password
+					}
+					return redis.NewClient(o)
+				},
+			})
+		}},
+	}
+}
+
+// forEachBackend runs fn as a parallel subtest per backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, tb *bundle)) {
+	t.Helper()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t, be))
+		})
+	}
+}
+
+type bundle struct {
+	ctx    context.Context
+	client redis.UniversalClient
+	store  *sqlite.Store
+	keys   rediskey.Space
+	mgr    *redislease.Manager
+	syncID string
+}
+
+func setup(t *testing.T, be backend) *bundle {
+	t.Helper()
+	ctx := t.Context()
+	client := be.new(t)
+	keys, err := rediskey.New("test-" + randHex(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cleanKeys(t, client, keys)
+		_ = client.Close()
+	})
+	st, err := sqliteStore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &bundle{ctx: ctx, client: client, store: st, keys: keys, syncID: "contacts-" + randHex(4)}
+	tb.mgr = tb.manager(lease.Process{})
+	return tb
+}
+
+// manager returns another Manager on tb's Redis, store and keys.
+func (tb *bundle) manager(self lease.Process) *redislease.Manager {
+	return redislease.New(redislease.Params{Client: tb.client, Store: tb.store, Keys: tb.keys, Self: self})
+}
+
+// forEachShard calls fn with every server behind c.
+func forEachShard(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.Ring:
+		return c.ForEachShard(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unknown client %T", c)
+}
+
+func cleanKeys(t *testing.T, c redis.UniversalClient, keys rediskey.Space) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := forEachShard(ctx, c, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Logf("clean up keys %s*: %v", keys.Prefix(), err)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// assertRegistered checks that fence is the store's registered fence of
+// syncID without changing it: f is registered iff RaiseFence(f-1) is refused
+// and RaiseFence(f) is accepted (which then raises nothing).
+func (tb *bundle) assertRegistered(t *testing.T, syncID string, fence int64) {
+	t.Helper()
+	if fence > 1 {
+		if err := tb.store.RaiseFence(tb.ctx, syncID, fence-1); !isFenced(err) {
+			t.Errorf("RaiseFence(%d) = %v, want ErrFenced: fence %d is not registered", fence-1, err, fence)
+		}
+	}
+	if err := tb.store.RaiseFence(tb.ctx, syncID, fence); err != nil {
+		t.Errorf("RaiseFence(%d) = %v: a fence above %d is registered", fence, err, fence)
+	}
+}
+
+func isFenced(err error) bool { return err != nil && errors.Is(err, store.ErrFenced) }
+
+// redisNow returns the time of the Redis server holding c's keys (every
+// server here runs on this machine).
+func redisNow(t *testing.T, tb *bundle) time.Time {
+	t.Helper()
+	now, err := tb.client.Time(tb.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// hgetall reads a lease hash.
+func hgetall(t *testing.T, tb *bundle, key string) map[string]string {
+	t.Helper()
+	m, err := tb.client.HGetAll(tb.ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("not an integer: %q", s)
+	}
+	return n
+}
+
+// sqliteStore opens a SQLite store in a temp dir, closed at cleanup.
+func sqliteStore(t *testing.T) (*sqlite.Store, error) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), sqlite.OpenParams{Path: t.TempDir() + "/x.db"})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, nil
+}

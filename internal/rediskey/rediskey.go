@@ -1,0 +1,127 @@
+// Package rediskey builds every Redis key oncesync uses, in this one file (the
+// model is asynq's base package): nothing else in oncesync formats a key.
+//
+// Layout:
+//
+//	<namespace>:v1:{sync:<id>}:<name>
+//
+// where:
+//   - namespace defaults to "oncesync"; a deployment (or a test) sharing one
+//     Redis with another picks its own with New.
+//   - v1 is the key-format version. A change to the layout or to a value's
+//     encoding bumps it, so old and new workers never misread each other's
+//     keys. (Fences survive a bump because the store's registered fence, not
+//     Redis, is the source of truth: see package redislease.)
+//   - {sync:<id>} is the hash tag. Redis Cluster and go-redis Ring place a key
+//     by the part between the first "{" and the next "}", so every key of one
+//     sync lands in one slot/shard and a Lua script may touch all of them,
+//     while different syncs spread over the shards.
+//
+// An id made only of [A-Za-z0-9._-] (at most 128 bytes) is used as is, so keys
+// stay readable in redis-cli. Any other id (empty, too long, or holding "{",
+// "}", ":", spaces, non-ASCII...) is replaced by "~" and the hex SHA-256 of
+// the id: "~" is not in the plain alphabet, so a hashed id never equals a
+// plain one, and no id can end the hash tag early or smuggle in another tag.
+package rediskey
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Version is the key-format version embedded in every key.
+const Version = "v1"
+
+// DefaultNamespace is the first segment of every key unless New picks another.
+const DefaultNamespace = "oncesync"
+
+// maxPlainID is the longest id used verbatim; longer ones are hashed.
+const maxPlainID = 128
+
+// ErrInvalidNamespace: the namespace is empty, too long or has characters
+// outside [A-Za-z0-9._-].
+var ErrInvalidNamespace = errors.New("invalid redis key namespace")
+
+// Space builds keys under one namespace. The zero Space uses DefaultNamespace.
+// A Space is a small immutable value, safe to copy and share.
+type Space struct {
+	prefix string // "<namespace>:v1:"; "" means the default
+}
+
+// Default returns the Space of DefaultNamespace.
+func Default() Space { return Space{} }
+
+// New returns the Space of namespace, which must be 1 to 64 characters from
+// [A-Za-z0-9._-] (no hash-tag braces, no ":").
+func New(namespace string) (Space, error) {
+	if namespace == "" || len(namespace) > 64 || !plain(namespace) {
+		return Space{}, fmt.Errorf("%w: %q (want 1-64 characters from A-Z a-z 0-9 . _ -)", ErrInvalidNamespace, namespace)
+	}
+	return Space{prefix: namespace + ":" + Version + ":"}, nil
+}
+
+// Prefix is the start shared by every key of s ("oncesync:v1:"), for SCAN
+// MATCH patterns in tools and tests.
+func (s Space) Prefix() string {
+	if s.prefix == "" {
+		return DefaultNamespace + ":" + Version + ":"
+	}
+	return s.prefix
+}
+
+// SyncTag is the hash tag of a sync's keys, braces included ("{sync:<id>}").
+// Keys built with the same SyncTag share a Redis Cluster slot and a Ring shard.
+func (s Space) SyncTag(syncID string) string {
+	return "{sync:" + escapeID(syncID) + "}"
+}
+
+func (s Space) syncKey(syncID, name string) string {
+	return s.Prefix() + s.SyncTag(syncID) + ":" + name
+}
+
+// Lease is the key of a sync's lease (SPEC §5): a hash with fields token,
+// fence, holder, run_id and granted_at_us (Redis time, µs since the epoch),
+// carrying a PX expiry of the lease TTL. The key's absence means the lease is
+// free; it is written, extended and deleted only by redislease's scripts.
+func (s Space) Lease(syncID string) string { return s.syncKey(syncID, "lease") }
+
+// Fence is the key of a sync's fence counter (SPEC §5): an integer INCRed on
+// every lease grant. It never expires: fences must only grow. If it is lost
+// anyway (flush, failover to a lagging replica), redislease raises it past the
+// fence registered in the store before handing out a grant.
+func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
+
+// Barrier is the key of a run's checkpoint barrier (SPEC §11): a string
+// "token:snapshot" with the barrier TTL, shared by the partitions of runID.
+func (s Space) Barrier(syncID string, runID int64) string {
+	return s.syncKey(syncID, "barrier:"+strconv.FormatInt(runID, 10))
+}
+
+// DeadLetter is the key of a sync's checkpoint dead-letter list (SPEC §11):
+// partition work parked after too many barrier mismatches, shown to and
+// re-queued by a person. No expiry.
+func (s Space) DeadLetter(syncID string) string { return s.syncKey(syncID, "deadletter") }
+
+// escapeID returns id when it is plain, else "~" + hex SHA-256 of id.
+func escapeID(id string) string {
+	if id != "" && len(id) <= maxPlainID && plain(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "~" + hex.EncodeToString(sum[:])
+}
+
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
