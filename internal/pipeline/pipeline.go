@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
@@ -16,22 +18,26 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/brevo"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/file"
+	pgsource "github.com/oncesync/oncesync/internal/source/postgres"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/postgres"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
-// OpenStore opens the config's store. Relative SQLite paths are relative to
-// the config file's directory.
+// OpenStore opens the config's store: SQLite (relative paths are relative to
+// the config file's directory) or PostgreSQL.
 func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
 		path, err := sqlite.ParseURL(cfg.Store)
 		if err != nil {
-			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store %q is not a valid sqlite URL", cfg.Store)
+			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store is not a valid sqlite URL")
 		}
 		if !filepath.IsAbs(path) && cfg.Path != "" {
 			path = filepath.Join(filepath.Dir(cfg.Path), path)
@@ -41,9 +47,34 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the SQLite store")
 		}
 		return st, nil
+	case postgres.IsURL(cfg.Store):
+		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk})
+		if err != nil {
+			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
+		}
+		return st, nil
 	default:
-		return nil, failure.New(failure.InvalidSyncDefinition, "only sqlite:// stores are supported by this build")
+		return nil, failure.New(failure.InvalidSyncDefinition, "store must be a sqlite:// or postgres:// URL")
 	}
+}
+
+// Leases returns the lease manager the config asks for: Redis when `redis` is
+// set (several machines), else the store's SQL lease (embedded mode). The
+// returned close function releases the Redis client.
+func Leases(ctx context.Context, cfg *config.Config, st store.Store) (lease.Manager, func() error, error) {
+	if cfg.Redis == "" {
+		return &lease.SQL{Store: st}, func() error { return nil }, nil
+	}
+	opts, err := redis.ParseURL(cfg.Redis)
+	if err != nil {
+		return nil, nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
+	}
+	client := redis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis")
+	}
+	return redislease.New(redislease.Params{Client: client, Store: st}), client.Close, nil
 }
 
 // Options are what the process provides beyond the config.
@@ -121,8 +152,32 @@ func buildSource(cfg *config.Config, s *config.Sync) (source.Source, error) {
 		return file.New(file.Params{Path: path, Format: file.CSV})
 	case "jsonl":
 		return file.New(file.Params{Path: path, Format: file.JSONL})
+	case "postgres":
+		// Bounded: New connects once to check the query or table.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		src, err := pgsource.New(ctx, pgsource.Params{
+			DSN: s.Source.DSN, Query: s.Source.Query, Table: s.Source.Table,
+			CursorColumn: s.Source.CursorColumn, Identity: s.Source.Identity,
+		})
+		if err != nil {
+			return nil, sourceSetupFailure(err)
+		}
+		return src, nil
 	default:
 		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %q is not supported by this build", s.Source.Type))
+	}
+}
+
+// sourceSetupFailure maps a source's construction error to its code.
+func sourceSetupFailure(err error) error {
+	switch {
+	case errors.Is(err, source.ErrUnavailable):
+		return failure.Wrap(failure.SourceUnavailable, err, "%s", err.Error())
+	case errors.Is(err, source.ErrInvalid):
+		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
+	default:
+		return failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 	}
 }
 

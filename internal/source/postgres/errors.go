@@ -1,0 +1,89 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// safeError carries an error's message with the DSN's password removed, and
+// unwraps to the original error (for errors.Is/As).
+type safeError struct {
+	msg string
+	err error
+}
+
+func (e *safeError) Error() string { return e.msg }
+func (e *safeError) Unwrap() error { return e.err }
+
+// scrub returns s without the password (defence in depth: pgx does not put
+// passwords in its errors, but a driver or network message must never leak one).
+func (s *Source) scrub(msg string) string {
+	if s.password == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, s.password, "xxxxx")
+}
+
+// transientClass reports whether SQLSTATE class c is a failure a retry can cure.
+func transientClass(c string) bool {
+	switch c {
+	case "08", // connection exception
+		"40", // transaction rollback (serialization failure, deadlock, recovery conflict)
+		"53", // insufficient resources
+		"55", // object not in prerequisite state (lock not available)
+		"57", // operator intervention (query cancelled by timeout, admin shutdown)
+		"58", // system error
+		"XX": // internal error
+		return true
+	}
+	return false
+}
+
+// dataClass reports whether messages of SQLSTATE class c may quote row values
+// (`invalid input syntax for type integer: "..."`); only the code is kept.
+func dataClass(c string) bool {
+	return c == "22" || c == "23" // data exception, integrity constraint violation
+}
+
+// classify wraps err, met while doing what, with the source sentinel a runner
+// maps to a failure code:
+//   - the context's error when ctx is done (not a source failure);
+//   - source.ErrInvalid for PostgreSQL's refusals that a retry cannot cure
+//     (syntax, unknown table or column, permission, authentication, data
+//     errors), with PostgreSQL's message and SQLSTATE;
+//   - source.ErrUnavailable for everything else (network, server shutting
+//     down, timeouts, resource limits).
+//
+// Messages of data errors (classes 22 and 23) are replaced by their SQLSTATE,
+// as they can quote row values.
+func (s *Source) classify(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		class := pe.Code[:min(2, len(pe.Code))]
+		msg := pe.Message
+		if dataClass(class) {
+			msg = "the query failed on a value of the data"
+		}
+		safe := &safeError{msg: s.scrub(fmt.Sprintf("%s (SQLSTATE %s)", msg, pe.Code)), err: err}
+		sentinel := source.ErrInvalid
+		if transientClass(class) {
+			sentinel = source.ErrUnavailable
+		}
+		return fmt.Errorf("%s: %s: %w: %w", s.id, what, sentinel, safe)
+	}
+	if errors.Is(err, source.ErrInvalid) || errors.Is(err, source.ErrChanged) ||
+		errors.Is(err, source.ErrBadCursor) || errors.Is(err, source.ErrUnavailable) {
+		return fmt.Errorf("%s: %s: %w", s.id, what, err)
+	}
+	safe := &safeError{msg: s.scrub(err.Error()), err: err}
+	return fmt.Errorf("%s: %s: %w: %w", s.id, what, source.ErrUnavailable, safe)
+}

@@ -1,0 +1,608 @@
+// Package postgres reads a PostgreSQL table or query as an oncesync source,
+// with keyset pagination (SPEC §12).
+//
+// # Paging
+//
+// A source is a table (Params.Table, e.g. "crm.contacts") or a query
+// (Params.Query). Pages are read in the order of (cursor_column, identity):
+//
+//	SELECT * FROM (<query>) AS src
+//	WHERE (src.cursor_column, src.identity) > ($2, $3)
+//	ORDER BY src.cursor_column, src.identity LIMIT $1
+//
+// so a page costs one index range scan, however deep into the source it is
+// (index (cursor_column, identity) for a table; a query should let PostgreSQL
+// push the condition down to such an index). Without an identity the
+// cursor_column alone orders the rows and MUST be unique: rows sharing the
+// value at a page boundary would be skipped (a page reads one row ahead, and
+// fails with source.ErrInvalid when that row repeats the page's last key, so
+// such a tie is reported, not skipped). With an identity (a primary key) the
+// pair must be unique, and ties on cursor_column are broken by it.
+// An empty cursor_column defaults to the identity. Names are exact, as stored
+// in the catalog (quoted identifiers: "Contacts" is not contacts).
+//
+// Each page is read in its own REPEATABLE READ, READ ONLY transaction: a page
+// is one consistent snapshot, and the source can never write. Rows are
+// streamed from the server, so memory is bounded by the page size, not the
+// source size.
+//
+// # Cursors and incremental runs
+//
+// A cursor is the (cursor_column, identity) of the last row read, as
+// PostgreSQL prints them, with their types (see position); "" is the start.
+// The values travel back as parameters in text form, so timestamps, numerics
+// and text resume exactly where they stopped. At the end of the source
+// Page.End is true and Page.Next is the cursor after the last row, so the next
+// run reads only rows whose cursor_column moved past it. With cursor_column
+// updated_at (set on every insert and update) and identity the primary key,
+// changed rows are re-sent once and unchanged rows never twice. A row that is
+// updated or inserted during a run after it was read comes again on a later
+// page of the same run (with its new values) or on the next run; a row whose
+// key moved backwards, or that is committed with a cursor value below one
+// already read (a long transaction stamping updated_at = now() at its start),
+// is not seen until the cursor is reset: stamp cursor_column with
+// clock_timestamp() in a trigger, or use a sequence.
+//
+// Rows whose cursor_column or identity is NULL cannot be paged; rather than
+// skip them silently, reaching the end of the source fails with
+// source.ErrInvalid while any exist. The check runs in the last page's
+// snapshot, once per pass; a table whose key columns are NOT NULL skips it,
+// a query pays one EXISTS query at the end of each pass.
+//
+// # Values
+//
+// A record's Fields map every result column to a JSON-friendly value
+// converted from PostgreSQL's text output:
+//
+//	NULL                          nil
+//	boolean                       bool
+//	smallint, integer, bigint, oid int64
+//	real, double precision,       json.Number with PostgreSQL's digits
+//	numeric                       (scale kept: "12.50"); NaN and ±Infinity as
+//	                              the strings "NaN", "Infinity", "-Infinity"
+//	timestamp with time zone      RFC 3339 in UTC, nanosecond layout
+//	                              ("2024-05-01T10:00:00.123456Z")
+//	timestamp without time zone   RFC 3339 without zone ("2024-05-01T10:00:00.5")
+//	json, jsonb                   decoded (map[string]any, []any, json.Number...)
+//	bytea                         standard base64
+//	everything else               PostgreSQL's text: text, varchar, uuid, date
+//	                              ("2024-05-01"), time, interval, inet, enums,
+//	                              arrays ("{1,2}"; use to_jsonb(col) for JSON)
+//
+// Out-of-range timestamps (infinity, BC, years past 9999) keep PostgreSQL's
+// text. Every session runs with DateStyle ISO, IntervalStyle postgres,
+// extra_float_digits 3 and bytea_output hex, and TimeZone UTC unless the DSN
+// sets one, so the same row reads the same on every worker.
+//
+// # Errors
+//
+// An unreachable server, a dropped connection, a timeout or a server shutting
+// down wrap source.ErrUnavailable (retryable). PostgreSQL's refusals (syntax,
+// unknown table or column, permission, authentication, read-only violation)
+// wrap source.ErrInvalid with PostgreSQL's message and SQLSTATE; data errors
+// (classes 22 and 23) keep only the SQLSTATE, as their messages can quote row
+// values. A cursor that cannot be decoded wraps source.ErrBadCursor; a cursor
+// whose key types no longer match the columns wraps source.ErrChanged. The
+// DSN's password appears in no error and not in the ID.
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// Params configures a Source.
+type Params struct {
+	// DSN is the connection string (URL or key=value form). Its password is
+	// kept out of the ID and every error.
+	DSN string
+	// Query or Table is what is read (exactly one is set). Table is
+	// "name" or "schema.name".
+	Query string
+	Table string
+	// CursorColumn orders the rows and positions cursors. Empty means
+	// Identity.
+	CursorColumn string
+	// Identity is the optional primary-key column that breaks ties on
+	// CursorColumn (and keys deliveries, SPEC §3).
+	Identity string
+}
+
+// defaultConnectTimeout bounds a connection attempt when the DSN sets no
+// connect_timeout.
+const defaultConnectTimeout = 10 * time.Second
+
+// closeTimeout bounds the goodbye to the server on Close and after errors.
+const closeTimeout = 5 * time.Second
+
+// Source reads a PostgreSQL table or query. It holds one connection, opened by
+// New and reopened on demand after it is lost; it is safe for concurrent use
+// (calls are serialised), though a run uses it from one goroutine.
+type Source struct {
+	cfg      *pgx.ConnConfig
+	id       string
+	password string
+	// from is the relation read: a quoted table name or "(query\n)".
+	from string
+	// keys are the key column names: cursor_column[, identity].
+	keys []string
+	// isTable reports a table source (its NOT NULL constraints are checked
+	// once, at New).
+	isTable bool
+	// keysNotNull reports that the catalog forbids NULL in every key column.
+	keysNotNull bool
+
+	firstSQL, nextSQL, nullSQL, versionSQL string
+
+	mu   sync.Mutex
+	conn *pgx.Conn
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New returns a Source for p after checking, on the server, that the query or
+// table can be read and has the key columns. Errors wrap source.ErrInvalid
+// (bad parameters, bad SQL, unknown columns, permission) or
+// source.ErrUnavailable (the server cannot be reached).
+func New(ctx context.Context, p Params) (*Source, error) {
+	invalid := func(format string, args ...any) (*Source, error) {
+		return nil, fmt.Errorf("postgres source: "+format+": %w", append(args, source.ErrInvalid)...)
+	}
+	query, table := strings.TrimSpace(p.Query), strings.TrimSpace(p.Table)
+	switch {
+	case strings.TrimSpace(p.DSN) == "":
+		return invalid("dsn is empty")
+	case query != "" && table != "":
+		return invalid("set query or table, not both")
+	case query == "" && table == "":
+		return invalid("set a query or a table")
+	}
+	cursorCol, identity := p.CursorColumn, p.Identity
+	if cursorCol == "" {
+		cursorCol = identity
+	}
+	if cursorCol == "" {
+		return invalid("set cursor_column (or identity) for keyset pagination")
+	}
+	cfg, err := pgx.ParseConfig(p.DSN)
+	if err != nil {
+		// pgx masks passwords in parse errors only on a best-effort basis:
+		// say nothing of the DSN's text.
+		return invalid("dsn cannot be parsed (want postgres://user@host:5432/db?sslmode=... or key=value pairs)")
+	}
+	configure(cfg)
+
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}}
+	if identity != "" && identity != cursorCol {
+		s.keys = append(s.keys, identity)
+	}
+	loc := fmt.Sprintf("postgres:%s:%d/%s/", cfg.Host, cfg.Port, cfg.Database)
+	if table != "" {
+		parts := strings.Split(table, ".")
+		for _, part := range parts {
+			if part == "" || len(parts) > 2 {
+				return invalid("table %q: want name or schema.name", table)
+			}
+		}
+		s.isTable = true
+		s.from = pgx.Identifier(parts).Sanitize()
+		s.id = loc + table
+	} else {
+		sum := sha256.Sum256([]byte(normalizeQuery(query)))
+		// A trailing "-- comment" must not swallow the closing parenthesis.
+		s.from = "(" + strings.TrimRight(query, "; \t\r\n") + "\n)"
+		s.id = loc + "query:" + hex.EncodeToString(sum[:8])
+	}
+	s.buildSQL()
+	if err := s.check(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// configure fixes the session settings that shape the values' text, so the
+// same row prints (and keys) the same on every worker.
+func configure(cfg *pgx.ConnConfig) {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec // text parameters and results, one round trip
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	set := func(name, value string, force bool) {
+		for k := range cfg.RuntimeParams {
+			if strings.EqualFold(k, name) {
+				if !force {
+					return
+				}
+				delete(cfg.RuntimeParams, k)
+			}
+		}
+		cfg.RuntimeParams[name] = value
+	}
+	set("DateStyle", "ISO", true)
+	set("IntervalStyle", "postgres", true)
+	set("extra_float_digits", "3", true)
+	set("bytea_output", "hex", true)
+	set("TimeZone", "UTC", false)
+	set("application_name", "oncesync", false)
+}
+
+// col is the quoted reference to column name of the relation src.
+func col(name string) string { return pgx.Identifier{"src", name}.Sanitize() }
+
+func (s *Source) buildSQL() {
+	refs := make([]string, len(s.keys))
+	params := make([]string, len(s.keys))
+	notNull := make([]string, len(s.keys))
+	isNull := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		refs[i] = col(k)
+		params[i] = "$" + strconv.Itoa(i+2)
+		notNull[i] = refs[i] + " IS NOT NULL"
+		isNull[i] = refs[i] + " IS NULL"
+	}
+	order := strings.Join(refs, ", ")
+	base := "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(notNull, " AND ")
+	tail := " ORDER BY " + order + " LIMIT $1"
+	s.firstSQL = base + tail
+	s.nextSQL = base + " AND (" + order + ") > (" + strings.Join(params, ", ") + ")" + tail
+	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
+	s.versionSQL = "SELECT count(*), max(" + refs[0] + ") FROM " + s.from + " AS src"
+}
+
+// ID returns "postgres:<host>:<port>/<database>/" followed by the table as
+// given, or by "query:" and the first 16 hex digits of the SHA-256 of the
+// normalized query (comments removed, whitespace collapsed). The user,
+// password and connection options are not part of it.
+func (s *Source) ID() string { return s.id }
+
+// Close closes the connection. The Source may be used again after (it
+// reconnects).
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeConn()
+}
+
+func (s *Source) closeConn() error {
+	if s.conn == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	err := s.conn.Close(ctx)
+	s.conn = nil
+	if err != nil {
+		return fmt.Errorf("%s: close: %s", s.id, s.scrub(err.Error()))
+	}
+	return nil
+}
+
+// snapshot runs fn in a REPEATABLE READ, READ ONLY transaction on the
+// Source's connection, connecting first if needed. s.mu must be held. Errors
+// are classified (see classify).
+func (s *Source) snapshot(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	if s.conn != nil && s.conn.IsClosed() {
+		s.conn = nil
+	}
+	if s.conn == nil {
+		conn, err := pgx.ConnectConfig(ctx, s.cfg)
+		if err != nil {
+			return s.classify(ctx, "connect", err)
+		}
+		s.conn = conn
+	}
+	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		s.dropIfBroken()
+		return s.classify(ctx, what, err)
+	}
+	err = fn(tx)
+	// Read only: nothing to commit. A failed rollback leaves the connection
+	// unusable, so it is dropped; what was read stays valid.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if rerr := tx.Rollback(rctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+		_ = s.closeConn()
+	}
+	s.dropIfBroken()
+	if err != nil {
+		return s.classify(ctx, what, err)
+	}
+	return nil
+}
+
+func (s *Source) dropIfBroken() {
+	if s.conn != nil && s.conn.IsClosed() {
+		s.conn = nil
+	}
+}
+
+// check verifies that the relation can be read and has the key columns (a
+// LIMIT 0 page) and, for a table, whether the catalog forbids NULL keys.
+func (s *Source) check(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot(ctx, "check", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.firstSQL, "0")
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, _, err := s.columns(rows.FieldDescriptions()); err != nil {
+			return err
+		}
+		if !s.isTable {
+			return nil
+		}
+		names := make([]string, len(s.keys))
+		copy(names, s.keys)
+		if len(names) == 1 {
+			names = append(names, names[0])
+		}
+		var n int64
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname IN ($2, $3) AND attnotnull AND NOT attisdropped`,
+			s.from, names[0], names[1]).Scan(&n)
+		if err != nil {
+			return err
+		}
+		s.keysNotNull = n == int64(len(s.keys))
+		return nil
+	})
+}
+
+// columns checks a result's columns: names must be unique (they key the
+// record's Fields) and include the key columns. It returns the key columns'
+// indexes and type tags.
+func (s *Source) columns(fds []pgconn.FieldDescription) (idx []int, tags []string, err error) {
+	seen := make(map[string]int, len(fds))
+	for i, fd := range fds {
+		if _, dup := seen[fd.Name]; dup {
+			return nil, nil, fmt.Errorf("the result has two columns named %q; alias one of them in the query: %w", fd.Name, source.ErrInvalid)
+		}
+		seen[fd.Name] = i
+	}
+	idx = make([]int, len(s.keys))
+	tags = make([]string, len(s.keys))
+	for k, name := range s.keys {
+		i, ok := seen[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("the result has no column %q: %w", name, source.ErrInvalid)
+		}
+		idx[k] = i
+		tags[k] = s.typeTag(fds[i].DataTypeOID)
+	}
+	return idx, tags, nil
+}
+
+// typeTag names a type for cursors: pgx's name for the built-in types, the
+// OID in decimal for others.
+func (s *Source) typeTag(oid uint32) string {
+	if s.conn != nil {
+		if t, ok := s.conn.TypeMap().TypeForOID(oid); ok {
+			return t.Name
+		}
+	}
+	return strconv.FormatUint(uint64(oid), 10)
+}
+
+// ReadPage reads up to size records after cursor ("" is the start), in
+// (cursor_column, identity) order, in one REPEATABLE READ snapshot. See the
+// package documentation for Next at the end of the source and for errors.
+func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+	if size < 1 {
+		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return source.Page{}, err
+	}
+	pos, err := parseCursor(cursor, len(s.keys))
+	if err != nil {
+		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var page source.Page
+	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
+		var err error
+		page, err = s.readPage(ctx, tx, cursor, pos, size)
+		return err
+	})
+	if err != nil {
+		return source.Page{}, err
+	}
+	return page, nil
+}
+
+func (s *Source) readPage(ctx context.Context, tx pgx.Tx, cursor string, pos position, size int) (source.Page, error) {
+	sql, args := s.firstSQL, []any{strconv.Itoa(size + 1)}
+	if pos != nil {
+		sql = s.nextSQL
+		for _, kv := range pos {
+			// Strings travel in text format, typed by PostgreSQL from the
+			// column they are compared with: its input function reads
+			// exactly what its output function printed.
+			args = append(args, kv.Text)
+		}
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return source.Page{}, err
+	}
+	defer rows.Close()
+	fds := rows.FieldDescriptions()
+	var (
+		keyIdx  []int
+		keyTags []string
+	)
+	if fds != nil {
+		if keyIdx, keyTags, err = s.columns(fds); err != nil {
+			return source.Page{}, err
+		}
+		for k, kv := range pos {
+			if kv.Type != keyTags[k] {
+				return source.Page{}, fmt.Errorf("column %q is now of type %s; the cursor was saved with type %s: %w",
+					s.keys[k], keyTags[k], kv.Type, source.ErrChanged)
+			}
+		}
+	}
+	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
+	last := pos
+	more := false
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(page.Records) == size {
+			// The row after the page: if it has the page's last key, the
+			// keys are not unique and the next page would skip it.
+			if sameKey(last, keyIdx, raw) {
+				return source.Page{}, fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
+					strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+			}
+			more = true
+			break
+		}
+		fields := make(map[string]any, len(fds))
+		for i, fd := range fds {
+			fields[fd.Name] = convert(fd.DataTypeOID, raw[i])
+		}
+		page.Records = append(page.Records, source.Record{Fields: fields})
+		// Whether this row is the page's last is known only after the next
+		// Next, when raw is gone: keep every row's key (a few small strings).
+		last = make(position, len(keyIdx))
+		for k, i := range keyIdx {
+			last[k] = keyValue{Type: keyTags[k], Text: string(raw[i])}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return source.Page{}, err
+	}
+	page.Next = last.String()
+	if more {
+		return page, nil
+	}
+	page.End = true
+	if !s.keysNotNull {
+		var nulls bool
+		if err := tx.QueryRow(ctx, s.nullSQL).Scan(&nulls); err != nil {
+			return source.Page{}, err
+		}
+		if nulls {
+			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query: %w",
+				strings.Join(quoteAll(s.keys), " or "), source.ErrInvalid)
+		}
+	}
+	return page, nil
+}
+
+// sameKey reports whether raw's key columns print as p.
+func sameKey(p position, keyIdx []int, raw [][]byte) bool {
+	if len(p) != len(keyIdx) {
+		return false
+	}
+	for k, i := range keyIdx {
+		if raw[i] == nil || string(raw[i]) != p[k].Text {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Source) uniqueHint() string {
+	if len(s.keys) == 1 {
+		return "set identity to a unique column (the primary key) to break ties on cursor_column"
+	}
+	return "identity must be unique"
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
+
+// Version returns a canonical SHA-256 (64 hex digits) of the result of
+// versionQuery, read in one REPEATABLE READ snapshot: the snapshot a
+// partitioned run pins (SPEC §11). An empty versionQuery means
+//
+//	SELECT count(*), max(cursor_column) FROM <source>
+//
+// which changes when rows are added or removed or the cursor column grows
+// (with cursor_column updated_at: on every update). The hash covers the
+// result's column names and types and every value's text (NULL distinct from
+// any text), length-prefixed, so two different results never hash alike.
+func (s *Source) Version(ctx context.Context, versionQuery string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	sql := s.versionSQL
+	if q := strings.TrimRight(strings.TrimSpace(versionQuery), "; \t\r\n"); q != "" {
+		sql = q
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum string
+	err := s.snapshot(ctx, "version query", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sql)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		h := sha256.New()
+		field := func(b []byte) {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write(b)
+		}
+		field([]byte("oncesync-postgres-version-1"))
+		fds := rows.FieldDescriptions()
+		for _, fd := range fds {
+			field([]byte(fd.Name))
+			field([]byte(s.typeTag(fd.DataTypeOID)))
+		}
+		for rows.Next() {
+			field([]byte("row"))
+			for _, v := range rows.RawValues() {
+				if v == nil {
+					h.Write([]byte{0})
+					continue
+				}
+				h.Write([]byte{1})
+				field(v)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return sum, nil
+}

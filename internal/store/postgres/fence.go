@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// fenceCTE is the fencing rule of every fenced write, as the first CTE of the
+// write's own statement ($1 sync id, $2 the write's fence): it registers $2 as
+// the sync's fence unless a higher one is registered, locks the sync's fences
+// row for the rest of the transaction (serialising the sync's fenced writes)
+// and returns the registered fence. The write's CTE selects FROM f WHERE
+// f.fence <= $2, so under a stale fence it writes nothing, and the caller
+// reports ErrFenced when the returned fence is above $2. Because the upsert
+// always acts on the newest row version, a fence registered by a transaction
+// that committed while this statement waited for the lock is seen.
+const fenceCTE = `f AS (
+		INSERT INTO fences AS fe (sync_id, fence) VALUES ($1::text, $2::bigint)
+		ON CONFLICT (sync_id) DO UPDATE SET fence = greatest(fe.fence, excluded.fence)
+		RETURNING fe.fence
+	)`
+
+func checkFenceArgs(syncID string, fence int64) error {
+	if syncID == "" {
+		return invalidf("sync id is empty")
+	}
+	if fence < 1 {
+		return invalidf("fence %d (fences start at 1)", fence)
+	}
+	return nil
+}
+
+func fencedError(syncID string, fence, registered int64) error {
+	return fmt.Errorf("sync %q: fence %d is below the registered fence %d: %w", syncID, fence, registered, store.ErrFenced)
+}
+
+// RaiseFence registers fence as the sync's fence if it is not below the
+// registered one; ErrFenced if a higher one is already registered.
+func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) error {
+	if err := checkFenceArgs(syncID, fence); err != nil {
+		return err
+	}
+	var registered int64
+	if err := s.pool.QueryRow(ctx, `WITH `+fenceCTE+` SELECT fence FROM f`, syncID, fence).Scan(&registered); err != nil {
+		return mapErr("raise fence", err)
+	}
+	if registered > fence {
+		return fencedError(syncID, fence, registered)
+	}
+	return nil
+}
+
+// GetCursor returns the saved cursor, or a Cursor with only SyncID set if none.
+func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
+	c := store.Cursor{SyncID: syncID}
+	var updated int64
+	err := s.pool.QueryRow(ctx, `SELECT value, fence, run_id, updated_at FROM cursors WHERE sync_id = $1`, syncID).
+		Scan(&c.Value, &c.Fence, &c.RunID, &updated)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Cursor{SyncID: syncID}, nil
+	case err != nil:
+		return store.Cursor{}, mapErr("get cursor", err)
+	}
+	c.UpdatedAt = fromNanos(updated)
+	return c, nil
+}
+
+// sqlSaveCursor is a fenced cursor upsert in one statement. It returns the
+// registered fence, whether the cursor was written, and the saved cursor's
+// fence as it was before the statement (for the error message).
+const sqlSaveCursor = `WITH ` + fenceCTE + `,
+	c AS (
+		INSERT INTO cursors AS c (sync_id, value, fence, run_id, updated_at)
+		SELECT $1::text, $3::text, $2::bigint, $4::bigint, $5::bigint FROM f WHERE f.fence <= $2::bigint
+		ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+			run_id = excluded.run_id, updated_at = excluded.updated_at
+		WHERE c.fence <= excluded.fence
+		RETURNING 1
+	)
+	SELECT f.fence, EXISTS (SELECT FROM c), coalesce((SELECT fence FROM cursors WHERE sync_id = $1::text), 0) FROM f`
+
+// SaveCursor writes the cursor if p.Fence is not below the sync's registered
+// fence (nor the fence of the saved cursor), else ErrFenced and nothing is
+// written. Check and write are one statement.
+func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error {
+	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
+		return err
+	}
+	var (
+		registered, cur int64
+		written         bool
+	)
+	if err := s.pool.QueryRow(ctx, sqlSaveCursor, p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())).
+		Scan(&registered, &written, &cur); err != nil {
+		return mapErr("save cursor", err)
+	}
+	switch {
+	case registered > p.Fence:
+		return fencedError(p.SyncID, p.Fence, registered)
+	case !written:
+		// Only reachable if the cursor row carries a fence the fences table
+		// never saw (a hand-edited row): refuse all the same.
+		return fencedError(p.SyncID, p.Fence, cur)
+	}
+	return nil
+}

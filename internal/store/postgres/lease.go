@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+const leaseColumns = `sync_id, token, fence, holder, run_id, expires_at`
+
+func scanLease(sc pgx.Row) (store.Lease, error) {
+	var (
+		l       store.Lease
+		expires int64
+	)
+	if err := sc.Scan(&l.SyncID, &l.Token, &l.Fence, &l.Holder, &l.RunID, &expires); err != nil {
+		return store.Lease{}, err
+	}
+	l.ExpiresAt = fromNanos(expires)
+	return l, nil
+}
+
+// LeaseAcquire grants the lease to p.Token when it is free, expired (by the
+// store's clock), already p.Token's, or held by p.TakeOver. A grant takes the
+// next fence (registered fence + 1, starting at 1) and registers it in the
+// same transaction. Otherwise ErrLeaseHeld, naming the holder.
+//
+// The transaction first locks the sync's fences row (creating it at 0), so
+// concurrent acquirers, from this process or another, take turns, and each
+// reads the lease as the previous one committed it.
+func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (store.Lease, error) {
+	switch {
+	case p.SyncID == "":
+		return store.Lease{}, invalidf("lease sync id is empty")
+	case p.Token == "":
+		return store.Lease{}, invalidf("lease token is empty")
+	case p.TTL <= 0:
+		return store.Lease{}, invalidf("lease ttl %s", p.TTL)
+	}
+	var out store.Lease
+	err := s.tx(ctx, "lease acquire", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO fences AS fe (sync_id, fence) VALUES ($1, 0)
+			ON CONFLICT (sync_id) DO UPDATE SET fence = fe.fence`, p.SyncID); err != nil {
+			return err
+		}
+		now := s.now()
+		cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, p.SyncID))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case cur.Token != p.Token && cur.ExpiresAt.After(now) && (p.TakeOver == "" || p.TakeOver != cur.Token):
+			return fmt.Errorf("sync %q: %w: holder %s, fence %d, expires %s",
+				p.SyncID, store.ErrLeaseHeld, cur.Holder, cur.Fence, cur.ExpiresAt.Format(time.RFC3339))
+		}
+		out, err = scanLease(tx.QueryRow(ctx, `WITH f AS (
+				UPDATE fences SET fence = fence + 1 WHERE sync_id = $1::text RETURNING fence
+			)
+			INSERT INTO leases AS l (sync_id, token, fence, holder, run_id, expires_at)
+			SELECT $1::text, $2::text, f.fence, $3::text, $4::bigint, $5::bigint FROM f
+			ON CONFLICT (sync_id) DO UPDATE SET token = excluded.token, fence = excluded.fence,
+				holder = excluded.holder, run_id = excluded.run_id, expires_at = excluded.expires_at
+			RETURNING `+leaseColumns,
+			p.SyncID, p.Token, p.Holder, p.RunID, nanos(now.Add(p.TTL))))
+		return err
+	})
+	return out, err
+}
+
+// LeaseRenew extends the lease to now+ttl if token still holds it, it has not
+// expired (an expired lease cannot be renewed, even if nobody took it) and no
+// newer fence has been registered; else ErrLeaseLost.
+func (s *Store) LeaseRenew(ctx context.Context, syncID, token string, ttl time.Duration) (store.Lease, error) {
+	if ttl <= 0 {
+		return store.Lease{}, invalidf("lease ttl %s", ttl)
+	}
+	var out store.Lease
+	err := s.tx(ctx, "lease renew", func(tx pgx.Tx) error {
+		var registered int64
+		err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR UPDATE`, syncID).Scan(&registered)
+		now := s.now()
+		var cur store.Lease
+		if err == nil {
+			cur, err = scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
+		}
+		var why string
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			why = "released"
+		case err != nil:
+			return err
+		case cur.Token != token:
+			why = "taken by " + cur.Holder
+		case !cur.ExpiresAt.After(now):
+			why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
+		case registered > cur.Fence:
+			why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
+		}
+		if why != "" {
+			return fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
+		}
+		out, err = scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
+			nanos(now.Add(ttl)), syncID))
+		return err
+	})
+	return out, err
+}
+
+// LeaseRelease frees the lease if token holds it (no error if it does not).
+// The fence is kept: the next grant still takes a higher one.
+func (s *Store) LeaseRelease(ctx context.Context, syncID, token string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE sync_id = $1 AND token = $2`, syncID, token); err != nil {
+		return mapErr("lease release", err)
+	}
+	return nil
+}
+
+// LeaseGet returns the current lease row (possibly expired), or ErrNotFound.
+func (s *Store) LeaseGet(ctx context.Context, syncID string) (store.Lease, error) {
+	l, err := scanLease(s.pool.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Lease{}, fmt.Errorf("lease of sync %q: %w", syncID, store.ErrNotFound)
+	}
+	return l, mapErr("lease get", err)
+}

@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// The ledger statements take a page's keys (or outcomes) as text[] parameters
+// expanded by unnest or matched with = ANY: every call is one statement and
+// one round trip with a fixed text whatever the page size (prepared once per
+// connection by pgx's statement cache), and each row is a primary-key lookup.
+// Keys are sent sorted and unique, so concurrent statements lock a sync's
+// ledger rows in the same order and ON CONFLICT never meets a key twice.
+
+const ledgerColumns = `key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`
+
+const (
+	// sqlLedgerGet looks each key up by primary key. The subquery is planned
+	// on its own (OFFSET 0 keeps it from being merged into a join), so the
+	// plan is one index probe per key whatever the statistics say; "key =
+	// ANY($2)" let the planner pick a sequential scan on small or freshly
+	// grown tables, and with a generic plan's unhashed array that costs
+	// rows × keys comparisons.
+	sqlLedgerGet = `SELECT e.* FROM unnest($2::text[]) AS k(key)
+		CROSS JOIN LATERAL (SELECT ` + ledgerColumns + ` FROM ledger WHERE key = k.key AND sync_id = $1 OFFSET 0) AS e`
+
+	sqlLedgerClaim = `WITH ` + fenceCTE + `,
+	c AS (
+		INSERT INTO ledger AS l
+			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
+		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, '', '', 1, $4::bigint, NULL, $4::bigint
+		FROM f, unnest($5::text[]) AS k(key)
+		WHERE f.fence <= $2::bigint
+		ON CONFLICT (key, sync_id) DO UPDATE SET
+			state = 'pending', fence = excluded.fence, run_id = excluded.run_id, message = '',
+			attempts = l.attempts + 1, claimed_at = excluded.claimed_at, seen_at = excluded.seen_at
+		WHERE l.state = 'rejected' OR (l.state = 'pending' AND l.fence <= excluded.fence)
+	)
+	SELECT fence FROM f`
+
+	sqlLedgerFinish = `WITH ` + fenceCTE + `,
+	x AS (
+		INSERT INTO ledger AS l
+			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
+		SELECT $1::text, u.k, u.s, $2::bigint, $3::bigint, u.r, u.m, 1, $4::bigint,
+			CASE WHEN u.s = 'complete' THEN $4::bigint END, $4::bigint
+		FROM f, unnest($5::text[], $6::text[], $7::text[], $8::text[]) AS u(k, s, r, m)
+		WHERE f.fence <= $2::bigint
+		ON CONFLICT (key, sync_id) DO UPDATE SET
+			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
+			result = excluded.result, message = excluded.message,
+			completed_at = excluded.completed_at, seen_at = excluded.seen_at
+	)
+	SELECT fence FROM f`
+
+	sqlLedgerTouch = `UPDATE ledger SET seen_at = $1 WHERE sync_id = $2 AND key = ANY($3::text[])`
+
+	// sqlLedgerPrune deletes the prunable rows of one window: the $3 rows
+	// after ($1, $2) in primary-key order (key, sync_id). It returns the
+	// window's size and last row (the next window's lower bound) and how many
+	// rows went. The delete is a range scan of the primary key between the
+	// window's bounds (scalar subqueries, so they are index conditions).
+	sqlLedgerPrune = `WITH w AS (
+		SELECT key, sync_id FROM ledger WHERE (key, sync_id) > ($1::text, $2::text) ORDER BY key, sync_id LIMIT $3
+	), last AS (
+		SELECT key, sync_id FROM w ORDER BY key DESC, sync_id DESC LIMIT 1
+	), d AS (
+		DELETE FROM ledger
+		WHERE (key, sync_id) > ($1::text, $2::text)
+			AND (key, sync_id) <= ((SELECT key FROM last), (SELECT sync_id FROM last))
+			AND seen_at < $4 AND state IN ('complete', 'rejected')
+		RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d),
+		coalesce((SELECT key FROM last), ''), coalesce((SELECT sync_id FROM last), '')`
+)
+
+func scanLedger(sc pgx.Row) (store.LedgerEntry, error) {
+	var (
+		e             store.LedgerEntry
+		state         string
+		claimed, seen int64
+		completed     *int64
+	)
+	if err := sc.Scan(&e.Key, &state, &e.Fence, &e.RunID, &e.Result, &e.Message, &e.Attempts, &claimed, &completed, &seen); err != nil {
+		return store.LedgerEntry{}, err
+	}
+	e.State = store.LedgerState(state)
+	e.ClaimedAt = fromNanos(claimed)
+	e.CompletedAt = fromNullNanos(completed)
+	e.SeenAt = fromNanos(seen)
+	return e, nil
+}
+
+// uniqueKeys returns keys sorted, without duplicates; an empty key is refused.
+func uniqueKeys(keys []string) ([]string, error) {
+	out := slices.Clone(keys)
+	for _, k := range out {
+		if k == "" {
+			return nil, invalidf("empty ledger key")
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// LedgerGet returns the entries of keys that exist, in one query.
+func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (map[string]store.LedgerEntry, error) {
+	out := make(map[string]store.LedgerEntry, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	uniq, err := uniqueKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, sqlLedgerGet, syncID, uniq)
+	if err != nil {
+		return nil, mapErr("ledger get", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanLedger(rows)
+		if err != nil {
+			return nil, mapErr("ledger get", err)
+		}
+		out[e.Key] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr("ledger get", err)
+	}
+	return out, nil
+}
+
+// LedgerClaim claims keys as pending under p.Fence in one statement: absent
+// keys are inserted (attempts 1); rejected keys and keys pending under a fence
+// <= p.Fence become pending under p.Fence with attempts+1; complete and
+// in_doubt keys are left alone. A stale p.Fence refuses the whole claim with
+// ErrFenced and writes nothing.
+func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) error {
+	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
+		return err
+	}
+	uniq, err := uniqueKeys(p.Keys)
+	if err != nil {
+		return err
+	}
+	var registered int64
+	if err := s.pool.QueryRow(ctx, sqlLedgerClaim, p.SyncID, p.Fence, p.RunID, nanos(s.now()), uniq).Scan(&registered); err != nil {
+		return mapErr("ledger claim", err)
+	}
+	if registered > p.Fence {
+		return fencedError(p.SyncID, p.Fence, registered)
+	}
+	return nil
+}
+
+// LedgerFinish records outcomes (complete with Result, rejected with Message,
+// or in_doubt) in one statement, fenced like a claim. CompletedAt is set for
+// complete entries only; SeenAt moves to now. A key that was never claimed is
+// inserted with attempts 1. A key given twice keeps its last outcome.
+func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
+	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
+		return err
+	}
+	last := make(map[string]store.LedgerFinish, len(p.Entries))
+	for _, e := range p.Entries {
+		if e.Key == "" {
+			return invalidf("empty ledger key")
+		}
+		switch e.State {
+		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt:
+		default:
+			return invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
+		}
+		last[e.Key] = e
+	}
+	ks := make([]string, 0, len(last))
+	for k := range last {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	states := make([]string, len(ks))
+	results := make([]string, len(ks))
+	messages := make([]string, len(ks))
+	for i, k := range ks {
+		e := last[k]
+		states[i], results[i], messages[i] = string(e.State), e.Result, e.Message
+	}
+	var registered int64
+	if err := s.pool.QueryRow(ctx, sqlLedgerFinish, p.SyncID, p.Fence, p.RunID, nanos(s.now()),
+		ks, states, results, messages).Scan(&registered); err != nil {
+		return mapErr("ledger finish", err)
+	}
+	if registered > p.Fence {
+		return fencedError(p.SyncID, p.Fence, registered)
+	}
+	return nil
+}
+
+// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
+func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	uniq, err := uniqueKeys(keys)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, sqlLedgerTouch, nanos(s.now()), syncID, uniq); err != nil {
+		return mapErr("ledger touch", err)
+	}
+	return nil
+}
+
+// defaultPruneWindow is how many ledger rows one prune statement walks, so a
+// prune never holds many row locks or runs long.
+const defaultPruneWindow = 5000
+
+// LedgerPrune deletes complete and rejected entries (of every sync) last seen
+// before before, and returns how many it deleted. It walks the ledger in
+// primary-key order, one short statement (its own transaction) per window of
+// rows, so it needs no index on seen_at and each step is bounded.
+func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
+	var (
+		total             int64
+		fromKey, fromSync string // exclusive lower bound; ("", "") precedes every row (keys are never empty)
+	)
+	for {
+		var walked, deleted int64
+		if err := s.pool.QueryRow(ctx, sqlLedgerPrune, fromKey, fromSync, s.pruneWindow, nanos(before)).
+			Scan(&walked, &deleted, &fromKey, &fromSync); err != nil {
+			return total, mapErr("ledger prune", err)
+		}
+		total += deleted
+		if walked < int64(s.pruneWindow) {
+			return total, nil
+		}
+	}
+}
+
+// LedgerList returns a sync's entries in state, most recently claimed first;
+// limit <= 0 returns all.
+func (s *Store) LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
+	q := `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sync_id = $1 AND state = $2 ORDER BY claimed_at DESC, key LIMIT $3`
+	if state == store.LedgerRejected || state == store.LedgerInDoubt {
+		// Repeat the partial index's condition so the planner can use it.
+		q = `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sync_id = $1 AND state = $2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT $3`
+	}
+	rows, err := s.pool.Query(ctx, q, syncID, string(state), limitArg(limit))
+	if err != nil {
+		return nil, mapErr("ledger list", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LedgerEntry, error) { return scanLedger(r) })
+	return out, mapErr("ledger list", err)
+}

@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one numbered schema change, e.g. migrations/0001_init.sql.
+type migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// migrations returns the embedded migrations in version order. Versions must
+// be 1, 2, 3, ... without gaps or duplicates.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		if !ok || !strings.HasSuffix(name, ".sql") {
+			return nil, fmt.Errorf("migration file %q is not named NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil {
+			return nil, fmt.Errorf("migration file %q: bad version: %w", name, err)
+		}
+		body, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i, m := range out {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration %s: expected version %d", m.Name, i+1)
+		}
+	}
+	return out, nil
+}
+
+// migrationLockKey is the advisory lock that serialises migrations of one
+// schema across every process sharing the database.
+func migrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("oncesync migrate " + schema))
+	return int64(h.Sum64())
+}
+
+// migrate creates the schema if needed and applies every pending migration in
+// one transaction holding a transaction-scoped advisory lock, taken before the
+// applied versions are read: processes opening a fresh database at the same
+// moment apply the schema exactly once (the others wait for the lock, then
+// find nothing to do). A failed migration leaves nothing behind.
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	schema := pgx.Identifier{s.schema}.Sanitize()
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(s.schema)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+schema); err != nil {
+			return err
+		}
+		// The connection's search_path named the schema before it existed:
+		// pin it for the migrations' unqualified names.
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+schema+`.schema_migrations (
+			version    integer NOT NULL PRIMARY KEY,
+			name       text    NOT NULL,
+			applied_at bigint  NOT NULL
+		)`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+schema+`.schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		if current > len(ms) {
+			return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", current, len(ms))
+		}
+		for _, m := range ms[current:] {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+				m.Version, m.Name, nanos(s.now())); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion returns the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, mapErr("schema version", err)
+	}
+	return v, nil
+}

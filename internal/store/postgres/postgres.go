@@ -1,0 +1,246 @@
+// Package postgres is oncesync's PostgreSQL store: store.Store on a pgx v5
+// connection pool, with the same semantics as store/sqlite (the reference) and
+// passing the same suite (store/storetest).
+//
+// Everything lives in one dedicated schema (default "oncesync"): every pooled
+// connection runs with search_path set to it, so several stores (and tests)
+// can share a database without seeing each other's rows.
+//
+// Transactions run at READ COMMITTED. Each sync's row in the fences table is
+// its mutex: every fenced write (cursor, ledger claim and finish) upserts that
+// row in the same single statement that does the write, and every lease
+// transition locks it first, so a write under a stale fence is refused
+// atomically and two acquirers of one lease are serialised. The hot path (the
+// ledger) is one statement and one round trip per call whatever the page size:
+// keys travel as one text[] parameter (= ANY, unnest), never one parameter per
+// key.
+//
+// All times come from the injected clock and are stored as unix nanoseconds,
+// like SQLite, so a fake clock drives lease expiry in tests exactly as it does
+// there.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// DefaultSchema is the schema the store's tables live in when
+// OpenParams.Schema is empty.
+const DefaultSchema = "oncesync"
+
+// DefaultConnectTimeout bounds each connection attempt when the URL sets no
+// connect_timeout, so an unreachable (blackholed) server is reported as
+// store.ErrUnavailable in seconds rather than after the OS's TCP timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
+// IsURL reports whether raw is a store URL for this driver: it starts with
+// postgres:// or postgresql://.
+func IsURL(raw string) bool {
+	return strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://")
+}
+
+// OpenParams configures Open.
+type OpenParams struct {
+	// URL is the PostgreSQL connection string, e.g.
+	// "postgres://oncesync@db:5432/app?sslmode=verify-full". pgxpool settings
+	// (pool_max_conns, ...) are accepted in the query.
+	URL string
+	// Clock stamps every stored time and judges lease expiry. Nil means the
+	// wall clock.
+	Clock clock.Clock
+	// Schema holds the store's tables; created if missing. Empty means
+	// DefaultSchema. It must be a plain lower-case identifier.
+	Schema string
+}
+
+// Store is store.Store on a PostgreSQL schema. It is safe for concurrent use,
+// and several processes may share one schema.
+type Store struct {
+	pool   *pgxpool.Pool
+	clock  clock.Clock
+	schema string
+
+	pruneWindow int // rows per LedgerPrune statement
+}
+
+var _ store.Store = (*Store)(nil)
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects to p.URL, creates the schema if needed and applies pending
+// migrations (once, however many processes open the store at the same time).
+// An unreachable server is reported as store.ErrUnavailable.
+func Open(ctx context.Context, p OpenParams) (*Store, error) {
+	schema := p.Schema
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if !schemaRE.MatchString(schema) || strings.HasPrefix(schema, "pg_") {
+		return nil, invalidf("schema %q (want a lower-case identifier of at most 63 characters, not pg_*)", schema)
+	}
+	if strings.TrimSpace(p.URL) == "" {
+		return nil, invalidf("empty store URL")
+	}
+	cfg, err := pgxpool.ParseConfig(p.URL)
+	if err != nil {
+		// The parse error quotes the URL, which may hold a password: say
+		// what is wrong without it.
+		return nil, invalidf("the store URL is not a valid PostgreSQL connection string")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	params := cfg.ConnConfig.RuntimeParams
+	params["search_path"] = pgx.Identifier{schema}.Sanitize()
+	if params["application_name"] == "" {
+		params["application_name"] = "oncesync"
+	}
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, mapErr("open", err)
+	}
+	s := &Store{pool: pool, clock: clk, schema: schema, pruneWindow: defaultPruneWindow}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, mapErr("migrate", err)
+	}
+	return s, nil
+}
+
+// Schema returns the schema the store's tables live in.
+func (s *Store) Schema() string { return s.schema }
+
+// Close closes the connection pool, waiting for borrowed connections.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func (s *Store) now() time.Time { return s.clock.Now() }
+
+// tx runs fn in one READ COMMITTED transaction, committing if fn returns nil.
+// Errors are mapped by mapErr.
+func (s *Store) tx(ctx context.Context, op string, fn func(tx pgx.Tx) error) error {
+	return mapErr(op, pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// mapErr returns err unchanged when it already carries a store sentinel or is
+// a caller mistake, and otherwise prefixes the operation and wraps
+// store.ErrUnavailable around connection failures and transient server
+// conditions.
+func mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sentinel := range []error{store.ErrNotFound, store.ErrFenced, store.ErrLeaseHeld, store.ErrLeaseLost, store.ErrUnavailable} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	var ie *invalidError
+	if errors.As(err, &ie) {
+		return err
+	}
+	if unavailable(err) {
+		return fmt.Errorf("postgres %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("postgres %s: %w", op, err)
+}
+
+// unavailable reports whether err means the store cannot be used right now
+// (unreachable, restarting, overloaded, a lost connection, a lock or
+// statement timeout, a transient conflict) as opposed to a bug, a bad
+// argument or the caller's own context ending.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "53"), // insufficient resources (too many connections, disk full)
+			strings.HasPrefix(pe.Code, "58"), // system error (I/O)
+			pe.Code == "57P01",               // admin_shutdown
+			pe.Code == "57P02",               // crash_shutdown
+			pe.Code == "57P03",               // cannot_connect_now (starting up, recovering)
+			pe.Code == "57014",               // query_canceled (statement_timeout)
+			pe.Code == "55P03",               // lock_not_available (lock_timeout)
+			pe.Code == "40001",               // serialization_failure
+			pe.Code == "40P01",               // deadlock_detected
+			pe.Code == "25006":               // read_only_sql_transaction (a standby after failover)
+			return true
+		}
+		return false
+	}
+	var (
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, puddle.ErrClosedPool),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		pgconn.SafeToRetry(err):
+		return true
+	}
+	return false
+}
+
+// invalidError is a caller mistake (bad argument); it is never retryable.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return "postgres: invalid argument: " + e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Times are stored as unix nanoseconds; NULL is the zero time.
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func nullNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func fromNullNanos(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return fromNanos(*n)
+}
+
+// limitArg turns a caller's limit into a LIMIT argument: <= 0 is NULL, "all".
+func limitArg(limit int) *int64 {
+	if limit <= 0 {
+		return nil
+	}
+	l := int64(limit)
+	return &l
+}

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+const runColumns = `id, sync_id, state, attempt, fence, started_at, finished_at, failure_code, failure_detail,
+	n_read, n_written, n_replayed, n_rejected, n_in_doubt, n_settled, n_pages, n_requests`
+
+func scanRun(sc pgx.Row) (store.Run, error) {
+	var (
+		r        store.Run
+		state    string
+		started  int64
+		finished *int64
+	)
+	if err := sc.Scan(&r.ID, &r.SyncID, &state, &r.Attempt, &r.Fence, &started, &finished, &r.FailureCode, &r.FailureDetail,
+		&r.Read, &r.Written, &r.Replayed, &r.Rejected, &r.InDoubt, &r.Settled, &r.Pages, &r.Requests); err != nil {
+		return store.Run{}, err
+	}
+	r.State = store.RunState(state)
+	r.StartedAt = fromNanos(started)
+	r.FinishedAt = fromNullNanos(finished)
+	return r, nil
+}
+
+func validRunState(s store.RunState) bool {
+	switch s {
+	case store.RunQueued, store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped:
+		return true
+	}
+	return false
+}
+
+// InsertRun creates a run stamped StartedAt=now (an empty State means queued).
+// A run inserted in a final state (an enqueue-time failure, a skip) is
+// finished at once.
+func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.Run, error) {
+	if p.SyncID == "" {
+		return store.Run{}, invalidf("run sync id is empty")
+	}
+	if p.State == "" {
+		p.State = store.RunQueued
+	}
+	if !validRunState(p.State) {
+		return store.Run{}, invalidf("run state %q", p.State)
+	}
+	now := s.now()
+	var finished *int64
+	if p.State.Finished() {
+		finished = nullNanos(now)
+	}
+	out, err := scanRun(s.pool.QueryRow(ctx, `INSERT INTO runs (sync_id, state, attempt, started_at, finished_at, failure_code, failure_detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+runColumns,
+		p.SyncID, string(p.State), p.Attempt, nanos(now), finished, p.FailureCode, p.Detail))
+	return out, mapErr("insert run", err)
+}
+
+// UpdateRun saves the run's state, attempt, fence, counters and failure
+// fields, and StartedAt when it is set. FinishedAt is saved when set;
+// otherwise a run moving to a final state is stamped finished now (once), and
+// a run in a non-final state has none.
+func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
+	if !validRunState(r.State) {
+		return invalidf("run state %q", r.State)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET
+			state = $1, attempt = $2, fence = $3,
+			started_at = coalesce($4::bigint, started_at),
+			finished_at = CASE
+				WHEN $5::bigint IS NOT NULL THEN $5::bigint
+				WHEN $6::boolean THEN coalesce(finished_at, $7::bigint)
+				ELSE NULL END,
+			failure_code = $8, failure_detail = $9,
+			n_read = $10, n_written = $11, n_replayed = $12, n_rejected = $13,
+			n_in_doubt = $14, n_settled = $15, n_pages = $16, n_requests = $17
+		WHERE id = $18`,
+		string(r.State), r.Attempt, r.Fence,
+		nullNanos(r.StartedAt),
+		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
+		r.FailureCode, r.FailureDetail,
+		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
+		r.ID)
+	if err != nil {
+		return mapErr("update run", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// GetRun returns a run, or ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
+	}
+	return r, mapErr("get run", err)
+}
+
+// ListRuns returns a sync's runs, newest first; limit <= 0 returns all.
+func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE sync_id = $1 ORDER BY id DESC LIMIT $2`,
+		syncID, limitArg(limit))
+	if err != nil {
+		return nil, mapErr("list runs", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r) })
+	return out, mapErr("list runs", err)
+}
+
+// ListRunsByState returns the runs of every sync in state, oldest first;
+// limit <= 0 returns all.
+func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit int) ([]store.Run, error) {
+	if !validRunState(state) {
+		return nil, invalidf("run state %q", state)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE state = $1 ORDER BY id LIMIT $2`,
+		string(state), limitArg(limit))
+	if err != nil {
+		return nil, mapErr("list runs by state", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r) })
+	return out, mapErr("list runs by state", err)
+}
