@@ -99,6 +99,8 @@ Start with:
 		newRunsCmd(env),
 		newPauseCmd(env),
 		newResumeCmd(env),
+		newServeCmd(env, &rf),
+		newWorkerCmd(env, &rf),
 	)
 	return root
 }

@@ -12,10 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/progress"
 	"github.com/oncesync/oncesync/internal/runner"
@@ -103,6 +104,11 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
 			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))
 	}
+	leases, closeLeases, err := pipeline.Leases(ctx, cfg, st)
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer closeLeases()
 	built, err := pipeline.Build(cfg, sc, pipeline.Options{Clock: clk})
 	if err != nil {
 		return failed(env.Stdout, err)
@@ -140,11 +146,24 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		<-runCtx.Done()
 	}()
 
+	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
+	if err != nil {
+		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks"))
+	}
+	defer func() {
+		// A failing sink never blocks a run; give queued alerts a moment to go out.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer ccancel()
+		_ = alerts.Close(cctx)
+	}()
+	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
+	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
+
 	bar := progress.New(env.Stdout, 0, sc.ID, 2*time.Second)
 	start := time.Now()
 	run, runErr := runner.Run(runCtx, runner.Params{
 		Store:       st,
-		Leases:      &lease.SQL{Store: st},
+		Leases:      leases,
 		Source:      built.Source,
 		Destination: built.Destination,
 		Clock:       clk,
@@ -154,6 +173,15 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		LeaseRenew:  cfg.Settings.LeaseRenew,
 		ResetCursor: f.resetCursor,
 		Drain:       drain,
+		AfterFailure: func(ctx context.Context, r store.Run) {
+			trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
+			if err != nil {
+				log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+			}
+			if trip != nil {
+				fmt.Fprintf(env.Stderr, "circuit breaker: the last %d runs failed; sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+			}
+		},
 		Progress: func(p runner.Progress) {
 			bar.Set(p.Counters.Read, fmt.Sprintf("(page %d, %d written, %d replayed)", p.Counters.Pages, p.Counters.Written, p.Counters.Replayed))
 		},

@@ -180,6 +180,13 @@ func (p *proc) lastLine() string {
 	return lines[len(lines)-1]
 }
 
+func newServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func (tb *testBundle) stats() fakebrevo.Stats { return tb.fake.Stats() }
 
 // waitFor polls cond every 2 ms up to limit.
@@ -623,6 +630,91 @@ func TestStalledRunIsFenced(t *testing.T) {
 	want := "failed: lease_lost: The run lost its slot part-way through and stopped to avoid writing twice. Next: "
 	if !strings.HasPrefix(a.lastLine(), want) || !strings.HasSuffix(a.lastLine(), "(owner: operator)") {
 		t.Fatalf("run A last line %q", a.lastLine())
+	}
+	tb.checkDelivered(t)
+}
+
+// TestBreakerPausesAndResumeRearms: five failed runs in a row pause the sync
+// with one critical alert; a paused sync does not run; resume re-arms.
+func TestBreakerPausesAndResumeRearms(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		alerts []string
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(r.Body)
+		mu.Lock()
+		alerts = append(alerts, r.Header.Get("webhook-signature")+" "+b.String())
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	tb := setup(t, setupParams{records: 20, pageSize: 10, mode: "bulk"})
+	cfg, err := os.ReadFile(tb.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = append([]byte(fmt.Sprintf("alerts: {webhook: {url: %s, secret: s3cret}}\n", hook.URL)), cfg...)
+	if err := os.WriteFile(tb.config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runWithKey := func(key string) (int, string) {
+		cmd := exec.Command(binary, "run", "--config", tb.config, "contacts")
+		cmd.Dir = tb.dir
+		cmd.Env = append(os.Environ(), "BREVO_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	for i := 1; i <= 5; i++ {
+		code, out := runWithKey("wrong-key")
+		if code != 1 || !strings.Contains(out, "failed: destination_auth: ") {
+			t.Fatalf("run %d: exit %d\n%s", i, code, out)
+		}
+		if tripped := strings.Contains(out, "circuit breaker"); tripped != (i == 5) {
+			t.Fatalf("run %d: breaker message present=%v\n%s", i, tripped, out)
+		}
+	}
+	mu.Lock()
+	n := len(alerts)
+	first := ""
+	if n > 0 {
+		first = alerts[0]
+	}
+	mu.Unlock()
+	if n != 1 || !strings.HasPrefix(first, "v1,") || !strings.Contains(first, `"circuit_breaker_tripped"`) {
+		t.Fatalf("want one signed breaker alert, got %d: %q", n, first)
+	}
+	code, out := runWithKey(apiKey)
+	if code != 1 || !strings.Contains(out, "failed: circuit_breaker_tripped: ") {
+		t.Fatalf("a paused sync ran: exit %d\n%s", code, out)
+	}
+	status := exec.Command(binary, "status", "--config", tb.config, "contacts")
+	status.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+	sout, _ := status.CombinedOutput()
+	for _, want := range []string{"paused (breaker", "failure streak: 5", "destination_auth", "owner: you"} {
+		if !strings.Contains(string(sout), want) {
+			t.Fatalf("status lacks %q:\n%s", want, sout)
+		}
+	}
+	resume := exec.Command(binary, "resume", "--config", tb.config, "contacts", "--by", "ada", "--reason", "fixed the API key")
+	resume.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+	if out, err := resume.CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	// One more failure after resume does not re-trip on the old streak.
+	if code, out := runWithKey("wrong-key"); code != 1 || strings.Contains(out, "circuit breaker") {
+		t.Fatalf("re-tripped on the old streak: exit %d\n%s", code, out)
+	}
+	if code, out := runWithKey(apiKey); code != 0 {
+		t.Fatalf("run after resume: exit %d\n%s", code, out)
 	}
 	tb.checkDelivered(t)
 }

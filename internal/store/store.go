@@ -229,6 +229,9 @@ type Store interface {
 	GetRun(ctx context.Context, id int64) (Run, error)
 	// ListRuns returns a sync's runs, newest first.
 	ListRuns(ctx context.Context, syncID string, limit int) ([]Run, error)
+	// ListRunsByState returns the runs of every sync in state, oldest first
+	// (lease-expiry recovery lists the running ones); limit <= 0 returns all.
+	ListRunsByState(ctx context.Context, state RunState, limit int) ([]Run, error)
 
 	// GetCursor returns the saved cursor, or a zero Cursor (Value "") if none.
 	GetCursor(ctx context.Context, syncID string) (Cursor, error)

@@ -136,3 +136,26 @@ func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store
 	}
 	return out, s.mapErr("list runs", rows.Err())
 }
+
+// ListRunsByState returns the runs of every sync in state, oldest first;
+// limit <= 0 returns all.
+func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit int) ([]store.Run, error) {
+	if !validRunState(state) {
+		return nil, invalidf("run state %q", state)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY id LIMIT ?`,
+		string(state), limitArg(limit))
+	if err != nil {
+		return nil, s.mapErr("list runs by state", err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, s.mapErr("list runs by state", err)
+		}
+		out = append(out, r)
+	}
+	return out, s.mapErr("list runs by state", rows.Err())
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Syncs", func(t *testing.T) { t.Parallel(); testSyncs(t, open) })
 	t.Run("SyncState", func(t *testing.T) { t.Parallel(); testSyncState(t, open) })
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testRuns(t, open) })
+	t.Run("RunsByState", func(t *testing.T) { t.Parallel(); testRunsByState(t, open) })
 	t.Run("Cursor", func(t *testing.T) { t.Parallel(); testCursor(t, open) })
 	t.Run("Fence", func(t *testing.T) { t.Parallel(); testFence(t, open) })
 	t.Run("Lease", func(t *testing.T) { t.Parallel(); testLease(t, open) })
@@ -324,6 +325,34 @@ func testRuns(t *testing.T, open OpenFunc) {
 	equal(t, "ListRuns limit 2", len(limited), 2)
 	equal(t, "ListRuns limit 2 first", limited[0].ID, third.ID)
 	equal(t, "ListRuns of unknown sync", len(must(b.st.ListRuns(ctx, "nope", 10))(t)), 0)
+}
+
+func testRunsByState(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+
+	equal(t, "no running runs", len(must(b.st.ListRunsByState(ctx, store.RunRunning, 0))(t)), 0)
+	a := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunFailed, FailureCode: "store_unavailable"}))(t)
+	c := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s2", State: store.RunRunning, Attempt: 2}))(t)
+	d := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s3", State: store.RunRunning}))(t)
+	d.State = store.RunInterrupted
+	noErr(t, b.st.UpdateRun(ctx, d))
+
+	ids := func(runs []store.Run) string {
+		var out []int64
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return fmt.Sprint(out)
+	}
+	running := must(b.st.ListRunsByState(ctx, store.RunRunning, 0))(t)
+	equal(t, "running, oldest first, every sync", ids(running), fmt.Sprint([]int64{a.ID, c.ID}))
+	equal(t, "running[1].Attempt", running[1].Attempt, 2)
+	equal(t, "running[1].SyncID", running[1].SyncID, "s2")
+	equal(t, "limit 1", ids(must(b.st.ListRunsByState(ctx, store.RunRunning, 1))(t)), fmt.Sprint([]int64{a.ID}))
+	equal(t, "interrupted", ids(must(b.st.ListRunsByState(ctx, store.RunInterrupted, 0))(t)), fmt.Sprint([]int64{d.ID}))
+	equal(t, "none succeeded", len(must(b.st.ListRunsByState(ctx, store.RunSucceeded, 10))(t)), 0)
 }
 
 // ---- cursor and fences ----

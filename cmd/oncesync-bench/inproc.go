@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+
+	"github.com/spf13/pflag"
+
+	"github.com/oncesync/oncesync/internal/cli"
+)
+
+// inprocMain is the hidden `inproc` subcommand: it runs the oncesync CLI
+// (the same cli.Main the binary runs) in this process under the CPU
+// profiler: `inproc --cpuprofile F -- run --config C SYNC`.
+func inprocMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("inproc", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	profile := fs.String("cpuprofile", "", "write a CPU profile here")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *profile == "" || fs.NArg() == 0 {
+		return fmt.Errorf("%w: inproc needs --cpuprofile FILE -- ONCESYNC-ARGS", errUsage)
+	}
+	f, err := os.Create(*profile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	code := cli.Main(ctx, fs.Args(), cli.Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv})
+	pprof.StopCPUProfile()
+	if code != 0 {
+		return fmt.Errorf("oncesync exited %d", code)
+	}
+	return f.Close()
+}

@@ -1,0 +1,63 @@
+// Command oncesync-bench measures the throughput of the real oncesync binary
+// (`oncesync run`, embedded SQLite store, ledger, lease and cursor) against a
+// bare baseline that reads the same CSV and posts the same requests to the
+// same local fake Brevo with nothing else: no ledger, no lease, no cursor.
+//
+//	oncesync-bench --records 200000 --page-size 500 --mode bulk --runs 3
+//
+// Both sides run as separate processes (the baseline is this binary re-run
+// with the hidden `baseline` subcommand), so both pay process start-up; both
+// are timed wall-clock from start to exit. The fake runs in this process, is
+// reset before every run and its counters are checked after it: a run whose
+// contacts, writes or duplicates are not exactly right fails the bench.
+//
+// Hidden subcommands (used by the bench itself):
+//
+//	oncesync-bench baseline --csv F --url U --mode M --page-size N ...
+//	oncesync-bench inproc --cpuprofile F -- run --config F SYNC
+//
+// `inproc` runs the oncesync CLI in this process under the CPU profiler, so
+// `go tool pprof` can say where oncesync's time goes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks a flag or argument problem (exit 2).
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "baseline":
+		err = baselineMain(ctx, args[1:], stdout)
+	case len(args) > 0 && args[0] == "inproc":
+		err = inprocMain(ctx, args[1:], stdout, stderr)
+	default:
+		err = benchMain(ctx, args, stdout, stderr)
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "oncesync-bench:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "oncesync-bench: FAILED:", err)
+		return 1
+	}
+}

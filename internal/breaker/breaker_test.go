@@ -1,0 +1,175 @@
+package breaker
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	alerts []alert.Alert
+}
+
+func (r *recorder) Notify(ctx context.Context, a alert.Alert) (alert.Alert, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.alerts = append(r.alerts, a)
+	return a, nil
+}
+
+type testBundle struct {
+	store   store.Store
+	clock   *clock.Fake
+	alerts  *recorder
+	breaker *Breaker
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(context.Background(), sqlite.OpenParams{Path: filepath.Join(t.TempDir(), "b.db"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.PutSync(context.Background(), store.PutSyncParams{ID: "s", Workspace: "w", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	return &testBundle{store: st, clock: clk, alerts: rec, breaker: New(Params{Store: st, Notifier: rec})}
+}
+
+// record stores a finished run and evaluates the breaker if it failed.
+func (tb *testBundle) record(t *testing.T, state store.RunState, code failure.Code) *Trip {
+	t.Helper()
+	ctx := context.Background()
+	tb.clock.Advance(time.Minute)
+	var r store.Run
+	var err error
+	if code == failure.InvalidSyncDefinition {
+		// An enqueue-time failure: recorded as failed at once (SPEC §6).
+		r, err = tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunFailed, FailureCode: string(code), Detail: "bad definition"})
+	} else {
+		r, err = tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunRunning})
+		if err == nil {
+			r.State, r.FailureCode = state, string(code)
+			err = tb.store.UpdateRun(ctx, r)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != store.RunFailed {
+		return nil
+	}
+	trip, err := tb.breaker.AfterFailure(ctx, "s", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trip
+}
+
+func (tb *testBundle) state(t *testing.T) store.Sync {
+	t.Helper()
+	s, err := tb.store.GetSync(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestFiveFailuresTrip(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for i := 0; i < 4; i++ {
+		if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil {
+			t.Fatalf("tripped after %d failures", i+1)
+		}
+	}
+	trip := tb.record(t, store.RunFailed, failure.InvalidSyncDefinition) // the 5th fails at enqueue
+	if trip == nil || trip.LastCode != string(failure.InvalidSyncDefinition) {
+		t.Fatalf("five failures did not trip: %+v", trip)
+	}
+	s := tb.state(t)
+	if s.State != store.SyncPaused || s.PauseReason != "breaker" {
+		t.Fatalf("sync %+v", s)
+	}
+	audit, _ := tb.store.ListAudit(context.Background(), "s", 10)
+	var found bool
+	for _, a := range audit {
+		found = found || a.Action == string(failure.CircuitBreakerTripped)
+	}
+	if !found {
+		t.Fatalf("no circuit_breaker_tripped audit entry: %+v", audit)
+	}
+	if len(tb.alerts.alerts) != 1 || tb.alerts.alerts[0].Severity != alert.SeverityCritical ||
+		tb.alerts.alerts[0].Kind != alert.KindCircuitBreakerTripped || tb.alerts.alerts[0].Owner != failure.OwnerYou {
+		t.Fatalf("alerts %+v", tb.alerts.alerts)
+	}
+	// A sixth failure on the paused sync raises nothing more.
+	if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil || len(tb.alerts.alerts) != 1 {
+		t.Fatal("a paused sync tripped again")
+	}
+}
+
+func TestSuccessResets(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for i := 0; i < 4; i++ {
+		tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	}
+	tb.record(t, store.RunSucceeded, "")
+	for i := 0; i < 4; i++ {
+		if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil {
+			t.Fatal("the streak survived a success")
+		}
+	}
+	// Skipped runs neither count nor reset.
+	tb.record(t, store.RunSkipped, failure.AlreadyRunning)
+	if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip == nil {
+		t.Fatal("five failures after the success did not trip")
+	}
+}
+
+func TestResumeRearms(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for i := 0; i < 5; i++ {
+		tb.record(t, store.RunFailed, failure.DestinationAuth)
+	}
+	if tb.state(t).State != store.SyncPaused {
+		t.Fatal("not paused")
+	}
+	tb.clock.Advance(time.Hour)
+	if _, err := tb.store.SetSyncState(context.Background(), store.SetSyncStateParams{
+		ID: "s", State: store.SyncActive, By: "ada", Why: "rotated the API key",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if trip := tb.record(t, store.RunFailed, failure.DestinationAuth); trip != nil {
+		t.Fatal("one failure after resume re-tripped on the old streak")
+	}
+	if tb.state(t).State != store.SyncActive {
+		t.Fatal("paused again")
+	}
+}
+
+func TestPerSyncThreshold(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	tb.clock.Advance(time.Minute)
+	trip, err := tb.breaker.AfterFailure(context.Background(), "s", 1)
+	if err != nil || trip == nil {
+		t.Fatalf("threshold 1 did not trip: %v", err)
+	}
+}

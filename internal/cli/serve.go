@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// daemonFlags are the flags of serve and worker.
+type daemonFlags struct {
+	config    string
+	listen    string
+	listenSet bool
+	workers   int
+}
+
+func newServeCmd(env Env, rf *rootFlags) *cobra.Command {
+	var f daemonFlags
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE [--listen ADDR]",
+		Short: "Run the scheduler, workers and the HTTP endpoints",
+		Long: `Run syncs on their schedules: the scheduler enqueues a run of every active sync
+at each tick of its cron schedule, and this process's workers run them. Any number
+of serve and worker processes may share one store: one serve leads (it enqueues
+schedules and the recovery sweep), every process works runs.
+
+A run whose worker dies (kill -9, a lost machine) is found by lease-expiry
+recovery within 10 s of its lease expiring and resumed from its last checkpoint
+by any worker; the ledger keeps records from being sent twice.
+
+HTTP on --listen (default: web.listen of the config):
+  /healthz   200 "ok" while the process runs
+  /readyz    200 when the store answers, 503 otherwise
+  /metrics   Prometheus metrics
+
+SIGTERM or SIGINT: stop taking runs; every run in flight finishes its page,
+checkpoints, releases its lease and is handed back to the queue (any worker
+resumes it at once) within 15 s; the process exits by 25 s whatever still
+runs. A second signal stops at once.`,
+		Example: `  oncesync serve --config oncesync.yaml
+  oncesync serve --config /etc/oncesync/oncesync.yaml --listen 0.0.0.0:8080 --workers 8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.listenSet = cmd.Flags().Changed("listen")
+			return runDaemon(cmd.Context(), env, rf, f, true)
+		},
+	}
+	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
+	cmd.Flags().StringVar(&f.listen, "listen", "", "HTTP address (default: web.listen of the config, else "+config.DefaultListen+")")
+	cmd.Flags().IntVar(&f.workers, "workers", 4, "runs worked at once by this process")
+	return cmd
+}
+
+// runDaemon is serve (scheduler true) and worker (false).
+func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, scheduler bool) error {
+	name := "worker"
+	if scheduler {
+		name = "serve"
+	}
+	cfg, err := loadConfig(env, f.config)
+	if err != nil {
+		return err
+	}
+	if scheduler && !f.listenSet {
+		f.listen = cmp.Or(cfg.Web.Listen, config.DefaultListen)
+	}
+	if f.workers < 1 {
+		return exit(ExitUsage, fmt.Errorf("--workers must be at least 1, not %d", f.workers))
+	}
+	log := rf.logger(env.Stderr)
+	clk := clock.Real{}
+
+	st, err := pipeline.OpenStore(ctx, cfg, clk)
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc, err := queue.New(ctx, queue.Params{
+		Config:     cfg,
+		Store:      st,
+		Leases:     &lease.SQL{Store: st},
+		Logger:     log,
+		Clock:      clk,
+		Workers:    f.workers,
+		Scheduler:  scheduler,
+		Registerer: reg,
+	})
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+
+	var httpSrv *http.Server
+	var addr string
+	if f.listen != "" {
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return exit(ExitUsage, fmt.Errorf("--listen %s: %w", f.listen, err))
+		}
+		addr = ln.Addr().String()
+		httpSrv = &http.Server{Handler: daemonMux(st, reg), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = httpSrv.Serve(ln) }()
+		defer httpSrv.Close()
+	}
+
+	// Signals are watched before the queue starts: a SIGTERM at start-up
+	// still drains.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	if err := svc.Start(ctx); err != nil {
+		return failed(env.Stdout, err)
+	}
+	fmt.Fprintln(env.Stdout, startLine(name, cfg, f, scheduler, svc.Where(), addr))
+
+	select {
+	case <-sigs:
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(env.Stderr, "stopping: runs in flight finish their page and checkpoint (up to %s); exit by %s\n",
+		queue.DrainDeadline, queue.ExitDeadline)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queue.ExitDeadline)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- svc.Shutdown(sctx) }()
+	select {
+	case err = <-done:
+	case <-sigs:
+		fmt.Fprintln(env.Stderr, "second signal: stopping at once")
+		os.Exit(ExitFailed)
+	}
+	if err != nil {
+		// Runs may still hold the store: exit without waiting on them.
+		fmt.Fprintf(env.Stderr, "%s: stopped at the exit deadline with runs still going: %v\n", name, err)
+		os.Exit(ExitFailed)
+	}
+	if httpSrv != nil {
+		hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = httpSrv.Shutdown(hctx)
+		hcancel()
+	}
+	fmt.Fprintf(env.Stderr, "%s: stopped\n", name)
+	return nil
+}
+
+// daemonMux serves /healthz, /readyz and /metrics.
+func daemonMux(st store.Store, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if _, err := st.ListSyncs(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "store unavailable: %s\n", failure.Lookup(failure.StoreUnavailable).NextStep)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}
+
+// startLine is the one line serve and worker print at start.
+func startLine(name string, cfg *config.Config, f daemonFlags, scheduler bool, queueWhere, addr string) string {
+	scheduled := 0
+	for _, s := range cfg.Syncs {
+		if s.Schedule != "" {
+			scheduled++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "oncesync %s: ", name)
+	if scheduler {
+		fmt.Fprintf(&b, "scheduler (%d of %d syncs on a schedule) and ", scheduled, len(cfg.Syncs))
+	}
+	fmt.Fprintf(&b, "%d workers; store %s; queue %s", f.workers, storeWhere(cfg), queueWhere)
+	if addr != "" {
+		fmt.Fprintf(&b, "; http://%s (/healthz /readyz /metrics)", addr)
+	}
+	return b.String()
+}
+
+// storeWhere names the config's store without secrets.
+func storeWhere(cfg *config.Config) string {
+	u, err := url.Parse(cfg.Store)
+	if err != nil {
+		return "(unparsable store URL)"
+	}
+	if u.Scheme == "sqlite" {
+		return cfg.Store
+	}
+	return u.Redacted()
+}

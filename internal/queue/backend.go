@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+// backend is the part of a River client the service uses, whatever its
+// driver's transaction type.
+type backend interface {
+	start(ctx context.Context) error
+	// stop stops fetching, waits for running jobs (cancelling them after the
+	// client's SoftStopTimeout) and returns when they returned or ctx ends.
+	stop(ctx context.Context) error
+	insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	// running lists running jobs of kind.
+	running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error)
+	// rescue makes running jobs available again at once if they were
+	// attempted before horizon (their worker is known dead).
+	rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error
+	// where names the queue's database for the start line (no secrets).
+	where() string
+	close() error
+}
+
+type riverBackend[TTx any] struct {
+	client  *river.Client[TTx]
+	driver  riverdriver.Driver[TTx]
+	schema  string
+	desc    string
+	closeFn func() error
+}
+
+func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg *river.Config, desc string, closeFn func() error) (*riverBackend[TTx], error) {
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: cfg.Schema, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("queue migrations: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("queue migrations: %w", err)
+	}
+	client, err := river.NewClient(driver, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("queue client: %w", err)
+	}
+	return &riverBackend[TTx]{client: client, driver: driver, schema: cfg.Schema, desc: desc, closeFn: closeFn}, nil
+}
+
+func (b *riverBackend[TTx]) start(ctx context.Context) error { return b.client.Start(ctx) }
+
+func (b *riverBackend[TTx]) stop(ctx context.Context) error { return b.client.Stop(ctx) }
+
+func (b *riverBackend[TTx]) insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	return b.client.Insert(ctx, args, opts)
+}
+
+func (b *riverBackend[TTx]) running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error) {
+	res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(kind).States(rivertype.JobStateRunning).First(limit))
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
+// rescue uses the driver's JobRescueMany, the statement River's own stuck-job
+// rescuer runs: it only touches jobs still running and attempted before
+// horizon, so a job that finished meanwhile is left alone.
+func (b *riverBackend[TTx]) rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	p := &riverdriver.JobRescueManyParams{Schema: b.schema, StuckHorizon: horizon.UTC()}
+	for _, id := range ids {
+		msg, err := json.Marshal(rivertype.AttemptError{At: now, Error: why})
+		if err != nil {
+			return err
+		}
+		p.ID = append(p.ID, id)
+		p.Error = append(p.Error, msg)
+		p.FinalizedAt = append(p.FinalizedAt, nil)
+		p.ScheduledAt = append(p.ScheduledAt, now)
+		p.State = append(p.State, string(rivertype.JobStateAvailable))
+	}
+	_, err := b.driver.GetExecutor().JobRescueMany(ctx, p)
+	return err
+}
+
+func (b *riverBackend[TTx]) where() string { return b.desc }
+
+func (b *riverBackend[TTx]) close() error {
+	if b.closeFn == nil {
+		return nil
+	}
+	return b.closeFn()
+}
+
+// QueuePath returns the SQLite file of the queue of a sqlite:// store: the
+// store's file with ".queue" appended, relative paths resolved against the
+// config file's directory (as the store's are).
+func QueuePath(cfg *config.Config) (string, error) {
+	path, err := sqlite.ParseURL(cfg.Store)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(path) && cfg.Path != "" {
+		path = filepath.Join(filepath.Dir(cfg.Path), path)
+	}
+	return path + ".queue", nil
+}
+
+// openBackend opens the queue for the store URL storeURL.
+func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *river.Config) (backend, error) {
+	switch {
+	case strings.HasPrefix(storeURL, "sqlite:"):
+		path, err := QueuePath(&config.Config{Store: storeURL, Path: cfg.Path})
+		if err != nil {
+			return nil, err
+		}
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		q.Set("_txlock", "immediate")
+		db, err := sql.Open("sqlite", path+"?"+q.Encode())
+		if err != nil {
+			return nil, fmt.Errorf("open the queue %s: %w", path, err)
+		}
+		// River's advice for SQLite: one connection, so its concurrent
+		// internal operations queue in Go instead of failing SQLITE_BUSY.
+		db.SetMaxOpenConns(1)
+		b, err := newRiverBackend[*sql.Tx](ctx, riversqlite.New(db), rc, "sqlite "+path, db.Close)
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		return b, nil
+	case strings.HasPrefix(storeURL, "postgres://"), strings.HasPrefix(storeURL, "postgresql://"):
+		pool, err := pgxpool.New(ctx, storeURL)
+		if err != nil {
+			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))
+		}
+		b, err := newRiverBackend[pgx.Tx](ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil })
+		if err != nil {
+			pool.Close()
+			return nil, redactURLError(err, storeURL)
+		}
+		return b, nil
+	default:
+		return nil, errors.New("the store URL must start with sqlite:// or postgres://")
+	}
+}
+
+// redactURL drops the password of a database URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// redactURLError keeps a database URL's password out of an error.
+func redactURLError(err error, raw string) error {
+	u, perr := url.Parse(raw)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	}
+	return err
+}

@@ -1,0 +1,125 @@
+// Package queue runs syncs as River jobs (SPEC §6): one job kind per run of a
+// sync, cron schedules as River periodic jobs enqueued by the leader only,
+// retries with a 60 s doubling backoff over 5 attempts, lease-expiry recovery
+// of runs whose worker died, and the SIGTERM drain of every in-flight run.
+//
+// The queue lives next to the store: embedded mode (a sqlite:// store) keeps
+// River's tables in a SQLite file beside the store's file (riversqlite), so
+// several processes on one machine share the queue; a postgres:// store keeps
+// them in the same database (riverpgxv5).
+package queue
+
+import (
+	"math"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// Job kinds.
+const (
+	// KindRunSync is one run of a sync.
+	KindRunSync = "oncesync_run_sync"
+	// KindRecover is the lease-expiry recovery sweep.
+	KindRecover = "oncesync_recover"
+)
+
+// Reasons a run was enqueued.
+const (
+	ReasonSchedule = "schedule"
+	ReasonManual   = "manual"
+	ReasonRecovery = "recovery"
+)
+
+// Retry and shutdown timings (SPEC §6).
+const (
+	// MaxAttempts is the number of attempts of a run before it is discarded.
+	MaxAttempts = 5
+	// BackoffBase is the wait after the first failed attempt; it doubles.
+	BackoffBase = 60 * time.Second
+	// BackoffJitter is the relative jitter of every backoff (±10 %).
+	BackoffJitter = 0.10
+	// DrainDeadline is the one shared deadline of every in-flight run to
+	// checkpoint after SIGTERM; then their contexts are cancelled.
+	DrainDeadline = 15 * time.Second
+	// ExitDeadline is when the process exits after SIGTERM, whatever runs.
+	ExitDeadline = 25 * time.Second
+	// RecoveryInterval is how often the leader sweeps for dead runs.
+	RecoveryInterval = 10 * time.Second
+	// RescueStuckJobsAfter is River's own stuck-job rescue: a backstop far
+	// above the longest run, never the first line (lease-expiry recovery is).
+	RescueStuckJobsAfter = 24 * time.Hour
+)
+
+// RunSyncArgs is one run of a sync. Jobs are unique per sync while one is
+// pending, scheduled, available, running or retryable: a schedule tick while
+// the sync's previous run is still queued or retrying adds nothing.
+type RunSyncArgs struct {
+	SyncID string `json:"sync_id" river:"unique"`
+	// Reason is why the run was enqueued: schedule, manual or recovery.
+	Reason string `json:"reason"`
+}
+
+// Kind implements river.JobArgs.
+func (RunSyncArgs) Kind() string { return KindRunSync }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RunSyncArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: MaxAttempts,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+// RecoverArgs is the lease-expiry recovery sweep (SPEC §6).
+type RecoverArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RecoverArgs) Kind() string { return KindRecover }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one sweep at a time, and
+// a failed sweep is not retried (the next one comes within RecoveryInterval).
+func (RecoverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+// Backoff is the wait before the attempt after attempt (1-based):
+// 60 s after the first, doubling (60, 120, 240, 480 s), each ±10 % by rnd,
+// which returns a value in [0, 1).
+func Backoff(attempt int, rnd func() float64) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	base := float64(BackoffBase) * math.Pow(2, float64(min(attempt-1, 20)))
+	jitter := 1 + BackoffJitter*(2*rnd()-1)
+	return time.Duration(base * jitter)
+}
+
+// retryPolicy is River's ClientRetryPolicy from Backoff.
+type retryPolicy struct {
+	clock clock.Clock
+	rnd   func() float64
+}
+
+// NextRetry implements river.ClientRetryPolicy.
+func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return p.clock.Now().Add(Backoff(job.Attempt, p.rnd))
+}

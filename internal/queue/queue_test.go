@@ -1,0 +1,319 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		attempt int
+		rnd     float64
+		want    time.Duration
+	}{
+		{1, 0.5, 60 * time.Second},
+		{2, 0.5, 120 * time.Second},
+		{3, 0.5, 240 * time.Second},
+		{4, 0.5, 480 * time.Second},
+		{0, 0.5, 60 * time.Second}, // clamped
+		{1, 0, 54 * time.Second},   // -10 %
+		{4, 0, 432 * time.Second},
+		{1, 1, 66 * time.Second}, // +10 % (the open bound)
+		{2, 0.75, 126 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("attempt %d rnd %.2f", tc.attempt, tc.rnd), func(t *testing.T) {
+			t.Parallel()
+			got := Backoff(tc.attempt, func() float64 { return tc.rnd })
+			if d := got - tc.want; d < -time.Millisecond || d > time.Millisecond {
+				t.Fatalf("Backoff(%d) = %s, want %s", tc.attempt, got, tc.want)
+			}
+		})
+	}
+	// The retry policy schedules from the injected clock.
+	clk := clock.NewFake(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	p := retryPolicy{clock: clk, rnd: func() float64 { return 0.5 }}
+	if got, want := p.NextRetry(&rivertype.JobRow{Attempt: 3}), clk.Now().Add(240*time.Second); !got.Equal(want) {
+		t.Fatalf("NextRetry = %s, want %s", got, want)
+	}
+}
+
+func TestJobResult(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // nil, snooze, retry, cancel
+	}{
+		{"success", nil, "nil"},
+		{"skipped", failure.New(failure.AlreadyRunning, "Another run of this sync was already in progress"), "nil"},
+		{"paused", errSyncPaused, "nil"},
+		{"interrupted", failure.New(failure.Interrupted, ""), "snooze"},
+		{"interrupted wrapped", fmt.Errorf("run: %w", failure.Wrap(failure.Interrupted, context.Canceled, "stopped")), "snooze"},
+		{"destination unavailable", failure.New(failure.DestinationUnavailable, "503"), "retry"},
+		{"store unavailable", failure.Wrap(failure.StoreUnavailable, store.ErrUnavailable, "x"), "retry"},
+		{"lease lost", failure.New(failure.LeaseLost, "lost"), "retry"},
+		{"bad credentials", failure.New(failure.DestinationAuth, "401"), "cancel"},
+		{"every record refused", failure.New(failure.DestinationRejectedRecords, "all"), "cancel"},
+		{"invalid definition", failure.New(failure.InvalidSyncDefinition, "bad"), "cancel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := jobResult(tc.err)
+			var (
+				snooze *rivertype.JobSnoozeError
+				cancel *rivertype.JobCancelError
+				kind   string
+			)
+			switch {
+			case got == nil:
+				kind = "nil"
+			case errors.As(got, &snooze):
+				kind = "snooze"
+				if snooze.Duration != 0 {
+					t.Fatalf("snoozed %s, want 0 (resumable at once)", snooze.Duration)
+				}
+			case errors.As(got, &cancel):
+				kind = "cancel"
+				if failure.CodeOf(got) != failure.CodeOf(tc.err) {
+					t.Fatalf("cancel lost the code: %v", got)
+				}
+			default:
+				kind = "retry"
+				if !errors.Is(got, tc.err) {
+					t.Fatalf("retry error %v does not wrap %v", got, tc.err)
+				}
+			}
+			if kind != tc.want {
+				t.Fatalf("jobResult(%v) = %v (%s), want %s", tc.err, got, kind, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunSyncArgsUnique(t *testing.T) {
+	t.Parallel()
+	opts := RunSyncArgs{}.InsertOpts()
+	if opts.MaxAttempts != 5 || !opts.UniqueOpts.ByArgs {
+		t.Fatalf("insert opts %+v", opts)
+	}
+	want := map[rivertype.JobState]bool{
+		rivertype.JobStateAvailable: true, rivertype.JobStatePending: true, rivertype.JobStateRunning: true,
+		rivertype.JobStateRetryable: true, rivertype.JobStateScheduled: true,
+	}
+	if len(opts.UniqueOpts.ByState) != len(want) {
+		t.Fatalf("ByState %v", opts.UniqueOpts.ByState)
+	}
+	for _, s := range opts.UniqueOpts.ByState {
+		if !want[s] {
+			t.Fatalf("ByState has %s", s)
+		}
+	}
+}
+
+// bundle is a Service on a real SQLite store and queue, not started.
+type bundle struct {
+	ctx context.Context
+	svc *Service
+	st  *sqlite.Store
+	clk *clock.Fake
+	cfg *config.Config
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &config.Config{
+		Path:     filepath.Join(dir, "oncesync.yaml"),
+		Store:    "sqlite://./oncesync.db",
+		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour},
+		Syncs: []config.Sync{
+			{ID: "a", Workspace: "w", Source: config.Source{Type: "csv", Path: "a.csv", PageSize: 10},
+				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1, Timeout: time.Second}},
+			{ID: "b", Workspace: "w", Source: config.Source{Type: "csv", Path: "b.csv", PageSize: 10},
+				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1, Timeout: time.Second}},
+			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet", Path: "x"},
+				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook"}},
+		},
+	}
+	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(t.Context(), sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := New(t.Context(), Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Clock: clk, Scheduler: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.b.close() })
+	return &bundle{ctx: t.Context(), svc: svc, st: st, clk: clk, cfg: cfg}
+}
+
+func (b *bundle) queued(t *testing.T) map[string]RunSyncArgs {
+	t.Helper()
+	rb := b.svc.b.(*riverBackend[*sql.Tx])
+	res, err := rb.client.JobList(b.ctx, river.NewJobListParams().Kinds(KindRunSync).States(rivertype.JobStateAvailable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]RunSyncArgs{}
+	for _, j := range res.Jobs {
+		a, ok := runArgs(j.Kind, nil, j.EncodedArgs)
+		if !ok {
+			t.Fatalf("job %d: undecodable args %s", j.ID, j.EncodedArgs)
+		}
+		out[a.SyncID] = a
+	}
+	return out
+}
+
+func TestEnqueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, err := b.svc.Enqueue(b.ctx, "a", ReasonManual)
+	if err != nil || first.Duplicate || first.JobID == 0 {
+		t.Fatalf("first enqueue: %+v, %v", first, err)
+	}
+	second, err := b.svc.Enqueue(b.ctx, "a", ReasonSchedule)
+	if err != nil || !second.Duplicate || second.JobID != first.JobID {
+		t.Fatalf("second enqueue of the same sync must be a duplicate of job %d: %+v, %v", first.JobID, second, err)
+	}
+	if _, err := b.svc.Enqueue(b.ctx, "b", ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	if q := b.queued(t); len(q) != 2 || q["a"].Reason != ReasonManual || q["b"].Reason != ReasonManual {
+		t.Fatalf("queued %+v", q)
+	}
+	if _, err := b.svc.Enqueue(b.ctx, "nope", ReasonManual); !errors.Is(err, ErrUnknownSync) {
+		t.Fatalf("unknown sync: %v", err)
+	}
+
+	// Enqueue-time failure: an invalid definition is recorded as a failed run.
+	_, err = b.svc.Enqueue(b.ctx, "broken", ReasonManual)
+	if failure.CodeOf(err) != failure.InvalidSyncDefinition {
+		t.Fatalf("broken sync: %v", err)
+	}
+	runs, err := b.st.ListRuns(b.ctx, "broken", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].State != store.RunFailed || runs[0].FailureCode != string(failure.InvalidSyncDefinition) || runs[0].FinishedAt.IsZero() {
+		t.Fatalf("recorded runs %+v", runs)
+	}
+	if _, ok := b.queued(t)["broken"]; ok {
+		t.Fatal("an invalid sync was queued")
+	}
+}
+
+func TestEnqueueInsertFailureIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_ = b.svc.b.close() // the queue's database is gone
+	_, err := b.svc.Enqueue(b.ctx, "a", ReasonManual)
+	if err == nil {
+		t.Fatal("enqueue on a closed queue succeeded")
+	}
+	runs, lerr := b.st.ListRuns(b.ctx, "a", 0)
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if len(runs) != 1 || runs[0].State != store.RunFailed || runs[0].FailureCode != string(failure.StoreUnavailable) {
+		t.Fatalf("want one failed store_unavailable run, got %+v (enqueue error %v)", runs, err)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	ttl := b.cfg.Settings.LeaseTTL
+	other := lease.Process{Host: "elsewhere", Boot: "b", PIDNS: "p", PID: 4242}
+
+	// a: running, its lease expired.
+	deadA, err := b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "a", State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "a", Token: "ta", Holder: other.String(), RunID: deadA.ID, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	// b: running and alive (lease renewed below, after the clock moves).
+	liveB, err := b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "b", State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "b", Token: "tb", Holder: other.String(), RunID: liveB.ID, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(ttl + time.Second)
+	if _, err := b.st.LeaseRenew(ctx, "b", "tb", ttl); !errors.Is(err, store.ErrLeaseLost) {
+		// An expired lease cannot be renewed: take it again for the live run.
+		t.Fatalf("renew after expiry: %v", err)
+	}
+	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "b", Token: "tb2", Holder: other.String(), RunID: liveB.ID, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	// a young run with no lease yet: left alone.
+	young, err := b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "b", State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := b.svc.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Runs) != fmt.Sprint([]int64{deadA.ID}) || fmt.Sprint(got.Enqueued) != "[a]" || len(got.Rescued) != 0 {
+		t.Fatalf("Recover = %+v, want run %d interrupted and sync a enqueued", got, deadA.ID)
+	}
+	for id, want := range map[int64]store.RunState{deadA.ID: store.RunInterrupted, liveB.ID: store.RunRunning, young.ID: store.RunRunning} {
+		r, err := b.st.GetRun(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != want {
+			t.Fatalf("run %d (%s) is %s, want %s", id, r.SyncID, r.State, want)
+		}
+		if want == store.RunInterrupted && r.FailureCode != string(failure.Interrupted) {
+			t.Fatalf("recovered run code %q", r.FailureCode)
+		}
+	}
+	if q := b.queued(t); len(q) != 1 || q["a"].Reason != ReasonRecovery {
+		t.Fatalf("queued %+v, want a recovery job for a", q)
+	}
+
+	// The young run grows old without a lease: the next sweep takes it, but
+	// sync b's lease is live (held by liveB), so nothing is enqueued.
+	b.clk.Advance(ttl / 2)
+	if _, err := b.st.LeaseRenew(ctx, "b", "tb2", ttl); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(ttl / 2)
+	got, err = b.svc.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Runs) != fmt.Sprint([]int64{young.ID}) || len(got.Enqueued) != 0 {
+		t.Fatalf("second Recover = %+v", got)
+	}
+	// Nothing left: a third sweep does nothing.
+	if got, err = b.svc.Recover(ctx); err != nil || len(got.Runs)+len(got.Enqueued)+len(got.Rescued) != 0 {
+		t.Fatalf("third Recover = %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,334 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/robfig/cron/v3"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrUnknownSync: the sync id is not in the config.
+	ErrUnknownSync = errors.New("no such sync in the config")
+	// errSyncPaused: the sync is paused; its job completes without a run.
+	errSyncPaused = errors.New("sync is paused")
+)
+
+// LeaseInspector reports a sync's current lease (possibly expired) or
+// store.ErrNotFound; lease-expiry recovery uses it. store.Store implements it
+// for SQL leases; a Redis lease manager provides its own.
+type LeaseInspector interface {
+	LeaseGet(ctx context.Context, syncID string) (store.Lease, error)
+}
+
+// Params configure a Service.
+type Params struct {
+	Config *config.Config
+	Store  store.Store
+	Leases lease.Manager
+	// LeaseInspector defaults to Store (SQL leases).
+	LeaseInspector LeaseInspector
+	Logger         *slog.Logger
+	Clock          clock.Clock
+	// Workers is the number of runs this process works at once (default 4).
+	Workers int
+	// Scheduler makes this process eligible to lead: the leader enqueues the
+	// syncs' schedules and the recovery sweep (serve: true, worker: false).
+	Scheduler bool
+
+	// QueueURL is where the queue lives (default Config.Store): a sqlite://
+	// URL puts it beside that file, a postgres:// URL in that database.
+	QueueURL string
+	// Registerer receives the service's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// HTTPClient is used by destinations (nil = their default).
+	HTTPClient *http.Client
+	// RecoveryInterval overrides RecoveryInterval (tests).
+	RecoveryInterval time.Duration
+	// DrainDeadline overrides DrainDeadline (tests).
+	DrainDeadline time.Duration
+}
+
+// Service is a River client working runs of the config's syncs and, when it
+// leads, enqueuing their schedules and the recovery sweep.
+type Service struct {
+	cfg       *config.Config
+	st        store.Store
+	leases    lease.Manager
+	inspector LeaseInspector
+	log       *slog.Logger
+	clock     clock.Clock
+	scheduler bool
+	workers   int
+	httpc     *http.Client
+	recovery  time.Duration
+	metrics   *metrics
+	b         backend
+
+	drain     chan struct{}
+	drainOnce sync.Once
+}
+
+// New validates p, opens the queue (applying River's migrations) and builds
+// the River client. Start starts it.
+func New(ctx context.Context, p Params) (*Service, error) {
+	if p.Config == nil || p.Store == nil || p.Leases == nil {
+		return nil, errors.New("queue: Config, Store and Leases are required")
+	}
+	s := &Service{
+		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector,
+		log: p.Logger, clock: p.Clock, scheduler: p.Scheduler, workers: p.Workers,
+		httpc: p.HTTPClient, recovery: p.RecoveryInterval,
+		drain: make(chan struct{}),
+	}
+	if s.inspector == nil {
+		s.inspector = p.Store
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.workers <= 0 {
+		s.workers = 4
+	}
+	if s.recovery <= 0 {
+		s.recovery = RecoveryInterval
+	}
+	drainDeadline := p.DrainDeadline
+	if drainDeadline <= 0 {
+		drainDeadline = DrainDeadline
+	}
+	var err error
+	if s.metrics, err = newMetrics(p.Registerer); err != nil {
+		return nil, err
+	}
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &runSyncWorker{s: s})
+	river.AddWorker(workers, &recoverWorker{s: s})
+	rc := &river.Config{
+		Logger:                 riverLogger(s.log),
+		Queues:                 map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}},
+		Workers:                workers,
+		MaxAttempts:            MaxAttempts,
+		RetryPolicy:            retryPolicy{clock: s.clock, rnd: rand.Float64},
+		JobTimeout:             -1, // a run lasts as long as its source; drains and leases bound it
+		RescueStuckJobsAfter:   RescueStuckJobsAfter,
+		SoftStopTimeout:        drainDeadline,
+		LeaderElectionDisabled: !s.scheduler,
+		Middleware:             []rivertype.Middleware{&insertRecorder{s: s}},
+	}
+	if s.scheduler {
+		if rc.PeriodicJobs, err = s.periodicJobs(); err != nil {
+			return nil, err
+		}
+	}
+	queueURL := p.QueueURL
+	if queueURL == "" {
+		queueURL = s.cfg.Store
+	}
+	if s.b, err = openBackend(ctx, s.cfg, queueURL, rc); err != nil {
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "open the job queue")
+	}
+	return s, nil
+}
+
+// periodicJobs are one job per scheduled sync (cron, standard parser) and
+// the recovery sweep. River runs them on the leader only.
+func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
+	jobs := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
+			func() (river.JobArgs, *river.InsertOpts) { return RecoverArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	for i := range s.cfg.Syncs {
+		sc := &s.cfg.Syncs[i]
+		if sc.Schedule == "" {
+			continue
+		}
+		sched, err := cron.ParseStandard(sc.Schedule)
+		if err != nil {
+			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "sync %s: invalid schedule", sc.ID)
+		}
+		jobs = append(jobs, river.NewPeriodicJob(sched, s.scheduledRun(sc), nil))
+	}
+	return jobs, nil
+}
+
+// scheduledRun is the periodic constructor of sc: it skips a paused sync and
+// records an enqueue-time failure for a definition that cannot be built.
+func (s *Service) scheduledRun(sc *config.Sync) river.PeriodicJobConstructor {
+	return func() (river.JobArgs, *river.InsertOpts) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if row, err := s.st.GetSync(ctx, sc.ID); err == nil && row.State == store.SyncPaused {
+			return nil, nil
+		}
+		if err := s.checkDefinition(ctx, sc); err != nil {
+			return nil, nil
+		}
+		return RunSyncArgs{SyncID: sc.ID, Reason: ReasonSchedule}, nil
+	}
+}
+
+// Start publishes every sync of the config to the store and starts working
+// jobs. It returns once the client runs; Shutdown stops it.
+func (s *Service) Start(ctx context.Context) error {
+	for i := range s.cfg.Syncs {
+		sc := &s.cfg.Syncs[i]
+		def, err := sc.DefinitionJSON()
+		if err != nil {
+			return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the definition of sync %s", sc.ID)
+		}
+		if _, err := s.st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}); err != nil {
+			return failure.Wrap(failure.StoreUnavailable, err, "publish sync %s", sc.ID)
+		}
+	}
+	// The client's lifetime is Shutdown's business, not the caller's context.
+	if err := s.b.start(context.WithoutCancel(ctx)); err != nil {
+		return failure.Wrap(failure.StoreUnavailable, err, "start the job queue")
+	}
+	return nil
+}
+
+// Shutdown is SIGTERM (SPEC §6): stop fetching jobs, ask every in-flight run
+// to drain (finish its page, checkpoint, release its lease, end interrupted;
+// its job is made available again at once for any worker), cancel the runs
+// still going when the shared drain deadline passes, and return when every
+// run has returned or ctx ends (callers give it ExitDeadline). The queue's
+// database is closed when everything stopped in time.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.drainOnce.Do(func() { close(s.drain) })
+	if err := s.b.stop(ctx); err != nil {
+		return fmt.Errorf("queue shutdown: %w", err)
+	}
+	return s.b.close()
+}
+
+// Where names the queue's database (no secrets) for start-up lines.
+func (s *Service) Where() string { return s.b.where() }
+
+// Enqueued is the outcome of Enqueue.
+type Enqueued struct {
+	JobID int64
+	// Duplicate: a run of the sync was already queued, retrying or running.
+	Duplicate bool
+}
+
+// Enqueue queues a run of syncID now. An invalid definition is recorded as a
+// failed run (SPEC §6) and returned; so is a job that cannot be inserted.
+func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued, error) {
+	sc, ok := s.cfg.Sync(syncID)
+	if !ok {
+		return Enqueued{}, fmt.Errorf("%w: %q", ErrUnknownSync, syncID)
+	}
+	if err := s.checkDefinition(ctx, sc); err != nil {
+		return Enqueued{}, err
+	}
+	res, err := s.b.insert(ctx, RunSyncArgs{SyncID: syncID, Reason: reason}, nil)
+	if err != nil {
+		ferr := failure.Wrap(failure.StoreUnavailable, err, "queue a run of sync %s", syncID)
+		if re := (*recordedError)(nil); !errors.As(err, &re) {
+			// It failed before River's insert middleware (which records).
+			s.recordFailure(ctx, syncID, 0, ferr)
+		}
+		return Enqueued{}, ferr
+	}
+	return Enqueued{JobID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}, nil
+}
+
+// checkDefinition builds sc (no I/O beyond the config) and records a failed
+// run when its definition is invalid. Retryable build problems pass: the
+// run's worker retries them.
+func (s *Service) checkDefinition(ctx context.Context, sc *config.Sync) error {
+	built, err := pipeline.Build(s.cfg, sc, pipeline.Options{Clock: s.clock, HTTPClient: s.httpc})
+	if err != nil {
+		ferr := buildFailure(err)
+		if failure.Retryable(ferr) {
+			return nil
+		}
+		s.recordFailure(ctx, sc.ID, 0, ferr)
+		return ferr
+	}
+	_ = built.Close()
+	return nil
+}
+
+// buildFailure gives a build error its catalog code: from a validated config,
+// a sync that does not build has an invalid definition.
+func buildFailure(err error) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return failure.Wrap(failure.InvalidSyncDefinition, err, "the sync could not be assembled from its definition")
+}
+
+// recordFailure stores a run that failed before it could start (enqueue
+// time, or a worker that cannot build the sync) so that it counts (SPEC §6,
+// §8). A store that cannot record it is logged: the caller returns the
+// original failure.
+func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int, err error) {
+	code := failure.CodeOf(err)
+	detail := failure.Lookup(code).WhatHappened
+	var fe *failure.Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		detail = fe.Detail
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, rerr := s.st.InsertRun(rctx, store.InsertRunParams{
+		SyncID: syncID, State: store.RunFailed, Attempt: attempt, FailureCode: string(code), Detail: detail,
+	}); rerr != nil {
+		s.log.Error("could not record a failed run", "sync", syncID, "code", code, "err", rerr)
+		return
+	}
+	s.metrics.runs.WithLabelValues(string(store.RunFailed)).Inc()
+}
+
+// riverLogger is the process's logger for River, which is chatty at info
+// (migrations, producer counts): its info lines show at debug only.
+func riverLogger(log *slog.Logger) *slog.Logger {
+	h := log.Handler()
+	if h.Enabled(context.Background(), slog.LevelDebug) {
+		return log.With("component", "river")
+	}
+	return slog.New(minLevel{Handler: h, min: slog.LevelWarn}).With("component", "river")
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{Handler: m.Handler.WithAttrs(a), min: m.min}
+}
+
+func (m minLevel) WithGroup(n string) slog.Handler {
+	return minLevel{Handler: m.Handler.WithGroup(n), min: m.min}
+}

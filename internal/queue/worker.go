@@ -1,0 +1,145 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/runner"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// runSyncWorker works RunSyncArgs jobs.
+type runSyncWorker struct {
+	river.WorkerDefaults[RunSyncArgs]
+	s *Service
+}
+
+// Work runs the sync and maps the result for River (see jobResult).
+func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) error {
+	return jobResult(w.s.runSync(ctx, job.Args, job.Attempt))
+}
+
+// jobResult maps a run's result to what River does with its job:
+//   - success, a skipped run (another run owned the sync; the run row says
+//     skipped) and a paused sync: nil, the job completes;
+//   - interrupted (drained on shutdown, or cancelled): snoozed 0, available
+//     again at once to any worker, without using an attempt;
+//   - a retryable failure: the error, River retries with Backoff;
+//   - a permanent failure: cancelled, never retried.
+func jobResult(err error) error {
+	if err == nil || errors.Is(err, errSyncPaused) {
+		return nil
+	}
+	switch code := failure.CodeOf(err); {
+	case code == failure.AlreadyRunning:
+		return nil
+	case code == failure.Interrupted:
+		return river.JobSnooze(0)
+	case failure.Retryable(err):
+		return err
+	default:
+		return river.JobCancel(err)
+	}
+}
+
+// runSync executes one run of args.SyncID.
+func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) error {
+	sc, ok := s.cfg.Sync(args.SyncID)
+	if !ok {
+		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", args.SyncID))
+		s.recordFailure(ctx, args.SyncID, attempt, err)
+		return err
+	}
+	row, err := s.st.GetSync(ctx, sc.ID)
+	switch {
+	case err == nil && row.State == store.SyncPaused:
+		s.log.Info("sync is paused; run not started", "sync", sc.ID)
+		return errSyncPaused
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
+	}
+	built, err := pipeline.Build(s.cfg, sc, pipeline.Options{Clock: s.clock, HTTPClient: s.httpc})
+	if err != nil {
+		ferr := buildFailure(err)
+		s.recordFailure(ctx, sc.ID, attempt, ferr)
+		return ferr
+	}
+	defer built.Close()
+	run, runErr := runner.Run(ctx, runner.Params{
+		Store:       s.st,
+		Leases:      s.leases,
+		Source:      built.Source,
+		Destination: built.Destination,
+		Clock:       s.clock,
+		Logger:      s.log.With("reason", args.Reason, "attempt", attempt),
+		Sync:        built.Sync,
+		LeaseTTL:    s.cfg.Settings.LeaseTTL,
+		LeaseRenew:  s.cfg.Settings.LeaseRenew,
+		Attempt:     attempt,
+		Drain:       s.drain,
+	})
+	outcome := string(run.State)
+	if run.ID == 0 {
+		outcome = string(store.RunFailed)
+	}
+	s.metrics.runs.WithLabelValues(outcome).Inc()
+	return runErr
+}
+
+// insertRecorder counts inserted runs and records a failed run for every run
+// whose job could not be inserted, whoever inserted it (a schedule on the
+// leader, Enqueue, recovery): SPEC §6's enqueue-time failures.
+type insertRecorder struct {
+	river.JobInsertMiddlewareDefaults
+	s *Service
+}
+
+// InsertMany implements rivertype.JobInsertMiddleware.
+func (m *insertRecorder) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams, doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
+	res, err := doInner(ctx)
+	if err != nil {
+		for _, p := range params {
+			if args, ok := runArgs(p.Kind, p.Args, p.EncodedArgs); ok {
+				m.s.recordFailure(ctx, args.SyncID, 0, failure.Wrap(failure.StoreUnavailable, err, "the run could not be queued"))
+			}
+		}
+		return res, &recordedError{err: err}
+	}
+	for _, r := range res {
+		if r == nil || r.Job == nil || r.UniqueSkippedAsDuplicate {
+			continue
+		}
+		if args, ok := runArgs(r.Job.Kind, nil, r.Job.EncodedArgs); ok {
+			m.s.metrics.enqueued.WithLabelValues(args.Reason).Inc()
+		}
+	}
+	return res, nil
+}
+
+// runArgs extracts RunSyncArgs from a job of kind KindRunSync.
+func runArgs(kind string, args any, encoded []byte) (RunSyncArgs, bool) {
+	if kind != KindRunSync {
+		return RunSyncArgs{}, false
+	}
+	if a, ok := args.(RunSyncArgs); ok {
+		return a, true
+	}
+	var a RunSyncArgs
+	if err := json.Unmarshal(encoded, &a); err != nil || a.SyncID == "" {
+		return RunSyncArgs{}, false
+	}
+	return a, true
+}
+
+// recordedError marks an insert failure already recorded as a failed run.
+type recordedError struct{ err error }
+
+func (e *recordedError) Error() string { return e.err.Error() }
+func (e *recordedError) Unwrap() error { return e.err }

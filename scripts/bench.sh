@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench.sh (`make bench`): throughput of the real oncesync binary against a bare
+# baseline on the local fake Brevo, then the Go micro-benchmarks.
+#
+#   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
+#   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
+#   3. go test -bench for internal/... (store ledger ops, CSV paging)
+#
+# Each throughput figure is the median of BENCH_RUNS runs (default 3) with the
+# spread; see docs/PERFORMANCE.md for how to read them. About 3-4 minutes on 2 cores.
+#
+# Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000),
+# BENCH_MICRO (1: run the Go micro-benchmarks; 0 to skip), BENCHTIME (go test -benchtime, 1s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+RUNS=${BENCH_RUNS:-3}
+BULK=${BENCH_BULK_RECORDS:-200000}
+SINGLE=${BENCH_SINGLE_RECORDS:-20000}
+MICRO=${BENCH_MICRO:-1}
+BENCHTIME=${BENCHTIME:-1s}
+
+echo "== oncesync bench, $(date -u '+%Y-%m-%dT%H:%M:%SZ')"
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)
+echo "machine: $(nproc) cpus, ${cpu:-unknown cpu}, $(uname -sm)"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime) (1, 5, 15 min; other work on the machine skews the numbers)"
+echo "tmp:     ${TMPDIR:-/tmp} on $(df -T "${TMPDIR:-/tmp}" 2>/dev/null | awk 'NR==2 {print $2}') (the SQLite store and its fsyncs live here)"
+$GO version
+echo
+
+$GO build -o bin/oncesync ./cmd/oncesync
+$GO build -o bin/oncesync-bench ./cmd/oncesync-bench
+
+echo "== bulk path: bin/oncesync-bench --mode bulk --records $BULK --page-size 500 --runs $RUNS"
+bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
+echo
+echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
+bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+if [[ "$MICRO" != 0 ]]; then
+	echo
+	echo "== micro-benchmarks: go test -run '^\$' -bench . -benchmem -benchtime $BENCHTIME ./internal/..."
+	$GO test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" ./internal/...
+fi
