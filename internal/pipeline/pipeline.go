@@ -181,13 +181,22 @@ func sourceSetupFailure(err error) error {
 	}
 }
 
+// unlimitedRate stands for "no client-side limit" (requests per second).
+const unlimitedRate = 1e9
+
 func buildDestination(s *config.Sync, o Options) (destination.Destination, error) {
 	d := s.Destination
 	switch d.Type {
 	case "brevo":
+		rate := d.RateLimit
+		if rate == 0 {
+			// The config defaults an absent rate_limit to Brevo's 10/s; an
+			// explicit 0 means no client-side limit (Brevo's headers still apply).
+			rate = unlimitedRate
+		}
 		return brevo.New(brevo.Params{
 			BaseURL: d.BaseURL, APIKey: d.APIKey, Mode: d.Mode, ListIDs: d.ListIDs,
-			Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: d.RateLimit,
+			Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 			HTTPClient: o.HTTPClient, Clock: o.Clock,
 		})
 	case "webhook":
