@@ -143,6 +143,7 @@ syncs:
 	fmt.Fprintf(out, "3. sync demo-contacts: csv -> brevo (%s path, pages of %d), store %s\n", p.Mode, p.PageSize, filepath.Join(dir, "oncesync.db"))
 
 	bar := progress.New(out, int64(p.Records), "   delivered", time.Second)
+	bar.Set(0, "")
 	stopBar := make(chan struct{})
 	barDone := make(chan struct{})
 	go func() {
