@@ -142,6 +142,8 @@ syncs:
 	}
 	fmt.Fprintf(out, "3. sync demo-contacts: csv -> brevo (%s path, pages of %d), store %s\n", p.Mode, p.PageSize, filepath.Join(dir, "oncesync.db"))
 
+	// 4. First worker: killed at write KillAtWrite.
+	fmt.Fprintf(out, "4. worker 1 starts; it will be killed with SIGKILL right after Brevo applies write #%d\n", p.KillAtWrite)
 	bar := progress.New(out, int64(p.Records), "   delivered", time.Second)
 	bar.Set(0, "")
 	stopBar := make(chan struct{})
@@ -160,8 +162,6 @@ syncs:
 		}
 	}()
 
-	// 4. First worker: killed at write KillAtWrite.
-	fmt.Fprintf(out, "4. worker 1 starts; it will be killed with SIGKILL right after Brevo applies write #%d\n", p.KillAtWrite)
 	first, err := start(ctx, p.Executable, cfgPath, dir, "worker-1.log")
 	if err != nil {
 		return Result{}, err
