@@ -150,6 +150,9 @@ type Web struct {
 	Listen string
 	// APITokens are the bearer tokens accepted by /api/v1.
 	APITokens []string
+	// Users maps a UI sign-in name to a password hash (bcrypt "$2a$"/"$2b$"/
+	// "$2y$" or argon2id "$argon2id$"); never a clear-text password.
+	Users map[string]string
 }
 
 // Sync is one sync definition.

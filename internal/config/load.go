@@ -79,7 +79,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
-var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|syncs\[\d+\]\.(source\.dsn|destination\.(api_key|secret|headers(\..*|\[.*))))$`)
+var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(source\.dsn|destination\.(api_key|secret|headers(\..*|\[.*))))$`)
 
 // envSecrets returns the values of the environment variables interpolated
 // into secret fields.
@@ -696,6 +696,7 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 	l.fields(v, path, handlers{
 		"listen":     func(v *yaml.Node, p string) { w.Listen = l.str(v, p) },
 		"api_tokens": func(v *yaml.Node, p string) { w.APITokens = l.strList(v, p) },
+		"users":      func(v *yaml.Node, p string) { w.Users = l.strMap(v, p) },
 	})
 	return w
 }

@@ -249,6 +249,9 @@ func (c *Config) SecretValues() []string {
 	}
 	add(urlSecrets(c.Alerts.Webhook.URL)...)
 	add(c.Web.APITokens...)
+	for _, h := range c.Web.Users {
+		add(h)
+	}
 	for _, s := range c.Syncs {
 		add(s.Destination.APIKey, s.Destination.Secret)
 		for _, v := range s.Destination.Headers {

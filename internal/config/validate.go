@@ -242,6 +242,12 @@ func (l *loader) validateWeb(w *Web) {
 	for i, tok := range w.APITokens {
 		l.required(fmt.Sprintf("web.api_tokens[%d]", i), tok, "is empty")
 	}
+	for name, hash := range w.Users {
+		p := "web.users." + name
+		if !strings.HasPrefix(hash, "$2a$") && !strings.HasPrefix(hash, "$2b$") && !strings.HasPrefix(hash, "$2y$") && !strings.HasPrefix(hash, "$argon2id$") {
+			l.check(p, "must be a bcrypt or argon2id password hash (e.g. from `htpasswd -nbBC 12 NAME PASSWORD`), not a clear-text password")
+		}
+	}
 }
 
 func (l *loader) validateSync(p string, s *Sync) {
