@@ -1,0 +1,303 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// dummyHash is compared against when the sign-in name is unknown, so an
+// unknown name costs as much time as a wrong password.
+const dummyHash = "$2a$10$23EkRYWJcNYT4y5apPDc7O.VV5xihZkUul698IbsZkMMgEmC0r.UO"
+
+const (
+	sessionCookie       = "oncesync_session"
+	secureSessionCookie = "__Host-oncesync_session"
+	loginCookie         = "oncesync_login"
+	secureLoginCookie   = "__Host-oncesync_login"
+)
+
+// session is one signed-in browser.
+type session struct {
+	user    string
+	csrf    string
+	expires time.Time
+}
+
+func (s *session) validCSRF(tok string) bool {
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.csrf)) == 1
+}
+
+// sessions are kept in memory, keyed by the SHA-256 of the cookie value; a
+// restart signs everyone out.
+type sessions struct {
+	mu    sync.Mutex
+	m     map[[sha256.Size]byte]*session
+	clock clock.Clock
+	ttl   time.Duration
+}
+
+func newSessions(c clock.Clock, ttl time.Duration) *sessions {
+	return &sessions{m: map[[sha256.Size]byte]*session{}, clock: c, ttl: ttl}
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// create starts a session for user and returns its cookie value.
+func (ss *sessions) create(user string) (string, *session) {
+	id := randomToken()
+	now := ss.clock.Now()
+	sess := &session{user: user, csrf: randomToken(), expires: now.Add(ss.ttl)}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for k, v := range ss.m { // sweep expired sessions at each sign-in
+		if !now.Before(v.expires) {
+			delete(ss.m, k)
+		}
+	}
+	ss.m[sha256.Sum256([]byte(id))] = sess
+	return id, sess
+}
+
+func (ss *sessions) get(id string) *session {
+	if id == "" {
+		return nil
+	}
+	k := sha256.Sum256([]byte(id))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	sess, ok := ss.m[k]
+	if !ok {
+		return nil
+	}
+	if !ss.clock.Now().Before(sess.expires) {
+		delete(ss.m, k)
+		return nil
+	}
+	return sess
+}
+
+func (ss *sessions) delete(id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, sha256.Sum256([]byte(id)))
+}
+
+type sessionKey struct{}
+
+func withSession(ctx context.Context, s *session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+func sessionFrom(ctx context.Context) *session {
+	s, _ := ctx.Value(sessionKey{}).(*session)
+	return s
+}
+
+func (s *Server) cookieName() string {
+	if s.p.Secure {
+		return secureSessionCookie
+	}
+	return sessionCookie
+}
+
+func (s *Server) loginCookieName() string {
+	if s.p.Secure {
+		return secureLoginCookie
+	}
+	return loginCookie
+}
+
+func (s *Server) sessionOf(r *http.Request) *session {
+	c, err := r.Cookie(s.cookieName())
+	if err != nil {
+		return nil
+	}
+	return s.sessions.get(c.Value)
+}
+
+// toLogin answers an unauthenticated page request: a redirect to the login
+// form for GET, 401 otherwise. Neither carries any data.
+func (s *Server) toLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.Error(w, "sign in first", http.StatusUnauthorized)
+		return
+	}
+	// No body: the redirect carries nothing but the way to the login form.
+	w.Header().Set("Location", "/login?next="+url.QueryEscape(r.URL.RequestURI()))
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// safeNext keeps a post-login redirect on this site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/login") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}
+
+type loginData struct {
+	Next  string
+	CSRF  string
+	Error string
+	User  string
+}
+
+// loginForm shows the sign-in form with a login CSRF token (double submit:
+// the same random value in a cookie and in the form).
+func (s *Server) loginForm(w http.ResponseWriter, r *http.Request) {
+	s.renderLogin(w, r, http.StatusOK, loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, d loginData) {
+	// Reuse the browser's token: a second login form (another tab, a
+	// favicon request sent to sign in) must not invalidate the first.
+	if c, err := r.Cookie(s.loginCookieName()); err == nil && len(c.Value) == 43 {
+		d.CSRF = c.Value
+	} else {
+		d.CSRF = randomToken()
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: s.loginCookieName(), Value: d.CSRF, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: s.p.Secure, MaxAge: 3600,
+	})
+	s.render(w, r, status, "login", page{Title: "Sign in", Body: d})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		s.renderLogin(w, r, http.StatusBadRequest, loginData{Error: "The form could not be read."})
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	c, err := r.Cookie(s.loginCookieName())
+	form := r.PostFormValue("csrf")
+	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form)) != 1 {
+		s.renderLogin(w, r, http.StatusForbidden, loginData{Next: next, Error: "The form expired; please sign in again."})
+		return
+	}
+	user := strings.TrimSpace(r.PostFormValue("user"))
+	if !s.checkUser(user, r.PostFormValue("password")) {
+		s.log.Warn("web: sign-in refused", "user_len", len(user), "remote", r.RemoteAddr)
+		s.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, User: user, Error: "Wrong name or password."})
+		return
+	}
+	id, _ := s.sessions.create(user)
+	http.SetCookie(w, &http.Cookie{
+		Name: s.cookieName(), Value: id, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: s.p.Secure, MaxAge: int(s.p.SessionTTL / time.Second),
+	})
+	http.SetCookie(w, &http.Cookie{Name: s.loginCookieName(), Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.p.Secure})
+	s.log.Info("web: signed in", "user", user)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(s.cookieName()); err == nil {
+		s.sessions.delete(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.p.Secure})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// checkUser verifies a name and password. An unknown name is checked against
+// a dummy hash so that it takes as long as a known one.
+func (s *Server) checkUser(user, password string) bool {
+	h, ok := s.p.Users[user]
+	if !ok || user == "" {
+		_ = bcrypt.CompareHashAndPassword([]byte(dummyHash), []byte(password))
+		return false
+	}
+	return checkPassword(h, password)
+}
+
+func supportedHash(h string) bool {
+	if strings.HasPrefix(h, "$argon2id$") {
+		_, err := parseArgon2id(h)
+		return err == nil
+	}
+	_, err := bcrypt.Cost([]byte(h))
+	return err == nil
+}
+
+func checkPassword(hash, password string) bool {
+	if strings.HasPrefix(hash, "$argon2id$") {
+		a, err := parseArgon2id(hash)
+		if err != nil {
+			return false
+		}
+		got := argon2.IDKey([]byte(password), a.salt, a.time, a.memory, a.threads, uint32(len(a.key)))
+		return subtle.ConstantTimeCompare(got, a.key) == 1
+	}
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
+}
+
+type argon2Hash struct {
+	memory, time uint32
+	threads      uint8
+	salt, key    []byte
+}
+
+// parseArgon2id reads a PHC string: $argon2id$v=19$m=65536,t=3,p=4$SALT$KEY
+// (SALT and KEY in unpadded standard base64).
+func parseArgon2id(h string) (argon2Hash, error) {
+	var a argon2Hash
+	parts := strings.Split(h, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" || parts[2] != "v=19" {
+		return a, fmt.Errorf("%w: not an argon2id v=19 PHC string", ErrInvalid)
+	}
+	for _, kv := range strings.Split(parts[3], ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return a, fmt.Errorf("%w: argon2id parameter %q", ErrInvalid, k)
+		}
+		switch k {
+		case "m":
+			a.memory = uint32(n)
+		case "t":
+			a.time = uint32(n)
+		case "p":
+			if n > 255 {
+				return a, fmt.Errorf("%w: argon2id parallelism %d", ErrInvalid, n)
+			}
+			a.threads = uint8(n)
+		}
+	}
+	var err error
+	if a.salt, err = base64.RawStdEncoding.DecodeString(parts[4]); err != nil {
+		return a, fmt.Errorf("%w: argon2id salt", ErrInvalid)
+	}
+	if a.key, err = base64.RawStdEncoding.DecodeString(parts[5]); err != nil || len(a.key) == 0 {
+		return a, fmt.Errorf("%w: argon2id key", ErrInvalid)
+	}
+	if a.memory == 0 || a.time == 0 || a.threads == 0 {
+		return a, fmt.Errorf("%w: argon2id parameters missing", ErrInvalid)
+	}
+	return a, nil
+}

@@ -1,0 +1,171 @@
+package web
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// screenshotDir receives the README's screenshots when ONCESYNC_SCREENSHOTS=1.
+var screenshotDir = filepath.Join("..", "..", "docs", "img")
+
+func chromiumPath() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts headless Chromium; it skips without one, except in CI.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromiumPath()
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("Chromium is missing (apt-get install -y chromium); browser tests must run in CI")
+		}
+		t.Skip("Chromium is missing (apt-get install -y chromium)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.Flag("font-render-hinting", "none"),
+		chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	return ctx
+}
+
+// shot writes a full-page PNG to docs/img when ONCESYNC_SCREENSHOTS=1.
+func shot(t *testing.T, name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if os.Getenv("ONCESYNC_SCREENSHOTS") != "1" {
+			return nil
+		}
+		buf, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+			return err
+		}
+		t.Logf("screenshot %s (%d bytes)", name, len(buf))
+		return os.WriteFile(filepath.Join(screenshotDir, name), buf, 0o644)
+	})
+}
+
+type css = chromedp.CSS
+
+// TestBrowserResumeTrippedSync: sign in, open a sync tripped by the breaker,
+// see the pause reason and the last error with its next step and owner,
+// resume it giving a name and a reason, and find the audit entry.
+func TestBrowserResumeTrippedSync(t *testing.T) {
+	b := setup(t)
+	ctx := browser(t)
+	ts := httptest.NewServer(b.srv)
+	defer ts.Close()
+
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.Join(strings.Fields(s), " ")
+	}
+
+	step("open", chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(css(`input[name=user]`)))
+	loginURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil || !strings.Contains(loginURL, "/login?next=") {
+		t.Errorf("not sent to sign in first: %s %v", loginURL, err)
+	}
+	step("sign in",
+		chromedp.SendKeys(css(`input[name=user]`), testUser),
+		chromedp.SendKeys(css(`input[name=password]`), testPassword),
+		chromedp.Click(css(`section.login button[type=submit]`)),
+		chromedp.WaitVisible(css(`table.syncs`)),
+		shot(t, "overview.png"))
+	overview := text("main")
+	for _, want := range []string{b.d.Breaker, "paused by breaker", "silent", "marketing", "data"} {
+		if !strings.Contains(overview, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+
+	step("healthy sync", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`section.facts`)),
+		shot(t, "sync-healthy.png"))
+	step("silent sync", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Silent), chromedp.WaitVisible(css(`#silence`)),
+		shot(t, "sync-silent.png"))
+	if silent := text("#silence"); !strings.Contains(silent, "runs_without_success") {
+		t.Errorf("silence: %q", silent)
+	}
+
+	step("paused sync", chromedp.Navigate(ts.URL+"/"),
+		chromedp.Click(css(`a[href="/syncs/`+b.d.Breaker+`"]`)),
+		chromedp.WaitVisible(css(`#paused`)),
+		shot(t, "sync-paused.png"),
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
+		shot(t, "sync-paused-phone.png"),
+		chromedp.EmulateViewport(1280, 900))
+	if paused := text("#paused"); !strings.Contains(paused, "Paused by the circuit breaker") || !strings.Contains(paused, "the last 5 runs failed") {
+		t.Errorf("pause reason: %q", paused)
+	}
+	lastErr := text("#last-error")
+	e := failure.Lookup(failure.DestinationAuth)
+	for _, want := range []string{"destination_auth", e.WhatHappened, "Next step: " + strings.ReplaceAll(e.NextStep, "`", ""), "Owner: you", "How to recover from destination_auth"} {
+		if !strings.Contains(lastErr, want) {
+			t.Errorf("last error lacks %q:\n%s", want, lastErr)
+		}
+	}
+
+	step("resume",
+		chromedp.Clear(css(`form[action$="/resume"] input[name=by]`)),
+		chromedp.SendKeys(css(`form[action$="/resume"] input[name=by]`), "Ana Lima"),
+		chromedp.SendKeys(css(`form[action$="/resume"] input[name=why]`), "rotated the Brevo API key"),
+		chromedp.Click(css(`form[action$="/resume"] button[type=submit]`)),
+		chromedp.WaitVisible(css(`p.flash`)))
+	if flash := text("p.flash"); !strings.Contains(flash, "Sync resumed") {
+		t.Errorf("flash %q", flash)
+	}
+	step("audit", chromedp.Navigate(ts.URL+"/audit"), chromedp.WaitVisible(css(`table.audit`)))
+	audit := text("table.audit")
+	if !strings.Contains(audit, "resume") || !strings.Contains(audit, "Ana Lima (signed in as ana)") || !strings.Contains(audit, "rotated the Brevo API key") {
+		t.Errorf("audit lacks the resume entry:\n%s", audit)
+	}
+	sy, err := b.st.GetSync(b.ctx, b.d.Breaker)
+	if err != nil || sy.State != store.SyncActive || sy.PausedBy != "" {
+		t.Errorf("sync after resume: %+v %v", sy, err)
+	}
+}
