@@ -11,7 +11,7 @@
 #      postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable and redis://127.0.0.1:6379/0.
 #   2. If the probe fails (or ONCESYNC_TEST_FORCE_THROWAWAY=1), start a throwaway server on a free port in a
 #      temp dir and point the URL at it.
-#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli) are installed with apt-get
+#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli, chromium) are installed with apt-get
 #   (root, or passwordless sudo). redis-server and redis-cli are always made available: cluster tests start
 #   their own nodes with them.
 #
@@ -276,6 +276,8 @@ setup() {
 	local pkgs=()
 	have redis-server && have redis-cli || pkgs+=(redis-server redis-tools)
 	have psql || have pg_isready || pkgs+=(postgresql)
+	# The web UI's browser tests drive Debian's Chromium (chromedp); no browser is downloaded at run time.
+	[[ "${ONCESYNC_TEST_NO_BROWSER:-}" == 1 ]] || have chromium || pkgs+=(chromium)
 	[[ ${#pkgs[@]} -eq 0 ]] || apt_install "${pkgs[@]}"
 	ensure_redis
 	ensure_pg_client
