@@ -18,10 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
@@ -29,10 +31,19 @@ import (
 
 // daemonFlags are the flags of serve and worker.
 type daemonFlags struct {
-	config    string
-	listen    string
-	listenSet bool
-	workers   int
+	config       string
+	listen       string
+	listenSet    bool
+	workers      int
+	retryBackoff time.Duration
+}
+
+// addDaemonFlags adds the flags serve and worker share.
+func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
+	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
+	cmd.Flags().IntVar(&f.workers, "workers", 4, "runs worked at once by this process")
+	cmd.Flags().DurationVar(&f.retryBackoff, "retry-backoff", queue.BackoffBase,
+		"wait before a failed run's second attempt; it doubles for each later one (±10 % jitter, 5 attempts)")
 }
 
 func newServeCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -47,7 +58,16 @@ schedules and the recovery sweep), every process works runs.
 
 A run whose worker dies (kill -9, a lost machine) is found by lease-expiry
 recovery within 10 s of its lease expiring and resumed from its last checkpoint
-by any worker; the ledger keeps records from being sent twice.
+by any worker; the ledger keeps records from being sent twice. With redis: in
+the config, leases live in Redis (and recovery reads them there); otherwise in
+the store.
+
+A failed run is retried up to 5 attempts, --retry-backoff (60 s) after the
+first and doubling (±10 %); permanent failures (bad credentials, an invalid
+definition) are not retried. After every failed run the circuit breaker reads
+the sync's last runs: when all of the last 5 failed it pauses the sync and
+alerts (alerts: in the config). A paused sync's schedule keeps ticking and
+runs nothing until a person resumes it.
 
 HTTP on --listen (default: web.listen of the config):
   /healthz   200 "ok" while the process runs
@@ -66,9 +86,8 @@ runs. A second signal stops at once.`,
 			return runDaemon(cmd.Context(), env, rf, f, true)
 		},
 	}
-	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
+	addDaemonFlags(cmd, &f)
 	cmd.Flags().StringVar(&f.listen, "listen", "", "HTTP address (default: web.listen of the config, else "+config.DefaultListen+")")
-	cmd.Flags().IntVar(&f.workers, "workers", 4, "runs worked at once by this process")
 	return cmd
 }
 
@@ -88,6 +107,9 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if f.workers < 1 {
 		return exit(ExitUsage, fmt.Errorf("--workers must be at least 1, not %d", f.workers))
 	}
+	if f.retryBackoff < 10*time.Millisecond {
+		return exit(ExitUsage, fmt.Errorf("--retry-backoff must be at least 10ms, not %s", f.retryBackoff))
+	}
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
@@ -97,17 +119,44 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	}
 	defer st.Close()
 
+	// Leases: Redis when the config names it (several machines), else the
+	// store's SQL lease. Lease-expiry recovery reads the same place.
+	leases, closeLeases, err := pipeline.Leases(ctx, cfg, st)
+	if err != nil {
+		return failed(env.Stdout, err)
+	}
+	defer closeLeases()
+	var inspector queue.LeaseInspector // nil: the store's SQL lease
+	if m, ok := leases.(*redislease.Manager); ok {
+		inspector = queue.LeaseInspectorFunc(m.Get)
+	}
+
+	// One alert dispatcher per process, for the circuit breaker; closed on
+	// the way out so queued alerts get a moment to go out.
+	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
+	if err != nil {
+		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks"))
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer ccancel()
+		_ = alerts.Close(cctx)
+	}()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := queue.New(ctx, queue.Params{
-		Config:     cfg,
-		Store:      st,
-		Leases:     &lease.SQL{Store: st},
-		Logger:     log,
-		Clock:      clk,
-		Workers:    f.workers,
-		Scheduler:  scheduler,
-		Registerer: reg,
+		Config:         cfg,
+		Store:          st,
+		Leases:         leases,
+		LeaseInspector: inspector,
+		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
+		Logger:         log,
+		Clock:          clk,
+		Workers:        f.workers,
+		Scheduler:      scheduler,
+		Registerer:     reg,
+		RetryBackoff:   f.retryBackoff,
 	})
 	if err != nil {
 		return failed(env.Stdout, err)
@@ -202,11 +251,23 @@ func startLine(name string, cfg *config.Config, f daemonFlags, scheduler bool, q
 	if scheduler {
 		fmt.Fprintf(&b, "scheduler (%d of %d syncs on a schedule) and ", scheduled, len(cfg.Syncs))
 	}
-	fmt.Fprintf(&b, "%d workers; store %s; queue %s", f.workers, storeWhere(cfg), queueWhere)
+	fmt.Fprintf(&b, "%d workers; store %s; queue %s; leases %s", f.workers, storeWhere(cfg), queueWhere, leaseWhere(cfg))
 	if addr != "" {
 		fmt.Fprintf(&b, "; http://%s (/healthz /readyz /metrics)", addr)
 	}
 	return b.String()
+}
+
+// leaseWhere names where leases live, without secrets.
+func leaseWhere(cfg *config.Config) string {
+	if cfg.Redis == "" {
+		return "in the store"
+	}
+	u, err := url.Parse(cfg.Redis)
+	if err != nil {
+		return "redis (unparsable URL)"
+	}
+	return "redis " + u.Redacted()
 }
 
 // storeWhere names the config's store without secrets.

@@ -27,8 +27,7 @@ runs. A second signal stops at once.`,
 			return runDaemon(cmd.Context(), env, rf, f, false)
 		},
 	}
-	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
+	addDaemonFlags(cmd, &f)
 	cmd.Flags().StringVar(&f.listen, "listen", "", "optional HTTP address for /healthz, /readyz and /metrics")
-	cmd.Flags().IntVar(&f.workers, "workers", 4, "runs worked at once by this process")
 	return cmd
 }

@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
@@ -31,7 +33,10 @@ import (
 )
 
 // OpenStore opens the config's store: SQLite (relative paths are relative to
-// the config file's directory) or PostgreSQL.
+// the config file's directory) or PostgreSQL. A PostgreSQL URL may name the
+// schema holding oncesync's tables (and the queue's) with a search_path
+// parameter, e.g. postgres://db/app?search_path=oncesync_prod; the default is
+// postgres.DefaultSchema.
 func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
@@ -48,7 +53,7 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 		}
 		return st, nil
 	case postgres.IsURL(cfg.Store):
-		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk})
+		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk, Schema: StoreSchema(cfg.Store)})
 		if err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
 		}
@@ -56,6 +61,18 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 	default:
 		return nil, failure.New(failure.InvalidSyncDefinition, "store must be a sqlite:// or postgres:// URL")
 	}
+}
+
+// StoreSchema returns the schema a postgres:// store URL names with its
+// search_path parameter (the first entry of the list), or "" for the default.
+func StoreSchema(storeURL string) string {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return ""
+	}
+	sp := u.Query().Get("search_path")
+	first, _, _ := strings.Cut(sp, ",")
+	return strings.Trim(strings.TrimSpace(first), `"`)
 }
 
 // Leases returns the lease manager the config asks for: Redis when `redis` is
@@ -81,6 +98,9 @@ func Leases(ctx context.Context, cfg *config.Config, st store.Store) (lease.Mana
 type Options struct {
 	Clock      clock.Clock
 	HTTPClient *http.Client
+	// Sleep is how destinations wait between in-run retries and for their
+	// rate limit (nil: a timer). Tests shrink the waits with it.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Built is an assembled sync.
@@ -197,12 +217,12 @@ func buildDestination(s *config.Sync, o Options) (destination.Destination, error
 		return brevo.New(brevo.Params{
 			BaseURL: d.BaseURL, APIKey: d.APIKey, Mode: d.Mode, ListIDs: d.ListIDs,
 			Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
-			HTTPClient: o.HTTPClient, Clock: o.Clock,
+			HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
 		})
 	case "webhook":
 		return webhook.New(webhook.Params{
 			URL: d.URL, Mode: d.Mode, Headers: d.Headers, Secret: d.Secret,
-			Concurrency: d.Concurrency, Timeout: d.Timeout, HTTPClient: o.HTTPClient, Clock: o.Clock,
+			Concurrency: d.Concurrency, Timeout: d.Timeout, HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
 		})
 	default:
 		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", d.Type))

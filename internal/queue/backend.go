@@ -155,8 +155,19 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 			return nil, err
 		}
 		return b, nil
-	case strings.HasPrefix(storeURL, "postgres://"), strings.HasPrefix(storeURL, "postgresql://"):
-		pool, err := pgxpool.New(ctx, storeURL)
+	case isPostgresURL(storeURL):
+		pcfg, err := pgxpool.ParseConfig(storeURL)
+		if err != nil {
+			// The parse error quotes the URL, which may hold a password.
+			return nil, errors.New("the store URL is not a valid PostgreSQL connection string")
+		}
+		if pcfg.ConnConfig.ConnectTimeout == 0 {
+			pcfg.ConnConfig.ConnectTimeout = connectTimeout
+		}
+		if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
+			pcfg.ConnConfig.RuntimeParams["application_name"] = "oncesync-queue"
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))
 		}
@@ -169,6 +180,15 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 	default:
 		return nil, errors.New("the store URL must start with sqlite:// or postgres://")
 	}
+}
+
+// connectTimeout bounds each connection attempt of the queue's pool when the
+// URL sets none, so an unreachable server fails in seconds.
+const connectTimeout = 10 * time.Second
+
+// isPostgresURL reports whether raw is a postgres:// (or postgresql://) URL.
+func isPostgresURL(raw string) bool {
+	return strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://")
 }
 
 // redactURL drops the password of a database URL.

@@ -9,6 +9,7 @@ type metrics struct {
 	runs      *prometheus.CounterVec // by outcome (run state)
 	enqueued  *prometheus.CounterVec // by reason
 	recovered prometheus.Counter
+	tripped   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -25,6 +26,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_runs_recovered_total",
 			Help: "Runs found running with an expired lease and resumed by lease-expiry recovery.",
 		}),
+		tripped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_breaker_trips_total",
+			Help: "Syncs paused by the circuit breaker after an evaluation by this process.",
+		}),
 	}
 	// Every series exists from the start, at 0, so that rates and alerts
 	// work before the first event.
@@ -37,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered} {
+	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.tripped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package queue_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -20,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
-	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
 const apiKey = "xkeysib-queue-secret-0123456789"
@@ -54,6 +57,7 @@ type env struct {
 	config string
 	fake   *fakebrevo.Server
 	total  int
+	prefix string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -66,12 +70,22 @@ type envParams struct {
 	schedule string
 	settings string
 	latency  time.Duration
+
+	// store is the store URL (default sqlite://./oncesync.db); redis the
+	// optional Redis URL.
+	store string
+	redis string
+	// prefix names the syncs prefix0, prefix1, ... (default "s"); tests
+	// sharing a Redis use unique prefixes so their lease keys never meet.
+	prefix string
+	// afterWrite is called by the fake after every applied write.
+	afterWrite func(r *http.Request)
 }
 
 func setupEnv(t *testing.T, p envParams) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), total: p.syncs * p.records}
-	e.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, Latency: p.latency})
+	e := &env{t: t, dir: t.TempDir(), total: p.syncs * p.records, prefix: cmp.Or(p.prefix, "s")}
+	e.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, Latency: p.latency, AfterWrite: p.afterWrite})
 	srv := httptest.NewServer(e.fake)
 	t.Cleanup(srv.Close)
 	if p.settings == "" {
@@ -79,7 +93,7 @@ func setupEnv(t *testing.T, p envParams) *env {
 	}
 	var syncs strings.Builder
 	for s := range p.syncs {
-		name := fmt.Sprintf("s%d", s)
+		name := e.syncID(s)
 		f, err := os.Create(filepath.Join(e.dir, name+".csv"))
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +116,11 @@ func setupEnv(t *testing.T, p envParams) *env {
 `, name, p.schedule, name, p.pageSize, srv.URL)
 	}
 	e.config = filepath.Join(e.dir, "oncesync.yaml")
-	cfg := fmt.Sprintf("store: sqlite://./oncesync.db\nsettings: %s\nsyncs:\n%s", p.settings, syncs.String())
+	head := fmt.Sprintf("store: %s\n", cmp.Or(p.store, "sqlite://./oncesync.db"))
+	if p.redis != "" {
+		head += fmt.Sprintf("redis: %s\n", p.redis)
+	}
+	cfg := fmt.Sprintf("%ssettings: %s\nsyncs:\n%s", head, p.settings, syncs.String())
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +139,9 @@ func setupEnv(t *testing.T, p envParams) *env {
 	})
 	return e
 }
+
+// syncID is the id of the i-th sync.
+func (e *env) syncID(i int) string { return fmt.Sprintf("%s%d", e.prefix, i) }
 
 // lockedBuffer is written by a process's output copier and read by the test.
 type lockedBuffer struct {
@@ -223,10 +244,20 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-// store opens the processes' store (SQLite in WAL mode: readers never block them).
-func (e *env) store() *sqlite.Store {
+// store opens the processes' store as they do, from the config (SQLite in
+// WAL mode: readers never block them).
+func (e *env) store() store.Store {
 	e.t.Helper()
-	st, err := sqlite.Open(e.t.Context(), sqlite.OpenParams{Path: filepath.Join(e.dir, "oncesync.db")})
+	cfg, err := config.Load(e.config, func(k string) (string, bool) {
+		if k == "BREVO_API_KEY" {
+			return apiKey, true
+		}
+		return os.LookupEnv(k)
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := pipeline.OpenStore(e.t.Context(), cfg, clock.Real{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

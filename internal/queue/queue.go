@@ -101,25 +101,30 @@ func (RecoverArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
-// Backoff is the wait before the attempt after attempt (1-based):
-// 60 s after the first, doubling (60, 120, 240, 480 s), each ±10 % by rnd,
-// which returns a value in [0, 1).
-func Backoff(attempt int, rnd func() float64) time.Duration {
+// Backoff is the wait before the attempt after attempt (1-based): base
+// after the first, doubling (with the default base of 60 s: 60, 120, 240,
+// 480 s), each ±10 % by rnd, which returns a value in [0, 1). A base <= 0 is
+// BackoffBase.
+func Backoff(attempt int, base time.Duration, rnd func() float64) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
-	base := float64(BackoffBase) * math.Pow(2, float64(min(attempt-1, 20)))
+	if base <= 0 {
+		base = BackoffBase
+	}
+	d := float64(base) * math.Pow(2, float64(min(attempt-1, 20)))
 	jitter := 1 + BackoffJitter*(2*rnd()-1)
-	return time.Duration(base * jitter)
+	return time.Duration(d * jitter)
 }
 
 // retryPolicy is River's ClientRetryPolicy from Backoff.
 type retryPolicy struct {
 	clock clock.Clock
+	base  time.Duration
 	rnd   func() float64
 }
 
 // NextRetry implements river.ClientRetryPolicy.
 func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	return p.clock.Now().Add(Backoff(job.Attempt, p.rnd))
+	return p.clock.Now().Add(Backoff(job.Attempt, p.base, p.rnd))
 }

@@ -39,17 +39,25 @@ func TestBackoff(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("attempt %d rnd %.2f", tc.attempt, tc.rnd), func(t *testing.T) {
 			t.Parallel()
-			got := Backoff(tc.attempt, func() float64 { return tc.rnd })
+			got := Backoff(tc.attempt, 0, func() float64 { return tc.rnd })
 			if d := got - tc.want; d < -time.Millisecond || d > time.Millisecond {
 				t.Fatalf("Backoff(%d) = %s, want %s", tc.attempt, got, tc.want)
 			}
 		})
 	}
-	// The retry policy schedules from the injected clock.
+	// Another base doubles the same way.
+	if got := Backoff(3, time.Second, func() float64 { return 0 }); got != 3600*time.Millisecond {
+		t.Fatalf("Backoff(3, 1s, -10%%) = %s, want 3.6s", got)
+	}
+	// The retry policy schedules from the injected clock, with its base.
 	clk := clock.NewFake(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 	p := retryPolicy{clock: clk, rnd: func() float64 { return 0.5 }}
 	if got, want := p.NextRetry(&rivertype.JobRow{Attempt: 3}), clk.Now().Add(240*time.Second); !got.Equal(want) {
 		t.Fatalf("NextRetry = %s, want %s", got, want)
+	}
+	p.base = 2 * time.Second
+	if got, want := p.NextRetry(&rivertype.JobRow{Attempt: 2}), clk.Now().Add(4*time.Second); !got.Equal(want) {
+		t.Fatalf("NextRetry with a 2s base = %s, want %s", got, want)
 	}
 }
 

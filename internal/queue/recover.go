@@ -98,6 +98,12 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		}
 		s.metrics.recovered.Inc()
 		out.Runs = append(out.Runs, r.ID)
+		// The closed run is interrupted, not failed (a dead worker is not
+		// the sync's fault, and its work resumes at once), so it never
+		// lengthens a streak; the breaker is evaluated anyway: a worker that
+		// died between recording a failed run and evaluating the breaker
+		// left that evaluation undone, and this is where it happens.
+		s.afterFailure(ctx, r.SyncID)
 		s.log.Warn("run's worker is gone; resuming the sync", "sync", r.SyncID, "run", r.ID)
 		if !live {
 			dead[r.SyncID] = true

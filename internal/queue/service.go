@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
+	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -33,9 +34,23 @@ var (
 
 // LeaseInspector reports a sync's current lease (possibly expired) or
 // store.ErrNotFound; lease-expiry recovery uses it. store.Store implements it
-// for SQL leases; a Redis lease manager provides its own.
+// for SQL leases; for Redis leases use LeaseInspectorFunc(manager.Get).
 type LeaseInspector interface {
 	LeaseGet(ctx context.Context, syncID string) (store.Lease, error)
+}
+
+// LeaseInspectorFunc adapts a function, such as redislease.Manager.Get, to
+// LeaseInspector.
+type LeaseInspectorFunc func(ctx context.Context, syncID string) (store.Lease, error)
+
+// LeaseGet implements LeaseInspector.
+func (f LeaseInspectorFunc) LeaseGet(ctx context.Context, syncID string) (store.Lease, error) {
+	return f(ctx, syncID)
+}
+
+// schemaStore is a store that lives in a PostgreSQL schema (store/postgres).
+type schemaStore interface {
+	Schema() string
 }
 
 // Params configure a Service.
@@ -43,10 +58,17 @@ type Params struct {
 	Config *config.Config
 	Store  store.Store
 	Leases lease.Manager
-	// LeaseInspector defaults to Store (SQL leases).
+	// LeaseInspector defaults to Store (SQL leases). With Redis leases it
+	// must read Redis (LeaseInspectorFunc(redisManager.Get)).
 	LeaseInspector LeaseInspector
-	Logger         *slog.Logger
-	Clock          clock.Clock
+	// Breaker is evaluated after every failed run this process records,
+	// whatever the path: runs worked by the queue, enqueue-time failures,
+	// runs that could not be built, and runs closed by lease-expiry recovery
+	// (SPEC §8). Nil means a breaker without alerts (it still pauses and
+	// audits); serve and worker pass one whose alerts come from the config.
+	Breaker *breaker.Breaker
+	Logger  *slog.Logger
+	Clock   clock.Clock
 	// Workers is the number of runs this process works at once (default 4).
 	Workers int
 	// Scheduler makes this process eligible to lead: the leader enqueues the
@@ -56,10 +78,24 @@ type Params struct {
 	// QueueURL is where the queue lives (default Config.Store): a sqlite://
 	// URL puts it beside that file, a postgres:// URL in that database.
 	QueueURL string
+	// QueueSchema is the PostgreSQL schema of River's tables. Empty means
+	// the store's own schema when the store has one (store/postgres), so the
+	// queue and the store share a schema (and can be dropped together).
+	QueueSchema string
 	// Registerer receives the service's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// HTTPClient is used by destinations (nil = their default).
 	HTTPClient *http.Client
+	// Sleep is how destinations wait between in-run retries (nil = a
+	// timer); tests shrink the waits with it.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// RetryBackoff is the wait before a run's second attempt; it doubles
+	// for every later one, ±10 % jitter (default BackoffBase, 60 s; SPEC §6).
+	RetryBackoff time.Duration
+	// FetchPollInterval is how often workers poll for due jobs (River's
+	// default, 1 s, when zero). On PostgreSQL new jobs are also announced
+	// by LISTEN/NOTIFY; a retry whose backoff is due is only seen by a poll.
+	FetchPollInterval time.Duration
 	// RecoveryInterval overrides RecoveryInterval (tests).
 	RecoveryInterval time.Duration
 	// DrainDeadline overrides DrainDeadline (tests).
@@ -73,11 +109,12 @@ type Service struct {
 	st        store.Store
 	leases    lease.Manager
 	inspector LeaseInspector
+	breaker   *breaker.Breaker
 	log       *slog.Logger
 	clock     clock.Clock
 	scheduler bool
 	workers   int
-	httpc     *http.Client
+	build     pipeline.Options
 	recovery  time.Duration
 	metrics   *metrics
 	b         backend
@@ -93,10 +130,10 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		return nil, errors.New("queue: Config, Store and Leases are required")
 	}
 	s := &Service{
-		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector,
+		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector, breaker: p.Breaker,
 		log: p.Logger, clock: p.Clock, scheduler: p.Scheduler, workers: p.Workers,
-		httpc: p.HTTPClient, recovery: p.RecoveryInterval,
-		drain: make(chan struct{}),
+		recovery: p.RecoveryInterval,
+		drain:    make(chan struct{}),
 	}
 	if s.inspector == nil {
 		s.inspector = p.Store
@@ -107,6 +144,10 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
+	if s.breaker == nil {
+		s.breaker = breaker.New(breaker.Params{Store: s.st, Logger: s.log})
+	}
+	s.build = pipeline.Options{Clock: s.clock, HTTPClient: p.HTTPClient, Sleep: p.Sleep}
 	if s.workers <= 0 {
 		s.workers = 4
 	}
@@ -130,12 +171,16 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		Queues:                 map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}},
 		Workers:                workers,
 		MaxAttempts:            MaxAttempts,
-		RetryPolicy:            retryPolicy{clock: s.clock, rnd: rand.Float64},
+		RetryPolicy:            retryPolicy{clock: s.clock, base: p.RetryBackoff, rnd: rand.Float64},
+		FetchPollInterval:      p.FetchPollInterval,
 		JobTimeout:             -1, // a run lasts as long as its source; drains and leases bound it
 		RescueStuckJobsAfter:   RescueStuckJobsAfter,
 		SoftStopTimeout:        drainDeadline,
 		LeaderElectionDisabled: !s.scheduler,
 		Middleware:             []rivertype.Middleware{&insertRecorder{s: s}},
+	}
+	if p.FetchPollInterval > 0 && p.FetchPollInterval < river.FetchCooldownDefault {
+		rc.FetchCooldown = p.FetchPollInterval // River wants cooldown <= poll
 	}
 	if s.scheduler {
 		if rc.PeriodicJobs, err = s.periodicJobs(); err != nil {
@@ -145,6 +190,12 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	queueURL := p.QueueURL
 	if queueURL == "" {
 		queueURL = s.cfg.Store
+	}
+	if isPostgresURL(queueURL) {
+		rc.Schema = p.QueueSchema
+		if ss, ok := p.Store.(schemaStore); ok && rc.Schema == "" {
+			rc.Schema = ss.Schema()
+		}
 	}
 	if s.b, err = openBackend(ctx, s.cfg, queueURL, rc); err != nil {
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "open the job queue")
@@ -260,7 +311,7 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 // run when its definition is invalid. Retryable build problems pass: the
 // run's worker retries them.
 func (s *Service) checkDefinition(ctx context.Context, sc *config.Sync) error {
-	built, err := pipeline.Build(s.cfg, sc, pipeline.Options{Clock: s.clock, HTTPClient: s.httpc})
+	built, err := pipeline.Build(s.cfg, sc, s.build)
 	if err != nil {
 		ferr := buildFailure(err)
 		if failure.Retryable(ferr) {
@@ -303,6 +354,28 @@ func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int,
 		return
 	}
 	s.metrics.runs.WithLabelValues(string(store.RunFailed)).Inc()
+	s.afterFailure(rctx, syncID)
+}
+
+// afterFailure evaluates the circuit breaker of syncID (SPEC §8) after a
+// failed run was recorded. The breaker reads the streak from stored runs, so
+// evaluating it more often than needed is harmless; an evaluation that
+// fails is logged (the failure that led here is the caller's to report),
+// and the next recorded failure evaluates again.
+func (s *Service) afterFailure(ctx context.Context, syncID string) {
+	threshold := s.cfg.Settings.BreakerFailures
+	if sc, ok := s.cfg.Sync(syncID); ok {
+		threshold = sc.EffectiveBreakerFailures(s.cfg.Settings)
+	}
+	trip, err := s.breaker.AfterFailure(ctx, syncID, threshold)
+	if err != nil {
+		s.log.Error("circuit breaker evaluation failed", "sync", syncID, "err", err)
+	}
+	if trip != nil {
+		s.metrics.tripped.Inc()
+		s.log.Warn("circuit breaker tripped: the sync is paused until a person resumes it",
+			"sync", syncID, "failures", trip.Failures, "last_code", trip.LastCode)
+	}
 }
 
 // riverLogger is the process's logger for River, which is chatty at info

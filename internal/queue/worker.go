@@ -28,7 +28,11 @@ func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) e
 
 // jobResult maps a run's result to what River does with its job:
 //   - success, a skipped run (another run owned the sync; the run row says
-//     skipped) and a paused sync: nil, the job completes;
+//     skipped) and a paused sync: nil, the job completes. A paused sync's
+//     job records no run at all: the pause (by a person or the circuit
+//     breaker) is on the sync's page, and a stream of skipped rows would
+//     only bury the run that caused it; the schedule keeps enqueuing and
+//     every such job completes the same way until the sync is resumed;
 //   - interrupted (drained on shutdown, or cancelled): snoozed 0, available
 //     again at once to any worker, without using an attempt;
 //   - a retryable failure: the error, River retries with Backoff;
@@ -65,7 +69,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
-	built, err := pipeline.Build(s.cfg, sc, pipeline.Options{Clock: s.clock, HTTPClient: s.httpc})
+	built, err := pipeline.Build(s.cfg, sc, s.build)
 	if err != nil {
 		ferr := buildFailure(err)
 		s.recordFailure(ctx, sc.ID, attempt, ferr)
@@ -84,6 +88,8 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		LeaseRenew:  s.cfg.Settings.LeaseRenew,
 		Attempt:     attempt,
 		Drain:       s.drain,
+		// The breaker after every failed run (SPEC §8), as a foreground run.
+		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
 	outcome := string(run.State)
 	if run.ID == 0 {
