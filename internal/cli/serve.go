@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/web"
 )
 
 // daemonFlags are the flags of serve and worker.
@@ -70,9 +72,12 @@ alerts (alerts: in the config). A paused sync's schedule keeps ticking and
 runs nothing until a person resumes it.
 
 HTTP on --listen (default: web.listen of the config):
-  /healthz   200 "ok" while the process runs
-  /readyz    200 when the store answers, 503 otherwise
-  /metrics   Prometheus metrics
+  /          the sync pages (sign in with a name from web.users)
+  /api/v1    the JSON API (Authorization: Bearer <one of web.api_tokens>);
+             its OpenAPI document is /api/v1/openapi.json
+  /metrics   Prometheus metrics (bearer token or signed in)
+  /healthz   200 "ok" while the process runs (no authentication)
+  /readyz    200 when the store answers, 503 otherwise (no authentication)
 
 SIGTERM or SIGINT: stop taking runs; every run in flight finishes its page,
 checkpoints, releases its lease and is handed back to the queue (any worker
@@ -170,7 +175,25 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 			return exit(ExitUsage, fmt.Errorf("--listen %s: %w", f.listen, err))
 		}
 		addr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: daemonMux(st, reg), ReadHeaderTimeout: 10 * time.Second}
+		var ui http.Handler
+		if scheduler {
+			ui, err = web.New(web.Params{
+				Store: st, Logger: log, Clock: clk,
+				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users,
+				Enqueue: func(ctx context.Context, syncID, reason string) error {
+					_, err := svc.Enqueue(ctx, syncID, reason)
+					if errors.Is(err, queue.ErrUnknownSync) {
+						return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+					}
+					return err
+				},
+				Metrics: reg,
+			})
+			if err != nil {
+				return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the web UI"))
+			}
+		}
+		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = httpSrv.Serve(ln) }()
 		defer httpSrv.Close()
 	}
@@ -216,8 +239,10 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	return nil
 }
 
-// daemonMux serves /healthz, /readyz and /metrics.
-func daemonMux(st store.Store, reg *prometheus.Registry) *http.ServeMux {
+// daemonMux serves /healthz and /readyz without authentication, and either
+// the web UI, JSON API and /metrics behind authentication (serve) or /metrics
+// alone (worker, whose --listen should stay on a private address).
+func daemonMux(st store.Store, reg *prometheus.Registry, ui http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -234,6 +259,10 @@ func daemonMux(st store.Store, reg *prometheus.Registry) *http.ServeMux {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if ui != nil {
+		mux.Handle("/", ui) // includes /metrics, behind a bearer token or a session
+		return mux
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux
 }
@@ -253,7 +282,11 @@ func startLine(name string, cfg *config.Config, f daemonFlags, scheduler bool, q
 	}
 	fmt.Fprintf(&b, "%d workers; store %s; queue %s; leases %s", f.workers, storeWhere(cfg), queueWhere, leaseWhere(cfg))
 	if addr != "" {
-		fmt.Fprintf(&b, "; http://%s (/healthz /readyz /metrics)", addr)
+		if scheduler {
+			fmt.Fprintf(&b, "; http://%s (web UI, /api/v1, /metrics; /healthz /readyz)", addr)
+		} else {
+			fmt.Fprintf(&b, "; http://%s (/healthz /readyz /metrics)", addr)
+		}
 	}
 	return b.String()
 }

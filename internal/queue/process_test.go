@@ -120,6 +120,7 @@ func setupEnv(t *testing.T, p envParams) *env {
 	if p.redis != "" {
 		head += fmt.Sprintf("redis: %s\n", p.redis)
 	}
+	head += "web: {api_tokens: [" + testAPIToken + "]}\n"
 	cfg := fmt.Sprintf("%ssettings: %s\nsyncs:\n%s", head, p.settings, syncs.String())
 	if err := os.WriteFile(e.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func (e *env) start(name string, args ...string) *proc {
 	return p
 }
 
-var httpRE = regexp.MustCompile(`http://(\S+) \(/healthz`)
+var httpRE = regexp.MustCompile(`http://(\S+) \(`)
 
 // started waits for p's start line and returns its HTTP address, if any.
 func (p *proc) started(t *testing.T) string {
@@ -288,9 +289,17 @@ func (e *env) checkNoSecrets(t *testing.T) {
 	}
 }
 
+// testAPIToken is the bearer token the test configs accept (/metrics, /api/v1).
+const testAPIToken = "test-token-0123456789"
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAPIToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +370,20 @@ func TestServeAndWorkerShareTheQueue(t *testing.T) {
 	}
 	if code, body := get(t, "http://"+addr+"/readyz"); code != 200 {
 		t.Fatalf("/readyz: %d %q", code, body)
+	}
+	for _, path := range []string{"/metrics", "/", "/api/v1/syncs"} {
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := noFollow.Get("http://" + addr + path) // no token, no session
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("%s served without authentication", path)
+		}
+	}
+	if code, body := get(t, "http://"+addr+"/api/v1/syncs"); code != 200 || !strings.Contains(body, `"s0"`) {
+		t.Fatalf("/api/v1/syncs with a token: %d %s", code, body)
 	}
 	_, metrics := get(t, "http://"+addr+"/metrics")
 	for _, want := range []string{`oncesync_jobs_enqueued_total{reason="schedule"}`, `oncesync_runs_total{outcome="`, "go_goroutines"} {
