@@ -101,6 +101,8 @@ Start with:
 		newResumeCmd(env),
 		newServeCmd(env, &rf),
 		newWorkerCmd(env, &rf),
+		newCheckpointCmd(env, &rf),
+		newDeadLetterCmd(env),
 	)
 	return root
 }

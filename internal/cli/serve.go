@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/pipeline"
@@ -70,6 +71,11 @@ definition) are not retried. After every failed run the circuit breaker reads
 the sync's last runs: when all of the last 5 failed it pauses the sync and
 alerts (alerts: in the config). A paused sync's schedule keeps ticking and
 runs nothing until a person resumes it.
+
+Every hour at minute 13 the leader runs the dead-man check: every workspace
+and every sync with no successful run in its window (deadman_window, 24h)
+raises one critical alert, saying whether runs failed or none ran at all; the
+first success sends a resolution notice. The sync pages show the silence.
 
 HTTP on --listen (default: web.listen of the config):
   /          the sync pages (sign in with a name from web.users)
@@ -150,12 +156,23 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// The dead-man check (SPEC §9): the leader runs it at minute 13 of every
+	// hour; any process may work the job.
+	checker, closeDeadman, err := pipeline.Deadman(pipeline.DeadmanParams{
+		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
+	}
+	defer closeDeadman()
 	svc, err := queue.New(ctx, queue.Params{
 		Config:         cfg,
 		Store:          st,
 		Leases:         leases,
 		LeaseInspector: inspector,
 		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
+		Deadman:        checker,
 		Logger:         log,
 		Clock:          clk,
 		Workers:        f.workers,
@@ -188,6 +205,19 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					return err
 				},
 				Metrics: reg,
+				Silence: func(ctx context.Context) (map[string]string, error) {
+					rep, err := checker.Evaluate(ctx)
+					if err != nil {
+						return nil, err
+					}
+					out := map[string]string{}
+					for _, v := range rep.Verdicts {
+						if v.Scope == deadman.ScopeSync && v.Status == deadman.StatusSilent {
+							out[v.ID] = string(v.Kind)
+						}
+					}
+					return out, nil
+				},
 			})
 			if err != nil {
 				return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the web UI"))

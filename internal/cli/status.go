@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
@@ -18,6 +21,10 @@ import (
 
 // withStore loads the config and opens its store for a read/admin command.
 func withStore(ctx context.Context, env Env, path string, fn func(store.Store) error) error {
+	return withConfigStore(ctx, env, path, func(_ *config.Config, st store.Store) error { return fn(st) })
+}
+
+func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.Config, store.Store) error) error {
 	cfg, err := loadConfig(env, path)
 	if err != nil {
 		return err
@@ -27,7 +34,40 @@ func withStore(ctx context.Context, env Env, path string, fn func(store.Store) e
 		return failed(env.Stdout, err)
 	}
 	defer st.Close()
-	return fn(st)
+	return fn(cfg, st)
+}
+
+// discardAlerts is the notifier of a read-only dead-man evaluation.
+type discardAlerts struct{}
+
+func (discardAlerts) Notify(_ context.Context, a alert.Alert) (alert.Alert, error) { return a, nil }
+
+// printDeadman prints the sync's dead-man verdict (SPEC §9), read-only.
+func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) {
+	checker, closeFn, err := pipeline.Deadman(pipeline.DeadmanParams{Config: cfg, Store: st, Notifier: discardAlerts{}})
+	if err != nil {
+		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
+		return
+	}
+	defer closeFn()
+	rep, err := checker.Evaluate(ctx)
+	if err != nil {
+		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
+		return
+	}
+	v, ok := rep.Find(deadman.ScopeSync, id)
+	switch {
+	case !ok:
+		fmt.Fprintln(w, "dead-man:   not checked (paused, or not in this config)")
+	case v.Status == deadman.StatusSilent:
+		alerted := "not alerted yet (the hourly check at minute 13 will)"
+		if v.Marker != nil {
+			alerted = "alerted at " + v.Marker.RaisedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "dead-man:   SILENT (%s) since %s, window %s; %s\n", v.Kind, v.SilentSince.UTC().Format(time.RFC3339), v.Window, alerted)
+	default:
+		fmt.Fprintf(w, "dead-man:   %s (window %s)\n", v.Status, v.Window)
+	}
 }
 
 func getSync(ctx context.Context, st store.Store, id string) (store.Sync, error) {
@@ -42,12 +82,16 @@ func newStatusCmd(env Env) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:     "status --config FILE SYNC",
-		Short:   "Show a sync's state, last error with next step and owner, lease and cursor",
+		Short:   "Show a sync's state, last error with next step and owner, dead-man state, lease and cursor",
 		Example: `  oncesync status --config oncesync.yaml contacts-to-brevo`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), env, path, func(st store.Store) error {
-				return printStatus(cmd.Context(), env.Stdout, st, args[0])
+			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
+				if err := printStatus(cmd.Context(), env.Stdout, st, args[0]); err != nil {
+					return err
+				}
+				printDeadman(cmd.Context(), env.Stdout, cfg, st, args[0])
+				return nil
 			})
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -584,9 +585,11 @@ func TestStalledRunIsFenced(t *testing.T) {
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
-	// Freeze A while its 5th request is on the wire: not inside a store
-	// transaction (a process frozen inside a SQLite write transaction holds
-	// the file's write lock; see docs/RELIABILITY.md).
+	// Freeze A once its 5th request is fully sent, while it waits for the
+	// answer: not inside a store transaction (a process frozen inside a
+	// SQLite write transaction holds the file's write lock) and not half-way
+	// through sending a body (a zombie that finishes sending after it wakes
+	// is the one gap no client-side check closes; see docs/RELIABILITY.md).
 	var (
 		mu    sync.Mutex
 		posts int
@@ -601,6 +604,11 @@ func TestStalledRunIsFenced(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if posts++; posts == 5 {
+			body, err := io.ReadAll(r.Body) // the whole request has left A
+			if err != nil {
+				t.Error(err)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
 			close(frozen)
 		}

@@ -38,6 +38,8 @@ type backend interface {
 	// rescue makes running jobs available again at once if they were
 	// attempted before horizon (their worker is known dead).
 	rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error
+	// countByState counts the queue's jobs by state (one query).
+	countByState(ctx context.Context) (map[rivertype.JobState]int, error)
 	// where names the queue's database for the start line (no secrets).
 	where() string
 	close() error
@@ -104,6 +106,10 @@ func (b *riverBackend[TTx]) rescue(ctx context.Context, ids []int64, horizon tim
 	}
 	_, err := b.driver.GetExecutor().JobRescueMany(ctx, p)
 	return err
+}
+
+func (b *riverBackend[TTx]) countByState(ctx context.Context) (map[rivertype.JobState]int, error) {
+	return b.driver.GetExecutor().JobCountByAllStates(ctx, &riverdriver.JobCountByAllStatesParams{Schema: b.schema})
 }
 
 func (b *riverBackend[TTx]) where() string { return b.desc }

@@ -1,15 +1,48 @@
 package queue
 
 import (
+	"context"
+	"log/slog"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
-// metrics are the queue's Prometheus counters.
+// Record outcomes, the values of oncesync_records_total's outcome label
+// (store.Counters).
+const (
+	RecordsRead     = "read"
+	RecordsWritten  = "written"
+	RecordsReplayed = "replayed"
+	RecordsRejected = "rejected"
+	RecordsInDoubt  = "in_doubt"
+	RecordsSettled  = "settled"
+)
+
+// QueueDepthStates are the River job states oncesync_queue_depth reports.
+var QueueDepthStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStateRunning,
+}
+
+// queueDepthTimeout bounds the query of one scrape.
+const queueDepthTimeout = 2 * time.Second
+
+// metrics are the queue's Prometheus metrics. Counters count what this
+// process did; oncesync_queue_depth is the shared queue's, the same figure
+// from every process.
 type metrics struct {
-	runs      *prometheus.CounterVec // by outcome (run state)
-	enqueued  *prometheus.CounterVec // by reason
-	recovered prometheus.Counter
-	tripped   prometheus.Counter
+	runs          *prometheus.CounterVec // by outcome (run state)
+	enqueued      *prometheus.CounterVec // by reason
+	recovered     prometheus.Counter
+	tripped       prometheus.Counter
+	records       *prometheus.CounterVec // by outcome (RecordsRead...)
+	ledgerReplays prometheus.Counter
+	leaseLosses   prometheus.Counter
+	inDoubt       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -30,22 +63,112 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_breaker_trips_total",
 			Help: "Syncs paused by the circuit breaker after an evaluation by this process.",
 		}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncesync_records_total",
+			Help: "Records of the runs this process finished, by outcome: read from the source, written by a destination call, " +
+				"replayed from the ledger (no call), rejected by the destination, in_doubt (found in doubt), " +
+				"settled (in-doubt records the destination confirmed, no write).",
+		}, []string{"outcome"}),
+		ledgerReplays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_ledger_replays_total",
+			Help: "Records found complete in the ledger and skipped without a destination call (a resumed page), in runs this process finished.",
+		}),
+		leaseLosses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_lease_losses_total",
+			Help: "Runs this process ended because the sync's lease was lost (failure code lease_lost).",
+		}),
+		inDoubt: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_in_doubt_records_total",
+			Help: "In-doubt records (a write whose outcome was unknown) found by runs this process finished, settled or left to a person.",
+		}),
 	}
 	// Every series exists from the start, at 0, so that rates and alerts
 	// work before the first event.
-	for _, o := range []string{"succeeded", "failed", "interrupted", "skipped"} {
-		m.runs.WithLabelValues(o)
+	for _, o := range []store.RunState{store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped} {
+		m.runs.WithLabelValues(string(o))
 	}
 	for _, r := range []string{ReasonSchedule, ReasonManual, ReasonRecovery} {
 		m.enqueued.WithLabelValues(r)
 	}
+	for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
+		m.records.WithLabelValues(o)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.tripped} {
+	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.tripped, m.records, m.ledgerReplays, m.leaseLosses, m.inDoubt} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// runFinished counts a run runner.Run returned: its outcome (a run never
+// recorded, ID 0, counts as failed), its records and a lost lease.
+func (m *metrics) runFinished(run store.Run, runErr error) {
+	outcome := string(run.State)
+	if run.ID == 0 {
+		outcome = string(store.RunFailed)
+	}
+	m.runs.WithLabelValues(outcome).Inc()
+	for o, n := range map[string]int64{
+		RecordsRead: run.Read, RecordsWritten: run.Written, RecordsReplayed: run.Replayed,
+		RecordsRejected: run.Rejected, RecordsInDoubt: run.InDoubt, RecordsSettled: run.Settled,
+	} {
+		if n > 0 {
+			m.records.WithLabelValues(o).Add(float64(n))
+		}
+	}
+	if run.Replayed > 0 {
+		m.ledgerReplays.Add(float64(run.Replayed))
+	}
+	if run.InDoubt > 0 {
+		m.inDoubt.Add(float64(run.InDoubt))
+	}
+	if failure.CodeOf(runErr) == failure.LeaseLost || run.FailureCode == string(failure.LeaseLost) {
+		m.leaseLosses.Inc()
+	}
+}
+
+// queueDepth is oncesync_queue_depth{state}: the jobs of the shared queue in
+// QueueDepthStates, one GROUP BY query per scrape. A scrape during an outage
+// of the queue's database, or once the service is shutting down, reports no
+// series rather than failing the whole scrape.
+type queueDepth struct {
+	desc  *prometheus.Desc
+	count func(ctx context.Context) (map[rivertype.JobState]int, error)
+	done  <-chan struct{} // closed at Shutdown
+	log   *slog.Logger
+}
+
+func newQueueDepth(count func(ctx context.Context) (map[rivertype.JobState]int, error), done <-chan struct{}, log *slog.Logger) *queueDepth {
+	return &queueDepth{
+		desc: prometheus.NewDesc("oncesync_queue_depth",
+			"Jobs in the queue (shared by every process on it), by River job state: available (due), scheduled (due later), retryable (waiting for a retry), running.",
+			[]string{"state"}, nil),
+		count: count, done: done, log: log,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (q *queueDepth) Describe(ch chan<- *prometheus.Desc) { ch <- q.desc }
+
+// Collect implements prometheus.Collector.
+func (q *queueDepth) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-q.done:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queueDepthTimeout)
+	defer cancel()
+	counts, err := q.count(ctx)
+	if err != nil {
+		q.log.Warn("queue depth not reported: the queue's database did not answer", "err", err)
+		return
+	}
+	for _, s := range QueueDepthStates {
+		ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/pipeline"
@@ -67,6 +68,10 @@ type Params struct {
 	// (SPEC §8). Nil means a breaker without alerts (it still pauses and
 	// audits); serve and worker pass one whose alerts come from the config.
 	Breaker *breaker.Breaker
+	// Deadman, when set, is the dead-man check of SPEC §9: every process
+	// can work its job, and the leader schedules it at minute 13 of every
+	// hour.
+	Deadman *deadman.Checker
 	Logger  *slog.Logger
 	Clock   clock.Clock
 	// Workers is the number of runs this process works at once (default 4).
@@ -82,9 +87,12 @@ type Params struct {
 	// the store's own schema when the store has one (store/postgres), so the
 	// queue and the store share a schema (and can be dropped together).
 	QueueSchema string
-	// Registerer receives the service's metrics; nil registers nothing.
+	// Registerer receives the service's metrics (runs, records, lease
+	// losses, breaker trips, queue depth, destination calls); nil registers
+	// nothing.
 	Registerer prometheus.Registerer
-	// HTTPClient is used by destinations (nil = their default).
+	// HTTPClient is used by destinations (nil = their default); its
+	// transport is wrapped to time and count their calls.
 	HTTPClient *http.Client
 	// Sleep is how destinations wait between in-run retries (nil = a
 	// timer); tests shrink the waits with it.
@@ -110,6 +118,7 @@ type Service struct {
 	leases    lease.Manager
 	inspector LeaseInspector
 	breaker   *breaker.Breaker
+	deadman   *deadman.Checker
 	log       *slog.Logger
 	clock     clock.Clock
 	scheduler bool
@@ -117,7 +126,9 @@ type Service struct {
 	build     pipeline.Options
 	recovery  time.Duration
 	metrics   *metrics
-	b         backend
+	// destClients are HTTPClient instrumented per destination type.
+	destClients map[string]*http.Client
+	b           backend
 
 	drain     chan struct{}
 	drainOnce sync.Once
@@ -130,7 +141,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		return nil, errors.New("queue: Config, Store and Leases are required")
 	}
 	s := &Service{
-		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector, breaker: p.Breaker,
+		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector, breaker: p.Breaker, deadman: p.Deadman,
 		log: p.Logger, clock: p.Clock, scheduler: p.Scheduler, workers: p.Workers,
 		recovery: p.RecoveryInterval,
 		drain:    make(chan struct{}),
@@ -162,10 +173,25 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.metrics, err = newMetrics(p.Registerer); err != nil {
 		return nil, err
 	}
+	// Call latency is wall-clock time whatever the service's clock.
+	dm, err := pipeline.NewDestinationMetrics(pipeline.DestinationMetricsParams{Registerer: p.Registerer, Clock: clock.Real{}})
+	if err != nil {
+		return nil, err
+	}
+	s.destClients = map[string]*http.Client{}
+	for i := range s.cfg.Syncs {
+		typ := s.cfg.Syncs[i].Destination.Type
+		if _, ok := s.destClients[typ]; !ok {
+			s.destClients[typ] = dm.Client(p.HTTPClient, typ)
+		}
+	}
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runSyncWorker{s: s})
 	river.AddWorker(workers, &recoverWorker{s: s})
+	if p.Deadman != nil {
+		deadman.Register(workers, p.Deadman)
+	}
 	rc := &river.Config{
 		Logger:                 riverLogger(s.log),
 		Queues:                 map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}},
@@ -200,7 +226,23 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.b, err = openBackend(ctx, s.cfg, queueURL, rc); err != nil {
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "open the job queue")
 	}
+	if p.Registerer != nil {
+		if err := p.Registerer.Register(newQueueDepth(s.b.countByState, s.drain, s.log)); err != nil {
+			_ = s.b.close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// buildOptions are the pipeline options of sc: its destination's calls go
+// through the client instrumented for its type.
+func (s *Service) buildOptions(sc *config.Sync) pipeline.Options {
+	o := s.build
+	if c, ok := s.destClients[sc.Destination.Type]; ok {
+		o.HTTPClient = c
+	}
+	return o
 }
 
 // periodicJobs are one job per scheduled sync (cron, standard parser) and
@@ -210,6 +252,9 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
 			func() (river.JobArgs, *river.InsertOpts) { return RecoverArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	if s.deadman != nil {
+		jobs = append(jobs, deadman.PeriodicJob())
 	}
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
@@ -311,7 +356,7 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 // run when its definition is invalid. Retryable build problems pass: the
 // run's worker retries them.
 func (s *Service) checkDefinition(ctx context.Context, sc *config.Sync) error {
-	built, err := pipeline.Build(s.cfg, sc, s.build)
+	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		if failure.Retryable(ferr) {

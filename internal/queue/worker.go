@@ -69,7 +69,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
-	built, err := pipeline.Build(s.cfg, sc, s.build)
+	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		s.recordFailure(ctx, sc.ID, attempt, ferr)
@@ -91,11 +91,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		// The breaker after every failed run (SPEC §8), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
-	outcome := string(run.State)
-	if run.ID == 0 {
-		outcome = string(store.RunFailed)
-	}
-	s.metrics.runs.WithLabelValues(outcome).Inc()
+	s.metrics.runFinished(run, runErr)
 	return runErr
 }
 

@@ -105,6 +105,16 @@ func (s Space) Barrier(syncID string, runID int64) string {
 // re-queued by a person. No expiry.
 func (s Space) DeadLetter(syncID string) string { return s.syncKey(syncID, "deadletter") }
 
+// Checkpoint is the key of a named checkpoint barrier (SPEC §11) that belongs
+// to no sync run, such as the one of `oncesync checkpoint check --key NAME`:
+// a string "token:snapshot" with the barrier TTL. Its hash tag is
+// {checkpoint:<name>}, the name escaped like a sync id, so different names
+// spread over Ring shards and Cluster slots and never collide with a sync's
+// keys.
+func (s Space) Checkpoint(name string) string {
+	return s.Prefix() + "{checkpoint:" + escapeID(name) + "}:barrier"
+}
+
 // escapeID returns id when it is plain, else "~" + hex SHA-256 of id.
 func escapeID(id string) string {
 	if id != "" && len(id) <= maxPlainID && plain(id) {
@@ -124,4 +134,26 @@ func plain(s string) bool {
 		}
 	}
 	return true
+}
+
+// deadmanTag is the hash tag of every dead-man key: the markers and their
+// index share one Redis Cluster slot and one Ring shard, so one script can
+// create (or delete) a marker and index it atomically. Markers are few (one
+// per ongoing silence), so one slot holds them all comfortably.
+const deadmanTag = "{deadman}"
+
+// DeadmanMarker is the key of the dead-man marker of a workspace or sync
+// (SPEC §9): scope is "workspace" or "sync", id the workspace or sync id. The
+// value is the marker (JSON), created with SET NX when the silence is alerted
+// and deleted by the first successful run after it. No expiry: the marker
+// lives as long as the incident. Unlike the per-sync keys above, it carries
+// the {deadman} hash tag, shared with DeadmanMarkers.
+func (s Space) DeadmanMarker(scope, id string) string {
+	return s.Prefix() + deadmanTag + ":marker:" + escapeID(scope) + ":" + escapeID(id)
+}
+
+// DeadmanMarkers is the key of the set of every DeadmanMarker key that
+// exists, so the hourly check lists the ongoing silences without SCAN.
+func (s Space) DeadmanMarkers() string {
+	return s.Prefix() + deadmanTag + ":markers"
 }

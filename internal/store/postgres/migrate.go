@@ -24,8 +24,9 @@ type migration struct {
 	SQL     string
 }
 
-// migrations returns the embedded migrations in version order. Versions must
-// be 1, 2, 3, ... without gaps or duplicates.
+// migrations returns the embedded migrations in version order. Versions
+// must be positive and unique; gaps are allowed (numbers are handed out to
+// changes developed in parallel, and one may land before another).
 func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, "migrations")
 	if err != nil {
@@ -50,8 +51,11 @@ func migrations() ([]migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i, m := range out {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d", m.Name, i+1)
+		if m.Version < 1 {
+			return nil, fmt.Errorf("migration %s: versions start at 1", m.Name)
+		}
+		if i > 0 && m.Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s have the same version", out[i-1].Name, m.Name)
 		}
 	}
 	return out, nil
@@ -95,14 +99,33 @@ func (s *Store) migrate(ctx context.Context) error {
 		)`); err != nil {
 			return err
 		}
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+schema+`.schema_migrations`).Scan(&current); err != nil {
+		// A migration is pending when its version is not recorded, so one
+		// that lands below an applied version (0002 after 0003) still runs.
+		rows, err := tx.Query(ctx, `SELECT version FROM `+schema+`.schema_migrations`)
+		if err != nil {
 			return err
 		}
-		if current > len(ms) {
-			return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", current, len(ms))
+		applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return err
 		}
-		for _, m := range ms[current:] {
+		done := make(map[int]bool, len(applied))
+		newest := 0
+		for _, v := range applied {
+			done[int(v)] = true
+			newest = max(newest, int(v))
+		}
+		known := 0
+		if len(ms) > 0 {
+			known = ms[len(ms)-1].Version
+		}
+		if newest > known {
+			return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", newest, known)
+		}
+		for _, m := range ms {
+			if done[m.Version] {
+				continue
+			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}

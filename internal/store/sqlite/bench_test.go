@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/storetest"
 )
 
 // cpuTime is the process's user+system CPU time: the machine running the
@@ -30,14 +31,9 @@ func report(b *testing.B, cpu0 time.Duration) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N)/1000, "cpu-ms/page")
 }
 
-// benchKeys returns n distinct 64-character keys for page i.
-func benchKeys(page, n int) []string {
-	out := make([]string, n)
-	for j := range out {
-		out[j] = fmt.Sprintf("%032x%032x", page, j)
-	}
-	return out
-}
+// benchKeys returns n distinct keys for page i, hashed like real delivery
+// keys (hex SHA-256) so they scatter over the ledger as in production.
+func benchKeys(page, n int) []string { return storetest.HashedKeys(page, n) }
 
 func benchStore(b *testing.B) (*Store, int64) {
 	s, _ := openTemp(b, clock.Real{})
@@ -145,4 +141,14 @@ func BenchmarkSaveCursor(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSyncPath200k is the store's share of a whole 200,000-record sync
+// in pages of 500, call for call what the runner does per page (see
+// storetest.BenchSyncPath): records/s is the ceiling the store puts on a run.
+func BenchmarkSyncPath200k(b *testing.B) {
+	storetest.BenchSyncPath(b, func(b *testing.B) store.Store {
+		s, _ := openTemp(b, clock.Real{})
+		return s
+	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500})
 }

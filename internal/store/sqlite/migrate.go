@@ -23,8 +23,9 @@ type migration struct {
 	SQL     string
 }
 
-// migrations returns the embedded migrations in version order. Versions must
-// be 1, 2, 3, ... without gaps or duplicates.
+// migrations returns the embedded migrations in version order. Versions
+// must be positive and unique; gaps are allowed (numbers are handed out to
+// changes developed in parallel, and one may land before another).
 func migrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFS, "migrations")
 	if err != nil {
@@ -41,6 +42,9 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration file %q: bad version: %w", name, err)
 		}
+		if v < 1 {
+			return nil, fmt.Errorf("migration file %q: versions start at 1", name)
+		}
 		body, err := migrationFS.ReadFile(path.Join("migrations", name))
 		if err != nil {
 			return nil, err
@@ -48,9 +52,9 @@ func migrations() ([]migration, error) {
 		out = append(out, migration{Version: v, Name: strings.TrimSuffix(name, ".sql"), SQL: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i, m := range out {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d", m.Name, i+1)
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("migrations %s and %s have the same version", out[i-1].Name, out[i].Name)
 		}
 	}
 	return out, nil
@@ -61,11 +65,20 @@ func migrations() ([]migration, error) {
 // versions are read, so two processes opening a fresh file at once apply the
 // schema exactly once: the second waits (busy timeout) and then finds nothing
 // to do.
+//
+// A migration is pending when its version is not in schema_migrations, so
+// one that lands with a number below an applied one (0002 after 0003) is
+// still applied. A database carrying a version this binary does not know,
+// above its newest, belongs to a newer oncesync and is refused.
 func migrate(ctx context.Context, db *sql.DB, now time.Time) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
 	}
+	return migrateList(ctx, db, now, ms)
+}
+
+func migrateList(ctx context.Context, db *sql.DB, now time.Time, ms []migration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -79,14 +92,35 @@ func migrate(ctx context.Context, db *sql.DB, now time.Time) error {
 	) STRICT`); err != nil {
 		return err
 	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+	applied := map[int]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
 		return err
 	}
-	if current > len(ms) {
-		return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", current, len(ms))
+	newest := 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		applied[v] = true
+		newest = max(newest, v)
 	}
-	for _, m := range ms[current:] {
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	known := 0
+	if len(ms) > 0 {
+		known = ms[len(ms)-1].Version
+	}
+	if newest > known {
+		return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", newest, known)
+	}
+	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -90,8 +91,8 @@ func TestOpenURLAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := s.SchemaVersion(ctx)
-	if err != nil || v != len(ms) {
-		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, len(ms))
+	if newest := ms[len(ms)-1].Version; err != nil || v != newest {
+		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, newest)
 	}
 	if _, err := s.PutSync(ctx, store.PutSyncParams{ID: "s1", Definition: "{}"}); err != nil {
 		t.Fatal(err)
@@ -479,7 +480,8 @@ func TestLedgerPruneWindows(t *testing.T) {
 	}
 	for syncID, want := range wantLeft {
 		var got int
-		if err := s.r.QueryRow(`SELECT count(*) FROM ledger WHERE sync_id = ?`, syncID).Scan(&got); err != nil {
+		if err := s.r.QueryRow(`SELECT (SELECT count(*) FROM ledger WHERE sid = `+sqlSID+`)
+			+ (SELECT count(*) FROM ledger_claims WHERE sid = `+sqlSID+`)`, syncID).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != want {
@@ -498,9 +500,14 @@ func TestQueryPlans(t *testing.T) {
 		args []any
 		want string
 	}{
-		{"ledger get", sqlLedgerGet, []any{"s", `["k"]`}, "USING PRIMARY KEY (sync_id=? AND key=?)"},
-		{"ledger list problems", `SELECT ` + ledgerColumns + ` FROM ledger WHERE sync_id = ? AND state = ? AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT ?`,
-			[]any{"s", "rejected", 10}, "INDEX ledger_problems (sync_id=? AND state=?)"},
+		{"ledger get", sqlLedgerGet, []any{"s", `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger get claims", sqlLedgerGet, []any{"s", `["k"]`}, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger final", sqlLedgerFinal, []any{1, `["k"]`}, "SEARCH l USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger finish", sqlLedgerFinish, []any{1, 1, 1, 1, `[]`}, "SEARCH c USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger unclaim", sqlLedgerUnclaim, []any{1, `["k"]`}, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger touch", sqlLedgerTouch, []any{"s", 1, `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger list problems", `SELECT ` + ledgerColumns + ` FROM ledger WHERE sid = ` + sqlSID + ` AND state = ?2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT ?3`,
+			[]any{"s", "rejected", 10}, "INDEX ledger_problems (sid=? AND state=?)"},
 		{"runs of a sync", `SELECT id FROM runs WHERE sync_id = ? ORDER BY id DESC LIMIT ?`, []any{"s", 10}, "USING COVERING INDEX runs_sync_id_id"},
 	}
 	for _, tt := range tests {
@@ -529,10 +536,13 @@ func TestPragmas(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t, clock.Real{})
 	want := map[string]string{
-		"journal_mode": "wal",
-		"busy_timeout": fmt.Sprint(BusyTimeout.Milliseconds()),
-		"foreign_keys": "1",
-		"synchronous":  "2", // FULL: a committed claim survives a power cut
+		"journal_mode":       "wal",
+		"busy_timeout":       fmt.Sprint(BusyTimeout.Milliseconds()),
+		"foreign_keys":       "1",
+		"synchronous":        "2", // FULL: a committed claim survives a power cut
+		"temp_store":         "2", // MEMORY
+		"cache_size":         fmt.Sprint(-CacheKiB),
+		"wal_autocheckpoint": fmt.Sprint(WALAutoCheckpoint),
 	}
 	for name, db := range map[string]interface {
 		QueryRow(string, ...any) *sql.Row
@@ -547,5 +557,193 @@ func TestPragmas(t *testing.T) {
 	var ro string
 	if err := s.r.QueryRow("PRAGMA query_only").Scan(&ro); err != nil || ro != "1" {
 		t.Errorf("read pool query_only = %q, %v", ro, err)
+	}
+}
+
+// TestMigrationGap: versions may have gaps, and a migration that lands with
+// a number below an applied one (0002 after 0003) is still applied, once.
+func TestMigrationGap(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "gap.db")+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	one := migration{Version: 1, Name: "0001_a", SQL: `CREATE TABLE a (x INTEGER) STRICT`}
+	two := migration{Version: 2, Name: "0002_b", SQL: `CREATE TABLE b (x INTEGER) STRICT`}
+	three := migration{Version: 3, Name: "0003_c", SQL: `CREATE TABLE c (x INTEGER) STRICT`}
+	now := storetest.Start
+	if err := migrateList(ctx, db, now, []migration{one, three}); err != nil {
+		t.Fatalf("migrate 1, 3: %v", err)
+	}
+	if err := migrateList(ctx, db, now, []migration{one, two, three}); err != nil {
+		t.Fatalf("migrate 1, 2, 3 over 1, 3: %v", err)
+	}
+	if err := migrateList(ctx, db, now, []migration{one, two, three}); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	var versions string
+	if err := db.QueryRow(`SELECT group_concat(version, ',') FROM (SELECT version FROM schema_migrations ORDER BY version)`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != "1,2,3" {
+		t.Fatalf("applied versions = %s, want 1,2,3", versions)
+	}
+	for _, table := range []string{"a", "b", "c"} {
+		if _, err := db.Exec(`INSERT INTO ` + table + ` (x) VALUES (1)`); err != nil {
+			t.Fatalf("table %s: %v", table, err)
+		}
+	}
+	// A binary that knows only 1 and 2 refuses a file at version 3.
+	err = migrateList(ctx, db, now, []migration{one, two})
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("migrate with an older binary: %v, want a newer-schema error", err)
+	}
+}
+
+// TestMigrateCompactLedger: a version-1 file's ledger (sync ids and hex keys
+// as TEXT, pending rows in the ledger) is moved to the compact layout of
+// migration 3 with every entry read back as it was.
+func TestMigrateCompactLedger(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", path+"?_txlock=immediate&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].Version != 1 {
+		t.Fatalf("first migration is %s", ms[0].Name)
+	}
+	if err := migrateList(ctx, db, storetest.Start, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	hexKey := storetest.HashedKeys(0, 3)
+	at := storetest.Start.UnixNano()
+	rows := []struct {
+		sync, key, state, result, message string
+		fence, attempts                   int64
+		completed                         any
+	}{
+		{"s1", hexKey[0], "complete", "contact:1", "", 1, 1, at + 5},
+		{"s1", hexKey[1], "pending", "", "", 2, 3, nil},
+		{"s1", "not-hex-key", "rejected", "", "bad email", 1, 2, nil},
+		{"s2", hexKey[0], "in_doubt", "", "", 4, 1, nil},
+		{"s2", strings.ToUpper(hexKey[2]), "complete", "contact:2", "", 4, 1, at + 6},
+	}
+	for _, r := range rows {
+		if _, err := db.Exec(`INSERT INTO ledger (sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
+			VALUES (?, ?, ?, ?, 7, ?, ?, ?, ?, ?, ?)`, r.sync, r.key, r.state, r.fence, r.result, r.message, r.attempts, at, r.completed, at+9); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, OpenParams{Path: path, Clock: clock.NewFake(storetest.Start)})
+	if err != nil {
+		t.Fatalf("Open (migrating): %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	var blobs int
+	if err := s.r.QueryRow(`SELECT count(*) FROM ledger WHERE typeof(key) = 'blob' AND length(key) = 32`).Scan(&blobs); err != nil {
+		t.Fatal(err)
+	}
+	if blobs != 2 { // s1's complete and s2's in_doubt; the pending one is a claim
+		t.Fatalf("%d keys stored as 32-byte blobs, want 2", blobs)
+	}
+	for _, r := range rows {
+		got, err := s.LedgerGet(ctx, r.sync, []string{r.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := got[r.key]
+		if !ok {
+			t.Fatalf("%s %s: missing after the migration (got %+v)", r.sync, r.key, got)
+		}
+		want := store.LedgerEntry{
+			Key: r.key, State: store.LedgerState(r.state), Fence: r.fence, RunID: 7, Result: r.result, Message: r.message,
+			Attempts: int(r.attempts), ClaimedAt: fromNanos(at), SeenAt: fromNanos(at + 9),
+		}
+		if c, ok := r.completed.(int64); ok {
+			want.CompletedAt = fromNanos(c)
+		}
+		if e != want {
+			t.Fatalf("%s %s after the migration = %+v, want %+v", r.sync, r.key, e, want)
+		}
+	}
+	pending, err := s.LedgerList(ctx, "s1", store.LedgerPending, 0)
+	if err != nil || len(pending) != 1 || pending[0].Key != hexKey[1] {
+		t.Fatalf("pending of s1 = %+v, %v; want %s", pending, err, hexKey[1])
+	}
+	rejected, err := s.LedgerList(ctx, "s1", store.LedgerRejected, 0)
+	if err != nil || len(rejected) != 1 || rejected[0].Message != "bad email" {
+		t.Fatalf("rejected of s1 = %+v, %v", rejected, err)
+	}
+	// The migrated claim finishes like a fresh one: attempts and claim time kept.
+	if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s1", Fence: 2, RunID: 8, Entries: []store.LedgerFinish{
+		{Key: hexKey[1], State: store.LedgerComplete, Result: "contact:3"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LedgerGet(ctx, "s1", hexKey[1:2])
+	if e := got[hexKey[1]]; err != nil || e.State != store.LedgerComplete || e.Attempts != 3 || !e.ClaimedAt.Equal(fromNanos(at)) {
+		t.Fatalf("finished migrated claim = %+v, %v", e, err)
+	}
+}
+
+// TestLedgerKeyForms: hex keys (stored as bytes) and other keys (stored as
+// text) never collide, and each comes back exactly as given.
+func TestLedgerKeyForms(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := openTemp(t, clock.NewFake(storetest.Start))
+	l, err := s.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s", Token: "t", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hex key whose 32 bytes are printable: the same bytes as a TEXT key.
+	const raw = "abcdefghijklmnopqrstuvwxyz012345"
+	h := hex.EncodeToString([]byte(raw))
+	keys := []string{
+		h,                  // stored as 32 bytes
+		strings.ToUpper(h), // not canonical: stored as text
+		string(raw[:32]),   // 32 raw bytes as a string: text, must not equal h's blob
+		"~" + h,            // looks like an encoded argument
+		"~",                // a lone prefix
+		h[:63],             // one digit short
+		`quote"and\\slash`, // needs JSON escaping
+	}
+	if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s", Fence: l.Fence, RunID: 1, Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	fin := make([]store.LedgerFinish, len(keys))
+	for i, k := range keys {
+		fin[i] = store.LedgerFinish{Key: k, State: store.LedgerComplete, Result: fmt.Sprint("r", i)}
+	}
+	if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s", Fence: l.Fence, RunID: 1, Entries: fin}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LedgerGet(ctx, "s", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(keys) {
+		t.Fatalf("LedgerGet returned %d entries, want %d: %+v", len(got), len(keys), got)
+	}
+	for i, k := range keys {
+		if e := got[k]; e.Key != k || e.Result != fmt.Sprint("r", i) || e.State != store.LedgerComplete {
+			t.Fatalf("key %d (%q) = %+v", i, k, e)
+		}
+	}
+	var claims int
+	if err := s.r.QueryRow(`SELECT count(*) FROM ledger_claims`).Scan(&claims); err != nil || claims != 0 {
+		t.Fatalf("ledger_claims rows after finish = %d, %v; want 0", claims, err)
 	}
 }

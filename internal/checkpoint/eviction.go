@@ -1,0 +1,103 @@
+package checkpoint
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrEvictingRedis: a Redis server's maxmemory-policy may evict keys (see
+// *EvictionPolicyError).
+var ErrEvictingRedis = errors.New("redis may evict coordination keys")
+
+// EvictionPolicyError names a server whose maxmemory-policy is not
+// noeviction. It wraps ErrEvictingRedis.
+type EvictionPolicyError struct {
+	Addr   string
+	Policy string
+}
+
+func (e *EvictionPolicyError) Error() string {
+	return fmt.Sprintf("redis at %s has maxmemory-policy %s: %v. Under memory pressure Redis would drop "+
+		"checkpoint barriers and leases, and a dropped key reads as a fresh start: the next worker creates a new "+
+		"barrier from its own view and proceeds unaligned, or takes a lease that is still in use (the eviction "+
+		"incident of SPEC §11). Set `maxmemory-policy noeviction` on every server (redis.conf, or CONFIG SET "+
+		"maxmemory-policy noeviction) and size it for its keys, or set `allow_evicting_redis: true` in the "+
+		"config to accept the risk", e.Addr, e.Policy, ErrEvictingRedis)
+}
+
+// Unwrap returns ErrEvictingRedis.
+func (e *EvictionPolicyError) Unwrap() error { return ErrEvictingRedis }
+
+// CheckEvictionPolicy refuses a Redis that may evict keys: it reads the
+// maxmemory-policy of every server behind client (each Ring shard, every
+// Cluster master and replica) and returns an *EvictionPolicyError unless all
+// say noeviction. allowEvicting (the config's allow_evicting_redis) skips the
+// check. The policy is read from INFO memory (which managed services keep)
+// and, failing that, CONFIG GET; a server whose policy cannot be read is
+// refused too, since it cannot be shown safe.
+func CheckEvictionPolicy(ctx context.Context, client redis.UniversalClient, allowEvicting bool) error {
+	if allowEvicting {
+		return nil
+	}
+	if client == nil {
+		return fmt.Errorf("%w: no redis client", ErrInvalid)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	check := func(ctx context.Context, c *redis.Client) error {
+		policy, err := maxmemoryPolicy(ctx, c)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = append(errs, mapErr(ctx, "read maxmemory-policy of", c.Options().Addr, err))
+		case policy != "noeviction":
+			errs = append(errs, &EvictionPolicyError{Addr: c.Options().Addr, Policy: policy})
+		}
+		return nil
+	}
+	var err error
+	switch c := client.(type) {
+	case *redis.Client:
+		err = check(ctx, c)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, check)
+	case *redis.ClusterClient:
+		err = c.ForEachShard(ctx, check)
+	default:
+		return fmt.Errorf("%w: cannot list the servers of a %T", ErrInvalid, client)
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// maxmemoryPolicy reads one server's policy.
+func maxmemoryPolicy(ctx context.Context, c *redis.Client) (string, error) {
+	info, infoErr := c.Info(ctx, "memory").Result()
+	if infoErr == nil {
+		sc := bufio.NewScanner(strings.NewReader(info))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "maxmemory_policy:"); ok {
+				return v, nil
+			}
+		}
+	}
+	cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", errors.Join(infoErr, err)
+	}
+	if v, ok := cfg["maxmemory-policy"]; ok {
+		return v, nil
+	}
+	return "", errors.New("neither INFO memory nor CONFIG GET reports maxmemory-policy")
+}

@@ -1,0 +1,377 @@
+package checkpoint_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/rediskey"
+)
+
+// Tests run against the Redis at ONCESYNC_TEST_REDIS_URL (default
+// redis://127.0.0.1:6379/0) as a plain client; through a 3-shard go-redis
+// Ring (that Redis plus two redis-servers this package starts on free
+// loopback ports); and through a 3-master Redis Cluster this package starts
+// (redis-server --cluster-enabled yes ×3, then redis-cli --cluster create).
+// Every test uses its own key namespace and deletes its keys afterwards.
+// Without Redis (or redis-server/redis-cli) the tests skip, except under
+// CI=true where they fail.
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		snapshotChild()
+		return
+	}
+	code := m.Run()
+	stopServers()
+	os.Exit(code)
+}
+
+func redisURL() string {
+	if u := os.Getenv("ONCESYNC_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// mainOptions returns the options of the test Redis, skipping (failing in
+// CI) when it does not answer.
+func mainOptions(t testing.TB) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatalf("ONCESYNC_TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		unavailable(t, "redis at %s unreachable: %v", opt.Addr, err)
+	}
+	return opt
+}
+
+// Throwaway redis-servers started by this package, stopped by TestMain.
+var servers struct {
+	mu      sync.Mutex
+	started []*exec.Cmd
+	dirs    []string
+}
+
+// The package's shared Ring shards and Cluster, each started once.
+var (
+	ringOnce struct {
+		mu    sync.Mutex
+		addrs []string
+		err   error
+	}
+	clusterOnce struct {
+		mu    sync.Mutex
+		addrs []string
+		err   error
+	}
+)
+
+func stopServers() {
+	servers.mu.Lock()
+	defer servers.mu.Unlock()
+	for _, cmd := range servers.started {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	servers.started = nil
+	for _, d := range servers.dirs {
+		_ = os.RemoveAll(d)
+	}
+	servers.dirs = nil
+}
+
+// startServer starts a redis-server on a free loopback port (no persistence,
+// extra arguments appended) and returns its address once it answers PING.
+// The server is stopped by TestMain, or earlier by the returned stop.
+func startServer(dir string, extra ...string) (addr string, stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, fmt.Errorf("redis-server not installed: %w", err)
+	}
+	addr, err = freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	go func() { // drain its output so it never blocks on a full pipe
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	servers.mu.Lock()
+	servers.started = append(servers.started, cmd)
+	servers.mu.Unlock()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("redis-server on %s did not answer within 10s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return addr, stop, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr, nil
+}
+
+// serverDir is a directory for the package's shared servers; it outlives
+// the test that happened to start them and is removed by stopServers.
+func serverDir() (string, error) {
+	d, err := os.MkdirTemp("", "oncesync-checkpoint-redis-")
+	if err == nil {
+		servers.mu.Lock()
+		servers.dirs = append(servers.dirs, d)
+		servers.mu.Unlock()
+	}
+	return d, err
+}
+
+// ringShards returns the two extra Ring shards, started once.
+func ringShards(t testing.TB) []string {
+	t.Helper()
+	ringOnce.mu.Lock()
+	defer ringOnce.mu.Unlock()
+	if ringOnce.addrs == nil && ringOnce.err == nil {
+		dir, err := serverDir()
+		var addrs []string
+		for range 2 {
+			if err != nil {
+				break
+			}
+			var addr string
+			addr, _, err = startServer(dir)
+			addrs = append(addrs, addr)
+		}
+		ringOnce.addrs, ringOnce.err = addrs, err
+	}
+	if ringOnce.err != nil {
+		unavailable(t, "ring shards: %v", ringOnce.err)
+	}
+	return ringOnce.addrs
+}
+
+// clusterAddrs returns the three masters of a Redis Cluster, started once:
+// three cluster-enabled redis-servers joined by `redis-cli --cluster create`,
+// ready when every node reports cluster_state:ok.
+func clusterAddrs(t testing.TB) []string {
+	t.Helper()
+	clusterOnce.mu.Lock()
+	defer clusterOnce.mu.Unlock()
+	if clusterOnce.addrs == nil && clusterOnce.err == nil {
+		clusterOnce.addrs, clusterOnce.err = startCluster()
+	}
+	if clusterOnce.err != nil {
+		unavailable(t, "redis cluster: %v", clusterOnce.err)
+	}
+	return clusterOnce.addrs
+}
+
+func startCluster() ([]string, error) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("redis-cli not installed: %w", err)
+	}
+	var addrs []string
+	for range 3 {
+		dir, err := serverDir() // one per node: each writes its own nodes.conf
+		if err != nil {
+			return nil, err
+		}
+		addr, _, err := startServer(dir, "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, addr)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	var out bytes.Buffer
+	cmd := exec.Command(cli, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out.String())
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = c.Close()
+				return nil, fmt.Errorf("node %s not cluster_state:ok within 15s: %v %s", addr, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = c.Close()
+	}
+	return addrs, nil
+}
+
+// backend builds the Redis client of one test flavour.
+type backend struct {
+	name string
+	new  func(t testing.TB) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"client", func(t testing.TB) redis.UniversalClient { return redis.NewClient(mainOptions(t)) }},
+		{"ring3", newRing},
+		{"cluster3", func(t testing.TB) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs(t)})
+		}},
+	}
+}
+
+// newRing returns a 3-shard Ring: the test Redis and two started shards.
+func newRing(t testing.TB) redis.UniversalClient {
+	opt := mainOptions(t)
+	extra := ringShards(t)
+	return redis.NewRing(&redis.RingOptions{
+		Addrs: map[string]string{"main": opt.Addr, "second": extra[0], "third": extra[1]},
+		DB:    opt.DB,
+		NewClient: func(o *redis.Options) *redis.Client {
+			if o.Addr == opt.Addr {
+				o.Username, o.Password = opt.Username, opt.Password
+			} else {
+				o.DB = 0
+			}
+			return redis.NewClient(o)
+		},
+	})
+}
+
+// forEachBackend runs fn as a parallel subtest per backend.
+func forEachBackend(t *testing.T, fn func(t *testing.T, tb *bundle)) {
+	t.Helper()
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t, be.new(t)))
+		})
+	}
+}
+
+type bundle struct {
+	ctx     context.Context
+	client  redis.UniversalClient
+	keys    rediskey.Space
+	barrier *checkpoint.Barrier
+}
+
+func setup(t testing.TB, client redis.UniversalClient) *bundle {
+	t.Helper()
+	keys, err := rediskey.New("test-" + randHex(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cleanKeys(t, client, keys)
+		_ = client.Close()
+	})
+	return &bundle{
+		ctx:     context.Background(),
+		client:  client,
+		keys:    keys,
+		barrier: checkpoint.New(checkpoint.Params{Client: client}),
+	}
+}
+
+// key returns a fresh barrier key in tb's namespace.
+func (tb *bundle) key() string { return tb.keys.Checkpoint("cp-" + randHex(4)) }
+
+// forEachServer calls fn with every server behind c.
+func forEachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.Ring:
+		return c.ForEachShard(ctx, fn)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unknown client %T", c)
+}
+
+func cleanKeys(t testing.TB, c redis.UniversalClient, keys rediskey.Space) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := forEachServer(ctx, c, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Logf("clean up keys %s*: %v", keys.Prefix(), err)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

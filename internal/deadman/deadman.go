@@ -1,0 +1,617 @@
+// Package deadman is oncesync's dead-man check (SPEC §9): every hour at
+// minute 13 the leader asks, for every workspace with an active sync and for
+// every active sync on its own, whether a run succeeded within the dead-man
+// window, and raises one critical alert per silence.
+//
+// A silence is one of two kinds: runs_without_success (runs were recorded in
+// the window, none succeeded: the sync's owner has a failure to fix) or
+// no_runs (nothing was recorded: a stopped scheduler, a stuck queue, a worker
+// that never started: the operator's). Workspaces and syncs enabled less than
+// a window ago are skipped. An alert creates a marker (scope, id, kind, since)
+// that suppresses repeats until the first successful run after the silence
+// began; that run's check removes the marker, sends an info-level resolution
+// notice and so re-arms the alert.
+//
+// The per-sync check exists because a workspace check alone lets a healthy
+// sync hide a silent sibling. The window is per-sync overridable; workspaces
+// use the deployment's window.
+//
+// Everything the check reads comes from one query (Store.SyncActivity), so
+// its cost is one scan of the syncs with a few index probes each, whatever
+// the number of runs. Markers live in Redis when one is configured
+// (RedisMarkers), else in the store.
+package deadman
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// DefaultWindow is the dead-man window when none is configured (SPEC §9).
+const DefaultWindow = 24 * time.Hour
+
+// Scope says what a check or a marker is about.
+type Scope string
+
+// Scopes.
+const (
+	ScopeWorkspace Scope = "workspace"
+	ScopeSync      Scope = "sync"
+)
+
+// Valid reports whether s is a known scope.
+func (s Scope) Valid() bool { return s == ScopeWorkspace || s == ScopeSync }
+
+// Kind is the kind of a silence.
+type Kind string
+
+// Kinds of silence (SPEC §9).
+const (
+	// KindRunsWithoutSuccess: runs were recorded in the window, none
+	// succeeded. Owner: the sync's owner.
+	KindRunsWithoutSuccess Kind = "runs_without_success"
+	// KindNoRuns: no run was recorded in the window. Owner: the operator.
+	KindNoRuns Kind = "no_runs"
+)
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k == KindRunsWithoutSuccess || k == KindNoRuns }
+
+// AlertKind is the alert kind of a silence of kind k.
+func (k Kind) AlertKind() string {
+	if k == KindNoRuns {
+		return alert.KindDeadmanNoRuns
+	}
+	return alert.KindDeadmanRunsWithoutSuccess
+}
+
+// Owner is who has to act on a silence of kind k: the operator for no_runs
+// (the scheduler, queue or workers), the sync's owner otherwise.
+func (k Kind) Owner() failure.Owner {
+	if k == KindNoRuns {
+		return failure.OwnerOperator
+	}
+	return failure.OwnerYou
+}
+
+// Activity is what the check needs to know about one sync, read for every
+// sync in one query.
+type Activity struct {
+	SyncID    string
+	Workspace string
+	State     store.SyncState
+	// ChangedAt is the sync's last publish, enable or resume (SPEC §1).
+	ChangedAt time.Time
+	// LastSuccessAt is when the sync's latest successful run finished; zero
+	// if none ever did.
+	LastSuccessAt time.Time
+	// LastRunID, LastRunState and LastFailureCode describe the sync's latest
+	// recorded run (zero values if none).
+	LastRunID       int64
+	LastRunState    store.RunState
+	LastFailureCode string
+	// LastRunAt is the latest of that run's start and finish; zero if no run
+	// was ever recorded.
+	LastRunAt time.Time
+}
+
+// Store reads every sync's activity (active and paused) in one query.
+// store/sqlite and store/postgres implement it.
+type Store interface {
+	SyncActivity(ctx context.Context) ([]Activity, error)
+}
+
+// Marker is the record of one alerted silence: while it exists, the silence
+// of Scope/ID is not alerted again.
+type Marker struct {
+	Scope Scope
+	// ID is the workspace or sync id.
+	ID string
+	// Workspace is the workspace of a sync marker (= ID for a workspace).
+	Workspace string
+	// Kind is the kind of silence alerted.
+	Kind Kind
+	// Since is when the silence began: the last success before it, or, when
+	// there was none, the (oldest) sync's changed_at. The first success
+	// after Since ends the incident.
+	Since time.Time
+	// RaisedAt is when the alert was sent, and AlertID its id.
+	RaisedAt time.Time
+	AlertID  string
+}
+
+// MarkerStore keeps markers. PutDeadmanMarker has SET NX semantics: it
+// creates m unless a marker of (m.Scope, m.ID) exists, and reports whether
+// it did. store/sqlite, store/postgres and RedisMarkers implement it.
+type MarkerStore interface {
+	ListDeadmanMarkers(ctx context.Context) ([]Marker, error)
+	PutDeadmanMarker(ctx context.Context, m Marker) (created bool, err error)
+	DeleteDeadmanMarker(ctx context.Context, scope Scope, id string) (deleted bool, err error)
+}
+
+// Notifier sends alerts; *alert.Dispatcher implements it.
+type Notifier interface {
+	Notify(ctx context.Context, a alert.Alert) (alert.Alert, error)
+}
+
+// Params configure a Checker.
+type Params struct {
+	Store    Store       // required
+	Markers  MarkerStore // required
+	Notifier Notifier    // required
+	// Clock tells the time of the check (nil: the wall clock).
+	Clock clock.Clock
+	// Logger receives one summary line per check (nil: discarded).
+	Logger *slog.Logger
+	// DefaultWindow is the deployment's window (config settings.deadman_window;
+	// 0: DefaultWindow). Workspaces are checked with it.
+	DefaultWindow time.Duration
+	// Window returns a sync's window (its override or the deployment's, see
+	// config.Sync.EffectiveDeadmanWindow); nil or a result <= 0 means
+	// DefaultWindow.
+	Window func(syncID string) time.Duration
+	// Link returns the page of a sync, or of a workspace when syncID is ""
+	// (nil: no link).
+	Link func(workspace, syncID string) string
+	// MaxAlerts caps the alerts and notices one check sends (0:
+	// DefaultMaxAlerts; < 0: no cap). Beyond it, silences stay unmarked and
+	// ended silences marked, so the next check sends them: a mass silence
+	// (a stopped scheduler silences every sync) must not overflow the alert
+	// sinks' queues (alert.DefaultQueueSize), which drop what does not fit.
+	// Workspaces are judged first, so their alerts go out first.
+	MaxAlerts int
+}
+
+// DefaultMaxAlerts is Params.MaxAlerts' default: below alert.DefaultQueueSize.
+const DefaultMaxAlerts = 200
+
+// Checker runs the dead-man check. It is safe for concurrent use; concurrent
+// checks (two leaders for a moment) alert once, thanks to the markers' NX.
+type Checker struct {
+	st       Store
+	markers  MarkerStore
+	notifier Notifier
+	clock    clock.Clock
+	log      *slog.Logger
+	window   time.Duration
+	windowOf func(string) time.Duration
+	link     func(string, string) string
+	max      int
+}
+
+// ErrInvalidParams is returned by New when a required parameter is missing.
+var ErrInvalidParams = errors.New("deadman: invalid parameters")
+
+// New returns a Checker.
+func New(p Params) (*Checker, error) {
+	if p.Store == nil || p.Markers == nil || p.Notifier == nil {
+		return nil, fmt.Errorf("%w: Store, Markers and Notifier are required", ErrInvalidParams)
+	}
+	c := &Checker{
+		st: p.Store, markers: p.Markers, notifier: p.Notifier,
+		clock: p.Clock, log: p.Logger, window: p.DefaultWindow, windowOf: p.Window, link: p.Link,
+		max: p.MaxAlerts,
+	}
+	if c.max == 0 {
+		c.max = DefaultMaxAlerts
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.window <= 0 {
+		c.window = DefaultWindow
+	}
+	return c, nil
+}
+
+// Status is the outcome of one workspace's or sync's check.
+type Status string
+
+// Statuses.
+const (
+	// StatusOK: a run succeeded within the window.
+	StatusOK Status = "ok"
+	// StatusYoung: skipped, enabled less than a window ago.
+	StatusYoung Status = "young"
+	// StatusSilent: no run succeeded within the window.
+	StatusSilent Status = "silent"
+)
+
+// Verdict is the check of one workspace or one active sync.
+type Verdict struct {
+	Scope     Scope
+	ID        string // workspace or sync id
+	Workspace string
+	Status    Status
+	// Kind is the kind of silence (StatusSilent only).
+	Kind   Kind
+	Window time.Duration
+	// ChangedAt is the sync's changed_at; for a workspace, its oldest active
+	// sync's.
+	ChangedAt time.Time
+	// LastSuccessAt and LastRunAt are the latest over the workspace's syncs
+	// for a workspace (zero: never).
+	LastSuccessAt time.Time
+	LastRunAt     time.Time
+	// SilentSince is when the silence began (StatusSilent only): the last
+	// success, or ChangedAt when nothing ever succeeded.
+	SilentSince time.Time
+	// Marker is the incident's marker after the check (nil: none); a silent
+	// verdict without one has not been alerted.
+	Marker *Marker
+	// Alerted: this check sent the silence's alert.
+	Alerted bool
+	// Resolved: this check ended the previous silence (marker removed,
+	// resolution notice sent).
+	Resolved bool
+	// Deferred: this check reached Params.MaxAlerts before sending this
+	// verdict's alert or notice; the next check sends it.
+	Deferred bool
+}
+
+// Report is what one check saw and did.
+type Report struct {
+	At time.Time
+	// Verdicts has one entry per workspace with an active sync, then one
+	// per active sync, each group sorted by id.
+	Verdicts []Verdict
+	// Resolved are the markers removed with a resolution notice.
+	Resolved []Marker
+	// Dropped are the markers removed without a notice because their
+	// workspace or sync no longer exists.
+	Dropped []Marker
+	// Sent is the number of alerts and notices sent.
+	Sent int
+}
+
+// Find returns the verdict of scope/id.
+func (r Report) Find(scope Scope, id string) (Verdict, bool) {
+	for _, v := range r.Verdicts {
+		if v.Scope == scope && v.ID == id {
+			return v, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// Count returns the number of verdicts of scope (any scope when "") with
+// status.
+func (r Report) Count(scope Scope, status Status) int {
+	n := 0
+	for _, v := range r.Verdicts {
+		if (scope == "" || v.Scope == scope) && v.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// Alerted returns the verdicts whose alert this check sent.
+func (r Report) Alerted() []Verdict {
+	var out []Verdict
+	for _, v := range r.Verdicts {
+		if v.Alerted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Skipped returns the verdicts skipped as young.
+func (r Report) Skipped() []Verdict {
+	var out []Verdict
+	for _, v := range r.Verdicts {
+		if v.Status == StatusYoung {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+type markerKey struct {
+	scope Scope
+	id    string
+}
+
+// workspaceAgg is a workspace's activity folded over its syncs.
+type workspaceAgg struct {
+	id            string
+	anyActive     bool
+	oldestActive  time.Time // min changed_at of its active syncs
+	lastSuccessAt time.Time // over all its syncs
+	lastRunAt     time.Time // over all its syncs
+}
+
+// Check runs the dead-man check once: it alerts new silences, resolves
+// ended ones and returns what it saw. A failure to alert or resolve one
+// target does not stop the others; the returned error joins them (with a
+// complete Report of what was done).
+func (c *Checker) Check(ctx context.Context) (Report, error) {
+	return c.run(ctx, true)
+}
+
+// Evaluate is Check without side effects: no alert, no notice, no marker
+// change. Verdicts carry the markers as they are (`oncesync status`, the
+// sync page).
+func (c *Checker) Evaluate(ctx context.Context) (Report, error) {
+	return c.run(ctx, false)
+}
+
+func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
+	now := c.clock.Now()
+	rep := Report{At: now}
+	acts, err := c.st.SyncActivity(ctx)
+	if err != nil {
+		return rep, storeErr("read sync activity", err)
+	}
+	list, err := c.markers.ListDeadmanMarkers(ctx)
+	if err != nil {
+		return rep, storeErr("list markers", err)
+	}
+	markers := make(map[markerKey]*Marker, len(list))
+	for i := range list {
+		m := &list[i]
+		markers[markerKey{m.Scope, m.ID}] = m
+	}
+
+	// Fold the syncs into their workspaces.
+	wsIndex := make(map[string]int)
+	var workspaces []workspaceAgg
+	syncIDs := make(map[string]struct{}, len(acts))
+	for i := range acts {
+		a := &acts[i]
+		syncIDs[a.SyncID] = struct{}{}
+		j, ok := wsIndex[a.Workspace]
+		if !ok {
+			j = len(workspaces)
+			wsIndex[a.Workspace] = j
+			workspaces = append(workspaces, workspaceAgg{id: a.Workspace})
+		}
+		w := &workspaces[j]
+		if a.State == store.SyncActive {
+			if !w.anyActive || a.ChangedAt.Before(w.oldestActive) {
+				w.oldestActive = a.ChangedAt
+			}
+			w.anyActive = true
+		}
+		w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
+		w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
+	}
+	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
+
+	var errs []error
+	judge := func(t target) {
+		v, err := c.judge(ctx, now, t, markers[markerKey{t.scope, t.id}], apply, &rep)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if v != nil {
+			rep.Verdicts = append(rep.Verdicts, *v)
+		}
+	}
+	rep.Verdicts = make([]Verdict, 0, len(workspaces)+len(acts))
+	for i := range workspaces {
+		w := &workspaces[i]
+		judge(target{
+			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: c.window,
+			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt,
+		})
+	}
+	slices.SortFunc(acts, func(a, b Activity) int { return cmp.Compare(a.SyncID, b.SyncID) })
+	for i := range acts {
+		a := &acts[i]
+		judge(target{
+			scope: ScopeSync, id: a.SyncID, workspace: a.Workspace, active: a.State == store.SyncActive,
+			window: c.windowFor(a.SyncID), changedAt: a.ChangedAt,
+			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a,
+		})
+	}
+
+	// Markers whose workspace or sync is gone from the store.
+	for _, m := range list {
+		_, wsExists := wsIndex[m.ID]
+		_, syncExists := syncIDs[m.ID]
+		if (m.Scope == ScopeWorkspace && wsExists) || (m.Scope == ScopeSync && syncExists) {
+			continue
+		}
+		if !apply {
+			continue
+		}
+		if _, err := c.markers.DeleteDeadmanMarker(ctx, m.Scope, m.ID); err != nil {
+			errs = append(errs, fmt.Errorf("deadman: drop the marker of %s %s: %w", m.Scope, m.ID, err))
+			continue
+		}
+		rep.Dropped = append(rep.Dropped, m)
+	}
+
+	if apply {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "deadman check",
+			slog.Int("workspaces", len(workspaces)), slog.Int("syncs", len(acts)),
+			slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())),
+			slog.Int("resolved", len(rep.Resolved)), slog.Int("young", rep.Count("", StatusYoung)),
+			slog.Int("deferred", deferredCount(rep)),
+			slog.Duration("took", c.clock.Now().Sub(now)))
+	}
+	return rep, errors.Join(errs...)
+}
+
+// capped reports whether rep reached the cap of alerts per check.
+func (c *Checker) capped(rep *Report) bool { return c.max > 0 && rep.Sent >= c.max }
+
+func (c *Checker) windowFor(syncID string) time.Duration {
+	if c.windowOf != nil {
+		if w := c.windowOf(syncID); w > 0 {
+			return w
+		}
+	}
+	return c.window
+}
+
+// target is one workspace or sync to judge.
+type target struct {
+	scope         Scope
+	id            string
+	workspace     string
+	active        bool // a sync: active; a workspace: has an active sync
+	window        time.Duration
+	changedAt     time.Time
+	lastSuccessAt time.Time
+	lastRunAt     time.Time
+	last          *Activity // a sync's latest run (nil for a workspace)
+}
+
+// judge resolves t's ended silence, then judges t when it is active. It
+// returns nil for an inactive target (a paused sync, a workspace without an
+// active sync).
+func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker, apply bool, rep *Report) (*Verdict, error) {
+	var errs []error
+	resolved, deferred := false, false
+	if m != nil && t.lastSuccessAt.After(m.Since) {
+		switch {
+		case apply && c.capped(rep):
+			deferred = true
+		case apply:
+			done, err := c.resolve(ctx, now, t, *m)
+			switch {
+			case done:
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					rep.Sent++
+				}
+				rep.Resolved = append(rep.Resolved, *m)
+				m, resolved = nil, true
+			case err != nil:
+				errs = append(errs, err)
+			default: // another checker resolved it a moment ago
+				m = nil
+			}
+		}
+	}
+	if !t.active {
+		return nil, errors.Join(errs...)
+	}
+	v := &Verdict{
+		Scope: t.scope, ID: t.id, Workspace: t.workspace, Window: t.window, ChangedAt: t.changedAt,
+		LastSuccessAt: t.lastSuccessAt, LastRunAt: t.lastRunAt, Marker: m, Resolved: resolved, Deferred: deferred,
+	}
+	horizon := now.Add(-t.window)
+	switch {
+	case !t.lastSuccessAt.Before(horizon):
+		v.Status = StatusOK
+	case t.changedAt.After(horizon):
+		v.Status = StatusYoung
+	default:
+		v.Status = StatusSilent
+		v.Kind = KindNoRuns
+		if !t.lastRunAt.IsZero() && !t.lastRunAt.Before(horizon) {
+			v.Kind = KindRunsWithoutSuccess
+		}
+		v.SilentSince = t.changedAt
+		if !t.lastSuccessAt.IsZero() {
+			v.SilentSince = t.lastSuccessAt
+		}
+		switch {
+		case m != nil || !apply:
+		case c.capped(rep):
+			v.Deferred = true
+		default:
+			if err := c.raise(ctx, now, t, v); err != nil {
+				errs = append(errs, err)
+			} else if v.Alerted {
+				rep.Sent++
+			}
+		}
+	}
+	return v, errors.Join(errs...)
+}
+
+// raise creates the marker of a new silence and, if this check created it,
+// sends the alert. If the alert cannot be handed to the notifier, the
+// marker is removed again so the next check retries.
+func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) error {
+	a := c.silenceAlert(t, v)
+	a.ID = alert.NewID()
+	a.At = now
+	m := Marker{
+		Scope: t.scope, ID: t.id, Workspace: t.workspace, Kind: v.Kind,
+		Since: v.SilentSince, RaisedAt: now, AlertID: a.ID,
+	}
+	created, err := c.markers.PutDeadmanMarker(ctx, m)
+	if err != nil {
+		return fmt.Errorf("deadman: mark the silence of %s %s: %w", t.scope, t.id, err)
+	}
+	if !created { // another checker raised it a moment ago
+		if ms, err := c.markers.ListDeadmanMarkers(ctx); err == nil {
+			for i := range ms {
+				if ms[i].Scope == t.scope && ms[i].ID == t.id {
+					v.Marker = &ms[i]
+				}
+			}
+		}
+		return nil
+	}
+	if _, err := c.notifier.Notify(ctx, a); err != nil {
+		_, derr := c.markers.DeleteDeadmanMarker(ctx, t.scope, t.id)
+		return errors.Join(fmt.Errorf("deadman: alert the silence of %s %s: %w", t.scope, t.id, err), derr)
+	}
+	v.Marker, v.Alerted = &m, true
+	return nil
+}
+
+// resolve removes an ended silence's marker and, when this check removed it,
+// sends the resolution notice and reports true.
+func (c *Checker) resolve(ctx context.Context, now time.Time, t target, m Marker) (bool, error) {
+	deleted, err := c.markers.DeleteDeadmanMarker(ctx, m.Scope, m.ID)
+	if err != nil {
+		return false, fmt.Errorf("deadman: clear the silence of %s %s: %w", m.Scope, m.ID, err)
+	}
+	if !deleted {
+		return false, nil
+	}
+	a := c.resolvedAlert(t, m)
+	a.At = now
+	if _, err := c.notifier.Notify(ctx, a); err != nil {
+		// The marker is gone: the alert is re-armed; only the notice is lost.
+		return true, fmt.Errorf("deadman: notify the end of the silence of %s %s: %w", m.Scope, m.ID, err)
+	}
+	return true, nil
+}
+
+// storeErr wraps err, giving an unreachable store its catalog code.
+func storeErr(what string, err error) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return failure.Wrap(failure.StoreUnavailable, err, "deadman: %s", what)
+	}
+	return fmt.Errorf("deadman: %s: %w", what, err)
+}
+
+func deferredCount(rep Report) int {
+	n := 0
+	for _, v := range rep.Verdicts {
+		if v.Deferred {
+			n++
+		}
+	}
+	return n
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

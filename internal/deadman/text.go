@@ -1,0 +1,137 @@
+package deadman
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Alert texts: what happened (which silence, since when), the next step, the
+// owner and a link (SPEC §9, §10). Ids of workspaces and syncs are config
+// identifiers, never personal data.
+
+const (
+	nextNoRuns = "Check that `oncesync serve` is running (its leader enqueues the schedules), that the job queue " +
+		"and the store are reachable and that workers are started; `oncesync status %s` shows the last run. " +
+		"A sync without a schedule only runs on demand: run it or pause it."
+	nextRunsFailed = "Open the sync page: each failed run says what happened and what to do; fix the cause, then " +
+		"run the sync again (`oncesync run %s`) to confirm."
+	nextWorkspaceRunsFailed = "Open the workspace's syncs: each failed run says what happened and what to do; " +
+		"fix the causes, then run the syncs again to confirm."
+	nextResolved = "Nothing to do: the dead-man alert is re-armed for the next silence."
+)
+
+// silenceAlert is the critical alert of the silence judged in v.
+func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
+	recorded := "runs but none succeeded"
+	if v.Kind == KindNoRuns {
+		recorded = "no run"
+	}
+	clauses := []string{
+		fmt.Sprintf("%s recorded %s in the last %s", name(t), recorded, fmtWindow(t.window)),
+		sinceClause(t, v.SilentSince),
+	}
+	var next string
+	switch {
+	case v.Kind == KindNoRuns:
+		if t.lastRunAt.IsZero() {
+			clauses = append(clauses, "no run was ever recorded")
+		} else {
+			clauses = append(clauses, "the latest run was recorded at "+fmtTime(t.lastRunAt))
+		}
+		id := t.id
+		if t.scope == ScopeWorkspace {
+			id = "SYNC"
+		}
+		next = fmt.Sprintf(nextNoRuns, id)
+	case t.scope == ScopeWorkspace:
+		next = nextWorkspaceRunsFailed
+	default:
+		next = fmt.Sprintf(nextRunsFailed, t.id)
+		if code := t.last.LastFailureCode; code != "" {
+			e := failure.Lookup(failure.Code(code))
+			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) failed with %s", t.last.LastRunID, code))
+			next = e.NextStep
+		} else if t.last.LastRunState != "" {
+			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) is %s", t.last.LastRunID, t.last.LastRunState))
+		}
+	}
+	return alert.Alert{
+		Kind:         v.Kind.AlertKind(),
+		Severity:     alert.SeverityCritical,
+		Workspace:    t.workspace,
+		SyncID:       syncIDOf(t),
+		WhatHappened: strings.Join(clauses, "; ") + ".",
+		NextStep:     next,
+		Owner:        v.Kind.Owner(),
+		Link:         c.linkOf(t),
+	}
+}
+
+// resolvedAlert is the info notice that the silence of m ended.
+func (c *Checker) resolvedAlert(t target, m Marker) alert.Alert {
+	return alert.Alert{
+		Kind:      alert.KindDeadmanResolved,
+		Severity:  alert.SeverityInfo,
+		Workspace: t.workspace,
+		SyncID:    syncIDOf(t),
+		WhatHappened: fmt.Sprintf("%s succeeded again at %s, ending the %s silence alerted at %s (no success since %s).",
+			name(t), fmtTime(t.lastSuccessAt), m.Kind, fmtTime(m.RaisedAt), fmtTime(m.Since)),
+		NextStep: nextResolved,
+		Owner:    m.Kind.Owner(),
+		Link:     c.linkOf(t),
+	}
+}
+
+func (c *Checker) linkOf(t target) string {
+	if c.link == nil {
+		return ""
+	}
+	return c.link(t.workspace, syncIDOf(t))
+}
+
+func syncIDOf(t target) string {
+	if t.scope == ScopeSync {
+		return t.id
+	}
+	return ""
+}
+
+func name(t target) string {
+	if t.scope == ScopeWorkspace {
+		return fmt.Sprintf("Workspace %s", t.id)
+	}
+	return fmt.Sprintf("Sync %s (workspace %s)", t.id, t.workspace)
+}
+
+func sinceClause(t target, since time.Time) string {
+	if t.lastSuccessAt.IsZero() {
+		what := "it was enabled"
+		if t.scope == ScopeWorkspace {
+			what = "its oldest active sync was enabled"
+		}
+		return fmt.Sprintf("nothing has succeeded since %s at %s", what, fmtTime(since))
+	}
+	return "the last success was at " + fmtTime(since)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+// fmtWindow prints a window the way it is configured: "24h", "90m", "1h30m".
+func fmtWindow(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0 && d < time.Hour:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}

@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// DeadmanParams assemble the dead-man checker of SPEC §9.
+type DeadmanParams struct {
+	Config   *config.Config
+	Store    store.Store
+	Notifier deadman.Notifier
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// Link returns the page of a workspace or sync ("" when there is no UI).
+	Link func(workspace, syncID string) string
+	// Registerer, when set, gets oncesync_deadman_alerts_total{kind}.
+	Registerer prometheus.Registerer
+}
+
+// countingNotifier counts the dead-man alerts it passes on.
+type countingNotifier struct {
+	next  deadman.Notifier
+	count *prometheus.CounterVec
+}
+
+func (n countingNotifier) Notify(ctx context.Context, a alert.Alert) (alert.Alert, error) {
+	out, err := n.next.Notify(ctx, a)
+	if err == nil {
+		n.count.WithLabelValues(a.Kind).Inc()
+	}
+	return out, err
+}
+
+// Deadman returns the dead-man checker for the config: markers in Redis when
+// `redis` is set, else in the store. The close function releases the Redis
+// client.
+func Deadman(p DeadmanParams) (*deadman.Checker, func() error, error) {
+	ds, ok := p.Store.(deadman.Store)
+	if !ok {
+		return nil, nil, fmt.Errorf("the %T store cannot answer the dead-man check", p.Store)
+	}
+	closeFn := func() error { return nil }
+	var markers deadman.MarkerStore
+	if p.Config.Redis != "" {
+		opts, err := redis.ParseURL(p.Config.Redis)
+		if err != nil {
+			return nil, nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
+		}
+		client := redis.NewClient(opts)
+		markers, closeFn = deadman.NewRedisMarkers(client, rediskey.Default()), client.Close
+	} else if ms, ok := p.Store.(deadman.MarkerStore); ok {
+		markers = ms
+	} else {
+		return nil, nil, fmt.Errorf("the %T store cannot keep dead-man markers", p.Store)
+	}
+	notifier := p.Notifier
+	if p.Registerer != nil {
+		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncesync_deadman_alerts_total",
+			Help: "Dead-man alerts and resolution notices sent, by kind (SPEC §9).",
+		}, []string{"kind"})
+		for _, k := range []string{alert.KindDeadmanNoRuns, alert.KindDeadmanRunsWithoutSuccess, alert.KindDeadmanResolved} {
+			cv.WithLabelValues(k)
+		}
+		if err := p.Registerer.Register(cv); err != nil {
+			closeFn()
+			return nil, nil, err
+		}
+		notifier = countingNotifier{next: notifier, count: cv}
+	}
+	c, err := deadman.New(deadman.Params{
+		Store: ds, Markers: markers, Notifier: notifier, Clock: p.Clock, Logger: p.Logger,
+		DefaultWindow: p.Config.Settings.DeadmanWindow, Window: deadman.ConfigWindow(p.Config), Link: p.Link,
+	})
+	if err != nil {
+		closeFn()
+		return nil, nil, err
+	}
+	return c, closeFn, nil
+}

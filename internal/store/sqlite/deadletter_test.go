@@ -1,0 +1,17 @@
+package sqlite
+
+import (
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/checkpoint/checkpointtest"
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	checkpointtest.DeadLetterSuite(t, func(t *testing.T, clk clock.Clock) checkpoint.DeadLetters {
+		s, _ := openTemp(t, clk)
+		return s
+	})
+}
