@@ -375,6 +375,23 @@ syncs:
 			},
 		},
 		{
+			name: "partitioned sync needs identity and redis",
+			yaml: `syncs:
+  - id: s1
+    partitions: 4
+    source: {type: csv, path: a.csv}
+    destination: {type: webhook, url: https://example.com/h}
+  - id: s2
+    partitions: 2
+    source: {type: csv, path: a.csv, identity: id}
+    destination: {type: webhook, url: https://example.com/h}
+`,
+			want: []string{
+				`oncesync.yaml:3: syncs[0].partitions: partitions: 4 needs source.identity: rows are split between the partitions by a stable hash of the identity column`,
+				`oncesync.yaml:7: syncs[1].partitions: partitions: 2 needs redis: the partitions check the run's source snapshot in a checkpoint barrier kept in Redis`,
+			},
+		},
+		{
 			name: "store and redis urls",
 			yaml: `store: mysql://user:hunter2@db/x
 redis: http://:hunter2@cache:6379

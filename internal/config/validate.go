@@ -151,6 +151,23 @@ func (l *loader) validate(c *Config) {
 			}
 		}
 		l.validateSync(p, s)
+		l.validatePartitions(p, s, c.Redis != "")
+	}
+}
+
+// validatePartitions checks what a partitioned sync (SPEC §11) needs: an
+// identity column to split the rows by, and Redis for the checkpoint barrier
+// its partitions check before they write.
+func (l *loader) validatePartitions(p string, s *Sync, haveRedis bool) {
+	if s.Partitions <= 1 || l.bad[p+".partitions"] {
+		return
+	}
+	if strings.TrimSpace(s.Source.Identity) == "" && !l.bad[p+".source"] {
+		l.check(p+".partitions", fmt.Sprintf("partitions: %d needs source.identity: rows are split between the partitions by a stable hash of the identity column", s.Partitions))
+		return
+	}
+	if !haveRedis {
+		l.check(p+".partitions", fmt.Sprintf("partitions: %d needs redis: the partitions check the run's source snapshot in a checkpoint barrier kept in Redis", s.Partitions))
 	}
 }
 

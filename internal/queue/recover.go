@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -64,6 +65,9 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		if now.Sub(r.StartedAt) < grace {
 			continue
 		}
+		if sc, ok := s.cfg.Sync(r.SyncID); ok && sc.Partitions > 1 {
+			continue // a partitioned run holds no lease; its partitions do, and close it
+		}
 		l, err := s.inspector.LeaseGet(ctx, r.SyncID)
 		live := false
 		switch {
@@ -109,10 +113,6 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			dead[r.SyncID] = true
 		}
 	}
-	if len(dead) == 0 {
-		return out, errors.Join(errs...)
-	}
-
 	jobs, err := s.b.running(ctx, KindRunSync, recoverLimit)
 	if err != nil {
 		return out, errors.Join(append(errs, fmt.Errorf("recovery: list running jobs: %w", err))...)
@@ -121,9 +121,32 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	rescued := map[string]bool{}
 	for _, j := range jobs {
 		a, ok := runArgs(j.Kind, nil, j.EncodedArgs)
-		if ok && dead[a.SyncID] && j.AttemptedAt != nil && j.AttemptedAt.Before(horizon) {
+		if !ok || j.AttemptedAt == nil || !j.AttemptedAt.Before(horizon) {
+			continue
+		}
+		// A job still running whose sync has no live lease lost its worker:
+		// mid-run (dead[...]), or after its run finished and before River
+		// marked the job completed. Uniqueness per sync would block every
+		// later schedule tick until River's own rescue a day later.
+		if dead[a.SyncID] || !s.leaseLive(ctx, a.SyncID, now, self) {
 			out.Rescued = append(out.Rescued, j.ID)
 			rescued[a.SyncID] = true
+		}
+	}
+	// A partition's runs are recorded under PartitionSyncID: its job is
+	// rescued like a run's (it is not re-enqueued: it names no sync).
+	parts, err := s.b.running(ctx, KindRunPartition, recoverLimit)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("recovery: list running partition jobs: %w", err))
+	}
+	for _, j := range parts {
+		var a RunPartitionArgs
+		if json.Unmarshal(j.EncodedArgs, &a) != nil {
+			continue
+		}
+		if id := PartitionSyncID(a.SyncID, a.Partition); dead[id] && j.AttemptedAt != nil && j.AttemptedAt.Before(horizon) {
+			out.Rescued = append(out.Rescued, j.ID)
+			rescued[id] = true
 		}
 	}
 	if err := s.b.rescue(ctx, out.Rescued, horizon, "lease-expiry recovery: the worker died mid-run; resumed from the saved cursor"); err != nil {
@@ -145,4 +168,23 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		out.Enqueued = append(out.Enqueued, syncID)
 	}
 	return out, errors.Join(errs...)
+}
+
+// leaseLive reports whether someone alive holds the sync's lease; when the
+// lease cannot be read it answers true (when unsure, do nothing).
+func (s *Service) leaseLive(ctx context.Context, syncID string, now time.Time, self lease.Process) bool {
+	l, err := s.inspector.LeaseGet(ctx, syncID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		return true
+	}
+	if !l.ExpiresAt.After(now) {
+		return false
+	}
+	if holder, ok := lease.ParseProcess(l.Holder); ok && self.SameMachine(holder) && !holder.Alive() {
+		return false
+	}
+	return true
 }

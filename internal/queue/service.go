@@ -11,17 +11,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncesync/oncesync/internal/breaker"
+	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -108,6 +111,15 @@ type Params struct {
 	RecoveryInterval time.Duration
 	// DrainDeadline overrides DrainDeadline (tests).
 	DrainDeadline time.Duration
+	// Redis holds the checkpoint barriers of partitioned syncs (SPEC §11).
+	// Nil means a client of Config.Redis, opened when a sync of the config
+	// has partitions > 1 (and closed by Shutdown).
+	Redis redis.Scripter
+	// RedisKeys is the key space of the barriers (the zero Space is the
+	// default namespace).
+	RedisKeys rediskey.Space
+	// BarrierMetrics, if set, counts the barrier's outcomes.
+	BarrierMetrics *checkpoint.Metrics
 }
 
 // Service is a River client working runs of the config's syncs and, when it
@@ -129,6 +141,12 @@ type Service struct {
 	// destClients are HTTPClient instrumented per destination type.
 	destClients map[string]*http.Client
 	b           backend
+
+	// Partitioned syncs (partition.go): barrier is nil without Redis.
+	barrier     *checkpoint.Barrier
+	keys        rediskey.Space
+	deadLetters checkpoint.DeadLetters
+	closeRedis  func() error
 
 	drain     chan struct{}
 	drainOnce sync.Once
@@ -165,6 +183,9 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.recovery <= 0 {
 		s.recovery = RecoveryInterval
 	}
+	if err := s.openBarrier(ctx, p); err != nil {
+		return nil, err
+	}
 	drainDeadline := p.DrainDeadline
 	if drainDeadline <= 0 {
 		drainDeadline = DrainDeadline
@@ -189,6 +210,8 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runSyncWorker{s: s})
 	river.AddWorker(workers, &recoverWorker{s: s})
+	river.AddWorker(workers, &runPartitionedWorker{s: s})
+	river.AddWorker(workers, &runPartitionWorker{s: s})
 	if p.Deadman != nil {
 		deadman.Register(workers, p.Deadman)
 	}
@@ -224,6 +247,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		}
 	}
 	if s.b, err = openBackend(ctx, s.cfg, queueURL, rc); err != nil {
+		_ = s.closeRedis()
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "open the job queue")
 	}
 	if p.Registerer != nil {
@@ -282,8 +306,39 @@ func (s *Service) scheduledRun(sc *config.Sync) river.PeriodicJobConstructor {
 		if err := s.checkDefinition(ctx, sc); err != nil {
 			return nil, nil
 		}
-		return RunSyncArgs{SyncID: sc.ID, Reason: ReasonSchedule}, nil
+		return runArgsFor(sc, ReasonSchedule), nil
 	}
+}
+
+// openBarrier sets up the checkpoint barrier of partitioned syncs.
+func (s *Service) openBarrier(ctx context.Context, p Params) error {
+	s.keys = p.RedisKeys
+	s.closeRedis = func() error { return nil }
+	if dl, ok := p.Store.(checkpoint.DeadLetters); ok {
+		s.deadLetters = dl
+	}
+	client := p.Redis
+	if client == nil {
+		partitioned := false
+		for i := range s.cfg.Syncs {
+			partitioned = partitioned || s.cfg.Syncs[i].Partitions > 1
+		}
+		if !partitioned || s.cfg.Redis == "" {
+			return nil // a partitioned sync without Redis fails its runs, saying so
+		}
+		opts, err := redis.ParseURL(s.cfg.Redis)
+		if err != nil {
+			return failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
+		}
+		c := redis.NewClient(opts)
+		if err := c.Ping(ctx).Err(); err != nil {
+			_ = c.Close()
+			return failure.Wrap(failure.StoreUnavailable, err, "reach Redis for the checkpoint barrier")
+		}
+		client, s.closeRedis = c, c.Close
+	}
+	s.barrier = checkpoint.New(checkpoint.Params{Client: client, Metrics: p.BarrierMetrics, Logger: s.log, Clock: s.clock})
+	return nil
 }
 
 // Start publishes every sync of the config to the store and starts working
@@ -317,7 +372,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	if err := s.b.stop(ctx); err != nil {
 		return fmt.Errorf("queue shutdown: %w", err)
 	}
-	return s.b.close()
+	return errors.Join(s.b.close(), s.closeRedis())
 }
 
 // Where names the queue's database (no secrets) for start-up lines.
@@ -340,7 +395,7 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 	if err := s.checkDefinition(ctx, sc); err != nil {
 		return Enqueued{}, err
 	}
-	res, err := s.b.insert(ctx, RunSyncArgs{SyncID: syncID, Reason: reason}, nil)
+	res, err := s.b.insert(ctx, runArgsFor(sc, reason), nil)
 	if err != nil {
 		ferr := failure.Wrap(failure.StoreUnavailable, err, "queue a run of sync %s", syncID)
 		if re := (*recordedError)(nil); !errors.As(err, &re) {

@@ -125,13 +125,17 @@ func (m *insertRecorder) InsertMany(ctx context.Context, params []*rivertype.Job
 	return res, nil
 }
 
-// runArgs extracts RunSyncArgs from a job of kind KindRunSync.
+// runArgs extracts RunSyncArgs from a job of a run of a sync: KindRunSync,
+// or KindRunPartitioned (the coordinator of a partitioned run).
 func runArgs(kind string, args any, encoded []byte) (RunSyncArgs, bool) {
-	if kind != KindRunSync {
+	if kind != KindRunSync && kind != KindRunPartitioned {
 		return RunSyncArgs{}, false
 	}
-	if a, ok := args.(RunSyncArgs); ok {
+	switch a := args.(type) {
+	case RunSyncArgs:
 		return a, true
+	case RunPartitionedArgs:
+		return RunSyncArgs(a), true
 	}
 	var a RunSyncArgs
 	if err := json.Unmarshal(encoded, &a); err != nil || a.SyncID == "" {

@@ -18,11 +18,11 @@ import (
 // page runs steps 3–6 of SPEC §2 for one page.
 func (r *run) page(ctx context.Context, page source.Page) error {
 	pageNo := r.rec.Pages + 1
-	recs, err := r.keys(page)
+	recs, read, err := r.keys(page)
 	if err != nil {
 		return err
 	}
-	r.rec.Read += int64(len(page.Records))
+	r.rec.Read += read
 
 	// Step 3: one round trip for every key of the page.
 	keys := make([]string, 0, len(recs))
@@ -85,6 +85,10 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		if r.Hooks.BeforeClaim != nil {
 			r.Hooks.BeforeClaim(ctx, pageNo)
 		}
+		if err := r.beforeWrite(ctx); err != nil {
+			return err
+		}
+		claimedAt := r.Clock.Now()
 		if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(send),
 		}); err != nil {
@@ -95,8 +99,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		if err := r.ensureLease(ctx); err != nil {
 			return err
 		}
-		results, err := r.Destination.Write(ctx, send)
-		r.rec.Requests++
+		results, landed, err := r.write(ctx, send, claimedAt)
 		if err != nil {
 			if ctx.Err() != nil {
 				return cancelled(ctx)
@@ -107,7 +110,8 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 			r.Hooks.AfterWrite(ctx, pageNo)
 		}
 		// Step 5: mark outcomes (batched).
-		finish := make([]store.LedgerFinish, 0, len(results))
+		finish := make([]store.LedgerFinish, 0, len(results)+len(landed))
+		finish = append(finish, landed...)
 		var rejected int64
 		for _, res := range results {
 			switch res.Outcome {
@@ -118,7 +122,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 				finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerComplete, Result: res.Ref})
 			}
 		}
-		if len(results) != len(send) {
+		if len(results)+len(landed) != len(send) {
 			return failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(send)))
 		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
@@ -128,7 +132,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		}
 		r.rec.Written += int64(len(send)) - rejected
 		r.rec.Rejected += rejected
-		if rejected > 0 && rejected == int64(len(page.Records)) {
+		if rejected > 0 && rejected == read {
 			return failure.New(failure.DestinationRejectedRecords,
 				fmt.Sprintf("the destination refused all %d records of page %d", rejected, pageNo))
 		}
@@ -145,25 +149,91 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 	return nil
 }
 
-// keys maps every record and builds its delivery key (SPEC §3). A key seen
-// twice on one page (the same row twice) is kept once.
-func (r *run) keys(page source.Page) ([]destination.Record, error) {
-	out := make([]destination.Record, 0, len(page.Records))
+// beforeWrite runs Params.BeforeWrite and maps its error.
+func (r *run) beforeWrite(ctx context.Context) error {
+	if r.BeforeWrite == nil {
+		return nil
+	}
+	err := r.BeforeWrite(ctx)
+	var fe *failure.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return err
+	case ctx.Err() != nil:
+		return cancelled(ctx)
+	default:
+		return failure.Wrap(failure.StoreUnavailable, err, "could not check the source snapshot before writing")
+	}
+}
+
+// maxOutcomeChecks bounds how often one page's write is settled by reading
+// the destination back after its outcome was lost, within one run.
+const maxOutcomeChecks = 3
+
+// write sends recs. When the destination cannot tell whether a write landed
+// (a lost answer, a 502) and it can be asked (CapVerify), the run reads it
+// back at once: what landed is marked complete without writing again, the
+// rest is resent. It returns the results of the last write and the records
+// found landed.
+func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt time.Time) ([]destination.Result, []store.LedgerFinish, error) {
+	var landed []store.LedgerFinish
+	results, err := r.Destination.Write(ctx, recs)
+	r.rec.Requests++
+	for i := 0; err != nil && i < maxOutcomeChecks && ctx.Err() == nil &&
+		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; i++ {
+		found, verr := r.Destination.Verify(ctx, recs, claimedAt)
+		if verr != nil {
+			return nil, nil, verr
+		}
+		var rest []destination.Record
+		for _, rc := range recs {
+			if ref, ok := found[rc.Key]; ok {
+				landed = append(landed, store.LedgerFinish{Key: rc.Key, State: store.LedgerComplete, Result: ref})
+			} else {
+				rest = append(rest, rc)
+			}
+		}
+		r.Logger.Info("write outcome was unknown; read the destination back",
+			"sync", r.Sync.ID, "run", r.rec.ID, "landed", len(recs)-len(rest), "resend", len(rest))
+		if len(rest) == 0 {
+			return nil, landed, nil
+		}
+		if err := r.ensureLease(ctx); err != nil {
+			return nil, nil, err
+		}
+		recs = rest
+		results, err = r.Destination.Write(ctx, recs)
+		r.rec.Requests++
+	}
+	return results, landed, err
+}
+
+// keys maps every record of the run's slice (see Params.Filter) and builds
+// its delivery key (SPEC §3); read is the number of records in the slice. A
+// key seen twice on one page (the same row twice) is kept once.
+func (r *run) keys(page source.Page) (out []destination.Record, read int64, err error) {
+	out = make([]destination.Record, 0, len(page.Records))
 	seen := make(map[string]struct{}, len(page.Records))
 	for i, rec := range page.Records {
+		if r.Filter != nil && !r.Filter(rec) {
+			continue
+		}
+		read++
 		data, err := r.Sync.Mapping.Apply(rec)
 		if err != nil {
-			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+			return nil, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 		}
 		rh, err := ledger.RecordHash(data)
 		if err != nil {
-			return nil, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
+			return nil, 0, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
 		}
 		var key string
 		if r.Sync.Identity != "" {
 			id, err := mapping.Identity(rec, r.Sync.Identity)
 			if err != nil {
-				return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+				return nil, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 			}
 			key = ledger.Identity(r.Sync.ID, r.Source.ID(), id, rh)
 		} else {
@@ -176,7 +246,7 @@ func (r *run) keys(page source.Page) ([]destination.Record, error) {
 		seen[key] = struct{}{}
 		out = append(out, destination.Record{Key: key, Data: data})
 	}
-	return out, nil
+	return out, read, nil
 }
 
 // settle resolves in-doubt records and returns those to (re)send.

@@ -63,6 +63,14 @@ type Params struct {
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, SPEC §8).
 	AfterFailure func(ctx context.Context, run store.Run)
+	// Filter, if set, keeps the records of this run's slice (a partition of
+	// a partitioned sync, SPEC §11): a record it refuses is skipped, neither
+	// keyed nor written nor counted as read.
+	Filter func(source.Record) bool
+	// BeforeWrite, if set, runs before every claim of a page's records (the
+	// checkpoint barrier of a partition, SPEC §11). An error fails the run:
+	// a *failure.Error with its code, any other error as store_unavailable.
+	BeforeWrite func(ctx context.Context) error
 	// Hooks are test seams; nil hooks are skipped.
 	Hooks Hooks
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
@@ -30,6 +32,9 @@ type memDest struct {
 	writes map[string]int // key -> times written
 	calls  int
 	reject func(destination.Record) bool
+	// lose is how many more writes are applied but answered with an error,
+	// as when the connection is cut after the destination committed.
+	lose int
 }
 
 func newMemDest(c destination.Capability) *memDest {
@@ -50,6 +55,10 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 		}
 		d.writes[r.Key]++
 		out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: "ref-" + r.Key[:8]})
+	}
+	if d.lose > 0 {
+		d.lose--
+		return nil, failure.New(failure.DestinationUnavailable, "the answer was lost")
 	}
 	return out, nil
 }
@@ -433,5 +442,71 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 	}
 	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 		t.Fatalf("records %d dups %d", recs, dups)
+	}
+}
+
+func TestFilterAndBeforeWrite(t *testing.T) {
+	t.Parallel()
+	even := func(rec source.Record) bool {
+		n, err := strconv.Atoi(fmt.Sprint(rec.Fields["id"]))
+		return err == nil && n%2 == 0
+	}
+	tests := []struct {
+		name        string
+		failOnCall  int // BeforeWrite fails on this call (1-based); 0 never
+		err         error
+		wantCode    failure.Code
+		wantWritten int64
+		wantRead    int64
+		wantCalls   int
+	}{
+		{name: "aligned", wantWritten: 500, wantRead: 500, wantCalls: 10},
+		{name: "failure code kept", failOnCall: 3, err: failure.New(failure.SourceChangedDuringRun, "changed"),
+			wantCode: failure.SourceChangedDuringRun, wantWritten: 100, wantRead: 150, wantCalls: 3},
+		{name: "plain error is store_unavailable", failOnCall: 1, err: errors.New("redis down"),
+			wantCode: failure.StoreUnavailable, wantWritten: 0, wantRead: 50, wantCalls: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 1000, destination.CapVerify)
+			p := tb.params(t, "id")
+			p.Filter = even
+			calls := 0
+			p.BeforeWrite = func(ctx context.Context) error {
+				calls++
+				if calls == tt.failOnCall {
+					return tt.err
+				}
+				return nil
+			}
+			r, err := Run(context.Background(), p)
+			if got := failure.CodeOf(err); tt.wantCode != "" && got != tt.wantCode || tt.wantCode == "" && err != nil {
+				t.Fatalf("err %v (code %q), want code %q", err, got, tt.wantCode)
+			}
+			if r.Written != tt.wantWritten || r.Read != tt.wantRead || calls != tt.wantCalls {
+				t.Fatalf("run %+v, BeforeWrite calls %d; want written %d read %d calls %d", r, calls, tt.wantWritten, tt.wantRead, tt.wantCalls)
+			}
+			_, recs, dups := tb.dest.stats()
+			if int64(recs) != tt.wantWritten || dups != 0 {
+				t.Fatalf("dest records %d dups %d", recs, dups)
+			}
+		})
+	}
+}
+
+func TestLostAnswerIsReadBackNotResent(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	tb.dest.lose = 2 // two pages are applied but their answers are lost
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 500 {
+		t.Fatalf("run: %+v", r)
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+		t.Fatalf("records %d, duplicate writes %d", recs, dups)
 	}
 }

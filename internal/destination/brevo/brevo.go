@@ -237,6 +237,13 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 			if ctx.Err() != nil {
 				return nil, d.interrupted(ctx, ctx.Err())
 			}
+			if req.method != http.MethodGet {
+				// The write may have been applied and only its answer lost:
+				// resending it here could write twice. Leave it to the caller
+				// to read Brevo back (SPEC §4) before writing again.
+				return nil, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", ErrOutcomeUnknown, d.safe(err)),
+					"brevo's answer to %s was lost", req.route)
+			}
 			lastErr, rateLimited = err, false
 			wait = backoff(attempt)
 		case resp.status >= 200 && resp.status < 300:
@@ -256,7 +263,13 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 					}
 					wait = reset
 				}
+			case req.method != http.MethodGet && resp.status != http.StatusServiceUnavailable &&
+				(resp.status >= 500 || resp.status == http.StatusRequestTimeout):
+				// 500, 502, 504, 408 on a write: it may have been applied.
+				return nil, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", ErrOutcomeUnknown, d.safe(apiErr)),
+					"brevo answered %d to %s; the write may have been applied", resp.status, req.route)
 			case resp.status >= 500 || resp.status == http.StatusRequestTimeout:
+				// 503 (Brevo did not take the request) or a read: safe to retry.
 				lastErr, rateLimited = apiErr, false
 				wait = backoff(attempt)
 			default:

@@ -16,6 +16,11 @@ const maxMessageLen = 1000
 // the records landed yet (an import process is still running).
 var ErrNoVerify = errors.New("brevo: cannot verify yet")
 
+// ErrOutcomeUnknown: a write's answer was lost or ambiguous (a cut
+// connection, 500, 502, 504, 408), so it may or may not have been applied.
+// It is not retried blindly; the records are settled by reading Brevo back.
+var ErrOutcomeUnknown = errors.New("brevo: the write's outcome is unknown")
+
 // APIError is a non-2xx answer from Brevo, decoded from its error model
 // ({code, message}). Its Error text never holds the API key or an e-mail
 // address: Message is redacted when formatted (the raw Message field may hold

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+// The short chaos subset that runs in `make test` (about a minute, the three
+// in parallel): kill9-foreground, zombie, and a one-minute workers-kill9 on
+// PostgreSQL + Redis with a 5 s lease. `make chaos` runs the full set.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oncesync-chaos-test-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "oncesync")
+	build := exec.Command("go", "build", "-o", binary, "github.com/oncesync/oncesync/cmd/oncesync")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building oncesync:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// setup returns an env for scenario name with a fixed seed; the scenario's
+// progress goes to the test log.
+func setup(t *testing.T, name string) *env {
+	t.Helper()
+	o := options{
+		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute,
+		DBURL:    envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		RedisURL: envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+	}
+	e, err := newEnv(context.Background(), envParams{Options: o, Name: name, Log: tlog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if dir := e.close(t.Failed()); dir != "" {
+			t.Logf("work dir kept: %s", dir)
+		}
+	})
+	return e
+}
+
+// tlog writes progress lines to the test log.
+type tlog struct{ t *testing.T }
+
+func (l tlog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// finish judges row, skips on errSkip (fails in CI), and fails on any problem.
+func finish(t *testing.T, row *Row, err error) *Row {
+	t.Helper()
+	if errors.Is(err, errSkip) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("in CI: %v", err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	row.judge()
+	var b bytes.Buffer
+	printTable(&b, []*Row{row})
+	t.Logf("\n%s", b.String())
+	if !row.OK {
+		t.Fatalf("scenario failed: %s", strings.Join(row.Problems, "; "))
+	}
+	if row.Delivered != row.Records || row.Lost != 0 || row.DuplicateWrites != 0 {
+		t.Fatalf("records %d, delivered %d, lost %d, duplicates %d", row.Records, row.Delivered, row.Lost, row.DuplicateWrites)
+	}
+	return row
+}
+
+func TestKill9Foreground(t *testing.T) {
+	t.Parallel()
+	row, err := kill9Foreground(context.Background(), setup(t, "kill9-foreground"))
+	row = finish(t, row, err)
+	if row.Kills != 4 {
+		t.Fatalf("want 4 kills, got %d (the source is too small for the kill points?)", row.Kills)
+	}
+	if row.Runs != 5 {
+		t.Fatalf("want 4 killed runs and a final one, got %d runs", row.Runs)
+	}
+	if len(row.Resume) != row.Kills {
+		t.Fatalf("want a resume time per kill, got %d for %d kills", len(row.Resume), row.Kills)
+	}
+}
+
+func TestZombie(t *testing.T) {
+	t.Parallel()
+	row, err := zombie(context.Background(), setup(t, "zombie"))
+	row = finish(t, row, err)
+	if row.Kills != 1 || len(row.Resume) == 0 {
+		t.Fatalf("want one frozen worker whose syncs were taken over; kills %d, resume samples %d", row.Kills, len(row.Resume))
+	}
+}
+
+// TestWorkersKill9OneMinute is workers-kill9 scaled down: 6 syncs, serve +
+// 2 workers, a worker SIGKILLed every 7-10 s for 25 s, a 5 s lease.
+func TestWorkersKill9OneMinute(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "workers-kill9")
+	row := &Row{resumeGoal: 45 * time.Second}
+	var err error
+	if err = needPG(context.Background(), e); err == nil {
+		err = runKillCluster(context.Background(), e, row, clusterParams{
+			Syncs: 6, SingleEvery: 3, InitialRows: 600, AppendRows: 100, PageSize: 100, Workers: 2, Slots: 2,
+			Settings: "{lease_ttl: 5s, lease_renew: 2s}", LeaseTTL: 5 * time.Second, SettleLimit: 75 * time.Second,
+			Fake: fakebrevo.Options{Latency: 30 * time.Millisecond},
+		}, 25*time.Second, 7*time.Second, 10*time.Second)
+	}
+	row = finish(t, row, err)
+	if row.Kills < 2 {
+		t.Fatalf("want at least 2 kills, got %d", row.Kills)
+	}
+	if row.Runs == 0 {
+		t.Fatal("no runs recorded in the store")
+	}
+}
+
+func TestRowJudge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		row  Row
+		ok   bool
+	}{
+		{"clean", Row{Records: 10, Delivered: 10}, true},
+		{"duplicate", Row{Records: 10, Delivered: 10, DuplicateWrites: 1}, false},
+		{"lost", Row{Records: 10, Delivered: 9, Lost: 1}, false},
+		{"nothing checked", Row{}, false},
+		{"skipped", Row{Skipped: "no PostgreSQL"}, true},
+		{"problem", Row{Records: 1, Delivered: 1, Problems: []string{"stuck run"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := tc.row
+			r.judge()
+			if r.OK != tc.ok {
+				t.Fatalf("OK = %v, want %v (problems %v)", r.OK, tc.ok, r.Problems)
+			}
+		})
+	}
+	r := Row{Records: 1, Delivered: 1, resumeGoal: 45 * time.Second,
+		Resume: []time.Duration{time.Second, 2 * time.Second, 50 * time.Second}}
+	r.judge()
+	if r.ResumeP50 != 2 || r.ResumeMax != 50 || r.ResumeP95 != 50 || !strings.Contains(strings.Join(r.Notes, " "), "MISSED") {
+		t.Fatalf("percentiles p50 %v p95 %v max %v, notes %v", r.ResumeP50, r.ResumeP95, r.ResumeMax, r.Notes)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--scenario", "nope"}, &out, &errb); code != 2 {
+		t.Fatalf("unknown scenario: exit %d, want 2: %s", code, errb.String())
+	}
+	if code := run(context.Background(), []string{"--duration", "1s"}, &out, &errb); code != 2 {
+		t.Fatalf("short duration: exit %d, want 2", code)
+	}
+	got, err := selectScenarios("zombie, kill9-foreground")
+	if err != nil || len(got) != 2 || got[0].Name != "zombie" || got[1].Name != "kill9-foreground" {
+		t.Fatalf("selectScenarios: %v %v", got, err)
+	}
+}

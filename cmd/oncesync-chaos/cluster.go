@@ -1,0 +1,563 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+// clusterParams configure a several-processes deployment: one `serve` and
+// some `worker` processes on a PostgreSQL store with Redis.
+type clusterParams struct {
+	Syncs       int
+	SingleEvery int // every SingleEvery-th sync uses the single path (0: none)
+	InitialRows int // per bulk sync; single syncs get a fifth
+	AppendRows  int // per bulk sync per AppendEvery; single syncs get a fifth
+	AppendEvery time.Duration
+	PageSize    int
+	Schedule    string
+	Settings    string // YAML flow map
+	Workers     int    // worker processes (besides serve)
+	Slots       int    // --workers of every process
+	Fake        fakebrevo.Options
+	// ServerURL is the PostgreSQL server; the cluster works in a database of
+	// its own on it (created, then dropped). Default: --database-url.
+	ServerURL string
+	RedisURL  string // default: --redis-url
+	// LeaseTTL is the lease TTL the settings give (for the stuck-run horizon).
+	LeaseTTL time.Duration
+	// SettleLimit bounds the wait for delivery at the end (default 5m).
+	SettleLimit time.Duration
+}
+
+// cluster is a running deployment.
+type cluster struct {
+	e       *env
+	p       clusterParams
+	dest    *dest
+	probe   *probe
+	config  string
+	dbURL   string
+	sources []*csvSource
+	ids     []string
+
+	mu       sync.Mutex
+	serve    *proc
+	workers  []*proc
+	started  int
+	kills    []killRecord
+	lastHit  time.Time // the last nemesis action
+	drains   []time.Duration
+	stopBg   context.CancelFunc
+	bgDone   sync.WaitGroup
+	appendMu sync.Mutex
+	appendOn bool
+}
+
+// killRecord is one nemesis action against a process.
+type killRecord struct {
+	At    time.Time
+	Sig   syscall.Signal
+	Proc  string
+	Syncs []string // syncs whose lease the victim held
+}
+
+// pgAvailable reports whether the PostgreSQL server answers.
+func pgAvailable(ctx context.Context, serverURL string) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, serverURL)
+	if err != nil {
+		return err
+	}
+	return conn.Close(cctx)
+}
+
+// createDatabase creates a fresh database on serverURL and returns its URL;
+// it is dropped when the scenario ends.
+func (e *env) createDatabase(ctx context.Context, serverURL string) (string, error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "chaos_" + strings.ReplaceAll(e.name, "-", "_") + "_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("PostgreSQL at the --database-url: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	e.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, serverURL)
+		if err != nil {
+			e.logf("could not drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			e.logf("could not drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// newCluster writes the sources and the config, starts the fake, serve and
+// the workers, and starts appending rows to the sources.
+func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error) {
+	if p.ServerURL == "" {
+		p.ServerURL = e.o.DBURL
+	}
+	if p.RedisURL == "" {
+		p.RedisURL = e.o.RedisURL
+	}
+	if p.Schedule == "" {
+		p.Schedule = "@every 5s"
+	}
+	if p.Settings == "" {
+		p.Settings = "{lease_ttl: 30s, lease_renew: 10s}"
+		p.LeaseTTL = 30 * time.Second
+	}
+	if p.Slots == 0 {
+		p.Slots = 4
+	}
+	if p.AppendEvery == 0 {
+		p.AppendEvery = 5 * time.Second
+	}
+	dbURL, err := e.createDatabase(ctx, p.ServerURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{e: e, p: p, dbURL: dbURL}
+	if c.dest, err = e.newDest(p.Fake); err != nil {
+		return nil, err
+	}
+	var tag [3]byte
+	_, _ = rand.Read(tag[:])
+	var syncs strings.Builder
+	for i := range p.Syncs {
+		id := fmt.Sprintf("c%s-s%02d", hex.EncodeToString(tag[:]), i)
+		mode, rows := "bulk", p.InitialRows
+		if p.SingleEvery > 0 && i%p.SingleEvery == p.SingleEvery-1 {
+			mode, rows = "single", max(1, p.InitialRows/5)
+		}
+		src, err := newCSVSource(e.dir, id, mode, rows)
+		if err != nil {
+			return nil, err
+		}
+		c.sources = append(c.sources, src)
+		c.ids = append(c.ids, id)
+		fmt.Fprintf(&syncs, `  - id: %s
+    workspace: chaos
+    schedule: %q
+    source: {type: csv, path: %s, page_size: %d, identity: id}
+    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+    mapping: {email: email, attributes: {FIRSTNAME: first_name}}
+`, id, p.Schedule, filepath.Base(src.path), p.PageSize, c.dest.URL(id), mode)
+	}
+	c.config = filepath.Join(e.dir, "oncesync.yaml")
+	redisLine := ""
+	if p.RedisURL != "" {
+		redisLine = "redis: " + p.RedisURL + "\n"
+	}
+	cfg := fmt.Sprintf("store: %s\n%ssettings: %s\nsyncs:\n%s", dbURL, redisLine, p.Settings, syncs.String())
+	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	if c.probe, err = openPGProbe(dbURL, p.RedisURL); err != nil {
+		return nil, err
+	}
+	e.onClose(c.probe.close)
+
+	// serve first: it applies the migrations the workers rely on.
+	if c.serve, err = c.startServe(); err != nil {
+		return nil, err
+	}
+	if err := c.waitStarted(ctx, c.serve); err != nil {
+		return nil, err
+	}
+	for i := range p.Workers {
+		w, err := c.startWorker(i)
+		if err != nil {
+			return nil, err
+		}
+		c.workers = append(c.workers, w)
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopBg = cancel
+	e.onClose(c.stopBackground)
+	c.appendOn = true
+	c.bgDone.Add(2)
+	go func() { defer c.bgDone.Done(); c.probe.pollCursors(bg, 200*time.Millisecond) }()
+	go func() { defer c.bgDone.Done(); c.appender(bg) }()
+	e.logf("cluster up: serve + %d workers (%d slots each), %d syncs (%s), store %s, redis %s",
+		p.Workers, p.Slots, p.Syncs, p.Schedule, redactedDB(dbURL), p.RedisURL)
+	return c, nil
+}
+
+func redactedDB(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "postgres"
+	}
+	u.RawQuery = ""
+	return u.Redacted()
+}
+
+func (c *cluster) stopBackground() {
+	if c.stopBg != nil {
+		c.stopBg()
+		c.bgDone.Wait()
+	}
+}
+
+func (c *cluster) startServe() (*proc, error) {
+	c.started++
+	return c.e.oncesync("serve", "serve", "--config", c.config, "--listen", "127.0.0.1:0",
+		"--workers", fmt.Sprint(c.p.Slots), "--log-level", "info")
+}
+
+func (c *cluster) startWorker(i int) (*proc, error) {
+	c.started++
+	return c.e.oncesync(fmt.Sprintf("worker%d", i+1), "worker", "--config", c.config,
+		"--workers", fmt.Sprint(c.p.Slots), "--log-level", "info")
+}
+
+// waitStarted waits for p's start line ("oncesync serve: ...").
+func (c *cluster) waitStarted(ctx context.Context, p *proc) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.output(), "oncesync "+strings.Fields(p.cmd.Args[1])[0]+": ") {
+			return nil
+		}
+		if !p.running() {
+			return fmt.Errorf("%s exited at start (%d):\n%s", p.name, p.exitCode(), p.tail(20))
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s did not start within 60 s:\n%s", p.name, p.tail(20))
+}
+
+// appender grows every source every AppendEvery while appending is on.
+func (c *cluster) appender(ctx context.Context) {
+	t := time.NewTicker(c.p.AppendEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.appendMu.Lock()
+		on := c.appendOn
+		c.appendMu.Unlock()
+		if !on || c.p.AppendRows == 0 {
+			continue
+		}
+		for _, s := range c.sources {
+			n := c.p.AppendRows
+			if s.mode == "single" {
+				n = max(1, n/5)
+			}
+			if err := s.append(n); err != nil {
+				c.e.logf("append to %s: %v", s.syncID, err)
+			}
+		}
+	}
+}
+
+func (c *cluster) stopAppending() {
+	c.appendMu.Lock()
+	defer c.appendMu.Unlock()
+	c.appendOn = false
+}
+
+// hit signals one process, first noting which syncs it holds.
+func (c *cluster) hit(ctx context.Context, p *proc, sig syscall.Signal) killRecord {
+	held := c.probe.heldBy(ctx, c.ids, p.pid())
+	k := killRecord{At: time.Now(), Sig: sig, Proc: p.name, Syncs: held}
+	_ = p.signal(sig)
+	c.mu.Lock()
+	c.kills = append(c.kills, k)
+	c.lastHit = k.At
+	c.mu.Unlock()
+	c.e.vlogf("%s %s (pid %d), holding %d syncs", sig, p.name, p.pid(), len(held))
+	return k
+}
+
+// noteHit records a nemesis action that is not a signal (a service outage).
+func (c *cluster) noteHit(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastHit = at
+}
+
+// outageOver records the end of a service outage: the resume time of every
+// sync is measured from it.
+func (c *cluster) outageOver(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastHit = at
+	c.kills = append(c.kills, killRecord{At: at, Proc: "outage", Syncs: slices.Clone(c.ids)})
+}
+
+// busyWorker picks a worker that holds at least one lease (seeded choice
+// among them), polling for up to 10 s; else any worker.
+func (c *cluster) busyWorker(ctx context.Context) int {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var busy []int
+		c.mu.Lock()
+		workers := append([]*proc(nil), c.workers...)
+		c.mu.Unlock()
+		for i, w := range workers {
+			if w.running() && len(c.probe.heldBy(ctx, c.ids, w.pid())) > 0 {
+				busy = append(busy, i)
+			}
+		}
+		if len(busy) > 0 {
+			return busy[c.e.intN(len(busy))]
+		}
+		if time.Now().After(deadline) || sleep(ctx, 20*time.Millisecond) != nil {
+			return c.e.intN(len(workers))
+		}
+	}
+}
+
+// restartWorker starts a new process in slot i.
+func (c *cluster) restartWorker(i int) error {
+	w, err := c.startWorker(i)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.workers[i] = w
+	c.mu.Unlock()
+	return nil
+}
+
+// progressAfter is syncID's first progress after t: an accepted write at the
+// fake or a cursor move in the store.
+func (c *cluster) progressAfter(syncID string, t time.Time) (time.Time, bool) {
+	return firstOf(c.dest.firstWriteAfter(syncID, t))(c.probe.firstMoveAfter(syncID, t))
+}
+
+// firstOf returns the earlier of two optional times (curried for two
+// two-valued calls).
+func firstOf(a time.Time, aok bool) func(time.Time, bool) (time.Time, bool) {
+	return func(b time.Time, bok bool) (time.Time, bool) {
+		switch {
+		case aok && bok:
+			if b.Before(a) {
+				return b, true
+			}
+			return a, true
+		case aok:
+			return a, true
+		default:
+			return b, bok
+		}
+	}
+}
+
+// caughtUp reports whether every source row is at the fake.
+func (c *cluster) caughtUp() bool {
+	for _, s := range c.sources {
+		if !s.caughtUp(c.dest.fake) {
+			return false
+		}
+	}
+	return true
+}
+
+// settle stops the sources growing, waits for every row to be delivered and
+// for every run that was running at the last nemesis action to end (lease
+// expiry plus two recovery sweeps after it), then stops every process with
+// SIGTERM and checks the drain times and that no run is left running.
+func (c *cluster) settle(ctx context.Context, row *Row, limit time.Duration) error {
+	if c.p.SettleLimit > 0 {
+		limit = c.p.SettleLimit
+	}
+	c.stopAppending()
+	c.e.logf("settling: sources frozen at %d rows; waiting for delivery and for stuck runs to be recovered", c.totalRows())
+	c.mu.Lock()
+	lastHit := c.lastHit
+	c.mu.Unlock()
+	horizon := c.p.LeaseTTL + 22*time.Second // lease expiry + two recovery sweeps (every 10 s) + slack
+	deadline := time.Now().Add(limit)
+	var stuck int64 = -1
+	for {
+		delivered := c.caughtUp()
+		if delivered && time.Since(lastHit) > horizon {
+			n, err := c.probe.runningSince(ctx, lastHit)
+			if err == nil {
+				stuck = n
+				if n == 0 {
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			if !delivered {
+				row.problemf("not every row was delivered %s after the sources stopped growing", limit)
+				c.diagnose(ctx, row)
+			}
+			if stuck > 0 {
+				row.problemf("%d runs that were running at the last nemesis action were still running %s later (stuck: not recovered)",
+					stuck, time.Since(lastHit).Round(time.Second))
+			}
+			break
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	c.e.logf("settled: stopping every process with SIGTERM")
+	return c.shutdown(ctx, row)
+}
+
+// shutdown sends SIGTERM to every process, checks each exits within 25 s,
+// then checks no run is left running.
+func (c *cluster) shutdown(ctx context.Context, row *Row) error {
+	c.mu.Lock()
+	procs := append([]*proc{c.serve}, c.workers...)
+	c.mu.Unlock()
+	sent := time.Now()
+	for _, p := range procs {
+		if p.running() {
+			_ = p.signal(syscall.SIGTERM)
+		}
+	}
+	for _, p := range procs {
+		if _, ok := p.wait(ctx, 30*time.Second); !ok {
+			row.problemf("%s did not exit within 30 s of SIGTERM", p.name)
+			p.stop()
+			continue
+		}
+		if took := p.exited.Sub(sent); took > 25*time.Second && p.exited.After(sent) {
+			row.problemf("%s took %s to exit after SIGTERM (limit 25 s)", p.name, took.Round(time.Millisecond))
+		}
+	}
+	c.stopBackground()
+	if jobs, err := c.probe.runningJobs(ctx); err == nil {
+		n := 0
+		for _, at := range jobs {
+			n += len(at)
+		}
+		if n > 0 {
+			row.problemf("%d River run jobs left in state running after every process stopped (their syncs get no new run until River's stuck-job rescue)", n)
+		}
+	}
+	st, err := c.probe.runStats(ctx)
+	if err != nil {
+		return fmt.Errorf("read the runs: %w", err)
+	}
+	if st.Running != 0 {
+		row.problemf("%d runs left in state running after every process stopped", st.Running)
+	}
+	row.Runs = st.Total
+	row.InDoubtSettled = st.Settled
+	row.notef("runs by outcome: %s", st.outcomes())
+	if st.InDoubt > st.Settled {
+		row.notef("in doubt %d, settled %d", st.InDoubt, st.Settled)
+	}
+	return nil
+}
+
+// diagnose says, for every sync not caught up, how far behind it is and
+// whether a River job of it is still running (a dead worker's job).
+func (c *cluster) diagnose(ctx context.Context, row *Row) {
+	jobs, jerr := c.probe.runningJobs(ctx)
+	for _, s := range c.sources {
+		if s.caughtUp(c.dest.fake) {
+			continue
+		}
+		_, lost := s.check(c.dest.fake)
+		msg := fmt.Sprintf("sync %s: %d of %d rows not delivered", s.syncID, lost, s.rows())
+		if jerr == nil {
+			for _, at := range jobs[s.syncID] {
+				msg += fmt.Sprintf("; its River job is still running, attempted %s ago", time.Since(at).Round(time.Second))
+			}
+		}
+		if last, ok := c.dest.lastWrite(s.syncID); ok {
+			msg += fmt.Sprintf("; last write %s ago", time.Since(last).Round(time.Second))
+		}
+		row.problemf("%s", msg)
+	}
+}
+
+func (c *cluster) totalRows() int {
+	n := 0
+	for _, s := range c.sources {
+		n += s.rows()
+	}
+	return n
+}
+
+// check fills the row from the sources and the fake.
+func (c *cluster) check(row *Row) {
+	for _, s := range c.sources {
+		d, l := s.check(c.dest.fake)
+		row.Records += int64(s.rows())
+		row.Delivered += d
+		row.Lost += l
+	}
+	st := c.dest.fake.Stats()
+	row.DuplicateWrites = st.DuplicateWrites
+	c.mu.Lock()
+	kills := slices.Clone(c.kills)
+	c.mu.Unlock()
+	unresolved := 0
+	for _, k := range kills {
+		for _, id := range k.Syncs {
+			if at, ok := c.progressAfter(id, k.At); ok {
+				row.Resume = append(row.Resume, at.Sub(k.At))
+			} else {
+				unresolved++
+			}
+		}
+	}
+	if unresolved > 0 {
+		row.notef("%d syncs held by a victim showed no progress after the hit (nothing left to do, or never resumed)", unresolved)
+	}
+	row.notef("fake: %d requests, %d contacts written, %d dropped responses, statuses %v",
+		st.Requests, st.ContactsWritten, st.Dropped, st.ByStatus)
+	if n := c.probe.redisKeys(context.Background()); n == 0 {
+		row.notef("Redis held no oncesync key at the end")
+	}
+}
+
+// errSkip marks a scenario that cannot run here (no PostgreSQL).
+var errSkip = errors.New("skipped")
+
+// needPG skips a cluster scenario when PostgreSQL does not answer.
+func needPG(ctx context.Context, e *env) error {
+	if err := pgAvailable(ctx, e.o.DBURL); err != nil {
+		return fmt.Errorf("%w: PostgreSQL at --database-url does not answer: %v", errSkip, err)
+	}
+	return nil
+}
+
+func sortStrings(s []string) { slices.Sort(s) }

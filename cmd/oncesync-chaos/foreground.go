@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+// foreground is one sync run by `oncesync run` on the embedded SQLite store.
+type foreground struct {
+	e      *env
+	dest   *dest
+	src    *csvSource
+	config string
+	syncID string
+	runs   int
+	probe  *probe
+}
+
+type foregroundParams struct {
+	Records  int
+	PageSize int
+	Mode     string
+	Fake     fakebrevo.Options
+	Settings string
+}
+
+func (e *env) newForeground(p foregroundParams) (*foreground, error) {
+	d, err := e.newDest(p.Fake)
+	if err != nil {
+		return nil, err
+	}
+	f := &foreground{e: e, dest: d, syncID: "fg-" + p.Mode}
+	if f.src, err = newCSVSource(e.dir, f.syncID, p.Mode, p.Records); err != nil {
+		return nil, err
+	}
+	if p.Settings == "" {
+		p.Settings = "{lease_ttl: 30s, lease_renew: 10s}"
+	}
+	f.config = filepath.Join(e.dir, "oncesync.yaml")
+	cfg := fmt.Sprintf(`store: sqlite://./oncesync.db
+settings: %s
+syncs:
+  - id: %s
+    workspace: chaos
+    source: {type: csv, path: %s, page_size: %d, identity: id}
+    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+    mapping: {email: email, attributes: {FIRSTNAME: first_name}}
+`, p.Settings, f.syncID, filepath.Base(f.src.path), p.PageSize, d.URL(f.syncID), p.Mode)
+	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *foreground) start() (*proc, error) {
+	f.runs++
+	return f.e.oncesync(fmt.Sprintf("run%d", f.runs), "run", "--config", f.config, f.syncID, "--log-level", "info")
+}
+
+// pollCursor starts recording cursor moves once the store exists.
+func (f *foreground) pollCursor(ctx context.Context) {
+	path := filepath.Join(f.e.dir, "oncesync.db")
+	for ctx.Err() == nil {
+		if _, err := os.Stat(path); err == nil {
+			p, err := openSQLiteProbe(path)
+			if err == nil {
+				f.probe = p
+				go p.pollCursors(ctx, 100*time.Millisecond)
+				return
+			}
+		}
+		_ = sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+// finish checks the delivery and reads the store's runs into row.
+func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
+	d, l := f.src.check(f.dest.fake)
+	row.Records, row.Delivered, row.Lost = int64(f.src.rows()), d, l
+	st := f.dest.fake.Stats()
+	row.DuplicateWrites = st.DuplicateWrites
+	row.Runs = int64(f.runs)
+	row.Kills = len(kills)
+	for _, k := range kills {
+		at, ok := f.dest.firstWriteAfter(f.syncID, k.At)
+		if f.probe != nil {
+			at, ok = firstOf(at, ok)(f.probe.firstMoveAfter(f.syncID, k.At))
+		}
+		if ok {
+			row.Resume = append(row.Resume, at.Sub(k.At))
+		}
+	}
+	if f.probe != nil {
+		if rs, err := f.probe.runStats(ctx); err == nil {
+			row.InDoubtSettled = rs.Settled
+			row.notef("runs by outcome in the store: %s", rs.outcomes())
+			if rs.Running != 0 {
+				row.problemf("%d runs left in state running in the store", rs.Running)
+			}
+		} else {
+			row.problemf("read the store's runs: %v", err)
+		}
+		f.probe.close()
+	}
+	row.notef("fake: %d requests, %d contacts written", st.Requests, st.ContactsWritten)
+}
+
+// kill9Foreground: `oncesync run` killed with SIGKILL at seeded points, then
+// run to the end. Kill points, chosen per run:
+//   - in doubt: the fake applied a write; the run dies before the answer;
+//   - on the wire: the run dies while its request is on its way, before the
+//     fake applied it (the router answers 503 to a dead client);
+//   - anywhere: a seeded moment once the run has written.
+func kill9Foreground(ctx context.Context, e *env) (*Row, error) {
+	row := &Row{}
+	records, kills := 20000, 8
+	if e.o.Short {
+		records, kills = 6000, 4
+	}
+	f, err := e.newForeground(foregroundParams{Records: records, PageSize: 250, Mode: "bulk",
+		Fake: fakebrevo.Options{Latency: 10 * time.Millisecond}})
+	if err != nil {
+		return row, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go f.pollCursor(pctx)
+
+	var (
+		mu     sync.Mutex
+		victim *proc
+		done   []killRecord
+	)
+	killNow := func(kind string) {
+		// Called with mu held.
+		if victim == nil || !victim.running() {
+			return
+		}
+		done = append(done, killRecord{At: time.Now(), Sig: syscall.SIGKILL, Proc: victim.name + " " + kind, Syncs: []string{f.syncID}})
+		_ = victim.signal(syscall.SIGKILL)
+		victim = nil
+	}
+	kinds := map[string]int{}
+	for len(done) < kills {
+		kind := []string{"in-doubt", "on-the-wire", "anywhere"}[e.intN(3)]
+		target := 1 + e.intN(6)
+		base := f.dest.writeCount(f.syncID)
+		switch kind {
+		case "in-doubt":
+			f.dest.setAfterWrite(func(string) {
+				mu.Lock()
+				defer mu.Unlock()
+				if f.dest.writeCount(f.syncID)+1-base >= target {
+					killNow(kind)
+				}
+			})
+		case "on-the-wire":
+			seen := 0
+			f.dest.setIntercept(func(_ string, w http.ResponseWriter, r *http.Request) bool {
+				if !isWrite(r, r.URL.Path) {
+					return false
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if seen++; seen == target && victim != nil {
+					killNow(kind)
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return true
+				}
+				return false
+			})
+		}
+		p, err := f.start()
+		if err != nil {
+			return row, err
+		}
+		mu.Lock()
+		victim = p
+		mu.Unlock()
+		if kind == "anywhere" {
+			for p.running() && f.dest.writeCount(f.syncID)-base < target {
+				_ = sleep(ctx, 2*time.Millisecond)
+			}
+			_ = sleep(ctx, e.between(0, 40*time.Millisecond))
+			mu.Lock()
+			killNow(kind)
+			mu.Unlock()
+		}
+		code, ok := p.wait(ctx, 2*time.Minute)
+		f.dest.setAfterWrite(nil)
+		f.dest.setIntercept(nil)
+		mu.Lock()
+		victim = nil
+		mu.Unlock()
+		switch {
+		case !ok:
+			p.stop()
+			return row, fmt.Errorf("%s did not exit within 2 minutes:\n%s", p.name, p.tail(20))
+		case code == -int(syscall.SIGKILL):
+			kinds[kind]++
+			e.vlogf("%s killed %s after %d writes", p.name, kind, f.dest.writeCount(f.syncID)-base)
+		case code == 0:
+			row.notef("%s finished before its kill point; %d kills done", p.name, len(done))
+			kills = len(done)
+		default:
+			row.problemf("%s exited %d before its kill point: %s", p.name, code, p.lastLine())
+			kills = len(done)
+		}
+	}
+	final, err := f.start()
+	if err != nil {
+		return row, err
+	}
+	if code, ok := final.wait(ctx, 5*time.Minute); !ok || code != 0 {
+		row.problemf("the final run exited %d (finished: %v): %s", code, ok, final.lastLine())
+	} else {
+		row.notef("final run: %s", summaryLine(final))
+	}
+	row.notef("kill points: %v", kinds)
+	cancel()
+	f.finish(ctx, row, done)
+	return row, nil
+}
+
+// summaryLine is the "run N succeeded: read ..." line of a run's output.
+func summaryLine(p *proc) string {
+	for _, l := range strings.Split(p.output(), "\n") {
+		if strings.HasPrefix(l, "run ") && strings.Contains(l, ": read ") {
+			return l
+		}
+	}
+	return p.lastLine()
+}
+
+// sigtermForeground: `oncesync run` sent SIGTERM at seeded moments; each must
+// drain (finish the page, checkpoint, release) and exit within 25 s with the
+// interrupted line, and the next run must not be skipped.
+func sigtermForeground(ctx context.Context, e *env) (*Row, error) {
+	row := &Row{}
+	records, terms := 12000, 5
+	if e.o.Short {
+		records, terms = 6000, 3
+	}
+	f, err := e.newForeground(foregroundParams{Records: records, PageSize: 200, Mode: "bulk",
+		Fake: fakebrevo.Options{Latency: 25 * time.Millisecond}})
+	if err != nil {
+		return row, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go f.pollCursor(pctx)
+	var done []killRecord
+	var drains []time.Duration
+	for len(done) < terms {
+		p, err := f.start()
+		if err != nil {
+			return row, err
+		}
+		base := f.dest.writeCount(f.syncID)
+		target := 1 + e.intN(8)
+		for p.running() && f.dest.writeCount(f.syncID)-base < target {
+			_ = sleep(ctx, 2*time.Millisecond)
+		}
+		_ = sleep(ctx, e.between(0, 100*time.Millisecond))
+		if !p.running() {
+			row.notef("%s finished before its SIGTERM", p.name)
+			break
+		}
+		k := killRecord{At: time.Now(), Sig: syscall.SIGTERM, Proc: p.name, Syncs: []string{f.syncID}}
+		_ = p.signal(syscall.SIGTERM)
+		code, ok := p.wait(ctx, 40*time.Second)
+		if !ok {
+			p.stop()
+			row.problemf("%s did not exit within 40 s of SIGTERM", p.name)
+			continue
+		}
+		took := p.exited.Sub(k.At)
+		drains = append(drains, took)
+		// Resume is measured from the exit: the drain itself makes progress.
+		k.At = p.exited
+		done = append(done, k)
+		if took > 25*time.Second {
+			row.problemf("%s took %s to exit after SIGTERM (limit 25 s)", p.name, took.Round(time.Millisecond))
+		}
+		switch last := p.lastLine(); {
+		case code == 1 && strings.HasPrefix(last, "failed: interrupted: "):
+		case code == 0:
+			row.notef("%s finished its last page while draining", p.name)
+		default:
+			row.problemf("%s exited %d after SIGTERM: %s", p.name, code, last)
+		}
+	}
+	final, err := f.start()
+	if err != nil {
+		return row, err
+	}
+	switch code, ok := final.wait(ctx, 5*time.Minute); {
+	case ok && code == 3:
+		row.problemf("the run after the last drain was skipped: the drained run did not release its lease")
+	case !ok || code != 0:
+		row.problemf("the final run exited %d (finished: %v): %s", code, ok, final.lastLine())
+	default:
+		row.notef("final run: %s", summaryLine(final))
+	}
+	if len(drains) > 0 {
+		longest := drains[0]
+		for _, d := range drains {
+			longest = max(longest, d)
+		}
+		row.notef("SIGTERM to exit: %d drains, longest %s (limit 25 s)", len(drains), longest.Round(time.Millisecond))
+	}
+	cancel()
+	f.finish(ctx, row, done)
+	return row, nil
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/oncesync/oncesync/internal/rediskey"
+)
+
+// probe reads oncesync's store (SQLite or PostgreSQL, the same tables) and
+// Redis the way an operator would: the runs, cursors and leases. It never
+// writes.
+type probe struct {
+	db     *sql.DB
+	prefix string // "oncesync." on PostgreSQL
+	redis  *redis.Client
+
+	mu    sync.Mutex
+	moves map[string][]time.Time // per sync: every cursor update seen
+	last  map[string]int64
+}
+
+func openSQLiteProbe(path string) (*probe, error) {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return &probe{db: db, moves: map[string][]time.Time{}, last: map[string]int64{}}, nil
+}
+
+func openPGProbe(dbURL, redisURL string) (*probe, error) {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(2)
+	p := &probe{db: db, prefix: "oncesync.", moves: map[string][]time.Time{}, last: map[string]int64{}}
+	if redisURL != "" {
+		opts, err := redis.ParseURL(redisURL)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("redis URL: %w", err)
+		}
+		opts.MaxRetries = 0
+		opts.DialTimeout = time.Second
+		p.redis = redis.NewClient(opts)
+	}
+	return p, nil
+}
+
+func (p *probe) close() {
+	_ = p.db.Close()
+	if p.redis != nil {
+		_ = p.redis.Close()
+	}
+}
+
+// runStats are the store's runs, summed.
+type runStats struct {
+	Total, Running, Settled, InDoubt int64
+	// Outcomes counts runs by "state" or "state/failure_code".
+	Outcomes map[string]int64
+}
+
+func (s runStats) outcomes() string {
+	var parts []string
+	for k, v := range s.Outcomes {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	sortStrings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func (p *probe) runStats(ctx context.Context) (runStats, error) {
+	st := runStats{Outcomes: map[string]int64{}}
+	rows, err := p.db.QueryContext(ctx, "SELECT state, failure_code, count(*), coalesce(sum(n_settled), 0), coalesce(sum(n_in_doubt), 0) FROM "+p.prefix+"runs GROUP BY state, failure_code")
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var state, code string
+		var n, settled, inDoubt int64
+		if err := rows.Scan(&state, &code, &n, &settled, &inDoubt); err != nil {
+			return st, err
+		}
+		k := state
+		if code != "" {
+			k += "/" + code
+		}
+		st.Outcomes[k] += n
+		st.Total += n
+		st.Settled += settled
+		st.InDoubt += inDoubt
+		if state == "running" {
+			st.Running += n
+		}
+	}
+	return st, rows.Err()
+}
+
+// runningSince counts runs still running that started before t.
+func (p *probe) runningSince(ctx context.Context, t time.Time) (int64, error) {
+	var n int64
+	err := p.db.QueryRowContext(ctx, "SELECT count(*) FROM "+p.prefix+"runs WHERE state = 'running' AND started_at < "+
+		strconv.FormatInt(t.UnixNano(), 10)).Scan(&n)
+	return n, err
+}
+
+// runningJobs maps each sync to its River run jobs still in state running
+// (River's tables live in the database's default schema), with the time
+// they were attempted.
+func (p *probe) runningJobs(ctx context.Context) (map[string][]time.Time, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT coalesce(args->>'sync_id', ''), coalesce(attempted_at, created_at) FROM river_job
+		WHERE state = 'running' AND kind = 'oncesync_run_sync'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]time.Time{}
+	for rows.Next() {
+		var id string
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, err
+		}
+		out[id] = append(out[id], at)
+	}
+	return out, rows.Err()
+}
+
+// pollCursors records every cursor update (its stored time) until ctx ends.
+func (p *probe) pollCursors(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		p.readCursors(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *probe) readCursors(ctx context.Context) {
+	rows, err := p.db.QueryContext(ctx, "SELECT sync_id, updated_at FROM "+p.prefix+"cursors")
+	if err != nil {
+		return // the store may be down (that is the point of some scenarios)
+	}
+	defer rows.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for rows.Next() {
+		var id string
+		var at int64
+		if rows.Scan(&id, &at) != nil {
+			return
+		}
+		if p.last[id] != at {
+			p.last[id] = at
+			p.moves[id] = append(p.moves[id], time.Unix(0, at))
+		}
+	}
+}
+
+// firstMoveAfter is syncID's first cursor update seen after t.
+func (p *probe) firstMoveAfter(syncID string, t time.Time) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best time.Time
+	for _, at := range p.moves[syncID] {
+		if at.After(t) && (best.IsZero() || at.Before(best)) {
+			best = at
+		}
+	}
+	return best, !best.IsZero()
+}
+
+// holders maps every sync whose lease is live right now to its holder
+// ("host=... pid=N"), from the SQL leases table and, when set, Redis.
+func (p *probe) holders(ctx context.Context, syncIDs []string) map[string]string {
+	out := map[string]string{}
+	now := strconv.FormatInt(time.Now().UnixNano(), 10)
+	if rows, err := p.db.QueryContext(ctx, "SELECT sync_id, holder FROM "+p.prefix+"leases WHERE expires_at > "+now); err == nil {
+		for rows.Next() {
+			var id, h string
+			if rows.Scan(&id, &h) == nil {
+				out[id] = h
+			}
+		}
+		rows.Close()
+	}
+	if p.redis != nil {
+		keys := rediskey.Default()
+		for _, id := range syncIDs {
+			if h, err := p.redis.HGet(ctx, keys.Lease(id), "holder").Result(); err == nil && h != "" {
+				out[id] = h
+			}
+		}
+	}
+	return out
+}
+
+// heldBy lists the syncs whose live lease pid holds.
+func (p *probe) heldBy(ctx context.Context, syncIDs []string, pid int) []string {
+	var out []string
+	for id, h := range p.holders(ctx, syncIDs) {
+		if holderPID(h) == pid {
+			out = append(out, id)
+		}
+	}
+	sortStrings(out)
+	return out
+}
+
+// redisKeys counts oncesync's keys in Redis (-1 when unknown).
+func (p *probe) redisKeys(ctx context.Context) int {
+	if p.redis == nil {
+		return -1
+	}
+	keys, err := p.redis.Keys(ctx, rediskey.Default().Prefix()+"*").Result()
+	if err != nil {
+		return -1
+	}
+	return len(keys)
+}
+
+func holderPID(h string) int {
+	for _, f := range strings.Fields(h) {
+		if v, ok := strings.CutPrefix(f, "pid="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,432 @@
+package queue
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/pipeline"
+	"github.com/oncesync/oncesync/internal/runner"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Partitioned syncs (SPEC §11). A sync with partitions: N > 1 runs as one
+// coordinator job and N partition jobs:
+//
+//   - the coordinator records the run (under the sync's id), computes the
+//     source snapshot (PostgreSQL: the sync's version query; files: the
+//     SHA-256 of the content), pins it in the run's checkpoint barrier with
+//     Check, and enqueues the N partition jobs;
+//   - each partition job, on any worker, is a run of its own under the id
+//     PartitionSyncID(sync, k), so it has its own lease, fence, cursor and
+//     ledger; it reads the whole source and keeps the rows whose identity
+//     hashes to it (PartitionOf); before every claim it computes the source
+//     snapshot again and verifies it against the barrier (Verify only: a
+//     partition never pins a snapshot itself). A mismatch is retried with the
+//     barrier's backoff; after the retries the partition is dead-lettered and
+//     fails source_changed_during_run (not retried), and so does the run;
+//   - the last partition to succeed marks the run succeeded with the sum of
+//     the partitions' counters and releases the barrier.
+
+// PartitionBarrierTTL is the TTL of a partitioned run's barrier. Nobody
+// renews it while the partitions work, so it outlasts any run; the last
+// partition releases it.
+const PartitionBarrierTTL = 24 * time.Hour
+
+// Job kinds of partitioned syncs.
+const (
+	// KindRunPartitioned is the coordinator of one run of a partitioned sync.
+	KindRunPartitioned = "oncesync_run_partitioned"
+	// KindRunPartition is one partition of a run of a partitioned sync.
+	KindRunPartition = "oncesync_run_partition"
+)
+
+// PartitionSyncID is the id under which partition k (1-based) of syncID
+// keeps its lease, fence, cursor, ledger and runs: "<sync>#p<k>". Sync ids
+// never hold "#", so it names no configured sync.
+func PartitionSyncID(syncID string, k int) string {
+	return syncID + "#p" + strconv.Itoa(k)
+}
+
+// PartitionOf returns the partition (1-based, of n) of a record whose
+// identity is id: FNV-1a 64 of the identity text, mod n. It depends on
+// nothing but its arguments, so every worker splits the rows alike.
+func PartitionOf(id string, n int) int {
+	if n <= 1 {
+		return 1
+	}
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, id)
+	return int(h.Sum64()%uint64(n)) + 1
+}
+
+// RunPartitionedArgs is the coordinator of one run of a partitioned sync.
+// Unique per sync like RunSyncArgs.
+type RunPartitionedArgs struct {
+	SyncID string `json:"sync_id" river:"unique"`
+	Reason string `json:"reason"`
+}
+
+// Kind implements river.JobArgs.
+func (RunPartitionedArgs) Kind() string { return KindRunPartitioned }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RunPartitionedArgs) InsertOpts() river.InsertOpts { return RunSyncArgs{}.InsertOpts() }
+
+// RunPartitionArgs is partition Partition (1-based) of Partitions of the
+// run RunID of SyncID, whose barrier is Barrier (held by Token). Unique per
+// (sync, partition) while one is pending, running or retrying.
+type RunPartitionArgs struct {
+	SyncID     string `json:"sync_id" river:"unique"`
+	Partition  int    `json:"partition" river:"unique"`
+	Partitions int    `json:"partitions"`
+	RunID      int64  `json:"run_id"`
+	Barrier    string `json:"barrier"`
+	Token      string `json:"token"`
+	// Snapshot is the one the coordinator pinned (recorded on dead letters).
+	Snapshot string `json:"snapshot"`
+	Reason   string `json:"reason"`
+}
+
+// Kind implements river.JobArgs.
+func (RunPartitionArgs) Kind() string { return KindRunPartition }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RunPartitionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: MaxAttempts,
+		UniqueOpts: river.UniqueOpts{
+			ByArgs: true,
+			ByState: []rivertype.JobState{
+				rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+				rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+			},
+		},
+	}
+}
+
+type runPartitionedWorker struct {
+	river.WorkerDefaults[RunPartitionedArgs]
+	s *Service
+}
+
+// Work pins the snapshot and enqueues the partitions.
+func (w *runPartitionedWorker) Work(ctx context.Context, job *river.Job[RunPartitionedArgs]) error {
+	return jobResult(w.s.coordinate(ctx, job.Args, job.Attempt))
+}
+
+type runPartitionWorker struct {
+	river.WorkerDefaults[RunPartitionArgs]
+	s *Service
+}
+
+// Work runs one partition.
+func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
+	return jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID))
+}
+
+// runArgsFor is the job of one run of sc: the coordinator for a partitioned
+// sync, else RunSyncArgs.
+func runArgsFor(sc *config.Sync, reason string) river.JobArgs {
+	if sc.Partitions > 1 {
+		return RunPartitionedArgs{SyncID: sc.ID, Reason: reason}
+	}
+	return RunSyncArgs{SyncID: sc.ID, Reason: reason}
+}
+
+// coordinate is the coordinator of a partitioned run (see the top of this
+// file).
+func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attempt int) error {
+	sc, ok := s.cfg.Sync(args.SyncID)
+	if !ok {
+		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", args.SyncID))
+		s.recordFailure(ctx, args.SyncID, attempt, err)
+		return err
+	}
+	if s.barrier == nil {
+		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s has partitions: %d, which needs redis (the checkpoint barrier lives there)", sc.ID, sc.Partitions))
+		s.recordFailure(ctx, sc.ID, attempt, err)
+		return err
+	}
+	row, err := s.st.GetSync(ctx, sc.ID)
+	switch {
+	case err == nil && row.State == store.SyncPaused:
+		s.log.Info("sync is paused; run not started", "sync", sc.ID)
+		return errSyncPaused
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
+	}
+	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	if err != nil {
+		ferr := buildFailure(err)
+		s.recordFailure(ctx, sc.ID, attempt, ferr)
+		return ferr
+	}
+	snap, err := s.sourceSnapshot(ctx, sc, built.Source)
+	_ = built.Close()
+	if err != nil {
+		s.recordFailure(ctx, sc.ID, attempt, err)
+		return err
+	}
+	run, err := s.st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt})
+	if err != nil {
+		return failure.Wrap(failure.StoreUnavailable, err, "record the run")
+	}
+	key := s.keys.Barrier(sc.ID, run.ID)
+	token := "run" + strconv.FormatInt(run.ID, 10)
+	res, err := s.barrier.Check(ctx, key, token, snap, PartitionBarrierTTL)
+	if err == nil && res.Outcome != checkpoint.Created && res.Outcome != checkpoint.Aligned {
+		err = fmt.Errorf("barrier %s already holds snapshot %s", key, res.HolderSnapshot)
+	}
+	if err != nil {
+		ferr := failure.Wrap(failure.StoreUnavailable, err, "pin the source snapshot of the run")
+		s.finishCoordinated(ctx, run, store.RunFailed, ferr)
+		return ferr
+	}
+	var dup int
+	for k := 1; k <= sc.Partitions; k++ {
+		pa := RunPartitionArgs{
+			SyncID: sc.ID, Partition: k, Partitions: sc.Partitions, RunID: run.ID,
+			Barrier: key, Token: token, Snapshot: snap, Reason: args.Reason,
+		}
+		r, err := s.b.insert(ctx, pa, nil)
+		if err != nil {
+			// The partitions already queued work on; this run stays
+			// running until they finish or recovery closes it.
+			return failure.Wrap(failure.StoreUnavailable, err, "queue partition %d of sync %s", k, sc.ID)
+		}
+		if r.UniqueSkippedAsDuplicate {
+			dup++
+		}
+	}
+	if dup == sc.Partitions {
+		// Every partition of an earlier run is still queued or working.
+		ferr := failure.New(failure.AlreadyRunning, runner.SentenceAlreadyRunning)
+		s.finishCoordinated(ctx, run, store.RunSkipped, ferr)
+		_ = s.barrier.Release(context.WithoutCancel(ctx), key, token)
+		return ferr
+	}
+	s.log.Info("partitioned run started", "sync", sc.ID, "run", run.ID, "partitions", sc.Partitions, "snapshot", snap)
+	return nil
+}
+
+// runPartition runs one partition of a partitioned run.
+func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attempt int, jobID int64) error {
+	sc, ok := s.cfg.Sync(args.SyncID)
+	if !ok || args.Partitions < 2 || args.Partition < 1 || args.Partition > args.Partitions {
+		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("partition %d/%d of sync %q is not in this worker's config", args.Partition, args.Partitions, args.SyncID))
+	}
+	if s.barrier == nil {
+		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s is partitioned, which needs redis", sc.ID))
+	}
+	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	if err != nil {
+		return s.partitionEnded(ctx, args, buildFailure(err))
+	}
+	defer built.Close()
+	partSync := built.Sync
+	partSync.ID = PartitionSyncID(sc.ID, args.Partition)
+	payload, _ := json.Marshal(args)
+	token := "p" + strconv.Itoa(args.Partition) + "-job" + strconv.FormatInt(jobID, 10)
+	run, runErr := runner.Run(ctx, runner.Params{
+		Store:       s.st,
+		Leases:      s.leases,
+		Source:      built.Source,
+		Destination: built.Destination,
+		Clock:       s.clock,
+		Logger:      s.log.With("reason", args.Reason, "attempt", attempt, "partition", args.Partition, "coordinator_run", args.RunID),
+		Sync:        partSync,
+		LeaseTTL:    s.cfg.Settings.LeaseTTL,
+		LeaseRenew:  s.cfg.Settings.LeaseRenew,
+		Attempt:     attempt,
+		Drain:       s.drain,
+		Filter: func(rec source.Record) bool {
+			id, err := mapping.Identity(rec, sc.Source.Identity)
+			// A row without identity is kept by partition 1, whose run
+			// then fails on it like an unpartitioned run would.
+			return PartitionOf(id, args.Partitions) == args.Partition || err != nil && args.Partition == 1
+		},
+		BeforeWrite: func(ctx context.Context) error {
+			snap, err := s.sourceSnapshot(ctx, sc, built.Source)
+			if err != nil {
+				return err
+			}
+			_, err = s.barrier.Wait(ctx, checkpoint.WaitParams{
+				Key: args.Barrier, Token: token, Snapshot: snap, VerifyOnly: true,
+				DeadLetters: s.deadLetters,
+				Entry: checkpoint.DeadLetter{
+					SyncID: sc.ID, RunID: args.RunID, Partition: args.Partition,
+					Reason: checkpoint.ReasonSourceChanged, Payload: string(payload),
+				},
+				Sleep: s.build.Sleep,
+				Clock: s.clock,
+			})
+			if errors.Is(err, checkpoint.ErrDeadLettered) {
+				return failure.Wrap(failure.SourceChangedDuringRun, err,
+					"the source changed since partition %d's run pinned its snapshot; nothing was written from the changed view and the partition was dead-lettered", args.Partition)
+			}
+			return err
+		},
+	})
+	s.metrics.runFinished(run, runErr)
+	return s.partitionEnded(ctx, args, runErr)
+}
+
+// partitionEnded closes the coordinated run when the partition's outcome
+// settles it: a failure that will not be retried fails the run with its
+// code; a success completes it when every partition has succeeded.
+func (s *Service) partitionEnded(ctx context.Context, args RunPartitionArgs, runErr error) error {
+	switch code := failure.CodeOf(runErr); {
+	case runErr == nil:
+		s.completeIfDone(ctx, args)
+	case code == failure.AlreadyRunning, code == failure.Interrupted, failure.Retryable(runErr):
+		// Retried (or resumed) by the queue; the run goes on.
+	default:
+		if run, err := s.st.GetRun(ctx, args.RunID); err == nil && run.State == store.RunRunning {
+			s.finishCoordinated(ctx, run, store.RunFailed, runErr)
+		}
+	}
+	return runErr
+}
+
+// completeIfDone marks the coordinated run succeeded, with the sum of its
+// partitions' counters, once the newest run of every partition is a success
+// started after it; then it releases the barrier. Two partitions finishing
+// at once may both do it: the outcome is the same.
+func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
+	run, err := s.st.GetRun(ctx, args.RunID)
+	if err != nil || run.State != store.RunRunning {
+		return
+	}
+	var total store.Counters
+	for k := 1; k <= args.Partitions; k++ {
+		runs, err := s.st.ListRuns(ctx, PartitionSyncID(args.SyncID, k), 1)
+		if err != nil || len(runs) == 0 || runs[0].ID < args.RunID || runs[0].State != store.RunSucceeded {
+			return
+		}
+		addCounters(&total, runs[0].Counters)
+	}
+	run.Counters = total
+	s.finishCoordinated(ctx, run, store.RunSucceeded, nil)
+	if err := s.barrier.Release(context.WithoutCancel(ctx), args.Barrier, args.Token); err != nil {
+		s.log.Warn("could not release the barrier of a finished partitioned run; it expires by itself", "sync", args.SyncID, "run", args.RunID, "err", err)
+	}
+}
+
+func addCounters(dst *store.Counters, c store.Counters) {
+	dst.Read += c.Read
+	dst.Written += c.Written
+	dst.Replayed += c.Replayed
+	dst.Rejected += c.Rejected
+	dst.InDoubt += c.InDoubt
+	dst.Settled += c.Settled
+	dst.Requests += c.Requests
+	dst.Pages += c.Pages
+}
+
+// finishCoordinated records the end of a partitioned run and, when it
+// failed, evaluates the sync's breaker.
+func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state store.RunState, err error) {
+	run.State = state
+	run.FinishedAt = s.clock.Now()
+	if err != nil {
+		code := failure.CodeOf(err)
+		run.FailureCode = string(code)
+		run.FailureDetail = failure.Lookup(code).WhatHappened
+		var fe *failure.Error
+		if errors.As(err, &fe) && fe.Detail != "" {
+			run.FailureDetail = fe.Detail
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if uerr := s.st.UpdateRun(sctx, run); uerr != nil {
+		s.log.Error("could not record the end of a partitioned run", "sync", run.SyncID, "run", run.ID, "err", uerr)
+		return
+	}
+	s.metrics.runs.WithLabelValues(string(state)).Inc()
+	if state == store.RunFailed {
+		s.afterFailure(sctx, run.SyncID)
+	}
+}
+
+// versioner is a source with a version query (source/postgres).
+type versioner interface {
+	Version(ctx context.Context, versionQuery string) (string, error)
+}
+
+// sourceSnapshot is the snapshot a partitioned run pins: the hash of the
+// version query's result for PostgreSQL, the SHA-256 of the content for a
+// file. Errors carry a failure code.
+func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src source.Source) (string, error) {
+	var inputs map[string]any
+	switch sc.Source.Type {
+	case config.SourceCSV, config.SourceJSONL:
+		sum, err := fileSHA256(s.sourcePath(sc))
+		if err != nil {
+			return "", failure.Wrap(failure.SourceUnavailable, err, "could not read the source file to take its snapshot")
+		}
+		inputs = map[string]any{"sha256": sum}
+	default:
+		v, ok := src.(versioner)
+		if !ok {
+			return "", failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %s cannot be partitioned: it has no snapshot", sc.Source.Type))
+		}
+		ver, err := v.Version(ctx, sc.Source.VersionQuery)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")
+		case errors.Is(err, source.ErrInvalid):
+			return "", failure.Wrap(failure.SourceQueryInvalid, err, "the version query failed")
+		case err != nil:
+			return "", failure.Wrap(failure.SourceUnavailable, err, "could not run the version query")
+		}
+		inputs = map[string]any{"version": ver}
+	}
+	inputs["source"] = src.ID()
+	snap, err := checkpoint.Snapshot(inputs)
+	if err != nil {
+		return "", failure.Wrap(failure.Internal, err, "hash the source snapshot")
+	}
+	return snap, nil
+}
+
+// sourcePath is the file of a csv/jsonl source, relative paths resolved
+// against the config file's directory (as pipeline.Build does).
+func (s *Service) sourcePath(sc *config.Sync) string {
+	path := sc.Source.Path
+	if path != "" && !filepath.IsAbs(path) && s.cfg.Path != "" {
+		path = filepath.Join(filepath.Dir(s.cfg.Path), path)
+	}
+	return path
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
