@@ -7,6 +7,7 @@
 GO        ?= go
 SERVICES  := bash scripts/test-services.sh
 FUZZTIME  ?= 10s
+TEST_FUZZTIME ?= 5s
 TESTFLAGS ?=
 CHAOS_ARGS ?=
 
@@ -20,7 +21,7 @@ help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
 	@echo
-	@echo 'Variables: FUZZTIME (fuzz, default 10s), TESTFLAGS (extra go test flags), CHAOS_ARGS (chaos).'
+	@echo 'Variables: FUZZTIME (fuzz, default 10s), TEST_FUZZTIME (fuzzing in test, default 5s; 0 skips), TESTFLAGS (extra go test flags), CHAOS_ARGS (chaos).'
 
 build: ## Build bin/oncesync
 	$(GO) build -o bin/oncesync ./cmd/oncesync
@@ -28,10 +29,11 @@ build: ## Build bin/oncesync
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-test: ## Build, vet, then run all tests with -race against PostgreSQL + Redis
+test: ## Build, vet, run all tests with -race against PostgreSQL + Redis, then fuzz each target TEST_FUZZTIME
 	$(GO) build ./...
 	$(GO) vet ./...
 	$(SERVICES) run -- $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
+	@if [ "$(TEST_FUZZTIME)" != 0 ]; then FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) bash scripts/fuzz-ci.sh; fi
 
 lint: ## gofmt -l, go vet, staticcheck (only if installed)
 	bash scripts/lint.sh
@@ -50,14 +52,8 @@ chaos: ## Run the chaos harness (cmd/oncesync-chaos)
 		echo 'chaos: cmd/oncesync-chaos is not built yet' >&2; exit 1; \
 	fi
 
-fuzz: ## Run every Fuzz target for FUZZTIME each (default 10s)
-	@targets=$$(grep -rE --include='*_test.go' --exclude-dir=vendor --exclude-dir=testdata --exclude-dir=.git \
-		'^func Fuzz[A-Za-z0-9_]*\(' . | sed -E 's|^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*|\1 \2|' | sort -u); \
-	if [ -z "$$targets" ]; then echo 'fuzz: no Fuzz targets found'; exit 0; fi; \
-	echo "$$targets" | while read -r dir name; do \
-		echo "==> $$dir $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir" || exit 1; \
-	done
+fuzz: ## Run every Fuzz target for FUZZTIME each (default 10s; scripts/fuzz-ci.sh)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz-ci.sh
 
 demo: ## Run the end-to-end demo on embedded defaults
 	$(GO) run ./cmd/oncesync demo

@@ -4,10 +4,13 @@
 #
 #   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
-#   3. go test -bench for internal/... (store ledger ops, CSV paging)
+#   3. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
+#      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
+#   4. go test -bench for internal/... (store ledger ops, CSV paging)
 #
 # Each throughput figure is the median of BENCH_RUNS runs (default 3) with the
-# spread; see docs/PERFORMANCE.md for how to read them. About 3-4 minutes on 2 cores.
+# spread; see docs/PERFORMANCE.md for how to read them. About 5-6 minutes on 2 cores
+# (plus about 3 the first time, while bench-peer.sh builds Benthos).
 #
 # Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000),
 # BENCH_MICRO (1: run the Go micro-benchmarks; 0 to skip), BENCHTIME (go test -benchtime, 1s).
@@ -37,6 +40,12 @@ bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+if [[ "${BENCH_PEER:-1}" != 0 ]]; then
+	echo
+	echo "== peer and memory: bash scripts/bench-peer.sh"
+	bash scripts/bench-peer.sh
+fi
 
 if [[ "$MICRO" != 0 ]]; then
 	echo

@@ -16,6 +16,12 @@
 //	oncesync-bench baseline --csv F --url U --mode M --page-size N ...
 //	oncesync-bench inproc --cpuprofile F -- run --config F SYNC
 //
+// Subcommands for scripts/bench-peer.sh:
+//
+//	oncesync-bench peer --benthos bin/benthos-v4.60.0 ...  // oncesync vs Benthos, kill -9 of each
+//	oncesync-bench rss --records 100000,1000000   // oncesync's peak RSS per source size
+//	oncesync-bench rusage --out F -- CMD ...      // (hidden) runs CMD, writes its own rusage to F
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
@@ -47,6 +53,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = baselineMain(ctx, args[1:], stdout)
 	case len(args) > 0 && args[0] == "inproc":
 		err = inprocMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "peer":
+		err = peerMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "rss":
+		err = rssMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "rusage":
+		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:
 		err = benchMain(ctx, args, stdout, stderr)
 	}

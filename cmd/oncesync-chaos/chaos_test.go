@@ -16,7 +16,7 @@ import (
 )
 
 // The short chaos subset that runs in `make test` (about a minute, the three
-// in parallel): kill9-foreground, zombie, and a one-minute workers-kill9 on
+// in parallel): kill9-foreground, zombie, and a two-minute workers-kill9 on
 // PostgreSQL + Redis with a 5 s lease. `make chaos` runs the full set.
 
 var binary string
@@ -117,19 +117,21 @@ func TestZombie(t *testing.T) {
 	}
 }
 
-// TestWorkersKill9OneMinute is workers-kill9 scaled down: 6 syncs, serve +
-// 2 workers, a worker SIGKILLed every 7-10 s for 25 s, a 5 s lease.
-func TestWorkersKill9OneMinute(t *testing.T) {
+// TestWorkersKill9TwoMinutes is issue 3's short version of workers-kill9:
+// serve + 3 workers on PostgreSQL + Redis, 20 syncs on schedules, a worker
+// SIGKILLed every 15-25 s and restarted, for 2 minutes, with a 5 s lease so
+// the resumes settle quickly.
+func TestWorkersKill9TwoMinutes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "workers-kill9")
 	row := &Row{resumeGoal: 45 * time.Second}
 	var err error
 	if err = needPG(context.Background(), e); err == nil {
 		err = runKillCluster(context.Background(), e, row, clusterParams{
-			Syncs: 6, SingleEvery: 3, InitialRows: 600, AppendRows: 100, PageSize: 100, Workers: 2, Slots: 2,
-			Settings: "{lease_ttl: 5s, lease_renew: 2s}", LeaseTTL: 5 * time.Second, SettleLimit: 75 * time.Second,
+			Syncs: 20, SingleEvery: 4, InitialRows: 300, AppendRows: 50, PageSize: 100, Workers: 3, Slots: 2,
+			Settings: "{lease_ttl: 5s, lease_renew: 2s}", LeaseTTL: 5 * time.Second, SettleLimit: 90 * time.Second,
 			Fake: fakebrevo.Options{Latency: 30 * time.Millisecond},
-		}, 25*time.Second, 7*time.Second, 10*time.Second)
+		}, 2*time.Minute, 15*time.Second, 25*time.Second)
 	}
 	row = finish(t, row, err)
 	if row.Kills < 2 {

@@ -43,7 +43,7 @@ const (
 	// CacheKiB is each connection's page cache (SQLite's default is 2 MiB):
 	// the hot part of the ledger stays in memory and a claim or finish
 	// never spills pages to the WAL before its commit.
-	CacheKiB = 64 << 10
+	CacheKiB = 16 << 10
 	// WALAutoCheckpoint is the WAL size in pages that triggers a checkpoint
 	// (SQLite's default is 1000): a leaf dirtied by several pages of records
 	// between checkpoints is copied back once.
