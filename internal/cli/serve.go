@@ -82,6 +82,7 @@ HTTP on --listen (default: web.listen of the config):
   /api/v1    the JSON API (Authorization: Bearer <one of web.api_tokens>);
              its OpenAPI document is /api/v1/openapi.json
   /metrics   Prometheus metrics (bearer token or signed in)
+  /riverui/  River's own UI over the queue (signed in)
   /healthz   200 "ok" while the process runs (no authentication)
   /readyz    200 when the store answers, 503 otherwise (no authentication)
 
@@ -194,7 +195,12 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		addr = ln.Addr().String()
 		var ui http.Handler
 		if scheduler {
+			riverUI, err := svc.RiverUI(ctx, "/riverui")
+			if err != nil {
+				return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up River's UI"))
+			}
 			ui, err = web.New(web.Params{
+				Extra: map[string]http.Handler{"/riverui/": riverUI},
 				Store: st, Logger: log, Clock: clk,
 				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"riverqueue.com/riverui"
 
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
@@ -42,6 +45,8 @@ type backend interface {
 	countByState(ctx context.Context) (map[rivertype.JobState]int, error)
 	// where names the queue's database for the start line (no secrets).
 	where() string
+	// ui returns River's web UI over this queue, served under prefix.
+	ui(ctx context.Context, logger *slog.Logger, prefix string) (http.Handler, error)
 	close() error
 }
 
@@ -69,6 +74,23 @@ func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx
 }
 
 func (b *riverBackend[TTx]) start(ctx context.Context) error { return b.client.Start(ctx) }
+
+func (b *riverBackend[TTx]) ui(ctx context.Context, logger *slog.Logger, prefix string) (http.Handler, error) {
+	h, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(b.client, nil),
+		Logger:    logger,
+		Prefix:    prefix,
+		// Job arguments name syncs only, but stay hidden until asked for.
+		JobListHideArgsByDefault: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river UI: %w", err)
+	}
+	if err := h.Start(ctx); err != nil {
+		return nil, fmt.Errorf("river UI: %w", err)
+	}
+	return h, nil
+}
 
 func (b *riverBackend[TTx]) stop(ctx context.Context) error { return b.client.Stop(ctx) }
 

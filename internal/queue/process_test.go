@@ -371,7 +371,7 @@ func TestServeAndWorkerShareTheQueue(t *testing.T) {
 	if code, body := get(t, "http://"+addr+"/readyz"); code != 200 {
 		t.Fatalf("/readyz: %d %q", code, body)
 	}
-	for _, path := range []string{"/metrics", "/", "/api/v1/syncs"} {
+	for _, path := range []string{"/metrics", "/", "/api/v1/syncs", "/riverui/"} {
 		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		resp, err := noFollow.Get("http://" + addr + path) // no token, no session
 		if err != nil {

@@ -505,3 +505,10 @@ func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 func (m minLevel) WithGroup(n string) slog.Handler {
 	return minLevel{Handler: m.Handler.WithGroup(n), min: m.min}
 }
+
+// RiverUI returns River's own web UI over this service's queue, to be mounted
+// at prefix behind the caller's authentication (SPEC §12: serve's UI). Call
+// it after New; it stops with ctx.
+func (s *Service) RiverUI(ctx context.Context, prefix string) (http.Handler, error) {
+	return s.b.ui(ctx, s.log, prefix)
+}
