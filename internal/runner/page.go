@@ -18,6 +18,8 @@ import (
 // page runs steps 3–6 of SPEC §2 for one page.
 func (r *run) page(ctx context.Context, page source.Page) error {
 	pageNo := r.rec.Pages + 1
+	before := r.rec.Counters
+	var claimed int64
 	recs, read, err := r.keys(page)
 	if err != nil {
 		return err
@@ -94,6 +96,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		}); err != nil {
 			return storeFailure(ctx, err, "claim the page's records")
 		}
+		claimed = int64(len(send))
 		// Step 4: write. A page whose every key is complete sends nothing.
 		// No write without a lease known to be ours right now.
 		if err := r.ensureLease(ctx); err != nil {
@@ -143,10 +146,34 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		return err
 	}
 	r.rec.Pages++
+	r.recordPage(ctx, pageNo, before, claimed)
 	if err := r.Store.UpdateRun(ctx, r.rec); err != nil {
 		return storeFailure(ctx, err, "record progress")
 	}
 	return nil
+}
+
+// recordPage saves the timeline row of a checkpointed page: its own figures,
+// the run's counters now less before. The row is for people (the Run page),
+// not for delivery, so a failure to save it is logged and the run goes on.
+func (r *run) recordPage(ctx context.Context, pageNo int64, before store.Counters, claimed int64) {
+	c := r.rec.Counters
+	err := r.Store.RecordRunPage(ctx, store.RunPage{
+		RunID:          r.rec.ID,
+		Page:           pageNo,
+		Read:           c.Read - before.Read,
+		Claimed:        claimed,
+		Sent:           c.Written - before.Written,
+		Replayed:       c.Replayed - before.Replayed,
+		Rejected:       c.Rejected - before.Rejected,
+		InDoubt:        c.InDoubt - before.InDoubt,
+		Requests:       c.Requests - before.Requests,
+		CheckpointedAt: r.Clock.Now(),
+	})
+	if err != nil {
+		r.Logger.Warn("could not record the page in the run's timeline",
+			"sync", r.Sync.ID, "run", r.rec.ID, "page", pageNo, "err", err)
+	}
 }
 
 // beforeWrite runs Params.BeforeWrite and maps its error.

@@ -159,6 +159,7 @@ func TestRunDeliversOnceAndReplays(t *testing.T) {
 			if calls != 10 || recs != 1000 || dups != 0 {
 				t.Fatalf("dest: calls %d records %d dups %d", calls, recs, dups)
 			}
+			tb.assertPages(t, r, 10)
 			// The next run re-reads everything; every page is complete in the
 			// ledger, so not one request is sent.
 			r2, err := Run(context.Background(), tb.params(t, identity))
@@ -171,7 +172,43 @@ func TestRunDeliversOnceAndReplays(t *testing.T) {
 			if calls2, _, _ := tb.dest.stats(); calls2 != calls {
 				t.Fatalf("second run made %d calls", calls2-calls)
 			}
+			tb.assertPages(t, r2, 10)
 		})
+	}
+}
+
+// assertPages checks run's timeline: n pages numbered 1..n, each
+// checkpointed, whose figures add up to the run's counters.
+func (tb *testBundle) assertPages(t *testing.T, run store.Run, n int) {
+	t.Helper()
+	pages, err := tb.store.ListRunPages(context.Background(), run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) != n {
+		t.Fatalf("run %d recorded %d pages, want %d", run.ID, len(pages), n)
+	}
+	var sum store.Counters
+	var claimed int64
+	for i, p := range pages {
+		if p.RunID != run.ID || p.Page != int64(i+1) || p.CheckpointedAt.IsZero() {
+			t.Fatalf("page %d: %+v", i+1, p)
+		}
+		sum.Read += p.Read
+		sum.Written += p.Sent
+		sum.Replayed += p.Replayed
+		sum.Rejected += p.Rejected
+		sum.InDoubt += p.InDoubt
+		sum.Requests += p.Requests
+		claimed += p.Claimed
+	}
+	want := store.Counters{Read: run.Read, Written: run.Written, Replayed: run.Replayed,
+		Rejected: run.Rejected, InDoubt: run.InDoubt, Requests: run.Requests}
+	if sum != want {
+		t.Fatalf("page sums %+v, want the run's counters %+v", sum, want)
+	}
+	if claimed != run.Written+run.Rejected {
+		t.Fatalf("claimed %d, want written+rejected %d", claimed, run.Written+run.Rejected)
 	}
 }
 

@@ -216,6 +216,22 @@ type AuditEntry struct {
 	Why    string
 }
 
+// RunPage is one checkpointed page of a run: the page's own figures (deltas,
+// not running totals), recorded once its cursor was saved. The page's cursor
+// is deliberately absent: it may hold source data.
+type RunPage struct {
+	RunID          int64
+	Page           int64 // 1-based, in checkpoint order
+	Read           int64 // records of the page (the run's slice)
+	Claimed        int64 // records claimed in the ledger before the write
+	Sent           int64 // records delivered by a destination call
+	Replayed       int64 // records found complete in the ledger (no call)
+	Rejected       int64 // records refused by the destination
+	InDoubt        int64 // in-doubt records found
+	Requests       int64 // destination requests made for the page
+	CheckpointedAt time.Time
+}
+
 // Store is implemented by store/sqlite (and store/postgres).
 type Store interface {
 	PutSync(ctx context.Context, p PutSyncParams) (Sync, error)
@@ -232,6 +248,12 @@ type Store interface {
 	// ListRunsByState returns the runs of every sync in state, oldest first
 	// (lease-expiry recovery lists the running ones); limit <= 0 returns all.
 	ListRunsByState(ctx context.Context, state RunState, limit int) ([]Run, error)
+
+	// RecordRunPage saves one checkpointed page of a run. Recording the same
+	// (RunID, Page) again replaces it. A zero CheckpointedAt is stamped now.
+	RecordRunPage(ctx context.Context, p RunPage) error
+	// ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.
+	ListRunPages(ctx context.Context, runID int64, limit int) ([]RunPage, error)
 
 	// GetCursor returns the saved cursor, or a zero Cursor (Value "") if none.
 	GetCursor(ctx context.Context, syncID string) (Cursor, error)

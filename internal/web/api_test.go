@@ -141,6 +141,9 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 			if d.RejectedTotal != 2 || d.InDoubtTotal != 2 || d.Rejected[0].Message == "" || d.Run.Read != 12000 {
 				t.Errorf("run detail %+v", d)
 			}
+			if d.PagesTotal != 24 || len(d.Pages) != 24 || d.Pages[0].Page != 1 || d.Pages[23].Sent != 456 || d.Pages[23].CheckpointedAt.IsZero() {
+				t.Errorf("run timeline %d %+v", d.PagesTotal, d.Pages)
+			}
 		}},
 		{"GET", fmt.Sprintf("/api/v1/runs/%d", failedRun), "", 200, nil},
 		{"GET", "/api/v1/runs/999999", "", 404, nil},

@@ -121,6 +121,22 @@ func (s seeder) run(syncID string, state store.RunState, code failure.Code, deta
 	return got
 }
 
+// pages records n checkpointed pages of run, 500 records each; the last
+// page carries the run's replays, rejections and in-doubt records.
+func (s seeder) pages(run store.Run, n int) {
+	s.tb.Helper()
+	for i := 1; i <= n; i++ {
+		p := store.RunPage{RunID: run.ID, Page: int64(i), Read: 500, Claimed: 500, Sent: 500, Requests: 1,
+			CheckpointedAt: run.StartedAt.Add(time.Duration(i) * time.Second)}
+		if i == n {
+			p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt = 458, 456, 40, 2, 2
+		}
+		if err := s.st.RecordRunPage(s.ctx, p); err != nil {
+			s.tb.Fatal(err)
+		}
+	}
+}
+
 func key(parts ...any) string {
 	sum := sha256.Sum256([]byte(fmt.Sprint(parts...)))
 	return hex.EncodeToString(sum[:])
@@ -199,6 +215,7 @@ func seedDemo(tb testing.TB, ctx context.Context, st store.Store, clk *clock.Fak
 	}
 	s.records(d.Healthy, d.RecordsRun.ID, d.Rejected, d.InDoubt, "offset:12000")
 	d.RecordsRun, _ = st.GetRun(ctx, d.RecordsRun.ID)
+	s.pages(d.RecordsRun, 24)
 
 	s.run(d.Breaker, store.RunSucceeded, "", "", store.Counters{Read: 800, Written: 800, Pages: 2, Requests: 2}, 8*time.Second)
 	b := breaker.New(breaker.Params{Store: st})

@@ -173,6 +173,20 @@ type LedgerView struct {
 	ClaimedAt time.Time `json:"claimed_at"`
 }
 
+// RunPageView is one checkpointed page of a run (the run's timeline): the
+// page's own figures. The page's cursor is never shown (it may hold data).
+type RunPageView struct {
+	Page           int64     `json:"page"`
+	Read           int64     `json:"read"`
+	Claimed        int64     `json:"claimed"`
+	Sent           int64     `json:"sent"`
+	Replayed       int64     `json:"replayed"`
+	Rejected       int64     `json:"rejected"`
+	InDoubt        int64     `json:"in_doubt"`
+	Requests       int64     `json:"requests"`
+	CheckpointedAt time.Time `json:"checkpointed_at"`
+}
+
 // RunDetail is the run page (GET /api/v1/runs/{id}).
 type RunDetail struct {
 	Run           RunView      `json:"run"`
@@ -182,6 +196,10 @@ type RunDetail struct {
 	RejectedTotal int          `json:"rejected_total"`
 	InDoubt       []LedgerView `json:"in_doubt"`
 	InDoubtTotal  int          `json:"in_doubt_total"`
+	// Pages is the run's timeline, oldest first, capped at listLimit;
+	// PagesTotal counts every recorded page.
+	Pages      []RunPageView `json:"pages"`
+	PagesTotal int           `json:"pages_total"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -405,7 +423,17 @@ func (s *Server) runDetail(ctx context.Context, id int64) (RunDetail, error) {
 	if err != nil {
 		return RunDetail{}, err
 	}
-	d := RunDetail{Run: s.runView(r), Failure: s.failureView(r), Rejected: []LedgerView{}, InDoubt: []LedgerView{}}
+	d := RunDetail{Run: s.runView(r), Failure: s.failureView(r), Rejected: []LedgerView{}, InDoubt: []LedgerView{}, Pages: []RunPageView{}}
+	pages, err := s.p.Store.ListRunPages(ctx, r.ID, 0)
+	if err != nil {
+		return RunDetail{}, fmt.Errorf("list run pages: %w", err)
+	}
+	d.PagesTotal = len(pages)
+	for _, p := range pages[:min(len(pages), listLimit)] {
+		d.Pages = append(d.Pages, RunPageView{Page: p.Page, Read: p.Read, Claimed: p.Claimed, Sent: p.Sent,
+			Replayed: p.Replayed, Rejected: p.Rejected, InDoubt: p.InDoubt, Requests: p.Requests,
+			CheckpointedAt: p.CheckpointedAt.UTC()})
+	}
 	if sy, err := s.p.Store.GetSync(ctx, r.SyncID); err == nil {
 		d.Workspace = sy.Workspace
 	}

@@ -449,8 +449,37 @@ func TestRunPage(t *testing.T) {
 	if regexp.MustCompile(`href="[^"]*[0-9a-f]{64}`).MatchString(got.body) {
 		t.Error("a delivery key appears in a URL")
 	}
+	// The timeline: every page with its own figures, the last one's in full.
+	mustContain(t, got.body, `<section id="pages">`, "Checkpointed at",
+		`<tr><td class="n">24</td><td class="n">500</td><td class="n">458</td><td class="n">456</td><td class="n">40</td><td class="n">2</td><td class="n">2</td><td class="n">1</td>`)
+	mustNotContain(t, got.body, "Showing 24 of")
 	failed := b.get("/runs/" + fmt.Sprint(mustRuns(t, b, b.d.Breaker)[0].ID))
-	mustContain(t, failed.body, "destination_auth", string(codeSpans(failure.Lookup(failure.DestinationAuth).NextStep)))
+	mustContain(t, failed.body, "destination_auth", string(codeSpans(failure.Lookup(failure.DestinationAuth).NextStep)),
+		"No pages recorded.")
+}
+
+func TestRunPageTimelineIsCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: b.d.Healthy, State: store.RunSucceeded, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = listLimit + 7
+	for i := int64(1); i <= n; i++ {
+		if err := b.st.RecordRunPage(b.ctx, store.RunPage{RunID: r.ID, Page: i, Read: 1000 + i, Sent: 1000 + i, Requests: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := b.get(fmt.Sprintf("/runs/%d", r.ID))
+	if got.code != 200 {
+		t.Fatalf("%d", got.code)
+	}
+	mustContain(t, got.body, fmt.Sprintf("Showing %d of %d.", listLimit, n), "1,500") // page 500 read 1,500
+	mustNotContain(t, got.body, "1,501")                                              // page 501 is past the cap
+	if rows := strings.Count(got.body[strings.Index(got.body, `<section id="pages">`):strings.Index(got.body, `<section id="in-doubt">`)], "<tr><td"); rows != listLimit {
+		t.Fatalf("timeline rows = %d, want %d", rows, listLimit)
+	}
 }
 
 func mustRuns(t *testing.T, b *bundle, id string) []store.Run {

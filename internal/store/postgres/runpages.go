@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+const runPageColumns = `run_id, page, read, claimed, sent, replayed, rejected, in_doubt, requests, checkpointed_at`
+
+func validRunPage(p store.RunPage) error {
+	if p.RunID <= 0 {
+		return invalidf("run page run id %d", p.RunID)
+	}
+	if p.Page <= 0 {
+		return invalidf("run page number %d", p.Page)
+	}
+	for _, n := range []int64{p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests} {
+		if n < 0 {
+			return invalidf("run page %d of run %d: negative count", p.Page, p.RunID)
+		}
+	}
+	return nil
+}
+
+// RecordRunPage saves one checkpointed page of a run; recording the same
+// (RunID, Page) again replaces it. A zero CheckpointedAt is stamped now.
+func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
+	if err := validRunPage(p); err != nil {
+		return err
+	}
+	at := p.CheckpointedAt
+	if at.IsZero() {
+		at = s.now()
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO run_pages (`+runPageColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (run_id, page) DO UPDATE SET
+			read = excluded.read, claimed = excluded.claimed, sent = excluded.sent,
+			replayed = excluded.replayed, rejected = excluded.rejected, in_doubt = excluded.in_doubt,
+			requests = excluded.requests, checkpointed_at = excluded.checkpointed_at`,
+		p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
+	return mapErr("record run page", err)
+}
+
+// ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.
+func (s *Store) ListRunPages(ctx context.Context, runID int64, limit int) ([]store.RunPage, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runPageColumns+` FROM run_pages WHERE run_id = $1 ORDER BY page LIMIT $2`,
+		runID, limitArg(limit))
+	if err != nil {
+		return nil, mapErr("list run pages", err)
+	}
+	defer rows.Close()
+	var out []store.RunPage
+	for rows.Next() {
+		var (
+			p  store.RunPage
+			at int64
+		)
+		if err := rows.Scan(&p.RunID, &p.Page, &p.Read, &p.Claimed, &p.Sent, &p.Replayed, &p.Rejected, &p.InDoubt, &p.Requests, &at); err != nil {
+			return nil, mapErr("list run pages", err)
+		}
+		p.CheckpointedAt = fromNanos(at)
+		out = append(out, p)
+	}
+	return out, mapErr("list run pages", rows.Err())
+}
