@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/breaker"
+	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
@@ -199,9 +201,15 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 			if err != nil {
 				return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up River's UI"))
 			}
+			deadLetters, requeue := webDeadLetters(st, func(ctx context.Context, syncID string) error {
+				_, err := svc.Enqueue(ctx, syncID, queue.ReasonManual)
+				return err
+			})
 			ui, err = web.New(web.Params{
-				Extra: map[string]http.Handler{"/riverui/": riverUI},
-				Store: st, Logger: log, Clock: clk,
+				Extra:       map[string]http.Handler{"/riverui/": riverUI},
+				DeadLetters: deadLetters,
+				Requeue:     requeue,
+				Store:       st, Logger: log, Clock: clk,
 				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
@@ -349,4 +357,39 @@ func storeWhere(cfg *config.Config) string {
 		return cfg.Store
 	}
 	return u.Redacted()
+}
+
+// webDeadLetters lets the sync page list a sync's parked partition work and
+// re-queue it: re-queueing starts a new run of the sync (the parked run's
+// barrier snapshot is stale by definition). Nil when the store keeps none.
+func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID string) error) (func(context.Context, string) ([]web.DeadLetter, error), func(context.Context, web.RequeueParams) error) {
+	dls, ok := st.(checkpoint.DeadLetters)
+	if !ok {
+		return nil, nil
+	}
+	list := func(ctx context.Context, syncID string) ([]web.DeadLetter, error) {
+		entries, err := dls.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{SyncID: syncID, Limit: 100})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]web.DeadLetter, 0, len(entries))
+		for _, d := range entries {
+			out = append(out, web.DeadLetter{
+				ID: strconv.FormatInt(d.ID, 10), RunID: d.RunID, Partition: d.Partition, Code: d.Reason,
+				Detail: fmt.Sprintf("the source's snapshot did not match the run's after %d checks", d.Attempts),
+				At:     d.CreatedAt,
+			})
+		}
+		return out, nil
+	}
+	requeue := func(ctx context.Context, p web.RequeueParams) error {
+		id, err := strconv.ParseInt(p.ID, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: dead letter %q", store.ErrNotFound, p.ID)
+		}
+		_, err = checkpoint.Requeue(ctx, checkpoint.RequeueParams{Store: dls, ID: id, By: p.By,
+			Enqueue: func(ctx context.Context, d checkpoint.DeadLetter) error { return enqueue(ctx, d.SyncID) }})
+		return err
+	}
+	return list, requeue
 }
