@@ -49,7 +49,7 @@ func scenarios() []scenario {
 		{"workers-kill9", "serve + 3 workers on PostgreSQL + Redis, 20 syncs @every 5s on growing sources, a worker SIGKILLed every ~20 s and restarted", workersKill9},
 		{"redis-restart", "serve + 2 workers; the Redis server is stopped for 30 s mid-run and restarted empty", redisRestart},
 		{"destination-faults", "serve + 2 workers; 5xx bursts, 429 storms, slow responses, and responses cut after the write was applied", destinationFaults},
-		{"zombie", "a worker frozen (SIGSTOP) with a write on the wire past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},
+		{"zombie", "a worker frozen (SIGSTOP) once a write has fully left it, past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},
 		{"pg-restart", "serve + 2 workers on a throwaway PostgreSQL restarted mid-run (fallback: pg_terminate_backend of the store's connections)", pgRestart},
 	}
 }
