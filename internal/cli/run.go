@@ -104,11 +104,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
 			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))
 	}
-	leases, closeLeases, err := pipeline.Leases(ctx, cfg, st)
+	rdb, err := pipeline.Redis(ctx, cfg)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	defer closeLeases()
+	if rdb != nil {
+		defer rdb.Close()
+	}
+	leases := pipeline.Leases(st, rdb)
 	built, err := pipeline.Build(cfg, sc, pipeline.Options{Clock: clk})
 	if err != nil {
 		return failed(env.Stdout, err)

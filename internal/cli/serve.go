@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
@@ -135,11 +136,15 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 
 	// Leases: Redis when the config names it (several machines), else the
 	// store's SQL lease. Lease-expiry recovery reads the same place.
-	leases, closeLeases, err := pipeline.Leases(ctx, cfg, st)
+	// One Redis client (if any) serves leases, dead-man markers and barriers.
+	rdb, err := pipeline.Redis(ctx, cfg)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	defer closeLeases()
+	if rdb != nil {
+		defer rdb.Close()
+	}
+	leases := pipeline.Leases(st, rdb)
 	var inspector queue.LeaseInspector // nil: the store's SQL lease
 	if m, ok := leases.(*redislease.Manager); ok {
 		inspector = queue.LeaseInspectorFunc(m.Get)
@@ -162,13 +167,12 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 
 	// The dead-man check (SPEC §9): the leader runs it at minute 13 of every
 	// hour; any process may work the job.
-	checker, closeDeadman, err := pipeline.Deadman(pipeline.DeadmanParams{
-		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Registerer: reg,
+	checker, err := pipeline.Deadman(pipeline.DeadmanParams{
+		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Registerer: reg, Redis: rdb,
 	})
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
-	defer closeDeadman()
 	svc, err := queue.New(ctx, queue.Params{
 		Config:         cfg,
 		Store:          st,
@@ -176,6 +180,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		LeaseInspector: inspector,
 		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
 		Deadman:        checker,
+		Redis:          queueRedis(rdb),
 		Logger:         log,
 		Clock:          clk,
 		Workers:        f.workers,
@@ -392,4 +397,13 @@ func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID str
 		return err
 	}
 	return list, requeue
+}
+
+// queueRedis passes the process's Redis client to the queue, or none (a nil
+// *redis.Client must not become a non-nil interface).
+func queueRedis(c *redis.Client) redis.Scripter {
+	if c == nil {
+		return nil
+	}
+	return c
 }

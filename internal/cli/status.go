@@ -44,12 +44,19 @@ func (discardAlerts) Notify(_ context.Context, a alert.Alert) (alert.Alert, erro
 
 // printDeadman prints the sync's dead-man verdict (SPEC §9), read-only.
 func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) {
-	checker, closeFn, err := pipeline.Deadman(pipeline.DeadmanParams{Config: cfg, Store: st, Notifier: discardAlerts{}})
+	rdb, err := pipeline.Redis(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
 		return
 	}
-	defer closeFn()
+	if rdb != nil {
+		defer rdb.Close()
+	}
+	checker, err := pipeline.Deadman(pipeline.DeadmanParams{Config: cfg, Store: st, Notifier: discardAlerts{}, Redis: rdb})
+	if err != nil {
+		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
+		return
+	}
 	rep, err := checker.Evaluate(ctx)
 	if err != nil {
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)

@@ -12,7 +12,6 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
-	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -28,6 +27,8 @@ type DeadmanParams struct {
 	Link func(workspace, syncID string) string
 	// Registerer, when set, gets oncesync_deadman_alerts_total{kind}.
 	Registerer prometheus.Registerer
+	// Redis, when set (see Redis), keeps the markers; else the store does.
+	Redis *redis.Client
 }
 
 // countingNotifier counts the dead-man alerts it passes on.
@@ -45,26 +46,19 @@ func (n countingNotifier) Notify(ctx context.Context, a alert.Alert) (alert.Aler
 }
 
 // Deadman returns the dead-man checker for the config: markers in Redis when
-// `redis` is set, else in the store. The close function releases the Redis
-// client.
-func Deadman(p DeadmanParams) (*deadman.Checker, func() error, error) {
+// p.Redis is set, else in the store.
+func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	ds, ok := p.Store.(deadman.Store)
 	if !ok {
-		return nil, nil, fmt.Errorf("the %T store cannot answer the dead-man check", p.Store)
+		return nil, fmt.Errorf("the %T store cannot answer the dead-man check", p.Store)
 	}
-	closeFn := func() error { return nil }
 	var markers deadman.MarkerStore
-	if p.Config.Redis != "" {
-		opts, err := redis.ParseURL(p.Config.Redis)
-		if err != nil {
-			return nil, nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
-		}
-		client := redis.NewClient(opts)
-		markers, closeFn = deadman.NewRedisMarkers(client, rediskey.Default()), client.Close
+	if p.Redis != nil {
+		markers = deadman.NewRedisMarkers(p.Redis, rediskey.Default())
 	} else if ms, ok := p.Store.(deadman.MarkerStore); ok {
 		markers = ms
 	} else {
-		return nil, nil, fmt.Errorf("the %T store cannot keep dead-man markers", p.Store)
+		return nil, fmt.Errorf("the %T store cannot keep dead-man markers", p.Store)
 	}
 	notifier := p.Notifier
 	if p.Registerer != nil {
@@ -76,8 +70,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, func() error, error) {
 			cv.WithLabelValues(k)
 		}
 		if err := p.Registerer.Register(cv); err != nil {
-			closeFn()
-			return nil, nil, err
+			return nil, err
 		}
 		notifier = countingNotifier{next: notifier, count: cv}
 	}
@@ -86,8 +79,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, func() error, error) {
 		DefaultWindow: p.Config.Settings.DeadmanWindow, Window: deadman.ConfigWindow(p.Config), Link: p.Link,
 	})
 	if err != nil {
-		closeFn()
-		return nil, nil, err
+		return nil, err
 	}
-	return c, closeFn, nil
+	return c, nil
 }

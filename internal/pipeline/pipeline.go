@@ -75,23 +75,32 @@ func StoreSchema(storeURL string) string {
 	return strings.Trim(strings.TrimSpace(first), `"`)
 }
 
-// Leases returns the lease manager the config asks for: Redis when `redis` is
-// set (several machines), else the store's SQL lease (embedded mode). The
-// returned close function releases the Redis client.
-func Leases(ctx context.Context, cfg *config.Config, st store.Store) (lease.Manager, func() error, error) {
+// Redis returns a client for the config's `redis`, checked with a PING, or
+// nil when the config names none. One client serves the process: leases,
+// dead-man markers and checkpoint barriers. The caller closes it.
+func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	if cfg.Redis == "" {
-		return &lease.SQL{Store: st}, func() error { return nil }, nil
+		return nil, nil
 	}
 	opts, err := redis.ParseURL(cfg.Redis)
 	if err != nil {
-		return nil, nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
+		return nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
 	}
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis")
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis")
 	}
-	return redislease.New(redislease.Params{Client: client, Store: st}), client.Close, nil
+	return client, nil
+}
+
+// Leases returns the lease manager: Redis when client is set (several
+// machines; see Redis), else the store's SQL lease (embedded mode).
+func Leases(st store.Store, client *redis.Client) lease.Manager {
+	if client == nil {
+		return &lease.SQL{Store: st}
+	}
+	return redislease.New(redislease.Params{Client: client, Store: st})
 }
 
 // Options are what the process provides beyond the config.

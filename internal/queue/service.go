@@ -326,14 +326,9 @@ func (s *Service) openBarrier(ctx context.Context, p Params) error {
 		if !partitioned || s.cfg.Redis == "" {
 			return nil // a partitioned sync without Redis fails its runs, saying so
 		}
-		opts, err := redis.ParseURL(s.cfg.Redis)
+		c, err := pipeline.Redis(ctx, s.cfg)
 		if err != nil {
-			return failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
-		}
-		c := redis.NewClient(opts)
-		if err := c.Ping(ctx).Err(); err != nil {
-			_ = c.Close()
-			return failure.Wrap(failure.StoreUnavailable, err, "reach Redis for the checkpoint barrier")
+			return fmt.Errorf("checkpoint barrier: %w", err)
 		}
 		client, s.closeRedis = c, c.Close
 	}
