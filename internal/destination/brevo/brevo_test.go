@@ -617,11 +617,22 @@ func TestVerifyAfterKilledWrite(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	// The write lands, then the writer dies before it sees the answer.
-	b := setup(t, fakebrevo.Options{AfterWrite: func(*http.Request) { cancel() }})
+	// The write lands, then the writer dies before it sees the answer: the
+	// answer is held back until Write has returned, so the client cannot
+	// pick the answer over the cancellation.
+	returned := make(chan struct{})
+	b := setup(t, fakebrevo.Options{AfterWrite: func(*http.Request) {
+		cancel()
+		select {
+		case <-returned:
+		case <-time.After(5 * time.Second):
+		}
+	}})
 	rs := []destination.Record{rec(0, nil)}
 	rs[0].Data["email"] = "Mixed.Case+tag@Example.com"
-	if _, err := b.dest.Write(ctx, rs); !errors.Is(err, context.Canceled) {
+	_, err := b.dest.Write(ctx, rs)
+	close(returned)
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Write = %v, want the writer cancelled in the in-doubt window", err)
 	}
 	landed, err := b.dest.Verify(t.Context(), append(rs, rec(1, nil)), t0)
