@@ -4,19 +4,29 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
 // The checkpoint and deadletter commands, in process through Main, against
@@ -60,6 +70,12 @@ syncs:
   - id: contacts
     workspace: acme
     schedule: "*/15 * * * *"
+    source: {type: csv, path: contacts.csv, page_size: 500, identity: id}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+    mapping: {fields: {email: email}}
+  - id: contacts-split
+    workspace: acme
+    partitions: 2
     source: {type: csv, path: contacts.csv, page_size: 500, identity: id}
     destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
     mapping: {fields: {email: email}}
@@ -212,8 +228,12 @@ func TestCheckpointWaitDeadLetters(t *testing.T) {
 	id := strings.Fields(strings.Split(list, "\n")[1])[0]
 
 	out2, _, code := cb.run(t, "deadletter", "requeue", "--config", cb.config, "--by", "alice", id)
-	if code != 0 || !strings.HasPrefix(out2, "requeued "+id+": key="+fullKey) {
+	if code != 0 || !strings.HasPrefix(out2, "requeued "+id+": key="+fullKey) || !strings.HasSuffix(out2, "; nothing to queue: a named barrier, re-run the command that waited on it\n") {
 		t.Errorf("requeue: exit %d, %q", code, out2)
+	}
+	// A named barrier's entry names no sync: the queue is not even opened.
+	if _, err := os.Stat(filepath.Join(cb.dir, "oncesync.db.queue")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("re-queueing a named barrier's entry created the queue (%v)", err)
 	}
 	if _, errOut, code := cb.run(t, "deadletter", "requeue", "--config", cb.config, id); code != ExitFailed || !strings.Contains(errOut, "already requeued") {
 		t.Errorf("second requeue: exit %d, stderr %q; want %d, already requeued", code, errOut, ExitFailed)
@@ -226,6 +246,137 @@ func TestCheckpointWaitDeadLetters(t *testing.T) {
 	}
 	if _, _, code := cb.run(t, "deadletter", "requeue", "--config", cb.config, "999999"); code != ExitFailed {
 		t.Errorf("requeue of an unknown id: exit %d, want %d", code, ExitFailed)
+	}
+}
+
+// queuedJob is one row of River's job table.
+type queuedJob struct {
+	ID     int64
+	Kind   string
+	State  string
+	SyncID string
+	Reason string
+}
+
+// queuedJobs reads River's job table in the SQLite queue file path (none
+// when the file does not exist).
+func queuedJobs(t *testing.T, path string) []queuedJob {
+	t.Helper()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), `SELECT id, kind, state, json(args) FROM river_job ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []queuedJob
+	for rows.Next() {
+		var (
+			j    queuedJob
+			args string
+		)
+		if err := rows.Scan(&j.ID, &j.Kind, &j.State, &args); err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			SyncID string `json:"sync_id"`
+			Reason string `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			t.Fatalf("job %d: args %s: %v", j.ID, args, err)
+		}
+		j.SyncID, j.Reason = a.SyncID, a.Reason
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestDeadLetterRequeueQueuesARun: re-queueing a partitioned sync's dead
+// letter queues a new run of the sync on the config's queue (River's job
+// table in <store>.queue), once however many of its entries are
+// re-queued; an entry of a paused sync or of a sync not in the config stays
+// parked, and --no-enqueue only marks.
+func TestDeadLetterRequeueQueuesARun(t *testing.T) {
+	t.Parallel()
+	cb := setupCheckpointCLI(t)
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(cb.dir, "oncesync.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	park := func(syncID string, partition int) string {
+		t.Helper()
+		d, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: syncID, RunID: 7, Partition: partition,
+			Key: "oncesync:{" + syncID + "}:barrier:7", Reason: checkpoint.ReasonSourceChanged,
+			Token: fmt.Sprintf("p%d-job%d", partition, partition+10), Snapshot: "snap-1", HolderToken: "run7", HolderSnapshot: "snap-0", Attempts: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatInt(d.ID, 10)
+	}
+	queuePath := filepath.Join(cb.dir, "oncesync.db.queue")
+
+	first, second := park("contacts-split", 1), park("contacts-split", 2)
+	out, errOut, code := cb.run(t, "deadletter", "requeue", "--config", cb.config, "--by", "ada", first)
+	m := regexp.MustCompile(`^requeued ` + first + `: key=oncesync:\{contacts-split\}:barrier:7 sync=contacts-split run=7 partition=1 reason=source_changed_during_run token=p1-job11 snapshot=snap-1; a new run of contacts-split is queued \(job (\d+)\); a serve or worker on this store works it\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("requeue: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	jobs := queuedJobs(t, queuePath)
+	if len(jobs) != 1 || strconv.FormatInt(jobs[0].ID, 10) != m[1] || jobs[0].Kind != queue.KindRunPartitioned ||
+		jobs[0].SyncID != "contacts-split" || jobs[0].Reason != queue.ReasonManual || jobs[0].State != "available" {
+		t.Fatalf("River's jobs after the requeue: %+v; want one available %s job %s of contacts-split", jobs, queue.KindRunPartitioned, m[1])
+	}
+
+	// The other partition's entry: the run already queued redoes it.
+	out, _, code = cb.run(t, "deadletter", "requeue", "--config", cb.config, "--by", "ada", second)
+	if code != 0 || !strings.HasSuffix(out, "; a run of contacts-split is already queued or working (job "+m[1]+"); it redoes the work\n") {
+		t.Fatalf("second entry: exit %d, %q", code, out)
+	}
+	if n := len(queuedJobs(t, queuePath)); n != 1 {
+		t.Fatalf("%d jobs after re-queueing the second entry, want still 1", n)
+	}
+
+	// A paused sync's entry stays parked: its run would do nothing.
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "contacts", Workspace: "acme", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetSyncState(ctx, store.SetSyncStateParams{ID: "contacts", State: store.SyncPaused, Reason: "person", By: "bob", Why: "maintenance"}); err != nil {
+		t.Fatal(err)
+	}
+	paused := park("contacts", 1)
+	out, errOut, code = cb.run(t, "deadletter", "requeue", "--config", cb.config, paused)
+	if code != ExitFailed || out != "" || !strings.Contains(errOut, "paused; resume it first") {
+		t.Fatalf("paused sync: exit %d, stdout %q, stderr %q; want exit %d and the pause", code, out, errOut, ExitFailed)
+	}
+	// A sync not in this config: parked until --no-enqueue.
+	gone := park("gone", 1)
+	if _, errOut, code := cb.run(t, "deadletter", "requeue", "--config", cb.config, gone); code != ExitFailed || !strings.Contains(errOut, "no such sync") {
+		t.Fatalf("unknown sync: exit %d, stderr %q", code, errOut)
+	}
+	list, _, _ := cb.run(t, "deadletter", "list", "--config", cb.config)
+	for _, id := range []string{paused, gone} {
+		if !regexp.MustCompile(`(?m)^` + id + `\s`).MatchString(list) {
+			t.Errorf("entry %s is no longer parked:\n%s", id, list)
+		}
+	}
+	out, _, code = cb.run(t, "deadletter", "requeue", "--config", cb.config, "--no-enqueue", gone)
+	if code != 0 || !strings.HasPrefix(out, "requeued "+gone+": key=") || !strings.HasSuffix(out, "; marked only (--no-enqueue): no run queued\n") {
+		t.Fatalf("--no-enqueue: exit %d, %q", code, out)
+	}
+	jobs = queuedJobs(t, queuePath)
+	if len(jobs) != 1 || jobs[0].SyncID != "contacts-split" {
+		t.Fatalf("jobs %+v, want only contacts-split's run", jobs)
 	}
 }
 

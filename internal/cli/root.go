@@ -102,7 +102,7 @@ Start with:
 		newServeCmd(env, &rf),
 		newWorkerCmd(env, &rf),
 		newCheckpointCmd(env, &rf),
-		newDeadLetterCmd(env),
+		newDeadLetterCmd(env, &rf),
 	)
 	return root
 }

@@ -206,10 +206,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 			if err != nil {
 				return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up River's UI"))
 			}
-			deadLetters, requeue := webDeadLetters(st, func(ctx context.Context, syncID string) error {
-				_, err := svc.Enqueue(ctx, syncID, queue.ReasonManual)
-				return err
-			})
+			deadLetters, requeue := webDeadLetters(st, svc.Enqueue)
 			ui, err = web.New(web.Params{
 				Extra:       map[string]http.Handler{"/riverui/": riverUI},
 				DeadLetters: deadLetters,
@@ -365,9 +362,11 @@ func storeWhere(cfg *config.Config) string {
 }
 
 // webDeadLetters lets the sync page list a sync's parked partition work and
-// re-queue it: re-queueing starts a new run of the sync (the parked run's
-// barrier snapshot is stale by definition). Nil when the store keeps none.
-func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID string) error) (func(context.Context, string) ([]web.DeadLetter, error), func(context.Context, web.RequeueParams) error) {
+// re-queue it with queue.RequeueDeadLetter (as `oncesync deadletter requeue`
+// does): a new run of the sync is queued (the parked run's barrier snapshot
+// is stale by definition), then the entry is marked. Nil when the store
+// keeps none.
+func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID, reason string) (queue.Enqueued, error)) (func(context.Context, string) ([]web.DeadLetter, error), func(context.Context, web.RequeueParams) error) {
 	dls, ok := st.(checkpoint.DeadLetters)
 	if !ok {
 		return nil, nil
@@ -392,8 +391,15 @@ func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID str
 		if err != nil {
 			return fmt.Errorf("%w: dead letter %q", store.ErrNotFound, p.ID)
 		}
-		_, err = checkpoint.Requeue(ctx, checkpoint.RequeueParams{Store: dls, ID: id, By: p.By,
-			Enqueue: func(ctx context.Context, d checkpoint.DeadLetter) error { return enqueue(ctx, d.SyncID) }})
+		_, err = queue.RequeueDeadLetter(ctx, queue.RequeueParams{
+			DeadLetters: dls, Store: st, Enqueue: enqueue, ID: id, By: p.By, SyncID: p.SyncID,
+		})
+		switch {
+		case errors.Is(err, queue.ErrSyncPaused), errors.Is(err, checkpoint.ErrAlreadyRequeued):
+			return fmt.Errorf("%w: %w", web.ErrConflict, err)
+		case errors.Is(err, queue.ErrUnknownSync):
+			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		}
 		return err
 	}
 	return list, requeue

@@ -2,49 +2,74 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 	"github.com/oncesync/oncesync/internal/web"
 )
 
 // TestWebDeadLetters: the sync page lists a sync's parked partition work,
-// and re-queueing it starts a new run of the sync once.
+// and re-queueing it queues a new run of the sync once, on the real queue
+// (River beside the SQLite store), as `oncesync deadletter requeue` does.
 func TestWebDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(t.TempDir(), "s.db")})
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "s.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	cfg := &config.Config{
+		Path: filepath.Join(dir, "oncesync.yaml"), Store: "sqlite://./s.db", Settings: config.Defaults(),
+		Syncs: []config.Sync{{ID: "s", Workspace: "w", Source: config.Source{Type: "csv", Path: "s.csv", PageSize: 10},
+			Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1}}},
+	}
+	svc, err := queue.New(ctx, queue.Params{Config: cfg, Store: st, EnqueueOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = svc.Shutdown(ctx) }()
 	d, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: "s", RunID: 7, Partition: 2, Key: "k",
 		Reason: checkpoint.ReasonSourceChanged, Attempts: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var enqueued []string
-	list, requeue := webDeadLetters(st, func(_ context.Context, syncID string) error {
-		enqueued = append(enqueued, syncID)
-		return nil
-	})
+	other, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: "t", RunID: 8, Partition: 1, Key: "k2",
+		Reason: checkpoint.ReasonSourceChanged, Attempts: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, requeue := webDeadLetters(st, svc.Enqueue)
 	got, err := list(ctx, "s")
-	if err != nil || len(got) != 1 || got[0].RunID != 7 || got[0].Partition != 2 || got[0].Code != checkpoint.ReasonSourceChanged {
+	if err != nil || len(got) != 1 || got[0].ID != strconv.FormatInt(d.ID, 10) || got[0].RunID != 7 || got[0].Partition != 2 || got[0].Code != checkpoint.ReasonSourceChanged {
 		t.Fatalf("list: %+v %v", got, err)
+	}
+	// Another sync's entry is not this sync page's to re-queue.
+	if err := requeue(ctx, web.RequeueParams{SyncID: "s", ID: strconv.FormatInt(other.ID, 10), By: "ada"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("re-queueing another sync's entry: %v, want not found", err)
 	}
 	if err := requeue(ctx, web.RequeueParams{SyncID: "s", ID: got[0].ID, By: "ada", Why: "source settled"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(enqueued) != 1 || enqueued[0] != "s" {
-		t.Fatalf("enqueued %v", enqueued)
+	jobs := queuedJobs(t, filepath.Join(dir, "s.db.queue"))
+	if len(jobs) != 1 || jobs[0].Kind != queue.KindRunSync || jobs[0].SyncID != "s" || jobs[0].State != "available" {
+		t.Fatalf("River's jobs after the requeue: %+v, want one available run of s", jobs)
 	}
 	if after, _ := list(ctx, "s"); len(after) != 0 {
 		t.Fatalf("a re-queued entry is still listed as parked: %+v", after)
 	}
-	if err := requeue(ctx, web.RequeueParams{SyncID: "s", ID: got[0].ID, By: "ada"}); err == nil {
-		t.Fatal("re-queueing twice must fail")
+	if err := requeue(ctx, web.RequeueParams{SyncID: "s", ID: got[0].ID, By: "ada"}); !errors.Is(err, web.ErrConflict) {
+		t.Fatalf("re-queueing twice: %v, want a conflict", err)
 	}
-	_ = d
+	if n := len(queuedJobs(t, filepath.Join(dir, "s.db.queue"))); n != 1 {
+		t.Fatalf("%d jobs, want 1", n)
+	}
 }

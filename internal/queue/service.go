@@ -82,6 +82,10 @@ type Params struct {
 	// Scheduler makes this process eligible to lead: the leader enqueues the
 	// syncs' schedules and the recovery sweep (serve: true, worker: false).
 	Scheduler bool
+	// EnqueueOnly opens the queue to queue runs and nothing else (`oncesync
+	// deadletter requeue`): no workers, no schedules, no barrier (Redis is
+	// not opened), and Leases may be nil. Start refuses; Shutdown closes it.
+	EnqueueOnly bool
 
 	// QueueURL is where the queue lives (default Config.Store): a sqlite://
 	// URL puts it beside that file, a postgres:// URL in that database.
@@ -148,6 +152,9 @@ type Service struct {
 	deadLetters checkpoint.DeadLetters
 	closeRedis  func() error
 
+	// enqueueOnly: Params.EnqueueOnly.
+	enqueueOnly bool
+
 	drain     chan struct{}
 	drainOnce sync.Once
 }
@@ -155,8 +162,11 @@ type Service struct {
 // New validates p, opens the queue (applying River's migrations) and builds
 // the River client. Start starts it.
 func New(ctx context.Context, p Params) (*Service, error) {
-	if p.Config == nil || p.Store == nil || p.Leases == nil {
+	if p.Config == nil || p.Store == nil || (p.Leases == nil && !p.EnqueueOnly) {
 		return nil, errors.New("queue: Config, Store and Leases are required")
+	}
+	if p.EnqueueOnly {
+		p.Scheduler = false
 	}
 	s := &Service{
 		cfg: p.Config, st: p.Store, leases: p.Leases, inspector: p.LeaseInspector, breaker: p.Breaker, deadman: p.Deadman,
@@ -183,7 +193,10 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.recovery <= 0 {
 		s.recovery = RecoveryInterval
 	}
-	if err := s.openBarrier(ctx, p); err != nil {
+	if p.EnqueueOnly {
+		s.enqueueOnly = true
+		s.closeRedis = func() error { return nil }
+	} else if err := s.openBarrier(ctx, p); err != nil {
 		return nil, err
 	}
 	drainDeadline := p.DrainDeadline
@@ -217,8 +230,6 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	}
 	rc := &river.Config{
 		Logger:                 riverLogger(s.log),
-		Queues:                 map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}},
-		Workers:                workers,
 		MaxAttempts:            MaxAttempts,
 		RetryPolicy:            retryPolicy{clock: s.clock, base: p.RetryBackoff, rnd: rand.Float64},
 		FetchPollInterval:      p.FetchPollInterval,
@@ -227,6 +238,10 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		SoftStopTimeout:        drainDeadline,
 		LeaderElectionDisabled: !s.scheduler,
 		Middleware:             []rivertype.Middleware{&insertRecorder{s: s}},
+	}
+	if !s.enqueueOnly { // an insert-only River client has neither
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}}
+		rc.Workers = workers
 	}
 	if p.FetchPollInterval > 0 && p.FetchPollInterval < river.FetchCooldownDefault {
 		rc.FetchCooldown = p.FetchPollInterval // River wants cooldown <= poll
@@ -339,6 +354,9 @@ func (s *Service) openBarrier(ctx context.Context, p Params) error {
 // Start publishes every sync of the config to the store and starts working
 // jobs. It returns once the client runs; Shutdown stops it.
 func (s *Service) Start(ctx context.Context) error {
+	if s.enqueueOnly {
+		return errors.New("queue: an EnqueueOnly service works no jobs")
+	}
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
 		def, err := sc.DefinitionJSON()
