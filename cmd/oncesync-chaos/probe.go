@@ -120,11 +120,12 @@ func (p *probe) runningSince(ctx context.Context, t time.Time) (int64, error) {
 	return n, err
 }
 
-// runningJobs maps each sync to its River run jobs still in state running
-// (River's tables live in the database's default schema), with the time
-// they were attempted.
+// runningJobs maps each sync to its River run jobs still in state running,
+// with the time they were attempted. On PostgreSQL River's tables live in the
+// store's schema (oncesync), which the probe's connections do not have on
+// their search_path.
 func (p *probe) runningJobs(ctx context.Context) (map[string][]time.Time, error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT coalesce(args->>'sync_id', ''), coalesce(attempted_at, created_at) FROM river_job
+	rows, err := p.db.QueryContext(ctx, `SELECT coalesce(args->>'sync_id', ''), coalesce(attempted_at, created_at) FROM `+p.prefix+`river_job
 		WHERE state = 'running' AND kind = 'oncesync_run_sync'`)
 	if err != nil {
 		return nil, err
