@@ -47,6 +47,7 @@ func scenarios() []scenario {
 		{"kill9-foreground", "oncesync run on SQLite, SIGKILL at seeded points (in-doubt window, request on the wire, anywhere), then run to the end", kill9Foreground},
 		{"sigterm", "oncesync run on SQLite, SIGTERM at seeded points: each drain exits within 25 s, the rerun is never skipped", sigtermForeground},
 		{"workers-kill9", "serve + 3 workers on PostgreSQL + Redis, 20 syncs @every 5s on growing sources, a worker SIGKILLed every ~20 s and restarted", workersKill9},
+		{"workers-sigterm", "serve + 3 workers on PostgreSQL + Redis, 12 syncs @every 5s; a busy worker SIGTERMed at seeded points (anywhere, on the wire, in doubt, past the drain deadline) must exit 0 within its grace, leases released, and is restarted", workersSigterm},
 		{"redis-restart", "serve + 2 workers; the Redis server is stopped for 30 s mid-run and restarted empty", redisRestart},
 		{"destination-faults", "serve + 2 workers; 5xx bursts, 429 storms, slow responses, and responses cut after the write was applied", destinationFaults},
 		{"zombie", "a worker frozen (SIGSTOP) once a write has fully left it, past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},
