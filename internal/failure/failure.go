@@ -39,6 +39,7 @@ const (
 	InvalidSyncDefinition      Code = "invalid_sync_definition"
 	CursorOlderThanLedger      Code = "cursor_older_than_ledger"
 	SourceChangedDuringRun     Code = "source_changed_during_run"
+	PartitionsUnfinished       Code = "partitions_unfinished"
 	RecordsInDoubt             Code = "records_in_doubt"
 	StoreUnavailable           Code = "store_unavailable"
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
@@ -103,6 +104,10 @@ var catalog = map[Code]Entry{
 		"The source changed since the saved cursor was taken, so the saved position no longer points at the same data.",
 		"Nothing was written from the changed view. Run the sync again with `--reset-cursor`; with an `identity` column the ledger skips rows already delivered, without one rows after the change may be written again.",
 		OwnerYou, false},
+	PartitionsUnfinished: {PartitionsUnfinished,
+		"Some partitions of the run will never finish: their jobs were cancelled, discarded after their last attempt, or are missing from the queue.",
+		"Nothing to undo: every partition resumes from its own checkpoint in the next run. Fix what stopped the partitions named in the run's detail (River's UI at /riverui/ shows their jobs' errors), then let the next run start or queue one from the sync page.",
+		OwnerOperator, true},
 	RecordsInDoubt: {RecordsInDoubt,
 		"Some records may or may not have reached the destination and it cannot be asked which.",
 		"Check at the destination whether those records arrived (`oncesync runs SYNC` shows how many); oncesync never resends them by itself.",

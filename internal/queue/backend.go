@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,10 @@ type backend interface {
 	insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	// running lists running jobs of kind.
 	running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error)
+	// partitionJobs lists the partition jobs (KindRunPartition) of syncID,
+	// only those of run runID when it is not 0, in states, newest first, at
+	// most limit.
+	partitionJobs(ctx context.Context, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error)
 	// rescue makes running jobs available again at once if they were
 	// attempted before horizon (their worker is known dead).
 	rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error
@@ -100,6 +105,24 @@ func (b *riverBackend[TTx]) insert(ctx context.Context, args river.JobArgs, opts
 
 func (b *riverBackend[TTx]) running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error) {
 	res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(kind).States(rivertype.JobStateRunning).First(limit))
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
+// partitionJobs filters on the job's arguments with the JSON operator ->>,
+// which PostgreSQL (jsonb) and SQLite (3.38+, JSONB blobs) both have; the
+// run id is compared as text, which is what PostgreSQL's ->> returns and
+// what SQLite compares a number with once one side is CAST AS TEXT.
+func (b *riverBackend[TTx]) partitionJobs(ctx context.Context, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error) {
+	p := river.NewJobListParams().Kinds(KindRunPartition).States(states...).
+		Where("args ->> 'sync_id' = @sync_id", river.NamedArgs{"sync_id": syncID}).
+		OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(limit)
+	if runID != 0 {
+		p = p.Where("args ->> 'run_id' = CAST(@run_id AS TEXT)", river.NamedArgs{"run_id": strconv.FormatInt(runID, 10)})
+	}
+	res, err := b.client.JobList(ctx, p)
 	if err != nil {
 		return nil, err
 	}

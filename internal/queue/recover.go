@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -41,6 +45,12 @@ type Recovered struct {
 	// Enqueued are the syncs given a new recovery job (their dead run had no
 	// job: a foreground `oncesync run`, or its job is already gone).
 	Enqueued []string
+	// Unfinished are runs of partitioned syncs closed failed
+	// (partitions_unfinished): no partition job was left to finish them.
+	Unfinished []int64
+	// Completed are runs of partitioned syncs closed succeeded: every
+	// partition had succeeded, but the last one could not record it.
+	Completed []int64
 }
 
 // Recover is lease-expiry recovery (SPEC §6): it finds runs still running
@@ -61,12 +71,26 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	self := lease.ThisProcess()
 	dead := map[string]bool{}
 	var errs []error
+	var coordinated []store.Run
 	for _, r := range runs {
 		if now.Sub(r.StartedAt) < grace {
 			continue
 		}
 		if sc, ok := s.cfg.Sync(r.SyncID); ok && sc.Partitions > 1 {
-			continue // a partitioned run holds no lease; its partitions do, and close it
+			// A partitioned run holds no lease; its partitions do, and
+			// close it; sweepCoordinated closes it when none is left. A run
+			// holding the sync's own lease is a foreground `oncesync run`,
+			// which works a partitioned sync unpartitioned: recovered below
+			// like any run.
+			l, err := s.inspector.LeaseGet(ctx, r.SyncID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("recovery: lease of sync %s: %w", r.SyncID, err))
+				continue
+			}
+			if err != nil || l.RunID != r.ID {
+				coordinated = append(coordinated, r)
+				continue
+			}
 		}
 		l, err := s.inspector.LeaseGet(ctx, r.SyncID)
 		live := false
@@ -167,7 +191,215 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		}
 		out.Enqueued = append(out.Enqueued, syncID)
 	}
+	if err := s.sweepCoordinated(ctx, coordinated, &out); err != nil {
+		errs = append(errs, err)
+	}
 	return out, errors.Join(errs...)
+}
+
+// activeJobStates are the states of a job that may still be worked.
+var activeJobStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}
+
+// finishedJobStates are the states of a job that will never be worked again.
+var finishedJobStates = []rivertype.JobState{
+	rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded,
+}
+
+// sweepCoordinated closes the runs of partitioned syncs (running, older than
+// the lease TTL) that no partition job is left to close: a run's partitions
+// close it themselves (the last success completes it, a permanent failure
+// fails it), but not when their jobs end otherwise: discarded after their
+// last retryable failure, cancelled by a person, never queued (the
+// coordinator died between recording the run and queueing them) or gone
+// from the queue. A run is left alone while any partition job of its sync
+// from it or an earlier run (an earlier run's job may be working one of its
+// partitions, its own having been skipped as a duplicate) is available,
+// pending, scheduled, retryable or running. Then every partition that
+// succeeded after the run began completes it, as the last partition would
+// have; otherwise it fails partitions_unfinished, with the partitions named
+// in the detail, and the breaker is evaluated.
+func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *Recovered) error {
+	var errs []error
+	for _, r := range runs {
+		active, err := s.b.partitionJobs(ctx, r.SyncID, 0, activeJobStates, recoverLimit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: partition jobs of sync %s: %w", r.SyncID, err))
+			continue
+		}
+		if slices.ContainsFunc(active, func(j *rivertype.JobRow) bool {
+			a, ok := partitionArgs(j)
+			return !ok || a.RunID <= r.ID // undecodable: when unsure, do nothing
+		}) {
+			continue
+		}
+		sc, _ := s.cfg.Sync(r.SyncID)
+		own, err := s.b.partitionJobs(ctx, r.SyncID, r.ID, finishedJobStates, recoverLimit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: partition jobs of run %d: %w", r.ID, err))
+			continue
+		}
+		n := sc.Partitions
+		for _, j := range own {
+			if a, ok := partitionArgs(j); ok && a.Partitions > 1 {
+				n = a.Partitions // the run's own split, should the config have changed since
+			}
+		}
+		// Re-read: a partition may have closed the run since it was listed.
+		cur, err := s.st.GetRun(ctx, r.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: run %d: %w", r.ID, err))
+			continue
+		}
+		if cur.State != store.RunRunning {
+			continue
+		}
+		parts, err := s.partitionOutcomes(ctx, r.SyncID, r.ID, n, own)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: partitions of run %d: %w", r.ID, err))
+			continue
+		}
+		// The run's figures are its partitions' (what the failed ones
+		// wrote before failing included).
+		done := true
+		for _, p := range parts {
+			done = done && p.succeeded
+			addCounters(&cur.Counters, p.counters)
+		}
+		if done {
+			s.finishCoordinated(ctx, cur, store.RunSucceeded, nil)
+			out.Completed = append(out.Completed, r.ID)
+			s.log.Warn("partitioned run closed by recovery: every partition had succeeded", "sync", r.SyncID, "run", r.ID)
+		} else {
+			detail := unfinishedDetail(parts)
+			s.finishCoordinated(ctx, cur, store.RunFailed, failure.New(failure.PartitionsUnfinished, detail))
+			out.Unfinished = append(out.Unfinished, r.ID)
+			s.log.Warn("partitioned run closed by recovery: no partition job is left to finish it", "sync", r.SyncID, "run", r.ID, "detail", detail)
+		}
+		if s.barrier != nil {
+			if err := s.barrier.Release(ctx, s.keys.Barrier(r.SyncID, r.ID), "run"+strconv.FormatInt(r.ID, 10)); err != nil {
+				s.log.Warn("could not release the barrier of a closed partitioned run; it expires by itself", "sync", r.SyncID, "run", r.ID, "err", err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// partitionArgs decodes a partition job's arguments.
+func partitionArgs(j *rivertype.JobRow) (RunPartitionArgs, bool) {
+	var a RunPartitionArgs
+	if err := json.Unmarshal(j.EncodedArgs, &a); err != nil || a.Partition < 1 {
+		return a, false
+	}
+	return a, true
+}
+
+// partitionOutcome is how one partition of a run ended.
+type partitionOutcome struct {
+	k         int
+	succeeded bool
+	// counters are the figures of the partition's newest run after the
+	// run began (zero when it has none).
+	counters store.Counters
+	// job is the state of the run's newest job of the partition ("" when
+	// it has none in the queue), attempts its attempts.
+	job      rivertype.JobState
+	attempts int
+	// code is the failure code of the partition's newest run, if it failed
+	// after the run began.
+	code string
+}
+
+// partitionOutcomes reads how each of the n partitions of run runID ended:
+// succeeded when the partition's newest run is a success started after
+// runID (as completeIfDone decides), else with its job's final state (from
+// own, the run's finished partition jobs) and its last failure code.
+func (s *Service) partitionOutcomes(ctx context.Context, syncID string, runID int64, n int, own []*rivertype.JobRow) ([]partitionOutcome, error) {
+	out := make([]partitionOutcome, n)
+	for i := range out {
+		out[i].k = i + 1
+	}
+	for _, j := range own { // newest first: keep the first per partition
+		if a, ok := partitionArgs(j); ok && a.Partition <= n && out[a.Partition-1].job == "" {
+			out[a.Partition-1].job, out[a.Partition-1].attempts = j.State, j.Attempt
+		}
+	}
+	for i := range out {
+		runs, err := s.st.ListRuns(ctx, PartitionSyncID(syncID, out[i].k), 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) == 0 || runs[0].ID < runID {
+			continue
+		}
+		last := runs[0]
+		out[i].counters = last.Counters
+		switch last.State {
+		case store.RunSucceeded:
+			out[i].succeeded = true
+		case store.RunFailed:
+			out[i].code = last.FailureCode
+		}
+	}
+	return out, nil
+}
+
+// unfinishedDetail names the partitions that did not finish, grouped by how
+// their jobs ended, and the partitions' last failure codes.
+func unfinishedDetail(parts []partitionOutcome) string {
+	groups := map[string][]int{}
+	var order []string
+	codes := map[string]bool{}
+	var codeList []string
+	succeeded := 0
+	for _, p := range parts {
+		if p.succeeded {
+			succeeded++
+			continue
+		}
+		var how string
+		switch p.job {
+		case "":
+			how = "no job left in the queue"
+		case rivertype.JobStateDiscarded:
+			how = "job discarded after its last attempt"
+		case rivertype.JobStateCancelled:
+			how = "job cancelled"
+		default: // completed without a success of its own (skipped: another run held the partition)
+			how = "job ended without a successful run"
+		}
+		if _, ok := groups[how]; !ok {
+			order = append(order, how)
+		}
+		groups[how] = append(groups[how], p.k)
+		if p.code != "" && !codes[p.code] {
+			codes[p.code] = true
+			codeList = append(codeList, p.code)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d partitions succeeded; ", succeeded, len(parts))
+	for i, how := range order {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ks := groups[how]
+		word := "partition"
+		if len(ks) > 1 {
+			word = "partitions"
+		}
+		strs := make([]string, len(ks))
+		for i, k := range ks {
+			strs[i] = strconv.Itoa(k)
+		}
+		fmt.Fprintf(&b, "%s %s: %s", word, strings.Join(strs, ", "), how)
+	}
+	if len(codeList) > 0 {
+		fmt.Fprintf(&b, "; their last runs failed with %s", strings.Join(codeList, ", "))
+	}
+	return b.String()
 }
 
 // leaseLive reports whether someone alive holds the sync's lease; when the
