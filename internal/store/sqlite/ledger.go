@@ -13,19 +13,16 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The ledger statements take a page's keys (or outcomes) as one JSON array
-// parameter expanded by json_each (jsonb_each for outcomes, so each object is
-// parsed once): every call is one statement with a fixed text whatever the
-// page size (no variable limit, no chunking, one prepared statement), and each
-// row is a primary-key lookup.
-//
-// Storage (migration 0003): a sync's id is stored once in ledger_syncs and
-// rows carry its integer id (sid); a key that is lowercase 64-character hex
-// (every real delivery key, SHA-256) is stored as its 32 bytes, any other key
-// as TEXT. Keys cross the SQL boundary as JSON strings: hex keys as they are,
-// other keys prefixed with "~" (see keyArg), decoded by sqlKey. Pending
-// entries live in ledger_claims, final ones (complete, rejected, in_doubt) in
-// ledger; a key is in at most one of the two.
+// The ledger (migrations 0003 and 0006). A sync's id is stored once in
+// ledger_syncs and rows carry its integer id (sid); a key that is lowercase
+// 64-character hex (every real delivery key, SHA-256) is stored as its 32
+// bytes, any other key as TEXT. Claims and finishes are appended to
+// ledger_log, one row per call, and folded into memory (see ledgerlog.go);
+// merges move them into ledger (final entries: complete, rejected, in_doubt)
+// and ledger_claims (pending entries), a key being in at most one of the two
+// and its newest log entry overriding both. Keys cross the SQL boundary as
+// JSON strings: hex keys as they are, other keys prefixed with "~" (see
+// keyArg), decoded by sqlKey.
 
 // sqlKey decodes a key argument (see keyArg) to its stored form.
 func sqlKey(arg string) string {
@@ -42,56 +39,6 @@ const (
 )
 
 var (
-	sqlLedgerGet = `SELECT ` + ledgerColumns + ` FROM ledger
-		WHERE sid = ` + sqlSID + ` AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))
-		UNION ALL
-		SELECT ` + pendingColumns + ` FROM ledger_claims
-		WHERE sid = ` + sqlSID + ` AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
-
-	// sqlLedgerFinal returns the keys of ?2 (as given) that have a final
-	// entry, with its state: a claim leaves complete and in_doubt alone and
-	// moves rejected ones back to pending.
-	sqlLedgerFinal = `SELECT j.value, l.state FROM json_each(?2) AS j
-		CROSS JOIN ledger AS l ON l.sid = ?1 AND l.key = ` + sqlKey("j.value")  // CROSS: j drives the loop
-
-	// sqlLedgerReclaim moves rejected entries of ?5 to ledger_claims; the
-	// caller then deletes them from ledger (sqlLedgerDropRejected).
-	sqlLedgerReclaim = `INSERT INTO ledger_claims (sid, key, fence, run_id, attempts, claimed_at, seen_at)
-		SELECT sid, key, ?2, ?3, attempts + 1, ?4, ?4 FROM ledger
-		WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?5)) AND state = 'rejected'`
-
-	sqlLedgerDropRejected = `DELETE FROM ledger
-		WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2)) AND state = 'rejected'`
-
-	// sqlLedgerClaim inserts claims of keys that have no final entry, or
-	// re-claims a pending one under a fence >= its own (attempts+1).
-	sqlLedgerClaim = `INSERT INTO ledger_claims (sid, key, fence, run_id, attempts, claimed_at, seen_at)
-		SELECT ?1, ` + sqlKey("j.value") + `, ?2, ?3, 1, ?4, ?4 FROM json_each(?5) AS j WHERE true
-		ON CONFLICT (sid, key) DO UPDATE SET
-			fence = excluded.fence, run_id = excluded.run_id, attempts = ledger_claims.attempts + 1,
-			claimed_at = excluded.claimed_at, seen_at = excluded.seen_at
-		WHERE ledger_claims.fence <= excluded.fence`
-
-	// sqlLedgerFinish writes final entries, taking attempts and claimed_at
-	// from the key's claim if it has one (then sqlLedgerUnclaim drops the
-	// claim). Keys are unique in the array (LedgerFinish keeps a key's last
-	// outcome).
-	sqlLedgerFinish = `INSERT INTO ledger
-			(sid, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT ?1, j.key, j.s, ?2, ?3, j.r, j.m, coalesce(c.attempts, 1), coalesce(c.claimed_at, ?4),
-			CASE WHEN j.s = 'complete' THEN ?4 END, ?4
-		FROM (SELECT ` + sqlKey("value->>'k'") + ` AS key, value->>'s' AS s, value->>'r' AS r, value->>'m' AS m
-			FROM jsonb_each(?5)) AS j
-		LEFT JOIN ledger_claims AS c ON c.sid = ?1 AND c.key = j.key
-		WHERE true
-		ON CONFLICT (sid, key) DO UPDATE SET
-			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
-			result = excluded.result, message = excluded.message,
-			completed_at = excluded.completed_at, seen_at = excluded.seen_at`
-
-	sqlLedgerUnclaim = `DELETE FROM ledger_claims
-		WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
-
 	sqlLedgerTouch = `UPDATE ledger SET seen_at = ?2
 		WHERE sid = ` + sqlSID + ` AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?3))`
 
@@ -101,31 +48,27 @@ var (
 
 // stmts are the hot path's prepared statements.
 type stmts struct {
-	get                                 *sql.Stmt // read pool
-	final, reclaim, dropRejected, claim *sql.Stmt
-	finish, unclaim, touch, touchClaims *sql.Stmt
-	sidGet, sidPut                      *sql.Stmt
+	getW                      *sql.Stmt // table lookups (write pool: see LedgerGet)
+	logAppend, touch, touchCl *sql.Stmt
+	metaGet, logTail          *sql.Stmt
+	sidGet, sidPut            *sql.Stmt
 }
 
 func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
-	var (
-		st  stmts
-		err error
-	)
-	if st.get, err = r.PrepareContext(ctx, sqlLedgerGet); err != nil {
-		return nil, err
-	}
+	var st stmts
 	for _, p := range []struct {
+		db  *sql.DB
 		dst **sql.Stmt
 		q   string
 	}{
-		{&st.final, sqlLedgerFinal}, {&st.reclaim, sqlLedgerReclaim}, {&st.dropRejected, sqlLedgerDropRejected},
-		{&st.claim, sqlLedgerClaim}, {&st.finish, sqlLedgerFinish}, {&st.unclaim, sqlLedgerUnclaim},
-		{&st.touch, sqlLedgerTouch}, {&st.touchClaims, sqlLedgerTouchClaims},
-		{&st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
-		{&st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
+		{w, &st.getW, sqlTableGet},
+		{w, &st.logAppend, sqlLogAppend}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
+		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims},
+		{w, &st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
+		{w, &st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
 	} {
-		if *p.dst, err = w.PrepareContext(ctx, p.q); err != nil {
+		var err error
+		if *p.dst, err = p.db.PrepareContext(ctx, p.q); err != nil {
 			st.close()
 			return nil, err
 		}
@@ -134,8 +77,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.get, st.final, st.reclaim, st.dropRejected, st.claim,
-		st.finish, st.unclaim, st.touch, st.touchClaims, st.sidGet, st.sidPut} {
+	for _, s := range []*sql.Stmt{st.getW, st.logAppend, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -143,14 +85,52 @@ func (st *stmts) close() {
 }
 
 // ledgerSID returns the integer id of syncID in ledger_syncs, adding it if
-// it is new (inside the caller's write transaction).
+// it is new (inside the caller's write transaction). Only ids read from the
+// table are remembered: a new one may still be rolled back.
 func (s *Store) ledgerSID(ctx context.Context, tx *sql.Tx, syncID string) (int64, error) {
+	if id, ok := s.knownSID(syncID); ok {
+		return id, nil
+	}
 	var id int64
 	err := tx.StmtContext(ctx, s.stmts.sidGet).QueryRowContext(ctx, syncID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.StmtContext(ctx, s.stmts.sidPut).QueryRowContext(ctx, syncID).Scan(&id)
+		return id, tx.StmtContext(ctx, s.stmts.sidPut).QueryRowContext(ctx, syncID).Scan(&id)
+	}
+	if err == nil {
+		s.rememberSID(syncID, id)
 	}
 	return id, err
+}
+
+// readSID returns the id of syncID outside any transaction; false if the
+// sync has no ledger entries.
+func (s *Store) readSID(ctx context.Context, syncID string) (int64, bool, error) {
+	if id, ok := s.knownSID(syncID); ok {
+		return id, true, nil
+	}
+	var id int64
+	err := s.stmts.sidGet.QueryRowContext(ctx, syncID).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	s.rememberSID(syncID, id)
+	return id, true, nil
+}
+
+func (s *Store) knownSID(syncID string) (int64, bool) {
+	s.mem.mu.Lock()
+	defer s.mem.mu.Unlock()
+	id, ok := s.mem.sids[syncID]
+	return id, ok
+}
+
+func (s *Store) rememberSID(syncID string, id int64) {
+	s.mem.mu.Lock()
+	defer s.mem.mu.Unlock()
+	s.mem.sids[syncID] = id
 }
 
 // isHexKey reports whether k is stored as bytes: 64 lowercase hex digits.
@@ -250,50 +230,90 @@ func keysJSON(keys []string) string {
 	return b.String()
 }
 
-// LedgerGet returns the entries of keys that exist, in one query.
+// LedgerGet returns the entries of keys that exist: from memory's fold of
+// the log, and from ledger / ledger_claims for the rest. It reads through the
+// write connection without a transaction (its page cache survives its own
+// commits; a read-pool connection rereads every page after any write), each
+// statement seeing a snapshot at least as new as the one before. If a merge
+// newer than the log it read cut memory meanwhile, the lookup is retried.
 func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (map[string]store.LedgerEntry, error) {
-	out := make(map[string]store.LedgerEntry, len(keys))
 	if len(keys) == 0 {
-		return out, nil
+		return map[string]store.LedgerEntry{}, nil
 	}
 	uniq, err := uniqueKeys(keys)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.stmts.get.QueryContext(ctx, syncID, keysJSON(uniq))
-	if err != nil {
-		return nil, s.mapErr("ledger get", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanLedger(rows)
+	for {
+		out, retry, err := s.ledgerGet(ctx, syncID, uniq)
 		if err != nil {
 			return nil, s.mapErr("ledger get", err)
 		}
-		out[e.Key] = e
+		if !retry {
+			return out, nil
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, s.mapErr("ledger get", err)
+}
+
+func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (map[string]store.LedgerEntry, bool, error) {
+	out := make(map[string]store.LedgerEntry, len(uniq))
+	sid, ok, err := s.readSID(ctx, syncID)
+	if err != nil || !ok {
+		return out, false, err
 	}
-	return out, nil
+	if !s.mem.hasFilter(sid) {
+		if err := s.buildFilter(ctx, sid); err != nil {
+			return nil, false, err
+		}
+	}
+	merged, gen, err := s.refresh(ctx, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	mks := make([]string, len(uniq))
+	for i, k := range uniq {
+		mks[i] = memKeyOf(k)
+	}
+	found, looked, err := s.entriesOf(ctx, s.stmts.getW, sid, gen, mks, false)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.mem.mergedAfter(merged) {
+		return nil, true, nil
+	}
+	if len(looked) > 0 {
+		tables := make(map[string]memEntry, len(looked))
+		for _, k := range looked {
+			if e, ok := found[k]; ok {
+				tables[k] = e
+			}
+		}
+		s.mem.cachePut(gen, sid, looked, tables)
+	}
+	for i, k := range uniq {
+		if e, ok := found[mks[i]]; ok {
+			out[k] = e.ledgerEntry(k)
+		}
+	}
+	return out, false, nil
 }
 
 // LedgerClaim claims keys as pending under p.Fence in one transaction: absent
-// keys are inserted (attempts 1); rejected keys and keys pending under a fence
-// <= p.Fence become pending under p.Fence with attempts+1; complete and
-// in_doubt keys are left alone. A stale p.Fence refuses the whole claim with
-// ErrFenced and writes nothing.
+// keys are claimed with attempts 1; rejected keys and keys pending under a
+// fence <= p.Fence with attempts+1; complete and in_doubt keys are left
+// alone. A stale p.Fence refuses the whole claim with ErrFenced and writes
+// nothing.
 //
-// Claims go to ledger_claims, a table as small as the pages in flight, so a
-// claim rewrites a few pages whatever the size of the ledger; the commit is
-// synchronous=FULL like every other, so the claim is durable before the
-// destination call.
+// The claim is one ledger_log row (a few sequential pages whatever the size
+// of the ledger), committed with synchronous=FULL like every write, so it is
+// durable before the destination call.
 func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) error {
 	uniq, err := uniqueKeys(p.Keys)
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, "ledger claim", func(tx *sql.Tx) error {
+	var rec *logRecord
+	err = s.write(ctx, "ledger claim", func(tx *sql.Tx) error {
 		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
 			return err
 		}
@@ -304,67 +324,52 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 		if err != nil {
 			return err
 		}
-		arr := keysJSON(uniq)
-		rows, err := tx.StmtContext(ctx, s.stmts.final).QueryContext(ctx, sid, arr)
+		_, gen, err := s.refresh(ctx, tx)
 		if err != nil {
 			return err
 		}
-		final := map[string]string{} // key argument -> state
-		for rows.Next() {
-			var k, state string
-			if err := rows.Scan(&k, &state); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			final[k] = state
+		mks := make([]string, len(uniq))
+		for i, k := range uniq {
+			mks[i] = memKeyOf(k)
 		}
-		if err := rows.Close(); err != nil {
+		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+		if err != nil {
 			return err
 		}
 		now := nanos(s.now())
-		if len(final) > 0 {
-			var fresh, rejected []string
-			for _, k := range uniq {
-				switch final[keyArg(k)] {
-				case "":
-					fresh = append(fresh, k)
-				case string(store.LedgerRejected):
-					rejected = append(rejected, k)
-				}
+		items := make([]logItem, 0, len(mks))
+		for _, k := range mks {
+			e, ok := prev[k]
+			attempts := 1
+			switch {
+			case !ok:
+			case e.state == store.LedgerRejected, e.state == store.LedgerPending && e.fence <= p.Fence:
+				attempts = e.attempts + 1
+			default: // complete, in_doubt, or pending under a newer fence
+				continue
 			}
-			if len(rejected) > 0 {
-				rarr := keysJSON(rejected)
-				if _, err := tx.StmtContext(ctx, s.stmts.reclaim).ExecContext(ctx, sid, p.Fence, p.RunID, now, rarr); err != nil {
-					return err
-				}
-				if _, err := tx.StmtContext(ctx, s.stmts.dropRejected).ExecContext(ctx, sid, rarr); err != nil {
-					return err
-				}
-			}
-			if len(fresh) == 0 {
-				return nil
-			}
-			arr = keysJSON(fresh)
+			items = append(items, logItem{key: k, state: store.LedgerPending, attempts: attempts, claimedAt: now})
 		}
-		_, err = tx.StmtContext(ctx, s.stmts.claim).ExecContext(ctx, sid, p.Fence, p.RunID, now, arr)
-		return err
+		if len(items) == 0 {
+			return nil
+		}
+		rec = &logRecord{sid: sid, kind: kindClaim, fence: p.Fence, runID: p.RunID, at: now, items: items}
+		return s.appendLog(ctx, tx, rec)
 	})
-}
-
-// finishItem is one outcome as sqlLedgerFinish reads it.
-type finishItem struct {
-	K string `json:"k"`
-	S string `json:"s"`
-	R string `json:"r"`
-	M string `json:"m"`
+	if err == nil && rec != nil {
+		s.mem.applyOwn(rec)
+	}
+	return err
 }
 
 // LedgerFinish records outcomes (complete with Result, rejected with Message,
 // or in_doubt) in one transaction, fenced like a claim. CompletedAt is set for
 // complete entries only; SeenAt moves to now; Attempts and ClaimedAt are the
-// claim's. A key that was never claimed is inserted with attempts 1.
+// key's current entry's (its claim's). A key without an entry gets attempts
+// 1. The outcomes are one ledger_log row; when the log has grown to the
+// merge size, it is then merged into the tables (its own transaction).
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
-	items := make([]finishItem, 0, len(p.Entries))
+	items := make([]logItem, 0, len(p.Entries))
 	index := make(map[string]int, len(p.Entries))
 	for _, e := range p.Entries {
 		if e.Key == "" {
@@ -375,7 +380,7 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		default:
 			return invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
 		}
-		it := finishItem{K: keyArg(e.Key), S: string(e.State), R: e.Result, M: e.Message}
+		it := logItem{key: memKeyOf(e.Key), state: e.State, result: e.Result, message: e.Message}
 		if i, dup := index[e.Key]; dup {
 			items[i] = it // a key given twice: its last outcome wins
 			continue
@@ -383,11 +388,8 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		index[e.Key] = len(items)
 		items = append(items, it)
 	}
-	b, err := json.Marshal(items)
-	if err != nil {
-		return err
-	}
-	return s.write(ctx, "ledger finish", func(tx *sql.Tx) error {
+	var rec *logRecord
+	err := s.write(ctx, "ledger finish", func(tx *sql.Tx) error {
 		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
 			return err
 		}
@@ -398,24 +400,43 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		if err != nil {
 			return err
 		}
-		now := nanos(s.now())
-		if _, err := tx.StmtContext(ctx, s.stmts.finish).ExecContext(ctx, sid, p.Fence, p.RunID, now, string(b)); err != nil {
-			return err
-		}
-		keys := make([]string, len(items))
-		for i, it := range items {
-			keys[i] = it.K
-		}
-		arr, err := json.Marshal(keys) // already key arguments
+		_, gen, err := s.refresh(ctx, tx)
 		if err != nil {
 			return err
 		}
-		_, err = tx.StmtContext(ctx, s.stmts.unclaim).ExecContext(ctx, sid, string(arr))
-		return err
+		mks := make([]string, len(items))
+		for i, it := range items {
+			mks[i] = it.key
+		}
+		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+		if err != nil {
+			return err
+		}
+		now := nanos(s.now())
+		for i := range items {
+			if e, ok := prev[items[i].key]; ok {
+				items[i].attempts, items[i].claimedAt = e.attempts, e.claimedAt
+			} else {
+				items[i].attempts, items[i].claimedAt = 1, now
+			}
+		}
+		rec = &logRecord{sid: sid, kind: kindFinish, fence: p.Fence, runID: p.RunID, at: now, items: items}
+		return s.appendLog(ctx, tx, rec)
 	})
+	if err != nil || rec == nil {
+		return err
+	}
+	s.mem.applyOwn(rec)
+	if s.mem.size() >= s.mergeEntries {
+		// The outcomes are durable already; a merge that fails now is tried
+		// again after the next finish (and before any touch, prune or list).
+		_ = s.mergeLog(ctx)
+	}
+	return nil
 }
 
-// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
+// LedgerTouch moves SeenAt of keys to now (a replay confirmed them). It
+// merges the log first, then updates the tables.
 func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) error {
 	if len(keys) == 0 {
 		return nil
@@ -425,14 +446,25 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 		return err
 	}
 	arr := keysJSON(uniq)
-	return s.write(ctx, "ledger touch", func(tx *sql.Tx) error {
+	var through int64
+	err = s.write(ctx, "ledger touch", func(tx *sql.Tx) error {
+		var err error
+		if through, err = s.mergeTx(ctx, tx); err != nil {
+			return err
+		}
 		now := nanos(s.now())
 		if _, err := tx.StmtContext(ctx, s.stmts.touch).ExecContext(ctx, syncID, now, arr); err != nil {
 			return err
 		}
-		_, err := tx.StmtContext(ctx, s.stmts.touchClaims).ExecContext(ctx, syncID, now, arr)
-		return err
+		if _, err := tx.StmtContext(ctx, s.stmts.touchCl).ExecContext(ctx, syncID, now, arr); err != nil {
+			return err
+		}
+		return bumpGeneration(ctx, tx)
 	})
+	if err == nil && through > 0 {
+		s.mem.merged(through)
+	}
+	return err
 }
 
 // defaultPruneWindow is how many ledger rows one prune transaction walks, so
@@ -441,8 +473,12 @@ const defaultPruneWindow = 5000
 
 // LedgerPrune deletes complete and rejected entries (of every sync) last seen
 // before before, and returns how many it deleted. It walks the ledger in
-// primary-key order, one short transaction per window of rows.
+// primary-key order, one short transaction per window of rows, after
+// merging the log.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
+	if err := s.mergeLog(ctx); err != nil {
+		return 0, err
+	}
 	var (
 		total   int64
 		fromSID int64 // exclusive lower bound (fromSID, fromKey) of the next window
@@ -474,8 +510,14 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 				return err
 			}
 			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
 			total += n
-			return err
+			if n > 0 {
+				return bumpGeneration(ctx, tx)
+			}
+			return nil
 		})
 		if err != nil {
 			return total, err
@@ -488,8 +530,12 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 }
 
 // LedgerList returns a sync's entries in state, most recently claimed first;
-// limit <= 0 returns all.
+// limit <= 0 returns all. It merges the log first (a write), so the tables
+// hold every entry.
 func (s *Store) LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
+	if err := s.mergeLog(ctx); err != nil {
+		return nil, err
+	}
 	var q string
 	switch state {
 	case store.LedgerPending:

@@ -70,7 +70,9 @@ type Store struct {
 	clock clock.Clock
 	stmts *stmts
 
-	pruneWindow int // rows per LedgerPrune transaction
+	pruneWindow  int // rows per LedgerPrune transaction
+	mem          *memLedger
+	mergeEntries int // log entries that trigger a merge
 }
 
 var _ store.Store = (*Store)(nil)
@@ -157,7 +159,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
 
-	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow}
+	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries}
 	if err := migrate(ctx, w, clk.Now()); err != nil {
 		_ = w.Close()
 		return nil, s.mapErr("migrate", err)

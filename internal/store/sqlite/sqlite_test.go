@@ -40,6 +40,18 @@ func TestStoreSuite(t *testing.T) {
 	})
 }
 
+// TestStoreSuiteMergeEveryFinish runs the suite with the ledger log merged
+// into the tables after every finish, so every lookup path (memory, tables,
+// both) is exercised by the same assertions.
+func TestStoreSuiteMergeEveryFinish(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, clk *clock.Fake) store.Store {
+		s, _ := openTemp(t, clk)
+		s.mergeEntries = 1
+		return s
+	})
+}
+
 func TestParseURL(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -494,17 +506,19 @@ func TestLedgerPruneWindows(t *testing.T) {
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	s, _ := openTemp(t, clock.Real{})
+	getArgs := make([]any, 1+tableGetKeys)
+	getArgs[0], getArgs[1] = 1, []byte("k")
 	tests := []struct {
 		name string
 		q    string
 		args []any
 		want string
 	}{
-		{"ledger get", sqlLedgerGet, []any{"s", `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
-		{"ledger get claims", sqlLedgerGet, []any{"s", `["k"]`}, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
-		{"ledger final", sqlLedgerFinal, []any{1, `["k"]`}, "SEARCH l USING PRIMARY KEY (sid=? AND key=?)"},
-		{"ledger finish", sqlLedgerFinish, []any{1, 1, 1, 1, `[]`}, "SEARCH c USING PRIMARY KEY (sid=? AND key=?)"},
-		{"ledger unclaim", sqlLedgerUnclaim, []any{1, `["k"]`}, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger get", sqlTableGet, getArgs, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger get claims", sqlTableGet, getArgs, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"merge drops claims", sqlDropClaims, []any{1, `["k"]`}, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"merge drops final", sqlDropFinal, []any{1, `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
+		{"log tail", `SELECT seq, sid, kind, fence, run_id, at, n, body FROM ledger_log WHERE seq > ? ORDER BY seq`, []any{1}, "SEARCH ledger_log USING INTEGER PRIMARY KEY (rowid>?)"},
 		{"ledger touch", sqlLedgerTouch, []any{"s", 1, `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
 		{"ledger list problems", `SELECT ` + ledgerColumns + ` FROM ledger WHERE sid = ` + sqlSID + ` AND state = ?2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT ?3`,
 			[]any{"s", "rejected", 10}, "INDEX ledger_problems (sid=? AND state=?)"},

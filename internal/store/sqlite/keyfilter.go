@@ -1,0 +1,114 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+)
+
+// keyFilter is a Bloom filter of the keys one sync has in ledger and
+// ledger_claims, so a lookup of keys the tables cannot hold (every key of a
+// first sync) skips the tables. It is complete as of the merges memory has
+// observed: built from a scan of the tables, then given the keys of every
+// merge whose log rows memory had applied (memLedger.observeMerge); a merge
+// whose rows memory never saw, or more keys than it was sized for, drops it
+// (it is rebuilt on the next lookup). Deleted keys (prune) only leave false
+// positives.
+type keyFilter struct {
+	bits     []uint64
+	mask     uint64
+	n, limit int
+}
+
+// filterBitsPerKey and filterProbes give about 0.24 % false positives.
+const (
+	filterBitsPerKey = 16
+	filterProbes     = 4
+	filterMinKeys    = 1 << 14
+)
+
+// newKeyFilter returns a filter sized for twice n keys (at least filterMinKeys).
+func newKeyFilter(n int) *keyFilter {
+	limit := max(2*n, filterMinKeys)
+	nbits := uint64(1) << bits.Len64(uint64(limit*filterBitsPerKey-1))
+	return &keyFilter{bits: make([]uint64, nbits/64), mask: nbits - 1, limit: limit}
+}
+
+// probes returns two independent hashes of a memory key: the key's own bytes
+// for a hex key (a SHA-256), maphash otherwise.
+func probes(seed maphash.Seed, mk string) (uint64, uint64) {
+	if mk[0] == 'h' && len(mk) == 33 {
+		return binary.LittleEndian.Uint64([]byte(mk[1:9])), binary.LittleEndian.Uint64([]byte(mk[9:17])) | 1
+	}
+	h := maphash.String(seed, mk)
+	return h, bits.RotateLeft64(h, 32) | 1
+}
+
+// add records mk; false once the filter holds more keys than it was sized for.
+func (f *keyFilter) add(seed maphash.Seed, mk string) bool {
+	h1, h2 := probes(seed, mk)
+	for i := range uint64(filterProbes) {
+		b := (h1 + i*h2) & f.mask
+		f.bits[b/64] |= 1 << (b % 64)
+	}
+	f.n++
+	return f.n <= f.limit
+}
+
+// mayHave is false only for keys never added.
+func (f *keyFilter) mayHave(seed maphash.Seed, mk string) bool {
+	h1, h2 := probes(seed, mk)
+	for i := range uint64(filterProbes) {
+		b := (h1 + i*h2) & f.mask
+		if f.bits[b/64]&(1<<(b%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// buildFilter scans sid's keys in ledger and ledger_claims (one snapshot) and
+// installs the filter unless memory has seen a merge since that snapshot.
+func (s *Store) buildFilter(ctx context.Context, sid int64) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var merged, n int64
+	if err := tx.QueryRowContext(ctx, `SELECT merged_through FROM ledger_meta WHERE id = 1`).Scan(&merged); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ledger WHERE sid = ?1) + (SELECT count(*) FROM ledger_claims WHERE sid = ?1)`, sid).Scan(&n); err != nil {
+		return err
+	}
+	f := newKeyFilter(int(n) + 2*s.mergeEntries) // room for merges before a rebuild
+	rows, err := tx.QueryContext(ctx, `SELECT key, typeof(key) = 'blob' FROM ledger WHERE sid = ?1
+		UNION ALL SELECT key, typeof(key) = 'blob' FROM ledger_claims WHERE sid = ?1`, sid)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	seed := s.mem.seed
+	for rows.Next() {
+		var (
+			k    sql.RawBytes
+			blob bool
+		)
+		if err := rows.Scan(&k, &blob); err != nil {
+			return err
+		}
+		if blob {
+			f.add(seed, "h"+string(k))
+		} else {
+			f.add(seed, "t"+string(k))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	s.mem.installFilter(sid, merged, f)
+	return nil
+}

@@ -1,0 +1,760 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// The ledger log (migration 0006, docs/PERFORMANCE.md "Ledger log").
+//
+// A claim or a finish appends one row to ledger_log holding the page's
+// entries (logRecord, encoded in body); it is durable when its transaction
+// commits, like before. Each Store folds the log into memory (memLedger), so
+// a lookup reads a key's newest log entry from memory and only keys absent
+// from the log from ledger / ledger_claims. When the log holds mergeEntries
+// entries, a merge writes the fold into ledger (final states) and
+// ledger_claims (pending), sorted by key, deletes the merged log rows and
+// records merged_through and a new generation in ledger_meta, in one
+// transaction. Touch, prune and list merge first and then work on the tables.
+//
+// Several Stores (processes) may share the file: every lookup first reads
+// ledger_meta and the log rows it has not applied yet (refresh); a merge by
+// another Store shows up as a larger merged_through, and the entries it
+// merged are dropped from memory only once a snapshot that contains the
+// merge has been seen. A reader whose memory was cut by a merge newer than
+// its own snapshot retries (LedgerGet).
+//
+// Invariant: memLedger.lastSeq = S means every log row with seq <= S has
+// been applied; rows are applied in seq order, each once.
+
+// DefaultLedgerMergeEntries is how many log entries trigger a merge. Memory
+// holds at most about this many entries (a few hundred bytes each) per
+// process, and a merge writes each ledger leaf it touches once.
+const DefaultLedgerMergeEntries = 1 << 16
+
+// cacheMax bounds the lookups LedgerGet keeps for the claim that follows it.
+const cacheMax = 1 << 14
+
+const (
+	kindClaim  = 1
+	kindFinish = 2
+)
+
+// memEntry is a key's newest state (from the log, or read from the tables
+// with seq 0). Times are unix nanoseconds; completedAt 0 means none.
+type memEntry struct {
+	seq                            int64
+	state                          store.LedgerState
+	fence, runID                   int64
+	attempts                       int
+	result, message                string
+	claimedAt, completedAt, seenAt int64
+}
+
+func (e memEntry) ledgerEntry(key string) store.LedgerEntry {
+	out := store.LedgerEntry{
+		Key: key, State: e.state, Fence: e.fence, RunID: e.runID, Result: e.result, Message: e.message,
+		Attempts: e.attempts, ClaimedAt: fromNanos(e.claimedAt), SeenAt: fromNanos(e.seenAt),
+	}
+	if e.completedAt != 0 {
+		out.CompletedAt = fromNanos(e.completedAt)
+	}
+	return out
+}
+
+// A memory key is "h" + the 32 bytes of a lowercase hex key, or "t" + any
+// other key: the two forms never collide (as BLOB and TEXT do not in SQL).
+func memKeyOf(k string) string {
+	if isHexKey(k) {
+		var b [33]byte
+		b[0] = 'h'
+		_, _ = hex.Decode(b[1:], []byte(k)) // isHexKey checked the digits
+		return string(b[:])
+	}
+	return "t" + k
+}
+
+// argOfMem is a memory key as the SQL statements take it (see keyArg).
+func argOfMem(mk string) string {
+	if mk[0] == 'h' {
+		return hex.EncodeToString([]byte(mk[1:]))
+	}
+	return "~" + mk[1:]
+}
+
+// memKeyOfStored turns a key read from ledger or ledger_claims into its
+// memory form.
+func memKeyOfStored(v any) (string, error) {
+	switch k := v.(type) {
+	case []byte:
+		return "h" + string(k), nil
+	case string:
+		return "t" + k, nil
+	}
+	return "", fmt.Errorf("ledger key of type %T", v)
+}
+
+// logItem is one entry of a log record: for a claim, the key and its
+// attempts; for a finish, also the outcome and the claim's time.
+type logItem struct {
+	key             string // memory form
+	state           store.LedgerState
+	attempts        int
+	claimedAt       int64
+	result, message string
+}
+
+// logRecord is one ledger_log row.
+type logRecord struct {
+	seq, sid         int64
+	kind             int
+	fence, runID, at int64
+	items            []logItem
+}
+
+var stateCode = map[store.LedgerState]byte{store.LedgerComplete: 'c', store.LedgerRejected: 'r', store.LedgerInDoubt: 'i'}
+
+func encodeBody(kind int, at int64, items []logItem) []byte {
+	b := make([]byte, 0, len(items)*40)
+	for _, it := range items {
+		b = binary.AppendUvarint(b, uint64(len(it.key)))
+		b = append(b, it.key...)
+		b = binary.AppendUvarint(b, uint64(it.attempts))
+		if kind == kindFinish {
+			b = append(b, stateCode[it.state])
+			b = binary.AppendVarint(b, at-it.claimedAt)
+			b = binary.AppendUvarint(b, uint64(len(it.result)))
+			b = append(b, it.result...)
+			b = binary.AppendUvarint(b, uint64(len(it.message)))
+			b = append(b, it.message...)
+		}
+	}
+	return b
+}
+
+var errBadLogBody = errors.New("ledger log: malformed body")
+
+func decodeBody(kind int, at int64, n int, b []byte) ([]logItem, error) {
+	items := make([]logItem, 0, n)
+	str := func() (string, error) {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < l {
+			return "", errBadLogBody
+		}
+		s := string(b[w : w+int(l)])
+		b = b[w+int(l):]
+		return s, nil
+	}
+	uv := func() (uint64, error) {
+		v, w := binary.Uvarint(b)
+		if w <= 0 {
+			return 0, errBadLogBody
+		}
+		b = b[w:]
+		return v, nil
+	}
+	for len(b) > 0 {
+		var it logItem
+		var err error
+		if it.key, err = str(); err != nil || it.key == "" {
+			return nil, errBadLogBody
+		}
+		a, err := uv()
+		if err != nil {
+			return nil, err
+		}
+		it.attempts = int(a)
+		if kind == kindClaim {
+			it.state, it.claimedAt = store.LedgerPending, at
+		} else {
+			if len(b) == 0 {
+				return nil, errBadLogBody
+			}
+			switch b[0] {
+			case 'c':
+				it.state = store.LedgerComplete
+			case 'r':
+				it.state = store.LedgerRejected
+			case 'i':
+				it.state = store.LedgerInDoubt
+			default:
+				return nil, errBadLogBody
+			}
+			b = b[1:]
+			d, w := binary.Varint(b)
+			if w <= 0 {
+				return nil, errBadLogBody
+			}
+			b = b[w:]
+			it.claimedAt = at - d
+			if it.result, err = str(); err != nil {
+				return nil, err
+			}
+			if it.message, err = str(); err != nil {
+				return nil, err
+			}
+		}
+		items = append(items, it)
+	}
+	if len(items) != n {
+		return nil, errBadLogBody
+	}
+	return items, nil
+}
+
+// cached is a lookup in ledger / ledger_claims made by LedgerGet.
+type cached struct {
+	found bool
+	e     memEntry
+}
+
+// memLedger is a Store's fold of the log. All fields are guarded by mu.
+type memLedger struct {
+	mu            sync.Mutex
+	lastSeq       int64
+	mergedThrough int64
+	entries       map[int64]map[string]memEntry // sid -> memory key -> newest entry
+	n             int
+
+	// cache holds table lookups LedgerGet made in a snapshot of generation
+	// cacheGen, for the claim that follows; valid while the generation is.
+	cacheGen int64
+	cache    map[int64]map[string]cached
+	cacheN   int
+
+	sids map[string]int64 // sync id -> ledger_syncs.id (rows are never deleted)
+
+	// filters are the syncs' key filters (keyfilter.go); seed hashes text keys.
+	filters map[int64]*keyFilter
+	seed    maphash.Seed
+}
+
+func newMemLedger() *memLedger {
+	return &memLedger{
+		entries: map[int64]map[string]memEntry{},
+		cache:   map[int64]map[string]cached{},
+		sids:    map[string]int64{},
+		filters: map[int64]*keyFilter{},
+		seed:    maphash.MakeSeed(),
+	}
+}
+
+// size is the number of entries held.
+func (m *memLedger) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// observeMerge drops what a merge through seq moved into the tables. The
+// caller holds mu.
+func (m *memLedger) observeMerge(through int64) {
+	if through <= m.mergedThrough {
+		return
+	}
+	m.mergedThrough = through
+	// The merge wrote the entries of log rows <= through: if memory applied
+	// all of them, they are the entries dropped below, and the filters stay
+	// complete; otherwise the filters cannot know what was merged.
+	if m.lastSeq < through {
+		m.lastSeq = through
+		m.filters = map[int64]*keyFilter{}
+	}
+	for sid, es := range m.entries {
+		f := m.filters[sid]
+		for k, e := range es {
+			if e.seq <= through {
+				delete(es, k)
+				m.n--
+				if f != nil && !f.add(m.seed, k) {
+					delete(m.filters, sid) // full: rebuilt when next needed
+					f = nil
+				}
+			}
+		}
+		if len(es) == 0 {
+			delete(m.entries, sid)
+		}
+	}
+	m.cache, m.cacheN = map[int64]map[string]cached{}, 0
+}
+
+// apply folds rec into memory unless it was applied already. The caller
+// holds mu.
+func (m *memLedger) apply(rec *logRecord) {
+	if rec.seq <= m.lastSeq {
+		return
+	}
+	m.lastSeq = rec.seq
+	es := m.entries[rec.sid]
+	if es == nil {
+		es = make(map[string]memEntry, len(rec.items))
+		m.entries[rec.sid] = es
+	}
+	for _, it := range rec.items {
+		e := memEntry{
+			seq: rec.seq, state: it.state, fence: rec.fence, runID: rec.runID, attempts: it.attempts,
+			result: it.result, message: it.message, claimedAt: it.claimedAt, seenAt: rec.at,
+		}
+		if it.state == store.LedgerComplete {
+			e.completedAt = rec.at
+		}
+		if _, ok := es[it.key]; !ok {
+			m.n++
+		}
+		es[it.key] = e
+	}
+}
+
+// applyOwn folds a record this Store just committed.
+func (m *memLedger) applyOwn(rec *logRecord) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.apply(rec)
+}
+
+// merged records a merge this Store committed.
+func (m *memLedger) merged(through int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeMerge(through)
+}
+
+// mergedAfter reports whether memory saw a merge newer than through.
+func (m *memLedger) mergedAfter(through int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mergedThrough > through
+}
+
+// cachePut keeps lookups made in a snapshot of generation gen.
+func (m *memLedger) cachePut(gen, sid int64, keys []string, found map[string]memEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gen != m.cacheGen || m.cacheN+len(keys) > cacheMax {
+		m.cache, m.cacheN, m.cacheGen = map[int64]map[string]cached{}, 0, gen
+	}
+	c := m.cache[sid]
+	if c == nil {
+		c = make(map[string]cached, len(keys))
+		m.cache[sid] = c
+	}
+	for _, k := range keys {
+		e, ok := found[k]
+		if _, had := c[k]; !had {
+			m.cacheN++
+		}
+		c[k] = cached{found: ok, e: e}
+	}
+}
+
+// installFilter makes f sid's filter if it is complete: built in a snapshot
+// merged through merged, and memory has seen no later merge.
+func (m *memLedger) installFilter(sid, merged int64, f *keyFilter) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mergedThrough <= merged {
+		m.filters[sid] = f
+	}
+}
+
+// hasFilter reports whether sid has a key filter.
+func (m *memLedger) hasFilter(sid int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.filters[sid] != nil
+}
+
+// lookup returns the entries of keys known in memory (or, when gen is the
+// cache's generation, in the cache) and the keys to read from the tables:
+// those the sync's key filter, if it has one, does not rule out.
+func (m *memLedger) lookup(sid, gen int64, keys []string, useCache bool) (map[string]memEntry, []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]memEntry, len(keys))
+	var miss []string
+	es := m.entries[sid]
+	f := m.filters[sid]
+	var c map[string]cached
+	if useCache && gen == m.cacheGen {
+		c = m.cache[sid]
+	}
+	for _, k := range keys {
+		if e, ok := es[k]; ok {
+			out[k] = e
+			continue
+		}
+		if hit, ok := c[k]; ok {
+			if hit.found {
+				out[k] = hit.e
+			}
+			continue
+		}
+		if f != nil && !f.mayHave(m.seed, k) {
+			continue
+		}
+		miss = append(miss, k)
+	}
+	return out, miss
+}
+
+const (
+	sqlMetaGet = `SELECT merged_through, generation FROM ledger_meta WHERE id = 1`
+	sqlLogTail = `SELECT seq, sid, kind, fence, run_id, at, n, body FROM ledger_log WHERE seq > ? ORDER BY seq`
+)
+
+// refresh applies the log rows memory has not applied yet, reading through
+// tx (nil: the write connection outside a transaction), and returns the
+// snapshot's merged_through and generation.
+func (s *Store) refresh(ctx context.Context, tx *sql.Tx) (merged, gen int64, err error) {
+	meta, tail := s.stmts.metaGet, s.stmts.logTail
+	if tx != nil {
+		meta, tail = tx.StmtContext(ctx, meta), tx.StmtContext(ctx, tail)
+	}
+	return s.mem.refresh(ctx, meta, tail)
+}
+
+// refresh applies the log rows (tail: sqlLogTail) that memory has not, after
+// the merge recorded in ledger_meta (meta: sqlMetaGet).
+func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (merged, gen int64, err error) {
+	if err := meta.QueryRowContext(ctx).Scan(&merged, &gen); err != nil {
+		return 0, 0, err
+	}
+	m.mu.Lock()
+	m.observeMerge(merged)
+	from := m.lastSeq
+	m.mu.Unlock()
+	rows, err := tail.QueryContext(ctx, from)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			rec  logRecord
+			n    int
+			body []byte
+		)
+		if err := rows.Scan(&rec.seq, &rec.sid, &rec.kind, &rec.fence, &rec.runID, &rec.at, &n, &body); err != nil {
+			return 0, 0, err
+		}
+		if rec.items, err = decodeBody(rec.kind, rec.at, n, body); err != nil {
+			return 0, 0, fmt.Errorf("ledger log row %d: %w", rec.seq, err)
+		}
+		m.mu.Lock()
+		m.apply(&rec)
+		m.mu.Unlock()
+	}
+	return merged, gen, rows.Err()
+}
+
+// ---- SQL ----
+
+var (
+	// sqlTableGet reads up to tableGetKeys keys (parameters ?2...; NULL
+	// for unused ones) of sync ?1 from ledger and ledger_claims; each key is
+	// a primary-key lookup.
+	sqlTableGet = `SELECT key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at
+		FROM ledger WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)
+		UNION ALL
+		SELECT key, 'pending', fence, run_id, '', '', attempts, claimed_at, NULL, seen_at
+		FROM ledger_claims WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)`
+
+	sqlLogAppend = `INSERT INTO ledger_log (sid, kind, fence, run_id, at, n, body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`
+
+	sqlDropClaims = `DELETE FROM ledger_claims WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
+	sqlDropFinal  = `DELETE FROM ledger WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
+)
+
+// tableGetKeys is how many keys one sqlTableGet looks up.
+const tableGetKeys = 250
+
+// keyParams is "?2, ?3, ..., ?(n+1)".
+func keyParams(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "?%d", i+2)
+	}
+	return b.String()
+}
+
+// storedKey is a memory key as SQL stores it: the 32 bytes of a hex key as
+// a BLOB, any other key as TEXT.
+func storedKey(mk string) any {
+	if mk[0] == 'h' {
+		return []byte(mk[1:])
+	}
+	return mk[1:]
+}
+
+// tableGet reads keys (memory form) of sid from ledger and ledger_claims.
+func tableGet(ctx context.Context, stmt *sql.Stmt, sid int64, keys []string) (map[string]memEntry, error) {
+	out := make(map[string]memEntry)
+	args := make([]any, 1+tableGetKeys)
+	args[0] = sid
+	for len(keys) > 0 {
+		n := min(len(keys), tableGetKeys)
+		for i := range tableGetKeys {
+			if i < n {
+				args[1+i] = storedKey(keys[i])
+			} else {
+				args[1+i] = nil
+			}
+		}
+		keys = keys[n:]
+		if err := tableGetChunk(ctx, stmt, args, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func tableGetChunk(ctx context.Context, stmt *sql.Stmt, args []any, out map[string]memEntry) error {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			e         memEntry
+			key       any
+			state     string
+			completed sql.NullInt64
+		)
+		if err := rows.Scan(&key, &state, &e.fence, &e.runID, &e.result, &e.message, &e.attempts, &e.claimedAt, &completed, &e.seenAt); err != nil {
+			return err
+		}
+		mk, err := memKeyOfStored(key)
+		if err != nil {
+			return err
+		}
+		e.state = store.LedgerState(state)
+		e.completedAt = completed.Int64
+		out[mk] = e
+	}
+	return rows.Err()
+}
+
+// entriesOf returns the entries of keys (memory form) of sid: memory first
+// (refreshed by the caller), then the cache if useCache, then the tables
+// through stmt (sqlTableGet, bound to the caller's transaction if any).
+func (s *Store) entriesOf(ctx context.Context, stmt *sql.Stmt, sid, gen int64, keys []string, useCache bool) (map[string]memEntry, []string, error) {
+	out, miss := s.mem.lookup(sid, gen, keys, useCache)
+	if len(miss) == 0 {
+		return out, nil, nil
+	}
+	found, err := tableGet(ctx, stmt, sid, miss)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, e := range found {
+		out[k] = e
+	}
+	return out, miss, nil
+}
+
+// appendLog writes rec as one log row and sets rec.seq.
+func (s *Store) appendLog(ctx context.Context, tx *sql.Tx, rec *logRecord) error {
+	body := encodeBody(rec.kind, rec.at, rec.items)
+	return tx.StmtContext(ctx, s.stmts.logAppend).QueryRowContext(ctx,
+		rec.sid, rec.kind, rec.fence, rec.runID, rec.at, len(rec.items), body).Scan(&rec.seq)
+}
+
+// mergeLog merges the log into the tables in its own transaction.
+func (s *Store) mergeLog(ctx context.Context) error {
+	var through int64
+	err := s.write(ctx, "ledger merge", func(tx *sql.Tx) error {
+		var err error
+		through, err = s.mergeTx(ctx, tx)
+		return err
+	})
+	if err == nil && through > 0 {
+		s.mem.merged(through)
+	}
+	return err
+}
+
+// mergeTx writes memory's fold of the whole log into ledger and
+// ledger_claims (sorted by sync and key), deletes the log rows and records
+// the merge in ledger_meta, inside tx. It returns the last merged seq, or 0
+// when the log was empty. The caller calls mem.merged after the commit.
+func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
+	merged, _, err := s.refresh(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	type row = mergeRow
+	s.mem.mu.Lock()
+	through := s.mem.lastSeq
+	rows := make([]row, 0, s.mem.n)
+	for sid, es := range s.mem.entries {
+		for k, e := range es {
+			rows = append(rows, row{sid, k, e})
+		}
+	}
+	s.mem.mu.Unlock()
+	if through <= merged {
+		return 0, nil
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if a.sid != b.sid {
+			if a.sid < b.sid {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	exec := func(q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}
+	var final, pending []mergeRow
+	finalKeys, pendingKeys := map[int64][]string{}, map[int64][]string{}
+	for _, r := range rows {
+		if r.e.state == store.LedgerPending {
+			pending = append(pending, mergeRow{r.sid, r.key, r.e})
+			pendingKeys[r.sid] = append(pendingKeys[r.sid], argOfMem(r.key))
+		} else {
+			final = append(final, mergeRow{r.sid, r.key, r.e})
+			finalKeys[r.sid] = append(finalKeys[r.sid], argOfMem(r.key))
+		}
+	}
+	if len(final) > 0 {
+		if err := upsertRows(ctx, tx, final, false); err != nil {
+			return 0, err
+		}
+		var claims bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_claims)`).Scan(&claims); err != nil {
+			return 0, err
+		}
+		for sid, ks := range finalKeys {
+			if !claims {
+				break
+			}
+			b, err := json.Marshal(ks)
+			if err != nil {
+				return 0, err
+			}
+			if err := exec(sqlDropClaims, sid, string(b)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if len(pending) > 0 {
+		if err := upsertRows(ctx, tx, pending, true); err != nil {
+			return 0, err
+		}
+		for sid, ks := range pendingKeys {
+			b, err := json.Marshal(ks)
+			if err != nil {
+				return 0, err
+			}
+			if err := exec(sqlDropFinal, sid, string(b)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := exec(`DELETE FROM ledger_log WHERE seq <= ?`, through); err != nil {
+		return 0, err
+	}
+	if err := exec(`UPDATE ledger_meta SET merged_through = ?, generation = generation + 1 WHERE id = 1`, through); err != nil {
+		return 0, err
+	}
+	return through, nil
+}
+
+// mergeRow is one entry a merge writes.
+type mergeRow struct {
+	sid int64
+	key string // memory form
+	e   memEntry
+}
+
+// mergeChunk is how many rows one merge INSERT writes.
+const mergeChunk = 256
+
+// upsertRows writes rows (sorted) into ledger, or into ledger_claims when
+// pending, mergeChunk rows per statement.
+func upsertRows(ctx context.Context, tx *sql.Tx, rows []mergeRow, pending bool) error {
+	cols, tuple, conflict := `sid, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
+			result = excluded.result, message = excluded.message, attempts = excluded.attempts,
+			claimed_at = excluded.claimed_at, completed_at = excluded.completed_at, seen_at = excluded.seen_at`
+	table, width := "ledger", 11
+	if pending {
+		cols, tuple, conflict = `sid, key, fence, run_id, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?)`,
+			`fence = excluded.fence, run_id = excluded.run_id, attempts = excluded.attempts,
+			claimed_at = excluded.claimed_at, seen_at = excluded.seen_at`
+		table, width = "ledger_claims", 7
+	}
+	query := func(n int) string {
+		return `INSERT INTO ` + table + ` (` + cols + `) VALUES ` +
+			strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ") +
+			` ON CONFLICT (sid, key) DO UPDATE SET ` + conflict
+	}
+	var full *sql.Stmt
+	defer func() {
+		if full != nil {
+			_ = full.Close()
+		}
+	}()
+	args := make([]any, 0, mergeChunk*width)
+	for len(rows) > 0 {
+		n := min(len(rows), mergeChunk)
+		args = args[:0]
+		for _, r := range rows[:n] {
+			e := r.e
+			if pending {
+				args = append(args, r.sid, storedKey(r.key), e.fence, e.runID, e.attempts, e.claimedAt, e.seenAt)
+				continue
+			}
+			var completed any
+			if e.completedAt != 0 {
+				completed = e.completedAt
+			}
+			args = append(args, r.sid, storedKey(r.key), string(e.state), e.fence, e.runID, e.result, e.message,
+				e.attempts, e.claimedAt, completed, e.seenAt)
+		}
+		rows = rows[n:]
+		if n < mergeChunk {
+			if _, err := tx.ExecContext(ctx, query(n), args...); err != nil {
+				return err
+			}
+			continue
+		}
+		if full == nil {
+			var err error
+			if full, err = tx.PrepareContext(ctx, query(mergeChunk)); err != nil {
+				return err
+			}
+		}
+		if _, err := full.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bumpGeneration records a change to ledger or ledger_claims that did not
+// come from a merge (touch, prune).
+func bumpGeneration(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE ledger_meta SET generation = generation + 1 WHERE id = 1`)
+	return err
+}

@@ -1,0 +1,241 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/storetest"
+)
+
+// logBundle is two Stores on one file (two processes' views) and a fence.
+type logBundle struct {
+	ctx   context.Context
+	clk   *clock.Fake
+	a, b  *Store
+	path  string
+	fence int64
+}
+
+func setupLog(t *testing.T) *logBundle {
+	t.Helper()
+	ctx := t.Context()
+	clk := clock.NewFake(storetest.Start)
+	a, path := openTemp(t, clk)
+	b, err := Open(ctx, OpenParams{Path: path, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	l, err := a.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s", Token: "t", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &logBundle{ctx: ctx, clk: clk, a: a, b: b, path: path, fence: l.Fence}
+}
+
+func (lb *logBundle) claim(t *testing.T, s *Store, keys []string) {
+	t.Helper()
+	if err := s.LedgerClaim(lb.ctx, store.LedgerClaimParams{SyncID: "s", Fence: lb.fence, RunID: 1, Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (lb *logBundle) finish(t *testing.T, s *Store, keys []string, state store.LedgerState, result string) {
+	t.Helper()
+	fin := make([]store.LedgerFinish, len(keys))
+	for i, k := range keys {
+		fin[i] = store.LedgerFinish{Key: k, State: state, Result: result}
+	}
+	if err := s.LedgerFinish(lb.ctx, store.LedgerFinishParams{SyncID: "s", Fence: lb.fence, RunID: 1, Entries: fin}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (lb *logBundle) get(t *testing.T, s *Store, keys []string) map[string]store.LedgerEntry {
+	t.Helper()
+	got, err := s.LedgerGet(lb.ctx, "s", keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func countRows(t *testing.T, s *Store, table string) int {
+	t.Helper()
+	var n int
+	if err := s.r.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestLedgerLogSharedFile: what one Store writes (claims, finishes, a
+// merge) the other sees at once, whichever of memory and tables holds it.
+func TestLedgerLogSharedFile(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	ks := storetest.HashedKeys(1, 40)
+
+	// b looks first: nothing, and builds its key filter on empty tables.
+	if got := lb.get(t, lb.b, ks); len(got) != 0 {
+		t.Fatalf("entries before any claim: %d", len(got))
+	}
+	lb.claim(t, lb.a, ks)
+	lb.finish(t, lb.a, ks[:20], store.LedgerComplete, "c1")
+	if n := countRows(t, lb.a, "ledger_log"); n != 2 {
+		t.Fatalf("ledger_log rows = %d, want 2 (one per call)", n)
+	}
+	if n := countRows(t, lb.a, "ledger"); n != 0 {
+		t.Fatalf("ledger rows before a merge = %d, want 0", n)
+	}
+	got := lb.get(t, lb.b, ks)
+	if len(got) != 40 || got[ks[0]].State != store.LedgerComplete || got[ks[0]].Result != "c1" || got[ks[39]].State != store.LedgerPending {
+		t.Fatalf("b after a's writes: %d entries, %+v / %+v", len(got), got[ks[0]], got[ks[39]])
+	}
+
+	// a merges; b's memory still holds the entries, its filter and the
+	// tables must agree after it sees the merge.
+	if err := lb.a.mergeLog(lb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
+		t.Fatalf("ledger_log rows after a merge = %d, want 0", n)
+	}
+	if l, c := countRows(t, lb.a, "ledger"), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
+		t.Fatalf("after the merge: ledger %d, ledger_claims %d; want 20 and 20", l, c)
+	}
+	got = lb.get(t, lb.b, ks)
+	if len(got) != 40 || got[ks[5]].Result != "c1" || got[ks[30]].State != store.LedgerPending || got[ks[30]].Attempts != 1 {
+		t.Fatalf("b after a's merge: %d entries, %+v / %+v", len(got), got[ks[5]], got[ks[30]])
+	}
+	if lb.b.mem.size() != 0 {
+		t.Fatalf("b holds %d entries after seeing the merge, want 0", lb.b.mem.size())
+	}
+
+	// b finishes the pending half; a's memory gets it from the log.
+	lb.clk.Advance(time.Second)
+	lb.finish(t, lb.b, ks[20:], store.LedgerRejected, "")
+	got = lb.get(t, lb.a, ks[20:])
+	if len(got) != 20 || got[ks[25]].State != store.LedgerRejected || got[ks[25]].Attempts != 1 {
+		t.Fatalf("a after b's finish: %d entries, %+v", len(got), got[ks[25]])
+	}
+	// A re-claim of the rejected keys counts attempts across the merge.
+	lb.claim(t, lb.a, ks[20:])
+	if e := lb.get(t, lb.b, ks[20:21])[ks[20]]; e.State != store.LedgerPending || e.Attempts != 2 {
+		t.Fatalf("re-claimed rejected key: %+v, want pending attempts 2", e)
+	}
+	if err := lb.b.mergeLog(lb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, c := countRows(t, lb.a, "ledger"), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
+		t.Fatalf("after the second merge: ledger %d, ledger_claims %d; want 20 and 20", l, c)
+	}
+
+	// A third store (a restarted process) reads the same from the file.
+	lb.finish(t, lb.a, ks[20:], store.LedgerComplete, "c2") // left in the log
+	c, err := Open(lb.ctx, OpenParams{Path: lb.path, Clock: lb.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got = lb.get(t, c, ks)
+	for i, k := range ks {
+		want := "c1"
+		if i >= 20 {
+			want = "c2"
+		}
+		if e := got[k]; e.State != store.LedgerComplete || e.Result != want {
+			t.Fatalf("reopened store, key %d: %+v, want complete %s", i, e, want)
+		}
+	}
+	if e := got[ks[20]]; e.Attempts != 2 {
+		t.Fatalf("reopened store: attempts %d, want 2", e.Attempts)
+	}
+}
+
+// TestLedgerLogFilterMissedMerge: a Store whose memory never saw the log rows
+// of another Store's merge must not trust its key filter afterwards.
+func TestLedgerLogFilterMissedMerge(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	ks := storetest.HashedKeys(2, 30)
+	lb.claim(t, lb.a, storetest.HashedKeys(3, 1)) // the sync exists
+	// b builds a filter on empty tables.
+	if got := lb.get(t, lb.b, ks); len(got) != 0 {
+		t.Fatal("entries before any claim")
+	}
+	if !lb.b.mem.hasFilter(1) {
+		t.Fatal("b has no key filter after a lookup")
+	}
+	// a writes and merges while b looks away: b never applies those rows.
+	lb.claim(t, lb.a, ks)
+	lb.finish(t, lb.a, ks, store.LedgerComplete, "x")
+	if err := lb.a.mergeLog(lb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := lb.get(t, lb.b, ks)
+	if len(got) != len(ks) {
+		t.Fatalf("b sees %d of %d merged entries (stale key filter?)", len(got), len(ks))
+	}
+	// And a claim through b leaves the complete keys alone.
+	lb.claim(t, lb.b, ks)
+	if e := lb.get(t, lb.a, ks[:1])[ks[0]]; e.State != store.LedgerComplete {
+		t.Fatalf("claim through b changed a complete key: %+v", e)
+	}
+}
+
+// TestLedgerLogMergeThreshold: the log is merged once it holds mergeEntries
+// entries, and memory stays bounded by it.
+func TestLedgerLogMergeThreshold(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	lb.a.mergeEntries = 100
+	for page := range 10 {
+		ks := storetest.HashedKeys(100+page, 30)
+		lb.claim(t, lb.a, ks)
+		lb.finish(t, lb.a, ks, store.LedgerComplete, fmt.Sprint("p", page))
+		if n := lb.a.mem.size(); n >= 100 {
+			t.Fatalf("page %d: memory holds %d entries, want < 100", page, n)
+		}
+	}
+	if l := countRows(t, lb.a, "ledger"); l < 200 {
+		t.Fatalf("ledger rows = %d after 300 finishes with merges every 100, want >= 200", l)
+	}
+	for page := range 10 {
+		ks := storetest.HashedKeys(100+page, 30)
+		got := lb.get(t, lb.b, ks)
+		if len(got) != 30 || got[ks[29]].Result != fmt.Sprint("p", page) {
+			t.Fatalf("page %d: %d entries, last %+v", page, len(got), got[ks[29]])
+		}
+	}
+}
+
+// TestLedgerLogBody: a log body decodes to what was encoded, and a truncated
+// one is an error, not a panic.
+func TestLedgerLogBody(t *testing.T) {
+	t.Parallel()
+	items := []logItem{
+		{key: memKeyOf(storetest.HashedKeys(1, 1)[0]), state: store.LedgerComplete, attempts: 3, claimedAt: 90, result: "r", message: ""},
+		{key: memKeyOf("text-key"), state: store.LedgerRejected, attempts: 1, claimedAt: 100, message: "bad email"},
+		{key: memKeyOf("k3"), state: store.LedgerInDoubt, attempts: 2, claimedAt: 120},
+	}
+	b := encodeBody(kindFinish, 100, items)
+	got, err := decodeBody(kindFinish, 100, len(items), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range items {
+		if got[i] != items[i] {
+			t.Fatalf("item %d: %+v, want %+v", i, got[i], items[i])
+		}
+	}
+	for n := range len(b) - 1 {
+		if _, err := decodeBody(kindFinish, 100, len(items), b[:n]); err == nil {
+			t.Fatalf("a body cut at %d of %d bytes decoded", n, len(b))
+		}
+	}
+}
