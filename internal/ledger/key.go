@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"hash"
 )
 
@@ -19,7 +18,7 @@ import (
 // raw row, means a mapping change produces new keys, so the changed payload is
 // sent, while a change to an unmapped column sends nothing.
 func RecordHash(data map[string]any) ([32]byte, error) {
-	b, err := json.Marshal(data)
+	b, err := canonicalJSON(data)
 	if err != nil {
 		return [32]byte{}, err
 	}

@@ -16,6 +16,30 @@ import (
 // fence ever is. The caller rolls back on error, so a refused write leaves
 // nothing behind.
 func checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence int64) error {
+	if syncID == "" || fence < 1 {
+		return checkFenceWith(ctx, nil, syncID, fence)
+	}
+	return checkFenceWith(ctx, tx.QueryRowContext(ctx, sqlFenceCheck, syncID, fence), syncID, fence)
+}
+
+// sqlFenceCheck registers fence ?2 for sync ?1 unless a higher one is, and
+// returns the registered fence.
+const sqlFenceCheck = `INSERT INTO fences (sync_id, fence) VALUES (?1, ?2)
+		ON CONFLICT (sync_id) DO UPDATE SET fence = max(fences.fence, excluded.fence)
+		RETURNING fence`
+
+// checkFence is checkFence with the store's prepared statement.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence int64) error {
+	if syncID == "" {
+		return invalidf("sync id is empty")
+	}
+	if fence < 1 {
+		return invalidf("fence %d (fences start at 1)", fence)
+	}
+	return checkFenceWith(ctx, tx.StmtContext(ctx, s.stmts.fenceCheck).QueryRowContext(ctx, syncID, fence), syncID, fence)
+}
+
+func checkFenceWith(ctx context.Context, row *sql.Row, syncID string, fence int64) error {
 	if syncID == "" {
 		return invalidf("sync id is empty")
 	}
@@ -23,10 +47,7 @@ func checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence int64) err
 		return invalidf("fence %d (fences start at 1)", fence)
 	}
 	var registered int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO fences (sync_id, fence) VALUES (?1, ?2)
-		ON CONFLICT (sync_id) DO UPDATE SET fence = max(fences.fence, excluded.fence)
-		RETURNING fence`, syncID, fence).Scan(&registered)
-	if err != nil {
+	if err := row.Scan(&registered); err != nil {
 		return err
 	}
 	if registered > fence {
@@ -63,19 +84,21 @@ func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, err
 	return c, nil
 }
 
+const sqlCursorSave = `INSERT INTO cursors (sync_id, value, fence, run_id, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?5)
+			ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+				run_id = excluded.run_id, updated_at = excluded.updated_at
+			WHERE cursors.fence <= excluded.fence`
+
 // SaveCursor writes the cursor if p.Fence is not below the sync's registered
 // fence (nor the fence of the saved cursor), else ErrFenced and nothing is
 // written.
 func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error {
 	return s.write(ctx, "save cursor", func(tx *sql.Tx) error {
-		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
+		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO cursors (sync_id, value, fence, run_id, updated_at)
-			VALUES (?1, ?2, ?3, ?4, ?5)
-			ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
-				run_id = excluded.run_id, updated_at = excluded.updated_at
-			WHERE cursors.fence <= excluded.fence`,
+		res, err := tx.StmtContext(ctx, s.stmts.cursorSave).ExecContext(ctx,
 			p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()))
 		if err != nil {
 			return err

@@ -51,6 +51,8 @@ type stmts struct {
 	getW                      *sql.Stmt // table lookups (write pool: see LedgerGet)
 	logAppend, touch, touchCl *sql.Stmt
 	metaGet, logTail          *sql.Stmt
+	fenceCheck, cursorSave    *sql.Stmt
+	runUpdate, runPagePut     *sql.Stmt
 	sidGet, sidPut            *sql.Stmt
 }
 
@@ -62,7 +64,8 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 		q   string
 	}{
 		{w, &st.getW, sqlTableGet},
-		{w, &st.logAppend, sqlLogAppend}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
+		{w, &st.logAppend, sqlLogAppend}, {w, &st.fenceCheck, sqlFenceCheck}, {w, &st.cursorSave, sqlCursorSave},
+		{w, &st.runUpdate, sqlRunUpdate}, {w, &st.runPagePut, sqlRunPagePut}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
 		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims},
 		{w, &st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
 		{w, &st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
@@ -77,7 +80,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.getW, st.logAppend, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut} {
+	for _, s := range []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -314,7 +317,7 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	}
 	var rec *logRecord
 	err = s.write(ctx, "ledger claim", func(tx *sql.Tx) error {
-		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
+		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
 			return err
 		}
 		if len(uniq) == 0 {
@@ -390,7 +393,7 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	}
 	var rec *logRecord
 	err := s.write(ctx, "ledger finish", func(tx *sql.Tx) error {
-		if err := checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
+		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
 			return err
 		}
 		if len(items) == 0 {

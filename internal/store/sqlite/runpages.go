@@ -24,6 +24,13 @@ func validRunPage(p store.RunPage) error {
 	return nil
 }
 
+var sqlRunPagePut = `INSERT INTO run_pages (` + runPageColumns + `)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (run_id, page) DO UPDATE SET
+				read = excluded.read, claimed = excluded.claimed, sent = excluded.sent,
+				replayed = excluded.replayed, rejected = excluded.rejected, in_doubt = excluded.in_doubt,
+				requests = excluded.requests, checkpointed_at = excluded.checkpointed_at`
+
 // RecordRunPage saves one checkpointed page of a run; recording the same
 // (RunID, Page) again replaces it. A zero CheckpointedAt is stamped now.
 func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
@@ -35,12 +42,7 @@ func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
 		if at.IsZero() {
 			at = s.now()
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO run_pages (`+runPageColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (run_id, page) DO UPDATE SET
-				read = excluded.read, claimed = excluded.claimed, sent = excluded.sent,
-				replayed = excluded.replayed, rejected = excluded.rejected, in_doubt = excluded.in_doubt,
-				requests = excluded.requests, checkpointed_at = excluded.checkpointed_at`,
+		_, err := tx.StmtContext(ctx, s.stmts.runPagePut).ExecContext(ctx,
 			p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
 		return err
 	})

@@ -67,6 +67,18 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 	return out, err
 }
 
+const sqlRunUpdate = `UPDATE runs SET
+				state = ?1, attempt = ?2, fence = ?3,
+				started_at = coalesce(?4, started_at),
+				finished_at = CASE
+					WHEN ?5 IS NOT NULL THEN ?5
+					WHEN ?6 THEN coalesce(finished_at, ?7)
+					ELSE NULL END,
+				failure_code = ?8, failure_detail = ?9,
+				n_read = ?10, n_written = ?11, n_replayed = ?12, n_rejected = ?13,
+				n_in_doubt = ?14, n_settled = ?15, n_pages = ?16, n_requests = ?17
+			WHERE id = ?18`
+
 // UpdateRun saves the run's state, attempt, fence, counters and failure
 // fields, and StartedAt when it is set. FinishedAt is saved when set;
 // otherwise a run moving to a final state is stamped finished now (once), and
@@ -78,17 +90,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	return s.write(ctx, "update run", func(tx *sql.Tx) error {
 		now := s.now()
 		finished := nullNanos(r.FinishedAt)
-		res, err := tx.ExecContext(ctx, `UPDATE runs SET
-				state = ?1, attempt = ?2, fence = ?3,
-				started_at = coalesce(?4, started_at),
-				finished_at = CASE
-					WHEN ?5 IS NOT NULL THEN ?5
-					WHEN ?6 THEN coalesce(finished_at, ?7)
-					ELSE NULL END,
-				failure_code = ?8, failure_detail = ?9,
-				n_read = ?10, n_written = ?11, n_replayed = ?12, n_rejected = ?13,
-				n_in_doubt = ?14, n_settled = ?15, n_pages = ?16, n_requests = ?17
-			WHERE id = ?18`,
+		res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx,
 			string(r.State), r.Attempt, r.Fence,
 			nullNanos(r.StartedAt),
 			finished, r.State.Finished(), nanos(now),
