@@ -17,7 +17,9 @@ import (
 
 // The short chaos subset that runs in `make test` (about a minute, the three
 // in parallel): kill9-foreground, zombie, and a two-minute workers-kill9 on
-// PostgreSQL + Redis with a 5 s lease. `make chaos` runs the full set.
+// PostgreSQL + Redis with a 5 s lease; workers_sigterm_test.go adds a short
+// workers-sigterm (about 20 s, in parallel with them). `make chaos` runs the
+// full set.
 
 var binary string
 

@@ -317,7 +317,6 @@ type runEnd struct {
 	State    string
 	Finished time.Time
 	Detail   string
-	InDoubt  int64
 }
 
 // runStates reads the state of each run (by sync; run id 0 is skipped).
@@ -329,8 +328,8 @@ func runStates(ctx context.Context, p *probe, runs map[string]int64) (map[string
 		}
 		var e runEnd
 		var fin *int64
-		if err := p.db.QueryRowContext(ctx, "SELECT state, finished_at, failure_detail, n_in_doubt FROM "+p.prefix+"runs WHERE id = $1", run).
-			Scan(&e.State, &fin, &e.Detail, &e.InDoubt); err != nil {
+		if err := p.db.QueryRowContext(ctx, "SELECT state, finished_at, failure_detail FROM "+p.prefix+"runs WHERE id = $1", run).
+			Scan(&e.State, &fin, &e.Detail); err != nil {
 			return nil, fmt.Errorf("run %d of %s: %w", run, id, err)
 		}
 		if fin != nil {
@@ -350,6 +349,18 @@ func nextRunStart(ctx context.Context, p *probe, syncID string, t time.Time) (ti
 		return time.Time{}, false
 	}
 	return time.Unix(0, *ns), true
+}
+
+// nextRunSettled is n_settled of syncID's first run (not skipped) after t,
+// -1 when there is none.
+func nextRunSettled(ctx context.Context, p *probe, syncID string, t time.Time) int64 {
+	var n int64
+	err := p.db.QueryRowContext(ctx, "SELECT n_settled FROM "+p.prefix+"runs WHERE sync_id = $1 AND state <> 'skipped' AND started_at > $2 ORDER BY started_at LIMIT 1",
+		syncID, t.UnixNano()).Scan(&n)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // settleDrained stops the sources growing, waits for every row to be
@@ -399,8 +410,12 @@ func sigtermSummary(ctx context.Context, c *cluster, row *Row, terms []termRecor
 			// The run whose answer was held must have been cancelled at
 			// the drain deadline, mid-page, and ended interrupted.
 			h := states[t.Held]
-			row.notef("%s past the drain deadline: its run of %s (answer held) ended %s after %s (%d in doubt): %s", t.Worker, t.Held,
-				h.State, h.Finished.Sub(t.At).Round(time.Millisecond), h.InDoubt, h.Detail)
+			settled := int64(-1)
+			if !h.Finished.IsZero() {
+				settled = nextRunSettled(ctx, c.probe, t.Held, h.Finished)
+			}
+			row.notef("%s past the drain deadline: its run of %s (answer held) ended %s after %s (%s); the next run settled %d in-doubt records by reading back",
+				t.Worker, t.Held, h.State, h.Finished.Sub(t.At).Round(time.Millisecond), h.Detail, settled)
 			if h.State != "interrupted" {
 				row.problemf("%s's run of %s, cancelled at the drain deadline, ended %s, want interrupted", t.Worker, t.Held, h.State)
 			}
@@ -408,7 +423,7 @@ func sigtermSummary(ctx context.Context, c *cluster, row *Row, terms []termRecor
 		for id, run := range t.Runs {
 			st := states[id].State
 			if run == 0 {
-				st = "unknown"
+				st = "lease gone before the signal"
 			}
 			outcomes[st]++
 			if st != "interrupted" {
