@@ -16,7 +16,10 @@
 //   - Verify(key, snapshot): like Check but never creates: an absent key is
 //     Missing. Workers that must not define the reference point themselves
 //     (the partitions of a partitioned sync) use it, so a key lost to a Redis
-//     restart or an eviction is not mistaken for a fresh start.
+//     restart or an eviction is not mistaken for a fresh start. Wait with a
+//     Pin (the creator's token and snapshot, kept outside Redis by the
+//     caller) restores such a key to the creator's reference point, never
+//     to the caller's own view.
 //   - Advance(key, token, next): the holder (same token) moves the barrier to
 //     the next snapshot and renews the TTL.
 //   - Release(key, token): the holder deletes the barrier.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -49,9 +50,18 @@ type WaitParams struct {
 	Key, Token, Snapshot string
 	TTL                  time.Duration
 	// VerifyOnly uses Verify instead of Check: the barrier is never
-	// created here, and Missing is retried like a mismatch (for partitions,
-	// whose coordinator pins the snapshot).
+	// created from Snapshot here, and Missing is retried like a mismatch
+	// (for partitions, whose coordinator pins the snapshot).
 	VerifyOnly bool
+	// Pin, with VerifyOnly, is the reference point the barrier's creator
+	// pinned, as the caller holds it outside Redis (a partition's job
+	// carries its coordinator's token and snapshot). A Missing barrier (its
+	// key lost to a Redis restart without persistence, a flush, an eviction
+	// or its TTL) is then created again at Pin with TTL, and Snapshot is
+	// verified against it. The reference point stays the creator's, never
+	// the caller's own view: a source that changed is still a Mismatch.
+	// Nil: Missing is retried like a mismatch.
+	Pin *Pin
 	// Retries after the first check; 0 means DefaultRetries, < 0 none.
 	Retries int
 	// DeadLetters stores the entry after the last retry. Nil: the entry is
@@ -68,6 +78,11 @@ type WaitParams struct {
 	Jitter func(ceiling time.Duration) time.Duration
 	// Clock stamps the dead letter; nil means the wall clock.
 	Clock clock.Clock
+}
+
+// Pin is a barrier's reference point: its creator's token and snapshot.
+type Pin struct {
+	Token, Snapshot string
 }
 
 // BackoffCeiling is the upper bound of the sleep before retry n (0-based):
@@ -89,7 +104,8 @@ func BackoffCeiling(n int) time.Duration {
 
 // Wait checks the barrier until it answers Created or Aligned, sleeping with
 // full-jitter exponential backoff after each Mismatch (or Missing, with
-// VerifyOnly). After the last retry it stores a dead letter and returns a
+// VerifyOnly and no Pin; with a Pin, a Missing barrier is restored to it and
+// verified at once). After the last retry it stores a dead letter and returns a
 // *DeadLetteredError with the last Result. A Redis error ends the wait at
 // once (wrapping store.ErrUnavailable when Redis is unreachable): the caller
 // must not proceed, and retries the whole job later.
@@ -118,6 +134,9 @@ func (b *Barrier) Wait(ctx context.Context, p WaitParams) (Result, error) {
 	for attempt := 0; ; attempt++ {
 		if p.VerifyOnly {
 			res, err = b.Verify(ctx, p.Key, p.Snapshot)
+			if err == nil && res.Outcome == Missing && p.Pin != nil {
+				res, err = b.restore(ctx, p.Key, *p.Pin, p.Snapshot, p.TTL)
+			}
 		} else {
 			res, err = b.Check(ctx, p.Key, p.Token, p.Snapshot, p.TTL)
 		}
@@ -156,6 +175,21 @@ func (b *Barrier) Wait(ctx context.Context, p WaitParams) (Result, error) {
 	}
 	b.countDeadLetter()
 	return res, &DeadLetteredError{Entry: stored, Stored: true}
+}
+
+// restore creates the missing barrier at key again at pin (Check: if another
+// caller restored it first, its value stands), then verifies snapshot
+// against whatever the barrier now holds.
+func (b *Barrier) restore(ctx context.Context, key string, pin Pin, snapshot string, ttl time.Duration) (Result, error) {
+	res, err := b.Check(ctx, key, pin.Token, pin.Snapshot, ttl)
+	if err != nil {
+		return res, err
+	}
+	if res.Outcome == Created {
+		b.log.LogAttrs(ctx, slog.LevelWarn, "checkpoint barrier restored from the pinned snapshot (its key was gone from Redis)",
+			slog.String("key", key), slog.String("token", pin.Token), slog.String("snapshot", pin.Snapshot))
+	}
+	return b.Verify(ctx, key, snapshot)
 }
 
 func (b *Barrier) countDeadLetter() {

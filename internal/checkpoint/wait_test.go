@@ -208,6 +208,63 @@ func TestWaitVerifyOnly(t *testing.T) {
 	}
 }
 
+// TestWaitVerifyOnlyRestoresPin: a partition's barrier lost to a Redis
+// restart without persistence (issue 6: the run was dead-lettered as
+// source_changed_during_run though nothing changed) is restored from the
+// coordinator's pin the partition carries, at once; a caller whose view
+// differs from the pin still mismatches and is dead-lettered, and the
+// restored barrier holds the pin, never the caller's snapshot.
+func TestWaitVerifyOnlyRestoresPin(t *testing.T) {
+	t.Parallel()
+	wb := setupWait(t)
+	pin := &checkpoint.Pin{Token: "run7", Snapshot: "snap-pinned"}
+
+	key := wb.key()
+	var s sleeps
+	res, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: key, Token: "p1-job3", Snapshot: "snap-pinned",
+		TTL: time.Hour, VerifyOnly: true, Pin: pin, DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling})
+	if err != nil || res.Outcome != checkpoint.Aligned || res.HolderToken != "run7" || len(s.got) != 0 {
+		t.Fatalf("Wait = %+v, %v after %d sleeps; want aligned with the restored pin at once", res, err, len(s.got))
+	}
+	if v, ok := wb.value(t, key); !ok || v != "run7:snap-pinned" {
+		t.Fatalf("barrier = %q, %v; want the pin restored", v, ok)
+	}
+	if ttl := wb.client.PTTL(wb.ctx, key).Val(); ttl < 59*time.Minute {
+		t.Errorf("restored barrier TTL %s, want the given hour", ttl)
+	}
+	if !strings.Contains(wb.logs.String(), "checkpoint barrier restored from the pinned snapshot") {
+		t.Errorf("no log line for the restore:\n%s", wb.logs)
+	}
+
+	// The source changed while the barrier was gone: restored to the pin,
+	// then a mismatch like any other, dead-lettered after the retries.
+	changed := wb.key()
+	s = sleeps{}
+	_, err = wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: changed, Token: "p2-job4", Snapshot: "snap-changed",
+		VerifyOnly: true, Pin: pin, DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling,
+		Entry: checkpoint.DeadLetter{Reason: checkpoint.ReasonSourceChanged}})
+	var dl *checkpoint.DeadLetteredError
+	if !errors.As(err, &dl) || dl.Entry.HolderToken != "run7" || dl.Entry.HolderSnapshot != "snap-pinned" || len(s.got) != checkpoint.DefaultRetries {
+		t.Fatalf("Wait with a changed view = %v (%+v) after %d sleeps; want dead-lettered against the pin", err, dl, len(s.got))
+	}
+	if v, _ := wb.value(t, changed); v != "run7:snap-pinned" {
+		t.Fatalf("barrier = %q: a caller's own view must never become the reference point", v)
+	}
+
+	// A barrier present with another snapshot is left alone (no restore).
+	other := wb.key()
+	wb.check(t, other, "run8", "snap-other", time.Minute)
+	s = sleeps{}
+	_, err = wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: other, Token: "p1-job5", Snapshot: "snap-pinned",
+		VerifyOnly: true, Pin: pin, Retries: -1, Sleep: s.sleep, Jitter: ceiling})
+	if !errors.As(err, &dl) || dl.Entry.HolderToken != "run8" {
+		t.Fatalf("Wait on another holder's barrier = %v, want a mismatch against run8", err)
+	}
+	if v, _ := wb.value(t, other); v != "run8:snap-other" {
+		t.Fatalf("barrier = %q, want run8's left alone", v)
+	}
+}
+
 func TestWaitContextEnds(t *testing.T) {
 	t.Parallel()
 	wb := setupWait(t)

@@ -270,6 +270,11 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 			}
 			_, err = s.barrier.Wait(ctx, checkpoint.WaitParams{
 				Key: args.Barrier, Token: token, Snapshot: snap, VerifyOnly: true,
+				// A barrier lost with Redis (a restart without persistence)
+				// is restored to the coordinator's pin, which the job
+				// carries: the run goes on only where the source still
+				// matches it.
+				Pin: pinOf(args), TTL: PartitionBarrierTTL,
 				DeadLetters: s.deadLetters,
 				Entry: checkpoint.DeadLetter{
 					SyncID: sc.ID, RunID: args.RunID, Partition: args.Partition,
@@ -287,6 +292,15 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	})
 	s.metrics.runFinished(run, runErr)
 	return s.partitionEnded(ctx, args, runErr)
+}
+
+// pinOf is the coordinator's pin a partition job carries (nil for a job
+// queued without one).
+func pinOf(args RunPartitionArgs) *checkpoint.Pin {
+	if args.Token == "" || args.Snapshot == "" {
+		return nil
+	}
+	return &checkpoint.Pin{Token: args.Token, Snapshot: args.Snapshot}
 }
 
 // partitionEnded closes the coordinated run when the partition's outcome
