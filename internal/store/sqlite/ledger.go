@@ -370,7 +370,7 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 // complete entries only; SeenAt moves to now; Attempts and ClaimedAt are the
 // key's current entry's (its claim's). A key without an entry gets attempts
 // 1. The outcomes are one ledger_log row; when the log has grown to the
-// merge size, it is then merged into the tables (its own transaction).
+// merge size, a background merge round starts (ledgermerge.go).
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
 	items := make([]logItem, 0, len(p.Entries))
 	index := make(map[string]int, len(p.Entries))
@@ -430,10 +430,13 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		return err
 	}
 	s.mem.applyOwn(rec)
-	if s.mem.size() >= s.mergeEntries {
+	switch n := s.mem.size(); {
+	case n >= mergeBackpressure*s.mergeEntries, n >= s.mergeEntries && s.syncMerge:
 		// The outcomes are durable already; a merge that fails now is tried
 		// again after the next finish (and before any touch, prune or list).
 		_ = s.mergeLog(ctx)
+	case n >= s.mergeEntries:
+		s.startMerge()
 	}
 	return nil
 }

@@ -25,8 +25,10 @@ import (
 // from the log from ledger / ledger_claims. When the log holds mergeEntries
 // entries, a merge writes the fold into ledger (final states) and
 // ledger_claims (pending), sorted by key, deletes the merged log rows and
-// records merged_through and a new generation in ledger_meta, in one
-// transaction. Touch, prune and list merge first and then work on the tables.
+// records merged_through and a new generation in ledger_meta: in the
+// background, one key range per transaction (ledgermerge.go), or inline in
+// one transaction (mergeTx). Touch, prune and list merge inline first and
+// then work on the tables.
 //
 // Several Stores (processes) may share the file: every lookup first reads
 // ledger_meta and the log rows it has not applied yet (refresh); a merge by
@@ -590,30 +592,19 @@ func (s *Store) mergeLog(ctx context.Context) error {
 	return err
 }
 
-// mergeTx writes memory's fold of the whole log into ledger and
-// ledger_claims (sorted by sync and key), deletes the log rows and records
-// the merge in ledger_meta, inside tx. It returns the last merged seq, or 0
-// when the log was empty. The caller calls mem.merged after the commit.
-func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
-	merged, _, err := s.refresh(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	// Only the keys are copied; entries are read back chunk by chunk. An
-	// entry replaced meanwhile (a reader applying a newer log row) is newer
-	// still, and stays in memory after the merge (its seq is > through).
-	s.mem.mu.Lock()
-	through := s.mem.lastSeq
-	keys := make([]mergeKey, 0, s.mem.n)
-	for sid, es := range s.mem.entries {
+// mergeKeys returns the last applied log seq and the keys memory holds,
+// sorted by sync and key. Only the keys are copied; entries are read back
+// chunk by chunk by writeMerged.
+func (m *memLedger) mergeKeys() (int64, []mergeKey) {
+	m.mu.Lock()
+	through := m.lastSeq
+	keys := make([]mergeKey, 0, m.n)
+	for sid, es := range m.entries {
 		for k := range es {
 			keys = append(keys, mergeKey{sid, k})
 		}
 	}
-	s.mem.mu.Unlock()
-	if through <= merged {
-		return 0, nil
-	}
+	m.mu.Unlock()
 	slices.SortFunc(keys, func(a, b mergeKey) int {
 		if a.sid != b.sid {
 			if a.sid < b.sid {
@@ -623,13 +614,21 @@ func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 		}
 		return strings.Compare(a.key, b.key)
 	})
+	return through, keys
+}
+
+// writeMerged writes memory's entries of keys whose seq is <= through into
+// ledger (final) and ledger_claims (pending), in key order, and drops each
+// key's row from the other table. An entry replaced by a newer log row
+// (seq > through) is skipped: it stays in memory and a later merge writes it.
+func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, through int64) error {
 	exec := func(q string, args ...any) error {
 		_, err := tx.ExecContext(ctx, q, args...)
 		return err
 	}
 	var claims bool // whether ledger_claims may hold claims of keys now final
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_claims)`).Scan(&claims); err != nil {
-		return 0, err
+		return err
 	}
 	final, pending := &upserter{tx: tx, track: claims}, &upserter{tx: tx, pending: true}
 	defer final.close()
@@ -640,7 +639,7 @@ func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 		rows := make([]mergeRow, 0, n)
 		s.mem.mu.Lock()
 		for _, k := range keys[:n] {
-			if e, ok := s.mem.entries[k.sid][k.key]; ok {
+			if e, ok := s.mem.entries[k.sid][k.key]; ok && e.seq <= through {
 				rows = append(rows, mergeRow{k.sid, k.key, e})
 			}
 		}
@@ -653,15 +652,15 @@ func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 				pendingKeys = append(pendingKeys, mergeKey{r.sid, r.key})
 			}
 			if err := u.add(ctx, r); err != nil {
-				return 0, err
+				return err
 			}
 		}
 	}
 	if err := final.flush(ctx); err != nil {
-		return 0, err
+		return err
 	}
 	if err := pending.flush(ctx); err != nil {
-		return 0, err
+		return err
 	}
 	// A key is in at most one table: drop final keys' old claims and
 	// pending keys' old final rows (re-claims of rejected keys).
@@ -674,10 +673,10 @@ func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 			for sid, ks := range bySID {
 				b, err := json.Marshal(ks)
 				if err != nil {
-					return 0, err
+					return err
 				}
 				if err := exec(sqlDropClaims, sid, string(b)); err != nil {
-					return 0, err
+					return err
 				}
 			}
 		}
@@ -689,11 +688,34 @@ func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
 	for sid, ks := range bySID {
 		b, err := json.Marshal(ks)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if err := exec(sqlDropFinal, sid, string(b)); err != nil {
-			return 0, err
+			return err
 		}
+	}
+	return nil
+}
+
+// mergeTx writes memory's fold of the whole log into ledger and
+// ledger_claims (sorted by sync and key), deletes the log rows and records
+// the merge in ledger_meta, inside tx. It returns the last merged seq, or 0
+// when the log was empty. The caller calls mem.merged after the commit.
+func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
+	merged, _, err := s.refresh(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	through, keys := s.mem.mergeKeys()
+	if through <= merged {
+		return 0, nil
+	}
+	if err := s.writeMerged(ctx, tx, keys, through); err != nil {
+		return 0, err
+	}
+	exec := func(q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
 	}
 	if err := exec(`DELETE FROM ledger_log WHERE seq <= ?`, through); err != nil {
 		return 0, err

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -193,7 +194,7 @@ func TestLedgerLogFilterMissedMerge(t *testing.T) {
 func TestLedgerLogMergeThreshold(t *testing.T) {
 	t.Parallel()
 	lb := setupLog(t)
-	lb.a.mergeEntries = 100
+	lb.a.mergeEntries, lb.a.syncMerge = 100, true
 	for page := range 10 {
 		ks := storetest.HashedKeys(100+page, 30)
 		lb.claim(t, lb.a, ks)
@@ -237,5 +238,157 @@ func TestLedgerLogBody(t *testing.T) {
 		if _, err := decodeBody(kindFinish, 100, len(items), b[:n]); err == nil {
 			t.Fatalf("a body cut at %d of %d bytes decoded", n, len(b))
 		}
+	}
+}
+
+// expect fails unless every store reads keys with the wanted results.
+func (lb *logBundle) expect(t *testing.T, want map[string]string, stores ...*Store) {
+	t.Helper()
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for i, s := range stores {
+		got := lb.get(t, s, keys)
+		for k, w := range want {
+			if e := got[k]; e.State != store.LedgerComplete || e.Result != w {
+				t.Fatalf("store %d, key %s…: %+v, want complete %q", i, k[:8], e, w)
+			}
+		}
+	}
+}
+
+// TestLedgerMergeRound: a background round writes the log in several
+// transactions while another Store finishes keys of ranges already written
+// and not yet written; every store (and a reopened one) reads the newest
+// outcome of every key, and the newer log rows survive the round.
+func TestLedgerMergeRound(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	ks := storetest.HashedKeys(7, 400)
+	want := map[string]string{}
+	for i := 0; i < len(ks); i += 100 {
+		lb.claim(t, lb.a, ks[i:i+100])
+		lb.finish(t, lb.a, ks[i:i+100], store.LedgerComplete, "old")
+	}
+	for _, k := range ks {
+		want[k] = "old"
+	}
+	// Mid-round, b rewrites every 7th key (all ranges).
+	var newer []string
+	for i := 0; i < len(ks); i += 7 {
+		newer = append(newer, ks[i])
+		want[ks[i]] = "new"
+	}
+	var steps []int
+	lb.a.merger.betweenTx = func(step int) {
+		steps = append(steps, step)
+		if step == 3 {
+			lb.finish(t, lb.b, newer, store.LedgerComplete, "new")
+		}
+	}
+	if err := lb.a.mergeRound(lb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != mergeRounds+1 {
+		t.Fatalf("round steps %v, want %d transactions of writes", steps, mergeRounds)
+	}
+	if n := countRows(t, lb.a, "ledger_log"); n != 1 {
+		t.Fatalf("ledger_log rows after the round = %d, want 1 (b's finish, newer than the round)", n)
+	}
+	if n := countRows(t, lb.a, "ledger"); n != len(ks) {
+		t.Fatalf("ledger rows = %d, want %d", n, len(ks))
+	}
+	c, err := Open(lb.ctx, OpenParams{Path: lb.path, Clock: lb.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lb.expect(t, want, lb.a, lb.b, c)
+	if n := lb.a.mem.size(); n != len(newer) {
+		t.Fatalf("a holds %d entries after the round and a lookup, want the %d newer ones", n, len(newer))
+	}
+	var owner string
+	if err := lb.a.r.QueryRow(`SELECT merge_owner FROM ledger_meta`).Scan(&owner); err != nil || owner != "" {
+		t.Fatalf("merge_owner after the round = %q, %v; want released", owner, err)
+	}
+}
+
+// TestLedgerMergeRoundExclusion: a second round (another process) is refused
+// while the first holds the lease; an inline merge elsewhere stops the first
+// round; an expired lease is taken over.
+func TestLedgerMergeRoundExclusion(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	ks := storetest.HashedKeys(8, 200)
+	lb.claim(t, lb.a, ks)
+	lb.finish(t, lb.a, ks[:100], store.LedgerComplete, "a1")
+	want := map[string]string{}
+	for _, k := range ks[:100] {
+		want[k] = "a1"
+	}
+	var bErr error
+	lb.a.merger.betweenTx = func(step int) {
+		switch step {
+		case 1:
+			bErr = lb.b.mergeRound(lb.ctx) // refused: a holds the lease
+		case 2:
+			// b finishes more and merges inline (LedgerList does): a's
+			// round must stop at its next transaction.
+			lb.finish(t, lb.b, ks[100:], store.LedgerComplete, "b1")
+			if err := lb.b.mergeLog(lb.ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if err := lb.a.mergeRound(lb.ctx); !errors.Is(err, errMergeLost) {
+		t.Fatalf("a's round after b's inline merge: %v, want errMergeLost", err)
+	}
+	if !errors.Is(bErr, errMergeLost) {
+		t.Fatalf("b's round while a held the lease: %v, want errMergeLost", bErr)
+	}
+	for _, k := range ks[100:] {
+		want[k] = "b1"
+	}
+	lb.expect(t, want, lb.a, lb.b)
+	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
+		t.Fatalf("ledger_log rows = %d, want 0 (b merged everything)", n)
+	}
+
+	// A lease left by a dead round expires.
+	lb.a.merger.betweenTx = nil
+	if _, err := lb.a.w.Exec(`UPDATE ledger_meta SET merge_owner = 'dead', merge_until = ?`, nanos(lb.clk.Now().Add(mergeLeaseTTL))); err != nil {
+		t.Fatal(err)
+	}
+	lb.finish(t, lb.a, ks[:1], store.LedgerComplete, "a2")
+	want[ks[0]] = "a2"
+	if err := lb.a.mergeRound(lb.ctx); !errors.Is(err, errMergeLost) {
+		t.Fatalf("round under a live foreign lease: %v, want errMergeLost", err)
+	}
+	lb.clk.Advance(mergeLeaseTTL + time.Second)
+	if err := lb.a.mergeRound(lb.ctx); err != nil {
+		t.Fatalf("round after the foreign lease expired: %v", err)
+	}
+	lb.expect(t, want, lb.a, lb.b)
+	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
+		t.Fatalf("ledger_log rows = %d after the takeover round, want 0", n)
+	}
+}
+
+// TestLedgerFinishStartsBackgroundMerge: finishes past mergeEntries start a
+// round in the background, which merges the log.
+func TestLedgerFinishStartsBackgroundMerge(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	lb.a.mergeEntries = 50
+	ks := storetest.HashedKeys(9, 60)
+	lb.claim(t, lb.a, ks)
+	lb.finish(t, lb.a, ks, store.LedgerComplete, "x") // 60 >= 50: a round starts
+	lb.a.merger.wg.Wait()
+	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
+		t.Fatalf("ledger_log rows after the background round = %d, want 0", n)
+	}
+	if n := countRows(t, lb.a, "ledger"); n != len(ks) {
+		t.Fatalf("ledger rows = %d, want %d", n, len(ks))
 	}
 }

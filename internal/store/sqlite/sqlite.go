@@ -73,6 +73,8 @@ type Store struct {
 	pruneWindow  int // rows per LedgerPrune transaction
 	mem          *memLedger
 	mergeEntries int // log entries that trigger a merge
+	merger       *merger
+	syncMerge    bool // merge inline at mergeEntries (tests), not in the background
 }
 
 var _ store.Store = (*Store)(nil)
@@ -159,7 +161,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
 
-	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries}
+	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
 	if err := migrate(ctx, w, clk.Now()); err != nil {
 		_ = w.Close()
 		return nil, s.mapErr("migrate", err)
@@ -187,6 +189,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 
 // Close closes both connection pools.
 func (s *Store) Close() error {
+	s.merger.stop()
 	var errs []error
 	if s.stmts != nil {
 		s.stmts.close()

@@ -47,7 +47,7 @@ func TestStoreSuiteMergeEveryFinish(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, clk *clock.Fake) store.Store {
 		s, _ := openTemp(t, clk)
-		s.mergeEntries = 1
+		s.mergeEntries, s.syncMerge = 1, true
 		return s
 	})
 }
