@@ -149,6 +149,9 @@ func encodeBody(kind int, at int64, items []logItem) []byte {
 var errBadLogBody = errors.New("ledger log: malformed body")
 
 func decodeBody(kind int, at int64, n int, b []byte) ([]logItem, error) {
+	if n < 0 || n > len(b)/2 { // every item takes at least 2 bytes
+		return nil, errBadLogBody
+	}
 	items := make([]logItem, 0, n)
 	str := func() (string, error) {
 		l, w := binary.Uvarint(b)
