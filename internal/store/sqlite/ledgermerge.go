@@ -33,7 +33,7 @@ import (
 const (
 	mergeRounds       = 8                // transactions per round (key ranges)
 	mergeLeaseTTL     = 60 * time.Second // a round's lease, renewed by each transaction
-	mergeBackpressure = 4
+	mergeBackpressure = 2
 )
 
 var errMergeLost = errors.New("ledger merge: the merge lease or merged_through changed")
