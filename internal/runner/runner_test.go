@@ -35,6 +35,11 @@ type memDest struct {
 	// lose is how many more writes are applied but answered with an error,
 	// as when the connection is cut after the destination committed.
 	lose int
+	// cut[0] applies, in the next write, only the first cut[0] records and
+	// then loses the answer, as on the single path when one record's
+	// answer is cut and the rest of the page is not sent (0: nothing
+	// applied, like a 502 before the destination did anything).
+	cut []int
 }
 
 func newMemDest(c destination.Capability) *memDest {
@@ -47,6 +52,14 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
+	if len(d.cut) > 0 {
+		n := min(d.cut[0], len(recs))
+		d.cut = d.cut[1:]
+		for _, r := range recs[:n] {
+			d.writes[r.Key]++
+		}
+		return nil, failure.New(failure.DestinationUnavailable, "the answer was lost")
+	}
 	out := make([]destination.Result, 0, len(recs))
 	for _, r := range recs {
 		if d.reject != nil && d.reject(r) {
@@ -545,5 +558,53 @@ func TestLostAnswerIsReadBackNotResent(t *testing.T) {
 	}
 	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 		t.Fatalf("records %d, duplicate writes %d", recs, dups)
+	}
+}
+
+// TestLostAnswersOnAPageThatProgresses: a page whose writes keep losing an
+// answer part-way (the single path at a 2 % cut rate) is read back and
+// resent for as long as each read-back finds records landed; only read-backs
+// in a row that find nothing landed are bounded (maxOutcomeChecks).
+func TestLostAnswersOnAPageThatProgresses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		cut       []int
+		wantCode  failure.Code
+		wantCalls int // writes of the first page
+	}{
+		// Six lost answers on one page of 100, each after 10 records landed:
+		// three read-backs would fail the run here.
+		{name: "progress every time", cut: []int{10, 10, 10, 10, 10, 10}, wantCalls: 7},
+		{name: "fruitless read-backs between progress", cut: []int{0, 0, 10, 0, 0, 10, 0, 0}, wantCalls: 9},
+		{name: "three fruitless read-backs in a row", cut: []int{10, 0, 0, 0, 0}, wantCode: failure.DestinationUnavailable, wantCalls: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 500, destination.CapVerify)
+			tb.dest.cut = tt.cut
+			r, err := Run(context.Background(), tb.params(t, "id"))
+			calls, recs, dups := tb.dest.stats()
+			if dups != 0 {
+				t.Fatalf("duplicate writes %d", dups)
+			}
+			if tt.wantCode != "" {
+				if got := failure.CodeOf(err); got != tt.wantCode {
+					t.Fatalf("err %v (code %q), want code %q", err, got, tt.wantCode)
+				}
+				if calls != tt.wantCalls || r.Pages != 0 {
+					t.Fatalf("writes %d, pages %d; want %d writes and no page done", calls, r.Pages, tt.wantCalls)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 4 more pages, one write each.
+			if r.Written != 500 || recs != 500 || calls != tt.wantCalls+4 {
+				t.Fatalf("run %+v; destination: writes %d, records %d; want 500 records in %d writes", r, calls, recs, tt.wantCalls+4)
+			}
+		})
 	}
 }
