@@ -625,10 +625,6 @@ func (m *memLedger) mergeKeys() (int64, []mergeKey) {
 // key's row from the other table. An entry replaced by a newer log row
 // (seq > through) is skipped: it stays in memory and a later merge writes it.
 func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, through int64) error {
-	exec := func(q string, args ...any) error {
-		_, err := tx.ExecContext(ctx, q, args...)
-		return err
-	}
 	var claims bool // whether ledger_claims may hold claims of keys now final
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_claims)`).Scan(&claims); err != nil {
 		return err
@@ -667,25 +663,18 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 	}
 	// A key is in at most one table: drop final keys' old claims and
 	// pending keys' old final rows (re-claims of rejected keys).
-	if final.n > 0 {
-		if claims {
-			bySID := map[int64][]string{}
-			for _, k := range final.keys {
-				bySID[k.sid] = append(bySID[k.sid], argOfMem(k.key))
-			}
-			for sid, ks := range bySID {
-				b, err := json.Marshal(ks)
-				if err != nil {
-					return err
-				}
-				if err := exec(sqlDropClaims, sid, string(b)); err != nil {
-					return err
-				}
-			}
+	if final.n > 0 && claims {
+		if err := dropKeys(ctx, tx, sqlDropClaims, final.keys); err != nil {
+			return err
 		}
 	}
+	return dropKeys(ctx, tx, sqlDropFinal, pendingKeys)
+}
+
+// dropKeys runs query (sqlDropClaims or sqlDropFinal) once per sync of keys.
+func dropKeys(ctx context.Context, tx *sql.Tx, query string, keys []mergeKey) error {
 	bySID := map[int64][]string{}
-	for _, k := range pendingKeys {
+	for _, k := range keys {
 		bySID[k.sid] = append(bySID[k.sid], argOfMem(k.key))
 	}
 	for sid, ks := range bySID {
@@ -693,7 +682,7 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 		if err != nil {
 			return err
 		}
-		if err := exec(sqlDropFinal, sid, string(b)); err != nil {
+		if _, err := tx.ExecContext(ctx, query, sid, string(b)); err != nil {
 			return err
 		}
 	}
