@@ -12,6 +12,20 @@ import (
 // it must never panic, must return either a config or *Problems, must be
 // deterministic, and must never print the value of a variable it
 // interpolated. Seeds: testdata/fuzz/FuzzLoad and the testdata configs.
+//
+// Run it with a cap on minimization, as scripts/fuzz-ci.sh does:
+//
+//	go test -run '^$' -fuzz '^FuzzLoad$' -fuzztime 60s -fuzzminimizetime 1000x ./internal/config
+//
+// With Go's default (60s per input) this target stalls: mutants of the
+// kilobyte seeds soon find new coverage, Go then tries to shrink each while
+// keeping every new coverage bit, and here some of those bits follow the exact
+// input length (protect's regexp scans the whole file, and hit counts are
+// rounded to powers of two) or whether a GC ran during the call
+// (sync.poolCleanup is instrumented too). Almost no single byte can be
+// removed, so the minimizer goes through its O(n^2) candidates until its 60 s
+// are gone, uncounted: a 60 s run with a fresh fuzz cache reported 22 execs
+// (430,965-590,832 with the cap). Parse is not what is slow.
 func FuzzLoad(f *testing.F) {
 	for _, name := range []string{"testdata/spec.yaml", "testdata/full.yaml"} {
 		data, err := os.ReadFile(name)
