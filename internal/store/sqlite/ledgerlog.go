@@ -302,6 +302,11 @@ func (m *memLedger) apply(rec *logRecord) {
 	if rec.seq <= m.lastSeq {
 		return
 	}
+	if rec.seq != m.lastSeq+1 {
+		// The rows between were merged and deleted before memory read
+		// them: the filters cannot know which keys that merge wrote.
+		m.filters = map[int64]*keyFilter{}
+	}
 	m.lastSeq = rec.seq
 	es := m.entries[rec.sid]
 	if es == nil {
@@ -434,16 +439,32 @@ func (s *Store) refresh(ctx context.Context, tx *sql.Tx) (merged, gen int64, err
 // refresh applies the log rows (tail: sqlLogTail) that memory has not, after
 // the merge recorded in ledger_meta (meta: sqlMetaGet).
 func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (merged, gen int64, err error) {
+	// The tail is read before ledger_meta. Outside a transaction (LedgerGet)
+	// the two reads may see different snapshots, and only this order is
+	// safe: a merge committed between them shows up as a merged_through
+	// above the rows applied, so observeMerge knows rows may have been
+	// missed (and drops the key filters) instead of believing memory saw
+	// every row the merge wrote.
+	m.mu.Lock()
+	from := m.lastSeq
+	m.mu.Unlock()
+	if err := m.applyTail(ctx, tail, from); err != nil {
+		return 0, 0, err
+	}
 	if err := meta.QueryRowContext(ctx).Scan(&merged, &gen); err != nil {
 		return 0, 0, err
 	}
 	m.mu.Lock()
 	m.observeMerge(merged)
-	from := m.lastSeq
 	m.mu.Unlock()
+	return merged, gen, nil
+}
+
+// applyTail applies the log rows after seq from.
+func (m *memLedger) applyTail(ctx context.Context, tail *sql.Stmt, from int64) error {
 	rows, err := tail.QueryContext(ctx, from)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -453,16 +474,16 @@ func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (merged, 
 			body []byte
 		)
 		if err := rows.Scan(&rec.seq, &rec.sid, &rec.kind, &rec.fence, &rec.runID, &rec.at, &n, &body); err != nil {
-			return 0, 0, err
+			return err
 		}
 		if rec.items, err = decodeBody(rec.kind, rec.at, n, body); err != nil {
-			return 0, 0, fmt.Errorf("ledger log row %d: %w", rec.seq, err)
+			return fmt.Errorf("ledger log row %d: %w", rec.seq, err)
 		}
 		m.mu.Lock()
 		m.apply(&rec)
 		m.mu.Unlock()
 	}
-	return merged, gen, rows.Err()
+	return rows.Err()
 }
 
 // ---- SQL ----
