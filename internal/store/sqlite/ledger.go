@@ -273,10 +273,7 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 	if err != nil {
 		return nil, false, err
 	}
-	mks := make([]string, len(uniq))
-	for i, k := range uniq {
-		mks[i] = memKeyOf(k)
-	}
+	mks := memKeys(uniq)
 	found, looked, err := s.entriesOf(ctx, s.stmts.getW, sid, gen, mks, false)
 	if err != nil {
 		return nil, false, err
@@ -301,6 +298,45 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 	return out, false, nil
 }
 
+// appendFenced is the transaction of LedgerClaim and LedgerFinish: it checks
+// the fence, and unless mks is empty refreshes memory, reads the current
+// entries of mks (memory, the cache, the tables) and appends the record build
+// makes of them (nothing if build returns nil). Memory applies the record
+// once the transaction has committed; the record is returned.
+func (s *Store) appendFenced(ctx context.Context, op, syncID string, fence int64, mks []string,
+	build func(sid, now int64, prev map[string]memEntry) *logRecord) (*logRecord, error) {
+	var rec *logRecord
+	err := s.write(ctx, op, func(tx *sql.Tx) error {
+		if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
+			return err
+		}
+		if len(mks) == 0 {
+			return nil
+		}
+		sid, err := s.ledgerSID(ctx, tx, syncID)
+		if err != nil {
+			return err
+		}
+		_, gen, err := s.refresh(ctx, tx)
+		if err != nil {
+			return err
+		}
+		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+		if err != nil {
+			return err
+		}
+		if rec = build(sid, nanos(s.now()), prev); rec == nil {
+			return nil
+		}
+		return s.appendLog(ctx, tx, rec)
+	})
+	if err != nil || rec == nil {
+		return nil, err
+	}
+	s.mem.applyOwn(rec)
+	return rec, nil
+}
+
 // LedgerClaim claims keys as pending under p.Fence in one transaction: absent
 // keys are claimed with attempts 1; rejected keys and keys pending under a
 // fence <= p.Fence with attempts+1; complete and in_doubt keys are left
@@ -315,53 +351,27 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	if err != nil {
 		return err
 	}
-	var rec *logRecord
-	err = s.write(ctx, "ledger claim", func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
-			return err
-		}
-		if len(uniq) == 0 {
-			return nil
-		}
-		sid, err := s.ledgerSID(ctx, tx, p.SyncID)
-		if err != nil {
-			return err
-		}
-		_, gen, err := s.refresh(ctx, tx)
-		if err != nil {
-			return err
-		}
-		mks := make([]string, len(uniq))
-		for i, k := range uniq {
-			mks[i] = memKeyOf(k)
-		}
-		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
-		if err != nil {
-			return err
-		}
-		now := nanos(s.now())
-		items := make([]logItem, 0, len(mks))
-		for _, k := range mks {
-			e, ok := prev[k]
-			attempts := 1
-			switch {
-			case !ok:
-			case e.state == store.LedgerRejected, e.state == store.LedgerPending && e.fence <= p.Fence:
-				attempts = e.attempts + 1
-			default: // complete, in_doubt, or pending under a newer fence
-				continue
+	mks := memKeys(uniq)
+	_, err = s.appendFenced(ctx, "ledger claim", p.SyncID, p.Fence, mks,
+		func(sid, now int64, prev map[string]memEntry) *logRecord {
+			items := make([]logItem, 0, len(mks))
+			for _, k := range mks {
+				e, ok := prev[k]
+				attempts := 1
+				switch {
+				case !ok:
+				case e.state == store.LedgerRejected, e.state == store.LedgerPending && e.fence <= p.Fence:
+					attempts = e.attempts + 1
+				default: // complete, in_doubt, or pending under a newer fence
+					continue
+				}
+				items = append(items, logItem{key: k, state: store.LedgerPending, attempts: attempts, claimedAt: now})
 			}
-			items = append(items, logItem{key: k, state: store.LedgerPending, attempts: attempts, claimedAt: now})
-		}
-		if len(items) == 0 {
-			return nil
-		}
-		rec = &logRecord{sid: sid, kind: kindClaim, fence: p.Fence, runID: p.RunID, at: now, items: items}
-		return s.appendLog(ctx, tx, rec)
-	})
-	if err == nil && rec != nil {
-		s.mem.applyOwn(rec)
-	}
+			if len(items) == 0 {
+				return nil
+			}
+			return &logRecord{sid: sid, kind: kindClaim, fence: p.Fence, runID: p.RunID, at: now, items: items}
+		})
 	return err
 }
 
@@ -391,45 +401,24 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		index[e.Key] = len(items)
 		items = append(items, it)
 	}
-	var rec *logRecord
-	err := s.write(ctx, "ledger finish", func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
-			return err
-		}
-		if len(items) == 0 {
-			return nil
-		}
-		sid, err := s.ledgerSID(ctx, tx, p.SyncID)
-		if err != nil {
-			return err
-		}
-		_, gen, err := s.refresh(ctx, tx)
-		if err != nil {
-			return err
-		}
-		mks := make([]string, len(items))
-		for i, it := range items {
-			mks[i] = it.key
-		}
-		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
-		if err != nil {
-			return err
-		}
-		now := nanos(s.now())
-		for i := range items {
-			if e, ok := prev[items[i].key]; ok {
-				items[i].attempts, items[i].claimedAt = e.attempts, e.claimedAt
-			} else {
-				items[i].attempts, items[i].claimedAt = 1, now
+	mks := make([]string, len(items))
+	for i, it := range items {
+		mks[i] = it.key
+	}
+	rec, err := s.appendFenced(ctx, "ledger finish", p.SyncID, p.Fence, mks,
+		func(sid, now int64, prev map[string]memEntry) *logRecord {
+			for i := range items {
+				if e, ok := prev[items[i].key]; ok {
+					items[i].attempts, items[i].claimedAt = e.attempts, e.claimedAt
+				} else {
+					items[i].attempts, items[i].claimedAt = 1, now
+				}
 			}
-		}
-		rec = &logRecord{sid: sid, kind: kindFinish, fence: p.Fence, runID: p.RunID, at: now, items: items}
-		return s.appendLog(ctx, tx, rec)
-	})
+			return &logRecord{sid: sid, kind: kindFinish, fence: p.Fence, runID: p.RunID, at: now, items: items}
+		})
 	if err != nil || rec == nil {
 		return err
 	}
-	s.mem.applyOwn(rec)
 	switch n := s.mem.size(); {
 	case n >= mergeBackpressure*s.mergeEntries, n >= s.mergeEntries && s.syncMerge:
 		// The outcomes are durable already; a merge that fails now is tried

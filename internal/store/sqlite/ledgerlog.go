@@ -88,6 +88,15 @@ func memKeyOf(k string) string {
 	return "t" + k
 }
 
+// memKeys is keys in memory form.
+func memKeys(keys []string) []string {
+	mks := make([]string, len(keys))
+	for i, k := range keys {
+		mks[i] = memKeyOf(k)
+	}
+	return mks
+}
+
 // argOfMem is a memory key as the SQL statements take it (see keyArg).
 func argOfMem(mk string) string {
 	if mk[0] == 'h' {
