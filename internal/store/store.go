@@ -133,6 +133,16 @@ type SaveCursorParams struct {
 	RunID  int64
 }
 
+// CheckpointParams is one page's checkpoint (SPEC §2 step 6): the fenced
+// cursor write, the run's progress and the page's timeline row.
+type CheckpointParams struct {
+	Cursor SaveCursorParams
+	// Run is saved as UpdateRun saves it; Run.ID must exist.
+	Run Run
+	// Page is the page's timeline row (as RecordRunPage); nil = none.
+	Page *RunPage
+}
+
 // LedgerState is a delivery's state (SPEC §4).
 type LedgerState string
 
@@ -260,6 +270,10 @@ type Store interface {
 	// SaveCursor writes the cursor if p.Fence >= the sync's registered fence,
 	// else ErrFenced.
 	SaveCursor(ctx context.Context, p SaveCursorParams) error
+	// Checkpoint writes p.Cursor (fenced, as SaveCursor), p.Run (as
+	// UpdateRun) and p.Page (as RecordRunPage) in ONE transaction: all of it
+	// or, on any error (ErrFenced, ErrNotFound, invalid input), none of it.
+	Checkpoint(ctx context.Context, p CheckpointParams) error
 	// RaiseFence registers fence as the sync's fence if it is higher than the
 	// registered one; ErrFenced if a higher one is already registered.
 	RaiseFence(ctx context.Context, syncID string, fence int64) error

@@ -92,13 +92,20 @@ func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error 
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return err
 	}
+	return mapErr("save cursor", s.saveCursor(ctx, s.pool, p))
+}
+
+// saveCursor is SaveCursor on q: the pool (one statement, its own
+// transaction) or the caller's transaction (Checkpoint), p already checked by
+// checkFenceArgs. Errors are the driver's, unmapped.
+func (s *Store) saveCursor(ctx context.Context, q querier, p store.SaveCursorParams) error {
 	var (
 		registered, cur int64
 		written         bool
 	)
-	if err := s.pool.QueryRow(ctx, sqlSaveCursor, p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())).
+	if err := q.QueryRow(ctx, sqlSaveCursor, p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())).
 		Scan(&registered, &written, &cur); err != nil {
-		return mapErr("save cursor", err)
+		return err
 	}
 	switch {
 	case registered > p.Fence:

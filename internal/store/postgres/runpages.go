@@ -23,24 +23,33 @@ func validRunPage(p store.RunPage) error {
 	return nil
 }
 
+const sqlRunPagePut = `INSERT INTO run_pages (` + runPageColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (run_id, page) DO UPDATE SET
+			read = excluded.read, claimed = excluded.claimed, sent = excluded.sent,
+			replayed = excluded.replayed, rejected = excluded.rejected, in_doubt = excluded.in_doubt,
+			requests = excluded.requests, checkpointed_at = excluded.checkpointed_at`
+
 // RecordRunPage saves one checkpointed page of a run; recording the same
 // (RunID, Page) again replaces it. A zero CheckpointedAt is stamped now.
 func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
 	if err := validRunPage(p); err != nil {
 		return err
 	}
+	return mapErr("record run page", s.recordRunPage(ctx, s.pool, p))
+}
+
+// recordRunPage is RecordRunPage on q (the pool or the caller's
+// transaction), p already checked by validRunPage. Driver errors are returned
+// unmapped.
+func (s *Store) recordRunPage(ctx context.Context, q querier, p store.RunPage) error {
 	at := p.CheckpointedAt
 	if at.IsZero() {
 		at = s.now()
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO run_pages (`+runPageColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (run_id, page) DO UPDATE SET
-			read = excluded.read, claimed = excluded.claimed, sent = excluded.sent,
-			replayed = excluded.replayed, rejected = excluded.rejected, in_doubt = excluded.in_doubt,
-			requests = excluded.requests, checkpointed_at = excluded.checkpointed_at`,
+	_, err := q.Exec(ctx, sqlRunPagePut,
 		p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
-	return mapErr("record run page", err)
+	return err
 }
 
 // ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.

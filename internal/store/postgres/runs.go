@@ -67,20 +67,37 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 // otherwise a run moving to a final state is stamped finished now (once), and
 // a run in a non-final state has none.
 func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
+	if err := validRunUpdate(r); err != nil {
+		return err
+	}
+	return mapErr("update run", s.updateRun(ctx, s.pool, r))
+}
+
+// validRunUpdate refuses a run UpdateRun cannot save, before any statement.
+func validRunUpdate(r store.Run) error {
 	if !validRunState(r.State) {
 		return invalidf("run state %q", r.State)
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE runs SET
-			state = $1, attempt = $2, fence = $3,
-			started_at = coalesce($4::bigint, started_at),
-			finished_at = CASE
-				WHEN $5::bigint IS NOT NULL THEN $5::bigint
-				WHEN $6::boolean THEN coalesce(finished_at, $7::bigint)
-				ELSE NULL END,
-			failure_code = $8, failure_detail = $9,
-			n_read = $10, n_written = $11, n_replayed = $12, n_rejected = $13,
-			n_in_doubt = $14, n_settled = $15, n_pages = $16, n_requests = $17
-		WHERE id = $18`,
+	return nil
+}
+
+const sqlRunUpdate = `UPDATE runs SET
+		state = $1, attempt = $2, fence = $3,
+		started_at = coalesce($4::bigint, started_at),
+		finished_at = CASE
+			WHEN $5::bigint IS NOT NULL THEN $5::bigint
+			WHEN $6::boolean THEN coalesce(finished_at, $7::bigint)
+			ELSE NULL END,
+		failure_code = $8, failure_detail = $9,
+		n_read = $10, n_written = $11, n_replayed = $12, n_rejected = $13,
+		n_in_doubt = $14, n_settled = $15, n_pages = $16, n_requests = $17
+	WHERE id = $18`
+
+// updateRun is UpdateRun on q (the pool or the caller's transaction), r
+// already checked by validRunUpdate; ErrNotFound when no run has r.ID.
+// Driver errors are returned unmapped.
+func (s *Store) updateRun(ctx context.Context, q querier, r store.Run) error {
+	tag, err := q.Exec(ctx, sqlRunUpdate,
 		string(r.State), r.Attempt, r.Fence,
 		nullNanos(r.StartedAt),
 		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
@@ -88,7 +105,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
 		r.ID)
 	if err != nil {
-		return mapErr("update run", err)
+		return err
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)

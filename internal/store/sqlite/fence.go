@@ -30,21 +30,26 @@ const sqlFenceCheck = `INSERT INTO fences (sync_id, fence) VALUES (?1, ?2)
 
 // checkFence is checkFence with the store's prepared statement.
 func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence int64) error {
-	if syncID == "" {
-		return invalidf("sync id is empty")
-	}
-	if fence < 1 {
-		return invalidf("fence %d (fences start at 1)", fence)
+	if err := checkFenceArgs(syncID, fence); err != nil {
+		return err
 	}
 	return checkFenceWith(ctx, tx.StmtContext(ctx, s.stmts.fenceCheck).QueryRowContext(ctx, syncID, fence), syncID, fence)
 }
 
-func checkFenceWith(ctx context.Context, row *sql.Row, syncID string, fence int64) error {
+// checkFenceArgs refuses the arguments no fenced write accepts.
+func checkFenceArgs(syncID string, fence int64) error {
 	if syncID == "" {
 		return invalidf("sync id is empty")
 	}
 	if fence < 1 {
 		return invalidf("fence %d (fences start at 1)", fence)
+	}
+	return nil
+}
+
+func checkFenceWith(ctx context.Context, row *sql.Row, syncID string, fence int64) error {
+	if err := checkFenceArgs(syncID, fence); err != nil {
+		return err
 	}
 	var registered int64
 	if err := row.Scan(&registered); err != nil {
@@ -95,25 +100,31 @@ const sqlCursorSave = `INSERT INTO cursors (sync_id, value, fence, run_id, updat
 // written.
 func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error {
 	return s.write(ctx, "save cursor", func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
-			return err
-		}
-		res, err := tx.StmtContext(ctx, s.stmts.cursorSave).ExecContext(ctx,
-			p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			// Only reachable if the cursor row carries a fence the fences
-			// table never saw (a hand-edited file): refuse all the same.
-			var cur int64
-			if err := tx.QueryRowContext(ctx, `SELECT fence FROM cursors WHERE sync_id = ?`, p.SyncID).Scan(&cur); err != nil {
-				return err
-			}
-			return fencedError(p.SyncID, p.Fence, cur)
-		}
-		return nil
+		return s.saveCursor(ctx, tx, p)
 	})
+}
+
+// saveCursor is SaveCursor inside the caller's write transaction (SaveCursor,
+// Checkpoint); on error the caller rolls back.
+func (s *Store) saveCursor(ctx context.Context, tx *sql.Tx, p store.SaveCursorParams) error {
+	if err := s.checkFence(ctx, tx, p.SyncID, p.Fence); err != nil {
+		return err
+	}
+	res, err := tx.StmtContext(ctx, s.stmts.cursorSave).ExecContext(ctx,
+		p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		// Only reachable if the cursor row carries a fence the fences
+		// table never saw (a hand-edited file): refuse all the same.
+		var cur int64
+		if err := tx.QueryRowContext(ctx, `SELECT fence FROM cursors WHERE sync_id = ?`, p.SyncID).Scan(&cur); err != nil {
+			return err
+		}
+		return fencedError(p.SyncID, p.Fence, cur)
+	}
+	return nil
 }

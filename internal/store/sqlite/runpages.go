@@ -38,14 +38,20 @@ func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
 		return err
 	}
 	return s.write(ctx, "record run page", func(tx *sql.Tx) error {
-		at := p.CheckpointedAt
-		if at.IsZero() {
-			at = s.now()
-		}
-		_, err := tx.StmtContext(ctx, s.stmts.runPagePut).ExecContext(ctx,
-			p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
-		return err
+		return s.recordRunPage(ctx, tx, p)
 	})
+}
+
+// recordRunPage is RecordRunPage inside the caller's write transaction
+// (RecordRunPage, Checkpoint), p already checked by validRunPage.
+func (s *Store) recordRunPage(ctx context.Context, tx *sql.Tx, p store.RunPage) error {
+	at := p.CheckpointedAt
+	if at.IsZero() {
+		at = s.now()
+	}
+	_, err := tx.StmtContext(ctx, s.stmts.runPagePut).ExecContext(ctx,
+		p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
+	return err
 }
 
 // ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.

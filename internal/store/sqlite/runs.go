@@ -84,31 +84,44 @@ const sqlRunUpdate = `UPDATE runs SET
 // otherwise a run moving to a final state is stamped finished now (once), and
 // a run in a non-final state has none.
 func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
+	if err := validRunUpdate(r); err != nil {
+		return err
+	}
+	return s.write(ctx, "update run", func(tx *sql.Tx) error {
+		return s.updateRun(ctx, tx, r)
+	})
+}
+
+// validRunUpdate refuses a run UpdateRun cannot save, before any transaction.
+func validRunUpdate(r store.Run) error {
 	if !validRunState(r.State) {
 		return invalidf("run state %q", r.State)
 	}
-	return s.write(ctx, "update run", func(tx *sql.Tx) error {
-		now := s.now()
-		finished := nullNanos(r.FinishedAt)
-		res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx,
-			string(r.State), r.Attempt, r.Fence,
-			nullNanos(r.StartedAt),
-			finished, r.State.Finished(), nanos(now),
-			r.FailureCode, r.FailureDetail,
-			r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
-			r.ID)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
-		}
-		return nil
-	})
+	return nil
+}
+
+// updateRun is UpdateRun inside the caller's write transaction (UpdateRun,
+// Checkpoint), r already checked by validRunUpdate; ErrNotFound when no run
+// has r.ID.
+func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
+	res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx,
+		string(r.State), r.Attempt, r.Fence,
+		nullNanos(r.StartedAt),
+		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
+		r.FailureCode, r.FailureDetail,
+		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
+		r.ID)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
+	}
+	return nil
 }
 
 // GetRun returns a run, or ErrNotFound.

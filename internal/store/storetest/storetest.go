@@ -55,6 +55,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("LedgerConcurrentClaims", func(t *testing.T) { t.Parallel(); testLedgerConcurrentClaims(t, open) })
 	t.Run("Audit", func(t *testing.T) { t.Parallel(); testAudit(t, open) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testRunPages(t, open) })
+	t.Run("Checkpoint", func(t *testing.T) { t.Parallel(); testCheckpoint(t, open) })
 }
 
 // ---- helpers ----
