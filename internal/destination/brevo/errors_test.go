@@ -112,24 +112,23 @@ func TestChunks(t *testing.T) {
 	}
 	w.contacts = append(w.contacts, contact{email: "big@example.com", attrs: map[string]any{"N": strings.Repeat("y", 1000)}})
 	idx = append(idx, 20)
-	all := map[int]json.RawMessage{}
 	for _, i := range idx {
-		all[i] = marshal(importItem{Email: w.contacts[i].email, Attributes: w.contacts[i].attrs})
+		c := &w.contacts[i]
+		c.attrsJSON, _ = encodeAttrs(c.attrs)
 	}
-	chunks := w.chunks(idx, all)
+	page := w.encodeImport(idx)
+	chunks := page.chunks(d.maxBody)
 	seen := 0
-	for _, c := range chunks {
-		items := make([]json.RawMessage, len(c))
-		for n, i := range c {
-			items[n] = all[i]
+	for _, s := range chunks {
+		for _, i := range idx[s.from:s.to] {
 			if i != seen {
 				t.Fatalf("chunks reorder or drop records: got %d, want %d", i, seen)
 			}
 			seen++
 		}
-		size := len(marshal(w.importRequest(items)))
-		if size > d.maxBody && len(c) > 1 {
-			t.Errorf("chunk of %d records is %d bytes, over %d", len(c), size, d.maxBody)
+		size := len(page.body(s))
+		if size > d.maxBody && s.to-s.from > 1 {
+			t.Errorf("chunk of %d records is %d bytes, over %d", s.to-s.from, size, d.maxBody)
 		}
 	}
 	if seen != len(idx) || len(chunks) < 3 {

@@ -17,6 +17,9 @@ type contact struct {
 	email string
 	extID string
 	attrs map[string]any
+	// attrsJSON is json.Marshal(attrs), encoded once by parseRecord; nil
+	// when attrs is empty (omitted from request bodies).
+	attrsJSON []byte
 	// invalid, when set, is why the record is rejected without a request.
 	invalid string
 }
@@ -49,9 +52,13 @@ func parseRecord(r destination.Record) contact {
 	case nil:
 	case map[string]any:
 		c.attrs = v
-		if _, err := json.Marshal(v); err != nil {
-			c.invalid = "attributes cannot be encoded as JSON"
-			return c
+		if len(v) > 0 {
+			b, err := encodeAttrs(v)
+			if err != nil {
+				c.invalid = "attributes cannot be encoded as JSON"
+				return c
+			}
+			c.attrsJSON = b
 		}
 	default:
 		c.invalid = "attributes must be an object"
@@ -86,20 +93,8 @@ type createContact struct {
 	UpdateEnabled bool           `json:"updateEnabled"`
 }
 
-// importItem is one element of jsonBody (swagger: requestContactImport_jsonBody).
-type importItem struct {
-	Email      string         `json:"email,omitempty"`
-	Attributes map[string]any `json:"attributes,omitempty"`
-}
-
-// importRequest is the body of POST /contacts/import (swagger: requestContactImport).
-type importRequest struct {
-	JSONBody                []json.RawMessage `json:"jsonBody"`
-	ListIDs                 []int64           `json:"listIds"`
-	UpdateExistingContacts  bool              `json:"updateExistingContacts"`
-	EmptyContactsAttributes bool              `json:"emptyContactsAttributes"`
-	DisableNotification     bool              `json:"disableNotification"`
-}
+// The body of POST /contacts/import (swagger: requestContactImport) is built
+// by appending bytes: see encode.go.
 
 // Write delivers recs. On the single path each record is one POST /contacts
 // (bounded concurrency); on the bulk path the page goes to POST
@@ -224,18 +219,11 @@ func rejection(e *APIError) string {
 
 // bulk imports idx in bodies under the size limit.
 func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
-	items := make(map[int]json.RawMessage, len(idx))
-	for _, i := range idx {
-		c := w.contacts[i]
-		items[i] = marshal(importItem{Email: c.email, Attributes: c.attrs})
-	}
-	for _, chunk := range w.chunks(idx, items) {
-		body := make([]json.RawMessage, len(chunk))
-		for n, i := range chunk {
-			body[n] = items[i]
-		}
+	page := w.encodeImport(idx)
+	for _, s := range page.chunks(w.d.maxBody) {
+		chunk := idx[s.from:s.to]
 		resp, err := w.d.do(ctx, request{method: http.MethodPost, path: "/contacts/import",
-			route: "POST /contacts/import", body: marshal(w.importRequest(body))})
+			route: "POST /contacts/import", body: page.body(s)})
 		if err != nil {
 			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
 			if !ok {
@@ -263,43 +251,4 @@ func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
 		}
 	}
 	return nil
-}
-
-func (w *pageWrite) importRequest(items []json.RawMessage) importRequest {
-	return importRequest{
-		JSONBody:                items,
-		ListIDs:                 w.d.listIDs,
-		UpdateExistingContacts:  true,
-		EmptyContactsAttributes: false,
-		DisableNotification:     true,
-	}
-}
-
-// chunks splits idx so that each import body (items are the encoded
-// jsonBody elements) stays under w.d.maxBody bytes; a record too big alone
-// still goes alone, and Brevo judges it.
-func (w *pageWrite) chunks(idx []int, items map[int]json.RawMessage) [][]int {
-	envelope := len(marshal(w.importRequest([]json.RawMessage{})))
-	var (
-		out  [][]int
-		cur  []int
-		size = envelope
-	)
-	for _, i := range idx {
-		n := len(items[i])
-		if len(cur) > 0 {
-			n++ // comma
-		}
-		if len(cur) > 0 && size+n > w.d.maxBody {
-			out = append(out, cur)
-			cur, size = nil, envelope
-			n--
-		}
-		cur = append(cur, i)
-		size += n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
 }
