@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,7 +125,7 @@ syncs:
 // proc is one running oncesync process.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	out  *lockedBuffer
 	done chan struct{}
 	err  error
 }
@@ -134,7 +135,7 @@ func (tb *testBundle) start(args ...string) *proc {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = tb.dir
 	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		tb.t.Fatal(err)
@@ -148,6 +149,26 @@ func (tb *testBundle) start(args ...string) *proc {
 	}()
 	return p
 }
+
+// lockedBuffer is a process's output, readable while the process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *lockedBuffer) String() string { return string(b.Bytes()) }
 
 func (tb *testBundle) startRun() *proc {
 	return tb.start("run", "--config", tb.config, "contacts", "--log-level", "debug")
@@ -582,6 +603,7 @@ func TestFakeBrevoCommand(t *testing.T) {
 // lost-slot sentence without writing anything twice.
 func TestStalledRunIsFenced(t *testing.T) {
 	t.Parallel()
+	checkpointed4 := regexp.MustCompile(`msg="page checkpointed".* page=4 `)
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
@@ -590,6 +612,8 @@ func TestStalledRunIsFenced(t *testing.T) {
 	// SQLite write transaction holds the file's write lock) and not half-way
 	// through sending a body (a zombie that finishes sending after it wakes
 	// is the one gap no client-side check closes; see docs/RELIABILITY.md).
+	// Page 4's checkpoint is saved while page 5 is out (the run's pipeline),
+	// so the freeze also waits for A to log it.
 	var (
 		mu    sync.Mutex
 		posts int
@@ -609,6 +633,13 @@ func TestStalledRunIsFenced(t *testing.T) {
 				t.Error(err)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			for deadline := time.Now().Add(30 * time.Second); !checkpointed4.MatchString(a.out.String()); {
+				if time.Now().After(deadline) {
+					t.Error("run A did not log page 4's checkpoint within 30 s")
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
 			close(frozen)
 		}

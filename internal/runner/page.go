@@ -15,16 +15,14 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// page runs steps 3–6 of SPEC §2 for one page.
-func (r *run) page(ctx context.Context, page source.Page) error {
-	pageNo := r.rec.Pages + 1
+// page runs steps 3–5 of SPEC §2 for one prepared page and returns its
+// checkpoint (step 6), which the caller hands to the checkpointer.
+func (r *run) page(ctx context.Context, pageNo int64, p prepared, cp *checkpointer) (checkpointJob, error) {
 	before := r.rec.Counters
 	var claimed int64
-	recs, read, err := r.keys(page)
-	if err != nil {
-		return err
-	}
-	r.rec.Read += read
+	recs := p.recs
+	r.rec.Read += p.read
+	r.rec.Replayed += p.dups
 
 	// Step 3: one round trip for every key of the page.
 	keys := make([]string, 0, len(recs))
@@ -33,7 +31,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 	}
 	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
 	if err != nil {
-		return storeFailure(ctx, err, "read the ledger")
+		return checkpointJob{}, storeFailure(ctx, err, "read the ledger")
 	}
 	var (
 		send    []destination.Record
@@ -65,7 +63,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 	}
 	if len(touch) > 0 {
 		if err := r.Store.LedgerTouch(ctx, r.Sync.ID, touch); err != nil {
-			return storeFailure(ctx, err, "refresh ledger entries")
+			return checkpointJob{}, storeFailure(ctx, err, "refresh ledger entries")
 		}
 	}
 
@@ -74,7 +72,7 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 		r.rec.InDoubt += int64(len(inDoubt))
 		resend, err := r.settle(ctx, inDoubt, since)
 		if err != nil {
-			return err
+			return checkpointJob{}, err
 		}
 		send = append(send, resend...)
 	}
@@ -82,32 +80,37 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 	// Claim before any destination call, fenced.
 	if len(send) > 0 {
 		if err := r.ensureLease(ctx); err != nil {
-			return err
+			return checkpointJob{}, err
 		}
 		if r.Hooks.BeforeClaim != nil {
 			r.Hooks.BeforeClaim(ctx, pageNo)
 		}
+		// The previous page's checkpoint runs alongside this page; once it
+		// has failed (a lost lease, a refused fence) nothing more is claimed.
+		if err := cp.failed(); err != nil {
+			return checkpointJob{}, err
+		}
 		if err := r.beforeWrite(ctx); err != nil {
-			return err
+			return checkpointJob{}, err
 		}
 		claimedAt := r.Clock.Now()
 		if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(send),
 		}); err != nil {
-			return storeFailure(ctx, err, "claim the page's records")
+			return checkpointJob{}, storeFailure(ctx, err, "claim the page's records")
 		}
 		claimed = int64(len(send))
 		// Step 4: write. A page whose every key is complete sends nothing.
 		// No write without a lease known to be ours right now.
 		if err := r.ensureLease(ctx); err != nil {
-			return err
+			return checkpointJob{}, err
 		}
 		results, landed, err := r.write(ctx, send, claimedAt)
 		if err != nil {
 			if ctx.Err() != nil {
-				return cancelled(ctx)
+				return checkpointJob{}, cancelled(ctx)
 			}
-			return destinationFailure(err)
+			return checkpointJob{}, destinationFailure(err)
 		}
 		if r.Hooks.AfterWrite != nil {
 			r.Hooks.AfterWrite(ctx, pageNo)
@@ -126,54 +129,41 @@ func (r *run) page(ctx context.Context, page source.Page) error {
 			}
 		}
 		if len(results)+len(landed) != len(send) {
-			return failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(send)))
+			return checkpointJob{}, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(send)))
 		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
 		}); err != nil {
-			return storeFailure(ctx, err, "mark delivered records")
+			return checkpointJob{}, storeFailure(ctx, err, "mark delivered records")
 		}
 		r.rec.Written += int64(len(send)) - rejected
 		r.rec.Rejected += rejected
-		if rejected > 0 && rejected == read {
-			return failure.New(failure.DestinationRejectedRecords,
+		if rejected > 0 && rejected == p.read {
+			return checkpointJob{}, failure.New(failure.DestinationRejectedRecords,
 				fmt.Sprintf("the destination refused all %d records of page %d", rejected, pageNo))
 		}
 	}
 
-	// Step 6: verify the lease is still ours, then move the cursor, fenced.
-	if err := r.checkpoint(ctx, pageNo, page.Next); err != nil {
-		return err
-	}
-	r.rec.Pages++
-	r.recordPage(ctx, pageNo, before, claimed)
-	if err := r.Store.UpdateRun(ctx, r.rec); err != nil {
-		return storeFailure(ctx, err, "record progress")
-	}
-	return nil
-}
-
-// recordPage saves the timeline row of a checkpointed page: its own figures,
-// the run's counters now less before. The row is for people (the Run page),
-// not for delivery, so a failure to save it is logged and the run goes on.
-func (r *run) recordPage(ctx context.Context, pageNo int64, before store.Counters, claimed int64) {
+	// Step 6 is the checkpointer's: every record of the page is marked.
 	c := r.rec.Counters
-	err := r.Store.RecordRunPage(ctx, store.RunPage{
-		RunID:          r.rec.ID,
-		Page:           pageNo,
-		Read:           c.Read - before.Read,
-		Claimed:        claimed,
-		Sent:           c.Written - before.Written,
-		Replayed:       c.Replayed - before.Replayed,
-		Rejected:       c.Rejected - before.Rejected,
-		InDoubt:        c.InDoubt - before.InDoubt,
-		Requests:       c.Requests - before.Requests,
-		CheckpointedAt: r.Clock.Now(),
-	})
-	if err != nil {
-		r.Logger.Warn("could not record the page in the run's timeline",
-			"sync", r.Sync.ID, "run", r.rec.ID, "page", pageNo, "err", err)
+	job := checkpointJob{
+		page: pageNo,
+		next: p.page.Next,
+		run:  r.rec,
+		row: store.RunPage{
+			RunID:    r.rec.ID,
+			Page:     pageNo,
+			Read:     c.Read - before.Read,
+			Claimed:  claimed,
+			Sent:     c.Written - before.Written,
+			Replayed: c.Replayed - before.Replayed,
+			Rejected: c.Rejected - before.Rejected,
+			InDoubt:  c.InDoubt - before.InDoubt,
+			Requests: c.Requests - before.Requests,
+		},
 	}
+	job.run.Pages = pageNo
+	return job, nil
 }
 
 // beforeWrite runs Params.BeforeWrite and maps its error.
@@ -252,7 +242,7 @@ func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt ti
 // keys maps every record of the run's slice (see Params.Filter) and builds
 // its delivery key (SPEC §3); read is the number of records in the slice. A
 // key seen twice on one page (the same row twice) is kept once.
-func (r *run) keys(page source.Page) (out []destination.Record, read int64, err error) {
+func (r *run) keys(page source.Page) (out []destination.Record, read, dups int64, err error) {
 	out = make([]destination.Record, 0, len(page.Records))
 	seen := make(map[string]struct{}, len(page.Records))
 	for i, rec := range page.Records {
@@ -262,30 +252,30 @@ func (r *run) keys(page source.Page) (out []destination.Record, read int64, err 
 		read++
 		data, err := r.Sync.Mapping.Apply(rec)
 		if err != nil {
-			return nil, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+			return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 		}
 		rh, err := ledger.RecordHash(data)
 		if err != nil {
-			return nil, 0, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
+			return nil, 0, 0, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
 		}
 		var key string
 		if r.Sync.Identity != "" {
 			id, err := mapping.Identity(rec, r.Sync.Identity)
 			if err != nil {
-				return nil, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+				return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 			}
 			key = ledger.Identity(r.Sync.ID, r.Source.ID(), id, rh)
 		} else {
 			key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, rh)
 		}
 		if _, dup := seen[key]; dup {
-			r.rec.Replayed++
+			dups++
 			continue
 		}
 		seen[key] = struct{}{}
 		out = append(out, destination.Record{Key: key, Data: data})
 	}
-	return out, read, nil
+	return out, read, dups, nil
 }
 
 // settle resolves in-doubt records and returns those to (re)send.
@@ -332,22 +322,6 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 		r.inDoubtLeft += int64(len(recs))
 		return nil, nil
 	}
-}
-
-// checkpoint renews and verifies the lease, then saves next with a fenced write.
-func (r *run) checkpoint(ctx context.Context, pageNo int64, next string) error {
-	if err := r.renew(ctx); err != nil {
-		return err
-	}
-	if r.Hooks.BeforeCursorSave != nil {
-		r.Hooks.BeforeCursorSave(ctx, pageNo)
-	}
-	if err := r.Store.SaveCursor(ctx, store.SaveCursorParams{
-		SyncID: r.Sync.ID, Value: next, Fence: r.grant.Fence, RunID: r.rec.ID,
-	}); err != nil {
-		return storeFailure(ctx, err, "save the cursor")
-	}
-	return nil
 }
 
 // renew extends the lease and verifies it is still this run's.

@@ -323,32 +323,87 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 				cur.UpdatedAt.UTC().Format(time.RFC3339), r.Sync.Retention))
 	}
 
-	for {
+	return r.pages(ctx, cursor)
+}
+
+// pages runs the pages from cursor to the end of the source as a pipeline of
+// three stages, so that the destination's time overlaps oncesync's own work:
+//
+//	prefetch:   read page N+1 and build its keys   (a goroutine, one page ahead)
+//	deliver:    ledger read, claim, write, mark N   (this goroutine, in order)
+//	checkpoint: renew, verify, save the cursor of N-1 (a goroutine, in order)
+//
+// Page N's claim may come before page N-1's cursor is saved. That is the
+// same state as a kill between N-1's checkpoint and N's mark: the cursor
+// still points at N-1's start, N-1's keys are complete in the ledger (they
+// are replayed, not resent) and N's are pending (in doubt, settled by
+// SPEC §4). The cursor still only ever moves over pages whose every record
+// is marked, by a renewed lease and a fenced write, in page order; at most
+// one checkpoint is outstanding.
+func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) {
+	pf := r.startPrefetch(ctx, cursor)
+	defer pf.stop()
+	cp := r.startCheckpointer(ctx)
+	for pageNo := r.rec.Pages + 1; ; pageNo++ {
 		if r.drainRequested() {
-			return store.RunInterrupted, failure.New(failure.Interrupted, "")
+			return r.endPages(cp, failure.New(failure.Interrupted, ""))
 		}
-		page, err := r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+		if err := cp.failed(); err != nil {
+			return r.endPages(cp, err)
+		}
+		var p prepared
+		select {
+		case p = <-pf.out:
+		case <-ctx.Done():
+			return r.endPages(cp, cancelled(ctx))
+		}
+		if p.err != nil {
+			return r.endPages(cp, p.err)
+		}
+		job, err := r.page(ctx, pageNo, p, cp)
 		if err != nil {
-			return store.RunFailed, sourceFailure(ctx, err)
+			return r.endPages(cp, err)
 		}
-		if err := r.page(ctx, page); err != nil {
-			return store.RunFailed, err
-		}
-		cursor = page.Next
-		if page.End {
-			r.report(cursor, true)
+		cp.submit(job)
+		if p.page.End {
+			if st, err := r.endPages(cp, nil); err != nil {
+				return st, err
+			}
+			r.reportRun(r.rec, p.page.Next, true)
 			if r.inDoubtLeft > 0 {
 				return store.RunFailed, failure.New(failure.RecordsInDoubt, fmt.Sprintf(
 					"%d record(s) may or may not have reached the destination and need a person to settle them", r.inDoubtLeft))
 			}
 			return store.RunSucceeded, nil
 		}
-		r.report(cursor, false)
 	}
 }
 
-func (r *run) report(cursor string, done bool) {
+// endPages waits for the outstanding checkpoint and returns the run's
+// error: err (the delivery's) first, else the checkpoint's. Pages becomes
+// the number of pages whose cursor was saved.
+func (r *run) endPages(cp *checkpointer, err error) (store.RunState, error) {
+	last, cerr := cp.close()
+	if last > r.rec.Pages {
+		r.rec.Pages = last
+	}
+	if err == nil {
+		err = cerr
+	}
+	switch {
+	case err == nil:
+		return store.RunSucceeded, nil
+	case failure.CodeOf(err) == failure.Interrupted:
+		return store.RunInterrupted, err
+	default:
+		return store.RunFailed, err
+	}
+}
+
+// reportRun calls Progress with run's counters. Progress is called by one
+// goroutine at a time: the checkpointer's, then (once it stopped) the run's.
+func (r *run) reportRun(run store.Run, cursor string, done bool) {
 	if r.Progress != nil {
-		r.Progress(Progress{RunID: r.rec.ID, Counters: r.rec.Counters, Cursor: cursor, Done: done})
+		r.Progress(Progress{RunID: run.ID, Counters: run.Counters, Cursor: cursor, Done: done})
 	}
 }

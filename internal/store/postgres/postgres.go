@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,10 @@ const DefaultSchema = "oncesync"
 // connect_timeout, so an unreachable (blackholed) server is reported as
 // store.ErrUnavailable in seconds rather than after the OS's TCP timeout.
 const DefaultConnectTimeout = 10 * time.Second
+
+// IdleInTransactionTimeout is the store connections'
+// idle_in_transaction_session_timeout unless the URL sets one.
+const IdleInTransactionTimeout = 10 * time.Second
 
 // IsURL reports whether raw is a store URL for this driver: it starts with
 // postgres:// or postgresql://.
@@ -109,6 +114,15 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	params["search_path"] = pgx.Identifier{schema}.Sanitize()
 	if params["application_name"] == "" {
 		params["application_name"] = "oncesync"
+	}
+	// A worker paused inside a transaction (SIGSTOP, a frozen VM) would hold
+	// its row locks (a sync's fence, its run) until it wakes, and stall the
+	// worker that took its lease over. The server ends such a transaction
+	// after IdleInTransactionTimeout; the paused worker's commit then fails
+	// and nothing of it is written. oncesync never waits on anything else
+	// inside a store transaction.
+	if params["idle_in_transaction_session_timeout"] == "" {
+		params["idle_in_transaction_session_timeout"] = strconv.Itoa(int(IdleInTransactionTimeout / time.Millisecond))
 	}
 	clk := p.Clock
 	if clk == nil {

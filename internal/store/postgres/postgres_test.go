@@ -846,3 +846,37 @@ func TestListRunsByState(t *testing.T) {
 		t.Fatal("ListRunsByState(bogus) succeeded")
 	}
 }
+
+// TestIdleTransactionsAreEnded: a store connection left idle inside a
+// transaction (its process paused) is ended by the server, so its locks do
+// not outlive IdleInTransactionTimeout; a URL may choose its own value.
+func TestIdleTransactionsAreEnded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, _ := openTest(t, clock.NewFake(storetest.Start))
+	var got string
+	if err := s.pool.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "10s"; got != want {
+		t.Fatalf("idle_in_transaction_session_timeout = %q, want %q", got, want)
+	}
+
+	schema := newSchema(t)
+	short, err := Open(ctx, OpenParams{URL: withParams(t, storeURL(t, schema), "idle_in_transaction_session_timeout", "200"), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = short.Close() })
+	tx, err := short.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT fence FROM fences FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // the "paused" client
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("a transaction idle past the timeout committed")
+	}
+}

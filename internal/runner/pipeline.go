@@ -1,0 +1,158 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// prepared is a page read from the source with its records mapped and
+// keyed (steps 2 and 3 of SPEC §2 up to the ledger read), or the error that
+// ended the reading.
+type prepared struct {
+	page source.Page
+	recs []destination.Record
+	read int64 // records of the run's slice on the page
+	dups int64 // keys seen twice on the page (kept once, counted as replayed)
+	err  error // a *failure.Error
+}
+
+// prefetcher reads and keys the pages ahead of their delivery, one page at
+// a time, in order; it holds at most one prepared page while the run
+// delivers another, so memory stays bounded by the page size.
+type prefetcher struct {
+	out    chan prepared
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *run) startPrefetch(ctx context.Context, cursor string) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	pf := &prefetcher{out: make(chan prepared), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pf.done)
+		for {
+			var p prepared
+			page, err := r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+			if err != nil {
+				p.err = sourceFailure(ctx, err)
+			} else {
+				p.page = page
+				p.recs, p.read, p.dups, p.err = r.keys(page)
+			}
+			select {
+			case pf.out <- p:
+			case <-ctx.Done():
+				return
+			}
+			if p.err != nil || page.End {
+				return
+			}
+			cursor = page.Next
+		}
+	}()
+	return pf
+}
+
+// stop ends the reading and waits for it: the source is not read after the
+// run's loop returned.
+func (pf *prefetcher) stop() {
+	pf.cancel()
+	<-pf.done
+}
+
+// checkpointJob is step 6 of SPEC §2 for one delivered page.
+type checkpointJob struct {
+	page int64
+	next string    // the cursor after the page
+	run  store.Run // the run as of the page's end (Pages = page)
+	row  store.RunPage
+}
+
+// checkpointGrace bounds one checkpoint once handed over. A checkpoint is
+// not cut short by the run's cancellation: its page is delivered and marked,
+// and saving its cursor spares the next run a replay.
+const checkpointGrace = 5 * time.Second
+
+// checkpointer saves the delivered pages' cursors in order, one at a time,
+// while the run delivers the next page.
+type checkpointer struct {
+	jobs chan checkpointJob
+	done chan struct{}
+
+	mu   sync.Mutex
+	err  error // the first failure; later jobs are dropped
+	last int64 // the last page checkpointed
+}
+
+func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
+	cp := &checkpointer{jobs: make(chan checkpointJob), done: make(chan struct{})}
+	go func() {
+		defer close(cp.done)
+		for job := range cp.jobs {
+			if cp.failed() != nil {
+				continue
+			}
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+			err := r.checkpoint(jctx, job)
+			cancel()
+			cp.mu.Lock()
+			if err != nil {
+				cp.err = err
+			} else {
+				cp.last = job.page
+			}
+			cp.mu.Unlock()
+		}
+	}()
+	return cp
+}
+
+// submit hands a page's checkpoint over; it waits while the previous one is
+// still being saved, so at most one is outstanding.
+func (cp *checkpointer) submit(job checkpointJob) { cp.jobs <- job }
+
+// failed is the first checkpoint failure so far, or nil.
+func (cp *checkpointer) failed() error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.err
+}
+
+// close waits for the outstanding checkpoint and returns the last page
+// checkpointed and the first failure.
+func (cp *checkpointer) close() (last int64, err error) {
+	close(cp.jobs)
+	<-cp.done
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.last, cp.err
+}
+
+// checkpoint renews and verifies the lease, then saves the page's cursor,
+// the run's progress and the page's timeline row in one fenced transaction,
+// and reports progress.
+func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
+	if err := r.renew(ctx); err != nil {
+		return err
+	}
+	if r.Hooks.BeforeCursorSave != nil {
+		r.Hooks.BeforeCursorSave(ctx, job.page)
+	}
+	job.row.CheckpointedAt = r.Clock.Now()
+	if err := r.Store.Checkpoint(ctx, store.CheckpointParams{
+		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: job.next, Fence: r.grant.Fence, RunID: r.rec.ID},
+		Run:    job.run,
+		Page:   &job.row,
+	}); err != nil {
+		return storeFailure(ctx, err, "save the cursor")
+	}
+	r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", job.page,
+		"read", job.row.Read, "sent", job.row.Sent, "replayed", job.row.Replayed)
+	r.reportRun(job.run, job.next, false)
+	return nil
+}
