@@ -136,18 +136,41 @@ func (s *Store) rememberSID(syncID string, id int64) {
 	s.mem.sids[syncID] = id
 }
 
-// isHexKey reports whether k is stored as bytes: 64 lowercase hex digits.
-func isHexKey(k string) bool {
+// hexVal maps a lowercase hex digit to its value and every other byte to
+// 0xff (uppercase digits are not hex keys: "AB" and "ab" are different keys).
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
+
+// decodeHexKey decodes k into dst if k is a hex key (64 lowercase hex
+// digits) and reports whether it was; it validates and decodes in one pass.
+// dst is clobbered when k is not a hex key.
+func decodeHexKey(dst *[32]byte, k string) bool {
 	if len(k) != 64 {
 		return false
 	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
+	var bad byte
+	for i := range dst {
+		hi, lo := hexVal[k[2*i]], hexVal[k[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo
 	}
-	return true
+	return bad&0x80 == 0
+}
+
+// isHexKey reports whether k is stored as bytes: 64 lowercase hex digits.
+func isHexKey(k string) bool {
+	var b [32]byte
+	return decodeHexKey(&b, k)
 }
 
 // keyArg is k as the statements take it (decoded by sqlKey): a hex key as

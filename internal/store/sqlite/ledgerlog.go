@@ -79,10 +79,9 @@ func (e memEntry) ledgerEntry(key string) store.LedgerEntry {
 // A memory key is "h" + the 32 bytes of a lowercase hex key, or "t" + any
 // other key: the two forms never collide (as BLOB and TEXT do not in SQL).
 func memKeyOf(k string) string {
-	if isHexKey(k) {
-		var b [33]byte
+	var b [33]byte
+	if decodeHexKey((*[32]byte)(b[1:]), k) {
 		b[0] = 'h'
-		_, _ = hex.Decode(b[1:], []byte(k)) // isHexKey checked the digits
 		return string(b[:])
 	}
 	return "t" + k
