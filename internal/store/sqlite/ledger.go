@@ -297,7 +297,7 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 		return nil, false, err
 	}
 	mks := memKeys(uniq)
-	found, looked, err := s.entriesOf(ctx, s.stmts.getW, sid, gen, mks, false)
+	found, looked, tables, err := s.entriesOf(ctx, s.stmts.getW, sid, gen, mks, false)
 	if err != nil {
 		return nil, false, err
 	}
@@ -305,16 +305,10 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 		return nil, true, nil
 	}
 	if len(looked) > 0 {
-		tables := make(map[string]memEntry, len(looked))
-		for _, k := range looked {
-			if e, ok := found[k]; ok {
-				tables[k] = e
-			}
-		}
 		s.mem.cachePut(gen, sid, looked, tables)
 	}
 	for i, k := range uniq {
-		if e, ok := found[mks[i]]; ok {
+		if e := found[i]; e.found() {
 			out[k] = e.ledgerEntry(k)
 		}
 	}
@@ -323,11 +317,12 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 
 // appendFenced is the transaction of LedgerClaim and LedgerFinish: it checks
 // the fence, and unless mks is empty refreshes memory, reads the current
-// entries of mks (memory, the cache, the tables) and appends the record build
-// makes of them (nothing if build returns nil). Memory applies the record
-// once the transaction has committed; the record is returned.
+// entries of mks (memory, the cache, the tables; prev[i] is mks[i]'s) and
+// appends the record build makes of them (nothing if build returns nil).
+// Memory applies the record once the transaction has committed; the record
+// is returned.
 func (s *Store) appendFenced(ctx context.Context, op, syncID string, fence int64, mks []string,
-	build func(sid, now int64, prev map[string]memEntry) *logRecord) (*logRecord, error) {
+	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
 	var rec *logRecord
 	err := s.write(ctx, op, func(tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
@@ -344,7 +339,7 @@ func (s *Store) appendFenced(ctx context.Context, op, syncID string, fence int64
 		if err != nil {
 			return err
 		}
-		prev, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+		prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
 		if err != nil {
 			return err
 		}
@@ -376,13 +371,13 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	}
 	mks := memKeys(uniq)
 	_, err = s.appendFenced(ctx, "ledger claim", p.SyncID, p.Fence, mks,
-		func(sid, now int64, prev map[string]memEntry) *logRecord {
+		func(sid, now int64, prev []memEntry) *logRecord {
 			items := make([]logItem, 0, len(mks))
-			for _, k := range mks {
-				e, ok := prev[k]
+			for i, k := range mks {
+				e := prev[i]
 				attempts := 1
 				switch {
-				case !ok:
+				case !e.found():
 				case e.state == store.LedgerRejected, e.state == store.LedgerPending && e.fence <= p.Fence:
 					attempts = e.attempts + 1
 				default: // complete, in_doubt, or pending under a newer fence
@@ -429,9 +424,9 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		mks[i] = it.key
 	}
 	rec, err := s.appendFenced(ctx, "ledger finish", p.SyncID, p.Fence, mks,
-		func(sid, now int64, prev map[string]memEntry) *logRecord {
+		func(sid, now int64, prev []memEntry) *logRecord {
 			for i := range items {
-				if e, ok := prev[items[i].key]; ok {
+				if e := prev[i]; e.found() {
 					items[i].attempts, items[i].claimedAt = e.attempts, e.claimedAt
 				} else {
 					items[i].attempts, items[i].claimedAt = 1, now

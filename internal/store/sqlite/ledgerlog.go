@@ -65,6 +65,10 @@ type memEntry struct {
 	claimedAt, completedAt, seenAt int64
 }
 
+// found reports whether e is an entry (every entry has a state) rather than
+// the zero memEntry that stands for an absent key.
+func (e memEntry) found() bool { return e.state != "" }
+
 func (e memEntry) ledgerEntry(key string) store.LedgerEntry {
 	out := store.LedgerEntry{
 		Key: key, State: e.state, Fence: e.fence, RunID: e.runID, Result: e.result, Message: e.message,
@@ -395,37 +399,38 @@ func (m *memLedger) hasFilter(sid int64) bool {
 	return m.filters[sid] != nil
 }
 
-// lookup returns the entries of keys known in memory (or, when gen is the
-// cache's generation, in the cache) and the keys to read from the tables:
-// those the sync's key filter, if it has one, does not rule out.
-func (m *memLedger) lookup(sid, gen int64, keys []string, useCache bool) (map[string]memEntry, []string) {
+// lookup sets out[i] to the entry of keys[i] known in memory (or, when gen
+// is the cache's generation, in the cache), leaving out[i] absent (see
+// memEntry.found) otherwise, and returns the indexes of the keys to read
+// from the tables: those the sync's key filter, if it has one, does not
+// rule out. keys are distinct.
+func (m *memLedger) lookup(sid, gen int64, keys []string, useCache bool, out []memEntry) []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]memEntry, len(keys))
-	var miss []string
+	var miss []int
 	es := m.entries[sid]
 	f := m.filters[sid]
 	var c map[string]cached
 	if useCache && gen == m.cacheGen {
 		c = m.cache[sid]
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		if e, ok := es[k]; ok {
-			out[k] = e
+			out[i] = e
 			continue
 		}
 		if hit, ok := c[k]; ok {
 			if hit.found {
-				out[k] = hit.e
+				out[i] = hit.e
 			}
 			continue
 		}
 		if f != nil && !f.mayHave(m.seed, k) {
 			continue
 		}
-		miss = append(miss, k)
+		miss = append(miss, i)
 	}
-	return out, miss
+	return miss
 }
 
 const (
@@ -585,22 +590,30 @@ func tableGetChunk(ctx context.Context, stmt *sql.Stmt, args []any, out map[stri
 	return rows.Err()
 }
 
-// entriesOf returns the entries of keys (memory form) of sid: memory first
+// entriesOf returns the entries of keys (memory form, distinct) of sid,
+// out[i] being keys[i]'s (absent if !out[i].found()): memory first
 // (refreshed by the caller), then the cache if useCache, then the tables
-// through stmt (sqlTableGet, bound to the caller's transaction if any).
-func (s *Store) entriesOf(ctx context.Context, stmt *sql.Stmt, sid, gen int64, keys []string, useCache bool) (map[string]memEntry, []string, error) {
-	out, miss := s.mem.lookup(sid, gen, keys, useCache)
+// through stmt (sqlTableGet, bound to the caller's transaction if any). It
+// also returns the keys it looked up in the tables and those it found there.
+func (s *Store) entriesOf(ctx context.Context, stmt *sql.Stmt, sid, gen int64, keys []string, useCache bool) (out []memEntry, looked []string, tables map[string]memEntry, err error) {
+	out = make([]memEntry, len(keys))
+	miss := s.mem.lookup(sid, gen, keys, useCache, out)
 	if len(miss) == 0 {
-		return out, nil, nil
+		return out, nil, nil, nil
 	}
-	found, err := tableGet(ctx, stmt, sid, miss)
-	if err != nil {
-		return nil, nil, err
+	looked = make([]string, len(miss))
+	for j, i := range miss {
+		looked[j] = keys[i]
 	}
-	for k, e := range found {
-		out[k] = e
+	if tables, err = tableGet(ctx, stmt, sid, looked); err != nil {
+		return nil, nil, nil, err
 	}
-	return out, miss, nil
+	for _, i := range miss {
+		if e, ok := tables[keys[i]]; ok {
+			out[i] = e
+		}
+	}
+	return out, looked, tables, nil
 }
 
 // appendLog writes rec as one log row and sets rec.seq.
