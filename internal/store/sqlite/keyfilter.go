@@ -38,17 +38,31 @@ func newKeyFilter(n int) *keyFilter {
 
 // probes returns two independent hashes of a memory key: the key's own bytes
 // for a hex key (a SHA-256), maphash otherwise.
-func probes(seed maphash.Seed, mk string) (uint64, uint64) {
+func probes[K string | []byte](seed maphash.Seed, mk K) (uint64, uint64) {
 	if mk[0] == 'h' && len(mk) == 33 {
 		return binary.LittleEndian.Uint64([]byte(mk[1:9])), binary.LittleEndian.Uint64([]byte(mk[9:17])) | 1
 	}
-	h := maphash.String(seed, mk)
+	var h uint64
+	switch k := any(mk).(type) {
+	case string:
+		h = maphash.String(seed, k)
+	case []byte:
+		h = maphash.Bytes(seed, k)
+	}
 	return h, bits.RotateLeft64(h, 32) | 1
 }
 
 // add records mk; false once the filter holds more keys than it was sized for.
 func (f *keyFilter) add(seed maphash.Seed, mk string) bool {
-	h1, h2 := probes(seed, mk)
+	return f.addProbes(probes(seed, mk))
+}
+
+// addBytes is add of a memory key held in a byte slice.
+func (f *keyFilter) addBytes(seed maphash.Seed, mk []byte) bool {
+	return f.addProbes(probes(seed, mk))
+}
+
+func (f *keyFilter) addProbes(h1, h2 uint64) bool {
 	for i := range uint64(filterProbes) {
 		b := (h1 + i*h2) & f.mask
 		f.bits[b/64] |= 1 << (b % 64)
@@ -85,30 +99,43 @@ func (s *Store) buildFilter(ctx context.Context, sid int64) error {
 		return err
 	}
 	f := newKeyFilter(int(n) + 2*s.mergeEntries) // room for merges before a rebuild
-	rows, err := tx.QueryContext(ctx, `SELECT key, typeof(key) = 'blob' FROM ledger WHERE sid = ?1
-		UNION ALL SELECT key, typeof(key) = 'blob' FROM ledger_claims WHERE sid = ?1`, sid)
+	// One query per key type, one column each: in the (sid, key) index
+	// every TEXT key sorts before every BLOB key (x'' is the least BLOB).
+	for _, q := range []struct {
+		sql  string
+		blob bool
+	}{
+		{`SELECT key FROM ledger WHERE sid = ?1 AND key >= x'' UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key >= x''`, true},
+		{`SELECT key FROM ledger WHERE sid = ?1 AND key < x'' UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key < x''`, false},
+	} {
+		if err := addStoredKeys(ctx, tx, q.sql, sid, q.blob, s.mem.seed, f); err != nil {
+			return err
+		}
+	}
+	s.mem.installFilter(sid, merged, f)
+	return nil
+}
+
+// addStoredKeys adds the keys query returns (one column: keys of sid, BLOB
+// keys if blob, TEXT keys otherwise) to f.
+func addStoredKeys(ctx context.Context, tx *sql.Tx, query string, sid int64, blob bool, seed maphash.Seed, f *keyFilter) error {
+	rows, err := tx.QueryContext(ctx, query, sid)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	seed := s.mem.seed
+	var mk []byte
 	for rows.Next() {
-		var (
-			k    sql.RawBytes
-			blob bool
-		)
-		if err := rows.Scan(&k, &blob); err != nil {
+		var k sql.RawBytes
+		if err := rows.Scan(&k); err != nil {
 			return err
 		}
 		if blob {
-			f.add(seed, "h"+string(k))
+			mk = append(append(mk[:0], 'h'), k...)
 		} else {
-			f.add(seed, "t"+string(k))
+			mk = append(append(mk[:0], 't'), k...)
 		}
+		f.addBytes(seed, mk)
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	s.mem.installFilter(sid, merged, f)
-	return nil
+	return rows.Err()
 }

@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"encoding/hex"
+	"hash/maphash"
 	"strings"
 	"testing"
 
+	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/storetest"
 )
 
@@ -71,5 +73,58 @@ func BenchmarkMemKeys500(b *testing.B) {
 	keys := storetest.HashedKeys(1, 500)
 	for b.Loop() {
 		_ = memKeys(keys)
+	}
+}
+
+// TestKeyFilterBuiltFromTables: a filter built from the tables (one query
+// for BLOB keys, one for TEXT keys) holds every key of both tables, of both
+// kinds, and lookups through it find every entry.
+func TestKeyFilterBuiltFromTables(t *testing.T) {
+	t.Parallel()
+	lb := setupLog(t)
+	hexKeys := storetest.HashedKeys(3, 40)
+	textKeys := []string{"k", "text-key", strings.ToUpper(hexKeys[0]), hexKeys[1][:63], "é", "~x", "0"}
+	final := append(append([]string{}, hexKeys[:20]...), textKeys[:4]...)
+	pending := append(append([]string{}, hexKeys[20:]...), textKeys[4:]...)
+	lb.claim(t, lb.a, append(append([]string{}, final...), pending...))
+	lb.finish(t, lb.a, final, store.LedgerComplete, "r")
+	if err := lb.a.mergeLog(lb.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, lb.a, "ledger_claims"); n != len(pending) {
+		t.Fatalf("ledger_claims holds %d rows, want %d", n, len(pending))
+	}
+	// b never read the log: its filter comes from the tables alone. (Its
+	// first lookup drops the filter it built: memory then sees a merge of
+	// rows it never applied. The second builds one it keeps.)
+	all := append(append([]string{}, final...), pending...)
+	lb.get(t, lb.b, all)
+	got := lb.get(t, lb.b, all)
+	f := lb.b.mem.filters[1]
+	if f == nil {
+		t.Fatal("b has no key filter")
+	}
+	if f.n != len(all) {
+		t.Fatalf("b's filter holds %d keys, want %d", f.n, len(all))
+	}
+	for _, k := range all {
+		if !f.mayHave(lb.b.mem.seed, memKeyOf(k)) {
+			t.Errorf("filter lacks %q", k)
+		}
+		if _, ok := got[k]; !ok {
+			t.Errorf("LedgerGet lacks %q", k)
+		}
+	}
+}
+
+func TestProbesOfStringAndBytesAgree(t *testing.T) {
+	seed := maphash.MakeSeed()
+	for _, k := range memKeyCases() {
+		mk := memKeyOf(k)
+		a1, a2 := probes(seed, mk)
+		b1, b2 := probes(seed, []byte(mk))
+		if a1 != b1 || a2 != b2 {
+			t.Fatalf("probes(%q): string %x %x, bytes %x %x", mk, a1, a2, b1, b2)
+		}
 	}
 }
