@@ -54,22 +54,30 @@ type stmts struct {
 	fenceCheck, cursorSave    *sql.Stmt
 	runUpdate, runPagePut     *sql.Stmt
 	sidGet, sidPut            *sql.Stmt
+
+	// merge upserts (mergeQuery) of mergeSizes[i] rows
+	mergeFinal, mergePending [len(mergeSizes)]*sql.Stmt
 }
 
 func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 	var st stmts
-	for _, p := range []struct {
+	type stmtDef struct {
 		db  *sql.DB
 		dst **sql.Stmt
 		q   string
-	}{
+	}
+	list := []stmtDef{
 		{w, &st.getW, sqlTableGet},
 		{w, &st.logAppend, sqlLogAppend}, {w, &st.fenceCheck, sqlFenceCheck}, {w, &st.cursorSave, sqlCursorSave},
 		{w, &st.runUpdate, sqlRunUpdate}, {w, &st.runPagePut, sqlRunPagePut}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
 		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims},
 		{w, &st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
 		{w, &st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
-	} {
+	}
+	for i, n := range mergeSizes {
+		list = append(list, stmtDef{w, &st.mergeFinal[i], mergeQuery(false, n)}, stmtDef{w, &st.mergePending[i], mergeQuery(true, n)})
+	}
+	for _, p := range list {
 		var err error
 		if *p.dst, err = p.db.PrepareContext(ctx, p.q); err != nil {
 			st.close()
@@ -80,7 +88,9 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	for _, s := range []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut} {
+	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut}
+	all = append(append(all, st.mergeFinal[:]...), st.mergePending[:]...)
+	for _, s := range all {
 		if s != nil {
 			_ = s.Close()
 		}

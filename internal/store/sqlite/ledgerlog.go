@@ -671,9 +671,8 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_claims)`).Scan(&claims); err != nil {
 		return err
 	}
-	final, pending := &upserter{tx: tx, track: claims}, &upserter{tx: tx, pending: true}
-	defer final.close()
-	defer pending.close()
+	final := &upserter{tx: tx, stmts: &s.stmts.mergeFinal, track: claims}
+	pending := &upserter{tx: tx, stmts: &s.stmts.mergePending, pending: true}
 	var pendingKeys []mergeKey
 	for len(keys) > 0 {
 		n := min(len(keys), mergeChunk)
@@ -776,29 +775,22 @@ type mergeKey struct {
 	key string // memory form
 }
 
-// upserter writes merged rows (in key order) into ledger, or into
-// ledger_claims when pending, mergeChunk rows per statement. With track,
-// keys records the keys written (mergeTx drops their old claims); n counts
-// every row.
-type upserter struct {
-	tx      *sql.Tx
-	pending bool
-	full    *sql.Stmt
-	buf     []mergeRow
-	args    []any
-	n       int
-	track   bool // record keys
-	keys    []mergeKey
-}
+// mergeSizes are the row counts of the merge statements: full chunks of
+// mergeChunk rows, and smaller statements for the rest of a transaction's
+// rows (at most 3 of each size), so every statement a merge runs is
+// prepared once per Store (prepareMerge) instead of once per transaction.
+var mergeSizes = [...]int{mergeChunk, 64, 16, 4, 1}
 
-func (u *upserter) query(n int) string {
+// mergeQuery is the upsert of n rows into ledger, or into ledger_claims
+// when pending.
+func mergeQuery(pending bool, n int) string {
 	cols, tuple, conflict := `sid, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`,
 		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		`state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
 			result = excluded.result, message = excluded.message, attempts = excluded.attempts,
 			claimed_at = excluded.claimed_at, completed_at = excluded.completed_at, seen_at = excluded.seen_at`
 	table := "ledger"
-	if u.pending {
+	if pending {
 		cols, tuple, conflict = `sid, key, fence, run_id, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?)`,
 			`fence = excluded.fence, run_id = excluded.run_id, attempts = excluded.attempts,
 			claimed_at = excluded.claimed_at, seen_at = excluded.seen_at`
@@ -807,6 +799,21 @@ func (u *upserter) query(n int) string {
 	return `INSERT INTO ` + table + ` (` + cols + `) VALUES ` +
 		strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ") +
 		` ON CONFLICT (sid, key) DO UPDATE SET ` + conflict
+}
+
+// upserter writes merged rows (in key order) into ledger, or into
+// ledger_claims when pending, mergeChunk rows per statement. With track,
+// keys records the keys written (mergeTx drops their old claims); n counts
+// every row.
+type upserter struct {
+	tx      *sql.Tx
+	pending bool
+	stmts   *[len(mergeSizes)]*sql.Stmt // mergeQuery(pending, mergeSizes[i]), prepared on the write connection
+	buf     []mergeRow
+	args    []any
+	n       int
+	track   bool // record keys
+	keys    []mergeKey
 }
 
 func (u *upserter) add(ctx context.Context, r mergeRow) error {
@@ -821,16 +828,29 @@ func (u *upserter) add(ctx context.Context, r mergeRow) error {
 	return u.flush(ctx)
 }
 
-// flush writes the buffered rows.
+// flush writes the buffered rows, in as few statements of mergeSizes as fit.
 func (u *upserter) flush(ctx context.Context) error {
-	if len(u.buf) == 0 {
-		return nil
+	rows := u.buf
+	u.buf = u.buf[:0]
+	for i, size := range mergeSizes {
+		for len(rows) >= size {
+			if err := u.exec(ctx, u.tx.StmtContext(ctx, u.stmts[i]), rows[:size]); err != nil {
+				return err
+			}
+			rows = rows[size:]
+		}
 	}
+	return nil
+}
+
+// exec binds rows to stmt and runs it.
+func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) error {
+	defer stmt.Close() // the transaction's copy; the Store's statement stays prepared
 	u.args = u.args[:0]
-	for _, r := range u.buf {
+	for _, r := range rows {
 		e := r.e
 		if u.pending {
-			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, e.attempts, e.claimedAt, e.seenAt)
+			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, int64(e.attempts), e.claimedAt, e.seenAt)
 			continue
 		}
 		var completed any
@@ -838,28 +858,10 @@ func (u *upserter) flush(ctx context.Context) error {
 			completed = e.completedAt
 		}
 		u.args = append(u.args, r.sid, storedKey(r.key), string(e.state), e.fence, e.runID, e.result, e.message,
-			e.attempts, e.claimedAt, completed, e.seenAt)
+			int64(e.attempts), e.claimedAt, completed, e.seenAt)
 	}
-	n := len(u.buf)
-	u.buf = u.buf[:0]
-	if n < mergeChunk {
-		_, err := u.tx.ExecContext(ctx, u.query(n), u.args...)
-		return err
-	}
-	if u.full == nil {
-		var err error
-		if u.full, err = u.tx.PrepareContext(ctx, u.query(mergeChunk)); err != nil {
-			return err
-		}
-	}
-	_, err := u.full.ExecContext(ctx, u.args...)
+	_, err := stmt.ExecContext(ctx, u.args...)
 	return err
-}
-
-func (u *upserter) close() {
-	if u.full != nil {
-		_ = u.full.Close()
-	}
 }
 
 // bumpGeneration records a change to ledger or ledger_claims that did not
