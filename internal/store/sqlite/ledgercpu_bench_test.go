@@ -82,3 +82,17 @@ func BenchmarkBuildFilter131k(b *testing.B) {
 		b.Fatal("the filter does not hold the 131,072 keys")
 	}
 }
+
+// BenchmarkEncodeFinishBody500 encodes the log body of a finish of 500
+// complete hex keys.
+func BenchmarkEncodeFinishBody500(b *testing.B) {
+	keys := benchKeys(0, 500)
+	items := make([]logItem, len(keys))
+	for i, k := range keys {
+		items[i] = logItem{key: memKeyOf(k), state: store.LedgerComplete, attempts: 1, claimedAt: 1e18, result: "contact-" + k[56:]}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = encodeBody(kindFinish, 1e18+5e6, items)
+	}
+}

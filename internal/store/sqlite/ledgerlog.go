@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -141,7 +142,16 @@ type logRecord struct {
 var stateCode = map[store.LedgerState]byte{store.LedgerComplete: 'c', store.LedgerRejected: 'r', store.LedgerInDoubt: 'i'}
 
 func encodeBody(kind int, at int64, items []logItem) []byte {
-	b := make([]byte, 0, len(items)*40)
+	size := 0 // exactly, so b is allocated once
+	for _, it := range items {
+		size += uvarintLen(uint64(len(it.key))) + len(it.key) + uvarintLen(uint64(it.attempts))
+		if kind == kindFinish {
+			d := at - it.claimedAt
+			size += 1 + uvarintLen(uint64(d<<1)^uint64(d>>63)) + // binary.AppendVarint's zig-zag form
+				uvarintLen(uint64(len(it.result))) + len(it.result) + uvarintLen(uint64(len(it.message))) + len(it.message)
+		}
+	}
+	b := make([]byte, 0, size)
 	for _, it := range items {
 		b = binary.AppendUvarint(b, uint64(len(it.key)))
 		b = append(b, it.key...)
@@ -157,6 +167,9 @@ func encodeBody(kind int, at int64, items []logItem) []byte {
 	}
 	return b
 }
+
+// uvarintLen is the length of binary.AppendUvarint(nil, x).
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 var errBadLogBody = errors.New("ledger log: malformed body")
 
