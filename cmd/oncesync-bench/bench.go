@@ -46,6 +46,7 @@ type benchParams struct {
 	Concurrency int    // single path, both sides
 	SecondPass  bool
 	CPUProfile  string // one extra in-process oncesync run, profiled
+	Trace       string // with CPUProfile: that run's execution trace
 }
 
 // sample is one timed process.
@@ -99,6 +100,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&p.Concurrency, "concurrency", defaultConcurrency, "calls in flight on the single path (both sides)")
 	fs.BoolVar(&p.SecondPass, "second-pass", true, "after each oncesync run, run it again over the same store (all replayed)")
 	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "after the runs, profile one more oncesync run in-process and write the CPU profile here")
+	fs.StringVar(&p.Trace, "trace", "", "with --cpuprofile: also write that run's execution trace here (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil
@@ -398,7 +400,16 @@ func (b *bench) profile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := b.timed(ctx, filepath.Join(dir, "run.log"), b.self, "inproc", "--cpuprofile", prof, "--", "run", "--config", cfg, syncID); err != nil {
+	args := []string{"inproc", "--cpuprofile", prof}
+	if b.Trace != "" {
+		tr, err := filepath.Abs(b.Trace)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--trace", tr)
+	}
+	args = append(args, "--", "run", "--config", cfg, syncID)
+	if _, _, err := b.timed(ctx, filepath.Join(dir, "run.log"), b.self, args...); err != nil {
 		return err
 	}
 	return b.checkFull(b.fake.Stats())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/spf13/pflag"
 
@@ -19,6 +20,7 @@ func inprocMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := pflag.NewFlagSet("inproc", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	profile := fs.String("cpuprofile", "", "write a CPU profile here")
+	traceOut := fs.String("trace", "", "also write an execution trace here (go tool trace -pprof=net|sync|syscall|sched says where the run waits)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -32,6 +34,17 @@ func inprocMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer f.Close()
 	if err := pprof.StartCPUProfile(f); err != nil {
 		return err
+	}
+	if *traceOut != "" {
+		tf, err := os.Create(*traceOut)
+		if err != nil {
+			return err
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	code := cli.Main(ctx, fs.Args(), cli.Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv})
 	pprof.StopCPUProfile()
