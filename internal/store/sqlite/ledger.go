@@ -51,6 +51,7 @@ type stmts struct {
 	getW                      *sql.Stmt // table lookups (write pool: see LedgerGet)
 	logAppend, touch, touchCl *sql.Stmt
 	metaGet, logTail          *sql.Stmt
+	metaGetR, logTailR        *sql.Stmt // LedgerGet's refresh (read pool: see LedgerGet)
 	fenceCheck, cursorSave    *sql.Stmt
 	runUpdate, runPagePut     *sql.Stmt
 	sidGet, sidPut            *sql.Stmt
@@ -70,6 +71,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 		{w, &st.getW, sqlTableGet},
 		{w, &st.logAppend, sqlLogAppend}, {w, &st.fenceCheck, sqlFenceCheck}, {w, &st.cursorSave, sqlCursorSave},
 		{w, &st.runUpdate, sqlRunUpdate}, {w, &st.runPagePut, sqlRunPagePut}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
+		{r, &st.metaGetR, sqlMetaGet}, {r, &st.logTailR, sqlLogTail},
 		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims},
 		{w, &st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
 		{w, &st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
@@ -88,7 +90,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.touch, st.touchCl, st.sidGet, st.sidPut}
+	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.metaGetR, st.logTailR, st.touch, st.touchCl, st.sidGet, st.sidPut}
 	all = append(append(all, st.mergeFinal[:]...), st.mergePending[:]...)
 	for _, s := range all {
 		if s != nil {
@@ -267,11 +269,16 @@ func keysJSON(keys []string) string {
 }
 
 // LedgerGet returns the entries of keys that exist: from memory's fold of
-// the log, and from ledger / ledger_claims for the rest. It reads through the
-// write connection without a transaction (its page cache survives its own
-// commits; a read-pool connection rereads every page after any write), each
-// statement seeing a snapshot at least as new as the one before. If a merge
-// newer than the log it read cut memory meanwhile, the lookup is retried.
+// the log, and from ledger / ledger_claims for the rest. It reads without a
+// transaction, each statement seeing a snapshot at least as new as the one
+// before: the log tail and ledger_meta (a page or two) through the read pool,
+// so that the runner's lookup does not queue for the write connection behind
+// a merge transaction or another goroutine's commit; table lookups through
+// the write connection (its page cache survives its own commits; a read-pool
+// connection rereads every page after any write). Rows of the tail this
+// Store appended itself are applied once (memory skips seqs it holds). If a
+// merge newer than the log it read cut memory meanwhile, the lookup is
+// retried.
 func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (map[string]store.LedgerEntry, error) {
 	if len(keys) == 0 {
 		return map[string]store.LedgerEntry{}, nil
@@ -302,7 +309,7 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 			return nil, false, err
 		}
 	}
-	merged, gen, err := s.refresh(ctx, nil)
+	merged, gen, err := s.mem.refresh(ctx, s.stmts.metaGetR, s.stmts.logTailR)
 	if err != nil {
 		return nil, false, err
 	}

@@ -13,8 +13,10 @@ import (
 // Background merges. When the log reaches mergeEntries, LedgerFinish starts
 // a merge round in a goroutine instead of merging inline: the round takes
 // the merge lease (ledger_meta.merge_owner), snapshots memory's keys and the
-// last applied seq (through), and writes them in mergeRounds transactions,
-// each one contiguous key range (so each still touches only its share of the
+// last applied seq (through), and writes them in mergeRounds transactions or
+// more (at most mergeTxKeys keys each, so that a claim or finish waiting for
+// the store's one write connection waits for one short transaction, not an
+// eighth of the merge), each one contiguous key range (so each still touches only its share of the
 // ledger's leaves, once), then deletes the log rows <= through and records
 // the merge. Between its transactions the runner's claims and finishes go
 // on, so the merge overlaps the destination calls instead of stalling them.
@@ -31,7 +33,8 @@ import (
 // keep up, or another process holds the lease), LedgerFinish merges inline.
 
 const (
-	mergeRounds       = 8                // transactions per round (key ranges)
+	mergeRounds       = 8                // transactions per round (key ranges), at least
+	mergeTxKeys       = 1024             // keys per transaction, at most: the runner's writes wait for one
 	mergeLeaseTTL     = 60 * time.Second // a round's lease, renewed by each transaction
 	mergeBackpressure = 2
 )
@@ -124,7 +127,7 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		return err
 	}
 	s.merger.step(0)
-	size := (len(keys) + mergeRounds - 1) / mergeRounds
+	size := min((len(keys)+mergeRounds-1)/mergeRounds, mergeTxKeys)
 	for i := 0; len(keys) > 0; i++ {
 		n := min(size, len(keys))
 		part := keys[:n]
