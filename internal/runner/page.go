@@ -15,26 +15,46 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// page runs steps 3–5 of SPEC §2 for one prepared page and returns its
-// checkpoint (step 6), which the caller hands to the checkpointer.
-func (r *run) page(ctx context.Context, pageNo int64, p prepared, cp *checkpointer) (checkpointJob, error) {
-	before := r.rec.Counters
-	var claimed int64
-	recs := p.recs
-	r.rec.Read += p.read
-	r.rec.Replayed += p.dups
+// claimed is a page through the ledger stage: the records to write, claimed
+// under the run's fence, and the page's counters so far.
+type claimed struct {
+	pageNo    int64
+	next      string // the cursor after the page
+	read      int64  // records of the run's slice on the page
+	send      []destination.Record
+	claimedAt time.Time
+	delta     store.Counters // the page's ledger-stage counters (Read, Replayed, InDoubt, Settled)
+	ledgerCum store.Counters // the run's ledger-stage counters up to this page, inclusive
+}
 
-	// Step 3: one round trip for every key of the page.
+// ledgerStage runs step 3 of SPEC §2 for one prepared page: one ledger read
+// for every key, in-doubt settlement, and the fenced claim of what is to be
+// written. w is the write stage, which may still be writing the previous
+// page: a key of that page seen again here (the same identity on two
+// adjacent pages) or an in-doubt entry makes this stage wait until it is
+// done, so the ledger answers with that page's outcome.
+func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writer, cp *checkpointer) (claimed, error) {
+	c := claimed{pageNo: pageNo, next: p.page.Next, read: p.read}
+	c.delta.Read = p.read
+	c.delta.Replayed = p.dups
+	recs := p.recs
+
 	keys := make([]string, 0, len(recs))
+	overlap := false
 	for _, rc := range recs {
 		keys = append(keys, rc.Key)
+		overlap = overlap || w.writing(rc.Key)
+	}
+	if overlap {
+		if err := w.waitIdle(ctx); err != nil {
+			return c, err
+		}
 	}
 	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
 	if err != nil {
-		return checkpointJob{}, storeFailure(ctx, err, "read the ledger")
+		return c, storeFailure(ctx, err, "read the ledger")
 	}
 	var (
-		send    []destination.Record
 		inDoubt []destination.Record
 		touch   []string
 		since   time.Time
@@ -44,9 +64,9 @@ func (r *run) page(ctx context.Context, pageNo int64, p prepared, cp *checkpoint
 		e, ok := entries[rc.Key]
 		switch {
 		case !ok || e.State == store.LedgerRejected:
-			send = append(send, rc)
+			c.send = append(c.send, rc)
 		case e.State == store.LedgerComplete:
-			r.rec.Replayed++
+			c.delta.Replayed++
 			if r.Sync.Retention > 0 && now.Sub(e.SeenAt) > r.Sync.Retention/4 {
 				touch = append(touch, rc.Key)
 			}
@@ -58,112 +78,122 @@ func (r *run) page(ctx context.Context, pageNo int64, p prepared, cp *checkpoint
 				since = e.ClaimedAt
 			}
 		default: // pending under our own fence: an earlier try of this page in this run
-			send = append(send, rc)
+			c.send = append(c.send, rc)
 		}
 	}
 	if len(touch) > 0 {
 		if err := r.Store.LedgerTouch(ctx, r.Sync.ID, touch); err != nil {
-			return checkpointJob{}, storeFailure(ctx, err, "refresh ledger entries")
+			return c, storeFailure(ctx, err, "refresh ledger entries")
 		}
 	}
 
-	// SPEC §4: settle in-doubt entries by the destination's capability.
+	// SPEC §4: settle in-doubt entries by the destination's capability, with
+	// no write of this run in flight.
 	if len(inDoubt) > 0 {
-		r.rec.InDoubt += int64(len(inDoubt))
-		resend, err := r.settle(ctx, inDoubt, since)
-		if err != nil {
-			return checkpointJob{}, err
+		if err := w.waitIdle(ctx); err != nil {
+			return c, err
 		}
-		send = append(send, resend...)
+		c.delta.InDoubt += int64(len(inDoubt))
+		resend, settled, err := r.settle(ctx, inDoubt, since)
+		if err != nil {
+			return c, err
+		}
+		c.delta.Settled += settled
+		c.send = append(c.send, resend...)
+	}
+	if len(c.send) == 0 {
+		return c, nil
 	}
 
 	// Claim before any destination call, fenced.
-	if len(send) > 0 {
-		if err := r.ensureLease(ctx); err != nil {
-			return checkpointJob{}, err
-		}
-		if r.Hooks.BeforeClaim != nil {
-			r.Hooks.BeforeClaim(ctx, pageNo)
-		}
-		// The previous page's checkpoint runs alongside this page; once it
-		// has failed (a lost lease, a refused fence) nothing more is claimed.
-		if err := cp.failed(); err != nil {
-			return checkpointJob{}, err
-		}
-		if err := r.beforeWrite(ctx); err != nil {
-			return checkpointJob{}, err
-		}
-		claimedAt := r.Clock.Now()
-		if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
-			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(send),
-		}); err != nil {
-			return checkpointJob{}, storeFailure(ctx, err, "claim the page's records")
-		}
-		claimed = int64(len(send))
-		// Step 4: write. A page whose every key is complete sends nothing.
-		// No write without a lease known to be ours right now.
-		if err := r.ensureLease(ctx); err != nil {
-			return checkpointJob{}, err
-		}
-		results, landed, err := r.write(ctx, send, claimedAt)
-		if err != nil {
-			if ctx.Err() != nil {
-				return checkpointJob{}, cancelled(ctx)
-			}
-			return checkpointJob{}, destinationFailure(err)
-		}
-		if r.Hooks.AfterWrite != nil {
-			r.Hooks.AfterWrite(ctx, pageNo)
-		}
-		// Step 5: mark outcomes (batched).
-		finish := make([]store.LedgerFinish, 0, len(results)+len(landed))
-		finish = append(finish, landed...)
-		var rejected int64
-		for _, res := range results {
-			switch res.Outcome {
-			case destination.Rejected:
-				rejected++
-				finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerRejected, Message: res.Message})
-			default:
-				finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerComplete, Result: res.Ref})
-			}
-		}
-		if len(results)+len(landed) != len(send) {
-			return checkpointJob{}, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(send)))
-		}
-		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
-			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
-		}); err != nil {
-			return checkpointJob{}, storeFailure(ctx, err, "mark delivered records")
-		}
-		r.rec.Written += int64(len(send)) - rejected
-		r.rec.Rejected += rejected
-		if rejected > 0 && rejected == p.read {
-			return checkpointJob{}, failure.New(failure.DestinationRejectedRecords,
-				fmt.Sprintf("the destination refused all %d records of page %d", rejected, pageNo))
-		}
+	if err := r.ensureLease(ctx); err != nil {
+		return c, err
 	}
+	if r.Hooks.BeforeClaim != nil {
+		r.Hooks.BeforeClaim(ctx, pageNo)
+	}
+	// The stages after this one run alongside it; once one of them has
+	// failed (a lost lease, a refused fence) nothing more is claimed.
+	if err := w.failed(); err != nil {
+		return c, err
+	}
+	if err := cp.failed(); err != nil {
+		return c, err
+	}
+	if err := r.beforeWrite(ctx); err != nil {
+		return c, err
+	}
+	c.claimedAt = r.Clock.Now()
+	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
+		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(c.send),
+	}); err != nil {
+		return c, storeFailure(ctx, err, "claim the page's records")
+	}
+	return c, nil
+}
 
-	// Step 6 is the checkpointer's: every record of the page is marked.
-	c := r.rec.Counters
-	job := checkpointJob{
-		page: pageNo,
-		next: p.page.Next,
-		run:  r.rec,
-		row: store.RunPage{
-			RunID:    r.rec.ID,
-			Page:     pageNo,
-			Read:     c.Read - before.Read,
-			Claimed:  claimed,
-			Sent:     c.Written - before.Written,
-			Replayed: c.Replayed - before.Replayed,
-			Rejected: c.Rejected - before.Rejected,
-			InDoubt:  c.InDoubt - before.InDoubt,
-			Requests: c.Requests - before.Requests,
-		},
+// writeStage runs steps 4 and 5 of SPEC §2 for a claimed page: the write
+// and the batched marks. It returns the page's write-stage counters
+// (Written, Rejected, Requests).
+func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, error) {
+	var delta store.Counters
+	if len(c.send) == 0 {
+		return delta, nil // a page whose every key is complete sends nothing
 	}
-	job.run.Pages = pageNo
-	return job, nil
+	// No write without a lease known to be ours right now.
+	if err := r.ensureLease(ctx); err != nil {
+		return delta, err
+	}
+	results, landed, requests, err := r.write(ctx, c.send, c.claimedAt)
+	delta.Requests = requests
+	if err != nil {
+		if ctx.Err() != nil {
+			return delta, cancelled(ctx)
+		}
+		return delta, destinationFailure(err)
+	}
+	if r.Hooks.AfterWrite != nil {
+		r.Hooks.AfterWrite(ctx, c.pageNo)
+	}
+	finish := make([]store.LedgerFinish, 0, len(results)+len(landed))
+	finish = append(finish, landed...)
+	var rejected int64
+	for _, res := range results {
+		switch res.Outcome {
+		case destination.Rejected:
+			rejected++
+			finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerRejected, Message: res.Message})
+		default:
+			finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerComplete, Result: res.Ref})
+		}
+	}
+	if len(results)+len(landed) != len(c.send) {
+		return delta, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(c.send)))
+	}
+	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
+		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
+	}); err != nil {
+		return delta, storeFailure(ctx, err, "mark delivered records")
+	}
+	delta.Written = int64(len(c.send)) - rejected
+	delta.Rejected = rejected
+	if rejected > 0 && rejected == c.read {
+		return delta, failure.New(failure.DestinationRejectedRecords,
+			fmt.Sprintf("the destination refused all %d records of page %d", rejected, c.pageNo))
+	}
+	return delta, nil
+}
+
+// addCounters adds d to c (Pages excepted: a run's pages are those
+// checkpointed).
+func addCounters(c *store.Counters, d store.Counters) {
+	c.Read += d.Read
+	c.Written += d.Written
+	c.Replayed += d.Replayed
+	c.Rejected += d.Rejected
+	c.InDoubt += d.InDoubt
+	c.Settled += d.Settled
+	c.Requests += d.Requests
 }
 
 // beforeWrite runs Params.BeforeWrite and maps its error.
@@ -196,20 +226,20 @@ func (r *run) beforeWrite(ctx context.Context) error {
 // getting through (chaos destination-faults, 2026-11-30).
 const maxOutcomeChecks = 3
 
-// write sends recs. When the destination cannot tell whether a write landed
+// write sends recs and counts its requests. When the destination cannot tell whether a write landed
 // (a lost answer, a 502) and it can be asked (CapVerify), the run reads it
 // back at once: what landed is marked complete without writing again, the
 // rest is resent. It returns the results of the last write and the records
 // found landed.
-func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt time.Time) ([]destination.Result, []store.LedgerFinish, error) {
+func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt time.Time) (_ []destination.Result, _ []store.LedgerFinish, requests int64, _ error) {
 	var landed []store.LedgerFinish
 	results, err := r.Destination.Write(ctx, recs)
-	r.rec.Requests++
+	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
 		found, verr := r.Destination.Verify(ctx, recs, claimedAt)
 		if verr != nil {
-			return nil, nil, verr
+			return nil, nil, requests, verr
 		}
 		var rest []destination.Record
 		for _, rc := range recs {
@@ -222,7 +252,7 @@ func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt ti
 		r.Logger.Info("write outcome was unknown; read the destination back",
 			"sync", r.Sync.ID, "run", r.rec.ID, "landed", len(recs)-len(rest), "resend", len(rest))
 		if len(rest) == 0 {
-			return nil, landed, nil
+			return nil, landed, requests, nil
 		}
 		if len(rest) < len(recs) {
 			fruitless = 0
@@ -230,13 +260,13 @@ func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt ti
 			fruitless++
 		}
 		if err := r.ensureLease(ctx); err != nil {
-			return nil, nil, err
+			return nil, nil, requests, err
 		}
 		recs = rest
 		results, err = r.Destination.Write(ctx, recs)
-		r.rec.Requests++
+		requests++
 	}
-	return results, landed, err
+	return results, landed, requests, err
 }
 
 // keys maps every record of the run's slice (see Params.Filter) and builds
@@ -278,18 +308,19 @@ func (r *run) keys(page source.Page) (out []destination.Record, read, dups int64
 	return out, read, dups, nil
 }
 
-// settle resolves in-doubt records and returns those to (re)send.
-func (r *run) settle(ctx context.Context, recs []destination.Record, since time.Time) ([]destination.Record, error) {
+// settle resolves in-doubt records and returns those to (re)send and how
+// many were settled without a write.
+func (r *run) settle(ctx context.Context, recs []destination.Record, since time.Time) (_ []destination.Record, settled int64, _ error) {
 	switch r.Destination.Capability() {
 	case destination.CapIdempotent:
-		return recs, nil // resent with the same idempotency key
+		return recs, 0, nil // resent with the same idempotency key
 	case destination.CapVerify:
 		landed, err := r.Destination.Verify(ctx, recs, since)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, cancelled(ctx)
+				return nil, 0, cancelled(ctx)
 			}
-			return nil, destinationFailure(err)
+			return nil, 0, destinationFailure(err)
 		}
 		var fin []store.LedgerFinish
 		var resend []destination.Record
@@ -304,11 +335,10 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 			if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 				SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
 			}); err != nil {
-				return nil, storeFailure(ctx, err, "settle in-doubt records")
+				return nil, 0, storeFailure(ctx, err, "settle in-doubt records")
 			}
 		}
-		r.rec.Settled += int64(len(fin))
-		return resend, nil
+		return resend, int64(len(fin)), nil
 	default:
 		fin := make([]store.LedgerFinish, 0, len(recs))
 		for _, rc := range recs {
@@ -317,10 +347,10 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
 		}); err != nil {
-			return nil, storeFailure(ctx, err, "record in-doubt records")
+			return nil, 0, storeFailure(ctx, err, "record in-doubt records")
 		}
 		r.inDoubtLeft += int64(len(recs))
-		return nil, nil
+		return nil, 0, nil
 	}
 }
 

@@ -65,6 +65,130 @@ func (pf *prefetcher) stop() {
 	<-pf.done
 }
 
+// writer is the write stage: it writes the claimed pages in order, one at
+// a time, marks their outcomes and hands each page to the checkpointer. The
+// run's goroutine hands it page N+1 (claimed while page N was being written)
+// only once page N is done, so at most one claimed page waits for it.
+type writer struct {
+	in   chan claimed
+	done chan struct{}
+
+	mu       sync.Mutex
+	handed   int64               // pages handed over
+	finished int64               // pages written (or dropped after a failure)
+	keys     map[string]struct{} // the keys of the last page handed over
+	notify   chan struct{}       // closed when finished grows
+	cum      store.Counters      // write-stage counters of the pages written
+	err      error               // the first failure; later pages are dropped
+}
+
+func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
+	w := &writer{in: make(chan claimed), done: make(chan struct{}), notify: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for c := range w.in {
+			if w.failed() == nil {
+				delta, err := r.writeStage(ctx, c)
+				w.mu.Lock()
+				addCounters(&w.cum, delta)
+				if err != nil {
+					w.err = err
+				}
+				run := r.rec // ID, sync, fence, start: fixed while pages run
+				run.Counters = c.ledgerCum
+				addCounters(&run.Counters, w.cum)
+				run.Pages = c.pageNo
+				w.mu.Unlock()
+				if err == nil {
+					cp.submit(checkpointJob{page: c.pageNo, next: c.next, run: run, row: store.RunPage{
+						RunID:    r.rec.ID,
+						Page:     c.pageNo,
+						Read:     c.delta.Read,
+						Claimed:  int64(len(c.send)),
+						Sent:     delta.Written,
+						Replayed: c.delta.Replayed,
+						Rejected: delta.Rejected,
+						InDoubt:  c.delta.InDoubt,
+						Requests: delta.Requests,
+					}})
+				}
+			}
+			// A dropped page's claims stay pending under this run's fence:
+			// the next run finds them in doubt and settles them (SPEC §4).
+			w.mu.Lock()
+			w.finished++
+			close(w.notify)
+			w.notify = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// submit hands a claimed page over; it waits while the previous page is
+// being written.
+func (w *writer) submit(c claimed) {
+	keys := make(map[string]struct{}, len(c.send))
+	for _, rc := range c.send {
+		keys[rc.Key] = struct{}{}
+	}
+	w.mu.Lock()
+	w.handed++
+	w.keys = keys
+	w.mu.Unlock()
+	w.in <- c
+}
+
+// writing reports whether key belongs to a page handed over and not yet
+// written and marked.
+func (w *writer) writing(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finished >= w.handed {
+		return false
+	}
+	_, ok := w.keys[key]
+	return ok
+}
+
+// waitIdle waits until every page handed over is written and marked (or
+// dropped after a failure, whose error it returns).
+func (w *writer) waitIdle(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		idle, ch, err := w.finished >= w.handed, w.notify, w.err
+		w.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case idle:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return cancelled(ctx)
+		}
+	}
+}
+
+// failed is the write stage's first failure so far, or nil.
+func (w *writer) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// close waits for the page being written and returns the write-stage
+// counters and the first failure.
+func (w *writer) close() (store.Counters, error) {
+	close(w.in)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cum, w.err
+}
+
 // checkpointJob is step 6 of SPEC §2 for one delivered page.
 type checkpointJob struct {
 	page int64

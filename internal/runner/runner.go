@@ -327,46 +327,58 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 }
 
 // pages runs the pages from cursor to the end of the source as a pipeline of
-// three stages, so that the destination's time overlaps oncesync's own work:
+// four stages, so that the destination's time overlaps oncesync's own work:
 //
-//	prefetch:   read page N+1 and build its keys   (a goroutine, one page ahead)
-//	deliver:    ledger read, claim, write, mark N   (this goroutine, in order)
-//	checkpoint: renew, verify, save the cursor of N-1 (a goroutine, in order)
+//	prefetch:   read page N+2 and build its keys    (a goroutine, one page ahead)
+//	ledger:     ledger read and fenced claim of N+1  (this goroutine)
+//	write:      write page N, mark its outcomes      (a goroutine)
+//	checkpoint: renew, verify, save N-1's cursor     (a goroutine)
 //
-// Page N's claim may come before page N-1's cursor is saved. That is the
-// same state as a kill between N-1's checkpoint and N's mark: the cursor
-// still points at N-1's start, N-1's keys are complete in the ledger (they
-// are replayed, not resent) and N's are pending (in doubt, settled by
-// SPEC §4). The cursor still only ever moves over pages whose every record
-// is marked, by a renewed lease and a fenced write, in page order; at most
-// one checkpoint is outstanding.
+// Each stage handles pages in order, one at a time, and holds at most one
+// page ahead of the next, so memory stays bounded by the page size. Page
+// N+1's claim may come before page N is written, and page N's write before
+// page N-1's cursor is saved: the same states as a kill between two steps of
+// the sequential loop (the cursor still points at N-1's start; N-1's keys
+// are complete in the ledger and replayed; N's and N+1's are pending, in
+// doubt, settled by SPEC §4). The cursor still only ever moves over pages
+// whose every record is marked, by a renewed lease and a fenced write, in
+// page order. A key claimed on page N seen again on page N+1, or an in-doubt
+// entry, makes the ledger stage wait until page N is marked.
 func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) {
 	pf := r.startPrefetch(ctx, cursor)
 	defer pf.stop()
 	cp := r.startCheckpointer(ctx)
+	w := r.startWriter(ctx, cp)
+	var ledgerCum store.Counters
+	end := func(err error) (store.RunState, error) { return r.endPages(w, cp, ledgerCum, err) }
 	for pageNo := r.rec.Pages + 1; ; pageNo++ {
 		if r.drainRequested() {
-			return r.endPages(cp, failure.New(failure.Interrupted, ""))
+			return end(failure.New(failure.Interrupted, ""))
+		}
+		if err := w.failed(); err != nil {
+			return end(err)
 		}
 		if err := cp.failed(); err != nil {
-			return r.endPages(cp, err)
+			return end(err)
 		}
 		var p prepared
 		select {
 		case p = <-pf.out:
 		case <-ctx.Done():
-			return r.endPages(cp, cancelled(ctx))
+			return end(cancelled(ctx))
 		}
 		if p.err != nil {
-			return r.endPages(cp, p.err)
+			return end(p.err)
 		}
-		job, err := r.page(ctx, pageNo, p, cp)
+		c, err := r.ledgerStage(ctx, pageNo, p, w, cp)
+		addCounters(&ledgerCum, c.delta)
 		if err != nil {
-			return r.endPages(cp, err)
+			return end(err)
 		}
-		cp.submit(job)
+		c.ledgerCum = ledgerCum
+		w.submit(c)
 		if p.page.End {
-			if st, err := r.endPages(cp, nil); err != nil {
+			if st, err := end(nil); err != nil {
 				return st, err
 			}
 			r.reportRun(r.rec, p.page.Next, true)
@@ -379,16 +391,20 @@ func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) 
 	}
 }
 
-// endPages waits for the outstanding checkpoint and returns the run's
-// error: err (the delivery's) first, else the checkpoint's. Pages becomes
-// the number of pages whose cursor was saved.
-func (r *run) endPages(cp *checkpointer, err error) (store.RunState, error) {
+// endPages waits for the write stage and the checkpointer, sets the run's
+// counters (Pages: the pages whose cursor was saved) and returns the run's
+// error: err (the ledger stage's) first, else the write stage's, else the
+// checkpointer's.
+func (r *run) endPages(w *writer, cp *checkpointer, ledgerCum store.Counters, err error) (store.RunState, error) {
+	written, werr := w.close()
 	last, cerr := cp.close()
-	if last > r.rec.Pages {
-		r.rec.Pages = last
-	}
-	if err == nil {
-		err = cerr
+	r.rec.Counters = ledgerCum
+	addCounters(&r.rec.Counters, written)
+	r.rec.Pages = last
+	for _, e := range []error{werr, cerr} {
+		if err == nil {
+			err = e
+		}
 	}
 	switch {
 	case err == nil:

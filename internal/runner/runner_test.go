@@ -245,6 +245,50 @@ func TestAlreadyRunningIsSkipped(t *testing.T) {
 	}
 }
 
+// waitCalls waits until the destination has taken n writes: the write stage
+// runs alongside the ledger stage, so a hook of page N's claim waits here for
+// page N-1's write before it freezes the run or takes its lease.
+func (tb *testBundle) waitCalls(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if calls, _, _ := tb.dest.stats(); calls >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the destination did not get %d writes within 10 s", n)
+			return
+		}
+	}
+}
+
+// waitCheckpointed waits until the sync's latest run has checkpointed n pages.
+func (tb *testBundle) waitCheckpointed(t *testing.T, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if runs, err := tb.store.ListRuns(context.Background(), "s1", 1); err == nil && len(runs) == 1 && runs[0].Pages >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the run did not checkpoint %d pages within 10 s", n)
+			return
+		}
+	}
+}
+
+// waitPending waits until the ledger holds n pending entries.
+func (tb *testBundle) waitPending(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if got, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 10*n); err == nil && len(got) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the ledger did not hold %d pending entries within 10 s", n)
+			return
+		}
+	}
+}
+
 // takeOver makes another run take the sync's lease once ours has expired.
 func (tb *testBundle) takeOver(t *testing.T) store.Lease {
 	t.Helper()
@@ -266,7 +310,8 @@ func TestStalledRunIsFenced(t *testing.T) {
 		p := tb.params(t, "")
 		p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
 			if page == 3 {
-				tb.takeOver(t) // the run stalls past its TTL; another run takes over
+				tb.waitCheckpointed(t, 2) // pages 1-2 done: only this claim is left to refuse
+				tb.takeOver(t)            // the run stalls past its TTL; another run takes over
 			}
 		}
 		r, err := Run(context.Background(), p)
@@ -308,17 +353,22 @@ func TestStalledRunIsFenced(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapVerify)
 		p := tb.params(t, "")
+		var atFreeze int
 		p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
 			if page == 3 {
-				tb.clock.Advance(31 * time.Second) // frozen; nobody took the lease yet
+				// Page 2 is written alongside this claim: wait for it, then
+				// freeze (nobody takes the lease yet).
+				tb.waitCalls(t, 2)
+				atFreeze, _, _ = tb.dest.stats()
+				tb.clock.Advance(31 * time.Second)
 			}
 		}
 		_, err := Run(context.Background(), p)
 		if failure.CodeOf(err) != failure.LeaseLost {
 			t.Fatalf("want lease_lost, got %v", err)
 		}
-		if calls, recs, _ := tb.dest.stats(); calls != 2 || recs != 200 {
-			t.Fatalf("the frozen run wrote after its lease ran out: %d calls, %d records", calls, recs)
+		if calls, recs, _ := tb.dest.stats(); calls != atFreeze || recs != 200 {
+			t.Fatalf("the frozen run wrote after its lease ran out: %d calls (%d at the freeze), %d records", calls, atFreeze, recs)
 		}
 	})
 	t.Run("renewal notices", func(t *testing.T) {
@@ -338,7 +388,10 @@ func TestStalledRunIsFenced(t *testing.T) {
 }
 
 // killMidPage simulates a worker dying after the destination applied page
-// `page` and before the ledger was marked: the records stay pending.
+// `page` and before the ledger was marked: the records stay pending. The
+// next page's claim (made alongside the write) waits for the kill, so it
+// never lands (TestPipelinedCheckpointOvertakenByAKill covers a claim that
+// did).
 func killMidPage(ctx context.Context, t *testing.T, p Params, page int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
@@ -346,6 +399,11 @@ func killMidPage(ctx context.Context, t *testing.T, p Params, page int64) {
 	p.Hooks.AfterWrite = func(_ context.Context, n int64) {
 		if n == page {
 			cancel()
+		}
+	}
+	p.Hooks.BeforeClaim = func(ctx context.Context, n int64) {
+		if n == page+1 {
+			<-ctx.Done()
 		}
 	}
 	r, err := Run(ctx, p)
@@ -486,10 +544,11 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 		}
 	}
 	r, err := Run(context.Background(), p)
-	// The drain is asked for once page 2 is checkpointed; page 3 may be in
-	// flight by then (it is delivered while page 2's cursor is saved), and
-	// an in-flight page is finished and checkpointed before the run stops.
-	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 3 {
+	// The drain is asked for once page 2 is checkpointed; pages 3 and 4 may
+	// be in flight by then (written and claimed while page 2's cursor is
+	// saved), and a page in flight is finished and checkpointed before the
+	// run stops.
+	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 4 {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r.Written != 100*r.Pages {
@@ -619,13 +678,14 @@ func TestLostAnswersOnAPageThatProgresses(t *testing.T) {
 	}
 }
 
-// TestPipelinedCheckpointOvertakenByAKill: page N is claimed and written
-// while page N-1's cursor is still being saved (the pipeline of runner.go).
-// Here the run loses its lease at exactly that point (another worker takes
-// the sync, as after a kill -9): page 2's cursor write is refused, so the
-// cursor stays after page 1 while pages 2 and 3 are at the destination. The
-// next run replays page 2 from the ledger, settles page 3 as in doubt by
-// reading it back, writes pages 4-5, and nothing is written twice.
+// TestPipelinedCheckpointOvertakenByAKill: page N is written while page
+// N-1's cursor is still being saved and page N+1 is already claimed (the
+// pipeline of runner.go). Here the run loses its lease at exactly that point
+// (another worker takes the sync, as after a kill -9): page 2's cursor write
+// is refused, so the cursor stays after page 1 while pages 2 and 3 are at the
+// destination and page 4 is claimed. The next run replays page 2 from the
+// ledger, settles page 3 as in doubt by reading it back, finds page 4 not
+// landed and writes it and page 5, and nothing is written twice.
 func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 	t.Parallel()
 	for _, identity := range []string{"", "id"} {
@@ -645,6 +705,7 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 			p.Hooks.AfterWrite = func(ctx context.Context, page int64) {
 				if page == 3 {
 					<-saving2
+					tb.waitPending(t, 200) // page 3 (written, not marked) and page 4 (claimed)
 					cursorAt3, _ = tb.store.GetCursor(ctx, "s1")
 					tb.takeOver(t)
 					close(release)
@@ -670,8 +731,10 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r2.Replayed != 100 || r2.InDoubt != 100 || r2.Settled != 100 || r2.Written != 200 {
-				t.Fatalf("resumed run: %+v; want page 2 replayed, page 3 settled, pages 4-5 written", r2)
+			// Page 4 was claimed (not written) while page 3 was out: in doubt
+			// too, found not landed, and written.
+			if r2.Replayed != 100 || r2.InDoubt != 200 || r2.Settled != 100 || r2.Written != 200 {
+				t.Fatalf("resumed run: %+v; want page 2 replayed, page 3 settled, page 4 found not landed, pages 4-5 written", r2)
 			}
 			if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 				t.Fatalf("records %d, duplicate writes %d", recs, dups)
