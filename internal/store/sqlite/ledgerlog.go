@@ -45,7 +45,7 @@ import (
 // measured a peak RSS of 204 MiB for a 1,000,000-row source; 1<<15, 130). Memory
 // holds at most about this many entries (a few hundred bytes each) per
 // process, and a merge writes each ledger leaf it touches once.
-const DefaultLedgerMergeEntries = 1 << 15
+const DefaultLedgerMergeEntries = 1 << 16
 
 // cacheMax bounds the lookups LedgerGet keeps for the claim that follows it.
 const cacheMax = 1 << 14

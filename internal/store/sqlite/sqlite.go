@@ -48,6 +48,12 @@ const (
 	// (SQLite's default is 1000): a leaf dirtied by several pages of records
 	// between checkpoints is copied back once.
 	WALAutoCheckpoint = 16000
+	// ReadCacheKiB is each read-pool connection's page cache: reads are a
+	// page or two (the log tail, a run, a cursor) or one pass over a sync's
+	// keys (a key filter rebuild), which a cache does not help; a read
+	// connection rereads its pages after any write anyway. Four of them at
+	// CacheKiB would hold up to 64 MiB of copies.
+	ReadCacheKiB = 2 << 10
 )
 
 // readConns is the size of the read pool.
@@ -138,7 +144,6 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	common := url.Values{}
 	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	common.Add("_pragma", "journal_mode(WAL)")
-	common.Add("_pragma", fmt.Sprintf("cache_size(%d)", -CacheKiB))
 	common.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", WALAutoCheckpoint))
 	// Statement journals (a multi-row upsert may have to undo itself) and
 	// temporary b-trees stay in memory instead of temp files written with
@@ -152,6 +157,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		wq[k] = append([]string(nil), v...)
 	}
 	wq.Set("_txlock", "immediate")
+	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -CacheKiB))
 	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -172,6 +178,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		rq[k] = append([]string(nil), v...)
 	}
 	rq.Add("_pragma", "query_only(1)")
+	rq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -ReadCacheKiB))
 	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
 	if err != nil {
 		_ = w.Close()
