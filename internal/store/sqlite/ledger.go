@@ -332,16 +332,17 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 	return out, false, nil
 }
 
-// appendFenced is the transaction of LedgerClaim and LedgerFinish: it checks
+// appendFenced is the transaction of LedgerClaim (durable) and LedgerFinish
+// (lazy, see durability): it checks
 // the fence, and unless mks is empty refreshes memory, reads the current
 // entries of mks (memory, the cache, the tables; prev[i] is mks[i]'s) and
 // appends the record build makes of them (nothing if build returns nil).
 // Memory applies the record once the transaction has committed; the record
 // is returned.
-func (s *Store) appendFenced(ctx context.Context, op, syncID string, fence int64, mks []string,
+func (s *Store) appendFenced(ctx context.Context, d durability, op, syncID string, fence int64, mks []string,
 	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
 	var rec *logRecord
-	err := s.write(ctx, op, func(tx *sql.Tx) error {
+	err := s.writeWith(ctx, d, op, func(tx *sql.Tx) error {
 		if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
 			return err
 		}
@@ -387,7 +388,7 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 		return err
 	}
 	mks := memKeys(uniq)
-	_, err = s.appendFenced(ctx, "ledger claim", p.SyncID, p.Fence, mks,
+	_, err = s.appendFenced(ctx, durable, "ledger claim", p.SyncID, p.Fence, mks,
 		func(sid, now int64, prev []memEntry) *logRecord {
 			items := make([]logItem, 0, len(mks))
 			for i, k := range mks {
@@ -440,7 +441,7 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	for i, it := range items {
 		mks[i] = it.key
 	}
-	rec, err := s.appendFenced(ctx, "ledger finish", p.SyncID, p.Fence, mks,
+	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, mks,
 		func(sid, now int64, prev []memEntry) *logRecord {
 			for i := range items {
 				if e := prev[i]; e.found() {

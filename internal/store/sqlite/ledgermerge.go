@@ -98,7 +98,7 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		start, through int64
 		keys           []mergeKey
 	)
-	err := s.write(ctx, "ledger merge", func(tx *sql.Tx) error {
+	err := s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
 		merged, _, err := s.refresh(ctx, tx)
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		n := min(size, len(keys))
 		part := keys[:n]
 		keys = keys[n:]
-		if err := s.write(ctx, "ledger merge", func(tx *sql.Tx) error {
+		if err := s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
 			if err := s.checkMergeLease(ctx, tx, start); err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		}
 		s.merger.step(i + 1)
 	}
-	err = s.write(ctx, "ledger merge", func(tx *sql.Tx) error {
+	err = s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
 		if err := s.checkMergeLease(ctx, tx, start); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (s *Store) checkMergeLease(ctx context.Context, tx *sql.Tx, start int64) er
 func (s *Store) releaseMergeLease(start int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), BusyTimeout)
 	defer cancel()
-	_ = s.write(ctx, "ledger merge", func(tx *sql.Tx) error {
+	_ = s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE ledger_meta SET merge_owner = '', merge_until = 0 WHERE id = 1 AND merge_owner = ?`, s.merger.token)
 		return err
 	})

@@ -15,6 +15,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -225,6 +226,68 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 		return s.mapErr(op, err)
 	}
 	return nil
+}
+
+// Durability of a write transaction. Every commit is synchronous=FULL
+// (fsynced before it returns) unless it is a lazy one: a commit whose loss
+// in a power cut the ledger already answers for. Those are the ledger's
+// finishes (a lost finish leaves its keys pending: in doubt, settled by the
+// next run), checkpoints and lease renewals (a lost cursor is an older one:
+// the pages after it are replayed from the ledger) and merge rounds (a lost
+// round leaves the log rows it would have deleted). A lazy commit is made
+// with synchronous=NORMAL on the write connection and is on disk once the
+// next FULL commit returns (the WAL is written in order and that commit's
+// fsync covers every frame before it), so a claim, which always is FULL,
+// makes everything before it durable before its destination call. Lease
+// grants (fences) stay FULL: a fence that a power cut took back could be
+// granted twice.
+type durability int
+
+const (
+	durable durability = iota
+	lazy
+)
+
+// writeLazy is write for a transaction of the lazy kind (see durability).
+func (s *Store) writeLazy(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return s.mapErr(op, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return s.mapErr(op, err)
+	}
+	defer func() {
+		// Back to FULL before the connection serves anything else; a
+		// connection that cannot be set back is thrown away (a new one
+		// opens with the DSN's FULL).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), BusyTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, "PRAGMA synchronous = FULL"); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return s.mapErr(op, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return s.mapErr(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.mapErr(op, err)
+	}
+	return nil
+}
+
+// writeWith is write or writeLazy.
+func (s *Store) writeWith(ctx context.Context, d durability, op string, fn func(tx *sql.Tx) error) error {
+	if d == lazy {
+		return s.writeLazy(ctx, op, fn)
+	}
+	return s.write(ctx, op, fn)
 }
 
 // mapErr returns err unchanged when it already carries a store sentinel, and

@@ -764,3 +764,45 @@ func TestLedgerKeyForms(t *testing.T) {
 		t.Fatalf("ledger_claims rows after finish = %d, %v; want 0", claims, err)
 	}
 }
+
+// TestLazyCommits: a lazy write runs with synchronous=NORMAL and leaves the
+// write connection at FULL for the next one (a claim must be on disk before
+// its destination call); a durable write runs at FULL.
+func TestLazyCommits(t *testing.T) {
+	t.Parallel()
+	s, _ := openTemp(t, clock.Real{})
+	ctx := context.Background()
+	level := func(d durability) string {
+		var got string
+		if err := s.writeWith(ctx, d, "test", func(tx *sql.Tx) error {
+			return tx.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	after := func() string {
+		var got string
+		if err := s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := level(lazy); got != "1" {
+		t.Fatalf("lazy write ran at synchronous=%s, want 1 (NORMAL)", got)
+	}
+	if got := after(); got != "2" {
+		t.Fatalf("after a lazy write the write connection is at synchronous=%s, want 2 (FULL)", got)
+	}
+	if got := level(durable); got != "2" {
+		t.Fatalf("durable write ran at synchronous=%s, want 2 (FULL)", got)
+	}
+	// A failed lazy write restores FULL too.
+	boom := errors.New("boom")
+	if err := s.writeLazy(ctx, "test", func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if got := after(); got != "2" {
+		t.Fatalf("after a failed lazy write: synchronous=%s, want 2", got)
+	}
+}
