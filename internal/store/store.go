@@ -141,6 +141,17 @@ type CheckpointParams struct {
 	Run Run
 	// Page is the page's timeline row (as RecordRunPage); nil = none.
 	Page *RunPage
+	// Lease, when set, renews the sync's SQL lease in the same transaction,
+	// exactly as LeaseRenew(ctx, Cursor.SyncID, Lease.Token, Lease.TTL) would:
+	// on ErrLeaseLost (released, taken, expired, superseded fence) nothing
+	// of the checkpoint is written.
+	Lease *CheckpointLease
+}
+
+// CheckpointLease is the lease a checkpoint renews.
+type CheckpointLease struct {
+	Token string
+	TTL   time.Duration
 }
 
 // LedgerState is a delivery's state (SPEC §4).
@@ -270,9 +281,11 @@ type Store interface {
 	// SaveCursor writes the cursor if p.Fence >= the sync's registered fence,
 	// else ErrFenced.
 	SaveCursor(ctx context.Context, p SaveCursorParams) error
-	// Checkpoint writes p.Cursor (fenced, as SaveCursor), p.Run (as
-	// UpdateRun) and p.Page (as RecordRunPage) in ONE transaction: all of it
-	// or, on any error (ErrFenced, ErrNotFound, invalid input), none of it.
+	// Checkpoint renews the lease when p.Lease is set (as LeaseRenew), then
+	// writes p.Cursor (fenced, as SaveCursor), p.Run (as UpdateRun) and
+	// p.Page (as RecordRunPage) in ONE transaction: all of it or, on any
+	// error (ErrLeaseLost, ErrFenced, ErrNotFound, invalid input), none of it
+	// (nor the renewal).
 	Checkpoint(ctx context.Context, p CheckpointParams) error
 	// RaiseFence registers fence as the sync's fence if it is higher than the
 	// registered one; ErrFenced if a higher one is already registered.

@@ -17,14 +17,22 @@ type querier interface {
 }
 
 // Checkpoint saves one page's checkpoint in one transaction (one commit
-// instead of three): the fenced cursor (as SaveCursor), the run (as
-// UpdateRun) and, when p.Page is set, the page's timeline row (as
-// RecordRunPage). On any error (ErrFenced, ErrNotFound, an invalid argument)
-// the transaction rolls back and nothing is written. The cursor goes first:
-// its fence CTE locks the sync's fences row, so a newer holder's fence cannot
-// be registered between the check and the commit.
+// instead of four): when p.Lease is set, the lease renewal (as LeaseRenew),
+// then the fenced cursor (as SaveCursor), the run (as UpdateRun) and, when
+// p.Page is set, the page's timeline row (as RecordRunPage). On any error
+// (ErrLeaseLost, ErrFenced, ErrNotFound, an invalid argument) the transaction
+// rolls back and nothing is written. The renewal, when set, goes first: it
+// locks the sync's fences row and then its leases row, the order
+// LeaseAcquire takes them in (the cursor's fence CTE then finds the fences
+// row already locked), so a checkpoint and a concurrent acquire cannot
+// deadlock. Either way the fences row is locked before the cursor is
+// written, so a newer holder's fence cannot be registered between the check
+// and the commit.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	if err := checkFenceArgs(p.Cursor.SyncID, p.Cursor.Fence); err != nil {
+		return err
+	}
+	if err := validCheckpointLease(p.Lease); err != nil {
 		return err
 	}
 	if err := validRunUpdate(p.Run); err != nil {
@@ -36,6 +44,11 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 	}
 	return s.tx(ctx, "checkpoint", func(tx pgx.Tx) error {
+		if p.Lease != nil {
+			if _, err := s.leaseRenew(ctx, tx, p.Cursor.SyncID, p.Lease.Token, p.Lease.TTL); err != nil {
+				return err
+			}
+		}
 		if err := s.saveCursor(ctx, tx, p.Cursor); err != nil {
 			return err
 		}
@@ -47,4 +60,18 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 		return s.recordRunPage(ctx, tx, *p.Page)
 	})
+}
+
+// validCheckpointLease checks a checkpoint's lease (nil: none) before any
+// transaction opens.
+func validCheckpointLease(l *store.CheckpointLease) error {
+	switch {
+	case l == nil:
+		return nil
+	case l.Token == "":
+		return invalidf("checkpoint lease token is empty")
+	case l.TTL <= 0:
+		return invalidf("checkpoint lease ttl %s", l.TTL)
+	}
+	return nil
 }

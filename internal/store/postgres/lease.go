@@ -81,34 +81,45 @@ func (s *Store) LeaseRenew(ctx context.Context, syncID, token string, ttl time.D
 	}
 	var out store.Lease
 	err := s.tx(ctx, "lease renew", func(tx pgx.Tx) error {
-		var registered int64
-		err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR UPDATE`, syncID).Scan(&registered)
-		now := s.now()
-		var cur store.Lease
-		if err == nil {
-			cur, err = scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
-		}
-		var why string
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			why = "released"
-		case err != nil:
-			return err
-		case cur.Token != token:
-			why = "taken by " + cur.Holder
-		case !cur.ExpiresAt.After(now):
-			why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
-		case registered > cur.Fence:
-			why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
-		}
-		if why != "" {
-			return fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
-		}
-		out, err = scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
-			nanos(now.Add(ttl)), syncID))
+		var err error
+		out, err = s.leaseRenew(ctx, tx, syncID, token, ttl)
 		return err
 	})
 	return out, err
+}
+
+// leaseRenew is LeaseRenew's transaction body, shared with Checkpoint: it
+// extends the lease to now+ttl in tx, or returns ErrLeaseLost and writes
+// nothing. It needs a transaction (not any querier): it locks the sync's
+// fences row first and then the leases row (by its update), the order
+// LeaseAcquire takes them in, and holds both until the caller commits.
+// Errors are the driver's, unmapped.
+func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string, ttl time.Duration) (store.Lease, error) {
+	var registered int64
+	err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR UPDATE`, syncID).Scan(&registered)
+	now := s.now()
+	var cur store.Lease
+	if err == nil {
+		cur, err = scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
+	}
+	var why string
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		why = "released"
+	case err != nil:
+		return store.Lease{}, err
+	case cur.Token != token:
+		why = "taken by " + cur.Holder
+	case !cur.ExpiresAt.After(now):
+		why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
+	case registered > cur.Fence:
+		why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
+	}
+	if why != "" {
+		return store.Lease{}, fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
+	}
+	return scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
+		nanos(now.Add(ttl)), syncID))
 }
 
 // LeaseRelease frees the lease if token holds it (no error if it does not).

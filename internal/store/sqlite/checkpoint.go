@@ -8,12 +8,16 @@ import (
 )
 
 // Checkpoint saves one page's checkpoint in one write transaction (one WAL
-// commit instead of three): the fenced cursor (as SaveCursor), the run (as
+// commit instead of four): when p.Lease is set, the lease renewal (as
+// LeaseRenew) first, then the fenced cursor (as SaveCursor), the run (as
 // UpdateRun) and, when p.Page is set, the page's timeline row (as
-// RecordRunPage). On any error (ErrFenced, ErrNotFound, an invalid argument)
-// the transaction rolls back and nothing is written.
+// RecordRunPage). On any error (ErrLeaseLost, ErrFenced, ErrNotFound, an
+// invalid argument) the transaction rolls back and nothing is written.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	if err := checkFenceArgs(p.Cursor.SyncID, p.Cursor.Fence); err != nil {
+		return err
+	}
+	if err := validCheckpointLease(p.Lease); err != nil {
 		return err
 	}
 	if err := validRunUpdate(p.Run); err != nil {
@@ -25,6 +29,11 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 	}
 	return s.write(ctx, "checkpoint", func(tx *sql.Tx) error {
+		if p.Lease != nil {
+			if _, err := s.leaseRenew(ctx, tx, p.Cursor.SyncID, p.Lease.Token, p.Lease.TTL); err != nil {
+				return err
+			}
+		}
 		if err := s.saveCursor(ctx, tx, p.Cursor); err != nil {
 			return err
 		}
@@ -36,4 +45,18 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 		return s.recordRunPage(ctx, tx, *p.Page)
 	})
+}
+
+// validCheckpointLease checks a checkpoint's lease (nil: none) before any
+// transaction opens.
+func validCheckpointLease(l *store.CheckpointLease) error {
+	switch {
+	case l == nil:
+		return nil
+	case l.Token == "":
+		return invalidf("checkpoint lease token is empty")
+	case l.TTL <= 0:
+		return invalidf("checkpoint lease ttl %s", l.TTL)
+	}
+	return nil
 }

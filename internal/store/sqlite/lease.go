@@ -74,33 +74,41 @@ func (s *Store) LeaseRenew(ctx context.Context, syncID, token string, ttl time.D
 	}
 	var out store.Lease
 	err := s.write(ctx, "lease renew", func(tx *sql.Tx) error {
-		now := s.now()
-		var registered int64
-		cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = ?`, syncID))
-		if err == nil {
-			err = tx.QueryRowContext(ctx, `SELECT fence FROM fences WHERE sync_id = ?`, syncID).Scan(&registered)
-		}
-		var why string
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			why = "released"
-		case err != nil:
-			return err
-		case cur.Token != token:
-			why = "taken by " + cur.Holder
-		case !cur.ExpiresAt.After(now):
-			why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
-		case registered > cur.Fence:
-			why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
-		}
-		if why != "" {
-			return fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
-		}
-		out, err = scanLease(tx.QueryRowContext(ctx, `UPDATE leases SET expires_at = ? WHERE sync_id = ? RETURNING `+leaseColumns,
-			nanos(now.Add(ttl)), syncID))
+		var err error
+		out, err = s.leaseRenew(ctx, tx, syncID, token, ttl)
 		return err
 	})
 	return out, err
+}
+
+// leaseRenew is LeaseRenew's transaction body, shared with Checkpoint: it
+// extends the lease to now+ttl in tx, or returns ErrLeaseLost and writes
+// nothing.
+func (s *Store) leaseRenew(ctx context.Context, tx *sql.Tx, syncID, token string, ttl time.Duration) (store.Lease, error) {
+	now := s.now()
+	var registered int64
+	cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = ?`, syncID))
+	if err == nil {
+		err = tx.QueryRowContext(ctx, `SELECT fence FROM fences WHERE sync_id = ?`, syncID).Scan(&registered)
+	}
+	var why string
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		why = "released"
+	case err != nil:
+		return store.Lease{}, err
+	case cur.Token != token:
+		why = "taken by " + cur.Holder
+	case !cur.ExpiresAt.After(now):
+		why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
+	case registered > cur.Fence:
+		why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
+	}
+	if why != "" {
+		return store.Lease{}, fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
+	}
+	return scanLease(tx.QueryRowContext(ctx, `UPDATE leases SET expires_at = ? WHERE sync_id = ? RETURNING `+leaseColumns,
+		nanos(now.Add(ttl)), syncID))
 }
 
 // LeaseRelease frees the lease if token holds it (no error if it does not).

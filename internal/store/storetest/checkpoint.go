@@ -9,9 +9,63 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
+// checkpointState is what a checkpoint may change: a sync's cursor and lease,
+// and a run with its pages.
+type checkpointState struct {
+	syncID string
+	runID  int64
+	cursor store.Cursor
+	run    store.Run
+	pages  []store.RunPage
+	lease  store.Lease // zero if the sync has none
+}
+
+func snapshotCheckpoint(t *testing.T, b *bundle, syncID string, runID int64) checkpointState {
+	t.Helper()
+	l, err := b.st.LeaseGet(b.ctx, syncID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("LeaseGet: %v", err)
+	}
+	return checkpointState{
+		syncID: syncID,
+		runID:  runID,
+		cursor: must(b.st.GetCursor(b.ctx, syncID))(t),
+		run:    must(b.st.GetRun(b.ctx, runID))(t),
+		pages:  must(b.st.ListRunPages(b.ctx, runID, 0))(t),
+		lease:  l,
+	}
+}
+
+// unchangedCheckpoint fails t unless the cursor, run, pages and lease are as
+// before.
+func unchangedCheckpoint(t *testing.T, b *bundle, what string, before checkpointState) {
+	t.Helper()
+	after := snapshotCheckpoint(t, b, before.syncID, before.runID)
+	equal(t, what+": cursor Value", after.cursor.Value, before.cursor.Value)
+	equal(t, what+": cursor Fence", after.cursor.Fence, before.cursor.Fence)
+	equal(t, what+": cursor RunID", after.cursor.RunID, before.cursor.RunID)
+	sameTime(t, what+": cursor UpdatedAt", after.cursor.UpdatedAt, before.cursor.UpdatedAt)
+	if after.run != before.run {
+		t.Fatalf("%s: run = %+v, want it unchanged: %+v", what, after.run, before.run)
+	}
+	equal(t, what+": pages", fmt.Sprint(after.pages), fmt.Sprint(before.pages))
+	sameLease(t, what+": lease", after.lease, before.lease)
+}
+
+func sameLease(t *testing.T, what string, got, want store.Lease) {
+	t.Helper()
+	equal(t, what+" SyncID", got.SyncID, want.SyncID)
+	equal(t, what+" Token", got.Token, want.Token)
+	equal(t, what+" Fence", got.Fence, want.Fence)
+	equal(t, what+" Holder", got.Holder, want.Holder)
+	equal(t, what+" RunID", got.RunID, want.RunID)
+	sameTime(t, what+" ExpiresAt", got.ExpiresAt, want.ExpiresAt)
+}
+
 // testCheckpoint: Checkpoint writes the cursor, the run and the page in one
 // transaction, all of it or none of it.
 func testCheckpoint(t *testing.T, open OpenFunc) {
+	t.Run("Lease", func(t *testing.T) { t.Parallel(); testCheckpointLease(t, open) })
 	b := setup(t, open)
 	ctx := b.ctx
 
@@ -20,32 +74,12 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 	l := acquire(t, b, "s1", "tok-a", time.Minute)
 	equal(t, "fence", l.Fence, int64(1))
 
-	// state is what a checkpoint may change; every refused checkpoint below
-	// must leave it exactly as it was.
-	type state struct {
-		cursor store.Cursor
-		run    store.Run
-		pages  []store.RunPage
-	}
-	snapshot := func() state {
+	// snapshot is what a checkpoint may change; every refused checkpoint
+	// below must leave it exactly as it was.
+	snapshot := func() checkpointState { t.Helper(); return snapshotCheckpoint(t, b, "s1", run.ID) }
+	unchanged := func(what string, before checkpointState) {
 		t.Helper()
-		return state{
-			cursor: must(b.st.GetCursor(ctx, "s1"))(t),
-			run:    must(b.st.GetRun(ctx, run.ID))(t),
-			pages:  must(b.st.ListRunPages(ctx, run.ID, 0))(t),
-		}
-	}
-	unchanged := func(what string, before state) {
-		t.Helper()
-		after := snapshot()
-		equal(t, what+": cursor Value", after.cursor.Value, before.cursor.Value)
-		equal(t, what+": cursor Fence", after.cursor.Fence, before.cursor.Fence)
-		equal(t, what+": cursor RunID", after.cursor.RunID, before.cursor.RunID)
-		sameTime(t, what+": cursor UpdatedAt", after.cursor.UpdatedAt, before.cursor.UpdatedAt)
-		if after.run != before.run {
-			t.Fatalf("%s: run = %+v, want it unchanged: %+v", what, after.run, before.run)
-		}
-		equal(t, what+": pages", fmt.Sprint(after.pages), fmt.Sprint(before.pages))
+		unchangedCheckpoint(t, b, what, before)
 	}
 
 	// (a) All three parts are written; a zero CheckpointedAt is stamped now.
@@ -75,6 +109,8 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 		t.Fatalf("page after checkpoint = %+v, want %+v", pages[0], p1)
 	}
 	equal(t, "other run's pages", len(must(b.st.ListRunPages(ctx, other.ID, 0))(t)), 0)
+	// Without Lease the lease is left alone (not renewed).
+	sameLease(t, "lease after a checkpoint without Lease", must(b.st.LeaseGet(ctx, "s1"))(t), l)
 
 	// A second page: the run's totals move on, the page is added, and a given
 	// CheckpointedAt is kept.
@@ -188,4 +224,150 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 	equal(t, "cursor Value of the new holder", c.Value, "bad")
 	equal(t, "cursor Fence of the new holder", c.Fence, newer)
 	equal(t, "pages of the new holder", len(must(b.st.ListRunPages(ctx, run.ID, 0))(t)), 3)
+}
+
+// testCheckpointLease: a checkpoint with Lease set renews the sync's lease in
+// its transaction, exactly as LeaseRenew would, and when the lease is lost
+// (expired, taken, taken over, superseded, released) writes nothing at all.
+func testCheckpointLease(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	const ttl = 30 * time.Second
+
+	run := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	a := acquire(t, b, "s1", "tok-a", ttl)
+	equal(t, "fence of tok-a", a.Fence, int64(1))
+	snapshot := func() checkpointState { t.Helper(); return snapshotCheckpoint(t, b, "s1", run.ID) }
+	page := int64(0)
+	// checkpoint is page+1's checkpoint under fence, renewing token's lease.
+	checkpoint := func(value string, fence int64, token string) error {
+		r := must(b.st.GetRun(ctx, run.ID))(t)
+		r.Fence = fence
+		r.Counters.Read += 10
+		r.Counters.Pages++
+		return b.st.Checkpoint(ctx, store.CheckpointParams{
+			Cursor: store.SaveCursorParams{SyncID: "s1", Value: value, Fence: fence, RunID: run.ID},
+			Run:    r,
+			Page:   &store.RunPage{RunID: run.ID, Page: page + 1, Read: 10},
+			Lease:  &store.CheckpointLease{Token: token, TTL: ttl},
+		})
+	}
+	// written checks that the checkpoint of value was written in full and
+	// the lease of token extended to now+ttl, nothing else about it changed.
+	written := func(what, value string, before checkpointState) {
+		t.Helper()
+		page++
+		c := must(b.st.GetCursor(ctx, "s1"))(t)
+		equal(t, what+": cursor Value", c.Value, value)
+		sameTime(t, what+": cursor UpdatedAt", c.UpdatedAt, b.clk.Now())
+		got := must(b.st.GetRun(ctx, run.ID))(t)
+		equal(t, what+": run Read", got.Read, before.run.Read+10)
+		equal(t, what+": run Pages", got.Pages, before.run.Pages+1)
+		pages := must(b.st.ListRunPages(ctx, run.ID, 0))(t)
+		equal(t, what+": pages", len(pages), len(before.pages)+1)
+		equal(t, what+": last page", pages[len(pages)-1].Page, page)
+		want := before.lease
+		want.ExpiresAt = b.clk.Now().Add(ttl)
+		sameLease(t, what+": lease", must(b.st.LeaseGet(ctx, "s1"))(t), want)
+	}
+
+	// (a) The holder's checkpoint is written and renews its lease from now.
+	b.clk.Advance(10 * time.Second)
+	before := snapshot()
+	noErr(t, checkpoint("page-2", a.Fence, "tok-a"))
+	written("checkpoint renewing the lease", "page-2", before)
+
+	// The renewal is real: past the acquired expiry (Start+30s) but before
+	// the renewed one (Start+40s), the lease is still tok-a's.
+	b.clk.Advance(25 * time.Second)
+	_, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s1", Token: "tok-x", Holder: "host-x", TTL: ttl})
+	wantErr(t, err, store.ErrLeaseHeld)
+	before = snapshot()
+	noErr(t, checkpoint("page-3", a.Fence, "tok-a"))
+	written("second checkpoint renewing the lease", "page-3", before)
+
+	// Invalid lease arguments are refused before anything is written.
+	before = snapshot()
+	for _, bad := range []store.CheckpointLease{{Token: "", TTL: ttl}, {Token: "tok-a", TTL: 0}, {Token: "tok-a", TTL: -time.Second}} {
+		r := before.run
+		r.Counters.Read++
+		err := b.st.Checkpoint(ctx, store.CheckpointParams{
+			Cursor: store.SaveCursorParams{SyncID: "s1", Value: "bad-lease", Fence: a.Fence, RunID: run.ID},
+			Run:    r,
+			Page:   &store.RunPage{RunID: run.ID, Page: page + 1, Read: 1},
+			Lease:  &bad,
+		})
+		if err == nil {
+			t.Fatalf("Checkpoint with lease %+v = nil, want an error", bad)
+		}
+		for _, sentinel := range []error{store.ErrLeaseLost, store.ErrFenced, store.ErrNotFound, store.ErrUnavailable} {
+			if errors.Is(err, sentinel) {
+				t.Fatalf("Checkpoint with lease %+v = %v, want an invalid-argument error", bad, err)
+			}
+		}
+		unchangedCheckpoint(t, b, fmt.Sprintf("checkpoint with lease %+v", bad), before)
+	}
+
+	// (c) Expired (by the store's clock), nobody took it: ErrLeaseLost and
+	// nothing written, although the checkpoint's fence is still current.
+	b.clk.Advance(ttl + time.Millisecond)
+	before = snapshot()
+	wantErr(t, checkpoint("expired", a.Fence, "tok-a"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of an expired lease", before)
+
+	// (b) Taken by tok-b after the expiry (fence 2): tok-a's checkpoint is
+	// refused with ErrLeaseLost (the lease goes before the fence), nothing
+	// is written and tok-b's lease is untouched.
+	bl := acquire(t, b, "s1", "tok-b", ttl)
+	equal(t, "fence of tok-b", bl.Fence, int64(2))
+	b.clk.Advance(time.Second)
+	before = snapshot()
+	sameLease(t, "tok-b's lease", before.lease, bl)
+	wantErr(t, checkpoint("taken", a.Fence, "tok-a"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a taken lease", before)
+	// Even under the current fence, a checkpoint renewing a lease its token
+	// does not hold writes nothing: only the lease refuses it.
+	wantErr(t, checkpoint("taken, current fence", bl.Fence, "tok-a"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a taken lease under the current fence", before)
+
+	// tok-b's own checkpoint goes through and renews tok-b's lease.
+	noErr(t, checkpoint("page-4", bl.Fence, "tok-b"))
+	written("checkpoint of tok-b", "page-4", before)
+
+	// (b) Taken over (TakeOver, live lease) by tok-c (fence 3): tok-b's
+	// checkpoint is refused, under its own fence or the current one.
+	cl := must(b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s1", Token: "tok-c", Holder: "host-c", RunID: 7, TTL: ttl, TakeOver: "tok-b"}))(t)
+	equal(t, "fence of tok-c", cl.Fence, int64(3))
+	b.clk.Advance(time.Second)
+	before = snapshot()
+	sameLease(t, "tok-c's lease", before.lease, cl)
+	wantErr(t, checkpoint("taken over", bl.Fence, "tok-b"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a lease taken over", before)
+	wantErr(t, checkpoint("taken over, current fence", cl.Fence, "tok-b"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a lease taken over, under the current fence", before)
+
+	// A newer fence registered elsewhere (Redis mode) supersedes tok-c's
+	// lease: its checkpoint is refused even under that newer fence.
+	noErr(t, b.st.RaiseFence(ctx, "s1", cl.Fence+1))
+	before = snapshot()
+	wantErr(t, checkpoint("superseded", cl.Fence+1, "tok-c"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a superseded lease", before)
+
+	// Released: refused, nothing written.
+	noErr(t, b.st.LeaseRelease(ctx, "s1", "tok-c"))
+	before = snapshot()
+	wantErr(t, checkpoint("released", cl.Fence+1, "tok-c"), store.ErrLeaseLost)
+	unchangedCheckpoint(t, b, "checkpoint of a released lease", before)
+
+	// (d) Without Lease the same checkpoint is written (fenced only) and no
+	// lease is created.
+	r := before.run
+	r.Counters.Read += 10
+	noErr(t, b.st.Checkpoint(ctx, store.CheckpointParams{
+		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "no-lease", Fence: cl.Fence + 1, RunID: run.ID},
+		Run:    r,
+	}))
+	equal(t, "cursor Value without a lease", must(b.st.GetCursor(ctx, "s1"))(t).Value, "no-lease")
+	_, err = b.st.LeaseGet(ctx, "s1")
+	wantErr(t, err, store.ErrNotFound)
 }
