@@ -117,6 +117,16 @@ func (m *SQL) Renew(ctx context.Context, g Grant, ttl time.Duration) (Grant, err
 	return g, nil
 }
 
+// LeaseStore is the store m's leases live in: a run checkpointing to that
+// store renews its lease inside the checkpoint's own transaction
+// (store.CheckpointParams.Lease) instead of in one of its own.
+func (m *SQL) LeaseStore() store.Store { return m.Store }
+
+// InStore is implemented by a Manager whose leases live in a store.
+type InStore interface {
+	LeaseStore() store.Store
+}
+
 // Release implements Manager.
 func (m *SQL) Release(ctx context.Context, g Grant) error {
 	return m.Store.LeaseRelease(ctx, g.SyncID, g.Token)

@@ -2,10 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -258,22 +261,38 @@ func (cp *checkpointer) close() (last int64, err error) {
 }
 
 // checkpoint renews and verifies the lease, then saves the page's cursor,
-// the run's progress and the page's timeline row in one fenced transaction,
-// and reports progress.
+// the run's progress and the page's timeline row in one fenced transaction
+// (with the renewal in it when the lease lives in the same store), and
+// reports progress.
 func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
-	if err := r.renew(ctx); err != nil {
+	p := store.CheckpointParams{
+		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: job.next, Fence: r.grant.Fence, RunID: r.rec.ID},
+		Run:    job.run,
+		Page:   &job.row,
+	}
+	// A lease kept in the store the run checkpoints to is renewed and
+	// verified inside the checkpoint's transaction (one commit, not two);
+	// any other (Redis) first.
+	inStore := false
+	if ls, ok := r.Leases.(lease.InStore); ok && ls.LeaseStore() == r.Store {
+		inStore = true
+		p.Lease = &store.CheckpointLease{Token: r.grant.Token, TTL: r.LeaseTTL}
+	} else if err := r.renew(ctx); err != nil {
 		return err
 	}
 	if r.Hooks.BeforeCursorSave != nil {
 		r.Hooks.BeforeCursorSave(ctx, job.page)
 	}
-	job.row.CheckpointedAt = r.Clock.Now()
-	if err := r.Store.Checkpoint(ctx, store.CheckpointParams{
-		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: job.next, Fence: r.grant.Fence, RunID: r.rec.ID},
-		Run:    job.run,
-		Page:   &job.row,
-	}); err != nil {
+	asked := r.Clock.Now()
+	job.row.CheckpointedAt = asked
+	if err := r.Store.Checkpoint(ctx, p); err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+		}
 		return storeFailure(ctx, err, "save the cursor")
+	}
+	if inStore {
+		r.setExpiry(localExpiry(asked, r.LeaseTTL, time.Time{}))
 	}
 	r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", job.page,
 		"read", job.row.Read, "sent", job.row.Sent, "replayed", job.row.Replayed)

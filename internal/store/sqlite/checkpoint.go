@@ -12,7 +12,9 @@ import (
 // LeaseRenew) first, then the fenced cursor (as SaveCursor), the run (as
 // UpdateRun) and, when p.Page is set, the page's timeline row (as
 // RecordRunPage). On any error (ErrLeaseLost, ErrFenced, ErrNotFound, an
-// invalid argument) the transaction rolls back and nothing is written.
+// invalid argument) the transaction rolls back and nothing is written. The
+// commit is lazy (see durability): a checkpoint lost in a power cut leaves
+// an older cursor, and the pages after it are replayed from the ledger.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	if err := checkFenceArgs(p.Cursor.SyncID, p.Cursor.Fence); err != nil {
 		return err
@@ -28,7 +30,7 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 			return err
 		}
 	}
-	return s.write(ctx, "checkpoint", func(tx *sql.Tx) error {
+	return s.writeLazy(ctx, "checkpoint", func(tx *sql.Tx) error {
 		if p.Lease != nil {
 			if _, err := s.leaseRenew(ctx, tx, p.Cursor.SyncID, p.Lease.Token, p.Lease.TTL); err != nil {
 				return err
