@@ -425,3 +425,55 @@ func FuzzLedgerLogBody(f *testing.F) {
 		}
 	})
 }
+
+// TestLedgerMergeDropsMergedClaims: claims merged while pending (in flight
+// at a merge) leave ledger_claims when a later merge writes them final,
+// whether the table is small next to the merge (read once and intersected)
+// or not (one DELETE lookup per key); other claims stay.
+func TestLedgerMergeDropsMergedClaims(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		inFlight, new int
+	}{
+		{"small claims table", 10, 200},
+		{"large claims table", 100, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lb := setupLog(t)
+			ks := storetest.HashedKeys(11, tc.inFlight+tc.new+5)
+			inFlight, fresh, open := ks[:tc.inFlight], ks[tc.inFlight:tc.inFlight+tc.new], ks[tc.inFlight+tc.new:]
+			lb.claim(t, lb.a, inFlight)
+			lb.claim(t, lb.a, open)
+			if err := lb.a.mergeLog(lb.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := countRows(t, lb.a, "ledger_claims"); n != len(inFlight)+len(open) {
+				t.Fatalf("ledger_claims after the first merge: %d rows, want %d", n, len(inFlight)+len(open))
+			}
+			lb.claim(t, lb.a, fresh)
+			lb.finish(t, lb.a, append(append([]string(nil), fresh...), inFlight...), store.LedgerComplete, "r")
+			if err := lb.a.mergeLog(lb.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := countRows(t, lb.a, "ledger_claims"); n != len(open) {
+				t.Fatalf("ledger_claims after the second merge: %d rows, want the %d still open", n, len(open))
+			}
+			if n := countRows(t, lb.a, "ledger"); n != len(inFlight)+len(fresh) {
+				t.Fatalf("ledger: %d rows, want %d", n, len(inFlight)+len(fresh))
+			}
+			got := lb.get(t, lb.b, ks)
+			for _, k := range append(append([]string(nil), fresh...), inFlight...) {
+				if got[k].State != store.LedgerComplete {
+					t.Fatalf("key %s: %+v, want complete", k[:8], got[k])
+				}
+			}
+			for _, k := range open {
+				if got[k].State != store.LedgerPending {
+					t.Fatalf("open key %s: %+v, want pending", k[:8], got[k])
+				}
+			}
+		})
+	}
+}
