@@ -215,6 +215,11 @@ func (s *Store) now() time.Time { return s.clock.Now() }
 // nil. Errors from fn and from the driver are mapped by mapErr.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
+	return s.commit(op, tx, err, fn)
+}
+
+// commit runs fn in tx (begun with err) and commits, or rolls back on error.
+func (s *Store) commit(op string, tx *sql.Tx, err error, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return s.mapErr(op, err)
 	}
@@ -269,17 +274,7 @@ func (s *Store) writeLazy(ctx context.Context, op string, fn func(tx *sql.Tx) er
 		}
 	}()
 	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return s.mapErr(op, err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return s.mapErr(op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.mapErr(op, err)
-	}
-	return nil
+	return s.commit(op, tx, err, fn)
 }
 
 // writeWith is write or writeLazy.
