@@ -2,10 +2,10 @@ package brevo
 
 import (
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/oncesync/oncesync/internal/jsonenc"
 )
 
 // The bulk path builds its request bodies by appending bytes instead of
@@ -39,7 +39,7 @@ func appendJSON(dst []byte, v any, depth int) (_ []byte, ok bool) {
 	case nil:
 		return append(dst, "null"...), true
 	case string:
-		return appendString(dst, x), true
+		return jsonenc.AppendString(dst, x), true
 	case bool:
 		return strconv.AppendBool(dst, x), true
 	case int:
@@ -47,9 +47,9 @@ func appendJSON(dst []byte, v any, depth int) (_ []byte, ok bool) {
 	case int64:
 		return strconv.AppendInt(dst, x, 10), true
 	case float64:
-		return appendFloat(dst, x, 64)
+		return jsonenc.AppendFloat(dst, x, 64)
 	case float32:
-		return appendFloat(dst, float64(x), 32)
+		return jsonenc.AppendFloat(dst, float64(x), 32)
 	case json.Number:
 		s := string(x)
 		if s == "" {
@@ -80,7 +80,7 @@ func appendJSON(dst []byte, v any, depth int) (_ []byte, ok bool) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, k)
+			dst = jsonenc.AppendString(dst, k)
 			dst = append(dst, ':')
 			if dst, ok = appendJSON(dst, x[k], depth+1); !ok {
 				return dst, false
@@ -106,30 +106,6 @@ func appendJSON(dst []byte, v any, depth int) (_ []byte, ok bool) {
 		return append(dst, ']'), true
 	}
 	return dst, false
-}
-
-// appendFloat is encoding/json's floatEncoder.
-func appendFloat(dst []byte, f float64, bits int) ([]byte, bool) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return dst, false
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, bits)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(dst)
-		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst, true
 }
 
 // validNumber is encoding/json's isValidNumber: s is a JSON number literal.
@@ -175,62 +151,6 @@ func validNumber(s string) bool {
 	return s == ""
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoding with HTML escaping (the
-// default of Marshal): <, > and & as \u003c, \u003e, \u0026, U+2028 and
-// U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
 // appendImportItem appends c as one element of an import's jsonBody
 // (swagger: requestContactImport_jsonBody), as json.Marshal encoded
 //
@@ -244,7 +164,7 @@ func appendImportItem(dst []byte, c contact) []byte {
 	dst = append(dst, '{')
 	if c.email != "" {
 		dst = append(dst, `"email":`...)
-		dst = appendString(dst, c.email)
+		dst = jsonenc.AppendString(dst, c.email)
 	}
 	if len(c.attrsJSON) > 0 {
 		if c.email != "" {
