@@ -120,6 +120,15 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	if err := cp.failed(); err != nil {
 		return c, err
 	}
+	if r.BeforeWrite != nil {
+		// A partition's barrier check (SPEC §11) vouches for the page that
+		// is written next: with no page of this run in flight behind it, at
+		// most the page being written when the barrier's store (Redis) goes
+		// away is written after, as in the sequential loop.
+		if err := w.waitIdle(ctx); err != nil {
+			return c, err
+		}
+	}
 	if err := r.beforeWrite(ctx); err != nil {
 		return c, err
 	}

@@ -40,6 +40,8 @@ type memDest struct {
 	// answer is cut and the rest of the page is not sent (0: nothing
 	// applied, like a 502 before the destination did anything).
 	cut []int
+	// delay, if set, is how long every write takes (before it applies).
+	delay time.Duration
 }
 
 func newMemDest(c destination.Capability) *memDest {
@@ -49,6 +51,9 @@ func newMemDest(c destination.Capability) *memDest {
 func (d *memDest) Capability() destination.Capability { return d.cap }
 
 func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if d.delay > 0 {
+		time.Sleep(d.delay)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
@@ -740,5 +745,33 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 				t.Fatalf("records %d, duplicate writes %d", recs, dups)
 			}
 		})
+	}
+}
+
+// TestBarrierCheckedWithNothingInFlight: a partition's barrier check
+// (Params.BeforeWrite) runs with no write of the run in flight and every
+// earlier page marked, so a barrier that fails (its Redis gone) stops the
+// run with at most the page it vouched for written after it.
+func TestBarrierCheckedWithNothingInFlight(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	tb.dest.delay = 20 * time.Millisecond
+	p := tb.params(t, "")
+	var checks int
+	p.BeforeWrite = func(ctx context.Context) error {
+		checks++
+		if calls, _, _ := tb.dest.stats(); calls != checks-1 {
+			t.Errorf("barrier check %d: %d writes done, want %d (a write in flight)", checks, calls, checks-1)
+		}
+		if pending, err := tb.store.LedgerList(ctx, "s1", store.LedgerPending, 1000); err != nil || len(pending) != 0 {
+			t.Errorf("barrier check %d: %d pending entries (%v), want every earlier page marked", checks, len(pending), err)
+		}
+		return nil
+	}
+	if _, err := Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if checks != 5 {
+		t.Fatalf("%d barrier checks, want one per page (5)", checks)
 	}
 }
