@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
 )
 
 // RecordHash is SHA-256 of the canonical JSON of a mapped record (object keys
@@ -28,35 +27,43 @@ func RecordHash(data map[string]any) ([32]byte, error) {
 // Positional is the key of the record at position pos of the page read at
 // cursor: SHA-256(sync id, source id, page cursor, position, record hash).
 func Positional(syncID, sourceID, cursor string, pos int, record [32]byte) string {
-	h := sha256.New()
-	field(h, "p1")
-	field(h, syncID)
-	field(h, sourceID)
-	field(h, cursor)
+	var buf [256]byte
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(pos))
-	field(h, string(n[:]))
-	field(h, string(record[:]))
-	return hex.EncodeToString(h.Sum(nil))
+	b := field(buf[:0], "p1")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, cursor)
+	b = field(b, string(n[:]))
+	b = field(b, string(record[:]))
+	return hexSum(b)
 }
 
 // Identity is the key of a record with a declared identity column:
 // SHA-256(sync id, source id, identity, record hash). Rows that move between
 // pages keep their key; an unchanged row read again is recognised.
 func Identity(syncID, sourceID, identity string, record [32]byte) string {
-	h := sha256.New()
-	field(h, "i1")
-	field(h, syncID)
-	field(h, sourceID)
-	field(h, identity)
-	field(h, string(record[:]))
-	return hex.EncodeToString(h.Sum(nil))
+	var buf [256]byte
+	b := field(buf[:0], "i1")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, identity)
+	b = field(b, string(record[:]))
+	return hexSum(b)
 }
 
-// field writes a length-prefixed field.
-func field(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// field appends a length-prefixed field (the hashed tuple is the fields'
+// concatenation; it usually fits the callers' stack buffer, so a key costs
+// one allocation: its hex string).
+func field(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// hexSum is the lowercase hex of SHA-256(b).
+func hexSum(b []byte) string {
+	sum := sha256.Sum256(b)
+	var out [64]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -65,4 +66,43 @@ func TestKeys(t *testing.T) {
 			t.Fatalf("key %q is not an opaque 64-char hash", k)
 		}
 	})
+}
+
+// TestKeysGolden pins the keys' bytes: a key that changed between releases
+// would make every ledger entry unrecognisable and every record be sent
+// again. These values were computed by the first implementation (hash.Hash
+// with one Write per field); any rewrite must reproduce them.
+func TestKeysGolden(t *testing.T) {
+	t.Parallel()
+	rh, err := RecordHash(map[string]any{"email": "ada@example.com", "attributes": map[string]any{"FIRSTNAME": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ got, want string }{
+		"record": {hex.EncodeToString(rh[:]), "a03d53b9cf9c5610a958aa66171f5dc61358bcd9fad13899e45e7411dc5dfa64"},
+		"positional": {Positional("sync-1", "csv:/data/c.csv", "offset:500", 7, rh),
+			"f35bb3ea012afb1bf719c21a93fe2f276cf5e8f484e3fcff5dfd15b94cfecfe4"},
+		"identity": {Identity("sync-1", "postgres:db/table", "42", rh),
+			"7ef90ed592b5f35d1df4978d9f6e84d6a9f55b51fb8e70a156be0cb00f0cd74e"},
+		"positional, empty": {Positional("", "", "", 0, [32]byte{}),
+			"92305272200b05060efa0c377526de4bb2fc5fc202c7986222668b7dbc9f8d1b"},
+		"identity, empty": {Identity("", "", "", [32]byte{}),
+			"f7ab49dad3eedaaf1d282d6aae0cc2d81214095133298bf88f5ad535f62b453d"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s key = %s, want %s", name, c.got, c.want)
+		}
+	}
+	long := strings.Repeat("x", 1000) // longer than any stack buffer
+	if Identity("s", "src", long, rh) == Identity("s", "src", long[:999], rh) {
+		t.Error("a long identity's last byte is ignored")
+	}
+}
+
+func BenchmarkIdentity(b *testing.B) {
+	rh, _ := RecordHash(map[string]any{"email": "ada@example.com"})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Identity("sync-1", "csv:/data/contacts.csv", "12345", rh)
+	}
 }
