@@ -26,13 +26,7 @@ const fenceCTE = `f AS (
 	)`
 
 func checkFenceArgs(syncID string, fence int64) error {
-	if syncID == "" {
-		return invalidf("sync id is empty")
-	}
-	if fence < 1 {
-		return invalidf("fence %d (fences start at 1)", fence)
-	}
-	return nil
+	return invalid(store.CheckFence(syncID, fence))
 }
 
 func fencedError(syncID string, fence, registered int64) error {

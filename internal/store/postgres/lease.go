@@ -102,21 +102,12 @@ func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string,
 	if err == nil {
 		cur, err = scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
 	}
-	var why string
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		why = "released"
-	case err != nil:
+	found := !errors.Is(err, pgx.ErrNoRows)
+	if found && err != nil {
 		return store.Lease{}, err
-	case cur.Token != token:
-		why = "taken by " + cur.Holder
-	case !cur.ExpiresAt.After(now):
-		why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
-	case registered > cur.Fence:
-		why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
 	}
-	if why != "" {
-		return store.Lease{}, fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
+	if why := store.RenewRefusal(cur, found, token, now, registered); why != "" {
+		return store.Lease{}, store.LeaseLostError(syncID, why)
 	}
 	return scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
 		nanos(now.Add(ttl)), syncID))

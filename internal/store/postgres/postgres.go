@@ -229,6 +229,15 @@ func invalidf(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
 
+// invalid is err (from one of the store package's argument rules) as an
+// invalid-argument error; nil stays nil.
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &invalidError{msg: err.Error()}
+}
+
 // Times are stored as unix nanoseconds; NULL is the zero time.
 
 func nanos(t time.Time) int64 { return t.UnixNano() }

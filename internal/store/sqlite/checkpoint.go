@@ -16,19 +16,8 @@ import (
 // commit is lazy (see durability): a checkpoint lost in a power cut leaves
 // an older cursor, and the pages after it are replayed from the ledger.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
-	if err := checkFenceArgs(p.Cursor.SyncID, p.Cursor.Fence); err != nil {
+	if err := invalid(p.Check()); err != nil {
 		return err
-	}
-	if err := validCheckpointLease(p.Lease); err != nil {
-		return err
-	}
-	if err := validRunUpdate(p.Run); err != nil {
-		return err
-	}
-	if p.Page != nil {
-		if err := validRunPage(*p.Page); err != nil {
-			return err
-		}
 	}
 	return s.writeLazy(ctx, "checkpoint", func(tx *sql.Tx) error {
 		if p.Lease != nil {
@@ -47,18 +36,4 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 		return s.recordRunPage(ctx, tx, *p.Page)
 	})
-}
-
-// validCheckpointLease checks a checkpoint's lease (nil: none) before any
-// transaction opens.
-func validCheckpointLease(l *store.CheckpointLease) error {
-	switch {
-	case l == nil:
-		return nil
-	case l.Token == "":
-		return invalidf("checkpoint lease token is empty")
-	case l.TTL <= 0:
-		return invalidf("checkpoint lease ttl %s", l.TTL)
-	}
-	return nil
 }

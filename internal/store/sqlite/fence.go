@@ -38,13 +38,7 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, syncID string, fence
 
 // checkFenceArgs refuses the arguments no fenced write accepts.
 func checkFenceArgs(syncID string, fence int64) error {
-	if syncID == "" {
-		return invalidf("sync id is empty")
-	}
-	if fence < 1 {
-		return invalidf("fence %d (fences start at 1)", fence)
-	}
-	return nil
+	return invalid(store.CheckFence(syncID, fence))
 }
 
 func checkFenceWith(ctx context.Context, row *sql.Row, syncID string, fence int64) error {

@@ -91,21 +91,12 @@ func (s *Store) leaseRenew(ctx context.Context, tx *sql.Tx, syncID, token string
 	if err == nil {
 		err = tx.QueryRowContext(ctx, `SELECT fence FROM fences WHERE sync_id = ?`, syncID).Scan(&registered)
 	}
-	var why string
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		why = "released"
-	case err != nil:
+	found := !errors.Is(err, sql.ErrNoRows)
+	if found && err != nil {
 		return store.Lease{}, err
-	case cur.Token != token:
-		why = "taken by " + cur.Holder
-	case !cur.ExpiresAt.After(now):
-		why = "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
-	case registered > cur.Fence:
-		why = fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
 	}
-	if why != "" {
-		return store.Lease{}, fmt.Errorf("sync %q: %w (%s)", syncID, store.ErrLeaseLost, why)
+	if why := store.RenewRefusal(cur, found, token, now, registered); why != "" {
+		return store.Lease{}, store.LeaseLostError(syncID, why)
 	}
 	return scanLease(tx.QueryRowContext(ctx, `UPDATE leases SET expires_at = ? WHERE sync_id = ? RETURNING `+leaseColumns,
 		nanos(now.Add(ttl)), syncID))

@@ -9,20 +9,7 @@ import (
 
 const runPageColumns = `run_id, page, read, claimed, sent, replayed, rejected, in_doubt, requests, checkpointed_at`
 
-func validRunPage(p store.RunPage) error {
-	if p.RunID <= 0 {
-		return invalidf("run page run id %d", p.RunID)
-	}
-	if p.Page <= 0 {
-		return invalidf("run page number %d", p.Page)
-	}
-	for _, n := range []int64{p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests} {
-		if n < 0 {
-			return invalidf("run page %d of run %d: negative count", p.Page, p.RunID)
-		}
-	}
-	return nil
-}
+func validRunPage(p store.RunPage) error { return invalid(p.Check()) }
 
 var sqlRunPagePut = `INSERT INTO run_pages (` + runPageColumns + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

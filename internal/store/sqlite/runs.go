@@ -29,14 +29,6 @@ func scanRun(sc rowScanner) (store.Run, error) {
 	return r, nil
 }
 
-func validRunState(s store.RunState) bool {
-	switch s {
-	case store.RunQueued, store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped:
-		return true
-	}
-	return false
-}
-
 // InsertRun creates a run stamped StartedAt=now (an empty State means queued).
 // A run inserted in a final state (an enqueue-time failure, a skip) is
 // finished at once.
@@ -47,7 +39,7 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 	if p.State == "" {
 		p.State = store.RunQueued
 	}
-	if !validRunState(p.State) {
+	if !p.State.Valid() {
 		return store.Run{}, invalidf("run state %q", p.State)
 	}
 	var out store.Run
@@ -93,12 +85,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 }
 
 // validRunUpdate refuses a run UpdateRun cannot save, before any transaction.
-func validRunUpdate(r store.Run) error {
-	if !validRunState(r.State) {
-		return invalidf("run state %q", r.State)
-	}
-	return nil
-}
+func validRunUpdate(r store.Run) error { return invalid(r.CheckUpdate()) }
 
 // updateRun is UpdateRun inside the caller's write transaction (UpdateRun,
 // Checkpoint), r already checked by validRunUpdate; ErrNotFound when no run
@@ -155,7 +142,7 @@ func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store
 // ListRunsByState returns the runs of every sync in state, oldest first;
 // limit <= 0 returns all.
 func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit int) ([]store.Run, error) {
-	if !validRunState(state) {
+	if !state.Valid() {
 		return nil, invalidf("run state %q", state)
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE state = ? ORDER BY id LIMIT ?`,

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// The argument rules every driver applies before it writes. Each returns a
+// plain error saying what is wrong (nil when nothing is); a driver wraps it
+// as its invalid-argument error.
+
+// Valid reports whether s is one of the run states.
+func (s RunState) Valid() bool {
+	switch s {
+	case RunQueued, RunRunning, RunSucceeded, RunFailed, RunInterrupted, RunSkipped:
+		return true
+	}
+	return false
+}
+
+// CheckFence refuses the arguments no fenced write accepts.
+func CheckFence(syncID string, fence int64) error {
+	if syncID == "" {
+		return fmt.Errorf("sync id is empty")
+	}
+	if fence < 1 {
+		return fmt.Errorf("fence %d (fences start at 1)", fence)
+	}
+	return nil
+}
+
+// CheckUpdate refuses a run UpdateRun cannot save.
+func (r Run) CheckUpdate() error {
+	if !r.State.Valid() {
+		return fmt.Errorf("run state %q", r.State)
+	}
+	return nil
+}
+
+// Check refuses a page row RecordRunPage cannot save.
+func (p RunPage) Check() error {
+	if p.RunID <= 0 {
+		return fmt.Errorf("run page run id %d", p.RunID)
+	}
+	if p.Page <= 0 {
+		return fmt.Errorf("run page number %d", p.Page)
+	}
+	for _, n := range []int64{p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests} {
+		if n < 0 {
+			return fmt.Errorf("run page %d of run %d: negative count", p.Page, p.RunID)
+		}
+	}
+	return nil
+}
+
+// Check refuses a checkpoint Checkpoint cannot save: its cursor's fence
+// arguments, its lease (if any), its run and its page (if any).
+func (p CheckpointParams) Check() error {
+	if err := CheckFence(p.Cursor.SyncID, p.Cursor.Fence); err != nil {
+		return err
+	}
+	if l := p.Lease; l != nil {
+		switch {
+		case l.Token == "":
+			return fmt.Errorf("checkpoint lease token is empty")
+		case l.TTL <= 0:
+			return fmt.Errorf("checkpoint lease ttl %s", l.TTL)
+		}
+	}
+	if err := p.Run.CheckUpdate(); err != nil {
+		return err
+	}
+	if p.Page != nil {
+		return p.Page.Check()
+	}
+	return nil
+}
+
+// RenewRefusal says why the lease cur (found: it exists) cannot be renewed
+// for token at now, with registered the sync's registered fence; "" when it
+// can be.
+func RenewRefusal(cur Lease, found bool, token string, now time.Time, registered int64) string {
+	switch {
+	case !found:
+		return "released"
+	case cur.Token != token:
+		return "taken by " + cur.Holder
+	case !cur.ExpiresAt.After(now):
+		return "expired at " + cur.ExpiresAt.Format(time.RFC3339Nano)
+	case registered > cur.Fence:
+		return fmt.Sprintf("fence %d superseded by %d", cur.Fence, registered)
+	}
+	return ""
+}
+
+// LeaseLostError is ErrLeaseLost for syncID, saying why (see RenewRefusal).
+func LeaseLostError(syncID, why string) error {
+	return fmt.Errorf("sync %q: %w (%s)", syncID, ErrLeaseLost, why)
+}
