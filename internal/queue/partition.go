@@ -335,7 +335,7 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 		if err != nil || len(runs) == 0 || runs[0].ID < args.RunID || runs[0].State != store.RunSucceeded {
 			return
 		}
-		addCounters(&total, runs[0].Counters)
+		total.Add(runs[0].Counters)
 	}
 	run.Counters = total
 	s.finishCoordinated(ctx, run, store.RunSucceeded, nil)
@@ -344,16 +344,6 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	}
 }
 
-func addCounters(dst *store.Counters, c store.Counters) {
-	dst.Read += c.Read
-	dst.Written += c.Written
-	dst.Replayed += c.Replayed
-	dst.Rejected += c.Rejected
-	dst.InDoubt += c.InDoubt
-	dst.Settled += c.Settled
-	dst.Requests += c.Requests
-	dst.Pages += c.Pages
-}
 
 // finishCoordinated records the end of a partitioned run and, when it
 // failed, evaluates the sync's breaker.

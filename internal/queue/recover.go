@@ -266,7 +266,7 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		done := true
 		for _, p := range parts {
 			done = done && p.succeeded
-			addCounters(&cur.Counters, p.counters)
+			cur.Counters.Add(p.counters)
 		}
 		if done {
 			s.finishCoordinated(ctx, cur, store.RunSucceeded, nil)

@@ -193,18 +193,6 @@ func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, error)
 	return delta, nil
 }
 
-// addCounters adds d to c (Pages excepted: a run's pages are those
-// checkpointed).
-func addCounters(c *store.Counters, d store.Counters) {
-	c.Read += d.Read
-	c.Written += d.Written
-	c.Replayed += d.Replayed
-	c.Rejected += d.Rejected
-	c.InDoubt += d.InDoubt
-	c.Settled += d.Settled
-	c.Requests += d.Requests
-}
-
 // beforeWrite runs Params.BeforeWrite and maps its error.
 func (r *run) beforeWrite(ctx context.Context) error {
 	if r.BeforeWrite == nil {

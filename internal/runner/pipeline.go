@@ -93,13 +93,13 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
 			if w.failed() == nil {
 				delta, err := r.writeStage(ctx, c)
 				w.mu.Lock()
-				addCounters(&w.cum, delta)
+				w.cum.Add(delta)
 				if err != nil {
 					w.err = err
 				}
 				run := r.rec // ID, sync, fence, start: fixed while pages run
 				run.Counters = c.ledgerCum
-				addCounters(&run.Counters, w.cum)
+				run.Counters.Add(w.cum)
 				run.Pages = c.pageNo
 				w.mu.Unlock()
 				if err == nil {

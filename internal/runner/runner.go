@@ -371,7 +371,7 @@ func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) 
 			return end(p.err)
 		}
 		c, err := r.ledgerStage(ctx, pageNo, p, w, cp)
-		addCounters(&ledgerCum, c.delta)
+		ledgerCum.Add(c.delta)
 		if err != nil {
 			return end(err)
 		}
@@ -399,7 +399,7 @@ func (r *run) endPages(w *writer, cp *checkpointer, ledgerCum store.Counters, er
 	written, werr := w.close()
 	last, cerr := cp.close()
 	r.rec.Counters = ledgerCum
-	addCounters(&r.rec.Counters, written)
+	r.rec.Counters.Add(written)
 	r.rec.Pages = last
 	for _, e := range []error{werr, cerr} {
 		if err == nil {

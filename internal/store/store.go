@@ -93,6 +93,18 @@ type Counters struct {
 	Requests int64 // destination requests made
 }
 
+// Add adds d to c, field by field.
+func (c *Counters) Add(d Counters) {
+	c.Read += d.Read
+	c.Written += d.Written
+	c.Replayed += d.Replayed
+	c.Rejected += d.Rejected
+	c.InDoubt += d.InDoubt
+	c.Settled += d.Settled
+	c.Pages += d.Pages
+	c.Requests += d.Requests
+}
+
 // Run is one execution of a sync.
 type Run struct {
 	ID            int64
