@@ -604,6 +604,7 @@ func TestFakeBrevoCommand(t *testing.T) {
 func TestStalledRunIsFenced(t *testing.T) {
 	t.Parallel()
 	checkpointed4 := regexp.MustCompile(`msg="page checkpointed".* page=4 `)
+	claimed6 := regexp.MustCompile(`msg="page claimed".* page=6 `)
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
@@ -612,8 +613,8 @@ func TestStalledRunIsFenced(t *testing.T) {
 	// SQLite write transaction holds the file's write lock) and not half-way
 	// through sending a body (a zombie that finishes sending after it wakes
 	// is the one gap no client-side check closes; see docs/RELIABILITY.md).
-	// Page 4's checkpoint is saved while page 5 is out (the run's pipeline),
-	// so the freeze also waits for A to log it.
+	// Page 4's checkpoint is saved and page 6 is claimed while page 5 is out
+	// (the run's pipeline), so the freeze also waits for A to log both.
 	var (
 		mu    sync.Mutex
 		posts int
@@ -633,12 +634,14 @@ func TestStalledRunIsFenced(t *testing.T) {
 				t.Error(err)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			for deadline := time.Now().Add(30 * time.Second); !checkpointed4.MatchString(a.out.String()); {
-				if time.Now().After(deadline) {
-					t.Error("run A did not log page 4's checkpoint within 30 s")
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				if out := a.out.String(); checkpointed4.MatchString(out) && claimed6.MatchString(out) {
 					break
 				}
-				time.Sleep(2 * time.Millisecond)
+				if time.Now().After(deadline) {
+					t.Error("run A did not log page 4's checkpoint and page 6's claim within 30 s")
+					break
+				}
 			}
 			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
 			close(frozen)

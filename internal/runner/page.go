@@ -138,6 +138,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	}); err != nil {
 		return c, storeFailure(ctx, err, "claim the page's records")
 	}
+	r.Logger.Debug("page claimed", "sync", r.Sync.ID, "run", r.rec.ID, "page", pageNo, "claimed", len(c.send))
 	return c, nil
 }
 
