@@ -344,7 +344,6 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	}
 }
 
-
 // finishCoordinated records the end of a partitioned run and, when it
 // failed, evaluates the sync's breaker.
 func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state store.RunState, err error) {
