@@ -158,6 +158,15 @@ type CheckpointParams struct {
 	// on ErrLeaseLost (released, taken, expired, superseded fence) nothing
 	// of the checkpoint is written.
 	Lease *CheckpointLease
+	// Finish, when non-nil, records the page's outcomes first in the same
+	// transaction, exactly as LedgerFinish(ctx, p.FinishParams()) would.
+	Finish []LedgerFinish
+}
+
+// FinishParams is the LedgerFinish a checkpoint's Finish stands for: fenced
+// by the cursor's fence, under its run.
+func (p CheckpointParams) FinishParams() LedgerFinishParams {
+	return LedgerFinishParams{SyncID: p.Cursor.SyncID, Fence: p.Cursor.Fence, RunID: p.Cursor.RunID, Entries: p.Finish}
 }
 
 // CheckpointLease is the lease a checkpoint renews.
@@ -293,11 +302,12 @@ type Store interface {
 	// SaveCursor writes the cursor if p.Fence >= the sync's registered fence,
 	// else ErrFenced.
 	SaveCursor(ctx context.Context, p SaveCursorParams) error
-	// Checkpoint renews the lease when p.Lease is set (as LeaseRenew), then
-	// writes p.Cursor (fenced, as SaveCursor), p.Run (as UpdateRun) and
-	// p.Page (as RecordRunPage) in ONE transaction: all of it or, on any
-	// error (ErrLeaseLost, ErrFenced, ErrNotFound, invalid input), none of it
-	// (nor the renewal).
+	// Checkpoint renews the lease when p.Lease is set (as LeaseRenew),
+	// records p.Finish when set (as LedgerFinish), then writes p.Cursor
+	// (fenced, as SaveCursor), p.Run (as UpdateRun) and p.Page (as
+	// RecordRunPage) in ONE transaction: all of it or, on any error
+	// (ErrLeaseLost, ErrFenced, ErrNotFound, invalid input), none of it (nor
+	// the renewal, nor the outcomes).
 	Checkpoint(ctx context.Context, p CheckpointParams) error
 	// RaiseFence registers fence as the sync's fence if it is higher than the
 	// registered one; ErrFenced if a higher one is already registered.

@@ -17,8 +17,9 @@ type querier interface {
 }
 
 // Checkpoint saves one page's checkpoint in one transaction (one commit
-// instead of four): when p.Lease is set, the lease renewal (as LeaseRenew),
-// then the fenced cursor (as SaveCursor), the run (as UpdateRun) and, when
+// instead of five): when p.Lease is set, the lease renewal (as LeaseRenew),
+// then, when p.Finish is set, the page's outcomes (as LedgerFinish), the
+// fenced cursor (as SaveCursor), the run (as UpdateRun) and, when
 // p.Page is set, the page's timeline row (as RecordRunPage). On any error
 // (ErrLeaseLost, ErrFenced, ErrNotFound, an invalid argument) the transaction
 // rolls back and nothing is written. The renewal, when set, goes first: it
@@ -35,6 +36,11 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 	return s.tx(ctx, "checkpoint", func(tx pgx.Tx) error {
 		if p.Lease != nil {
 			if _, err := s.leaseRenew(ctx, tx, p.Cursor.SyncID, p.Lease.Token, p.Lease.TTL); err != nil {
+				return err
+			}
+		}
+		if p.Finish != nil {
+			if err := s.ledgerFinish(ctx, tx, p.FinishParams()); err != nil {
 				return err
 			}
 		}

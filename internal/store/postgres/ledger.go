@@ -165,6 +165,12 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 // complete entries only; SeenAt moves to now. A key that was never claimed is
 // inserted with attempts 1. A key given twice keeps its last outcome.
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
+	return s.ledgerFinish(ctx, s.pool, p)
+}
+
+// ledgerFinish is LedgerFinish's statement on the pool, or in the caller's
+// transaction (Checkpoint).
+func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinishParams) error {
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return err
 	}
@@ -193,7 +199,7 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 		states[i], results[i], messages[i] = string(e.State), e.Result, e.Message
 	}
 	var registered int64
-	if err := s.pool.QueryRow(ctx, sqlLedgerFinish, p.SyncID, p.Fence, p.RunID, nanos(s.now()),
+	if err := q.QueryRow(ctx, sqlLedgerFinish, p.SyncID, p.Fence, p.RunID, nanos(s.now()),
 		ks, states, results, messages).Scan(&registered); err != nil {
 		return mapErr("ledger finish", err)
 	}

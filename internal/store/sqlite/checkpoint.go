@@ -8,10 +8,10 @@ import (
 )
 
 // Checkpoint saves one page's checkpoint in one write transaction (one WAL
-// commit instead of four): when p.Lease is set, the lease renewal (as
-// LeaseRenew) first, then the fenced cursor (as SaveCursor), the run (as
-// UpdateRun) and, when p.Page is set, the page's timeline row (as
-// RecordRunPage). On any error (ErrLeaseLost, ErrFenced, ErrNotFound, an
+// commit instead of five): when p.Lease is set, the lease renewal (as
+// LeaseRenew) first, then, when p.Finish is set, the page's marks (as
+// LedgerFinish), the fenced cursor (as SaveCursor), the run (as UpdateRun)
+// and, when p.Page is set, the page's timeline row (as RecordRunPage). On any error (ErrLeaseLost, ErrFenced, ErrNotFound, an
 // invalid argument) the transaction rolls back and nothing is written. The
 // commit is lazy (see durability): a checkpoint lost in a power cut leaves
 // an older cursor, and the pages after it are replayed from the ledger.
@@ -19,9 +19,25 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 	if err := invalid(p.Check()); err != nil {
 		return err
 	}
-	return s.writeLazy(ctx, "checkpoint", func(tx *sql.Tx) error {
+	var (
+		fin *pendingFinish
+		rec *logRecord
+	)
+	if p.Finish != nil {
+		var err error
+		if fin, err = newFinish(p.FinishParams()); err != nil {
+			return err
+		}
+	}
+	err := s.writeLazy(ctx, "checkpoint", func(tx *sql.Tx) error {
 		if p.Lease != nil {
 			if _, err := s.leaseRenew(ctx, tx, p.Cursor.SyncID, p.Lease.Token, p.Lease.TTL); err != nil {
+				return err
+			}
+		}
+		if fin != nil {
+			var err error
+			if rec, err = s.appendFencedTx(ctx, tx, p.Cursor.SyncID, p.Cursor.Fence, fin.mks, fin.build); err != nil {
 				return err
 			}
 		}
@@ -36,4 +52,10 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 		return s.recordRunPage(ctx, tx, *p.Page)
 	})
+	if err != nil || rec == nil {
+		return err
+	}
+	s.mem.applyOwn(rec)
+	s.afterFinish(ctx)
+	return nil
 }

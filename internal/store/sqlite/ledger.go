@@ -343,34 +343,44 @@ func (s *Store) appendFenced(ctx context.Context, d durability, op, syncID strin
 	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
 	var rec *logRecord
 	err := s.writeWith(ctx, d, op, func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
-			return err
-		}
-		if len(mks) == 0 {
-			return nil
-		}
-		sid, err := s.ledgerSID(ctx, tx, syncID)
-		if err != nil {
-			return err
-		}
-		_, gen, err := s.refresh(ctx, tx)
-		if err != nil {
-			return err
-		}
-		prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
-		if err != nil {
-			return err
-		}
-		if rec = build(sid, nanos(s.now()), prev); rec == nil {
-			return nil
-		}
-		return s.appendLog(ctx, tx, rec)
+		var err error
+		rec, err = s.appendFencedTx(ctx, tx, syncID, fence, mks, build)
+		return err
 	})
 	if err != nil || rec == nil {
 		return nil, err
 	}
 	s.mem.applyOwn(rec)
 	return rec, nil
+}
+
+// appendFencedTx is appendFenced's transaction body; the caller applies the
+// record to memory once tx has committed.
+func (s *Store) appendFencedTx(ctx context.Context, tx *sql.Tx, syncID string, fence int64, mks []string,
+	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
+	if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
+		return nil, err
+	}
+	if len(mks) == 0 {
+		return nil, nil
+	}
+	sid, err := s.ledgerSID(ctx, tx, syncID)
+	if err != nil {
+		return nil, err
+	}
+	_, gen, err := s.refresh(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+	if err != nil {
+		return nil, err
+	}
+	rec := build(sid, nanos(s.now()), prev)
+	if rec == nil {
+		return nil, nil
+	}
+	return rec, s.appendLog(ctx, tx, rec)
 }
 
 // LedgerClaim claims keys as pending under p.Fence in one transaction: absent
@@ -418,16 +428,37 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 // 1. The outcomes are one ledger_log row; when the log has grown to the
 // merge size, a background merge round starts (ledgermerge.go).
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
+	f, err := newFinish(p)
+	if err != nil {
+		return err
+	}
+	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.build)
+	if err != nil || rec == nil {
+		return err
+	}
+	s.afterFinish(ctx)
+	return nil
+}
+
+// pendingFinish is a LedgerFinish's log record in the making.
+type pendingFinish struct {
+	p     store.LedgerFinishParams
+	items []logItem
+	mks   []string // the items' keys
+}
+
+// newFinish checks p's entries and keeps each key's last outcome.
+func newFinish(p store.LedgerFinishParams) (*pendingFinish, error) {
 	items := make([]logItem, 0, len(p.Entries))
 	index := make(map[string]int, len(p.Entries))
 	for _, e := range p.Entries {
 		if e.Key == "" {
-			return invalidf("empty ledger key")
+			return nil, invalidf("empty ledger key")
 		}
 		switch e.State {
 		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt:
 		default:
-			return invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
+			return nil, invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
 		}
 		it := logItem{key: memKeyOf(e.Key), state: e.State, result: e.Result, message: e.Message}
 		if i, dup := index[e.Key]; dup {
@@ -441,20 +472,24 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	for i, it := range items {
 		mks[i] = it.key
 	}
-	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, mks,
-		func(sid, now int64, prev []memEntry) *logRecord {
-			for i := range items {
-				if e := prev[i]; e.found() {
-					items[i].attempts, items[i].claimedAt = e.attempts, e.claimedAt
-				} else {
-					items[i].attempts, items[i].claimedAt = 1, now
-				}
-			}
-			return &logRecord{sid: sid, kind: kindFinish, fence: p.Fence, runID: p.RunID, at: now, items: items}
-		})
-	if err != nil || rec == nil {
-		return err
+	return &pendingFinish{p: p, items: items, mks: mks}, nil
+}
+
+// build is appendFenced's build for the finish.
+func (f *pendingFinish) build(sid, now int64, prev []memEntry) *logRecord {
+	for i := range f.items {
+		if e := prev[i]; e.found() {
+			f.items[i].attempts, f.items[i].claimedAt = e.attempts, e.claimedAt
+		} else {
+			f.items[i].attempts, f.items[i].claimedAt = 1, now
+		}
 	}
+	return &logRecord{sid: sid, kind: kindFinish, fence: f.p.Fence, runID: f.p.RunID, at: now, items: f.items}
+}
+
+// afterFinish merges the log, or starts a background round, once a finish
+// has grown it to the merge size.
+func (s *Store) afterFinish(ctx context.Context) {
 	switch n := s.mem.size(); {
 	case n >= mergeBackpressure*s.mergeEntries, n >= s.mergeEntries && s.syncMerge:
 		// The outcomes are durable already; a merge that fails now is tried
@@ -463,7 +498,6 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	case n >= s.mergeEntries:
 		s.startMerge()
 	}
-	return nil
 }
 
 // LedgerTouch moves SeenAt of keys to now (a replay confirmed them). It

@@ -66,6 +66,7 @@ func sameLease(t *testing.T, what string, got, want store.Lease) {
 // transaction, all of it or none of it.
 func testCheckpoint(t *testing.T, open OpenFunc) {
 	t.Run("Lease", func(t *testing.T) { t.Parallel(); testCheckpointLease(t, open) })
+	t.Run("Finish", func(t *testing.T) { t.Parallel(); testCheckpointFinish(t, open) })
 	b := setup(t, open)
 	ctx := b.ctx
 
@@ -370,4 +371,74 @@ func testCheckpointLease(t *testing.T, open OpenFunc) {
 	equal(t, "cursor Value without a lease", must(b.st.GetCursor(ctx, "s1"))(t).Value, "no-lease")
 	_, err = b.st.LeaseGet(ctx, "s1")
 	wantErr(t, err, store.ErrNotFound)
+}
+
+// testCheckpointFinish: a checkpoint's Finish records the page's outcomes in
+// the checkpoint's transaction, as LedgerFinish would, and a refused
+// checkpoint records none of them.
+func testCheckpointFinish(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	run := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	l := acquire(t, b, "s1", "tok-a", time.Minute)
+	keys := []string{"k1", "k2", "k3"}
+	noErr(t, b.st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: l.Fence, RunID: run.ID, Keys: keys}))
+	r := run
+	r.Fence = l.Fence
+	r.Counters = store.Counters{Read: 3, Written: 2, Rejected: 1, Pages: 1, Requests: 1}
+	cp := store.CheckpointParams{
+		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-2", Fence: l.Fence, RunID: run.ID},
+		Run:    r,
+		Page:   &store.RunPage{RunID: run.ID, Page: 1, Read: 3, Claimed: 3, Sent: 2, Rejected: 1, Requests: 1},
+		Finish: []store.LedgerFinish{
+			{Key: "k1", State: store.LedgerComplete, Result: "r1"},
+			{Key: "k2", State: store.LedgerRejected, Message: "bad email"},
+		},
+	}
+
+	// Refused (an unknown run): the outcomes are not recorded either.
+	ghost := cp
+	ghost.Run.ID = 987654
+	ghost.Cursor.RunID = ghost.Run.ID
+	ghost.Page = nil
+	wantErr(t, b.st.Checkpoint(ctx, ghost), store.ErrNotFound)
+	got := must(b.st.LedgerGet(ctx, "s1", keys))(t)
+	for _, k := range keys {
+		equal(t, k+" state after a refused checkpoint", got[k].State, store.LedgerPending)
+	}
+	equal(t, "cursor after a refused checkpoint", must(b.st.GetCursor(ctx, "s1"))(t).Value, "")
+
+	// Invalid outcomes refuse the whole checkpoint.
+	bad := cp
+	bad.Finish = []store.LedgerFinish{{Key: "k1", State: store.LedgerPending}}
+	if err := b.st.Checkpoint(ctx, bad); err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("checkpoint finishing k1 as pending = %v, want an invalid-argument error", err)
+	}
+	equal(t, "cursor after an invalid finish", must(b.st.GetCursor(ctx, "s1"))(t).Value, "")
+
+	// Accepted: outcomes, cursor and run together.
+	b.clk.Advance(time.Second)
+	noErr(t, b.st.Checkpoint(ctx, cp))
+	got = must(b.st.LedgerGet(ctx, "s1", keys))(t)
+	equal(t, "k1 state", got["k1"].State, store.LedgerComplete)
+	equal(t, "k1 result", got["k1"].Result, "r1")
+	equal(t, "k1 fence", got["k1"].Fence, l.Fence)
+	equal(t, "k1 run", got["k1"].RunID, run.ID)
+	equal(t, "k1 attempts (its claim's)", got["k1"].Attempts, 1)
+	sameTime(t, "k1 completed", got["k1"].CompletedAt, Start.Add(time.Second))
+	equal(t, "k2 state", got["k2"].State, store.LedgerRejected)
+	equal(t, "k2 message", got["k2"].Message, "bad email")
+	equal(t, "k3 state (not in Finish)", got["k3"].State, store.LedgerPending)
+	equal(t, "cursor", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-2")
+	equal(t, "run Written", must(b.st.GetRun(ctx, run.ID))(t).Written, int64(2))
+
+	// Fenced: a newer holder's fence refuses the outcomes with the cursor.
+	noErr(t, b.st.RaiseFence(ctx, "s1", l.Fence+1))
+	zombie := cp
+	zombie.Cursor.Value = "zombie"
+	zombie.Page = nil
+	zombie.Finish = []store.LedgerFinish{{Key: "k3", State: store.LedgerComplete, Result: "r3"}}
+	wantErr(t, b.st.Checkpoint(ctx, zombie), store.ErrFenced)
+	equal(t, "k3 state after a fenced checkpoint", must(b.st.LedgerGet(ctx, "s1", []string{"k3"}))(t)["k3"].State, store.LedgerPending)
+	equal(t, "cursor after a fenced checkpoint", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-2")
 }
