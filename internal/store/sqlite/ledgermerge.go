@@ -29,6 +29,10 @@ import (
 // of log rows still in the log, never newer than a table row written since,
 // because every writer of the tables writes a key's newest entry).
 //
+// A round's transactions yield to the runner's (see foreground): each waits
+// until no claim, finish or checkpoint waits for the write connection, until
+// the round falls behind (mergeLag).
+//
 // If memory grows to mergeBackpressure times mergeEntries (the round cannot
 // keep up, or another process holds the lease), LedgerFinish merges inline.
 
@@ -132,7 +136,10 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		n := min(size, len(keys))
 		part := keys[:n]
 		keys = keys[n:]
-		if err := s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
+		if s.mem.size() < s.mergeEntries+s.mergeEntries/mergeLag {
+			s.fg.pause(ctx)
+		}
+		if err := s.writeLazyAs(ctx, true, "ledger merge", func(tx *sql.Tx) error {
 			if err := s.checkMergeLease(ctx, tx, start); err != nil {
 				return err
 			}
@@ -193,5 +200,65 @@ func (s *Store) releaseMergeLease(start int64) {
 func (m *merger) step(i int) {
 	if m.betweenTx != nil {
 		m.betweenTx(i)
+	}
+}
+
+// foreground counts the write transactions waiting for the store's one
+// write connection other than a background merge round's. A round starts
+// each of its transactions only once none waits (or after mergeYield), so a
+// claim, finish or checkpoint waits for at most the one merge transaction in
+// progress instead of taking turns with the round's: the round fills the
+// connection's idle time.
+type foreground struct {
+	mu      sync.Mutex
+	waiting int
+	idle    chan struct{} // closed when waiting drops to 0; nil until a round waits
+}
+
+// mergeYield bounds how long a round's transaction waits for the foreground
+// to pause, so a store that is never idle still merges (memory stays
+// bounded: see mergeBackpressure).
+const mergeYield = 50 * time.Millisecond
+
+// mergeLag: once memory holds 1/mergeLag of mergeEntries more than when
+// the round began (the round falls behind the finishes), its transactions
+// stop yielding to the foreground, so memory stays near mergeEntries.
+const mergeLag = 4
+
+func (f *foreground) enter() {
+	f.mu.Lock()
+	f.waiting++
+	f.mu.Unlock()
+}
+
+func (f *foreground) leave() {
+	f.mu.Lock()
+	f.waiting--
+	if f.waiting == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+	f.mu.Unlock()
+}
+
+// pause waits until no foreground transaction waits for the connection, at
+// most mergeYield, or until ctx is done.
+func (f *foreground) pause(ctx context.Context) {
+	f.mu.Lock()
+	if f.waiting == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	ch := f.idle
+	f.mu.Unlock()
+	t := time.NewTimer(mergeYield)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
