@@ -604,7 +604,7 @@ func TestFakeBrevoCommand(t *testing.T) {
 func TestStalledRunIsFenced(t *testing.T) {
 	t.Parallel()
 	checkpointed4 := regexp.MustCompile(`msg="page checkpointed".* page=4 `)
-	claimed6 := regexp.MustCompile(`msg="page claimed".* page=6 `)
+	claimed7 := regexp.MustCompile(`msg="page claimed".* page=7 `)
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
@@ -613,8 +613,9 @@ func TestStalledRunIsFenced(t *testing.T) {
 	// SQLite write transaction holds the file's write lock) and not half-way
 	// through sending a body (a zombie that finishes sending after it wakes
 	// is the one gap no client-side check closes; see docs/RELIABILITY.md).
-	// Page 4's checkpoint is saved and page 6 is claimed while page 5 is out
-	// (the run's pipeline), so the freeze also waits for A to log both.
+	// Page 4's marks and checkpoint are saved and pages 6 and 7 are claimed
+	// while page 5 is out (the run's pipeline), so the freeze also waits for
+	// A to log page 4's checkpoint and page 7's claim.
 	var (
 		mu    sync.Mutex
 		posts int
@@ -635,7 +636,7 @@ func TestStalledRunIsFenced(t *testing.T) {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-				if out := a.out.String(); checkpointed4.MatchString(out) && claimed6.MatchString(out) {
+				if out := a.out.String(); checkpointed4.MatchString(out) && claimed7.MatchString(out) {
 					break
 				}
 				if time.Now().After(deadline) {

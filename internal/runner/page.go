@@ -142,25 +142,28 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	return c, nil
 }
 
-// writeStage runs steps 4 and 5 of SPEC §2 for a claimed page: the write
-// and the batched marks. It returns the page's write-stage counters
-// (Written, Rejected, Requests).
-func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, error) {
+// writeStage runs step 4 of SPEC §2 for a claimed page, the write, and
+// returns the page's write-stage counters (Written, Rejected, Requests) and
+// its batched marks (step 5), which the checkpointer records: nil when
+// nothing was written, or when the write failed (the page's claims stay
+// pending, in doubt for the next run). A page whose every record was
+// refused returns its marks and a destination_rejected_records failure.
+func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, []store.LedgerFinish, error) {
 	var delta store.Counters
 	if len(c.send) == 0 {
-		return delta, nil // a page whose every key is complete sends nothing
+		return delta, nil, nil // a page whose every key is complete sends nothing
 	}
 	// No write without a lease known to be ours right now.
 	if err := r.ensureLease(ctx); err != nil {
-		return delta, err
+		return delta, nil, err
 	}
 	results, landed, requests, err := r.write(ctx, c.send, c.claimedAt)
 	delta.Requests = requests
 	if err != nil {
 		if ctx.Err() != nil {
-			return delta, cancelled(ctx)
+			return delta, nil, cancelled(ctx)
 		}
-		return delta, destinationFailure(err)
+		return delta, nil, destinationFailure(err)
 	}
 	if r.Hooks.AfterWrite != nil {
 		r.Hooks.AfterWrite(ctx, c.pageNo)
@@ -178,20 +181,26 @@ func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, error)
 		}
 	}
 	if len(results)+len(landed) != len(c.send) {
-		return delta, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(c.send)))
-	}
-	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
-		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
-	}); err != nil {
-		return delta, storeFailure(ctx, err, "mark delivered records")
+		return delta, nil, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(c.send)))
 	}
 	delta.Written = int64(len(c.send)) - rejected
 	delta.Rejected = rejected
 	if rejected > 0 && rejected == c.read {
-		return delta, failure.New(failure.DestinationRejectedRecords,
+		return delta, finish, failure.New(failure.DestinationRejectedRecords,
 			fmt.Sprintf("the destination refused all %d records of page %d", rejected, c.pageNo))
 	}
-	return delta, nil
+	return delta, finish, nil
+}
+
+// mark records a written page's outcomes (step 5 of SPEC §2), fenced like
+// its claim.
+func (r *run) mark(ctx context.Context, finish []store.LedgerFinish) error {
+	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
+		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
+	}); err != nil {
+		return storeFailure(ctx, err, "mark delivered records")
+	}
+	return nil
 }
 
 // beforeWrite runs Params.BeforeWrite and maps its error.

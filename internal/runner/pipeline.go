@@ -69,60 +69,76 @@ func (pf *prefetcher) stop() {
 }
 
 // writer is the write stage: it writes the claimed pages in order, one at
-// a time, marks their outcomes and hands each page to the checkpointer. The
-// run's goroutine hands it page N+1 (claimed while page N was being written)
-// only once page N is done, so at most one claimed page waits for it.
+// a time, and hands each written page's marks and checkpoint to the
+// checkpointer, so the next page's write does not wait for them. Its queue
+// holds one claimed page, and the run's goroutine blocks handing over the
+// next, so at most two claimed pages wait for it: a claim that waits for
+// the store's write connection does not hold the writes up.
+//
+// A page is in flight from its hand-over until its marks are recorded (or
+// dropped after a failure): until then the ledger does not answer with its
+// outcomes, so the ledger stage waits (waitIdle) before it reads a key of a
+// page in flight.
 type writer struct {
 	in   chan claimed
 	done chan struct{}
+	cp   *checkpointer
 
-	mu       sync.Mutex
-	handed   int64               // pages handed over
-	finished int64               // pages written (or dropped after a failure)
-	keys     map[string]struct{} // the keys of the last page handed over
-	notify   chan struct{}       // closed when finished grows
-	cum      store.Counters      // write-stage counters of the pages written
-	err      error               // the first failure; later pages are dropped
+	mu     sync.Mutex
+	handed int64                         // pages handed over
+	marked int64                         // pages whose marks are recorded (or dropped after a failure)
+	keys   map[int64]map[string]struct{} // the keys of the pages in flight, by page
+	notify chan struct{}                 // closed when marked grows
+	cum    store.Counters                // write-stage counters of the pages written
+	err    error                         // the first failure; later pages are dropped
 }
 
 func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
-	w := &writer{in: make(chan claimed), done: make(chan struct{}), notify: make(chan struct{})}
+	w := &writer{in: make(chan claimed, 1), done: make(chan struct{}), cp: cp,
+		keys: map[int64]map[string]struct{}{}, notify: make(chan struct{})}
+	cp.w = w
 	go func() {
 		defer close(w.done)
 		for c := range w.in {
-			if w.failed() == nil {
-				delta, err := r.writeStage(ctx, c)
-				w.mu.Lock()
-				w.cum.Add(delta)
-				if err != nil {
-					w.err = err
-				}
-				run := r.rec // ID, sync, fence, start: fixed while pages run
-				run.Counters = c.ledgerCum
-				run.Counters.Add(w.cum)
-				run.Pages = c.pageNo
-				w.mu.Unlock()
-				if err == nil {
-					cp.submit(checkpointJob{page: c.pageNo, next: c.next, run: run, row: store.RunPage{
-						RunID:    r.rec.ID,
-						Page:     c.pageNo,
-						Read:     c.delta.Read,
-						Claimed:  int64(len(c.send)),
-						Sent:     delta.Written,
-						Replayed: c.delta.Replayed,
-						Rejected: delta.Rejected,
-						InDoubt:  c.delta.InDoubt,
-						Requests: delta.Requests,
-					}})
-				}
+			if w.failed() != nil || cp.failed() != nil {
+				// Nothing more is written after a failure. A dropped page's
+				// claims stay pending under this run's fence: the next run
+				// finds them in doubt and settles them (SPEC §4).
+				w.markDone(c.pageNo)
+				continue
 			}
-			// A dropped page's claims stay pending under this run's fence:
-			// the next run finds them in doubt and settles them (SPEC §4).
+			delta, finish, err := r.writeStage(ctx, c)
+			if err == nil && ctx.Err() != nil {
+				// Cancelled once the write was out: like a worker that died
+				// there, the page's claims stay pending, settled by the next
+				// run.
+				err, finish = cancelled(ctx), nil
+			}
 			w.mu.Lock()
-			w.finished++
-			close(w.notify)
-			w.notify = make(chan struct{})
+			w.cum.Add(delta)
+			if err != nil {
+				w.err = err
+			}
+			run := r.rec // ID, sync, fence, start: fixed while pages run
+			run.Counters = c.ledgerCum
+			run.Counters.Add(w.cum)
+			run.Pages = c.pageNo
 			w.mu.Unlock()
+			if err != nil && finish == nil {
+				w.markDone(c.pageNo)
+				continue
+			}
+			cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil, run: run, row: store.RunPage{
+				RunID:    r.rec.ID,
+				Page:     c.pageNo,
+				Read:     c.delta.Read,
+				Claimed:  int64(len(c.send)),
+				Sent:     delta.Written,
+				Replayed: c.delta.Replayed,
+				Rejected: delta.Rejected,
+				InDoubt:  c.delta.InDoubt,
+				Requests: delta.Requests,
+			}})
 		}
 	}()
 	return w
@@ -137,30 +153,45 @@ func (w *writer) submit(c claimed) {
 	}
 	w.mu.Lock()
 	w.handed++
-	w.keys = keys
+	w.keys[c.pageNo] = keys
 	w.mu.Unlock()
 	w.in <- c
 }
 
-// writing reports whether key belongs to a page handed over and not yet
-// written and marked.
+// markDone records that page's marks are recorded or dropped: it is no
+// longer in flight.
+func (w *writer) markDone(page int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.keys, page)
+	w.marked++
+	close(w.notify)
+	w.notify = make(chan struct{})
+}
+
+// writing reports whether key belongs to a page in flight.
 func (w *writer) writing(key string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.finished >= w.handed {
-		return false
+	for _, keys := range w.keys {
+		if _, ok := keys[key]; ok {
+			return true
+		}
 	}
-	_, ok := w.keys[key]
-	return ok
+	return false
 }
 
-// waitIdle waits until every page handed over is written and marked (or
-// dropped after a failure, whose error it returns).
+// waitIdle waits until no page is in flight: every page handed over is
+// written and its marks recorded. It returns the first failure of the write
+// stage or the checkpointer instead, if any.
 func (w *writer) waitIdle(ctx context.Context) error {
 	for {
 		w.mu.Lock()
-		idle, ch, err := w.finished >= w.handed, w.notify, w.err
+		idle, ch, err := w.marked >= w.handed, w.notify, w.err
 		w.mu.Unlock()
+		if err == nil {
+			err = w.cp.failed()
+		}
 		switch {
 		case err != nil:
 			return err
@@ -192,24 +223,29 @@ func (w *writer) close() (store.Counters, error) {
 	return w.cum, w.err
 }
 
-// checkpointJob is step 6 of SPEC §2 for one delivered page.
+// checkpointJob is steps 5 and 6 of SPEC §2 for one written page.
 type checkpointJob struct {
-	page int64
-	next string    // the cursor after the page
-	run  store.Run // the run as of the page's end (Pages = page)
-	row  store.RunPage
+	page   int64
+	next   string               // the cursor after the page
+	finish []store.LedgerFinish // the page's marks; nil when it sent nothing
+	save   bool                 // save the checkpoint after the marks (false: the page failed)
+	run    store.Run            // the run as of the page's end (Pages = page)
+	row    store.RunPage
 }
 
 // checkpointGrace bounds one checkpoint once handed over. A checkpoint is
-// not cut short by the run's cancellation: its page is delivered and marked,
-// and saving its cursor spares the next run a replay.
+// not cut short by the run's cancellation: its page is delivered (the write
+// returned before the cancellation), and recording its outcomes and cursor
+// spares the next run a read-back and a replay.
 const checkpointGrace = 5 * time.Second
 
-// checkpointer saves the delivered pages' cursors in order, one at a time,
-// while the run delivers the next page.
+// checkpointer records the written pages' marks and saves their cursors, in
+// order, one page at a time (marks and checkpoint in one transaction), while
+// the run writes the next page. Its queue holds one page.
 type checkpointer struct {
 	jobs chan checkpointJob
 	done chan struct{}
+	w    *writer // set by startWriter
 
 	mu   sync.Mutex
 	err  error // the first failure; later jobs are dropped
@@ -217,20 +253,46 @@ type checkpointer struct {
 }
 
 func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
-	cp := &checkpointer{jobs: make(chan checkpointJob), done: make(chan struct{})}
+	cp := &checkpointer{jobs: make(chan checkpointJob, 1), done: make(chan struct{})}
 	go func() {
 		defer close(cp.done)
 		for job := range cp.jobs {
 			if cp.failed() != nil {
+				// No checkpoint after a failure; a written page's marks are
+				// still recorded if the fence allows (see below).
+				if job.finish != nil {
+					jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+					_ = r.mark(jctx, job.finish)
+					cancel()
+				}
+				cp.w.markDone(job.page)
 				continue
 			}
-			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
-			err := r.checkpoint(jctx, job)
-			cancel()
+			// A written page's marks and checkpoint are one transaction; a
+			// page that failed (every record refused) has only its marks.
+			var err error
+			switch {
+			case job.save:
+				jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+				err = r.checkpoint(jctx, job)
+				if err != nil && job.finish != nil {
+					// The checkpoint failed (a lost lease, Redis gone), and
+					// the marks went with it. They are fenced, not leased:
+					// while no other worker has registered a newer fence
+					// and the store answers, they are still ours to record,
+					// and spare the next run a read-back of the page.
+					_ = r.mark(jctx, job.finish)
+				}
+				cancel()
+			case job.finish != nil:
+				err = r.mark(ctx, job.finish)
+			}
+			cp.w.markDone(job.page)
 			cp.mu.Lock()
-			if err != nil {
+			switch {
+			case err != nil:
 				cp.err = err
-			} else {
+			case job.save:
 				cp.last = job.page
 			}
 			cp.mu.Unlock()
@@ -239,8 +301,8 @@ func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
 	return cp
 }
 
-// submit hands a page's checkpoint over; it waits while the previous one is
-// still being saved, so at most one is outstanding.
+// submit hands a page's marks and checkpoint over; it waits while the
+// queue is full, so at most two are outstanding.
 func (cp *checkpointer) submit(job checkpointJob) { cp.jobs <- job }
 
 // failed is the first checkpoint failure so far, or nil.
@@ -269,6 +331,7 @@ func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
 		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: job.next, Fence: r.grant.Fence, RunID: r.rec.ID},
 		Run:    job.run,
 		Page:   &job.row,
+		Finish: job.finish,
 	}
 	// A lease kept in the store the run checkpoints to is renewed and
 	// verified inside the checkpoint's transaction (one commit, not two);
@@ -288,6 +351,9 @@ func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
 	if err := r.Store.Checkpoint(ctx, p); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
+		}
+		if job.finish != nil {
+			return storeFailure(ctx, err, "mark delivered records and save the cursor")
 		}
 		return storeFailure(ctx, err, "save the cursor")
 	}

@@ -329,21 +329,24 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 // pages runs the pages from cursor to the end of the source as a pipeline of
 // four stages, so that the destination's time overlaps oncesync's own work:
 //
-//	prefetch:   read page N+2 and build its keys    (a goroutine, one page ahead)
-//	ledger:     ledger read and fenced claim of N+1  (this goroutine)
-//	write:      write page N, mark its outcomes      (a goroutine)
-//	checkpoint: renew, verify, save N-1's cursor     (a goroutine)
+//	prefetch:   read page N+3 and build its keys        (a goroutine)
+//	ledger:     ledger read and fenced claim of N+1, N+2 (this goroutine)
+//	write:      write page N                             (a goroutine)
+//	checkpoint: renew, verify; mark N-1's outcomes and
+//	            save its cursor in one transaction       (a goroutine)
 //
-// Each stage handles pages in order, one at a time, and holds at most one
-// page ahead of the next, so memory stays bounded by the page size. Page
-// N+1's claim may come before page N is written, and page N's write before
-// page N-1's cursor is saved: the same states as a kill between two steps of
-// the sequential loop (the cursor still points at N-1's start; N-1's keys
-// are complete in the ledger and replayed; N's and N+1's are pending, in
-// doubt, settled by SPEC §4). The cursor still only ever moves over pages
-// whose every record is marked, by a renewed lease and a fenced write, in
-// page order. A key claimed on page N seen again on page N+1, or an in-doubt
-// entry, makes the ledger stage wait until page N is marked.
+// Each stage handles pages in order, one at a time; the prefetcher holds
+// one page ahead, the writer's queue one claimed page and the checkpointer's
+// one written page, so memory stays bounded by the page size. Pages N+1 and
+// N+2 may be claimed before page N is written, and page N written before
+// page N-1 is marked and its cursor saved: the same states as a kill
+// between two steps of the sequential loop (the cursor still points at
+// N-1's start; the keys of N-1 to N+2 are pending, in doubt, settled by SPEC
+// §4, which reads back what landed). The cursor still only ever moves over
+// pages whose every record is marked, in the same transaction, by a renewed
+// lease and a fenced write, in page order. A key of a page not yet marked
+// seen again on a later page, or an in-doubt entry, makes the ledger stage
+// wait until every page handed over is marked.
 func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) {
 	pf := r.startPrefetch(ctx, cursor)
 	defer pf.stop()

@@ -394,15 +394,17 @@ func TestStalledRunIsFenced(t *testing.T) {
 
 // killMidPage simulates a worker dying after the destination applied page
 // `page` and before the ledger was marked: the records stay pending. The
-// next page's claim (made alongside the write) waits for the kill, so it
-// never lands (TestPipelinedCheckpointOvertakenByAKill covers a claim that
-// did).
-func killMidPage(ctx context.Context, t *testing.T, p Params, page int64) {
+// kill waits for the pages before it to be marked and checkpointed (the
+// checkpointer does that alongside the write), and the next page's claim
+// (made alongside the write too) waits for the kill, so it never lands
+// (TestPipelinedCheckpointOvertakenByAKill covers a claim that did).
+func (tb *testBundle) killMidPage(ctx context.Context, t *testing.T, p Params, page int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.Hooks.AfterWrite = func(_ context.Context, n int64) {
 		if n == page {
+			tb.waitCheckpointed(t, page-1)
 			cancel()
 		}
 	}
@@ -422,7 +424,7 @@ func TestInDoubt(t *testing.T) {
 	t.Run("verify settles without writing", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapVerify)
-		killMidPage(context.Background(), t, tb.params(t, "id"), 3)
+		tb.killMidPage(context.Background(), t, tb.params(t, "id"), 3)
 		// The killed run is recorded as still running until somebody notices.
 		killed, _ := tb.store.ListRuns(context.Background(), "s1", 1)
 		killed[0].State = store.RunRunning
@@ -446,7 +448,7 @@ func TestInDoubt(t *testing.T) {
 	t.Run("idempotent resends with the same key", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapIdempotent)
-		killMidPage(context.Background(), t, tb.params(t, ""), 2)
+		tb.killMidPage(context.Background(), t, tb.params(t, ""), 2)
 		r, err := Run(context.Background(), tb.params(t, ""))
 		if err != nil {
 			t.Fatal(err)
@@ -462,7 +464,7 @@ func TestInDoubt(t *testing.T) {
 	t.Run("none leaves them to a person", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, 500, destination.CapNone)
-		killMidPage(context.Background(), t, tb.params(t, ""), 2)
+		tb.killMidPage(context.Background(), t, tb.params(t, ""), 2)
 		r, err := Run(context.Background(), tb.params(t, ""))
 		if failure.CodeOf(err) != failure.RecordsInDoubt || r.InDoubt != 100 {
 			t.Fatalf("want records_in_doubt, got %v %+v", err, r)
@@ -521,7 +523,7 @@ func TestRejected(t *testing.T) {
 func TestCursorOlderThanLedger(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, 500, destination.CapVerify)
-	killMidPage(context.Background(), t, tb.params(t, ""), 3) // cursor saved mid-source
+	tb.killMidPage(context.Background(), t, tb.params(t, ""), 3) // cursor saved mid-source
 	tb.clock.Advance(8 * 24 * time.Hour)
 	_, err := Run(context.Background(), tb.params(t, ""))
 	if failure.CodeOf(err) != failure.CursorOlderThanLedger {
@@ -539,7 +541,7 @@ func TestCursorOlderThanLedger(t *testing.T) {
 
 func TestDrainInterruptsAndReleases(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 500, destination.CapVerify)
+	tb := setup(t, 1000, destination.CapVerify)
 	p := tb.params(t, "")
 	drain := make(chan struct{})
 	p.Drain = drain
@@ -549,11 +551,11 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 		}
 	}
 	r, err := Run(context.Background(), p)
-	// The drain is asked for once page 2 is checkpointed; pages 3 and 4 may
-	// be in flight by then (written and claimed while page 2's cursor is
+	// The drain is asked for once page 2 is checkpointed; pages 3 to 5 may
+	// be in flight by then (written, and claimed, while page 2's cursor is
 	// saved), and a page in flight is finished and checkpointed before the
 	// run stops.
-	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 4 {
+	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 5 {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r.Written != 100*r.Pages {
@@ -561,10 +563,10 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 	}
 	// Released: an immediate rerun is not skipped and finishes the rest.
 	r2, err := Run(context.Background(), tb.params(t, ""))
-	if err != nil || r2.Written != 500-r.Written {
+	if err != nil || r2.Written != 1000-r.Written {
 		t.Fatalf("rerun: %v %+v", err, r2)
 	}
-	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+	if _, recs, dups := tb.dest.stats(); recs != 1000 || dups != 0 {
 		t.Fatalf("records %d dups %d", recs, dups)
 	}
 }
@@ -686,11 +688,11 @@ func TestLostAnswersOnAPageThatProgresses(t *testing.T) {
 // TestPipelinedCheckpointOvertakenByAKill: page N is written while page
 // N-1's cursor is still being saved and page N+1 is already claimed (the
 // pipeline of runner.go). Here the run loses its lease at exactly that point
-// (another worker takes the sync, as after a kill -9): page 2's cursor write
-// is refused, so the cursor stays after page 1 while pages 2 and 3 are at the
-// destination and page 4 is claimed. The next run replays page 2 from the
-// ledger, settles page 3 as in doubt by reading it back, finds page 4 not
-// landed and writes it and page 5, and nothing is written twice.
+// (another worker takes the sync, as after a kill -9): page 2's marks and
+// cursor write (one transaction) are refused, so the cursor stays after page
+// 1 while pages 2 and 3 are at the destination and page 4 is claimed. The
+// next run settles pages 2 and 3 as in doubt by reading them back, finds
+// page 4 not landed and writes it and page 5, and nothing is written twice.
 func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 	t.Parallel()
 	for _, identity := range []string{"", "id"} {
@@ -716,6 +718,11 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 					close(release)
 				}
 			}
+			p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
+				if page == 5 {
+					<-release // claimed after the takeover: refused by the fence
+				}
+			}
 			r, err := Run(context.Background(), p)
 			if failure.CodeOf(err) != failure.LeaseLost {
 				t.Fatalf("want lease_lost, got %v (%+v)", err, r)
@@ -738,8 +745,8 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 			}
 			// Page 4 was claimed (not written) while page 3 was out: in doubt
 			// too, found not landed, and written.
-			if r2.Replayed != 100 || r2.InDoubt != 200 || r2.Settled != 100 || r2.Written != 200 {
-				t.Fatalf("resumed run: %+v; want page 2 replayed, page 3 settled, page 4 found not landed, pages 4-5 written", r2)
+			if r2.Replayed != 0 || r2.InDoubt != 300 || r2.Settled != 200 || r2.Written != 200 {
+				t.Fatalf("resumed run: %+v; want pages 2-3 settled, page 4 found not landed, pages 4-5 written", r2)
 			}
 			if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 				t.Fatalf("records %d, duplicate writes %d", recs, dups)
@@ -773,5 +780,42 @@ func TestBarrierCheckedWithNothingInFlight(t *testing.T) {
 	}
 	if checks != 5 {
 		t.Fatalf("%d barrier checks, want one per page (5)", checks)
+	}
+}
+
+// TestMarksOutliveAnExpiredLease: a page's marks are saved with its
+// checkpoint; when the lease ran out before that checkpoint (and nobody took
+// the sync), the checkpoint is refused but the marks, fenced and not leased,
+// are still recorded, so the next run replays that page from the ledger
+// instead of reading it back from the destination.
+func TestMarksOutliveAnExpiredLease(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	p := tb.params(t, "id")
+	p.Hooks.BeforeCursorSave = func(_ context.Context, page int64) {
+		if page == 2 {
+			tb.clock.Advance(time.Minute) // past the lease's TTL
+		}
+	}
+	r, err := Run(context.Background(), p)
+	if failure.CodeOf(err) != failure.LeaseLost || r.Pages != 1 {
+		t.Fatalf("want lease_lost after page 1, got %v (%+v)", err, r)
+	}
+	done, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerComplete, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 200 {
+		t.Fatalf("%d complete entries after the lease ran out, want 200 (pages 1 and 2)", len(done))
+	}
+	r2, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Replayed != 100 {
+		t.Fatalf("resumed run: %+v; want page 2 replayed", r2)
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+		t.Fatalf("records %d, duplicate writes %d", recs, dups)
 	}
 }
