@@ -83,7 +83,7 @@ func (f *keyFilter) mayHave(seed maphash.Seed, mk string) bool {
 	return true
 }
 
-// buildFilter scans sid's keys in ledger and ledger_claims (one snapshot) and
+// buildFilter scans sid's keys in ledger, ledger_done and ledger_claims (one snapshot) and
 // installs the filter unless memory has seen a merge since that snapshot.
 func (s *Store) buildFilter(ctx context.Context, sid int64) error {
 	tx, err := s.r.BeginTx(ctx, nil)
@@ -95,7 +95,7 @@ func (s *Store) buildFilter(ctx context.Context, sid int64) error {
 	if err := tx.QueryRowContext(ctx, `SELECT merged_through FROM ledger_meta WHERE id = 1`).Scan(&merged); err != nil {
 		return err
 	}
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ledger WHERE sid = ?1) + (SELECT count(*) FROM ledger_claims WHERE sid = ?1)`, sid).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM ledger WHERE sid = ?1) + (SELECT count(*) FROM ledger_done WHERE sid = ?1) + (SELECT count(*) FROM ledger_claims WHERE sid = ?1)`, sid).Scan(&n); err != nil {
 		return err
 	}
 	f := newKeyFilter(int(n) + 2*s.mergeEntries) // room for merges before a rebuild
@@ -105,8 +105,10 @@ func (s *Store) buildFilter(ctx context.Context, sid int64) error {
 		sql  string
 		blob bool
 	}{
-		{`SELECT key FROM ledger WHERE sid = ?1 AND key >= x'' UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key >= x''`, true},
-		{`SELECT key FROM ledger WHERE sid = ?1 AND key < x'' UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key < x''`, false},
+		{`SELECT key FROM ledger WHERE sid = ?1 AND key >= x'' UNION ALL SELECT key FROM ledger_done WHERE sid = ?1 AND key >= x''
+			UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key >= x''`, true},
+		{`SELECT key FROM ledger WHERE sid = ?1 AND key < x'' UNION ALL SELECT key FROM ledger_done WHERE sid = ?1 AND key < x''
+			UNION ALL SELECT key FROM ledger_claims WHERE sid = ?1 AND key < x''`, false},
 	} {
 		if err := addStoredKeys(ctx, tx, q.sql, sid, q.blob, s.mem.seed, f); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,12 +45,16 @@ var (
 
 	sqlLedgerTouchClaims = `UPDATE ledger_claims SET seen_at = ?2
 		WHERE sid = ` + sqlSID + ` AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?3))`
+
+	sqlLedgerTouchDone = `UPDATE ledger_done SET seen_at = ?2
+		WHERE sid = ` + sqlSID + ` AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?3))`
 )
 
 // stmts are the hot path's prepared statements.
 type stmts struct {
 	getW                      *sql.Stmt // table lookups (write pool: see LedgerGet)
 	logAppend, touch, touchCl *sql.Stmt
+	touchDone                 *sql.Stmt
 	metaGet, logTail          *sql.Stmt
 	metaGetR, logTailR        *sql.Stmt // LedgerGet's refresh (read pool: see LedgerGet)
 	fenceCheck, cursorSave    *sql.Stmt
@@ -57,7 +62,7 @@ type stmts struct {
 	sidGet, sidPut            *sql.Stmt
 
 	// merge upserts (mergeQuery) of mergeSizes[i] rows
-	mergeFinal, mergePending [len(mergeSizes)]*sql.Stmt
+	mergeFinal, mergePending, mergeDone [len(mergeSizes)]*sql.Stmt
 }
 
 func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
@@ -72,12 +77,13 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 		{w, &st.logAppend, sqlLogAppend}, {w, &st.fenceCheck, sqlFenceCheck}, {w, &st.cursorSave, sqlCursorSave},
 		{w, &st.runUpdate, sqlRunUpdate}, {w, &st.runPagePut, sqlRunPagePut}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
 		{r, &st.metaGetR, sqlMetaGet}, {r, &st.logTailR, sqlLogTail},
-		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims},
+		{w, &st.touch, sqlLedgerTouch}, {w, &st.touchCl, sqlLedgerTouchClaims}, {w, &st.touchDone, sqlLedgerTouchDone},
 		{w, &st.sidGet, `SELECT id FROM ledger_syncs WHERE sync_id = ?`},
 		{w, &st.sidPut, `INSERT INTO ledger_syncs (sync_id) VALUES (?) RETURNING id`},
 	}
 	for i, n := range mergeSizes {
-		list = append(list, stmtDef{w, &st.mergeFinal[i], mergeQuery(false, n)}, stmtDef{w, &st.mergePending[i], mergeQuery(true, n)})
+		list = append(list, stmtDef{w, &st.mergeFinal[i], mergeQuery(mergeFinal, n)}, stmtDef{w, &st.mergePending[i], mergeQuery(mergePending, n)},
+			stmtDef{w, &st.mergeDone[i], mergeQuery(mergeDone, n)})
 	}
 	for _, p := range list {
 		var err error
@@ -90,8 +96,8 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.metaGetR, st.logTailR, st.touch, st.touchCl, st.sidGet, st.sidPut}
-	all = append(append(all, st.mergeFinal[:]...), st.mergePending[:]...)
+	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.metaGetR, st.logTailR, st.touch, st.touchCl, st.touchDone, st.sidGet, st.sidPut}
+	all = append(append(append(all, st.mergeFinal[:]...), st.mergePending[:]...), st.mergeDone[:]...)
 	for _, s := range all {
 		if s != nil {
 			_ = s.Close()
@@ -524,6 +530,9 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 		if _, err := tx.StmtContext(ctx, s.stmts.touchCl).ExecContext(ctx, syncID, now, arr); err != nil {
 			return err
 		}
+		if _, err := tx.StmtContext(ctx, s.stmts.touchDone).ExecContext(ctx, syncID, now, arr); err != nil {
+			return err
+		}
 		return bumpGeneration(ctx, tx)
 	})
 	if err == nil && through > 0 {
@@ -537,13 +546,30 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 const defaultPruneWindow = 5000
 
 // LedgerPrune deletes complete and rejected entries (of every sync) last seen
-// before before, and returns how many it deleted. It walks the ledger in
-// primary-key order, one short transaction per window of rows, after
-// merging the log.
+// before before, and returns how many it deleted. It walks ledger, then
+// ledger_done, in primary-key order, one short transaction per window of
+// rows, after merging the log.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.mergeLog(ctx); err != nil {
 		return 0, err
 	}
+	var total int64
+	for _, t := range []struct{ table, cond string }{
+		{"ledger", "AND state IN ('complete', 'rejected')"},
+		{"ledger_done", ""}, // every row is complete
+	} {
+		n, err := s.pruneTable(ctx, t.table, t.cond, before)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// pruneTable deletes the rows of table (ledger or ledger_done) matching cond
+// last seen before before, one window of s.pruneWindow rows per transaction.
+func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.Time) (int64, error) {
 	var (
 		total   int64
 		fromSID int64 // exclusive lower bound (fromSID, fromKey) of the next window
@@ -558,7 +584,7 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 		)
 		err := s.write(ctx, "ledger prune", func(tx *sql.Tx) error {
 			// The window is (from, to]; to is the pruneWindow-th row after from.
-			err := tx.QueryRowContext(ctx, `SELECT sid, key FROM ledger
+			err := tx.QueryRowContext(ctx, `SELECT sid, key FROM `+table+`
 				WHERE ?1 OR (sid, key) > (?2, ?3) ORDER BY sid, key LIMIT 1 OFFSET ?4`,
 				first, fromSID, fromKey, s.pruneWindow-1).Scan(&nSID, &nKey)
 			switch {
@@ -567,9 +593,9 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 			case err != nil:
 				return err
 			}
-			q := `DELETE FROM ledger WHERE (?1 OR (sid, key) > (?2, ?3))
+			q := `DELETE FROM ` + table + ` WHERE (?1 OR (sid, key) > (?2, ?3))
 				AND (?4 OR (sid, key) <= (?5, ?6))
-				AND seen_at < ?7 AND state IN ('complete', 'rejected')`
+				AND seen_at < ?7 ` + cond
 			res, err := tx.ExecContext(ctx, q, first, fromSID, fromKey, end, nSID, nKey, nanos(before))
 			if err != nil {
 				return err
@@ -603,6 +629,8 @@ func (s *Store) LedgerList(ctx context.Context, syncID string, state store.Ledge
 	}
 	var q string
 	switch state {
+	case store.LedgerComplete:
+		return s.listComplete(ctx, syncID, limit)
 	case store.LedgerPending:
 		q = `SELECT ` + pendingColumns + ` FROM ledger_claims
 		WHERE sid = ` + sqlSID + ` AND ?2 = 'pending' ORDER BY claimed_at DESC, key LIMIT ?3`
@@ -628,4 +656,71 @@ func (s *Store) LedgerList(ctx context.Context, syncID string, state store.Ledge
 		out = append(out, e)
 	}
 	return out, s.mapErr("ledger list", rows.Err())
+}
+
+// listComplete is LedgerList for complete entries: those of ledger_done
+// (decoded here: their claim time is inside the value blob) and those
+// ledger still holds from before migration 0008, most recently claimed
+// first (ties in key order, TEXT keys before BLOB keys as in SQL).
+func (s *Store) listComplete(ctx context.Context, syncID string, limit int) ([]store.LedgerEntry, error) {
+	var out []store.LedgerEntry
+	rows, err := s.r.QueryContext(ctx, `SELECT key, seen_at, v FROM ledger_done WHERE sid = `+sqlSID, syncID)
+	if err != nil {
+		return nil, s.mapErr("ledger list", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key  any
+			seen int64
+			v    []byte
+		)
+		if err := rows.Scan(&key, &seen, &v); err != nil {
+			return nil, s.mapErr("ledger list", err)
+		}
+		k, err := keyOf(key)
+		if err != nil {
+			return nil, s.mapErr("ledger list", err)
+		}
+		e, err := decodeDone(v, seen)
+		if err != nil {
+			return nil, s.mapErr("ledger list", err)
+		}
+		out = append(out, e.ledgerEntry(k))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.mapErr("ledger list", err)
+	}
+	old, err := s.r.QueryContext(ctx, `SELECT `+ledgerColumns+` FROM ledger WHERE sid = `+sqlSID+` AND state = 'complete'`, syncID)
+	if err != nil {
+		return nil, s.mapErr("ledger list", err)
+	}
+	defer old.Close()
+	for old.Next() {
+		e, err := scanLedger(old)
+		if err != nil {
+			return nil, s.mapErr("ledger list", err)
+		}
+		out = append(out, e)
+	}
+	if err := old.Err(); err != nil {
+		return nil, s.mapErr("ledger list", err)
+	}
+	slices.SortFunc(out, func(a, b store.LedgerEntry) int {
+		if c := b.ClaimedAt.Compare(a.ClaimedAt); c != 0 {
+			return c
+		}
+		ah, bh := isHexKey(a.Key), isHexKey(b.Key)
+		switch {
+		case ah != bh && ah:
+			return 1
+		case ah != bh:
+			return -1
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

@@ -23,9 +23,10 @@ import (
 // entries (logRecord, encoded in body); it is durable when its transaction
 // commits, like before. Each Store folds the log into memory (memLedger), so
 // a lookup reads a key's newest log entry from memory and only keys absent
-// from the log from ledger / ledger_claims. When the log holds mergeEntries
-// entries, a merge writes the fold into ledger (final states) and
-// ledger_claims (pending), sorted by key, deletes the merged log rows and
+// from the log from the tables. When the log holds mergeEntries entries, a
+// merge writes the fold into ledger_done (complete, compact: ledgerdone.go),
+// ledger (rejected, in_doubt) and ledger_claims (pending), sorted by key,
+// deletes the merged log rows and
 // records merged_through and a new generation in ledger_meta: in the
 // background, one key range per transaction (ledgermerge.go), or inline in
 // one transaction (mergeTx). Touch, prune and list merge inline first and
@@ -516,18 +517,23 @@ func (m *memLedger) applyTail(ctx context.Context, tail *sql.Stmt, from int64) e
 
 var (
 	// sqlTableGet reads up to tableGetKeys keys (parameters ?2...; NULL
-	// for unused ones) of sync ?1 from ledger and ledger_claims; each key is
-	// a primary-key lookup.
-	sqlTableGet = `SELECT key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at
+	// for unused ones) of sync ?1 from ledger, ledger_done and
+	// ledger_claims; each key is a primary-key lookup. A ledger_done row
+	// comes with its value blob (the last column; NULL for the others).
+	sqlTableGet = `SELECT key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at, NULL
 		FROM ledger WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)
 		UNION ALL
-		SELECT key, 'pending', fence, run_id, '', '', attempts, claimed_at, NULL, seen_at
+		SELECT key, 'complete', 0, 0, '', '', 0, 0, NULL, seen_at, v
+		FROM ledger_done WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)
+		UNION ALL
+		SELECT key, 'pending', fence, run_id, '', '', attempts, claimed_at, NULL, seen_at, NULL
 		FROM ledger_claims WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)`
 
 	sqlLogAppend = `INSERT INTO ledger_log (sid, kind, fence, run_id, at, n, body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`
 
 	sqlDropClaims = `DELETE FROM ledger_claims WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
 	sqlDropFinal  = `DELETE FROM ledger WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
+	sqlDropDone   = `DELETE FROM ledger_done WHERE sid = ?1 AND key IN (SELECT ` + sqlKey("value") + ` FROM json_each(?2))`
 )
 
 // tableGetKeys is how many keys one sqlTableGet looks up.
@@ -588,16 +594,23 @@ func tableGetChunk(ctx context.Context, stmt *sql.Stmt, args []any, out map[stri
 			key       any
 			state     string
 			completed sql.NullInt64
+			v         []byte
 		)
-		if err := rows.Scan(&key, &state, &e.fence, &e.runID, &e.result, &e.message, &e.attempts, &e.claimedAt, &completed, &e.seenAt); err != nil {
+		if err := rows.Scan(&key, &state, &e.fence, &e.runID, &e.result, &e.message, &e.attempts, &e.claimedAt, &completed, &e.seenAt, &v); err != nil {
 			return err
 		}
 		mk, err := memKeyOfStored(key)
 		if err != nil {
 			return err
 		}
-		e.state = store.LedgerState(state)
-		e.completedAt = completed.Int64
+		if v != nil {
+			if e, err = decodeDone(v, e.seenAt); err != nil {
+				return err
+			}
+		} else {
+			e.state = store.LedgerState(state)
+			e.completedAt = completed.Int64
+		}
 		out[mk] = e
 	}
 	return rows.Err()
@@ -676,17 +689,14 @@ func (m *memLedger) mergeKeys() (int64, []mergeKey) {
 }
 
 // writeMerged writes memory's entries of keys whose seq is <= through into
-// ledger (final) and ledger_claims (pending), in key order, and drops each
-// key's row from the other table. An entry replaced by a newer log row
-// (seq > through) is skipped: it stays in memory and a later merge writes it.
+// ledger_done (complete), ledger (rejected, in_doubt) and ledger_claims
+// (pending), in key order, and drops each key's row from the other tables.
+// An entry replaced by a newer log row (seq > through) is skipped: it stays
+// in memory and a later merge writes it.
 func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, through int64) error {
-	var claims bool // whether ledger_claims may hold claims of keys now final
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_claims)`).Scan(&claims); err != nil {
-		return err
-	}
-	final := &upserter{tx: tx, stmts: &s.stmts.mergeFinal, track: claims}
-	pending := &upserter{tx: tx, stmts: &s.stmts.mergePending, pending: true}
-	var pendingKeys []mergeKey
+	done := &upserter{tx: tx, stmts: &s.stmts.mergeDone, kind: mergeDone}
+	final := &upserter{tx: tx, stmts: &s.stmts.mergeFinal, kind: mergeFinal}
+	pending := &upserter{tx: tx, stmts: &s.stmts.mergePending, kind: mergePending}
 	for len(keys) > 0 {
 		n := min(len(keys), mergeChunk)
 		rows := make([]mergeRow, 0, n)
@@ -700,25 +710,29 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 		keys = keys[n:]
 		for _, r := range rows {
 			u := final
-			if r.e.state == store.LedgerPending {
+			switch r.e.state {
+			case store.LedgerPending:
 				u = pending
-				pendingKeys = append(pendingKeys, mergeKey{r.sid, r.key})
+			case store.LedgerComplete:
+				u = done
 			}
 			if err := u.add(ctx, r); err != nil {
 				return err
 			}
 		}
 	}
-	if err := final.flush(ctx); err != nil {
-		return err
+	for _, u := range []*upserter{done, final, pending} {
+		if err := u.flush(ctx); err != nil {
+			return err
+		}
 	}
-	if err := pending.flush(ctx); err != nil {
-		return err
-	}
-	// A key is in at most one table: drop final keys' old claims and
-	// pending keys' old final rows (re-claims of rejected keys).
-	if final.n > 0 && claims {
-		stale, err := claimedAmong(ctx, tx, final.keys)
+	// A key is in at most one table: drop the final keys' old claims, the
+	// complete keys' old rows in ledger (rejected, in_doubt, or complete
+	// from before migration 0008), the rejected and in_doubt keys' old rows
+	// in ledger_done, and the pending keys' old final rows (re-claims of
+	// rejected keys).
+	if len(done.keys)+len(final.keys) > 0 {
+		stale, err := presentAmong(ctx, tx, "ledger_claims", append(append([]mergeKey(nil), done.keys...), final.keys...))
 		if err != nil {
 			return err
 		}
@@ -726,24 +740,46 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 			return err
 		}
 	}
-	return dropKeys(ctx, tx, sqlDropFinal, pendingKeys)
+	if len(done.keys) > 0 {
+		stale, err := presentAmong(ctx, tx, "ledger", done.keys)
+		if err != nil {
+			return err
+		}
+		if err := dropKeys(ctx, tx, sqlDropFinal, stale); err != nil {
+			return err
+		}
+	}
+	if err := dropKeys(ctx, tx, sqlDropDone, final.keys); err != nil {
+		return err
+	}
+	if err := dropKeys(ctx, tx, sqlDropFinal, pending.keys); err != nil {
+		return err
+	}
+	return dropKeys(ctx, tx, sqlDropDone, pending.keys)
 }
 
-// claimedAmong returns the keys of keys that ledger_claims holds. That
-// table holds the claims in flight at earlier merges, a page or two, while
-// keys is a merge's worth: reading the table once (when it is at most an
-// eighth of keys) and intersecting in memory replaces one index lookup per
-// merged key. A bigger table (claims left by many dead runs) is not read:
-// every key is returned and the DELETE looks each one up.
-func claimedAmong(ctx context.Context, tx *sql.Tx, keys []mergeKey) ([]mergeKey, error) {
+// presentAmong returns the keys of keys that table (ledger_claims or
+// ledger) holds. Those tables are small next to a merge's worth of keys:
+// ledger_claims holds the claims in flight at earlier merges, a page or
+// two, and ledger the rejected and in_doubt entries. Reading the table once
+// (when it holds at most an eighth as many rows as keys) and intersecting
+// in memory replaces one index lookup per merged key. A bigger table
+// (claims left by many dead runs, complete entries from before migration
+// 0008) is not read: every key is returned and the DELETE looks each one
+// up.
+func presentAmong(ctx context.Context, tx *sql.Tx, table string, keys []mergeKey) ([]mergeKey, error) {
+	limit := len(keys) / 8
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM ledger_claims`).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` LIMIT ?)`, limit+1).Scan(&n); err != nil {
 		return nil, err
 	}
-	if n > len(keys)/8 {
+	if n > limit {
 		return keys, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT sid, key FROM ledger_claims`)
+	if n == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT sid, key FROM `+table)
 	if err != nil {
 		return nil, err
 	}
@@ -774,7 +810,8 @@ func claimedAmong(ctx context.Context, tx *sql.Tx, keys []mergeKey) ([]mergeKey,
 	return out, nil
 }
 
-// dropKeys runs query (sqlDropClaims or sqlDropFinal) once per sync of keys.
+// dropKeys runs query (sqlDropClaims, sqlDropFinal or sqlDropDone) once per
+// sync of keys.
 func dropKeys(ctx context.Context, tx *sql.Tx, query string, keys []mergeKey) error {
 	bySID := map[int64][]string{}
 	for _, k := range keys {
@@ -843,47 +880,55 @@ type mergeKey struct {
 // prepared once per Store (prepareMerge) instead of once per transaction.
 var mergeSizes = [...]int{mergeChunk, 64, 16, 4, 1}
 
-// mergeQuery is the upsert of n rows into ledger, or into ledger_claims
-// when pending.
-func mergeQuery(pending bool, n int) string {
-	cols, tuple, conflict := `sid, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`,
-		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		`state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
+// The tables a merge writes.
+type mergeTable int
+
+const (
+	mergeFinal   mergeTable = iota // ledger: rejected, in_doubt
+	mergePending                   // ledger_claims
+	mergeDone                      // ledger_done: complete
+)
+
+// mergeQuery is the upsert of n rows into the table of kind.
+func mergeQuery(kind mergeTable, n int) string {
+	var table, cols, tuple, conflict string
+	switch kind {
+	case mergeFinal:
+		table, cols, tuple, conflict = "ledger",
+			`sid, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`,
+			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			`state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
 			result = excluded.result, message = excluded.message, attempts = excluded.attempts,
 			claimed_at = excluded.claimed_at, completed_at = excluded.completed_at, seen_at = excluded.seen_at`
-	table := "ledger"
-	if pending {
-		cols, tuple, conflict = `sid, key, fence, run_id, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?)`,
+	case mergePending:
+		table, cols, tuple, conflict = "ledger_claims",
+			`sid, key, fence, run_id, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?)`,
 			`fence = excluded.fence, run_id = excluded.run_id, attempts = excluded.attempts,
 			claimed_at = excluded.claimed_at, seen_at = excluded.seen_at`
-		table = "ledger_claims"
+	case mergeDone:
+		table, cols, tuple, conflict = "ledger_done", `sid, key, seen_at, v`, `(?, ?, ?, ?)`,
+			`seen_at = excluded.seen_at, v = excluded.v`
 	}
 	return `INSERT INTO ` + table + ` (` + cols + `) VALUES ` +
 		strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ") +
 		` ON CONFLICT (sid, key) DO UPDATE SET ` + conflict
 }
 
-// upserter writes merged rows (in key order) into ledger, or into
-// ledger_claims when pending, mergeChunk rows per statement. With track,
-// keys records the keys written (mergeTx drops their old claims); n counts
-// every row.
+// upserter writes merged rows (in key order) into the table of its kind,
+// mergeChunk rows per statement, and records the keys written.
 type upserter struct {
-	tx      *sql.Tx
-	pending bool
-	stmts   *[len(mergeSizes)]*sql.Stmt // mergeQuery(pending, mergeSizes[i]), prepared on the write connection
-	buf     []mergeRow
-	args    []any
-	n       int
-	track   bool // record keys
-	keys    []mergeKey
+	tx    *sql.Tx
+	kind  mergeTable
+	stmts *[len(mergeSizes)]*sql.Stmt // mergeQuery(kind, mergeSizes[i]), prepared on the write connection
+	buf   []mergeRow
+	args  []any
+	vals  []byte // ledger_done value blobs of one statement
+	keys  []mergeKey
 }
 
 func (u *upserter) add(ctx context.Context, r mergeRow) error {
 	u.buf = append(u.buf, r)
-	u.n++
-	if u.track {
-		u.keys = append(u.keys, mergeKey{r.sid, r.key})
-	}
+	u.keys = append(u.keys, mergeKey{r.sid, r.key})
 	if len(u.buf) < mergeChunk {
 		return nil
 	}
@@ -909,9 +954,26 @@ func (u *upserter) flush(ctx context.Context) error {
 func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) error {
 	defer stmt.Close() // the transaction's copy; the Store's statement stays prepared
 	u.args = u.args[:0]
+	if u.kind == mergeDone {
+		// The blobs go into one buffer first: args then hold slices of it
+		// that no later append moves.
+		u.vals = u.vals[:0]
+		ends := make([]int, len(rows))
+		for i, r := range rows {
+			u.vals = appendDone(u.vals, r.e)
+			ends[i] = len(u.vals)
+		}
+		start := 0
+		for i, r := range rows {
+			u.args = append(u.args, r.sid, storedKey(r.key), r.e.seenAt, u.vals[start:ends[i]])
+			start = ends[i]
+		}
+		_, err := stmt.ExecContext(ctx, u.args...)
+		return err
+	}
 	for _, r := range rows {
 		e := r.e
-		if u.pending {
+		if u.kind == mergePending {
 			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, int64(e.attempts), e.claimedAt, e.seenAt)
 			continue
 		}

@@ -65,6 +65,10 @@ func (lb *logBundle) get(t *testing.T, s *Store, keys []string) map[string]store
 	return got
 }
 
+// finalRows, as countRows's table, is every final entry: ledger's and
+// ledger_done's.
+const finalRows = `(SELECT key FROM ledger UNION ALL SELECT key FROM ledger_done)`
+
 func countRows(t *testing.T, s *Store, table string) int {
 	t.Helper()
 	var n int
@@ -90,7 +94,7 @@ func TestLedgerLogSharedFile(t *testing.T) {
 	if n := countRows(t, lb.a, "ledger_log"); n != 2 {
 		t.Fatalf("ledger_log rows = %d, want 2 (one per call)", n)
 	}
-	if n := countRows(t, lb.a, "ledger"); n != 0 {
+	if n := countRows(t, lb.a, finalRows); n != 0 {
 		t.Fatalf("ledger rows before a merge = %d, want 0", n)
 	}
 	got := lb.get(t, lb.b, ks)
@@ -106,7 +110,7 @@ func TestLedgerLogSharedFile(t *testing.T) {
 	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
 		t.Fatalf("ledger_log rows after a merge = %d, want 0", n)
 	}
-	if l, c := countRows(t, lb.a, "ledger"), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
+	if l, c := countRows(t, lb.a, finalRows), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
 		t.Fatalf("after the merge: ledger %d, ledger_claims %d; want 20 and 20", l, c)
 	}
 	got = lb.get(t, lb.b, ks)
@@ -132,7 +136,7 @@ func TestLedgerLogSharedFile(t *testing.T) {
 	if err := lb.b.mergeLog(lb.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l, c := countRows(t, lb.a, "ledger"), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
+	if l, c := countRows(t, lb.a, finalRows), countRows(t, lb.a, "ledger_claims"); l != 20 || c != 20 {
 		t.Fatalf("after the second merge: ledger %d, ledger_claims %d; want 20 and 20", l, c)
 	}
 
@@ -206,7 +210,7 @@ func TestLedgerLogMergeThreshold(t *testing.T) {
 			t.Fatalf("page %d: memory holds %d entries, want < 100", page, n)
 		}
 	}
-	if l := countRows(t, lb.a, "ledger"); l < 200 {
+	if l := countRows(t, lb.a, finalRows); l < 200 {
 		t.Fatalf("ledger rows = %d after 300 finishes with merges every 100, want >= 200", l)
 	}
 	for page := range 10 {
@@ -299,7 +303,7 @@ func TestLedgerMergeRound(t *testing.T) {
 	if n := countRows(t, lb.a, "ledger_log"); n != 1 {
 		t.Fatalf("ledger_log rows after the round = %d, want 1 (b's finish, newer than the round)", n)
 	}
-	if n := countRows(t, lb.a, "ledger"); n != len(ks) {
+	if n := countRows(t, lb.a, finalRows); n != len(ks) {
 		t.Fatalf("ledger rows = %d, want %d", n, len(ks))
 	}
 	c, err := Open(lb.ctx, OpenParams{Path: lb.path, Clock: lb.clk})
@@ -391,7 +395,7 @@ func TestLedgerFinishStartsBackgroundMerge(t *testing.T) {
 	if n := countRows(t, lb.a, "ledger_log"); n != 0 {
 		t.Fatalf("ledger_log rows after the background round = %d, want 0", n)
 	}
-	if n := countRows(t, lb.a, "ledger"); n != len(ks) {
+	if n := countRows(t, lb.a, finalRows); n != len(ks) {
 		t.Fatalf("ledger rows = %d, want %d", n, len(ks))
 	}
 }
@@ -460,7 +464,7 @@ func TestLedgerMergeDropsMergedClaims(t *testing.T) {
 			if n := countRows(t, lb.a, "ledger_claims"); n != len(open) {
 				t.Fatalf("ledger_claims after the second merge: %d rows, want the %d still open", n, len(open))
 			}
-			if n := countRows(t, lb.a, "ledger"); n != len(inFlight)+len(fresh) {
+			if n := countRows(t, lb.a, finalRows); n != len(inFlight)+len(fresh) {
 				t.Fatalf("ledger: %d rows, want %d", n, len(inFlight)+len(fresh))
 			}
 			got := lb.get(t, lb.b, ks)

@@ -493,6 +493,7 @@ func TestLedgerPruneWindows(t *testing.T) {
 	for syncID, want := range wantLeft {
 		var got int
 		if err := s.r.QueryRow(`SELECT (SELECT count(*) FROM ledger WHERE sid = `+sqlSID+`)
+			+ (SELECT count(*) FROM ledger_done WHERE sid = `+sqlSID+`)
 			+ (SELECT count(*) FROM ledger_claims WHERE sid = `+sqlSID+`)`, syncID).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
