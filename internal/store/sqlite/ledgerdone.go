@@ -57,13 +57,11 @@ func decodeDone(v []byte, seenAt int64) (memEntry, error) {
 		return x, true
 	}
 	str := func() (string, bool) {
-		l, n := binary.Uvarint(v)
-		if n <= 0 || uint64(len(v)-n) < l {
-			return "", false
+		s, rest, ok := cutString(v)
+		if ok {
+			v = rest
 		}
-		s := string(v[n : n+int(l)])
-		v = v[n+int(l):]
-		return s, true
+		return s, ok
 	}
 	var ok bool
 	if e.fence, ok = varint(); !ok {

@@ -169,6 +169,17 @@ func encodeBody(kind int, at int64, items []logItem) []byte {
 	return b
 }
 
+// cutString reads a string written as its uvarint length and its bytes
+// from the front of b, and returns the rest of b; ok is false if b does not
+// start with one.
+func cutString(b []byte) (s string, rest []byte, ok bool) {
+	l, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < l {
+		return "", nil, false
+	}
+	return string(b[w : w+int(l)]), b[w+int(l):], true
+}
+
 // uvarintLen is the length of binary.AppendUvarint(nil, x).
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
@@ -180,12 +191,11 @@ func decodeBody(kind int, at int64, n int, b []byte) ([]logItem, error) {
 	}
 	items := make([]logItem, 0, n)
 	str := func() (string, error) {
-		l, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < l {
+		s, rest, ok := cutString(b)
+		if !ok {
 			return "", errBadLogBody
 		}
-		s := string(b[w : w+int(l)])
-		b = b[w+int(l):]
+		b = rest
 		return s, nil
 	}
 	uv := func() (uint64, error) {
