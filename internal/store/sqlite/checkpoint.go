@@ -11,10 +11,12 @@ import (
 // commit instead of five): when p.Lease is set, the lease renewal (as
 // LeaseRenew) first, then, when p.Finish is set, the page's marks (as
 // LedgerFinish), the fenced cursor (as SaveCursor), the run (as UpdateRun)
-// and, when p.Page is set, the page's timeline row (as RecordRunPage). On any error (ErrLeaseLost, ErrFenced, ErrNotFound, an
-// invalid argument) the transaction rolls back and nothing is written. The
-// commit is lazy (see durability): a checkpoint lost in a power cut leaves
-// an older cursor, and the pages after it are replayed from the ledger.
+// and, when p.Page is set, the page's timeline row (as RecordRunPage). On
+// any error (ErrLeaseLost, ErrFenced, ErrNotFound, an invalid argument) the
+// transaction rolls back and nothing is written. The commit is lazy (see
+// durability): a checkpoint lost in a power cut leaves an older cursor (and
+// the page's marks, if any: its keys stay pending, in doubt), and the pages
+// after it are replayed from the ledger.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	if err := invalid(p.Check()); err != nil {
 		return err

@@ -933,6 +933,7 @@ type upserter struct {
 	buf   []mergeRow
 	args  []any
 	vals  []byte // ledger_done value blobs of one statement
+	ends  []int  // where each row's blob ends in vals
 	keys  []mergeKey
 }
 
@@ -963,43 +964,40 @@ func (u *upserter) flush(ctx context.Context) error {
 // exec binds rows to stmt and runs it.
 func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) error {
 	defer stmt.Close() // the transaction's copy; the Store's statement stays prepared
-	u.args = u.args[:0]
 	if u.kind == mergeDone {
-		// The blobs go into one buffer first: args then hold slices of it
-		// that no later append moves.
-		u.vals = u.vals[:0]
-		ends := make([]int, len(rows))
-		for i, r := range rows {
+		// The value blobs go into one buffer first, so that no later
+		// append moves the slices of it that args hold.
+		u.vals, u.ends = u.vals[:0], u.ends[:0]
+		for _, r := range rows {
 			u.vals = appendDone(u.vals, r.e)
-			ends[i] = len(u.vals)
+			u.ends = append(u.ends, len(u.vals))
 		}
-		start := 0
-		for i, r := range rows {
-			u.args = append(u.args, r.sid, storedKey(r.key), r.e.seenAt, u.vals[start:ends[i]])
-			start = ends[i]
-		}
-		_, err := stmt.ExecContext(ctx, u.args...)
-		return err
 	}
-	for _, r := range rows {
+	u.args = u.args[:0]
+	start := 0
+	for i, r := range rows {
 		e := r.e
-		if u.kind == mergePending {
+		switch u.kind {
+		case mergeDone:
+			u.args = append(u.args, r.sid, storedKey(r.key), e.seenAt, u.vals[start:u.ends[i]])
+			start = u.ends[i]
+		case mergePending:
 			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, int64(e.attempts), e.claimedAt, e.seenAt)
-			continue
+		default:
+			var completed any
+			if e.completedAt != 0 {
+				completed = e.completedAt
+			}
+			u.args = append(u.args, r.sid, storedKey(r.key), string(e.state), e.fence, e.runID, e.result, e.message,
+				int64(e.attempts), e.claimedAt, completed, e.seenAt)
 		}
-		var completed any
-		if e.completedAt != 0 {
-			completed = e.completedAt
-		}
-		u.args = append(u.args, r.sid, storedKey(r.key), string(e.state), e.fence, e.runID, e.result, e.message,
-			int64(e.attempts), e.claimedAt, completed, e.seenAt)
 	}
 	_, err := stmt.ExecContext(ctx, u.args...)
 	return err
 }
 
-// bumpGeneration records a change to ledger or ledger_claims that did not
-// come from a merge (touch, prune).
+// bumpGeneration records a change to the ledger's tables that did not come
+// from a merge (touch, prune).
 func bumpGeneration(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `UPDATE ledger_meta SET generation = generation + 1 WHERE id = 1`)
 	return err

@@ -220,9 +220,10 @@ type foreground struct {
 // bounded: see mergeBackpressure).
 const mergeYield = 50 * time.Millisecond
 
-// mergeLag: once memory holds 1/mergeLag of mergeEntries more than when
-// the round began (the round falls behind the finishes), its transactions
-// stop yielding to the foreground, so memory stays near mergeEntries.
+// mergeLag: once memory holds more than mergeEntries plus 1/mergeLag of it
+// (the round, started at mergeEntries, falls behind the finishes), its
+// transactions stop yielding to the foreground, so memory stays near
+// mergeEntries.
 const mergeLag = 4
 
 func (f *foreground) enter() {
