@@ -5,6 +5,7 @@ package destination
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -52,15 +53,40 @@ const (
 	// Rejected: the destination refused this record for its own content (a 4xx
 	// for that record); Message holds the destination's reason.
 	Rejected
+	// Accepted: the destination took the record for processing later (an
+	// asynchronous bulk import: Brevo's and Klaviyo's 202 with a process or
+	// job id, which is Ref). It is not delivered yet: Async.Outcomes tells
+	// what became of it (SPEC §4, "Asynchronous outcomes").
+	Accepted
+	// NotSent: the record's request provably never reached the destination
+	// (connection refused, a DNS failure, no lease time left to start the
+	// attempt). Its claim is released; it is not in doubt (SPEC §4).
+	NotSent
 )
+
+func (o Outcome) String() string {
+	switch o {
+	case Delivered:
+		return "delivered"
+	case Rejected:
+		return "rejected"
+	case Accepted:
+		return "accepted"
+	case NotSent:
+		return "not sent"
+	}
+	return "unknown"
+}
 
 // Result is the outcome of one record.
 type Result struct {
 	Key     string
 	Outcome Outcome
-	// Ref is the destination's reference (contact id, process id, ...), if any.
+	// Ref is the destination's reference (contact id, process id, ...), if
+	// any. For Accepted it is required: the process to ask (Async.Outcomes).
 	Ref string
-	// Message is the destination's rejection message (Rejected only).
+	// Message is the destination's rejection message (Rejected only). It
+	// holds no personal data (e-mail addresses are redacted).
 	Message string
 }
 
@@ -71,8 +97,12 @@ type Destination interface {
 	// Write delivers recs (one page's claimed records) and returns one Result per
 	// record, in any order. A non-nil error means the page as a whole could not
 	// be written; it is a *failure.Error carrying destination_auth,
-	// destination_unavailable or destination_rate_limited, and the records are
-	// left pending. In-run retries and rate limiting happen inside Write.
+	// destination_unavailable, destination_rate_limited or lease_lost, and the
+	// results returned with it are those of records already settled
+	// (including NotSent for records whose request provably never left);
+	// every other record is left pending (in doubt). In-run retries and rate
+	// limiting happen inside Write, within the attempt deadline carried by
+	// ctx (WithAttemptDeadline).
 	Write(ctx context.Context, recs []Record) ([]Result, error)
 	// Verify reports, for each record, whether a write with exactly this data
 	// already landed, returning the keys that did (with their Ref). since is the
@@ -80,4 +110,49 @@ type Destination interface {
 	// Capability is CapVerify.
 	Verify(ctx context.Context, recs []Record, since time.Time) (map[string]string, error)
 	Close() error
+}
+
+// Async is implemented by a destination whose writes may answer Accepted.
+type Async interface {
+	// Outcomes reports what became of recs, accepted under ref (the Ref of
+	// their Accepted results), asking about that process only, never every
+	// process of the account. done is false while the destination is still
+	// processing. Once done, it returns one Result per record of recs:
+	// Delivered, Rejected (with the destination's reason, e.g. a row the
+	// import skipped), or NotSent for every record when the process failed
+	// as a whole (nothing of it was applied: the records are to be sent
+	// again). It never writes. recs carry the data they were accepted with,
+	// so that a report naming rows by e-mail can be matched to keys.
+	Outcomes(ctx context.Context, ref string, recs []Record) (results []Result, done bool, err error)
+}
+
+// ErrNotSent is wrapped by errors about requests that provably never reached
+// the destination (connection refused, DNS failure, no lease time left).
+var ErrNotSent = errors.New("the request never reached the destination")
+
+// ErrNoLeaseTime is wrapped (with ErrNotSent) when an attempt, retry or
+// rate-limit wait would not end before the attempt deadline carried by the
+// context: the run's lease has no time left for it (SPEC §5).
+var ErrNoLeaseTime = errors.New("the run's lease has no time left for another attempt")
+
+type deadlineKey struct{}
+
+// WithAttemptDeadline returns ctx carrying until, the time by which every
+// destination attempt must have ended (SPEC §5: a write never outlives its
+// lease). until is called before each attempt, retry and wait, so a lease
+// renewed in the meantime extends it. A destination starts no attempt that
+// cannot end by then, bounds each attempt's own timeout by it, and waits
+// (backoff, a 429's reset) only when the wait ends before it.
+func WithAttemptDeadline(ctx context.Context, until func() time.Time) context.Context {
+	return context.WithValue(ctx, deadlineKey{}, until)
+}
+
+// AttemptDeadline returns the deadline ctx carries (WithAttemptDeadline),
+// read now; ok is false when it carries none.
+func AttemptDeadline(ctx context.Context) (t time.Time, ok bool) {
+	f, ok := ctx.Value(deadlineKey{}).(func() time.Time)
+	if !ok || f == nil {
+		return time.Time{}, false
+	}
+	return f(), true
 }
