@@ -183,15 +183,27 @@ const (
 	LedgerComplete LedgerState = "complete"
 	LedgerRejected LedgerState = "rejected"
 	LedgerInDoubt  LedgerState = "in_doubt"
+	// LedgerAccepted: the destination took the delivery for processing later
+	// (an asynchronous import; Result names the process). Claims leave it
+	// alone, like complete: the process is asked, never written again.
+	LedgerAccepted LedgerState = "accepted"
+	// LedgerReleased is a finish state only: it removes the key's entry
+	// (a claim whose request never left, or one a slot's delivery settled).
+	// A released key reads as absent; a complete key is left as it is.
+	LedgerReleased LedgerState = "released"
 )
 
 // LedgerEntry is one delivery. Keys are hex SHA-256 and hold no personal data.
+//
+// Result is opaque to the store: the runner keeps in it what it needs to
+// read the entry back (a slot's last delivered state for complete entries,
+// the destination's reference, the slot a claim writes; runner/entry.go).
 type LedgerEntry struct {
 	Key         string
 	State       LedgerState
 	Fence       int64
 	RunID       int64
-	Result      string // destination reference (contact id, process id)
+	Result      string // opaque to the store (see above)
 	Message     string // the destination's rejection message (rejected only)
 	Attempts    int
 	ClaimedAt   time.Time
@@ -201,13 +213,18 @@ type LedgerEntry struct {
 
 // LedgerClaimParams claims keys as pending under Fence, before any destination
 // call. A key is claimed when it is absent, rejected, or pending under a fence
-// <= Fence; complete and in_doubt keys are left alone. The whole claim is
-// refused with ErrFenced when Fence is below the sync's registered fence.
+// <= Fence; complete, accepted and in_doubt keys are left alone. The whole
+// claim is refused with ErrFenced when Fence is below the sync's registered
+// fence.
 type LedgerClaimParams struct {
 	SyncID string
 	Fence  int64
 	RunID  int64
 	Keys   []string
+	// Results, when set, has one entry per key (same order): the Result the
+	// claimed entry holds while pending (the runner records there the slot
+	// the delivery writes).
+	Results []string
 }
 
 // LedgerFinishParams records outcomes, fenced like a claim.
@@ -218,7 +235,8 @@ type LedgerFinishParams struct {
 	Entries []LedgerFinish
 }
 
-// LedgerFinish is one outcome: complete (Result), rejected (Message) or in_doubt.
+// LedgerFinish is one outcome: complete, accepted, rejected (Message),
+// in_doubt, or released (the entry is removed).
 type LedgerFinish struct {
 	Key     string
 	State   LedgerState
@@ -319,9 +337,12 @@ type Store interface {
 	LedgerFinish(ctx context.Context, p LedgerFinishParams) error
 	// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
 	LedgerTouch(ctx context.Context, syncID string, keys []string) error
-	// LedgerPrune deletes complete and rejected entries not seen since before.
+	// LedgerPrune deletes rejected and in_doubt entries not seen since
+	// before. Complete entries (a slot's last delivered state, SPEC §3: it
+	// does not expire), pending and accepted ones are kept.
 	LedgerPrune(ctx context.Context, before time.Time) (int64, error)
-	// LedgerList returns a sync's entries in a state (rejected, in_doubt), newest first.
+	// LedgerList returns a sync's entries in a state (rejected, in_doubt,
+	// accepted, pending), newest first.
 	LedgerList(ctx context.Context, syncID string, state LedgerState, limit int) ([]LedgerEntry, error)
 
 	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (Lease, error)
