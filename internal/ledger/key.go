@@ -1,5 +1,6 @@
 // Package ledger builds delivery keys (SPEC §3): the identity of one record's
-// delivery, the same whichever run, retry or worker reads the record.
+// delivery, the same whichever run, retry or worker reads the record; and
+// slot keys, under which the last delivered state of each row is kept.
 //
 // Keys are SHA-256 over a length-prefixed tuple, so no two different tuples
 // hash alike, and the cursor and record go in only as hashes: a key never
@@ -66,4 +67,72 @@ func hexSum(b []byte) string {
 	var out [64]byte
 	hex.Encode(out[:], sum[:])
 	return string(out[:])
+}
+
+// Slot is the key of the last delivered state of the record with identity
+// identity (SPEC §3): the slot a delivery of any version of that row writes.
+// It is SHA-256 over a tuple of its own kind, so it never equals a delivery
+// key.
+func Slot(syncID, sourceID, identity string) string {
+	var buf [256]byte
+	b := field(buf[:0], "s1")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, identity)
+	return hexSum(b)
+}
+
+// PositionSlot is the slot of the record at position pos of the page read
+// at cursor, for syncs without an identity column.
+func PositionSlot(syncID, sourceID, cursor string, pos int) string {
+	var buf [256]byte
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(pos))
+	b := field(buf[:0], "s2")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, cursor)
+	b = field(b, string(n[:]))
+	return hexSum(b)
+}
+
+// IdentityGen is the delivery key of the gen-th delivery of a slot with an
+// identity (gen counts the values the slot was delivered with). The first
+// (gen <= 1) is Identity's key, as before slots existed, so ledgers written
+// then still answer for it; a later one has the generation in its hash, so a
+// value sent again after the slot held another one (Ann, Anne, Ann) gets a
+// key of its own and no destination swallows it as a replay.
+func IdentityGen(syncID, sourceID, identity string, record [32]byte, gen int64) string {
+	if gen <= 1 {
+		return Identity(syncID, sourceID, identity, record)
+	}
+	var buf [256]byte
+	var g [8]byte
+	binary.BigEndian.PutUint64(g[:], uint64(gen))
+	b := field(buf[:0], "i2")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, identity)
+	b = field(b, string(record[:]))
+	b = field(b, string(g[:]))
+	return hexSum(b)
+}
+
+// PositionalGen is IdentityGen for a positional slot.
+func PositionalGen(syncID, sourceID, cursor string, pos int, record [32]byte, gen int64) string {
+	if gen <= 1 {
+		return Positional(syncID, sourceID, cursor, pos, record)
+	}
+	var buf [256]byte
+	var n, g [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(pos))
+	binary.BigEndian.PutUint64(g[:], uint64(gen))
+	b := field(buf[:0], "p2")
+	b = field(b, syncID)
+	b = field(b, sourceID)
+	b = field(b, cursor)
+	b = field(b, string(n[:]))
+	b = field(b, string(record[:]))
+	b = field(b, string(g[:]))
+	return hexSum(b)
 }

@@ -106,3 +106,47 @@ func BenchmarkIdentity(b *testing.B) {
 		_ = Identity("sync-1", "csv:/data/contacts.csv", "12345", rh)
 	}
 }
+
+// TestSlotAndGenerationKeys: slots and later generations have keys of
+// their own, and the first generation is the pre-slot key (ledgers written
+// before slots still answer for it). Golden values pin the bytes.
+func TestSlotAndGenerationKeys(t *testing.T) {
+	t.Parallel()
+	rh, err := RecordHash(map[string]any{"email": "ada@example.com", "attributes": map[string]any{"FIRSTNAME": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if IdentityGen("s", "src", "42", rh, 1) != Identity("s", "src", "42", rh) ||
+		IdentityGen("s", "src", "42", rh, 0) != Identity("s", "src", "42", rh) {
+		t.Error("generation 1 is not the identity key")
+	}
+	if PositionalGen("s", "src", "c", 3, rh, 1) != Positional("s", "src", "c", 3, rh) {
+		t.Error("generation 1 is not the positional key")
+	}
+	distinct := map[string]string{}
+	for name, k := range map[string]string{
+		"identity":        Identity("s", "src", "42", rh),
+		"identity gen 2":  IdentityGen("s", "src", "42", rh, 2),
+		"identity gen 3":  IdentityGen("s", "src", "42", rh, 3),
+		"positional":      Positional("s", "src", "c", 3, rh),
+		"positional gen2": PositionalGen("s", "src", "c", 3, rh, 2),
+		"slot":            Slot("s", "src", "42"),
+		"slot other id":   Slot("s", "src", "43"),
+		"position slot":   PositionSlot("s", "src", "c", 3),
+		"position slot 4": PositionSlot("s", "src", "c", 4),
+	} {
+		if other, dup := distinct[k]; dup {
+			t.Errorf("%s and %s share a key", name, other)
+		}
+		distinct[k] = name
+	}
+	for name, c := range map[string]struct{ got, want string }{
+		"slot":           {Slot("sync-1", "postgres:db/table", "42"), "cdab09d51da5bfb2892d0fc307b479ca9df740b1632b7f8583deb27f87809e5a"},
+		"position slot":  {PositionSlot("sync-1", "csv:/data/c.csv", "offset:500", 7), "a0818f43bc68dd9c50e4e2b9137fa43c93d06d2a2e9f8f3d038c30e0d8904216"},
+		"identity gen 2": {IdentityGen("sync-1", "postgres:db/table", "42", rh, 2), "e40a89da8d3d6ef6c0849b3182c257c36a8a7cac2b22d2ded809bac2054ededb"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s key = %s, want %s", name, c.got, c.want)
+		}
+	}
+}

@@ -41,6 +41,19 @@ type Source interface {
 	Close() error
 }
 
+// Refetcher is implemented by a source that can read rows again by their
+// identity: a keyset source (PostgreSQL, MySQL) whose cursor has moved past
+// a row the destination rejected re-reads it this way on later runs, so the
+// row is retried until it is delivered (SPEC §4). A file source, which is
+// read whole on every run, needs no Refetcher.
+type Refetcher interface {
+	// ReadIdentities returns the rows whose identity column (as the sync
+	// declares it; mapping.Identity renders its value) is one of ids, in
+	// one snapshot, in any order; ids matching no row are left out (the row
+	// was deleted). identity is the column name.
+	ReadIdentities(ctx context.Context, identity string, ids []string) ([]Record, error)
+}
+
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
 var (
