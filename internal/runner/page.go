@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -15,75 +16,181 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
+// item is one record of a page on its way through the run: the mapped
+// record (its Key is the delivery key, known once the slot's state is), the
+// slot it writes and what its key is built from.
+type item struct {
+	destination.Record
+	slot   string
+	hash   [32]byte
+	id     string // identity; "" for a positional slot
+	cursor string // the page's cursor (positional keys)
+	pos    int    // the position on the page (positional keys)
+	gen    int64  // the delivery's generation of the slot (SPEC §3)
+	// ownInDoubt: the item's own key is pending under an older fence (a
+	// dead run's claim), not only an earlier value's entry (release).
+	ownInDoubt bool
+	// release are entries an earlier run left for this slot under other
+	// keys (a value since changed in the source): this item's delivery, or
+	// its verified presence, settles them, and they are released with it.
+	release []string
+}
+
 // claimed is a page through the ledger stage: the records to write, claimed
 // under the run's fence, and the page's counters so far.
 type claimed struct {
 	pageNo    int64
 	next      string // the cursor after the page
 	read      int64  // records of the run's slice on the page
-	send      []destination.Record
+	send      []*item
 	claimedAt time.Time
-	delta     store.Counters // the page's ledger-stage counters (Read, Replayed, InDoubt, Settled)
+	delta     store.Counters // the page's ledger-stage counters (Read, Replayed, InDoubt, Settled, Written, Rejected of settled entries)
 	ledgerCum store.Counters // the run's ledger-stage counters up to this page, inclusive
 }
 
-// ledgerStage runs step 3 of SPEC §2 for one prepared page: one ledger read
-// for every key, in-doubt settlement, and the fenced claim of what is to be
-// written. w is the write stage, which may still be writing the previous
-// page: a key of that page seen again here (the same identity on two
-// adjacent pages) or an in-doubt entry makes this stage wait until it is
-// done, so the ledger answers with that page's outcome.
+// ledgerStage runs step 3 of SPEC §2 for one prepared page: the slots' last
+// delivered states, one ledger read for the keys of the records that
+// changed, the settling of what earlier runs left in doubt or accepted, and
+// the fenced claim of what is to be written. w is the write stage, which
+// may still be writing or waiting on earlier pages: a slot of such a page
+// seen again here (the same identity on two pages) makes this stage wait
+// until that page's outcomes are recorded, so the ledger answers with them.
 func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writer, cp *checkpointer) (claimed, error) {
 	c := claimed{pageNo: pageNo, next: p.page.Next, read: p.read}
 	c.delta.Read = p.read
 	c.delta.Replayed = p.dups
-	recs := p.recs
+	items := p.items
+	if len(items) == 0 {
+		return c, nil
+	}
 
-	keys := make([]string, 0, len(recs))
+	slots := make([]string, len(items))
 	overlap := false
-	for _, rc := range recs {
-		keys = append(keys, rc.Key)
-		overlap = overlap || w.writing(rc.Key)
+	for i := range items {
+		slots[i] = items[i].slot
+		overlap = overlap || w.writing(items[i].slot)
 	}
 	if overlap {
-		if err := w.waitIdle(ctx); err != nil {
+		if err := w.waitResolved(ctx); err != nil {
 			return c, err
 		}
+	}
+	states, err := r.Store.LedgerGet(ctx, r.Sync.ID, slots)
+	if err != nil {
+		return c, storeFailure(ctx, err, "read the ledger")
+	}
+	var changed []*item
+	for i := range items {
+		it := &items[i]
+		e, found := states[it.slot]
+		st, ok := ledger.DecodeSlot(e, found)
+		if ok && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
+			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
+			continue
+		}
+		it.gen = 1
+		if ok {
+			it.gen = st.Gen + 1
+		}
+		it.Key = r.deliveryKey(it)
+		changed = append(changed, it)
+	}
+	if len(changed) == 0 {
+		return c, nil
+	}
+
+	keys := make([]string, len(changed))
+	for i, it := range changed {
+		keys[i] = it.Key
 	}
 	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
 	if err != nil {
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
 	var (
-		inDoubt []destination.Record
-		touch   []string
-		since   time.Time
-		now     = r.Clock.Now()
+		marks    []store.LedgerFinish
+		inDoubt  []*item
+		accepted = map[string][]*item{} // ref -> items accepted by an earlier run, in this run's key
+		since    time.Time
+		now      = r.Clock.Now()
 	)
-	for _, rc := range recs {
-		e, ok := entries[rc.Key]
-		switch {
-		case !ok || e.State == store.LedgerRejected:
-			c.send = append(c.send, rc)
-		case e.State == store.LedgerComplete:
-			c.delta.Replayed++
-			if r.Sync.Retention > 0 && now.Sub(e.SeenAt) > r.Sync.Retention/4 {
-				touch = append(touch, rc.Key)
+	for _, it := range changed {
+		e, found := entries[it.Key]
+		foreign := r.takeOutstanding(it.slot, it.Key)
+		for _, f := range foreign {
+			switch f.State {
+			case store.LedgerAccepted:
+				// An earlier run's import of another value of this row:
+				// learn what became of it before this value is judged.
+				res, err := r.awaitAccepted(ctx, ledger.AcceptedRef(f), []*item{withKey(it, f.Key)})
+				if err != nil {
+					return c, err
+				}
+				if len(res) == 1 && res[0].Outcome == destination.Delivered {
+					// The destination holds that other value now.
+					it.gen++
+					it.Key = r.deliveryKey(it)
+					found = false
+				}
+				marks = append(marks, store.LedgerFinish{Key: f.Key, State: store.LedgerReleased})
+			default: // pending under an older fence: it may have landed
+				it.release = append(it.release, f.Key)
+				if since.IsZero() || f.ClaimedAt.Before(since) {
+					since = f.ClaimedAt
+				}
 			}
-		case e.State == store.LedgerInDoubt:
+		}
+		switch {
+		case found && e.State == store.LedgerComplete:
+			// A ledger from before slots: this very value was delivered.
+			// Record it as the slot's state, so that a later change and
+			// change back is seen (SPEC §3).
+			marks = append(marks, r.deliveredMarks(it, legacyRef(e.Result))...)
+			c.delta.Replayed++
+		case found && e.State == store.LedgerAccepted:
+			ref := ledger.AcceptedRef(e)
+			accepted[ref] = append(accepted[ref], it)
+		case found && e.State == store.LedgerInDoubt:
 			// Left for a person on an earlier run; never resent automatically.
-		case e.State == store.LedgerPending && e.Fence < r.grant.Fence:
-			inDoubt = append(inDoubt, rc)
+		case found && e.State == store.LedgerPending && e.Fence < r.grant.Fence:
+			if err := r.checkReplayable(e, now); err != nil {
+				return c, err
+			}
+			it.ownInDoubt = true
+			inDoubt = append(inDoubt, it)
 			if since.IsZero() || e.ClaimedAt.Before(since) {
 				since = e.ClaimedAt
 			}
-		default: // pending under our own fence: an earlier try of this page in this run
-			c.send = append(c.send, rc)
+		case len(it.release) > 0:
+			inDoubt = append(inDoubt, it)
+		default: // absent, rejected, or pending under this run's fence
+			c.send = append(c.send, it)
 		}
 	}
-	if len(touch) > 0 {
-		if err := r.Store.LedgerTouch(ctx, r.Sync.ID, touch); err != nil {
-			return c, storeFailure(ctx, err, "refresh ledger entries")
+
+	// Imports an earlier run left accepted (SPEC §4): ask their processes.
+	for ref, its := range accepted {
+		res, err := r.awaitAccepted(ctx, ref, its)
+		if err != nil {
+			return c, err
+		}
+		byKey := make(map[string]destination.Result, len(res))
+		for _, x := range res {
+			byKey[x.Key] = x
+		}
+		for _, it := range its {
+			x := byKey[it.Key]
+			switch x.Outcome {
+			case destination.Delivered:
+				marks = append(marks, r.deliveredMarks(it, x.Ref)...)
+				c.delta.Written++
+			case destination.Rejected:
+				marks = append(marks, r.rejectedMark(it, x.Message))
+				c.delta.Rejected++
+			default: // the process failed: nothing of it applied
+				marks = append(marks, store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
+				c.send = append(c.send, it)
+			}
 		}
 	}
 
@@ -94,12 +201,18 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			return c, err
 		}
 		c.delta.InDoubt += int64(len(inDoubt))
-		resend, settled, err := r.settle(ctx, inDoubt, since)
+		resend, settled, fin, err := r.settle(ctx, inDoubt, since)
 		if err != nil {
 			return c, err
 		}
+		marks = append(marks, fin...)
 		c.delta.Settled += settled
 		c.send = append(c.send, resend...)
+	}
+	if len(marks) > 0 {
+		if err := r.mark(ctx, marks); err != nil {
+			return c, err
+		}
 	}
 	if len(c.send) == 0 {
 		return c, nil
@@ -133,8 +246,13 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		return c, err
 	}
 	c.claimedAt = r.Clock.Now()
+	claimKeys := make([]string, len(c.send))
+	results := make([]string, len(c.send))
+	for i, it := range c.send {
+		claimKeys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
+	}
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
-		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: recordKeys(c.send),
+		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: claimKeys, Results: results,
 	}); err != nil {
 		return c, storeFailure(ctx, err, "claim the page's records")
 	}
@@ -142,58 +260,137 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	return c, nil
 }
 
+// withKey is a copy of it under key (an earlier run's delivery of its slot).
+func withKey(it *item, key string) *item {
+	cp := *it
+	cp.Key = key
+	cp.release = nil
+	return &cp
+}
+
+// legacyRef is the destination reference of a complete entry written
+// before slots existed (its Result was the reference itself).
+func legacyRef(result string) string { return result }
+
+// deliveryKey is it's delivery key for its generation.
+func (r *run) deliveryKey(it *item) string {
+	if it.id != "" || r.Sync.Identity != "" {
+		return ledger.IdentityGen(r.Sync.ID, r.Source.ID(), it.id, it.hash, it.gen)
+	}
+	return ledger.PositionalGen(r.Sync.ID, r.Source.ID(), it.cursor, it.pos, it.hash, it.gen)
+}
+
+// deliveredMarks records it as delivered with ref: its slot's new last
+// delivered state, and its claim and the earlier runs' entries it settles
+// released.
+func (r *run) deliveredMarks(it *item, ref string) []store.LedgerFinish {
+	out := make([]store.LedgerFinish, 0, 2+len(it.release))
+	out = append(out,
+		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: ref}.Encode()},
+		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
+	for _, k := range it.release {
+		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+	}
+	return out
+}
+
+// rejectedMark records it as refused by the destination for its content.
+func (r *run) rejectedMark(it *item, message string) store.LedgerFinish {
+	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: message, Result: ledger.RejectedResult(it.slot, it.id)}
+}
+
+// checkReplayable refuses to settle an in-doubt entry older than the
+// ledger's retention (SPEC §4): the destination's own records of it (an
+// import's report, an idempotency key) may be gone, so a read-back or a
+// resend could write twice.
+func (r *run) checkReplayable(e store.LedgerEntry, now time.Time) error {
+	if r.Sync.Retention <= 0 || r.Sync.AllowRewriteAfterRetention || now.Sub(e.ClaimedAt) <= r.Sync.Retention {
+		return nil
+	}
+	return failure.New(failure.CursorOlderThanLedger, fmt.Sprintf(
+		"a page left in doubt on %s is older than the ledger retention of %s",
+		e.ClaimedAt.UTC().Format(time.RFC3339), r.Sync.Retention))
+}
+
 // writeStage runs step 4 of SPEC §2 for a claimed page, the write, and
-// returns the page's write-stage counters (Written, Rejected, Requests) and
-// its batched marks (step 5), which the checkpointer records: nil when
-// nothing was written, or when the write failed (the page's claims stay
-// pending, in doubt for the next run). A page whose every record was
+// returns the page's write-stage counters (Written, Rejected, Requests),
+// its batched marks (step 5), which the checkpointer records, and the
+// records the destination accepted for processing later, by process (SPEC
+// §4). marks is nil when nothing was written; when the write failed it
+// holds only the releases of records whose request never left (the others
+// stay pending, in doubt for the next run). A page whose every record was
 // refused returns its marks and a destination_rejected_records failure.
-func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, []store.LedgerFinish, error) {
+func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, []store.LedgerFinish, []acceptedBatch, error) {
 	var delta store.Counters
 	if len(c.send) == 0 {
-		return delta, nil, nil // a page whose every key is complete sends nothing
+		return delta, nil, nil, nil // a page whose every key is complete sends nothing
 	}
 	// No write without a lease known to be ours right now.
 	if err := r.ensureLease(ctx); err != nil {
-		return delta, nil, err
+		return delta, nil, nil, err
 	}
-	results, landed, requests, err := r.write(ctx, c.send, c.claimedAt)
+	out, requests, err := r.write(ctx, c.send, c.claimedAt)
 	delta.Requests = requests
+	marks, batches, written, rejected := r.outcomes(c.pageNo, out)
+	delta.Written, delta.Rejected = written, rejected
 	if err != nil {
 		if ctx.Err() != nil {
-			return delta, nil, cancelled(ctx)
+			return delta, nil, nil, cancelled(ctx)
 		}
-		return delta, nil, destinationFailure(err)
+		// Only what provably never left is released; what was settled
+		// before the failure is recorded too.
+		return delta, marks, nil, destinationFailure(err)
 	}
 	if r.Hooks.AfterWrite != nil {
 		r.Hooks.AfterWrite(ctx, c.pageNo)
 	}
-	finish := make([]store.LedgerFinish, 0, len(results)+len(landed))
-	finish = append(finish, landed...)
-	var rejected int64
-	for _, res := range results {
-		switch res.Outcome {
-		case destination.Rejected:
-			rejected++
-			finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerRejected, Message: res.Message})
-		default:
-			finish = append(finish, store.LedgerFinish{Key: res.Key, State: store.LedgerComplete, Result: res.Ref})
-		}
+	if len(out) != len(c.send) {
+		return delta, nil, nil, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(out), len(c.send)))
 	}
-	if len(results)+len(landed) != len(c.send) {
-		return delta, nil, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(results), len(c.send)))
-	}
-	delta.Written = int64(len(c.send)) - rejected
-	delta.Rejected = rejected
 	if rejected > 0 && rejected == c.read {
-		return delta, finish, failure.New(failure.DestinationRejectedRecords,
+		return delta, marks, nil, failure.New(failure.DestinationRejectedRecords,
 			fmt.Sprintf("the destination refused all %d records of page %d", rejected, c.pageNo))
 	}
-	return delta, finish, nil
+	return delta, marks, batches, nil
 }
 
-// mark records a written page's outcomes (step 5 of SPEC §2), fenced like
-// its claim.
+// outcome is one written record and what the destination said of it.
+type outcome struct {
+	it  *item
+	res destination.Result
+}
+
+// outcomes turns a write's answers into marks: delivered records become
+// their slots' state, refused ones rejected, those accepted for processing
+// later accepted (and batched by process for the poller), those never sent
+// released.
+func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, batches []acceptedBatch, written, rejected int64) {
+	byRef := map[string]int{}
+	for _, o := range out {
+		switch o.res.Outcome {
+		case destination.Delivered:
+			marks = append(marks, r.deliveredMarks(o.it, o.res.Ref)...)
+			written++
+		case destination.Rejected:
+			marks = append(marks, r.rejectedMark(o.it, o.res.Message))
+			rejected++
+		case destination.Accepted:
+			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(o.it.slot, o.res.Ref)})
+			i, ok := byRef[o.res.Ref]
+			if !ok {
+				i = len(batches)
+				byRef[o.res.Ref] = i
+				batches = append(batches, acceptedBatch{page: page, ref: o.res.Ref})
+			}
+			batches[i].items = append(batches[i].items, o.it)
+		case destination.NotSent:
+			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerReleased})
+		}
+	}
+	return marks, batches, written, rejected
+}
+
+// mark records outcomes (step 5 of SPEC §2), fenced like the claims.
 func (r *run) mark(ctx context.Context, finish []store.LedgerFinish) error {
 	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
@@ -233,55 +430,95 @@ func (r *run) beforeWrite(ctx context.Context) error {
 // getting through (chaos destination-faults, 2026-11-30).
 const maxOutcomeChecks = 3
 
-// write sends recs and counts its requests. When the destination cannot tell whether a write landed
-// (a lost answer, a 502) and it can be asked (CapVerify), the run reads it
-// back at once: what landed is marked complete without writing again, the
-// rest is resent. It returns the results of the last write and the records
-// found landed.
-func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt time.Time) (_ []destination.Result, _ []store.LedgerFinish, requests int64, _ error) {
-	var landed []store.LedgerFinish
+// write sends its and counts its requests. When the destination cannot tell
+// whether a write landed (a lost answer, a 502) and it can be asked
+// (CapVerify), the run reads it back at once: what landed is delivered
+// without writing again, the rest is resent. It returns an outcome for
+// every record the destination answered for (those found landed included);
+// records without one are in doubt.
+func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []outcome, requests int64, _ error) {
+	byKey := make(map[string]*item, len(its))
+	for _, it := range its {
+		byKey[it.Key] = it
+	}
+	var out []outcome
+	collect := func(results []destination.Result) {
+		for _, res := range results {
+			if it, ok := byKey[res.Key]; ok {
+				out = append(out, outcome{it: it, res: res})
+			}
+		}
+	}
+	recs := records(its)
 	results, err := r.Destination.Write(ctx, recs)
 	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
-		found, verr := r.Destination.Verify(ctx, recs, claimedAt)
+		// What was answered (refused, never sent, ...) is settled; the rest
+		// is read back.
+		collect(results)
+		answered := make(map[string]bool, len(results))
+		for _, res := range results {
+			answered[res.Key] = true
+		}
+		var unknown []destination.Record
+		for _, rc := range recs {
+			if !answered[rc.Key] {
+				unknown = append(unknown, rc)
+			}
+		}
+		if len(unknown) == 0 {
+			return out, requests, err
+		}
+		found, verr := r.Destination.Verify(ctx, unknown, claimedAt)
 		if verr != nil {
-			return nil, nil, requests, verr
+			return out, requests, verr
 		}
 		var rest []destination.Record
-		for _, rc := range recs {
+		for _, rc := range unknown {
 			if ref, ok := found[rc.Key]; ok {
-				landed = append(landed, store.LedgerFinish{Key: rc.Key, State: store.LedgerComplete, Result: ref})
+				out = append(out, outcome{it: byKey[rc.Key], res: destination.Result{Key: rc.Key, Outcome: destination.Delivered, Ref: ref}})
 			} else {
 				rest = append(rest, rc)
 			}
 		}
 		r.Logger.Info("write outcome was unknown; read the destination back",
-			"sync", r.Sync.ID, "run", r.rec.ID, "landed", len(recs)-len(rest), "resend", len(rest))
+			"sync", r.Sync.ID, "run", r.rec.ID, "landed", len(unknown)-len(rest), "resend", len(rest))
 		if len(rest) == 0 {
-			return nil, landed, requests, nil
+			return out, requests, nil
 		}
-		if len(rest) < len(recs) {
+		if len(rest) < len(unknown) {
 			fruitless = 0
 		} else {
 			fruitless++
 		}
 		if err := r.ensureLease(ctx); err != nil {
-			return nil, nil, requests, err
+			return out, requests, err
 		}
 		recs = rest
 		results, err = r.Destination.Write(ctx, recs)
 		requests++
 	}
-	return results, landed, requests, err
+	collect(results)
+	return out, requests, err
 }
 
-// keys maps every record of the run's slice (see Params.Filter) and builds
-// its delivery key (SPEC §3); read is the number of records in the slice. A
-// key seen twice on one page (the same row twice) is kept once.
-func (r *run) keys(page source.Page) (out []destination.Record, read, dups int64, err error) {
-	out = make([]destination.Record, 0, len(page.Records))
-	seen := make(map[string]struct{}, len(page.Records))
+// records is its as the destination takes them.
+func records(its []*item) []destination.Record {
+	out := make([]destination.Record, len(its))
+	for i, it := range its {
+		out[i] = it.Record
+	}
+	return out
+}
+
+// keys maps every record of the run's slice (see Params.Filter), hashes it
+// and names its slot (SPEC §3); read is the number of records in the
+// slice. A slot seen twice on one page (the same row twice) is kept once,
+// with its last version.
+func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
+	out = make([]item, 0, len(page.Records))
+	seen := make(map[string]int, len(page.Records))
 	for i, rec := range page.Records {
 		if r.Filter != nil && !r.Filter(rec) {
 			continue
@@ -291,73 +528,67 @@ func (r *run) keys(page source.Page) (out []destination.Record, read, dups int64
 		if err != nil {
 			return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 		}
-		rh, err := ledger.RecordHash(data)
-		if err != nil {
+		it := item{Record: destination.Record{Data: data}, cursor: page.Cursor, pos: i}
+		if it.hash, err = ledger.RecordHash(data); err != nil {
 			return nil, 0, 0, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
 		}
-		var key string
 		if r.Sync.Identity != "" {
-			id, err := mapping.Identity(rec, r.Sync.Identity)
-			if err != nil {
+			if it.id, err = mapping.Identity(rec, r.Sync.Identity); err != nil {
 				return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 			}
-			key = ledger.Identity(r.Sync.ID, r.Source.ID(), id, rh)
+			it.slot = ledger.Slot(r.Sync.ID, r.Source.ID(), it.id)
 		} else {
-			key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, rh)
+			it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
 		}
-		if _, dup := seen[key]; dup {
+		if j, dup := seen[it.slot]; dup {
 			dups++
+			out[j] = it
 			continue
 		}
-		seen[key] = struct{}{}
-		out = append(out, destination.Record{Key: key, Data: data})
+		seen[it.slot] = len(out)
+		out = append(out, it)
 	}
 	return out, read, dups, nil
 }
 
-// settle resolves in-doubt records and returns those to (re)send and how
-// many were settled without a write.
-func (r *run) settle(ctx context.Context, recs []destination.Record, since time.Time) (_ []destination.Record, settled int64, _ error) {
+// settle resolves in-doubt records (SPEC §4). It returns those to (re)send,
+// how many were settled without a write, and the marks of those settled.
+func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend []*item, settled int64, marks []store.LedgerFinish, _ error) {
 	switch r.Destination.Capability() {
 	case destination.CapIdempotent:
-		return recs, 0, nil // resent with the same idempotency key
+		return its, 0, nil, nil // resent with the same idempotency key
 	case destination.CapVerify:
-		landed, err := r.Destination.Verify(ctx, recs, since)
+		landed, err := r.Destination.Verify(ctx, records(its), since)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, 0, cancelled(ctx)
+				return nil, 0, nil, cancelled(ctx)
 			}
-			return nil, 0, destinationFailure(err)
+			return nil, 0, nil, destinationFailure(err)
 		}
-		var fin []store.LedgerFinish
-		var resend []destination.Record
-		for _, rc := range recs {
-			if ref, ok := landed[rc.Key]; ok {
-				fin = append(fin, store.LedgerFinish{Key: rc.Key, State: store.LedgerComplete, Result: ref})
+		for _, it := range its {
+			if ref, ok := landed[it.Key]; ok {
+				marks = append(marks, r.deliveredMarks(it, ref)...)
+				settled++
 			} else {
-				resend = append(resend, rc)
+				resend = append(resend, it)
 			}
 		}
-		if len(fin) > 0 {
-			if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
-				SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
-			}); err != nil {
-				return nil, 0, storeFailure(ctx, err, "settle in-doubt records")
-			}
-		}
-		return resend, int64(len(fin)), nil
+		return resend, settled, marks, nil
 	default:
-		fin := make([]store.LedgerFinish, 0, len(recs))
-		for _, rc := range recs {
-			fin = append(fin, store.LedgerFinish{Key: rc.Key, State: store.LedgerInDoubt})
+		for _, it := range its {
+			// The entries in doubt are this record's own (a pending claim
+			// of its key) or an earlier value's (release): a person
+			// decides about each.
+			keys := slices.Clone(it.release)
+			if it.ownInDoubt {
+				keys = append(keys, it.Key)
+			}
+			for _, k := range keys {
+				marks = append(marks, store.LedgerFinish{Key: k, State: store.LedgerInDoubt, Result: ledger.InDoubtResult(it.slot, it.id)})
+			}
 		}
-		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
-			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: fin,
-		}); err != nil {
-			return nil, 0, storeFailure(ctx, err, "record in-doubt records")
-		}
-		r.inDoubtLeft += int64(len(recs))
-		return nil, 0, nil
+		r.inDoubtLeft += int64(len(its))
+		return nil, 0, marks, nil
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/source"
@@ -14,30 +13,46 @@ import (
 )
 
 // prepared is a page read from the source with its records mapped and
-// keyed (steps 2 and 3 of SPEC §2 up to the ledger read), or the error that
+// hashed (steps 2 and 3 of SPEC §2 up to the ledger read), or the error that
 // ended the reading.
 type prepared struct {
-	page source.Page
-	recs []destination.Record
-	read int64 // records of the run's slice on the page
-	dups int64 // keys seen twice on the page (kept once, counted as replayed)
-	err  error // a *failure.Error
+	page  source.Page
+	items []item
+	read  int64 // records of the run's slice on the page
+	dups  int64 // slots seen twice on the page (kept once, counted as replayed)
+	err   error // a *failure.Error
 }
 
 // prefetcher reads and keys the pages ahead of their delivery, one page at
 // a time, in order; it holds at most one prepared page while the run
-// delivers another, so memory stays bounded by the page size.
+// delivers another, so memory stays bounded by the page size. The pages of
+// rows read again by identity (SPEC §4, rejected records) come first; they
+// leave the cursor where it is.
 type prefetcher struct {
 	out    chan prepared
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func (r *run) startPrefetch(ctx context.Context, cursor string) *prefetcher {
+func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source.Record) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	pf := &prefetcher{out: make(chan prepared), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pf.done)
+		for _, recs := range again {
+			page := source.Page{Cursor: cursor, Records: recs, Next: cursor}
+			var p prepared
+			p.page = page
+			p.items, p.read, p.dups, p.err = r.keys(page)
+			select {
+			case pf.out <- p:
+			case <-ctx.Done():
+				return
+			}
+			if p.err != nil {
+				return
+			}
+		}
 		for {
 			var p prepared
 			page, err := r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
@@ -45,7 +60,7 @@ func (r *run) startPrefetch(ctx context.Context, cursor string) *prefetcher {
 				p.err = sourceFailure(ctx, err)
 			} else {
 				p.page = page
-				p.recs, p.read, p.dups, p.err = r.keys(page)
+				p.items, p.read, p.dups, p.err = r.keys(page)
 			}
 			select {
 			case pf.out <- p:
@@ -76,9 +91,10 @@ func (pf *prefetcher) stop() {
 // the store's write connection does not hold the writes up.
 //
 // A page is in flight from its hand-over until its marks are recorded (or
-// dropped after a failure): until then the ledger does not answer with its
-// outcomes, so the ledger stage waits (waitIdle) before it reads a key of a
-// page in flight.
+// dropped after a failure) and the records the destination accepted for
+// later are settled: until then the ledger does not answer with its
+// outcomes, so the ledger stage waits (waitResolved) before it reads a slot
+// of a page in flight.
 type writer struct {
 	in   chan claimed
 	done chan struct{}
@@ -87,15 +103,15 @@ type writer struct {
 	mu     sync.Mutex
 	handed int64                         // pages handed over
 	marked int64                         // pages whose marks are recorded (or dropped after a failure)
-	keys   map[int64]map[string]struct{} // the keys of the pages in flight, by page
-	notify chan struct{}                 // closed when marked grows
+	slots  map[int64]map[string]struct{} // the slots of the pages in flight, by page
+	notify chan struct{}                 // closed when marked grows or a page leaves slots
 	cum    store.Counters                // write-stage counters of the pages written
 	err    error                         // the first failure; later pages are dropped
 }
 
-func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
+func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *writer {
 	w := &writer{in: make(chan claimed, 1), done: make(chan struct{}), cp: cp,
-		keys: map[int64]map[string]struct{}{}, notify: make(chan struct{})}
+		slots: map[int64]map[string]struct{}{}, notify: make(chan struct{})}
 	cp.w = w
 	go func() {
 		defer close(w.done)
@@ -105,14 +121,23 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
 				// claims stay pending under this run's fence: the next run
 				// finds them in doubt and settles them (SPEC §4).
 				w.markDone(c.pageNo)
+				w.resolvedDone(c.pageNo)
 				continue
 			}
-			delta, finish, err := r.writeStage(ctx, c)
+			if err := pl.waitRoom(ctx); err != nil {
+				w.mu.Lock()
+				w.err = err
+				w.mu.Unlock()
+				w.markDone(c.pageNo)
+				w.resolvedDone(c.pageNo)
+				continue
+			}
+			delta, finish, batches, err := r.writeStage(ctx, c)
 			if err == nil && ctx.Err() != nil {
 				// Cancelled once the write was out: like a worker that died
 				// there, the page's claims stay pending, settled by the next
 				// run.
-				err, finish = cancelled(ctx), nil
+				err, finish, batches = cancelled(ctx), nil, nil
 			}
 			w.mu.Lock()
 			w.cum.Add(delta)
@@ -126,19 +151,21 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
 			w.mu.Unlock()
 			if err != nil && finish == nil {
 				w.markDone(c.pageNo)
+				w.resolvedDone(c.pageNo)
 				continue
 			}
-			cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil, run: run, row: store.RunPage{
-				RunID:    r.rec.ID,
-				Page:     c.pageNo,
-				Read:     c.delta.Read,
-				Claimed:  int64(len(c.send)),
-				Sent:     delta.Written,
-				Replayed: c.delta.Replayed,
-				Rejected: delta.Rejected,
-				InDoubt:  c.delta.InDoubt,
-				Requests: delta.Requests,
-			}})
+			cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil, run: run,
+				accepted: batches, row: store.RunPage{
+					RunID:    r.rec.ID,
+					Page:     c.pageNo,
+					Read:     c.delta.Read,
+					Claimed:  int64(len(c.send)),
+					Sent:     delta.Written + c.delta.Written,
+					Replayed: c.delta.Replayed,
+					Rejected: delta.Rejected + c.delta.Rejected,
+					InDoubt:  c.delta.InDoubt,
+					Requests: delta.Requests,
+				}})
 		}
 	}()
 	return w
@@ -147,47 +174,70 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer) *writer {
 // submit hands a claimed page over; it waits while the previous page is
 // being written.
 func (w *writer) submit(c claimed) {
-	keys := make(map[string]struct{}, len(c.send))
-	for _, rc := range c.send {
-		keys[rc.Key] = struct{}{}
+	slots := make(map[string]struct{}, len(c.send))
+	for _, it := range c.send {
+		slots[it.slot] = struct{}{}
 	}
 	w.mu.Lock()
 	w.handed++
-	w.keys[c.pageNo] = keys
+	w.slots[c.pageNo] = slots
 	w.mu.Unlock()
 	w.in <- c
 }
 
-// markDone records that page's marks are recorded or dropped: it is no
-// longer in flight.
+// markDone records that page's marks are recorded or dropped.
 func (w *writer) markDone(page int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.keys, page)
 	w.marked++
+	w.wakeLocked()
+}
+
+// resolvedDone records that page is settled: its marks recorded and its
+// accepted records' outcomes known (or given up within this run). It is no
+// longer in flight.
+func (w *writer) resolvedDone(page int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.slots, page)
+	w.wakeLocked()
+}
+
+func (w *writer) wakeLocked() {
 	close(w.notify)
 	w.notify = make(chan struct{})
 }
 
-// writing reports whether key belongs to a page in flight.
-func (w *writer) writing(key string) bool {
+// writing reports whether slot belongs to a page in flight.
+func (w *writer) writing(slot string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, keys := range w.keys {
-		if _, ok := keys[key]; ok {
+	for _, slots := range w.slots {
+		if _, ok := slots[slot]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// waitIdle waits until no page is in flight: every page handed over is
-// written and its marks recorded. It returns the first failure of the write
-// stage or the checkpointer instead, if any.
+// waitIdle waits until every page handed over is written and its marks
+// recorded (accepted records may still be processed by the destination).
+// It returns the first failure of the write stage or the checkpointer
+// instead, if any.
 func (w *writer) waitIdle(ctx context.Context) error {
+	return w.wait(ctx, func() bool { return w.marked >= w.handed })
+}
+
+// waitResolved waits until no page is in flight: written, marked, and its
+// accepted records settled.
+func (w *writer) waitResolved(ctx context.Context) error {
+	return w.wait(ctx, func() bool { return w.marked >= w.handed && len(w.slots) == 0 })
+}
+
+func (w *writer) wait(ctx context.Context, done func() bool) error {
 	for {
 		w.mu.Lock()
-		idle, ch, err := w.marked >= w.handed, w.notify, w.err
+		ok, ch, err := done(), w.notify, w.err
 		w.mu.Unlock()
 		if err == nil {
 			err = w.cp.failed()
@@ -195,7 +245,7 @@ func (w *writer) waitIdle(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return err
-		case idle:
+		case ok:
 			return nil
 		}
 		select {
@@ -223,14 +273,17 @@ func (w *writer) close() (store.Counters, error) {
 	return w.cum, w.err
 }
 
-// checkpointJob is steps 5 and 6 of SPEC §2 for one written page.
+// checkpointJob is steps 5 and 6 of SPEC §2 for one written page, or the
+// settling of records of a page the destination had accepted (resolved).
 type checkpointJob struct {
-	page   int64
-	next   string               // the cursor after the page
-	finish []store.LedgerFinish // the page's marks; nil when it sent nothing
-	save   bool                 // save the checkpoint after the marks (false: the page failed)
-	run    store.Run            // the run as of the page's end (Pages = page)
-	row    store.RunPage
+	page     int64
+	next     string               // the cursor after the page
+	finish   []store.LedgerFinish // the page's marks; nil when it sent nothing
+	save     bool                 // save the checkpoint after the marks (false: the page failed)
+	run      store.Run            // the run as of the page's end (Pages = page)
+	row      store.RunPage
+	accepted []acceptedBatch // the page's records the destination is still processing
+	resolved *resolution     // set on a settling job (and nothing else is)
 }
 
 // checkpointGrace bounds one checkpoint once handed over. A checkpoint is
@@ -240,23 +293,47 @@ type checkpointJob struct {
 const checkpointGrace = 5 * time.Second
 
 // checkpointer records the written pages' marks and saves their cursors, in
-// order, one page at a time (marks and checkpoint in one transaction), while
-// the run writes the next page. Its queue holds one page.
+// order, one job at a time (marks and checkpoint in one transaction), while
+// the run writes the next page. Its queue holds one job. The cursor moves
+// only past pages whose every record is settled: a page whose records the
+// destination is still processing (accepted) holds it back until the
+// poller's settling job for it, so a run that dies leaves the cursor
+// before it (SPEC §4).
 type checkpointer struct {
 	jobs chan checkpointJob
 	done chan struct{}
 	w    *writer // set by startWriter
+	pl   *poller // set by startPoller
 
-	mu   sync.Mutex
-	err  error // the first failure; later jobs are dropped
-	last int64 // the last page checkpointed
+	// The loop's own state.
+	saved string                  // the cursor saved last
+	order []cursorAt              // checkpointed pages the cursor has not passed, in page order
+	open  map[int64]int           // page -> its accepted batches not yet settled
+	stuck map[int64]bool          // pages with a batch given up: the cursor stays before them
+	rows  map[int64]store.RunPage // timeline rows of pages with open batches
+	base  store.Run               // the run as of the last page checkpointed (without extra)
+
+	mu    sync.Mutex
+	err   error          // the first failure; later jobs are dropped
+	last  int64          // the last page checkpointed
+	extra store.Counters // counters of settled accepted records
 }
 
-func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
-	cp := &checkpointer{jobs: make(chan checkpointJob, 1), done: make(chan struct{})}
+type cursorAt struct {
+	page int64
+	next string
+}
+
+func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointer {
+	cp := &checkpointer{jobs: make(chan checkpointJob, 1), done: make(chan struct{}), saved: cursor,
+		open: map[int64]int{}, stuck: map[int64]bool{}, rows: map[int64]store.RunPage{}, base: r.rec}
 	go func() {
 		defer close(cp.done)
 		for job := range cp.jobs {
+			if job.resolved != nil {
+				cp.settle(ctx, r, job.resolved)
+				continue
+			}
 			if cp.failed() != nil {
 				// No checkpoint after a failure; a written page's marks are
 				// still recorded if the fence allows (see below).
@@ -266,6 +343,7 @@ func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
 					cancel()
 				}
 				cp.w.markDone(job.page)
+				cp.w.resolvedDone(job.page)
 				continue
 			}
 			// A written page's marks and checkpoint are one transaction; a
@@ -273,8 +351,18 @@ func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
 			var err error
 			switch {
 			case job.save:
+				cp.order = append(cp.order, cursorAt{job.page, job.next})
+				if n := len(job.accepted); n > 0 {
+					cp.open[job.page] = n
+					cp.rows[job.page] = job.row
+				}
+				cursor, passed := cp.advance()
+				run := job.run
+				cp.mu.Lock()
+				run.Counters.Add(cp.extra)
+				cp.mu.Unlock()
 				jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
-				err = r.checkpoint(jctx, job)
+				err = r.checkpoint(jctx, job.page, cursor, run, &job.row, job.finish)
 				if err != nil && job.finish != nil {
 					// The checkpoint failed (a lost lease, Redis gone), and
 					// the marks went with it. They are fenced, not leased:
@@ -284,10 +372,19 @@ func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
 					_ = r.mark(jctx, job.finish)
 				}
 				cancel()
+				if err == nil {
+					cp.saved, cp.order, cp.base = cursor, cp.order[passed:], job.run
+					cp.pl.add(job.accepted)
+				} else {
+					delete(cp.open, job.page)
+				}
 			case job.finish != nil:
 				err = r.mark(ctx, job.finish)
 			}
 			cp.w.markDone(job.page)
+			if err != nil || cp.open[job.page] == 0 {
+				cp.w.resolvedDone(job.page)
+			}
 			cp.mu.Lock()
 			switch {
 			case err != nil:
@@ -301,8 +398,71 @@ func (r *run) startCheckpointer(ctx context.Context) *checkpointer {
 	return cp
 }
 
-// submit hands a page's marks and checkpoint over; it waits while the
-// queue is full, so at most two are outstanding.
+// advance returns the cursor to save now: the next cursor of the last page
+// before which every page is settled, and how many of cp.order it passes.
+func (cp *checkpointer) advance() (string, int) {
+	cursor, n := cp.saved, 0
+	for _, p := range cp.order {
+		if cp.open[p.page] > 0 || cp.stuck[p.page] {
+			break
+		}
+		cursor = p.next
+		n++
+	}
+	return cursor, n
+}
+
+// settle records what became of an accepted batch, and moves the cursor
+// if its page was the one holding it back.
+func (cp *checkpointer) settle(ctx context.Context, r *run, res *resolution) {
+	page := res.page
+	defer func() {
+		if cp.open[page] == 0 {
+			delete(cp.open, page)
+			delete(cp.rows, page)
+			cp.w.resolvedDone(page)
+		}
+	}()
+	cp.open[page] += len(res.batches) - 1
+	if res.stuck {
+		cp.stuck[page] = true
+	}
+	if cp.failed() != nil {
+		if len(res.finish) > 0 {
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+			_ = r.mark(jctx, res.finish)
+			cancel()
+		}
+		return
+	}
+	cp.mu.Lock()
+	cp.extra.Add(res.delta)
+	run := cp.base
+	run.Counters.Add(cp.extra)
+	cp.mu.Unlock()
+	row := cp.rows[page]
+	row.Sent += res.delta.Written
+	row.Rejected += res.delta.Rejected
+	row.Requests += res.delta.Requests
+	cp.rows[page] = row
+	cursor, passed := cp.advance()
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+	defer cancel()
+	err := r.checkpoint(jctx, page, cursor, run, &row, res.finish)
+	if err != nil {
+		if len(res.finish) > 0 {
+			_ = r.mark(jctx, res.finish)
+		}
+		cp.mu.Lock()
+		cp.err = err
+		cp.mu.Unlock()
+		return
+	}
+	cp.saved, cp.order = cursor, cp.order[passed:]
+	cp.pl.add(res.batches)
+}
+
+// submit hands a job over; it waits while the queue is full.
 func (cp *checkpointer) submit(job checkpointJob) { cp.jobs <- job }
 
 // failed is the first checkpoint failure so far, or nil.
@@ -312,26 +472,27 @@ func (cp *checkpointer) failed() error {
 	return cp.err
 }
 
-// close waits for the outstanding checkpoint and returns the last page
-// checkpointed and the first failure.
-func (cp *checkpointer) close() (last int64, err error) {
+// close waits for the outstanding jobs and returns the last page
+// checkpointed, the counters of settled accepted records and the first
+// failure.
+func (cp *checkpointer) close() (last int64, extra store.Counters, err error) {
 	close(cp.jobs)
 	<-cp.done
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	return cp.last, cp.err
+	return cp.last, cp.extra, cp.err
 }
 
-// checkpoint renews and verifies the lease, then saves the page's cursor,
-// the run's progress and the page's timeline row in one fenced transaction
-// (with the renewal in it when the lease lives in the same store), and
-// reports progress.
-func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
+// checkpoint renews and verifies the lease, then records finish and saves
+// cursor, the run's progress and the page's timeline row in one fenced
+// transaction (with the renewal in it when the lease lives in the same
+// store), and reports progress.
+func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run store.Run, row *store.RunPage, finish []store.LedgerFinish) error {
 	p := store.CheckpointParams{
-		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: job.next, Fence: r.grant.Fence, RunID: r.rec.ID},
-		Run:    job.run,
-		Page:   &job.row,
-		Finish: job.finish,
+		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.grant.Fence, RunID: r.rec.ID},
+		Run:    run,
+		Page:   row,
+		Finish: finish,
 	}
 	// A lease kept in the store the run checkpoints to is renewed and
 	// verified inside the checkpoint's transaction (one commit, not two);
@@ -344,15 +505,15 @@ func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
 		return err
 	}
 	if r.Hooks.BeforeCursorSave != nil {
-		r.Hooks.BeforeCursorSave(ctx, job.page)
+		r.Hooks.BeforeCursorSave(ctx, page)
 	}
 	asked := r.Clock.Now()
-	job.row.CheckpointedAt = asked
+	row.CheckpointedAt = asked
 	if err := r.Store.Checkpoint(ctx, p); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
 		}
-		if job.finish != nil {
+		if finish != nil {
 			return storeFailure(ctx, err, "mark delivered records and save the cursor")
 		}
 		return storeFailure(ctx, err, "save the cursor")
@@ -360,8 +521,8 @@ func (r *run) checkpoint(ctx context.Context, job checkpointJob) error {
 	if inStore {
 		r.setExpiry(localExpiry(asked, r.LeaseTTL, time.Time{}))
 	}
-	r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", job.page,
-		"read", job.row.Read, "sent", job.row.Sent, "replayed", job.row.Replayed)
-	r.reportRun(job.run, job.next, false)
+	r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", page,
+		"read", row.Read, "sent", row.Sent, "replayed", row.Replayed)
+	r.reportRun(run, cursor, false)
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
@@ -30,9 +31,11 @@ type Sync struct {
 	// Identity is the source's primary-key column ("" = positional keys).
 	Identity string
 	Mapping  mapping.Spec
-	// Retention is how long complete ledger entries are kept (SPEC §4).
+	// Retention is how long delivery records are kept (SPEC §4): an
+	// in-doubt page older than that is not settled automatically.
 	Retention time.Duration
-	// AllowRewriteAfterRetention lets a cursor older than Retention be replayed.
+	// AllowRewriteAfterRetention lets an in-doubt page older than Retention
+	// be settled (read back or sent again) all the same.
 	AllowRewriteAfterRetention bool
 }
 
@@ -71,6 +74,13 @@ type Params struct {
 	// checkpoint barrier of a partition, SPEC §11). An error fails the run:
 	// a *failure.Error with its code, any other error as store_unavailable.
 	BeforeWrite func(ctx context.Context) error
+	// AcceptedWait bounds how long the run waits for a destination's
+	// process to settle records it accepted (default 2 min); what is still
+	// processing then is asked about by the next run (SPEC §4).
+	AcceptedWait time.Duration
+	// PollInterval is the first pause between two questions about a
+	// process (default 200 ms, doubling up to 5 s).
+	PollInterval time.Duration
 	// Hooks are test seams; nil hooks are skipped.
 	Hooks Hooks
 }
@@ -126,6 +136,9 @@ type run struct {
 	rec         store.Run
 	grant       lease.Grant // immutable after Acquire; its expiry lives in expiresAt
 	inDoubtLeft int64       // in-doubt records left for a person (CapNone)
+	// outstanding are the entries earlier runs left in flight, by slot
+	// (loadOutstanding); read and emptied by the ledger stage only.
+	outstanding map[string][]store.LedgerEntry
 
 	expMu     sync.Mutex
 	expiresAt time.Time // the lease's expiry as last granted or renewed
@@ -316,14 +329,58 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	cursor := cur.Value
 	if r.ResetCursor {
 		cursor = ""
-	} else if cursor != "" && r.Sync.Retention > 0 && !r.Sync.AllowRewriteAfterRetention &&
-		r.Clock.Now().Sub(cur.UpdatedAt) > r.Sync.Retention {
-		return store.RunFailed, failure.New(failure.CursorOlderThanLedger,
-			fmt.Sprintf("the saved cursor is from %s, older than the ledger retention of %s",
-				cur.UpdatedAt.UTC().Format(time.RFC3339), r.Sync.Retention))
 	}
+	// A saved cursor older than the retention is fine (a monthly sync):
+	// what a replay needs is checked record by record (checkReplayable).
+	if err := r.loadOutstanding(ctx); err != nil {
+		return store.RunFailed, err
+	}
+	again, err := r.readAgain(ctx)
+	if err != nil {
+		return store.RunFailed, err
+	}
+	return r.pages(ctx, cursor, again)
+}
 
-	return r.pages(ctx, cursor)
+// readAgainMax bounds the rejected rows one run reads again by identity.
+const readAgainMax = 10_000
+
+// readAgain reads again, by identity, the rows the destination rejected on
+// earlier runs, when the source's cursor does not come back to them (a
+// keyset source; a file is read whole every run): SPEC §4, rejected
+// records are retried until they succeed. It returns them in pages.
+func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
+	rf, ok := r.Source.(source.Refetcher)
+	if !ok || r.Sync.Identity == "" {
+		return nil, nil
+	}
+	es, err := r.Store.LedgerList(ctx, r.Sync.ID, store.LedgerRejected, readAgainMax)
+	if err != nil {
+		return nil, storeFailure(ctx, err, "list the rejected records")
+	}
+	seen := make(map[string]bool, len(es))
+	var ids []string
+	for _, e := range es {
+		if id, ok := ledger.EntryIdentity(e); ok && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	recs, err := rf.ReadIdentities(ctx, r.Sync.Identity, ids)
+	if err != nil {
+		return nil, sourceFailure(ctx, err)
+	}
+	var pages [][]source.Record
+	for rest := recs; len(rest) > 0; {
+		n := min(len(rest), r.Sync.PageSize)
+		pages = append(pages, rest[:n])
+		rest = rest[n:]
+	}
+	r.Logger.Info("reading rejected records again", "sync", r.Sync.ID, "run", r.rec.ID, "rejected", len(ids), "found", len(recs))
+	return pages, nil
 }
 
 // pages runs the pages from cursor to the end of the source as a pipeline of
@@ -347,13 +404,14 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 // lease and a fenced write, in page order. A key of a page not yet marked
 // seen again on a later page, or an in-doubt entry, makes the ledger stage
 // wait until every page handed over is marked.
-func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) {
-	pf := r.startPrefetch(ctx, cursor)
+func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record) (store.RunState, error) {
+	pf := r.startPrefetch(ctx, cursor, again)
 	defer pf.stop()
-	cp := r.startCheckpointer(ctx)
-	w := r.startWriter(ctx, cp)
+	cp := r.startCheckpointer(ctx, cursor)
+	pl := r.startPoller(ctx, cp)
+	w := r.startWriter(ctx, cp, pl)
 	var ledgerCum store.Counters
-	end := func(err error) (store.RunState, error) { return r.endPages(w, cp, ledgerCum, err) }
+	end := func(err error) (store.RunState, error) { return r.endPages(w, pl, cp, ledgerCum, err) }
 	for pageNo := r.rec.Pages + 1; ; pageNo++ {
 		if r.drainRequested() {
 			return end(failure.New(failure.Interrupted, ""))
@@ -398,11 +456,18 @@ func (r *run) pages(ctx context.Context, cursor string) (store.RunState, error) 
 // counters (Pages: the pages whose cursor was saved) and returns the run's
 // error: err (the ledger stage's) first, else the write stage's, else the
 // checkpointer's.
-func (r *run) endPages(w *writer, cp *checkpointer, ledgerCum store.Counters, err error) (store.RunState, error) {
+func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.Counters, err error) (store.RunState, error) {
 	written, werr := w.close()
-	last, cerr := cp.close()
+	// A run that reached the end of the source waits for what the
+	// destination is still processing; any other leaves it to the next run.
+	if open := pl.close(err == nil && werr == nil && cp.failed() == nil); open > 0 {
+		r.Logger.Warn("records accepted by the destination are still being processed; the next run settles them",
+			"sync", r.Sync.ID, "run", r.rec.ID, "batches", open)
+	}
+	last, extra, cerr := cp.close()
 	r.rec.Counters = ledgerCum
 	r.rec.Counters.Add(written)
+	r.rec.Counters.Add(extra)
 	r.rec.Pages = last
 	for _, e := range []error{werr, cerr} {
 		if err == nil {

@@ -42,10 +42,87 @@ type memDest struct {
 	cut []int
 	// delay, if set, is how long every write takes (before it applies).
 	delay time.Duration
+	// values is the destination's final FIRSTNAME of each e-mail: what a
+	// person would see there.
+	values map[string]any
+
+	// async makes writes answer Accepted: a process applies them once
+	// asked about pollsToDone times (Outcomes), skipping the records skip
+	// refuses; failNext processes fail whole, applying nothing.
+	async       bool
+	pollsToDone int
+	skip        func(destination.Record) bool
+	failNext    int
+	procs       map[string]*memProc
+	// notSent is how many more writes fail before leaving (connection
+	// refused): every record NotSent, nothing applied.
+	notSent int
+}
+
+type memProc struct {
+	recs   []destination.Record
+	polls  int
+	failed bool
+	out    []destination.Result
 }
 
 func newMemDest(c destination.Capability) *memDest {
-	return &memDest{cap: c, writes: map[string]int{}}
+	return &memDest{cap: c, writes: map[string]int{}, values: map[string]any{}, procs: map[string]*memProc{}}
+}
+
+// apply records a write of r at the destination. The caller holds mu.
+func (d *memDest) apply(r destination.Record) {
+	d.writes[r.Key]++
+	if attrs, ok := r.Data["attributes"].(map[string]any); ok {
+		d.values[fmt.Sprint(r.Data["email"])] = attrs["FIRSTNAME"]
+	}
+}
+
+// value is the destination's FIRSTNAME of email.
+func (d *memDest) value(email string) any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.values[email]
+}
+
+// Outcomes implements destination.Async.
+func (d *memDest) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.procs[ref]
+	if !ok {
+		return nil, false, failure.New(failure.DestinationUnavailable, "no such process")
+	}
+	p.polls++
+	if p.out == nil && p.polls >= d.pollsToDone {
+		p.out = []destination.Result{}
+		for _, r := range p.recs {
+			switch {
+			case p.failed:
+				p.out = append(p.out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			case d.skip != nil && d.skip(r):
+				p.out = append(p.out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "skipped by the import"})
+			default:
+				d.apply(r)
+				p.out = append(p.out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: ref})
+			}
+		}
+	}
+	if p.out == nil {
+		return nil, false, nil
+	}
+	// Answer for the records asked about (under the keys they are asked with).
+	byKey := map[string]destination.Result{}
+	for _, x := range p.out {
+		byKey[x.Key] = x
+	}
+	var out []destination.Result
+	for _, r := range recs {
+		if x, ok := byKey[r.Key]; ok {
+			out = append(out, x)
+		}
+	}
+	return out, true, nil
 }
 
 func (d *memDest) Capability() destination.Capability { return d.cap }
@@ -57,21 +134,42 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
+	if d.notSent > 0 {
+		d.notSent--
+		out := make([]destination.Result, len(recs))
+		for i, r := range recs {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+		}
+		return out, failure.Wrap(failure.DestinationUnavailable, destination.ErrNotSent, "connection refused")
+	}
 	if len(d.cut) > 0 {
 		n := min(d.cut[0], len(recs))
 		d.cut = d.cut[1:]
 		for _, r := range recs[:n] {
-			d.writes[r.Key]++
+			d.apply(r)
 		}
 		return nil, failure.New(failure.DestinationUnavailable, "the answer was lost")
 	}
 	out := make([]destination.Result, 0, len(recs))
+	var proc *memProc
+	if d.async {
+		proc = &memProc{failed: d.failNext > 0}
+		if d.failNext > 0 {
+			d.failNext--
+		}
+		d.procs[strconv.Itoa(len(d.procs)+1)] = proc
+	}
 	for _, r := range recs {
 		if d.reject != nil && d.reject(r) {
 			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "invalid email"})
 			continue
 		}
-		d.writes[r.Key]++
+		if proc != nil {
+			proc.recs = append(proc.recs, r)
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Accepted, Ref: strconv.Itoa(len(d.procs))})
+			continue
+		}
+		d.apply(r)
 		out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: "ref-" + r.Key[:8]})
 	}
 	if d.lose > 0 {

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -240,9 +241,14 @@ func (s *Server) settle(ctx context.Context, runID int64, in SettleInput) (int, 
 		seen[k] = true
 		f := store.LedgerFinish{Key: k, State: state}
 		if state == store.LedgerComplete {
+			// The delivery key complete: the next run records it as its
+			// slot's last delivered state.
 			f.Result = "settled by a person: delivered"
 		} else {
+			// Rejected, naming the row: it is sent again by the next run,
+			// read again by identity where the cursor has moved past it.
 			f.Message = "marked to resend by a person"
+			f.Result = ledger.ResendResult(e.Result)
 		}
 		entries = append(entries, f)
 	}

@@ -1,0 +1,179 @@
+package ledger
+
+import (
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// What a ledger entry's Result holds (opaque to the store; written by the
+// runner, read by it and by the pages that show records to a person).
+//
+// A slot's complete entry holds its last delivered state (SPEC §3):
+//
+//	d1.<generation>.<32 hex: the first 16 bytes of the record hash>.<destination ref>
+//
+// The other entries are keyed by a delivery key and name the slot they
+// write (64 hex), so that a run can tell which rows an earlier run left in
+// flight even when the row has changed since:
+//
+//	c1.<slot>                  pending (a claim)
+//	a1.<slot>.<ref>            accepted, ref being the destination's process
+//	r1.<slot>.<identity>       rejected; the identity lets a keyset source
+//	                           re-read the row (SPEC §4); "~" + hex when it is
+//	                           not printable UTF-8
+//	n1.<slot>.<identity>       in_doubt, left for a person
+//
+// Sixteen bytes of the record hash are enough to tell two versions of one
+// row apart (a collision needs 2^64 versions of it) and keep a slot's entry
+// short, which is what the embedded ledger's merges write.
+
+const SlotHashLen = 16
+
+// SlotState is a slot's last delivered state: the generation and the
+// (short) record hash of its last delivery, and the destination's reference.
+type SlotState struct {
+	Gen  int64
+	Hash [SlotHashLen]byte
+	Ref  string
+}
+
+// ShortHash is the part of a record hash a slot keeps.
+func ShortHash(h [32]byte) (s [SlotHashLen]byte) {
+	copy(s[:], h[:SlotHashLen])
+	return s
+}
+
+// Encode is s as its complete entry's Result.
+func (s SlotState) Encode() string {
+	var b strings.Builder
+	b.Grow(4 + 20 + 2*SlotHashLen + 1 + len(s.Ref))
+	b.WriteString("d1.")
+	b.WriteString(strconv.FormatInt(s.Gen, 10))
+	b.WriteByte('.')
+	var h [2 * SlotHashLen]byte
+	hex.Encode(h[:], s.Hash[:])
+	b.Write(h[:])
+	b.WriteByte('.')
+	b.WriteString(s.Ref)
+	return b.String()
+}
+
+// DecodeSlot reads a slot's complete entry; ok is false for anything else
+// (no entry, another state, another form).
+func DecodeSlot(e store.LedgerEntry, found bool) (s SlotState, ok bool) {
+	if !found || e.State != store.LedgerComplete {
+		return s, false
+	}
+	rest, ok := strings.CutPrefix(e.Result, "d1.")
+	if !ok {
+		return s, false
+	}
+	g, rest, ok := strings.Cut(rest, ".")
+	if !ok {
+		return s, false
+	}
+	gen, err := strconv.ParseInt(g, 10, 64)
+	if err != nil || gen < 1 || len(rest) < 2*SlotHashLen+1 || rest[2*SlotHashLen] != '.' {
+		return s, false
+	}
+	if _, err := hex.Decode(s.Hash[:], []byte(rest[:2*SlotHashLen])); err != nil {
+		return s, false
+	}
+	s.Gen, s.Ref = gen, rest[2*SlotHashLen+1:]
+	return s, true
+}
+
+// The Results of delivery-key entries.
+
+// ClaimResult is a pending claim's Result.
+func ClaimResult(slot string) string { return "c1." + slot }
+
+// AcceptedResult is an accepted entry's Result: ref is the process.
+func AcceptedResult(slot, ref string) string { return "a1." + slot + "." + ref }
+
+// InDoubtResult is the Result of an entry left in doubt for a person.
+func InDoubtResult(slot, identity string) string {
+	return "n1." + slot + "." + encodeIdentity(identity)
+}
+
+// RejectedResult is a rejected entry's Result.
+func RejectedResult(slot, identity string) string {
+	return "r1." + slot + "." + encodeIdentity(identity)
+}
+
+// ResendResult is the Result of an in-doubt entry a person marks to send
+// again: rejected, naming the same slot and identity, so that a keyset
+// source reads the row again (SPEC §4).
+func ResendResult(inDoubt string) string {
+	if rest, ok := strings.CutPrefix(inDoubt, "n1."); ok {
+		return "r1." + rest
+	}
+	return inDoubt
+}
+
+// EntrySlot returns the slot a delivery-key entry's Result names, and the
+// rest (the ref of an accepted entry, the encoded identity of a rejected
+// one); ok is false for Results written before slots existed.
+func EntrySlot(result string) (slot, rest string, ok bool) {
+	if len(result) < 3+64 || result[2] != '.' {
+		return "", "", false
+	}
+	switch result[:2] {
+	case "c1", "a1", "r1", "n1":
+	default:
+		return "", "", false
+	}
+	slot = result[3 : 3+64]
+	rest = result[3+64:]
+	if rest != "" {
+		if rest[0] != '.' {
+			return "", "", false
+		}
+		rest = rest[1:]
+	}
+	return slot, rest, true
+}
+
+// AcceptedRef is the process an accepted entry waits for.
+func AcceptedRef(e store.LedgerEntry) string {
+	if _, ref, ok := EntrySlot(e.Result); ok && strings.HasPrefix(e.Result, "a1.") {
+		return ref
+	}
+	return e.Result // an accepted entry always has the a1 form; be lenient
+}
+
+// EntryIdentity is the identity a rejected or in-doubt entry names; ok is
+// false when it names none (a positional slot, an entry from before slots).
+func EntryIdentity(e store.LedgerEntry) (string, bool) {
+	if !strings.HasPrefix(e.Result, "r1.") && !strings.HasPrefix(e.Result, "n1.") {
+		return "", false
+	}
+	_, rest, ok := EntrySlot(e.Result)
+	if !ok || rest == "" {
+		return "", false
+	}
+	return decodeIdentity(rest)
+}
+
+// encodeIdentity keeps printable UTF-8 as it is (it is shown to a person,
+// SPEC §17) and hex-encodes anything else, so that every Result is valid
+// text for the store.
+func encodeIdentity(id string) string {
+	if utf8.ValidString(id) && !strings.ContainsAny(id, "\x00") && !strings.HasPrefix(id, "~") {
+		return id
+	}
+	return "~" + hex.EncodeToString([]byte(id))
+}
+
+func decodeIdentity(s string) (string, bool) {
+	h, ok := strings.CutPrefix(s, "~")
+	if !ok {
+		return s, true
+	}
+	b, err := hex.DecodeString(h)
+	return string(b), err == nil
+}

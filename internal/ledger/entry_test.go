@@ -1,0 +1,74 @@
+package ledger
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+func TestSlotStateRoundTrip(t *testing.T) {
+	t.Parallel()
+	rh, _ := RecordHash(map[string]any{"email": "ada@example.com"})
+	for _, st := range []SlotState{
+		{Gen: 1, Hash: ShortHash(rh)},
+		{Gen: 7, Hash: ShortHash(rh), Ref: "12345"},
+		{Gen: 1 << 40, Hash: ShortHash(rh), Ref: "a.b.c"}, // a ref may hold dots
+	} {
+		e := store.LedgerEntry{State: store.LedgerComplete, Result: st.Encode()}
+		got, ok := DecodeSlot(e, true)
+		if !ok || got != st {
+			t.Errorf("DecodeSlot(%q) = %+v, %v; want %+v", e.Result, got, ok, st)
+		}
+	}
+	for name, e := range map[string]store.LedgerEntry{
+		"legacy ref":  {State: store.LedgerComplete, Result: "12345"},
+		"pending":     {State: store.LedgerPending, Result: SlotState{Gen: 1}.Encode()},
+		"gen 0":       {State: store.LedgerComplete, Result: "d1.0." + strings.Repeat("0", 32) + "."},
+		"short hash":  {State: store.LedgerComplete, Result: "d1.1.abc."},
+		"bad hex":     {State: store.LedgerComplete, Result: "d1.1." + strings.Repeat("z", 32) + "."},
+		"no ref dot":  {State: store.LedgerComplete, Result: "d1.1." + strings.Repeat("0", 32)},
+		"empty":       {State: store.LedgerComplete},
+		"other state": {State: store.LedgerRejected, Result: "d1.1." + strings.Repeat("0", 32) + "."},
+	} {
+		if _, ok := DecodeSlot(e, true); ok {
+			t.Errorf("%s: DecodeSlot accepted %q", name, e.Result)
+		}
+	}
+	if _, ok := DecodeSlot(store.LedgerEntry{State: store.LedgerComplete, Result: SlotState{Gen: 1}.Encode()}, false); ok {
+		t.Error("DecodeSlot of an absent entry")
+	}
+}
+
+func TestEntryResults(t *testing.T) {
+	t.Parallel()
+	slot := Slot("s", "src", "42")
+	if got, rest, ok := EntrySlot(ClaimResult(slot)); !ok || got != slot || rest != "" {
+		t.Errorf("claim: %q %q %v", got, rest, ok)
+	}
+	if got, rest, ok := EntrySlot(AcceptedResult(slot, "991")); !ok || got != slot || rest != "991" {
+		t.Errorf("accepted: %q %q %v", got, rest, ok)
+	}
+	if ref := AcceptedRef(store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResult(slot, "991")}); ref != "991" {
+		t.Errorf("AcceptedRef = %q", ref)
+	}
+	for _, id := range []string{"42", "ann@example.com", "", "~tilde", "nul\x00byte", "\xff\xfe", "dots.in.it"} {
+		for name, res := range map[string]string{"rejected": RejectedResult(slot, id), "in doubt": InDoubtResult(slot, id), "resend": ResendResult(InDoubtResult(slot, id))} {
+			got, ok := EntryIdentity(store.LedgerEntry{Result: res})
+			if !ok && id != "" || got != id {
+				t.Errorf("%s %q: identity %q, %v", name, id, got, ok)
+			}
+			if s, _, ok := EntrySlot(res); !ok || s != slot {
+				t.Errorf("%s %q: slot %q, %v", name, id, s, ok)
+			}
+		}
+	}
+	if !strings.HasPrefix(ResendResult(InDoubtResult(slot, "1")), "r1.") {
+		t.Error("a resend is not a rejected entry")
+	}
+	for _, legacy := range []string{"", "12345", "verified", "c1.short"} {
+		if _, _, ok := EntrySlot(legacy); ok {
+			t.Errorf("EntrySlot accepted %q", legacy)
+		}
+	}
+}

@@ -1,0 +1,354 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// The tests of this file hold the promise against the holes independent
+// checks found (issue 13): each fails on the ledger of before slots, before
+// asynchronous outcomes, before NotSent, before reads by identity.
+
+// writeCSV rewrites the bundle's source: n rows, first_name N<i> unless
+// names overrides it.
+func (tb *testBundle) writeCSV(t *testing.T, n int, names map[int]string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= n; i++ {
+		name, ok := names[i]
+		if !ok {
+			name = fmt.Sprintf("N%d", i)
+		}
+		fmt.Fprintf(&b, "%d,c%05d@example.com,%s\n", i, i, name)
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func email(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
+
+// TestChangeAndChangeBack: a row that changes and changes back is sent all
+// three times, and the destination ends with the source's value (SPEC §3:
+// the last delivered state of each slot, not the key, answers "is the
+// destination up to date").
+func TestChangeAndChangeBack(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		identity string
+		async    bool
+	}{
+		{"positional", "", false}, {"identity", "id", false}, {"identity async", "id", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 300, destination.CapVerify)
+			tb.dest.async = tc.async
+			params := func() Params {
+				p := tb.params(t, tc.identity)
+				p.PollInterval = time.Millisecond
+				return p
+			}
+			for step, name := range []string{"First7", "Changed7", "First7"} {
+				tb.writeCSV(t, 300, map[int]string{7: name})
+				r, err := Run(context.Background(), params())
+				if err != nil {
+					t.Fatalf("run %d: %v", step+1, err)
+				}
+				// A positional slot is the row's place in the file: a changed
+				// row shifts the cursors of the pages after it, whose rows
+				// are sent again (identity avoids that).
+				if step == 0 && r.Written != 300 || step > 0 && tc.identity != "" && (r.Written != 1 || r.Replayed != 299) ||
+					r.Written < 1 || r.Read != 300 {
+					t.Fatalf("run %d (%s): %+v", step+1, name, r)
+				}
+				if got := tb.dest.value(email(7)); got != name {
+					t.Fatalf("after run %d the destination holds %v for row 7, want %s", step+1, got, name)
+				}
+			}
+			// Unchanged since: nothing is sent, however long the sync idles
+			// (the last delivered state does not expire with retention).
+			tb.clock.Advance(30 * 24 * time.Hour)
+			r, err := Run(context.Background(), params())
+			if err != nil || r.Written != 0 || r.Requests != 0 {
+				t.Fatalf("idle run: %v %+v", err, r)
+			}
+			if _, recs, dups := tb.dest.stats(); tc.identity != "" && recs != 302 || dups != 0 {
+				t.Fatalf("destination: %d deliveries, %d duplicates; want 302, 0", recs, dups)
+			}
+		})
+	}
+}
+
+// TestChangedWhileInDoubt: a row written by a run that died before marking
+// it, then changed back in the source before the next run: the next run
+// must not take the row as up to date while the dead run's value may have
+// landed.
+func TestChangedWhileInDoubt(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	tb.writeCSV(t, 500, nil)
+	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+		t.Fatal(err)
+	}
+	tb.writeCSV(t, 500, map[int]string{250: "Changed"})
+	p := tb.params(t, "id")
+	p.Sync.PageSize = 100
+	tb.killMidPage(context.Background(), t, p, 3) // page 3 holds row 250: written, never marked
+	if got := tb.dest.value(email(250)); got != "Changed" {
+		t.Fatalf("the killed run did not write row 250: %v", got)
+	}
+	tb.writeCSV(t, 500, nil) // back to N250
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.dest.value(email(250)); got != "N250" {
+		t.Fatalf("the destination holds %v for row 250, want the source's N250 (run %+v)", got, r)
+	}
+}
+
+// TestAsyncOutcomes: an asynchronous import's skipped rows are not counted
+// written, are rejected with the import's reason, and are sent again once
+// acceptable; a process that fails whole is sent again in the same run.
+func TestAsyncOutcomes(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	tb.dest.async, tb.dest.pollsToDone = true, 3
+	bad := func(r destination.Record) bool { return r.Data["email"] == email(42) || r.Data["email"] == email(420) }
+	tb.dest.skip = bad
+	tb.dest.failNext = 2 // the first two processes fail whole
+	p := tb.params(t, "id")
+	p.PollInterval = time.Millisecond
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 498 || r.Rejected != 2 {
+		t.Fatalf("run: %+v; want 498 written, 2 rejected", r)
+	}
+	tb.assertPages(t, r, 5)
+	rej, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 10)
+	if err != nil || len(rej) != 2 || rej[0].Message != "skipped by the import" {
+		t.Fatalf("rejected entries: %+v %v", rej, err)
+	}
+	if got := tb.dest.value(email(42)); got != nil {
+		t.Fatalf("a skipped row is at the destination: %v", got)
+	}
+	tb.dest.mu.Lock()
+	tb.dest.skip = nil
+	tb.dest.mu.Unlock()
+	r2, err := Run(context.Background(), p)
+	if err != nil || r2.Written != 2 {
+		t.Fatalf("the skipped rows were not sent again: %v %+v", err, r2)
+	}
+	if got := tb.dest.value(email(42)); got != "N42" {
+		t.Fatalf("row 42 at the destination: %v", got)
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
+		t.Fatalf("destination: %d records, %d duplicates", recs, dups)
+	}
+}
+
+// TestAcceptedOutlivesItsRun: a run that stops while the destination still
+// processes its import leaves the cursor before that page; the next run
+// asks the same process instead of writing again.
+func TestAcceptedOutlivesItsRun(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.async, tb.dest.pollsToDone = true, 1_000_000
+	p := tb.params(t, "id")
+	p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond // a real wait
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 0 {
+		t.Fatalf("records counted written before their process ended: %+v", r)
+	}
+	cur, _ := tb.store.GetCursor(context.Background(), "s1")
+	if cur.Value != "" {
+		t.Fatalf("the cursor moved past accepted pages: %q", cur.Value)
+	}
+	calls, _, _ := tb.dest.stats()
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 0
+	tb.dest.mu.Unlock()
+	r2, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls2, recs, dups := tb.dest.stats(); calls2 != calls || recs != 300 || dups != 0 {
+		t.Fatalf("the next run wrote again: %d more calls, %d records, %d duplicates", calls2-calls, recs, dups)
+	}
+	if r2.Written != 300 {
+		t.Fatalf("the next run should count the 300 settled records written: %+v", r2)
+	}
+}
+
+// TestNotSentIsNotInDoubt: records whose request never left (connection
+// refused) are released, not counted in doubt by the next run.
+func TestNotSentIsNotInDoubt(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.notSent = 1_000 // every write refused
+	p := tb.params(t, "id")
+	if _, err := Run(context.Background(), p); failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("want destination_unavailable, got %v", err)
+	}
+	if pending, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); len(pending) != 0 {
+		t.Fatalf("%d claims of records never sent are left pending", len(pending))
+	}
+	tb.dest.mu.Lock()
+	tb.dest.notSent = 0
+	tb.dest.mu.Unlock()
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil || r.InDoubt != 0 || r.Written != 300 {
+		t.Fatalf("next run: %v %+v; want 300 written, none in doubt", err, r)
+	}
+}
+
+// TestOldCursorIsNotRefused: a sync idle for longer than the retention (a
+// monthly sync) runs; only an in-doubt page older than the retention is
+// refused (TestCursorOlderThanLedger).
+func TestOldCursorIsNotRefused(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	p := tb.params(t, "id")
+	drain := make(chan struct{})
+	p.Drain = drain
+	p.Progress = func(pr Progress) {
+		if pr.Counters.Pages == 1 {
+			select {
+			case <-drain:
+			default:
+				close(drain)
+			}
+		}
+	}
+	if _, err := Run(context.Background(), p); failure.CodeOf(err) != failure.Interrupted {
+		t.Fatalf("want interrupted, got %v", err)
+	}
+	tb.clock.Advance(40 * 24 * time.Hour)
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil || r.State != store.RunSucceeded {
+		t.Fatalf("a month-old cursor was refused: %v %+v", err, r)
+	}
+}
+
+// keysetSource is a keyset source over rows ordered by id, whose cursor
+// moves past every row it read (as the PostgreSQL source's does), with
+// reads by identity.
+type keysetSource struct {
+	mu   sync.Mutex
+	rows map[int]string // id -> first_name
+}
+
+func (s *keysetSource) ID() string { return "keyset:test" }
+
+func (s *keysetSource) record(id int) source.Record {
+	return source.Record{Fields: map[string]any{"id": strconv.Itoa(id), "email": email(id), "first_name": s.rows[id]}}
+}
+
+func (s *keysetSource) ReadPage(_ context.Context, cursor string, size int) (source.Page, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	after := 0
+	if cursor != "" {
+		after, _ = strconv.Atoi(cursor)
+	}
+	var ids []int
+	for id := range s.rows {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	page := source.Page{Cursor: cursor, Next: cursor}
+	for _, id := range ids {
+		if len(page.Records) == size {
+			return page, nil
+		}
+		page.Records = append(page.Records, s.record(id))
+		page.Next = strconv.Itoa(id)
+	}
+	page.End = true
+	return page, nil
+}
+
+func (s *keysetSource) ReadIdentities(_ context.Context, column string, ids []string) ([]source.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []source.Record
+	for _, v := range ids {
+		id, err := strconv.Atoi(v)
+		if _, ok := s.rows[id]; err == nil && ok && column == "id" {
+			out = append(out, s.record(id))
+		}
+	}
+	return out, nil
+}
+
+func (s *keysetSource) Close() error { return nil }
+
+// TestRejectedRetriedByIdentity: on a keyset source, rows the destination
+// refused are read again by identity on later runs and delivered once
+// acceptable, although the cursor moved past them (SPEC §4).
+func TestRejectedRetriedByIdentity(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 1000; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	refused := map[string]bool{}
+	for i := 5; i <= 1000; i += 100 {
+		refused[email(i)] = true
+	}
+	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.Source = src
+		return p
+	}
+	r, err := Run(context.Background(), params())
+	if err != nil || r.Written != 990 || r.Rejected != 10 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	tb.dest.mu.Lock()
+	tb.dest.reject = nil
+	tb.dest.mu.Unlock()
+	src.mu.Lock()
+	src.rows[1001] = "N1001"
+	src.mu.Unlock()
+	r2, err := Run(context.Background(), params())
+	if err != nil || r2.Written != 11 {
+		t.Fatalf("second run: %v %+v; want the 10 refused rows and the new one", err, r2)
+	}
+	for e := range refused {
+		if tb.dest.value(e) == nil {
+			t.Fatalf("%s never reached the destination", e)
+		}
+	}
+	if rej, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 0); len(rej) != 0 {
+		t.Fatalf("%d rejected entries left", len(rej))
+	}
+	r3, err := Run(context.Background(), params())
+	if err != nil || r3.Written != 0 || r3.Requests != 0 {
+		t.Fatalf("third run: %v %+v", err, r3)
+	}
+}
