@@ -49,6 +49,18 @@
 // snapshot, once per pass; a table whose key columns are NOT NULL skips it,
 // a query pays one EXISTS query at the end of each pass.
 //
+// # Re-reading rows by identity
+//
+// The cursor moves past a row the destination rejected, so a later run
+// re-reads it by identity (source.Refetcher, SPEC §4):
+//
+//	SELECT * FROM (<query>) AS src WHERE src.identity = ANY($1::<type>[])
+//
+// with the ids bound as an array of the identity column's own type, so a
+// table's index on the column is used (a query should let PostgreSQL push
+// the condition down), 1,000 ids per statement, all in one REPEATABLE READ,
+// READ ONLY snapshot. See ReadIdentities.
+//
 // # Values
 //
 // A record's Fields map every result column to a JSON-friendly value
