@@ -298,6 +298,8 @@ func TestPasswordNeverShown(t *testing.T) {
 	errs = append(errs, err)
 	_, err = src.Version(ctx, "SELECT nope FROM nowhere")
 	errs = append(errs, err)
+	_, err = src.ReadIdentities(ctx, "nope", []string{"1"})
+	errs = append(errs, err)
 	b.exec(t, "DROP TABLE "+b.table("contacts"))
 	_, err = src.ReadPage(ctx, "", 2)
 	errs = append(errs, err)

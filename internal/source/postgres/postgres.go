@@ -49,6 +49,18 @@
 // snapshot, once per pass; a table whose key columns are NOT NULL skips it,
 // a query pays one EXISTS query at the end of each pass.
 //
+// # Re-reading rows by identity
+//
+// The cursor moves past a row the destination rejected, so a later run
+// re-reads it by identity (source.Refetcher, SPEC §4):
+//
+//	SELECT * FROM (<query>) AS src WHERE src.identity = ANY($1::<type>[])
+//
+// with the ids bound as an array of the identity column's own type, so a
+// table's index on the column is used (a query should let PostgreSQL push
+// the condition down), 1,000 ids per statement, all in one REPEATABLE READ,
+// READ ONLY snapshot. See ReadIdentities.
+//
 // # Values
 //
 // A record's Fields map every result column to a JSON-friendly value
@@ -375,12 +387,9 @@ func (s *Source) check(ctx context.Context) error {
 // record's Fields) and include the key columns. It returns the key columns'
 // indexes and type tags.
 func (s *Source) columns(fds []pgconn.FieldDescription) (idx []int, tags []string, err error) {
-	seen := make(map[string]int, len(fds))
-	for i, fd := range fds {
-		if _, dup := seen[fd.Name]; dup {
-			return nil, nil, fmt.Errorf("the result has two columns named %q; alias one of them in the query: %w", fd.Name, source.ErrInvalid)
-		}
-		seen[fd.Name] = i
+	seen, err := fieldIndex(fds)
+	if err != nil {
+		return nil, nil, err
 	}
 	idx = make([]int, len(s.keys))
 	tags = make([]string, len(s.keys))
@@ -393,6 +402,28 @@ func (s *Source) columns(fds []pgconn.FieldDescription) (idx []int, tags []strin
 		tags[k] = s.typeTag(fds[i].DataTypeOID)
 	}
 	return idx, tags, nil
+}
+
+// fieldIndex maps a result's column names to their positions. Names must be
+// unique: they key a record's Fields.
+func fieldIndex(fds []pgconn.FieldDescription) (map[string]int, error) {
+	seen := make(map[string]int, len(fds))
+	for i, fd := range fds {
+		if _, dup := seen[fd.Name]; dup {
+			return nil, fmt.Errorf("the result has two columns named %q; alias one of them in the query: %w", fd.Name, source.ErrInvalid)
+		}
+		seen[fd.Name] = i
+	}
+	return seen, nil
+}
+
+// record converts a result row (see convert); it does not alias raw.
+func record(fds []pgconn.FieldDescription, raw [][]byte) source.Record {
+	fields := make(map[string]any, len(fds))
+	for i, fd := range fds {
+		fields[fd.Name] = convert(fd.DataTypeOID, raw[i])
+	}
+	return source.Record{Fields: fields}
 }
 
 // typeTag names a type for cursors: pgx's name for the built-in types, the
@@ -481,11 +512,7 @@ func (s *Source) readPage(ctx context.Context, tx pgx.Tx, cursor string, pos pos
 			more = true
 			break
 		}
-		fields := make(map[string]any, len(fds))
-		for i, fd := range fds {
-			fields[fd.Name] = convert(fd.DataTypeOID, raw[i])
-		}
-		page.Records = append(page.Records, source.Record{Fields: fields})
+		page.Records = append(page.Records, record(fds, raw))
 		// Whether this row is the page's last is known only after the next
 		// Next, when raw is gone: keep every row's key (a few small strings).
 		last = make(position, len(keyIdx))

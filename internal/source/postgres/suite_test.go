@@ -39,8 +39,9 @@ func (b *bundle) loadRecords(t testing.TB, name string, recs []map[string]string
 }
 
 // harness loads each distinct record set once (a table named by its hash), so
-// sources over the same records read the same table, as a new process would.
-func harness(b *bundle, params func(table string) postgres.Params) sourcetest.Harness {
+// sources over the same records read the same table, as a new process would;
+// identity is the column the suite's Refetcher case re-reads rows by.
+func harness(b *bundle, identity string, params func(table string) postgres.Params) sourcetest.Harness {
 	var (
 		mu     sync.Mutex
 		loaded = map[string]bool{}
@@ -58,13 +59,13 @@ func harness(b *bundle, params func(table string) postgres.Params) sourcetest.Ha
 		}
 		mu.Unlock()
 		return b.newSource(t, params(b.table(name)))
-	}}
+	}, Identity: identity}
 }
 
 func TestSuiteTable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sourcetest.Run(t, harness(b, func(table string) postgres.Params {
+	sourcetest.Run(t, harness(b, "id", func(table string) postgres.Params {
 		return postgres.Params{Table: table, CursorColumn: "id"}
 	}))
 }
@@ -72,7 +73,7 @@ func TestSuiteTable(t *testing.T) {
 func TestSuiteQueryWithIdentity(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sourcetest.Run(t, harness(b, func(table string) postgres.Params {
+	sourcetest.Run(t, harness(b, "email", func(table string) postgres.Params {
 		// id orders the rows; email (unique too) is the identity tie-breaker.
 		return postgres.Params{
 			Query:        "SELECT id, email, name, note\nFROM " + table + " -- every row\n;",
@@ -85,7 +86,7 @@ func TestSuiteQueryWithIdentity(t *testing.T) {
 func TestSuiteIdentityOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sourcetest.Run(t, harness(b, func(table string) postgres.Params {
+	sourcetest.Run(t, harness(b, "id", func(table string) postgres.Params {
 		return postgres.Params{Table: table, Identity: "id"} // cursor_column defaults to identity
 	}))
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -98,5 +99,62 @@ func TestConvertFallbacks(t *testing.T) {
 	}
 	if got := convert(pgtype.TextOID, nil); got != nil {
 		t.Errorf("NULL: %#v", got)
+	}
+}
+
+// TestInputText: an id passes for the types checked in Go only when it is a
+// value's exact rendering (what convert returns, printed by fmt.Sprint), and
+// reads back as that value; other types go to the server unchecked.
+func TestInputText(t *testing.T) {
+	t.Parallel()
+	// Values as PostgreSQL prints them: each rendering must pass, and read
+	// back as text (bool: as its rendering, which boolin reads too).
+	for _, v := range []struct {
+		oid        uint32
+		out, input string
+	}{
+		{pgtype.Int2OID, "-32768", "-32768"},
+		{pgtype.Int4OID, "2147483647", "2147483647"},
+		{pgtype.Int8OID, "-9223372036854775808", "-9223372036854775808"},
+		{pgtype.OIDOID, "4294967295", "4294967295"},
+		{pgtype.BoolOID, "t", "true"},
+		{pgtype.BoolOID, "f", "false"},
+		{pgtype.UUIDOID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
+		{pgtype.TextOID, " O'Brien, \"Pat\" {1,2} 🚀 ", " O'Brien, \"Pat\" {1,2} 🚀 "},
+		{pgtype.BPCharOID, "ab ", "ab "},
+		{pgtype.ByteaOID, `\x00ff10`, `\x00ff10`},
+		{pgtype.ByteaOID, `\x`, `\x`},
+	} {
+		id := fmt.Sprint(convert(v.oid, []byte(v.out)))
+		p, ok := inputText(v.oid, id)
+		if !ok || !p.checked || p.text != v.input || p.id != id {
+			t.Errorf("inputText(%d, %q) = %+v, %v; want checked input %q", v.oid, id, p, ok, v.input)
+		}
+	}
+	for _, v := range []struct {
+		oid uint32
+		id  string
+	}{
+		{pgtype.Int2OID, "32768"}, {pgtype.Int4OID, "2147483648"}, {pgtype.Int4OID, "07"}, {pgtype.Int4OID, "+7"},
+		{pgtype.Int4OID, " 7"}, {pgtype.Int4OID, "-0"}, {pgtype.Int8OID, "1_000"}, {pgtype.Int8OID, ""},
+		{pgtype.OIDOID, "-1"}, {pgtype.BoolOID, "t"}, {pgtype.BoolOID, "TRUE"},
+		{pgtype.UUIDOID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"}, {pgtype.UUIDOID, "a0eebc999c0b4ef8bb6d6bb9bd380a11"},
+		{pgtype.UUIDOID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1g"},
+		{pgtype.TextOID, "a\x00b"}, {pgtype.VarcharOID, "\xff"}, {pgtype.ByteaOID, "AP8"}, {pgtype.ByteaOID, `\x00`},
+		{pgtype.NumericOID, "1\x00"},
+	} {
+		if p, ok := inputText(v.oid, v.id); ok {
+			t.Errorf("inputText(%d, %q) = %+v; want no match", v.oid, v.id, p)
+		}
+	}
+	// Unchecked types: the server's input function decides.
+	for _, id := range []string{"12.50", "not a number", "2024-05-01T10:00:00Z"} {
+		if p, ok := inputText(pgtype.NumericOID, id); !ok || p.checked || p.text != id {
+			t.Errorf("inputText(numeric, %q) = %+v, %v; want it unchecked", id, p, ok)
+		}
+	}
+	// Repeated ids are sent once.
+	if got := inputTexts(pgtype.Int8OID, []string{"1", "x", "1", "2"}); len(got) != 2 || got[0].id != "1" || got[1].id != "2" {
+		t.Errorf("inputTexts: %+v", got)
 	}
 }

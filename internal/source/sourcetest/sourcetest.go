@@ -8,14 +8,21 @@
 //			... write recs somewhere, return a Source reading them ...
 //		}})
 //	}
+//
+// A Source that implements source.Refetcher also runs the Refetcher case:
+// rows read page by page are re-read by identity (Harness.Identity), as a run
+// retries rejected records (SPEC §4); other Sources skip it.
 package sourcetest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/source"
@@ -30,6 +37,10 @@ type Harness struct {
 	// as strings (fmt.Sprint of whatever the source returns). The suite closes
 	// the Sources it gets.
 	New func(t *testing.T, recs []map[string]string) source.Source
+	// Identity is the column the Refetcher case re-reads rows by: "id" (the
+	// default) or "email", both unique in Records. The case runs only for
+	// sources that implement source.Refetcher.
+	Identity string
 }
 
 // Records returns n generated records with columns id, email, name and note.
@@ -79,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Cancellation", func(t *testing.T) { testCancel(t, h) })
 	t.Run("BadCursor", func(t *testing.T) { testBadCursor(t, h) })
 	t.Run("StableID", func(t *testing.T) { testID(t, h) })
+	t.Run("Refetcher", func(t *testing.T) { testRefetch(t, h) })
 }
 
 func newSource(t *testing.T, h Harness, recs []map[string]string) source.Source {
@@ -329,4 +341,183 @@ func testID(t *testing.T, h Harness) {
 	if a.ID() != b.ID() {
 		t.Fatalf("two sources over the same data: IDs %q and %q", a.ID(), b.ID())
 	}
+}
+
+// refetcher returns src as a source.Refetcher, skipping the test when it is
+// not one.
+func refetcher(t *testing.T, src source.Source) source.Refetcher {
+	t.Helper()
+	r, ok := src.(source.Refetcher)
+	if !ok {
+		t.Skipf("%T does not implement source.Refetcher", src)
+	}
+	return r
+}
+
+// byIdentity indexes recs by their identity column as mapping.Identity renders
+// it (fmt.Sprint), failing on a missing or repeated identity.
+func byIdentity(t *testing.T, what, identity string, recs []source.Record) map[string]source.Record {
+	t.Helper()
+	out := make(map[string]source.Record, len(recs))
+	for i, r := range recs {
+		v, ok := r.Fields[identity]
+		if !ok || v == nil {
+			t.Fatalf("%s: record %d has no %q", what, i, identity)
+		}
+		id := fmt.Sprint(v)
+		if _, dup := out[id]; dup {
+			t.Fatalf("%s: identity %q comes twice", what, id)
+		}
+		out[id] = r
+	}
+	return out
+}
+
+// checkRefetched fails unless got holds exactly the records of want whose
+// identity is in ids, each once, with the Fields ReadPage returned: same
+// values of the same types, so the runner builds the same delivery keys.
+func checkRefetched(t *testing.T, what, identity string, got []source.Record, want map[string]source.Record, ids []string) {
+	t.Helper()
+	gotBy := byIdentity(t, what, identity, got)
+	expect := 0
+	for _, id := range ids {
+		if _, ok := want[id]; ok {
+			expect++
+		}
+	}
+	for id, g := range gotBy {
+		w, ok := want[id]
+		if !ok || !slices.Contains(ids, id) {
+			t.Fatalf("%s: returned identity %q, which is not one asked for of a row in the source", what, id)
+		}
+		if !reflect.DeepEqual(g.Fields, w.Fields) {
+			t.Fatalf("%s: identity %q: Fields %#v, want %#v as ReadPage returned them", what, id, g.Fields, w.Fields)
+		}
+	}
+	if len(got) != expect {
+		t.Fatalf("%s: %d records, want %d", what, len(got), expect)
+	}
+}
+
+// testRefetch re-reads rows by identity after reading them page by page, as a
+// run retrying rejected records does (SPEC §4).
+func testRefetch(t *testing.T, h Harness) {
+	identity := h.Identity
+	if identity == "" {
+		identity = "id"
+	}
+	const n, size = 30, 7
+	recs := Records(n)
+	src := newSource(t, h, recs)
+	r := refetcher(t, src)
+	ctx := context.Background()
+	read, _ := readToEnd(t, src, "", size, n)
+	checkRecords(t, "pages", read, recs)
+	rows := byIdentity(t, "pages", identity, read)
+	idOf := func(i int) string { return fmt.Sprint(read[i].Fields[identity]) }
+
+	// First and last rows, and rows on both sides of page boundaries.
+	picked := []string{idOf(0), idOf(size - 1), idOf(size), idOf(2*size + 3), idOf(n - 1)}
+	var wrong []string
+	for _, id := range picked[:2] {
+		// Other spellings of an existing id are not its rendering.
+		wrong = append(wrong, " "+id, id+" ", "0"+id, "+"+id, strings.ToUpper(id)+"X")
+	}
+	wrong = append(wrong, "", "not a number", "1.5", "-0", "99999999999999999999", "NULL", "{}", "\x00", "\xff\xfe",
+		"a\x00b", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "2024-05-01T10:00:00Z", `"quoted", {1,2}`)
+	unknown := []string{fmt.Sprint(n + 1), "0", "-1", "user999@example.test"}
+
+	t.Run("PickedRows", func(t *testing.T) {
+		ids := append(slices.Clone(picked), picked[0]) // a repeated id
+		got, err := r.ReadIdentities(ctx, identity, ids)
+		if err != nil {
+			t.Fatalf("ReadIdentities: %v", err)
+		}
+		checkRefetched(t, "picked rows", identity, got, rows, picked)
+	})
+	t.Run("EveryRowInAFreshSource", func(t *testing.T) {
+		all := make([]string, n)
+		for i := range all {
+			all[i] = idOf(i)
+		}
+		slices.Reverse(all)
+		got, err := refetcher(t, newSource(t, h, recs)).ReadIdentities(ctx, identity, all)
+		if err != nil {
+			t.Fatalf("ReadIdentities: %v", err)
+		}
+		checkRefetched(t, "every row", identity, got, rows, all)
+	})
+	t.Run("UnknownAndWrongTypeMatchNothing", func(t *testing.T) {
+		for _, id := range append(slices.Clone(unknown), wrong...) {
+			got, err := r.ReadIdentities(ctx, identity, []string{id})
+			if err != nil {
+				t.Fatalf("ReadIdentities(%q): %v", id, err)
+			}
+			if len(got) != 0 {
+				t.Fatalf("ReadIdentities(%q): %d records, want none", id, len(got))
+			}
+		}
+		// Mixed with ids of rows, they leave those rows alone.
+		ids := append(append(slices.Clone(wrong), picked...), unknown...)
+		got, err := r.ReadIdentities(ctx, identity, ids)
+		if err != nil {
+			t.Fatalf("ReadIdentities: %v", err)
+		}
+		checkRefetched(t, "picked rows among unknown ids", identity, got, rows, picked)
+	})
+	t.Run("LongList", func(t *testing.T) {
+		// Thousands of ids, the rows' spread through unknown and wrong ones:
+		// a source that reads them in chunks finds rows in every chunk.
+		var ids []string
+		for i := range 3000 {
+			switch {
+			case i%450 == 0:
+				ids = append(ids, picked[(i/450)%len(picked)])
+			case i%7 == 0:
+				ids = append(ids, wrong[i%len(wrong)])
+			default:
+				ids = append(ids, fmt.Sprint(n+1+i))
+			}
+		}
+		got, err := r.ReadIdentities(ctx, identity, ids)
+		if err != nil {
+			t.Fatalf("ReadIdentities: %v", err)
+		}
+		checkRefetched(t, "3000 ids", identity, got, rows, picked)
+	})
+	t.Run("DeletedRowsLeftOut", func(t *testing.T) {
+		// The source after rows 3 and n-1 were deleted, read by a new process.
+		remaining := slices.Concat(recs[:3], recs[4:n-1])
+		after := refetcher(t, newSource(t, h, remaining))
+		ids := []string{idOf(3), idOf(n - 1), idOf(2), idOf(4)}
+		got, err := after.ReadIdentities(ctx, identity, ids)
+		if err != nil {
+			t.Fatalf("ReadIdentities: %v", err)
+		}
+		left := maps.Clone(rows)
+		delete(left, idOf(3))
+		delete(left, idOf(n-1))
+		checkRefetched(t, "after deletions", identity, got, left, ids)
+	})
+	t.Run("NoIDs", func(t *testing.T) {
+		for _, ids := range [][]string{nil, {}} {
+			got, err := r.ReadIdentities(ctx, identity, ids)
+			if err != nil || len(got) != 0 {
+				t.Fatalf("ReadIdentities(%#v): %d records, %v; want none and no error", ids, len(got), err)
+			}
+		}
+	})
+	t.Run("Errors", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := r.ReadIdentities(cancelled, identity, picked); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled context: %v; want context.Canceled", err)
+		}
+		if _, err := r.ReadIdentities(ctx, "no_such_column", picked); !errors.Is(err, source.ErrInvalid) {
+			t.Fatalf("unknown identity column: %v; want source.ErrInvalid", err)
+		}
+		// Pages read as before.
+		again, _ := readToEnd(t, src, "", size, n)
+		checkRecords(t, "pages after ReadIdentities", again, recs)
+	})
 }
