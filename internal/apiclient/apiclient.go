@@ -403,7 +403,14 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 		return nil
 	}
 	if until, ok := destination.AttemptDeadline(ctx); ok {
-		if left := until.Sub(c.p.Clock.Now()); d+c.p.MinAttempt > left {
+		left := until.Sub(c.p.Clock.Now())
+		if left < c.p.MinAttempt {
+			// No attempt could start even without the wait: the lease
+			// itself is running out, whatever the wait is for.
+			_, err := c.attemptTimeout(ctx, st, req, lastErr)
+			return err
+		}
+		if d+c.p.MinAttempt > left {
 			cause := error(destination.ErrNoLeaseTime)
 			if lastErr != nil {
 				cause = fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, lastErr)
