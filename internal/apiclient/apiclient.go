@@ -374,14 +374,24 @@ func (c *Client) attemptTimeout(ctx context.Context, st *state, req Request, las
 	}
 	left := until.Sub(c.p.Clock.Now())
 	if left < c.p.MinAttempt {
-		cause := error(destination.ErrNoLeaseTime)
-		if lastErr != nil {
-			cause = fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, lastErr)
-		}
-		return 0, c.fail(failure.LeaseLost, st, cause,
-			"%s not sent to %s: the run's lease has %s left", req.Route, c.p.Subject, roundLeft(left))
+		return 0, c.noLeaseTime(st, req, left, lastErr)
 	}
 	return min(c.p.Timeout, left), nil
+}
+
+// noLeaseTime fails a request for which the lease has less than MinAttempt
+// left: it is what ran out, so the code is lease_lost.
+func (c *Client) noLeaseTime(st *state, req Request, left time.Duration, lastErr error) error {
+	return c.fail(failure.LeaseLost, st, leaseCause(lastErr),
+		"%s not sent to %s: the run's lease has %s left", req.Route, c.p.Subject, roundLeft(left))
+}
+
+// leaseCause is ErrNoLeaseTime, after the last attempt's error if any.
+func leaseCause(lastErr error) error {
+	if lastErr == nil {
+		return destination.ErrNoLeaseTime
+	}
+	return fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, lastErr)
 }
 
 type waitKind int
@@ -407,14 +417,9 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 		if left < c.p.MinAttempt {
 			// No attempt could start even without the wait: the lease
 			// itself is running out, whatever the wait is for.
-			_, err := c.attemptTimeout(ctx, st, req, lastErr)
-			return err
+			return c.noLeaseTime(st, req, left, lastErr)
 		}
 		if d+c.p.MinAttempt > left {
-			cause := error(destination.ErrNoLeaseTime)
-			if lastErr != nil {
-				cause = fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, lastErr)
-			}
 			code, what := failure.DestinationRateLimited, fmt.Sprintf("%s's rate limit holds the next request for %s", c.p.Subject, roundWait(d))
 			switch kind {
 			case waitRateLimit:
@@ -422,7 +427,7 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 			case waitBackoff:
 				code, what = failure.DestinationUnavailable, fmt.Sprintf("retrying %s needs a %s backoff", req.Route, roundWait(d))
 			}
-			return c.fail(code, st, cause, "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
+			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
 		}
 	}
 	if err := c.p.Sleep(ctx, d); err != nil {
