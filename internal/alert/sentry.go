@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/getsentry/sentry-go"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
 )
 
 // SentrySinkParams configures a SentrySink.
@@ -28,6 +30,8 @@ type SentrySinkParams struct {
 	// when ctx has no earlier deadline (default 10s).
 	FlushTimeout time.Duration
 	// HTTPTransport sends the requests; nil uses http.DefaultTransport.
+	// A redirect answer is an error, never followed (SPEC §15: it would
+	// carry the DSN's key and the event elsewhere).
 	HTTPTransport http.RoundTripper
 }
 
@@ -67,7 +71,9 @@ func NewSentrySink(p SentrySinkParams) (*SentrySink, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	rec := &sentryRecorder{base: base, outcomes: map[string]error{}}
+	// sentry-go builds its own http.Client, which follows redirects: refuse
+	// them at the transport.
+	rec := &sentryRecorder{base: apiclient.RefuseRedirects(base), outcomes: map[string]error{}}
 	client, err := sentry.NewClient(sentry.ClientOptions{
 		Dsn:                  p.DSN,
 		Environment:          p.Environment,

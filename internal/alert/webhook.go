@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
@@ -37,7 +38,9 @@ type WebhookSinkParams struct {
 	// Webhooks prescribes; any other value is used as raw key bytes. Empty
 	// sends unsigned payloads (webhook-id and webhook-timestamp still set).
 	Secret string
-	// Client sends the requests; nil uses a client with a 30s timeout.
+	// Client sends the requests; nil uses a client with a 30s timeout. A
+	// copy that never follows redirects is used (SPEC §15: a redirect
+	// would carry the signed alert elsewhere).
 	Client *http.Client
 	// Clock stamps webhook-timestamp; nil uses the wall clock.
 	Clock clock.Clock
@@ -72,6 +75,7 @@ func NewWebhookSink(p WebhookSinkParams) (*WebhookSink, error) {
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 30 * time.Second}
 	}
+	s.client = apiclient.NoRedirects(s.client)
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -164,6 +168,9 @@ func (s *WebhookSink) Send(ctx context.Context, a Alert) error {
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
 		return nil
+	case c >= 300 && c < 400:
+		// Not followed: the URL is wrong (or hostile); retrying will not help.
+		return fmt.Errorf("alert: webhook %s: status %d (redirect not followed; check the url): %w", s.host, c, ErrPermanent)
 	case c == http.StatusRequestTimeout, c == http.StatusTooEarly, c == http.StatusTooManyRequests, c >= 500:
 		return fmt.Errorf("alert: webhook %s: status %d", s.host, c)
 	default:

@@ -1,23 +1,27 @@
 // Package brevo writes mapped records to Brevo contacts (API v3), on the single
 // path (POST /contacts, one call per record) or the bulk path
 // (POST /contacts/import, one call per page). Requests conform to Brevo's
-// public API spec (brevo/swagger.yaml).
+// public API spec (brevo/swagger.yaml). Requests go through the shared HTTP
+// layer (internal/apiclient).
 //
 // Failures map to oncesync's catalog: 401/402/403 → destination_auth at once;
-// 5xx, 408, timeouts and connection errors are retried in-run with backoff
-// (exponential from 1 s, cap 30 s, full jitter), then destination_unavailable;
-// 429 waits for x-sib-ratelimit-reset (or backs off), then
-// destination_rate_limited. A 4xx for one record's content rejects that record
-// with Brevo's message. Error texts never hold the API key or an e-mail address.
+// a 3xx is never followed → destination_unavailable (check base_url); 503,
+// and connections that never carried the request, are retried in-run with
+// backoff (exponential from 1 s, cap 30 s, full jitter), then
+// destination_unavailable; a write whose answer was lost (or answered 500,
+// 502, 504, 408) is not resent but read back (ErrOutcomeUnknown), reads are
+// retried; 429 waits for x-sib-ratelimit-reset (or backs off), then
+// destination_rate_limited. Every attempt and wait fits the attempt deadline
+// (destination.WithAttemptDeadline). A record whose request provably never
+// reached Brevo is returned NotSent. A 4xx for one record's content rejects
+// that record with Brevo's message. Error texts never hold the API key or an
+// e-mail address.
 package brevo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -68,7 +73,8 @@ type Params struct {
 	Timeout time.Duration
 	// RateLimit is the client-side limit in requests per second (default 10).
 	RateLimit float64
-	// HTTPClient is the client used (default: a new http.Client).
+	// HTTPClient is the client used (default: one with its own connection
+	// pool). It never follows redirects: a copy is used without them.
 	HTTPClient *http.Client
 	// Clock tells the time (default clock.Real).
 	Clock clock.Clock
@@ -89,14 +95,11 @@ type Destination struct {
 	mode       string
 	listIDs    []int64
 	conc       int
-	timeout    time.Duration
-	client     *http.Client
 	ownClient  bool
-	clock      clock.Clock
 	sleep      func(context.Context, time.Duration) error
-	maxRetries int
 	verifyWait time.Duration
-	limiter    *limiter
+	limiter    *apiclient.Limiter
+	api        *apiclient.Client
 	maxBody    int
 }
 
@@ -111,11 +114,7 @@ func New(p Params) (*Destination, error) {
 		mode:       p.Mode,
 		listIDs:    append([]int64(nil), p.ListIDs...),
 		conc:       p.Concurrency,
-		timeout:    p.Timeout,
-		client:     p.HTTPClient,
-		clock:      p.Clock,
 		sleep:      p.Sleep,
-		maxRetries: p.MaxRetries,
 		verifyWait: p.VerifyWait,
 		maxBody:    MaxImportBody,
 	}
@@ -147,24 +146,17 @@ func New(p Params) (*Destination, error) {
 	if d.conc <= 0 {
 		d.conc = DefaultConcurrency
 	}
-	if d.timeout <= 0 {
-		d.timeout = DefaultTimeout
-	}
-	if d.client == nil {
-		d.client = &http.Client{}
+	client := p.HTTPClient
+	if client == nil {
+		client = apiclient.NewHTTPClient()
 		d.ownClient = true
 	}
-	if d.clock == nil {
-		d.clock = clock.Real{}
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.Real{}
 	}
 	if d.sleep == nil {
-		d.sleep = sleepCtx
-	}
-	switch {
-	case d.maxRetries == 0:
-		d.maxRetries = DefaultMaxRetries
-	case d.maxRetries < 0:
-		d.maxRetries = 0
+		d.sleep = apiclient.SleepCtx
 	}
 	if d.verifyWait <= 0 {
 		d.verifyWait = 2 * time.Minute
@@ -173,7 +165,35 @@ func New(p Params) (*Destination, error) {
 	if rl <= 0 {
 		rl = DefaultRateLimit
 	}
-	d.limiter = newLimiter(d.clock, rl)
+	d.limiter = apiclient.NewLimiter(clk, rl)
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	maxRetries := p.MaxRetries
+	if maxRetries == 0 {
+		maxRetries = DefaultMaxRetries
+	}
+	d.api = apiclient.New(apiclient.Params{
+		Name:       "brevo",
+		URLSetting: "base_url",
+		AuthDetail: "brevo refused the account's credentials or plan",
+		Client:     client,
+		Timeout:    timeout,
+		MaxRetries: maxRetries,
+		MaxBody:    maxResponseBody,
+		MaxWait:    maxRateLimitWait,
+		Clock:      clk,
+		Sleep:      d.sleep,
+		Pacer:      d.limiter,
+		Classify:   classify,
+		Wait:       resetAfter,
+		Observe:    d.observeRateLimit,
+		StatusError: func(route string, r *apiclient.Response) error {
+			return d.apiError(route, &response{status: r.Status, body: r.Body, header: r.Header})
+		},
+		Secrets: []string{d.apiKey},
+	})
 	return d, nil
 }
 
@@ -183,23 +203,9 @@ func (d *Destination) Capability() destination.Capability { return destination.C
 // Close releases idle connections of a client New created.
 func (d *Destination) Close() error {
 	if d.ownClient {
-		d.client.CloseIdleConnections()
+		d.api.CloseIdleConnections()
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // request is one API call. path is relative to the base URL and already
@@ -218,77 +224,54 @@ type response struct {
 	header http.Header
 }
 
-// do sends req with rate limiting and in-run retries. It returns the 2xx
-// response, an *APIError for a 4xx the caller must judge (not 401/402/403/408/
-// 429), or a *failure.Error (auth, unavailable, rate limited, interrupted).
+// do sends req through the shared HTTP layer (rate limiting, in-run
+// retries, attempt deadlines, no redirects). It returns the 2xx response,
+// an *APIError for a 4xx the caller must judge (not 401/402/403/408/429),
+// or a *failure.Error (auth, unavailable, rate limited, interrupted, lease
+// lost), which wraps destination.ErrNotSent when Brevo provably did not
+// apply the request.
 func (d *Destination) do(ctx context.Context, req request) (*response, error) {
-	var (
-		lastErr     error
-		rateLimited bool
-	)
-	for attempt := 0; ; attempt++ {
-		if err := d.sleep(ctx, d.limiter.reserve()); err != nil {
-			return nil, d.interrupted(ctx, err)
-		}
-		resp, err := d.send(ctx, req)
-		var wait time.Duration
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, d.interrupted(ctx, ctx.Err())
-			}
-			if req.method != http.MethodGet {
-				// The write may have been applied and only its answer lost:
-				// resending it here could write twice. Leave it to the caller
-				// to read Brevo back (SPEC §4) before writing again.
-				return nil, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", ErrOutcomeUnknown, d.safe(err)),
-					"brevo's answer to %s was lost", req.route)
-			}
-			lastErr, rateLimited = err, false
-			wait = backoff(attempt)
-		case resp.status >= 200 && resp.status < 300:
-			return resp, nil
-		default:
-			apiErr := d.apiError(req.route, resp)
-			switch {
-			case resp.status == http.StatusUnauthorized || resp.status == http.StatusPaymentRequired || resp.status == http.StatusForbidden:
-				return nil, failure.Wrap(failure.DestinationAuth, d.safe(apiErr), "brevo refused the account's credentials or plan")
-			case resp.status == http.StatusTooManyRequests:
-				lastErr, rateLimited = apiErr, true
-				wait = backoff(attempt)
-				if reset, ok := resetAfter(resp); ok {
-					if reset > maxRateLimitWait {
-						return nil, failure.Wrap(failure.DestinationRateLimited, d.safe(apiErr),
-							"brevo rate limit resets in %s", reset.Round(time.Second))
-					}
-					wait = reset
-				}
-			case req.method != http.MethodGet && resp.status != http.StatusServiceUnavailable &&
-				(resp.status >= 500 || resp.status == http.StatusRequestTimeout):
-				// 500, 502, 504, 408 on a write: it may have been applied.
-				return nil, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", ErrOutcomeUnknown, d.safe(apiErr)),
-					"brevo answered %d to %s; the write may have been applied", resp.status, req.route)
-			case resp.status >= 500 || resp.status == http.StatusRequestTimeout:
-				// 503 (Brevo did not take the request) or a read: safe to retry.
-				lastErr, rateLimited = apiErr, false
-				wait = backoff(attempt)
-			default:
-				return nil, apiErr
-			}
-		}
-		if attempt >= d.maxRetries {
-			break
-		}
-		if err := d.sleep(ctx, wait); err != nil {
-			return nil, d.interrupted(ctx, err)
-		}
+	u := d.base + req.path
+	if len(req.query) > 0 {
+		u += "?" + req.query.Encode()
 	}
-	if rateLimited {
-		return nil, failure.Wrap(failure.DestinationRateLimited, d.safe(lastErr),
-			"brevo kept answering 429 after %d attempts", d.maxRetries+1)
+	h := http.Header{}
+	h.Set("api-key", d.apiKey)
+	h.Set("Accept", "application/json")
+	if req.body != nil {
+		h.Set("Content-Type", "application/json")
 	}
-	return nil, failure.Wrap(failure.DestinationUnavailable, d.safe(lastErr),
-		"brevo did not answer successfully after %d attempts", d.maxRetries+1)
+	res, err := d.api.Do(ctx, apiclient.Request{
+		Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
+		// A read is safe to repeat; a write whose answer was lost is not
+		// (it may have been applied): Brevo is read back first (SPEC §4).
+		Idempotent: req.method == http.MethodGet,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &response{status: res.Status, body: res.Body, header: res.Header}
+	if r.status < 200 || r.status > 299 {
+		return nil, d.apiError(req.route, r)
+	}
+	return r, nil
+}
+
+// classify: 401, 402 (plan) and 403 are auth; 503 means Brevo did not take
+// the request, so even a write is retried; 500, 502, 504 and 408 may follow
+// an applied write.
+func classify(status int) apiclient.Class {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusPaymentRequired || status == http.StatusForbidden:
+		return apiclient.Auth
+	case status == http.StatusTooManyRequests:
+		return apiclient.RateLimited
+	case status == http.StatusServiceUnavailable:
+		return apiclient.NotApplied
+	case status >= 500 || status == http.StatusRequestTimeout:
+		return apiclient.MaybeApplied
+	}
+	return apiclient.Final
 }
 
 func (d *Destination) interrupted(ctx context.Context, err error) error {
@@ -300,84 +283,30 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 
-// send makes one HTTP attempt and reads the whole response.
-func (d *Destination) send(ctx context.Context, req request) (*response, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	u := d.base + req.path
-	if len(req.query) > 0 {
-		u += "?" + req.query.Encode()
-	}
-	var body io.Reader
-	if req.body != nil {
-		body = bytes.NewReader(req.body)
-	}
-	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
-	if err != nil {
-		return nil, &transportError{Route: req.route, Err: errors.New("cannot build request")}
-	}
-	hr.Header.Set("api-key", d.apiKey)
-	hr.Header.Set("Accept", "application/json")
-	if req.body != nil {
-		hr.Header.Set("Content-Type", "application/json")
-	}
-	res, err := d.client.Do(hr)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, &transportError{Route: req.route, Err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody))
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, &transportError{Route: req.route, Err: fmt.Errorf("reading response: %w", err)}
-	}
-	d.observeRateLimit(res.Header)
-	return &response{status: res.StatusCode, body: b, header: res.Header}, nil
-}
-
 // observeRateLimit pauses the limiter until the reset when Brevo says the
 // window is spent.
-func (d *Destination) observeRateLimit(h http.Header) {
-	rem := strings.TrimSpace(h.Get("x-sib-ratelimit-remaining"))
+func (d *Destination) observeRateLimit(r *apiclient.Response) {
+	rem := strings.TrimSpace(r.Header.Get("x-sib-ratelimit-remaining"))
 	if rem == "" {
 		return
 	}
 	if n, err := strconv.ParseFloat(rem, 64); err != nil || n > 0 {
 		return
 	}
-	reset, ok := parseReset(h.Get("x-sib-ratelimit-reset"))
+	reset, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset"))
 	if !ok {
 		reset = time.Second
 	}
-	d.limiter.pause(min(reset, maxRateLimitWait))
+	d.limiter.Pause(min(reset, maxRateLimitWait))
 }
 
 // resetAfter reads how long to wait after a 429: x-sib-ratelimit-reset
-// (seconds), else Retry-After (seconds).
-func resetAfter(r *response) (time.Duration, bool) {
-	if d, ok := parseReset(r.header.Get("x-sib-ratelimit-reset")); ok {
+// (seconds), else Retry-After.
+func resetAfter(r *apiclient.Response, now time.Time) (time.Duration, bool) {
+	if d, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset")); ok {
 		return d, true
 	}
-	return parseReset(r.header.Get("Retry-After"))
-}
-
-func parseReset(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f > 1e6 {
-		return 0, false
-	}
-	return time.Duration(f * float64(time.Second)), true
+	return apiclient.RetryAfter(r.Header.Get("Retry-After"), now)
 }
 
 func (d *Destination) apiError(route string, r *response) *APIError {

@@ -183,19 +183,23 @@ func TestAcceptance(t *testing.T) {
 					}
 					b := &bundle{}
 					fake := fakebrevo.New(opts) // wall clock: Verify's since is wall time
-					b.startProxy(t, fake)
+					faults, answered := transportFaults(cfg.Faults, fake)
+					b.startProxy(t, faults)
+					if cfg.Faults.Refused {
+						b.url = refusedURL(t) + fakebrevo.BasePath
+					}
 					key := apiKey
 					if cfg.Faults.Unauthorized {
 						key = "xkeysib-WRONG-fedcba9876543210"
 					}
 					d := b.newDest(t, brevo.Params{
 						BaseURL: b.url, APIKey: key, Mode: mode, ListIDs: []int64{3},
-						Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries,
+						Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries, Clock: cfg.Clock,
 					})
 					return destinationtest.Target{
 						Dest:         d,
 						Secrets:      []string{apiKey, key},
-						Requests:     func() int64 { return fake.Stats().Requests },
+						Requests:     func() int64 { return fake.Stats().Requests + answered.Load() },
 						ServerErrors: func() int64 { return fake.Stats().ByStatus["503"] },
 						Stored:       func() int64 { return fake.Stats().Contacts },
 					}

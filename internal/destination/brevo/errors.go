@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
 )
 
 // maxMessageLen bounds a decoded Brevo message (bytes, cut on a rune boundary).
@@ -19,7 +21,8 @@ var ErrNoVerify = errors.New("brevo: cannot verify yet")
 // ErrOutcomeUnknown: a write's answer was lost or ambiguous (a cut
 // connection, 500, 502, 504, 408), so it may or may not have been applied.
 // It is not retried blindly; the records are settled by reading Brevo back.
-var ErrOutcomeUnknown = errors.New("brevo: the write's outcome is unknown")
+// It is the shared HTTP layer's sentinel.
+var ErrOutcomeUnknown = apiclient.ErrOutcomeUnknown
 
 // APIError is a non-2xx answer from Brevo, decoded from its error model
 // ({code, message}). Its Error text never holds the API key or an e-mail
@@ -46,20 +49,6 @@ func (e *APIError) Error() string {
 	}
 	return s
 }
-
-// transportError is a request that got no HTTP answer. It replaces
-// *url.Error, whose text holds the request URL (and so, for
-// GET /contacts/{email}, an e-mail address).
-type transportError struct {
-	Route string
-	Err   error
-}
-
-func (e *transportError) Error() string {
-	return fmt.Sprintf("brevo: %s: %s", e.Route, redact(e.Err.Error()))
-}
-
-func (e *transportError) Unwrap() error { return e.Err }
 
 // DecodeError decodes a Brevo error body ({"code": ..., "message": ...}). ok
 // is false when body is not a JSON object carrying a string code or message.

@@ -3,6 +3,7 @@ package brevo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -107,9 +108,11 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, d.interrupted(ctx, err)
+		return notSent(recs), failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
+			"brevo request interrupted")
 	}
-	w := &pageWrite{d: d, recs: recs, results: make([]destination.Result, len(recs)), done: make([]bool, len(recs))}
+	w := &pageWrite{d: d, recs: recs, results: make([]destination.Result, len(recs)), done: make([]bool, len(recs)),
+		maybeSent: make([]bool, len(recs))}
 	var todo []int
 	cs := make([]contact, len(recs))
 	for i, r := range recs {
@@ -127,7 +130,24 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	} else {
 		err = w.single(ctx, todo)
 	}
+	if err != nil {
+		// Records whose request provably never reached Brevo (never sent,
+		// or refused before being written) are not in doubt (SPEC §4).
+		for i, r := range recs {
+			if !w.done[i] && !w.maybeSent[i] {
+				w.set(i, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			}
+		}
+	}
 	return w.collect(), err
+}
+
+func notSent(recs []destination.Record) []destination.Result {
+	out := make([]destination.Result, len(recs))
+	for i, r := range recs {
+		out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+	}
+	return out
 }
 
 // pageWrite is the state of one Write. Each index of results/done is written
@@ -138,9 +158,22 @@ type pageWrite struct {
 	contacts []contact
 	results  []destination.Result
 	done     []bool
+	// maybeSent: a request carrying the record failed in a way that may
+	// have reached Brevo (it is in doubt unless settled).
+	maybeSent []bool
 }
 
 func (w *pageWrite) set(i int, r destination.Result) { w.results[i], w.done[i] = r, true }
+
+// failed notes that the request carrying idx failed with err and returns err.
+func (w *pageWrite) failed(idx []int, err error) error {
+	if !errors.Is(err, destination.ErrNotSent) {
+		for _, i := range idx {
+			w.maybeSent[i] = true
+		}
+	}
+	return err
+}
 
 func (w *pageWrite) collect() []destination.Result {
 	out := make([]destination.Result, 0, len(w.results))
@@ -180,10 +213,10 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 		if err != nil {
 			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
 			if !ok {
-				return err
+				return w.failed([]int{i}, err)
 			}
 			if !recordLevel(apiErr) {
-				return w.unexpected(apiErr)
+				return w.failed([]int{i}, w.unexpected(apiErr))
 			}
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(apiErr)})
 			return nil
@@ -227,10 +260,10 @@ func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
 		if err != nil {
 			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
 			if !ok {
-				return err
+				return w.failed(chunk, err)
 			}
 			if !recordLevel(apiErr) {
-				return w.unexpected(apiErr)
+				return w.failed(chunk, w.unexpected(apiErr))
 			}
 			// One bad record refuses the whole import: resend one by one so
 			// only it is rejected, with Brevo's message for it.

@@ -1,7 +1,11 @@
 // Package destinationtest is the acceptance suite every destination passes
 // (modelled on Conduit's connector acceptance tests). A destination's tests
 // call Run with a Harness that starts its server (a fake or an httptest
-// server) with the faults the suite asks for.
+// server) with the faults the suite asks for. Besides writes, refusals,
+// retries and cancellation, it holds every destination to the transport's
+// rules: a redirect is never followed (nothing reaches the other origin), a
+// request that never reached the server is NotSent rather than in doubt, and
+// no attempt or wait outlives the attempt deadline (SPEC §4, §5, §15).
 package destinationtest
 
 import (
@@ -10,11 +14,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -31,6 +40,16 @@ type Faults struct {
 	Flaky bool
 	// Unavailable: the server answers 5xx to every request.
 	Unavailable bool
+	// RedirectTo, when set, is another origin: the server answers every
+	// request 307 with a Location there (same path).
+	RedirectTo string
+	// Refused: nothing listens at the destination's address; every
+	// connection is refused.
+	Refused bool
+	// RateLimited, when positive, makes the server answer every request 429,
+	// asking to wait that long (Retry-After, or the destination's own reset
+	// header).
+	RateLimited time.Duration
 }
 
 // Config is what the suite asks of one Setup.
@@ -40,6 +59,10 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// MaxRetries must be the destination's MaxRetries.
 	MaxRetries int
+	// Clock must be the destination's Clock (attempt deadlines are read
+	// against it). It starts at the wall time and moves only when the suite
+	// advances it.
+	Clock *clock.Fake
 }
 
 // Target is a destination wired to a server started for one test.
@@ -113,7 +136,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	setup := func(t *testing.T, f Faults) Target {
 		t.Helper()
-		tg := h.Setup(t, Config{Faults: f, Sleep: NoSleep, MaxRetries: suiteRetries})
+		tg := h.Setup(t, Config{Faults: f, Sleep: NoSleep, MaxRetries: suiteRetries, Clock: clock.NewFake(time.Now())})
 		t.Cleanup(func() {
 			if err := tg.Dest.Close(); err != nil {
 				t.Errorf("Close: %v", err)
@@ -198,7 +221,7 @@ func Run(t *testing.T, h Harness) {
 
 	t.Run("TransientServerErrorsAreRetried", func(t *testing.T) {
 		t.Parallel()
-		tg := h.Setup(t, Config{Faults: Faults{Flaky: true}, Sleep: NoSleep, MaxRetries: 10})
+		tg := h.Setup(t, Config{Faults: Faults{Flaky: true}, Sleep: NoSleep, MaxRetries: 10, Clock: clock.NewFake(time.Now())})
 		t.Cleanup(func() { _ = tg.Dest.Close() })
 		recs := records(10)
 		res, err := tg.Dest.Write(t.Context(), recs)
@@ -240,7 +263,7 @@ func Run(t *testing.T, h Harness) {
 			slept.Add(1)
 			return blockingSleep(ctx, d)
 		}
-		tg := h.Setup(t, Config{Faults: Faults{Unavailable: true}, Sleep: sleep, MaxRetries: 1000})
+		tg := h.Setup(t, Config{Faults: Faults{Unavailable: true}, Sleep: sleep, MaxRetries: 1000, Clock: clock.NewFake(time.Now())})
 		t.Cleanup(func() { _ = tg.Dest.Close() })
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -281,6 +304,8 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	runTransport(t, h, records)
+
 	t.Run("VerifyMatchesCapability", func(t *testing.T) {
 		t.Parallel()
 		tg := setup(t, Faults{})
@@ -309,6 +334,209 @@ func Run(t *testing.T, h Harness) {
 			if _, ok := landed[r.Key]; ok {
 				t.Errorf("never-written record %s reported as landed", r.Key[:8])
 			}
+		}
+	})
+}
+
+// runTransport runs the cases about the transport every destination shares
+// (internal/apiclient): redirects, refused connections, attempt deadlines.
+func runTransport(t *testing.T, h Harness, records func(int) []destination.Record) {
+	// advancing is a Sleep that records each wait and moves clk by it, so
+	// that time passes only through the destination's own waits.
+	type advancing struct {
+		mu    sync.Mutex
+		clk   *clock.Fake
+		waits []time.Duration
+	}
+	newAdvancing := func() *advancing { return &advancing{clk: clock.NewFake(time.Now())} }
+	sleepOf := func(a *advancing) func(context.Context, time.Duration) error {
+		return func(ctx context.Context, d time.Duration) error {
+			a.mu.Lock()
+			a.waits = append(a.waits, d)
+			a.mu.Unlock()
+			a.clk.Advance(d)
+			return ctx.Err()
+		}
+	}
+	setup := func(t *testing.T, f Faults, a *advancing, retries int) Target {
+		t.Helper()
+		tg := h.Setup(t, Config{Faults: f, Sleep: sleepOf(a), MaxRetries: retries, Clock: a.clk})
+		t.Cleanup(func() { _ = tg.Dest.Close() })
+		return tg
+	}
+	// allNotSent asserts one NotSent result per record and nothing stored.
+	allNotSent := func(t *testing.T, tg Target, recs []destination.Record, res []destination.Result) {
+		t.Helper()
+		byKey := checkResults(t, recs, res)
+		for _, r := range recs {
+			got, ok := byKey[r.Key]
+			switch {
+			case !ok:
+				t.Errorf("record %s: no result (in doubt), want not sent", r.Key[:8])
+			case got.Outcome != destination.NotSent:
+				t.Errorf("record %s: outcome %v, want not sent", r.Key[:8], got.Outcome)
+			}
+		}
+		if n := tg.Stored(); n != 0 {
+			t.Errorf("server stores %d records, want 0", n)
+		}
+	}
+
+	t.Run("RedirectIsNotFollowed", func(t *testing.T) {
+		t.Parallel()
+		var (
+			leaked  atomic.Int64
+			carried atomic.Bool // the other origin received a secret
+			secrets atomic.Pointer[[]string]
+		)
+		a := newAdvancing()
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			leaked.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			dump := fmt.Sprint(r.Header) + r.URL.String() + string(body)
+			if p := secrets.Load(); p != nil {
+				for _, s := range *p {
+					if s != "" && strings.Contains(dump, s) {
+						carried.Store(true)
+					}
+				}
+			}
+		}))
+		t.Cleanup(other.Close)
+		tg := setup(t, Faults{RedirectTo: other.URL}, a, suiteRetries)
+		secrets.Store(&tg.Secrets)
+		// One record: a page-level failure cancels its siblings' requests,
+		// which may then be in doubt.
+		recs := records(1)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if n := leaked.Load(); n != 0 {
+			t.Errorf("the other origin received %d requests, want 0 (a secret among them: %v)", n, carried.Load())
+		}
+		if got := failure.CodeOf(err); got != failure.DestinationUnavailable {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationUnavailable)
+		}
+		if n := tg.Requests(); n != 1 {
+			t.Errorf("server got %d requests, want 1 (a redirect is not retried)", n)
+		}
+		// A 307 says the request must be made elsewhere: it was not processed.
+		if !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("Write error %v does not wrap ErrNotSent", err)
+		}
+		allNotSent(t, tg, recs, res)
+		checkSafe(t, err, tg.Secrets, recs)
+	})
+
+	t.Run("ConnectionRefusedIsNotSent", func(t *testing.T) {
+		t.Parallel()
+		a := newAdvancing()
+		tg := setup(t, Faults{Refused: true}, a, suiteRetries)
+		recs := records(10)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if got := failure.CodeOf(err); got != failure.DestinationUnavailable {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationUnavailable)
+		}
+		if !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("Write error %v does not wrap ErrNotSent", err)
+		}
+		allNotSent(t, tg, recs, res)
+		checkSafe(t, err, tg.Secrets, recs)
+	})
+
+	t.Run("CancelledContextIsNotSent", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{}, newAdvancing(), suiteRetries)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		recs := records(3)
+		res, err := tg.Dest.Write(ctx, recs)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, destination.ErrNotSent) {
+			t.Fatalf("Write on a cancelled context = %v, want context.Canceled and ErrNotSent", err)
+		}
+		allNotSent(t, tg, recs, res)
+	})
+
+	t.Run("PastAttemptDeadlineSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		a := newAdvancing()
+		tg := setup(t, Faults{}, a, suiteRetries)
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return a.clk.Now().Add(-time.Second) })
+		recs := records(3)
+		res, err := tg.Dest.Write(ctx, recs)
+		if got := failure.CodeOf(err); got != failure.LeaseLost {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.LeaseLost)
+		}
+		if !errors.Is(err, destination.ErrNoLeaseTime) || !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("Write error %v, want ErrNoLeaseTime and ErrNotSent", err)
+		}
+		if n := tg.Requests(); n != 0 {
+			t.Errorf("server got %d requests past the attempt deadline, want 0", n)
+		}
+		allNotSent(t, tg, recs, res)
+	})
+
+	t.Run("RateLimitWaitPastDeadlineIsNotTaken", func(t *testing.T) {
+		t.Parallel()
+		a := newAdvancing()
+		tg := setup(t, Faults{RateLimited: 30 * time.Second}, a, suiteRetries)
+		until := a.clk.Now().Add(10 * time.Second)
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return until })
+		recs := records(1)
+		res, err := tg.Dest.Write(ctx, recs)
+		if got := failure.CodeOf(err); got != failure.DestinationRateLimited {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationRateLimited)
+		}
+		if !errors.Is(err, destination.ErrNoLeaseTime) {
+			t.Errorf("Write error %v does not wrap ErrNoLeaseTime", err)
+		}
+		if a.clk.Now().After(until) {
+			t.Errorf("waited %v, past the attempt deadline", a.waits)
+		}
+		if n := tg.Requests(); n != 1 {
+			t.Errorf("server got %d requests, want 1", n)
+		}
+		// A 429 says the request was not processed.
+		allNotSent(t, tg, recs, res)
+	})
+
+	t.Run("BackoffPastDeadlineIsNotTaken", func(t *testing.T) {
+		t.Parallel()
+		a := newAdvancing()
+		tg := setup(t, Faults{Unavailable: true}, a, 1000)
+		until := a.clk.Now().Add(time.Minute)
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return until })
+		res, err := tg.Dest.Write(ctx, records(1))
+		if got := failure.CodeOf(err); got != failure.DestinationUnavailable {
+			t.Fatalf("Write error %v: code %s, want %s", err, got, failure.DestinationUnavailable)
+		}
+		if !errors.Is(err, destination.ErrNoLeaseTime) {
+			t.Errorf("Write error %v does not wrap ErrNoLeaseTime", err)
+		}
+		if a.clk.Now().After(until) {
+			t.Errorf("waited %s in all, past the attempt deadline (1m)", a.clk.Now().Sub(until.Add(-time.Minute)))
+		}
+		if n := tg.Requests(); n >= 1001 {
+			t.Errorf("server got %d requests: every retry was made", n)
+		}
+		for _, r := range res {
+			if r.Outcome != destination.NotSent {
+				t.Errorf("record %s: outcome %v, want not sent or no result (in doubt)", r.Key[:8], r.Outcome)
+			}
+		}
+	})
+
+	t.Run("RenewedDeadlineIsReadAgain", func(t *testing.T) {
+		t.Parallel()
+		a := newAdvancing()
+		tg := setup(t, Faults{RateLimited: 3 * time.Second}, a, suiteRetries)
+		// A lease renewed all along: the deadline stays 5 s ahead, so each
+		// 3 s wait fits although together they outlast the first deadline.
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return a.clk.Now().Add(5 * time.Second) })
+		_, err := tg.Dest.Write(ctx, records(1))
+		if got := failure.CodeOf(err); got != failure.DestinationRateLimited || errors.Is(err, destination.ErrNoLeaseTime) {
+			t.Fatalf("Write error %v: want %s after every retry, not ErrNoLeaseTime", err, failure.DestinationRateLimited)
+		}
+		if n := tg.Requests(); n != suiteRetries+1 {
+			t.Errorf("server got %d requests, want %d", n, suiteRetries+1)
 		}
 	})
 }

@@ -3,17 +3,21 @@
 // Idempotency-Key header so that resending an in-doubt record is harmless
 // (CapIdempotent). With a Secret, requests are signed the Standard Webhooks
 // way (webhook-id, webhook-timestamp, webhook-signature "v1,<base64 HMAC-SHA256>").
+// Requests go through the shared HTTP layer (internal/apiclient).
 //
-// Answers: 2xx → delivered; 401/403 → destination_auth at once; 408, 409, 5xx,
+// Answers: 2xx → delivered; 401/403 → destination_auth at once; a 3xx is
+// never followed → destination_unavailable (check url); 408, 409, 5xx,
 // timeouts and connection errors → retried in-run with backoff (exponential
 // from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
 // Retry-After (or backs off), then destination_rate_limited; any other 4xx
 // rejects the record(s) with the response body (first 500 bytes) as message.
-// Errors never hold the URL's path or query, header values, or the secret.
+// Every attempt and wait fits the attempt deadline
+// (destination.WithAttemptDeadline). Records whose request provably never
+// reached the endpoint are returned NotSent. Errors never hold the URL's path
+// or query, header values, or the secret.
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -23,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -45,8 +49,6 @@ const (
 	MaxMessageLen = 500
 
 	maxRetryAfter   = time.Minute
-	backoffBase     = time.Second
-	backoffCap      = 30 * time.Second
 	maxResponseBody = 1 << 20
 )
 
@@ -85,7 +87,8 @@ type Params struct {
 	Concurrency int
 	// Timeout bounds one HTTP attempt (default 30 s).
 	Timeout time.Duration
-	// HTTPClient is the client used (default: a new http.Client).
+	// HTTPClient is the client used (default: one with its own connection
+	// pool). It never follows redirects: a copy is used without them.
 	HTTPClient *http.Client
 	// Clock tells the time (signatures, Retry-After dates; default clock.Real).
 	Clock clock.Clock
@@ -98,19 +101,16 @@ type Params struct {
 
 // Destination posts records to a webhook. It is safe for concurrent use.
 type Destination struct {
-	url        string
-	host       string
-	mode       string
-	headers    map[string]string
-	key        []byte
-	conc       int
-	timeout    time.Duration
-	client     *http.Client
-	ownClient  bool
-	clock      clock.Clock
-	sleep      func(context.Context, time.Duration) error
-	maxRetries int
-	secrets    []string // strings redacted from error texts
+	url       string
+	host      string
+	mode      string
+	headers   map[string]string
+	key       []byte
+	conc      int
+	ownClient bool
+	clock     clock.Clock
+	api       *apiclient.Client
+	secrets   []string // strings redacted from error texts
 }
 
 var _ destination.Destination = (*Destination)(nil)
@@ -123,16 +123,12 @@ func New(p Params) (*Destination, error) {
 		return nil, failure.New(failure.InvalidSyncDefinition, "webhook url must be an absolute http(s) URL")
 	}
 	d := &Destination{
-		url:        p.URL,
-		host:       u.Host,
-		mode:       p.Mode,
-		headers:    make(map[string]string, len(p.Headers)),
-		conc:       p.Concurrency,
-		timeout:    p.Timeout,
-		client:     p.HTTPClient,
-		clock:      p.Clock,
-		sleep:      p.Sleep,
-		maxRetries: p.MaxRetries,
+		url:     p.URL,
+		host:    u.Host,
+		mode:    p.Mode,
+		headers: make(map[string]string, len(p.Headers)),
+		conc:    p.Concurrency,
+		clock:   p.Clock,
 	}
 	switch d.mode {
 	case "":
@@ -169,25 +165,39 @@ func New(p Params) (*Destination, error) {
 	if d.conc <= 0 {
 		d.conc = DefaultConcurrency
 	}
-	if d.timeout <= 0 {
-		d.timeout = DefaultTimeout
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
 	}
-	if d.client == nil {
-		d.client = &http.Client{}
+	maxRetries := p.MaxRetries
+	if maxRetries == 0 {
+		maxRetries = DefaultMaxRetries
+	}
+	client := p.HTTPClient
+	if client == nil {
+		client = apiclient.NewHTTPClient()
 		d.ownClient = true
 	}
 	if d.clock == nil {
 		d.clock = clock.Real{}
 	}
-	if d.sleep == nil {
-		d.sleep = sleepCtx
-	}
-	switch {
-	case d.maxRetries == 0:
-		d.maxRetries = DefaultMaxRetries
-	case d.maxRetries < 0:
-		d.maxRetries = 0
-	}
+	d.api = apiclient.New(apiclient.Params{
+		Name:       "webhook",
+		Subject:    "the webhook",
+		URLSetting: "url",
+		Client:     client,
+		Timeout:    timeout,
+		MaxRetries: maxRetries,
+		MaxBody:    maxResponseBody,
+		MaxWait:    maxRetryAfter,
+		Clock:      d.clock,
+		Sleep:      p.Sleep,
+		Classify:   classify,
+		StatusError: func(_ string, r *apiclient.Response) error {
+			return &StatusError{Host: d.host, Status: r.Status}
+		},
+		Secrets: d.secrets,
+	})
 	return d, nil
 }
 
@@ -203,7 +213,7 @@ func (d *Destination) Verify(context.Context, []destination.Record, time.Time) (
 // Close releases idle connections of a client New created.
 func (d *Destination) Close() error {
 	if d.ownClient {
-		d.client.CloseIdleConnections()
+		d.api.CloseIdleConnections()
 	}
 	return nil
 }
@@ -236,13 +246,21 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, interrupted(ctx, err)
+		out := make([]destination.Result, len(recs))
+		for i, r := range recs {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+		}
+		return out, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
+			"webhook request interrupted")
 	}
 	if d.mode == ModeBulk {
 		return d.writeBulk(ctx, recs)
 	}
 	results := make([]destination.Result, len(recs))
 	done := make([]bool, len(recs))
+	// maybeSent: the record's POST failed in a way that may have reached
+	// the webhook (it stays in doubt, resent later with the same key).
+	maybeSent := make([]bool, len(recs))
 	err := runParallel(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
 		body, err := json.Marshal(recs[i].Data)
 		if err != nil {
@@ -252,6 +270,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		}
 		res, err := d.post(ctx, body, recs[i].Key)
 		if err != nil {
+			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)
 			return err
 		}
 		results[i], done[i] = res.result(recs[i].Key), true
@@ -262,8 +281,12 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	}
 	out := make([]destination.Result, 0, len(recs))
 	for i, r := range results {
-		if done[i] {
+		switch {
+		case done[i]:
 			out = append(out, r)
+		case err != nil && !maybeSent[i]:
+			// Never sent, or provably not received: not in doubt (SPEC §4).
+			out = append(out, destination.Result{Key: recs[i].Key, Outcome: destination.NotSent})
 		}
 	}
 	return out, err
@@ -294,6 +317,11 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record) 
 	}
 	res, err := d.post(ctx, body, BulkIdempotencyKey(sent))
 	if err != nil {
+		if errors.Is(err, destination.ErrNotSent) {
+			for _, k := range sent {
+				out = append(out, destination.Result{Key: k, Outcome: destination.NotSent})
+			}
+		}
 		return out, err
 	}
 	for _, k := range sent {
@@ -327,109 +355,54 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("webhook: POST %s: HTTP %d", e.Host, e.Status)
 }
 
-// transportError is a POST that got no answer; it replaces *url.Error, whose
-// text holds the whole URL.
-type transportError struct {
-	Host string
-	Err  error
-}
-
-func (e *transportError) Error() string { return fmt.Sprintf("webhook: POST %s: %v", e.Host, e.Err) }
-func (e *transportError) Unwrap() error { return e.Err }
-
-// post sends body with retries and returns the final answer, or a
-// *failure.Error.
+// post sends body through the shared HTTP layer and returns the final
+// answer, or a *failure.Error (wrapping destination.ErrNotSent when the
+// webhook provably did not receive it). Every attempt is resent with the
+// same Idempotency-Key, so lost answers and 5xx are retried.
 func (d *Destination) post(ctx context.Context, body []byte, idemKey string) (answer, error) {
-	var (
-		lastErr     error
-		rateLimited bool
-	)
-	for attempt := 0; ; attempt++ {
-		status, header, resBody, err := d.send(ctx, body, idemKey)
-		var wait time.Duration
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return answer{}, interrupted(ctx, ctx.Err())
-			}
-			lastErr, rateLimited = err, false
-			wait = backoff(attempt)
-		case status >= 200 && status < 300:
-			return answer{ref: refOf(resBody)}, nil
-		case status == http.StatusUnauthorized || status == http.StatusForbidden:
-			return answer{}, failure.Wrap(failure.DestinationAuth, d.safe(&StatusError{Host: d.host, Status: status}),
-				"the webhook refused oncesync's credentials")
-		case status == http.StatusTooManyRequests:
-			lastErr, rateLimited = &StatusError{Host: d.host, Status: status}, true
-			wait = backoff(attempt)
-			if ra, ok := d.retryAfter(header.Get("Retry-After")); ok {
-				if ra > maxRetryAfter {
-					return answer{}, failure.Wrap(failure.DestinationRateLimited, lastErr,
-						"the webhook asked to retry in %s", ra.Round(time.Second))
-				}
-				wait = ra
-			}
-		case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
-			return answer{rejected: true, message: message(status, resBody)}, nil
-		default: // 408, 409 (a request with this key is in progress), 5xx, others
-			lastErr, rateLimited = &StatusError{Host: d.host, Status: status}, false
-			wait = backoff(attempt)
-		}
-		if attempt >= d.maxRetries {
-			break
-		}
-		if err := d.sleep(ctx, wait); err != nil {
-			return answer{}, interrupted(ctx, err)
+	h := make(http.Header, len(d.headers)+2)
+	for k, v := range d.headers {
+		h.Set(k, v)
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderIdempotencyKey, idemKey)
+	req := apiclient.Request{
+		Method: http.MethodPost, URL: d.url, Route: "POST " + d.host, Header: h, Body: body,
+		Idempotent: true,
+		// A 2xx whose body broke is still a 2xx: the receiver accepted it.
+		PartialBodyOK: true,
+	}
+	if d.key != nil {
+		req.Prepare = func(h http.Header) {
+			ts := strconv.FormatInt(d.clock.Now().Unix(), 10)
+			h.Set(HeaderWebhookID, idemKey)
+			h.Set(HeaderWebhookTimestamp, ts)
+			h.Set(HeaderWebhookSignature, Sign(d.key, idemKey, ts, body))
 		}
 	}
-	if rateLimited {
-		return answer{}, failure.Wrap(failure.DestinationRateLimited, d.safe(lastErr),
-			"the webhook kept answering 429 after %d attempts", d.maxRetries+1)
+	res, err := d.api.Do(ctx, req)
+	if err != nil {
+		return answer{}, err
 	}
-	return answer{}, failure.Wrap(failure.DestinationUnavailable, d.safe(lastErr),
-		"the webhook did not answer successfully after %d attempts", d.maxRetries+1)
+	if res.Status >= 200 && res.Status < 300 {
+		return answer{ref: refOf(res.Body)}, nil
+	}
+	return answer{rejected: true, message: message(res.Status, res.Body)}, nil
 }
 
-func (d *Destination) send(ctx context.Context, body []byte, idemKey string) (int, http.Header, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, &transportError{Host: d.host, Err: errors.New("cannot build request")}
+// classify: 401/403 are auth; 429 is rate limited; any other 4xx but 408
+// and 409 (a request with this key is in progress) rejects the record(s);
+// the rest may have been applied and is retried (the key makes it safe).
+func classify(status int) apiclient.Class {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return apiclient.Auth
+	case status == http.StatusTooManyRequests:
+		return apiclient.RateLimited
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
+		return apiclient.Final
 	}
-	for k, v := range d.headers {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderIdempotencyKey, idemKey)
-	if d.key != nil {
-		ts := strconv.FormatInt(d.clock.Now().Unix(), 10)
-		req.Header.Set(HeaderWebhookID, idemKey)
-		req.Header.Set(HeaderWebhookTimestamp, ts)
-		req.Header.Set(HeaderWebhookSignature, Sign(d.key, idemKey, ts, body))
-	}
-	res, err := d.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return 0, nil, nil, &transportError{Host: d.host, Err: err}
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBody))
-	if err != nil && res.StatusCode >= 200 && res.StatusCode < 300 {
-		// A 2xx whose body broke is still a 2xx: the receiver accepted it.
-		err = nil
-	}
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return 0, nil, nil, &transportError{Host: d.host, Err: fmt.Errorf("reading response: %w", err)}
-	}
-	return res.StatusCode, res.Header, b, nil
+	return apiclient.MaybeApplied
 }
 
 // Sign returns the Standard Webhooks signature header value for one message:
@@ -442,25 +415,6 @@ func Sign(key []byte, id, timestamp string, body []byte) string {
 	io.WriteString(m, ".")
 	m.Write(body)
 	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
-
-// retryAfter parses Retry-After: delay seconds or an HTTP date.
-func (d *Destination) retryAfter(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 || n > 1e6 {
-			return 0, false
-		}
-		return time.Duration(n) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return max(t.Sub(d.clock.Now()), 0), true
 }
 
 // refOf returns the "id" of a JSON object response, if any.
@@ -508,46 +462,6 @@ func interrupted(ctx context.Context, err error) error {
 		err = cerr
 	}
 	return failure.Wrap(failure.DestinationUnavailable, err, "webhook request interrupted")
-}
-
-// safeError hides the secret and header values from an error's text.
-type safeError struct {
-	err     error
-	secrets []string
-}
-
-func (e *safeError) Error() string {
-	s := e.err.Error()
-	for _, sec := range e.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
-
-func (e *safeError) Unwrap() error { return e.err }
-
-func (d *Destination) safe(err error) error { return &safeError{err: err, secrets: d.secrets} }
-
-func backoff(attempt int) time.Duration {
-	d := backoffCap
-	if attempt < 5 {
-		d = min(backoffBase<<attempt, backoffCap)
-	}
-	return rand.N(d + 1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // runParallel calls fn(i) for i in [0,n) with at most conc in flight, stops

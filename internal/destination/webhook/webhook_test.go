@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -54,9 +55,11 @@ type receiver struct {
 	refuse  map[string]bool
 }
 
-func newReceiver(t *testing.T, f destinationtest.Faults) *receiver {
-	rv := &receiver{t: t, faults: f, stored: map[string]json.RawMessage{}, refuse: map[string]bool{},
-		clock: clock.NewFake(time.Unix(1_700_000_000, 0))}
+func newReceiver(t *testing.T, f destinationtest.Faults, clk clock.Clock) *receiver {
+	if clk == nil {
+		clk = clock.NewFake(time.Unix(1_700_000_000, 0))
+	}
+	rv := &receiver{t: t, faults: f, stored: map[string]json.RawMessage{}, refuse: map[string]bool{}, clock: clk}
 	for _, r := range f.Refuse {
 		rv.refuse[r.Key] = true
 	}
@@ -82,6 +85,13 @@ func (rv *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 	}
 	switch {
+	case rv.faults.RedirectTo != "":
+		http.Redirect(w, r, rv.faults.RedirectTo+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		return
+	case rv.faults.RateLimited > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(int(rv.faults.RateLimited/time.Second)))
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
 	case r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json":
 		fail(http.StatusMethodNotAllowed)
 		return
@@ -143,13 +153,24 @@ type bundle struct {
 
 func setup(t *testing.T, mode string, f destinationtest.Faults, mut ...func(*webhook.Params)) bundle {
 	t.Helper()
-	rv := newReceiver(t, f)
+	return setupClock(t, mode, f, nil, mut...)
+}
+
+// setupClock is setup with clk as the receiver's and the destination's clock
+// (nil: a fake one).
+func setupClock(t *testing.T, mode string, f destinationtest.Faults, clk clock.Clock, mut ...func(*webhook.Params)) bundle {
+	t.Helper()
+	rv := newReceiver(t, f, clk)
+	base := rv.srv.URL
+	if f.Refused {
+		base = refusedURL(t)
+	}
 	var (
 		mu    sync.Mutex
 		slept []time.Duration
 	)
 	p := webhook.Params{
-		URL:     rv.srv.URL + "/hook?token=QUERY-SECRET-xyz",
+		URL:     base + "/hook?token=QUERY-SECRET-xyz",
 		Mode:    mode,
 		Headers: map[string]string{"Authorization": token},
 		Secret:  secret,
@@ -177,7 +198,7 @@ func TestAcceptance(t *testing.T) {
 	t.Parallel()
 	destinationtest.Run(t, destinationtest.Harness{
 		Setup: func(t *testing.T, cfg destinationtest.Config) destinationtest.Target {
-			b := setup(t, webhook.ModeSingle, cfg.Faults, func(p *webhook.Params) {
+			b := setupClock(t, webhook.ModeSingle, cfg.Faults, cfg.Clock, func(p *webhook.Params) {
 				p.Sleep, p.MaxRetries = cfg.Sleep, cfg.MaxRetries
 			})
 			return destinationtest.Target{
@@ -189,6 +210,18 @@ func TestAcceptance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// refusedURL returns an http URL at which nothing listens.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
 }
 
 func records(n int) []destination.Record {
@@ -451,5 +484,40 @@ func TestNewRejectsBadParams(t *testing.T) {
 				t.Errorf("New error %v: code %s, want %s", err, got, failure.InvalidSyncDefinition)
 			}
 		})
+	}
+}
+
+// A bulk POST that never reached the receiver leaves none of its records in
+// doubt (finding 11).
+func TestBulkRefusedIsNotSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, webhook.ModeBulk, destinationtest.Faults{Refused: true})
+	recs := records(4)
+	res, err := b.dest.Write(t.Context(), recs)
+	if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, destination.ErrNotSent) {
+		t.Fatalf("Write error %v, want destination_unavailable wrapping ErrNotSent", err)
+	}
+	if len(res) != len(recs) {
+		t.Fatalf("%d results for %d records", len(res), len(recs))
+	}
+	for _, r := range res {
+		if r.Outcome != destination.NotSent {
+			t.Errorf("%s: outcome %v, want not sent", r.Key[:8], r.Outcome)
+		}
+	}
+}
+
+// A bulk POST answered 500 may have been applied: its records stay in doubt
+// (resent later with the same Idempotency-Key), however the retries end.
+func TestBulkServerErrorIsInDoubt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, webhook.ModeBulk, destinationtest.Faults{})
+	b.rv.status.Store(http.StatusInternalServerError)
+	res, err := b.dest.Write(t.Context(), records(4))
+	if failure.CodeOf(err) != failure.DestinationUnavailable || errors.Is(err, destination.ErrNotSent) {
+		t.Fatalf("Write error %v, want destination_unavailable, not ErrNotSent", err)
+	}
+	if len(res) != 0 {
+		t.Errorf("results %+v, want none (in doubt)", res)
 	}
 }

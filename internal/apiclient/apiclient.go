@@ -1,0 +1,553 @@
+// Package apiclient is the one HTTP layer of oncesync's SaaS connectors
+// (destination/brevo, destination/webhook, and the connectors to come): it
+// sends one logical request, attempt after attempt, with
+//
+//   - a rate-limiting hook (Pacer; Limiter is an in-process one),
+//   - in-run retries with full-jitter backoff, only for what is safe to retry:
+//     an attempt that provably never reached the server, an answer saying the
+//     server did not process it (429, and what the connector's Classify says),
+//     and, for idempotent requests only, lost or ambiguous answers,
+//   - waits for Retry-After or a connector's own rate-limit reset header,
+//   - the attempt deadline of the run's lease (destination.AttemptDeadline):
+//     no attempt starts that cannot end before it, each attempt's timeout is
+//     bounded by it, and no wait is taken that would end after it (SPEC §5),
+//   - no redirect ever followed (SPEC §15): a 3xx is an error, so neither
+//     credentials nor records are resent to another address,
+//   - net/http/httptrace to tell a request that was never completely written
+//     (its failure wraps destination.ErrNotSent: not in doubt, SPEC §4) from
+//     one whose outcome is unknown,
+//   - bounded response bodies and error texts scrubbed of secrets, URLs and
+//     e-mail addresses,
+//   - the injected clock and Sleep, so tests never wait.
+//
+// Every failure it returns is a *failure.Error carrying a destination code.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Defaults of Params.
+const (
+	DefaultTimeout    = 30 * time.Second
+	DefaultMaxRetries = 5
+	DefaultMaxBody    = 4 << 20
+	// DefaultMaxWait is the longest server-asked wait (a 429's reset) taken
+	// inside a request; a later reset (a daily quota) fails at once.
+	DefaultMaxWait = time.Minute
+	// DefaultMinAttempt is the least lease time an attempt needs to start:
+	// one started closer to the deadline would most likely be cut off on
+	// the wire and leave its records in doubt for nothing.
+	DefaultMinAttempt = time.Second
+)
+
+// Class is what a non-2xx, non-3xx answer means for the request.
+type Class int
+
+const (
+	// Final: the answer is the caller's to judge (a record-level 4xx); Do
+	// returns it with a nil error.
+	Final Class = iota
+	// Auth: the server refused the credentials (or the account's access);
+	// not retried; the request was not processed.
+	Auth
+	// RateLimited: the server asks to slow down (429); retried after its
+	// reset (Params.Wait) or a backoff; the request was not processed.
+	RateLimited
+	// NotApplied: the server says it did not process the request (Brevo's
+	// 503); retried with backoff whatever the method.
+	NotApplied
+	// MaybeApplied: the server may have processed the request (500, 502,
+	// 504, 408): retried only when the request is idempotent.
+	MaybeApplied
+)
+
+// Pacer paces requests (a client-side rate limit, in-process or shared
+// between processes): Reserve returns how long to wait before sending one.
+type Pacer interface {
+	Reserve(ctx context.Context) (time.Duration, error)
+}
+
+// Params configure a Client.
+type Params struct {
+	// Name prefixes error texts ("brevo", "webhook").
+	Name string
+	// Subject names the server in failure details ("brevo", "the
+	// webhook"); default Name.
+	Subject string
+	// URLSetting is the configuration key of the server's address, named
+	// when a redirect shows it is wrong (default "url").
+	URLSetting string
+	// AuthDetail is the failure detail of an Auth answer (default
+	// "<Subject> refused oncesync's credentials").
+	AuthDetail string
+	// Client sends the requests (default: a new http.Client). It is copied
+	// and its CheckRedirect replaced: a redirect is never followed.
+	Client *http.Client
+	// Timeout bounds one attempt (default 30 s); the attempt deadline
+	// bounds it further.
+	Timeout time.Duration
+	// MaxRetries is the number of retries after the first attempt (0:
+	// DefaultMaxRetries; negative: none).
+	MaxRetries int
+	// MaxBody bounds a response body read (default 4 MiB); the rest is
+	// dropped.
+	MaxBody int64
+	// MaxWait is the longest server-asked wait taken (default 1 min).
+	MaxWait time.Duration
+	// MinAttempt is the least time before the attempt deadline an attempt
+	// needs to start (default 1 s).
+	MinAttempt time.Duration
+	// Clock tells the time (default clock.Real): attempt deadlines, HTTP
+	// dates in Retry-After.
+	Clock clock.Clock
+	// Sleep waits d or until ctx is done (default: a timer).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Pacer, when set, is asked before every attempt.
+	Pacer Pacer
+	// Classify says what a non-2xx, non-3xx status means (default
+	// DefaultClassify).
+	Classify func(status int) Class
+	// Wait reads how long a RateLimited answer asks to wait (default:
+	// Retry-After, in seconds or as an HTTP date).
+	Wait func(r *Response, now time.Time) (time.Duration, bool)
+	// Observe, when set, sees every answer first (e.g. to pause a Limiter
+	// when the server says its window is spent).
+	Observe func(r *Response)
+	// StatusError builds the error describing a non-2xx answer (default
+	// *StatusError). Its text is scrubbed like every other.
+	StatusError func(route string, r *Response) error
+	// Secrets are strings never shown in an error (API keys, header
+	// values, signing secrets).
+	Secrets []string
+	// Backoff returns the wait before retry number attempt (0-based);
+	// default Backoff (full jitter). Tests make it deterministic.
+	Backoff func(attempt int) time.Duration
+}
+
+// Client sends requests to one API. It is safe for concurrent use.
+type Client struct {
+	p      Params
+	client *http.Client
+}
+
+// New returns a Client for p, filling in defaults.
+func New(p Params) *Client {
+	if p.Subject == "" {
+		p.Subject = p.Name
+	}
+	if p.URLSetting == "" {
+		p.URLSetting = "url"
+	}
+	if p.AuthDetail == "" {
+		p.AuthDetail = p.Subject + " refused oncesync's credentials"
+	}
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultTimeout
+	}
+	switch {
+	case p.MaxRetries == 0:
+		p.MaxRetries = DefaultMaxRetries
+	case p.MaxRetries < 0:
+		p.MaxRetries = 0
+	}
+	if p.MaxBody <= 0 {
+		p.MaxBody = DefaultMaxBody
+	}
+	if p.MaxWait <= 0 {
+		p.MaxWait = DefaultMaxWait
+	}
+	if p.MinAttempt <= 0 {
+		p.MinAttempt = DefaultMinAttempt
+	}
+	if p.Clock == nil {
+		p.Clock = clock.Real{}
+	}
+	if p.Sleep == nil {
+		p.Sleep = SleepCtx
+	}
+	if p.Classify == nil {
+		p.Classify = DefaultClassify
+	}
+	if p.Wait == nil {
+		p.Wait = func(r *Response, now time.Time) (time.Duration, bool) {
+			return RetryAfter(r.Header.Get("Retry-After"), now)
+		}
+	}
+	if p.StatusError == nil {
+		p.StatusError = func(route string, r *Response) error {
+			return &StatusError{Prefix: p.Name, Route: route, Status: r.Status}
+		}
+	}
+	if p.Backoff == nil {
+		p.Backoff = Backoff
+	}
+	return &Client{p: p, client: NoRedirects(p.Client)}
+}
+
+// CloseIdleConnections closes the idle connections of the client's
+// transport (shared with Params.Client).
+func (c *Client) CloseIdleConnections() { c.client.CloseIdleConnections() }
+
+// DefaultClassify: 401 and 403 are Auth, 429 RateLimited, 408 and 5xx
+// MaybeApplied, anything else Final.
+func DefaultClassify(status int) Class {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return Auth
+	case status == http.StatusTooManyRequests:
+		return RateLimited
+	case status == http.StatusRequestTimeout || status >= 500:
+		return MaybeApplied
+	}
+	return Final
+}
+
+// Request is one logical request, sent in as many attempts as needed.
+type Request struct {
+	Method string
+	// URL is the whole address. It never appears in an error: it may hold
+	// a token or an e-mail address.
+	URL string
+	// Route names the request in errors, without identifiers
+	// ("POST /contacts", "GET /contacts/{identifier}", "POST host").
+	Route  string
+	Header http.Header
+	Body   []byte
+	// Idempotent: sending the request twice is harmless (a read, or a
+	// write carrying an idempotency key the server honours). Only then are
+	// lost answers and MaybeApplied answers retried.
+	Idempotent bool
+	// PartialBodyOK: a 2xx whose body broke is still a success (the caller
+	// needs nothing from the body). Otherwise it is a lost answer.
+	PartialBodyOK bool
+	// Prepare, when set, is called on each attempt's headers (a signature
+	// stamped with the attempt's time).
+	Prepare func(h http.Header)
+}
+
+// Response is an answer.
+type Response struct {
+	Status int
+	Header http.Header
+	// Body is at most Params.MaxBody bytes.
+	Body []byte
+}
+
+// state is what the attempts of one Do have established so far.
+type state struct {
+	// mayHaveApplied: an attempt was completely written and not answered
+	// with a status saying it was not processed, so the request may have
+	// been applied. Until then every failure wraps destination.ErrNotSent.
+	mayHaveApplied bool
+}
+
+// Do sends req. It returns the answer for a 2xx or a Final status (the
+// caller judges the latter), else a *failure.Error: destination_auth,
+// destination_rate_limited, destination_unavailable, or lease_lost when the
+// attempt deadline leaves no time for an attempt. The error wraps
+// destination.ErrNotSent when the request was provably not applied: no
+// attempt was completely written, or each that was got an answer saying it
+// was not processed (Auth, RateLimited, NotApplied, 307, 308).
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	var (
+		st      state
+		lastErr error // the last retried attempt's error
+		lastCls Class // and its class (RateLimited or not)
+		lastNS  bool  // the last retried attempt was never written
+	)
+	for attempt := 0; ; attempt++ {
+		if c.p.Pacer != nil {
+			d, err := c.p.Pacer.Reserve(ctx)
+			if err != nil {
+				return nil, c.interrupted(ctx, &st, req, err)
+			}
+			if err := c.wait(ctx, &st, req, d, waitPace, lastErr); err != nil {
+				return nil, err
+			}
+		}
+		timeout, err := c.attemptTimeout(ctx, &st, req, lastErr)
+		if err != nil {
+			return nil, err
+		}
+		resp, wrote, err := c.send(ctx, req, timeout)
+		var wait time.Duration
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				if wrote {
+					st.mayHaveApplied = true
+				}
+				return nil, c.interrupted(ctx, &st, req, ctx.Err())
+			}
+			if wrote {
+				st.mayHaveApplied = true
+				if !req.Idempotent {
+					// It may have been applied and only its answer lost:
+					// resending could write twice. The caller settles it
+					// (SPEC §4: read back, or left in doubt).
+					return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
+						"%s's answer to %s was lost", c.p.Subject, req.Route)
+				}
+			}
+			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
+			wait = c.p.Backoff(attempt)
+		case resp.Status >= 200 && resp.Status < 300:
+			return resp, nil
+		case resp.Status >= 300 && resp.Status < 400:
+			return nil, c.redirect(&st, req, resp)
+		default:
+			cls := c.p.Classify(resp.Status)
+			serr := c.p.StatusError(req.Route, resp)
+			switch cls {
+			case Final:
+				return resp, nil
+			case Auth:
+				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
+			case RateLimited:
+				wait = c.p.Backoff(attempt)
+				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
+					if d > c.p.MaxWait {
+						return nil, c.fail(failure.DestinationRateLimited, &st, serr,
+							"%s's rate limit resets in %s", c.p.Subject, d.Round(time.Second))
+					}
+					wait = d
+				}
+			case NotApplied:
+				wait = c.p.Backoff(attempt)
+			default: // MaybeApplied
+				st.mayHaveApplied = true
+				if !req.Idempotent {
+					return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, serr),
+						"%s answered %d to %s; the write may have been applied", c.p.Subject, resp.Status, req.Route)
+				}
+				wait = c.p.Backoff(attempt)
+			}
+			lastErr, lastCls, lastNS = serr, cls, false
+		}
+		if attempt >= c.p.MaxRetries {
+			break
+		}
+		kind := waitBackoff
+		if lastCls == RateLimited {
+			kind = waitRateLimit
+		}
+		if err := c.wait(ctx, &st, req, wait, kind, lastErr); err != nil {
+			return nil, err
+		}
+	}
+	n := c.p.MaxRetries + 1
+	switch {
+	case lastCls == RateLimited:
+		return nil, c.fail(failure.DestinationRateLimited, &st, lastErr,
+			"%s kept answering 429 after %d attempts", c.p.Subject, n)
+	case lastNS && !st.mayHaveApplied:
+		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
+			"%s could not be reached after %d attempts; nothing was sent", c.p.Subject, n)
+	}
+	return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
+		"%s did not answer successfully after %d attempts", c.p.Subject, n)
+}
+
+// attemptTimeout returns the timeout of the next attempt: Params.Timeout,
+// bounded by the attempt deadline, which must leave MinAttempt.
+func (c *Client) attemptTimeout(ctx context.Context, st *state, req Request, lastErr error) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, c.interrupted(ctx, st, req, err)
+	}
+	until, ok := destination.AttemptDeadline(ctx)
+	if !ok {
+		return c.p.Timeout, nil
+	}
+	left := until.Sub(c.p.Clock.Now())
+	if left < c.p.MinAttempt {
+		return 0, c.noLeaseTime(st, req, left, lastErr)
+	}
+	return min(c.p.Timeout, left), nil
+}
+
+// noLeaseTime fails a request for which the lease has less than MinAttempt
+// left: it is what ran out, so the code is lease_lost.
+func (c *Client) noLeaseTime(st *state, req Request, left time.Duration, lastErr error) error {
+	return c.fail(failure.LeaseLost, st, leaseCause(lastErr),
+		"%s not sent to %s: the run's lease has %s left", req.Route, c.p.Subject, roundLeft(left))
+}
+
+// leaseCause is ErrNoLeaseTime, after the last attempt's error if any.
+func leaseCause(lastErr error) error {
+	if lastErr == nil {
+		return destination.ErrNoLeaseTime
+	}
+	return fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, lastErr)
+}
+
+type waitKind int
+
+const (
+	waitPace waitKind = iota
+	waitRateLimit
+	waitBackoff
+)
+
+// wait sleeps d unless it would end less than MinAttempt before the
+// attempt deadline (read now: a renewed lease moves it); then the request
+// fails, wrapping destination.ErrNoLeaseTime.
+func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Duration, kind waitKind, lastErr error) error {
+	if d <= 0 {
+		if err := ctx.Err(); err != nil {
+			return c.interrupted(ctx, st, req, err)
+		}
+		return nil
+	}
+	if until, ok := destination.AttemptDeadline(ctx); ok {
+		left := until.Sub(c.p.Clock.Now())
+		if left < c.p.MinAttempt {
+			// No attempt could start even without the wait: the lease
+			// itself is running out, whatever the wait is for.
+			return c.noLeaseTime(st, req, left, lastErr)
+		}
+		if d+c.p.MinAttempt > left {
+			code, what := failure.DestinationRateLimited, fmt.Sprintf("%s's rate limit holds the next request for %s", c.p.Subject, roundWait(d))
+			switch kind {
+			case waitRateLimit:
+				what = fmt.Sprintf("%s asked to wait %s", c.p.Subject, roundWait(d))
+			case waitBackoff:
+				code, what = failure.DestinationUnavailable, fmt.Sprintf("retrying %s needs a %s backoff", req.Route, roundWait(d))
+			}
+			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
+		}
+	}
+	if err := c.p.Sleep(ctx, d); err != nil {
+		return c.interrupted(ctx, st, req, err)
+	}
+	return nil
+}
+
+func roundWait(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+func roundLeft(d time.Duration) time.Duration { return max(d, 0).Round(10 * time.Millisecond) }
+
+// send makes one attempt. wrote reports whether the request was completely
+// written (httptrace's WroteRequest without an error): until then nothing
+// of it can have been processed.
+func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (resp *Response, wrote bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var written atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Called once per write; the transport may write again on a fresh
+		// connection, so any complete write counts.
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				written.Store(true)
+			}
+		},
+	})
+	var body io.Reader
+	if req.Body != nil {
+		body = bytes.NewReader(req.Body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, body)
+	if err != nil {
+		return nil, false, &TransportError{Prefix: c.p.Name, Route: req.Route, Err: errors.New("cannot build request")}
+	}
+	for k, vs := range req.Header {
+		hr.Header[k] = append([]string(nil), vs...)
+	}
+	if req.Prepare != nil {
+		req.Prepare(hr.Header)
+	}
+	res, err := c.client.Do(hr)
+	if err != nil {
+		return nil, written.Load(), &TransportError{Prefix: c.p.Name, Route: req.Route, Err: unwrapURL(err)}
+	}
+	defer res.Body.Close()
+	b, rerr := io.ReadAll(io.LimitReader(res.Body, c.p.MaxBody))
+	r := &Response{Status: res.StatusCode, Header: res.Header, Body: b}
+	if c.p.Observe != nil {
+		c.p.Observe(r)
+	}
+	ok := res.StatusCode >= 200 && res.StatusCode < 300
+	if rerr != nil && ok && !req.PartialBodyOK {
+		// The server answered (so the request was written) but the body
+		// the caller needs is lost.
+		return nil, true, &TransportError{Prefix: c.p.Name, Route: req.Route, Err: fmt.Errorf("reading response: %w", unwrapURL(rerr))}
+	}
+	// A non-2xx whose body broke is judged by its status alone.
+	return r, true, nil
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err // its text holds the whole URL
+	}
+	return err
+}
+
+// redirect fails a 3xx answer. 307 and 308 say the resource is at another
+// address and the same request must be made there: this server did not
+// process it. Any other 3xx may follow a processed write (303 See Other is
+// the answer to a processed POST; 301 and 302 are used alike), so the
+// request may have been applied.
+func (c *Client) redirect(st *state, req Request, resp *Response) error {
+	if resp.Status != http.StatusTemporaryRedirect && resp.Status != http.StatusPermanentRedirect {
+		st.mayHaveApplied = true
+	}
+	re := &RedirectError{Prefix: c.p.Name, Route: req.Route, Status: resp.Status, Location: origin(resp.Header.Get("Location"))}
+	where := "another address"
+	if re.Location != "" {
+		where = re.Location
+	}
+	return c.fail(failure.DestinationUnavailable, st, re,
+		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the destination's %s",
+		c.p.Subject, resp.Status, where, c.p.URLSetting)
+}
+
+// interrupted fails a request whose context ended (or whose Sleep or Pacer
+// failed).
+func (c *Client) interrupted(ctx context.Context, st *state, req Request, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		err = cerr
+	}
+	return c.fail(failure.DestinationUnavailable, st, err, "request to %s interrupted (%s)", c.p.Subject, req.Route)
+}
+
+// fail returns a user-visible failure whose cause is scrubbed and, when
+// nothing may have been applied, wraps destination.ErrNotSent.
+func (c *Client) fail(code failure.Code, st *state, cause error, format string, args ...any) error {
+	if !st.mayHaveApplied {
+		cause = &notSentError{err: cause}
+	}
+	return failure.Wrap(code, c.safe(cause), format, args...)
+}
+
+func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
+
+// SleepCtx waits d or until ctx is done.
+func SleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,517 @@
+package apiclient_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+const secret = "key-SECRET-0123456789"
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// sleeps records the waits asked for and advances a fake clock by each, so
+// time passes only through sleeps.
+type sleeps struct {
+	mu    sync.Mutex
+	clk   *clock.Fake
+	waits []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.waits = append(s.waits, d)
+	s.mu.Unlock()
+	s.clk.Advance(d)
+	return ctx.Err()
+}
+
+func (s *sleeps) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.waits...)
+}
+
+// server counts requests and answers with h.
+func server(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func status(code int, header ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(code)
+	}
+}
+
+// refusedURL returns a URL at which nothing listens.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// newClient returns a client with its own transport: httptest.Server.Close
+// closes the idle connections of http.DefaultTransport, which would break a
+// parallel test's reused connection. 503 is NotApplied, as Brevo's is.
+func newClient(clk *clock.Fake, s *sleeps, mut ...func(*apiclient.Params)) *apiclient.Client {
+	p := apiclient.Params{
+		Name: "test", Subject: "the test API", Clock: clk, Sleep: s.sleep, MaxRetries: 2,
+		Client:  &http.Client{Transport: &http.Transport{}},
+		Secrets: []string{secret},
+		Backoff: func(int) time.Duration { return 4 * time.Second },
+		Classify: func(st int) apiclient.Class {
+			if st == http.StatusServiceUnavailable {
+				return apiclient.NotApplied
+			}
+			return apiclient.DefaultClassify(st)
+		},
+	}
+	for _, m := range mut {
+		m(&p)
+	}
+	return apiclient.New(p)
+}
+
+func post(url string) apiclient.Request {
+	h := http.Header{}
+	h.Set("api-key", secret)
+	return apiclient.Request{Method: http.MethodPost, URL: url + "/contacts", Route: "POST /contacts", Header: h,
+		Body: []byte(`{"email":"jane@example.com"}`)}
+}
+
+func wantCode(t *testing.T, err error, code failure.Code) {
+	t.Helper()
+	if got := failure.CodeOf(err); got != code {
+		t.Fatalf("error %v: code %s, want %s", err, got, code)
+	}
+	for _, s := range []string{secret, "jane@example.com"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("error %q holds %q", err, s)
+		}
+	}
+}
+
+func TestRedirectIsNeverFollowed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status  int
+		notSent bool
+	}{
+		{http.StatusTemporaryRedirect, true},
+		{http.StatusPermanentRedirect, true},
+		{http.StatusMovedPermanently, false},
+		{http.StatusFound, false},
+		{http.StatusSeeOther, false}, // the answer to a processed POST
+	}
+	for _, tt := range tests {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			t.Parallel()
+			var leaked atomic.Int64
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				leaked.Add(1)
+				if r.Header.Get("api-key") != "" {
+					t.Errorf("the other origin received the api-key header")
+				}
+			}))
+			t.Cleanup(other.Close)
+			srv, n := server(t, status(tt.status, "Location", other.URL+"/v3/contacts?token=T0KEN"))
+			clk := clock.NewFake(t0)
+			c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) { p.URLSetting = "base_url" })
+			_, err := c.Do(t.Context(), post(srv.URL))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if leaked.Load() != 0 {
+				t.Errorf("the other origin received %d requests, want 0", leaked.Load())
+			}
+			if n.Load() != 1 {
+				t.Errorf("%d requests, want 1 (a redirect is not retried)", n.Load())
+			}
+			var re *apiclient.RedirectError
+			if !errors.As(err, &re) || re.Status != tt.status || re.Location != other.URL {
+				t.Errorf("error %v, want a RedirectError %d to %s", err, tt.status, other.URL)
+			}
+			if !strings.Contains(err.Error(), "base_url") || strings.Contains(err.Error(), "T0KEN") {
+				t.Errorf("error %q: want the setting to check, and no path or query of the Location", err)
+			}
+			if got := errors.Is(err, destination.ErrNotSent); got != tt.notSent {
+				t.Errorf("errors.Is(err, ErrNotSent) = %v, want %v", got, tt.notSent)
+			}
+		})
+	}
+}
+
+func TestConnectionRefusedIsNotSentAndRetried(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	s := &sleeps{clk: clk}
+	c := newClient(clk, s)
+	u := refusedURL(t)
+	// The URL's user information and query must not show either.
+	u = strings.Replace(u, "http://", "http://jane@example.com:"+secret+"@", 1)
+	req := post(u)
+	req.URL += "?token=T0KEN"
+	_, err := c.Do(t.Context(), req)
+	wantCode(t, err, failure.DestinationUnavailable)
+	if !errors.Is(err, destination.ErrNotSent) {
+		t.Errorf("error %v does not wrap ErrNotSent: nothing was ever written", err)
+	}
+	if errors.Is(err, apiclient.ErrOutcomeUnknown) {
+		t.Errorf("error %v says the outcome is unknown", err)
+	}
+	if strings.Contains(err.Error(), "T0KEN") {
+		t.Errorf("error %q holds the URL's query", err)
+	}
+	// Not written, so safe to retry even though POST is not idempotent.
+	if got := s.all(); len(got) != 2 {
+		t.Errorf("slept %v, want 2 backoffs (MaxRetries 2)", got)
+	}
+}
+
+func TestLostAnswer(t *testing.T) {
+	t.Parallel()
+	// The server reads the whole request, then cuts the connection.
+	cut := func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	t.Run("write is not resent", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, cut)
+		clk := clock.NewFake(t0)
+		_, err := newClient(clk, &sleeps{clk: clk}).Do(t.Context(), post(srv.URL))
+		wantCode(t, err, failure.DestinationUnavailable)
+		if !errors.Is(err, apiclient.ErrOutcomeUnknown) || errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("error %v: want ErrOutcomeUnknown, not ErrNotSent", err)
+		}
+		if n.Load() != 1 {
+			t.Errorf("%d requests, want 1", n.Load())
+		}
+	})
+	t.Run("idempotent request is retried and stays in doubt", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, cut)
+		clk := clock.NewFake(t0)
+		req := post(srv.URL)
+		req.Idempotent = true
+		_, err := newClient(clk, &sleeps{clk: clk}).Do(t.Context(), req)
+		wantCode(t, err, failure.DestinationUnavailable)
+		if errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("error %v wraps ErrNotSent, but the request was written", err)
+		}
+		if n.Load() != 3 {
+			t.Errorf("%d requests, want 3", n.Load())
+		}
+	})
+}
+
+// A request that may have been applied once stays in doubt even when a
+// later attempt is refused.
+func TestMaybeAppliedThenRefusedIsInDoubt(t *testing.T) {
+	t.Parallel()
+	srv, n := server(t, status(http.StatusInternalServerError))
+	clk := clock.NewFake(t0)
+	s := &sleeps{clk: clk}
+	c := newClient(clk, s, func(p *apiclient.Params) {
+		p.Sleep = func(ctx context.Context, d time.Duration) error {
+			srv.Close() // the next attempt finds nothing listening
+			return s.sleep(ctx, d)
+		}
+	})
+	req := post(srv.URL)
+	req.Idempotent = true
+	_, err := c.Do(t.Context(), req)
+	wantCode(t, err, failure.DestinationUnavailable)
+	if errors.Is(err, destination.ErrNotSent) {
+		t.Errorf("error %v wraps ErrNotSent after a 500 that may have applied the write", err)
+	}
+	if n.Load() != 1 {
+		t.Errorf("%d requests reached the server, want 1", n.Load())
+	}
+}
+
+func TestNotAppliedAnswers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		h      http.HandlerFunc
+		code   failure.Code
+		reqs   int64
+		sleeps int
+	}{
+		{"401", status(401), failure.DestinationAuth, 1, 0},
+		{"429 kept", status(429, "Retry-After", "2"), failure.DestinationRateLimited, 3, 2},
+		{"429 beyond MaxWait", status(429, "Retry-After", "3600"), failure.DestinationRateLimited, 1, 0},
+		{"503 not applied", status(503), failure.DestinationUnavailable, 3, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, tt.h)
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s)
+			_, err := c.Do(t.Context(), post(srv.URL))
+			wantCode(t, err, tt.code)
+			if !errors.Is(err, destination.ErrNotSent) {
+				t.Errorf("error %v does not wrap ErrNotSent: the server said it did not process the request", err)
+			}
+			if n.Load() != tt.reqs || len(s.all()) != tt.sleeps {
+				t.Errorf("%d requests, slept %v; want %d requests, %d sleeps", n.Load(), s.all(), tt.reqs, tt.sleeps)
+			}
+		})
+	}
+}
+
+func TestAttemptDeadline(t *testing.T) {
+	t.Parallel()
+	t.Run("past: nothing is sent", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(200))
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk})
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(-time.Second) })
+		_, err := c.Do(ctx, post(srv.URL))
+		wantCode(t, err, failure.LeaseLost)
+		if !errors.Is(err, destination.ErrNoLeaseTime) || !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("error %v: want ErrNoLeaseTime and ErrNotSent", err)
+		}
+		if n.Load() != 0 {
+			t.Errorf("%d requests, want 0", n.Load())
+		}
+	})
+	t.Run("less than MinAttempt left: nothing is sent", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(200))
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk})
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(500 * time.Millisecond) })
+		if _, err := c.Do(ctx, post(srv.URL)); !errors.Is(err, destination.ErrNoLeaseTime) || n.Load() != 0 {
+			t.Errorf("Do = %v after %d requests, want ErrNoLeaseTime and none", err, n.Load())
+		}
+	})
+	t.Run("bounds the attempt's timeout", func(t *testing.T) {
+		t.Parallel()
+		clk := clock.NewFake(t0)
+		var got time.Time
+		rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+			got, _ = r.Context().Deadline()
+			return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}}, nil
+		})
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) { p.Client = &http.Client{Transport: rt} })
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(5 * time.Second) })
+		if _, err := c.Do(ctx, post("http://api.example")); err != nil {
+			t.Fatal(err)
+		}
+		if got.IsZero() || got.After(time.Now().Add(5*time.Second)) {
+			t.Errorf("attempt deadline %v, want at most 5 s away (the lease), not the 30 s timeout", got)
+		}
+	})
+	t.Run("429 wait beyond it is not taken", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(429, "Retry-After", "30"))
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		c := newClient(clk, s)
+		until := clk.Now().Add(20 * time.Second)
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return until })
+		_, err := c.Do(ctx, post(srv.URL))
+		wantCode(t, err, failure.DestinationRateLimited)
+		if !errors.Is(err, destination.ErrNoLeaseTime) || !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("error %v: want ErrNoLeaseTime and ErrNotSent", err)
+		}
+		if len(s.all()) != 0 || n.Load() != 1 {
+			t.Errorf("slept %v after %d requests; want no wait after the one request", s.all(), n.Load())
+		}
+	})
+	t.Run("backoff beyond it is not taken", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(503))
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		c := newClient(clk, s, func(p *apiclient.Params) { p.MaxRetries = 10 })
+		until := clk.Now().Add(10 * time.Second)
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return until })
+		_, err := c.Do(ctx, post(srv.URL))
+		wantCode(t, err, failure.DestinationUnavailable)
+		if !errors.Is(err, destination.ErrNoLeaseTime) {
+			t.Errorf("error %v: want ErrNoLeaseTime", err)
+		}
+		// 4 s backoffs at t0 and t0+4s fit (each leaves 1 s to attempt);
+		// the third, at t0+8s, does not.
+		if n.Load() != 3 || len(s.all()) != 2 || clk.Now().After(until) {
+			t.Errorf("%d requests, slept %v, clock at +%s; want 3, two 4 s backoffs, within the deadline",
+				n.Load(), s.all(), clk.Now().Sub(t0))
+		}
+	})
+	t.Run("a renewed lease moves it", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(503))
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		c := newClient(clk, s)
+		// Renewed all along: always 6 s ahead.
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(6 * time.Second) })
+		_, err := c.Do(ctx, post(srv.URL))
+		wantCode(t, err, failure.DestinationUnavailable)
+		if errors.Is(err, destination.ErrNoLeaseTime) || n.Load() != 3 {
+			t.Errorf("Do = %v after %d requests, want every retry taken (3 requests)", err, n.Load())
+		}
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestCancelledBeforeSendingIsNotSent(t *testing.T) {
+	t.Parallel()
+	srv, n := server(t, status(503))
+	clk := clock.NewFake(t0)
+	ctx, cancel := context.WithCancel(t.Context())
+	c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+		p.Classify = func(int) apiclient.Class { return apiclient.NotApplied }
+		p.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
+	})
+	_, err := c.Do(ctx, post(srv.URL))
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, destination.ErrNotSent) {
+		t.Errorf("Do = %v, want context.Canceled and ErrNotSent", err)
+	}
+	if n.Load() != 1 {
+		t.Errorf("%d requests, want 1", n.Load())
+	}
+}
+
+func TestSecretsAreScrubbed(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, status(401))
+	clk := clock.NewFake(t0)
+	c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+		p.StatusError = func(route string, r *apiclient.Response) error {
+			return errors.New(route + ": bad key " + secret + " for jane@example.com")
+		}
+	})
+	_, err := c.Do(t.Context(), post(srv.URL))
+	wantCode(t, err, failure.DestinationAuth)
+	if !strings.Contains(err.Error(), "[redacted]") || !strings.Contains(err.Error(), "[email]") {
+		t.Errorf("error %q, want the secret and the address replaced", err)
+	}
+}
+
+func TestResponseBodyIsBounded(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, strings.Repeat("x", 10000)) })
+	clk := clock.NewFake(t0)
+	c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) { p.MaxBody = 1000 })
+	res, err := c.Do(t.Context(), post(srv.URL))
+	if err != nil || len(res.Body) != 1000 {
+		t.Fatalf("Do = %d bytes, %v; want 1000 bytes", len(res.Body), err)
+	}
+}
+
+func TestPacerIsAskedBeforeEveryAttempt(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t, status(503))
+	clk := clock.NewFake(t0)
+	s := &sleeps{clk: clk}
+	c := newClient(clk, s, func(p *apiclient.Params) {
+		p.Pacer = apiclient.NewLimiter(clk, 2) // one request per 500 ms
+		p.Backoff = func(int) time.Duration { return 0 }
+	})
+	_, _ = c.Do(t.Context(), post(srv.URL))
+	if got := s.all(); len(got) != 2 || got[0] != 500*time.Millisecond || got[1] != 500*time.Millisecond {
+		t.Errorf("slept %v, want the limiter's 500 ms before each retry", got)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"7", 7 * time.Second, true},
+		{" 1.5 ", 1500 * time.Millisecond, true},
+		{now.Add(12 * time.Second).UTC().Format(http.TimeFormat), 12 * time.Second, true},
+		{now.Add(-time.Hour).UTC().Format(http.TimeFormat), 0, true},
+		{"", 0, false},
+		{"-1", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := apiclient.RetryAfter(tt.v, now); got != tt.want || ok != tt.ok {
+			t.Errorf("RetryAfter(%q) = %s, %v; want %s, %v", tt.v, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestBackoffFullJitter(t *testing.T) {
+	t.Parallel()
+	for attempt := range 8 {
+		limit := min(time.Second<<attempt, 30*time.Second)
+		for range 100 {
+			if d := apiclient.Backoff(attempt); d < 0 || d > limit {
+				t.Fatalf("Backoff(%d) = %s, want within [0, %s]", attempt, d, limit)
+			}
+		}
+	}
+}
+
+func TestNoRedirectsLeavesTheClientAlone(t *testing.T) {
+	t.Parallel()
+	base := &http.Client{Timeout: time.Second}
+	c := apiclient.NoRedirects(base)
+	if base.CheckRedirect != nil || c.CheckRedirect == nil || c.Timeout != time.Second {
+		t.Errorf("NoRedirects changed its argument or dropped its settings")
+	}
+}
+
+func TestRefuseRedirects(t *testing.T) {
+	t.Parallel()
+	var leaked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { leaked.Add(1) }))
+	t.Cleanup(other.Close)
+	srv, _ := server(t, status(http.StatusTemporaryRedirect, "Location", other.URL))
+	// A client that follows redirects, as a library's would.
+	c := &http.Client{Transport: apiclient.RefuseRedirects(nil)}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("{}"))
+	req.Header.Set("X-Sentry-Auth", secret)
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, apiclient.ErrRedirect) || leaked.Load() != 0 {
+		t.Errorf("Do = %v with %d requests at the other origin; want ErrRedirect and none", err, leaked.Load())
+	}
+}

@@ -1,0 +1,165 @@
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// Limiter paces requests at a steady rate (GCRA with a burst of one) and
+// holds every request back while the server has said its window is spent
+// (Pause). It is a Pacer.
+//
+// It reserves a send time per request instead of polling, so it works with a
+// fake clock and an injected Sleep that returns at once.
+type Limiter struct {
+	clock    clock.Clock
+	interval time.Duration
+
+	mu          sync.Mutex
+	tat         time.Time // theoretical arrival time of the next request
+	pausedUntil time.Time
+}
+
+// NewLimiter returns a Limiter of perSecond requests per second (> 0).
+func NewLimiter(c clock.Clock, perSecond float64) *Limiter {
+	return &Limiter{clock: c, interval: time.Duration(float64(time.Second) / perSecond)}
+}
+
+// Reserve returns how long the caller must wait before sending.
+func (l *Limiter) Reserve(context.Context) (time.Duration, error) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sendAt := now
+	if l.tat.After(sendAt) {
+		sendAt = l.tat
+	}
+	if l.pausedUntil.After(sendAt) {
+		sendAt = l.pausedUntil
+	}
+	l.tat = sendAt.Add(l.interval)
+	return sendAt.Sub(now), nil
+}
+
+// Pause holds requests back until now+d.
+func (l *Limiter) Pause(d time.Duration) {
+	until := l.clock.Now().Add(d)
+	l.mu.Lock()
+	if until.After(l.pausedUntil) {
+		l.pausedUntil = until
+	}
+	l.mu.Unlock()
+}
+
+// Backoff bounds (SPEC §6, §11: exponential from 1 s, capped at 30 s, full jitter).
+const (
+	BackoffBase = time.Second
+	BackoffCap  = 30 * time.Second
+)
+
+// Backoff returns the full-jitter wait before retry number attempt
+// (0-based): uniform in [0, min(1 s << attempt, 30 s)].
+func Backoff(attempt int) time.Duration {
+	d := BackoffCap
+	if attempt < 5 { // 1s << 5 = 32s > cap
+		d = min(BackoffBase<<attempt, BackoffCap)
+	}
+	return rand.N(d + 1)
+}
+
+// RetryAfter parses a Retry-After value: delay seconds (a fraction too) or
+// an HTTP date, read against now. ok is false when v is empty or invalid.
+func RetryAfter(v string, now time.Time) (time.Duration, bool) {
+	if d, ok := ParseSeconds(v); ok {
+		return d, true
+	}
+	t, err := http.ParseTime(strings.TrimSpace(v))
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// ParseSeconds parses a non-negative number of seconds (up to 1e6) such as
+// a rate-limit reset header.
+func ParseSeconds(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1e6 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
+// NewHTTPClient returns a client with its own connection pool (a clone of
+// http.DefaultTransport), so that closing its idle connections (a
+// destination's Close) cannot cut a connection another client is reusing.
+func NewHTTPClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return &http.Client{Transport: t.Clone()}
+	}
+	return &http.Client{}
+}
+
+// NoRedirects returns a copy of c (nil: a new client) that never follows a
+// redirect: Do returns the 3xx answer itself. Go's client forwards custom
+// headers (an api-key) and, on 307/308, the body to wherever a redirect
+// points, even another host (SPEC §15).
+func NoRedirects(c *http.Client) *http.Client {
+	var cp http.Client
+	if c != nil {
+		cp = *c
+	}
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// ErrRedirect is wrapped by the error RefuseRedirects returns.
+var ErrRedirect = errors.New("redirect not followed")
+
+// RefuseRedirects wraps next so that a 3xx answer is an error (its body
+// closed): a client built around it (a library's, such as Sentry's) cannot
+// follow the redirect.
+func RefuseRedirects(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return refuseRedirects{next: next}
+}
+
+type refuseRedirects struct{ next http.RoundTripper }
+
+func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect: // what http.Client follows
+	default:
+		return resp, nil
+	}
+	resp.Body.Close()
+	return nil, fmt.Errorf("%w: %w", ErrRedirect, &RedirectError{Route: r.Method + " " + r.URL.Host,
+		Status: resp.StatusCode, Location: origin(resp.Header.Get("Location"))})
+}
+
+// CloseIdleConnections passes http.Client.CloseIdleConnections on.
+func (t refuseRedirects) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

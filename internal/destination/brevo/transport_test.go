@@ -1,0 +1,47 @@
+package brevo_test
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination/destinationtest"
+)
+
+// transportFaults puts the acceptance suite's redirect and rate-limit faults
+// in front of next, answering those requests itself; answered counts them.
+func transportFaults(f destinationtest.Faults, next http.Handler) (http.Handler, *atomic.Int64) {
+	answered := new(atomic.Int64)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case f.RedirectTo != "":
+			answered.Add(1)
+			http.Redirect(w, r, f.RedirectTo+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		case f.RateLimited > 0:
+			answered.Add(1)
+			secs := strconv.FormatFloat(f.RateLimited.Seconds(), 'f', -1, 64)
+			w.Header().Set("x-sib-ratelimit-limit", "10")
+			w.Header().Set("x-sib-ratelimit-remaining", "0")
+			w.Header().Set("x-sib-ratelimit-reset", secs)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"code":"too_many_requests","message":"rate limit reached"}`))
+		default:
+			next.ServeHTTP(w, r)
+		}
+	}), answered
+}
+
+// refusedURL returns an http URL at which nothing listens.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
