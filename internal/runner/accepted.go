@@ -266,8 +266,8 @@ func (pl *poller) loop(ctx context.Context) {
 			next = due.next
 		}
 		pl.mu.Unlock()
-		if closing && (open == 0 || !time.Now().Before(give)) {
-			return
+		if closing && (open == 0 || !time.Now().Before(give) || pl.r.drainRequested()) {
+			return // a drain leaves what is still processing to the next run
 		}
 		if pl.cp.failed() != nil || ctx.Err() != nil {
 			return
