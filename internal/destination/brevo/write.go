@@ -97,9 +97,11 @@ type createContact struct {
 // by appending bytes: see encode.go.
 
 // Write delivers recs. On the single path each record is one POST /contacts
-// (bounded concurrency); on the bulk path the page goes to POST
-// /contacts/import in bodies under MaxImportBody, and a request Brevo refuses
-// (400, e.g. one bad address) is resent on the single path so only the bad
+// (bounded concurrency), Delivered or Rejected. On the bulk path the page
+// goes to POST /contacts/import in bodies under MaxImportBody; Brevo answers
+// 202 with a process id and every record of the body is Accepted with that
+// id as Ref: Outcomes tells later which rows the process applied. A body
+// Brevo refuses whole (400) is resent on the single path so only the bad
 // record is rejected, with Brevo's own message. On a page-level failure the
 // results of records already settled are returned with the error.
 func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
@@ -242,12 +244,17 @@ func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
 		var created struct {
 			ProcessID *int64 `json:"processId"`
 		}
-		ref := ""
-		if json.Unmarshal(resp.body, &created) == nil && created.ProcessID != nil {
-			ref = strconv.FormatInt(*created.ProcessID, 10)
+		if json.Unmarshal(resp.body, &created) != nil || created.ProcessID == nil {
+			// Brevo took the import but did not say which process runs it:
+			// nothing can be polled, so the chunk is in doubt (Verify).
+			return failure.Wrap(failure.DestinationUnavailable, ErrOutcomeUnknown,
+				"brevo accepted an import without a processId")
 		}
+		// A 202 is not a delivery: the process judges each row later and
+		// may skip some or fail whole (Outcomes).
+		ref := strconv.FormatInt(*created.ProcessID, 10)
 		for _, i := range chunk {
-			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Accepted, Ref: ref})
 		}
 	}
 	return nil
