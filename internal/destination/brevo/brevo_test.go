@@ -2,6 +2,7 @@ package brevo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -831,8 +832,11 @@ func TestVerifyBulk(t *testing.T) {
 	if n := st.ByRoute["GET /v3/contacts/{identifier}"]; n > 20 {
 		t.Errorf("%d GET /contacts/{identifier}: a large set must be verified by listing", n)
 	}
-	if st.ByRoute["GET /v3/processes"] < 2 {
-		t.Errorf("%d GET /processes, want Verify to wait for the running import", st.ByRoute["GET /v3/processes"])
+	if n := st.ByRoute["GET /v3/processes"]; n != 1 {
+		t.Errorf("%d GET /processes, want 1 (the running imports, noted once)", n)
+	}
+	if st.ByRoute["GET /v3/processes/{processId}"] == 0 {
+		t.Errorf("no GET /processes/{processId}: Verify did not wait for the running import")
 	}
 	if st.ByRoute["GET /v3/contacts"] == 0 {
 		t.Errorf("no GET /contacts")
@@ -842,22 +846,108 @@ func TestVerifyBulk(t *testing.T) {
 	}
 }
 
-func TestVerifyBulkGivesUpOnStuckImport(t *testing.T) {
+// foreignImport starts, on the fake behind b, an import of n rows by
+// someone else (another sync, a person) and returns its process id.
+func (b *bundle) foreignImport(t *testing.T, n int) string {
+	t.Helper()
+	rows := make([]string, n)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"email":"person%d@elsewhere.example.com"}`, i)
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/contacts/import",
+		strings.NewReader(`{"listIds":[99],"jsonBody":[`+strings.Join(rows, ",")+`]}`))
+	req.Header.Set("api-key", apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct{ ProcessID int64 }
+	if res.StatusCode != http.StatusAccepted || json.NewDecoder(res.Body).Decode(&out) != nil {
+		t.Fatalf("foreign import: %d", res.StatusCode)
+	}
+	return strconv.FormatInt(out.ProcessID, 10)
+}
+
+// processStatus reads a process's status from the fake, around the client.
+func (b *bundle) processStatus(t *testing.T, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/processes/"+id, nil)
+	req.Header.Set("api-key", apiKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var p struct{ Status string }
+	if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p.Status
+}
+
+// TestVerifyBulkForeignLongImportDoesNotFail is issue 13's finding 2 (its
+// last part): another sync's (or a person's) long import is running while
+// an in-doubt bulk page is verified. Verify does not fail: it waits at most
+// VerifyWait, for the imports that were running when it started only, and
+// answers with what landed.
+func TestVerifyBulkForeignLongImportDoesNotFail(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakebrevo.Options{ProcessDelay: time.Hour}, func(p *brevo.Params) {
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Second, ImportRowDelay: time.Second}, func(p *brevo.Params) {
 		p.Mode = brevo.ModeBulk
 		p.VerifyWait = 10 * time.Second
 	})
+	foreign := b.foreignImport(t, 5000) // runs for more than an hour
+	// The page's import never reached Brevo: nothing of it landed.
 	rs := recs(30)
-	if _, err := b.dest.Write(t.Context(), rs); err != nil {
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify with a foreign import running: %v", err)
+	}
+	if len(landed) != 0 {
+		t.Errorf("landed = %v, want none", landed)
+	}
+	st := b.fake.Stats()
+	if n := st.ByRoute["GET /v3/processes"]; n != 1 {
+		t.Errorf("%d GET /processes, want 1", n)
+	}
+	if n := st.ByRoute["GET /v3/processes/{processId}"]; n != 5 {
+		t.Errorf("%d polls of the running import, want 5 (10 s every 2 s)", n)
+	}
+	if s := b.processStatus(t, foreign); s != fakebrevo.ProcessQueued && s != fakebrevo.ProcessInProcess {
+		t.Fatalf("the foreign import is %s: the test proves nothing", s)
+	}
+}
+
+// TestVerifyBulkSeesItsImportLandBehindAForeignOne: the page's 202 was lost
+// (its process id is unknown) and a foreign long import is running too.
+// Verify returns as soon as the page's import completed and its records are
+// seen, without waiting for the foreign one.
+func TestVerifyBulkSeesItsImportLandBehindAForeignOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Second, ImportRowDelay: 100 * time.Millisecond}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+	})
+	foreign := b.foreignImport(t, 50_000) // ~83 minutes
+	rs := recs(30)
+	if _, err := b.dest.Write(t.Context(), rs); err != nil { // its answer is ignored: "lost"
 		t.Fatal(err)
 	}
-	_, err := b.dest.Verify(t.Context(), rs, t0)
-	if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, brevo.ErrNoVerify) {
-		t.Fatalf("Verify error %v, want destination_unavailable wrapping ErrNoVerify", err)
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
 	}
-	if n := b.fake.Stats().ByRoute["GET /v3/processes"]; n != 6 {
-		t.Errorf("%d polls, want 6 (10 s every 2 s, plus the first)", n)
+	for _, r := range rs {
+		if _, ok := landed[r.Key]; !ok {
+			t.Errorf("record %s not landed", r.Key[:8])
+		}
+	}
+	if s := b.processStatus(t, foreign); s == fakebrevo.ProcessCompleted {
+		t.Errorf("the foreign import completed: Verify waited for it")
+	}
+	if elapsed := b.clock.Now().Sub(t0); elapsed > time.Minute {
+		t.Errorf("Verify took %s of (fake) time", elapsed)
 	}
 }
 
