@@ -992,3 +992,91 @@ func TestNewRejectsBadParams(t *testing.T) {
 		t.Errorf("New with defaults = %v, %v; want a CapVerify destination", d, err)
 	}
 }
+
+// TestExtIDReachesBrevoOnEveryPath is issue 13's finding 3: a mapped ext_id
+// reaches Brevo on the bulk path too (as the import's EXT_ID attribute: its
+// jsonBody items have no ext_id field), not only on the single path.
+func TestExtIDReachesBrevoOnEveryPath(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{ProcessDelay: time.Second}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(3)
+			for i, r := range rs {
+				r.Data["ext_id"] = fmt.Sprintf("crm-%d", i)
+			}
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range byKey(t, rs, b.settle(t, rs, res)) {
+				if r.Outcome != destination.Delivered {
+					t.Errorf("%+v, want delivered", r)
+				}
+			}
+			for i, r := range rs {
+				c, ok := b.fake.Contact(emailOf(r))
+				if !ok || c.ExtID != fmt.Sprintf("crm-%d", i) {
+					t.Errorf("contact %d: stored %v, ext_id %q; want crm-%d", i, ok, c.ExtID, i)
+				}
+				if _, ok := c.Attributes["EXT_ID"]; ok {
+					t.Errorf("contact %d: EXT_ID stored as an ordinary attribute", i)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyComparesExtID: a contact that holds every mapped attribute but
+// another ext_id has not landed.
+func TestVerifyComparesExtID(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(2)
+			rs[0].Data["ext_id"] = "crm-0"
+			rs[1].Data["ext_id"] = "crm-1"
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.settle(t, rs, res)
+			other := rec(1, nil)
+			other.Data["ext_id"] = "crm-other"
+			landed, err := b.dest.Verify(t.Context(), []destination.Record{rs[0], other}, t0)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if _, ok := landed[rs[0].Key]; !ok {
+				t.Errorf("the record with its ext_id is not reported landed")
+			}
+			if _, ok := landed[other.Key]; ok {
+				t.Errorf("a record whose ext_id differs from the contact's is reported landed")
+			}
+		})
+	}
+}
+
+// TestExtIDMappedTwiceIsRejected: ext_id and an EXT_ID attribute in one
+// record are ambiguous; the record is refused before anything is sent.
+func TestExtIDMappedTwiceIsRejected(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			r := rec(0, map[string]any{"ext_id": "a", "FIRSTNAME": "A"})
+			r.Data["ext_id"] = "b"
+			res, err := b.dest.Write(t.Context(), []destination.Record{r})
+			if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected || !strings.Contains(res[0].Message, "ext_id") {
+				t.Fatalf("Write = %+v, %v; want rejected naming ext_id", res, err)
+			}
+			if n := b.fake.Stats().Requests; n != 0 {
+				t.Errorf("%d requests, want 0", n)
+			}
+		})
+	}
+}

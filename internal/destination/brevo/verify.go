@@ -77,7 +77,8 @@ type contactDetails struct {
 // imports.
 //
 // A record landed when a contact with its e-mail (case-insensitive) is in
-// every configured list and has every mapped attribute (attribute names
+// every configured list, has its ext_id (Brevo shows it as the EXT_ID
+// attribute) and has every mapped attribute (attribute names
 // case-insensitive) with an equal value. Values are compared after a JSON
 // round trip:
 //   - a mapped null or "" is not compared (Brevo does not store empty values
@@ -368,6 +369,11 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 	upper := make(map[string]any, len(got.Attributes))
 	for k, v := range got.Attributes {
 		upper[strings.ToUpper(k)] = v
+	}
+	if c.extID != "" {
+		if g, ok := upper[extIDAttribute]; !ok || !ValuesEqual(c.extID, g) {
+			return false
+		}
 	}
 	for k, want := range c.attrs {
 		w := canonical(want)

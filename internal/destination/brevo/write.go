@@ -12,13 +12,21 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
+// extIDAttribute is the attribute that carries ext_id on the bulk path:
+// requestContactImport's jsonBody items have only email and attributes, and
+// Brevo's imports take EXT_ID as a column like any attribute. Brevo also
+// shows a contact's ext_id as this attribute when it is read back, which is
+// how Verify compares it.
+const extIDAttribute = "EXT_ID"
+
 // contact is a record's data read for Brevo.
 type contact struct {
 	email string
 	extID string
 	attrs map[string]any
-	// attrsJSON is json.Marshal(attrs), encoded once by parseRecord; nil
-	// when attrs is empty (omitted from request bodies).
+	// attrsJSON is the attributes as an import item carries them,
+	// json.Marshal(importAttrs(c)), encoded once by parseRecord; nil when
+	// there are none (omitted from request bodies).
 	attrsJSON []byte
 	// invalid, when set, is why the record is rejected without a request.
 	invalid string
@@ -52,17 +60,25 @@ func parseRecord(r destination.Record) contact {
 	case nil:
 	case map[string]any:
 		c.attrs = v
-		if len(v) > 0 {
-			b, err := encodeAttrs(v)
-			if err != nil {
-				c.invalid = "attributes cannot be encoded as JSON"
-				return c
-			}
-			c.attrsJSON = b
-		}
 	default:
 		c.invalid = "attributes must be an object"
 		return c
+	}
+	if c.extID != "" {
+		for k := range c.attrs {
+			if strings.EqualFold(k, extIDAttribute) {
+				c.invalid = "ext_id is mapped twice: as ext_id and as the EXT_ID attribute"
+				return c
+			}
+		}
+	}
+	if ia := importAttrs(c); len(ia) > 0 {
+		b, err := encodeAttrs(ia)
+		if err != nil {
+			c.invalid = "attributes cannot be encoded as JSON"
+			return c
+		}
+		c.attrsJSON = b
 	}
 	if c.email != "" && !plausibleEmail(c.email) {
 		c.invalid = "invalid email address (refused by oncesync before sending)"
@@ -71,6 +87,21 @@ func parseRecord(r destination.Record) contact {
 		c.invalid = "record has no email (and no SMS attribute)"
 	}
 	return c
+}
+
+// importAttrs is what an import item's attributes carry: the mapped
+// attributes, plus ext_id as EXT_ID (see extIDAttribute). It is c.attrs
+// itself when there is no ext_id.
+func importAttrs(c contact) map[string]any {
+	if c.extID == "" {
+		return c.attrs
+	}
+	out := make(map[string]any, len(c.attrs)+1)
+	for k, v := range c.attrs {
+		out[k] = v
+	}
+	out[extIDAttribute] = c.extID
+	return out
 }
 
 // plausibleEmail is a loose syntax check (one @, non-empty local part and
