@@ -9,6 +9,7 @@
 //	srv.Stats() Stats                               // also GET /_stats as JSON
 //	srv.Contact(email) (Contact, bool)              // a stored contact
 //	srv.Reset()                                     // also POST /_reset
+//	srv.Reports()                                   // import reports, for another origin
 //	fakebrevo.Serve(ctx, addr, opts, ready)         // `oncesync fake-brevo`
 //	fakebrevo.RegisterFlags(fs, &opts)              // its flags
 //	fakebrevo.NewValidator(); ValidatingProxy(next) // spec checks for tests
