@@ -110,22 +110,22 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		}
 		return landed, nil
 	}
-	var running []int64
+	var imports []int64
 	if d.mode == ModeBulk {
 		// Noted before the contacts are read: an import that ends in
 		// between is then either seen landed or waited for.
 		var err error
-		if running, err = d.runningImports(ctx); err != nil {
+		if imports, err = d.runningImports(ctx); err != nil {
 			return nil, err
 		}
 	}
 	// While imports run, records not seen in the listing are looked up one
 	// by one only once the wait is over (waitImports).
-	if err := d.verifyList(ctx, cands, since, landed, len(running) == 0); err != nil {
+	if err := d.verifyList(ctx, cands, since, landed, len(imports) == 0); err != nil {
 		return nil, err
 	}
-	if len(running) > 0 {
-		if err := d.waitImports(ctx, running, cands, since, landed); err != nil {
+	if len(imports) > 0 {
+		if err := d.waitImports(ctx, imports, cands, since, landed); err != nil {
 			return nil, err
 		}
 	}
