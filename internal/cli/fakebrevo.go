@@ -22,11 +22,23 @@ func newFakeBrevoCmd(env Env) *cobra.Command {
 public API spec): /v3/contacts, /v3/contacts/{identifier}, /v3/contacts/import,
 /v3/processes and /v3/processes/{id}, with Brevo's rate-limit headers.
 
-GET /_stats returns JSON counters: requests, contacts_written, contacts and
-duplicate_writes (a contact written again with exactly the attributes it had).
+Imports behave as Brevo documents them: POST /v3/contacts/import answers 202
+with a processId, and the process runs later (--process-delay, plus
+--import-row-delay per row). It skips the rows it refuses (an invalid or
+--refuse-email address, a share set by --import-skip-rate, an EXT_ID owned by
+another contact) and, once completed, GET /v3/processes/{id} lists them in
+info.import as URLs of CSV reports, served under /_reports or, with
+--report-listen, on a second address (another origin, which must never get
+the api-key). --import-fail-rate makes processes fail whole (status failed,
+nothing applied).
+
+GET /_stats returns JSON counters: requests, contacts_written, contacts,
+duplicate_writes (a contact written again with exactly the attributes it had),
+import_rows_skipped, imports_failed and report_requests.
 Point a sync's destination base_url at http://ADDR/v3 to use it.`,
 		Example: `  oncesync fake-brevo --listen 127.0.0.1:8026
   oncesync fake-brevo --error-rate 0.05 --rate-limit 10 --refuse-email bad@example.com
+  oncesync fake-brevo --process-delay 2s --import-skip-rate 0.02 --import-fail-rate 0.1 --report-listen 127.0.0.1:8027
   curl -s http://127.0.0.1:8026/_stats`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -452,6 +452,18 @@ syncs:
 			},
 		},
 		{
+			name: "ext_id mapped twice",
+			yaml: `syncs:
+  - id: s1
+    source: {type: csv, path: a.csv}
+    destination: {type: brevo, api_key: ${KEY}, list_ids: [1], mode: bulk}
+    mapping: {email: email, ext_id: id, attributes: {ext_id: crm_id, FIRSTNAME: first}}
+`,
+			want: []string{
+				`oncesync.yaml:5: syncs[0].mapping.attributes.ext_id: maps Brevo's EXT_ID, which mapping.ext_id already writes; keep one of them`,
+			},
+		},
+		{
 			name: "webhook headers",
 			yaml: `syncs:
   - id: s1

@@ -386,6 +386,15 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 		l.notFor(p, "destinations", d.Type, []string{"url", "secret", "headers"}, "webhook only")
 		l.required(mp+".email", m.Email, "is required for brevo destinations (the column holding the e-mail address)")
 		l.notFor(mp, "destinations", d.Type, []string{"fields"}, "webhook only; brevo uses email, ext_id and attributes")
+		if m.ExtID != "" {
+			// Brevo's imports carry ext_id as the EXT_ID attribute: both
+			// mapped would send one field twice, with two values.
+			for name := range m.Attributes {
+				if strings.EqualFold(name, "EXT_ID") {
+					l.check(join(mp+".attributes", name), "maps Brevo's EXT_ID, which mapping.ext_id already writes; keep one of them")
+				}
+			}
+		}
 	case DestinationWebhook:
 		if l.required(p+".url", d.URL, "is required for webhook destinations") {
 			if msg := checkURL(d.URL, "http", "https"); msg != "" {

@@ -195,7 +195,8 @@ func TestGetContact(t *testing.T) {
 			want := map[string]any{
 				"id": 1.0, "email": "a.b+tag@example.com", "emailBlacklisted": false, "smsBlacklisted": false,
 				"createdAt": "2025-03-01T12:00:00.000Z", "modifiedAt": "2025-03-01T12:00:00.000Z",
-				"listIds": []any{5.0}, "attributes": map[string]any{"FIRSTNAME": "Ann", "AGE": 41.0, "VIP": true},
+				// ext_id shows as the EXT_ID attribute (getContactDetails has no field for it).
+				"listIds": []any{5.0}, "attributes": map[string]any{"FIRSTNAME": "Ann", "AGE": 41.0, "VIP": true, "EXT_ID": "ext/7"},
 				"statistics": map[string]any{},
 			}
 			if !reflect.DeepEqual(got, want) {

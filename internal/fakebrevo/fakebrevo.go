@@ -9,19 +9,24 @@
 //	srv.Stats() Stats                               // also GET /_stats as JSON
 //	srv.Contact(email) (Contact, bool)              // a stored contact
 //	srv.Reset()                                     // also POST /_reset
+//	srv.Reports()                                   // import reports, for another origin
 //	fakebrevo.Serve(ctx, addr, opts, ready)         // `oncesync fake-brevo`
 //	fakebrevo.RegisterFlags(fs, &opts)              // its flags
 //	fakebrevo.NewValidator(); ValidatingProxy(next) // spec checks for tests
 //
+// Imports are as unkind as Brevo documents them (imports.go says what is
+// modelled and why): POST /v3/contacts/import answers 202 with a processId;
+// the process runs after a delay (queued, then in_process), skips the rows
+// it refuses and lists them in CSV reports whose URLs GET /v3/processes/{id}
+// shows in info.import once completed; the reports may be served from
+// another origin (Options.ReportBaseURL, Server.Reports); a process may fail
+// whole (status failed, nothing applied).
+//
 // Where the fake departs from Brevo (each is deliberate):
-//   - POST /v3/contacts/import refuses the whole import (400
-//     invalid_parameter) when a row's email is missing, invalid or refused,
-//     naming the rows by index ("jsonBody[3]"); Brevo accepts the import and
-//     skips such rows asynchronously. Only jsonBody imports are supported.
-//   - Imports complete lazily: a process is queued for the first half of
-//     ProcessDelay, in_process for the second half, and its contacts are
-//     written the first time the fake is touched after the delay (any request,
-//     Stats or Contact), so tests with a fake clock need no sleep.
+//   - Only jsonBody imports are supported (no fileUrl, fileBody).
+//   - Imports complete lazily: a process's contacts are written the first
+//     time the fake is touched after its delay (any request, Stats or
+//     Contact), so tests with a fake clock need no sleep.
 //   - Contacts must have an email (no SMS-only contacts). Attribute names are
 //     upper-cased and every attribute is accepted (Brevo ignores attributes
 //     the account does not define). GET and PUT /v3/contacts/{identifier}
@@ -58,12 +63,31 @@ type Options struct {
 	// DropResponseRate is the fraction of write requests whose write is
 	// applied and whose connection is then cut before any response.
 	DropResponseRate float64
-	// RefuseEmails are refused with 400 invalid_parameter on POST /v3/contacts;
-	// an import containing one is refused whole (400) naming it.
+	// RefuseEmails are refused with 400 invalid_parameter on POST and PUT
+	// /v3/contacts; an import row with one is skipped by the process and
+	// listed in its invalid_emails report, as Brevo does with an invalid
+	// address.
 	RefuseEmails []string
 	// ProcessDelay is how long an import process stays queued/in_process
 	// before its contacts are written (0 = written before the 202).
 	ProcessDelay time.Duration
+	// ImportRowDelay is added to ProcessDelay for each row of an import, so
+	// that a large import (a person's file) runs long while small ones
+	// finish quickly.
+	ImportRowDelay time.Duration
+	// ImportSkipRate is the fraction (0..1) of an import's otherwise valid
+	// rows its process skips, listed in the invalid_emails report.
+	ImportSkipRate float64
+	// ImportFailRate is the fraction (0..1) of import processes that fail
+	// whole: status failed, nothing of them applied.
+	ImportFailRate float64
+	// ReportBaseURL, when set, is the absolute URL under which import report
+	// URLs are published (serve Server.Reports there): another origin, as
+	// Brevo's reports are. Empty: the fake's own origin, under ReportPath.
+	ReportBaseURL string
+	// ReportListen, for Serve only: an address on which to serve the import
+	// reports as another origin (it sets ReportBaseURL).
+	ReportListen string
 	// Validate checks every /v3 request against Brevo's embedded API spec and
 	// answers 400 with the validation error when it does not conform.
 	Validate bool
@@ -88,4 +112,9 @@ type Stats struct {
 	ByStatus        map[string]int64 `json:"by_status"`         // "202" -> count
 	Invalid         int64            `json:"invalid_requests"`  // requests that failed spec validation
 	Dropped         int64            `json:"dropped_responses"` // writes applied whose connection was then cut
+	// Import processes: rows they skipped (listed in their reports), processes
+	// that failed whole, and report downloads served.
+	ImportRowsSkipped int64 `json:"import_rows_skipped"`
+	ImportsFailed     int64 `json:"imports_failed"`
+	ReportRequests    int64 `json:"report_requests"`
 }

@@ -360,13 +360,18 @@ func TestRegisterFlags(t *testing.T) {
 	if o.RateLimitPerSecond != DefaultRateLimitPerSecond {
 		t.Errorf("default rate limit = %d", o.RateLimitPerSecond)
 	}
-	for _, name := range []string{"api-key", "latency", "error-rate", "rate-limit-rate", "rate-limit", "drop-response-rate", "refuse-email", "process-delay", "validate", "seed"} {
+	if o.ProcessDelay != DefaultProcessDelay {
+		t.Errorf("default process delay = %s", o.ProcessDelay)
+	}
+	for _, name := range []string{"api-key", "latency", "error-rate", "rate-limit-rate", "rate-limit", "drop-response-rate", "refuse-email",
+		"process-delay", "import-row-delay", "import-skip-rate", "import-fail-rate", "report-listen", "validate", "seed"} {
 		if f := fs.Lookup(name); f == nil || f.Usage == "" {
 			t.Errorf("flag --%s missing or without help", name)
 		}
 	}
 	err := fs.Parse([]string{"--api-key=s", "--latency=50ms", "--error-rate=0.1", "--rate-limit-rate=0.2", "--rate-limit=0",
-		"--drop-response-rate=0.3", "--refuse-email=a@example.com", "--refuse-email=b@example.com", "--process-delay=2s", "--validate", "--seed=9"})
+		"--drop-response-rate=0.3", "--refuse-email=a@example.com", "--refuse-email=b@example.com", "--process-delay=2s", "--validate", "--seed=9",
+		"--import-row-delay=1ms", "--import-skip-rate=0.25", "--import-fail-rate=0.5", "--report-listen=127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +379,8 @@ func TestRegisterFlags(t *testing.T) {
 		DropResponseRate: 0.3, RefuseEmails: []string{"a@example.com", "b@example.com"}, ProcessDelay: 2 * time.Second, Validate: true, Seed: 9}
 	if o.APIKey != want.APIKey || o.Latency != want.Latency || o.ErrorRate != want.ErrorRate || o.RateLimitRate != want.RateLimitRate ||
 		o.RateLimitPerSecond != 0 || o.DropResponseRate != want.DropResponseRate || !slices.Equal(o.RefuseEmails, want.RefuseEmails) ||
-		o.ProcessDelay != want.ProcessDelay || !o.Validate || o.Seed != 9 {
+		o.ProcessDelay != want.ProcessDelay || !o.Validate || o.Seed != 9 ||
+		o.ImportRowDelay != time.Millisecond || o.ImportSkipRate != 0.25 || o.ImportFailRate != 0.5 || o.ReportListen != "127.0.0.1:0" {
 		t.Errorf("options = %+v", o)
 	}
 }
@@ -394,6 +400,11 @@ func TestOptionsCheck(t *testing.T) {
 		{"negative process delay", Options{ProcessDelay: -time.Second}, false},
 		{"negative rate limit", Options{RateLimitPerSecond: -1}, false},
 		{"empty refused email", Options{RefuseEmails: []string{" "}}, false},
+		{"import faults", Options{ImportSkipRate: 0.5, ImportFailRate: 1, ImportRowDelay: time.Millisecond, ReportBaseURL: "http://127.0.0.1:1/r"}, true},
+		{"import skip rate above 1", Options{ImportSkipRate: 2}, false},
+		{"negative import fail rate", Options{ImportFailRate: -1}, false},
+		{"negative import row delay", Options{ImportRowDelay: -time.Second}, false},
+		{"relative report base URL", Options{ReportBaseURL: "/reports"}, false},
 	}
 	for _, tt := range tests {
 		err := tt.opts.Check()

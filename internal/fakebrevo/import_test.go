@@ -82,16 +82,36 @@ func TestImportContacts(t *testing.T) {
 			},
 		},
 		{
-			name: "refused email refuses the whole import, naming the rows",
+			// Brevo accepts the import and its process skips the rows it
+			// refuses; the old fake refused the whole import with a 400.
+			name: "refused and invalid rows are skipped, the rest imported",
 			body: m{"jsonBody": []m{{"email": "ok@example.com"}, {"email": "refused@example.com"}, {"email": "bad-address"}, {"attributes": m{"A": "1"}}},
 				"listIds": []int{2}},
-			wantCode: http.StatusBadRequest, wantError: CodeInvalidParameter,
-			wantMsg: "jsonBody[1], jsonBody[2], jsonBody[3]",
+			wantCode: http.StatusAccepted,
 			check: func(t *testing.T, b *bundle) {
-				if _, ok := b.srv.Contact("ok@example.com"); ok {
-					t.Error("a refused import wrote a contact")
+				b.contact("ok@example.com")
+				if _, ok := b.srv.Contact("refused@example.com"); ok {
+					t.Error("a skipped row was written")
 				}
-				if st := b.srv.Stats(); st.Refused != 3 || st.ContactsWritten != 0 {
+				if st := b.srv.Stats(); st.ImportRowsSkipped != 3 || st.ContactsWritten != 1 || st.Refused != 0 {
+					t.Errorf("stats = %+v", st)
+				}
+			},
+		},
+		{
+			name:     "EXT_ID attribute sets the contact's ext_id",
+			existing: []m{{"email": "ann@example.com", "ext_id": "crm-1"}},
+			body: m{"jsonBody": []m{{"email": "bob@example.com", "attributes": m{"EXT_ID": "crm-2", "FIRSTNAME": "Bob"}},
+				{"email": "cid@example.com", "attributes": m{"ext_id": "crm-1"}}}, "listIds": []int{2}},
+			wantCode: http.StatusAccepted,
+			check: func(t *testing.T, b *bundle) {
+				if c := b.contact("bob@example.com"); c.ExtID != "crm-2" || !reflect.DeepEqual(c.Attributes, m{"FIRSTNAME": "Bob"}) {
+					t.Errorf("bob = %+v", c)
+				}
+				if _, ok := b.srv.Contact("cid@example.com"); ok {
+					t.Error("a row whose EXT_ID belongs to another contact was written")
+				}
+				if st := b.srv.Stats(); st.ImportRowsSkipped != 1 {
 					t.Errorf("stats = %+v", st)
 				}
 			},

@@ -19,12 +19,22 @@ const shutdownGrace = 5 * time.Second
 // endpoints, the default of --rate-limit.
 const DefaultRateLimitPerSecond = 10
 
+// DefaultProcessDelay is the default of --process-delay: imports are
+// asynchronous, as Brevo's are (the 202 comes before the contacts exist),
+// and short enough for demos.
+const DefaultProcessDelay = 20 * time.Millisecond
+
 // RegisterFlags registers the fake's options on fs, writing into o. The
 // defaults are o's current values, except --rate-limit, which defaults to
-// Brevo's 10 requests per second when o.RateLimitPerSecond is 0.
+// Brevo's 10 requests per second when o.RateLimitPerSecond is 0, and
+// --process-delay, which defaults to DefaultProcessDelay when
+// o.ProcessDelay is 0.
 func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	if o.RateLimitPerSecond == 0 {
 		o.RateLimitPerSecond = DefaultRateLimitPerSecond
+	}
+	if o.ProcessDelay == 0 {
+		o.ProcessDelay = DefaultProcessDelay
 	}
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey,
 		"the only api-key header value accepted (401 otherwise); empty accepts any non-empty key")
@@ -39,9 +49,17 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
 		"fraction (0..1) of write requests whose write is applied and whose connection is then cut without a response")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
-		"e-mail address refused with 400 invalid_parameter (repeatable); an import containing one is refused whole")
+		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
 		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
+	fs.DurationVar(&o.ImportRowDelay, "import-row-delay", o.ImportRowDelay,
+		"added to --process-delay per row of an import, so a large import runs long, e.g. 1ms")
+	fs.Float64Var(&o.ImportSkipRate, "import-skip-rate", o.ImportSkipRate,
+		"fraction (0..1) of an import's valid rows its process skips, listed in the invalid_emails report")
+	fs.Float64Var(&o.ImportFailRate, "import-fail-rate", o.ImportFailRate,
+		"fraction (0..1) of import processes that fail whole (status failed, nothing applied)")
+	fs.StringVar(&o.ReportListen, "report-listen", o.ReportListen,
+		"serve import reports on this second address (another origin, as Brevo's file storage is); empty serves them on --listen under /_reports")
 	fs.BoolVar(&o.Validate, "validate", o.Validate,
 		"check every /v3 request against Brevo's API spec and answer 400 invalid_parameter when it does not conform")
 	fs.Int64Var(&o.Seed, "seed", o.Seed,
@@ -51,11 +69,27 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 // Serve runs a fake Brevo configured by opts on addr (":0" picks a free
 // port) until ctx is cancelled, then shuts down gracefully. ready, when
 // non-nil, is called with the listening address once requests are accepted.
+//
+// With opts.ReportListen set, import reports are served on that address too
+// (and their URLs point there).
 func Serve(ctx context.Context, addr string, opts Options, ready func(addr string)) error {
 	if err := opts.Check(); err != nil {
 		return err
 	}
-	return New(opts).Serve(ctx, addr, ready)
+	if opts.ReportListen == "" {
+		return New(opts).Serve(ctx, addr, ready)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", opts.ReportListen)
+	if err != nil {
+		return fmt.Errorf("fakebrevo: listen on %s: %w", opts.ReportListen, err)
+	}
+	opts.ReportBaseURL = "http://" + ln.Addr().String() + ReportPath
+	s := New(opts)
+	rs := &http.Server{Handler: s.Reports(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = rs.Serve(ln) }()
+	defer rs.Close()
+	return s.Serve(ctx, addr, ready)
 }
 
 // Serve runs s on addr until ctx is cancelled (see the package-level Serve).

@@ -46,11 +46,15 @@ const (
 // ProcessNameImport is the name of the process an import creates.
 const ProcessNameImport = "IMPORTUSER"
 
-// Process statuses (getProcess.status).
+// Process statuses (getProcess.status). swagger.yaml lists queued,
+// in_process and completed; Brevo's current reference adds processing,
+// failed and cancelled. The fake answers failed for a process that failed
+// whole (Options.ImportFailRate) and never processing or cancelled.
 const (
 	ProcessQueued    = "queued"
 	ProcessInProcess = "in_process"
 	ProcessCompleted = "completed"
+	ProcessFailed    = "failed"
 )
 
 // Error messages, as close to Brevo's as known.
@@ -108,7 +112,7 @@ type state struct {
 	byExtID       map[string]*contact
 	contacts      []*contact // creation order, IDs ascending
 	processes     []*process // IDs ascending
-	queue         []*process // not yet applied, in order
+	queue         []*process // not yet processed, by readyAt then ID
 	lists         map[string]int64
 }
 
@@ -122,28 +126,6 @@ type contact struct {
 	smsBL    bool
 	created  time.Time
 	modified time.Time
-}
-
-type process struct {
-	id      int64
-	created time.Time
-	readyAt time.Time
-	applied bool
-	job     *importJob
-}
-
-type importJob struct {
-	rows           []importRow
-	listIDs        []int64
-	updateExisting bool
-	emptyAttrs     bool
-	emailBlacklist bool
-	smsBlacklist   bool
-}
-
-type importRow struct {
-	email string
-	attrs map[string]any
 }
 
 type rateWindow struct {
@@ -187,6 +169,8 @@ func (o Options) Check() error {
 		{"error rate", o.ErrorRate},
 		{"rate-limit rate", o.RateLimitRate},
 		{"drop-response rate", o.DropResponseRate},
+		{"import skip rate", o.ImportSkipRate},
+		{"import fail rate", o.ImportFailRate},
 	}
 	for _, r := range rates {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
@@ -198,8 +182,15 @@ func (o Options) Check() error {
 		return fmt.Errorf("%w: latency must not be negative", ErrBadOptions)
 	case o.ProcessDelay < 0:
 		return fmt.Errorf("%w: process delay must not be negative", ErrBadOptions)
+	case o.ImportRowDelay < 0:
+		return fmt.Errorf("%w: import row delay must not be negative", ErrBadOptions)
 	case o.RateLimitPerSecond < 0:
 		return fmt.Errorf("%w: rate limit must not be negative", ErrBadOptions)
+	}
+	if o.ReportBaseURL != "" {
+		if u, err := url.Parse(o.ReportBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%w: report base URL must be an absolute http(s) URL", ErrBadOptions)
+		}
 	}
 	for i, e := range o.RefuseEmails {
 		if strings.TrimSpace(e) == "" {
@@ -299,6 +290,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Reset()
 		w.WriteHeader(http.StatusNoContent)
+	case strings.HasPrefix(r.URL.Path, ReportPath+"/"):
+		s.serveReport(w, r, strings.TrimPrefix(r.URL.Path, ReportPath+"/"))
 	case r.URL.Path == BasePath || strings.HasPrefix(r.URL.Path, BasePath+"/"):
 		s.serveAPI(w, r)
 	default:
@@ -615,9 +608,14 @@ type contactJSON struct {
 const brevoTime = "2006-01-02T15:04:05.000Z07:00"
 
 func (c *contact) json(extended bool) contactJSON {
-	attrs := make(map[string]any, len(c.attrs))
+	attrs := make(map[string]any, len(c.attrs)+1)
 	for k, v := range c.attrs {
 		attrs[k] = v
+	}
+	if c.extID != "" {
+		// getContactDetails has no ext_id field; Brevo shows the identifier
+		// as the EXT_ID attribute (as its exports and imports name it).
+		attrs[extIDAttribute] = c.extID
 	}
 	out := contactJSON{
 		Email:            c.email,
@@ -653,10 +651,11 @@ func (s *Server) createContact(c *call) {
 		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, msgInvalidEmail)
 		return
 	}
+	attrs := normAttrs(req.Attributes)
 	wr := contactWrite{
-		attrs:    normAttrs(req.Attributes),
+		attrs:    attrs,
 		addLists: req.ListIDs,
-		extID:    req.ExtID,
+		extID:    takeExtID(attrs, req.ExtID),
 		emailBL:  req.EmailBlacklisted,
 		smsBL:    req.SMSBlacklisted,
 	}
@@ -664,8 +663,8 @@ func (s *Server) createContact(c *call) {
 	s.mu.Lock()
 	st := s.st
 	existing := st.byEmail[email]
-	if req.ExtID != nil && *req.ExtID != "" {
-		if other := st.byExtID[*req.ExtID]; other != nil && other != existing {
+	if wr.extID != nil && *wr.extID != "" {
+		if other := st.byExtID[*wr.extID]; other != nil && other != existing {
 			s.mu.Unlock()
 			s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateExtID)
 			return
@@ -760,7 +759,7 @@ func (s *Server) updateContact(c *call) {
 		attrs:       attrs,
 		addLists:    req.ListIDs,
 		removeLists: req.UnlinkListIDs,
-		extID:       req.ExtID,
+		extID:       takeExtID(attrs, req.ExtID),
 		emailBL:     req.EmailBlacklisted,
 		smsBL:       req.SMSBlacklisted,
 	}
@@ -784,8 +783,8 @@ func (s *Server) updateContact(c *call) {
 			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, email is already associated with another Contact"}
 		}
 	}
-	if e == nil && req.ExtID != nil && *req.ExtID != "" {
-		if other := s.st.byExtID[*req.ExtID]; other != nil && other != found {
+	if e == nil && wr.extID != nil && *wr.extID != "" {
+		if other := s.st.byExtID[*wr.extID]; other != nil && other != found {
 			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, ext_id is already associated with another Contact"}
 		}
 	}
@@ -967,229 +966,6 @@ func (s *Server) applyLocked(ct *contact, wr contactWrite, now time.Time) bool {
 	return changed
 }
 
-// ---- import and processes ----
-
-type importRequest struct {
-	FileURL  *string           `json:"fileUrl"`
-	FileBody *string           `json:"fileBody"`
-	JSONBody []json.RawMessage `json:"jsonBody"`
-	ListIDs  []int64           `json:"listIds"`
-	NewList  *struct {
-		ListName string `json:"listName"`
-		FolderID int64  `json:"folderId"`
-	} `json:"newList"`
-	EmailBlacklist          bool  `json:"emailBlacklist"`
-	SMSBlacklist            bool  `json:"smsBlacklist"`
-	UpdateExistingContacts  *bool `json:"updateExistingContacts"`
-	EmptyContactsAttributes bool  `json:"emptyContactsAttributes"`
-}
-
-type importRowJSON struct {
-	Email      *string        `json:"email"`
-	Attributes map[string]any `json:"attributes"`
-}
-
-// importContacts accepts an import and answers 202 with its process ID.
-//
-// Unlike Brevo, which accepts the import and skips invalid rows
-// asynchronously, the fake refuses the whole import (400 invalid_parameter)
-// when a row's email is missing, invalid or in Options.RefuseEmails; the
-// message names the rows by index ("jsonBody[3]"), never by address.
-func (s *Server) importContacts(c *call) {
-	var req importRequest
-	if err := decodeObject(c.body, &req); err != nil {
-		s.fail(c, http.StatusBadRequest, CodeBadRequest, msgInvalidJSON)
-		return
-	}
-	if req.FileURL != nil || req.FileBody != nil {
-		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "fileUrl and fileBody are not supported by the fake; send jsonBody")
-		return
-	}
-	if req.JSONBody == nil {
-		s.fail(c, http.StatusBadRequest, CodeMissingParameter, "fileUrl, fileBody or jsonBody is mandatory")
-		return
-	}
-	if len(req.JSONBody) == 0 {
-		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "jsonBody is empty")
-		return
-	}
-	if len(req.ListIDs) == 0 && (req.NewList == nil || req.NewList.ListName == "") {
-		s.fail(c, http.StatusBadRequest, CodeMissingParameter, "listIds or newList is mandatory")
-		return
-	}
-	job := &importJob{
-		rows:           make([]importRow, 0, len(req.JSONBody)),
-		listIDs:        req.ListIDs,
-		updateExisting: req.UpdateExistingContacts == nil || *req.UpdateExistingContacts,
-		emailBlacklist: req.EmailBlacklist,
-		smsBlacklist:   req.SMSBlacklist,
-	}
-	job.emptyAttrs = job.updateExisting && req.EmptyContactsAttributes
-	var bad []string
-	for i, raw := range req.JSONBody {
-		var row importRowJSON
-		if err := decodeObject(raw, &row); err != nil {
-			s.fail(c, http.StatusBadRequest, CodeInvalidParameter, fmt.Sprintf("jsonBody[%d] must be an object", i))
-			return
-		}
-		email := ""
-		if row.Email != nil {
-			email = normEmail(*row.Email)
-		}
-		if !validEmail(email) || s.refuse[email] {
-			bad = append(bad, fmt.Sprintf("jsonBody[%d]", i))
-			continue
-		}
-		job.rows = append(job.rows, importRow{email: email, attrs: normAttrs(row.Attributes)})
-	}
-	if len(bad) > 0 {
-		s.mu.Lock()
-		s.stats.Refused += int64(len(bad))
-		s.mu.Unlock()
-		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "Invalid email address in "+strings.Join(bad, ", ")+"; the import was refused")
-		return
-	}
-
-	s.mu.Lock()
-	st := s.st
-	if req.NewList != nil && req.NewList.ListName != "" {
-		id, ok := st.lists[req.NewList.ListName]
-		if !ok {
-			id = st.nextListID
-			st.nextListID++
-			st.lists[req.NewList.ListName] = id
-		}
-		job.listIDs = append(slices.Clone(job.listIDs), id)
-	}
-	p := &process{id: st.nextProcessID, created: c.now, readyAt: c.now.Add(s.opts.ProcessDelay), job: job}
-	st.nextProcessID++
-	st.processes = append(st.processes, p)
-	st.queue = append(st.queue, p)
-	s.advanceLocked(c.now)
-	s.mu.Unlock()
-
-	if !s.afterWrite(c) {
-		return
-	}
-	s.respond(c, http.StatusAccepted, map[string]int64{"processId": p.id})
-}
-
-// advanceLocked applies, in order, the queued imports that are due at now.
-func (s *Server) advanceLocked(now time.Time) {
-	st := s.st
-	for len(st.queue) > 0 && !st.queue[0].readyAt.After(now) {
-		p := st.queue[0]
-		st.queue = st.queue[1:]
-		s.applyImportLocked(p.job, p.readyAt)
-		p.applied = true
-		p.job = nil
-	}
-}
-
-func (s *Server) applyImportLocked(job *importJob, now time.Time) {
-	for _, row := range job.rows {
-		attrs := make(map[string]any, len(row.attrs))
-		for k, v := range row.attrs {
-			switch {
-			case !isEmpty(v):
-				attrs[k] = v
-			case job.emptyAttrs:
-				attrs[k] = nil // erase
-			}
-		}
-		wr := contactWrite{attrs: attrs, addLists: job.listIDs}
-		if job.emailBlacklist {
-			wr.emailBL = &job.emailBlacklist
-		}
-		if job.smsBlacklist {
-			wr.smsBL = &job.smsBlacklist
-		}
-		if existing := s.st.byEmail[row.email]; existing != nil {
-			if job.updateExisting {
-				s.writeLocked(existing, wr, now)
-			}
-			continue
-		}
-		for k, v := range wr.attrs {
-			if v == nil {
-				delete(wr.attrs, k)
-			}
-		}
-		s.createLocked(row.email, wr, now)
-	}
-}
-
-type processJSON struct {
-	ID     int64  `json:"id"`
-	Status string `json:"status"`
-	Name   string `json:"name"`
-}
-
-func (s *Server) processJSONLocked(p *process, now time.Time) processJSON {
-	status := ProcessQueued
-	switch {
-	case p.applied:
-		status = ProcessCompleted
-	case !now.Before(p.created.Add(s.opts.ProcessDelay / 2)):
-		status = ProcessInProcess
-	}
-	return processJSON{ID: p.id, Status: status, Name: ProcessNameImport}
-}
-
-func (s *Server) getProcess(c *call) {
-	id, err := strconv.ParseInt(c.segs[1], 10, 64)
-	if err != nil {
-		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, msgProcessNotFound)
-		return
-	}
-	s.mu.Lock()
-	var out *processJSON
-	if i, ok := slices.BinarySearchFunc(s.st.processes, id, func(p *process, id int64) int { return cmpInt(p.id, id) }); ok {
-		pj := s.processJSONLocked(s.st.processes[i], c.now)
-		out = &pj
-	}
-	s.mu.Unlock()
-	if out == nil {
-		// The spec's example for this 404 uses invalid_parameter.
-		s.fail(c, http.StatusNotFound, CodeInvalidParameter, msgProcessNotFound)
-		return
-	}
-	s.respond(c, http.StatusOK, out)
-}
-
-func (s *Server) listProcesses(c *call) {
-	q := c.r.URL.Query()
-	limit, e := intParam(q, "limit", 10, 0, 50)
-	var offset int
-	if e == nil {
-		offset, e = intParam(q, "offset", 0, 0, math.MaxInt32)
-	}
-	var desc bool
-	if e == nil {
-		desc, e = sortParam(q)
-	}
-	if e != nil {
-		s.fail(c, http.StatusBadRequest, e.Code, e.Message)
-		return
-	}
-	s.mu.Lock()
-	all := s.st.processes
-	page := make([]processJSON, 0, min(limit, len(all)))
-	for i := offset; i < len(all) && len(page) < limit; i++ {
-		p := all[i]
-		if desc {
-			p = all[len(all)-1-i]
-		}
-		page = append(page, s.processJSONLocked(p, c.now))
-	}
-	count := len(all)
-	s.mu.Unlock()
-	s.respond(c, http.StatusOK, struct {
-		Processes []processJSON `json:"processes"`
-		Count     int           `json:"count"`
-	}{page, count})
-}
-
 // ---- helpers ----
 
 func cmpInt(a, b int64) int {
@@ -1256,6 +1032,22 @@ func validEmail(e string) bool {
 	at := strings.LastIndexByte(e, '@')
 	domain := e[at+1:]
 	return at > 0 && strings.Contains(domain, ".") && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".")
+}
+
+// takeExtID returns the ext_id a write sets: the ext_id field, else an
+// EXT_ID attribute, which is removed from attrs either way (the fake stores
+// the identifier once, as Brevo does, whichever way it came).
+func takeExtID(attrs map[string]any, extID *string) *string {
+	v, ok := attrs[extIDAttribute]
+	if !ok {
+		return extID
+	}
+	delete(attrs, extIDAttribute)
+	if extID != nil {
+		return extID
+	}
+	s := scalarString(v)
+	return &s
 }
 
 // normAttrs upper-cases attribute names (Brevo's attributes are upper-case).

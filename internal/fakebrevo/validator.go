@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +93,10 @@ func (v *Validator) SpecPatches() []string { return append([]string(nil), v.patc
 //   - document validation is run with examples and schema-defaults
 //     validation disabled: several of Brevo's examples do not match their own
 //     schemas, which is harmless for request checking.
+//   - getProcess.status (a response schema only) also admits processing,
+//     failed and cancelled: Brevo's current reference lists them and the
+//     fake answers failed for a process that failed whole. Requests are
+//     checked against the spec as published.
 func loadSpec() (*openapi3.T, routers.Router, []string, error) {
 	var doc2 openapi2.T
 	if err := openapi2.UnmarshalFromData(brevoSwagger, &doc2); err != nil {
@@ -154,9 +159,23 @@ func patchSwagger(doc *openapi2.T) []string {
 			}
 		}
 	}
+	if def := doc.Definitions["getProcess"]; def != nil && def.Value != nil {
+		if st := def.Value.Properties["status"]; st != nil && st.Value != nil {
+			for _, v := range processStatusesBeyondSpec {
+				if !slices.Contains(st.Value.Enum, any(v)) {
+					st.Value.Enum = append(st.Value.Enum, v)
+				}
+			}
+			patched = append(patched, "getProcess.status enum + "+strings.Join(processStatusesBeyondSpec, ", "))
+		}
+	}
 	sort.Strings(patched)
 	return patched
 }
+
+// processStatusesBeyondSpec are the process statuses Brevo's current
+// reference lists beyond swagger.yaml's queued, in_process and completed.
+var processStatusesBeyondSpec = []string{"processing", ProcessFailed, "cancelled"}
 
 // emailFormat checks the spec's "email" string format (kin-openapi does not
 // check it by default). It only catches obviously wrong addresses, like

@@ -100,6 +100,7 @@ type Destination struct {
 	verifyWait time.Duration
 	limiter    *apiclient.Limiter
 	api        *apiclient.Client
+	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
 }
 
@@ -193,6 +194,20 @@ func New(p Params) (*Destination, error) {
 			return d.apiError(route, &response{status: r.Status, body: r.Body, header: r.Header})
 		},
 		Secrets: []string{d.apiKey},
+	})
+	d.reports = apiclient.New(apiclient.Params{
+		Name:       "brevo",
+		URLSetting: "base_url",
+		Client:     client,
+		Timeout:    timeout,
+		MaxRetries: maxRetries,
+		MaxBody:    maxReportBytes + 1, // one byte more tells an oversized report
+		MaxWait:    maxRateLimitWait,
+		Clock:      clk,
+		Sleep:      d.sleep,
+		Classify:   classify,
+		Wait:       resetAfter,
+		Secrets:    []string{d.apiKey},
 	})
 	return d, nil
 }

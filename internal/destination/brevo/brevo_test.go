@@ -2,6 +2,7 @@ package brevo_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -170,6 +171,9 @@ func TestAcceptance(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			destinationtest.Run(t, destinationtest.Harness{
+				// Bulk imports are asynchronous: Write answers Accepted and
+				// the suite settles the records through Outcomes.
+				Async: mode == brevo.ModeBulk,
 				Setup: func(t *testing.T, cfg destinationtest.Config) destinationtest.Target {
 					opts := fakebrevo.Options{APIKey: apiKey, Seed: 11}
 					for _, r := range cfg.Faults.Refuse {
@@ -181,8 +185,17 @@ func TestAcceptance(t *testing.T) {
 					case cfg.Faults.Flaky:
 						opts.ErrorRate = 0.4
 					}
+					if cfg.Faults.FailProcess {
+						opts.ImportFailRate = 1
+					}
+					// A fake clock from now (Verify's since is wall time)
+					// that only Advance moves: imports finish when the
+					// suite says so.
+					clk := clock.NewFake(time.Now())
+					opts.Clock = clk
+					opts.ProcessDelay = 4 * time.Second
 					b := &bundle{}
-					fake := fakebrevo.New(opts) // wall clock: Verify's since is wall time
+					fake := fakebrevo.New(opts)
 					faults, answered := transportFaults(cfg.Faults, fake)
 					b.startProxy(t, faults)
 					if cfg.Faults.Refused {
@@ -202,6 +215,7 @@ func TestAcceptance(t *testing.T) {
 						Requests:     func() int64 { return fake.Stats().Requests + answered.Load() },
 						ServerErrors: func() int64 { return fake.Stats().ByStatus["503"] },
 						Stored:       func() int64 { return fake.Stats().Contacts },
+						Advance:      func() { clk.Advance(5 * time.Second) },
 					}
 				},
 			})
@@ -258,15 +272,68 @@ func TestWriteSingle(t *testing.T) {
 	}
 }
 
-func TestWriteBulk(t *testing.T) {
+// settle polls Outcomes for every Accepted result of res, advancing the
+// shared fake clock by 1 s between polls, and returns the final results.
+func (b *bundle) settle(t *testing.T, recs []destination.Record, res []destination.Result) []destination.Result {
+	t.Helper()
+	return settleWith(t, b.dest, b.clock, recs, res)
+}
+
+func settleWith(t *testing.T, d *brevo.Destination, clk *clock.Fake, recs []destination.Record, res []destination.Result) []destination.Result {
+	t.Helper()
+	data := map[string]destination.Record{}
+	for _, r := range recs {
+		data[r.Key] = r
+	}
+	var out []destination.Result
+	byRef := map[string][]destination.Record{}
+	for _, r := range res {
+		if r.Outcome == destination.Accepted {
+			byRef[r.Ref] = append(byRef[r.Ref], data[r.Key])
+			continue
+		}
+		out = append(out, r)
+	}
+	for ref, rs := range byRef {
+		for poll := 0; ; poll++ {
+			if poll == 1000 {
+				t.Fatalf("process %s not done after %d polls", ref, poll)
+			}
+			got, done, err := d.Outcomes(t.Context(), ref, rs)
+			if err != nil {
+				t.Fatalf("Outcomes(%s): %v", ref, err)
+			}
+			if done {
+				out = append(out, got...)
+				break
+			}
+			clk.Advance(time.Second)
+		}
+	}
+	return out
+}
+
+// TestWriteBulkIsAcceptedThenDelivered is issue 13's finding 2: the 202 of
+// POST /contacts/import is not a delivery. Every record is Accepted under
+// the process id, and only Outcomes, once the process completed, says
+// Delivered.
+func TestWriteBulkIsAcceptedThenDelivered(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	b := setup(t, fakebrevo.Options{ProcessDelay: 3 * time.Second}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
 	rs := recs(300)
 	res, err := b.dest.Write(t.Context(), rs)
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
-	got := byKey(t, rs, res)
+	for _, r := range byKey(t, rs, res) {
+		if r.Outcome != destination.Accepted || r.Ref != "1" {
+			t.Errorf("result %+v, want accepted with Ref = process id 1", r)
+		}
+	}
+	if _, done, err := b.dest.Outcomes(t.Context(), "1", rs); done || err != nil {
+		t.Fatalf("Outcomes of a queued import: done %v, %v; want not done", done, err)
+	}
+	got := byKey(t, rs, b.settle(t, rs, res))
 	for _, r := range rs {
 		if res := got[r.Key]; res.Outcome != destination.Delivered || res.Ref != "1" {
 			t.Errorf("result %+v, want delivered with Ref = process id 1", res)
@@ -283,15 +350,85 @@ func TestWriteBulk(t *testing.T) {
 	if n := st.ByRoute["POST /v3/contacts"]; n != 0 {
 		t.Errorf("%d single writes, want 0", n)
 	}
+	if n := st.ByRoute["GET /v3/processes"]; n != 0 {
+		t.Errorf("%d GET /processes: Outcomes must ask its own process only", n)
+	}
 }
 
-func TestBulkFallbackRejectsBadRecordAlone(t *testing.T) {
+// TestBulkImportSkippedRowsAreRejected is the issue's example: 2,000 rows,
+// 40 of which Brevo's import skips. The 40 are Rejected (retried on later
+// runs), with a message that names the problem and no address; the page
+// does not fail; the 1,960 others are Delivered.
+func TestBulkImportSkippedRowsAreRejected(t *testing.T) {
 	t.Parallel()
-	rs := recs(500)
-	bad := rs[137]
-	b := setup(t, fakebrevo.Options{RefuseEmails: []string{emailOf(bad)}},
-		func(p *brevo.Params) { p.Mode = brevo.ModeBulk; p.Concurrency = 8 })
+	rs := recs(2000)
+	skipped := map[string]bool{}
+	var refuse []string
+	for i := 0; i < 2000; i += 50 {
+		skipped[rs[i].Key] = true
+		refuse = append(refuse, emailOf(rs[i]))
+	}
+	// One address differs in case from what the report lists.
+	rs[0].Data["email"] = strings.ToUpper(emailOf(rs[0]))
+	b := setup(t, fakebrevo.Options{RefuseEmails: refuse, ProcessDelay: 2 * time.Second},
+		func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
 	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got := byKey(t, rs, b.settle(t, rs, res))
+	var delivered, rejected int
+	for _, r := range rs {
+		g := got[r.Key]
+		switch {
+		case skipped[r.Key]:
+			rejected++
+			if g.Outcome != destination.Rejected || !strings.Contains(g.Message, "invalid e-mail address") {
+				t.Errorf("skipped row: %+v, want rejected naming the problem", g)
+			}
+			if strings.Contains(g.Message, "@") {
+				t.Errorf("rejection message %q holds an address", g.Message)
+			}
+		default:
+			delivered++
+			if g.Outcome != destination.Delivered {
+				t.Errorf("record %s: %+v, want delivered", r.Key[:8], g)
+			}
+		}
+	}
+	if delivered != 1960 || rejected != 40 {
+		t.Errorf("%d delivered, %d rejected; want 1960, 40", delivered, rejected)
+	}
+	st := b.fake.Stats()
+	if st.Contacts != 1960 || st.ImportRowsSkipped != 40 || st.ReportRequests != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if n := st.ByRoute["POST /v3/contacts"]; n != 0 {
+		t.Errorf("%d single writes, want 0 (a skipped row is no reason to resend the page)", n)
+	}
+}
+
+// TestBulkFallbackOnRefusedImport: an import Brevo refuses whole (400) is
+// resent one contact at a time, so only the bad record is rejected.
+func TestBulkFallbackOnRefusedImport(t *testing.T) {
+	t.Parallel()
+	rs := recs(50)
+	bad := rs[17]
+	b := &bundle{clock: clock.NewFake(t0)}
+	b.sleeps = &sleepLog{clk: b.clock}
+	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Clock: b.clock, RefuseEmails: []string{emailOf(bad)}})
+	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v3/contacts/import" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"code":"invalid_parameter","message":"jsonBody is invalid"}`))
+			return
+		}
+		b.fake.ServeHTTP(w, r)
+	}))
+	d := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Mode: brevo.ModeBulk, ListIDs: []int64{1},
+		Clock: b.clock, Sleep: b.sleeps.sleep, Concurrency: 8})
+	res, err := d.Write(t.Context(), rs)
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
@@ -308,15 +445,27 @@ func TestBulkFallbackRejectsBadRecordAlone(t *testing.T) {
 			t.Errorf("record %s: %+v, want delivered", r.Key[:8], g)
 		}
 	}
-	st := b.fake.Stats()
-	if st.Contacts != 499 {
-		t.Errorf("%d contacts stored, want 499", st.Contacts)
+	if st := b.fake.Stats(); st.Contacts != 49 || st.ByRoute["POST /v3/contacts"] != 50 {
+		t.Errorf("stats %+v", st)
 	}
-	if n := st.ByRoute["POST /v3/contacts/import"]; n != 1 {
-		t.Errorf("%d imports, want 1 (refused, then the single path)", n)
-	}
-	if n := st.ByRoute["POST /v3/contacts"]; n != 500 {
-		t.Errorf("%d single writes, want 500", n)
+}
+
+// TestBulkAcceptedWithoutProcessIDIsInDoubt: a 202 that names no process
+// cannot be polled, so its records are left in doubt (Verify settles them).
+func TestBulkAcceptedWithoutProcessIDIsInDoubt(t *testing.T) {
+	t.Parallel()
+	b := &bundle{clock: clock.NewFake(t0)}
+	b.sleeps = &sleepLog{clk: b.clock}
+	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	d := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Mode: brevo.ModeBulk, ListIDs: []int64{1},
+		Clock: b.clock, Sleep: b.sleeps.sleep})
+	res, err := d.Write(t.Context(), recs(3))
+	if !errors.Is(err, brevo.ErrOutcomeUnknown) || failure.CodeOf(err) != failure.DestinationUnavailable || len(res) != 0 {
+		t.Fatalf("Write = %v, %v; want no results and destination_unavailable wrapping ErrOutcomeUnknown", res, err)
 	}
 }
 
@@ -333,7 +482,7 @@ func TestInvalidEmailRejectedBeforeSending(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Write: %v", err)
 			}
-			got := byKey(t, rs, res)
+			got := byKey(t, rs, b.settle(t, rs, res))
 			if got[rs[0].Key].Outcome != destination.Delivered {
 				t.Errorf("good record: %+v", got[rs[0].Key])
 			}
@@ -342,8 +491,8 @@ func TestInvalidEmailRejectedBeforeSending(t *testing.T) {
 					t.Errorf("malformed record: %+v, want rejected with a reason", g)
 				}
 			}
-			if n := b.fake.Stats().Requests; n != 1 {
-				t.Errorf("%d requests, want 1 (malformed records are not sent)", n)
+			if n := b.fake.Stats().ByRoute; n["POST /v3/contacts"]+n["POST /v3/contacts/import"] != 1 {
+				t.Errorf("%v requests, want 1 write (malformed records are not sent)", n)
 			}
 		})
 	}
@@ -542,8 +691,8 @@ func TestImportSplitUnder8MB(t *testing.T) {
 	}
 	refs := map[string]int{}
 	for _, r := range byKey(t, rs, res) {
-		if r.Outcome != destination.Delivered {
-			t.Fatalf("%+v, want delivered", r)
+		if r.Outcome != destination.Accepted {
+			t.Fatalf("%+v, want accepted", r)
 		}
 		refs[r.Ref]++
 	}
@@ -687,8 +836,11 @@ func TestVerifyBulk(t *testing.T) {
 	if n := st.ByRoute["GET /v3/contacts/{identifier}"]; n > 20 {
 		t.Errorf("%d GET /contacts/{identifier}: a large set must be verified by listing", n)
 	}
-	if st.ByRoute["GET /v3/processes"] < 2 {
-		t.Errorf("%d GET /processes, want Verify to wait for the running import", st.ByRoute["GET /v3/processes"])
+	if n := st.ByRoute["GET /v3/processes"]; n != 1 {
+		t.Errorf("%d GET /processes, want 1 (the running imports, noted once)", n)
+	}
+	if st.ByRoute["GET /v3/processes/{processId}"] == 0 {
+		t.Errorf("no GET /processes/{processId}: Verify did not wait for the running import")
 	}
 	if st.ByRoute["GET /v3/contacts"] == 0 {
 		t.Errorf("no GET /contacts")
@@ -698,22 +850,108 @@ func TestVerifyBulk(t *testing.T) {
 	}
 }
 
-func TestVerifyBulkGivesUpOnStuckImport(t *testing.T) {
+// foreignImport starts, on the fake behind b, an import of n rows by
+// someone else (another sync, a person) and returns its process id.
+func (b *bundle) foreignImport(t *testing.T, n int) string {
+	t.Helper()
+	rows := make([]string, n)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"email":"person%d@elsewhere.example.com"}`, i)
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/contacts/import",
+		strings.NewReader(`{"listIds":[99],"jsonBody":[`+strings.Join(rows, ",")+`]}`))
+	req.Header.Set("api-key", apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct{ ProcessID int64 }
+	if res.StatusCode != http.StatusAccepted || json.NewDecoder(res.Body).Decode(&out) != nil {
+		t.Fatalf("foreign import: %d", res.StatusCode)
+	}
+	return strconv.FormatInt(out.ProcessID, 10)
+}
+
+// processStatus reads a process's status from the fake, around the client.
+func (b *bundle) processStatus(t *testing.T, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/processes/"+id, nil)
+	req.Header.Set("api-key", apiKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var p struct{ Status string }
+	if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	return p.Status
+}
+
+// TestVerifyBulkForeignLongImportDoesNotFail is issue 13's finding 2 (its
+// last part): another sync's (or a person's) long import is running while
+// an in-doubt bulk page is verified. Verify does not fail: it waits at most
+// VerifyWait, for the imports that were running when it started only, and
+// answers with what landed.
+func TestVerifyBulkForeignLongImportDoesNotFail(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakebrevo.Options{ProcessDelay: time.Hour}, func(p *brevo.Params) {
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Second, ImportRowDelay: time.Second}, func(p *brevo.Params) {
 		p.Mode = brevo.ModeBulk
 		p.VerifyWait = 10 * time.Second
 	})
+	foreign := b.foreignImport(t, 5000) // runs for more than an hour
+	// The page's import never reached Brevo: nothing of it landed.
 	rs := recs(30)
-	if _, err := b.dest.Write(t.Context(), rs); err != nil {
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify with a foreign import running: %v", err)
+	}
+	if len(landed) != 0 {
+		t.Errorf("landed = %v, want none", landed)
+	}
+	st := b.fake.Stats()
+	if n := st.ByRoute["GET /v3/processes"]; n != 1 {
+		t.Errorf("%d GET /processes, want 1", n)
+	}
+	if n := st.ByRoute["GET /v3/processes/{processId}"]; n != 5 {
+		t.Errorf("%d polls of the running import, want 5 (10 s every 2 s)", n)
+	}
+	if s := b.processStatus(t, foreign); s != fakebrevo.ProcessQueued && s != fakebrevo.ProcessInProcess {
+		t.Fatalf("the foreign import is %s: the test proves nothing", s)
+	}
+}
+
+// TestVerifyBulkSeesItsImportLandBehindAForeignOne: the page's 202 was lost
+// (its process id is unknown) and a foreign long import is running too.
+// Verify returns as soon as the page's import completed and its records are
+// seen, without waiting for the foreign one.
+func TestVerifyBulkSeesItsImportLandBehindAForeignOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Second, ImportRowDelay: 100 * time.Millisecond}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+	})
+	foreign := b.foreignImport(t, 50_000) // ~83 minutes
+	rs := recs(30)
+	if _, err := b.dest.Write(t.Context(), rs); err != nil { // its answer is ignored: "lost"
 		t.Fatal(err)
 	}
-	_, err := b.dest.Verify(t.Context(), rs, t0)
-	if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, brevo.ErrNoVerify) {
-		t.Fatalf("Verify error %v, want destination_unavailable wrapping ErrNoVerify", err)
+	landed, err := b.dest.Verify(t.Context(), rs, t0)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
 	}
-	if n := b.fake.Stats().ByRoute["GET /v3/processes"]; n != 6 {
-		t.Errorf("%d polls, want 6 (10 s every 2 s, plus the first)", n)
+	for _, r := range rs {
+		if _, ok := landed[r.Key]; !ok {
+			t.Errorf("record %s not landed", r.Key[:8])
+		}
+	}
+	if s := b.processStatus(t, foreign); s == fakebrevo.ProcessCompleted {
+		t.Errorf("the foreign import completed: Verify waited for it")
+	}
+	if elapsed := b.clock.Now().Sub(t0); elapsed > time.Minute {
+		t.Errorf("Verify took %s of (fake) time", elapsed)
 	}
 }
 
@@ -756,5 +994,93 @@ func TestNewRejectsBadParams(t *testing.T) {
 	d, err := brevo.New(brevo.Params{APIKey: "k"})
 	if err != nil || d.Capability() != destination.CapVerify {
 		t.Errorf("New with defaults = %v, %v; want a CapVerify destination", d, err)
+	}
+}
+
+// TestExtIDReachesBrevoOnEveryPath is issue 13's finding 3: a mapped ext_id
+// reaches Brevo on the bulk path too (as the import's EXT_ID attribute: its
+// jsonBody items have no ext_id field), not only on the single path.
+func TestExtIDReachesBrevoOnEveryPath(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{ProcessDelay: time.Second}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(3)
+			for i, r := range rs {
+				r.Data["ext_id"] = fmt.Sprintf("crm-%d", i)
+			}
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range byKey(t, rs, b.settle(t, rs, res)) {
+				if r.Outcome != destination.Delivered {
+					t.Errorf("%+v, want delivered", r)
+				}
+			}
+			for i, r := range rs {
+				c, ok := b.fake.Contact(emailOf(r))
+				if !ok || c.ExtID != fmt.Sprintf("crm-%d", i) {
+					t.Errorf("contact %d: stored %v, ext_id %q; want crm-%d", i, ok, c.ExtID, i)
+				}
+				if _, ok := c.Attributes["EXT_ID"]; ok {
+					t.Errorf("contact %d: EXT_ID stored as an ordinary attribute", i)
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyComparesExtID: a contact that holds every mapped attribute but
+// another ext_id has not landed.
+func TestVerifyComparesExtID(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(2)
+			rs[0].Data["ext_id"] = "crm-0"
+			rs[1].Data["ext_id"] = "crm-1"
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.settle(t, rs, res)
+			other := rec(1, nil)
+			other.Data["ext_id"] = "crm-other"
+			landed, err := b.dest.Verify(t.Context(), []destination.Record{rs[0], other}, t0)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if _, ok := landed[rs[0].Key]; !ok {
+				t.Errorf("the record with its ext_id is not reported landed")
+			}
+			if _, ok := landed[other.Key]; ok {
+				t.Errorf("a record whose ext_id differs from the contact's is reported landed")
+			}
+		})
+	}
+}
+
+// TestExtIDMappedTwiceIsRejected: ext_id and an EXT_ID attribute in one
+// record are ambiguous; the record is refused before anything is sent.
+func TestExtIDMappedTwiceIsRejected(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			r := rec(0, map[string]any{"ext_id": "a", "FIRSTNAME": "A"})
+			r.Data["ext_id"] = "b"
+			res, err := b.dest.Write(t.Context(), []destination.Record{r})
+			if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected || !strings.Contains(res[0].Message, "ext_id") {
+				t.Fatalf("Write = %+v, %v; want rejected naming ext_id", res, err)
+			}
+			if n := b.fake.Stats().Requests; n != 0 {
+				t.Errorf("%d requests, want 0", n)
+			}
+		})
 	}
 }

@@ -159,7 +159,9 @@ func validNumber(s string) bool {
 //		Attributes map[string]any `json:"attributes,omitempty"`
 //	}
 //
-// c.attrsJSON is the encoded c.attrs, empty when c.attrs is.
+// with Attributes = importAttrs(c): the item has no field of its own for
+// ext_id, so it travels as the EXT_ID attribute. c.attrsJSON is that map
+// encoded, empty when it is.
 func appendImportItem(dst []byte, c contact) []byte {
 	dst = append(dst, '{')
 	if c.email != "" {

@@ -94,7 +94,7 @@ func TestWhatWasNotSentAfterTheLeaseEndedIsNotSent(t *testing.T) {
 		want string
 	}{
 		{ModeSingle, "[delivered not sent not sent not sent not sent not sent]"},
-		{ModeBulk, "[delivered delivered not sent not sent not sent not sent]"},
+		{ModeBulk, "[accepted accepted not sent not sent not sent not sent]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestOnlyAWrittenRequestIsInDoubt(t *testing.T) {
 			}
 			want := "[delivered in doubt not sent not sent not sent not sent]"
 			if mode == ModeBulk {
-				want = "[delivered delivered in doubt in doubt not sent not sent]"
+				want = "[accepted accepted in doubt in doubt not sent not sent]"
 			}
 			if got := fmt.Sprint(outcomes(recs, res)); got != want {
 				t.Errorf("outcomes %s, want %s", got, want)

@@ -29,8 +29,11 @@ const (
 	verifyPageSize = 1000
 	// verifyMaxPages bounds the contacts read by one Verify (1M contacts).
 	verifyMaxPages = 1000
-	// processPollInterval is the pause between two GET /processes.
+	// processPollInterval is the pause between two polls of the running
+	// imports.
 	processPollInterval = 2 * time.Second
+	// maxWaitedImports bounds the running imports Verify polls, each by id.
+	maxWaitedImports = 20
 	// modifiedSinceLayout is Brevo's date-time format (YYYY-MM-DDTHH:mm:ss.SSSZ, UTC).
 	modifiedSinceLayout = "2006-01-02T15:04:05.000Z"
 )
@@ -47,14 +50,35 @@ type contactDetails struct {
 // mapped data, keyed by record key with the contact id as Ref.
 //
 // Up to 20 records on the single path are looked up one GET
-// /contacts/{email} each. Larger sets, and every set in bulk mode, are
-// settled by first waiting (bounded by Params.VerifyWait) for running import
-// processes (GET /processes) and then paging GET /contacts modified since
-// since minus 5 minutes, sorted by creation so that concurrent inserts do not
-// shift the pages.
+// /contacts/{email} each. Larger sets, and every set in bulk mode, page
+// GET /contacts modified since since minus 5 minutes, sorted by creation so
+// that concurrent inserts do not shift the pages.
+//
+// In bulk mode the in-doubt page's import may still be running. An in-doubt
+// page whose process id is known is settled by Outcomes, not here; Verify
+// serves the page whose 202 was lost, so it cannot tell its import from
+// another sync's or a person's. So, before reading the contacts, it notes
+// the import processes then queued or running (the newest 50 processes,
+// IMPORTUSER only; at most 20 of them): the page's own import, if it reached
+// Brevo, is among them or already done, and no import started later can be
+// it. When records are missing, it polls those processes only, by id
+// (every 2 s, within Params.VerifyWait), and reads the missing records
+// again each time one of them ends, returning as soon as every record
+// landed or none of them runs. Another sync's import, however long, never
+// makes Verify fail: past VerifyWait it answers with what landed.
+//
+// The residual risk: the records of a page whose import is still queued or
+// running past VerifyWait (behind a long import), or that was not among the
+// noted processes (50 newer processes since), are reported not landed and
+// sent again; when that import runs, it writes the same values a second
+// time (a duplicate write, never a lost record). The value is stale only if
+// Brevo ran that old import after a newer import carrying a newer value of
+// the same contact; Brevo does not document the order of an account's
+// imports.
 //
 // A record landed when a contact with its e-mail (case-insensitive) is in
-// every configured list and has every mapped attribute (attribute names
+// every configured list, has its ext_id (Brevo shows it as the EXT_ID
+// attribute) and has every mapped attribute (attribute names
 // case-insensitive) with an equal value. Values are compared after a JSON
 // round trip:
 //   - a mapped null or "" is not compared (Brevo does not store empty values
@@ -86,11 +110,33 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		}
 		return landed, nil
 	}
+	var imports []int64
 	if d.mode == ModeBulk {
-		if err := d.waitImports(ctx); err != nil {
+		// Noted before the contacts are read: an import that ends in
+		// between is then either seen landed or waited for.
+		var err error
+		if imports, err = d.runningImports(ctx); err != nil {
 			return nil, err
 		}
 	}
+	// While imports run, records not seen in the listing are looked up one
+	// by one only once the wait is over (waitImports).
+	if err := d.verifyList(ctx, cands, since, landed, len(imports) == 0); err != nil {
+		return nil, err
+	}
+	if len(imports) > 0 {
+		if err := d.waitImports(ctx, imports, cands, since, landed); err != nil {
+			return nil, err
+		}
+	}
+	return landed, nil
+}
+
+// verifyList settles cands by paging GET /contacts modified since since
+// (minus a margin), adding the landed ones to landed. With lookUpRest, up to
+// verifyEachMax records the listing did not show are then looked up one by
+// one.
+func (d *Destination) verifyList(ctx context.Context, cands []cand, since time.Time, landed map[string]string, lookUpRest bool) error {
 	want := make(map[string][]int) // lower-cased email -> indexes in cands
 	for i, c := range cands {
 		e := strings.ToLower(c.c.email)
@@ -102,20 +148,20 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 	q.Set("modifiedSince", since.Add(-modifiedSinceMargin).UTC().Format(modifiedSinceLayout))
 	for page := 0; len(want) > 0; page++ {
 		if page == verifyMaxPages {
-			return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify,
+			return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify,
 				"more than %d contacts changed since the in-doubt write", verifyMaxPages*verifyPageSize)
 		}
 		q.Set("offset", strconv.Itoa(page*verifyPageSize))
 		resp, err := d.do(ctx, request{method: http.MethodGet, path: "/contacts", route: "GET /contacts", query: q})
 		if err != nil {
-			return nil, d.verifyError(err)
+			return d.verifyError(err)
 		}
 		var list struct {
 			Contacts []contactDetails `json:"contacts"`
 			Count    int64            `json:"count"`
 		}
 		if err := decodeNumbers(resp.body, &list); err != nil {
-			return nil, failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable contact list"), "brevo answered GET /contacts with an unexpected body")
+			return failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable contact list"), "brevo answered GET /contacts with an unexpected body")
 		}
 		for _, got := range list.Contacts {
 			e := strings.ToLower(strings.TrimSpace(got.Email))
@@ -136,18 +182,16 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 	}
 	// A few records not seen in the window (a write that changed nothing may
 	// leave modifiedAt alone) are looked up one by one.
-	if n := len(want); n > 0 && n <= verifyEachMax {
+	if n := len(want); lookUpRest && n > 0 && n <= verifyEachMax {
 		var rest []cand
 		for _, idx := range want {
 			for _, i := range idx {
 				rest = append(rest, cands[i])
 			}
 		}
-		if err := d.verifyEach(ctx, rest, landed); err != nil {
-			return nil, err
-		}
+		return d.verifyEach(ctx, rest, landed)
 	}
-	return landed, nil
+	return nil
 }
 
 type cand struct {
@@ -210,45 +254,99 @@ func escapeIdentifier(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
-// waitImports waits, within VerifyWait, until no import process is queued
-// or in process, so that a landed import is visible before comparing.
-func (d *Destination) waitImports(ctx context.Context) error {
+// runningImports returns the ids of the import processes queued or running
+// now (IMPORTUSER among the newest 50 processes; the newest
+// maxWaitedImports of them): the only ones Verify may wait for.
+func (d *Destination) runningImports(ctx context.Context) ([]int64, error) {
 	q := url.Values{}
 	q.Set("limit", "50")
 	q.Set("sort", "desc")
-	polls := int(d.verifyWait / processPollInterval)
-	for poll := 0; ; poll++ {
-		resp, err := d.do(ctx, request{method: http.MethodGet, path: "/processes", route: "GET /processes", query: q})
-		if err != nil {
-			return d.verifyError(err)
+	resp, err := d.do(ctx, request{method: http.MethodGet, path: "/processes", route: "GET /processes", query: q})
+	if err != nil {
+		return nil, d.verifyError(err)
+	}
+	var list struct {
+		Processes []struct {
+			ID     int64  `json:"id"`
+			Status string `json:"status"`
+			Name   string `json:"name"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(resp.body, &list); err != nil {
+		return nil, failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable process list"), "brevo answered GET /processes with an unexpected body")
+	}
+	var ids []int64
+	for _, p := range list.Processes {
+		if running(p.Status) && (p.Name == "" || strings.Contains(strings.ToUpper(p.Name), "IMPORT")) && len(ids) < maxWaitedImports {
+			ids = append(ids, p.ID)
 		}
-		var list struct {
-			Processes []struct {
-				Status string `json:"status"`
-				Name   string `json:"name"`
-			} `json:"processes"`
-		}
-		if err := json.Unmarshal(resp.body, &list); err != nil {
-			return failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable process list"), "brevo answered GET /processes with an unexpected body")
-		}
-		running := false
-		for _, p := range list.Processes {
-			if p.Status != "completed" && (p.Name == "" || strings.Contains(strings.ToUpper(p.Name), "IMPORT")) {
-				running = true
-				break
+	}
+	return ids, nil
+}
+
+func running(status string) bool {
+	switch status {
+	case statusQueued, statusInProcess, statusProcessing:
+		return true
+	}
+	return false
+}
+
+// waitImports polls the processes of ids, by id, every processPollInterval
+// within VerifyWait, while some cands are not landed. Each time one of them
+// ends, the missing cands are read again. Past VerifyWait it returns with
+// what landed: a foreign import never fails Verify (see Verify for the
+// residual risk).
+func (d *Destination) waitImports(ctx context.Context, ids []int64, cands []cand, since time.Time, landed map[string]string) error {
+	missing := func() []cand {
+		var out []cand
+		for _, c := range cands {
+			if _, ok := landed[c.rec.Key]; !ok {
+				out = append(out, c)
 			}
 		}
-		if !running {
-			return nil
+		return out
+	}
+	recheck := func(rest []cand) error {
+		if len(rest) <= verifyEachMax {
+			return d.verifyEach(ctx, rest, landed)
 		}
-		if poll >= polls {
-			return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify,
-				"a brevo import process was still running after %s", d.verifyWait)
-		}
+		return d.verifyList(ctx, rest, since, landed, true)
+	}
+	rest := missing()
+	rechecked := false // rest was read again after the last import ended
+	polls := int(d.verifyWait / processPollInterval)
+	for poll := 0; poll < polls && len(rest) > 0 && len(ids) > 0; poll++ {
 		if err := d.sleep(ctx, processPollInterval); err != nil {
 			return d.interrupted(ctx, err)
 		}
+		still := ids[:0]
+		for _, id := range ids {
+			p, err := d.getProcess(ctx, id)
+			switch {
+			case errors.Is(err, ErrProcessNotFound):
+			case err != nil:
+				return err
+			case running(p.Status):
+				still = append(still, id)
+			}
+		}
+		if len(still) == len(ids) {
+			continue
+		}
+		ids = still
+		if err := recheck(rest); err != nil {
+			return err
+		}
+		rest, rechecked = missing(), true
 	}
+	if !rechecked && len(rest) > 0 {
+		// No import ended: the records the first listing missed are looked
+		// up one by one (a write that changed nothing may leave modifiedAt
+		// alone).
+		return recheck(rest)
+	}
+	return nil
 }
 
 // matches reports whether got holds exactly c's mapped data (see Verify).
@@ -271,6 +369,11 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 	upper := make(map[string]any, len(got.Attributes))
 	for k, v := range got.Attributes {
 		upper[strings.ToUpper(k)] = v
+	}
+	if c.extID != "" {
+		if g, ok := upper[extIDAttribute]; !ok || !ValuesEqual(c.extID, g) {
+			return false
+		}
 	}
 	for k, want := range c.attrs {
 		w := canonical(want)

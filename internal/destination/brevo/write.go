@@ -13,13 +13,21 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
+// extIDAttribute is the attribute that carries ext_id on the bulk path:
+// requestContactImport's jsonBody items have only email and attributes, and
+// Brevo's imports take EXT_ID as a column like any attribute. Brevo also
+// shows a contact's ext_id as this attribute when it is read back, which is
+// how Verify compares it.
+const extIDAttribute = "EXT_ID"
+
 // contact is a record's data read for Brevo.
 type contact struct {
 	email string
 	extID string
 	attrs map[string]any
-	// attrsJSON is json.Marshal(attrs), encoded once by parseRecord; nil
-	// when attrs is empty (omitted from request bodies).
+	// attrsJSON is the attributes as an import item carries them,
+	// json.Marshal(importAttrs(c)), encoded once by parseRecord; nil when
+	// there are none (omitted from request bodies).
 	attrsJSON []byte
 	// invalid, when set, is why the record is rejected without a request.
 	invalid string
@@ -53,17 +61,25 @@ func parseRecord(r destination.Record) contact {
 	case nil:
 	case map[string]any:
 		c.attrs = v
-		if len(v) > 0 {
-			b, err := encodeAttrs(v)
-			if err != nil {
-				c.invalid = "attributes cannot be encoded as JSON"
-				return c
-			}
-			c.attrsJSON = b
-		}
 	default:
 		c.invalid = "attributes must be an object"
 		return c
+	}
+	if c.extID != "" {
+		for k := range c.attrs {
+			if strings.EqualFold(k, extIDAttribute) {
+				c.invalid = "ext_id is mapped twice: as ext_id and as the EXT_ID attribute"
+				return c
+			}
+		}
+	}
+	if ia := importAttrs(c); len(ia) > 0 {
+		b, err := encodeAttrs(ia)
+		if err != nil {
+			c.invalid = "attributes cannot be encoded as JSON"
+			return c
+		}
+		c.attrsJSON = b
 	}
 	if c.email != "" && !plausibleEmail(c.email) {
 		c.invalid = "invalid email address (refused by oncesync before sending)"
@@ -72,6 +88,21 @@ func parseRecord(r destination.Record) contact {
 		c.invalid = "record has no email (and no SMS attribute)"
 	}
 	return c
+}
+
+// importAttrs is what an import item's attributes carry: the mapped
+// attributes, plus ext_id as EXT_ID (see extIDAttribute). It is c.attrs
+// itself when there is no ext_id.
+func importAttrs(c contact) map[string]any {
+	if c.extID == "" {
+		return c.attrs
+	}
+	out := make(map[string]any, len(c.attrs)+1)
+	for k, v := range c.attrs {
+		out[k] = v
+	}
+	out[extIDAttribute] = c.extID
+	return out
 }
 
 // plausibleEmail is a loose syntax check (one @, non-empty local part and
@@ -98,9 +129,11 @@ type createContact struct {
 // by appending bytes: see encode.go.
 
 // Write delivers recs. On the single path each record is one POST /contacts
-// (bounded concurrency); on the bulk path the page goes to POST
-// /contacts/import in bodies under MaxImportBody, and a request Brevo refuses
-// (400, e.g. one bad address) is resent on the single path so only the bad
+// (bounded concurrency), Delivered or Rejected. On the bulk path the page
+// goes to POST /contacts/import in bodies under MaxImportBody; Brevo answers
+// 202 with a process id and every record of the body is Accepted with that
+// id as Ref: Outcomes tells later which rows the process applied. A body
+// Brevo refuses whole (400) is resent on the single path so only the bad
 // record is rejected, with Brevo's own message. On a page-level failure the
 // results of records already settled are returned with the error.
 func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
@@ -275,12 +308,17 @@ func (w *pageWrite) bulk(ctx context.Context, idx []int) error {
 		var created struct {
 			ProcessID *int64 `json:"processId"`
 		}
-		ref := ""
-		if json.Unmarshal(resp.body, &created) == nil && created.ProcessID != nil {
-			ref = strconv.FormatInt(*created.ProcessID, 10)
+		if json.Unmarshal(resp.body, &created) != nil || created.ProcessID == nil {
+			// Brevo took the import but did not say which process runs it:
+			// nothing can be polled, so the chunk is in doubt (Verify).
+			return w.failed(chunk, failure.Wrap(failure.DestinationUnavailable, ErrOutcomeUnknown,
+				"brevo accepted an import without a processId"))
 		}
+		// A 202 is not a delivery: the process judges each row later and
+		// may skip some or fail whole (Outcomes).
+		ref := strconv.FormatInt(*created.ProcessID, 10)
 		for _, i := range chunk {
-			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Accepted, Ref: ref})
 		}
 	}
 	return nil

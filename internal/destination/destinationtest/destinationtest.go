@@ -5,7 +5,10 @@
 // retries and cancellation, it holds every destination to the transport's
 // rules: a redirect is never followed (nothing reaches the other origin), a
 // request that never reached the server is NotSent rather than in doubt, and
-// no attempt or wait outlives the attempt deadline (SPEC §4, §5, §15).
+// no attempt or wait outlives the attempt deadline (SPEC §4, §5, §15). A
+// destination whose writes may be Accepted (asynchronous imports) declares
+// Harness.Async: the suite then settles its writes through
+// destination.Async.Outcomes and checks the processes' outcomes too.
 package destinationtest
 
 import (
@@ -50,6 +53,10 @@ type Faults struct {
 	// asking to wait that long (Retry-After, or the destination's own reset
 	// header).
 	RateLimited time.Duration
+	// FailProcess: the server accepts writes for asynchronous processing,
+	// then fails every process whole, applying nothing of it (Async
+	// harnesses only).
+	FailProcess bool
 }
 
 // Config is what the suite asks of one Setup.
@@ -77,6 +84,11 @@ type Target struct {
 	ServerErrors func() int64
 	// Stored reports how many distinct records the server holds.
 	Stored func() int64
+	// Advance, when set, moves the server's asynchronous processing forward
+	// (e.g. a fake clock past the import delay); the suite calls it between
+	// two polls of Outcomes. With Advance set, no process may end before the
+	// first Advance: the suite checks that Outcomes first says not done.
+	Advance func()
 }
 
 // Harness adapts one destination to the suite.
@@ -87,7 +99,17 @@ type Harness struct {
 	// Record returns the i-th test record; nil means Record (the package
 	// function), whose data has the Brevo shape.
 	Record func(i int) destination.Record
+	// Async: the destination's writes may answer Accepted (an asynchronous
+	// import) and it implements destination.Async. The suite settles every
+	// Accepted result by polling Outcomes until done and checks what the
+	// process did: Delivered, Rejected for the rows it refused, NotSent for
+	// every record of a process that failed. Without Async, a Write that
+	// answers Accepted fails the suite.
+	Async bool
 }
+
+// maxPolls bounds the polls of Outcomes for one process.
+const maxPolls = 100
 
 // Record returns a distinct valid record for i: a 64-hex key and data
 // {"email": "user<i>@example.com", "attributes": {"FIRSTNAME": ..., "AGE": ...}}.
@@ -144,6 +166,10 @@ func Run(t *testing.T, h Harness) {
 		})
 		return tg
 	}
+	settle := func(t *testing.T, tg Target, recs []destination.Record, res []destination.Result) []destination.Result {
+		t.Helper()
+		return settle(t, h.Async, tg, recs, res)
+	}
 
 	t.Run("DeliversEveryRecord", func(t *testing.T) {
 		t.Parallel()
@@ -153,7 +179,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		byKey := checkResults(t, recs, res)
+		byKey := checkResults(t, recs, settle(t, tg, recs, res))
 		for _, r := range recs {
 			if got := byKey[r.Key]; got.Outcome != destination.Delivered {
 				t.Errorf("record %s: outcome %v (%q), want delivered", r.Key[:8], got.Outcome, got.Message)
@@ -185,7 +211,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		byKey := checkResults(t, recs, res)
+		byKey := checkResults(t, recs, settle(t, tg, recs, res))
 		for _, r := range recs {
 			got := byKey[r.Key]
 			switch {
@@ -193,6 +219,8 @@ func Run(t *testing.T, h Harness) {
 				t.Errorf("refused record %s: outcome %v, want rejected", r.Key[:8], got.Outcome)
 			case refused[r.Key] && got.Message == "":
 				t.Errorf("refused record %s: empty rejection message", r.Key[:8])
+			case refused[r.Key] && holdsEmail(got.Message, r):
+				t.Errorf("refused record %s: rejection message %q holds its e-mail address", r.Key[:8], got.Message)
 			case !refused[r.Key] && got.Outcome != destination.Delivered:
 				t.Errorf("record %s: outcome %v (%q), want delivered", r.Key[:8], got.Outcome, got.Message)
 			}
@@ -228,7 +256,7 @@ func Run(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		byKey := checkResults(t, recs, res)
+		byKey := checkResults(t, recs, settle(t, tg, recs, res))
 		for _, r := range recs {
 			if got := byKey[r.Key]; got.Outcome != destination.Delivered {
 				t.Errorf("record %s: outcome %v, want delivered", r.Key[:8], got.Outcome)
@@ -318,9 +346,13 @@ func Run(t *testing.T, h Harness) {
 			}
 			return
 		}
-		if _, err := tg.Dest.Write(t.Context(), written); err != nil {
+		res, err := tg.Dest.Write(t.Context(), written)
+		if err != nil {
 			t.Fatalf("Write: %v", err)
 		}
+		// An accepted write is settled by Outcomes (the runner's poller)
+		// before anything could verify it.
+		settle(t, tg, written, res)
 		landed, err := tg.Dest.Verify(t.Context(), recs, since)
 		if err != nil {
 			t.Fatalf("Verify: %v", err)
@@ -336,6 +368,167 @@ func Run(t *testing.T, h Harness) {
 			}
 		}
 	})
+
+	if !h.Async {
+		return
+	}
+
+	t.Run("AsyncOutcomesWaitForTheProcess", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		recs := records(12)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		checkResults(t, recs, res)
+		async := tg.Dest.(destination.Async)
+		refs := map[string][]destination.Record{}
+		byKey := recordsByKey(recs)
+		for _, r := range res {
+			if r.Outcome != destination.Accepted {
+				t.Fatalf("record %s: outcome %v, want accepted (an asynchronous write)", r.Key[:8], r.Outcome)
+			}
+			refs[r.Ref] = append(refs[r.Ref], byKey[r.Key])
+		}
+		if tg.Advance != nil {
+			for ref, rs := range refs {
+				got, done, err := async.Outcomes(t.Context(), ref, rs)
+				if err != nil || done || len(got) != 0 {
+					t.Fatalf("Outcomes(%s) before processing = %v, %v, %v; want not done, no results", ref, got, done, err)
+				}
+			}
+			if n := tg.Stored(); n != 0 {
+				t.Errorf("server stores %d records before processing, want 0", n)
+			}
+		}
+		final := checkResults(t, recs, settle(t, tg, recs, res))
+		for _, r := range recs {
+			if got := final[r.Key]; got.Outcome != destination.Delivered {
+				t.Errorf("record %s: outcome %v (%q), want delivered", r.Key[:8], got.Outcome, got.Message)
+			}
+		}
+		if got := tg.Stored(); got != int64(len(recs)) {
+			t.Errorf("server stores %d records, want %d", got, len(recs))
+		}
+		// Asking again is harmless and answers alike: Outcomes never writes.
+		for ref, rs := range refs {
+			again, done, err := async.Outcomes(t.Context(), ref, rs)
+			if err != nil || !done || len(again) != len(rs) {
+				t.Fatalf("Outcomes(%s) again = %d results, %v, %v", ref, len(again), done, err)
+			}
+			for _, r := range again {
+				if r.Outcome != destination.Delivered {
+					t.Errorf("Outcomes again: record %s %v, want delivered", r.Key[:8], r.Outcome)
+				}
+			}
+		}
+		if got := tg.Stored(); got != int64(len(recs)) {
+			t.Errorf("after asking again the server stores %d records, want %d", got, len(recs))
+		}
+	})
+
+	t.Run("AsyncFailedProcessIsNotSent", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{FailProcess: true})
+		recs := records(8)
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		byKey := checkResults(t, recs, settle(t, tg, recs, res))
+		for _, r := range recs {
+			if got := byKey[r.Key]; got.Outcome != destination.NotSent {
+				t.Errorf("record %s of a failed process: outcome %v, want not sent", r.Key[:8], got.Outcome)
+			}
+		}
+		if got := tg.Stored(); got != 0 {
+			t.Errorf("server stores %d records of a failed process, want 0", got)
+		}
+	})
+}
+
+// settle returns res with every Accepted result replaced by what its
+// process did, polling Outcomes (at most maxPolls times per process, calling
+// tg.Advance between polls) until done. Without async, no result may be
+// Accepted.
+func settle(t *testing.T, async bool, tg Target, recs []destination.Record, res []destination.Result) []destination.Result {
+	t.Helper()
+	byKey := recordsByKey(recs)
+	var (
+		out  []destination.Result
+		refs = map[string][]destination.Record{}
+	)
+	for _, r := range res {
+		if r.Outcome != destination.Accepted {
+			out = append(out, r)
+			continue
+		}
+		if !async {
+			t.Fatalf("record %s: accepted, but the harness does not declare Async", r.Key[:8])
+		}
+		if r.Ref == "" {
+			t.Fatalf("record %s: accepted without a Ref (the process to ask)", r.Key[:8])
+		}
+		refs[r.Ref] = append(refs[r.Ref], byKey[r.Key])
+	}
+	if len(refs) == 0 {
+		return out
+	}
+	a, ok := tg.Dest.(destination.Async)
+	if !ok {
+		t.Fatalf("%T answered Accepted but does not implement destination.Async", tg.Dest)
+	}
+	for ref, rs := range refs {
+		for poll := 0; ; poll++ {
+			if poll == maxPolls {
+				t.Fatalf("process %s not done after %d polls", ref, maxPolls)
+			}
+			got, done, err := a.Outcomes(t.Context(), ref, rs)
+			if err != nil {
+				t.Fatalf("Outcomes(%s): %v", ref, err)
+			}
+			if !done {
+				if len(got) != 0 {
+					t.Errorf("Outcomes(%s): %d results while not done", ref, len(got))
+				}
+				if tg.Advance != nil {
+					tg.Advance()
+				} else {
+					time.Sleep(time.Millisecond)
+				}
+				continue
+			}
+			checkResults(t, rs, got)
+			for _, g := range got {
+				if g.Outcome == destination.Accepted {
+					t.Errorf("Outcomes(%s): record %s still accepted once done", ref, g.Key[:8])
+				}
+			}
+			out = append(out, got...)
+			break
+		}
+	}
+	return out
+}
+
+func recordsByKey(recs []destination.Record) map[string]destination.Record {
+	m := make(map[string]destination.Record, len(recs))
+	for _, r := range recs {
+		m[r.Key] = r
+	}
+	return m
+}
+
+// holdsEmail reports whether msg holds a string value of r's data that looks
+// like an e-mail address.
+func holdsEmail(msg string, r destination.Record) bool {
+	for _, v := range stringsOf(r.Data) {
+		if strings.Contains(v, "@") && strings.Contains(strings.ToLower(msg), strings.ToLower(v)) {
+			return true
+		}
+	}
+	return false
 }
 
 // runTransport runs the cases about the transport every destination shares
