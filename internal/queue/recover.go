@@ -224,7 +224,7 @@ var finishedJobStates = []rivertype.JobState{
 func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *Recovered) error {
 	var errs []error
 	for _, r := range runs {
-		active, err := s.b.partitionJobs(ctx, r.SyncID, 0, activeJobStates, recoverLimit)
+		active, err := s.b.jobsOf(ctx, KindRunPartition, r.SyncID, 0, activeJobStates, recoverLimit)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recovery: partition jobs of sync %s: %w", r.SyncID, err))
 			continue
@@ -236,7 +236,7 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 			continue
 		}
 		sc, _ := s.cfg.Sync(r.SyncID)
-		own, err := s.b.partitionJobs(ctx, r.SyncID, r.ID, finishedJobStates, recoverLimit)
+		own, err := s.b.jobsOf(ctx, KindRunPartition, r.SyncID, r.ID, finishedJobStates, recoverLimit)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recovery: partition jobs of run %d: %w", r.ID, err))
 			continue
