@@ -44,6 +44,8 @@ type metrics struct {
 	ledgerReplays prometheus.Counter
 	leaseLosses   prometheus.Counter
 	inDoubt       prometheus.Counter
+	pruned        prometheus.Counter
+	prunedAt      prometheus.Gauge
 }
 
 // Job kinds as oncesync_jobs_rescued_total's kind label.
@@ -104,6 +106,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_in_doubt_records_total",
 			Help: "In-doubt records (a write whose outcome was unknown) found by runs this process finished, settled or left to a person.",
 		}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_ledger_pruned_total",
+			Help: "Ledger entries removed by the ledger prune jobs this process worked (entries older than the retention).",
+		}),
+		prunedAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oncesync_ledger_prune_last_success_timestamp_seconds",
+			Help: "When a ledger prune worked by this process last finished without error (Unix seconds; 0 = not yet).",
+		}),
 	}
 	// Every series exists from the start, at 0, so that rates and alerts
 	// work before the first event.
@@ -122,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.rescued, m.tripped, m.records, m.ledgerReplays, m.leaseLosses, m.inDoubt} {
+	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.rescued, m.tripped, m.records, m.ledgerReplays, m.leaseLosses, m.inDoubt, m.pruned, m.prunedAt} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
