@@ -37,12 +37,14 @@ type backend interface {
 	// client's SoftStopTimeout) and returns when they returned or ctx ends.
 	stop(ctx context.Context) error
 	insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	// insertMany inserts every job of args in one transaction: all or none.
+	insertMany(ctx context.Context, args []river.JobArgs) ([]*rivertype.JobInsertResult, error)
 	// running lists running jobs of kind.
 	running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error)
-	// partitionJobs lists the partition jobs (KindRunPartition) of syncID,
-	// only those of run runID when it is not 0, in states, newest first, at
-	// most limit.
-	partitionJobs(ctx context.Context, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error)
+	// jobsOf lists the jobs of kind whose args name syncID (sync_id), only
+	// those of run runID (run_id, partition jobs) when it is not 0, in
+	// states, newest first, at most limit.
+	jobsOf(ctx context.Context, kind, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error)
 	// rescue makes running jobs available again at once if they were
 	// attempted before horizon (their worker is known dead).
 	rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error
@@ -103,6 +105,14 @@ func (b *riverBackend[TTx]) insert(ctx context.Context, args river.JobArgs, opts
 	return b.client.Insert(ctx, args, opts)
 }
 
+func (b *riverBackend[TTx]) insertMany(ctx context.Context, args []river.JobArgs) ([]*rivertype.JobInsertResult, error) {
+	params := make([]river.InsertManyParams, len(args))
+	for i, a := range args {
+		params[i] = river.InsertManyParams{Args: a}
+	}
+	return b.client.InsertMany(ctx, params)
+}
+
 func (b *riverBackend[TTx]) running(ctx context.Context, kind string, limit int) ([]*rivertype.JobRow, error) {
 	res, err := b.client.JobList(ctx, river.NewJobListParams().Kinds(kind).States(rivertype.JobStateRunning).First(limit))
 	if err != nil {
@@ -111,12 +121,12 @@ func (b *riverBackend[TTx]) running(ctx context.Context, kind string, limit int)
 	return res.Jobs, nil
 }
 
-// partitionJobs filters on the job's arguments with the JSON operator ->>,
-// which PostgreSQL (jsonb) and SQLite (3.38+, JSONB blobs) both have; the
-// run id is compared as text, which is what PostgreSQL's ->> returns and
-// what SQLite compares a number with once one side is CAST AS TEXT.
-func (b *riverBackend[TTx]) partitionJobs(ctx context.Context, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error) {
-	p := river.NewJobListParams().Kinds(KindRunPartition).States(states...).
+// jobsOf filters on the job's arguments with the JSON operator ->>, which
+// PostgreSQL (jsonb) and SQLite (3.38+, JSONB blobs) both have; the run id
+// is compared as text, which is what PostgreSQL's ->> returns and what
+// SQLite compares a number with once one side is CAST AS TEXT.
+func (b *riverBackend[TTx]) jobsOf(ctx context.Context, kind, syncID string, runID int64, states []rivertype.JobState, limit int) ([]*rivertype.JobRow, error) {
+	p := river.NewJobListParams().Kinds(kind).States(states...).
 		Where("args ->> 'sync_id' = @sync_id", river.NamedArgs{"sync_id": syncID}).
 		OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(limit)
 	if runID != 0 {

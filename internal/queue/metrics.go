@@ -38,11 +38,32 @@ type metrics struct {
 	runs          *prometheus.CounterVec // by outcome (run state)
 	enqueued      *prometheus.CounterVec // by reason
 	recovered     prometheus.Counter
+	rescued       *prometheus.CounterVec // by kind (kindLabel)
 	tripped       prometheus.Counter
 	records       *prometheus.CounterVec // by outcome (RecordsRead...)
 	ledgerReplays prometheus.Counter
 	leaseLosses   prometheus.Counter
 	inDoubt       prometheus.Counter
+	pruned        prometheus.Counter
+	prunedAt      prometheus.Gauge
+}
+
+// Job kinds as oncesync_jobs_rescued_total's kind label.
+const (
+	RescuedRun         = "run"
+	RescuedCoordinator = "coordinator"
+	RescuedPartition   = "partition"
+)
+
+// kindLabel is the kind label of a job kind.
+func kindLabel(kind string) string {
+	switch kind {
+	case KindRunPartitioned:
+		return RescuedCoordinator
+	case KindRunPartition:
+		return RescuedPartition
+	}
+	return RescuedRun
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -59,6 +80,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_runs_recovered_total",
 			Help: "Runs found running with an expired lease and resumed by lease-expiry recovery.",
 		}),
+		rescued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncesync_jobs_rescued_total",
+			Help: "Jobs found running without a live worker (no live heartbeat or run lease, or their run's lease expired) and made available again by lease-expiry recovery, by kind (run, coordinator, partition).",
+		}, []string{"kind"}),
 		tripped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "oncesync_breaker_trips_total",
 			Help: "Syncs paused by the circuit breaker after an evaluation by this process.",
@@ -81,11 +106,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_in_doubt_records_total",
 			Help: "In-doubt records (a write whose outcome was unknown) found by runs this process finished, settled or left to a person.",
 		}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oncesync_ledger_pruned_total",
+			Help: "Ledger entries removed by the ledger prune jobs this process worked (entries older than the retention).",
+		}),
+		prunedAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oncesync_ledger_prune_last_success_timestamp_seconds",
+			Help: "When a ledger prune worked by this process last finished without error (Unix seconds; 0 = not yet).",
+		}),
 	}
 	// Every series exists from the start, at 0, so that rates and alerts
 	// work before the first event.
 	for _, o := range []store.RunState{store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped} {
 		m.runs.WithLabelValues(string(o))
+	}
+	for _, k := range []string{RescuedRun, RescuedCoordinator, RescuedPartition} {
+		m.rescued.WithLabelValues(k)
 	}
 	for _, r := range []string{ReasonSchedule, ReasonManual, ReasonRecovery} {
 		m.enqueued.WithLabelValues(r)
@@ -96,7 +132,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.tripped, m.records, m.ledgerReplays, m.leaseLosses, m.inDoubt} {
+	for _, c := range []prometheus.Collector{m.runs, m.enqueued, m.recovered, m.rescued, m.tripped, m.records, m.ledgerReplays, m.leaseLosses, m.inDoubt, m.pruned, m.prunedAt} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

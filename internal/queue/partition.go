@@ -20,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/runner"
@@ -44,6 +45,12 @@ import (
 //     fails source_changed_during_run (not retried), and so does the run;
 //   - the last partition to succeed marks the run succeeded with the sum of
 //     the partitions' counters and releases the barrier.
+//
+// Every job holds a heartbeat while it works (heartbeat.go): a coordinator
+// or a partition job whose worker died is rescued by lease-expiry recovery
+// like a run's. The partitions are queued in one transaction, so a rescued
+// (or retried) coordinator that finds a run of its sync with none queued
+// resumes that run instead of recording another (unsplitRun).
 
 // PartitionBarrierTTL is the TTL of a partitioned run's barrier. Nobody
 // renews it while the partitions work, so it outlasts any run; the last
@@ -129,6 +136,8 @@ type runPartitionedWorker struct {
 
 // Work pins the snapshot and enqueues the partitions.
 func (w *runPartitionedWorker) Work(ctx context.Context, job *river.Job[RunPartitionedArgs]) error {
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartitioned, job.Args.SyncID))
+	defer stop()
 	return jobResult(w.s.coordinate(ctx, job.Args, job.Attempt))
 }
 
@@ -139,6 +148,8 @@ type runPartitionWorker struct {
 
 // Work runs one partition.
 func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, PartitionSyncID(job.Args.SyncID, job.Args.Partition)))
+	defer stop()
 	return jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID))
 }
 
@@ -185,13 +196,26 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 		s.recordFailure(ctx, sc.ID, attempt, err)
 		return err
 	}
-	run, err := s.st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt})
+	run, resumed, err := s.unsplitRun(ctx, sc)
 	if err != nil {
-		return failure.Wrap(failure.StoreUnavailable, err, "record the run")
+		return failure.Wrap(failure.StoreUnavailable, err, "look for a run of sync %s left unsplit", sc.ID)
+	}
+	if !resumed {
+		run, err = s.st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt})
+		if err != nil {
+			return failure.Wrap(failure.StoreUnavailable, err, "record the run")
+		}
 	}
 	key := s.keys.Barrier(sc.ID, run.ID)
 	token := "run" + strconv.FormatInt(run.ID, 10)
 	res, err := s.barrier.Check(ctx, key, token, snap, PartitionBarrierTTL)
+	if err == nil && resumed && res.Outcome == checkpoint.Mismatch && res.HolderToken == token {
+		// The source changed since the dead coordinator pinned it, but no
+		// partition of the run was queued, so nothing was written from
+		// the old view: pin the current one.
+		err = s.barrier.Advance(ctx, key, token, snap, PartitionBarrierTTL)
+		res.Outcome = checkpoint.Aligned
+	}
 	if err == nil && res.Outcome != checkpoint.Created && res.Outcome != checkpoint.Aligned {
 		err = fmt.Errorf("barrier %s already holds snapshot %s", key, res.HolderSnapshot)
 	}
@@ -200,18 +224,22 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 		s.finishCoordinated(ctx, run, store.RunFailed, ferr)
 		return ferr
 	}
-	var dup int
+	parts := make([]river.JobArgs, sc.Partitions)
 	for k := 1; k <= sc.Partitions; k++ {
-		pa := RunPartitionArgs{
+		parts[k-1] = RunPartitionArgs{
 			SyncID: sc.ID, Partition: k, Partitions: sc.Partitions, RunID: run.ID,
 			Barrier: key, Token: token, Snapshot: snap, Reason: args.Reason,
 		}
-		r, err := s.b.insert(ctx, pa, nil)
-		if err != nil {
-			// The partitions already queued work on; this run stays
-			// running until they finish or recovery closes it.
-			return failure.Wrap(failure.StoreUnavailable, err, "queue partition %d of sync %s", k, sc.ID)
-		}
+	}
+	// One transaction: a run has all of its partitions queued or none, so
+	// a run with none is one its coordinator never split (unsplitRun).
+	inserted, err := s.b.insertMany(ctx, parts)
+	if err != nil {
+		// The run stays running; this job's retry resumes it.
+		return failure.Wrap(failure.StoreUnavailable, err, "queue the partitions of sync %s", sc.ID)
+	}
+	var dup int
+	for _, r := range inserted {
 		if r.UniqueSkippedAsDuplicate {
 			dup++
 		}
@@ -223,8 +251,47 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 		_ = s.barrier.Release(context.WithoutCancel(ctx), key, token)
 		return ferr
 	}
+	if resumed {
+		s.log.Warn("partitioned run resumed: its coordinator stopped before queueing the partitions", "sync", sc.ID, "run", run.ID)
+	}
 	s.log.Info("partitioned run started", "sync", sc.ID, "run", run.ID, "partitions", sc.Partitions, "snapshot", snap)
 	return nil
+}
+
+// unsplitRun returns the newest run of sc whose coordinator stopped (killed,
+// or failed to queue them) before queueing its partitions: running, older
+// than a lease TTL (younger runs may be a foreground run about to take the
+// sync's lease), no partition job of it in the queue, and not a foreground
+// `oncesync run` (which holds the sync's own lease). The coordinator resumes
+// it instead of recording another: the run began once, and the recovery
+// sweep leaves it open for the coordinator (sweepCoordinated).
+func (s *Service) unsplitRun(ctx context.Context, sc *config.Sync) (store.Run, bool, error) {
+	runs, err := s.st.ListRuns(ctx, sc.ID, 20)
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	now := s.clock.Now()
+	for _, r := range runs { // newest first
+		if r.State != store.RunRunning || now.Sub(r.StartedAt) < s.cfg.Settings.LeaseTTL {
+			continue
+		}
+		jobs, err := s.b.jobsOf(ctx, KindRunPartition, sc.ID, r.ID, allJobStates, 1)
+		if err != nil {
+			return store.Run{}, false, err
+		}
+		if len(jobs) > 0 {
+			continue
+		}
+		l, err := s.inspector.LeaseGet(ctx, sc.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.Run{}, false, err
+		}
+		if (err != nil || l.RunID == r.ID) && s.leaseLive(ctx, sc.ID, now, lease.ThisProcess()) {
+			continue // a foreground run, alive (when unsure, it is)
+		}
+		return r, true, nil
+	}
+	return store.Run{}, false, nil
 }
 
 // runPartition runs one partition of a partitioned run.

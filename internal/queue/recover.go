@@ -59,7 +59,11 @@ type Recovered struct {
 // the saved cursor: the dead worker's job is made available again (River's
 // own stuck-job rescue would wait RescueStuckJobsAfter), or a recovery job is
 // queued when there is none. Runs younger than the lease TTL are left alone
-// (they may be between recording the run and taking the lease).
+// (they may be between recording the run and taking the lease). The same
+// rule covers jobs of every kind, runs, coordinators and partitions: one
+// running for longer than the lease TTL with no live lease, neither its
+// heartbeat (heartbeat.go) nor its run's, is made available again, so a
+// coordinator resumes its run and a partition job re-runs its partition.
 func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	var out Recovered
 	now := s.clock.Now()
@@ -137,46 +141,43 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			dead[r.SyncID] = true
 		}
 	}
-	jobs, err := s.b.running(ctx, KindRunSync, recoverLimit)
-	if err != nil {
-		return out, errors.Join(append(errs, fmt.Errorf("recovery: list running jobs: %w", err))...)
-	}
+	// Jobs of every run kind whose worker is gone are made available again
+	// at once (River's own stuck-job rescue would wait RescueStuckJobsAfter):
+	// a job running for longer than a lease TTL whose run was just found
+	// dead, or that holds no live lease at all, neither its heartbeat nor its
+	// run's (a worker killed before the job took one, or after its run ended
+	// and before River marked the job completed). Uniqueness per sync (per
+	// partition) would otherwise skip every later tick and "run now" as a
+	// duplicate of the dead job.
 	horizon := time.Now().Add(-grace) // River's times are wall-clock times
-	rescued := map[string]bool{}
-	for _, j := range jobs {
-		a, ok := runArgs(j.Kind, nil, j.EncodedArgs)
-		if !ok || j.AttemptedAt == nil || !j.AttemptedAt.Before(horizon) {
+	rescued := map[string]bool{}      // slots whose dead job was rescued
+	var kinds []string                // of out.Rescued, for the metric
+	for _, kind := range []string{KindRunSync, KindRunPartitioned, KindRunPartition} {
+		jobs, err := s.b.running(ctx, kind, recoverLimit)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: list running %s jobs: %w", kind, err))
 			continue
 		}
-		// A job still running whose sync has no live lease lost its worker:
-		// mid-run (dead[...]), or after its run finished and before River
-		// marked the job completed. Uniqueness per sync would block every
-		// later schedule tick until River's own rescue a day later.
-		if dead[a.SyncID] || !s.leaseLive(ctx, a.SyncID, now, self) {
-			out.Rescued = append(out.Rescued, j.ID)
-			rescued[a.SyncID] = true
+		for _, j := range jobs {
+			w, ok := workOf(j)
+			if !ok || j.AttemptedAt == nil || !j.AttemptedAt.Before(horizon) {
+				continue
+			}
+			if (w.runLease != "" && dead[w.runLease]) || s.workerGone(ctx, w, now, self) {
+				out.Rescued = append(out.Rescued, j.ID)
+				kinds = append(kinds, kind)
+				rescued[w.slot] = true
+			}
 		}
 	}
-	// A partition's runs are recorded under PartitionSyncID: its job is
-	// rescued like a run's (it is not re-enqueued: it names no sync).
-	parts, err := s.b.running(ctx, KindRunPartition, recoverLimit)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("recovery: list running partition jobs: %w", err))
-	}
-	for _, j := range parts {
-		var a RunPartitionArgs
-		if json.Unmarshal(j.EncodedArgs, &a) != nil {
-			continue
-		}
-		if id := PartitionSyncID(a.SyncID, a.Partition); dead[id] && j.AttemptedAt != nil && j.AttemptedAt.Before(horizon) {
-			out.Rescued = append(out.Rescued, j.ID)
-			rescued[id] = true
-		}
-	}
-	if err := s.b.rescue(ctx, out.Rescued, horizon, "lease-expiry recovery: the worker died mid-run; resumed from the saved cursor"); err != nil {
+	if err := s.b.rescue(ctx, out.Rescued, horizon, "lease-expiry recovery: the job's worker is gone; resumed from the saved cursor"); err != nil {
 		errs = append(errs, fmt.Errorf("recovery: rescue jobs: %w", err))
 		out.Rescued = nil
 		clear(rescued)
+	}
+	for i, id := range out.Rescued {
+		s.metrics.rescued.WithLabelValues(kindLabel(kinds[i])).Inc()
+		s.log.Warn("job's worker is gone; the job is available again", "job", id, "kind", kinds[i])
 	}
 	for syncID := range dead {
 		if rescued[syncID] {
@@ -208,6 +209,9 @@ var finishedJobStates = []rivertype.JobState{
 	rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded,
 }
 
+// allJobStates are both.
+var allJobStates = append(slices.Clone(activeJobStates), finishedJobStates...)
+
 // sweepCoordinated closes the runs of partitioned syncs (running, older than
 // the lease TTL) that no partition job is left to close: a run's partitions
 // close it themselves (the last success completes it, a permanent failure
@@ -217,14 +221,16 @@ var finishedJobStates = []rivertype.JobState{
 // from the queue. A run is left alone while any partition job of its sync
 // from it or an earlier run (an earlier run's job may be working one of its
 // partitions, its own having been skipped as a duplicate) is available,
-// pending, scheduled, retryable or running. Then every partition that
+// pending, scheduled, retryable or running, and a run none of whose
+// partitions was queued while a coordinator job of its sync is (that
+// coordinator resumes the run). Then every partition that
 // succeeded after the run began completes it, as the last partition would
 // have; otherwise it fails partitions_unfinished, with the partitions named
 // in the detail, and the breaker is evaluated.
 func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *Recovered) error {
 	var errs []error
 	for _, r := range runs {
-		active, err := s.b.partitionJobs(ctx, r.SyncID, 0, activeJobStates, recoverLimit)
+		active, err := s.b.jobsOf(ctx, KindRunPartition, r.SyncID, 0, activeJobStates, recoverLimit)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recovery: partition jobs of sync %s: %w", r.SyncID, err))
 			continue
@@ -236,10 +242,23 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 			continue
 		}
 		sc, _ := s.cfg.Sync(r.SyncID)
-		own, err := s.b.partitionJobs(ctx, r.SyncID, r.ID, finishedJobStates, recoverLimit)
+		own, err := s.b.jobsOf(ctx, KindRunPartition, r.SyncID, r.ID, finishedJobStates, recoverLimit)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recovery: partition jobs of run %d: %w", r.ID, err))
 			continue
+		}
+		if len(own) == 0 {
+			// No partition of the run was ever queued: its coordinator died
+			// (or failed) first. A coordinator job of the sync still to be
+			// worked (rescued above, or retrying) resumes the run.
+			coord, err := s.b.jobsOf(ctx, KindRunPartitioned, r.SyncID, 0, activeJobStates, 1)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("recovery: coordinator jobs of sync %s: %w", r.SyncID, err))
+				continue
+			}
+			if len(coord) > 0 {
+				continue
+			}
 		}
 		n := sc.Partitions
 		for _, j := range own {

@@ -37,6 +37,7 @@ type coordBundle struct {
 	st  store.Store
 	clk *clock.Fake
 	ttl time.Duration
+	dir string // the config's directory
 }
 
 func partitionedConfig(dir, storeURL string) *config.Config {
@@ -55,6 +56,12 @@ func partitionedConfig(dir, storeURL string) *config.Config {
 
 func setupCoordinated(t *testing.T, storeURL string) *coordBundle {
 	t.Helper()
+	return setupCoordinatedWith(t, storeURL, func(*Params) {})
+}
+
+// setupCoordinatedWith is setupCoordinated with Params changed by with.
+func setupCoordinatedWith(t *testing.T, storeURL string, with func(*Params)) *coordBundle {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := partitionedConfig(dir, storeURL)
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
@@ -63,12 +70,14 @@ func setupCoordinated(t *testing.T, storeURL string) *coordBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := New(t.Context(), Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Clock: clk, Scheduler: true})
+	p := Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Clock: clk, Scheduler: true}
+	with(&p)
+	svc, err := New(t.Context(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.b.close() })
-	return &coordBundle{ctx: t.Context(), svc: svc, st: st, clk: clk, ttl: cfg.Settings.LeaseTTL}
+	return &coordBundle{ctx: t.Context(), svc: svc, st: st, clk: clk, ttl: cfg.Settings.LeaseTTL, dir: dir}
 }
 
 // pgStoreURL returns a store URL on the test PostgreSQL whose tables and

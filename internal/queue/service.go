@@ -80,7 +80,8 @@ type Params struct {
 	// Workers is the number of runs this process works at once (default 4).
 	Workers int
 	// Scheduler makes this process eligible to lead: the leader enqueues the
-	// syncs' schedules and the recovery sweep (serve: true, worker: false).
+	// syncs' schedules, the recovery sweep and the hourly ledger prune
+	// (serve: true, worker: false).
 	Scheduler bool
 	// EnqueueOnly opens the queue to queue runs and nothing else (`oncesync
 	// deadletter requeue`): no workers, no schedules, no barrier (Redis is
@@ -225,6 +226,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	river.AddWorker(workers, &recoverWorker{s: s})
 	river.AddWorker(workers, &runPartitionedWorker{s: s})
 	river.AddWorker(workers, &runPartitionWorker{s: s})
+	river.AddWorker(workers, &pruneWorker{s: s})
 	if p.Deadman != nil {
 		deadman.Register(workers, p.Deadman)
 	}
@@ -284,8 +286,9 @@ func (s *Service) buildOptions(sc *config.Sync) pipeline.Options {
 	return o
 }
 
-// periodicJobs are one job per scheduled sync (cron, standard parser) and
-// the recovery sweep. River runs them on the leader only.
+// periodicJobs are one job per scheduled sync (cron, standard parser), the
+// recovery sweep, the ledger prune and the dead-man check. River runs them
+// on the leader only.
 func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	jobs := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
@@ -295,6 +298,11 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	if s.deadman != nil {
 		jobs = append(jobs, deadman.PeriodicJob())
 	}
+	prune, err := prunePeriodicJob()
+	if err != nil {
+		return nil, err
+	}
+	jobs = append(jobs, prune)
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
 		if sc.Schedule == "" {

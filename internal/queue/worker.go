@@ -23,6 +23,8 @@ type runSyncWorker struct {
 
 // Work runs the sync and maps the result for River (see jobResult).
 func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) error {
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunSync, job.Args.SyncID))
+	defer stop()
 	return jobResult(w.s.runSync(ctx, job.Args, job.Attempt))
 }
 
