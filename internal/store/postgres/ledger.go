@@ -73,7 +73,7 @@ const (
 		DELETE FROM ledger
 		WHERE (key, sync_id) > ($1::text, $2::text)
 			AND (key, sync_id) <= ((SELECT key FROM last), (SELECT sync_id FROM last))
-			AND seen_at < $4 AND state IN ('complete', 'rejected')
+			AND seen_at < $4 AND state IN ('rejected', 'in_doubt')
 		RETURNING 1
 	)
 	SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d),
@@ -228,10 +228,12 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 // prune never holds many row locks or runs long.
 const defaultPruneWindow = 5000
 
-// LedgerPrune deletes complete and rejected entries (of every sync) last seen
-// before before, and returns how many it deleted. It walks the ledger in
-// primary-key order, one short statement (its own transaction) per window of
-// rows, so it needs no index on seen_at and each step is bounded.
+// LedgerPrune deletes rejected and in_doubt entries (of every sync) last
+// seen before before, and returns how many it deleted; complete entries (a
+// slot's last delivered state, SPEC §3), pending and accepted ones stay. It
+// walks the ledger in primary-key order, one short statement (its own
+// transaction) per window of rows, so it needs no index on seen_at and each
+// step is bounded.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	var (
 		total             int64

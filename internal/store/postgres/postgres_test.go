@@ -696,10 +696,10 @@ func TestLedgerPruneWindows(t *testing.T) {
 		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: syncID, Fence: l.Fence, Entries: fin}); err != nil {
 			t.Fatal(err)
 		}
-		wantLeft[syncID] = 20 // in_doubt and pending
+		wantLeft[syncID] = 20 // complete and pending
 	}
 	clk.Advance(time.Hour)
-	if err := s.LedgerTouch(ctx, "b", []string{"b-00", "b-01"}); err != nil {
+	if err := s.LedgerTouch(ctx, "b", []string{"b-01", "b-02"}); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft["b"] += 2

@@ -545,30 +545,21 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 // a prune never holds the write lock for long.
 const defaultPruneWindow = 5000
 
-// LedgerPrune deletes complete and rejected entries (of every sync) last seen
-// before before, and returns how many it deleted. It walks ledger, then
-// ledger_done, in primary-key order, one short transaction per window of
+// LedgerPrune deletes rejected and in_doubt entries (of every sync) last
+// seen before before, and returns how many it deleted. Complete entries (a
+// slot's last delivered state: it does not expire, SPEC §3), pending and
+// accepted ones are kept, so ledger_done and ledger_claims are never walked.
+// It walks ledger in primary-key order, one short transaction per window of
 // rows, after merging the log.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.mergeLog(ctx); err != nil {
 		return 0, err
 	}
-	var total int64
-	for _, t := range []struct{ table, cond string }{
-		{"ledger", "AND state IN ('complete', 'rejected')"},
-		{"ledger_done", ""}, // every row is complete
-	} {
-		n, err := s.pruneTable(ctx, t.table, t.cond, before)
-		total += n
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return s.pruneTable(ctx, "ledger", "AND state IN ('rejected', 'in_doubt')", before)
 }
 
-// pruneTable deletes the rows of table (ledger or ledger_done) matching cond
-// last seen before before, one window of s.pruneWindow rows per transaction.
+// pruneTable deletes the rows of table matching cond last seen before
+// before, one window of s.pruneWindow rows per transaction.
 func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.Time) (int64, error) {
 	var (
 		total   int64

@@ -442,7 +442,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 // TestLedgerPruneWindows: a prune walks the ledger in windows (here of 7 rows)
-// across syncs and still deletes exactly the old complete/rejected entries.
+// across syncs and still deletes exactly the old rejected/in_doubt entries.
 func TestLedgerPruneWindows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -475,11 +475,11 @@ func TestLedgerPruneWindows(t *testing.T) {
 		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: syncID, Fence: l.Fence, Entries: fin}); err != nil {
 			t.Fatal(err)
 		}
-		wantLeft[syncID] = 20 // in_doubt and pending
+		wantLeft[syncID] = 20 // complete and pending
 	}
 	clk.Advance(time.Hour)
-	// Seen again recently: kept although complete.
-	if err := s.LedgerTouch(ctx, "b", []string{"b-00", "b-01"}); err != nil {
+	// Seen again recently: kept although rejected and in doubt.
+	if err := s.LedgerTouch(ctx, "b", []string{"b-01", "b-02"}); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft["b"] += 2
