@@ -53,6 +53,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("LedgerFenced", func(t *testing.T) { t.Parallel(); testLedgerFenced(t, open) })
 	t.Run("LedgerTouchPruneList", func(t *testing.T) { t.Parallel(); testLedgerTouchPruneList(t, open) })
 	t.Run("LedgerConcurrentClaims", func(t *testing.T) { t.Parallel(); testLedgerConcurrentClaims(t, open) })
+	t.Run("LedgerStates", func(t *testing.T) { t.Parallel(); testLedgerStates(t, open) })
 	t.Run("Audit", func(t *testing.T) { t.Parallel(); testAudit(t, open) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testRunPages(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { t.Parallel(); testCheckpoint(t, open) })
