@@ -33,16 +33,19 @@ const (
 	c AS (
 		INSERT INTO ledger AS l
 			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, '', '', 1, $4::bigint, NULL, $4::bigint
-		FROM f, unnest($5::text[]) AS k(key)
+		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, k.result, '', 1, $4::bigint, NULL, $4::bigint
+		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
 		WHERE f.fence <= $2::bigint
 		ON CONFLICT (key, sync_id) DO UPDATE SET
-			state = 'pending', fence = excluded.fence, run_id = excluded.run_id, message = '',
+			state = 'pending', fence = excluded.fence, run_id = excluded.run_id, result = excluded.result, message = '',
 			attempts = l.attempts + 1, claimed_at = excluded.claimed_at, seen_at = excluded.seen_at
 		WHERE l.state = 'rejected' OR (l.state = 'pending' AND l.fence <= excluded.fence)
 	)
 	SELECT fence FROM f`
 
+	// sqlLedgerFinish upserts the outcomes ($5-$8) and deletes the released
+	// keys ($9) but complete ones, in one statement (the two sets are
+	// disjoint: a key's last outcome is one of them).
 	sqlLedgerFinish = `WITH ` + fenceCTE + `,
 	x AS (
 		INSERT INTO ledger AS l
@@ -55,6 +58,10 @@ const (
 			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
 			result = excluded.result, message = excluded.message,
 			completed_at = excluded.completed_at, seen_at = excluded.seen_at
+	),
+	d AS (
+		DELETE FROM ledger AS l USING f
+		WHERE f.fence <= $2::bigint AND l.key = ANY($9::text[]) AND l.sync_id = $1::text AND l.state <> 'complete'
 	)
 	SELECT fence FROM f`
 
@@ -73,7 +80,7 @@ const (
 		DELETE FROM ledger
 		WHERE (key, sync_id) > ($1::text, $2::text)
 			AND (key, sync_id) <= ((SELECT key FROM last), (SELECT sync_id FROM last))
-			AND seen_at < $4 AND state IN ('complete', 'rejected')
+			AND seen_at < $4 AND state IN ('rejected', 'in_doubt')
 		RETURNING 1
 	)
 	SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d),
@@ -137,21 +144,52 @@ func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (ma
 	return out, nil
 }
 
+// uniqueClaims returns keys sorted, without duplicates, with their Results
+// ("" without p.Results; a key given twice keeps its last one); an empty
+// key, or Results not one per key, is refused.
+func uniqueClaims(p store.LedgerClaimParams) ([]string, []string, error) {
+	if p.Results != nil && len(p.Results) != len(p.Keys) {
+		return nil, nil, invalidf("ledger claim: %d results for %d keys", len(p.Results), len(p.Keys))
+	}
+	last := make(map[string]string, len(p.Keys))
+	for i, k := range p.Keys {
+		if k == "" {
+			return nil, nil, invalidf("empty ledger key")
+		}
+		if p.Results != nil {
+			last[k] = p.Results[i]
+		} else {
+			last[k] = ""
+		}
+	}
+	keys := make([]string, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	results := make([]string, len(keys))
+	for i, k := range keys {
+		results[i] = last[k]
+	}
+	return keys, results, nil
+}
+
 // LedgerClaim claims keys as pending under p.Fence in one statement: absent
-// keys are inserted (attempts 1); rejected keys and keys pending under a fence
-// <= p.Fence become pending under p.Fence with attempts+1; complete and
-// in_doubt keys are left alone. A stale p.Fence refuses the whole claim with
-// ErrFenced and writes nothing.
+// (or released) keys are inserted (attempts 1); rejected keys and keys
+// pending under a fence <= p.Fence become pending under p.Fence with
+// attempts+1; complete, accepted and in_doubt keys are left alone. A claimed
+// entry holds its p.Results entry as its Result. A stale p.Fence refuses the
+// whole claim with ErrFenced and writes nothing.
 func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) error {
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return err
 	}
-	uniq, err := uniqueKeys(p.Keys)
+	uniq, results, err := uniqueClaims(p)
 	if err != nil {
 		return err
 	}
 	var registered int64
-	if err := s.pool.QueryRow(ctx, sqlLedgerClaim, p.SyncID, p.Fence, p.RunID, nanos(s.now()), uniq).Scan(&registered); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlLedgerClaim, p.SyncID, p.Fence, p.RunID, nanos(s.now()), uniq, results).Scan(&registered); err != nil {
 		return mapErr("ledger claim", err)
 	}
 	if registered > p.Fence {
@@ -160,10 +198,11 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	return nil
 }
 
-// LedgerFinish records outcomes (complete with Result, rejected with Message,
-// or in_doubt) in one statement, fenced like a claim. CompletedAt is set for
-// complete entries only; SeenAt moves to now. A key that was never claimed is
-// inserted with attempts 1. A key given twice keeps its last outcome.
+// LedgerFinish records outcomes (complete or accepted with Result, rejected
+// with Message, in_doubt, or released) in one statement, fenced like a claim.
+// CompletedAt is set for complete entries only; SeenAt moves to now. A key
+// that was never claimed is inserted with attempts 1. A released key's entry
+// is deleted unless it is complete. A key given twice keeps its last outcome.
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
 	return s.ledgerFinish(ctx, s.pool, p)
 }
@@ -180,27 +219,30 @@ func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinis
 			return invalidf("empty ledger key")
 		}
 		switch e.State {
-		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt:
+		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted, store.LedgerReleased:
 		default:
-			return invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
+			return invalidf("ledger finish state %q (want complete, accepted, rejected, in_doubt or released)", e.State)
 		}
 		last[e.Key] = e
 	}
-	ks := make([]string, 0, len(last))
+	all := make([]string, 0, len(last))
 	for k := range last {
-		ks = append(ks, k)
+		all = append(all, k)
 	}
-	slices.Sort(ks)
-	states := make([]string, len(ks))
-	results := make([]string, len(ks))
-	messages := make([]string, len(ks))
-	for i, k := range ks {
+	slices.Sort(all)
+	var ks, released, states, results, messages []string
+	for _, k := range all {
 		e := last[k]
-		states[i], results[i], messages[i] = string(e.State), e.Result, e.Message
+		if e.State == store.LedgerReleased {
+			released = append(released, k)
+			continue
+		}
+		ks = append(ks, k)
+		states, results, messages = append(states, string(e.State)), append(results, e.Result), append(messages, e.Message)
 	}
 	var registered int64
 	if err := q.QueryRow(ctx, sqlLedgerFinish, p.SyncID, p.Fence, p.RunID, nanos(s.now()),
-		ks, states, results, messages).Scan(&registered); err != nil {
+		ks, states, results, messages, released).Scan(&registered); err != nil {
 		return mapErr("ledger finish", err)
 	}
 	if registered > p.Fence {
@@ -228,10 +270,12 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 // prune never holds many row locks or runs long.
 const defaultPruneWindow = 5000
 
-// LedgerPrune deletes complete and rejected entries (of every sync) last seen
-// before before, and returns how many it deleted. It walks the ledger in
-// primary-key order, one short statement (its own transaction) per window of
-// rows, so it needs no index on seen_at and each step is bounded.
+// LedgerPrune deletes rejected and in_doubt entries (of every sync) last
+// seen before before, and returns how many it deleted; complete entries (a
+// slot's last delivered state, SPEC §3), pending and accepted ones stay. It
+// walks the ledger in primary-key order, one short statement (its own
+// transaction) per window of rows, so it needs no index on seen_at and each
+// step is bounded.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	var (
 		total             int64
@@ -250,15 +294,20 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 	}
 }
 
+// sqlListListed lists $1's entries in state $2 (rejected, in_doubt or
+// accepted) through the partial index ledger_listed, whose condition it
+// repeats so the planner can use it.
+const sqlListListed = `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sync_id = $1 AND state = $2 AND state IN ('rejected', 'in_doubt', 'accepted') ORDER BY claimed_at DESC, key LIMIT $3`
+
 // LedgerList returns a sync's entries in state, most recently claimed first;
 // limit <= 0 returns all.
 func (s *Store) LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
 	q := `SELECT ` + ledgerColumns + ` FROM ledger
 		WHERE sync_id = $1 AND state = $2 ORDER BY claimed_at DESC, key LIMIT $3`
-	if state == store.LedgerRejected || state == store.LedgerInDoubt {
-		// Repeat the partial index's condition so the planner can use it.
-		q = `SELECT ` + ledgerColumns + ` FROM ledger
-		WHERE sync_id = $1 AND state = $2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT $3`
+	switch state {
+	case store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted:
+		q = sqlListListed
 	}
 	rows, err := s.pool.Query(ctx, q, syncID, string(state), limitArg(limit))
 	if err != nil {

@@ -696,10 +696,10 @@ func TestLedgerPruneWindows(t *testing.T) {
 		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: syncID, Fence: l.Fence, Entries: fin}); err != nil {
 			t.Fatal(err)
 		}
-		wantLeft[syncID] = 20 // in_doubt and pending
+		wantLeft[syncID] = 20 // complete and pending
 	}
 	clk.Advance(time.Hour)
-	if err := s.LedgerTouch(ctx, "b", []string{"b-00", "b-01"}); err != nil {
+	if err := s.LedgerTouch(ctx, "b", []string{"b-01", "b-02"}); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft["b"] += 2
@@ -745,8 +745,10 @@ func TestQueryPlans(t *testing.T) {
 	}{
 		{"ledger get", sqlLedgerGet, []any{"big", page}, "Index Cond: ((key = k.key) AND (sync_id = "},
 		{"ledger touch", sqlLedgerTouch, []any{int64(1), "big", page}, "Index Cond: ((key = ANY "},
-		{"ledger list problems", `SELECT ` + ledgerColumns + ` FROM ledger WHERE sync_id = $1 AND state = $2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT $3`,
-			[]any{"big", "rejected", int64(10)}, "ledger_problems"},
+		{"ledger list rejected", sqlListListed, []any{"big", "rejected", int64(10)}, "ledger_listed"},
+		{"ledger list accepted", sqlListListed, []any{"big", "accepted", int64(10)}, "ledger_listed"},
+		{"finish releases", sqlLedgerFinish, []any{"big", int64(1), int64(1), int64(1), []string{}, []string{}, []string{}, []string{}, page},
+			"Index Cond: ((key = ANY "},
 		{"prune window", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, "Index Cond: (ROW(key, sync_id) > "},
 		{"prune delete", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, "Index Cond: ((ROW(key, sync_id) > ROW(''::text, ''::text)) AND (ROW(key, sync_id) <= ROW($"},
 	}

@@ -39,7 +39,7 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		}
 		if fin != nil {
 			var err error
-			if rec, err = s.appendFencedTx(ctx, tx, p.Cursor.SyncID, p.Cursor.Fence, fin.mks, fin.build); err != nil {
+			if rec, err = s.appendFencedTx(ctx, tx, p.Cursor.SyncID, p.Cursor.Fence, fin.mks, fin.live, fin.build); err != nil {
 				return err
 			}
 		}

@@ -14,8 +14,8 @@ import (
 // observed: built from a scan of the tables, then given the keys of every
 // merge whose log rows memory had applied (memLedger.observeMerge); a merge
 // whose rows memory never saw, or more keys than it was sized for, drops it
-// (it is rebuilt on the next lookup). Deleted keys (prune) only leave false
-// positives.
+// (it is rebuilt on the next lookup). Deleted keys (prune, a released key's
+// merge) only leave false positives, and a released key is not added.
 type keyFilter struct {
 	bits     []uint64
 	mask     uint64

@@ -19,9 +19,10 @@ import (
 // 64-character hex (every real delivery key, SHA-256) is stored as its 32
 // bytes, any other key as TEXT. Claims and finishes are appended to
 // ledger_log, one row per call, and folded into memory (see ledgerlog.go);
-// merges move them into ledger (final entries: complete, rejected, in_doubt)
-// and ledger_claims (pending entries), a key being in at most one of the two
-// and its newest log entry overriding both. Keys cross the SQL boundary as
+// merges move them into ledger_done (complete entries), ledger (rejected,
+// in_doubt, accepted) and ledger_claims (pending entries), a key being in at
+// most one of them and its newest log entry overriding all; a released key's
+// merge deletes it. Keys cross the SQL boundary as
 // JSON strings: hex keys as they are, other keys prefixed with "~" (see
 // keyArg), decoded by sqlKey.
 
@@ -36,7 +37,7 @@ const sqlSID = `(SELECT id FROM ledger_syncs WHERE sync_id = ?1)`
 
 const (
 	ledgerColumns  = `key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at`
-	pendingColumns = `key, 'pending', fence, run_id, '', '', attempts, claimed_at, NULL, seen_at`
+	pendingColumns = `key, 'pending', fence, run_id, result, '', attempts, claimed_at, NULL, seen_at`
 )
 
 var (
@@ -52,7 +53,7 @@ var (
 
 // stmts are the hot path's prepared statements.
 type stmts struct {
-	getW                      *sql.Stmt // table lookups (write pool: see LedgerGet)
+	getW, getLiveW            *sql.Stmt // table lookups (write pool: see LedgerGet); getLiveW: sqlTableGetLive
 	logAppend, touch, touchCl *sql.Stmt
 	touchDone                 *sql.Stmt
 	metaGet, logTail          *sql.Stmt
@@ -73,7 +74,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 		q   string
 	}
 	list := []stmtDef{
-		{w, &st.getW, sqlTableGet},
+		{w, &st.getW, sqlTableGet}, {w, &st.getLiveW, sqlTableGetLive},
 		{w, &st.logAppend, sqlLogAppend}, {w, &st.fenceCheck, sqlFenceCheck}, {w, &st.cursorSave, sqlCursorSave},
 		{w, &st.runUpdate, sqlRunUpdate}, {w, &st.runPagePut, sqlRunPagePut}, {w, &st.metaGet, sqlMetaGet}, {w, &st.logTail, sqlLogTail},
 		{r, &st.metaGetR, sqlMetaGet}, {r, &st.logTailR, sqlLogTail},
@@ -96,7 +97,7 @@ func prepare(ctx context.Context, r, w *sql.DB) (*stmts, error) {
 }
 
 func (st *stmts) close() {
-	all := []*sql.Stmt{st.getW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.metaGetR, st.logTailR, st.touch, st.touchCl, st.touchDone, st.sidGet, st.sidPut}
+	all := []*sql.Stmt{st.getW, st.getLiveW, st.logAppend, st.fenceCheck, st.cursorSave, st.runUpdate, st.runPagePut, st.metaGet, st.logTail, st.metaGetR, st.logTailR, st.touch, st.touchCl, st.touchDone, st.sidGet, st.sidPut}
 	all = append(append(append(all, st.mergeFinal[:]...), st.mergePending[:]...), st.mergeDone[:]...)
 	for _, s := range all {
 		if s != nil {
@@ -315,20 +316,20 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 			return nil, false, err
 		}
 	}
-	merged, gen, err := s.mem.refresh(ctx, s.stmts.metaGetR, s.stmts.logTailR)
+	snap, err := s.mem.refresh(ctx, s.stmts.metaGetR, s.stmts.logTailR)
 	if err != nil {
 		return nil, false, err
 	}
 	mks := memKeys(uniq)
-	found, looked, tables, err := s.entriesOf(ctx, s.stmts.getW, sid, gen, mks, false)
+	found, looked, tables, err := s.entriesOf(ctx, s.stmts.getW, sid, snap.gen, mks, false)
 	if err != nil {
 		return nil, false, err
 	}
-	if s.mem.mergedAfter(merged) {
+	if s.mem.mergedAfter(snap.merged) {
 		return nil, true, nil
 	}
 	if len(looked) > 0 {
-		s.mem.cachePut(gen, sid, looked, tables)
+		s.mem.cachePut(snap.gen, sid, looked, tables)
 	}
 	for i, k := range uniq {
 		if e := found[i]; e.found() {
@@ -338,19 +339,24 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 	return out, false, nil
 }
 
+// buildFunc makes the log record of a claim or finish from the current
+// entries of its keys (prev[i] is the i-th key's), in a snapshot of
+// ledger_meta snap; nil writes nothing.
+type buildFunc func(sid, now int64, snap metaSnap, prev []memEntry) *logRecord
+
 // appendFenced is the transaction of LedgerClaim (durable) and LedgerFinish
-// (lazy, see durability): it checks
-// the fence, and unless mks is empty refreshes memory, reads the current
-// entries of mks (memory, the cache, the tables; prev[i] is mks[i]'s) and
-// appends the record build makes of them (nothing if build returns nil).
-// Memory applies the record once the transaction has committed; the record
-// is returned.
-func (s *Store) appendFenced(ctx context.Context, d durability, op, syncID string, fence int64, mks []string,
-	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
+// (lazy, see durability): it checks the fence, and unless mks is empty
+// refreshes memory, reads the current entries of mks (memory, the cache, the
+// tables; those from mks[live:] on without ledger_done, see
+// sqlTableGetLive) and appends the record build makes of them (nothing if
+// build returns nil). Memory applies the record once the transaction has
+// committed; the record is returned.
+func (s *Store) appendFenced(ctx context.Context, d durability, op, syncID string, fence int64, mks []string, live int,
+	build buildFunc) (*logRecord, error) {
 	var rec *logRecord
 	err := s.writeWith(ctx, d, op, func(tx *sql.Tx) error {
 		var err error
-		rec, err = s.appendFencedTx(ctx, tx, syncID, fence, mks, build)
+		rec, err = s.appendFencedTx(ctx, tx, syncID, fence, mks, live, build)
 		return err
 	})
 	if err != nil || rec == nil {
@@ -362,8 +368,8 @@ func (s *Store) appendFenced(ctx context.Context, d durability, op, syncID strin
 
 // appendFencedTx is appendFenced's transaction body; the caller applies the
 // record to memory once tx has committed.
-func (s *Store) appendFencedTx(ctx context.Context, tx *sql.Tx, syncID string, fence int64, mks []string,
-	build func(sid, now int64, prev []memEntry) *logRecord) (*logRecord, error) {
+func (s *Store) appendFencedTx(ctx context.Context, tx *sql.Tx, syncID string, fence int64, mks []string, live int,
+	build buildFunc) (*logRecord, error) {
 	if err := s.checkFence(ctx, tx, syncID, fence); err != nil {
 		return nil, err
 	}
@@ -374,38 +380,79 @@ func (s *Store) appendFencedTx(ctx context.Context, tx *sql.Tx, syncID string, f
 	if err != nil {
 		return nil, err
 	}
-	_, gen, err := s.refresh(ctx, tx)
+	snap, err := s.refresh(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, gen, mks, true)
+	prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, snap.gen, mks[:live], true)
 	if err != nil {
 		return nil, err
 	}
-	rec := build(sid, nanos(s.now()), prev)
+	if live < len(mks) {
+		rel, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getLiveW), sid, snap.gen, mks[live:], true)
+		if err != nil {
+			return nil, err
+		}
+		prev = append(prev, rel...)
+	}
+	rec := build(sid, nanos(s.now()), snap, prev)
 	if rec == nil {
 		return nil, nil
 	}
 	return rec, s.appendLog(ctx, tx, rec)
 }
 
+// uniqueClaims returns keys without duplicates (first occurrence kept) and,
+// when results is set, their Results (a key given twice keeps its last
+// one); an empty key, or results not one per key, is refused.
+func uniqueClaims(keys, results []string) ([]string, []string, error) {
+	if results != nil && len(results) != len(keys) {
+		return nil, nil, invalidf("ledger claim: %d results for %d keys", len(results), len(keys))
+	}
+	index := make(map[string]int, len(keys))
+	uniq := make([]string, 0, len(keys))
+	var res []string
+	if results != nil {
+		res = make([]string, 0, len(keys))
+	}
+	for i, k := range keys {
+		if k == "" {
+			return nil, nil, invalidf("empty ledger key")
+		}
+		j, dup := index[k]
+		if !dup {
+			j = len(uniq)
+			index[k] = j
+			uniq = append(uniq, k)
+			if results != nil {
+				res = append(res, "")
+			}
+		}
+		if results != nil {
+			res[j] = results[i]
+		}
+	}
+	return uniq, res, nil
+}
+
 // LedgerClaim claims keys as pending under p.Fence in one transaction: absent
-// keys are claimed with attempts 1; rejected keys and keys pending under a
-// fence <= p.Fence with attempts+1; complete and in_doubt keys are left
-// alone. A stale p.Fence refuses the whole claim with ErrFenced and writes
-// nothing.
+// (or released) keys are claimed with attempts 1; rejected keys and keys
+// pending under a fence <= p.Fence with attempts+1; complete, accepted and
+// in_doubt keys are left alone. A claimed entry holds its p.Results entry as
+// its Result ("" without Results). A stale p.Fence refuses the whole claim
+// with ErrFenced and writes nothing.
 //
 // The claim is one ledger_log row (a few sequential pages whatever the size
 // of the ledger), committed with synchronous=FULL like every write, so it is
 // durable before the destination call.
 func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) error {
-	uniq, err := uniqueKeys(p.Keys)
+	uniq, results, err := uniqueClaims(p.Keys, p.Results)
 	if err != nil {
 		return err
 	}
 	mks := memKeys(uniq)
-	_, err = s.appendFenced(ctx, durable, "ledger claim", p.SyncID, p.Fence, mks,
-		func(sid, now int64, prev []memEntry) *logRecord {
+	_, err = s.appendFenced(ctx, durable, "ledger claim", p.SyncID, p.Fence, mks, len(mks),
+		func(sid, now int64, snap metaSnap, prev []memEntry) *logRecord {
 			items := make([]logItem, 0, len(mks))
 			for i, k := range mks {
 				e := prev[i]
@@ -414,10 +461,14 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 				case !e.found():
 				case e.state == store.LedgerRejected, e.state == store.LedgerPending && e.fence <= p.Fence:
 					attempts = e.attempts + 1
-				default: // complete, in_doubt, or pending under a newer fence
+				default: // complete, accepted, in_doubt, or pending under a newer fence
 					continue
 				}
-				items = append(items, logItem{key: k, state: store.LedgerPending, attempts: attempts, claimedAt: now})
+				it := logItem{key: k, state: store.LedgerPending, attempts: attempts, claimedAt: now, may: e.mayUnder(snap.roundThrough)}
+				if results != nil {
+					it.result = results[i]
+				}
+				items = append(items, it)
 			}
 			if len(items) == 0 {
 				return nil
@@ -427,18 +478,20 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	return err
 }
 
-// LedgerFinish records outcomes (complete with Result, rejected with Message,
-// or in_doubt) in one transaction, fenced like a claim. CompletedAt is set for
-// complete entries only; SeenAt moves to now; Attempts and ClaimedAt are the
-// key's current entry's (its claim's). A key without an entry gets attempts
-// 1. The outcomes are one ledger_log row; when the log has grown to the
-// merge size, a background merge round starts (ledgermerge.go).
+// LedgerFinish records outcomes (complete with Result, accepted with Result,
+// rejected with Message, in_doubt, or released) in one transaction, fenced
+// like a claim. CompletedAt is set for complete entries only; SeenAt moves to
+// now; Attempts and ClaimedAt are the key's current entry's (its claim's). A
+// key without an entry gets attempts 1. A released key's entry is removed
+// unless it is complete (an absent or complete key is left as it is). The
+// outcomes are one ledger_log row; when the log has grown to the merge size,
+// a background merge round starts (ledgermerge.go).
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
 	f, err := newFinish(p)
 	if err != nil {
 		return err
 	}
-	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.build)
+	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.live, f.build)
 	if err != nil || rec == nil {
 		return err
 	}
@@ -449,48 +502,88 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 // pendingFinish is a LedgerFinish's log record in the making.
 type pendingFinish struct {
 	p     store.LedgerFinishParams
-	items []logItem
-	mks   []string // the items' keys
+	items []logItem // released items last
+	mks   []string  // the items' keys
+	live  int       // items[live:] are released
 }
 
 // newFinish checks p's entries and keeps each key's last outcome.
 func newFinish(p store.LedgerFinishParams) (*pendingFinish, error) {
 	items := make([]logItem, 0, len(p.Entries))
 	index := make(map[string]int, len(p.Entries))
+	released := 0
 	for _, e := range p.Entries {
 		if e.Key == "" {
 			return nil, invalidf("empty ledger key")
 		}
 		switch e.State {
-		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt:
+		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted:
+		case store.LedgerReleased:
+			released++
 		default:
-			return nil, invalidf("ledger finish state %q (want complete, rejected or in_doubt)", e.State)
+			return nil, invalidf("ledger finish state %q (want complete, accepted, rejected, in_doubt or released)", e.State)
 		}
 		it := logItem{key: memKeyOf(e.Key), state: e.State, result: e.Result, message: e.Message}
 		if i, dup := index[e.Key]; dup {
+			if items[i].state == store.LedgerReleased {
+				released--
+			}
 			items[i] = it // a key given twice: its last outcome wins
 			continue
 		}
 		index[e.Key] = len(items)
 		items = append(items, it)
 	}
+	if released > 0 {
+		// Released keys last: they are looked up without ledger_done.
+		slices.SortStableFunc(items, func(a, b logItem) int {
+			return cmpBool(a.state == store.LedgerReleased, b.state == store.LedgerReleased)
+		})
+	}
 	mks := make([]string, len(items))
 	for i, it := range items {
 		mks[i] = it.key
 	}
-	return &pendingFinish{p: p, items: items, mks: mks}, nil
+	return &pendingFinish{p: p, items: items, mks: mks, live: len(items) - released}, nil
 }
 
-// build is appendFenced's build for the finish.
-func (f *pendingFinish) build(sid, now int64, prev []memEntry) *logRecord {
-	for i := range f.items {
-		if e := prev[i]; e.found() {
-			f.items[i].attempts, f.items[i].claimedAt = e.attempts, e.claimedAt
-		} else {
-			f.items[i].attempts, f.items[i].claimedAt = 1, now
-		}
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
 	}
-	return &logRecord{sid: sid, kind: kindFinish, fence: f.p.Fence, runID: f.p.RunID, at: now, items: f.items}
+	return -1
+}
+
+// build is appendFenced's build for the finish. It drops the released items
+// that remove nothing (an absent, released or complete key), in place: it
+// runs once per pendingFinish.
+func (f *pendingFinish) build(sid, now int64, snap metaSnap, prev []memEntry) *logRecord {
+	items := f.items[:0]
+	for i, it := range f.items {
+		e := prev[i]
+		it.may = e.mayUnder(snap.roundThrough)
+		switch {
+		case it.state == store.LedgerReleased:
+			if !e.found() || e.state == store.LedgerComplete {
+				continue
+			}
+			it.attempts, it.claimedAt, it.result, it.message = 0, now, "", ""
+		case e.found():
+			it.attempts, it.claimedAt = e.attempts, e.claimedAt
+		default:
+			it.attempts, it.claimedAt = 1, now
+		}
+		items = append(items, it)
+	}
+	f.items = items
+	if len(items) == 0 {
+		return nil
+	}
+	return &logRecord{sid: sid, kind: kindFinish, fence: f.p.Fence, runID: f.p.RunID, at: now, items: items}
 }
 
 // afterFinish merges the log, or starts a background round, once a finish
@@ -545,30 +638,21 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 // a prune never holds the write lock for long.
 const defaultPruneWindow = 5000
 
-// LedgerPrune deletes complete and rejected entries (of every sync) last seen
-// before before, and returns how many it deleted. It walks ledger, then
-// ledger_done, in primary-key order, one short transaction per window of
+// LedgerPrune deletes rejected and in_doubt entries (of every sync) last
+// seen before before, and returns how many it deleted. Complete entries (a
+// slot's last delivered state: it does not expire, SPEC §3), pending and
+// accepted ones are kept, so ledger_done and ledger_claims are never walked.
+// It walks ledger in primary-key order, one short transaction per window of
 // rows, after merging the log.
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.mergeLog(ctx); err != nil {
 		return 0, err
 	}
-	var total int64
-	for _, t := range []struct{ table, cond string }{
-		{"ledger", "AND state IN ('complete', 'rejected')"},
-		{"ledger_done", ""}, // every row is complete
-	} {
-		n, err := s.pruneTable(ctx, t.table, t.cond, before)
-		total += n
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return s.pruneTable(ctx, "ledger", "AND state IN ('rejected', 'in_doubt')", before)
 }
 
-// pruneTable deletes the rows of table (ledger or ledger_done) matching cond
-// last seen before before, one window of s.pruneWindow rows per transaction.
+// pruneTable deletes the rows of table matching cond last seen before
+// before, one window of s.pruneWindow rows per transaction.
 func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.Time) (int64, error) {
 	var (
 		total   int64
@@ -620,6 +704,12 @@ func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.
 	}
 }
 
+// sqlListListed lists ?1's entries in state ?2 (rejected, in_doubt or
+// accepted) through the partial index ledger_listed, whose condition it
+// repeats so the planner can use it.
+const sqlListListed = `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sid = ` + sqlSID + ` AND state = ?2 AND state IN ('rejected', 'in_doubt', 'accepted') ORDER BY claimed_at DESC, key LIMIT ?3`
+
 // LedgerList returns a sync's entries in state, most recently claimed first;
 // limit <= 0 returns all. It merges the log first (a write), so the tables
 // hold every entry.
@@ -634,10 +724,8 @@ func (s *Store) LedgerList(ctx context.Context, syncID string, state store.Ledge
 	case store.LedgerPending:
 		q = `SELECT ` + pendingColumns + ` FROM ledger_claims
 		WHERE sid = ` + sqlSID + ` AND ?2 = 'pending' ORDER BY claimed_at DESC, key LIMIT ?3`
-	case store.LedgerRejected, store.LedgerInDoubt:
-		// Repeat the partial index's condition so the planner can use it.
-		q = `SELECT ` + ledgerColumns + ` FROM ledger
-		WHERE sid = ` + sqlSID + ` AND state = ?2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT ?3`
+	case store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted:
+		q = sqlListListed
 	default:
 		q = `SELECT ` + ledgerColumns + ` FROM ledger
 		WHERE sid = ` + sqlSID + ` AND state = ?2 ORDER BY claimed_at DESC, key LIMIT ?3`

@@ -33,6 +33,11 @@ func crashPage(p int) []string {
 	return append(a, b...)
 }
 
+// crashDeliveries is the delivery keys of page p: claimed with results
+// beside the page's keys and released by the finish that completes them,
+// as the runner does with a page's slots and deliveries.
+func crashDeliveries(p int) []string { return storetest.HashedKeys(3_000_000+p, 20) }
+
 // TestLedgerCrashHelper is not a test: TestLedgerSurvivesKill9 runs it as a
 // child process that claims and finishes pages from HELPER_FROM on, with a
 // merge every 60 entries (in the background, as in production), printing
@@ -55,14 +60,22 @@ func TestLedgerCrashHelper(t *testing.T) {
 		return
 	}
 	for p := from; ; p++ {
-		ks := crashPage(p)
-		if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s", Fence: l.Fence, RunID: 1, Keys: ks}); err != nil {
+		ks, ds := crashPage(p), crashDeliveries(p)
+		claimed := append(append([]string(nil), ks...), ds...)
+		results := make([]string, len(claimed))
+		for i := range results {
+			results[i] = fmt.Sprint("slot-", p, "-", i)
+		}
+		if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s", Fence: l.Fence, RunID: 1, Keys: claimed, Results: results}); err != nil {
 			fmt.Println("error:", err)
 			return
 		}
-		fin := make([]store.LedgerFinish, len(ks))
-		for i, k := range ks {
-			fin[i] = store.LedgerFinish{Key: k, State: store.LedgerComplete, Result: fmt.Sprint("p", p)}
+		fin := make([]store.LedgerFinish, 0, len(claimed))
+		for _, k := range ks {
+			fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerComplete, Result: fmt.Sprint("p", p)})
+		}
+		for _, k := range ds {
+			fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 		}
 		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s", Fence: l.Fence, RunID: 1, Entries: fin}); err != nil {
 			fmt.Println("error:", err)
@@ -76,7 +89,8 @@ func TestLedgerCrashHelper(t *testing.T) {
 // background merge rounds, inline merges under backpressure) is SIGKILLed at
 // varying moments, five times; after each kill the file holds, for every
 // page whose finish had returned, each key complete with the newest page's
-// result, whatever the log and the tables each hold.
+// result and each of its delivery keys released (absent), whatever the log
+// and the tables each hold.
 func TestLedgerSurvivesKill9(t *testing.T) {
 	t.Parallel()
 	if os.Getenv(crashEnv) != "" {
@@ -139,6 +153,13 @@ func TestLedgerSurvivesKill9(t *testing.T) {
 				if e.State != store.LedgerComplete || !ok {
 					t.Fatalf("round %d (killed after page %d): page %d key: %+v, want complete %s", round, last, p, e, want)
 				}
+			}
+			got, err = s.LedgerGet(t.Context(), "s", crashDeliveries(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range got {
+				t.Fatalf("round %d (killed after page %d): page %d delivery key not released: %+v", round, last, p, e)
 			}
 		}
 		var logRows, tableRows int

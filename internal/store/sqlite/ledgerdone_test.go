@@ -41,8 +41,9 @@ func TestLedgerDoneValueRoundTrip(t *testing.T) {
 // TestLedgerDoneTables: a merge writes complete entries to ledger_done and
 // rejected and in_doubt ones to ledger, and a key that changes state moves
 // (it is in one table only); a complete row left in ledger by a store from
-// before migration 0008 is read, listed, touched and pruned like the others,
-// and moves to ledger_done when a merge writes its key again.
+// before migration 0008 is read, listed and touched like the others,
+// and moves to ledger_done when a merge writes its key again; prunes keep
+// complete entries in either table.
 func TestLedgerDoneTables(t *testing.T) {
 	t.Parallel()
 	lb := setupLog(t)
@@ -135,28 +136,20 @@ func TestLedgerDoneTables(t *testing.T) {
 		t.Fatalf("complete entries, limit 1: %+v %v", list, err)
 	}
 
-	// Touched now, pruned with a cut-off before now: only the old row and
-	// the in-doubt one are left untouched, and only the old row goes.
-	if err := s.LedgerTouch(lb.ctx, "s", []string{done, rejected}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := s.LedgerPrune(lb.ctx, lb.clk.Now().Add(-time.Minute))
+	// Pruned with a cut-off after every entry was last seen: complete
+	// entries (the old row too) are never pruned, the in-doubt one goes.
+	lb.clk.Advance(time.Hour)
+	n, err := s.LedgerPrune(lb.ctx, lb.clk.Now())
 	if err != nil || n != 1 {
-		t.Fatalf("pruned %d (%v), want the old complete row only", n, err)
+		t.Fatalf("pruned %d (%v), want the in-doubt entry only", n, err)
 	}
-	if w := where(legacy); len(w) != 0 {
-		t.Fatalf("the pruned old row is still in %v", w)
+	if w := where(doubt); len(w) != 0 {
+		t.Fatalf("the pruned in-doubt entry is still in %v", w)
 	}
+	want(legacy, "ledger")
+	want(done, "ledger_done")
 
-	// The old row again, finished again: the merge moves it to ledger_done.
-	if _, err := s.w.Exec(`INSERT INTO ledger (sid, key, state, fence, run_id, result, attempts, claimed_at, completed_at, seen_at)
-		VALUES ((SELECT id FROM ledger_syncs WHERE sync_id = 's'), `+sqlKey("?1")+`, 'complete', ?2, 1, 'ref-old', 1, ?3, ?4, ?5)`,
-		keyArg(legacy), lb.fence, at, at, at); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.w.Exec(`UPDATE ledger_meta SET generation = generation + 1`); err != nil {
-		t.Fatal(err)
-	}
+	// The old row, finished again: the merge moves it to ledger_done.
 	lb.finish(t, s, []string{legacy}, store.LedgerComplete, "ref-new")
 	if err := s.mergeLog(lb.ctx); err != nil {
 		t.Fatal(err)

@@ -25,11 +25,11 @@ import (
 // a lookup reads a key's newest log entry from memory and only keys absent
 // from the log from the tables. When the log holds mergeEntries entries, a
 // merge writes the fold into ledger_done (complete, compact: ledgerdone.go),
-// ledger (rejected, in_doubt) and ledger_claims (pending), sorted by key,
-// deletes the merged log rows and
-// records merged_through and a new generation in ledger_meta: in the
-// background, one key range per transaction (ledgermerge.go), or inline in
-// one transaction (mergeTx). Touch, prune and list merge inline first and
+// ledger (rejected, in_doubt, accepted) and ledger_claims (pending), sorted
+// by key, deletes released keys where they may be, deletes the merged log
+// rows and records merged_through and a new generation in ledger_meta: in
+// the background, one key range per transaction (ledgermerge.go), or inline
+// in one transaction (mergeTx). Touch, prune and list merge inline first and
 // then work on the tables.
 //
 // Several Stores (processes) may share the file: every lookup first reads
@@ -57,7 +57,9 @@ const (
 )
 
 // memEntry is a key's newest state (from the log, or read from the tables
-// with seq 0). Times are unix nanoseconds; completedAt 0 means none.
+// with seq 0). Times are unix nanoseconds; completedAt 0 means none. A
+// released key held in memory is a tombstone: state LedgerReleased, read as
+// absent, merged as deletes.
 type memEntry struct {
 	seq                            int64
 	state                          store.LedgerState
@@ -65,11 +67,63 @@ type memEntry struct {
 	attempts                       int
 	result, message                string
 	claimedAt, completedAt, seenAt int64
+	may                            uint8 // see "Where a key may be"
 }
 
-// found reports whether e is an entry (every entry has a state) rather than
-// the zero memEntry that stands for an absent key.
-func (e memEntry) found() bool { return e.state != "" }
+// found reports whether e is an entry rather than the zero memEntry that
+// stands for an absent key, or a tombstone (a released key reads as absent).
+func (e memEntry) found() bool { return e.state != "" && e.state != store.LedgerReleased }
+
+// Where a key may be. Each entry carries may: the tables that may hold a row
+// of its key when the entry is merged, other than the one the merge writes
+// (for an entry read from the tables: the table it was read from). The merge
+// deletes the key from those tables only, so a merge of a key no table holds
+// (a first claim, a first complete entry) touches no other table, and a
+// released key (a tombstone) is deleted only where it may be.
+//
+// A writer computes may from the key's newest entry prev in its write
+// transaction (mayUnder): prev's may, plus prev's own table if prev is a log
+// entry that a merge may write before the new one is merged. Merges write a
+// key's newest entry of the log rows up to their through (mergeKeys); an
+// inline merge commits at once (memory then no longer holds prev), and a
+// background round registers its through in ledger_meta.round_through in its
+// first transaction, before it writes anything. So a prev above
+// round_through has not been written and never will be: every merge that
+// starts later reads the new entry from the log, which supersedes prev. A
+// released key whose claim is still in memory that way is in no table: the
+// fold just forgets it (apply), and the merge never sees it.
+//
+// Log bodies from before migration 0009 carry no may: their entries decode
+// with inAny (the merge then deletes the key everywhere else, as it did).
+const (
+	inLedger uint8 = 1 << iota // ledger: rejected, in_doubt, accepted (and complete rows from before 0008)
+	inClaims                   // ledger_claims: pending
+	inDone                     // ledger_done: complete
+	inAny    = inLedger | inClaims | inDone
+)
+
+// homeOf is the table a merge writes an entry of state s into (0: none).
+func homeOf(s store.LedgerState) uint8 {
+	switch s {
+	case store.LedgerPending:
+		return inClaims
+	case store.LedgerComplete:
+		return inDone
+	case store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted:
+		return inLedger
+	}
+	return 0
+}
+
+// mayUnder is the may of an entry written over prev (the key's newest
+// entry, zero if absent) in a snapshot whose round_through is roundThrough.
+func (prev memEntry) mayUnder(roundThrough int64) uint8 {
+	m := prev.may
+	if prev.seq > 0 && prev.seq <= roundThrough {
+		m |= homeOf(prev.state)
+	}
+	return m
+}
 
 func (e memEntry) ledgerEntry(key string) store.LedgerEntry {
 	out := store.LedgerEntry{
@@ -122,14 +176,16 @@ func memKeyOfStored(v any) (string, error) {
 	return "", fmt.Errorf("ledger key of type %T", v)
 }
 
-// logItem is one entry of a log record: for a claim, the key and its
-// attempts; for a finish, also the outcome and the claim's time.
+// logItem is one entry of a log record: for a claim, the key, its attempts
+// and its Result; for a finish, also the outcome and the claim's time. A
+// released item carries only its key and may.
 type logItem struct {
 	key             string // memory form
 	state           store.LedgerState
 	attempts        int
 	claimedAt       int64
 	result, message string
+	may             uint8
 }
 
 // logRecord is one ledger_log row.
@@ -140,31 +196,71 @@ type logRecord struct {
 	items            []logItem
 }
 
-var stateCode = map[store.LedgerState]byte{store.LedgerComplete: 'c', store.LedgerRejected: 'r', store.LedgerInDoubt: 'i'}
+// Log bodies (ledger_log.body). Since migration 0009 a body is
+//
+//	0x00, then per item: uvarint len + key, uvarint attempts, then
+//	  claim:  byte may, uvarint len + result
+//	  finish: byte state code | may<<3, varint at - claimed_at,
+//	          uvarint len + result, uvarint len + message
+//
+// with the state codes of stateCodes (a released item has attempts 0 and
+// claimed_at = at). A body from before it has no leading 0x00 (it starts with
+// its first key's length, and keys are never empty); its items are a claim's
+// uvarint len + key, uvarint attempts, or a finish's uvarint len + key,
+// uvarint attempts, state letter ('c', 'r', 'i'), varint at - claimed_at,
+// uvarint len + result, uvarint len + message, and they decode with may
+// inAny. TestLogBodyGolden pins both.
+const bodyV1 = 0x00
+
+var stateCodes = [...]store.LedgerState{1: store.LedgerComplete, 2: store.LedgerRejected, 3: store.LedgerInDoubt,
+	4: store.LedgerAccepted, 5: store.LedgerReleased}
+
+// stateCode is s's code in stateCodes.
+func stateCode(s store.LedgerState) byte {
+	switch s {
+	case store.LedgerComplete:
+		return 1
+	case store.LedgerRejected:
+		return 2
+	case store.LedgerInDoubt:
+		return 3
+	case store.LedgerAccepted:
+		return 4
+	case store.LedgerReleased:
+		return 5
+	}
+	panic(fmt.Sprintf("ledger log: no code for state %q", s)) // newFinish admits no other state
+}
 
 func encodeBody(kind int, at int64, items []logItem) []byte {
-	size := 0 // exactly, so b is allocated once
+	size := 1 // exactly, so b is allocated once
 	for _, it := range items {
-		size += uvarintLen(uint64(len(it.key))) + len(it.key) + uvarintLen(uint64(it.attempts))
+		size += uvarintLen(uint64(len(it.key))) + len(it.key) + uvarintLen(uint64(it.attempts)) + 1 +
+			uvarintLen(uint64(len(it.result))) + len(it.result)
 		if kind == kindFinish {
 			d := at - it.claimedAt
-			size += 1 + uvarintLen(uint64(d<<1)^uint64(d>>63)) + // binary.AppendVarint's zig-zag form
-				uvarintLen(uint64(len(it.result))) + len(it.result) + uvarintLen(uint64(len(it.message))) + len(it.message)
+			size += uvarintLen(uint64(d<<1)^uint64(d>>63)) + // binary.AppendVarint's zig-zag form
+				uvarintLen(uint64(len(it.message))) + len(it.message)
 		}
 	}
 	b := make([]byte, 0, size)
+	b = append(b, bodyV1)
 	for _, it := range items {
 		b = binary.AppendUvarint(b, uint64(len(it.key)))
 		b = append(b, it.key...)
 		b = binary.AppendUvarint(b, uint64(it.attempts))
-		if kind == kindFinish {
-			b = append(b, stateCode[it.state])
-			b = binary.AppendVarint(b, at-it.claimedAt)
+		if kind == kindClaim {
+			b = append(b, it.may)
 			b = binary.AppendUvarint(b, uint64(len(it.result)))
 			b = append(b, it.result...)
-			b = binary.AppendUvarint(b, uint64(len(it.message)))
-			b = append(b, it.message...)
+			continue
 		}
+		b = append(b, stateCode(it.state)|it.may<<3)
+		b = binary.AppendVarint(b, at-it.claimedAt)
+		b = binary.AppendUvarint(b, uint64(len(it.result)))
+		b = append(b, it.result...)
+		b = binary.AppendUvarint(b, uint64(len(it.message)))
+		b = append(b, it.message...)
 	}
 	return b
 }
@@ -186,6 +282,10 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 var errBadLogBody = errors.New("ledger log: malformed body")
 
 func decodeBody(kind int, at int64, n int, b []byte) ([]logItem, error) {
+	v1 := len(b) > 0 && b[0] == bodyV1
+	if v1 {
+		b = b[1:]
+	}
 	if n < 0 || n > len(b)/2 { // every item takes at least 2 bytes
 		return nil, errBadLogBody
 	}
@@ -217,35 +317,48 @@ func decodeBody(kind int, at int64, n int, b []byte) ([]logItem, error) {
 			return nil, err
 		}
 		it.attempts = int(a)
+		it.may = inAny
 		if kind == kindClaim {
 			it.state, it.claimedAt = store.LedgerPending, at
-		} else {
-			if len(b) == 0 {
-				return nil, errBadLogBody
+			if v1 {
+				if len(b) == 0 || b[0]&^inAny != 0 {
+					return nil, errBadLogBody
+				}
+				it.may, b = b[0], b[1:]
+				if it.result, err = str(); err != nil {
+					return nil, err
+				}
 			}
-			switch b[0] {
-			case 'c':
-				it.state = store.LedgerComplete
-			case 'r':
-				it.state = store.LedgerRejected
-			case 'i':
-				it.state = store.LedgerInDoubt
-			default:
-				return nil, errBadLogBody
-			}
-			b = b[1:]
-			d, w := binary.Varint(b)
-			if w <= 0 {
-				return nil, errBadLogBody
-			}
-			b = b[w:]
-			it.claimedAt = at - d
-			if it.result, err = str(); err != nil {
-				return nil, err
-			}
-			if it.message, err = str(); err != nil {
-				return nil, err
-			}
+			items = append(items, it)
+			continue
+		}
+		if len(b) == 0 {
+			return nil, errBadLogBody
+		}
+		switch c := b[0]; {
+		case !v1 && c == 'c':
+			it.state = store.LedgerComplete
+		case !v1 && c == 'r':
+			it.state = store.LedgerRejected
+		case !v1 && c == 'i':
+			it.state = store.LedgerInDoubt
+		case v1 && int(c&7) < len(stateCodes) && stateCodes[c&7] != "" && c>>3&^inAny == 0:
+			it.state, it.may = stateCodes[c&7], c>>3
+		default:
+			return nil, errBadLogBody
+		}
+		b = b[1:]
+		d, w := binary.Varint(b)
+		if w <= 0 {
+			return nil, errBadLogBody
+		}
+		b = b[w:]
+		it.claimedAt = at - d
+		if it.result, err = str(); err != nil {
+			return nil, err
+		}
+		if it.message, err = str(); err != nil {
+			return nil, err
 		}
 		items = append(items, it)
 	}
@@ -319,7 +432,8 @@ func (m *memLedger) observeMerge(through int64) {
 			if e.seq <= through {
 				delete(es, k)
 				m.n--
-				if f != nil && !f.add(m.seed, k) {
+				// A tombstone's merge deleted its key: nothing to add.
+				if f != nil && e.state != store.LedgerReleased && !f.add(m.seed, k) {
 					delete(m.filters, sid) // full: rebuilt when next needed
 					f = nil
 				}
@@ -350,9 +464,18 @@ func (m *memLedger) apply(rec *logRecord) {
 		m.entries[rec.sid] = es
 	}
 	for _, it := range rec.items {
+		if it.state == store.LedgerReleased && it.may == 0 {
+			// No table may hold the key (see "Where a key may be"): it
+			// leaves memory, and no merge ever sees it.
+			if _, ok := es[it.key]; ok {
+				delete(es, it.key)
+				m.n--
+			}
+			continue
+		}
 		e := memEntry{
 			seq: rec.seq, state: it.state, fence: rec.fence, runID: rec.runID, attempts: it.attempts,
-			result: it.result, message: it.message, claimedAt: it.claimedAt, seenAt: rec.at,
+			result: it.result, message: it.message, claimedAt: it.claimedAt, seenAt: rec.at, may: it.may,
 		}
 		if it.state == store.LedgerComplete {
 			e.completedAt = rec.at
@@ -458,14 +581,21 @@ func (m *memLedger) lookup(sid, gen int64, keys []string, useCache bool, out []m
 }
 
 const (
-	sqlMetaGet = `SELECT merged_through, generation FROM ledger_meta WHERE id = 1`
+	sqlMetaGet = `SELECT merged_through, generation, round_through FROM ledger_meta WHERE id = 1`
 	sqlLogTail = `SELECT seq, sid, kind, fence, run_id, at, n, body FROM ledger_log WHERE seq > ? ORDER BY seq`
 )
 
+// metaSnap is ledger_meta as a snapshot read it.
+type metaSnap struct {
+	merged       int64 // merged_through
+	gen          int64 // generation
+	roundThrough int64 // round_through (see "Where a key may be")
+}
+
 // refresh applies the log rows memory has not applied yet, reading through
 // tx (nil: the write connection outside a transaction), and returns the
-// snapshot's merged_through and generation.
-func (s *Store) refresh(ctx context.Context, tx *sql.Tx) (merged, gen int64, err error) {
+// snapshot's ledger_meta.
+func (s *Store) refresh(ctx context.Context, tx *sql.Tx) (metaSnap, error) {
 	meta, tail := s.stmts.metaGet, s.stmts.logTail
 	if tx != nil {
 		meta, tail = tx.StmtContext(ctx, meta), tx.StmtContext(ctx, tail)
@@ -475,7 +605,7 @@ func (s *Store) refresh(ctx context.Context, tx *sql.Tx) (merged, gen int64, err
 
 // refresh applies the log rows (tail: sqlLogTail) that memory has not, after
 // the merge recorded in ledger_meta (meta: sqlMetaGet).
-func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (merged, gen int64, err error) {
+func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (metaSnap, error) {
 	// The tail is read before ledger_meta. Outside a transaction (LedgerGet)
 	// the two reads may see different snapshots, and only this order is
 	// safe: a merge committed between them shows up as a merged_through
@@ -486,15 +616,16 @@ func (m *memLedger) refresh(ctx context.Context, meta, tail *sql.Stmt) (merged, 
 	from := m.lastSeq
 	m.mu.Unlock()
 	if err := m.applyTail(ctx, tail, from); err != nil {
-		return 0, 0, err
+		return metaSnap{}, err
 	}
-	if err := meta.QueryRowContext(ctx).Scan(&merged, &gen); err != nil {
-		return 0, 0, err
+	var snap metaSnap
+	if err := meta.QueryRowContext(ctx).Scan(&snap.merged, &snap.gen, &snap.roundThrough); err != nil {
+		return metaSnap{}, err
 	}
 	m.mu.Lock()
-	m.observeMerge(merged)
+	m.observeMerge(snap.merged)
 	m.mu.Unlock()
-	return merged, gen, nil
+	return snap, nil
 }
 
 // applyTail applies the log rows after seq from.
@@ -536,7 +667,17 @@ var (
 		SELECT key, 'complete', 0, 0, '', '', 0, 0, NULL, seen_at, v
 		FROM ledger_done WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)
 		UNION ALL
-		SELECT key, 'pending', fence, run_id, '', '', attempts, claimed_at, NULL, seen_at, NULL
+		SELECT key, 'pending', fence, run_id, result, '', attempts, claimed_at, NULL, seen_at, NULL
+		FROM ledger_claims WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)`
+
+	// sqlTableGetLive is sqlTableGet without ledger_done, for the keys a
+	// finish releases: a key found in neither table is absent or complete,
+	// and a release leaves both as they are, so the big table of complete
+	// entries is never probed for them.
+	sqlTableGetLive = `SELECT key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at, NULL
+		FROM ledger WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)
+		UNION ALL
+		SELECT key, 'pending', fence, run_id, result, '', attempts, claimed_at, NULL, seen_at, NULL
 		FROM ledger_claims WHERE sid = ?1 AND key IN (` + keyParams(tableGetKeys) + `)`
 
 	sqlLogAppend = `INSERT INTO ledger_log (sid, kind, fence, run_id, at, n, body) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`
@@ -570,7 +711,8 @@ func storedKey(mk string) any {
 	return mk[1:]
 }
 
-// tableGet reads keys (memory form) of sid from ledger and ledger_claims.
+// tableGet reads keys (memory form) of sid through stmt (sqlTableGet or
+// sqlTableGetLive); each entry's may is the table it was read from.
 func tableGet(ctx context.Context, stmt *sql.Stmt, sid int64, keys []string) (map[string]memEntry, error) {
 	out := make(map[string]memEntry)
 	args := make([]any, 1+tableGetKeys)
@@ -613,12 +755,16 @@ func tableGetChunk(ctx context.Context, stmt *sql.Stmt, args []any, out map[stri
 		if err != nil {
 			return err
 		}
-		if v != nil {
+		switch {
+		case v != nil:
 			if e, err = decodeDone(v, e.seenAt); err != nil {
 				return err
 			}
-		} else {
-			e.state = store.LedgerState(state)
+			e.may = inDone
+		case state == string(store.LedgerPending):
+			e.state, e.may = store.LedgerPending, inClaims
+		default:
+			e.state, e.may = store.LedgerState(state), inLedger
 			e.completedAt = completed.Int64
 		}
 		out[mk] = e
@@ -699,14 +845,17 @@ func (m *memLedger) mergeKeys() (int64, []mergeKey) {
 }
 
 // writeMerged writes memory's entries of keys whose seq is <= through into
-// ledger_done (complete), ledger (rejected, in_doubt) and ledger_claims
-// (pending), in key order, and drops each key's row from the other tables.
-// An entry replaced by a newer log row (seq > through) is skipped: it stays
-// in memory and a later merge writes it.
+// ledger_done (complete), ledger (rejected, in_doubt, accepted) and
+// ledger_claims (pending), in key order, deletes released keys, and drops
+// each key's rows from the tables its entry's may names (see "Where a key
+// may be"), so a key is in at most one table. An entry replaced by a newer
+// log row (seq > through) is skipped: it stays in memory and a later merge
+// writes it.
 func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, through int64) error {
 	done := &upserter{tx: tx, stmts: &s.stmts.mergeDone, kind: mergeDone}
 	final := &upserter{tx: tx, stmts: &s.stmts.mergeFinal, kind: mergeFinal}
 	pending := &upserter{tx: tx, stmts: &s.stmts.mergePending, kind: mergePending}
+	var dropClaims, dropFinal, dropDone []mergeKey
 	for len(keys) > 0 {
 		n := min(len(keys), mergeChunk)
 		rows := make([]mergeRow, 0, n)
@@ -719,15 +868,31 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 		s.mem.mu.Unlock()
 		keys = keys[n:]
 		for _, r := range rows {
-			u := final
+			var u *upserter
 			switch r.e.state {
 			case store.LedgerPending:
 				u = pending
 			case store.LedgerComplete:
 				u = done
+			case store.LedgerReleased: // a tombstone: deletes only
+			default:
+				u = final
 			}
-			if err := u.add(ctx, r); err != nil {
-				return err
+			if u != nil {
+				if err := u.add(ctx, r); err != nil {
+					return err
+				}
+			}
+			k := mergeKey{r.sid, r.key}
+			drop := r.e.may &^ homeOf(r.e.state)
+			if drop&inClaims != 0 {
+				dropClaims = append(dropClaims, k)
+			}
+			if drop&inLedger != 0 {
+				dropFinal = append(dropFinal, k)
+			}
+			if drop&inDone != 0 {
+				dropDone = append(dropDone, k)
 			}
 		}
 	}
@@ -736,42 +901,32 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 			return err
 		}
 	}
-	// A key is in at most one table: drop the final keys' old claims, the
-	// complete keys' old rows in ledger (rejected, in_doubt, or complete
-	// from before migration 0008), the rejected and in_doubt keys' old rows
-	// in ledger_done, and the pending keys' old final rows (re-claims of
-	// rejected keys).
-	if len(done.keys)+len(final.keys) > 0 {
-		stale, err := presentAmong(ctx, tx, "ledger_claims", append(append([]mergeKey(nil), done.keys...), final.keys...))
+	// ledger_claims and ledger are small next to a merge (see presentAmong);
+	// ledger_done is not, but only keys that were complete before their
+	// newest entry (and log rows from before migration 0009) are dropped
+	// from it.
+	for _, d := range []struct {
+		table, query string
+		keys         []mergeKey
+	}{{"ledger_claims", sqlDropClaims, dropClaims}, {"ledger", sqlDropFinal, dropFinal}} {
+		if len(d.keys) == 0 {
+			continue
+		}
+		stale, err := presentAmong(ctx, tx, d.table, d.keys)
 		if err != nil {
 			return err
 		}
-		if err := dropKeys(ctx, tx, sqlDropClaims, stale); err != nil {
+		if err := dropKeys(ctx, tx, d.query, stale); err != nil {
 			return err
 		}
 	}
-	if len(done.keys) > 0 {
-		stale, err := presentAmong(ctx, tx, "ledger", done.keys)
-		if err != nil {
-			return err
-		}
-		if err := dropKeys(ctx, tx, sqlDropFinal, stale); err != nil {
-			return err
-		}
-	}
-	if err := dropKeys(ctx, tx, sqlDropDone, final.keys); err != nil {
-		return err
-	}
-	if err := dropKeys(ctx, tx, sqlDropFinal, pending.keys); err != nil {
-		return err
-	}
-	return dropKeys(ctx, tx, sqlDropDone, pending.keys)
+	return dropKeys(ctx, tx, sqlDropDone, dropDone)
 }
 
 // presentAmong returns the keys of keys that table (ledger_claims or
 // ledger) holds. Those tables are small next to a merge's worth of keys:
 // ledger_claims holds the claims in flight at earlier merges, a page or
-// two, and ledger the rejected and in_doubt entries. Reading the table once
+// two, and ledger the rejected, in_doubt and accepted entries. Reading the table once
 // (when it holds at most an eighth as many rows as keys) and intersecting
 // in memory replaces one index lookup per merged key. A bigger table
 // (claims left by many dead runs, complete entries from before migration
@@ -844,12 +999,12 @@ func dropKeys(ctx context.Context, tx *sql.Tx, query string, keys []mergeKey) er
 // the merge in ledger_meta, inside tx. It returns the last merged seq, or 0
 // when the log was empty. The caller calls mem.merged after the commit.
 func (s *Store) mergeTx(ctx context.Context, tx *sql.Tx) (int64, error) {
-	merged, _, err := s.refresh(ctx, tx)
+	snap, err := s.refresh(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
 	through, keys := s.mem.mergeKeys()
-	if through <= merged {
+	if through <= snap.merged {
 		return 0, nil
 	}
 	if err := s.writeMerged(ctx, tx, keys, through); err != nil {
@@ -894,7 +1049,7 @@ var mergeSizes = [...]int{mergeChunk, 64, 16, 4, 1}
 type mergeTable int
 
 const (
-	mergeFinal   mergeTable = iota // ledger: rejected, in_doubt
+	mergeFinal   mergeTable = iota // ledger: rejected, in_doubt, accepted
 	mergePending                   // ledger_claims
 	mergeDone                      // ledger_done: complete
 )
@@ -912,8 +1067,8 @@ func mergeQuery(kind mergeTable, n int) string {
 			claimed_at = excluded.claimed_at, completed_at = excluded.completed_at, seen_at = excluded.seen_at`
 	case mergePending:
 		table, cols, tuple, conflict = "ledger_claims",
-			`sid, key, fence, run_id, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?)`,
-			`fence = excluded.fence, run_id = excluded.run_id, attempts = excluded.attempts,
+			`sid, key, fence, run_id, result, attempts, claimed_at, seen_at`, `(?, ?, ?, ?, ?, ?, ?, ?)`,
+			`fence = excluded.fence, run_id = excluded.run_id, result = excluded.result, attempts = excluded.attempts,
 			claimed_at = excluded.claimed_at, seen_at = excluded.seen_at`
 	case mergeDone:
 		table, cols, tuple, conflict = "ledger_done", `sid, key, seen_at, v`, `(?, ?, ?, ?)`,
@@ -925,7 +1080,7 @@ func mergeQuery(kind mergeTable, n int) string {
 }
 
 // upserter writes merged rows (in key order) into the table of its kind,
-// mergeChunk rows per statement, and records the keys written.
+// mergeChunk rows per statement.
 type upserter struct {
 	tx    *sql.Tx
 	kind  mergeTable
@@ -934,12 +1089,10 @@ type upserter struct {
 	args  []any
 	vals  []byte // ledger_done value blobs of one statement
 	ends  []int  // where each row's blob ends in vals
-	keys  []mergeKey
 }
 
 func (u *upserter) add(ctx context.Context, r mergeRow) error {
 	u.buf = append(u.buf, r)
-	u.keys = append(u.keys, mergeKey{r.sid, r.key})
 	if len(u.buf) < mergeChunk {
 		return nil
 	}
@@ -982,7 +1135,7 @@ func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) er
 			u.args = append(u.args, r.sid, storedKey(r.key), e.seenAt, u.vals[start:u.ends[i]])
 			start = u.ends[i]
 		case mergePending:
-			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, int64(e.attempts), e.claimedAt, e.seenAt)
+			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, e.result, int64(e.attempts), e.claimedAt, e.seenAt)
 		default:
 			var completed any
 			if e.completedAt != 0 {

@@ -103,7 +103,7 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		keys           []mergeKey
 	)
 	err := s.writeLazy(ctx, "ledger merge", func(tx *sql.Tx) error {
-		merged, _, err := s.refresh(ctx, tx)
+		snap, err := s.refresh(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -118,13 +118,16 @@ func (s *Store) mergeRound(ctx context.Context) error {
 		if owner != "" && owner != s.merger.token && until > nanos(now) {
 			return errMergeLost // another process's round
 		}
-		start = merged
+		start = snap.merged
 		through, keys = s.mem.mergeKeys()
-		if through <= merged {
+		if through <= snap.merged {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE ledger_meta SET merge_owner = ?, merge_until = ? WHERE id = 1`,
-			s.merger.token, nanos(now.Add(mergeLeaseTTL)))
+		// round_through is registered before the round writes anything
+		// (see "Where a key may be" in ledgerlog.go).
+		_, err = tx.ExecContext(ctx, `UPDATE ledger_meta SET merge_owner = ?, merge_until = ?,
+			round_through = max(round_through, ?) WHERE id = 1`,
+			s.merger.token, nanos(now.Add(mergeLeaseTTL)), through)
 		return err
 	})
 	if err != nil || through <= start {

@@ -420,6 +420,8 @@ func TestInvalidArguments(t *testing.T) {
 		}()},
 		{"empty key", s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s", Fence: 1, Keys: []string{""}})},
 		{"finish pending", s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s", Fence: 1, Entries: []store.LedgerFinish{{Key: "k", State: store.LedgerPending}}})},
+		{"finish unknown state", s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s", Fence: 1, Entries: []store.LedgerFinish{{Key: "k", State: "gone"}}})},
+		{"claim results", s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s", Fence: 1, Keys: []string{"a", "b"}, Results: []string{"r"}})},
 		{"pause reason", func() error {
 			_, err := s.SetSyncState(ctx, store.SetSyncStateParams{ID: "s", State: store.SyncPaused, Reason: "cosmic rays"})
 			return err
@@ -442,7 +444,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 // TestLedgerPruneWindows: a prune walks the ledger in windows (here of 7 rows)
-// across syncs and still deletes exactly the old complete/rejected entries.
+// across syncs and still deletes exactly the old rejected/in_doubt entries.
 func TestLedgerPruneWindows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -475,11 +477,11 @@ func TestLedgerPruneWindows(t *testing.T) {
 		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: syncID, Fence: l.Fence, Entries: fin}); err != nil {
 			t.Fatal(err)
 		}
-		wantLeft[syncID] = 20 // in_doubt and pending
+		wantLeft[syncID] = 20 // complete and pending
 	}
 	clk.Advance(time.Hour)
-	// Seen again recently: kept although complete.
-	if err := s.LedgerTouch(ctx, "b", []string{"b-00", "b-01"}); err != nil {
+	// Seen again recently: kept although rejected and in doubt.
+	if err := s.LedgerTouch(ctx, "b", []string{"b-01", "b-02"}); err != nil {
 		t.Fatal(err)
 	}
 	wantLeft["b"] += 2
@@ -521,8 +523,9 @@ func TestQueryPlans(t *testing.T) {
 		{"merge drops final", sqlDropFinal, []any{1, `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
 		{"log tail", `SELECT seq, sid, kind, fence, run_id, at, n, body FROM ledger_log WHERE seq > ? ORDER BY seq`, []any{1}, "SEARCH ledger_log USING INTEGER PRIMARY KEY (rowid>?)"},
 		{"ledger touch", sqlLedgerTouch, []any{"s", 1, `["k"]`}, "SEARCH ledger USING PRIMARY KEY (sid=? AND key=?)"},
-		{"ledger list problems", `SELECT ` + ledgerColumns + ` FROM ledger WHERE sid = ` + sqlSID + ` AND state = ?2 AND state IN ('rejected', 'in_doubt') ORDER BY claimed_at DESC, key LIMIT ?3`,
-			[]any{"s", "rejected", 10}, "INDEX ledger_problems (sid=? AND state=?)"},
+		{"ledger get live", sqlTableGetLive, getArgs, "SEARCH ledger_claims USING PRIMARY KEY (sid=? AND key=?)"},
+		{"ledger list rejected", sqlListListed, []any{"s", "rejected", 10}, "INDEX ledger_listed (sid=? AND state=?)"},
+		{"ledger list accepted", sqlListListed, []any{"s", "accepted", 10}, "INDEX ledger_listed (sid=? AND state=?)"},
 		{"runs of a sync", `SELECT id FROM runs WHERE sync_id = ? ORDER BY id DESC LIMIT ?`, []any{"s", 10}, "USING COVERING INDEX runs_sync_id_id"},
 	}
 	for _, tt := range tests {

@@ -53,6 +53,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("LedgerFenced", func(t *testing.T) { t.Parallel(); testLedgerFenced(t, open) })
 	t.Run("LedgerTouchPruneList", func(t *testing.T) { t.Parallel(); testLedgerTouchPruneList(t, open) })
 	t.Run("LedgerConcurrentClaims", func(t *testing.T) { t.Parallel(); testLedgerConcurrentClaims(t, open) })
+	t.Run("LedgerStates", func(t *testing.T) { t.Parallel(); testLedgerStates(t, open) })
 	t.Run("Audit", func(t *testing.T) { t.Parallel(); testAudit(t, open) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testRunPages(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { t.Parallel(); testCheckpoint(t, open) })
@@ -754,12 +755,14 @@ func testLedgerTouchPruneList(t *testing.T, open OpenFunc) {
 	equal(t, "in_doubt key", doubt[0].Key, ks[3])
 	equal(t, "s2 in_doubt count", len(must(b.st.LedgerList(ctx, "s2", store.LedgerInDoubt, 10))(t)), 1)
 
-	// A week later a replay confirms ks[0] of s1: touch moves its SeenAt only.
+	// A week later a replay confirms ks[0] (complete) and ks[5] (rejected)
+	// of s1: touch moves their SeenAt only.
 	b.clk.Advance(7 * 24 * time.Hour)
 	touchAt := b.clk.Now()
-	noErr(t, b.st.LedgerTouch(ctx, "s1", []string{ks[0], "absent-key"}))
+	noErr(t, b.st.LedgerTouch(ctx, "s1", []string{ks[0], ks[5], "absent-key"}))
 	got := must(b.st.LedgerGet(ctx, "s1", ks))(t)
 	sameTime(t, "touched SeenAt", got[ks[0]].SeenAt, touchAt)
+	sameTime(t, "touched rejected SeenAt", got[ks[5]].SeenAt, touchAt)
 	if got[ks[4]].SeenAt.Equal(touchAt) {
 		t.Fatal("an untouched key's SeenAt moved")
 	}
@@ -767,20 +770,21 @@ func testLedgerTouchPruneList(t *testing.T, open OpenFunc) {
 		t.Fatal("touch moved another sync's key")
 	}
 
-	// Prune: complete and rejected not seen since before go, of every sync;
-	// pending, in_doubt and recently seen entries stay.
+	// Prune: rejected and in_doubt entries not seen since before go, of
+	// every sync; complete (however old: a slot's last delivered state),
+	// pending and recently seen entries stay.
 	n := must(b.st.LedgerPrune(ctx, touchAt.Add(-time.Hour)))(t)
-	equal(t, "pruned", n, int64(4)) // s1: ks1, ks4, ks5; s2: ks0
+	equal(t, "pruned", n, int64(3)) // s1: ks1, ks3; s2: ks1
 	left := must(b.st.LedgerGet(ctx, "s1", ks))(t)
-	for _, k := range []string{ks[0], ks[2], ks[3]} {
+	for _, k := range []string{ks[0], ks[2], ks[4], ks[5]} {
 		if _, ok := left[k]; !ok {
 			t.Fatalf("prune deleted %s (state kept)", k)
 		}
 	}
-	equal(t, "s1 entries left", len(left), 3)
+	equal(t, "s1 entries left", len(left), 4)
 	left2 := must(b.st.LedgerGet(ctx, "s2", ks))(t)
 	equal(t, "s2 entries left", len(left2), 1)
-	equal(t, "s2 remaining state", left2[ks[1]].State, store.LedgerInDoubt)
+	equal(t, "s2 remaining state", left2[ks[0]].State, store.LedgerComplete)
 	equal(t, "prune again", must(b.st.LedgerPrune(ctx, touchAt.Add(-time.Hour)))(t), int64(0))
 }
 
