@@ -117,19 +117,18 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 		defer close(w.done)
 		for c := range w.in {
 			if w.failed() != nil || cp.failed() != nil {
-				// Nothing more is written after a failure. A dropped page's
-				// claims stay pending under this run's fence: the next run
-				// finds them in doubt and settles them (SPEC §4).
-				w.markDone(c.pageNo)
-				w.resolvedDone(c.pageNo)
+				// Nothing more is written after a failure. A dropped page
+				// was never sent: its claims are released (if the fence
+				// still allows; else they stay pending, and the next run
+				// finds nothing of them landed).
+				w.drop(c)
 				continue
 			}
 			if err := pl.waitRoom(ctx); err != nil {
 				w.mu.Lock()
 				w.err = err
 				w.mu.Unlock()
-				w.markDone(c.pageNo)
-				w.resolvedDone(c.pageNo)
+				w.drop(c)
 				continue
 			}
 			delta, finish, batches, err := r.writeStage(ctx, c)
@@ -169,6 +168,21 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 		}
 	}()
 	return w
+}
+
+// drop gives up a claimed page that was never sent: its claims are
+// released with a marks-only job.
+func (w *writer) drop(c claimed) {
+	if len(c.send) == 0 {
+		w.markDone(c.pageNo)
+		w.resolvedDone(c.pageNo)
+		return
+	}
+	rel := make([]store.LedgerFinish, len(c.send))
+	for i, it := range c.send {
+		rel[i] = store.LedgerFinish{Key: it.Key, State: store.LedgerReleased}
+	}
+	w.cp.submit(checkpointJob{page: c.pageNo, finish: rel})
 }
 
 // submit hands a claimed page over; it waits while the previous page is
@@ -284,6 +298,7 @@ type checkpointJob struct {
 	row      store.RunPage
 	accepted []acceptedBatch // the page's records the destination is still processing
 	resolved *resolution     // set on a settling job (and nothing else is)
+	barrier  chan struct{}   // set on a barrier job (and nothing else is): closed when reached
 }
 
 // checkpointGrace bounds one checkpoint once handed over. A checkpoint is
@@ -330,6 +345,10 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 	go func() {
 		defer close(cp.done)
 		for job := range cp.jobs {
+			if job.barrier != nil {
+				close(job.barrier)
+				continue
+			}
 			if job.resolved != nil {
 				cp.settle(ctx, r, job.resolved)
 				continue
@@ -464,6 +483,14 @@ func (cp *checkpointer) settle(ctx context.Context, r *run, res *resolution) {
 
 // submit hands a job over; it waits while the queue is full.
 func (cp *checkpointer) submit(job checkpointJob) { cp.jobs <- job }
+
+// flush waits until every job handed over so far is done (their accepted
+// batches handed to the poller).
+func (cp *checkpointer) flush() {
+	b := make(chan struct{})
+	cp.submit(checkpointJob{barrier: b})
+	<-b
+}
 
 // failed is the first checkpoint failure so far, or nil.
 func (cp *checkpointer) failed() error {

@@ -227,7 +227,7 @@ func TestNotSentIsNotInDoubt(t *testing.T) {
 // refused (TestCursorOlderThanLedger).
 func TestOldCursorIsNotRefused(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 300, destination.CapVerify)
+	tb := setup(t, 1000, destination.CapVerify)
 	p := tb.params(t, "id")
 	drain := make(chan struct{})
 	p.Drain = drain
