@@ -98,11 +98,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	if row.State == store.SyncPaused && row.PauseReason == "breaker" {
 		return failed(env.Stdout, failure.New(failure.CircuitBreakerTripped,
-			fmt.Sprintf("sync %s was paused by the circuit breaker: %s", sc.ID, row.PausedWhy)))
+			fmt.Sprintf("sync %s was paused by the circuit breaker: %s; once the cause is fixed: `oncesync resume --config %s %s --by NAME --reason TEXT`",
+				sc.ID, row.PausedWhy, f.config, sc.ID)))
 	}
 	if row.State == store.SyncPaused {
-		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
-			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))
+		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
+			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
 	}
 	rdb, err := pipeline.Redis(ctx, cfg)
 	if err != nil {
@@ -182,7 +183,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
 			}
 			if trip != nil {
-				fmt.Fprintf(env.Stderr, "circuit breaker: the last %d runs failed; sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+				fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
 			}
 		},
 		Progress: func(p runner.Progress) {
