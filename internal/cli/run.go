@@ -16,6 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/progress"
@@ -27,6 +28,9 @@ import (
 const (
 	drainDeadline = 15 * time.Second // in-flight work must checkpoint by then
 	exitDeadline  = 25 * time.Second // the process exits by then, whatever runs
+	// heartbeatWait is how long a finished run's process waits for its
+	// heartbeat (SPEC §9) before exiting: one attempt and a retry.
+	heartbeatWait = 15 * time.Second
 )
 
 type runFlags struct {
@@ -47,6 +51,10 @@ rejected. Stop it at any time (Ctrl-C, SIGTERM, even kill -9): the next run
 resumes from the last checkpoint and the ledger keeps records from being sent
 twice. SIGTERM drains: the current page finishes and checkpoints within 15 s,
 the lease is released, and the process exits by 25 s.
+
+With heartbeat_url set on the sync, the run's end is told to it (a success to
+the URL, a failure to URL/fail); the process waits up to 15 s for that request
+and its outcome never changes the exit code.
 
 Exit codes: 0 succeeded; 1 failed (the last line says why, what to do, and who
 owns the fix); 2 bad flags or config; 3 skipped because another run of the sync
@@ -160,6 +168,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		defer ccancel()
 		_ = alerts.Close(cctx)
 	}()
+	// The sync's heartbeat (SPEC §9) goes out after the summary; the exit
+	// waits for it a little, and its outcome never changes the exit code.
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	defer func() {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+		defer hcancel()
+		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
+	}()
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 
@@ -192,6 +208,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	})
 	bar.Finish()
 	cancel()
+	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 	if run.ID != 0 {
 		printSummary(env.Stdout, run, time.Since(start))
 	}

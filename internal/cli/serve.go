@@ -173,6 +173,14 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
+	// Heartbeats (SPEC §9) go out in the background; the way out gives the
+	// ones in flight a moment, after the runs stopped.
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	defer func() {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer hcancel()
+		_ = beats.Close(hctx)
+	}()
 	svc, err := queue.New(ctx, queue.Params{
 		Config:         cfg,
 		Store:          st,
@@ -180,6 +188,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		LeaseInspector: inspector,
 		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
 		Deadman:        checker,
+		Heartbeats:     beats,
 		Redis:          queueRedis(rdb),
 		Logger:         log,
 		Clock:          clk,
