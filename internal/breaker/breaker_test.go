@@ -163,7 +163,7 @@ func TestOutageDoesNotPause(t *testing.T) {
 				t.Fatalf("alerts %+v, want one operator alert (sent twice with one id)", tb.alerts.alerts)
 			}
 			a := tb.alerts.alerts[0]
-			if a.Kind != alert.KindOperatorFailures || a.Owner != failure.OwnerOperator || a.Severity != alert.SeverityWarning ||
+			if a.Kind != "operator_failures" || a.Owner != failure.OwnerOperator || a.Severity != alert.SeverityWarning ||
 				!strings.Contains(a.WhatHappened, string(code)) || len(a.ID) != 32 {
 				t.Fatalf("operator alert %+v", a)
 			}
@@ -200,12 +200,31 @@ func TestOperatorFailuresNeitherCountNorReset(t *testing.T) {
 	if trip == nil || trip.Failures != 5 || trip.LastCode != string(failure.DestinationRejectedRecords) {
 		t.Fatalf("the 5th counted failure did not trip: %+v", trip)
 	}
+}
+
+// TestStreakCounts: Read reports both owners' failures since the last
+// success and the sync's changed_at, the figures status and the sync page
+// show.
+func TestStreakCounts(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.record(t, store.RunFailed, failure.DestinationAuth) // before the resume below
+	tb.clock.Advance(time.Minute)
+	if _, err := tb.store.SetSyncState(context.Background(), store.SetSyncStateParams{ID: "s", State: store.SyncActive, By: "ada", Why: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []failure.Code{failure.DestinationAuth, failure.LeaseLost, failure.SourceUnavailable, failure.DestinationUnavailable} {
+		tb.record(t, store.RunFailed, c)
+	}
+	tb.record(t, store.RunSkipped, failure.AlreadyRunning)
+	tb.record(t, store.RunInterrupted, failure.Interrupted)
 	_, k, err := Read(context.Background(), tb.store, "s", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Failures != 5 || k.Operator != 5 || !k.Ended {
-		t.Fatalf("streak %+v, want 5 counted and 5 operator failures", k)
+	if k.Failures != 2 || k.Operator != 2 || !k.Ended || k.Last.FailureCode != string(failure.SourceUnavailable) ||
+		k.LastOperator.FailureCode != string(failure.DestinationUnavailable) || k.Newest.State != store.RunInterrupted {
+		t.Fatalf("streak %+v, want 2 counted and 2 operator failures since the resume", k)
 	}
 }
 
