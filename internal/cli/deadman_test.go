@@ -239,6 +239,7 @@ func TestStatusStreakIsTheBreakers(t *testing.T) {
 		"failure streak reached 5",
 		"failure streak: 5 of 5 (failures that are the sync's to fix, since its last success or change); 3 more the operator owns, not counted",
 		"next: Fix the sync's query",
+		"dead-man:   last check never",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

@@ -65,12 +65,15 @@ func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
 		return
 	}
+	if lc, err := checker.LastCheck(ctx); err == nil {
+		fmt.Fprintf(w, "dead-man:   last check %s\n", lc)
+	}
 	v, ok := rep.Find(deadman.ScopeSync, id)
 	switch {
 	case !ok:
 		fmt.Fprintln(w, "dead-man:   not checked (paused, or not in this config)")
 	case v.Status == deadman.StatusSilent:
-		alerted := "not alerted yet (the hourly check at minute 13 will)"
+		alerted := "not alerted yet (the next dead-man check will)"
 		if v.Marker != nil {
 			alerted = "alerted at " + v.Marker.RaisedAt.UTC().Format(time.RFC3339)
 		}

@@ -605,9 +605,10 @@ func (c *Checker) resolve(ctx context.Context, now time.Time, t target, m Marker
 	return true, nil
 }
 
-// storeErr wraps err, giving an unreachable store its catalog code.
+// storeErr wraps err, giving an unreachable store or Redis (the markers and
+// the check record may live there) its catalog code.
 func storeErr(what string, err error) error {
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, ErrRedis) {
 		return failure.Wrap(failure.StoreUnavailable, err, "deadman: %s", what)
 	}
 	return fmt.Errorf("deadman: %s: %w", what, err)
