@@ -49,6 +49,10 @@ const (
 	KindDeadmanNoRuns = "deadman_no_runs"
 	// KindDeadmanResolved: a silence ended with a successful run (SPEC §9).
 	KindDeadmanResolved = "deadman_resolved"
+	// KindOperatorFailures: a sync failed breaker_failures times since its
+	// last success for reasons the operator owns (an outage of the store,
+	// Redis or the destination); such failures never pause a sync (SPEC §8).
+	KindOperatorFailures = "operator_failures"
 )
 
 // Alert is one alert. ID is random and stable for the alert's lifetime: every

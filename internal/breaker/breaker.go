@@ -1,12 +1,18 @@
 // Package breaker is the circuit breaker of SPEC §8: after every recorded
-// failure, by whatever path, it reads the sync's last N finished runs since the
-// sync last changed; if all N failed, it pauses the sync, audits the trip and
-// raises a critical alert. The streak comes from stored runs, never from a
-// worker's counter, so every worker, process and machine sees the same one.
+// failure, by whatever path, it reads the sync's failure streak from its
+// stored runs (Streak: failures the sync's owner must fix, since its last
+// success and its changed_at); when the streak reaches the threshold, it
+// pauses the sync, audits the trip and raises a critical alert. Failures the
+// operator owns never count: when as many of them pile up, the operator gets
+// one alert and the sync keeps its schedule. The streak comes from stored
+// runs, never from a worker's counter, so every worker, process and machine
+// sees the same one.
 package breaker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 
@@ -50,44 +56,29 @@ type Trip struct {
 	LastCode string
 }
 
-// AfterFailure evaluates the sync's streak after a failure was recorded and
-// trips the breaker when the last threshold finished runs since the sync's
-// changed_at all failed. It reports the trip, or nil.
+// AfterFailure evaluates the sync's streak after a failure was recorded. It
+// trips the breaker when the streak of failures owned by `you` reaches
+// threshold, and reports the trip (nil: not tripped). When the newest run is
+// an operator failure and exactly threshold of them followed the last
+// success, it sends the operator one alert instead (SPEC §8).
 func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int) (*Trip, error) {
 	if threshold <= 0 {
 		threshold = DefaultThreshold
 	}
-	s, err := b.p.Store.GetSync(ctx, syncID)
+	s, k, err := Read(ctx, b.p.Store, syncID, threshold)
 	if err != nil {
-		return nil, fmt.Errorf("breaker: load sync %s: %w", syncID, err)
+		return nil, err
 	}
 	if s.State == store.SyncPaused {
 		return nil, nil
 	}
-	runs, err := b.p.Store.ListRuns(ctx, syncID, threshold*4+20)
-	if err != nil {
-		return nil, fmt.Errorf("breaker: list runs of %s: %w", syncID, err)
+	if k.Failures < threshold {
+		return nil, b.operatorAlert(ctx, s, k, threshold)
 	}
-	var streak []store.Run
-	for _, r := range runs { // newest first
-		if r.StartedAt.Before(s.ChangedAt) {
-			break // older than the last publish/resume: no longer counts
-		}
-		switch r.State {
-		case store.RunSucceeded:
-			return nil, nil // a success resets the streak
-		case store.RunFailed:
-			streak = append(streak, r)
-		}
-		if len(streak) == threshold {
-			break
-		}
-	}
-	if len(streak) < threshold {
-		return nil, nil
-	}
-	trip := &Trip{SyncID: syncID, Failures: threshold, LastCode: streak[0].FailureCode}
-	why := fmt.Sprintf("the last %d runs failed; last error %s: %s", threshold, trip.LastCode, streak[0].FailureDetail)
+	last := k.Last
+	trip := &Trip{SyncID: syncID, Failures: k.Failures, LastCode: last.FailureCode}
+	why := fmt.Sprintf("failure streak reached %d (breaker_failures %d; failures the operator owns are not counted); last error %s: %s",
+		k.Failures, threshold, trip.LastCode, last.FailureDetail)
 	if _, err := b.p.Store.SetSyncState(ctx, store.SetSyncStateParams{
 		ID: syncID, State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: why,
 	}); err != nil {
@@ -98,17 +89,56 @@ func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int
 	}); err != nil {
 		return trip, fmt.Errorf("breaker: audit %s: %w", syncID, err)
 	}
-	b.p.Logger.Error("circuit breaker tripped: sync paused", "sync", syncID, "failures", threshold, "last_code", trip.LastCode)
+	b.p.Logger.Error("circuit breaker tripped: sync paused", "sync", syncID, "failures", k.Failures, "last_code", trip.LastCode)
 	if b.p.Notifier != nil {
-		link := ""
-		if b.p.Link != nil {
-			link = b.p.Link(syncID)
-		}
-		a := alert.FromCatalog(failure.CircuitBreakerTripped, alert.KindCircuitBreakerTripped, alert.SeverityCritical, s.Workspace, syncID, link)
-		a.WhatHappened = fmt.Sprintf("Sync %s failed %d times in a row (last error: %s) and was paused.", syncID, threshold, trip.LastCode)
+		a := alert.FromCatalog(failure.CircuitBreakerTripped, alert.KindCircuitBreakerTripped, alert.SeverityCritical, s.Workspace, syncID, b.link(syncID))
+		a.WhatHappened = fmt.Sprintf("Sync %s failed %d times in a row for reasons its owner must fix (last error: %s) and was paused.",
+			syncID, k.Failures, trip.LastCode)
+		a.NextStep = fmt.Sprintf("Fix the cause shown by `oncesync status --config FILE %s` (or the sync page), then resume the sync with "+
+			"`oncesync resume --config FILE %s --by NAME --reason TEXT` or from the sync page.", syncID, syncID)
 		if _, err := b.p.Notifier.Notify(ctx, a); err != nil {
 			return trip, fmt.Errorf("breaker: alert for %s: %w", syncID, err)
 		}
 	}
 	return trip, nil
+}
+
+// operatorAlert tells the operator that threshold failures it owns followed
+// the sync's last success. It fires on the evaluation of the failure that
+// made it exactly threshold, so a longer outage sends one alert per sync and
+// the next success re-arms it; the alert's id is derived from that run, so a
+// second evaluation of the same failure (recovery re-evaluates) repeats the
+// same id, which every sink lets its receiver deduplicate.
+func (b *Breaker) operatorAlert(ctx context.Context, s store.Sync, k Streak, threshold int) error {
+	if b.p.Notifier == nil || k.Operator != threshold || k.Newest.ID == 0 || k.Newest.ID != k.LastOperator.ID {
+		return nil
+	}
+	r := k.LastOperator
+	code := failure.Code(r.FailureCode)
+	e := failure.Lookup(code)
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d", alert.KindOperatorFailures, s.ID, r.ID)))
+	a := alert.Alert{
+		ID:        hex.EncodeToString(sum[:16]),
+		Kind:      alert.KindOperatorFailures,
+		Severity:  alert.SeverityWarning,
+		Workspace: s.Workspace,
+		SyncID:    s.ID,
+		WhatHappened: fmt.Sprintf("Sync %s failed %d times since its last success for reasons the operator owns (last error: %s: %s). "+
+			"The sync is not paused: these failures do not count toward its circuit breaker.", s.ID, k.Operator, e.Code, e.WhatHappened),
+		NextStep: e.NextStep,
+		Owner:    failure.OwnerOperator,
+		Link:     b.link(s.ID),
+	}
+	b.p.Logger.Warn("sync failing for operator-owned reasons; not paused", "sync", s.ID, "failures", k.Operator, "last_code", code)
+	if _, err := b.p.Notifier.Notify(ctx, a); err != nil {
+		return fmt.Errorf("breaker: operator alert for %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func (b *Breaker) link(syncID string) string {
+	if b.p.Link == nil {
+		return ""
+	}
+	return b.p.Link(syncID)
 }

@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,17 +92,20 @@ func TestFiveFailuresTrip(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	for i := 0; i < 4; i++ {
-		if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil {
+		if trip := tb.record(t, store.RunFailed, failure.SourceQueryInvalid); trip != nil {
 			t.Fatalf("tripped after %d failures", i+1)
 		}
 	}
 	trip := tb.record(t, store.RunFailed, failure.InvalidSyncDefinition) // the 5th fails at enqueue
-	if trip == nil || trip.LastCode != string(failure.InvalidSyncDefinition) {
+	if trip == nil || trip.LastCode != string(failure.InvalidSyncDefinition) || trip.Failures != 5 {
 		t.Fatalf("five failures did not trip: %+v", trip)
 	}
 	s := tb.state(t)
 	if s.State != store.SyncPaused || s.PauseReason != "breaker" {
 		t.Fatalf("sync %+v", s)
+	}
+	if !strings.Contains(s.PausedWhy, "failure streak reached 5") {
+		t.Errorf("pause why %q does not say the streak", s.PausedWhy)
 	}
 	audit, _ := tb.store.ListAudit(context.Background(), "s", 10)
 	var found bool
@@ -115,9 +119,129 @@ func TestFiveFailuresTrip(t *testing.T) {
 		tb.alerts.alerts[0].Kind != alert.KindCircuitBreakerTripped || tb.alerts.alerts[0].Owner != failure.OwnerYou {
 		t.Fatalf("alerts %+v", tb.alerts.alerts)
 	}
+	if next := tb.alerts.alerts[0].NextStep; !strings.Contains(next, "oncesync resume --config FILE s ") {
+		t.Errorf("next step %q does not name the sync", next)
+	}
 	// A sixth failure on the paused sync raises nothing more.
-	if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil || len(tb.alerts.alerts) != 1 {
+	if trip := tb.record(t, store.RunFailed, failure.DestinationAuth); trip != nil || len(tb.alerts.alerts) != 1 {
 		t.Fatal("a paused sync tripped again")
+	}
+}
+
+// operatorCodes are the failures SPEC §8 says the operator owns.
+var operatorCodes = []failure.Code{
+	failure.StoreUnavailable, failure.LeaseLost, failure.DestinationUnavailable,
+	failure.DestinationRateLimited, failure.Interrupted,
+}
+
+// TestOutageDoesNotPause is issue 13's finding 8: Redis or Brevo down for a
+// while makes every run of a sync fail with an operator's code; that must
+// not pause the sync (a person would have to resume every sync one by one).
+// The operator is alerted once, when the threshold's worth piled up.
+func TestOutageDoesNotPause(t *testing.T) {
+	t.Parallel()
+	for _, code := range operatorCodes {
+		t.Run(string(code), func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t)
+			for i := 0; i < 12; i++ {
+				if trip := tb.record(t, store.RunFailed, code); trip != nil {
+					t.Fatalf("%s failure %d tripped the breaker", code, i+1)
+				}
+				if i == 4 {
+					// Evaluating the same failure again (recovery does) repeats
+					// the alert with the same id, which receivers deduplicate.
+					if _, err := tb.breaker.AfterFailure(context.Background(), "s", 5); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if s := tb.state(t); s.State != store.SyncActive {
+				t.Fatalf("sync paused by an outage: %+v", s)
+			}
+			if len(tb.alerts.alerts) != 2 || tb.alerts.alerts[0].ID != tb.alerts.alerts[1].ID {
+				t.Fatalf("alerts %+v, want one operator alert (sent twice with one id)", tb.alerts.alerts)
+			}
+			a := tb.alerts.alerts[0]
+			if a.Kind != "operator_failures" || a.Owner != failure.OwnerOperator || a.Severity != alert.SeverityWarning ||
+				!strings.Contains(a.WhatHappened, string(code)) || len(a.ID) != 32 {
+				t.Fatalf("operator alert %+v", a)
+			}
+			tb.alerts.alerts = nil
+			// A success re-arms the operator alert.
+			tb.record(t, store.RunSucceeded, "")
+			for i := 0; i < 5; i++ {
+				tb.record(t, store.RunFailed, code)
+			}
+			if len(tb.alerts.alerts) != 1 || tb.alerts.alerts[0].ID == a.ID {
+				t.Fatalf("after a success and 5 more failures: %+v, want one new alert", tb.alerts.alerts)
+			}
+		})
+	}
+}
+
+// TestOperatorFailuresNeitherCountNorReset: failures the operator owns
+// between the owner's failures do not reset the streak either.
+func TestOperatorFailuresNeitherCountNorReset(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	codes := []failure.Code{
+		failure.DestinationAuth, failure.DestinationUnavailable, failure.DestinationUnavailable,
+		failure.DestinationAuth, failure.StoreUnavailable, failure.SourceUnavailable,
+		failure.LeaseLost, failure.DestinationRateLimited, failure.DestinationAuth,
+	}
+	for i, c := range codes {
+		if trip := tb.record(t, store.RunFailed, c); trip != nil {
+			t.Fatalf("tripped at failure %d (%s) with 4 counted", i+1, c)
+		}
+	}
+	tb.record(t, store.RunInterrupted, failure.Interrupted)
+	trip := tb.record(t, store.RunFailed, failure.DestinationRejectedRecords)
+	if trip == nil || trip.Failures != 5 || trip.LastCode != string(failure.DestinationRejectedRecords) {
+		t.Fatalf("the 5th counted failure did not trip: %+v", trip)
+	}
+}
+
+// TestStreakCounts: Read reports both owners' failures since the last
+// success and the sync's changed_at, the figures status and the sync page
+// show.
+func TestStreakCounts(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	tb.record(t, store.RunFailed, failure.DestinationAuth) // before the resume below
+	tb.clock.Advance(time.Minute)
+	if _, err := tb.store.SetSyncState(context.Background(), store.SetSyncStateParams{ID: "s", State: store.SyncActive, By: "ada", Why: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []failure.Code{failure.DestinationAuth, failure.LeaseLost, failure.SourceUnavailable, failure.DestinationUnavailable} {
+		tb.record(t, store.RunFailed, c)
+	}
+	tb.record(t, store.RunSkipped, failure.AlreadyRunning)
+	tb.record(t, store.RunInterrupted, failure.Interrupted)
+	_, k, err := Read(context.Background(), tb.store, "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Failures != 2 || k.Operator != 2 || !k.Ended || k.Last.FailureCode != string(failure.SourceUnavailable) ||
+		k.LastOperator.FailureCode != string(failure.DestinationUnavailable) || k.Newest.State != store.RunInterrupted {
+		t.Fatalf("streak %+v, want 2 counted and 2 operator failures since the resume", k)
+	}
+}
+
+// TestStreakReadsPastTheFirstWindow: a long outage between the owner's
+// failures does not hide the older ones from the breaker.
+func TestStreakReadsPastTheFirstWindow(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	for i := 0; i < 3; i++ {
+		tb.record(t, store.RunFailed, failure.DestinationAuth)
+	}
+	for i := 0; i < firstRead+10; i++ {
+		tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	}
+	tb.record(t, store.RunFailed, failure.DestinationAuth)
+	if trip := tb.record(t, store.RunFailed, failure.DestinationAuth); trip == nil {
+		t.Fatal("five counted failures around a long outage did not trip")
 	}
 }
 
@@ -125,17 +249,17 @@ func TestSuccessResets(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	for i := 0; i < 4; i++ {
-		tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+		tb.record(t, store.RunFailed, failure.DestinationAuth)
 	}
 	tb.record(t, store.RunSucceeded, "")
 	for i := 0; i < 4; i++ {
-		if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip != nil {
+		if trip := tb.record(t, store.RunFailed, failure.DestinationAuth); trip != nil {
 			t.Fatal("the streak survived a success")
 		}
 	}
 	// Skipped runs neither count nor reset.
 	tb.record(t, store.RunSkipped, failure.AlreadyRunning)
-	if trip := tb.record(t, store.RunFailed, failure.DestinationUnavailable); trip == nil {
+	if trip := tb.record(t, store.RunFailed, failure.DestinationAuth); trip == nil {
 		t.Fatal("five failures after the success did not trip")
 	}
 }
@@ -166,7 +290,7 @@ func TestResumeRearms(t *testing.T) {
 func TestPerSyncThreshold(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	tb.record(t, store.RunFailed, failure.SourceUnavailable)
 	tb.clock.Advance(time.Minute)
 	trip, err := tb.breaker.AfterFailure(context.Background(), "s", 1)
 	if err != nil || trip == nil {

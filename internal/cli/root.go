@@ -10,6 +10,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/clock"
 )
 
 // Exit codes (SPEC §12).
@@ -20,12 +22,22 @@ const (
 	ExitSkipped  = 3 // another run of the sync was in progress
 	ExitMismatch = 4 // checkpoint mismatch
 	ExitDead     = 5 // checkpoint work dead-lettered
+	ExitSilent   = 6 // `deadman check` found a silent workspace or sync
 )
 
 // Env is the process's outside world.
 type Env struct {
 	Stdout, Stderr io.Writer
 	LookupEnv      func(string) (string, bool)
+	// Clock tells commands that take it the time (nil: the wall clock).
+	Clock clock.Clock
+}
+
+func (e Env) clock() clock.Clock {
+	if e.Clock == nil {
+		return clock.Real{}
+	}
+	return e.Clock
 }
 
 // exitError carries an exit code through cobra.
@@ -103,6 +115,7 @@ Start with:
 		newWorkerCmd(env, &rf),
 		newCheckpointCmd(env, &rf),
 		newDeadLetterCmd(env, &rf),
+		newDeadmanCmd(env, &rf),
 	)
 	return root
 }

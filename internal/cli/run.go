@@ -16,6 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/progress"
@@ -27,6 +28,9 @@ import (
 const (
 	drainDeadline = 15 * time.Second // in-flight work must checkpoint by then
 	exitDeadline  = 25 * time.Second // the process exits by then, whatever runs
+	// heartbeatWait is how long a finished run's process waits for its
+	// heartbeat (SPEC §9) before exiting: one attempt and a retry.
+	heartbeatWait = 15 * time.Second
 )
 
 type runFlags struct {
@@ -47,6 +51,10 @@ rejected. Stop it at any time (Ctrl-C, SIGTERM, even kill -9): the next run
 resumes from the last checkpoint and the ledger keeps records from being sent
 twice. SIGTERM drains: the current page finishes and checkpoints within 15 s,
 the lease is released, and the process exits by 25 s.
+
+With heartbeat_url set on the sync, the run's end is told to it (a success to
+the URL, a failure to URL/fail); the process waits up to 15 s for that request
+and its outcome never changes the exit code.
 
 Exit codes: 0 succeeded; 1 failed (the last line says why, what to do, and who
 owns the fix); 2 bad flags or config; 3 skipped because another run of the sync
@@ -98,11 +106,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	if row.State == store.SyncPaused && row.PauseReason == "breaker" {
 		return failed(env.Stdout, failure.New(failure.CircuitBreakerTripped,
-			fmt.Sprintf("sync %s was paused by the circuit breaker: %s", sc.ID, row.PausedWhy)))
+			fmt.Sprintf("sync %s was paused by the circuit breaker: %s; once the cause is fixed: `oncesync resume --config %s %s --by NAME --reason TEXT`",
+				sc.ID, row.PausedWhy, f.config, sc.ID)))
 	}
 	if row.State == store.SyncPaused {
-		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume %s --by NAME --reason TEXT`",
-			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, sc.ID))
+		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
+			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
 	}
 	rdb, err := pipeline.Redis(ctx, cfg)
 	if err != nil {
@@ -159,6 +168,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		defer ccancel()
 		_ = alerts.Close(cctx)
 	}()
+	// The sync's heartbeat (SPEC §9) goes out after the summary; the exit
+	// waits for it a little, and its outcome never changes the exit code.
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	defer func() {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+		defer hcancel()
+		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
+	}()
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 
@@ -182,7 +199,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
 			}
 			if trip != nil {
-				fmt.Fprintf(env.Stderr, "circuit breaker: the last %d runs failed; sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+				fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
 			}
 		},
 		Progress: func(p runner.Progress) {
@@ -191,6 +208,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	})
 	bar.Finish()
 	cancel()
+	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 	if run.ID != 0 {
 		printSummary(env.Stdout, run, time.Since(start))
 	}

@@ -79,6 +79,11 @@ Every hour at minute 13 the leader runs the dead-man check: every workspace
 and every sync with no successful run in its window (deadman_window, 24h)
 raises one critical alert, saying whether runs failed or none ran at all; the
 first success sends a resolution notice. The sync pages show the silence.
+Every check is recorded, and any serve or worker process runs the check
+itself when none was recorded for 70 minutes (one process of all, through an
+atomic claim), so a stopped leader does not silence the dead-man. A sync's
+heartbeat_url is told of every success (and URL/fail of every failure), for a
+monitor outside oncesync.
 
 HTTP on --listen (default: web.listen of the config):
   /          the sync pages (sign in with a name from web.users)
@@ -167,12 +172,22 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 
 	// The dead-man check (SPEC §9): the leader runs it at minute 13 of every
 	// hour; any process may work the job.
+	host, _ := os.Hostname()
 	checker, err := pipeline.Deadman(pipeline.DeadmanParams{
 		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Registerer: reg, Redis: rdb,
+		Who: fmt.Sprintf("%s %s pid %d", name, host, os.Getpid()),
 	})
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
+	// Heartbeats (SPEC §9) go out in the background; the way out gives the
+	// ones in flight a moment, after the runs stopped.
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	defer func() {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer hcancel()
+		_ = beats.Close(hctx)
+	}()
 	svc, err := queue.New(ctx, queue.Params{
 		Config:         cfg,
 		Store:          st,
@@ -180,6 +195,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		LeaseInspector: inspector,
 		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
 		Deadman:        checker,
+		Heartbeats:     beats,
 		Redis:          queueRedis(rdb),
 		Logger:         log,
 		Clock:          clk,
@@ -255,10 +271,22 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	}
 	fmt.Fprintln(env.Stdout, startLine(name, cfg, f, scheduler, svc.Where(), addr))
 
+	// The dead-man check's fallback (SPEC §9): whatever stopped the leader's
+	// hourly check, this process runs one when none was recorded for
+	// deadman.FallbackAfter; the claim makes it one process of all.
+	fbCtx, fbStop := context.WithCancel(ctx)
+	fbDone := make(chan struct{})
+	go func() {
+		defer close(fbDone)
+		checker.RunFallback(fbCtx, deadman.FallbackParams{})
+	}()
+	defer func() { fbStop(); <-fbDone }()
+
 	select {
 	case <-sigs:
 	case <-ctx.Done():
 	}
+	fbStop()
 	fmt.Fprintf(env.Stderr, "stopping: runs in flight finish their page and checkpoint (up to %s); exit by %s\n",
 		queue.DrainDeadline, queue.ExitDeadline)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queue.ExitDeadline)

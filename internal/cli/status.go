@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
@@ -62,12 +65,15 @@ func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
 		return
 	}
+	if lc, err := checker.LastCheck(ctx); err == nil {
+		fmt.Fprintf(w, "dead-man:   last check %s\n", lc)
+	}
 	v, ok := rep.Find(deadman.ScopeSync, id)
 	switch {
 	case !ok:
 		fmt.Fprintln(w, "dead-man:   not checked (paused, or not in this config)")
 	case v.Status == deadman.StatusSilent:
-		alerted := "not alerted yet (the hourly check at minute 13 will)"
+		alerted := "not alerted yet (the next dead-man check will)"
 		if v.Marker != nil {
 			alerted = "alerted at " + v.Marker.RaisedAt.UTC().Format(time.RFC3339)
 		}
@@ -75,6 +81,42 @@ func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store
 	default:
 		fmt.Fprintf(w, "dead-man:   %s (window %s)\n", v.Status, v.Window)
 	}
+}
+
+// breakerThreshold is the sync's breaker_failures (the deployment's for a
+// sync not in the config).
+func breakerThreshold(cfg *config.Config, id string) int {
+	if sc, ok := cfg.Sync(id); ok {
+		return sc.EffectiveBreakerFailures(cfg.Settings)
+	}
+	return cfg.Settings.BreakerFailures
+}
+
+// streakLine is the failure streak as `status` shows it: the count the
+// breaker compares with breaker_failures, and the operator's failures it
+// leaves out.
+func streakLine(k breaker.Streak, threshold int) string {
+	more := ""
+	if !k.Ended {
+		more = "+"
+	}
+	line := fmt.Sprintf("%d%s of %d (failures that are the sync's to fix, since its last success or change)", k.Failures, more, threshold)
+	if k.Operator > 0 {
+		line += fmt.Sprintf("; %d%s more the operator owns, not counted", k.Operator, more)
+	}
+	return line
+}
+
+// hintRE finds the commands of a catalog hint that take a sync id.
+var hintRE = regexp.MustCompile("`oncesync (status|runs|run|resume|pause|records) SYNC")
+
+// concreteHint fills the config file and the sync id into the commands of a
+// catalog hint, so it can be pasted as it is.
+func concreteHint(hint, configPath, id string) string {
+	if configPath == "" {
+		configPath = "FILE"
+	}
+	return hintRE.ReplaceAllString(hint, "`oncesync $1 --config "+strings.ReplaceAll(configPath, "$", "$$")+" "+strings.ReplaceAll(id, "$", "$$"))
 }
 
 func getSync(ctx context.Context, st store.Store, id string) (store.Sync, error) {
@@ -94,7 +136,7 @@ func newStatusCmd(env Env) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
-				if err := printStatus(cmd.Context(), env.Stdout, st, args[0]); err != nil {
+				if err := printStatus(cmd.Context(), env.Stdout, cfg, st, args[0]); err != nil {
 					return err
 				}
 				printDeadman(cmd.Context(), env.Stdout, cfg, st, args[0])
@@ -106,7 +148,7 @@ func newStatusCmd(env Env) *cobra.Command {
 	return cmd
 }
 
-func printStatus(ctx context.Context, w io.Writer, st store.Store, id string) error {
+func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) error {
 	s, err := getSync(ctx, st, id)
 	if err != nil {
 		return err
@@ -123,8 +165,6 @@ func printStatus(ctx context.Context, w io.Writer, st store.Store, id string) er
 		return err
 	}
 	var lastOK, lastRun *store.Run
-	streak := 0
-	counting := true
 	for i := range runs {
 		r := &runs[i]
 		if lastRun == nil && r.State.Finished() || lastRun == nil && r.State == store.RunInterrupted {
@@ -133,21 +173,22 @@ func printStatus(ctx context.Context, w io.Writer, st store.Store, id string) er
 		if r.State == store.RunSucceeded && lastOK == nil {
 			lastOK = r
 		}
-		if counting && r.State == store.RunFailed {
-			streak++
-		} else if r.State == store.RunSucceeded {
-			counting = false
-		}
 	}
 	if lastOK != nil {
 		fmt.Fprintf(w, "last success: run %d at %s\n", lastOK.ID, lastOK.FinishedAt.UTC().Format(time.RFC3339))
 	} else {
 		fmt.Fprintln(w, "last success: never")
 	}
-	fmt.Fprintf(w, "failure streak: %d\n", streak)
+	// The breaker's own streak (SPEC §8), so this line and the pause agree.
+	_, k, err := breaker.Read(ctx, st, id, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "failure streak: %s\n", streakLine(k, breakerThreshold(cfg, id)))
 	if lastRun != nil && lastRun.FailureCode != "" && lastRun.State == store.RunFailed {
 		e := failure.Lookup(failure.Code(lastRun.FailureCode))
-		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail, e.NextStep, e.Owner)
+		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail,
+			concreteHint(e.NextStep, cfg.Path, id), e.Owner)
 	}
 	if l, err := st.LeaseGet(ctx, id); err == nil {
 		fmt.Fprintf(w, "lease:      fence %d, run %d (%s), until %s\n", l.Fence, l.RunID, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))

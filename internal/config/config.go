@@ -176,6 +176,11 @@ type Sync struct {
 	DeadmanWindow time.Duration
 	// BreakerFailures overrides Settings.BreakerFailures when non-zero.
 	BreakerFailures int
+	// HeartbeatURL, when set, is requested after every successful run, and
+	// HeartbeatURL + "/fail" after every failed one (SPEC §9: the
+	// healthchecks.io / Cronitor convention), so an outside monitor notices
+	// silence. It usually holds a token: a secret.
+	HeartbeatURL string
 }
 
 // Source says what a sync reads.

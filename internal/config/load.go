@@ -79,7 +79,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
-var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(source\.dsn|destination\.(api_key|secret|headers(\..*|\[.*))))$`)
+var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(heartbeat_url|source\.dsn|destination\.(api_key|secret|headers(\..*|\[.*))))$`)
 
 // envSecrets returns the values of the environment variables interpolated
 // into secret fields.
@@ -715,6 +715,7 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 		"ledger_retention":              func(v *yaml.Node, p string) { s.LedgerRetention = l.duration(v, p) },
 		"deadman_window":                func(v *yaml.Node, p string) { s.DeadmanWindow = l.duration(v, p) },
 		"breaker_failures":              func(v *yaml.Node, p string) { s.BreakerFailures = l.int(v, p) },
+		"heartbeat_url":                 func(v *yaml.Node, p string) { s.HeartbeatURL = l.str(v, p) },
 	})
 	if !ok && !l.bad[path] {
 		l.report(path, "must be a mapping with id, source, destination and mapping, got nothing")

@@ -683,6 +683,7 @@ var specEnv = map[string]string{
 	"CRM_PASSWORD":          "crm-s3cret",
 	"EVENTS_WEBHOOK_SECRET": "evwh-s3cret",
 	"EVENTS_TOKEN":          "evtok-s3cret",
+	"HC_PING_UUID":          "0f1e2d3c-s3cret-4b5a-9687-a1b2c3d4e5f6",
 }
 
 func TestLoadSpecExample(t *testing.T) {
@@ -784,6 +785,9 @@ func TestLoadFull(t *testing.T) {
 		t.Errorf("sentry/web = %+v %+v", cfg.Alerts.Sentry, cfg.Web)
 	}
 	s := cfg.Syncs[0]
+	if s.HeartbeatURL != "https://hc-ping.com/"+specEnv["HC_PING_UUID"] {
+		t.Errorf("heartbeat_url = %q", s.HeartbeatURL)
+	}
 	if s.Schedule != "@hourly" || s.Partitions != 4 || !s.AllowRewriteAfterRetention || s.LedgerRetention != 720*time.Hour || s.DeadmanWindow != 48*time.Hour || s.BreakerFailures != 10 {
 		t.Errorf("sync[0] = %+v", s)
 	}

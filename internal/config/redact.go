@@ -18,8 +18,9 @@ const redactedPassword = "xxxxx"
 var kvPasswordRE = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']\S*)`)
 
 // Redacted returns a deep copy of s with every secret blanked: the API key,
-// the webhook secret and header values become "", and passwords inside the
-// source DSN and destination URLs become "xxxxx".
+// the webhook secret and header values become "", passwords inside the
+// source DSN and destination URLs become "xxxxx", and the heartbeat URL
+// keeps only its scheme and host ("https://hc-ping.com/xxxxx").
 func (s Sync) Redacted() Sync {
 	r := s
 	r.Destination.ListIDs = slices.Clone(s.Destination.ListIDs)
@@ -36,7 +37,60 @@ func (s Sync) Redacted() Sync {
 	r.Source.DSN = redactDSN(s.Source.DSN)
 	r.Destination.BaseURL = redactURL(s.Destination.BaseURL)
 	r.Destination.URL = redactURL(s.Destination.URL)
+	r.HeartbeatURL = redactHeartbeatURL(s.HeartbeatURL)
 	return r
+}
+
+// redactHeartbeatURL keeps only the scheme and host of a heartbeat URL: its
+// path is the token (hc-ping.com/UUID, cronitor.link/p/KEY/NAME), and its
+// query may hold one too.
+func redactHeartbeatURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return redactedPassword
+	}
+	host := u.Host
+	if u.User != nil {
+		host = redactedPassword + "@" + host
+	}
+	return u.Scheme + "://" + host + "/" + redactedPassword
+}
+
+// heartbeatSecrets are the parts of a heartbeat URL that may be a token:
+// the URL itself, its path and query values, and every path segment long
+// enough to be one (short ones such as "p" or "ping" would scrub ordinary
+// words).
+func heartbeatSecrets(raw string) []string {
+	if raw == "" {
+		return nil
+	}
+	out := []string{raw}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return out
+	}
+	if u.User != nil {
+		out = append(out, u.User.String())
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		out = append(out, p)
+		for _, seg := range strings.Split(p, "/") {
+			if len(seg) >= 8 {
+				out = append(out, seg)
+			}
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			if len(v) >= 8 {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // redactURL hides the password and any password/token-like query
@@ -142,6 +196,7 @@ type definition struct {
 	LedgerRetention            string         `json:"ledger_retention,omitempty"`
 	DeadmanWindow              string         `json:"deadman_window,omitempty"`
 	BreakerFailures            int            `json:"breaker_failures,omitempty"`
+	HeartbeatURL               string         `json:"heartbeat_url,omitempty"` // scheme and host only
 }
 
 type defSource struct {
@@ -218,6 +273,7 @@ func (s Sync) DefinitionJSON() (string, error) {
 		LedgerRetention:            durString(r.LedgerRetention),
 		DeadmanWindow:              durString(r.DeadmanWindow),
 		BreakerFailures:            r.BreakerFailures,
+		HeartbeatURL:               r.HeartbeatURL,
 	}
 	b, err := json.Marshal(def)
 	if err != nil {
@@ -260,6 +316,7 @@ func (c *Config) SecretValues() []string {
 		add(dsnSecrets(s.Source.DSN)...)
 		add(urlSecrets(s.Destination.BaseURL)...)
 		add(urlSecrets(s.Destination.URL)...)
+		add(heartbeatSecrets(s.HeartbeatURL)...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)

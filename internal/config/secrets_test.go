@@ -200,6 +200,64 @@ func TestDefinitionJSON(t *testing.T) {
 	}
 }
 
+// TestHeartbeatURL: SPEC §9's per-sync heartbeat_url is an http(s) URL
+// whose path (the monitor's token) is a secret: never in a problem, in the
+// stored definition or its redacted form; SecretValues lists it.
+func TestHeartbeatURL(t *testing.T) {
+	t.Parallel()
+	const token = "5bd0c3f6-s3cret-hc-token"
+	sync := func(hb string) string {
+		return `syncs:
+  - id: s1
+    heartbeat_url: ` + hb + `
+    source: {type: csv, path: c.csv}
+    destination: {type: webhook, url: "http://127.0.0.1:9/hook"}
+`
+	}
+	cfg, err := Parse("h.yaml", []byte(sync(`"https://hc-ping.com/${HC}?rid=`+token+`"`)), envMap(map[string]string{"HC": token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Syncs[0]
+	if s.HeartbeatURL != "https://hc-ping.com/"+token+"?rid="+token {
+		t.Fatalf("heartbeat_url = %q", s.HeartbeatURL)
+	}
+	if r := s.Redacted().HeartbeatURL; r != "https://hc-ping.com/xxxxx" {
+		t.Errorf("redacted heartbeat_url = %q", r)
+	}
+	def, err := s.DefinitionJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(def, token) || !strings.Contains(def, `"heartbeat_url":"https://hc-ping.com/xxxxx"`) {
+		t.Errorf("definition %s", def)
+	}
+	if !slices.Contains(cfg.SecretValues(), token) {
+		t.Errorf("SecretValues misses the heartbeat token: %q", cfg.SecretValues())
+	}
+	// Another token, same monitor host: the definition does not change
+	// (like an API key), so the sync's changed_at does not move.
+	other, err := Parse("h.yaml", []byte(sync("https://hc-ping.com/another-token-entirely")), envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDef, _ := other.Syncs[0].DefinitionJSON()
+	if otherDef != def {
+		t.Errorf("a new heartbeat token changed the definition:\n%s\n%s", def, otherDef)
+	}
+
+	for _, bad := range []string{"ftp://hc-ping.com/" + token, "hc-ping.com/" + token, `""`} {
+		_, err := Parse("h.yaml", []byte(sync(bad)), envMap(nil))
+		if err == nil {
+			t.Errorf("heartbeat_url %s: want a problem", bad)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, token) || !strings.Contains(msg, "h.yaml:3: syncs[0].heartbeat_url: must be a URL starting with http:// or https://") {
+			t.Errorf("heartbeat_url %s: problem %q", bad, msg)
+		}
+	}
+}
+
 func TestSuggest(t *testing.T) {
 	t.Parallel()
 	known := []string{"api_key", "base_url", "list_ids", "page_size", "type", "url"}

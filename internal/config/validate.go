@@ -287,6 +287,12 @@ func (l *loader) validateSync(p string, s *Sync) {
 	l.positive(p+".ledger_retention", s.LedgerRetention)
 	l.positive(p+".deadman_window", s.DeadmanWindow)
 	l.intRange(p+".breaker_failures", s.BreakerFailures, 1, MaxBreakerFailures)
+	if l.has(p + ".heartbeat_url") {
+		// checkURL never echoes the URL: its path usually is the token.
+		if msg := checkURL(s.HeartbeatURL, "http", "https"); msg != "" {
+			l.check(p+".heartbeat_url", msg)
+		}
+	}
 	l.validateSource(p+".source", &s.Source)
 	l.validateDestination(p, s)
 }

@@ -170,6 +170,12 @@ type Params struct {
 	// sinks' queues (alert.DefaultQueueSize), which drop what does not fit.
 	// Workspaces are judged first, so their alerts go out first.
 	MaxAlerts int
+	// Checks records every check (CheckLog); nil means Markers when it
+	// implements CheckLog, else no record (CheckIfDue then refuses).
+	Checks CheckLog
+	// Who names this checker in the record ("serve host:pid", "oncesync
+	// deadman check"); shown by `oncesync deadman check`.
+	Who string
 }
 
 // DefaultMaxAlerts is Params.MaxAlerts' default: below alert.DefaultQueueSize.
@@ -187,6 +193,8 @@ type Checker struct {
 	windowOf func(string) time.Duration
 	link     func(string, string) string
 	max      int
+	checks   CheckLog
+	who      string
 }
 
 // ErrInvalidParams is returned by New when a required parameter is missing.
@@ -200,7 +208,10 @@ func New(p Params) (*Checker, error) {
 	c := &Checker{
 		st: p.Store, markers: p.Markers, notifier: p.Notifier,
 		clock: p.Clock, log: p.Logger, window: p.DefaultWindow, windowOf: p.Window, link: p.Link,
-		max: p.MaxAlerts,
+		max: p.MaxAlerts, checks: p.Checks, who: p.Who,
+	}
+	if c.checks == nil {
+		c.checks, _ = p.Markers.(CheckLog)
 	}
 	if c.max == 0 {
 		c.max = DefaultMaxAlerts
@@ -335,12 +346,15 @@ type workspaceAgg struct {
 	lastRunAt     time.Time // over all its syncs
 }
 
-// Check runs the dead-man check once: it alerts new silences, resolves
-// ended ones and returns what it saw. A failure to alert or resolve one
-// target does not stop the others; the returned error joins them (with a
-// complete Report of what was done).
+// Check runs the dead-man check once: it records the check (CheckLog), alerts
+// new silences, resolves ended ones and returns what it saw. A failure to
+// alert or resolve one target does not stop the others; the returned error
+// joins them (with a complete Report of what was done).
 func (c *Checker) Check(ctx context.Context) (Report, error) {
-	return c.run(ctx, true)
+	// Recorded first, so a fallback looking now sees this check coming.
+	recErr := c.record(ctx, c.clock.Now())
+	rep, err := c.run(ctx, true)
+	return rep, errors.Join(recErr, err)
 }
 
 // Evaluate is Check without side effects: no alert, no notice, no marker
@@ -591,9 +605,10 @@ func (c *Checker) resolve(ctx context.Context, now time.Time, t target, m Marker
 	return true, nil
 }
 
-// storeErr wraps err, giving an unreachable store its catalog code.
+// storeErr wraps err, giving an unreachable store or Redis (the markers and
+// the check record may live there) its catalog code.
 func storeErr(what string, err error) error {
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, ErrRedis) {
 		return failure.Wrap(failure.StoreUnavailable, err, "deadman: %s", what)
 	}
 	return fmt.Errorf("deadman: %s: %w", what, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -146,4 +147,53 @@ func (r *RedisMarkers) DeleteDeadmanMarker(ctx context.Context, scope Scope, id 
 		return false, fmt.Errorf("%w: delete %s %s: %w", ErrRedis, scope, id, err)
 	}
 	return n == 1, nil
+}
+
+var _ CheckLog = (*RedisMarkers)(nil)
+
+// markCheckScript: KEYS[1] the record; ARGV[1] at, ARGV[2] notBefore (unix
+// ms), ARGV[3] by. Returns 1 when it recorded the check, 0 when a check at
+// or after notBefore was recorded. Milliseconds: Lua numbers are doubles.
+var markCheckScript = redis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], 'at_ms'))
+if cur and cur >= tonumber(ARGV[2]) then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'at_ms', ARGV[1], 'by', ARGV[3])
+return 1
+`)
+
+// MarkDeadmanCheck implements CheckLog.
+func (r *RedisMarkers) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error) {
+	// notBefore is rounded up, so a record in the same millisecond as a
+	// notBefore just after it does not pass as earlier.
+	nb := notBefore.UnixMilli()
+	if notBefore.Sub(time.UnixMilli(nb)) > 0 {
+		nb++
+	}
+	n, err := markCheckScript.Run(ctx, r.client, []string{r.keys.DeadmanChecked()}, at.UnixMilli(), nb, by).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: record the check: %w", ErrRedis, err)
+	}
+	return n == 1, nil
+}
+
+// LastDeadmanCheck implements CheckLog.
+func (r *RedisMarkers) LastDeadmanCheck(ctx context.Context) (LastCheck, error) {
+	vals, err := r.client.HMGet(ctx, r.keys.DeadmanChecked(), "at_ms", "by").Result()
+	if err != nil {
+		return LastCheck{}, fmt.Errorf("%w: read the last check: %w", ErrRedis, err)
+	}
+	var lc LastCheck
+	if s, ok := vals[0].(string); ok {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return LastCheck{}, fmt.Errorf("%w: last check: %w", ErrRedis, err)
+		}
+		lc.At = time.UnixMilli(ms).UTC()
+	}
+	if s, ok := vals[1].(string); ok {
+		lc.By = s
+	}
+	return lc, nil
 }

@@ -14,8 +14,9 @@ import (
 // identifiers, never personal data.
 
 const (
-	nextNoRuns = "Check that `oncesync serve` is running (its leader enqueues the schedules), that the job queue " +
-		"and the store are reachable and that workers are started; `oncesync status %s` shows the last run. " +
+	nextNoRuns = "Check that `oncesync serve` is running (its leader enqueues the schedules), or, without serve, " +
+		"that cron still runs `oncesync run`; that the job queue and the store are reachable and that workers " +
+		"are started; `oncesync status %s` shows the last run. " +
 		"A sync without a schedule only runs on demand: run it or pause it."
 	nextRunsFailed = "Open the sync page: each failed run says what happened and what to do; fix the cause, then " +
 		"run the sync again (`oncesync run %s`) to confirm."
@@ -124,6 +125,10 @@ func fmtTime(t time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02 15:04 UTC")
 }
+
+// FormatWindow prints a window the way it is configured: "24h", "90m",
+// "1h30m0s".
+func FormatWindow(d time.Duration) string { return fmtWindow(d) }
 
 // fmtWindow prints a window the way it is configured: "24h", "90m", "1h30m".
 func fmtWindow(d time.Duration) string {

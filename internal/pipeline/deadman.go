@@ -27,8 +27,11 @@ type DeadmanParams struct {
 	Link func(workspace, syncID string) string
 	// Registerer, when set, gets oncesync_deadman_alerts_total{kind}.
 	Registerer prometheus.Registerer
-	// Redis, when set (see Redis), keeps the markers; else the store does.
+	// Redis, when set (see Redis), keeps the markers and the record of the
+	// last check; else the store does.
 	Redis *redis.Client
+	// Who names the checker in that record (deadman.Params.Who).
+	Who string
 }
 
 // countingNotifier counts the dead-man alerts it passes on.
@@ -77,6 +80,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	c, err := deadman.New(deadman.Params{
 		Store: ds, Markers: markers, Notifier: notifier, Clock: p.Clock, Logger: p.Logger,
 		DefaultWindow: p.Config.Settings.DeadmanWindow, Window: deadman.ConfigWindow(p.Config), Link: p.Link,
+		Who: p.Who,
 	})
 	if err != nil {
 		return nil, err

@@ -435,6 +435,7 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 	if state == store.RunFailed {
 		s.afterFailure(sctx, run.SyncID)
 	}
+	s.runEnded(sctx, run)
 }
 
 // versioner is a source with a version query (source/postgres).

@@ -125,6 +125,11 @@ type Params struct {
 	RedisKeys rediskey.Space
 	// BarrierMetrics, if set, counts the barrier's outcomes.
 	BarrierMetrics *checkpoint.Metrics
+
+	// Heartbeats, when set, tells each sync's heartbeat_url how its runs
+	// end (SPEC §9, runEnded); nil sends none. The caller closes it after
+	// Shutdown.
+	Heartbeats *deadman.Heartbeats
 }
 
 // Service is a River client working runs of the config's syncs and, when it
@@ -158,6 +163,9 @@ type Service struct {
 
 	drain     chan struct{}
 	drainOnce sync.Once
+
+	// heartbeats: Params.Heartbeats.
+	heartbeats *deadman.Heartbeats
 }
 
 // New validates p, opens the queue (applying River's migrations) and builds
@@ -175,6 +183,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		recovery: p.RecoveryInterval,
 		drain:    make(chan struct{}),
 	}
+	s.heartbeats = p.Heartbeats
 	if s.inspector == nil {
 		s.inspector = p.Store
 	}
@@ -468,14 +477,16 @@ func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int,
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, rerr := s.st.InsertRun(rctx, store.InsertRunParams{
+	run, rerr := s.st.InsertRun(rctx, store.InsertRunParams{
 		SyncID: syncID, State: store.RunFailed, Attempt: attempt, FailureCode: string(code), Detail: detail,
-	}); rerr != nil {
+	})
+	if rerr != nil {
 		s.log.Error("could not record a failed run", "sync", syncID, "code", code, "err", rerr)
 		return
 	}
 	s.metrics.runs.WithLabelValues(string(store.RunFailed)).Inc()
 	s.afterFailure(rctx, syncID)
+	s.runEnded(rctx, run)
 }
 
 // afterFailure evaluates the circuit breaker of syncID (SPEC §8) after a

@@ -94,6 +94,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
 	s.metrics.runFinished(run, runErr)
+	s.runEnded(ctx, run)
 	return runErr
 }
 

@@ -157,3 +157,11 @@ func (s Space) DeadmanMarker(scope, id string) string {
 func (s Space) DeadmanMarkers() string {
 	return s.Prefix() + deadmanTag + ":markers"
 }
+
+// DeadmanChecked is the key of the record of the latest dead-man check
+// (SPEC §9): a hash with fields at_ms (unix milliseconds) and by, updated by
+// one script that compares it first, so a process that does not lead can
+// claim an overdue check without racing another. No expiry.
+func (s Space) DeadmanChecked() string {
+	return s.Prefix() + deadmanTag + ":checked"
+}

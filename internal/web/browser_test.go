@@ -139,7 +139,7 @@ func TestBrowserResumeTrippedSync(t *testing.T) {
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)),
 		shot(t, "sync-paused-phone.png"),
 		chromedp.EmulateViewport(1280, 900))
-	if paused := text("#paused"); !strings.Contains(paused, "Paused by the circuit breaker") || !strings.Contains(paused, "the last 5 runs failed") {
+	if paused := text("#paused"); !strings.Contains(paused, "Paused by the circuit breaker") || !strings.Contains(paused, "failure streak reached 5") {
 		t.Errorf("pause reason: %q", paused)
 	}
 	lastErr := text("#last-error")

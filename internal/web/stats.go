@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -20,8 +21,12 @@ type SyncStats struct {
 	LastSuccessAt time.Time
 	// LastFailure is the newest failed run (zero ID: none within the window).
 	LastFailure store.Run
-	// FailureStreak counts the failed runs since the newest success.
-	FailureStreak int
+	// FailureStreak is the circuit breaker's streak (breaker.Compute):
+	// failures owned by the sync's owner since its last success and its
+	// changed_at. OperatorFailures are the operator's failures in that span,
+	// which the breaker does not count (SPEC §8).
+	FailureStreak    int
+	OperatorFailures int
 	// Running: a run of the sync is running now.
 	Running bool
 }
@@ -96,7 +101,8 @@ func statsFromRuns(s store.Sync, runs []store.Run) SyncStats {
 	if len(runs) > 0 {
 		out.LastRun = runs[0]
 	}
-	streakOpen := true
+	k := breaker.Compute(s, runs) // the streak the breaker and `oncesync status` see
+	out.FailureStreak, out.OperatorFailures = k.Failures, k.Operator
 	for _, r := range runs {
 		switch r.State {
 		case store.RunRunning:
@@ -105,21 +111,21 @@ func statsFromRuns(s store.Sync, runs []store.Run) SyncStats {
 			if out.LastSuccessAt.IsZero() {
 				out.LastSuccessAt = r.StartedAt
 			}
-			streakOpen = false
 		case store.RunFailed:
 			if out.LastFailure.ID == 0 {
 				out.LastFailure = r
 			}
-			if streakOpen {
-				out.FailureStreak++
-			}
 		}
-		if !out.LastSuccessAt.IsZero() && out.LastFailure.ID != 0 && !streakOpen {
+		if !out.LastSuccessAt.IsZero() && out.LastFailure.ID != 0 {
 			break
 		}
 	}
 	return out
 }
+
+// Failing reports whether failures of either owner followed the last
+// success (the overview's "failing").
+func (st SyncStats) Failing() bool { return st.FailureStreak > 0 || st.OperatorFailures > 0 }
 
 // sortStats orders by workspace, then sync id.
 func sortStats(ss []SyncStats) {

@@ -68,7 +68,9 @@ type SyncSummary struct {
 	NextRunAt     *time.Time `json:"next_run_at,omitempty"`
 	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
 	FailureStreak int        `json:"failure_streak"`
-	LastRun       *RunView   `json:"last_run,omitempty"`
+	// OperatorFailures are failures the breaker does not count (SPEC §8).
+	OperatorFailures int      `json:"operator_failures"`
+	LastRun          *RunView `json:"last_run,omitempty"`
 }
 
 // RunView is a run (GET /api/v1/runs/{id}, the runs tables).
@@ -260,7 +262,7 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 	sy := st.Sync
 	v := SyncSummary{
 		ID: sy.ID, Workspace: sy.Workspace, State: string(sy.State), Running: st.Running,
-		FailureStreak: st.FailureStreak, LastSuccessAt: timePtr(st.LastSuccessAt),
+		FailureStreak: st.FailureStreak, OperatorFailures: st.OperatorFailures, LastSuccessAt: timePtr(st.LastSuccessAt),
 		Schedule: definitionSchedule(sy.Definition),
 	}
 	if sy.State == store.SyncPaused {
@@ -293,7 +295,7 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 		v.Health = HealthPausedPerson
 	case v.Silence != "":
 		v.Health = HealthSilent
-	case st.FailureStreak > 0:
+	case st.Failing():
 		v.Health = HealthFailing
 	case !st.LastSuccessAt.IsZero():
 		v.Health = HealthHealthy
@@ -358,7 +360,7 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 	for _, r := range runs {
 		d.Runs = append(d.Runs, s.runView(r))
 	}
-	if st.LastFailure.ID != 0 && (sy.State == store.SyncPaused || st.FailureStreak > 0) {
+	if st.LastFailure.ID != 0 && (sy.State == store.SyncPaused || st.Failing()) {
 		d.LastError = s.failureView(st.LastFailure)
 	}
 	audit, err := s.p.Store.ListAudit(ctx, id, 20)

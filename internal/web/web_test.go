@@ -346,8 +346,10 @@ func TestOverview(t *testing.T) {
 	for _, s := range sums {
 		switch s.ID {
 		case b.d.Failing:
-			if s.FailureStreak != 2 || s.LastSuccessAt == nil {
-				t.Errorf("failing: streak %d last success %v", s.FailureStreak, s.LastSuccessAt)
+			// Two destination_unavailable failures: failing, but the
+			// operator's, so the breaker's streak is 0 (SPEC §8).
+			if s.FailureStreak != 0 || s.OperatorFailures != 2 || s.LastSuccessAt == nil {
+				t.Errorf("failing: streak %d, operator failures %d, last success %v", s.FailureStreak, s.OperatorFailures, s.LastSuccessAt)
 			}
 		case b.d.Healthy:
 			now := b.clk.Now()
@@ -375,7 +377,8 @@ func TestSyncPagePausedByBreaker(t *testing.T) {
 	e := failure.Lookup(failure.DestinationAuth)
 	mustContain(t, got.body,
 		"Paused by the circuit breaker",
-		"the last 5 runs failed; last error destination_auth",
+		"failure streak reached 5 (breaker_failures 5; failures the operator owns are not counted); last error destination_auth",
+		"<dt>Failure streak</dt><dd>5</dd>",
 		htmlEsc(e.WhatHappened), string(codeSpans(e.NextStep)), "you (the sync's owner)",
 		`href="`+DefaultDocsBase+`#destination_auth"`,
 		"brevo answered 401 unauthorized: key not found",

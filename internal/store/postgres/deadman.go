@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -128,4 +130,42 @@ func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id
 		return false, mapErr("delete deadman marker", err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+var _ deadman.CheckLog = (*Store)(nil)
+
+// deadmanCheckName is the row of deadman_checks the check uses.
+const deadmanCheckName = "deadman"
+
+// MarkDeadmanCheck records a dead-man check at `at` unless one was recorded
+// at or after notBefore (deadman.CheckLog). Concurrent callers serialise on
+// the row: ON CONFLICT ... WHERE re-reads the latest version, so only one
+// of those that found the same old record updates it.
+func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO deadman_checks (name, checked_at, checked_by) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at, checked_by = excluded.checked_by
+		WHERE deadman_checks.checked_at < $4`,
+		deadmanCheckName, nanos(at), by, nanos(notBefore))
+	if err != nil {
+		return false, mapErr("mark deadman check", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LastDeadmanCheck returns the latest recorded dead-man check
+// (deadman.CheckLog).
+func (s *Store) LastDeadmanCheck(ctx context.Context) (deadman.LastCheck, error) {
+	var (
+		lc deadman.LastCheck
+		at int64
+	)
+	err := s.pool.QueryRow(ctx, `SELECT checked_at, checked_by FROM deadman_checks WHERE name = $1`, deadmanCheckName).Scan(&at, &lc.By)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return deadman.LastCheck{}, nil
+	case err != nil:
+		return lc, mapErr("last deadman check", err)
+	}
+	lc.At = fromNanos(at)
+	return lc, nil
 }

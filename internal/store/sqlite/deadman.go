@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/store"
@@ -122,4 +124,47 @@ func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id
 		return err
 	})
 	return deleted, err
+}
+
+var _ deadman.CheckLog = (*Store)(nil)
+
+// deadmanCheckName is the row of deadman_checks the check uses.
+const deadmanCheckName = "deadman"
+
+// MarkDeadmanCheck records a dead-man check at `at` unless one was recorded
+// at or after notBefore (deadman.CheckLog). The write transaction makes it
+// atomic: a second caller reads the first one's row.
+func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error) {
+	var marked bool
+	err := s.write(ctx, "mark deadman check", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO deadman_checks (name, checked_at, checked_by) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET checked_at = excluded.checked_at, checked_by = excluded.checked_by
+			WHERE deadman_checks.checked_at < ?`,
+			deadmanCheckName, nanos(at), by, nanos(notBefore))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		marked = n == 1
+		return err
+	})
+	return marked, err
+}
+
+// LastDeadmanCheck returns the latest recorded dead-man check
+// (deadman.CheckLog).
+func (s *Store) LastDeadmanCheck(ctx context.Context) (deadman.LastCheck, error) {
+	var (
+		lc deadman.LastCheck
+		at int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT checked_at, checked_by FROM deadman_checks WHERE name = ?`, deadmanCheckName).Scan(&at, &lc.By)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return deadman.LastCheck{}, nil
+	case err != nil:
+		return lc, s.mapErr("last deadman check", err)
+	}
+	lc.At = fromNanos(at)
+	return lc, nil
 }

@@ -1,0 +1,157 @@
+package deadman
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// A dead-man check that only the leader runs stops with the leader (SPEC
+// §9). Every check therefore records when it ran (CheckLog), and any
+// process may run the check itself when none was recorded for a while
+// (CheckIfDue, RunFallback): workers and `serve` processes that do not
+// lead, whatever stopped the leader's hourly job. The record is claimed
+// atomically, so of several processes that find the check overdue at the
+// same moment one runs it; the markers' NX keeps alerts to one per
+// incident even if two checks ever overlap.
+
+// Fallback timings.
+const (
+	// FallbackAfter is how old the last check must be for a fallback to
+	// run one: the leader checks hourly, at minute 13; the extra ten
+	// minutes let its job wait behind busy workers without a fallback
+	// doubling it.
+	FallbackAfter = 70 * time.Minute
+	// FallbackEvery is how often a process looks at the last check.
+	FallbackEvery = 5 * time.Minute
+)
+
+// LastCheck is the latest recorded dead-man check.
+type LastCheck struct {
+	At time.Time // zero: no check was ever recorded
+	By string    // who ran it (Params.Who)
+}
+
+// CheckLog keeps when the dead-man check last ran. store/sqlite,
+// store/postgres and RedisMarkers implement it.
+type CheckLog interface {
+	// MarkDeadmanCheck records a check at `at` by `by` unless one was
+	// recorded at or after notBefore, and reports whether it did. It is
+	// atomic: of concurrent calls, those finding the same earlier record
+	// race for one update, and only one reports true.
+	MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error)
+	// LastDeadmanCheck returns the latest recorded check.
+	LastDeadmanCheck(ctx context.Context) (LastCheck, error)
+}
+
+// ErrNoCheckLog is returned by CheckIfDue and LastCheck of a Checker
+// without a CheckLog.
+var ErrNoCheckLog = errors.New("deadman: no check log (the marker store does not record checks)")
+
+// LastCheck returns the latest recorded check.
+func (c *Checker) LastCheck(ctx context.Context) (LastCheck, error) {
+	if c.checks == nil {
+		return LastCheck{}, ErrNoCheckLog
+	}
+	lc, err := c.checks.LastDeadmanCheck(ctx)
+	if err != nil {
+		return lc, storeErr("read the last check", err)
+	}
+	return lc, nil
+}
+
+// record notes a check starting at now, unless a later one was noted.
+func (c *Checker) record(ctx context.Context, now time.Time) error {
+	if c.checks == nil {
+		return nil
+	}
+	if _, err := c.checks.MarkDeadmanCheck(ctx, now, now.Add(time.Nanosecond), c.who); err != nil {
+		return storeErr("record the check", err)
+	}
+	return nil
+}
+
+// CheckIfDue runs Check when no check was recorded within after (0:
+// FallbackAfter) and this call won the claim; ran says whether it did.
+func (c *Checker) CheckIfDue(ctx context.Context, after time.Duration) (rep Report, ran bool, err error) {
+	if c.checks == nil {
+		return Report{}, false, ErrNoCheckLog
+	}
+	if after <= 0 {
+		after = FallbackAfter
+	}
+	now := c.clock.Now()
+	claimed, err := c.checks.MarkDeadmanCheck(ctx, now, now.Add(-after), c.who+" (fallback)")
+	if err != nil {
+		return Report{}, false, storeErr("claim the check", err)
+	}
+	if !claimed {
+		return Report{}, false, nil
+	}
+	rep, err = c.run(ctx, true)
+	return rep, true, err
+}
+
+// FallbackParams configure RunFallback.
+type FallbackParams struct {
+	// Every is how often the last check is looked at (0: FallbackEvery).
+	Every time.Duration
+	// After is how old it must be for this process to check (0:
+	// FallbackAfter).
+	After time.Duration
+	// Ticks, when set, replaces the ticker of Every (tests); RunFallback
+	// returns when it is closed.
+	Ticks <-chan time.Time
+}
+
+// RunFallback runs CheckIfDue at every tick until ctx ends, logging what it
+// did: a process that runs the check says so at warn level, since it means
+// the leader's hourly check did not happen.
+func (c *Checker) RunFallback(ctx context.Context, p FallbackParams) {
+	ticks := p.Ticks
+	if ticks == nil {
+		every := p.Every
+		if every <= 0 {
+			every = FallbackEvery
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		ticks = t.C
+	}
+	after := p.After
+	if after <= 0 {
+		after = FallbackAfter
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ticks:
+			if !ok {
+				return
+			}
+		}
+		rep, ran, err := c.CheckIfDue(ctx, after)
+		switch {
+		case ran:
+			c.log.LogAttrs(ctx, slog.LevelWarn, "deadman: no check was recorded for "+fmtWindow(after)+"; this process ran it (is the leader's hourly job running?)",
+				slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())), slog.Any("err", err))
+		case err != nil:
+			c.log.LogAttrs(ctx, slog.LevelError, "deadman: fallback check failed", slog.Any("err", err))
+		}
+	}
+}
+
+// String is lc for people: "2026-03-03 10:13 UTC by serve host:42", or
+// "never".
+func (lc LastCheck) String() string {
+	if lc.At.IsZero() {
+		return "never"
+	}
+	s := fmtTime(lc.At)
+	if lc.By != "" {
+		s += " by " + lc.By
+	}
+	return s
+}
