@@ -8,7 +8,6 @@ import (
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -240,11 +239,11 @@ const maxOutcomeChecks = 3
 // found landed.
 func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt time.Time) (_ []destination.Result, _ []store.LedgerFinish, requests int64, _ error) {
 	var landed []store.LedgerFinish
-	results, err := r.Destination.Write(ctx, recs)
+	results, err := r.Destination.Write(r.destCtx(ctx), recs)
 	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
-		found, verr := r.Destination.Verify(ctx, recs, claimedAt)
+		found, verr := r.Destination.Verify(r.destCtx(ctx), recs, claimedAt)
 		if verr != nil {
 			return nil, nil, requests, verr
 		}
@@ -270,7 +269,7 @@ func (r *run) write(ctx context.Context, recs []destination.Record, claimedAt ti
 			return nil, nil, requests, err
 		}
 		recs = rest
-		results, err = r.Destination.Write(ctx, recs)
+		results, err = r.Destination.Write(r.destCtx(ctx), recs)
 		requests++
 	}
 	return results, landed, requests, err
@@ -322,7 +321,7 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 	case destination.CapIdempotent:
 		return recs, 0, nil // resent with the same idempotency key
 	case destination.CapVerify:
-		landed, err := r.Destination.Verify(ctx, recs, since)
+		landed, err := r.Destination.Verify(r.destCtx(ctx), recs, since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, 0, cancelled(ctx)
@@ -359,34 +358,6 @@ func (r *run) settle(ctx context.Context, recs []destination.Record, since time.
 		r.inDoubtLeft += int64(len(recs))
 		return nil, 0, nil
 	}
-}
-
-// renew extends the lease and verifies it is still this run's.
-func (r *run) renew(ctx context.Context) error {
-	asked := r.Clock.Now()
-	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
-	switch {
-	case errors.Is(err, lease.ErrLost):
-		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
-	case err != nil && !r.Clock.Now().Before(r.expiry()):
-		// Could not renew and our time is up: somebody else may hold it now.
-		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
-	case err != nil:
-		return storeFailure(ctx, err, "renew the lease")
-	}
-	r.setExpiry(localExpiry(asked, r.LeaseTTL, g.ExpiresAt))
-	return nil
-}
-
-// ensureLease is the guard before a claim and a destination call: a run that
-// was paused (SIGSTOP, a long GC, a frozen VM) past its lease must notice
-// before it writes, not after. The fence stops its store writes; this stops
-// its destination writes. With less than a third of the TTL left, it renews.
-func (r *run) ensureLease(ctx context.Context) error {
-	if r.Clock.Now().Add(r.LeaseTTL / 3).Before(r.expiry()) {
-		return nil
-	}
-	return r.renew(ctx)
 }
 
 func recordKeys(recs []destination.Record) []string {
