@@ -86,6 +86,9 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	if err != nil {
 		return nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
 	}
+	// A call's context deadline bounds its socket I/O too, not only
+	// ReadTimeout: a lease renewal must not hang past the lease (SPEC §5).
+	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
