@@ -47,8 +47,8 @@ type Params struct {
 	Sync        Sync
 
 	LeaseTTL time.Duration
-	// LeaseRenew is the background renewal interval (0 = renew only at
-	// checkpoints, which tests use with a fake clock).
+	// LeaseRenew is the background renewal interval, on Clock (0 = renew
+	// only before claims, writes and checkpoints).
 	LeaseRenew time.Duration
 
 	// Attempt is the queue attempt number (1 for a foreground run).
