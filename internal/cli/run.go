@@ -120,7 +120,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	if rdb != nil {
 		defer rdb.Close()
 	}
-	leases := pipeline.Leases(st, rdb)
+	leases := pipeline.Leases(st, rdb, cfg.Settings.LeaseTTL)
 	built, err := pipeline.Build(cfg, sc, pipeline.Options{Clock: clk})
 	if err != nil {
 		return failed(env.Stdout, err)

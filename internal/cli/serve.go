@@ -149,7 +149,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if rdb != nil {
 		defer rdb.Close()
 	}
-	leases := pipeline.Leases(st, rdb)
+	leases := pipeline.Leases(st, rdb, cfg.Settings.LeaseTTL)
 	var inspector queue.LeaseInspector // nil: the store's SQL lease
 	if m, ok := leases.(*redislease.Manager); ok {
 		inspector = queue.LeaseInspectorFunc(m.Get)

@@ -27,7 +27,35 @@ var (
 	ErrHeld = errors.New("lease held by another run")
 	// ErrLost: the lease is no longer this run's.
 	ErrLost = errors.New("lease lost")
+	// ErrQuarantined: the lease store lost its data (Redis restarted empty,
+	// flushed, failed over to a replica that missed writes) and grants no
+	// lease of the sync until one TTL after the loss was noticed: a holder
+	// from before the loss may still be writing until then (SPEC §5). It is
+	// temporary; asking again after the TTL gets a grant.
+	ErrQuarantined = errors.New("lease store lost its data")
 )
+
+// QuarantineError is ErrQuarantined with the times, on the lease store's
+// clock, of the notice and of the quarantine's end (zero when unknown).
+type QuarantineError struct {
+	SyncID    string
+	NoticedAt time.Time
+	Until     time.Time
+}
+
+func (e *QuarantineError) Error() string {
+	msg := fmt.Sprintf("the lease store lost the lease data of sync %q", e.SyncID)
+	if !e.NoticedAt.IsZero() {
+		msg += " (noticed at " + e.NoticedAt.UTC().Format(time.RFC3339) + ")"
+	}
+	if e.Until.IsZero() {
+		return msg + "; no lease is granted until one lease TTL after the loss was noticed"
+	}
+	return msg + "; no lease is granted before " + e.Until.UTC().Format(time.RFC3339) +
+		", when any run that held it before the loss has stopped writing"
+}
+
+func (e *QuarantineError) Unwrap() error { return ErrQuarantined }
 
 // Grant is a held lease.
 type Grant struct {

@@ -86,6 +86,9 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	if err != nil {
 		return nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
 	}
+	// A call's context deadline bounds its socket I/O too, not only
+	// ReadTimeout: a lease renewal must not hang past the lease (SPEC §5).
+	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
@@ -95,12 +98,14 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 }
 
 // Leases returns the lease manager: Redis when client is set (several
-// machines; see Redis), else the store's SQL lease (embedded mode).
-func Leases(st store.Store, client *redis.Client) lease.Manager {
+// machines; see Redis), else the store's SQL lease (embedded mode). ttl is
+// the deployment's lease TTL (settings.lease_ttl), which a Redis lease
+// waits after noticing that Redis lost its data.
+func Leases(st store.Store, client *redis.Client, ttl time.Duration) lease.Manager {
 	if client == nil {
 		return &lease.SQL{Store: st}
 	}
-	return redislease.New(redislease.Params{Client: client, Store: st})
+	return redislease.New(redislease.Params{Client: client, Store: st, TTL: ttl})
 }
 
 // Options are what the process provides beyond the config.

@@ -105,6 +105,11 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 				live = false
 			}
 		case errors.Is(err, store.ErrNotFound):
+		case errors.Is(err, lease.ErrQuarantined):
+			// The lease store lost its data less than a TTL ago (SPEC §5):
+			// the run's worker may still be writing. Neither live nor dead
+			// until the quarantine ends; a later sweep decides.
+			continue
 		default:
 			errs = append(errs, fmt.Errorf("recovery: lease of sync %s: %w", r.SyncID, err))
 			continue
@@ -422,7 +427,8 @@ func unfinishedDetail(parts []partitionOutcome) string {
 }
 
 // leaseLive reports whether someone alive holds the sync's lease; when the
-// lease cannot be read it answers true (when unsure, do nothing).
+// lease cannot be read, or the lease store lost it less than a TTL ago
+// (lease.ErrQuarantined), it answers true (when unsure, do nothing).
 func (s *Service) leaseLive(ctx context.Context, syncID string, now time.Time, self lease.Process) bool {
 	l, err := s.inspector.LeaseGet(ctx, syncID)
 	switch {

@@ -94,6 +94,15 @@ func (s Space) Lease(syncID string) string { return s.syncKey(syncID, "lease") }
 // fence registered in the store before handing out a grant.
 func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 
+// LeaseLoss is the key of a sync's lease quarantine (SPEC §5): a string,
+// the Redis time (µs since the epoch) at which redislease noticed that
+// Redis had lost the sync's lease data (its fence counter behind the fence
+// registered in the store), with a PX expiry of the lease TTL. While it
+// exists no lease of the sync is granted: a holder from before the loss may
+// still be writing until its own TTL runs out. It lives on Redis like the
+// data it guards, so a second loss takes it too and is noticed afresh.
+func (s Space) LeaseLoss(syncID string) string { return s.syncKey(syncID, "lease-loss") }
+
 // Barrier is the key of a run's checkpoint barrier (SPEC §11): a string
 // "token:snapshot" with the barrier TTL, shared by the partitions of runID.
 func (s Space) Barrier(syncID string, runID int64) string {

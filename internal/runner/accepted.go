@@ -110,7 +110,7 @@ func (r *run) awaitAccepted(ctx context.Context, ref string, its []*item) ([]des
 	deadline := time.Now().Add(r.acceptedWait())
 	every := r.pollInterval()
 	for {
-		res, done, err := async.Outcomes(ctx, ref, records(its))
+		res, done, err := async.Outcomes(r.destCtx(ctx), ref, records(its))
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, cancelled(ctx)
@@ -316,7 +316,7 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 		out.stuck = true
 		return out, true
 	}
-	res, done, err := async.Outcomes(ctx, b.ref, records(b.items))
+	res, done, err := async.Outcomes(r.destCtx(ctx), b.ref, records(b.items))
 	now := time.Now()
 	if err != nil || !done {
 		if now.Sub(b.since) >= r.acceptedWait() || ctx.Err() != nil {

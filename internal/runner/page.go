@@ -9,7 +9,6 @@ import (
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -450,7 +449,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		}
 	}
 	recs := records(its)
-	results, err := r.Destination.Write(ctx, recs)
+	results, err := r.Destination.Write(r.destCtx(ctx), recs)
 	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
@@ -470,7 +469,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		if len(unknown) == 0 {
 			return out, requests, err
 		}
-		found, verr := r.Destination.Verify(ctx, unknown, claimedAt)
+		found, verr := r.Destination.Verify(r.destCtx(ctx), unknown, claimedAt)
 		if verr != nil {
 			return out, requests, verr
 		}
@@ -496,7 +495,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 			return out, requests, err
 		}
 		recs = rest
-		results, err = r.Destination.Write(ctx, recs)
+		results, err = r.Destination.Write(r.destCtx(ctx), recs)
 		requests++
 	}
 	collect(results)
@@ -558,7 +557,7 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 	case destination.CapIdempotent:
 		return its, 0, nil, nil // resent with the same idempotency key
 	case destination.CapVerify:
-		landed, err := r.Destination.Verify(ctx, records(its), since)
+		landed, err := r.Destination.Verify(r.destCtx(ctx), records(its), since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, 0, nil, cancelled(ctx)
@@ -590,34 +589,6 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		r.inDoubtLeft += int64(len(its))
 		return nil, 0, marks, nil
 	}
-}
-
-// renew extends the lease and verifies it is still this run's.
-func (r *run) renew(ctx context.Context) error {
-	asked := r.Clock.Now()
-	g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
-	switch {
-	case errors.Is(err, lease.ErrLost):
-		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
-	case err != nil && !r.Clock.Now().Before(r.expiry()):
-		// Could not renew and our time is up: somebody else may hold it now.
-		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
-	case err != nil:
-		return storeFailure(ctx, err, "renew the lease")
-	}
-	r.setExpiry(localExpiry(asked, r.LeaseTTL, g.ExpiresAt))
-	return nil
-}
-
-// ensureLease is the guard before a claim and a destination call: a run that
-// was paused (SIGSTOP, a long GC, a frozen VM) past its lease must notice
-// before it writes, not after. The fence stops its store writes; this stops
-// its destination writes. With less than a third of the TTL left, it renews.
-func (r *run) ensureLease(ctx context.Context) error {
-	if r.Clock.Now().Add(r.LeaseTTL / 3).Before(r.expiry()) {
-		return nil
-	}
-	return r.renew(ctx)
 }
 
 func recordKeys(recs []destination.Record) []string {

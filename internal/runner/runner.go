@@ -50,8 +50,8 @@ type Params struct {
 	Sync        Sync
 
 	LeaseTTL time.Duration
-	// LeaseRenew is the background renewal interval (0 = renew only at
-	// checkpoints, which tests use with a fake clock).
+	// LeaseRenew is the background renewal interval, on Clock (0 = renew
+	// only before claims, writes and checkpoints).
 	LeaseRenew time.Duration
 
 	// Attempt is the queue attempt number (1 for a foreground run).
@@ -140,32 +140,13 @@ type run struct {
 	// (loadOutstanding); read and emptied by the ledger stage only.
 	outstanding map[string][]store.LedgerEntry
 
+	// The lease's local expiry and the timer cancelling the work at it
+	// (lease.go).
 	expMu     sync.Mutex
-	expiresAt time.Time // the lease's expiry as last granted or renewed
-}
-
-func (r *run) expiry() time.Time {
-	r.expMu.Lock()
-	defer r.expMu.Unlock()
-	return r.expiresAt
-}
-
-// localExpiry is when this run must consider its lease gone: the time it
-// asked plus the TTL, by its own clock, and never later than the expiry the
-// lease store reported. The store (Redis) keeps its own clock; counting from
-// the moment of asking keeps a skewed worker clock on the safe side.
-func localExpiry(asked time.Time, ttl time.Duration, reported time.Time) time.Time {
-	e := asked.Add(ttl)
-	if !reported.IsZero() && reported.Before(e) && reported.After(asked) {
-		return reported
-	}
-	return e
-}
-
-func (r *run) setExpiry(t time.Time) {
-	r.expMu.Lock()
-	r.expiresAt = t
-	r.expMu.Unlock()
+	expiresAt time.Time               // the lease's expiry as last granted or renewed
+	stopWork  context.CancelCauseFunc // cancels the work; nil outside it
+	expTimer  clock.Timer             // fires at expiresAt less attemptMargin
+	expGen    int                     // counts arms, so a stale timer is ignored
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -183,21 +164,25 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunSkipped, ferr), ferr
 	}
 	if err != nil {
-		ferr := failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
+		ferr := acquireFailure(err)
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.grant.Fence
-	r.setExpiry(localExpiry(asked, r.LeaseTTL, r.grant.ExpiresAt))
-	log = log.With("fence", r.grant.Fence)
-	log.Info("run started")
-	r.closeOrphans(ctx, log)
-
+	// The work is cancelled once the lease's time is up (SPEC §5), from
+	// here on: the expiry counts from the moment the lease was asked for.
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.setExpiry(localExpiry(asked, r.LeaseTTL, r.grant.ExpiresAt))
+	disarm := r.startExpiry(cancel)
+	log = log.With("fence", r.grant.Fence)
+	log.Info("run started")
+	r.closeOrphans(workCtx, log)
+
 	stopRenew := r.startRenewer(workCtx, cancel)
 
 	state, runErr := r.loop(workCtx)
 	stopRenew()
+	disarm()
 	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, errLeaseLost) {
 		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
 	}
@@ -266,46 +251,6 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 		r.AfterFailure(sctx, r.rec)
 	}
 	return r.rec
-}
-
-// startRenewer renews the lease every LeaseRenew; on loss it cancels the work.
-func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
-	if r.LeaseRenew <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(r.LeaseRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			asked := r.Clock.Now()
-			g, err := r.Leases.Renew(ctx, r.grant, r.LeaseTTL)
-			switch {
-			case errors.Is(err, lease.ErrLost):
-				cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
-				return
-			case err != nil:
-				// Store or Redis unreachable: keep trying; once our TTL has run
-				// out somebody else may hold the sync, so stop writing.
-				if !r.Clock.Now().Before(r.expiry()) {
-					cancel(fmt.Errorf("%w: could not renew before expiry: %w", errLeaseLost, err))
-					return
-				}
-			default:
-				r.setExpiry(localExpiry(asked, r.LeaseTTL, g.ExpiresAt))
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 func (r *run) drainRequested() bool {

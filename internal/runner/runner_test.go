@@ -405,6 +405,25 @@ func (tb *testBundle) takeOver(t *testing.T) store.Lease {
 	return l
 }
 
+// takeOverUnseen makes another run take the sync's lease, which the store
+// holds expired while the run's own clock does not (it runs slow): only the
+// fence stops the run then. (A run whose clock sees its lease run out stops
+// by itself: TestLeaseTime.)
+func (tb *testBundle) takeOverUnseen(t *testing.T) store.Lease {
+	t.Helper()
+	cur, err := tb.store.LeaseGet(context.Background(), "s1")
+	if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	l, err := tb.store.LeaseAcquire(context.Background(), store.LeaseAcquireParams{
+		SyncID: "s1", Token: "newer", Holder: "host=elsewhere pid=1", TTL: time.Minute, TakeOver: cur.Token,
+	})
+	if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	return l
+}
+
 func TestStalledRunIsFenced(t *testing.T) {
 	t.Parallel()
 	t.Run("claim refused", func(t *testing.T) {
@@ -414,7 +433,7 @@ func TestStalledRunIsFenced(t *testing.T) {
 		p.Hooks.BeforeClaim = func(ctx context.Context, page int64) {
 			if page == 3 {
 				tb.waitCheckpointed(t, 2) // pages 1-2 done: only this claim is left to refuse
-				tb.takeOver(t)            // the run stalls past its TTL; another run takes over
+				tb.takeOverUnseen(t)      // the run's lease expires in the store; another run takes over
 			}
 		}
 		r, err := Run(context.Background(), p)

@@ -4,12 +4,14 @@
 //
 // # Keys
 //
-// Per sync, two keys sharing one hash tag (see package rediskey), so every
+// Per sync, three keys sharing one hash tag (see package rediskey), so every
 // script touches one Redis Cluster slot / one go-redis Ring shard:
 //
 //   - lease: a hash {token, fence, holder, run_id, granted_at_us} with a PX
-//     expiry of the lease TTL. Absent means free.
+//     expiry of the lease TTL. Absent means free, or lost (see below).
 //   - fence: an integer counter, INCRed on every grant, never expiring.
+//   - lease-loss: while it exists, the quarantine after a loss of Redis's
+//     data: the Redis time the loss was noticed, with a PX expiry of one TTL.
 //
 // # Fences: the store is the source of truth
 //
@@ -36,6 +38,38 @@
 // grants of the same f could both pass steps 1-2: whichever registered first
 // sees its Redis lease gone by the time it confirms.
 //
+// # Quarantine after a loss
+//
+// A refusal in step 1 or 2 while the lease is still ours (the raise script
+// checks the token) can only mean that Redis's counter is behind the store:
+// Redis lost data, and with it, possibly, the lease of a run that is still
+// writing to the destination. Fences stop that run's store writes, but a
+// destination cannot check a fence: the only protection left is time. So the
+// grant is not handed out: once its fence is registered (the old holder's
+// store writes are now refused), one script deletes it and records the
+// lease-loss key with Redis's time and a PX of one TTL (the longer of
+// Params.TTL and the TTL asked for), and Acquire returns a
+// *lease.QuarantineError. Every Acquire before the key expires returns one
+// too; the first after gets a normal grant (the counter is already past the
+// store's fence, so nothing is noticed again). The old holder's lease had at
+// most one TTL left when the data was lost, before the notice, and it stops
+// writing at its local expiry (package runner), so no grant overlaps it.
+//
+// Get notices a loss too, so that lease-expiry recovery never reads a lost
+// lease as a dead holder: a missing lease key is proved free by registering
+// Redis's counter in the store (RaiseFence(counter), accepted only when no
+// higher fence is registered). When that is refused, Get registers a fence
+// above the store's, moves the counter past it and records the lease-loss key
+// in one script, and returns a *lease.QuarantineError.
+//
+// The lease-loss key lives on Redis with the data it guards: a second loss
+// during the quarantine takes it too, and the next Acquire or Get notices
+// the loss afresh (the counter is behind the store again), starting a new
+// quarantine. A fresh deployment (no fence ever registered in the store for
+// the sync) has nothing to lose and waits for nothing. A change of key
+// namespace or of rediskey.Version, or a switch from the SQL lease to Redis,
+// looks like a loss and costs one TTL once.
+//
 // If the lease is lost during registration, Acquire starts over (and then
 // usually reports the new holder). If the store cannot be reached, the lease
 // is released and the error (wrapping store.ErrUnavailable) returned: a grant
@@ -44,7 +78,8 @@
 // # Errors
 //
 // Acquire returns *lease.HeldError (errors.Is lease.ErrHeld) when a live
-// holder exists; Renew returns an error wrapping lease.ErrLost (and
+// holder exists and *lease.QuarantineError (errors.Is lease.ErrQuarantined)
+// during a quarantine, as does Get; Renew returns an error wrapping lease.ErrLost (and
 // store.ErrLeaseLost) once the lease expired, was released or taken. Redis
 // unreachable (network, closed client, pool timeout, LOADING, READONLY,
 // CLUSTERDOWN, ...) gives an error wrapping store.ErrUnavailable, never a
@@ -89,15 +124,22 @@ const (
 // once built and safe for concurrent use.
 var (
 	// acquireScript grants the lease when it is free, or held by the token
-	// ARGV[5] (a holder known to be dead), else reports the holder.
+	// ARGV[5] (a holder known to be dead), and no quarantine is on; else
+	// reports the holder or the quarantine.
 	//
-	// KEYS: lease, fence. ARGV: token, holder, run id, ttl ms, takeover token
-	// ("" for none).
-	// Returns {1, fence, time sec, time µs} or {0, holder, holder token}.
+	// KEYS: lease, fence, lease-loss. ARGV: token, holder, run id, ttl ms,
+	// takeover token ("" for none).
+	// Returns {1, fence, time sec, time µs}, {0, holder, holder token} or
+	// {2, noticed at µs, quarantine left ms, time sec, time µs}.
 	acquireScript = redis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder')
 if cur[1] and cur[1] ~= ARGV[5] then
   return {0, cur[2] or '', cur[1]}
+end
+local noticed = redis.call('GET', KEYS[3])
+if noticed then
+  local t = redis.call('TIME')
+  return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
 end
 local fence = redis.call('INCR', KEYS[2])
 if fence < 2 then
@@ -163,18 +205,69 @@ end
 return 0
 `)
 
-	// getScript reads the lease with its remaining TTL and Redis's time.
+	// quarantineScript turns the grant ARGV[1] (fence ARGV[2]), found to
+	// come from a counter behind the store, into a quarantine: it deletes
+	// the lease and records the notice with Redis's time for ARGV[3] ms.
 	//
-	// KEYS: lease. Returns {0} when free, else
-	// {1, token, fence, holder, run id, pttl ms, time sec, time µs}.
-	getScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'token', 'fence', 'holder', 'run_id')
-if not cur[1] then
+	// KEYS: lease, lease-loss. ARGV: token, fence, quarantine ms.
+	// Returns {2, noticed at µs, quarantine ms, time sec, time µs}, or {0}
+	// if the lease is not ARGV[1]'s under ARGV[2].
+	quarantineScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'token', 'fence')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then
   return {0}
 end
+redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
-return {1, cur[1], cur[2] or '0', cur[3] or '', cur[4] or '0',
-  redis.call('PTTL', KEYS[1]), tonumber(t[1]), tonumber(t[2])}
+local noticed = t[1] .. string.format('%06d', tonumber(t[2]))
+redis.call('SET', KEYS[2], noticed, 'PX', ARGV[3])
+return {2, noticed, tonumber(ARGV[3]), tonumber(t[1]), tonumber(t[2])}
+`)
+
+	// noticeScript records a loss that Get noticed (no lease, and the store
+	// ahead of the counter): it moves the counter to at least ARGV[1] (a
+	// fence already registered above the store's) and starts the quarantine
+	// unless one is on, unless a lease was granted meanwhile.
+	//
+	// KEYS: lease, fence, lease-loss. ARGV: floor, quarantine ms.
+	// Returns {1} if a lease exists, else
+	// {2, noticed at µs, quarantine left ms, time sec, time µs}.
+	noticeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {1}
+end
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if cur < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[2], ARGV[1])
+end
+local t = redis.call('TIME')
+local noticed = redis.call('GET', KEYS[3])
+if not noticed then
+  noticed = t[1] .. string.format('%06d', tonumber(t[2]))
+  redis.call('SET', KEYS[3], noticed, 'PX', ARGV[2])
+end
+return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
+`)
+
+	// getScript reads the lease with its remaining TTL and Redis's time, or
+	// the quarantine, or (the lease free) the fence counter.
+	//
+	// KEYS: lease, fence, lease-loss. Returns
+	// {1, token, fence, holder, run id, pttl ms, time sec, time µs} when
+	// held, {2, noticed at µs, quarantine left ms, time sec, time µs} during
+	// a quarantine, else {0, fence counter (0 when absent)}.
+	getScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'token', 'fence', 'holder', 'run_id')
+local t = redis.call('TIME')
+if cur[1] then
+  return {1, cur[1], cur[2] or '0', cur[3] or '', cur[4] or '0',
+    redis.call('PTTL', KEYS[1]), tonumber(t[1]), tonumber(t[2])}
+end
+local noticed = redis.call('GET', KEYS[3])
+if noticed then
+  return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
+end
+return {0, tonumber(redis.call('GET', KEYS[2]) or '0')}
 `)
 )
 
@@ -191,6 +284,13 @@ type Params struct {
 	// over leases of dead processes on this machine); zero means
 	// lease.ThisProcess().
 	Self lease.Process
+	// TTL is the deployment's lease TTL (settings.lease_ttl): how long a
+	// noticed loss of Redis's data holds grants back. Acquire quarantines
+	// for the longer of it and the TTL it is asked for. Get is given no TTL:
+	// with TTL zero it reports a loss it finds (a *lease.QuarantineError
+	// without times) but records nothing, so only an Acquire starts the
+	// quarantine.
+	TTL time.Duration
 }
 
 // Manager is lease.Manager on Redis. It is safe for concurrent use.
@@ -199,6 +299,7 @@ type Manager struct {
 	store  store.Store
 	keys   rediskey.Space
 	self   lease.Process
+	ttl    time.Duration
 }
 
 var _ lease.Manager = (*Manager)(nil)
@@ -210,26 +311,31 @@ func New(p Params) *Manager {
 	if self.PID == 0 {
 		self = lease.ThisProcess()
 	}
-	return &Manager{client: p.Client, store: p.Store, keys: p.Keys, self: self}
+	return &Manager{client: p.Client, store: p.Store, keys: p.Keys, self: self, ttl: p.TTL}
 }
 
 // Acquire grants p.SyncID's lease for p.TTL with a new fence registered in
 // the store (see the package doc). A lease held by a dead process on this
 // machine (same host, boot and PID namespace) is taken over at once; any
-// other holder gives *lease.HeldError.
+// other holder gives *lease.HeldError. After Redis lost its data it grants
+// nothing for one TTL and returns *lease.QuarantineError.
 func (m *Manager) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Grant, error) {
 	ttlMS, err := m.check(p.SyncID, p.TTL)
 	if err != nil {
 		return lease.Grant{}, err
 	}
+	quarantineMS := max(ttlMS, durationMS(m.ttl))
 	for range acquireAttempts {
 		g, err := m.grant(ctx, p, ttlMS)
 		if err != nil {
 			return lease.Grant{}, err
 		}
-		g, err = m.register(ctx, g)
+		g, err = m.register(ctx, g, quarantineMS)
 		if errors.Is(err, errLostWhileRegistering) {
 			continue // start over: someone took it; usually we now see them
+		}
+		if errors.Is(err, lease.ErrQuarantined) {
+			return lease.Grant{}, err // the script deleted the grant
 		}
 		if err != nil {
 			m.releaseDetached(ctx, g)
@@ -249,7 +355,7 @@ var errLostWhileRegistering = errors.New("lease lost while registering its fence
 // dead process on this machine.
 func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64) (lease.Grant, error) {
 	token := lease.NewToken()
-	keys := []string{m.keys.Lease(p.SyncID), m.keys.Fence(p.SyncID)}
+	keys := []string{m.keys.Lease(p.SyncID), m.keys.Fence(p.SyncID), m.keys.LeaseLoss(p.SyncID)}
 	takeover := ""
 	for {
 		res, err := acquireScript.Run(ctx, m.client, keys,
@@ -266,6 +372,9 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 				ExpiresAt: redisTime(sec, usec).Add(time.Duration(ttlMS) * time.Millisecond),
 			}, nil
 		}
+		if status(res) == 2 {
+			return lease.Grant{}, quarantineError(p.SyncID, res)
+		}
 		if len(res) != 3 {
 			return lease.Grant{}, fmt.Errorf("redis lease acquire of sync %q: unexpected script reply of %d values", p.SyncID, len(res))
 		}
@@ -281,15 +390,21 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 }
 
 // register makes g's fence registered in the store and proven new, raising it
-// past the store's fence when needed (see the package doc).
-func (m *Manager) register(ctx context.Context, g lease.Grant) (lease.Grant, error) {
+// past the store's fence when needed (see the package doc). When the store
+// was found ahead of Redis's counter, the grant is turned into a quarantine
+// of quarantineMS once its fence is registered, and the error is a
+// *lease.QuarantineError.
+func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int64) (lease.Grant, error) {
 	step := int64(1)
+	lost := false // the store was ahead of Redis's counter
 	for range maxRaises {
 		err := m.store.RaiseFence(ctx, g.SyncID, g.Fence-1)
 		if err == nil {
 			err = m.store.RaiseFence(ctx, g.SyncID, g.Fence)
 		}
 		switch {
+		case err == nil && lost:
+			return g, m.quarantine(ctx, g, quarantineMS)
 		case err == nil:
 			ok, err := confirmScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID)}, g.Token, g.Fence).Int64()
 			if err != nil {
@@ -312,11 +427,28 @@ func (m *Manager) register(ctx context.Context, g lease.Grant) (lease.Grant, err
 		if fence == 0 {
 			return g, errLostWhileRegistering
 		}
+		// The lease is still ours, so no other grant raced us to the store:
+		// only a loss of Redis's data leaves the counter behind it.
+		lost = true
 		g.Fence = fence
 		step *= 2
 	}
 	return g, fmt.Errorf("redis lease of sync %q: the store's fence is more than 2^%d above Redis's fence counter; refusing to raise it further",
 		g.SyncID, maxRaises)
+}
+
+// quarantine deletes the grant g, whose counter was behind the store, and
+// starts the quarantine of the package doc.
+func (m *Manager) quarantine(ctx context.Context, g lease.Grant, quarantineMS int64) error {
+	res, err := quarantineScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.LeaseLoss(g.SyncID)},
+		g.Token, g.Fence, quarantineMS).Slice()
+	if err != nil {
+		return m.mapErr(ctx, "quarantine", g.SyncID, err)
+	}
+	if status(res) != 2 {
+		return errLostWhileRegistering
+	}
+	return quarantineError(g.SyncID, res)
 }
 
 // Renew extends g by ttl if g still holds the lease; the new expiry is
@@ -356,25 +488,113 @@ func (m *Manager) Release(ctx context.Context, g lease.Grant) error {
 
 // Get returns syncID's current lease (ExpiresAt from Redis's time and the
 // key's remaining TTL), or an error wrapping store.ErrNotFound when it is free
-// or expired. Lease-expiry recovery and status pages use it.
+// or expired, or a *lease.QuarantineError when Redis lost the sync's lease
+// data less than one TTL ago (the holder from before the loss may still be
+// writing): a missing lease is proved free in the store first, and a loss
+// found that way starts the quarantine (see the package doc). Lease-expiry
+// recovery uses it.
 func (m *Manager) Get(ctx context.Context, syncID string) (store.Lease, error) {
 	if err := m.checkSync(syncID); err != nil {
 		return store.Lease{}, err
 	}
-	res, err := getScript.Run(ctx, m.client, []string{m.keys.Lease(syncID)}).Slice()
-	if err != nil {
-		return store.Lease{}, m.mapErr(ctx, "get", syncID, err)
+	keys := []string{m.keys.Lease(syncID), m.keys.Fence(syncID), m.keys.LeaseLoss(syncID)}
+	for range acquireAttempts {
+		res, err := getScript.Run(ctx, m.client, keys).Slice()
+		if err != nil {
+			return store.Lease{}, m.mapErr(ctx, "get", syncID, err)
+		}
+		switch {
+		case status(res) == 1 && len(res) == 8:
+			return heldLease(syncID, res), nil
+		case status(res) == 2:
+			return store.Lease{}, quarantineError(syncID, res)
+		case status(res) != 0 || len(res) != 2:
+			return store.Lease{}, fmt.Errorf("redis lease get of sync %q: unexpected script reply of %d values", syncID, len(res))
+		}
+		floor, err := m.aboveStore(ctx, syncID, toInt(res[1]))
+		if err != nil {
+			return store.Lease{}, err
+		}
+		if floor == 0 {
+			return store.Lease{}, fmt.Errorf("redis lease of sync %q: %w", syncID, store.ErrNotFound)
+		}
+		if m.ttl <= 0 {
+			return store.Lease{}, &lease.QuarantineError{SyncID: syncID}
+		}
+		res, err = noticeScript.Run(ctx, m.client, keys, floor, durationMS(m.ttl)).Slice()
+		if err != nil {
+			return store.Lease{}, m.mapErr(ctx, "notice a loss", syncID, err)
+		}
+		if status(res) == 2 {
+			return store.Lease{}, quarantineError(syncID, res)
+		}
+		// A lease was granted meanwhile: read it.
 	}
-	if status(res) != 1 || len(res) != 8 {
-		return store.Lease{}, fmt.Errorf("redis lease of sync %q: %w", syncID, store.ErrNotFound)
+	return store.Lease{}, fmt.Errorf("redis lease of sync %q: the lease changed under %d reads in a row", syncID, acquireAttempts)
+}
+
+// aboveStore proves Redis's fence counter of syncID (counter) not behind
+// the store: it returns 0 when the store accepts counter (at least 1) as its
+// fence, i.e. no higher fence was ever registered. Otherwise Redis lost
+// data: it finds the store's fence by doubling steps, registers one above
+// it (so the old holder's store writes are refused from now on) and
+// returns that.
+func (m *Manager) aboveStore(ctx context.Context, syncID string, counter int64) (int64, error) {
+	f, step := max(counter, 1), int64(1)
+	for i := range maxRaises {
+		err := m.store.RaiseFence(ctx, syncID, f)
+		if err == nil && i > 0 {
+			err = m.store.RaiseFence(ctx, syncID, f+1)
+			f++
+		}
+		switch {
+		case err == nil && i == 0:
+			return 0, nil
+		case err == nil:
+			return f, nil
+		case !errors.Is(err, store.ErrFenced):
+			return 0, fmt.Errorf("redis lease of sync %q: check fence %d against the store: %w", syncID, f, err)
+		}
+		f += step
+		step *= 2
 	}
+	return 0, fmt.Errorf("redis lease of sync %q: the store's fence is more than 2^%d above Redis's fence counter; refusing to raise it further",
+		syncID, maxRaises)
+}
+
+// heldLease decodes getScript's reply for a held lease.
+func heldLease(syncID string, res []any) store.Lease {
 	fence, _ := strconv.ParseInt(toString(res[2]), 10, 64)
 	runID, _ := strconv.ParseInt(toString(res[4]), 10, 64)
 	l := store.Lease{SyncID: syncID, Token: toString(res[1]), Fence: fence, Holder: toString(res[3]), RunID: runID}
 	if pttl := toInt(res[5]); pttl >= 0 {
 		l.ExpiresAt = redisTime(toInt(res[6]), toInt(res[7])).Add(time.Duration(pttl) * time.Millisecond)
 	}
-	return l, nil
+	return l
+}
+
+// quarantineError decodes a quarantine reply
+// {2, noticed at µs, quarantine left ms, time sec, time µs}.
+func quarantineError(syncID string, res []any) *lease.QuarantineError {
+	e := &lease.QuarantineError{SyncID: syncID}
+	if len(res) != 5 {
+		return e
+	}
+	if us := toInt(res[1]); us > 0 {
+		e.NoticedAt = time.UnixMicro(us)
+	}
+	if left := toInt(res[2]); left >= 0 {
+		e.Until = redisTime(toInt(res[3]), toInt(res[4])).Add(time.Duration(left) * time.Millisecond)
+	}
+	return e
+}
+
+// durationMS is d in whole milliseconds, rounded up.
+func durationMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // releaseDetached releases g after a failed registration, even if ctx is
@@ -393,7 +613,7 @@ func (m *Manager) check(syncID string, ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
 		return 0, fmt.Errorf("%w: lease ttl %s is under 1ms", ErrInvalid, ttl)
 	}
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond), nil
+	return durationMS(ttl), nil
 }
 
 func (m *Manager) checkSync(syncID string) error {

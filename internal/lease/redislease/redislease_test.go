@@ -262,9 +262,9 @@ func TestFenceGrowsAndIsRegistered(t *testing.T) {
 }
 
 // TestFenceCounterLost: Redis forgets (part of) its state while a holder is
-// still running; the next grant must still end above every fence the store
-// has registered, so the old holder's writes are refused and two runs never
-// share a fence.
+// still running; the next grant (after the quarantine) must still end above
+// every fence the store has registered, so the old holder's writes are
+// refused and two runs never share a fence.
 func TestFenceCounterLost(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -310,7 +310,14 @@ func TestFenceCounterLost(t *testing.T) {
 				}
 				floor := tt.lose(t, tb, old)
 
-				g := tb.acquire(t, tb.manager(lease.Process{}), 3)
+				// The first Acquire notices the loss and grants nothing for
+				// a TTL (TestQuarantine); once that has run out:
+				m := tb.manager(lease.Process{})
+				if _, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 3, TTL: ttl}); !errors.Is(err, lease.ErrQuarantined) {
+					t.Fatalf("Acquire after losing Redis state = %v, want ErrQuarantined", err)
+				}
+				tb.endQuarantine(t)
+				g := tb.acquire(t, m, 3)
 				if g.Fence <= floor {
 					t.Fatalf("grant after losing Redis state has fence %d, want > %d", g.Fence, floor)
 				}

@@ -1,0 +1,271 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// blockingDest is a destination whose every call blocks until its context
+// ends, recording when (on the fake clock) each call started and ended and
+// the attempt deadline it carried.
+type blockingDest struct {
+	clock   *clock.Fake
+	entered chan context.Context
+
+	mu    sync.Mutex
+	calls []destCall
+}
+
+type destCall struct {
+	started, ended time.Time
+	deadline       time.Time
+	hasDeadline    bool
+}
+
+func (d *blockingDest) Capability() destination.Capability { return destination.CapVerify }
+func (d *blockingDest) Close() error                       { return nil }
+
+func (d *blockingDest) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	return nil, d.block(ctx)
+}
+
+func (d *blockingDest) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
+	return nil, d.block(ctx)
+}
+
+func (d *blockingDest) block(ctx context.Context) error {
+	c := destCall{started: d.clock.Now()}
+	c.deadline, c.hasDeadline = destination.AttemptDeadline(ctx)
+	d.mu.Lock()
+	i := len(d.calls)
+	d.calls = append(d.calls, c)
+	d.mu.Unlock()
+	d.entered <- ctx
+	<-ctx.Done()
+	d.mu.Lock()
+	d.calls[i].ended = d.clock.Now()
+	d.mu.Unlock()
+	return failure.Wrap(failure.DestinationUnavailable, ctx.Err(), "the request was abandoned")
+}
+
+func (d *blockingDest) recorded() []destCall {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]destCall(nil), d.calls...)
+}
+
+// renewLeases is the SQL lease whose renewals, when hang is set, block
+// until their context ends. Every renewal's context is sent on renewing.
+type renewLeases struct {
+	lease.Manager
+	hang     bool
+	renewing chan context.Context
+	renewed  chan error
+}
+
+func (m *renewLeases) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
+	m.renewing <- ctx
+	if m.hang {
+		<-ctx.Done()
+		m.renewed <- ctx.Err()
+		return g, ctx.Err()
+	}
+	g, err := m.Manager.Renew(ctx, g, ttl)
+	m.renewed <- err
+	return g, err
+}
+
+// receive waits for a value on ch; the bound only turns a hang (the
+// behaviour under test missing) into a failure.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not happen", what)
+		var zero T
+		return zero
+	}
+}
+
+func isDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// TestLeaseTime: a write never outlives its lease (SPEC §5). The run's
+// destination calls carry the lease's local expiry less the margin as their
+// attempt deadline, renewals are bounded by a timeout on the run's clock, and
+// at that deadline, with no renewal through, the run's work (the write in
+// flight with it) is cancelled at once, on the run's clock: no sleeps, a
+// fake clock.
+func TestLeaseTime(t *testing.T) {
+	t.Parallel()
+	const ttl = 30 * time.Second
+	margin := attemptMargin(ttl) // 6 s
+
+	type bundle struct {
+		tb     *testBundle
+		dest   *blockingDest
+		leases *renewLeases
+		t0     time.Time
+		done   chan struct{}
+		run    store.Run
+		err    error
+	}
+	start := func(t *testing.T, renewEvery time.Duration, hang bool) *bundle {
+		tb := setup(t, 500, destination.CapVerify)
+		b := &bundle{tb: tb, t0: tb.clock.Now(), done: make(chan struct{})}
+		b.dest = &blockingDest{clock: tb.clock, entered: make(chan context.Context, 10)}
+		b.leases = &renewLeases{Manager: &lease.SQL{Store: tb.store}, hang: hang,
+			renewing: make(chan context.Context, 10), renewed: make(chan error, 10)}
+		p := tb.params(t, "id")
+		p.Destination, p.Leases, p.LeaseTTL, p.LeaseRenew = b.dest, b.leases, ttl, renewEvery
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { cancel(); <-b.done }) // a run the behaviour under test failed to stop
+		go func() {
+			defer close(b.done)
+			b.run, b.err = Run(ctx, p)
+		}()
+		return b
+	}
+	// ended waits for the run and checks it stopped as lease_lost with one
+	// destination call, abandoned at the attempt deadline, and none started
+	// after it.
+	ended := func(t *testing.T, b *bundle) {
+		t.Helper()
+		receive(t, b.done, "the run's end")
+		if failure.CodeOf(b.err) != failure.LeaseLost || b.run.State != store.RunFailed {
+			t.Fatalf("run ended %v (%+v), want lease_lost", b.err, b.run)
+		}
+		deadline := b.t0.Add(ttl - margin)
+		calls := b.dest.recorded()
+		if len(calls) != 1 {
+			t.Fatalf("%d destination calls, want 1 (none after the deadline): %+v", len(calls), calls)
+		}
+		for _, c := range calls {
+			if !c.started.Before(deadline) || c.ended.After(deadline) {
+				t.Errorf("destination call %+v outside [%s, %s)", c, b.t0, deadline)
+			}
+		}
+	}
+
+	t.Run("a blocked write ends at the local expiry less the margin", func(t *testing.T) {
+		t.Parallel()
+		b := start(t, 0, false)
+		ctx := receive(t, b.dest.entered, "the first write")
+		c := b.dest.recorded()[0]
+		if want := b.t0.Add(ttl - margin); !c.hasDeadline || !c.deadline.Equal(want) {
+			t.Fatalf("write's attempt deadline %s (set %v), want the local expiry less %s: %s", c.deadline, c.hasDeadline, margin, want)
+		}
+		b.tb.clock.Advance(ttl - margin - time.Millisecond)
+		if isDone(ctx) {
+			t.Fatal("the write was cancelled before its deadline")
+		}
+		b.tb.clock.Advance(time.Millisecond)
+		if !isDone(ctx) {
+			t.Fatal("the write's context is still live at the local expiry less the margin; no renewal succeeded")
+		}
+		ended(t, b)
+	})
+
+	t.Run("renewals that hang time out and the work stops at the deadline", func(t *testing.T) {
+		t.Parallel()
+		const every = 10 * time.Second
+		b := start(t, every, true)
+		write := receive(t, b.dest.entered, "the first write")
+
+		b.tb.clock.Advance(every)
+		r1 := receive(t, b.leases.renewing, "the first renewal")
+		if d, ok := r1.Deadline(); !ok || d.After(b.t0.Add(ttl)) {
+			t.Fatalf("renewal deadline %s (set %v), want one before the lease's local expiry %s", d, ok, b.t0.Add(ttl))
+		}
+		b.tb.clock.Advance(every) // the first renewal times out; the next one starts
+		if !isDone(r1) {
+			t.Fatal("a hung renewal outlived its timeout")
+		}
+		receive(t, b.leases.renewed, "the first renewal's end")
+		r2 := receive(t, b.leases.renewing, "the second renewal")
+		if isDone(write) {
+			t.Fatal("the write was cancelled while the lease still had time")
+		}
+
+		b.tb.clock.Advance(ttl - margin - 2*every) // the attempt deadline
+		if !isDone(write) || !isDone(r2) {
+			t.Fatalf("at the deadline: write done %v, renewal done %v; want both cancelled at once", isDone(write), isDone(r2))
+		}
+		ended(t, b)
+	})
+
+	t.Run("a renewal moves the deadline on", func(t *testing.T) {
+		t.Parallel()
+		const every = 10 * time.Second
+		b := start(t, every, false)
+		write := receive(t, b.dest.entered, "the first write")
+		b.tb.clock.Advance(every)
+		receive(t, b.leases.renewing, "the renewal")
+		if err := receive(t, b.leases.renewed, "the renewal's end"); err != nil {
+			t.Fatal(err)
+		}
+		// The renewal is recorded after Renew returned: wait for the
+		// deadline the write reads to move (no clock moves meanwhile).
+		want := b.t0.Add(every + ttl - margin)
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if d, _ := destination.AttemptDeadline(write); d.Equal(want) {
+				break
+			}
+			if time.Now().After(end) {
+				d, _ := destination.AttemptDeadline(write)
+				t.Fatalf("attempt deadline after the renewal %s, want %s", d, want)
+			}
+		}
+		b.tb.clock.Advance(ttl - margin - every) // the first deadline, now past
+		if isDone(write) {
+			t.Fatal("the write was cancelled at the deadline its renewal had moved on")
+		}
+	})
+}
+
+// quarantinedLeases grants nothing: the lease store lost its data.
+type quarantinedLeases struct{ lease.Manager }
+
+func (quarantinedLeases) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Grant, error) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	return lease.Grant{}, &lease.QuarantineError{SyncID: p.SyncID, NoticedAt: now, Until: now.Add(30 * time.Second)}
+}
+
+// TestQuarantinedLeaseIsRetried: a run refused a lease because the lease
+// store lost its data fails as store_unavailable, retryable, saying until
+// when; it is not skipped (a skipped run is never retried) and writes
+// nothing.
+func TestQuarantinedLeaseIsRetried(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	p := tb.params(t, "")
+	p.Leases = quarantinedLeases{Manager: p.Leases}
+	r, err := Run(context.Background(), p)
+	if failure.CodeOf(err) != failure.StoreUnavailable || !failure.Retryable(err) || r.State != store.RunFailed {
+		t.Fatalf("got %v (%+v), want a retryable store_unavailable failure", err, r)
+	}
+	if !errors.Is(err, lease.ErrQuarantined) || !strings.Contains(r.FailureDetail, "2026-11-30T10:00:30Z") {
+		t.Fatalf("detail %q (err %v), want the quarantine and its end", r.FailureDetail, err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 0 {
+		t.Fatal("a run without a lease wrote")
+	}
+}
