@@ -72,10 +72,7 @@ func TestChangeAndChangeBackAtTheDestination(t *testing.T) {
 				mu   sync.Mutex
 				last = map[string]any{} // email -> FIRSTNAME last received
 			)
-			record := func(data map[string]any) {
-				attrs, _ := data["attributes"].(map[string]any)
-				last[fmt.Sprint(data["email"])] = attrs["FIRSTNAME"]
-			}
+			record := func(data map[string]any) { last[fmt.Sprint(data["email"])] = data["FIRSTNAME"] }
 			hook := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				mu.Lock()
@@ -109,7 +106,7 @@ syncs:
     workspace: acme
     source: {type: csv, path: contacts.csv, page_size: 200, identity: id}
     destination: {type: webhook, url: %s/hook, mode: %s}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
+    mapping: {fields: {email: email, FIRSTNAME: first_name, LASTNAME: last_name}}
 `, hook.URL, mode)
 			if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
