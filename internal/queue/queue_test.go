@@ -79,6 +79,8 @@ func TestJobResult(t *testing.T) {
 		{"bad credentials", failure.New(failure.DestinationAuth, "401"), "cancel"},
 		{"every record refused", failure.New(failure.DestinationRejectedRecords, "all"), "cancel"},
 		{"invalid definition", failure.New(failure.InvalidSyncDefinition, "bad"), "cancel"},
+		{"lease store quarantine", failure.Wrap(failure.StoreUnavailable,
+			&lease.QuarantineError{SyncID: "s", Until: time.Now().Add(4 * time.Second)}, "take the sync's lease"), "snooze later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -91,6 +93,12 @@ func TestJobResult(t *testing.T) {
 			switch {
 			case got == nil:
 				kind = "nil"
+			case errors.As(got, &snooze) && tc.want == "snooze later":
+				// Waits out the quarantine without using an attempt.
+				kind = "snooze later"
+				if snooze.Duration < 3*time.Second || snooze.Duration > 5*time.Second {
+					t.Fatalf("snoozed %s, want the quarantine's 4 s and a little", snooze.Duration)
+				}
 			case errors.As(got, &snooze):
 				kind = "snooze"
 				if snooze.Duration != 0 {

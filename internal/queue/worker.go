@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/store"
@@ -37,11 +39,19 @@ func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) e
 //     every such job completes the same way until the sync is resumed;
 //   - interrupted (drained on shutdown, or cancelled): snoozed 0, available
 //     again at once to any worker, without using an attempt;
+//   - the lease store lost its data and grants no lease for a while (SPEC
+//     §5): snoozed until the quarantine ends, without using an attempt (a
+//     quarantine of one TTL would otherwise eat the retries of partitions
+//     with a short backoff, and of every job with a long TTL);
 //   - a retryable failure: the error, River retries with Backoff;
 //   - a permanent failure: cancelled, never retried.
 func jobResult(err error) error {
 	if err == nil || errors.Is(err, errSyncPaused) {
 		return nil
+	}
+	var qe *lease.QuarantineError
+	if errors.As(err, &qe) {
+		return river.JobSnooze(quarantineWait(qe, time.Now()))
 	}
 	switch code := failure.CodeOf(err); {
 	case code == failure.AlreadyRunning:
@@ -53,6 +63,17 @@ func jobResult(err error) error {
 	default:
 		return river.JobCancel(err)
 	}
+}
+
+// quarantineWait is how long a job waits out a lease store's quarantine:
+// until its end (by Redis's clock, which this one may differ from), plus a
+// little, and never less than a moment nor more than a long lease TTL.
+func quarantineWait(qe *lease.QuarantineError, now time.Time) time.Duration {
+	const least, most = 250 * time.Millisecond, 15 * time.Minute
+	if qe.Until.IsZero() {
+		return time.Second
+	}
+	return min(max(qe.Until.Sub(now)+least, least), most)
 }
 
 // runSync executes one run of args.SyncID.
