@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,7 +34,7 @@ const (
 	c AS (
 		INSERT INTO ledger AS l
 			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, k.result, '', 1, $4::bigint, NULL, $4::bigint
+		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, coalesce(k.result, ''), '', 1, $4::bigint, NULL, $4::bigint
 		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
 		WHERE f.fence <= $2::bigint
 		ON CONFLICT (key, sync_id) DO UPDATE SET
@@ -145,31 +146,33 @@ func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (ma
 }
 
 // uniqueClaims returns keys sorted, without duplicates, with their Results
-// ("" without p.Results; a key given twice keeps its last one); an empty
-// key, or Results not one per key, is refused.
+// (a key given twice keeps its last one; nil without p.Results: the claim
+// then binds NULL, which unnest pads as NULLs, instead of an array of empty
+// strings); an empty key, or Results not one per key, is refused.
 func uniqueClaims(p store.LedgerClaimParams) ([]string, []string, error) {
-	if p.Results != nil && len(p.Results) != len(p.Keys) {
+	if p.Results == nil {
+		keys, err := uniqueKeys(p.Keys)
+		return keys, nil, err
+	}
+	if len(p.Results) != len(p.Keys) {
 		return nil, nil, invalidf("ledger claim: %d results for %d keys", len(p.Results), len(p.Keys))
 	}
-	last := make(map[string]string, len(p.Keys))
+	order := make([]int, len(p.Keys))
 	for i, k := range p.Keys {
 		if k == "" {
 			return nil, nil, invalidf("empty ledger key")
 		}
-		if p.Results != nil {
-			last[k] = p.Results[i]
-		} else {
-			last[k] = ""
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(p.Keys[a], p.Keys[b]) })
+	keys := make([]string, 0, len(order))
+	results := make([]string, 0, len(order))
+	for _, i := range order {
+		if n := len(keys); n > 0 && keys[n-1] == p.Keys[i] {
+			results[n-1] = p.Results[i] // stable order: a later occurrence
+			continue
 		}
-	}
-	keys := make([]string, 0, len(last))
-	for k := range last {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	results := make([]string, len(keys))
-	for i, k := range keys {
-		results[i] = last[k]
+		keys, results = append(keys, p.Keys[i]), append(results, p.Results[i])
 	}
 	return keys, results, nil
 }

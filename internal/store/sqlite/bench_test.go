@@ -152,3 +152,12 @@ func BenchmarkSyncPath200k(b *testing.B) {
 		return s
 	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500})
 }
+
+// BenchmarkSyncPathSlots200k is BenchmarkSyncPath200k for the runner's
+// page with slots (storetest.SyncPathParams.Slots).
+func BenchmarkSyncPathSlots200k(b *testing.B) {
+	storetest.BenchSyncPath(b, func(b *testing.B) store.Store {
+		s, _ := openTemp(b, clock.Real{})
+		return s
+	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500, Slots: true})
+}

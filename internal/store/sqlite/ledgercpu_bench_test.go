@@ -4,6 +4,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,6 +24,76 @@ func BenchmarkLedgerCPU200k(b *testing.B) {
 		return s
 	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500})
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/sync")
+}
+
+// BenchmarkLedgerCPUSlots200k is BenchmarkLedgerCPU200k for the runner's
+// page with slots (storetest.SyncPathParams.Slots): 200,000 slots completed
+// and 200,000 delivery keys claimed and released in the same checkpoints.
+func BenchmarkLedgerCPUSlots200k(b *testing.B) {
+	cpu0 := cpuTime()
+	storetest.BenchSyncPath(b, func(b *testing.B) store.Store {
+		s, _ := openTemp(b, clock.Real{})
+		return s
+	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500, Slots: true})
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/sync")
+}
+
+// BenchmarkLedgerMergeSlots32k is BenchmarkLedgerMerge32k for the runner's
+// page with slots: per page of 500, a claim of 500 delivery keys with
+// Results and one finish completing 500 slots and releasing the 500
+// deliveries; 64 pages, then one timed inline merge. "deliveries=none" is
+// the same slots without deliveries: the difference is what the released
+// claims cost the merge (nothing, when claim and release meet in memory).
+func BenchmarkLedgerMergeSlots32k(b *testing.B) {
+	for _, withDeliveries := range []bool{true, false} {
+		name := "deliveries=released"
+		if !withDeliveries {
+			name = "deliveries=none"
+		}
+		b.Run(name, func(b *testing.B) { benchMergeSlots(b, withDeliveries) })
+	}
+}
+
+func benchMergeSlots(b *testing.B, withDeliveries bool) {
+	s, fence := benchStore(b)
+	s.mergeEntries = 1 << 30 // no merge but the timed one
+	ctx := context.Background()
+	results := make([]string, 500)
+	for i := range results {
+		results[i] = fmt.Sprintf("slot-%064d", i)[:68]
+	}
+	var cpu time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		for p := range 64 {
+			slots, deliveries := benchKeys(i*64+p, 500), benchKeys(1<<40+i*64+p, 500)
+			es := make([]store.LedgerFinish, 0, 1000)
+			for _, k := range slots {
+				es = append(es, store.LedgerFinish{Key: k, State: store.LedgerComplete, Result: "state-" + k[:39]})
+			}
+			if withDeliveries {
+				if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "bench", Fence: fence, RunID: 1, Keys: deliveries, Results: results}); err != nil {
+					b.Fatal(err)
+				}
+				for _, k := range deliveries {
+					es = append(es, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+				}
+			}
+			if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "bench", Fence: fence, RunID: 1, Entries: es}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		c0 := cpuTime()
+		if err := s.mergeLog(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuTime() - c0
+	}
+	if s.mem.size() != 0 {
+		b.Fatalf("memory holds %d entries after the merge", s.mem.size())
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N)/1000, "cpu-ms/merge")
 }
 
 // BenchmarkLedgerMerge32k times one inline merge of 32,000 fresh complete

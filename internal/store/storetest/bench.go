@@ -31,16 +31,45 @@ func HashedKeys(page, n int) []string {
 type SyncPathParams struct {
 	Records  int // records per sync (the ledger grows to this many entries)
 	PageSize int // records per page
+	// Slots makes each page the runner's page of SPEC §3 (last delivered
+	// state per slot) instead of the earlier one: LedgerGet of the page's
+	// slot keys, LedgerGet of its delivery keys, LedgerClaim of the
+	// delivery keys with a Result each (the slot the delivery writes), then
+	// one Checkpoint (lease renewal, cursor, run, page row) whose Finish
+	// completes the slots (Result: the slot's last delivered state) and
+	// releases the delivery keys. The ledger grows by Records slots; the
+	// delivery keys leave it again.
+	Slots bool
+}
+
+// Sizes of the runner's Results in the Slots pattern (runner/entry.go).
+const (
+	benchClaimResultLen = 68 // a claim's Result: the slot the delivery writes
+	benchSlotResultLen  = 45 // a complete slot's Result: its last delivered state
+)
+
+// benchResult is a Result of n bytes, distinct per (page, i).
+func benchResult(prefix string, page, i, n int) string {
+	r := fmt.Sprintf("%s-%d-%d-", prefix, page, i)
+	for len(r) < n {
+		r += "0123456789abcdef"
+	}
+	return r[:n]
 }
 
 // BenchSyncPath measures the store's share of a sync: per page it makes
 // exactly the calls the runner (internal/runner/page.go) makes for a page of
 // new records: LedgerGet, LedgerClaim, LedgerFinish (all complete),
-// LeaseRenew, SaveCursor, UpdateRun. Each iteration is one whole sync of
-// p.Records hashed keys on a fresh store from open, so the ledger grows from
-// empty to p.Records entries. It reports records/s and the store time of
-// each call (ms per page).
+// LeaseRenew, SaveCursor, UpdateRun; or, with p.Slots, the calls of the
+// runner's page with slots (see SyncPathParams.Slots). Each iteration is one
+// whole sync of p.Records hashed keys on a fresh store from open, so the
+// ledger grows from empty to p.Records entries. It reports records/s and
+// the store time of each call (ms per page).
 func BenchSyncPath(b *testing.B, open func(b *testing.B) store.Store, p SyncPathParams) {
+	if p.Slots {
+		benchSlotsPath(b, open, p)
+		return
+	}
 	ctx := context.Background()
 	pages := (p.Records + p.PageSize - 1) / p.PageSize
 	keys := make([][]string, pages)
@@ -116,6 +145,107 @@ func BenchSyncPath(b *testing.B, open func(b *testing.B) store.Store, p SyncPath
 		got, err := st.LedgerGet(ctx, syncID, last)
 		if err != nil || len(got) != len(last) || got[last[0]].State != store.LedgerComplete {
 			b.Fatalf("after the sync LedgerGet = %d entries (%v), want %d complete", len(got), err, len(last))
+		}
+		if err := st.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(records)/total.Seconds(), "records/s")
+	n := float64(b.N * pages)
+	for c, d := range calls {
+		b.ReportMetric(float64(d.Microseconds())/n/1000, names[c]+"-ms/page")
+	}
+}
+
+// benchSlotsPath is BenchSyncPath with p.Slots.
+func benchSlotsPath(b *testing.B, open func(b *testing.B) store.Store, p SyncPathParams) {
+	ctx := context.Background()
+	pages := (p.Records + p.PageSize - 1) / p.PageSize
+	type page struct {
+		slots, deliveries, claimResults []string
+		finish                          []store.LedgerFinish
+	}
+	ps := make([]page, pages)
+	for i := range ps {
+		pg := page{slots: HashedKeys(i, p.PageSize), deliveries: HashedKeys(1<<40+i, p.PageSize)}
+		for j := range pg.slots {
+			pg.claimResults = append(pg.claimResults, benchResult("slot", i, j, benchClaimResultLen))
+			pg.finish = append(pg.finish, store.LedgerFinish{Key: pg.slots[j], State: store.LedgerComplete,
+				Result: benchResult("state", i, j, benchSlotResultLen)})
+		}
+		for _, k := range pg.deliveries {
+			pg.finish = append(pg.finish, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+		}
+		ps[i] = pg
+	}
+	var (
+		total   time.Duration
+		records int
+		calls   [4]time.Duration
+	)
+	names := [4]string{"get-slots", "get-deliveries", "claim", "checkpoint"}
+	for b.Loop() {
+		b.StopTimer()
+		st := open(b)
+		const syncID = "bench"
+		l, err := st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: syncID, Token: "t", Holder: "bench", TTL: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: syncID, State: store.RunRunning, Attempt: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run.Fence = l.Fence
+		b.StartTimer()
+		start := time.Now()
+		for i, pg := range ps {
+			t0 := time.Now()
+			got, err := st.LedgerGet(ctx, syncID, pg.slots)
+			if err != nil || len(got) != 0 {
+				b.Fatalf("LedgerGet(slots): %d entries, %v", len(got), err)
+			}
+			t1 := time.Now()
+			if got, err = st.LedgerGet(ctx, syncID, pg.deliveries); err != nil || len(got) != 0 {
+				b.Fatalf("LedgerGet(deliveries): %d entries, %v", len(got), err)
+			}
+			t2 := time.Now()
+			if err := st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: syncID, Fence: l.Fence, RunID: run.ID,
+				Keys: pg.deliveries, Results: pg.claimResults}); err != nil {
+				b.Fatal(err)
+			}
+			t3 := time.Now()
+			n := int64(len(pg.slots))
+			run.Read += n
+			run.Written += n
+			run.Pages++
+			run.Requests++
+			if err := st.Checkpoint(ctx, store.CheckpointParams{
+				Cursor: store.SaveCursorParams{SyncID: syncID, Value: fmt.Sprint((i + 1) * p.PageSize), Fence: l.Fence, RunID: run.ID},
+				Run:    run,
+				Page:   &store.RunPage{RunID: run.ID, Page: int64(i + 1), Read: n, Claimed: n, Sent: n, Requests: 1},
+				Lease:  &store.CheckpointLease{Token: "t", TTL: time.Hour},
+				Finish: pg.finish,
+			}); err != nil {
+				b.Fatal(err)
+			}
+			t4 := time.Now()
+			for c, d := range []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), t4.Sub(t3)} {
+				calls[c] += d
+			}
+			records += len(pg.slots)
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		// The last page reads back: slots complete, deliveries released.
+		last := ps[len(ps)-1]
+		got, err := st.LedgerGet(ctx, syncID, last.slots)
+		if err != nil || len(got) != len(last.slots) || got[last.slots[0]].State != store.LedgerComplete {
+			b.Fatalf("after the sync LedgerGet(slots) = %d entries (%v), want %d complete", len(got), err, len(last.slots))
+		}
+		if got, err = st.LedgerGet(ctx, syncID, last.deliveries); err != nil || len(got) != 0 {
+			b.Fatalf("after the sync LedgerGet(deliveries) = %d entries (%v), want none", len(got), err)
 		}
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
