@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 func setup(t *testing.T, name string) *env {
 	t.Helper()
 	o := options{
-		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute,
+		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute, Flips: true,
 		DBURL:    envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		RedisURL: envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
 	}
@@ -89,8 +89,8 @@ func finish(t *testing.T, row *Row, err error) *Row {
 	if !row.OK {
 		t.Fatalf("scenario failed: %s", strings.Join(row.Problems, "; "))
 	}
-	if row.Delivered != row.Records || row.Lost != 0 || row.DuplicateWrites != 0 {
-		t.Fatalf("records %d, delivered %d, lost %d, duplicates %d", row.Records, row.Delivered, row.Lost, row.DuplicateWrites)
+	if row.Delivered != row.Records || row.Lost != 0 || row.WrongValues != 0 || row.DuplicateWrites != 0 {
+		t.Fatalf("records %d, delivered %d, lost %d, wrong values %d, duplicates %d", row.Records, row.Delivered, row.Lost, row.WrongValues, row.DuplicateWrites)
 	}
 	return row
 }
@@ -154,6 +154,7 @@ func TestRowJudge(t *testing.T) {
 		{"clean", Row{Records: 10, Delivered: 10}, true},
 		{"duplicate", Row{Records: 10, Delivered: 10, DuplicateWrites: 1}, false},
 		{"lost", Row{Records: 10, Delivered: 9, Lost: 1}, false},
+		{"wrong values", Row{Records: 10, Delivered: 9, WrongValues: 1}, false},
 		{"nothing checked", Row{}, false},
 		{"skipped", Row{Skipped: "no PostgreSQL"}, true},
 		{"problem", Row{Records: 1, Delivered: 1, Problems: []string{"stuck run"}}, false},
