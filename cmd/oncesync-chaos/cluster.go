@@ -46,7 +46,19 @@ type clusterParams struct {
 	LeaseTTL time.Duration
 	// SettleLimit bounds the wait for delivery at the end (default 5m).
 	SettleLimit time.Duration
+	// CutOff, when set, puts worker1's store and Redis connections
+	// behind cut proxies (cluster.cut) and gives it the API key of tag
+	// cutOffTag, so its writes can be told apart. Its sources (a sync's
+	// PostgreSQL dsn is part of its definition) and the destination stay
+	// direct.
+	CutOff bool
 }
+
+// recoverySweep is the lease-expiry recovery's period (SPEC §6).
+const recoverySweep = 10 * time.Second
+
+// cutOffTag is the client tag of the worker that CutOff can cut off.
+const cutOffTag = "cut-off"
 
 // cluster is a running deployment.
 type cluster struct {
@@ -70,6 +82,11 @@ type cluster struct {
 	bgDone   sync.WaitGroup
 	appendMu sync.Mutex
 	appendOn bool
+	// cutConfig is worker1's config when CutOff (its store and Redis URLs
+	// through cutProxies); cutKey its API key.
+	cutConfig  string
+	cutKey     string
+	cutProxies []*cutProxy
 }
 
 // killRecord is one nemesis action against a process.
@@ -204,6 +221,22 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
+	if p.CutOff {
+		storeURL, err := c.proxied(dbURL)
+		if err != nil {
+			return nil, err
+		}
+		redisURL, err := c.proxied(p.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		c.cutConfig = filepath.Join(e.dir, "oncesync-cut-off.yaml")
+		c.cutKey = c.dest.keyFor(cutOffTag)
+		cfg := fmt.Sprintf("store: %s\nredis: %s\nsettings: %s\nsyncs:\n%s", storeURL, redisURL, p.Settings, syncs.String())
+		if err := os.WriteFile(c.cutConfig, []byte(cfg), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	if c.probe, err = openPGProbe(dbURL, p.RedisURL); err != nil {
 		return nil, err
 	}
@@ -259,8 +292,36 @@ func (c *cluster) startServe() (*proc, error) {
 
 func (c *cluster) startWorker(i int) (*proc, error) {
 	c.started++
-	return c.e.oncesync(fmt.Sprintf("worker%d", i+1), "worker", "--config", c.config,
+	config, env := c.config, []string(nil)
+	if i == 0 && c.cutConfig != "" {
+		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
+	}
+	return c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), env, "worker", "--config", config,
 		"--workers", fmt.Sprint(c.p.Slots), "--log-level", "info")
+}
+
+// proxied is raw (a postgres:// or redis:// URL) with its host:port
+// replaced by a new cut proxy's in front of it.
+func (c *cluster) proxied(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.e.newCutProxy(u.Host)
+	if err != nil {
+		return "", err
+	}
+	c.cutProxies = append(c.cutProxies, p)
+	u.Host = p.addr()
+	return u.String(), nil
+}
+
+// cut stops (true) or resumes (false) every byte between worker1 and the
+// store and Redis.
+func (c *cluster) cut(on bool) {
+	for _, p := range c.cutProxies {
+		p.setCut(on)
+	}
 }
 
 // waitStarted waits for p's start line ("oncesync serve: ...").

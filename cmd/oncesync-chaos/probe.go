@@ -216,6 +216,23 @@ func (p *probe) holders(ctx context.Context, syncIDs []string) map[string]string
 	return out
 }
 
+// leaseExpiries reads when each sync's Redis lease expires (its PTTL from
+// now); syncs without a live Redis lease are left out.
+func (p *probe) leaseExpiries(ctx context.Context, syncIDs []string) map[string]time.Time {
+	out := map[string]time.Time{}
+	if p.redis == nil {
+		return out
+	}
+	keys := rediskey.Default()
+	for _, id := range syncIDs {
+		now := time.Now()
+		if d, err := p.redis.PTTL(ctx, keys.Lease(id)).Result(); err == nil && d > 0 {
+			out[id] = now.Add(d)
+		}
+	}
+	return out
+}
+
 // heldBy lists the syncs whose live lease pid holds.
 func (p *probe) heldBy(ctx context.Context, syncIDs []string, pid int) []string {
 	var out []string
