@@ -59,6 +59,7 @@ func scenarios() []scenario {
 		{"rejected-then-accepted", "oncesync run, PostgreSQL source of 1,000 rows, single path: 10 rows refused for their content, then accepted: the next runs deliver all 10", rejectedThenAccepted},
 		{"cut-off-worker", "serve + 2 workers; worker1 silently cut off from PostgreSQL and Redis (bytes held, connections open) as its write meets a slow or rate-limited Brevo: none of its writes lands past its lease TTL, its syncs resume elsewhere", cutOffWorker},
 		{"coordinator-kill", "a partitioned sync (serve + 2 workers, 4 partitions over a PostgreSQL table): SIGKILL of the worker running its coordinator, then of one holding partition jobs before their leases: the sync runs again within a lease TTL plus a recovery sweep and succeeds", coordinatorKill},
+		{"async-import-faults", "oncesync run on SQLite, bulk, imports processed 1.5 s after their 202: rows skipped by the import and processes failed whole; skipped rows are not counted written and are delivered once acceptable, failed processes are sent again", asyncImportFaults},
 		{"lease-store-loss", "oncesync run on PostgreSQL + a throwaway Redis; Redis flushed or restarted empty while a bulk write is held on the wire 4 s, a second run started at once: nothing written twice", leaseStoreLoss},
 	}
 }

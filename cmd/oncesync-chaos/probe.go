@@ -112,6 +112,13 @@ func (p *probe) runStats(ctx context.Context) (runStats, error) {
 	return st, rows.Err()
 }
 
+// writtenRejected sums the runs' written and rejected counters.
+func (p *probe) writtenRejected(ctx context.Context) (written, rejected int64, err error) {
+	err = p.db.QueryRowContext(ctx, "SELECT coalesce(sum(n_written), 0), coalesce(sum(n_rejected), 0) FROM "+p.prefix+"runs").
+		Scan(&written, &rejected)
+	return written, rejected, err
+}
+
 // runningSince counts runs still running that started before t.
 func (p *probe) runningSince(ctx context.Context, t time.Time) (int64, error) {
 	var n int64
