@@ -47,7 +47,8 @@ type dest struct {
 	imports *importSeam             // nil: imports go to the fake as they are
 }
 
-// landing is one write the router handed to the fake (it applied it then).
+// landing is one write the router handed on (to the fake, which applied it
+// then, or to the import seam).
 type landing struct {
 	SyncID  string
 	Tag     string // the client's tag ("" for the shared key)
@@ -290,16 +291,15 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refused != nil && r2.Method == http.MethodPost && path == "/v3/contacts" && refuseContact(w, r2, refused) {
 		return
 	}
-	if seam != nil && seam.serve(w, r2, path, d.fake) {
-		return
-	}
 	if isWrite(r2, path) {
 		d.mu.Lock()
 		d.landed = append(d.landed, landing{SyncID: syncID, Tag: tag, Arrived: arrived, Landed: time.Now()})
 		d.mu.Unlock()
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	d.fake.ServeHTTP(sw, r2)
+	if seam == nil || !seam.serve(sw, r2, path, d.fake) {
+		d.fake.ServeHTTP(sw, r2)
+	}
 	// 0: the fake cut the connection after applying the write.
 	if isWrite(r2, path) && (sw.status == 0 || sw.status/100 == 2) {
 		d.mu.Lock()

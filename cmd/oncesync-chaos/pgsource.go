@@ -30,6 +30,7 @@ type pgSource struct {
 
 	mu      sync.Mutex
 	n       int
+	resync  bool // a statement failed: n may be behind the table (its commit may have made it)
 	step    int
 	changed map[int]int // identity -> step it was changed at
 	flipped map[int]bool
@@ -74,11 +75,19 @@ func (s *pgSource) grow(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil
 	}
+	if s.resync {
+		var last int64
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+s.table).Scan(&last); err != nil {
+			return fmt.Errorf("grow %s: %w", s.name, err)
+		}
+		s.n, s.resync = int(last), false
+	}
 	// One statement: the rows commit together, in id order of updated_at.
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.table+` (id, email, first_name, ext_id)
 		SELECT g, $1 || '-' || lpad(g::text, 7, '0') || '@example.com', 'First' || g, $1 || '-x' || g
 		FROM generate_series($2::bigint, $3::bigint) g ORDER BY g`, s.id, s.n+1, s.n+n)
 	if err != nil {
+		s.resync = true
 		return fmt.Errorf("grow %s: %w", s.name, err)
 	}
 	s.n += n
