@@ -15,11 +15,12 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// The short chaos subset that runs in `make test` (about a minute, the three
-// in parallel): kill9-foreground, zombie, and a two-minute workers-kill9 on
-// PostgreSQL + Redis with a 5 s lease; workers_sigterm_test.go adds a short
-// workers-sigterm (about 20 s, in parallel with them). `make chaos` runs the
-// full set.
+// The short chaos subset that runs in `make test` (about two minutes, in
+// parallel): kill9-foreground, zombie, a two-minute workers-kill9 on
+// PostgreSQL + Redis with a 5 s lease, and the two quick ones of issue 13
+// (rejected-then-accepted, async-import-faults, seconds each);
+// workers_sigterm_test.go adds a short workers-sigterm (about 20 s, in
+// parallel with them). `make chaos` runs the full set.
 
 var binary string
 
@@ -142,6 +143,24 @@ func TestWorkersKill9TwoMinutes(t *testing.T) {
 	if row.Runs == 0 {
 		t.Fatal("no runs recorded in the store")
 	}
+}
+
+// TestRejectedThenAccepted: 10 of 1,000 PostgreSQL rows refused for their
+// content, then accepted: the next runs deliver them (issue 13 finding 4;
+// a few seconds).
+func TestRejectedThenAccepted(t *testing.T) {
+	t.Parallel()
+	row, err := rejectedThenAccepted(context.Background(), setup(t, "rejected-then-accepted"))
+	finish(t, row, err)
+}
+
+// TestAsyncImportFaults: imports that skip rows and fail whole; nothing
+// counted written that was not applied, everything delivered in the end
+// (issue 13 finding 2; a few seconds).
+func TestAsyncImportFaults(t *testing.T) {
+	t.Parallel()
+	row, err := asyncImportFaults(context.Background(), setup(t, "async-import-faults"))
+	finish(t, row, err)
 }
 
 func TestRowJudge(t *testing.T) {
