@@ -102,16 +102,17 @@ func cutOffWorker(ctx context.Context, e *env) (*Row, error) {
 		mu.Unlock()
 		close(cutCh)
 		if trouble == "slow answer" {
-			select {
-			case <-time.After(hold):
+			mu.Lock()
+			h := hold
+			mu.Unlock()
+			if holdOnTheWire(r, h) {
 				return false // it lands now
-			case <-r.Context().Done():
-				mu.Lock()
-				gaveUp = true
-				mu.Unlock()
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return true
 			}
+			mu.Lock()
+			gaveUp = true
+			mu.Unlock()
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
 		}
 		h := w.Header()
 		h.Set("Content-Type", "application/json")

@@ -197,6 +197,24 @@ func (d *dest) lastWrite(syncID string) (time.Time, bool) {
 	return w[len(w)-1], true
 }
 
+// holdOnTheWire keeps r from the fake for d, as a slow network would, and
+// reports whether it may go on (false: its client gave it up meanwhile, so
+// it never arrived). It reads the body first: only then does net/http notice
+// a client that closes its connection.
+func holdOnTheWire(r *http.Request, d time.Duration) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 func isWrite(r *http.Request, path string) bool {
 	return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(path, "/v3/contacts")
 }

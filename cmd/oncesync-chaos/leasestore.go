@@ -85,16 +85,14 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 		lostAt, second, nemErr = time.Now(), p, firstErr(err, perr)
 		writesAt = f.dest.writeCount(f.syncID)
 		mu.Unlock()
-		select {
-		case <-time.After(leaseLossHold):
+		if holdOnTheWire(r2, leaseLossHold) {
 			return false // it lands now
-		case <-r2.Context().Done():
-			mu.Lock()
-			abandon = true
-			mu.Unlock()
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return true
 		}
+		mu.Lock()
+		abandon = true
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
 	})
 	first, err := f.start()
 	if err != nil {
