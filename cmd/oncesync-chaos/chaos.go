@@ -31,6 +31,9 @@ type options struct {
 	DBURL    string
 	RedisURL string
 	DropRate float64 // destination-faults: fraction of write responses cut after the write
+	// Flips: sources gain rows that change and change back while runs go on
+	// (the value checker then catches a lost update).
+	Flips bool
 }
 
 // scenario is one nemesis and its checks.
@@ -53,6 +56,11 @@ func scenarios() []scenario {
 		{"destination-faults", "serve + 2 workers; 5xx bursts, 429 storms, slow responses, and responses cut after the write was applied", destinationFaults},
 		{"zombie", "a worker frozen (SIGSTOP) once a write has fully left it, past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},
 		{"pg-restart", "serve + 2 workers on a throwaway PostgreSQL restarted mid-run (fallback: pg_terminate_backend of the store's connections)", pgRestart},
+		{"rejected-then-accepted", "oncesync run, PostgreSQL source of 1,000 rows, single path: 10 rows refused for their content, then accepted: the next runs deliver all 10", rejectedThenAccepted},
+		{"cut-off-worker", "serve + 2 workers; worker1 silently cut off from PostgreSQL and Redis (bytes held, connections open) as its write meets a slow or rate-limited Brevo: none of its writes lands past its lease TTL, its syncs resume elsewhere", cutOffWorker},
+		{"coordinator-kill", "a partitioned sync (serve + 2 workers, 4 partitions over a PostgreSQL table): SIGKILL of the worker running its coordinator, then of one holding partition jobs before their leases: the sync runs again within a lease TTL plus a recovery sweep and succeeds", coordinatorKill},
+		{"async-import-faults", "oncesync run on SQLite, bulk, imports processed 1.5 s after their 202: rows skipped by the import and processes failed whole; skipped rows are not counted written and are delivered once acceptable, failed processes are sent again", asyncImportFaults},
+		{"lease-store-loss", "oncesync run on PostgreSQL + a throwaway Redis; Redis flushed or restarted empty while a bulk write is held on the wire 4 s, a second run started at once: nothing written twice", leaseStoreLoss},
 	}
 }
 
@@ -70,6 +78,7 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&o.Verbose, "verbose", false, "print every nemesis step")
 	fs.StringVar(&o.DBURL, "database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server for the cluster scenarios")
 	fs.StringVar(&o.RedisURL, "redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis server for the cluster scenarios")
+	fs.BoolVar(&o.Flips, "flips", true, "change source rows and change them back while runs go on (--flips=false isolates the other checks)")
 	fs.Float64Var(&o.DropRate, "drop-rate", 0.02, "destination-faults: fraction of write responses the fake cuts after applying the write (0 isolates the other faults)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -201,10 +210,10 @@ func envOr(name, def string) string {
 // printTable prints one row per scenario, then each row's notes and problems.
 func printTable(w io.Writer, rows []*Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tseed\truns\tkills\trecords\tdelivered\tduplicate writes\tlost\tin-doubt settled\tresume p50 / p95 / max\tresult")
+	fmt.Fprintln(tw, "scenario\tseed\truns\tkills\trecords\tdelivered\tduplicate writes\tlost\twrong values\tin-doubt settled\tresume p50 / p95 / max\tresult")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			r.Scenario, r.Seed, r.Runs, r.Kills, r.Records, r.Delivered, r.DuplicateWrites, r.Lost, r.InDoubtSettled,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
+			r.Scenario, r.Seed, r.Runs, r.Kills, r.Records, r.Delivered, r.DuplicateWrites, r.Lost, r.WrongValues, r.InDoubtSettled,
 			r.resumeText(), r.verdict())
 	}
 	_ = tw.Flush()

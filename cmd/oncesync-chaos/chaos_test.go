@@ -15,11 +15,12 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// The short chaos subset that runs in `make test` (about a minute, the three
-// in parallel): kill9-foreground, zombie, and a two-minute workers-kill9 on
-// PostgreSQL + Redis with a 5 s lease; workers_sigterm_test.go adds a short
-// workers-sigterm (about 20 s, in parallel with them). `make chaos` runs the
-// full set.
+// The short chaos subset that runs in `make test` (about two minutes, in
+// parallel): kill9-foreground, zombie, a two-minute workers-kill9 on
+// PostgreSQL + Redis with a 5 s lease, and the two quick ones of issue 13
+// (rejected-then-accepted, async-import-faults, seconds each);
+// workers_sigterm_test.go adds a short workers-sigterm (about 20 s, in
+// parallel with them). `make chaos` runs the full set.
 
 var binary string
 
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 func setup(t *testing.T, name string) *env {
 	t.Helper()
 	o := options{
-		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute,
+		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute, Flips: true,
 		DBURL:    envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		RedisURL: envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
 	}
@@ -89,8 +90,8 @@ func finish(t *testing.T, row *Row, err error) *Row {
 	if !row.OK {
 		t.Fatalf("scenario failed: %s", strings.Join(row.Problems, "; "))
 	}
-	if row.Delivered != row.Records || row.Lost != 0 || row.DuplicateWrites != 0 {
-		t.Fatalf("records %d, delivered %d, lost %d, duplicates %d", row.Records, row.Delivered, row.Lost, row.DuplicateWrites)
+	if row.Delivered != row.Records || row.Lost != 0 || row.WrongValues != 0 || row.DuplicateWrites != 0 {
+		t.Fatalf("records %d, delivered %d, lost %d, wrong values %d, duplicates %d", row.Records, row.Delivered, row.Lost, row.WrongValues, row.DuplicateWrites)
 	}
 	return row
 }
@@ -144,6 +145,24 @@ func TestWorkersKill9TwoMinutes(t *testing.T) {
 	}
 }
 
+// TestRejectedThenAccepted: 10 of 1,000 PostgreSQL rows refused for their
+// content, then accepted: the next runs deliver them (issue 13 finding 4;
+// a few seconds).
+func TestRejectedThenAccepted(t *testing.T) {
+	t.Parallel()
+	row, err := rejectedThenAccepted(context.Background(), setup(t, "rejected-then-accepted"))
+	finish(t, row, err)
+}
+
+// TestAsyncImportFaults: imports that skip rows and fail whole; nothing
+// counted written that was not applied, everything delivered in the end
+// (issue 13 finding 2; a few seconds).
+func TestAsyncImportFaults(t *testing.T) {
+	t.Parallel()
+	row, err := asyncImportFaults(context.Background(), setup(t, "async-import-faults"))
+	finish(t, row, err)
+}
+
 func TestRowJudge(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -154,6 +173,7 @@ func TestRowJudge(t *testing.T) {
 		{"clean", Row{Records: 10, Delivered: 10}, true},
 		{"duplicate", Row{Records: 10, Delivered: 10, DuplicateWrites: 1}, false},
 		{"lost", Row{Records: 10, Delivered: 9, Lost: 1}, false},
+		{"wrong values", Row{Records: 10, Delivered: 9, WrongValues: 1}, false},
 		{"nothing checked", Row{}, false},
 		{"skipped", Row{Skipped: "no PostgreSQL"}, true},
 		{"problem", Row{Records: 1, Delivered: 1, Problems: []string{"stuck run"}}, false},

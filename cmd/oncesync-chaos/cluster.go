@@ -27,6 +27,10 @@ type clusterParams struct {
 	SingleEvery int // every SingleEvery-th sync uses the single path (0: none)
 	InitialRows int // per bulk sync; single syncs get a fifth
 	AppendRows  int // per bulk sync per AppendEvery; single syncs get a fifth
+	// PGSyncs are syncs over PostgreSQL tables in the cluster's database
+	// (after the CSV ones, every second on the single path), whose rows
+	// also change and change back (--flips). Default 2; negative: none.
+	PGSyncs     int
 	AppendEvery time.Duration
 	PageSize    int
 	Schedule    string
@@ -42,7 +46,19 @@ type clusterParams struct {
 	LeaseTTL time.Duration
 	// SettleLimit bounds the wait for delivery at the end (default 5m).
 	SettleLimit time.Duration
+	// CutOff, when set, puts worker1's store and Redis connections
+	// behind cut proxies (cluster.cut) and gives it the API key of tag
+	// cutOffTag, so its writes can be told apart. Its sources (a sync's
+	// PostgreSQL dsn is part of its definition) and the destination stay
+	// direct.
+	CutOff bool
 }
+
+// recoverySweep is the lease-expiry recovery's period (SPEC §6).
+const recoverySweep = 10 * time.Second
+
+// cutOffTag is the client tag of the worker that CutOff can cut off.
+const cutOffTag = "cut-off"
 
 // cluster is a running deployment.
 type cluster struct {
@@ -52,7 +68,7 @@ type cluster struct {
 	probe   *probe
 	config  string
 	dbURL   string
-	sources []*csvSource
+	sources []chaosSource
 	ids     []string
 
 	mu       sync.Mutex
@@ -66,6 +82,11 @@ type cluster struct {
 	bgDone   sync.WaitGroup
 	appendMu sync.Mutex
 	appendOn bool
+	// cutConfig is worker1's config when CutOff (its store and Redis URLs
+	// through cutProxies); cutKey its API key.
+	cutConfig  string
+	cutKey     string
+	cutProxies []*cutProxy
 }
 
 // killRecord is one nemesis action against a process.
@@ -144,6 +165,9 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	if p.AppendEvery == 0 {
 		p.AppendEvery = 5 * time.Second
 	}
+	if p.PGSyncs == 0 {
+		p.PGSyncs = 2
+	}
 	dbURL, err := e.createDatabase(ctx, p.ServerURL)
 	if err != nil {
 		return nil, err
@@ -155,6 +179,15 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	var tag [3]byte
 	_, _ = rand.Read(tag[:])
 	var syncs strings.Builder
+	addSync := func(src chaosSource) {
+		c.sources = append(c.sources, src)
+		c.ids = append(c.ids, src.syncID())
+		fmt.Fprintf(&syncs, `  - id: %s
+    workspace: chaos
+    schedule: %q
+%s    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+`, src.syncID(), p.Schedule, src.yaml(p.PageSize), c.dest.URL(src.syncID()), src.mode())
+	}
 	for i := range p.Syncs {
 		id := fmt.Sprintf("c%s-s%02d", hex.EncodeToString(tag[:]), i)
 		mode, rows := "bulk", p.InitialRows
@@ -165,15 +198,19 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 		if err != nil {
 			return nil, err
 		}
-		c.sources = append(c.sources, src)
-		c.ids = append(c.ids, id)
-		fmt.Fprintf(&syncs, `  - id: %s
-    workspace: chaos
-    schedule: %q
-    source: {type: csv, path: %s, page_size: %d, identity: id}
-    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name}}
-`, id, p.Schedule, filepath.Base(src.path), p.PageSize, c.dest.URL(id), mode)
+		addSync(src)
+	}
+	for i := range max(0, p.PGSyncs) {
+		id := fmt.Sprintf("c%s-p%02d", hex.EncodeToString(tag[:]), i)
+		mode, rows := "bulk", p.InitialRows
+		if i%2 == 1 {
+			mode, rows = "single", max(1, p.InitialRows/5)
+		}
+		src, err := e.newPGSource(ctx, dbURL, id, fmt.Sprintf("p%02d", i), mode, rows)
+		if err != nil {
+			return nil, err
+		}
+		addSync(src)
 	}
 	c.config = filepath.Join(e.dir, "oncesync.yaml")
 	redisLine := ""
@@ -183,6 +220,22 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	cfg := fmt.Sprintf("store: %s\n%ssettings: %s\nsyncs:\n%s", dbURL, redisLine, p.Settings, syncs.String())
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
+	}
+	if p.CutOff {
+		storeURL, err := c.proxied(dbURL)
+		if err != nil {
+			return nil, err
+		}
+		redisURL, err := c.proxied(p.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		c.cutConfig = filepath.Join(e.dir, "oncesync-cut-off.yaml")
+		c.cutKey = c.dest.keyFor(cutOffTag)
+		cfg := fmt.Sprintf("store: %s\nredis: %s\nsettings: %s\nsyncs:\n%s", storeURL, redisURL, p.Settings, syncs.String())
+		if err := os.WriteFile(c.cutConfig, []byte(cfg), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	if c.probe, err = openPGProbe(dbURL, p.RedisURL); err != nil {
 		return nil, err
@@ -211,7 +264,7 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	go func() { defer c.bgDone.Done(); c.probe.pollCursors(bg, 200*time.Millisecond) }()
 	go func() { defer c.bgDone.Done(); c.appender(bg) }()
 	e.logf("cluster up: serve + %d workers (%d slots each), %d syncs (%s), store %s, redis %s",
-		p.Workers, p.Slots, p.Syncs, p.Schedule, redactedDB(dbURL), p.RedisURL)
+		p.Workers, p.Slots, len(c.ids), p.Schedule, redactedDB(dbURL), p.RedisURL)
 	return c, nil
 }
 
@@ -239,8 +292,36 @@ func (c *cluster) startServe() (*proc, error) {
 
 func (c *cluster) startWorker(i int) (*proc, error) {
 	c.started++
-	return c.e.oncesync(fmt.Sprintf("worker%d", i+1), "worker", "--config", c.config,
+	config, env := c.config, []string(nil)
+	if i == 0 && c.cutConfig != "" {
+		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
+	}
+	return c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), env, "worker", "--config", config,
 		"--workers", fmt.Sprint(c.p.Slots), "--log-level", "info")
+}
+
+// proxied is raw (a postgres:// or redis:// URL) with its host:port
+// replaced by a new cut proxy's in front of it.
+func (c *cluster) proxied(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.e.newCutProxy(u.Host)
+	if err != nil {
+		return "", err
+	}
+	c.cutProxies = append(c.cutProxies, p)
+	u.Host = p.addr()
+	return u.String(), nil
+}
+
+// cut stops (true) or resumes (false) every byte between worker1 and the
+// store and Redis.
+func (c *cluster) cut(on bool) {
+	for _, p := range c.cutProxies {
+		p.setCut(on)
+	}
 }
 
 // waitStarted waits for p's start line ("oncesync serve: ...").
@@ -277,21 +358,40 @@ func (c *cluster) appender(ctx context.Context) {
 			continue
 		}
 		for _, s := range c.sources {
-			n := c.p.AppendRows
-			if s.mode == "single" {
-				n = max(1, n/5)
+			n, k := c.p.AppendRows, flipsPerStep
+			if s.mode() == "single" {
+				n, k = max(1, n/5), max(1, k/4)
 			}
-			if err := s.append(n); err != nil {
-				c.e.logf("append to %s: %v", s.syncID, err)
+			if err := s.grow(ctx, n); err != nil {
+				c.e.vlogf("append to %s: %v", s.syncID(), err) // a store outage is the point of some scenarios
+			}
+			if c.e.o.Flips {
+				if err := s.flip(ctx, c.e, k); err != nil {
+					c.e.vlogf("change rows of %s: %v", s.syncID(), err)
+				}
 			}
 		}
 	}
 }
 
+// flipsPerStep is how many rows of a bulk sync's table change at every
+// append (a quarter of that on the single path); each is changed back two
+// appends later.
+const flipsPerStep = 8
+
+// stopAppending stops the sources growing and changes back every row still
+// changed, so the final values are the ones the sync started with.
 func (c *cluster) stopAppending() {
 	c.appendMu.Lock()
-	defer c.appendMu.Unlock()
 	c.appendOn = false
+	c.appendMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range c.sources {
+		if err := s.unflip(ctx); err != nil {
+			c.e.logf("change back the rows of %s: %v", s.syncID(), err)
+		}
+	}
 }
 
 // hit signals one process, first noting which syncs it holds.
@@ -382,10 +482,11 @@ func firstOf(a time.Time, aok bool) func(time.Time, bool) (time.Time, bool) {
 	}
 }
 
-// caughtUp reports whether every source row is at the fake.
-func (c *cluster) caughtUp() bool {
+// caughtUp reports whether every source record is at the fake with its
+// current values.
+func (c *cluster) caughtUp(ctx context.Context) bool {
 	for _, s := range c.sources {
-		if !s.caughtUp(c.dest.fake) {
+		if !s.caughtUp(ctx, c.dest.fake) {
 			return false
 		}
 	}
@@ -409,7 +510,7 @@ func (c *cluster) settle(ctx context.Context, row *Row, limit time.Duration) err
 	deadline := time.Now().Add(limit)
 	var stuck int64 = -1
 	for {
-		delivered := c.caughtUp()
+		delivered := c.caughtUp(ctx)
 		if delivered && time.Since(lastHit) > horizon {
 			n, err := c.probe.runningSince(ctx, lastHit)
 			if err == nil {
@@ -491,17 +592,17 @@ func (c *cluster) shutdown(ctx context.Context, row *Row) error {
 func (c *cluster) diagnose(ctx context.Context, row *Row) {
 	jobs, jerr := c.probe.runningJobs(ctx)
 	for _, s := range c.sources {
-		if s.caughtUp(c.dest.fake) {
+		if s.caughtUp(ctx, c.dest.fake) {
 			continue
 		}
-		_, lost := s.check(c.dest.fake)
-		msg := fmt.Sprintf("sync %s: %d of %d rows not delivered", s.syncID, lost, s.rows())
+		v := s.check(ctx, c.dest.fake)
+		msg := fmt.Sprintf("sync %s: %d of %d records not delivered, %d with wrong values", s.syncID(), v.Lost, v.Records, v.Wrong)
 		if jerr == nil {
-			for _, at := range jobs[s.syncID] {
+			for _, at := range jobs[s.syncID()] {
 				msg += fmt.Sprintf("; its River job is still running, attempted %s ago", time.Since(at).Round(time.Second))
 			}
 		}
-		if last, ok := c.dest.lastWrite(s.syncID); ok {
+		if last, ok := c.dest.lastWrite(s.syncID()); ok {
 			msg += fmt.Sprintf("; last write %s ago", time.Since(last).Round(time.Second))
 		}
 		row.problemf("%s", msg)
@@ -516,13 +617,23 @@ func (c *cluster) totalRows() int {
 	return n
 }
 
-// check fills the row from the sources and the fake.
+// check fills the row from the sources and the fake: the value checker
+// over every record, the duplicates, the resume times.
 func (c *cluster) check(row *Row) {
+	ctx := context.Background()
+	var v valueCounts
+	flipped := 0
 	for _, s := range c.sources {
-		d, l := s.check(c.dest.fake)
-		row.Records += int64(s.rows())
-		row.Delivered += d
-		row.Lost += l
+		v.add(s.check(ctx, c.dest.fake))
+		if ps, ok := s.(*pgSource); ok {
+			ps.mu.Lock()
+			flipped += len(ps.flipped)
+			ps.mu.Unlock()
+		}
+	}
+	v.fill(row)
+	if flipped > 0 {
+		row.notef("%d records of the PostgreSQL-table syncs changed and changed back while runs went on", flipped)
 	}
 	st := c.dest.fake.Stats()
 	row.DuplicateWrites = st.DuplicateWrites

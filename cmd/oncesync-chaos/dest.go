@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -35,9 +38,73 @@ type dest struct {
 	intercept func(syncID string, w http.ResponseWriter, r *http.Request) bool
 	after     func(syncID string)
 	fault     fault
+	// tags maps an API key to the client it names (keyFor): a scenario
+	// tells one process's writes from the others' without giving it a
+	// config of its own (the key is a secret: it is in no sync definition).
+	tags    map[string]string
+	landed  []landing
+	refused func(email string) bool // POST /contacts answered 400 for these
+	imports *importSeam             // nil: imports go to the fake as they are
+}
+
+// landing is one write the router handed on (to the fake, which applied it
+// then, or to the import seam).
+type landing struct {
+	SyncID  string
+	Tag     string // the client's tag ("" for the shared key)
+	Arrived time.Time
+	Landed  time.Time
 }
 
 type syncKey struct{}
+
+// tagKey is the context key of the client tag.
+type tagKey struct{}
+
+// keyFor is the API key a process tagged tag uses; the router answers it as
+// the fake's own key and records the tag on every write it lands.
+func (d *dest) keyFor(tag string) string {
+	k := apiKey + "-" + tag
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.tags == nil {
+		d.tags = map[string]string{}
+	}
+	d.tags[k] = tag
+	return k
+}
+
+// landings are the writes landed after t by clients tagged tag.
+func (d *dest) landings(tag string, after time.Time) []landing {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []landing
+	for _, l := range d.landed {
+		if l.Tag == tag && l.Landed.After(after) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// useImportSeam puts an importSeam in front of the fake's imports (delay:
+// how long the seam's own processes run) and returns it.
+func (d *dest) useImportSeam(delay time.Duration) *importSeam {
+	m := newImportSeam(d.base, delay)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.imports = m
+	return m
+}
+
+// setRefused makes POST /contacts answer 400 (refused for its content, as
+// Brevo does for an address it will not take) for every e-mail f returns
+// true for; nil accepts all.
+func (d *dest) setRefused(f func(email string) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refused = f
+}
 
 // newDest starts the fake on a loopback port. Validation stays off (speed):
 // the e2e tests check every request against Brevo's spec; here the fake
@@ -130,6 +197,24 @@ func (d *dest) lastWrite(syncID string) (time.Time, bool) {
 	return w[len(w)-1], true
 }
 
+// holdOnTheWire keeps r from the fake for d, as a slow network would, and
+// reports whether it may go on (false: its client gave it up meanwhile, so
+// it never arrived). It reads the body first: only then does net/http notice
+// a client that closes its connection.
+func holdOnTheWire(r *http.Request, d time.Duration) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 func isWrite(r *http.Request, path string) bool {
 	return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(path, "/v3/contacts")
 }
@@ -160,6 +245,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	esc := r.URL.EscapedPath()
+	d.mu.Lock()
+	seam := d.imports
+	d.mu.Unlock()
+	if seam != nil && strings.HasPrefix(esc, "/_chaos/import-reports/") {
+		seam.report(w, r)
+		return
+	}
 	if !strings.HasPrefix(esc, "/s/") {
 		d.fake.ServeHTTP(w, r) // /_stats and friends
 		return
@@ -176,15 +268,22 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad path", http.StatusBadRequest)
 		return
 	}
-	r2 := r.WithContext(context.WithValue(r.Context(), syncKey{}, syncID))
+	d.mu.Lock()
+	tag, tagged := d.tags[r.Header.Get("api-key")]
+	ic, f, refused := d.intercept, d.fault, d.refused
+	d.mu.Unlock()
+	ctx := context.WithValue(r.Context(), syncKey{}, syncID)
+	ctx = context.WithValue(ctx, tagKey{}, tag)
+	r2 := r.WithContext(ctx)
 	u := *r.URL
 	u.Path, u.RawPath = path, esc
 	r2.URL = &u
+	if tagged {
+		r2.Header = r.Header.Clone()
+		r2.Header.Set("api-key", apiKey)
+	}
 
 	arrived := time.Now()
-	d.mu.Lock()
-	ic, f := d.intercept, d.fault
-	d.mu.Unlock()
 	if ic != nil && ic(syncID, w, r2) {
 		return
 	}
@@ -207,8 +306,18 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"code":"` + strconv.Itoa(f.Status) + `","message":"chaos: injected by the router"}`))
 		return
 	}
+	if refused != nil && r2.Method == http.MethodPost && path == "/v3/contacts" && refuseContact(w, r2, refused) {
+		return
+	}
+	if isWrite(r2, path) {
+		d.mu.Lock()
+		d.landed = append(d.landed, landing{SyncID: syncID, Tag: tag, Arrived: arrived, Landed: time.Now()})
+		d.mu.Unlock()
+	}
 	sw := &statusWriter{ResponseWriter: w}
-	d.fake.ServeHTTP(sw, r2)
+	if seam == nil || !seam.serve(sw, r2, path, d.fake) {
+		d.fake.ServeHTTP(sw, r2)
+	}
 	// 0: the fake cut the connection after applying the write.
 	if isWrite(r2, path) && (sw.status == 0 || sw.status/100 == 2) {
 		d.mu.Lock()
@@ -216,4 +325,25 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.nwrites[syncID]++
 		d.mu.Unlock()
 	}
+}
+
+// refuseContact answers 400 to a POST /contacts whose e-mail refused
+// reports, as Brevo refuses a record for its content; it restores the body
+// for the fake otherwise.
+func refuseContact(w http.ResponseWriter, r *http.Request, refused func(string) bool) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var c struct {
+		Email string `json:"email"`
+	}
+	if json.Unmarshal(body, &c) != nil || !refused(strings.ToLower(strings.TrimSpace(c.Email))) {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write([]byte(`{"code":"invalid_parameter","message":"chaos: this contact is refused for its content (for now)"}`))
+	return true
 }

@@ -150,6 +150,12 @@ type proc struct {
 
 // startProc starts bin with args in the work directory, output to a log file.
 func (e *env) startProc(name, bin string, args ...string) (*proc, error) {
+	return e.startProcEnv(name, nil, bin, args...)
+}
+
+// startProcEnv is startProc with extra environment variables (a later one
+// overrides an earlier one of the same name).
+func (e *env) startProcEnv(name string, extraEnv []string, bin string, args ...string) (*proc, error) {
 	e.mu.Lock()
 	e.nproc++
 	n := e.nproc
@@ -161,7 +167,7 @@ func (e *env) startProc(name, bin string, args ...string) (*proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+	cmd.Env = append(append(os.Environ(), "BREVO_API_KEY="+apiKey), extraEnv...)
 	cmd.Stdout, cmd.Stderr = f, f
 	p := &proc{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
@@ -181,10 +187,20 @@ func (e *env) startProc(name, bin string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-// oncesync starts the oncesync binary.
+// oncesync starts the oncesync binary. Its PostgreSQL connections carry
+// the process's name as application_name (PGAPPNAME), so a scenario can
+// tell in pg_stat_activity which process is doing what.
 func (e *env) oncesync(name string, args ...string) (*proc, error) {
-	return e.startProc(name, e.o.Bin, args...)
+	return e.oncesyncEnv(name, nil, args...)
 }
+
+// oncesyncEnv is oncesync with extra environment variables.
+func (e *env) oncesyncEnv(name string, extraEnv []string, args ...string) (*proc, error) {
+	return e.startProcEnv(name, append([]string{"PGAPPNAME=" + appName(name)}, extraEnv...), e.o.Bin, args...)
+}
+
+// appName is the application_name of process name's connections.
+func appName(name string) string { return "chaos-" + name }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 

@@ -18,8 +18,10 @@ import (
 type foreground struct {
 	e      *env
 	dest   *dest
-	src    *csvSource
+	src    chaosSource
+	csv    *csvSource // src, when it is a CSV (the flipper appends to it)
 	config string
+	store  string // the store's URL
 	syncID string
 	runs   int
 	probe  *probe
@@ -31,6 +33,11 @@ type foregroundParams struct {
 	Mode     string
 	Fake     fakebrevo.Options
 	Settings string
+	// Store is the store's URL (default: SQLite in the work directory);
+	// Redis, when set, holds the leases.
+	Store, Redis string
+	// Source, when set, is read instead of a CSV of Records rows.
+	Source chaosSource
 }
 
 func (e *env) newForeground(p foregroundParams) (*foreground, error) {
@@ -38,23 +45,32 @@ func (e *env) newForeground(p foregroundParams) (*foreground, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &foreground{e: e, dest: d, syncID: "fg-" + p.Mode}
-	if f.src, err = newCSVSource(e.dir, f.syncID, p.Mode, p.Records); err != nil {
-		return nil, err
+	f := &foreground{e: e, dest: d, syncID: "fg-" + p.Mode, src: p.Source, store: p.Store}
+	if f.src == nil {
+		if f.csv, err = newCSVSource(e.dir, f.syncID, p.Mode, p.Records); err != nil {
+			return nil, err
+		}
+		f.src = f.csv
 	}
+	f.syncID = f.src.syncID()
 	if p.Settings == "" {
 		p.Settings = "{lease_ttl: 30s, lease_renew: 10s}"
 	}
+	if f.store == "" {
+		f.store = "sqlite://./oncesync.db"
+	}
+	redisLine := ""
+	if p.Redis != "" {
+		redisLine = "redis: " + p.Redis + "\n"
+	}
 	f.config = filepath.Join(e.dir, "oncesync.yaml")
-	cfg := fmt.Sprintf(`store: sqlite://./oncesync.db
-settings: %s
+	cfg := fmt.Sprintf(`store: %s
+%ssettings: %s
 syncs:
   - id: %s
     workspace: chaos
-    source: {type: csv, path: %s, page_size: %d, identity: id}
-    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name}}
-`, p.Settings, f.syncID, filepath.Base(f.src.path), p.PageSize, d.URL(f.syncID), p.Mode)
+%s    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+`, f.store, redisLine, p.Settings, f.syncID, f.src.yaml(p.PageSize), d.URL(f.syncID), p.Mode)
 	if err := os.WriteFile(f.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
@@ -68,6 +84,16 @@ func (f *foreground) start() (*proc, error) {
 
 // pollCursor starts recording cursor moves once the store exists.
 func (f *foreground) pollCursor(ctx context.Context) {
+	if !strings.HasPrefix(f.store, "sqlite:") {
+		p, err := openPGProbe(f.store, "")
+		if err != nil {
+			f.e.logf("no probe of the store: %v", err)
+			return
+		}
+		f.probe = p
+		go p.pollCursors(ctx, 100*time.Millisecond)
+		return
+	}
 	path := filepath.Join(f.e.dir, "oncesync.db")
 	for ctx.Err() == nil {
 		if _, err := os.Stat(path); err == nil {
@@ -84,8 +110,11 @@ func (f *foreground) pollCursor(ctx context.Context) {
 
 // finish checks the delivery and reads the store's runs into row.
 func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
-	d, l := f.src.check(f.dest.fake)
-	row.Records, row.Delivered, row.Lost = int64(f.src.rows()), d, l
+	f.src.check(ctx, f.dest.fake).fill(row)
+	if f.csv != nil && len(f.csv.flipped) > 0 {
+		n := len(f.csv.flipped)
+		row.notef("%d records changed and changed back between runs (a later line of the CSV with the same id)", n)
+	}
 	st := f.dest.fake.Stats()
 	row.DuplicateWrites = st.DuplicateWrites
 	row.Runs = int64(f.runs)
@@ -112,6 +141,42 @@ func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
 		f.probe.close()
 	}
 	row.notef("fake: %d requests, %d contacts written", st.Requests, st.ContactsWritten)
+}
+
+// flipper changes records of a foreground source and changes them back
+// between runs: after the first run it appends a Changed line for some
+// identities of the first third of the file (already delivered by then), after
+// the third the line changing them back. Both are read later in the same
+// pass, after the original lines: the destination must end with the original
+// value (a key alone would call the third version a replay of the first).
+type flipper struct {
+	e   *env
+	src *csvSource
+	ids []int
+}
+
+// afterRun is called after each run (killed or not) but the last.
+func (fl *flipper) afterRun(n int) error {
+	if !fl.e.o.Flips {
+		return nil
+	}
+	switch n {
+	case 1:
+		fl.ids = pickIDs(fl.e, 1, max(1, fl.src.rows()/3), 25)
+		return fl.src.appendVersions(fl.ids, true)
+	case 3:
+		return fl.src.appendVersions(fl.ids, false)
+	}
+	return nil
+}
+
+// last is called before the final run: the change back, if no third run
+// came.
+func (fl *flipper) last() error {
+	if !fl.e.o.Flips || len(fl.ids) == 0 || !fl.src.changed[fl.ids[0]] {
+		return nil
+	}
+	return fl.src.appendVersions(fl.ids, false)
 }
 
 // kill9Foreground: `oncesync run` killed with SIGKILL at seeded points, then
@@ -149,6 +214,7 @@ func kill9Foreground(ctx context.Context, e *env) (*Row, error) {
 		_ = victim.signal(syscall.SIGKILL)
 		victim = nil
 	}
+	fl := &flipper{e: e, src: f.csv}
 	kinds := map[string]int{}
 	for len(done) < kills {
 		kind := []string{"in-doubt", "on-the-wire", "anywhere"}[e.intN(3)]
@@ -215,6 +281,12 @@ func kill9Foreground(ctx context.Context, e *env) (*Row, error) {
 			row.problemf("%s exited %d before its kill point: %s", p.name, code, p.lastLine())
 			kills = len(done)
 		}
+		if err := fl.afterRun(f.runs); err != nil {
+			return row, err
+		}
+	}
+	if err := fl.last(); err != nil {
+		return row, err
 	}
 	final, err := f.start()
 	if err != nil {
@@ -260,6 +332,7 @@ func sigtermForeground(ctx context.Context, e *env) (*Row, error) {
 	go f.pollCursor(pctx)
 	var done []killRecord
 	var drains []time.Duration
+	fl := &flipper{e: e, src: f.csv}
 	for len(done) < terms {
 		p, err := f.start()
 		if err != nil {
@@ -298,6 +371,12 @@ func sigtermForeground(ctx context.Context, e *env) (*Row, error) {
 		default:
 			row.problemf("%s exited %d after SIGTERM: %s", p.name, code, last)
 		}
+		if err := fl.afterRun(f.runs); err != nil {
+			return row, err
+		}
+	}
+	if err := fl.last(); err != nil {
+		return row, err
 	}
 	final, err := f.start()
 	if err != nil {

@@ -2,18 +2,21 @@
 // chaos`): it starts the real oncesync binary as separate processes against a
 // real store (SQLite, or PostgreSQL with Redis leases) and an in-process fake
 // Brevo, applies a nemesis (SIGKILL, SIGTERM, SIGSTOP/SIGCONT, a Redis or
-// PostgreSQL outage, destination faults), then checks the destination against
-// the source: every record delivered, no duplicate write, nothing lost.
+// PostgreSQL outage or data loss, a silent partition, destination faults,
+// asynchronous imports that skip rows or fail), then checks the destination
+// against the source: every record there with the source's current values,
+// no duplicate write, nothing lost.
 //
 //	oncesync-chaos                               # every scenario
 //	oncesync-chaos --scenario workers-kill9 --duration 5m --seed 42
 //	oncesync-chaos --short --json
 //
 // Each scenario prints one table row (scenario, seed, runs, kills, records,
-// delivered, duplicate writes, lost, in-doubt settled, resume p50/p95/max).
-// The exit status is 1 when any scenario saw a duplicate write, a lost record
-// or a broken invariant (a run left running, a drain slower than 25 s), 2 on
-// bad flags. A failed scenario can be replayed with --scenario NAME --seed N.
+// delivered, duplicate writes, lost, wrong values, in-doubt settled, resume
+// p50/p95/max). The exit status is 1 when any scenario saw a duplicate
+// write, a lost record, a wrong final value or a broken invariant (a run
+// left running, a drain slower than 25 s), 2 on bad flags. A failed scenario
+// can be replayed with --scenario NAME --seed N.
 //
 // PostgreSQL and Redis come from ONCESYNC_TEST_DATABASE_URL and
 // ONCESYNC_TEST_REDIS_URL (scripts/test-services.sh exports them), else

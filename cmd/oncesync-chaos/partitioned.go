@@ -359,16 +359,14 @@ func (c *partitioned) barrierKey(runID int64) string {
 	return rediskey.Default().Barrier(c.syncID, runID)
 }
 
-// check counts the source rows 1..rows at the fake with their FIRSTNAME.
-func (c *partitioned) check(rows int) (delivered, lost int64) {
+// check is the value checker over the source rows 1..rows (unchanged: a
+// partitioned run never writes from a changed view).
+func (c *partitioned) check(rows int) valueCounts {
+	var v valueCounts
 	for i := 1; i <= rows; i++ {
-		if ct, ok := c.dest.fake.Contact(partitionEmail(i)); ok && fmt.Sprint(ct.Attributes["FIRSTNAME"]) == partitionFirstName(i) {
-			delivered++
-		} else {
-			lost++
-		}
+		v.compare(c.dest.fake, want{Email: partitionEmail(i), First: partitionFirstName(i), Label: "id " + strconv.Itoa(i)})
 	}
-	return delivered, lost
+	return v
 }
 
 // partitionsByProcess maps each process to the partitions whose runs
@@ -427,8 +425,7 @@ func (c *partitioned) shutdown(ctx context.Context, row *Row) {
 // finishRow fills row's records, delivery and duplicates from the fake, and
 // the run count from the store.
 func (c *partitioned) finishRow(ctx context.Context, row *Row, rows int) {
-	row.Records = int64(rows)
-	row.Delivered, row.Lost = c.check(rows)
+	c.check(rows).fill(row)
 	st := c.dest.fake.Stats()
 	row.DuplicateWrites = st.DuplicateWrites
 	n := 0

@@ -112,6 +112,13 @@ func (p *probe) runStats(ctx context.Context) (runStats, error) {
 	return st, rows.Err()
 }
 
+// writtenRejected sums the runs' written and rejected counters.
+func (p *probe) writtenRejected(ctx context.Context) (written, rejected int64, err error) {
+	err = p.db.QueryRowContext(ctx, "SELECT coalesce(sum(n_written), 0), coalesce(sum(n_rejected), 0) FROM "+p.prefix+"runs").
+		Scan(&written, &rejected)
+	return written, rejected, err
+}
+
 // runningSince counts runs still running that started before t.
 func (p *probe) runningSince(ctx context.Context, t time.Time) (int64, error) {
 	var n int64
@@ -211,6 +218,23 @@ func (p *probe) holders(ctx context.Context, syncIDs []string) map[string]string
 			if h, err := p.redis.HGet(ctx, keys.Lease(id), "holder").Result(); err == nil && h != "" {
 				out[id] = h
 			}
+		}
+	}
+	return out
+}
+
+// leaseExpiries reads when each sync's Redis lease expires (its PTTL from
+// now); syncs without a live Redis lease are left out.
+func (p *probe) leaseExpiries(ctx context.Context, syncIDs []string) map[string]time.Time {
+	out := map[string]time.Time{}
+	if p.redis == nil {
+		return out
+	}
+	keys := rediskey.Default()
+	for _, id := range syncIDs {
+		now := time.Now()
+		if d, err := p.redis.PTTL(ctx, keys.Lease(id)).Result(); err == nil && d > 0 {
+			out[id] = now.Add(d)
 		}
 	}
 	return out

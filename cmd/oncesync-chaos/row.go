@@ -16,11 +16,14 @@ type Row struct {
 	// Kills: nemesis actions against a process (SIGKILL, SIGTERM, SIGSTOP)
 	// or a service (Redis or PostgreSQL stopped).
 	Kills int `json:"kills"`
-	// Records: rows in the sources at the end; Delivered: those at the fake
-	// with the right attributes; Lost: the rest.
-	Records   int64 `json:"records"`
-	Delivered int64 `json:"delivered"`
-	Lost      int64 `json:"lost"`
+	// Records: records (identities) in the sources at the end; Delivered:
+	// those at the fake with every mapped value equal to the source's
+	// current one; WrongValues: at the fake with some other value (a stale
+	// or lost update); Lost: not at the fake at all.
+	Records     int64 `json:"records"`
+	Delivered   int64 `json:"delivered"`
+	Lost        int64 `json:"lost"`
+	WrongValues int64 `json:"wrong_values"`
 	// DuplicateWrites: the fake's count of writes that changed nothing.
 	DuplicateWrites int64 `json:"duplicate_writes"`
 	// InDoubtSettled: in-doubt records settled by reading the destination
@@ -51,7 +54,8 @@ func (r *Row) problemf(format string, args ...any) {
 }
 
 // judge fills the resume percentiles and decides OK: no duplicate write, no
-// lost record, records to check, and no problem recorded by the scenario.
+// lost record, no wrong final value, records to check, and no problem
+// recorded by the scenario.
 func (r *Row) judge() {
 	if len(r.Resume) > 0 {
 		d := slices.Clone(r.Resume)
@@ -76,7 +80,10 @@ func (r *Row) judge() {
 		r.problemf("%d duplicate writes at the destination", r.DuplicateWrites)
 	}
 	if r.Lost != 0 {
-		r.problemf("%d of %d records lost (not at the destination with their attributes)", r.Lost, r.Records)
+		r.problemf("%d of %d records lost (not at the destination)", r.Lost, r.Records)
+	}
+	if r.WrongValues != 0 {
+		r.problemf("%d of %d records with wrong final values at the destination (not the source's current ones)", r.WrongValues, r.Records)
 	}
 	if r.Records == 0 {
 		r.problemf("no records checked: the scenario proves nothing")

@@ -374,7 +374,7 @@ func settleDrained(ctx context.Context, c *cluster, row *Row, terms []termRecord
 	c.stopAppending()
 	c.e.logf("settling: sources frozen at %d rows after %d SIGTERMs; waiting for delivery", c.totalRows(), len(terms))
 	deadline := time.Now().Add(limit)
-	for !c.caughtUp() {
+	for !c.caughtUp(ctx) {
 		if time.Now().After(deadline) {
 			row.problemf("not every row was delivered %s after the sources stopped growing", limit)
 			c.diagnose(ctx, row)
