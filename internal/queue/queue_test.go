@@ -80,7 +80,7 @@ func TestJobResult(t *testing.T) {
 		{"every record refused", failure.New(failure.DestinationRejectedRecords, "all"), "cancel"},
 		{"invalid definition", failure.New(failure.InvalidSyncDefinition, "bad"), "cancel"},
 		{"lease store quarantine", failure.Wrap(failure.StoreUnavailable,
-			&lease.QuarantineError{SyncID: "s", Until: time.Now().Add(4 * time.Second)}, "take the sync's lease"), "snooze later"},
+			&lease.QuarantineError{SyncID: "s", Until: time.Now().Add(time.Hour)}, "take the sync's lease"), "snooze later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -96,8 +96,8 @@ func TestJobResult(t *testing.T) {
 			case errors.As(got, &snooze) && tc.want == "snooze later":
 				// Waits out the quarantine without using an attempt.
 				kind = "snooze later"
-				if snooze.Duration < 3*time.Second || snooze.Duration > 5*time.Second {
-					t.Fatalf("snoozed %s, want the quarantine's 4 s and a little", snooze.Duration)
+				if snooze.Duration != 15*time.Minute {
+					t.Fatalf("snoozed %s, want the quarantine's end capped at 15m", snooze.Duration)
 				}
 			case errors.As(got, &snooze):
 				kind = "snooze"
@@ -119,6 +119,24 @@ func TestJobResult(t *testing.T) {
 				t.Fatalf("jobResult(%v) = %v (%s), want %s", tc.err, got, kind, tc.want)
 			}
 		})
+	}
+}
+
+func TestQuarantineWait(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		until time.Time
+		want  time.Duration
+	}{
+		{now.Add(4 * time.Second), 4*time.Second + 250*time.Millisecond},
+		{now.Add(-time.Second), 250 * time.Millisecond}, // over by Redis's clock: try again soon
+		{now.Add(time.Hour), 15 * time.Minute},
+		{time.Time{}, time.Second},
+	} {
+		if got := quarantineWait(&lease.QuarantineError{Until: tc.until}, now); got != tc.want {
+			t.Errorf("quarantineWait(until %s) = %s, want %s", tc.until, got, tc.want)
+		}
 	}
 }
 
