@@ -100,18 +100,19 @@ type writer struct {
 	done chan struct{}
 	cp   *checkpointer
 
-	mu     sync.Mutex
-	handed int64                         // pages handed over
-	marked int64                         // pages whose marks are recorded (or dropped after a failure)
-	slots  map[int64]map[string]struct{} // the slots of the pages in flight, by page
-	notify chan struct{}                 // closed when marked grows or a page leaves slots
-	cum    store.Counters                // write-stage counters of the pages written
-	err    error                         // the first failure; later pages are dropped
+	mu       sync.Mutex
+	handed   int64              // pages handed over
+	marked   int64              // pages whose marks are recorded (or dropped after a failure)
+	slots    map[int64][]string // the slots of the pages in flight, by page
+	inFlight map[string]int     // how many pages in flight hold each slot
+	notify   chan struct{}      // closed when marked grows or a page leaves slots
+	cum      store.Counters     // write-stage counters of the pages written
+	err      error              // the first failure; later pages are dropped
 }
 
 func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *writer {
 	w := &writer{in: make(chan claimed, 1), done: make(chan struct{}), cp: cp,
-		slots: map[int64]map[string]struct{}{}, notify: make(chan struct{})}
+		slots: map[int64][]string{}, inFlight: map[string]int{}, notify: make(chan struct{})}
 	cp.w = w
 	go func() {
 		defer close(w.done)
@@ -188,11 +189,12 @@ func (w *writer) drop(c claimed) {
 // submit hands a claimed page over; it waits while the previous page is
 // being written.
 func (w *writer) submit(c claimed) {
-	slots := make(map[string]struct{}, len(c.send))
-	for _, it := range c.send {
-		slots[it.slot] = struct{}{}
-	}
+	slots := make([]string, len(c.send))
 	w.mu.Lock()
+	for i, it := range c.send {
+		slots[i] = it.slot
+		w.inFlight[it.slot]++
+	}
 	w.handed++
 	w.slots[c.pageNo] = slots
 	w.mu.Unlock()
@@ -213,6 +215,11 @@ func (w *writer) markDone(page int64) {
 func (w *writer) resolvedDone(page int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, slot := range w.slots[page] {
+		if w.inFlight[slot]--; w.inFlight[slot] <= 0 {
+			delete(w.inFlight, slot)
+		}
+	}
 	delete(w.slots, page)
 	w.wakeLocked()
 }
@@ -226,12 +233,7 @@ func (w *writer) wakeLocked() {
 func (w *writer) writing(slot string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, slots := range w.slots {
-		if _, ok := slots[slot]; ok {
-			return true
-		}
-	}
-	return false
+	return w.inFlight[slot] > 0
 }
 
 // waitIdle waits until every page handed over is written and its marks

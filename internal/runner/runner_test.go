@@ -829,7 +829,7 @@ func TestPipelinedCheckpointOvertakenByAKill(t *testing.T) {
 			p.Hooks.AfterWrite = func(ctx context.Context, page int64) {
 				if page == 3 {
 					<-saving2
-					tb.waitPending(t, 200) // page 3 (written, not marked) and page 4 (claimed)
+					tb.waitPending(t, 300) // page 2 (its marks wait with its checkpoint), page 3 (written, not marked), page 4 (claimed)
 					cursorAt3, _ = tb.store.GetCursor(ctx, "s1")
 					tb.takeOver(t)
 					close(release)
