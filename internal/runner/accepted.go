@@ -29,6 +29,9 @@ const (
 	DefaultAcceptedWait = 2 * time.Minute
 	DefaultPollInterval = 200 * time.Millisecond
 	maxPollInterval     = 5 * time.Second
+	// minPollInterval bounds how soon a process is first asked about once
+	// the run has seen how long its processes take (poller.firstWait).
+	minPollInterval = 10 * time.Millisecond
 	// maxImportTries is how often records whose process failed whole are
 	// sent within one run before they are left for the next one.
 	maxImportTries = 3
@@ -44,6 +47,7 @@ type acceptedBatch struct {
 	ref   string
 	items []*item
 	tries int // sends of these records that ended accepted, in this run
+	polls int // questions asked about it so far
 
 	since time.Time     // when it was handed to the poller
 	next  time.Time     // when it is polled next
@@ -179,6 +183,7 @@ type poller struct {
 	mu      sync.Mutex
 	batches []*acceptedBatch
 	open    int           // batches handed over and not yet resolved or given up
+	first   time.Duration // how soon a new batch is first asked about (firstWait)
 	wake    chan struct{} // signalled when batches arrive or closing starts
 	room    chan struct{} // closed and replaced when open shrinks
 	closing bool
@@ -203,14 +208,42 @@ func (pl *poller) add(bs []acceptedBatch) {
 	}
 	now := time.Now()
 	pl.mu.Lock()
+	first := pl.firstWait()
 	for i := range bs {
 		b := bs[i]
-		b.since, b.next, b.every = now, now.Add(pl.r.pollInterval()), pl.r.pollInterval()
+		b.since, b.next, b.every = now, now.Add(first), max(first/2, minPollInterval)
 		pl.batches = append(pl.batches, &b)
 		pl.open++
 	}
 	pl.mu.Unlock()
 	pl.signal()
+}
+
+// firstWait is how long after its hand-over a process is first asked
+// about. It starts at PollInterval and follows what the processes of this
+// run take: halved each time a process was done at its first question,
+// half as long again each time it was not (learn). A destination's
+// processes of one run take about as long as each other (Brevo: seconds; a
+// fake: nothing), so most are asked about once or twice, which spares the
+// account's rate limit, and records stay accepted (held in memory and in
+// the ledger) no longer than needed. The caller holds mu.
+func (pl *poller) firstWait() time.Duration {
+	if pl.first <= 0 {
+		pl.first = pl.r.pollInterval()
+	}
+	return pl.first
+}
+
+// learn adjusts firstWait after a batch ended: done tells whether it was at
+// its first question. The caller holds mu.
+func (pl *poller) learn(doneAtFirst bool) {
+	f := pl.firstWait()
+	if doneAtFirst {
+		f /= 2
+	} else {
+		f += f / 2
+	}
+	pl.first = min(max(f, minPollInterval), maxPollInterval)
 }
 
 func (pl *poller) signal() {
@@ -300,6 +333,9 @@ func (pl *poller) loop(ctx context.Context) {
 		}
 		pl.mu.Lock()
 		pl.batches = append(pl.batches[:idx], pl.batches[idx+1:]...)
+		if !res.stuck {
+			pl.learn(due.polls == 1)
+		}
 		pl.mu.Unlock()
 		pl.cp.submit(checkpointJob{page: res.page, resolved: res})
 		pl.shrink(1)
@@ -316,6 +352,7 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 		out.stuck = true
 		return out, true
 	}
+	b.polls++
 	res, done, err := async.Outcomes(r.destCtx(ctx), b.ref, records(b.items))
 	now := time.Now()
 	if err != nil || !done {

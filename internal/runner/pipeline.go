@@ -329,6 +329,10 @@ type checkpointer struct {
 	stuck map[int64]bool          // pages with a batch given up: the cursor stays before them
 	rows  map[int64]store.RunPage // timeline rows of pages with open batches
 	base  store.Run               // the run as of the last page checkpointed (without extra)
+	// What settle took in since the last checkpoint, for the next one.
+	carry        []store.LedgerFinish
+	carried      []acceptedBatch // sent again and accepted again: to the poller once recorded
+	carriedPages map[int64]bool
 
 	mu    sync.Mutex
 	err   error          // the first failure; later jobs are dropped
@@ -347,13 +351,19 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 	go func() {
 		defer close(cp.done)
 		for job := range cp.jobs {
-			if job.barrier != nil {
+			switch {
+			case job.resolved != nil:
+				cp.settle(job.resolved)
+				if len(cp.jobs) == 0 {
+					cp.flush(ctx, r) // nothing follows to carry it
+				}
+				continue
+			case job.barrier != nil:
+				cp.flush(ctx, r)
 				close(job.barrier)
 				continue
-			}
-			if job.resolved != nil {
-				cp.settle(ctx, r, job.resolved)
-				continue
+			case !job.save || cp.failed() != nil:
+				cp.flush(ctx, r)
 			}
 			if cp.failed() != nil {
 				// No checkpoint after a failure; a written page's marks are
@@ -367,8 +377,10 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 				cp.w.resolvedDone(job.page)
 				continue
 			}
-			// A written page's marks and checkpoint are one transaction; a
-			// page that failed (every record refused) has only its marks.
+			// A written page's marks and checkpoint are one transaction,
+			// with what was settled of earlier pages' accepted records
+			// since the last checkpoint; a page that failed (every record
+			// refused) has only its marks.
 			var err error
 			switch {
 			case job.save:
@@ -377,33 +389,16 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 					cp.open[job.page] = n
 					cp.rows[job.page] = job.row
 				}
-				cursor, passed := cp.advance()
-				run := job.run
-				cp.mu.Lock()
-				run.Counters.Add(cp.extra)
-				cp.mu.Unlock()
-				jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
-				err = r.checkpoint(jctx, job.page, cursor, run, &job.row, job.finish)
-				if err != nil && job.finish != nil {
-					// The checkpoint failed (a lost lease, Redis gone), and
-					// the marks went with it. They are fenced, not leased:
-					// while no other worker has registered a newer fence
-					// and the store answers, they are still ours to record,
-					// and spare the next run a read-back of the page.
-					_ = r.mark(jctx, job.finish)
-				}
-				cancel()
-				if err == nil {
-					cp.saved, cp.order, cp.base = cursor, cp.order[passed:], job.run
-					cp.pl.add(job.accepted)
-				} else {
-					delete(cp.open, job.page)
-				}
+				cp.base = job.run
+				err = cp.commit(ctx, r, job.page, &job.row, job.finish, job.accepted)
 			case job.finish != nil:
 				err = r.mark(ctx, job.finish)
 			}
 			cp.w.markDone(job.page)
-			if err != nil || cp.open[job.page] == 0 {
+			if err != nil {
+				delete(cp.open, job.page)
+			}
+			if cp.open[job.page] == 0 {
 				cp.w.resolvedDone(job.page)
 			}
 			cp.mu.Lock()
@@ -433,62 +428,114 @@ func (cp *checkpointer) advance() (string, int) {
 	return cursor, n
 }
 
-// settle records what became of an accepted batch, and moves the cursor
-// if its page was the one holding it back.
-func (cp *checkpointer) settle(ctx context.Context, r *run, res *resolution) {
+// settle takes in what became of an accepted batch. Its marks are carried
+// to the next checkpoint (that of the next page, if one is queued: one
+// transaction for both; else flush's own), with the cursor moved past its
+// page if that page was the one holding it back.
+func (cp *checkpointer) settle(res *resolution) {
 	page := res.page
-	defer func() {
-		if cp.open[page] == 0 {
-			delete(cp.open, page)
-			delete(cp.rows, page)
-			cp.w.resolvedDone(page)
-		}
-	}()
 	cp.open[page] += len(res.batches) - 1
 	if res.stuck {
 		cp.stuck[page] = true
 	}
-	if cp.failed() != nil {
-		if len(res.finish) > 0 {
-			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
-			_ = r.mark(jctx, res.finish)
-			cancel()
-		}
-		return
+	cp.carry = append(cp.carry, res.finish...)
+	cp.carried = append(cp.carried, res.batches...)
+	if cp.carriedPages == nil {
+		cp.carriedPages = map[int64]bool{}
 	}
+	cp.carriedPages[page] = true
 	cp.mu.Lock()
 	cp.extra.Add(res.delta)
-	run := cp.base
-	run.Counters.Add(cp.extra)
 	cp.mu.Unlock()
 	row := cp.rows[page]
 	row.Sent += res.delta.Written
 	row.Rejected += res.delta.Rejected
 	row.Requests += res.delta.Requests
 	cp.rows[page] = row
-	cursor, passed := cp.advance()
-	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
-	defer cancel()
-	err := r.checkpoint(jctx, page, cursor, run, &row, res.finish)
-	if err != nil {
-		if len(res.finish) > 0 {
-			_ = r.mark(jctx, res.finish)
+}
+
+// flush records what settle carries, if anything, in a checkpoint of its
+// own.
+func (cp *checkpointer) flush(ctx context.Context, r *run) {
+	if len(cp.carriedPages) == 0 {
+		return
+	}
+	if cp.failed() != nil {
+		if len(cp.carry) > 0 {
+			jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+			_ = r.mark(jctx, cp.carry)
+			cancel()
 		}
+		cp.released()
+		return
+	}
+	if err := cp.commit(ctx, r, 0, nil, nil, nil); err != nil {
 		cp.mu.Lock()
 		cp.err = err
 		cp.mu.Unlock()
-		return
 	}
-	cp.saved, cp.order = cursor, cp.order[passed:]
-	cp.pl.add(res.batches)
+}
+
+// commit saves one checkpoint: finish and the carried marks, the cursor as
+// far as every page before it is settled, the run (as of its last page,
+// with the settled records' counters), the page's row (page 0: none) and
+// the carried pages' rows. On success the accepted batches (the page's and
+// those sent again) go to the poller. Either way the carried pages are
+// released to the ledger stage once nothing of theirs is open.
+func (cp *checkpointer) commit(ctx context.Context, r *run, page int64, row *store.RunPage, finish []store.LedgerFinish, accepted []acceptedBatch) error {
+	all := finish
+	if len(cp.carry) > 0 {
+		all = append(append(make([]store.LedgerFinish, 0, len(finish)+len(cp.carry)), finish...), cp.carry...)
+	}
+	var more []store.RunPage
+	for p := range cp.carriedPages {
+		if p != page {
+			more = append(more, cp.rows[p])
+		}
+	}
+	cursor, passed := cp.advance()
+	run := cp.base
+	cp.mu.Lock()
+	run.Counters.Add(cp.extra)
+	cp.mu.Unlock()
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkpointGrace)
+	defer cancel()
+	err := r.checkpoint(jctx, page, cursor, run, row, all, more)
+	if err != nil && all != nil {
+		// The checkpoint failed (a lost lease, Redis gone), and the marks
+		// went with it. They are fenced, not leased: while no other worker
+		// has registered a newer fence and the store answers, they are
+		// still ours to record, and spare the next run a read-back.
+		_ = r.mark(jctx, all)
+	}
+	if err == nil {
+		cp.saved, cp.order = cursor, cp.order[passed:]
+		cp.pl.add(accepted)
+		cp.pl.add(cp.carried)
+	}
+	cp.released()
+	return err
+}
+
+// released hands the carried pages with nothing open back to the ledger
+// stage and empties the carry.
+func (cp *checkpointer) released() {
+	for p := range cp.carriedPages {
+		if cp.open[p] == 0 {
+			delete(cp.open, p)
+			delete(cp.rows, p)
+			cp.w.resolvedDone(p)
+		}
+	}
+	cp.carry, cp.carried, cp.carriedPages = nil, nil, nil
 }
 
 // submit hands a job over; it waits while the queue is full.
 func (cp *checkpointer) submit(job checkpointJob) { cp.jobs <- job }
 
-// flush waits until every job handed over so far is done (their accepted
+// barrier waits until every job handed over so far is done (their accepted
 // batches handed to the poller).
-func (cp *checkpointer) flush() {
+func (cp *checkpointer) barrier() {
 	b := make(chan struct{})
 	cp.submit(checkpointJob{barrier: b})
 	<-b
@@ -516,12 +563,13 @@ func (cp *checkpointer) close() (last int64, extra store.Counters, err error) {
 // cursor, the run's progress and the page's timeline row in one fenced
 // transaction (with the renewal in it when the lease lives in the same
 // store), and reports progress.
-func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run store.Run, row *store.RunPage, finish []store.LedgerFinish) error {
+func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run store.Run, row *store.RunPage, finish []store.LedgerFinish, more []store.RunPage) error {
 	p := store.CheckpointParams{
-		Cursor: store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.grant.Fence, RunID: r.rec.ID},
-		Run:    run,
-		Page:   row,
-		Finish: finish,
+		Cursor:    store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.grant.Fence, RunID: r.rec.ID},
+		Run:       run,
+		Page:      row,
+		MorePages: more,
+		Finish:    finish,
 	}
 	// A lease kept in the store the run checkpoints to is renewed and
 	// verified inside the checkpoint's transaction (one commit, not two);
@@ -537,7 +585,9 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 		r.Hooks.BeforeCursorSave(ctx, page)
 	}
 	asked := r.Clock.Now()
-	row.CheckpointedAt = asked
+	if row != nil {
+		row.CheckpointedAt = asked
+	}
 	if err := r.Store.Checkpoint(ctx, p); err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
@@ -550,8 +600,10 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	if inStore {
 		r.setExpiry(localExpiry(asked, r.LeaseTTL, time.Time{}))
 	}
-	r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", page,
-		"read", row.Read, "sent", row.Sent, "replayed", row.Replayed)
+	if row != nil {
+		r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", page,
+			"read", row.Read, "sent", row.Sent, "replayed", row.Replayed)
+	}
 	r.reportRun(run, cursor, false)
 	return nil
 }

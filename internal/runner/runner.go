@@ -403,7 +403,7 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 // checkpointer's.
 func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.Counters, err error) (store.RunState, error) {
 	written, werr := w.close()
-	cp.flush() // every page's accepted batches are with the poller
+	cp.barrier() // every page's accepted batches are with the poller
 	// A run that reached the end of the source waits for what the
 	// destination is still processing; any other leaves it to the next run.
 	if open := pl.close(err == nil && werr == nil && cp.failed() == nil); open > 0 {

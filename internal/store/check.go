@@ -71,7 +71,14 @@ func (p CheckpointParams) Check() error {
 		return err
 	}
 	if p.Page != nil {
-		return p.Page.Check()
+		if err := p.Page.Check(); err != nil {
+			return err
+		}
+	}
+	for _, pg := range p.MorePages {
+		if err := pg.Check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -153,6 +153,10 @@ type CheckpointParams struct {
 	Run Run
 	// Page is the page's timeline row (as RecordRunPage); nil = none.
 	Page *RunPage
+	// MorePages are other pages' timeline rows recorded (replaced) in the
+	// same transaction: earlier pages whose figures changed since their own
+	// checkpoint (records a destination accepted, settled later).
+	MorePages []RunPage
 	// Lease, when set, renews the sync's SQL lease in the same transaction,
 	// exactly as LeaseRenew(ctx, Cursor.SyncID, Lease.Token, Lease.TTL) would:
 	// on ErrLeaseLost (released, taken, expired, superseded fence) nothing
@@ -322,8 +326,8 @@ type Store interface {
 	SaveCursor(ctx context.Context, p SaveCursorParams) error
 	// Checkpoint renews the lease when p.Lease is set (as LeaseRenew),
 	// records p.Finish when set (as LedgerFinish), then writes p.Cursor
-	// (fenced, as SaveCursor), p.Run (as UpdateRun) and p.Page (as
-	// RecordRunPage) in ONE transaction: all of it or, on any error
+	// (fenced, as SaveCursor), p.Run (as UpdateRun), p.Page and p.MorePages
+	// (as RecordRunPage) in ONE transaction: all of it or, on any error
 	// (ErrLeaseLost, ErrFenced, ErrNotFound, invalid input), none of it (nor
 	// the renewal, nor the outcomes).
 	Checkpoint(ctx context.Context, p CheckpointParams) error

@@ -102,7 +102,7 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		return nil, false, failure.New(failure.DestinationUnavailable,
 			fmt.Sprintf("brevo answered GET /processes/{processId} with an unknown status %q", truncate(redact(p.Status), 40)))
 	}
-	idx := newRowIndex(recs)
+	var idx *rowIndex // built only when a report names rows
 	rejected := make(map[int]string)
 	if p.Info != nil {
 		kinds := make([]string, 0, len(p.Info.Import))
@@ -116,6 +116,9 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 			body, err := d.fetchReport(ctx, strings.TrimSpace(*p.Info.Import[kind]))
 			if err != nil {
 				return nil, false, err
+			}
+			if idx == nil {
+				idx = newRowIndex(recs)
 			}
 			if err := idx.reject(body, kind, rejected); err != nil {
 				return nil, false, err

@@ -49,10 +49,17 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		if err := s.updateRun(ctx, tx, p.Run); err != nil {
 			return err
 		}
-		if p.Page == nil {
-			return nil
+		if p.Page != nil {
+			if err := s.recordRunPage(ctx, tx, *p.Page); err != nil {
+				return err
+			}
 		}
-		return s.recordRunPage(ctx, tx, *p.Page)
+		for _, pg := range p.MorePages {
+			if err := s.recordRunPage(ctx, tx, pg); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil || rec == nil {
 		return err

@@ -130,6 +130,30 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 	equal(t, "page 2 Read", pages[1].Read, int64(50))
 	sameTime(t, "page 2 CheckpointedAt", pages[1].CheckpointedAt, Start.Add(-time.Hour))
 
+	// MorePages replace earlier pages' rows in the same transaction (a page
+	// whose accepted records were settled later).
+	p1.Sent, p1.Rejected = 99, 1
+	noErr(t, b.st.Checkpoint(ctx, store.CheckpointParams{
+		Cursor:    store.SaveCursorParams{SyncID: "s1", Value: "page-3", Fence: l.Fence, RunID: run.ID},
+		Run:       r,
+		MorePages: []store.RunPage{p1},
+	}))
+	pages = must(b.st.ListRunPages(ctx, run.ID, 0))(t)
+	equal(t, "pages after MorePages", len(pages), 2)
+	equal(t, "page 1 Sent after MorePages", pages[0].Sent, int64(99))
+	equal(t, "page 1 Rejected after MorePages", pages[0].Rejected, int64(1))
+	equal(t, "page 2 Sent after MorePages", pages[1].Sent, int64(50))
+	bad := p2
+	bad.Read = -1
+	if err := b.st.Checkpoint(ctx, store.CheckpointParams{
+		Cursor:    store.SaveCursorParams{SyncID: "s1", Value: "page-x", Fence: l.Fence, RunID: run.ID},
+		Run:       r,
+		MorePages: []store.RunPage{bad},
+	}); err == nil {
+		t.Fatal("Checkpoint with an invalid page in MorePages = nil, want an error")
+	}
+	equal(t, "cursor after a refused MorePages", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-3")
+
 	// (d) No page: cursor and run only.
 	b.clk.Advance(time.Second)
 	r.Counters.Requests = 4
