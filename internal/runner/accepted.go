@@ -201,8 +201,8 @@ func (r *run) startPoller(ctx context.Context, cp *checkpointer) *poller {
 }
 
 // add hands batches over (from the checkpointer, once their accepted marks
-// are recorded).
-func (pl *poller) add(bs []acceptedBatch) {
+// are recorded). reserved batches were counted open already (reserve).
+func (pl *poller) add(bs []acceptedBatch, reserved bool) {
 	if len(bs) == 0 {
 		return
 	}
@@ -213,10 +213,21 @@ func (pl *poller) add(bs []acceptedBatch) {
 		b := bs[i]
 		b.since, b.next, b.every = now, now.Add(first), max(first/2, minPollInterval)
 		pl.batches = append(pl.batches, &b)
-		pl.open++
+		if !reserved {
+			pl.open++
+		}
 	}
 	pl.mu.Unlock()
 	pl.signal()
+}
+
+// reserve counts n batches open before they are handed over: records sent
+// again and accepted again, which the checkpointer hands over once their
+// marks are recorded. Until then the poller must not take itself for done.
+func (pl *poller) reserve(n int) {
+	pl.mu.Lock()
+	pl.open += n
+	pl.mu.Unlock()
 }
 
 // firstWait is how long after its hand-over a process is first asked
@@ -232,6 +243,66 @@ func (pl *poller) firstWait() time.Duration {
 		pl.first = pl.r.pollInterval()
 	}
 	return pl.first
+}
+
+// immediate reports whether this run's processes have been ending at once
+// (firstWait at its least): the write stage then asks about a page's
+// processes itself, right after the write, and records the page with its
+// outcomes, as a synchronous destination's; an accepted mark and a later
+// settling would only cost two more ledger writes per record.
+func (pl *poller) immediate() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.first > 0 && pl.first <= minPollInterval
+}
+
+// settleNow asks once about the processes of out's accepted records and
+// puts their outcomes in place of Accepted when a process is done with
+// nothing to send again; the rest stays accepted, for the poller.
+func (r *run) settleNow(ctx context.Context, pl *poller, out []outcome) []outcome {
+	async, ok := r.Destination.(destination.Async)
+	if !ok {
+		return out
+	}
+	byRef := map[string][]int{}
+	var refs []string
+	for i, o := range out {
+		if o.res.Outcome == destination.Accepted {
+			if _, seen := byRef[o.res.Ref]; !seen {
+				refs = append(refs, o.res.Ref)
+			}
+			byRef[o.res.Ref] = append(byRef[o.res.Ref], i)
+		}
+	}
+	for _, ref := range refs {
+		idx := byRef[ref]
+		its := make([]*item, len(idx))
+		for j, i := range idx {
+			its[j] = out[i].it
+		}
+		res, done, err := async.Outcomes(r.destCtx(ctx), ref, records(its))
+		if err != nil || !done {
+			pl.mu.Lock()
+			pl.learn(false)
+			pl.mu.Unlock()
+			return out // the poller asks again
+		}
+		byKey := make(map[string]destination.Result, len(res))
+		settled := true
+		for _, x := range res {
+			byKey[x.Key] = x
+			if x.Outcome != destination.Delivered && x.Outcome != destination.Rejected {
+				settled = false // a failed process: the poller sends it again
+			}
+		}
+		if !settled || len(res) != len(idx) {
+			continue
+		}
+		for _, i := range idx {
+			out[i].res = byKey[out[i].it.Key]
+		}
+	}
+	return out
 }
 
 // learn adjusts firstWait after a batch ended: done tells whether it was at
@@ -337,6 +408,7 @@ func (pl *poller) loop(ctx context.Context) {
 			pl.learn(due.polls == 1)
 		}
 		pl.mu.Unlock()
+		pl.reserve(len(res.batches))
 		pl.cp.submit(checkpointJob{page: res.page, resolved: res})
 		pl.shrink(1)
 	}

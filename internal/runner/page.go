@@ -319,7 +319,7 @@ func (r *run) checkReplayable(e store.LedgerEntry, now time.Time) error {
 // holds only the releases of records whose request never left (the others
 // stay pending, in doubt for the next run). A page whose every record was
 // refused returns its marks and a destination_rejected_records failure.
-func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, []store.LedgerFinish, []acceptedBatch, error) {
+func (r *run) writeStage(ctx context.Context, c claimed, pl *poller) (store.Counters, []store.LedgerFinish, []acceptedBatch, error) {
 	var delta store.Counters
 	if len(c.send) == 0 {
 		return delta, nil, nil, nil // a page whose every key is complete sends nothing
@@ -330,6 +330,9 @@ func (r *run) writeStage(ctx context.Context, c claimed) (store.Counters, []stor
 	}
 	out, requests, err := r.write(ctx, c.send, c.claimedAt)
 	delta.Requests = requests
+	if err == nil && pl.immediate() {
+		out = r.settleNow(ctx, pl, out)
+	}
 	marks, batches, written, rejected := r.outcomes(c.pageNo, out)
 	delta.Written, delta.Rejected = written, rejected
 	if err != nil {

@@ -132,7 +132,7 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 				w.drop(c)
 				continue
 			}
-			delta, finish, batches, err := r.writeStage(ctx, c)
+			delta, finish, batches, err := r.writeStage(ctx, c, pl)
 			if err == nil && ctx.Err() != nil {
 				// Cancelled once the write was out: like a worker that died
 				// there, the page's claims stay pending, settled by the next
@@ -350,13 +350,15 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 		open: map[int64]int{}, stuck: map[int64]bool{}, rows: map[int64]store.RunPage{}, base: r.rec}
 	go func() {
 		defer close(cp.done)
-		for job := range cp.jobs {
+		for {
+			job, ok := cp.next(ctx, r)
+			if !ok {
+				cp.flush(ctx, r)
+				return
+			}
 			switch {
 			case job.resolved != nil:
 				cp.settle(job.resolved)
-				if len(cp.jobs) == 0 {
-					cp.flush(ctx, r) // nothing follows to carry it
-				}
 				continue
 			case job.barrier != nil:
 				cp.flush(ctx, r)
@@ -414,6 +416,28 @@ func (r *run) startCheckpointer(ctx context.Context, cursor string) *checkpointe
 	return cp
 }
 
+// carryFor bounds how long settled records wait for the next page's
+// checkpoint to ride along with before they get one of their own.
+const carryFor = 50 * time.Millisecond
+
+// next returns the next job; ok is false once the queue is closed and
+// empty. While settled records are carried, it waits at most carryFor for
+// a job and then records them alone.
+func (cp *checkpointer) next(ctx context.Context, r *run) (checkpointJob, bool) {
+	for len(cp.carriedPages) > 0 {
+		t := time.NewTimer(carryFor)
+		select {
+		case job, ok := <-cp.jobs:
+			t.Stop()
+			return job, ok
+		case <-t.C:
+			cp.flush(ctx, r)
+		}
+	}
+	job, ok := <-cp.jobs
+	return job, ok
+}
+
 // advance returns the cursor to save now: the next cursor of the last page
 // before which every page is settled, and how many of cp.order it passes.
 func (cp *checkpointer) advance() (string, int) {
@@ -466,6 +490,9 @@ func (cp *checkpointer) flush(ctx context.Context, r *run) {
 			_ = r.mark(jctx, cp.carry)
 			cancel()
 		}
+		if len(cp.carried) > 0 {
+			cp.pl.shrink(len(cp.carried)) // reserved, never to be handed over
+		}
 		cp.released()
 		return
 	}
@@ -510,8 +537,10 @@ func (cp *checkpointer) commit(ctx context.Context, r *run, page int64, row *sto
 	}
 	if err == nil {
 		cp.saved, cp.order = cursor, cp.order[passed:]
-		cp.pl.add(accepted)
-		cp.pl.add(cp.carried)
+		cp.pl.add(accepted, false)
+		cp.pl.add(cp.carried, true)
+	} else if len(cp.carried) > 0 {
+		cp.pl.shrink(len(cp.carried)) // reserved, never to be handed over
 	}
 	cp.released()
 	return err

@@ -922,15 +922,18 @@ func TestMarksOutliveAnExpiredLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(done) != 200 {
-		t.Fatalf("%d complete entries after the lease ran out, want 200 (pages 1 and 2)", len(done))
+	// Pages 1 and 2 at least; a page written alongside page 2's checkpoint
+	// (the write stage runs ahead) may have been marked too before the
+	// lease's expiry cancelled the run.
+	if len(done) < 200 || len(done)%100 != 0 {
+		t.Fatalf("%d complete entries after the lease ran out, want pages 1 and 2 (200) and any page written meanwhile", len(done))
 	}
 	r2, err := Run(context.Background(), tb.params(t, "id"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.Replayed != 100 {
-		t.Fatalf("resumed run: %+v; want page 2 replayed", r2)
+	if want := int64(len(done) - 100); r2.Replayed != want {
+		t.Fatalf("resumed run: %+v; want every marked page after page 1 replayed (%d)", r2, want)
 	}
 	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 		t.Fatalf("records %d, duplicate writes %d", recs, dups)
