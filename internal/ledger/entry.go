@@ -17,15 +17,17 @@ import (
 //	d1.<generation>.<32 hex: the first 16 bytes of the record hash>.<destination ref>
 //
 // The other entries are keyed by a delivery key and name the slot they
-// write (64 hex), so that a run can tell which rows an earlier run left in
+// write by its tag (SlotTag: the slot key's first 16 hex digits; a tag
+// two slots share makes a run treat a row as in doubt for nothing, never
+// the reverse), so that a run can tell which rows an earlier run left in
 // flight even when the row has changed since:
 //
-//	c1.<slot>                  pending (a claim)
-//	a1.<slot>.<ref>            accepted, ref being the destination's process
-//	r1.<slot>.<identity>       rejected; the identity lets a keyset source
+//	c1.<tag>                   pending (a claim)
+//	a1.<tag>.<ref>             accepted, ref being the destination's process
+//	r1.<tag>.<identity>        rejected; the identity lets a keyset source
 //	                           re-read the row (SPEC §4); "~" + hex when it is
 //	                           not printable UTF-8
-//	n1.<slot>.<identity>       in_doubt, left for a person
+//	n1.<tag>.<identity>        in_doubt, left for a person
 //
 // Sixteen bytes of the record hash are enough to tell two versions of one
 // row apart (a collision needs 2^64 versions of it) and keep a slot's entry
@@ -89,20 +91,34 @@ func DecodeSlot(e store.LedgerEntry, found bool) (s SlotState, ok bool) {
 
 // The Results of delivery-key entries.
 
+// tagLen is the length of a slot's tag.
+const tagLen = 16
+
+// SlotTag is the short name of a slot in the Results of delivery-key
+// entries (the first 16 hex digits of its key). Claims write one per
+// record, so it is kept short; it only has to tell slots apart among a
+// sync's entries in flight.
+func SlotTag(slot string) string {
+	if len(slot) <= tagLen {
+		return slot
+	}
+	return slot[:tagLen]
+}
+
 // ClaimResult is a pending claim's Result.
-func ClaimResult(slot string) string { return "c1." + slot }
+func ClaimResult(slot string) string { return "c1." + SlotTag(slot) }
 
 // AcceptedResult is an accepted entry's Result: ref is the process.
-func AcceptedResult(slot, ref string) string { return "a1." + slot + "." + ref }
+func AcceptedResult(slot, ref string) string { return "a1." + SlotTag(slot) + "." + ref }
 
 // InDoubtResult is the Result of an entry left in doubt for a person.
 func InDoubtResult(slot, identity string) string {
-	return "n1." + slot + "." + encodeIdentity(identity)
+	return "n1." + SlotTag(slot) + "." + encodeIdentity(identity)
 }
 
 // RejectedResult is a rejected entry's Result.
 func RejectedResult(slot, identity string) string {
-	return "r1." + slot + "." + encodeIdentity(identity)
+	return "r1." + SlotTag(slot) + "." + encodeIdentity(identity)
 }
 
 // ResendResult is the Result of an in-doubt entry a person marks to send
@@ -115,11 +131,12 @@ func ResendResult(inDoubt string) string {
 	return inDoubt
 }
 
-// EntrySlot returns the slot a delivery-key entry's Result names, and the
-// rest (the ref of an accepted entry, the encoded identity of a rejected
-// one); ok is false for Results written before slots existed.
-func EntrySlot(result string) (slot, rest string, ok bool) {
-	if len(result) < 3+64 || result[2] != '.' {
+// EntryTag returns the tag (SlotTag) of the slot a delivery-key entry's
+// Result names, and the rest (the ref of an accepted entry, the encoded
+// identity of a rejected one); ok is false for Results written before slots
+// existed.
+func EntryTag(result string) (tag, rest string, ok bool) {
+	if len(result) < 3+tagLen || result[2] != '.' {
 		return "", "", false
 	}
 	switch result[:2] {
@@ -127,20 +144,20 @@ func EntrySlot(result string) (slot, rest string, ok bool) {
 	default:
 		return "", "", false
 	}
-	slot = result[3 : 3+64]
-	rest = result[3+64:]
+	tag = result[3 : 3+tagLen]
+	rest = result[3+tagLen:]
 	if rest != "" {
 		if rest[0] != '.' {
 			return "", "", false
 		}
 		rest = rest[1:]
 	}
-	return slot, rest, true
+	return tag, rest, true
 }
 
 // AcceptedRef is the process an accepted entry waits for.
 func AcceptedRef(e store.LedgerEntry) string {
-	if _, ref, ok := EntrySlot(e.Result); ok && strings.HasPrefix(e.Result, "a1.") {
+	if _, ref, ok := EntryTag(e.Result); ok && strings.HasPrefix(e.Result, "a1.") {
 		return ref
 	}
 	return e.Result // an accepted entry always has the a1 form; be lenient
@@ -152,7 +169,7 @@ func EntryIdentity(e store.LedgerEntry) (string, bool) {
 	if !strings.HasPrefix(e.Result, "r1.") && !strings.HasPrefix(e.Result, "n1.") {
 		return "", false
 	}
-	_, rest, ok := EntrySlot(e.Result)
+	_, rest, ok := EntryTag(e.Result)
 	if !ok || rest == "" {
 		return "", false
 	}

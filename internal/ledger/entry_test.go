@@ -43,10 +43,14 @@ func TestSlotStateRoundTrip(t *testing.T) {
 func TestEntryResults(t *testing.T) {
 	t.Parallel()
 	slot := Slot("s", "src", "42")
-	if got, rest, ok := EntrySlot(ClaimResult(slot)); !ok || got != slot || rest != "" {
+	tag := SlotTag(slot)
+	if len(tag) != 16 || tag != slot[:16] {
+		t.Errorf("SlotTag(%s) = %q", slot, tag)
+	}
+	if got, rest, ok := EntryTag(ClaimResult(slot)); !ok || got != tag || rest != "" {
 		t.Errorf("claim: %q %q %v", got, rest, ok)
 	}
-	if got, rest, ok := EntrySlot(AcceptedResult(slot, "991")); !ok || got != slot || rest != "991" {
+	if got, rest, ok := EntryTag(AcceptedResult(slot, "991")); !ok || got != tag || rest != "991" {
 		t.Errorf("accepted: %q %q %v", got, rest, ok)
 	}
 	if ref := AcceptedRef(store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResult(slot, "991")}); ref != "991" {
@@ -58,7 +62,7 @@ func TestEntryResults(t *testing.T) {
 			if !ok && id != "" || got != id {
 				t.Errorf("%s %q: identity %q, %v", name, id, got, ok)
 			}
-			if s, _, ok := EntrySlot(res); !ok || s != slot {
+			if s, _, ok := EntryTag(res); !ok || s != tag {
 				t.Errorf("%s %q: slot %q, %v", name, id, s, ok)
 			}
 		}
@@ -67,8 +71,8 @@ func TestEntryResults(t *testing.T) {
 		t.Error("a resend is not a rejected entry")
 	}
 	for _, legacy := range []string{"", "12345", "verified", "c1.short"} {
-		if _, _, ok := EntrySlot(legacy); ok {
-			t.Errorf("EntrySlot accepted %q", legacy)
+		if _, _, ok := EntryTag(legacy); ok {
+			t.Errorf("EntryTag accepted %q", legacy)
 		}
 	}
 }

@@ -69,8 +69,8 @@ func (r *run) loadOutstanding(ctx context.Context) error {
 			if e.Fence >= r.grant.Fence {
 				continue
 			}
-			if slot, _, ok := ledger.EntrySlot(e.Result); ok {
-				r.outstanding[slot] = append(r.outstanding[slot], e)
+			if tag, _, ok := ledger.EntryTag(e.Result); ok {
+				r.outstanding[tag] = append(r.outstanding[tag], e)
 			}
 		}
 	}
@@ -80,7 +80,10 @@ func (r *run) loadOutstanding(ctx context.Context) error {
 // hasOutstanding reports whether an earlier run left an entry of slot in
 // flight.
 func (r *run) hasOutstanding(slot string) bool {
-	_, ok := r.outstanding[slot]
+	if len(r.outstanding) == 0 {
+		return false
+	}
+	_, ok := r.outstanding[ledger.SlotTag(slot)]
 	return ok
 }
 
@@ -88,11 +91,12 @@ func (r *run) hasOutstanding(slot string) bool {
 // slot under keys other than key (key's own entry is read with the page),
 // once: they are settled with this page.
 func (r *run) takeOutstanding(slot, key string) []store.LedgerEntry {
-	es, ok := r.outstanding[slot]
+	tag := ledger.SlotTag(slot)
+	es, ok := r.outstanding[tag]
 	if !ok {
 		return nil
 	}
-	delete(r.outstanding, slot)
+	delete(r.outstanding, tag)
 	var out []store.LedgerEntry
 	for _, e := range es {
 		if e.Key != key {

@@ -136,8 +136,9 @@ type run struct {
 	rec         store.Run
 	grant       lease.Grant // immutable after Acquire; its expiry lives in expiresAt
 	inDoubtLeft int64       // in-doubt records left for a person (CapNone)
-	// outstanding are the entries earlier runs left in flight, by slot
-	// (loadOutstanding); read and emptied by the ledger stage only.
+	// outstanding are the entries earlier runs left in flight, by slot tag
+	// (ledger.SlotTag; loadOutstanding); read and emptied by the ledger
+	// stage only.
 	outstanding map[string][]store.LedgerEntry
 
 	// The lease's local expiry and the timer cancelling the work at it
