@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/base64"
 	"encoding/hex"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 //
 // A slot's complete entry holds its last delivered state (SPEC §3):
 //
-//	d1.<generation>.<32 hex: the first 16 bytes of the record hash>.<destination ref>
+//	<generation>.<the first 16 bytes of the record hash, base64url>.<destination ref>
 //
 // The other entries are keyed by a delivery key and name the slot they
 // write by its tag (SlotTag: the slot key's first 16 hex digits; a tag
@@ -49,19 +50,24 @@ func ShortHash(h [32]byte) (s [SlotHashLen]byte) {
 	return s
 }
 
-// Encode is s as its complete entry's Result.
+// hashEnc writes a slot's hash in 22 characters (unpadded base64url):
+// merges write one per row, so every byte counts.
+var hashEnc = base64.RawURLEncoding
+
+// hashChars is the length of an encoded hash.
+var hashChars = hashEnc.EncodedLen(SlotHashLen)
+
+// Encode is s as its complete entry's Result: "<generation>.<hash>.<ref>"
+// (a slot key never held anything else, so no version prefix is needed;
+// the ref may hold dots, the other fields do not).
 func (s SlotState) Encode() string {
-	var b strings.Builder
-	b.Grow(4 + 20 + 2*SlotHashLen + 1 + len(s.Ref))
-	b.WriteString("d1.")
-	b.WriteString(strconv.FormatInt(s.Gen, 10))
-	b.WriteByte('.')
-	var h [2 * SlotHashLen]byte
-	hex.Encode(h[:], s.Hash[:])
-	b.Write(h[:])
-	b.WriteByte('.')
-	b.WriteString(s.Ref)
-	return b.String()
+	b := make([]byte, 0, 20+1+hashChars+1+len(s.Ref))
+	b = strconv.AppendInt(b, s.Gen, 10)
+	b = append(b, '.')
+	b = hashEnc.AppendEncode(b, s.Hash[:])
+	b = append(b, '.')
+	b = append(b, s.Ref...)
+	return string(b)
 }
 
 // DecodeSlot reads a slot's complete entry; ok is false for anything else
@@ -70,22 +76,18 @@ func DecodeSlot(e store.LedgerEntry, found bool) (s SlotState, ok bool) {
 	if !found || e.State != store.LedgerComplete {
 		return s, false
 	}
-	rest, ok := strings.CutPrefix(e.Result, "d1.")
-	if !ok {
-		return s, false
-	}
-	g, rest, ok := strings.Cut(rest, ".")
+	g, rest, ok := strings.Cut(e.Result, ".")
 	if !ok {
 		return s, false
 	}
 	gen, err := strconv.ParseInt(g, 10, 64)
-	if err != nil || gen < 1 || len(rest) < 2*SlotHashLen+1 || rest[2*SlotHashLen] != '.' {
+	if err != nil || gen < 1 || len(rest) < hashChars+1 || rest[hashChars] != '.' {
 		return s, false
 	}
-	if _, err := hex.Decode(s.Hash[:], []byte(rest[:2*SlotHashLen])); err != nil {
+	if n, err := hashEnc.Decode(s.Hash[:], []byte(rest[:hashChars])); err != nil || n != SlotHashLen {
 		return s, false
 	}
-	s.Gen, s.Ref = gen, rest[2*SlotHashLen+1:]
+	s.Gen, s.Ref = gen, rest[hashChars+1:]
 	return s, true
 }
 

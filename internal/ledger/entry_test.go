@@ -24,12 +24,12 @@ func TestSlotStateRoundTrip(t *testing.T) {
 	for name, e := range map[string]store.LedgerEntry{
 		"legacy ref":  {State: store.LedgerComplete, Result: "12345"},
 		"pending":     {State: store.LedgerPending, Result: SlotState{Gen: 1}.Encode()},
-		"gen 0":       {State: store.LedgerComplete, Result: "d1.0." + strings.Repeat("0", 32) + "."},
-		"short hash":  {State: store.LedgerComplete, Result: "d1.1.abc."},
-		"bad hex":     {State: store.LedgerComplete, Result: "d1.1." + strings.Repeat("z", 32) + "."},
-		"no ref dot":  {State: store.LedgerComplete, Result: "d1.1." + strings.Repeat("0", 32)},
+		"gen 0":       {State: store.LedgerComplete, Result: "0." + strings.Repeat("A", 22) + "."},
+		"short hash":  {State: store.LedgerComplete, Result: "1.abc."},
+		"bad base64":  {State: store.LedgerComplete, Result: "1." + strings.Repeat("*", 22) + "."},
+		"no ref dot":  {State: store.LedgerComplete, Result: "1." + strings.Repeat("A", 22)},
 		"empty":       {State: store.LedgerComplete},
-		"other state": {State: store.LedgerRejected, Result: "d1.1." + strings.Repeat("0", 32) + "."},
+		"other state": {State: store.LedgerRejected, Result: "1." + strings.Repeat("A", 22) + "."},
 	} {
 		if _, ok := DecodeSlot(e, true); ok {
 			t.Errorf("%s: DecodeSlot accepted %q", name, e.Result)
