@@ -41,6 +41,7 @@ type claimed struct {
 	pageNo    int64
 	next      string // the cursor after the page
 	read      int64  // records of the run's slice on the page
+	again     bool   // rows read again by identity: refused before, maybe refused again
 	send      []*item
 	claimedAt time.Time
 	delta     store.Counters // the page's ledger-stage counters (Read, Replayed, InDoubt, Settled, Written, Rejected of settled entries)
@@ -55,7 +56,7 @@ type claimed struct {
 // seen again here (the same identity on two pages) makes this stage wait
 // until that page's outcomes are recorded, so the ledger answers with them.
 func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writer, cp *checkpointer) (claimed, error) {
-	c := claimed{pageNo: pageNo, next: p.page.Next, read: p.read}
+	c := claimed{pageNo: pageNo, next: p.page.Next, read: p.read, again: p.again}
 	c.delta.Read = p.read
 	c.delta.Replayed = p.dups
 	items := p.items
@@ -349,7 +350,9 @@ func (r *run) writeStage(ctx context.Context, c claimed, pl *poller) (store.Coun
 	if len(out) != len(c.send) {
 		return delta, nil, nil, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(out), len(c.send)))
 	}
-	if rejected > 0 && rejected == c.read {
+	// A page refused whole says the mapping is wrong; rows read again
+	// because they were refused before say nothing of it when refused again.
+	if rejected > 0 && rejected == c.read && !c.again {
 		return delta, marks, nil, failure.New(failure.DestinationRejectedRecords,
 			fmt.Sprintf("the destination refused all %d records of page %d", rejected, c.pageNo))
 	}

@@ -20,6 +20,7 @@ type prepared struct {
 	items []item
 	read  int64 // records of the run's slice on the page
 	dups  int64 // slots seen twice on the page (kept once, counted as replayed)
+	again bool  // rows read again by identity (rejected on earlier runs)
 	err   error // a *failure.Error
 }
 
@@ -41,8 +42,7 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		defer close(pf.done)
 		for _, recs := range again {
 			page := source.Page{Cursor: cursor, Records: recs, Next: cursor}
-			var p prepared
-			p.page = page
+			p := prepared{page: page, again: true}
 			p.items, p.read, p.dups, p.err = r.keys(page)
 			select {
 			case pf.out <- p:

@@ -329,6 +329,12 @@ func TestRejectedRetriedByIdentity(t *testing.T) {
 	if err != nil || r.Written != 990 || r.Rejected != 10 {
 		t.Fatalf("first run: %v %+v", err, r)
 	}
+	// Still refused: read again, refused again, and the run is not failed
+	// for a page of refusals (it is not the mapping).
+	r, err = Run(context.Background(), params())
+	if err != nil || r.Rejected != 10 || r.Written != 0 {
+		t.Fatalf("run while still refused: %v %+v", err, r)
+	}
 	tb.dest.mu.Lock()
 	tb.dest.reject = nil
 	tb.dest.mu.Unlock()
