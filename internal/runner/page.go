@@ -438,9 +438,13 @@ const maxOutcomeChecks = 3
 // write sends its and counts its requests. When the destination cannot tell
 // whether a write landed (a lost answer, a 502) and it can be asked
 // (CapVerify), the run reads it back at once: what landed is delivered
-// without writing again, the rest is resent. It returns an outcome for
-// every record the destination answered for (those found landed included);
-// records without one are in doubt.
+// without writing again; what did not, and what the failed call never sent
+// (NotSent: on the single path, the records after the one whose answer was
+// lost), is sent again. It returns an outcome for every record the
+// destination answered for (those found landed included); records without
+// one are in doubt. Once it returns without an error, every record has an
+// outcome other than NotSent: a record not sent must not let the cursor
+// pass it.
 func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []outcome, requests int64, _ error) {
 	byKey := make(map[string]*item, len(its))
 	for _, it := range its {
@@ -459,12 +463,21 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
-		// What was answered (refused, never sent, ...) is settled; the rest
-		// is read back.
-		collect(results)
+		// What was answered (refused, delivered) is settled; what was
+		// never sent is sent again below; the rest is read back.
 		answered := make(map[string]bool, len(results))
+		var rest []destination.Record
 		for _, res := range results {
 			answered[res.Key] = true
+			if res.Outcome == destination.NotSent {
+				if it, ok := byKey[res.Key]; ok {
+					rest = append(rest, it.Record)
+				}
+				continue
+			}
+			if it, ok := byKey[res.Key]; ok {
+				out = append(out, outcome{it: it, res: res})
+			}
 		}
 		var unknown []destination.Record
 		for _, rc := range recs {
@@ -473,26 +486,34 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 			}
 		}
 		if len(unknown) == 0 {
+			// Nothing lost, only not sent: the destination's own retries
+			// are spent; the page fails, and what was not sent is released.
+			for _, res := range results {
+				if it, ok := byKey[res.Key]; ok && res.Outcome == destination.NotSent {
+					out = append(out, outcome{it: it, res: res})
+				}
+			}
 			return out, requests, err
 		}
 		found, verr := r.Destination.Verify(r.destCtx(ctx), unknown, claimedAt)
 		if verr != nil {
 			return out, requests, verr
 		}
-		var rest []destination.Record
+		landedN := 0
 		for _, rc := range unknown {
 			if ref, ok := found[rc.Key]; ok {
 				out = append(out, outcome{it: byKey[rc.Key], res: destination.Result{Key: rc.Key, Outcome: destination.Delivered, Ref: ref}})
+				landedN++
 			} else {
 				rest = append(rest, rc)
 			}
 		}
 		r.Logger.Info("write outcome was unknown; read the destination back",
-			"sync", r.Sync.ID, "run", r.rec.ID, "landed", len(unknown)-len(rest), "resend", len(rest))
+			"sync", r.Sync.ID, "run", r.rec.ID, "landed", landedN, "resend", len(rest))
 		if len(rest) == 0 {
 			return out, requests, nil
 		}
-		if len(rest) < len(unknown) {
+		if landedN > 0 || len(rest) < len(recs) {
 			fruitless = 0
 		} else {
 			fruitless++
@@ -505,6 +526,14 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		requests++
 	}
 	collect(results)
+	if err == nil {
+		for _, o := range out {
+			if o.res.Outcome == destination.NotSent {
+				return out, requests, failure.New(failure.DestinationUnavailable,
+					"the destination left records unsent without saying why")
+			}
+		}
+	}
 	return out, requests, err
 }
 

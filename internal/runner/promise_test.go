@@ -358,3 +358,29 @@ func TestRejectedRetriedByIdentity(t *testing.T) {
 		t.Fatalf("third run: %v %+v", err, r3)
 	}
 }
+
+// TestNotSentAfterALostAnswerIsSent: on the single path a lost answer stops
+// the page's other requests (NotSent). The record whose answer was lost is
+// read back; those never sent are sent, before the cursor moves past them
+// (chaos destination-faults, 2026-12-01: 423 records lost on a PostgreSQL
+// source whose cursor moved past them).
+func TestNotSentAfterALostAnswerIsSent(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.loseAt = 40
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 300 {
+		t.Fatalf("run: %+v; want 300 written", r)
+	}
+	for i := 1; i <= 300; i++ {
+		if tb.dest.value(email(i)) == nil {
+			t.Fatalf("row %d never reached the destination", i)
+		}
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 300 || dups != 0 {
+		t.Fatalf("destination: %d records, %d duplicates", recs, dups)
+	}
+}

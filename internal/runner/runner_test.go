@@ -57,6 +57,11 @@ type memDest struct {
 	// notSent is how many more writes fail before leaving (connection
 	// refused): every record NotSent, nothing applied.
 	notSent int
+	// loseAt, when positive, makes the next write behave as the single
+	// path does when one record's answer is lost: the records before
+	// position loseAt delivered, the one at loseAt applied with its answer
+	// lost, the rest never sent (NotSent), and an error.
+	loseAt int
 }
 
 type memProc struct {
@@ -141,6 +146,23 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
 		}
 		return out, failure.Wrap(failure.DestinationUnavailable, destination.ErrNotSent, "connection refused")
+	}
+	if d.loseAt > 0 && d.loseAt < len(recs) {
+		at := d.loseAt
+		d.loseAt = 0
+		out := make([]destination.Result, 0, len(recs))
+		for i, r := range recs {
+			switch {
+			case i < at:
+				d.apply(r)
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered})
+			case i == at:
+				d.apply(r) // applied, the answer lost
+			default:
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			}
+		}
+		return out, failure.New(failure.DestinationUnavailable, "the answer was lost")
 	}
 	if len(d.cut) > 0 {
 		n := min(d.cut[0], len(recs))
