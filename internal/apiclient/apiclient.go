@@ -440,21 +440,22 @@ func roundWait(d time.Duration) time.Duration { return d.Round(10 * time.Millise
 
 func roundLeft(d time.Duration) time.Duration { return max(d, 0).Round(10 * time.Millisecond) }
 
-// send makes one attempt. wrote reports whether the request was completely
-// written (httptrace's WroteRequest without an error): until then nothing
-// of it can have been processed.
+// send makes one attempt. wrote reports whether the request may have
+// reached the server: from the moment it has a connection (httptrace's
+// GotConn) bytes of it may be on the wire, and a request whose bytes all
+// left may be processed even if the transport never got to report the
+// write (a cancellation racing WroteRequest: chaos destination-faults saw
+// such requests applied, then sent again as not sent). Before that (a
+// refused connection, a DNS or TLS failure, a wait for a connection cut
+// short) nothing of it can have been processed.
 func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (resp *Response, wrote bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var written atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		// Called once per write; the transport may write again on a fresh
-		// connection, so any complete write counts.
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				written.Store(true)
-			}
-		},
+		// The transport may try again on a fresh connection: any
+		// connection it got counts.
+		GotConn: func(httptrace.GotConnInfo) { written.Store(true) },
 	})
 	var body io.Reader
 	if req.Body != nil {
