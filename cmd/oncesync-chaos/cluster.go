@@ -637,6 +637,9 @@ func (c *cluster) check(row *Row) {
 	}
 	st := c.dest.fake.Stats()
 	row.DuplicateWrites = st.DuplicateWrites
+	for _, ex := range st.DuplicateExamples {
+		row.notef("duplicate write: %s", ex)
+	}
 	c.mu.Lock()
 	kills := slices.Clone(c.kills)
 	c.mu.Unlock()

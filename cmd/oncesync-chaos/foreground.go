@@ -117,6 +117,9 @@ func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
 	}
 	st := f.dest.fake.Stats()
 	row.DuplicateWrites = st.DuplicateWrites
+	for _, ex := range st.DuplicateExamples {
+		row.notef("duplicate write: %s", ex)
+	}
 	row.Runs = int64(f.runs)
 	row.Kills = len(kills)
 	for _, k := range kills {

@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -551,4 +552,51 @@ func SleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops
+// starting new calls once one fails; it returns the first error (or the
+// context's, when it ended before every call was handed out). The fan-out
+// of a connector's one-call-per-record path.
+func FanOut(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
+	// A failure stops the handing out of calls, not the calls in flight:
+	// one cut short after its request left would be in doubt, and a slow
+	// server may still apply it after a read-back found nothing (chaos
+	// destination-faults, 2026-12-01: such calls were written twice). Left
+	// to finish, each brings its own answer.
+	stop := make(chan struct{})
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+		next     = make(chan int)
+		handed   int
+	)
+	for range min(conc, n) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { firstErr = err; close(stop) })
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+			handed++
+		case <-stop:
+			break feed
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil && handed < n {
+		// The parent was cancelled before every index was handed out.
+		return ctx.Err()
+	}
+	return firstErr
 }

@@ -117,4 +117,11 @@ type Stats struct {
 	ImportRowsSkipped int64 `json:"import_rows_skipped"`
 	ImportsFailed     int64 `json:"imports_failed"`
 	ReportRequests    int64 `json:"report_requests"`
+	// DuplicateExamples names the first duplicate writes (contact e-mail,
+	// how it was written, when), so a test that sees one can tell which
+	// record and which path wrote it twice.
+	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
 }
+
+// maxDuplicateExamples bounds Stats.DuplicateExamples.
+const maxDuplicateExamples = 20

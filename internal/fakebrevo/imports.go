@@ -271,7 +271,7 @@ func (s *Server) processLocked(p *process) {
 				attrs[k] = nil // erase
 			}
 		}
-		wr := contactWrite{attrs: attrs, addLists: job.listIDs}
+		wr := contactWrite{attrs: attrs, addLists: job.listIDs, via: fmt.Sprintf("import process %d", p.id)}
 		if row.extID != "" {
 			wr.extID = &row.extID
 		}

@@ -240,6 +240,7 @@ func (s *Server) Stats() Stats {
 	for k, v := range s.stats.ByStatus {
 		out.ByStatus[k] = v
 	}
+	out.DuplicateExamples = slices.Clone(s.stats.DuplicateExamples)
 	out.Contacts = int64(len(s.st.byEmail))
 	return out
 }
@@ -590,6 +591,7 @@ type contactWrite struct {
 	emailBL     *bool
 	smsBL       *bool
 	newEmail    string // non-empty: change the contact's e-mail
+	via         string // how it was written (Stats.DuplicateExamples)
 }
 
 type contactJSON struct {
@@ -653,6 +655,7 @@ func (s *Server) createContact(c *call) {
 	}
 	attrs := normAttrs(req.Attributes)
 	wr := contactWrite{
+		via:      "POST /contacts",
 		attrs:    attrs,
 		addLists: req.ListIDs,
 		extID:    takeExtID(attrs, req.ExtID),
@@ -756,6 +759,7 @@ func (s *Server) updateContact(c *call) {
 	}
 	attrs := normAttrs(req.Attributes)
 	wr := contactWrite{
+		via:         "PUT /contacts/{identifier}",
 		attrs:       attrs,
 		addLists:    req.ListIDs,
 		removeLists: req.UnlinkListIDs,
@@ -904,6 +908,10 @@ func (s *Server) createLocked(email string, wr contactWrite, now time.Time) *con
 func (s *Server) writeLocked(ct *contact, wr contactWrite, now time.Time) {
 	if !s.applyLocked(ct, wr, now) {
 		s.stats.DuplicateWrites++
+		if len(s.stats.DuplicateExamples) < maxDuplicateExamples {
+			s.stats.DuplicateExamples = append(s.stats.DuplicateExamples,
+				fmt.Sprintf("%s by %s at %s", ct.email, wr.via, now.UTC().Format("15:04:05.000")))
+		}
 	}
 	s.stats.ContactsWritten++
 }

@@ -26,7 +26,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -342,43 +341,4 @@ func marshal(v any) []byte {
 		panic(fmt.Sprintf("brevo: marshal: %v", err))
 	}
 	return b
-}
-
-// runParallel calls fn(i) for i in [0,n) with at most conc in flight and
-// stops starting new calls once one fails; it returns the first error.
-func runParallel(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-		next     = make(chan int)
-		handed   int
-	)
-	for range min(conc, n) {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-				}
-			}
-		})
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-			handed++
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if firstErr == nil && handed < n {
-		// The parent was cancelled before every index was handed out.
-		return ctx.Err()
-	}
-	return firstErr
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -203,7 +204,7 @@ type cand struct {
 // ones to landed.
 func (d *Destination) verifyEach(ctx context.Context, cands []cand, landed map[string]string) error {
 	var mu sync.Mutex
-	err := runParallel(ctx, len(cands), d.conc, func(ctx context.Context, i int) error {
+	err := apiclient.FanOut(ctx, len(cands), d.conc, func(ctx context.Context, i int) error {
 		got, ok, err := d.getContact(ctx, cands[i].c.email)
 		if err != nil || !ok {
 			return err

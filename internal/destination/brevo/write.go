@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -235,7 +236,7 @@ func (w *pageWrite) unexpected(e *APIError) error {
 
 // single writes idx one POST /contacts each.
 func (w *pageWrite) single(ctx context.Context, idx []int) error {
-	err := runParallel(ctx, len(idx), w.d.conc, func(ctx context.Context, n int) error {
+	err := apiclient.FanOut(ctx, len(idx), w.d.conc, func(ctx context.Context, n int) error {
 		i := idx[n]
 		c := w.contacts[i]
 		body := marshal(createContact{

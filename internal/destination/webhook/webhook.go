@@ -31,7 +31,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -261,7 +260,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	// maybeSent: the record's POST failed in a way that may have reached
 	// the webhook (it stays in doubt, resent later with the same key).
 	maybeSent := make([]bool, len(recs))
-	err := runParallel(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
+	err := apiclient.FanOut(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
 		body, err := json.Marshal(recs[i].Data)
 		if err != nil {
 			results[i], done[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Rejected,
@@ -462,42 +461,4 @@ func interrupted(ctx context.Context, err error) error {
 		err = cerr
 	}
 	return failure.Wrap(failure.DestinationUnavailable, err, "webhook request interrupted")
-}
-
-// runParallel calls fn(i) for i in [0,n) with at most conc in flight, stops
-// handing out indexes once one fails, and returns the first error.
-func runParallel(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-		next     = make(chan int)
-		handed   int
-	)
-	for range min(conc, n) {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-				}
-			}
-		})
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-			handed++
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if firstErr == nil && handed < n {
-		return ctx.Err()
-	}
-	return firstErr
 }
