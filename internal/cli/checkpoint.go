@@ -23,8 +23,9 @@ func newCheckpointCmd(env Env, rf *rootFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Use the checkpoint barrier from the shell",
-		Long: `The checkpoint barrier (SPEC §11) lets parallel workers agree on one reference point,
-a snapshot hash of their inputs, before they act. See "oncesync checkpoint check --help".`,
+		Long: `The checkpoint barrier lets parallel workers agree on one reference point, a
+snapshot hash of their inputs, before they act (docs/guide.md, "The checkpoint
+barrier"). See "oncesync checkpoint check --help".`,
 	}
 	cmd.AddCommand(newCheckpointCheckCmd(env, rf))
 	return cmd

@@ -27,9 +27,10 @@ func newDeadLetterCmd(env Env, rf *rootFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deadletter",
 		Short: "List and re-queue work parked after checkpoint mismatches",
-		Long: `Work that kept meeting another snapshot at the checkpoint barrier (SPEC §11) is parked
+		Long: `Work that kept meeting another snapshot at the checkpoint barrier is parked
 in the store's dead-letter list after 3 retries, with the reason, both tokens and both
-snapshots. A person decides: fix the cause, then re-queue it.`,
+snapshots. A person decides: fix the cause, then re-queue it (docs/guide.md, "Dead letters
+and re-queueing").`,
 	}
 	cmd.AddCommand(newDeadLetterListCmd(env), newDeadLetterRequeueCmd(env, rf))
 	return cmd

@@ -16,10 +16,11 @@ enqueues the schedules and recovers runs whose worker died.
 
 With --listen, /healthz, /readyz and /metrics are served on that address.
 
-A worker also watches the dead-man check (SPEC §9): when no check was recorded
-for 70 minutes (the leader checks every hour at minute 13), it runs the check
-itself, alerting through the config's alert sinks; of several workers finding
-it overdue, one runs it. Runs it works tell their sync's heartbeat_url.
+A worker also watches the dead-man check (docs/guide.md, "Telling silence from
+outside"): when no check was recorded for 70 minutes (the leader checks every
+hour at minute 13), it runs the check itself, alerting through the config's
+alert sinks; of several workers finding it overdue, one runs it. Runs it works
+tell their sync's heartbeat_url.
 
 SIGTERM or SIGINT: stop taking runs; every run in flight finishes its page,
 checkpoints, releases its lease and is handed back to the queue (any worker
