@@ -40,103 +40,57 @@ import (
 // DefaultWindow is the dead-man window when none is configured (SPEC §9).
 const DefaultWindow = 24 * time.Hour
 
-// Scope says what a check or a marker is about.
-type Scope string
+// The types the store keeps for the check are the store's
+// (internal/store/deadman.go).
+type (
+	// Scope says what a check or a marker is about.
+	Scope = store.DeadmanScope
+	// Kind is the kind of a silence.
+	Kind = store.DeadmanKind
+	// Activity is what the check needs to know about one sync.
+	Activity = store.Activity
+	// Store reads every sync's activity in one query.
+	Store = store.ActivityReader
+	// Marker is the record of one alerted silence.
+	Marker = store.DeadmanMarker
+	// MarkerStore keeps markers (SET NX semantics).
+	MarkerStore = store.DeadmanMarkers
+	// LastCheck is the latest recorded dead-man check.
+	LastCheck = store.DeadmanCheck
+	// CheckLog keeps when the check last ran (fallback.go).
+	CheckLog = store.DeadmanCheckLog
+)
 
 // Scopes.
 const (
-	ScopeWorkspace Scope = "workspace"
-	ScopeSync      Scope = "sync"
+	ScopeWorkspace = store.DeadmanScopeWorkspace
+	ScopeSync      = store.DeadmanScopeSync
 )
-
-// Valid reports whether s is a known scope.
-func (s Scope) Valid() bool { return s == ScopeWorkspace || s == ScopeSync }
-
-// Kind is the kind of a silence.
-type Kind string
 
 // Kinds of silence (SPEC §9).
 const (
 	// KindRunsWithoutSuccess: runs were recorded in the window, none
 	// succeeded. Owner: the sync's owner.
-	KindRunsWithoutSuccess Kind = "runs_without_success"
+	KindRunsWithoutSuccess = store.DeadmanRunsWithoutSuccess
 	// KindNoRuns: no run was recorded in the window. Owner: the operator.
-	KindNoRuns Kind = "no_runs"
+	KindNoRuns = store.DeadmanNoRuns
 )
 
-// Valid reports whether k is a known kind.
-func (k Kind) Valid() bool { return k == KindRunsWithoutSuccess || k == KindNoRuns }
-
 // AlertKind is the alert kind of a silence of kind k.
-func (k Kind) AlertKind() string {
+func AlertKind(k Kind) string {
 	if k == KindNoRuns {
 		return alert.KindDeadmanNoRuns
 	}
 	return alert.KindDeadmanRunsWithoutSuccess
 }
 
-// Owner is who has to act on a silence of kind k: the operator for no_runs
-// (the scheduler, queue or workers), the sync's owner otherwise.
-func (k Kind) Owner() failure.Owner {
+// OwnerOf is who has to act on a silence of kind k: the operator for
+// no_runs (the scheduler, queue or workers), the sync's owner otherwise.
+func OwnerOf(k Kind) failure.Owner {
 	if k == KindNoRuns {
 		return failure.OwnerOperator
 	}
 	return failure.OwnerYou
-}
-
-// Activity is what the check needs to know about one sync, read for every
-// sync in one query.
-type Activity struct {
-	SyncID    string
-	Workspace string
-	State     store.SyncState
-	// ChangedAt is the sync's last publish, enable or resume (SPEC §1).
-	ChangedAt time.Time
-	// LastSuccessAt is when the sync's latest successful run finished; zero
-	// if none ever did.
-	LastSuccessAt time.Time
-	// LastRunID, LastRunState and LastFailureCode describe the sync's latest
-	// recorded run (zero values if none).
-	LastRunID       int64
-	LastRunState    store.RunState
-	LastFailureCode string
-	// LastRunAt is the latest of that run's start and finish; zero if no run
-	// was ever recorded.
-	LastRunAt time.Time
-}
-
-// Store reads every sync's activity (active and paused) in one query.
-// store/sqlite and store/postgres implement it.
-type Store interface {
-	SyncActivity(ctx context.Context) ([]Activity, error)
-}
-
-// Marker is the record of one alerted silence: while it exists, the silence
-// of Scope/ID is not alerted again.
-type Marker struct {
-	Scope Scope
-	// ID is the workspace or sync id.
-	ID string
-	// Workspace is the workspace of a sync marker (= ID for a workspace).
-	Workspace string
-	// Kind is the kind of silence alerted.
-	Kind Kind
-	// Since is when the silence began: the last success before it, or, when
-	// there was none, the (oldest) sync's changed_at. The first success
-	// after Since ends the incident.
-	Since time.Time
-	// RaisedAt is when the alert was sent, and AlertID its id.
-	RaisedAt time.Time
-	AlertID  string
-}
-
-// MarkerStore keeps markers. PutDeadmanMarker has SET NX semantics: it
-// creates m unless a marker of (m.Scope, m.ID) exists, and reports whether
-// it did. store/sqlite, store/postgres and RedisMarkers implement it.
-type MarkerStore interface {
-	ListDeadmanMarkers(ctx context.Context) ([]Marker, error)
-	PutDeadmanMarker(ctx context.Context, m Marker) (created bool, err error)
-	DeleteDeadmanMarker(ctx context.Context, scope Scope, id string) (deleted bool, err error)
 }
 
 // Notifier sends alerts; *alert.Dispatcher implements it.

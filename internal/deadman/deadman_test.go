@@ -144,9 +144,9 @@ func TestKindsOfSilence(t *testing.T) {
 					t.Fatalf("alerts = %+v, want the workspace's and the sync's", alerts)
 				}
 				for _, a := range alerts {
-					if a.Kind != tt.kind.AlertKind() || a.Owner != tt.owner || a.Severity != alert.SeverityCritical {
+					if a.Kind != deadman.AlertKind(tt.kind) || a.Owner != tt.owner || a.Severity != alert.SeverityCritical {
 						t.Errorf("alert %s/%s: kind %s owner %s severity %s; want %s %s critical",
-							a.Workspace, a.SyncID, a.Kind, a.Owner, a.Severity, tt.kind.AlertKind(), tt.owner)
+							a.Workspace, a.SyncID, a.Kind, a.Owner, a.Severity, deadman.AlertKind(tt.kind), tt.owner)
 					}
 					if a.Workspace != "acme" || a.WhatHappened == "" || a.NextStep == "" {
 						t.Errorf("incomplete alert %+v", a)

@@ -27,24 +27,6 @@ const (
 	FallbackEvery = 5 * time.Minute
 )
 
-// LastCheck is the latest recorded dead-man check.
-type LastCheck struct {
-	At time.Time // zero: no check was ever recorded
-	By string    // who ran it (Params.Who)
-}
-
-// CheckLog keeps when the dead-man check last ran. store/sqlite,
-// store/postgres and RedisMarkers implement it.
-type CheckLog interface {
-	// MarkDeadmanCheck records a check at `at` by `by` unless one was
-	// recorded at or after notBefore, and reports whether it did. It is
-	// atomic: of concurrent calls, those finding the same earlier record
-	// race for one update, and only one reports true.
-	MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error)
-	// LastDeadmanCheck returns the latest recorded check.
-	LastDeadmanCheck(ctx context.Context) (LastCheck, error)
-}
-
 // ErrNoCheckLog is returned by CheckIfDue and LastCheck of a Checker
 // without a CheckLog.
 var ErrNoCheckLog = errors.New("deadman: no check log (the marker store does not record checks)")
@@ -141,17 +123,4 @@ func (c *Checker) RunFallback(ctx context.Context, p FallbackParams) {
 			c.log.LogAttrs(ctx, slog.LevelError, "deadman: fallback check failed", slog.Any("err", err))
 		}
 	}
-}
-
-// String is lc for people: "2026-03-03 10:13 UTC by serve host:42", or
-// "never".
-func (lc LastCheck) String() string {
-	if lc.At.IsZero() {
-		return "never"
-	}
-	s := fmtTime(lc.At)
-	if lc.By != "" {
-		s += " by " + lc.By
-	}
-	return s
 }

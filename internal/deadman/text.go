@@ -61,13 +61,13 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 		}
 	}
 	return alert.Alert{
-		Kind:         v.Kind.AlertKind(),
+		Kind:         AlertKind(v.Kind),
 		Severity:     alert.SeverityCritical,
 		Workspace:    t.workspace,
 		SyncID:       syncIDOf(t),
 		WhatHappened: strings.Join(clauses, "; ") + ".",
 		NextStep:     next,
-		Owner:        v.Kind.Owner(),
+		Owner:        OwnerOf(v.Kind),
 		Link:         c.linkOf(t),
 	}
 }
@@ -82,7 +82,7 @@ func (c *Checker) resolvedAlert(t target, m Marker) alert.Alert {
 		WhatHappened: fmt.Sprintf("%s succeeded again at %s, ending the %s silence alerted at %s (no success since %s).",
 			name(t), fmtTime(t.lastSuccessAt), m.Kind, fmtTime(m.RaisedAt), fmtTime(m.Since)),
 		NextStep: nextResolved,
-		Owner:    m.Kind.Owner(),
+		Owner:    OwnerOf(m.Kind),
 		Link:     c.linkOf(t),
 	}
 }

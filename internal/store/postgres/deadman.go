@@ -8,15 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
 // The dead-man check's reads and its markers (SPEC §9): Store implements
-// deadman.Store and deadman.MarkerStore.
+// store.ActivityReader and store.DeadmanMarkers.
 var (
-	_ deadman.Store       = (*Store)(nil)
-	_ deadman.MarkerStore = (*Store)(nil)
+	_ store.ActivityReader = (*Store)(nil)
+	_ store.DeadmanMarkers = (*Store)(nil)
 )
 
 // sqlSyncActivity reads every sync with its latest run (one backward probe
@@ -36,8 +35,8 @@ LEFT JOIN LATERAL (
 
 // SyncActivity returns every sync's activity for the dead-man check, in one
 // query.
-func (s *Store) SyncActivity(ctx context.Context) ([]deadman.Activity, error) {
-	var out []deadman.Activity
+func (s *Store) SyncActivity(ctx context.Context) ([]store.Activity, error) {
+	var out []store.Activity
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// The plan is a cheap nested loop whose estimated cost is high:
 		// JIT compiling it costs ~100 ms and saves nothing.
@@ -51,16 +50,16 @@ func (s *Store) SyncActivity(ctx context.Context) ([]deadman.Activity, error) {
 	return out, mapErr("sync activity", err)
 }
 
-func scanActivity(ctx context.Context, tx pgx.Tx) ([]deadman.Activity, error) {
+func scanActivity(ctx context.Context, tx pgx.Tx) ([]store.Activity, error) {
 	rows, err := tx.Query(ctx, sqlSyncActivity)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []deadman.Activity
+	var out []store.Activity
 	for rows.Next() {
 		var (
-			a               deadman.Activity
+			a               store.Activity
 			state, runState string
 			changed         int64
 			lastRun, ok     pgtype.Int8 // no allocation per NULL-able value
@@ -84,15 +83,15 @@ func scanActivity(ctx context.Context, tx pgx.Tx) ([]deadman.Activity, error) {
 }
 
 // ListDeadmanMarkers returns every dead-man marker.
-func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error) {
+func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]store.DeadmanMarker, error) {
 	rows, err := s.pool.Query(ctx, `SELECT scope, id, workspace, kind, since, raised_at, alert_id
 		FROM deadman_markers ORDER BY scope, id`)
 	if err != nil {
 		return nil, mapErr("list deadman markers", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (deadman.Marker, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.DeadmanMarker, error) {
 		var (
-			m           deadman.Marker
+			m           store.DeadmanMarker
 			scope, kind string
 			since       *int64
 			raised      int64
@@ -100,7 +99,7 @@ func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error
 		if err := r.Scan(&scope, &m.ID, &m.Workspace, &kind, &since, &raised, &m.AlertID); err != nil {
 			return m, err
 		}
-		m.Scope, m.Kind = deadman.Scope(scope), deadman.Kind(kind)
+		m.Scope, m.Kind = store.DeadmanScope(scope), store.DeadmanKind(kind)
 		m.Since, m.RaisedAt = fromNullNanos(since), fromNanos(raised)
 		return m, nil
 	})
@@ -109,7 +108,7 @@ func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error
 
 // PutDeadmanMarker creates m unless a marker of (m.Scope, m.ID) exists, and
 // reports whether it did.
-func (s *Store) PutDeadmanMarker(ctx context.Context, m deadman.Marker) (bool, error) {
+func (s *Store) PutDeadmanMarker(ctx context.Context, m store.DeadmanMarker) (bool, error) {
 	if !m.Scope.Valid() || !m.Kind.Valid() {
 		return false, invalidf("deadman marker scope %q kind %q", m.Scope, m.Kind)
 	}
@@ -124,7 +123,7 @@ func (s *Store) PutDeadmanMarker(ctx context.Context, m deadman.Marker) (bool, e
 
 // DeleteDeadmanMarker removes the marker of scope/id and reports whether one
 // existed.
-func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id string) (bool, error) {
+func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope store.DeadmanScope, id string) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM deadman_markers WHERE scope = $1 AND id = $2`, string(scope), id)
 	if err != nil {
 		return false, mapErr("delete deadman marker", err)
@@ -132,13 +131,13 @@ func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id
 	return tag.RowsAffected() == 1, nil
 }
 
-var _ deadman.CheckLog = (*Store)(nil)
+var _ store.DeadmanCheckLog = (*Store)(nil)
 
 // deadmanCheckName is the row of deadman_checks the check uses.
 const deadmanCheckName = "deadman"
 
 // MarkDeadmanCheck records a dead-man check at `at` unless one was recorded
-// at or after notBefore (deadman.CheckLog). Concurrent callers serialise on
+// at or after notBefore (store.DeadmanCheckLog). Concurrent callers serialise on
 // the row: ON CONFLICT ... WHERE re-reads the latest version, so only one
 // of those that found the same old record updates it.
 func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error) {
@@ -153,16 +152,16 @@ func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, b
 }
 
 // LastDeadmanCheck returns the latest recorded dead-man check
-// (deadman.CheckLog).
-func (s *Store) LastDeadmanCheck(ctx context.Context) (deadman.LastCheck, error) {
+// (store.DeadmanCheckLog).
+func (s *Store) LastDeadmanCheck(ctx context.Context) (store.DeadmanCheck, error) {
 	var (
-		lc deadman.LastCheck
+		lc store.DeadmanCheck
 		at int64
 	)
 	err := s.pool.QueryRow(ctx, `SELECT checked_at, checked_by FROM deadman_checks WHERE name = $1`, deadmanCheckName).Scan(&at, &lc.By)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return deadman.LastCheck{}, nil
+		return store.DeadmanCheck{}, nil
 	case err != nil:
 		return lc, mapErr("last deadman check", err)
 	}

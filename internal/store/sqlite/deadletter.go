@@ -7,27 +7,26 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
 // The checkpoint dead-letter list (SPEC §11, migration 0004): Store
-// implements checkpoint.DeadLetters.
-var _ checkpoint.DeadLetters = (*Store)(nil)
+// implements store.DeadLetters.
+var _ store.DeadLetters = (*Store)(nil)
 
 const deadLetterColumns = `id, sync_id, run_id, partition_no, barrier_key, reason, token, snapshot,
 	holder_token, holder_snapshot, attempts, payload, created_at, requeued_at, requeued_by`
 
-func scanDeadLetter(sc rowScanner) (checkpoint.DeadLetter, error) {
+func scanDeadLetter(sc rowScanner) (store.DeadLetter, error) {
 	var (
-		d        checkpoint.DeadLetter
+		d        store.DeadLetter
 		created  int64
 		requeued sql.NullInt64
 	)
 	err := sc.Scan(&d.ID, &d.SyncID, &d.RunID, &d.Partition, &d.Key, &d.Reason, &d.Token, &d.Snapshot,
 		&d.HolderToken, &d.HolderSnapshot, &d.Attempts, &d.Payload, &created, &requeued, &d.RequeuedBy)
 	if err != nil {
-		return checkpoint.DeadLetter{}, err
+		return store.DeadLetter{}, err
 	}
 	d.CreatedAt = fromNanos(created)
 	d.RequeuedAt = fromNullNanos(requeued)
@@ -36,18 +35,18 @@ func scanDeadLetter(sc rowScanner) (checkpoint.DeadLetter, error) {
 
 // AddDeadLetter stores d with a new ID (CreatedAt defaults to the store's
 // clock) and returns it as stored.
-func (s *Store) AddDeadLetter(ctx context.Context, d checkpoint.DeadLetter) (checkpoint.DeadLetter, error) {
+func (s *Store) AddDeadLetter(ctx context.Context, d store.DeadLetter) (store.DeadLetter, error) {
 	switch {
 	case d.Key == "":
-		return checkpoint.DeadLetter{}, invalidf("dead letter without a barrier key")
+		return store.DeadLetter{}, invalidf("dead letter without a barrier key")
 	case d.Reason == "":
-		return checkpoint.DeadLetter{}, invalidf("dead letter without a reason")
+		return store.DeadLetter{}, invalidf("dead letter without a reason")
 	}
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = s.now()
 	}
 	d.RequeuedAt, d.RequeuedBy = time.Time{}, ""
-	var stored checkpoint.DeadLetter
+	var stored store.DeadLetter
 	err := s.write(ctx, "add dead letter", func(tx *sql.Tx) error {
 		row := tx.QueryRowContext(ctx, `INSERT INTO dead_letters (sync_id, run_id, partition_no, barrier_key, reason,
 			token, snapshot, holder_token, holder_snapshot, attempts, payload, created_at)
@@ -59,27 +58,27 @@ func (s *Store) AddDeadLetter(ctx context.Context, d checkpoint.DeadLetter) (che
 		return err
 	})
 	if err != nil {
-		return checkpoint.DeadLetter{}, err
+		return store.DeadLetter{}, err
 	}
 	return stored, nil
 }
 
 // GetDeadLetter returns one dead letter, or an error wrapping
 // store.ErrNotFound.
-func (s *Store) GetDeadLetter(ctx context.Context, id int64) (checkpoint.DeadLetter, error) {
+func (s *Store) GetDeadLetter(ctx context.Context, id int64) (store.DeadLetter, error) {
 	d, err := scanDeadLetter(s.r.QueryRowContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return checkpoint.DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, store.ErrNotFound)
+		return store.DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
-		return checkpoint.DeadLetter{}, s.mapErr("get dead letter", err)
+		return store.DeadLetter{}, s.mapErr("get dead letter", err)
 	}
 	return d, nil
 }
 
 // ListDeadLetters returns dead letters newest first, parked ones only unless
 // p.IncludeRequeued.
-func (s *Store) ListDeadLetters(ctx context.Context, p checkpoint.ListDeadLettersParams) ([]checkpoint.DeadLetter, error) {
+func (s *Store) ListDeadLetters(ctx context.Context, p store.ListDeadLettersParams) ([]store.DeadLetter, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters
 		WHERE (? = '' OR sync_id = ?) AND (? OR requeued_at IS NULL)
 		ORDER BY id DESC LIMIT ?`,
@@ -88,7 +87,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, p checkpoint.ListDeadLetter
 		return nil, s.mapErr("list dead letters", err)
 	}
 	defer rows.Close()
-	var out []checkpoint.DeadLetter
+	var out []store.DeadLetter
 	for rows.Next() {
 		d, err := scanDeadLetter(rows)
 		if err != nil {
@@ -104,12 +103,12 @@ func (s *Store) ListDeadLetters(ctx context.Context, p checkpoint.ListDeadLetter
 
 // RequeueDeadLetter marks a parked dead letter re-queued by `by` at `at`.
 // Only the first of concurrent calls succeeds; later ones get
-// checkpoint.ErrAlreadyRequeued, an unknown id store.ErrNotFound.
-func (s *Store) RequeueDeadLetter(ctx context.Context, id int64, by string, at time.Time) (checkpoint.DeadLetter, error) {
+// store.ErrAlreadyRequeued, an unknown id store.ErrNotFound.
+func (s *Store) RequeueDeadLetter(ctx context.Context, id int64, by string, at time.Time) (store.DeadLetter, error) {
 	if at.IsZero() {
 		at = s.now()
 	}
-	var d checkpoint.DeadLetter
+	var d store.DeadLetter
 	err := s.write(ctx, "requeue dead letter", func(tx *sql.Tx) error {
 		var err error
 		d, err = scanDeadLetter(tx.QueryRowContext(ctx, `UPDATE dead_letters SET requeued_at = ?, requeued_by = ?
@@ -125,13 +124,13 @@ func (s *Store) RequeueDeadLetter(ctx context.Context, id int64, by string, at t
 			return err
 		}
 		d = cur
-		return fmt.Errorf("dead letter %d: %w", id, checkpoint.ErrAlreadyRequeued)
+		return fmt.Errorf("dead letter %d: %w", id, store.ErrAlreadyRequeued)
 	})
-	if errors.Is(err, checkpoint.ErrAlreadyRequeued) {
+	if errors.Is(err, store.ErrAlreadyRequeued) {
 		return d, err
 	}
 	if err != nil {
-		return checkpoint.DeadLetter{}, err
+		return store.DeadLetter{}, err
 	}
 	return d, nil
 }

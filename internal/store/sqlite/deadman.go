@@ -6,15 +6,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
 // The dead-man check's reads and its markers (SPEC §9): Store implements
-// deadman.Store and deadman.MarkerStore.
+// store.ActivityReader and store.DeadmanMarkers.
 var (
-	_ deadman.Store       = (*Store)(nil)
-	_ deadman.MarkerStore = (*Store)(nil)
+	_ store.ActivityReader = (*Store)(nil)
+	_ store.DeadmanMarkers = (*Store)(nil)
 )
 
 // sqlSyncActivity reads every sync with its latest run (by id, through
@@ -31,16 +30,16 @@ LEFT JOIN runs r ON r.id = (SELECT max(y.id) FROM runs y WHERE y.sync_id = s.id)
 
 // SyncActivity returns every sync's activity for the dead-man check, in one
 // query.
-func (s *Store) SyncActivity(ctx context.Context) ([]deadman.Activity, error) {
+func (s *Store) SyncActivity(ctx context.Context) ([]store.Activity, error) {
 	rows, err := s.r.QueryContext(ctx, sqlSyncActivity)
 	if err != nil {
 		return nil, s.mapErr("sync activity", err)
 	}
 	defer rows.Close()
-	var out []deadman.Activity
+	var out []store.Activity
 	for rows.Next() {
 		var (
-			a              deadman.Activity
+			a              store.Activity
 			state          string
 			changed        int64
 			runID          sql.NullInt64
@@ -64,17 +63,17 @@ func (s *Store) SyncActivity(ctx context.Context) ([]deadman.Activity, error) {
 }
 
 // ListDeadmanMarkers returns every dead-man marker.
-func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error) {
+func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]store.DeadmanMarker, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT scope, id, workspace, kind, since, raised_at, alert_id
 		FROM deadman_markers ORDER BY scope, id`)
 	if err != nil {
 		return nil, s.mapErr("list deadman markers", err)
 	}
 	defer rows.Close()
-	var out []deadman.Marker
+	var out []store.DeadmanMarker
 	for rows.Next() {
 		var (
-			m           deadman.Marker
+			m           store.DeadmanMarker
 			scope, kind string
 			since       sql.NullInt64
 			raised      int64
@@ -82,7 +81,7 @@ func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error
 		if err := rows.Scan(&scope, &m.ID, &m.Workspace, &kind, &since, &raised, &m.AlertID); err != nil {
 			return nil, s.mapErr("list deadman markers", err)
 		}
-		m.Scope, m.Kind = deadman.Scope(scope), deadman.Kind(kind)
+		m.Scope, m.Kind = store.DeadmanScope(scope), store.DeadmanKind(kind)
 		m.Since, m.RaisedAt = fromNullNanos(since), fromNanos(raised)
 		out = append(out, m)
 	}
@@ -91,7 +90,7 @@ func (s *Store) ListDeadmanMarkers(ctx context.Context) ([]deadman.Marker, error
 
 // PutDeadmanMarker creates m unless a marker of (m.Scope, m.ID) exists, and
 // reports whether it did.
-func (s *Store) PutDeadmanMarker(ctx context.Context, m deadman.Marker) (bool, error) {
+func (s *Store) PutDeadmanMarker(ctx context.Context, m store.DeadmanMarker) (bool, error) {
 	if !m.Scope.Valid() || !m.Kind.Valid() {
 		return false, invalidf("deadman marker scope %q kind %q", m.Scope, m.Kind)
 	}
@@ -112,7 +111,7 @@ func (s *Store) PutDeadmanMarker(ctx context.Context, m deadman.Marker) (bool, e
 
 // DeleteDeadmanMarker removes the marker of scope/id and reports whether one
 // existed.
-func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id string) (bool, error) {
+func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope store.DeadmanScope, id string) (bool, error) {
 	var deleted bool
 	err := s.write(ctx, "delete deadman marker", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM deadman_markers WHERE scope = ? AND id = ?`, string(scope), id)
@@ -126,13 +125,13 @@ func (s *Store) DeleteDeadmanMarker(ctx context.Context, scope deadman.Scope, id
 	return deleted, err
 }
 
-var _ deadman.CheckLog = (*Store)(nil)
+var _ store.DeadmanCheckLog = (*Store)(nil)
 
 // deadmanCheckName is the row of deadman_checks the check uses.
 const deadmanCheckName = "deadman"
 
 // MarkDeadmanCheck records a dead-man check at `at` unless one was recorded
-// at or after notBefore (deadman.CheckLog). The write transaction makes it
+// at or after notBefore (store.DeadmanCheckLog). The write transaction makes it
 // atomic: a second caller reads the first one's row.
 func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, by string) (bool, error) {
 	var marked bool
@@ -152,16 +151,16 @@ func (s *Store) MarkDeadmanCheck(ctx context.Context, at, notBefore time.Time, b
 }
 
 // LastDeadmanCheck returns the latest recorded dead-man check
-// (deadman.CheckLog).
-func (s *Store) LastDeadmanCheck(ctx context.Context) (deadman.LastCheck, error) {
+// (store.DeadmanCheckLog).
+func (s *Store) LastDeadmanCheck(ctx context.Context) (store.DeadmanCheck, error) {
 	var (
-		lc deadman.LastCheck
+		lc store.DeadmanCheck
 		at int64
 	)
 	err := s.r.QueryRowContext(ctx, `SELECT checked_at, checked_by FROM deadman_checks WHERE name = ?`, deadmanCheckName).Scan(&at, &lc.By)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return deadman.LastCheck{}, nil
+		return store.DeadmanCheck{}, nil
 	case err != nil:
 		return lc, s.mapErr("last deadman check", err)
 	}
