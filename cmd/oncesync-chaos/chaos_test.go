@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // The short chaos subset that runs in `make test` (about two minutes, in
@@ -24,23 +22,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oncesync-chaos-test-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "oncesync")
-	build := exec.Command("go", "build", "-o", binary, "github.com/oncesync/oncesync/cmd/oncesync")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building oncesync:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &binary) }
 
 // setup returns an env for scenario name with a fixed seed; the scenario's
 // progress goes to the test log.
@@ -48,8 +30,8 @@ func setup(t *testing.T, name string) *env {
 	t.Helper()
 	o := options{
 		Short: true, Seed: 20261201, Bin: binary, Duration: time.Minute, Flips: true,
-		DBURL:    envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		RedisURL: envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		DBURL:    testenv.DatabaseURL(),
+		RedisURL: testenv.RedisURL(),
 	}
 	e, err := newEnv(context.Background(), envParams{Options: o, Name: name, Log: tlog{t}})
 	if err != nil {

@@ -19,6 +19,13 @@ import (
 
 	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/testenv"
+)
+
+// The test servers and the rule for one that does not answer (internal/testenv).
+var (
+	unavailable = testenv.Unavailable
+	redisURL    = testenv.RedisURL
 )
 
 // Tests run against the Redis at ONCESYNC_TEST_REDIS_URL (default
@@ -38,21 +45,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stopServers()
 	os.Exit(code)
-}
-
-func redisURL() string {
-	if u := os.Getenv("ONCESYNC_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // mainOptions returns the options of the test Redis, skipping (failing in

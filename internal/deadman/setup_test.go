@@ -22,6 +22,13 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/postgres"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/testenv"
+)
+
+// The test servers and the rule for one that does not answer (internal/testenv).
+var (
+	unavailable = testenv.Unavailable
+	redisURL    = testenv.RedisURL
 )
 
 // Tests run on a real SQLite file, on the PostgreSQL at
@@ -34,14 +41,6 @@ import (
 var t0 = time.Date(2026, 3, 3, 10, 5, 0, 0, time.UTC)
 
 const day = 24 * time.Hour
-
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -129,13 +128,6 @@ func openPostgres(t testing.TB, clk clock.Clock) (*postgres.Store, *pgx.Conn) {
 		t.Fatal(err)
 	}
 	return st, admin
-}
-
-func redisURL() string {
-	if u := os.Getenv("ONCESYNC_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
 }
 
 // openRedis returns a client of the test Redis and a fresh key namespace

@@ -22,29 +22,14 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const apiKey = "xkeysib-e2e-secret-0123456789"
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oncesync-e2e-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "oncesync")
-	build := exec.Command("go", "build", "-o", binary, "github.com/oncesync/oncesync/cmd/oncesync")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building oncesync:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &binary) }
 
 // testBundle is one sync against one fake Brevo.
 type testBundle struct {
@@ -123,83 +108,22 @@ syncs:
 }
 
 // proc is one running oncesync process.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
-	err  error
-}
+type proc = testenv.Proc
 
 func (tb *testBundle) start(args ...string) *proc {
 	tb.t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = tb.dir
-	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
-	p := &proc{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		tb.t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		tb.mu.Lock()
-		tb.output.Write(p.out.Bytes())
-		tb.mu.Unlock()
-		close(p.done)
-	}()
-	return p
+	return testenv.Start(tb.t, testenv.StartParams{
+		Binary: binary, Args: args, Dir: tb.dir, Env: []string{"BREVO_API_KEY=" + apiKey}, Name: "oncesync " + args[0],
+		OnExit: func(p *testenv.Proc) {
+			tb.mu.Lock()
+			tb.output.Write(p.Out.Bytes())
+			tb.mu.Unlock()
+		},
+	})
 }
-
-// lockedBuffer is a process's output, readable while the process writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-func (b *lockedBuffer) String() string { return string(b.Bytes()) }
 
 func (tb *testBundle) startRun() *proc {
 	return tb.start("run", "--config", tb.config, "contacts", "--log-level", "debug")
-}
-
-// wait waits for p and returns its exit code.
-func (p *proc) wait(t *testing.T, limit time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(limit):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("process did not exit within %s; output:\n%s", limit, p.out)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	return 0
-}
-
-func (p *proc) lastLine() string {
-	lines := strings.Split(strings.TrimSpace(p.out.String()), "\n")
-	return lines[len(lines)-1]
 }
 
 func newServer(t *testing.T, h http.Handler) *httptest.Server {
@@ -211,17 +135,7 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 
 func (tb *testBundle) stats() fakebrevo.Stats { return tb.fake.Stats() }
 
-// waitFor polls cond every 2 ms up to limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+var waitFor = testenv.WaitFor
 
 // checkDelivered asserts every contact is at the fake exactly once.
 func (tb *testBundle) checkDelivered(t *testing.T) fakebrevo.Stats {
@@ -310,12 +224,12 @@ func TestKillNineThreeTimes(t *testing.T) {
 			run := func() *proc {
 				p := tb.startRun()
 				mu.Lock()
-				victim = p.cmd.Process
+				victim = p.Cmd.Process
 				mu.Unlock()
 				return p
 			}
 
-			if code := run().wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
+			if code := run().Wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
 				t.Fatalf("run 1 should have been killed, exit %d", code)
 			}
 			// Point 2: the worker dies while its request is on the wire, before Brevo applied it.
@@ -336,7 +250,7 @@ func TestKillNineThreeTimes(t *testing.T) {
 				return false
 			}
 			tb.mu.Unlock()
-			if code := run().wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
+			if code := run().Wait(t, 2*time.Minute); code != -int(syscall.SIGKILL) {
 				t.Fatalf("run 2 should have been killed, exit %d", code)
 			}
 			tb.mu.Lock()
@@ -351,20 +265,20 @@ func TestKillNineThreeTimes(t *testing.T) {
 			mu.Lock()
 			kill()
 			mu.Unlock()
-			if code := p3.wait(t, time.Minute); code != -int(syscall.SIGKILL) {
-				t.Fatalf("run 3 should have been killed, exit %d\n%s", code, p3.out)
+			if code := p3.Wait(t, time.Minute); code != -int(syscall.SIGKILL) {
+				t.Fatalf("run 3 should have been killed, exit %d\n%s", code, p3.Out)
 			}
 			if tb.stats().Contacts >= int64(tc.records) {
 				t.Fatal("run 3 finished before the kill; the test proves nothing")
 			}
 			// Run to the end.
 			p4 := run()
-			if code := p4.wait(t, 3*time.Minute); code != 0 {
-				t.Fatalf("final run exit %d:\n%s", code, p4.out)
+			if code := p4.Wait(t, 3*time.Minute); code != 0 {
+				t.Fatalf("final run exit %d:\n%s", code, p4.Out)
 			}
 			st := tb.checkDelivered(t)
 			t.Logf("%s: %d contacts, %d writes, %d duplicates, %d requests; final run: %s",
-				tc.mode, st.Contacts, st.ContactsWritten, st.DuplicateWrites, st.Requests, p4.lastLine())
+				tc.mode, st.Contacts, st.ContactsWritten, st.DuplicateWrites, st.Requests, p4.LastLine())
 			tb.checkNoSecrets(t)
 		})
 	}
@@ -377,14 +291,14 @@ func TestSIGTERMDrains(t *testing.T) {
 	p := tb.startRun()
 	waitFor(t, time.Minute, "progress", func() bool { return tb.stats().Contacts >= 1000 })
 	sent := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	code := p.wait(t, 30*time.Second)
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	code := p.Wait(t, 30*time.Second)
 	took := time.Since(sent)
 	if took > 25*time.Second {
 		t.Fatalf("exit took %s", took)
 	}
-	if code != 1 || !strings.HasPrefix(p.lastLine(), "failed: interrupted: ") {
-		t.Fatalf("exit %d, last line %q", code, p.lastLine())
+	if code != 1 || !strings.HasPrefix(p.LastLine(), "failed: interrupted: ") {
+		t.Fatalf("exit %d, last line %q", code, p.LastLine())
 	}
 	if tb.stats().Contacts >= 10000 {
 		t.Fatal("the run finished before SIGTERM; the test proves nothing")
@@ -392,8 +306,8 @@ func TestSIGTERMDrains(t *testing.T) {
 	t.Logf("SIGTERM to exit: %s", took.Round(time.Millisecond))
 	// Released: an immediate rerun is not skipped.
 	p2 := tb.startRun()
-	if code := p2.wait(t, 2*time.Minute); code != 0 {
-		t.Fatalf("rerun exit %d:\n%s", code, p2.out)
+	if code := p2.Wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rerun exit %d:\n%s", code, p2.Out)
 	}
 	tb.checkDelivered(t)
 }
@@ -405,14 +319,14 @@ func TestTwoRunsAtOnce(t *testing.T) {
 	a := tb.startRun()
 	waitFor(t, time.Minute, "the first run to write", func() bool { return tb.stats().Requests > 0 })
 	b := tb.startRun()
-	if code := b.wait(t, 30*time.Second); code != 3 {
-		t.Fatalf("second run: exit %d, want 3:\n%s", code, b.out)
+	if code := b.Wait(t, 30*time.Second); code != 3 {
+		t.Fatalf("second run: exit %d, want 3:\n%s", code, b.Out)
 	}
-	if got := b.lastLine(); got != "Another run of this sync was already in progress" {
+	if got := b.LastLine(); got != "Another run of this sync was already in progress" {
 		t.Fatalf("second run printed %q", got)
 	}
-	if code := a.wait(t, time.Minute); code != 0 {
-		t.Fatalf("first run exit %d:\n%s", code, a.out)
+	if code := a.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("first run exit %d:\n%s", code, a.Out)
 	}
 	tb.checkDelivered(t)
 }
@@ -424,19 +338,19 @@ func TestCompletePagesSendNothing(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			tb := setup(t, setupParams{records: 1000, pageSize: 100, mode: mode})
-			if code := tb.startRun().wait(t, time.Minute); code != 0 {
+			if code := tb.startRun().Wait(t, time.Minute); code != 0 {
 				t.Fatal("first run failed")
 			}
 			before := tb.stats().Requests
 			p := tb.startRun()
-			if code := p.wait(t, time.Minute); code != 0 {
-				t.Fatalf("second run failed:\n%s", p.out)
+			if code := p.Wait(t, time.Minute); code != 0 {
+				t.Fatalf("second run failed:\n%s", p.Out)
 			}
 			if d := tb.stats().Requests - before; d != 0 {
 				t.Fatalf("a pass over complete pages sent %d requests", d)
 			}
-			if !strings.Contains(p.out.String(), "replayed from ledger 1000") {
-				t.Fatalf("summary lacks the replay count:\n%s", p.out)
+			if !strings.Contains(p.Out.String(), "replayed from ledger 1000") {
+				t.Fatalf("summary lacks the replay count:\n%s", p.Out)
 			}
 			tb.checkDelivered(t)
 		})
@@ -451,11 +365,11 @@ func TestRejections(t *testing.T) {
 		tb := setup(t, setupParams{records: 500, pageSize: 500, mode: "bulk",
 			opts: fakebrevo.Options{RefuseEmails: []string{"person000123@example.com"}}})
 		p := tb.startRun()
-		if code := p.wait(t, time.Minute); code != 0 {
-			t.Fatalf("exit %d:\n%s", code, p.out)
+		if code := p.Wait(t, time.Minute); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, p.Out)
 		}
-		if !strings.Contains(p.out.String(), "written 499, replayed from ledger 0, rejected 1,") {
-			t.Fatalf("summary:\n%s", p.out)
+		if !strings.Contains(p.Out.String(), "written 499, replayed from ledger 0, rejected 1,") {
+			t.Fatalf("summary:\n%s", p.Out)
 		}
 		if st := tb.stats(); st.Contacts != 499 || st.DuplicateWrites != 0 {
 			t.Fatalf("stats %+v", st)
@@ -470,12 +384,12 @@ func TestRejections(t *testing.T) {
 		}
 		tb := setup(t, setupParams{records: 50, pageSize: 50, mode: "single", opts: fakebrevo.Options{RefuseEmails: all}})
 		p := tb.startRun()
-		if code := p.wait(t, time.Minute); code != 1 {
-			t.Fatalf("exit %d:\n%s", code, p.out)
+		if code := p.Wait(t, time.Minute); code != 1 {
+			t.Fatalf("exit %d:\n%s", code, p.Out)
 		}
 		want := "failed: destination_rejected_records: The destination refused every record of a page, so the mapping is most likely wrong. Next: "
-		if !strings.HasPrefix(p.lastLine(), want) || !strings.HasSuffix(p.lastLine(), "(owner: you)") {
-			t.Fatalf("last line %q", p.lastLine())
+		if !strings.HasPrefix(p.LastLine(), want) || !strings.HasSuffix(p.LastLine(), "(owner: you)") {
+			t.Fatalf("last line %q", p.LastLine())
 		}
 	})
 	t.Run("bad api key fails at once", func(t *testing.T) {
@@ -636,7 +550,7 @@ func TestStalledRunIsFenced(t *testing.T) {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-				if out := a.out.String(); checkpointed4.MatchString(out) && claimed7.MatchString(out) {
+				if out := a.Out.String(); checkpointed4.MatchString(out) && claimed7.MatchString(out) {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -644,7 +558,7 @@ func TestStalledRunIsFenced(t *testing.T) {
 					break
 				}
 			}
-			_ = a.cmd.Process.Signal(syscall.SIGSTOP)
+			_ = a.Cmd.Process.Signal(syscall.SIGSTOP)
 			close(frozen)
 		}
 		return false // the fake applies the write; A hears back only after SIGCONT
@@ -660,19 +574,19 @@ func TestStalledRunIsFenced(t *testing.T) {
 	}
 	time.Sleep(2500 * time.Millisecond) // past A's 2 s lease
 	b := tb.startRun()
-	if code := b.wait(t, time.Minute); code != 0 {
-		_ = a.cmd.Process.Signal(syscall.SIGCONT)
-		t.Fatalf("run B exit %d:\n%s", code, b.out)
+	if code := b.Wait(t, time.Minute); code != 0 {
+		_ = a.Cmd.Process.Signal(syscall.SIGCONT)
+		t.Fatalf("run B exit %d:\n%s", code, b.Out)
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if code := a.wait(t, 30*time.Second); code != 1 {
-		t.Fatalf("run A exit %d:\n%s", code, a.out)
+	if code := a.Wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("run A exit %d:\n%s", code, a.Out)
 	}
 	want := "failed: lease_lost: The run lost its slot part-way through and stopped to avoid writing twice. Next: "
-	if !strings.HasPrefix(a.lastLine(), want) || !strings.HasSuffix(a.lastLine(), "(owner: operator)") {
-		t.Fatalf("run A last line %q", a.lastLine())
+	if !strings.HasPrefix(a.LastLine(), want) || !strings.HasSuffix(a.LastLine(), "(owner: operator)") {
+		t.Fatalf("run A last line %q", a.LastLine())
 	}
 	tb.checkDelivered(t)
 }

@@ -211,12 +211,12 @@ func TestLeaseStoreLossWithAWriteOnTheWire(t *testing.T) {
 	select {
 	case <-onWire:
 	case <-time.After(time.Minute):
-		t.Fatalf("run A never sent its first import:\n%s", a.out)
+		t.Fatalf("run A never sent its first import:\n%s", a.Out)
 	}
 	ls.loseSyncKeys(t) // Redis flushed while A's import is on the wire
 	b := ls.run(tb)
-	codeB := b.wait(t, time.Minute)
-	codeA := a.wait(t, time.Minute)
+	codeB := b.Wait(t, time.Minute)
+	codeA := a.Wait(t, time.Minute)
 	releaseOnce.Do(func() { close(release) }) // A's import lands late
 	select {
 	case <-applied:
@@ -230,19 +230,19 @@ func TestLeaseStoreLossWithAWriteOnTheWire(t *testing.T) {
 		return err == nil && n == 0
 	})
 	c := ls.run(tb)
-	if code := c.wait(t, time.Minute); code != 0 {
-		t.Fatalf("run C exit %d:\n%s", code, c.out)
+	if code := c.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("run C exit %d:\n%s", code, c.Out)
 	}
 	st := tb.stats()
 	if st.DuplicateWrites != 0 || st.Contacts != int64(len(tb.emails)) {
 		t.Fatalf("%d duplicate writes, %d of %d contacts; want every contact once\nrun A (exit %d):\n%s\nrun B (exit %d):\n%s",
-			st.DuplicateWrites, st.Contacts, len(tb.emails), codeA, a.out, codeB, b.out)
+			st.DuplicateWrites, st.Contacts, len(tb.emails), codeA, a.Out, codeB, b.Out)
 	}
-	if codeB != 1 || !strings.HasPrefix(b.lastLine(), "failed: store_unavailable: ") {
-		t.Errorf("run B exit %d, last line %q; want store_unavailable during the quarantine", codeB, b.lastLine())
+	if codeB != 1 || !strings.HasPrefix(b.LastLine(), "failed: store_unavailable: ") {
+		t.Errorf("run B exit %d, last line %q; want store_unavailable during the quarantine", codeB, b.LastLine())
 	}
-	if codeA != 1 || !strings.HasPrefix(a.lastLine(), "failed: lease_lost: ") {
-		t.Errorf("run A exit %d, last line %q; want lease_lost", codeA, a.lastLine())
+	if codeA != 1 || !strings.HasPrefix(a.LastLine(), "failed: lease_lost: ") {
+		t.Errorf("run A exit %d, last line %q; want lease_lost", codeA, a.LastLine())
 	}
 	tb.checkDelivered(t)
 }
@@ -358,12 +358,12 @@ func TestCutOffWorkerStopsWriting(t *testing.T) {
 	select {
 	case <-cutDone:
 	case <-time.After(time.Minute):
-		t.Fatalf("the run never sent its 4th import:\n%s", a.out)
+		t.Fatalf("the run never sent its 4th import:\n%s", a.Out)
 	}
 	// Wait past the TTL and the 20 s a held import may last, or for the
 	// run's end.
 	select {
-	case <-a.done:
+	case <-a.Done:
 	case <-time.After(25 * time.Second):
 	}
 	mu.Lock()
@@ -385,13 +385,13 @@ func TestCutOffWorkerStopsWriting(t *testing.T) {
 	}
 	stopOnce.Do(func() { close(stopHolding) })
 	select {
-	case <-a.done:
+	case <-a.Done:
 	default:
-		_ = a.cmd.Process.Kill() // stuck on its cut-off stores: not what is tested
-		<-a.done
+		_ = a.Cmd.Process.Kill() // stuck on its cut-off stores: not what is tested
+		<-a.Done
 	}
 	if t.Failed() {
-		t.Logf("run output:\n%s", a.out)
+		t.Logf("run output:\n%s", a.Out)
 	}
 }
 

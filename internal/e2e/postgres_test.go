@@ -90,14 +90,14 @@ syncs:
 		INSERT INTO %[1]s.contacts (id, email, first_name) SELECT g, 'pg' || lpad(g::text, 6, '0') || '@example.com', 'New' FROM generate_series(100001, 101000) g`, schema)); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, 3*time.Minute); code != 0 {
-		t.Fatalf("run exit %d:\n%s", code, p.out)
+	if code := p.Wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("run exit %d:\n%s", code, p.Out)
 	}
 	// The next run reads only rows whose cursor moved: none, so nothing is sent.
 	before := fake.Stats().Requests
 	p2 := tb.start("run", "--config", tb.config, syncID)
-	if code := p2.wait(t, time.Minute); code != 0 {
-		t.Fatalf("second run exit %d:\n%s", code, p2.out)
+	if code := p2.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("second run exit %d:\n%s", code, p2.Out)
 	}
 	st := fake.Stats()
 	if st.Requests != before {
@@ -115,7 +115,7 @@ syncs:
 	if c, ok := fake.Contact("pg100500@example.com"); !ok || fmt.Sprint(c.Attributes["FIRSTNAME"]) != "New" {
 		t.Fatalf("an inserted row is missing: %+v", c)
 	}
-	if out := p.out.String() + p2.out.String(); strings.Contains(out, "@example.com") {
+	if out := p.Out.String() + p2.Out.String(); strings.Contains(out, "@example.com") {
 		t.Fatal("an e-mail address appears in the output")
 	}
 }

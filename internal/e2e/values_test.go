@@ -51,8 +51,8 @@ func TestChangeAndChangeBackAtTheDestination(t *testing.T) {
 			for i, name := range steps {
 				tb.rewriteCSV(t, map[int]string{7: name})
 				p := tb.startRun()
-				if code := p.wait(t, 2*time.Minute); code != 0 {
-					t.Fatalf("run %d exited %d:\n%s", i+1, code, p.out)
+				if code := p.Wait(t, 2*time.Minute); code != 0 {
+					t.Fatalf("run %d exited %d:\n%s", i+1, code, p.Out)
 				}
 				c, ok := tb.fake.Contact(tb.emails[6])
 				if !ok || c.Attributes["FIRSTNAME"] != name {
@@ -114,8 +114,8 @@ syncs:
 			for i, name := range steps {
 				tb.rewriteCSV(t, map[int]string{7: name})
 				p := tb.startRun()
-				if code := p.wait(t, 2*time.Minute); code != 0 {
-					t.Fatalf("run %d exited %d:\n%s", i+1, code, p.out)
+				if code := p.Wait(t, 2*time.Minute); code != 0 {
+					t.Fatalf("run %d exited %d:\n%s", i+1, code, p.Out)
 				}
 				mu.Lock()
 				got := last[tb.emails[6]]

@@ -143,6 +143,18 @@ func connectorsRule(g map[string][]string) (bad []string) {
 	return bad
 }
 
+// testenvRule: internal/testenv (the test servers, the built binary) is
+// for tests; imports only reads non-test files, so any import is a product
+// file's.
+func testenvRule(g map[string][]string) (bad []string) {
+	for pkg, deps := range g {
+		if slices.Contains(deps, "internal/testenv") {
+			bad = append(bad, pkg+" imports internal/testenv: only tests may")
+		}
+	}
+	return bad
+}
+
 func TestLayers(t *testing.T) {
 	g := imports(t)
 	for name, r := range rules {
@@ -161,6 +173,7 @@ func TestTheRulesCanFail(t *testing.T) {
 		"internal/store/sqlite":      {"internal/store", "internal/deadman"},
 		"internal/web":               {"internal/store/sqlite"},
 		"internal/destination/brevo": {"internal/apiclient", "internal/runner"},
+		"internal/queue":             {"internal/testenv"},
 	}
 	for name, r := range rules {
 		if len(r(broken)) == 0 {

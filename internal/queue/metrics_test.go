@@ -217,18 +217,18 @@ syncs:
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		for _, p := range e.procs {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			_ = p.Cmd.Process.Kill()
+			<-p.Done
 		}
 		if t.Failed() {
 			for _, p := range e.procs {
-				t.Logf("--- %s output:\n%s", p.name, p.output())
+				t.Logf("--- %s output:\n%s", p.Name, p.Out.String())
 			}
 		}
 	})
 
 	s := e.start("serve", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	addr := s.started(t)
+	addr := started(t, s)
 	base := "http://" + addr
 	scrape := func() families {
 		t.Helper()
@@ -367,8 +367,8 @@ syncs:
 		t.Errorf("histogram count %d, the fake saw %d requests", total, stats.Requests)
 	}
 
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	if code := s.wait(t, 30*time.Second); code != 0 {
+	_ = s.Cmd.Process.Signal(os.Interrupt)
+	if code := s.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("serve exit %d", code)
 	}
 	e.checkNoSecrets(t)

@@ -29,7 +29,7 @@ func (e *env) startDaemon(name, cmd string, workers int) *proc {
 		args = append(args, "--listen", "127.0.0.1:0")
 	}
 	p := e.start(name, args...)
-	p.started(e.t)
+	started(e.t, p)
 	return p
 }
 
@@ -66,13 +66,13 @@ func (e *env) stopAll(t *testing.T, procs ...*proc) {
 	t.Helper()
 	for _, p := range procs {
 		select {
-		case <-p.done:
+		case <-p.Done:
 		default:
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
 	for _, p := range procs {
-		p.wait(t, 30*time.Second)
+		p.Wait(t, 30*time.Second)
 	}
 }
 
@@ -95,8 +95,8 @@ func TestPostgresRedisServeAndWorkers(t *testing.T) {
 	w1 := e.startDaemon("worker-1", "worker", 2)
 	w2 := e.startDaemon("worker-2", "worker", 2)
 	for _, p := range []*proc{s, w1, w2} {
-		if out := p.output(); !strings.Contains(out, "queue postgres ") || !strings.Contains(out, "leases redis ") {
-			t.Fatalf("%s's start line does not name PostgreSQL and Redis:\n%s", p.name, out)
+		if out := p.Out.String(); !strings.Contains(out, "queue postgres ") || !strings.Contains(out, "leases redis ") {
+			t.Fatalf("%s's start line does not name PostgreSQL and Redis:\n%s", p.Name, out)
 		}
 	}
 	st := e.store()
@@ -118,7 +118,7 @@ func TestPostgresRedisServeAndWorkers(t *testing.T) {
 				continue
 			}
 			for _, w := range []*proc{w1, w2} {
-				if strings.Contains(l.Holder, fmt.Sprintf("pid=%d", w.cmd.Process.Pid)) {
+				if strings.Contains(l.Holder, fmt.Sprintf("pid=%d", w.Cmd.Process.Pid)) {
 					victim, synced, deadID = w, e.syncID(i), l.RunID
 					return true
 				}
@@ -127,8 +127,8 @@ func TestPostgresRedisServeAndWorkers(t *testing.T) {
 		return false
 	})
 	killed := time.Now()
-	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
-	victim.wait(t, 10*time.Second)
+	_ = victim.Cmd.Process.Signal(syscall.SIGKILL)
+	victim.Wait(t, 10*time.Second)
 	if e.fake.Stats().Contacts >= int64(e.total) {
 		t.Fatal("every record was delivered before the kill; the test proves nothing")
 	}
@@ -177,7 +177,7 @@ func TestPostgresRedisServeAndWorkers(t *testing.T) {
 	stats := e.checkDelivered(t)
 	e.checkNoSecrets(t)
 	t.Logf("SIGKILL of %s (sync %s, run %d) to resumed run %d: resume latency %s (lease TTL 2 s, 10 s sweep); %d requests, 0 duplicates",
-		victim.name, synced, deadID, resumed.ID, latency.Round(time.Millisecond), stats.Requests)
+		victim.Name, synced, deadID, resumed.ID, latency.Round(time.Millisecond), stats.Requests)
 	if latency > 2*time.Second+10*time.Second+5*time.Second {
 		t.Fatalf("resume latency %s: want within lease TTL + one sweep + fetch", latency)
 	}

@@ -2,16 +2,13 @@ package queue_test
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -26,29 +23,14 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const apiKey = "xkeysib-queue-secret-0123456789"
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "oncesync-queue-bin-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "oncesync")
-	build := exec.Command("go", "build", "-o", binary, "github.com/oncesync/oncesync/cmd/oncesync")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building oncesync:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &binary) }
 
 // env is a config with syncs against one fake Brevo, in a temp dir.
 type env struct {
@@ -129,12 +111,12 @@ func setupEnv(t *testing.T, p envParams) *env {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		for _, p := range e.procs {
-			_ = p.cmd.Process.Kill()
-			<-p.done
+			_ = p.Cmd.Process.Kill()
+			<-p.Done
 		}
 		if t.Failed() {
 			for _, p := range e.procs {
-				t.Logf("--- %s output:\n%s", p.name, p.output())
+				t.Logf("--- %s output:\n%s", p.Name, p.Out.String())
 			}
 		}
 	})
@@ -144,51 +126,13 @@ func setupEnv(t *testing.T, p envParams) *env {
 // syncID is the id of the i-th sync.
 func (e *env) syncID(i int) string { return fmt.Sprintf("%s%d", e.prefix, i) }
 
-// lockedBuffer is written by a process's output copier and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	done   chan struct{}
-	err    error
-	exited time.Time
-}
-
-func (p *proc) output() string { return p.out.String() }
+// proc is one running oncesync process.
+type proc = testenv.Proc
 
 func (e *env) start(name string, args ...string) *proc {
 	e.t.Helper()
 	args = append(args, "--config", e.config, "--log-level", "info")
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
-	p := &proc{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		p.exited = time.Now()
-		close(p.done)
-	}()
+	p := testenv.Start(e.t, testenv.StartParams{Binary: binary, Args: args, Dir: e.dir, Env: []string{"BREVO_API_KEY=" + apiKey}, Name: name})
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
 	e.mu.Unlock()
@@ -198,52 +142,23 @@ func (e *env) start(name string, args ...string) *proc {
 var httpRE = regexp.MustCompile(`http://(\S+) \(`)
 
 // started waits for p's start line and returns its HTTP address, if any.
-func (p *proc) started(t *testing.T) string {
+func started(t *testing.T, p *proc) string {
 	t.Helper()
-	waitFor(t, 20*time.Second, p.name+"'s start line", func() bool {
+	waitFor(t, 20*time.Second, p.Name+"'s start line", func() bool {
 		select {
-		case <-p.done:
-			t.Fatalf("%s exited at start: %v\n%s", p.name, p.err, p.output())
+		case <-p.Done:
+			t.Fatalf("%s exited at start: %v\n%s", p.Name, p.Err, p.Out.String())
 		default:
 		}
-		return strings.Contains(p.output(), "oncesync serve: ") || strings.Contains(p.output(), "oncesync worker: ")
+		return strings.Contains(p.Out.String(), "oncesync serve: ") || strings.Contains(p.Out.String(), "oncesync worker: ")
 	})
-	if m := httpRE.FindStringSubmatch(p.output()); m != nil {
+	if m := httpRE.FindStringSubmatch(p.Out.String()); m != nil {
 		return m[1]
 	}
 	return ""
 }
 
-// wait waits for p to exit and returns its exit code (-signal if killed).
-func (p *proc) wait(t *testing.T, limit time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(limit):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("%s did not exit within %s", p.name, limit)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 0
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitFor = testenv.WaitFor
 
 // store opens the processes' store as they do, from the config (SQLite in
 // WAL mode: readers never block them).
@@ -283,8 +198,8 @@ func (e *env) checkNoSecrets(t *testing.T) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, p := range e.procs {
-		if out := p.output(); strings.Contains(out, apiKey) || strings.Contains(out, "@example.com") {
-			t.Errorf("%s printed a secret or an e-mail address", p.name)
+		if out := p.Out.String(); strings.Contains(out, apiKey) || strings.Contains(out, "@example.com") {
+			t.Errorf("%s printed a secret or an e-mail address", p.Name)
 		}
 	}
 }
@@ -340,14 +255,14 @@ func TestServeAndWorkerShareTheQueue(t *testing.T) {
 	t.Parallel()
 	e := setupEnv(t, envParams{syncs: 2, records: 1500, pageSize: 100, schedule: "@every 2s", latency: 100 * time.Millisecond})
 	w := e.start("worker", "worker", "--workers", "2")
-	w.started(t)
+	started(t, w)
 	s := e.start("serve", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	addr := s.started(t)
+	addr := started(t, s)
 	if addr == "" {
-		t.Fatalf("no address in serve's start line:\n%s", s.output())
+		t.Fatalf("no address in serve's start line:\n%s", s.Out.String())
 	}
-	if !strings.Contains(s.output(), "scheduler (2 of 2 syncs on a schedule) and 1 workers") {
-		t.Fatalf("start line:\n%s", s.output())
+	if !strings.Contains(s.Out.String(), "scheduler (2 of 2 syncs on a schedule) and 1 workers") {
+		t.Fatalf("start line:\n%s", s.Out.String())
 	}
 
 	waitFor(t, 40*time.Second, "every record delivered", func() bool { return e.fake.Stats().Contacts >= int64(e.total) })
@@ -361,8 +276,8 @@ func TestServeAndWorkerShareTheQueue(t *testing.T) {
 		}
 		return true
 	})
-	if n := lines(w.output(), "run started"); n == 0 {
-		t.Fatalf("the worker process ran nothing; serve ran %d runs", lines(s.output(), "run started"))
+	if n := lines(w.Out.String(), "run started"); n == 0 {
+		t.Fatalf("the worker process ran nothing; serve ran %d runs", lines(s.Out.String(), "run started"))
 	}
 
 	if code, body := get(t, "http://"+addr+"/healthz"); code != 200 || body != "ok\n" {
@@ -392,17 +307,17 @@ func TestServeAndWorkerShareTheQueue(t *testing.T) {
 		}
 	}
 
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 30*time.Second); code != 0 {
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	_ = w.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("serve exit %d", code)
 	}
-	if code := w.wait(t, 30*time.Second); code != 0 {
+	if code := w.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("worker exit %d", code)
 	}
 	stats := e.checkDelivered(t)
 	t.Logf("runs by serve %d, by worker %d; %d requests, 0 duplicates",
-		lines(s.output(), "run started"), lines(w.output(), "run started"), stats.Requests)
+		lines(s.Out.String(), "run started"), lines(w.Out.String(), "run started"), stats.Requests)
 	e.checkNoSecrets(t)
 }
 
@@ -413,17 +328,17 @@ func TestSIGTERMServeHandsTheRunToAWorker(t *testing.T) {
 	t.Parallel()
 	e := setupEnv(t, envParams{syncs: 1, records: 5000, pageSize: 100, schedule: "@every 2s", latency: 100 * time.Millisecond})
 	s := e.start("serve", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	s.started(t)
+	started(t, s)
 	waitFor(t, 30*time.Second, "serve's run to make progress", func() bool { return e.fake.Stats().Contacts >= 500 })
 	w := e.start("worker", "worker")
-	w.started(t)
+	started(t, w)
 
 	sent := time.Now()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 30*time.Second); code != 0 {
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("serve exit %d", code)
 	}
-	took := s.exited.Sub(sent)
+	took := s.Exited.Sub(sent)
 	if took > 25*time.Second {
 		t.Fatalf("serve took %s to exit", took)
 	}
@@ -444,7 +359,7 @@ func TestSIGTERMServeHandsTheRunToAWorker(t *testing.T) {
 	if first.State != store.RunInterrupted {
 		t.Fatalf("serve's run is %s, want interrupted", first.State)
 	}
-	latency := resumed.StartedAt.Sub(s.exited)
+	latency := resumed.StartedAt.Sub(s.Exited)
 	if latency > 5*time.Second {
 		t.Fatalf("the run was resumed %s after serve exited (want <= 5 s)", latency)
 	}
@@ -453,11 +368,11 @@ func TestSIGTERMServeHandsTheRunToAWorker(t *testing.T) {
 		r, err := st.GetRun(t.Context(), resumed.ID)
 		return err == nil && r.State == store.RunSucceeded
 	})
-	if lines(w.output(), "run started") == 0 {
+	if lines(w.Out.String(), "run started") == 0 {
 		t.Fatal("the worker did not run it")
 	}
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	w.wait(t, 30*time.Second)
+	_ = w.Cmd.Process.Signal(syscall.SIGTERM)
+	w.Wait(t, 30*time.Second)
 	e.checkDelivered(t)
 	t.Logf("SIGTERM to exit %s; resumed by the worker %s after serve exited; run %d interrupted at %d pages, run %d resumed",
 		took.Round(time.Millisecond), latency.Round(time.Millisecond), first.ID, first.Pages, resumed.ID)
@@ -471,19 +386,19 @@ func TestSIGKILLRecoveredByLeaseExpiry(t *testing.T) {
 	e := setupEnv(t, envParams{syncs: 1, records: 5000, pageSize: 100, schedule: "@every 2s",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}", latency: 100 * time.Millisecond})
 	victim := e.start("serve-1", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	victim.started(t)
+	started(t, victim)
 	waitFor(t, 30*time.Second, "the run to make progress", func() bool { return e.fake.Stats().Contacts >= 500 })
 	st := e.store()
 	l, err := st.LeaseGet(t.Context(), "s0")
-	if err != nil || !strings.Contains(l.Holder, fmt.Sprintf("pid=%d", victim.cmd.Process.Pid)) {
+	if err != nil || !strings.Contains(l.Holder, fmt.Sprintf("pid=%d", victim.Cmd.Process.Pid)) {
 		t.Fatalf("lease %+v (%v): want it held by serve-1", l, err)
 	}
 	survivor := e.start("serve-2", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	survivor.started(t)
+	started(t, survivor)
 
 	killed := time.Now()
-	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
-	victim.wait(t, 10*time.Second)
+	_ = victim.Cmd.Process.Signal(syscall.SIGKILL)
+	victim.Wait(t, 10*time.Second)
 	if e.fake.Stats().Contacts >= int64(e.total) {
 		t.Fatal("the run finished before the kill; the test proves nothing")
 	}
@@ -502,11 +417,11 @@ func TestSIGKILLRecoveredByLeaseExpiry(t *testing.T) {
 	if dead.State != store.RunInterrupted || !strings.Contains(dead.FailureDetail, "lease-expiry recovery") {
 		t.Fatalf("the killed run is %s (%q), want interrupted by recovery", dead.State, dead.FailureDetail)
 	}
-	if !strings.Contains(survivor.output(), "resuming the sync") {
+	if !strings.Contains(survivor.Out.String(), "resuming the sync") {
 		t.Fatalf("serve-2 did not recover the run")
 	}
-	_ = survivor.cmd.Process.Signal(syscall.SIGTERM)
-	survivor.wait(t, 30*time.Second)
+	_ = survivor.Cmd.Process.Signal(syscall.SIGTERM)
+	survivor.Wait(t, 30*time.Second)
 	e.checkDelivered(t)
 	t.Logf("SIGKILL of the leader to resumed run: %s (lease TTL 2 s, leader failover, 10 s sweep)", latency.Round(time.Millisecond))
 }
@@ -519,12 +434,12 @@ func TestSIGKILLForegroundRunRecovered(t *testing.T) {
 	e := setupEnv(t, envParams{syncs: 1, records: 5000, pageSize: 100, schedule: "0 0 1 1 *",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}", latency: 100 * time.Millisecond})
 	s := e.start("serve", "serve", "--workers", "1", "--listen", "127.0.0.1:0")
-	s.started(t)
+	started(t, s)
 	run := e.start("run", "run", "s0")
 	waitFor(t, 30*time.Second, "the run to make progress", func() bool { return e.fake.Stats().Contacts >= 500 })
 	killed := time.Now()
-	_ = run.cmd.Process.Signal(syscall.SIGKILL)
-	run.wait(t, 10*time.Second)
+	_ = run.Cmd.Process.Signal(syscall.SIGKILL)
+	run.Wait(t, 10*time.Second)
 	st := e.store()
 	var resumed store.Run
 	waitFor(t, 30*time.Second, "the run to be resumed", func() bool {
@@ -543,8 +458,8 @@ func TestSIGKILLForegroundRunRecovered(t *testing.T) {
 	if dead := runsOf(t, st, "s0")[0]; dead.State != store.RunInterrupted {
 		t.Fatalf("the killed run is %s, want interrupted", dead.State)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	s.wait(t, 30*time.Second)
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	s.Wait(t, 30*time.Second)
 	e.checkDelivered(t)
 	t.Logf("SIGKILL of a foreground run to resumed run: %s (lease TTL 2 s, 10 s sweep)", latency.Round(time.Millisecond))
 }

@@ -18,7 +18,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/testenv"
 )
+
+// unavailable skips, or fails under CI=true (internal/testenv).
+var unavailable = testenv.Unavailable
 
 // The multi-machine tests run against the PostgreSQL at
 // ONCESYNC_TEST_DATABASE_URL and the Redis at ONCESYNC_TEST_REDIS_URL
@@ -27,14 +32,6 @@ import (
 // Outage tests start throwaway redis-server / PostgreSQL processes on free
 // ports and never touch the shared servers. Without the services the tests
 // skip, except under CI=true where they fail.
-
-func unavailable(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -45,10 +42,7 @@ func randHex(n int) string {
 // testDatabaseURL returns the test PostgreSQL's URL once it answered.
 func testDatabaseURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("ONCESYNC_TEST_DATABASE_URL")
-	if u == "" {
-		u = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
+	u := testenv.DatabaseURL()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, u)

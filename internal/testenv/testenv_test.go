@@ -1,0 +1,65 @@
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestURLsFollowTheEnvironment(t *testing.T) {
+	t.Setenv("ONCESYNC_TEST_REDIS_URL", "")
+	if got := RedisURL(); got != DefaultRedisURL {
+		t.Fatalf("RedisURL() = %q with no variable, want %q", got, DefaultRedisURL)
+	}
+	t.Setenv("ONCESYNC_TEST_REDIS_URL", "redis://10.0.0.1:6380/3")
+	if got := RedisURL(); got != "redis://10.0.0.1:6380/3" {
+		t.Fatalf("RedisURL() = %q, want the variable's", got)
+	}
+	t.Setenv("ONCESYNC_TEST_DATABASE_URL", "postgres://x@y/z")
+	if got := DatabaseURL(); got != "postgres://x@y/z" {
+		t.Fatalf("DatabaseURL() = %q, want the variable's", got)
+	}
+}
+
+// TestProcExitCodes runs this test binary as the child (a helper that exits
+// with a given code, or kills itself) and checks what Wait says.
+func TestProcExitCodes(t *testing.T) {
+	if code := os.Getenv("TESTENV_CHILD_EXIT"); code != "" {
+		os.Stdout.WriteString("first line\nlast line\n")
+		if code == "kill" {
+			p, _ := os.FindProcess(os.Getpid())
+			_ = p.Kill()
+			time.Sleep(time.Minute)
+		}
+		os.Exit(map[string]int{"0": 0, "3": 3}[code])
+	}
+	for _, tt := range []struct {
+		exit string
+		want int
+	}{{"0", 0}, {"3", 3}, {"kill", -9}} {
+		exited := false
+		p := Start(t, StartParams{Binary: os.Args[0], Args: []string{"-test.run", "^TestProcExitCodes$"},
+			Env: []string{"TESTENV_CHILD_EXIT=" + tt.exit}, OnExit: func(*Proc) { exited = true }})
+		if got := p.Wait(t, 30*time.Second); got != tt.want {
+			t.Errorf("exit %s: Wait = %d, want %d (output %q)", tt.exit, got, tt.want, p.Out)
+		}
+		if !exited || p.Exited.IsZero() {
+			t.Errorf("exit %s: OnExit ran %v, Exited %v", tt.exit, exited, p.Exited)
+		}
+		if tt.exit != "kill" && p.LastLine() != "last line" {
+			t.Errorf("exit %s: LastLine = %q, want %q", tt.exit, p.LastLine(), "last line")
+		}
+	}
+}
+
+func TestWaitForSeesTheCondition(t *testing.T) {
+	n := 0
+	WaitFor(t, 5*time.Second, "three polls", func() bool { n++; return n >= 3 })
+	if n != 3 {
+		t.Fatalf("cond was asked %d times, want 3", n)
+	}
+	if !strings.Contains(DefaultDatabaseURL, "127.0.0.1:5432") {
+		t.Fatalf("DefaultDatabaseURL %q is not the machines' server", DefaultDatabaseURL)
+	}
+}
