@@ -71,9 +71,7 @@ var foundation = []string{
 }
 
 // wiring assembles the product from the rest; only it opens a store driver.
-// internal/queue is there because River's SQLite driver shares the store's
-// file (queue/backend.go); moving that into the wiring is issue 14's.
-var wiring = []string{"internal/pipeline", "internal/queue", "internal/cli", "internal/demo"}
+var wiring = []string{"internal/pipeline", "internal/cli", "internal/demo"}
 
 // A rule returns the imports of g it forbids, as messages.
 type rule func(g map[string][]string) []string

@@ -40,12 +40,9 @@ import (
 func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(cfg.Store, "sqlite:"):
-		path, err := sqlite.ParseURL(cfg.Store)
+		path, err := SQLitePath(cfg)
 		if err != nil {
 			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store is not a valid sqlite URL")
-		}
-		if !filepath.IsAbs(path) && cfg.Path != "" {
-			path = filepath.Join(filepath.Dir(cfg.Path), path)
 		}
 		st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: path, Clock: clk})
 		if err != nil {
@@ -61,6 +58,19 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 	default:
 		return nil, failure.New(failure.InvalidSyncDefinition, "store must be a sqlite:// or postgres:// URL")
 	}
+}
+
+// SQLitePath is the file of cfg's sqlite:// store, a relative path resolved
+// against the config file's directory.
+func SQLitePath(cfg *config.Config) (string, error) {
+	path, err := sqlite.ParseURL(cfg.Store)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(path) && cfg.Path != "" {
+		path = filepath.Join(filepath.Dir(cfg.Path), path)
+	}
+	return path, nil
 }
 
 // StoreSchema returns the schema a postgres:// store URL names with its

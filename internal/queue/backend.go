@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +25,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/oncesync/oncesync/internal/config"
-	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/pipeline"
 )
 
 // backend is the part of a River client the service uses, whatever its
@@ -180,12 +179,9 @@ func (b *riverBackend[TTx]) close() error {
 // store's file with ".queue" appended, relative paths resolved against the
 // config file's directory (as the store's are).
 func QueuePath(cfg *config.Config) (string, error) {
-	path, err := sqlite.ParseURL(cfg.Store)
+	path, err := pipeline.SQLitePath(cfg)
 	if err != nil {
 		return "", err
-	}
-	if !filepath.IsAbs(path) && cfg.Path != "" {
-		path = filepath.Join(filepath.Dir(cfg.Path), path)
 	}
 	return path + ".queue", nil
 }
