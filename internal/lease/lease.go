@@ -23,10 +23,11 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrHeld: another live run holds the sync's lease.
-	ErrHeld = errors.New("lease held by another run")
-	// ErrLost: the lease is no longer this run's.
-	ErrLost = errors.New("lease lost")
+	// ErrHeld: another live run holds the sync's lease. It is the store's
+	// sentinel: the product has one pair, whichever store holds the lease.
+	ErrHeld = store.ErrLeaseHeld
+	// ErrLost: the lease is no longer this run's (store.ErrLeaseLost).
+	ErrLost = store.ErrLeaseLost
 	// ErrQuarantined: the lease store lost its data (Redis restarted empty,
 	// flushed, failed over to a replica that missed writes) and grants no
 	// lease of the sync until one TTL after the loss was noticed: a holder

@@ -109,7 +109,10 @@ const (
 	SentenceLeaseLost      = "The run lost its slot part-way through and stopped to avoid writing twice."
 )
 
-var errLeaseLost = errors.New("lease lost")
+// errLeaseLost is the cause of a run's cancellation when its lease ran out
+// or could not be renewed in time: lease.ErrLost itself, so that there is one
+// sentinel for a lost lease.
+var errLeaseLost = lease.ErrLost
 
 // Run executes one run of p.Sync and returns the finished run. The returned
 // error is nil on success and a *failure.Error otherwise (already_running for
