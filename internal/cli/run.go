@@ -20,14 +20,16 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/progress"
+	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Shutdown timings (SPEC §6).
+// Shutdown timings (SPEC §6): the foreground run drains like serve and
+// worker do, by the same deadlines.
 const (
-	drainDeadline = 15 * time.Second // in-flight work must checkpoint by then
-	exitDeadline  = 25 * time.Second // the process exits by then, whatever runs
+	drainDeadline = queue.DrainDeadline // in-flight work must checkpoint by then
+	exitDeadline  = queue.ExitDeadline  // the process exits by then, whatever runs
 	// heartbeatWait is how long a finished run's process waits for its
 	// heartbeat (SPEC §9) before exiting: one attempt and a retry.
 	heartbeatWait = 15 * time.Second
