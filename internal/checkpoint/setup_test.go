@@ -1,13 +1,11 @@
 package checkpoint_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -66,11 +64,7 @@ func mainOptions(t testing.TB) *redis.Options {
 }
 
 // Throwaway redis-servers started by this package, stopped by TestMain.
-var servers struct {
-	mu      sync.Mutex
-	started []*exec.Cmd
-	dirs    []string
-}
+var servers testenv.RedisServers
 
 // The package's shared Ring shards and Cluster, each started once.
 var (
@@ -86,92 +80,16 @@ var (
 	}
 )
 
-func stopServers() {
-	servers.mu.Lock()
-	defer servers.mu.Unlock()
-	for _, cmd := range servers.started {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	servers.started = nil
-	for _, d := range servers.dirs {
-		_ = os.RemoveAll(d)
-	}
-	servers.dirs = nil
+func stopServers() { servers.Stop() }
+
+// startServer starts a throwaway redis-server (testenv.RedisServers.Start).
+func startServer(dir string, extra ...string) (string, func(), error) {
+	return servers.Start(dir, extra...)
 }
 
-// startServer starts a redis-server on a free loopback port (no persistence,
-// extra arguments appended) and returns its address once it answers PING.
-// The server is stopped by TestMain, or earlier by the returned stop.
-func startServer(dir string, extra ...string) (addr string, stop func(), err error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", nil, fmt.Errorf("redis-server not installed: %w", err)
-	}
-	addr, err = freeAddr()
-	if err != nil {
-		return "", nil, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)
-	cmd := exec.Command(bin, args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start redis-server: %w", err)
-	}
-	go func() { // drain its output so it never blocks on a full pipe
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-		}
-	}()
-	servers.mu.Lock()
-	servers.started = append(servers.started, cmd)
-	servers.mu.Unlock()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("redis-server on %s did not answer within 10s", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return addr, stop, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr, nil
-}
-
-// serverDir is a directory for the package's shared servers; it outlives
-// the test that happened to start them and is removed by stopServers.
-func serverDir() (string, error) {
-	d, err := os.MkdirTemp("", "oncesync-checkpoint-redis-")
-	if err == nil {
-		servers.mu.Lock()
-		servers.dirs = append(servers.dirs, d)
-		servers.mu.Unlock()
-	}
-	return d, err
-}
+// serverDir is a directory for the package's shared servers, removed by
+// stopServers.
+func serverDir() (string, error) { return servers.Dir("oncesync-checkpoint-redis-") }
 
 // ringShards returns the two extra Ring shards, started once.
 func ringShards(t testing.TB) []string {

@@ -1,10 +1,14 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestURLsFollowTheEnvironment(t *testing.T) {
@@ -61,5 +65,34 @@ func TestWaitForSeesTheCondition(t *testing.T) {
 	}
 	if !strings.Contains(DefaultDatabaseURL, "127.0.0.1:5432") {
 		t.Fatalf("DefaultDatabaseURL %q is not the machines' server", DefaultDatabaseURL)
+	}
+}
+
+func TestRedisServersStartAndStop(t *testing.T) {
+	var s RedisServers
+	t.Cleanup(s.Stop)
+	dir, err := s.Dir("testenv-redis-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop, err := s.Start(dir, "--maxmemory-policy", "noeviction")
+	if errors.Is(err, ErrNoRedisServer) {
+		Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	if got, err := c.ConfigGet(context.Background(), "maxmemory-policy").Result(); err != nil || got["maxmemory-policy"] != "noeviction" {
+		t.Fatalf("CONFIG GET maxmemory-policy = %v, %v: the extra arguments did not reach the server", got, err)
+	}
+	stop()
+	if err := c.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("the server still answers after stop")
+	}
+	s.Stop()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Stop left %s: %v", dir, err)
 	}
 }

@@ -1,15 +1,12 @@
 package redislease_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -61,65 +58,28 @@ func mainOptions(t *testing.T) *redis.Options {
 	return opt
 }
 
-// Throwaway redis-servers started by this package, stopped by TestMain.
-var servers struct {
-	mu      sync.Mutex
-	started []*exec.Cmd
-	shard   string // address of the shared second Ring shard
-}
-
-func stopServers() {
-	servers.mu.Lock()
-	defer servers.mu.Unlock()
-	for _, cmd := range servers.started {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+// Throwaway redis-servers started by this package, stopped by TestMain,
+// and the shared second Ring shard.
+var (
+	servers testenv.RedisServers
+	shard   struct {
+		mu   sync.Mutex
+		addr string
 	}
-	servers.started = nil
-}
+)
+
+func stopServers() { servers.Stop() }
 
 // startServer starts a throwaway redis-server on a free port (no
 // persistence) and returns its address and a function stopping it.
 func startServer(t *testing.T) (string, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		unavailable(t, "redis-server not installed: %v", err)
+	addr, stop, err := servers.Start(t.TempDir())
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		unavailable(t, "%v", err)
 	}
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--daemonize", "no", "--loglevel", "warning")
-	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	go func() { // drain its output so it never blocks on a full pipe
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-		}
-	}()
-	servers.mu.Lock()
-	servers.started = append(servers.started, cmd)
-	servers.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
 	}
 	return addr, stop
 }
@@ -127,29 +87,27 @@ func startServer(t *testing.T) (string, func()) {
 // shardAddr returns the address of the second Ring shard, started once.
 func shardAddr(t *testing.T) string {
 	t.Helper()
-	servers.mu.Lock()
-	addr := servers.shard
-	servers.mu.Unlock()
+	shard.mu.Lock()
+	addr := shard.addr
+	shard.mu.Unlock()
 	if addr != "" {
 		return addr
 	}
 	addr, _ = startServer(t) // stopped by TestMain; t.TempDir outlives it harmlessly
-	servers.mu.Lock()
-	defer servers.mu.Unlock()
-	if servers.shard == "" {
-		servers.shard = addr
+	shard.mu.Lock()
+	defer shard.mu.Unlock()
+	if shard.addr == "" {
+		shard.addr = addr
 	}
-	return servers.shard
+	return shard.addr
 }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testenv.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
 }
 

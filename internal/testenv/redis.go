@@ -1,0 +1,118 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoRedisServer: redis-server is not installed (a reason to skip, or to
+// fail under CI).
+var ErrNoRedisServer = errors.New("redis-server not installed")
+
+// RedisServers starts throwaway redis-server processes (no persistence, on
+// free loopback ports) for tests that must stop, restart or shard Redis
+// without touching the shared server. A package keeps one and calls Stop
+// from its TestMain.
+type RedisServers struct {
+	mu      sync.Mutex
+	started []*exec.Cmd
+	dirs    []string
+}
+
+// Start starts a redis-server with dir as its working directory and extra
+// arguments appended, and returns its address once it answers PING. The
+// server is stopped by Stop, or earlier by the returned stop.
+func (s *RedisServers) Start(dir string, extra ...string) (addr string, stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrNoRedisServer, err)
+	}
+	addr, err = FreeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	go func() { // drain its output so it never blocks on a full pipe
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	s.mu.Lock()
+	s.started = append(s.started, cmd)
+	s.mu.Unlock()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("redis-server on %s did not answer within 10s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return addr, stop, nil
+}
+
+// Dir is a directory for servers shared by a package's tests: it outlives
+// the test that happened to start them and is removed by Stop.
+func (s *RedisServers) Dir(pattern string) (string, error) {
+	d, err := os.MkdirTemp("", pattern)
+	if err == nil {
+		s.mu.Lock()
+		s.dirs = append(s.dirs, d)
+		s.mu.Unlock()
+	}
+	return d, err
+}
+
+// Stop stops every server started and removes the shared directories.
+func (s *RedisServers) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cmd := range s.started {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	s.started = nil
+	for _, d := range s.dirs {
+		_ = os.RemoveAll(d)
+	}
+	s.dirs = nil
+}
+
+// FreeAddr is a loopback address with a port nothing listens on right now.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr, nil
+}
