@@ -29,9 +29,17 @@ type Notifier interface {
 	Notify(ctx context.Context, a alert.Alert) (alert.Alert, error)
 }
 
+// Store is what the breaker needs of the store: the sync (to pause it), its
+// runs (the streak) and the audit log.
+type Store interface {
+	store.Syncs
+	store.Runs
+	store.Audit
+}
+
 // Params configure a Breaker.
 type Params struct {
-	Store    store.Store
+	Store    Store
 	Notifier Notifier // nil: no alert (the audit entry and the pause still happen)
 	Logger   *slog.Logger
 	// Link returns the sync page's URL for alerts ("" when there is no UI).

@@ -88,10 +88,16 @@ const (
 	maxRead   = 4096
 )
 
+// StreakReader is what Read needs of the store.
+type StreakReader interface {
+	GetSync(ctx context.Context, id string) (store.Sync, error)
+	ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error)
+}
+
 // Read loads the sync and its streak from the store. It reads further back
 // until the streak ends, or, when enough > 0, until Failures reaches enough
 // (all the breaker needs to know).
-func Read(ctx context.Context, st store.Store, syncID string, enough int) (store.Sync, Streak, error) {
+func Read(ctx context.Context, st StreakReader, syncID string, enough int) (store.Sync, Streak, error) {
 	s, err := st.GetSync(ctx, syncID)
 	if err != nil {
 		return s, Streak{}, fmt.Errorf("breaker: load sync %s: %w", syncID, err)

@@ -101,7 +101,7 @@ func NewToken() string {
 // taken over at once instead of waiting for its TTL: on one machine a
 // `kill -9`'d run is resumed immediately. Anything else waits for expiry.
 type SQL struct {
-	Store store.Store
+	Store store.Leases
 	// Self describes this process; defaults to ThisProcess().
 	Self Process
 }
@@ -149,11 +149,11 @@ func (m *SQL) Renew(ctx context.Context, g Grant, ttl time.Duration) (Grant, err
 // LeaseStore is the store m's leases live in: a run checkpointing to that
 // store renews its lease inside the checkpoint's own transaction
 // (store.CheckpointParams.Lease) instead of in one of its own.
-func (m *SQL) LeaseStore() store.Store { return m.Store }
+func (m *SQL) LeaseStore() store.Leases { return m.Store }
 
 // InStore is implemented by a Manager whose leases live in a store.
 type InStore interface {
-	LeaseStore() store.Store
+	LeaseStore() store.Leases
 }
 
 // Release implements Manager.

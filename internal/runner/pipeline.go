@@ -604,7 +604,7 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	// verified inside the checkpoint's transaction (one commit, not two);
 	// any other (Redis) first.
 	inStore := false
-	if ls, ok := r.Leases.(lease.InStore); ok && ls.LeaseStore() == r.Store {
+	if ls, ok := r.Leases.(lease.InStore); ok && any(ls.LeaseStore()) == any(r.Store) {
 		inStore = true
 		p.Lease = &store.CheckpointLease{Token: r.grant.Token, TTL: r.LeaseTTL}
 	} else if err := r.renew(ctx); err != nil {

@@ -39,9 +39,17 @@ type Sync struct {
 	AllowRewriteAfterRetention bool
 }
 
+// Store is what a run needs of the store: its run rows and pages, the
+// fenced cursor and checkpoint, and the ledger.
+type Store interface {
+	store.Runs
+	store.Cursors
+	store.Ledger
+}
+
 // Params configure one run.
 type Params struct {
-	Store       store.Store
+	Store       Store
 	Leases      lease.Manager
 	Source      source.Source
 	Destination destination.Destination

@@ -296,13 +296,20 @@ type RunPage struct {
 	CheckpointedAt time.Time
 }
 
-// Store is implemented by store/sqlite (and store/postgres).
-type Store interface {
+// The store's roles. Each consumer takes the smallest it needs (the runner
+// runs, cursors and the ledger; the SQL lease the leases; the breaker syncs,
+// runs and the audit log); Store is all of them.
+
+// Syncs are the sync definitions and their states.
+type Syncs interface {
 	PutSync(ctx context.Context, p PutSyncParams) (Sync, error)
 	GetSync(ctx context.Context, id string) (Sync, error)
 	ListSyncs(ctx context.Context) ([]Sync, error)
 	SetSyncState(ctx context.Context, p SetSyncStateParams) (Sync, error)
+}
 
+// Runs are the runs and their checkpointed pages.
+type Runs interface {
 	InsertRun(ctx context.Context, p InsertRunParams) (Run, error)
 	// UpdateRun saves the run's state, fence, counters and failure fields.
 	UpdateRun(ctx context.Context, r Run) error
@@ -318,7 +325,11 @@ type Store interface {
 	RecordRunPage(ctx context.Context, p RunPage) error
 	// ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.
 	ListRunPages(ctx context.Context, runID int64, limit int) ([]RunPage, error)
+}
 
+// Cursors are the fenced cursors and the checkpoint that saves one with a
+// page's outcomes.
+type Cursors interface {
 	// GetCursor returns the saved cursor, or a zero Cursor (Value "") if none.
 	GetCursor(ctx context.Context, syncID string) (Cursor, error)
 	// SaveCursor writes the cursor if p.Fence >= the sync's registered fence,
@@ -334,7 +345,10 @@ type Store interface {
 	// RaiseFence registers fence as the sync's fence if it is higher than the
 	// registered one; ErrFenced if a higher one is already registered.
 	RaiseFence(ctx context.Context, syncID string, fence int64) error
+}
 
+// Ledger is the delivery ledger.
+type Ledger interface {
 	// LedgerGet returns the entries of keys that exist, in one round trip.
 	LedgerGet(ctx context.Context, syncID string, keys []string) (map[string]LedgerEntry, error)
 	LedgerClaim(ctx context.Context, p LedgerClaimParams) error
@@ -348,7 +362,10 @@ type Store interface {
 	// LedgerList returns a sync's entries in a state (rejected, in_doubt,
 	// accepted, pending), newest first.
 	LedgerList(ctx context.Context, syncID string, state LedgerState, limit int) ([]LedgerEntry, error)
+}
 
+// Leases are the SQL leases (one per sync).
+type Leases interface {
 	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (Lease, error)
 	// LeaseRenew extends the lease if token still holds it, else ErrLeaseLost.
 	LeaseRenew(ctx context.Context, syncID, token string, ttl time.Duration) (Lease, error)
@@ -356,9 +373,21 @@ type Store interface {
 	LeaseRelease(ctx context.Context, syncID, token string) error
 	// LeaseGet returns the current lease row (possibly expired), or ErrNotFound.
 	LeaseGet(ctx context.Context, syncID string) (Lease, error)
+}
 
+// Audit is the audit log.
+type Audit interface {
 	InsertAudit(ctx context.Context, e AuditEntry) error
 	ListAudit(ctx context.Context, syncID string, limit int) ([]AuditEntry, error)
+}
 
+// Store is implemented by store/sqlite and store/postgres.
+type Store interface {
+	Syncs
+	Runs
+	Cursors
+	Ledger
+	Leases
+	Audit
 	Close() error
 }

@@ -276,8 +276,8 @@ type Params struct {
 	// Client runs the scripts: a *redis.Client, *redis.Ring,
 	// *redis.ClusterClient or any redis.UniversalClient. Required.
 	Client redis.Scripter
-	// Store registers every granted fence (RaiseFence). Required.
-	Store store.Store
+	// Store registers every granted fence. Required.
+	Store Fences
 	// Keys names the Redis keys; the zero value is rediskey.Default().
 	Keys rediskey.Space
 	// Self describes this process (recorded as the holder, and used to take
@@ -293,10 +293,16 @@ type Params struct {
 	TTL time.Duration
 }
 
+// Fences is what a Redis lease needs of the store: the registered fence
+// every grant raises (store.Cursors has it).
+type Fences interface {
+	RaiseFence(ctx context.Context, syncID string, fence int64) error
+}
+
 // Manager is lease.Manager on Redis. It is safe for concurrent use.
 type Manager struct {
 	client redis.Scripter
-	store  store.Store
+	store  Fences
 	keys   rediskey.Space
 	self   lease.Process
 	ttl    time.Duration
