@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
@@ -346,12 +346,12 @@ func (c *partitioned) partitionRuns(ctx context.Context, k int) ([]store.Run, er
 }
 
 // deadLetters are the sync's parked dead letters.
-func (c *partitioned) deadLetters(ctx context.Context) ([]checkpoint.DeadLetter, error) {
-	dl, ok := c.st.(checkpoint.DeadLetters)
+func (c *partitioned) deadLetters(ctx context.Context) ([]barrier.DeadLetter, error) {
+	dl, ok := c.st.(barrier.DeadLetters)
 	if !ok {
 		return nil, errors.New("the store keeps no dead letters")
 	}
-	return dl.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{SyncID: c.syncID})
+	return dl.ListDeadLetters(ctx, barrier.ListDeadLettersParams{SyncID: c.syncID})
 }
 
 // barrierKey is the Redis key of run's barrier.
@@ -607,7 +607,7 @@ func (c *partitioned) checkSourceChanged(ctx context.Context, row *Row, fin stor
 	// Every partition is dead-lettered once its retries ran out (1+2+4 s of
 	// backoff at most).
 	var (
-		dl  []checkpoint.DeadLetter
+		dl  []barrier.DeadLetter
 		err error
 	)
 	deadline := time.Now().Add(60 * time.Second)
@@ -622,7 +622,7 @@ func (c *partitioned) checkSourceChanged(ctx context.Context, row *Row, fin stor
 	}
 	parts := map[int]bool{}
 	for _, d := range dl {
-		if d.Reason != checkpoint.ReasonSourceChanged || d.RunID != fin.ID || d.Snapshot == d.HolderSnapshot {
+		if d.Reason != barrier.ReasonSourceChanged || d.RunID != fin.ID || d.Snapshot == d.HolderSnapshot {
 			row.problemf("dead letter %+v", d)
 		}
 		parts[d.Partition] = true

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/pipeline"
@@ -94,7 +94,7 @@ Exit codes: 0 created or aligned; 4 mismatch; 5 dead-lettered (--wait);
 	fl.StringVar(&f.token, "token", "", "this worker's token, without ':' (required)")
 	fl.StringVar(&f.snapshot, "snapshot", "", "snapshot hash of this worker's inputs")
 	fl.StringVar(&f.inputs, "inputs", "", "JSON object file to hash canonically into the snapshot")
-	fl.DurationVar(&f.ttl, "ttl", checkpoint.DefaultTTL, "barrier TTL, applied when this call creates it")
+	fl.DurationVar(&f.ttl, "ttl", barrier.DefaultTTL, "barrier TTL, applied when this call creates it")
 	fl.BoolVar(&f.wait, "wait", false, "retry a mismatch with backoff; dead-letter after 3 retries (exit 5)")
 	fl.BoolVar(&f.allowEvicting, "allow-evicting-redis", false, "accept a Redis whose maxmemory-policy may evict keys")
 	cmd.MarkFlagsMutuallyExclusive("snapshot", "inputs")
@@ -120,7 +120,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 		snapshot = h
 	}
 
-	var deadLetters checkpoint.DeadLetters
+	var deadLetters barrier.DeadLetters
 	allowEvicting := f.allowEvicting
 	if f.config != "" {
 		cfg, err := loadConfig(env, f.config)
@@ -137,7 +137,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 				return failed(env.Stdout, err)
 			}
 			defer st.Close()
-			dl, ok := st.(checkpoint.DeadLetters)
+			dl, ok := st.(barrier.DeadLetters)
 			if !ok {
 				return exit(ExitFailed, fmt.Errorf("checkpoint check: the store %T keeps no dead letters", st))
 			}
@@ -154,29 +154,29 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 	client := redis.NewClient(opts)
 	defer client.Close()
 
-	if err := checkpoint.CheckEvictionPolicy(ctx, client, allowEvicting); err != nil {
+	if err := barrier.CheckEvictionPolicy(ctx, client, allowEvicting); err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
 			return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis"))
 		}
 		return exit(ExitFailed, err)
 	}
 
-	barrier := checkpoint.New(checkpoint.Params{Client: client, Logger: rf.logger(env.Stderr)})
+	b := barrier.New(barrier.Params{Client: client, Logger: rf.logger(env.Stderr)})
 	key := rediskey.Default().Checkpoint(f.key)
-	var res checkpoint.Result
+	var res barrier.Result
 	if f.wait {
-		res, err = barrier.Wait(ctx, checkpoint.WaitParams{
+		res, err = b.Wait(ctx, barrier.WaitParams{
 			Key: key, Token: f.token, Snapshot: snapshot, TTL: f.ttl, DeadLetters: deadLetters, Sleep: f.sleep,
 		})
 	} else {
-		res, err = barrier.Check(ctx, key, f.token, snapshot, f.ttl)
+		res, err = b.Check(ctx, key, f.token, snapshot, f.ttl)
 	}
-	var dead *checkpoint.DeadLetteredError
+	var dead *barrier.DeadLetteredError
 	switch {
 	case errors.As(err, &dead):
 		printOutcome(env.Stdout, res)
 		return exit(ExitDead, err)
-	case errors.Is(err, checkpoint.ErrInvalid):
+	case errors.Is(err, barrier.ErrInvalid):
 		return exit(ExitUsage, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis"))
@@ -184,14 +184,14 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 		return exit(ExitFailed, err)
 	}
 	printOutcome(env.Stdout, res)
-	if res.Outcome == checkpoint.Mismatch {
+	if res.Outcome == barrier.Mismatch {
 		return exit(ExitMismatch, nil)
 	}
 	return nil
 }
 
-func printOutcome(w io.Writer, res checkpoint.Result) {
-	if res.Outcome == checkpoint.Mismatch {
+func printOutcome(w io.Writer, res barrier.Result) {
+	if res.Outcome == barrier.Mismatch {
 		fmt.Fprintf(w, "mismatch holder=%s snapshot=%s\n", res.HolderToken, res.HolderSnapshot)
 		return
 	}
@@ -204,7 +204,7 @@ func snapshotFile(path string) (string, error) {
 		return "", fmt.Errorf("checkpoint check: --inputs: %w", err)
 	}
 	defer f.Close()
-	h, err := checkpoint.SnapshotJSON(f)
+	h, err := barrier.SnapshotJSON(f)
 	if err != nil {
 		return "", fmt.Errorf("checkpoint check: --inputs %s: %w", path, err)
 	}

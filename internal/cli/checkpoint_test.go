@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
@@ -316,8 +316,8 @@ func TestDeadLetterRequeueQueuesARun(t *testing.T) {
 	defer st.Close()
 	park := func(syncID string, partition int) string {
 		t.Helper()
-		d, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: syncID, RunID: 7, Partition: partition,
-			Key: "oncesync:{" + syncID + "}:barrier:7", Reason: checkpoint.ReasonSourceChanged,
+		d, err := st.AddDeadLetter(ctx, barrier.DeadLetter{SyncID: syncID, RunID: 7, Partition: partition,
+			Key: "oncesync:{" + syncID + "}:barrier:7", Reason: barrier.ReasonSourceChanged,
 			Token: fmt.Sprintf("p%d-job%d", partition, partition+10), Snapshot: "snap-1", HolderToken: "run7", HolderSnapshot: "snap-0", Attempts: 4})
 		if err != nil {
 			t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
-	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -36,8 +36,8 @@ and re-queueing").`,
 	return cmd
 }
 
-func deadLetterStore(st store.Store) (checkpoint.DeadLetters, error) {
-	dl, ok := st.(checkpoint.DeadLetters)
+func deadLetterStore(st store.Store) (barrier.DeadLetters, error) {
+	dl, ok := st.(barrier.DeadLetters)
 	if !ok {
 		return nil, exit(ExitFailed, fmt.Errorf("the store %T keeps no dead letters", st))
 	}
@@ -47,7 +47,7 @@ func deadLetterStore(st store.Store) (checkpoint.DeadLetters, error) {
 func newDeadLetterListCmd(env Env) *cobra.Command {
 	var (
 		path string
-		p    checkpoint.ListDeadLettersParams
+		p    barrier.ListDeadLettersParams
 	)
 	cmd := &cobra.Command{
 		Use:   "list --config FILE [--sync SYNC] [--all]",
@@ -77,7 +77,7 @@ func newDeadLetterListCmd(env Env) *cobra.Command {
 	return cmd
 }
 
-func printDeadLetters(w io.Writer, ds []checkpoint.DeadLetter) {
+func printDeadLetters(w io.Writer, ds []barrier.DeadLetter) {
 	if len(ds) == 0 {
 		fmt.Fprintln(w, "no dead letters")
 		return

@@ -22,8 +22,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
-	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
@@ -395,12 +395,12 @@ func storeWhere(cfg *config.Config) string {
 // is stale by definition), then the entry is marked. Nil when the store
 // keeps none.
 func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID, reason string) (queue.Enqueued, error)) (func(context.Context, string) ([]web.DeadLetter, error), func(context.Context, web.RequeueParams) error) {
-	dls, ok := st.(checkpoint.DeadLetters)
+	dls, ok := st.(barrier.DeadLetters)
 	if !ok {
 		return nil, nil
 	}
 	list := func(ctx context.Context, syncID string) ([]web.DeadLetter, error) {
-		entries, err := dls.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{SyncID: syncID, Limit: 100})
+		entries, err := dls.ListDeadLetters(ctx, barrier.ListDeadLettersParams{SyncID: syncID, Limit: 100})
 		if err != nil {
 			return nil, err
 		}
@@ -423,7 +423,7 @@ func webDeadLetters(st store.Store, enqueue func(ctx context.Context, syncID, re
 			DeadLetters: dls, Store: st, Enqueue: enqueue, ID: id, By: p.By, SyncID: p.SyncID,
 		})
 		switch {
-		case errors.Is(err, queue.ErrSyncPaused), errors.Is(err, checkpoint.ErrAlreadyRequeued):
+		case errors.Is(err, queue.ErrSyncPaused), errors.Is(err, barrier.ErrAlreadyRequeued):
 			return fmt.Errorf("%w: %w", web.ErrConflict, err)
 		case errors.Is(err, queue.ErrUnknownSync):
 			return fmt.Errorf("%w: %w", store.ErrNotFound, err)

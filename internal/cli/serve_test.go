@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
@@ -37,19 +37,19 @@ func TestWebDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = svc.Shutdown(ctx) }()
-	d, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: "s", RunID: 7, Partition: 2, Key: "k",
-		Reason: checkpoint.ReasonSourceChanged, Attempts: 4})
+	d, err := st.AddDeadLetter(ctx, barrier.DeadLetter{SyncID: "s", RunID: 7, Partition: 2, Key: "k",
+		Reason: barrier.ReasonSourceChanged, Attempts: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := st.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: "t", RunID: 8, Partition: 1, Key: "k2",
-		Reason: checkpoint.ReasonSourceChanged, Attempts: 4})
+	other, err := st.AddDeadLetter(ctx, barrier.DeadLetter{SyncID: "t", RunID: 8, Partition: 1, Key: "k2",
+		Reason: barrier.ReasonSourceChanged, Attempts: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	list, requeue := webDeadLetters(st, svc.Enqueue)
 	got, err := list(ctx, "s")
-	if err != nil || len(got) != 1 || got[0].ID != strconv.FormatInt(d.ID, 10) || got[0].RunID != 7 || got[0].Partition != 2 || got[0].Code != checkpoint.ReasonSourceChanged {
+	if err != nil || len(got) != 1 || got[0].ID != strconv.FormatInt(d.ID, 10) || got[0].RunID != 7 || got[0].Partition != 2 || got[0].Code != barrier.ReasonSourceChanged {
 		t.Fatalf("list: %+v %v", got, err)
 	}
 	// Another sync's entry is not this sync page's to re-queue.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -18,7 +18,7 @@ var ErrSyncPaused = errors.New("the sync is paused; resume it first")
 type RequeueParams struct {
 	// DeadLetters holds the entry; Store is read for the sync's state.
 	// Both are required (a store usually implements both).
-	DeadLetters checkpoint.DeadLetters
+	DeadLetters barrier.DeadLetters
 	Store       store.Store
 	// Enqueue queues a run of a sync now: (*Service).Enqueue. Nil is
 	// allowed with MarkOnly, or when no entry names a sync; the CLI opens
@@ -40,7 +40,7 @@ type RequeueParams struct {
 // Requeued says what RequeueDeadLetter did.
 type Requeued struct {
 	// DeadLetter is the entry, as marked re-queued.
-	DeadLetter checkpoint.DeadLetter
+	DeadLetter barrier.DeadLetter
 	// Queued reports whether a run of the entry's sync was queued; Run is
 	// its job (Run.Duplicate: a run of the sync was already queued or
 	// working, and it is the one that redoes the work). Nothing is queued
@@ -64,9 +64,9 @@ func RequeueDeadLetter(ctx context.Context, p RequeueParams) (Requeued, error) {
 	if p.DeadLetters == nil || p.Store == nil {
 		return out, errors.New("queue: RequeueDeadLetter needs DeadLetters and Store")
 	}
-	d, err := checkpoint.Requeue(ctx, checkpoint.RequeueParams{
+	d, err := barrier.Requeue(ctx, barrier.RequeueParams{
 		Store: p.DeadLetters, ID: p.ID, By: p.By, Clock: p.Clock,
-		Enqueue: func(ctx context.Context, d checkpoint.DeadLetter) error {
+		Enqueue: func(ctx context.Context, d barrier.DeadLetter) error {
 			if p.SyncID != "" && d.SyncID != p.SyncID {
 				return fmt.Errorf("%w: dead letter %d is not one of sync %s's", store.ErrNotFound, d.ID, p.SyncID)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/pipeline"
@@ -44,7 +44,7 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	dls, ok := st.(checkpoint.DeadLetters)
+	dls, ok := st.(barrier.DeadLetters)
 	if !ok {
 		t.Fatalf("%T keeps no dead letters", st)
 	}
@@ -59,8 +59,8 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 
 	park := func(syncID string) int64 {
 		t.Helper()
-		d, err := dls.AddDeadLetter(ctx, checkpoint.DeadLetter{SyncID: syncID, RunID: 3, Partition: 2, Key: "k",
-			Reason: checkpoint.ReasonSourceChanged, Token: "p2", Snapshot: "s", Attempts: 4})
+		d, err := dls.AddDeadLetter(ctx, barrier.DeadLetter{SyncID: syncID, RunID: 3, Partition: 2, Key: "k",
+			Reason: barrier.ReasonSourceChanged, Token: "p2", Snapshot: "s", Attempts: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

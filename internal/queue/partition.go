@@ -17,7 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -209,14 +209,14 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	key := s.keys.Barrier(sc.ID, run.ID)
 	token := "run" + strconv.FormatInt(run.ID, 10)
 	res, err := s.barrier.Check(ctx, key, token, snap, PartitionBarrierTTL)
-	if err == nil && resumed && res.Outcome == checkpoint.Mismatch && res.HolderToken == token {
+	if err == nil && resumed && res.Outcome == barrier.Mismatch && res.HolderToken == token {
 		// The source changed since the dead coordinator pinned it, but no
 		// partition of the run was queued, so nothing was written from
 		// the old view: pin the current one.
 		err = s.barrier.Advance(ctx, key, token, snap, PartitionBarrierTTL)
-		res.Outcome = checkpoint.Aligned
+		res.Outcome = barrier.Aligned
 	}
-	if err == nil && res.Outcome != checkpoint.Created && res.Outcome != checkpoint.Aligned {
+	if err == nil && res.Outcome != barrier.Created && res.Outcome != barrier.Aligned {
 		err = fmt.Errorf("barrier %s already holds snapshot %s", key, res.HolderSnapshot)
 	}
 	if err != nil {
@@ -335,7 +335,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 			if err != nil {
 				return err
 			}
-			_, err = s.barrier.Wait(ctx, checkpoint.WaitParams{
+			_, err = s.barrier.Wait(ctx, barrier.WaitParams{
 				Key: args.Barrier, Token: token, Snapshot: snap, VerifyOnly: true,
 				// A barrier lost with Redis (a restart without persistence)
 				// is restored to the coordinator's pin, which the job
@@ -343,14 +343,14 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 				// matches it.
 				Pin: pinOf(args), TTL: PartitionBarrierTTL,
 				DeadLetters: s.deadLetters,
-				Entry: checkpoint.DeadLetter{
+				Entry: barrier.DeadLetter{
 					SyncID: sc.ID, RunID: args.RunID, Partition: args.Partition,
-					Reason: checkpoint.ReasonSourceChanged, Payload: string(payload),
+					Reason: barrier.ReasonSourceChanged, Payload: string(payload),
 				},
 				Sleep: s.build.Sleep,
 				Clock: s.clock,
 			})
-			if errors.Is(err, checkpoint.ErrDeadLettered) {
+			if errors.Is(err, barrier.ErrDeadLettered) {
 				return failure.Wrap(failure.SourceChangedDuringRun, err,
 					"the source changed since partition %d's run pinned its snapshot; nothing was written from the changed view and the partition was dead-lettered", args.Partition)
 			}
@@ -363,11 +363,11 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 
 // pinOf is the coordinator's pin a partition job carries (nil for a job
 // queued without one).
-func pinOf(args RunPartitionArgs) *checkpoint.Pin {
+func pinOf(args RunPartitionArgs) *barrier.Pin {
 	if args.Token == "" || args.Snapshot == "" {
 		return nil
 	}
-	return &checkpoint.Pin{Token: args.Token, Snapshot: args.Snapshot}
+	return &barrier.Pin{Token: args.Token, Snapshot: args.Snapshot}
 }
 
 // partitionEnded closes the coordinated run when the partition's outcome
@@ -472,7 +472,7 @@ func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src sourc
 		inputs = map[string]any{"version": ver}
 	}
 	inputs["source"] = src.ID()
-	snap, err := checkpoint.Snapshot(inputs)
+	snap, err := barrier.Snapshot(inputs)
 	if err != nil {
 		return "", failure.Wrap(failure.Internal, err, "hash the source snapshot")
 	}

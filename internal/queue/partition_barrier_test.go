@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -60,7 +60,7 @@ func TestPartitionedBarrierLostMidRun(t *testing.T) {
 	if st.Contacts != partitionRows || st.ContactsWritten != partitionRows || st.DuplicateWrites != 0 {
 		t.Fatalf("fake: want %d contacts written once; got %+v", partitionRows, st)
 	}
-	if dl, err := b.st.(checkpoint.DeadLetters).ListDeadLetters(t.Context(), checkpoint.ListDeadLettersParams{SyncID: b.syncID}); err != nil || len(dl) != 0 {
+	if dl, err := b.st.(barrier.DeadLetters).ListDeadLetters(t.Context(), barrier.ListDeadLettersParams{SyncID: b.syncID}); err != nil || len(dl) != 0 {
 		t.Fatalf("dead letters %+v, %v", dl, err)
 	}
 	// The last partition released the restored barrier.

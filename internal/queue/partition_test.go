@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -179,7 +179,7 @@ func TestPartitionedSyncDelivers(t *testing.T) {
 	if read != partitionRows {
 		t.Fatalf("partitions read %d rows in all", read)
 	}
-	if dl, err := b.st.(checkpoint.DeadLetters).ListDeadLetters(t.Context(), checkpoint.ListDeadLettersParams{SyncID: b.syncID}); err != nil || len(dl) != 0 {
+	if dl, err := b.st.(barrier.DeadLetters).ListDeadLetters(t.Context(), barrier.ListDeadLettersParams{SyncID: b.syncID}); err != nil || len(dl) != 0 {
 		t.Fatalf("dead letters %+v, %v", dl, err)
 	}
 }
@@ -212,10 +212,10 @@ func TestPartitionedSyncSourceChanged(t *testing.T) {
 		t.Fatalf("run: %+v", fin)
 	}
 	// Every partition ends dead-lettered (none could finish: each has 50 pages).
-	var dl []checkpoint.DeadLetter
+	var dl []barrier.DeadLetter
 	waitFor(t, 30*time.Second, "every partition to be dead-lettered", func() bool {
 		var err error
-		dl, err = b.st.(checkpoint.DeadLetters).ListDeadLetters(t.Context(), checkpoint.ListDeadLettersParams{SyncID: b.syncID})
+		dl, err = b.st.(barrier.DeadLetters).ListDeadLetters(t.Context(), barrier.ListDeadLettersParams{SyncID: b.syncID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestPartitionedSyncSourceChanged(t *testing.T) {
 	})
 	seen := map[int]bool{}
 	for _, d := range dl {
-		if d.Reason != checkpoint.ReasonSourceChanged || d.RunID != fin.ID || d.Snapshot == d.HolderSnapshot || d.Attempts != checkpoint.DefaultRetries+1 {
+		if d.Reason != barrier.ReasonSourceChanged || d.RunID != fin.ID || d.Snapshot == d.HolderSnapshot || d.Attempts != barrier.DefaultRetries+1 {
 			t.Fatalf("dead letter %+v", d)
 		}
 		seen[d.Partition] = true

@@ -19,7 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
@@ -294,7 +294,7 @@ func testCoordinatorResumesUnsplitRun(t *testing.T, b *coordBundle) {
 	// p: recorded and pinned, then killed; the source changed since.
 	pRun := b.insertRun(t, "p", store.RunRunning)
 	pKey, pToken := b.svc.keys.Barrier("p", pRun.ID), fmt.Sprintf("run%d", pRun.ID)
-	stale, err := checkpoint.Snapshot(map[string]any{"sha256": "before", "source": "p"})
+	stale, err := barrier.Snapshot(map[string]any{"sha256": "before", "source": "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func testCoordinatorResumesUnsplitRun(t *testing.T, b *coordBundle) {
 		if a.Token != pToken || a.Barrier != pKey || a.Snapshot == stale {
 			t.Fatalf("partition %d: %+v, want the run's barrier re-pinned to the source as it is", a.Partition, a)
 		}
-		if res, err := b.svc.barrier.Verify(b.ctx, pKey, a.Snapshot); err != nil || res.Outcome != checkpoint.Aligned {
+		if res, err := b.svc.barrier.Verify(b.ctx, pKey, a.Snapshot); err != nil || res.Outcome != barrier.Aligned {
 			t.Fatalf("barrier of run %d against partition %d's snapshot: %+v, %v", pRun.ID, a.Partition, res, err)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
-	"github.com/oncesync/oncesync/internal/checkpoint"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
@@ -124,7 +124,7 @@ type Params struct {
 	// default namespace).
 	RedisKeys rediskey.Space
 	// BarrierMetrics, if set, counts the barrier's outcomes.
-	BarrierMetrics *checkpoint.Metrics
+	BarrierMetrics *barrier.Metrics
 
 	// Heartbeats, when set, tells each sync's heartbeat_url how its runs
 	// end (SPEC §9, runEnded); nil sends none. The caller closes it after
@@ -153,9 +153,9 @@ type Service struct {
 	b           backend
 
 	// Partitioned syncs (partition.go): barrier is nil without Redis.
-	barrier     *checkpoint.Barrier
+	barrier     *barrier.Barrier
 	keys        rediskey.Space
-	deadLetters checkpoint.DeadLetters
+	deadLetters barrier.DeadLetters
 	closeRedis  func() error
 
 	// enqueueOnly: Params.EnqueueOnly.
@@ -346,7 +346,7 @@ func (s *Service) scheduledRun(sc *config.Sync) river.PeriodicJobConstructor {
 func (s *Service) openBarrier(ctx context.Context, p Params) error {
 	s.keys = p.RedisKeys
 	s.closeRedis = func() error { return nil }
-	if dl, ok := p.Store.(checkpoint.DeadLetters); ok {
+	if dl, ok := p.Store.(barrier.DeadLetters); ok {
 		s.deadLetters = dl
 	}
 	client := p.Redis
@@ -364,7 +364,7 @@ func (s *Service) openBarrier(ctx context.Context, p Params) error {
 		}
 		client, s.closeRedis = c, c.Close
 	}
-	s.barrier = checkpoint.New(checkpoint.Params{Client: client, Metrics: p.BarrierMetrics, Logger: s.log, Clock: s.clock})
+	s.barrier = barrier.New(barrier.Params{Client: client, Metrics: p.BarrierMetrics, Logger: s.log, Clock: s.clock})
 	return nil
 }
 

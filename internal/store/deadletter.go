@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Dead letters: work the checkpoint barrier (internal/checkpoint) parked
+// Dead letters: work the checkpoint barrier (internal/barrier) parked
 // after repeated mismatches. The types live here, with the other stored
 // records, so that the drivers implement an interface of the package they
-// build on rather than one above them; internal/checkpoint aliases them.
+// build on rather than one above them; internal/barrier aliases them.
 
 // ErrAlreadyRequeued: RequeueDeadLetter on an entry a person already
 // re-queued.
@@ -29,7 +29,7 @@ type DeadLetter struct {
 	Partition int
 	// Key is the barrier key (or barrier name) that kept mismatching.
 	Key string
-	// Reason is a short code: internal/checkpoint's ReasonMismatch,
+	// Reason is a short code: internal/barrier's ReasonMismatch,
 	// ReasonSourceChanged, or another.
 	Reason string
 	// Token and Snapshot are the parked worker's; HolderToken and

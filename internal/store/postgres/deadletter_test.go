@@ -3,7 +3,7 @@ package postgres
 import (
 	"testing"
 
-	"github.com/oncesync/oncesync/internal/checkpoint/checkpointtest"
+	"github.com/oncesync/oncesync/internal/barrier/barriertest"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -16,7 +16,7 @@ func TestDeadLetters(t *testing.T) {
 	if _, err := migrationFS.ReadFile("migrations/0004_deadletter.sql"); err != nil {
 		t.Skip("migration 0004_deadletter.sql is still pending (migrations/0004_deadletter.sql.pending)")
 	}
-	checkpointtest.DeadLetterSuite(t, func(t *testing.T, clk clock.Clock) store.DeadLetters {
+	barriertest.DeadLetterSuite(t, func(t *testing.T, clk clock.Clock) store.DeadLetters {
 		s, _ := openTest(t, clk)
 		return s
 	})

@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/testenv"
 )
@@ -225,7 +225,7 @@ type bundle struct {
 	ctx     context.Context
 	client  redis.UniversalClient
 	keys    rediskey.Space
-	barrier *checkpoint.Barrier
+	barrier *barrier.Barrier
 }
 
 func setup(t testing.TB, client redis.UniversalClient) *bundle {
@@ -242,7 +242,7 @@ func setup(t testing.TB, client redis.UniversalClient) *bundle {
 		ctx:     context.Background(),
 		client:  client,
 		keys:    keys,
-		barrier: checkpoint.New(checkpoint.Params{Client: client}),
+		barrier: barrier.New(barrier.Params{Client: client}),
 	}
 }
 

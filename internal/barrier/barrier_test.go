@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-func (tb *bundle) check(t *testing.T, key, token, snapshot string, ttl time.Duration) checkpoint.Result {
+func (tb *bundle) check(t *testing.T, key, token, snapshot string, ttl time.Duration) barrier.Result {
 	t.Helper()
 	res, err := tb.barrier.Check(tb.ctx, key, token, snapshot, ttl)
 	if err != nil {
@@ -45,7 +45,7 @@ func (tb *bundle) pttl(t *testing.T, key string) time.Duration {
 	return d
 }
 
-func wantResult(t *testing.T, got checkpoint.Result, want checkpoint.Result) {
+func wantResult(t *testing.T, got barrier.Result, want barrier.Result) {
 	t.Helper()
 	if got != want {
 		t.Errorf("result = {%s holder=%q snapshot=%q}, want {%s holder=%q snapshot=%q}",
@@ -58,16 +58,16 @@ func TestCheckCreatedThenAligned(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		key := tb.key()
 		wantResult(t, tb.check(t, key, "run-a", "snap-1", 0),
-			checkpoint.Result{Outcome: checkpoint.Created, HolderToken: "run-a", HolderSnapshot: "snap-1"})
+			barrier.Result{Outcome: barrier.Created, HolderToken: "run-a", HolderSnapshot: "snap-1"})
 		if v, ok := tb.value(t, key); !ok || v != "run-a:snap-1" {
 			t.Errorf("stored value = %q (present %v), want \"run-a:snap-1\"", v, ok)
 		}
 		// Another worker (other token), same inputs: aligned, holder unchanged.
 		wantResult(t, tb.check(t, key, "run-b", "snap-1", 0),
-			checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-1"})
+			barrier.Result{Outcome: barrier.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-1"})
 		// The creator again: aligned too.
 		wantResult(t, tb.check(t, key, "run-a", "snap-1", 0),
-			checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-1"})
+			barrier.Result{Outcome: barrier.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-1"})
 		if v, _ := tb.value(t, key); v != "run-a:snap-1" {
 			t.Errorf("an aligned check changed the value to %q", v)
 		}
@@ -80,10 +80,10 @@ func TestCheckMismatch(t *testing.T) {
 		key := tb.key()
 		tb.check(t, key, "run-a", "snap-1", 0)
 		wantResult(t, tb.check(t, key, "run-b", "snap-2", 0),
-			checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-1"})
+			barrier.Result{Outcome: barrier.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-1"})
 		// The holder itself with other inputs: a mismatch too (use Advance).
 		wantResult(t, tb.check(t, key, "run-a", "snap-2", 0),
-			checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-1"})
+			barrier.Result{Outcome: barrier.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-1"})
 		if v, _ := tb.value(t, key); v != "run-a:snap-1" {
 			t.Errorf("a mismatching check changed the value to %q", v)
 		}
@@ -98,22 +98,22 @@ func TestStaleKeyIsMismatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		tests := []struct {
 			name, stale, snapshot string
-			want                  checkpoint.Result
+			want                  barrier.Result
 		}{
 			{"other snapshot", "old-run:e3b0c442", "9f86d081",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "old-run", HolderSnapshot: "e3b0c442"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "old-run", HolderSnapshot: "e3b0c442"}},
 			{"ours is a substring of it (seed's string.find)", "old-run:xx9f86d081xx", "9f86d081",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "old-run", HolderSnapshot: "xx9f86d081xx"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "old-run", HolderSnapshot: "xx9f86d081xx"}},
 			{"same first 8 characters (seed's tolerance window)", "old-run:9f86d081aaaa", "9f86d081bbbb",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "old-run", HolderSnapshot: "9f86d081aaaa"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "old-run", HolderSnapshot: "9f86d081aaaa"}},
 			{"ours extends it", "old-run:9f86", "9f86d081",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "old-run", HolderSnapshot: "9f86"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "old-run", HolderSnapshot: "9f86"}},
 			{"token matches our snapshot", "9f86d081:other", "9f86d081",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "9f86d081", HolderSnapshot: "other"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "9f86d081", HolderSnapshot: "other"}},
 			{"not our format", "9f86d081", "9f86d081",
-				checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "", HolderSnapshot: "9f86d081"}},
+				barrier.Result{Outcome: barrier.Mismatch, HolderToken: "", HolderSnapshot: "9f86d081"}},
 			{"same snapshot, colons inside", "old-run:a:b:c", "a:b:c",
-				checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "old-run", HolderSnapshot: "a:b:c"}},
+				barrier.Result{Outcome: barrier.Aligned, HolderToken: "old-run", HolderSnapshot: "a:b:c"}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -142,8 +142,8 @@ func TestAdvance(t *testing.T) {
 		tb.check(t, key, "run-a", "snap-1", 2*time.Second)
 
 		err := tb.barrier.Advance(tb.ctx, key, "run-b", "snap-2", 0)
-		var nh *checkpoint.NotHolderError
-		if !errors.As(err, &nh) || !errors.Is(err, checkpoint.ErrNotHolder) {
+		var nh *barrier.NotHolderError
+		if !errors.As(err, &nh) || !errors.Is(err, barrier.ErrNotHolder) {
 			t.Fatalf("Advance by another token = %v, want *NotHolderError", err)
 		}
 		if nh.HolderToken != "run-a" || nh.HolderSnapshot != "snap-1" {
@@ -163,9 +163,9 @@ func TestAdvance(t *testing.T) {
 			t.Errorf("TTL after Advance = %s, want renewed to about 1m", d)
 		}
 		wantResult(t, tb.check(t, key, "run-b", "snap-1", 0),
-			checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-2"})
+			barrier.Result{Outcome: barrier.Mismatch, HolderToken: "run-a", HolderSnapshot: "snap-2"})
 		wantResult(t, tb.check(t, key, "run-b", "snap-2", 0),
-			checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-2"})
+			barrier.Result{Outcome: barrier.Aligned, HolderToken: "run-a", HolderSnapshot: "snap-2"})
 
 		// An absent barrier (expired, released) cannot be advanced.
 		err = tb.barrier.Advance(tb.ctx, tb.key(), "run-a", "snap-3", 0)
@@ -182,7 +182,7 @@ func TestRelease(t *testing.T) {
 		tb.check(t, key, "run-a", "snap-1", 0)
 
 		err := tb.barrier.Release(tb.ctx, key, "run-b")
-		var nh *checkpoint.NotHolderError
+		var nh *barrier.NotHolderError
 		if !errors.As(err, &nh) || nh.HolderToken != "run-a" {
 			t.Fatalf("Release by another token = %v, want *NotHolderError naming run-a", err)
 		}
@@ -200,7 +200,7 @@ func TestRelease(t *testing.T) {
 		}
 		// Released: the next check defines a new reference point.
 		wantResult(t, tb.check(t, key, "run-c", "snap-9", 0),
-			checkpoint.Result{Outcome: checkpoint.Created, HolderToken: "run-c", HolderSnapshot: "snap-9"})
+			barrier.Result{Outcome: barrier.Created, HolderToken: "run-c", HolderSnapshot: "snap-9"})
 	})
 }
 
@@ -209,8 +209,8 @@ func TestTTL(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		def := tb.key()
 		tb.check(t, def, "run-a", "s", 0)
-		if d := tb.pttl(t, def); d <= checkpoint.DefaultTTL-5*time.Second || d > checkpoint.DefaultTTL {
-			t.Errorf("default TTL = %s, want about %s", d, checkpoint.DefaultTTL)
+		if d := tb.pttl(t, def); d <= barrier.DefaultTTL-5*time.Second || d > barrier.DefaultTTL {
+			t.Errorf("default TTL = %s, want about %s", d, barrier.DefaultTTL)
 		}
 
 		set := tb.key()
@@ -237,7 +237,7 @@ func TestTTL(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		wantResult(t, tb.check(t, short, "run-b", "new", 0),
-			checkpoint.Result{Outcome: checkpoint.Created, HolderToken: "run-b", HolderSnapshot: "new"})
+			barrier.Result{Outcome: barrier.Created, HolderToken: "run-b", HolderSnapshot: "new"})
 	})
 }
 
@@ -249,17 +249,17 @@ func TestVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantResult(t, res, checkpoint.Result{Outcome: checkpoint.Missing})
+		wantResult(t, res, barrier.Result{Outcome: barrier.Missing})
 		if _, ok := tb.value(t, key); ok {
 			t.Fatal("Verify created the key")
 		}
 		tb.check(t, key, "coordinator", "snap-1", 0)
 		for _, tt := range []struct {
 			snapshot string
-			want     checkpoint.Result
+			want     barrier.Result
 		}{
-			{"snap-1", checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "coordinator", HolderSnapshot: "snap-1"}},
-			{"snap-2", checkpoint.Result{Outcome: checkpoint.Mismatch, HolderToken: "coordinator", HolderSnapshot: "snap-1"}},
+			{"snap-1", barrier.Result{Outcome: barrier.Aligned, HolderToken: "coordinator", HolderSnapshot: "snap-1"}},
+			{"snap-2", barrier.Result{Outcome: barrier.Mismatch, HolderToken: "coordinator", HolderSnapshot: "snap-1"}},
 		} {
 			res, err := tb.barrier.Verify(tb.ctx, key, tt.snapshot)
 			if err != nil {
@@ -312,14 +312,14 @@ func TestKeysSpreadOverShards(t *testing.T) {
 		}
 		for _, k := range keys {
 			wantResult(t, tb.check(t, k, "run-b", "s", 0),
-				checkpoint.Result{Outcome: checkpoint.Aligned, HolderToken: "run-a", HolderSnapshot: "s"})
+				barrier.Result{Outcome: barrier.Aligned, HolderToken: "run-a", HolderSnapshot: "s"})
 		}
 	})
 }
 
 func TestInvalid(t *testing.T) {
 	t.Parallel()
-	b := checkpoint.New(checkpoint.Params{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})})
+	b := barrier.New(barrier.Params{Client: redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})})
 	ctx := t.Context()
 	tests := []struct {
 		name string
@@ -333,13 +333,13 @@ func TestInvalid(t *testing.T) {
 		{"advance token with colon", func() error { return b.Advance(ctx, "k", "a:b", "s", 0) }},
 		{"release empty token", func() error { return b.Release(ctx, "k", "") }},
 		{"no client", func() error {
-			_, err := checkpoint.New(checkpoint.Params{}).Check(ctx, "k", "t", "s", 0)
+			_, err := barrier.New(barrier.Params{}).Check(ctx, "k", "t", "s", 0)
 			return err
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.call(); !errors.Is(err, checkpoint.ErrInvalid) {
+			if err := tt.call(); !errors.Is(err, barrier.ErrInvalid) {
 				t.Errorf("err = %v, want ErrInvalid", err)
 			}
 		})
@@ -365,7 +365,7 @@ func TestRedisDown(t *testing.T) {
 	if _, err := tb.barrier.Verify(tb.ctx, key, "s"); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Verify with Redis down = %v, want store.ErrUnavailable", err)
 	}
-	_, err = tb.barrier.Wait(tb.ctx, checkpoint.WaitParams{Key: key, Token: "run-b", Snapshot: "s",
+	_, err = tb.barrier.Wait(tb.ctx, barrier.WaitParams{Key: key, Token: "run-b", Snapshot: "s",
 		Sleep: func(context.Context, time.Duration) error { t.Error("Wait slept on a Redis error"); return nil }})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("Wait with Redis down = %v, want store.ErrUnavailable at once", err)
@@ -378,8 +378,8 @@ func TestConcurrentCheckersConverge(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		key := tb.key()
-		counts, elapsed := runCheckers(t, tb.barrier, key, 500, checkpoint.WaitParams{})
-		if counts[checkpoint.Created] != 1 || counts[checkpoint.Aligned] != 499 {
+		counts, elapsed := runCheckers(t, tb.barrier, key, 500, barrier.WaitParams{})
+		if counts[barrier.Created] != 1 || counts[barrier.Aligned] != 499 {
 			t.Errorf("outcomes %v, want 1 created and 499 aligned", counts)
 		}
 		t.Logf("500 concurrent checkers converged in %s", elapsed)
@@ -396,13 +396,13 @@ func TestCheckersConvergeAfterStaleKey(t *testing.T) {
 	if err := tb.client.Set(tb.ctx, key, "old-run:stale", 150*time.Millisecond).Err(); err != nil {
 		t.Fatal(err)
 	}
-	counts, elapsed := runCheckers(t, tb.barrier, key, 500, checkpoint.WaitParams{
+	counts, elapsed := runCheckers(t, tb.barrier, key, 500, barrier.WaitParams{
 		Retries: 10,
 		Jitter:  func(ceiling time.Duration) time.Duration { return ceiling / 20 },
 	})
 	// The stale snapshot differs from theirs: an aligned answer can only
 	// come from the barrier one of them created after it expired.
-	if counts[checkpoint.Created] != 1 || counts[checkpoint.Aligned] != 499 {
+	if counts[barrier.Created] != 1 || counts[barrier.Aligned] != 499 {
 		t.Errorf("outcomes %v, want 1 created and 499 aligned", counts)
 	}
 	t.Logf("500 checkers converged %s after meeting a stale key (150 ms TTL)", elapsed)
@@ -410,11 +410,11 @@ func TestCheckersConvergeAfterStaleKey(t *testing.T) {
 
 // runCheckers runs n concurrent Waits on key with one snapshot and returns
 // the outcome counts and the time until the last one returned.
-func runCheckers(t testing.TB, b *checkpoint.Barrier, key string, n int, p checkpoint.WaitParams) (map[checkpoint.Outcome]int, time.Duration) {
+func runCheckers(t testing.TB, b *barrier.Barrier, key string, n int, p barrier.WaitParams) (map[barrier.Outcome]int, time.Duration) {
 	t.Helper()
 	var (
 		mu     sync.Mutex
-		counts = map[checkpoint.Outcome]int{}
+		counts = map[barrier.Outcome]int{}
 		wg     sync.WaitGroup
 		start  = make(chan struct{})
 	)

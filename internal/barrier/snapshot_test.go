@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 )
 
 // genValue returns a random JSON-shaped value (as decoded with UseNumber).
@@ -142,25 +142,25 @@ func TestSnapshotProperties(t *testing.T) {
 		var a, b bytes.Buffer
 		writeJSON(&a, r, in)
 		writeJSON(&b, r, in)
-		ha, err := checkpoint.SnapshotJSON(&a)
+		ha, err := barrier.SnapshotJSON(&a)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		hb, err := checkpoint.SnapshotJSON(bytes.NewReader(b.Bytes()))
+		hb, err := barrier.SnapshotJSON(bytes.NewReader(b.Bytes()))
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		if ha != hb {
 			t.Fatalf("case %d: key order changed the hash:\n%s\n%s", i, a.String(), b.String())
 		}
-		direct, err := checkpoint.Snapshot(in)
+		direct, err := barrier.Snapshot(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if direct != ha {
 			t.Fatalf("case %d: Snapshot %s != SnapshotJSON %s for %s", i, direct, ha, b.String())
 		}
-		changed, err := checkpoint.Snapshot(mutate(r, in).(map[string]any))
+		changed, err := barrier.Snapshot(mutate(r, in).(map[string]any))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
-// Package checkpointtest is the conformance suite of checkpoint.DeadLetters,
+// Package barriertest is the conformance suite of barrier.DeadLetters,
 // run by every store that implements it.
-package checkpointtest
+package barriertest
 
 import (
 	"errors"
@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
 // Open returns a fresh, empty store whose clock is clk, closed when t ends.
-type Open func(t *testing.T, clk clock.Clock) checkpoint.DeadLetters
+type Open func(t *testing.T, clk clock.Clock) barrier.DeadLetters
 
-// DeadLetterSuite checks a checkpoint.DeadLetters implementation against a
+// DeadLetterSuite checks a barrier.DeadLetters implementation against a
 // real store.
 func DeadLetterSuite(t *testing.T, open Open) {
 	t.Run("AddGetList", func(t *testing.T) {
@@ -26,9 +26,9 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		s := open(t, clk)
 		ctx := t.Context()
 
-		first, err := s.AddDeadLetter(ctx, checkpoint.DeadLetter{
+		first, err := s.AddDeadLetter(ctx, barrier.DeadLetter{
 			SyncID: "contacts", RunID: 7, Partition: 3, Key: "oncesync:v1:{sync:contacts}:barrier:7",
-			Reason: checkpoint.ReasonSourceChanged, Token: "tok-a", Snapshot: "aaa",
+			Reason: barrier.ReasonSourceChanged, Token: "tok-a", Snapshot: "aaa",
 			HolderToken: "tok-b", HolderSnapshot: "bbb", Attempts: 4, Payload: `{"partition":3}`,
 		})
 		if err != nil {
@@ -42,7 +42,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		}
 		clk.Advance(time.Minute)
 		at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-		second, err := s.AddDeadLetter(ctx, checkpoint.DeadLetter{Key: "named", Reason: checkpoint.ReasonMismatch,
+		second, err := s.AddDeadLetter(ctx, barrier.DeadLetter{Key: "named", Reason: barrier.ReasonMismatch,
 			Token: "t2", Snapshot: "s2", CreatedAt: at})
 		if err != nil {
 			t.Fatalf("AddDeadLetter: %v", err)
@@ -63,28 +63,28 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		}
 		if got.SyncID != "contacts" || got.RunID != 7 || got.Partition != 3 || got.Attempts != 4 ||
 			got.HolderToken != "tok-b" || got.HolderSnapshot != "bbb" || got.Payload != `{"partition":3}` ||
-			got.Reason != checkpoint.ReasonSourceChanged || got.Requeued() {
+			got.Reason != barrier.ReasonSourceChanged || got.Requeued() {
 			t.Errorf("round trip lost fields: %+v", got)
 		}
 		if _, err := s.GetDeadLetter(ctx, second.ID+1000); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("GetDeadLetter(unknown) = %v, want ErrNotFound", err)
 		}
 
-		all, err := s.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{})
+		all, err := s.ListDeadLetters(ctx, barrier.ListDeadLettersParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ids(all) != ids([]checkpoint.DeadLetter{second, first}) {
-			t.Errorf("List = %v, want newest first %v", ids(all), ids([]checkpoint.DeadLetter{second, first}))
+		if ids(all) != ids([]barrier.DeadLetter{second, first}) {
+			t.Errorf("List = %v, want newest first %v", ids(all), ids([]barrier.DeadLetter{second, first}))
 		}
-		one, err := s.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{SyncID: "contacts"})
+		one, err := s.ListDeadLetters(ctx, barrier.ListDeadLettersParams{SyncID: "contacts"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(one) != 1 || one[0].ID != first.ID {
 			t.Errorf("List(sync contacts) = %v, want [%d]", ids(one), first.ID)
 		}
-		limited, err := s.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{Limit: 1})
+		limited, err := s.ListDeadLetters(ctx, barrier.ListDeadLettersParams{Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 	t.Run("AddInvalid", func(t *testing.T) {
 		t.Parallel()
 		s := open(t, clock.NewFake(time.Unix(0, 0)))
-		for _, d := range []checkpoint.DeadLetter{{Reason: "r", Token: "t", Snapshot: "s"}, {Key: "k", Token: "t", Snapshot: "s"}} {
+		for _, d := range []barrier.DeadLetter{{Reason: "r", Token: "t", Snapshot: "s"}, {Key: "k", Token: "t", Snapshot: "s"}} {
 			if _, err := s.AddDeadLetter(t.Context(), d); err == nil {
 				t.Errorf("AddDeadLetter(%+v) succeeded, want an error", d)
 			}
@@ -108,7 +108,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 		s := open(t, clk)
 		ctx := t.Context()
-		d, err := s.AddDeadLetter(ctx, checkpoint.DeadLetter{Key: "k", Reason: checkpoint.ReasonMismatch, Token: "t", Snapshot: "s"})
+		d, err := s.AddDeadLetter(ctx, barrier.DeadLetter{Key: "k", Reason: barrier.ReasonMismatch, Token: "t", Snapshot: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		if !r.RequeuedAt.Equal(at) || r.RequeuedBy != "alice" || r.ID != d.ID {
 			t.Errorf("requeued = %+v, want at %s by alice", r, at)
 		}
-		if _, err := s.RequeueDeadLetter(ctx, d.ID, "bob", at.Add(time.Minute)); !errors.Is(err, checkpoint.ErrAlreadyRequeued) {
+		if _, err := s.RequeueDeadLetter(ctx, d.ID, "bob", at.Add(time.Minute)); !errors.Is(err, barrier.ErrAlreadyRequeued) {
 			t.Errorf("second RequeueDeadLetter = %v, want ErrAlreadyRequeued", err)
 		}
 		if got, _ := s.GetDeadLetter(ctx, d.ID); got.RequeuedBy != "alice" || !got.RequeuedAt.Equal(at) {
@@ -129,14 +129,14 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		if _, err := s.RequeueDeadLetter(ctx, d.ID+1000, "bob", at); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("RequeueDeadLetter(unknown) = %v, want ErrNotFound", err)
 		}
-		parked, err := s.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{})
+		parked, err := s.ListDeadLetters(ctx, barrier.ListDeadLettersParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(parked) != 0 {
 			t.Errorf("List (parked only) = %v, want none after requeue", ids(parked))
 		}
-		all, err := s.ListDeadLetters(ctx, checkpoint.ListDeadLettersParams{IncludeRequeued: true})
+		all, err := s.ListDeadLetters(ctx, barrier.ListDeadLettersParams{IncludeRequeued: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 		t.Parallel()
 		s := open(t, clock.NewFake(time.Unix(1e9, 0)))
 		ctx := t.Context()
-		d, err := s.AddDeadLetter(ctx, checkpoint.DeadLetter{Key: "k", Reason: checkpoint.ReasonMismatch, Token: "t", Snapshot: "s"})
+		d, err := s.AddDeadLetter(ctx, barrier.DeadLetter{Key: "k", Reason: barrier.ReasonMismatch, Token: "t", Snapshot: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 				switch {
 				case err == nil:
 					ok++
-				case errors.Is(err, checkpoint.ErrAlreadyRequeued):
+				case errors.Is(err, barrier.ErrAlreadyRequeued):
 					dup++
 				default:
 					t.Errorf("RequeueDeadLetter: %v", err)
@@ -181,7 +181,7 @@ func DeadLetterSuite(t *testing.T, open Open) {
 	})
 }
 
-func equal(a, b checkpoint.DeadLetter) bool {
+func equal(a, b barrier.DeadLetter) bool {
 	return a.ID == b.ID && a.SyncID == b.SyncID && a.RunID == b.RunID && a.Partition == b.Partition &&
 		a.Key == b.Key && a.Reason == b.Reason && a.Token == b.Token && a.Snapshot == b.Snapshot &&
 		a.HolderToken == b.HolderToken && a.HolderSnapshot == b.HolderSnapshot && a.Attempts == b.Attempts &&
@@ -189,7 +189,7 @@ func equal(a, b checkpoint.DeadLetter) bool {
 		a.RequeuedBy == b.RequeuedBy
 }
 
-func ids(ds []checkpoint.DeadLetter) string {
+func ids(ds []barrier.DeadLetter) string {
 	var b []byte
 	for i, d := range ds {
 		if i > 0 {

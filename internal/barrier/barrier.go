@@ -1,4 +1,4 @@
-// Package checkpoint is the checkpoint barrier of SPEC §11: parallel workers
+// Package barrier is the checkpoint barrier of SPEC §11: parallel workers
 // agree on one reference point (a snapshot of their inputs) before they act.
 //
 // # The barrier
@@ -50,7 +50,7 @@
 // CheckEvictionPolicy refuses a Redis whose maxmemory-policy may evict keys
 // (an evicted barrier reads as a fresh start). Metrics counts outcomes, the
 // key hit ratio and latency; every attempt is logged with token and snapshot.
-package checkpoint
+package barrier
 
 import (
 	"context"

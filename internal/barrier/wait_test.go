@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
@@ -31,7 +31,7 @@ func TestBackoffCeiling(t *testing.T) {
 		{-1, time.Second}, {0, time.Second}, {1, 2 * time.Second}, {2, 4 * time.Second}, {3, 8 * time.Second},
 		{4, 16 * time.Second}, {5, 30 * time.Second}, {6, 30 * time.Second}, {100, 30 * time.Second},
 	} {
-		if got := checkpoint.BackoffCeiling(tt.n); got != tt.want {
+		if got := barrier.BackoffCeiling(tt.n); got != tt.want {
 			t.Errorf("BackoffCeiling(%d) = %s, want %s", tt.n, got, tt.want)
 		}
 	}
@@ -51,12 +51,12 @@ func setupWait(t *testing.T) *waitBundle {
 	t.Helper()
 	tb := setup(t, redis.NewClient(mainOptions(t)))
 	reg := prometheus.NewRegistry()
-	m, err := checkpoint.NewMetrics(reg)
+	m, err := barrier.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
-	tb.barrier = checkpoint.New(checkpoint.Params{
+	tb.barrier = barrier.New(barrier.Params{
 		Client:  tb.client,
 		Metrics: m,
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
@@ -94,17 +94,17 @@ func TestWaitDeadLettersAfterThreeRetries(t *testing.T) {
 	wb.check(t, key, "old-run", "snap-old", time.Minute)
 
 	var s sleeps
-	res, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{
+	res, err := wb.barrier.Wait(wb.ctx, barrier.WaitParams{
 		Key: key, Token: "run-b", Snapshot: "snap-new",
 		DeadLetters: wb.store,
-		Entry:       checkpoint.DeadLetter{SyncID: "contacts", RunID: 12, Partition: 2, Reason: checkpoint.ReasonSourceChanged, Payload: `{"p":2}`},
+		Entry:       barrier.DeadLetter{SyncID: "contacts", RunID: 12, Partition: 2, Reason: barrier.ReasonSourceChanged, Payload: `{"p":2}`},
 		Sleep:       s.sleep, Jitter: ceiling, Clock: wb.clock,
 	})
-	var dl *checkpoint.DeadLetteredError
-	if !errors.As(err, &dl) || !errors.Is(err, checkpoint.ErrDeadLettered) {
+	var dl *barrier.DeadLetteredError
+	if !errors.As(err, &dl) || !errors.Is(err, barrier.ErrDeadLettered) {
 		t.Fatalf("Wait = %v, want *DeadLetteredError", err)
 	}
-	if res.Outcome != checkpoint.Mismatch || res.HolderSnapshot != "snap-old" {
+	if res.Outcome != barrier.Mismatch || res.HolderSnapshot != "snap-old" {
 		t.Errorf("last result = %+v, want the mismatch", res)
 	}
 	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}; !equalDurations(s.got, want) {
@@ -117,16 +117,16 @@ func TestWaitDeadLettersAfterThreeRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := checkpoint.DeadLetter{ID: dl.Entry.ID, SyncID: "contacts", RunID: 12, Partition: 2, Key: key,
-		Reason: checkpoint.ReasonSourceChanged, Token: "run-b", Snapshot: "snap-new",
+	want := barrier.DeadLetter{ID: dl.Entry.ID, SyncID: "contacts", RunID: 12, Partition: 2, Key: key,
+		Reason: barrier.ReasonSourceChanged, Token: "run-b", Snapshot: "snap-new",
 		HolderToken: "old-run", HolderSnapshot: "snap-old", Attempts: 4, Payload: `{"p":2}`, CreatedAt: wb.clock.Now()}
 	if got != want {
 		t.Errorf("stored dead letter\n got %+v\nwant %+v", got, want)
 	}
-	if n := counter(t, wb.reg, checkpoint.MetricChecks, "check", "mismatch"); n != 4 {
+	if n := counter(t, wb.reg, barrier.MetricChecks, "check", "mismatch"); n != 4 {
 		t.Errorf("mismatch count = %v, want 4", n)
 	}
-	if n := counter(t, wb.reg, checkpoint.MetricDeadLetters, "", ""); n != 1 {
+	if n := counter(t, wb.reg, barrier.MetricDeadLetters, "", ""); n != 1 {
 		t.Errorf("dead letters count = %v, want 1", n)
 	}
 }
@@ -142,16 +142,16 @@ func TestWaitConverges(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	res, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{
+	res, err := wb.barrier.Wait(wb.ctx, barrier.WaitParams{
 		Key: key, Token: "run-b", Snapshot: "snap-new", DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling,
 	})
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if res.Outcome != checkpoint.Created || len(s.got) != 2 {
+	if res.Outcome != barrier.Created || len(s.got) != 2 {
 		t.Errorf("Wait = %s after %d sleeps, want created after 2", res.Outcome, len(s.got))
 	}
-	if dls, _ := wb.store.ListDeadLetters(wb.ctx, checkpoint.ListDeadLettersParams{}); len(dls) != 0 {
+	if dls, _ := wb.store.ListDeadLetters(wb.ctx, barrier.ListDeadLettersParams{}); len(dls) != 0 {
 		t.Errorf("dead letters %+v, want none", dls)
 	}
 }
@@ -167,13 +167,13 @@ func TestWaitDefaultJitterIsFull(t *testing.T) {
 	)
 	for range 20 {
 		s.got = nil
-		_, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: key, Token: "run-b", Snapshot: "x", Retries: 5, Sleep: s.sleep})
-		if !errors.Is(err, checkpoint.ErrDeadLettered) {
+		_, err := wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: key, Token: "run-b", Snapshot: "x", Retries: 5, Sleep: s.sleep})
+		if !errors.Is(err, barrier.ErrDeadLettered) {
 			t.Fatalf("Wait = %v, want ErrDeadLettered", err)
 		}
 		for i, d := range s.got {
-			if d < 0 || d > checkpoint.BackoffCeiling(i) {
-				t.Errorf("sleep %d = %s, outside [0, %s]", i, d, checkpoint.BackoffCeiling(i))
+			if d < 0 || d > barrier.BackoffCeiling(i) {
+				t.Errorf("sleep %d = %s, outside [0, %s]", i, d, barrier.BackoffCeiling(i))
 			}
 			seen[d] = true
 		}
@@ -189,17 +189,17 @@ func TestWaitVerifyOnly(t *testing.T) {
 	key := wb.key()
 	var s sleeps
 	s.onNth = map[int]func(){1: func() { wb.check(t, key, "coordinator", "snap-1", time.Minute) }}
-	res, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: key, Snapshot: "snap-1", VerifyOnly: true, Sleep: s.sleep, Jitter: ceiling})
-	if err != nil || res.Outcome != checkpoint.Aligned || len(s.got) != 1 {
+	res, err := wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: key, Snapshot: "snap-1", VerifyOnly: true, Sleep: s.sleep, Jitter: ceiling})
+	if err != nil || res.Outcome != barrier.Aligned || len(s.got) != 1 {
 		t.Fatalf("Wait = %+v, %v after %d sleeps; want aligned after the coordinator created it", res, err, len(s.got))
 	}
 	// Never created: a lost barrier ends in the dead-letter list, not in a
 	// fresh start from the partition's own view.
 	lost := wb.key()
 	s = sleeps{}
-	_, err = wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: lost, Token: "part-1", Snapshot: "snap-1", VerifyOnly: true,
+	_, err = wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: lost, Token: "part-1", Snapshot: "snap-1", VerifyOnly: true,
 		DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling})
-	var dl *checkpoint.DeadLetteredError
+	var dl *barrier.DeadLetteredError
 	if !errors.As(err, &dl) || dl.Entry.HolderSnapshot != "" {
 		t.Fatalf("Wait on a missing barrier = %v, want dead-lettered", err)
 	}
@@ -217,13 +217,13 @@ func TestWaitVerifyOnly(t *testing.T) {
 func TestWaitVerifyOnlyRestoresPin(t *testing.T) {
 	t.Parallel()
 	wb := setupWait(t)
-	pin := &checkpoint.Pin{Token: "run7", Snapshot: "snap-pinned"}
+	pin := &barrier.Pin{Token: "run7", Snapshot: "snap-pinned"}
 
 	key := wb.key()
 	var s sleeps
-	res, err := wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: key, Token: "p1-job3", Snapshot: "snap-pinned",
+	res, err := wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: key, Token: "p1-job3", Snapshot: "snap-pinned",
 		TTL: time.Hour, VerifyOnly: true, Pin: pin, DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling})
-	if err != nil || res.Outcome != checkpoint.Aligned || res.HolderToken != "run7" || len(s.got) != 0 {
+	if err != nil || res.Outcome != barrier.Aligned || res.HolderToken != "run7" || len(s.got) != 0 {
 		t.Fatalf("Wait = %+v, %v after %d sleeps; want aligned with the restored pin at once", res, err, len(s.got))
 	}
 	if v, ok := wb.value(t, key); !ok || v != "run7:snap-pinned" {
@@ -240,11 +240,11 @@ func TestWaitVerifyOnlyRestoresPin(t *testing.T) {
 	// then a mismatch like any other, dead-lettered after the retries.
 	changed := wb.key()
 	s = sleeps{}
-	_, err = wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: changed, Token: "p2-job4", Snapshot: "snap-changed",
+	_, err = wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: changed, Token: "p2-job4", Snapshot: "snap-changed",
 		VerifyOnly: true, Pin: pin, DeadLetters: wb.store, Sleep: s.sleep, Jitter: ceiling,
-		Entry: checkpoint.DeadLetter{Reason: checkpoint.ReasonSourceChanged}})
-	var dl *checkpoint.DeadLetteredError
-	if !errors.As(err, &dl) || dl.Entry.HolderToken != "run7" || dl.Entry.HolderSnapshot != "snap-pinned" || len(s.got) != checkpoint.DefaultRetries {
+		Entry: barrier.DeadLetter{Reason: barrier.ReasonSourceChanged}})
+	var dl *barrier.DeadLetteredError
+	if !errors.As(err, &dl) || dl.Entry.HolderToken != "run7" || dl.Entry.HolderSnapshot != "snap-pinned" || len(s.got) != barrier.DefaultRetries {
 		t.Fatalf("Wait with a changed view = %v (%+v) after %d sleeps; want dead-lettered against the pin", err, dl, len(s.got))
 	}
 	if v, _ := wb.value(t, changed); v != "run7:snap-pinned" {
@@ -255,7 +255,7 @@ func TestWaitVerifyOnlyRestoresPin(t *testing.T) {
 	other := wb.key()
 	wb.check(t, other, "run8", "snap-other", time.Minute)
 	s = sleeps{}
-	_, err = wb.barrier.Wait(wb.ctx, checkpoint.WaitParams{Key: other, Token: "p1-job5", Snapshot: "snap-pinned",
+	_, err = wb.barrier.Wait(wb.ctx, barrier.WaitParams{Key: other, Token: "p1-job5", Snapshot: "snap-pinned",
 		VerifyOnly: true, Pin: pin, Retries: -1, Sleep: s.sleep, Jitter: ceiling})
 	if !errors.As(err, &dl) || dl.Entry.HolderToken != "run8" {
 		t.Fatalf("Wait on another holder's barrier = %v, want a mismatch against run8", err)
@@ -272,7 +272,7 @@ func TestWaitContextEnds(t *testing.T) {
 	wb.check(t, key, "old-run", "snap-old", time.Minute)
 	ctx, cancel := context.WithCancel(wb.ctx)
 	cancel()
-	_, err := wb.barrier.Wait(ctx, checkpoint.WaitParams{Key: key, Token: "run-b", Snapshot: "x", Jitter: ceiling})
+	_, err := wb.barrier.Wait(ctx, barrier.WaitParams{Key: key, Token: "run-b", Snapshot: "x", Jitter: ceiling})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Wait = %v, want context.Canceled", err)
 	}
@@ -283,7 +283,7 @@ func TestWaitContextEnds(t *testing.T) {
 func TestMetricsAndLog(t *testing.T) {
 	t.Parallel()
 	wb := setupWait(t)
-	if r := gauge(t, wb.reg, checkpoint.MetricHitRatio); !math.IsNaN(r) {
+	if r := gauge(t, wb.reg, barrier.MetricHitRatio); !math.IsNaN(r) {
 		t.Errorf("hit ratio before any check = %v, want NaN", r)
 	}
 	key := wb.key()
@@ -304,14 +304,14 @@ func TestMetricsAndLog(t *testing.T) {
 		{"check", "created", 1}, {"check", "aligned", 2}, {"check", "mismatch", 1}, {"check", "error", 1},
 		{"verify", "missing", 1}, {"verify", "aligned", 0},
 	} {
-		if got := counter(t, wb.reg, checkpoint.MetricChecks, tt.op, tt.outcome); got != tt.want {
+		if got := counter(t, wb.reg, barrier.MetricChecks, tt.op, tt.outcome); got != tt.want {
 			t.Errorf("%s %s = %v, want %v", tt.op, tt.outcome, got, tt.want)
 		}
 	}
-	if r := gauge(t, wb.reg, checkpoint.MetricHitRatio); r != 3.0/5 {
+	if r := gauge(t, wb.reg, barrier.MetricHitRatio); r != 3.0/5 {
 		t.Errorf("hit ratio = %v, want 3/5 (aligned+mismatch over answered checks)", r)
 	}
-	if n := histogramCount(t, wb.reg, checkpoint.MetricLatency, "check"); n != 5 {
+	if n := histogramCount(t, wb.reg, barrier.MetricLatency, "check"); n != 5 {
 		t.Errorf("latency samples = %d, want 5", n)
 	}
 
@@ -373,7 +373,7 @@ func TestCheckEvictionPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer tt.client.Close()
-			err := checkpoint.CheckEvictionPolicy(t.Context(), tt.client, tt.allow)
+			err := barrier.CheckEvictionPolicy(t.Context(), tt.client, tt.allow)
 			if tt.refused == nil {
 				if err != nil {
 					t.Errorf("CheckEvictionPolicy = %v, want nil", err)
@@ -389,8 +389,8 @@ func TestCheckEvictionPolicy(t *testing.T) {
 				}
 				return
 			}
-			var pe *checkpoint.EvictionPolicyError
-			if !errors.As(err, &pe) || !errors.Is(err, checkpoint.ErrEvictingRedis) || pe.Policy != tt.refused[0] || pe.Addr != evicting && pe.Addr != volatile {
+			var pe *barrier.EvictionPolicyError
+			if !errors.As(err, &pe) || !errors.Is(err, barrier.ErrEvictingRedis) || pe.Policy != tt.refused[0] || pe.Addr != evicting && pe.Addr != volatile {
 				t.Fatalf("err = %v, want *EvictionPolicyError for %s", err, tt.refused[0])
 			}
 			for _, want := range []string{"fresh start", "noeviction", "allow_evicting_redis: true", pe.Addr} {

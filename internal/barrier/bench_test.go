@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 )
 
 // benchClients is the concurrency of BenchmarkCheck and of the
@@ -24,7 +24,7 @@ const benchClients = 50
 // rate for a trivial script on the same server with as many clients. The
 // ratio checks/s ÷ baseline is the figure (goal ≥ 0.5).
 //
-//	go test -run '^$' -bench BenchmarkCheck -benchtime 5s ./internal/checkpoint/
+//	go test -run '^$' -bench BenchmarkCheck -benchtime 5s ./internal/barrier/
 func BenchmarkCheck(b *testing.B) {
 	opt := mainOptions(b)
 	opt.PoolSize = benchClients
@@ -39,7 +39,7 @@ func BenchmarkCheck(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			res, err := tb.barrier.Check(context.Background(), key, "worker", "snap", time.Hour)
-			if err != nil || res.Outcome != checkpoint.Aligned {
+			if err != nil || res.Outcome != barrier.Aligned {
 				b.Errorf("Check = %v, %v", res.Outcome, err)
 				return
 			}
@@ -107,8 +107,8 @@ func BenchmarkConverge500(b *testing.B) {
 			tb := setup(b, be.new(b))
 			var total time.Duration
 			for b.Loop() {
-				counts, elapsed := runCheckers(b, tb.barrier, tb.key(), 500, checkpoint.WaitParams{})
-				if counts[checkpoint.Created] != 1 || counts[checkpoint.Aligned] != 499 {
+				counts, elapsed := runCheckers(b, tb.barrier, tb.key(), 500, barrier.WaitParams{})
+				if counts[barrier.Created] != 1 || counts[barrier.Aligned] != 499 {
 					b.Fatalf("outcomes %v, want 1 created and 499 aligned", counts)
 				}
 				total += elapsed

@@ -1,4 +1,4 @@
-package checkpoint_test
+package barrier_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"time"
 	_ "time/tzdata" // the child processes' TZ zones exist on any machine
 
-	"github.com/oncesync/oncesync/internal/checkpoint"
+	"github.com/oncesync/oncesync/internal/barrier"
 )
 
 // childEnv makes the test binary, re-executed, print the snapshot of
@@ -43,7 +43,7 @@ func childInputs() map[string]any {
 
 // snapshotChild is the child's main: print "<hash> <zone offset seconds> <unix now>".
 func snapshotChild() {
-	h, err := checkpoint.Snapshot(childInputs())
+	h, err := barrier.Snapshot(childInputs())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -59,7 +59,7 @@ func snapshotChild() {
 // clock to change, which the hash equality across local times shows.
 func TestSnapshotAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	want, err := checkpoint.Snapshot(childInputs())
+	want, err := barrier.Snapshot(childInputs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestSnapshotAcrossProcesses(t *testing.T) {
 
 func TestSnapshotFormat(t *testing.T) {
 	t.Parallel()
-	h, err := checkpoint.Snapshot(map[string]any{"a": 1})
+	h, err := barrier.Snapshot(map[string]any{"a": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestSnapshotFormat(t *testing.T) {
 		t.Errorf("Snapshot = %q, want 64 lowercase hex digits (SHA-256)", h)
 	}
 	// The exact encoding of a small input, byte by byte.
-	enc, err := checkpoint.CanonicalEncoding(map[string]any{"b": "x", "a": []any{int64(-1), true, nil, 0.5}})
+	enc, err := barrier.CanonicalEncoding(map[string]any{"b": "x", "a": []any{int64(-1), true, nil, 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +157,11 @@ func TestSnapshotEquivalences(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.b
-			ha, err := checkpoint.Snapshot(tt.a)
+			ha, err := barrier.Snapshot(tt.a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			hb, err := checkpoint.Snapshot(b)
+			hb, err := barrier.Snapshot(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestSnapshotDistinguishes(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i, in := range inputs {
-		h, err := checkpoint.Snapshot(in)
+		h, err := barrier.Snapshot(in)
 		if err != nil {
 			t.Fatalf("%v: %v", in, err)
 		}
@@ -219,9 +219,9 @@ func TestSnapshotRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if h, err := checkpoint.Snapshot(tt.in); err == nil {
+			if h, err := barrier.Snapshot(tt.in); err == nil {
 				t.Errorf("Snapshot = %s, want ErrUnhashable", h)
-			} else if !strings.Contains(err.Error(), checkpoint.ErrUnhashable.Error()) {
+			} else if !strings.Contains(err.Error(), barrier.ErrUnhashable.Error()) {
 				t.Errorf("err = %v, want ErrUnhashable", err)
 			}
 		})
@@ -230,7 +230,7 @@ func TestSnapshotRefuses(t *testing.T) {
 
 func TestSnapshotJSON(t *testing.T) {
 	t.Parallel()
-	direct, err := checkpoint.Snapshot(map[string]any{"a": 1, "b": []any{"x", 2.5, nil, true}, "c": map[string]any{"d": -3}})
+	direct, err := barrier.Snapshot(map[string]any{"a": 1, "b": []any{"x", 2.5, nil, true}, "c": map[string]any{"d": -3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestSnapshotJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := checkpoint.SnapshotJSON(strings.NewReader(tt.doc))
+			h, err := barrier.SnapshotJSON(strings.NewReader(tt.doc))
 			if tt.wantErr {
 				if err == nil {
 					t.Errorf("SnapshotJSON = %s, want an error", h)
