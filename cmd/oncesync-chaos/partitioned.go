@@ -22,11 +22,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
@@ -166,7 +166,7 @@ syncs:
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	if c.st, err = pipeline.OpenStore(ctx, &config.Config{Store: dbURL}, clock.Real{}); err != nil {
+	if c.st, err = app.OpenStore(ctx, &config.Config{Store: dbURL}, clock.Real{}); err != nil {
 		return nil, err
 	}
 	e.onClose(func() { _ = c.st.Close() })

@@ -11,10 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -132,7 +132,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 		}
 		allowEvicting = allowEvicting || cfg.AllowEvictingRedis
 		if f.wait {
-			st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+			st, err := app.OpenStore(ctx, cfg, clock.Real{})
 			if err != nil {
 				return failed(env.Stdout, err)
 			}

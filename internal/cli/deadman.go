@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -81,7 +81,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	}
 	log := rf.logger(env.Stderr)
 	clk := env.clock()
-	st, err := pipeline.OpenStore(ctx, cfg, clk)
+	st, err := app.OpenStore(ctx, cfg, clk)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
@@ -89,7 +89,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	if err := publishNew(ctx, cfg.Syncs, st); err != nil {
 		return failed(env.Stdout, err)
 	}
-	rdb, err := pipeline.Redis(ctx, cfg)
+	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
@@ -105,7 +105,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 		defer cancel()
 		_ = alerts.Close(actx) // an alert still undelivered is logged by its sink
 	}()
-	checker, err := pipeline.Deadman(pipeline.DeadmanParams{
+	checker, err := app.Deadman(app.DeadmanParams{
 		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: rdb, Who: "oncesync deadman check",
 	})
 	if err != nil {

@@ -13,12 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/progress"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/runner"
@@ -93,7 +93,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
-	st, err := pipeline.OpenStore(ctx, cfg, clk)
+	st, err := app.OpenStore(ctx, cfg, clk)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
@@ -115,15 +115,15 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
 			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
 	}
-	rdb, err := pipeline.Redis(ctx, cfg)
+	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
 	if rdb != nil {
 		defer rdb.Close()
 	}
-	leases := pipeline.Leases(st, rdb, cfg.Settings.LeaseTTL)
-	built, err := pipeline.Build(cfg, sc, pipeline.Options{Clock: clk})
+	leases := app.Leases(st, rdb, cfg.Settings.LeaseTTL)
+	built, err := app.Build(cfg, sc, app.Options{Clock: clk})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
@@ -29,7 +30,6 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/web"
@@ -133,7 +133,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
-	st, err := pipeline.OpenStore(ctx, cfg, clk)
+	st, err := app.OpenStore(ctx, cfg, clk)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
@@ -142,14 +142,14 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	// Leases: Redis when the config names it (several machines), else the
 	// store's SQL lease. Lease-expiry recovery reads the same place.
 	// One Redis client (if any) serves leases, dead-man markers and barriers.
-	rdb, err := pipeline.Redis(ctx, cfg)
+	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
 	if rdb != nil {
 		defer rdb.Close()
 	}
-	leases := pipeline.Leases(st, rdb, cfg.Settings.LeaseTTL)
+	leases := app.Leases(st, rdb, cfg.Settings.LeaseTTL)
 	var inspector queue.LeaseInspector // nil: the store's SQL lease
 	if m, ok := leases.(*redislease.Manager); ok {
 		inspector = queue.LeaseInspectorFunc(m.Get)
@@ -173,7 +173,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	// The dead-man check (SPEC §9): the leader runs it at minute 13 of every
 	// hour; any process may work the job.
 	host, _ := os.Hostname()
-	checker, err := pipeline.Deadman(pipeline.DeadmanParams{
+	checker, err := app.Deadman(app.DeadmanParams{
 		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Registerer: reg, Redis: rdb,
 		Who: fmt.Sprintf("%s %s pid %d", name, host, os.Getpid()),
 	})

@@ -13,12 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -32,7 +32,7 @@ func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.
 	if err != nil {
 		return err
 	}
-	st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
@@ -47,7 +47,7 @@ func (discardAlerts) Notify(_ context.Context, a alert.Alert) (alert.Alert, erro
 
 // printDeadman prints the sync's dead-man verdict (SPEC §9), read-only.
 func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) {
-	rdb, err := pipeline.Redis(ctx, cfg)
+	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
 		return
@@ -55,7 +55,7 @@ func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store
 	if rdb != nil {
 		defer rdb.Close()
 	}
-	checker, err := pipeline.Deadman(pipeline.DeadmanParams{Config: cfg, Store: st, Notifier: discardAlerts{}, Redis: rdb})
+	checker, err := app.Deadman(app.DeadmanParams{Config: cfg, Store: st, Notifier: discardAlerts{}, Redis: rdb})
 	if err != nil {
 		fmt.Fprintf(w, "dead-man:   unknown (%v)\n", err)
 		return

@@ -71,7 +71,7 @@ var foundation = []string{
 }
 
 // wiring assembles the product from the rest; only it opens a store driver.
-var wiring = []string{"internal/pipeline", "internal/cli", "internal/demo"}
+var wiring = []string{"internal/app", "internal/cli", "internal/demo"}
 
 // A rule returns the imports of g it forbids, as messages.
 type rule func(g map[string][]string) []string

@@ -24,8 +24,8 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 	"riverqueue.com/riverui"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
-	"github.com/oncesync/oncesync/internal/pipeline"
 )
 
 // backend is the part of a River client the service uses, whatever its
@@ -179,7 +179,7 @@ func (b *riverBackend[TTx]) close() error {
 // store's file with ".queue" appended, relative paths resolved against the
 // config file's directory (as the store's are).
 func QueuePath(cfg *config.Config) (string, error) {
-	path, err := pipeline.SQLitePath(cfg)
+	path, err := app.SQLitePath(cfg)
 	if err != nil {
 		return "", err
 	}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -39,7 +39,7 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 		Redis: "redis://127.0.0.1:1/0",
 		Syncs: []config.Sync{sync("split"), sync("held")},
 	}
-	st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 )
 
@@ -119,7 +119,7 @@ func TestQueueDepth(t *testing.T) {
 					{ID: "qd-" + randHex(3), Workspace: "w", Source: config.Source{Type: "csv", Path: "b.csv", PageSize: 10}, Destination: hook},
 				},
 			}
-			st, err := pipeline.OpenStore(t.Context(), cfg, clock.Real{})
+			st, err := app.OpenStore(t.Context(), cfg, clock.Real{})
 			if err != nil {
 				t.Fatal(err)
 			}

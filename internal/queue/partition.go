@@ -17,12 +17,12 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/mapping"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
@@ -184,7 +184,7 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
-	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		s.recordFailure(ctx, sc.ID, attempt, ferr)
@@ -303,7 +303,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	if s.barrier == nil {
 		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s is partitioned, which needs redis", sc.ID))
 	}
-	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		return s.partitionEnded(ctx, args, buildFailure(err))
 	}
@@ -480,7 +480,7 @@ func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src sourc
 }
 
 // sourcePath is the file of a csv/jsonl source, relative paths resolved
-// against the config file's directory (as pipeline.Build does).
+// against the config file's directory (as app.Build does).
 func (s *Service) sourcePath(sc *config.Sync) string {
 	path := sc.Source.Path
 	if path != "" && !filepath.IsAbs(path) && s.cfg.Path != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
@@ -22,7 +23,6 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -95,7 +95,7 @@ func setupPartitioned(t *testing.T, afterWrite func(*http.Request)) *partitionBu
 		t.Fatal(err)
 	}
 	for range 2 {
-		st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+		st, err := app.OpenStore(ctx, cfg, clock.Real{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +309,7 @@ func TestPartitionedCSVSync(t *testing.T) {
 			Mapping: config.Mapping{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
 		}},
 	}
-	st, err := pipeline.OpenStore(t.Context(), cfg, clock.Real{})
+	st, err := app.OpenStore(t.Context(), cfg, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/testenv"
 )
@@ -173,7 +173,7 @@ func (e *env) store() store.Store {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	st, err := pipeline.OpenStore(e.t.Context(), cfg, clock.Real{})
+	st, err := app.OpenStore(e.t.Context(), cfg, clock.Real{})
 	if err != nil {
 		e.t.Fatal(err)
 	}

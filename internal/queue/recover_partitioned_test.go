@@ -17,11 +17,11 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -65,7 +65,7 @@ func setupCoordinatedWith(t *testing.T, storeURL string, with func(*Params)) *co
 	dir := t.TempDir()
 	cfg := partitionedConfig(dir, storeURL)
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
-	st, err := pipeline.OpenStore(t.Context(), cfg, clk)
+	st, err := app.OpenStore(t.Context(), cfg, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

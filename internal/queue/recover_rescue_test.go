@@ -19,12 +19,12 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -413,7 +413,7 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 		Settings: config.Settings{LeaseTTL: 2 * time.Second, LeaseRenew: 500 * time.Millisecond, LedgerRetention: time.Hour, BreakerFailures: 5},
 		Syncs:    []config.Sync{sync("k"), sync("m")},
 	}
-	st, err := pipeline.OpenStore(ctx, cfg, clock.Real{})
+	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -121,7 +121,7 @@ func setupService(t *testing.T, backoff time.Duration) *serviceBundle {
 				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook"}},
 		},
 	}
-	st, err := pipeline.OpenStore(b.ctx, cfg, clock.Real{})
+	st, err := app.OpenStore(b.ctx, cfg, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
@@ -23,7 +24,6 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -145,7 +145,7 @@ type Service struct {
 	clock     clock.Clock
 	scheduler bool
 	workers   int
-	build     pipeline.Options
+	build     app.Options
 	recovery  time.Duration
 	metrics   *metrics
 	// destClients are HTTPClient instrumented per destination type.
@@ -196,7 +196,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.breaker == nil {
 		s.breaker = breaker.New(breaker.Params{Store: s.st, Logger: s.log})
 	}
-	s.build = pipeline.Options{Clock: s.clock, HTTPClient: p.HTTPClient, Sleep: p.Sleep}
+	s.build = app.Options{Clock: s.clock, HTTPClient: p.HTTPClient, Sleep: p.Sleep}
 	if s.workers <= 0 {
 		s.workers = 4
 	}
@@ -218,7 +218,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		return nil, err
 	}
 	// Call latency is wall-clock time whatever the service's clock.
-	dm, err := pipeline.NewDestinationMetrics(pipeline.DestinationMetricsParams{Registerer: p.Registerer, Clock: clock.Real{}})
+	dm, err := app.NewDestinationMetrics(app.DestinationMetricsParams{Registerer: p.Registerer, Clock: clock.Real{}})
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 
 // buildOptions are the pipeline options of sc: its destination's calls go
 // through the client instrumented for its type.
-func (s *Service) buildOptions(sc *config.Sync) pipeline.Options {
+func (s *Service) buildOptions(sc *config.Sync) app.Options {
 	o := s.build
 	if c, ok := s.destClients[sc.Destination.Type]; ok {
 		o.HTTPClient = c
@@ -358,7 +358,7 @@ func (s *Service) openBarrier(ctx context.Context, p Params) error {
 		if !partitioned || s.cfg.Redis == "" {
 			return nil // a partitioned sync without Redis fails its runs, saying so
 		}
-		c, err := pipeline.Redis(ctx, s.cfg)
+		c, err := app.Redis(ctx, s.cfg)
 		if err != nil {
 			return fmt.Errorf("checkpoint barrier: %w", err)
 		}
@@ -441,7 +441,7 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 // run when its definition is invalid. Retryable build problems pass: the
 // run's worker retries them.
 func (s *Service) checkDefinition(ctx context.Context, sc *config.Sync) error {
-	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		if failure.Retryable(ferr) {

@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/pipeline"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -92,7 +92,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
-	built, err := pipeline.Build(s.cfg, sc, s.buildOptions(sc))
+	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		s.recordFailure(ctx, sc.ID, attempt, ferr)

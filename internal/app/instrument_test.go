@@ -1,4 +1,4 @@
-package pipeline_test
+package app_test
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
-	"github.com/oncesync/oncesync/internal/pipeline"
 )
 
 func TestRoute(t *testing.T) {
@@ -39,7 +39,7 @@ func TestRoute(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := pipeline.Route(tc.destination, r); got != tc.want {
+			if got := app.Route(tc.destination, r); got != tc.want {
 				t.Fatalf("Route = %q, want %q", got, tc.want)
 			}
 		})
@@ -72,7 +72,7 @@ func TestDestinationMetricsClient(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	reg := prometheus.NewRegistry()
-	m, err := pipeline.NewDestinationMetrics(pipeline.DestinationMetricsParams{
+	m, err := app.NewDestinationMetrics(app.DestinationMetricsParams{
 		Registerer: reg, Clock: stepClock{f: clock.NewFake(time.Unix(0, 0)), step: 300 * time.Millisecond},
 	})
 	if err != nil {
@@ -151,16 +151,16 @@ func TestDestinationMetricsClient(t *testing.T) {
 
 func TestDestinationMetricsNil(t *testing.T) {
 	t.Parallel()
-	var m *pipeline.DestinationMetrics
+	var m *app.DestinationMetrics
 	base := &http.Client{}
 	if m.Client(base, "brevo") != base {
 		t.Fatal("a nil DestinationMetrics must return the client unchanged")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := pipeline.NewDestinationMetrics(pipeline.DestinationMetricsParams{Registerer: reg}); err != nil {
+	if _, err := app.NewDestinationMetrics(app.DestinationMetricsParams{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := pipeline.NewDestinationMetrics(pipeline.DestinationMetricsParams{Registerer: reg})
+	_, err := app.NewDestinationMetrics(app.DestinationMetricsParams{Registerer: reg})
 	var are prometheus.AlreadyRegisteredError
 	if !errors.As(err, &are) {
 		t.Fatalf("registering twice: %v, want AlreadyRegisteredError", err)

@@ -1,6 +1,7 @@
-// Package pipeline assembles a sync from its config: store, source,
-// destination and the runner's view of the sync.
-package pipeline
+// Package app is the wiring: it assembles a sync from its config (store,
+// source, destination and the runner's view of the sync), opens the store
+// driver and the leases. The page pipeline itself is internal/runner.
+package app
 
 import (
 	"context"
