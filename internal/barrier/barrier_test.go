@@ -13,6 +13,7 @@ import (
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 func (tb *bundle) check(t *testing.T, key, token, snapshot string, ttl time.Duration) barrier.Result {
@@ -286,7 +287,7 @@ func TestKeysSpreadOverShards(t *testing.T) {
 			mu     sync.Mutex
 			counts []int64
 		)
-		err := forEachServer(tb.ctx, tb.client, func(ctx context.Context, c *redis.Client) error {
+		err := testenv.ForEachServer(tb.ctx, tb.client, func(ctx context.Context, c *redis.Client) error {
 			var found int64
 			iter := c.Scan(ctx, 0, tb.keys.Prefix()+"*", 1000).Iterator()
 			for iter.Next(ctx) {

@@ -3,8 +3,6 @@ package barrier_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +22,7 @@ import (
 var (
 	unavailable = testenv.Unavailable
 	redisURL    = testenv.RedisURL
+	randHex     = testenv.RandHex
 )
 
 // Tests run against the Redis at ONCESYNC_TEST_REDIS_URL (default
@@ -249,39 +248,8 @@ func setup(t testing.TB, client redis.UniversalClient) *bundle {
 // key returns a fresh barrier key in tb's namespace.
 func (tb *bundle) key() string { return tb.keys.Checkpoint("cp-" + randHex(4)) }
 
-// forEachServer calls fn with every server behind c.
-func forEachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {
-	switch c := c.(type) {
-	case *redis.Ring:
-		return c.ForEachShard(ctx, fn)
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, fn)
-	case *redis.Client:
-		return fn(ctx, c)
-	}
-	return fmt.Errorf("unknown client %T", c)
-}
-
+// cleanKeys deletes keys's namespace on every server behind c.
 func cleanKeys(t testing.TB, c redis.UniversalClient, keys rediskey.Space) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := forEachServer(ctx, c, func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	})
-	if err != nil {
-		t.Logf("clean up keys %s*: %v", keys.Prefix(), err)
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	testenv.DeletePrefix(t, c, keys.Prefix())
 }

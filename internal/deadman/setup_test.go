@@ -2,8 +2,6 @@ package deadman_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -29,6 +27,7 @@ import (
 var (
 	unavailable = testenv.Unavailable
 	redisURL    = testenv.RedisURL
+	randHex     = testenv.RandHex
 )
 
 // Tests run on a real SQLite file, on the PostgreSQL at
@@ -41,12 +40,6 @@ var (
 var t0 = time.Date(2026, 3, 3, 10, 5, 0, 0, time.UTC)
 
 const day = 24 * time.Hour
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // testStore is a store under test: store.Store plus the dead-man methods.
 type testStore interface {

@@ -3,8 +3,6 @@ package queue_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"net/url"
 	"os"
@@ -25,6 +23,9 @@ import (
 // unavailable skips, or fails under CI=true (internal/testenv).
 var unavailable = testenv.Unavailable
 
+// randHex is a random namespace or id (internal/testenv).
+var randHex = testenv.RandHex
+
 // The multi-machine tests run against the PostgreSQL at
 // ONCESYNC_TEST_DATABASE_URL and the Redis at ONCESYNC_TEST_REDIS_URL
 // (defaults: 127.0.0.1:5432 user postgres, 127.0.0.1:6379), each test in its
@@ -32,12 +33,6 @@ var unavailable = testenv.Unavailable
 // Outage tests start throwaway redis-server / PostgreSQL processes on free
 // ports and never touch the shared servers. Without the services the tests
 // skip, except under CI=true where they fail.
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // testDatabaseURL returns the test PostgreSQL's URL once it answered.
 func testDatabaseURL(t *testing.T) string {

@@ -3,12 +3,15 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,4 +118,46 @@ func FreeAddr() (string, error) {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr, nil
+}
+
+// ForEachServer calls fn with every server behind c: a Ring's shards, a
+// Cluster's masters, or c itself.
+func ForEachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.Ring:
+		return c.ForEachShard(ctx, fn)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unknown client %T", c)
+}
+
+// DeletePrefix deletes every key starting with prefix on every server
+// behind c (a test's own namespace, at its end). A failure is logged: the
+// namespace is random and never reused.
+func DeletePrefix(t testing.TB, c redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := ForEachServer(ctx, c, func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Logf("clean up keys %s*: %v", prefix, err)
+	}
+}
+
+// RandHex is n random bytes in hex: a test's own namespace or id.
+func RandHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,34 @@ func TestRedisServersStartAndStop(t *testing.T) {
 	s.Stop()
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Stop left %s: %v", dir, err)
+	}
+}
+
+func TestDeletePrefixDeletesOnlyThePrefix(t *testing.T) {
+	opt, err := redis.ParseURL(RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		Unavailable(t, "redis unreachable: %v", err)
+	}
+	ns, other := "testenv:"+RandHex(4)+":", "testenv:"+RandHex(4)+":"
+	if len(ns) != len("testenv:")+8+1 || ns == other {
+		t.Fatalf("RandHex(4) gave namespaces %q and %q", ns, other)
+	}
+	for i := range 150 { // more than one SCAN page
+		c.Set(ctx, ns+strconv.Itoa(i), "x", time.Minute)
+	}
+	c.Set(ctx, other+"keep", "x", time.Minute)
+	defer c.Del(ctx, other+"keep")
+	DeletePrefix(t, c, ns)
+	if n, err := c.Keys(ctx, ns+"*").Result(); err != nil || len(n) != 0 {
+		t.Fatalf("after DeletePrefix %d keys of %s* are left (%v)", len(n), ns, err)
+	}
+	if n, _ := c.Exists(ctx, other+"keep").Result(); n != 1 {
+		t.Fatal("DeletePrefix deleted a key of another namespace")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const ttl = 30 * time.Second
@@ -352,7 +353,7 @@ func TestNoScriptFallback(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		flush := func() {
 			t.Helper()
-			err := forEachShard(tb.ctx, tb.client, func(ctx context.Context, c *redis.Client) error {
+			err := testenv.ForEachServer(tb.ctx, tb.client, func(ctx context.Context, c *redis.Client) error {
 				return c.ScriptFlush(ctx).Err()
 			})
 			if err != nil {

@@ -2,10 +2,7 @@ package redislease_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"sync"
@@ -26,6 +23,7 @@ import (
 var (
 	unavailable = testenv.Unavailable
 	redisURL    = testenv.RedisURL
+	randHex     = testenv.RandHex
 )
 
 // Tests run against the Redis at ONCESYNC_TEST_REDIS_URL (default
@@ -183,41 +181,6 @@ func (tb *bundle) manager(self lease.Process) *redislease.Manager {
 	return redislease.New(redislease.Params{Client: tb.client, Store: tb.store, Keys: tb.keys, Self: self})
 }
 
-// forEachShard calls fn with every server behind c.
-func forEachShard(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {
-	switch c := c.(type) {
-	case *redis.Ring:
-		return c.ForEachShard(ctx, fn)
-	case *redis.Client:
-		return fn(ctx, c)
-	}
-	return fmt.Errorf("unknown client %T", c)
-}
-
-func cleanKeys(t *testing.T, c redis.UniversalClient, keys rediskey.Space) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := forEachShard(ctx, c, func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	})
-	if err != nil {
-		t.Logf("clean up keys %s*: %v", keys.Prefix(), err)
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // assertRegistered checks that fence is the store's registered fence of
 // syncID without changing it: f is registered iff RaiseFence(f-1) is refused
 // and RaiseFence(f) is accepted (which then raises nothing).
@@ -274,4 +237,10 @@ func sqliteStore(t *testing.T) (*sqlite.Store, error) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st, nil
+}
+
+// cleanKeys deletes keys's namespace on every server behind c.
+func cleanKeys(t *testing.T, c redis.UniversalClient, keys rediskey.Space) {
+	t.Helper()
+	testenv.DeletePrefix(t, c, keys.Prefix())
 }
