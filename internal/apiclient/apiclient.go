@@ -178,7 +178,7 @@ func New(p Params) *Client {
 		p.Clock = clock.Real{}
 	}
 	if p.Sleep == nil {
-		p.Sleep = SleepCtx
+		p.Sleep = clock.Sleep
 	}
 	if p.Classify == nil {
 		p.Classify = DefaultClassify
@@ -538,21 +538,6 @@ func (c *Client) fail(code failure.Code, st *state, cause error, format string, 
 }
 
 func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
-
-// SleepCtx waits d or until ctx is done.
-func SleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops
 // starting new calls once one fails; it returns the first error (or the

@@ -119,7 +119,7 @@ func (b *Barrier) Wait(ctx context.Context, p WaitParams) (Result, error) {
 	}
 	sleep, jitter, clk := p.Sleep, p.Jitter, p.Clock
 	if sleep == nil {
-		sleep = sleepTimer
+		sleep = clock.Sleep
 	}
 	if jitter == nil {
 		jitter = fullJitter
@@ -195,17 +195,6 @@ func (b *Barrier) restore(ctx context.Context, key string, pin Pin, snapshot str
 func (b *Barrier) countDeadLetter() {
 	if b.metrics != nil {
 		b.metrics.deadLetters.Inc()
-	}
-}
-
-func sleepTimer(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

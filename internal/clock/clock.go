@@ -9,6 +9,23 @@ import (
 	"time"
 )
 
+// Sleep waits d on the wall clock, or until ctx is done (its error). It is
+// for waits that are real by design (retry backoff, polling pauses), which
+// tests shorten by injecting their own sleep, not by advancing a Fake.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Clock tells the time.
 type Clock interface {
 	Now() time.Time

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -106,7 +107,7 @@ func NewHeartbeats(p HeartbeatParams) *Heartbeats {
 		p.Backoff = HeartbeatBackoff
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleep
+		p.Sleep = clock.Sleep
 	}
 	var c http.Client
 	if p.Client != nil {
@@ -275,15 +276,4 @@ func mergeCancel(ctx, other context.Context) (context.Context, context.CancelFun
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(other, cancel)
 	return ctx, func() { stop(); cancel() }
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
@@ -131,7 +132,7 @@ func (r *run) awaitAccepted(ctx context.Context, ref string, its []*item) ([]des
 			return nil, failure.New(failure.DestinationUnavailable, fmt.Sprintf(
 				"the destination's process %s was still running after %s", ref, r.acceptedWait()))
 		}
-		if err := sleepCtx(ctx, every); err != nil {
+		if err := clock.Sleep(ctx, every); err != nil {
 			return nil, cancelled(ctx)
 		}
 		every = min(2*every, maxPollInterval)
@@ -150,17 +151,6 @@ func (r *run) pollInterval() time.Duration {
 		return r.PollInterval
 	}
 	return DefaultPollInterval
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // resolution is what became of one accepted batch: the marks, the

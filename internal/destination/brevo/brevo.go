@@ -156,7 +156,7 @@ func New(p Params) (*Destination, error) {
 		clk = clock.Real{}
 	}
 	if d.sleep == nil {
-		d.sleep = apiclient.SleepCtx
+		d.sleep = clock.Sleep
 	}
 	if d.verifyWait <= 0 {
 		d.verifyWait = 2 * time.Minute
