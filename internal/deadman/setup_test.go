@@ -26,7 +26,6 @@ import (
 // The test servers and the rule for one that does not answer (internal/testenv).
 var (
 	unavailable = testenv.Unavailable
-	redisURL    = testenv.RedisURL
 	randHex     = testenv.RandHex
 )
 
@@ -127,28 +126,14 @@ func openPostgres(t testing.TB, clk clock.Clock) (*postgres.Store, *pgx.Conn) {
 // whose keys are deleted at cleanup.
 func openRedis(t testing.TB) (*redis.Client, rediskey.Space) {
 	t.Helper()
-	opt, err := redis.ParseURL(redisURL())
-	if err != nil {
-		t.Fatalf("ONCESYNC_TEST_REDIS_URL: %v", err)
-	}
-	c := redis.NewClient(opt)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		unavailable(t, "Redis not reachable at %s (set ONCESYNC_TEST_REDIS_URL): %v", opt.Addr, err)
-	}
+	c := redis.NewClient(testenv.RedisOptions(t))
 	keys, err := rediskey.New("test-deadman-" + randHex(6))
 	if err != nil {
+		_ = c.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		iter := c.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
-		for iter.Next(ctx) {
-			_ = c.Del(ctx, iter.Val()).Err()
-		}
+		testenv.DeletePrefix(t, c, keys.Prefix())
 		_ = c.Close()
 	})
 	return c, keys

@@ -120,6 +120,24 @@ func FreeAddr() (string, error) {
 	return addr, nil
 }
 
+// RedisOptions are the options of the test Redis (RedisURL) once it answered
+// PING; a Redis that does not answer stops t (Unavailable).
+func RedisOptions(t testing.TB) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(RedisURL())
+	if err != nil {
+		t.Fatalf("ONCESYNC_TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		Unavailable(t, "redis at %s unreachable (set ONCESYNC_TEST_REDIS_URL): %v", opt.Addr, err)
+	}
+	return opt
+}
+
 // ForEachServer calls fn with every server behind c: a Ring's shards, a
 // Cluster's masters, or c itself.
 func ForEachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) error {

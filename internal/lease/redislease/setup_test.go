@@ -22,7 +22,6 @@ import (
 // The test servers and the rule for one that does not answer (internal/testenv).
 var (
 	unavailable = testenv.Unavailable
-	redisURL    = testenv.RedisURL
 	randHex     = testenv.RandHex
 )
 
@@ -42,18 +41,7 @@ func TestMain(m *testing.M) {
 // CI) when it does not answer.
 func mainOptions(t *testing.T) *redis.Options {
 	t.Helper()
-	opt, err := redis.ParseURL(redisURL())
-	if err != nil {
-		t.Fatalf("ONCESYNC_TEST_REDIS_URL: %v", err)
-	}
-	c := redis.NewClient(opt)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		unavailable(t, "redis at %s unreachable: %v", opt.Addr, err)
-	}
-	return opt
+	return testenv.RedisOptions(t)
 }
 
 // Throwaway redis-servers started by this package, stopped by TestMain,
