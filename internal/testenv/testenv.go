@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,9 +179,10 @@ func (p *Proc) LastLine() string {
 }
 
 // WaitFor polls cond every few milliseconds until it holds, and fails t if
-// it does not within limit.
+// it does not within limit scaled by WaitScale.
 func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
+	limit *= time.Duration(WaitScale())
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -188,4 +190,19 @@ func WaitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// WaitScale multiplies every WaitFor ceiling: ONCESYNC_TEST_WAIT_SCALE when
+// set to a positive integer, else 3 under CI=true (a shared machine running
+// the whole suite under -race is several times slower than a laptop running
+// one package), else 1. A ceiling only decides how long a broken test takes
+// to fail; no test passes because of it.
+func WaitScale() int {
+	if v, err := strconv.Atoi(os.Getenv("ONCESYNC_TEST_WAIT_SCALE")); err == nil && v > 0 {
+		return v
+	}
+	if os.Getenv("CI") == "true" {
+		return 3
+	}
+	return 1
 }

@@ -69,6 +69,19 @@ func TestWaitForSeesTheCondition(t *testing.T) {
 	}
 }
 
+func TestWaitScale(t *testing.T) {
+	for _, tt := range []struct {
+		ci, scale string
+		want      int
+	}{{"", "", 1}, {"true", "", 3}, {"true", "1", 1}, {"", "5", 5}, {"", "0", 1}, {"", "x", 1}} {
+		t.Setenv("CI", tt.ci)
+		t.Setenv("ONCESYNC_TEST_WAIT_SCALE", tt.scale)
+		if got := WaitScale(); got != tt.want {
+			t.Errorf("CI=%q ONCESYNC_TEST_WAIT_SCALE=%q: WaitScale() = %d, want %d", tt.ci, tt.scale, got, tt.want)
+		}
+	}
+}
+
 func TestRedisServersStartAndStop(t *testing.T) {
 	var s RedisServers
 	t.Cleanup(s.Stop)
