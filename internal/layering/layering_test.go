@@ -81,6 +81,7 @@ var rules = map[string]rule{
 	"store drivers import only the store":  driversRule,
 	"only the wiring opens a store driver": wiringRule,
 	"connectors import no engine":          connectorsRule,
+	"only tests import internal/testenv":   testenvRule,
 }
 
 func foundationRule(g map[string][]string) (bad []string) {
