@@ -64,7 +64,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/internal/clock"
-	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/rediserr"
 )
 
 // DefaultTTL is the barrier TTL when a call passes ttl <= 0 (SPEC §11).
@@ -450,35 +450,9 @@ func notHolder(key string, reply []any) error {
 	return e
 }
 
-// mapErr wraps a Redis error: store.ErrUnavailable when Redis cannot be used
-// right now, the plain error when the caller's context ended or the reply is
-// a bug (a script error, a key of another type).
+// mapErr wraps a Redis error of op on key (internal/rediserr).
 func mapErr(ctx context.Context, op, key string, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return fmt.Errorf("checkpoint %s %s: %w", op, key, err)
-	}
-	if unavailable(err) {
-		return fmt.Errorf("checkpoint %s %s: %w: %w", op, key, store.ErrUnavailable, err)
-	}
-	return fmt.Errorf("checkpoint %s %s: %w", op, key, err)
-}
-
-// unavailable reports whether err means Redis cannot be used right now, as
-// opposed to a bug: every error that is not a Redis reply (dial, I/O,
-// timeouts, closed client, exhausted pool), and the replies of a Redis that
-// is loading, read-only, failing over, out of memory or busy.
-func unavailable(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return true
-	}
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-		"BUSY", "NOREPLICAS", "OOM", "MOVED", "ASK", "NOAUTH", "WRONGPASS"} {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return strings.Contains(err.Error(), "max number of clients reached")
+	return rediserr.Wrap(ctx, "checkpoint "+op+" "+key, err)
 }
 
 // status is the first integer of a script reply, -1 if there is none.

@@ -92,12 +92,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/rediserr"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -634,35 +634,9 @@ func (m *Manager) checkSync(syncID string) error {
 	return nil
 }
 
-// mapErr wraps a Redis error: store.ErrUnavailable when Redis cannot be used
-// right now, the plain error when the caller's context ended or the reply is
-// a bug (a script error, a wrong key type).
+// mapErr wraps a Redis error of op on syncID's lease (internal/rediserr).
 func (m *Manager) mapErr(ctx context.Context, op, syncID string, err error) error {
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return fmt.Errorf("redis lease %s of sync %q: %w", op, syncID, err)
-	}
-	if unavailable(err) {
-		return fmt.Errorf("redis lease %s of sync %q: %w: %w", op, syncID, store.ErrUnavailable, err)
-	}
-	return fmt.Errorf("redis lease %s of sync %q: %w", op, syncID, err)
-}
-
-// unavailable reports whether err means Redis cannot be used right now, as
-// opposed to a bug: every error that is not a Redis reply (dial, I/O,
-// timeouts, closed client, exhausted pool), and the replies of a Redis that
-// is loading, read-only, failing over, out of memory or busy.
-func unavailable(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return true
-	}
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-		"BUSY", "NOREPLICAS", "OOM", "MOVED", "ASK", "NOAUTH", "WRONGPASS"} {
-		if redis.HasErrorPrefix(err, prefix) {
-			return true
-		}
-	}
-	return strings.Contains(err.Error(), "max number of clients reached")
+	return rediserr.Wrap(ctx, fmt.Sprintf("redis lease %s of sync %q", op, syncID), err)
 }
 
 // status is the first integer of a script reply: 1 for success, 0 otherwise
