@@ -1,8 +1,8 @@
 package queue_test
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -114,66 +114,41 @@ func freePort(t *testing.T) string {
 // a test stops and starts again on the same port (its data is lost, as in a
 // restart without persistence).
 type throwawayRedis struct {
-	t    *testing.T
-	bin  string
-	port string
-	dir  string
-
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	t       *testing.T
+	addr    string
+	dir     string
+	servers *testenv.RedisServers
+	stopNow func()
 }
 
 func startThrowawayRedis(t *testing.T) *throwawayRedis {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	addr, err := testenv.FreeAddr()
 	if err != nil {
-		unavailable(t, "redis-server not installed: %v", err)
+		t.Fatal(err)
 	}
-	r := &throwawayRedis{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
+	r := &throwawayRedis{t: t, addr: addr, dir: t.TempDir(), servers: &testenv.RedisServers{}}
+	t.Cleanup(r.servers.Stop)
 	r.start()
-	t.Cleanup(r.stop)
 	return r
 }
 
-func (r *throwawayRedis) url() string { return "redis://127.0.0.1:" + r.port + "/0" }
+func (r *throwawayRedis) url() string { return "redis://" + r.addr + "/0" }
 
 func (r *throwawayRedis) start() {
 	r.t.Helper()
-	cmd := exec.Command(r.bin, "--port", r.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", r.dir, "--daemonize", "no", "--loglevel", "warning")
-	out, err := cmd.StdoutPipe()
+	stop, err := r.servers.StartAt(r.addr, r.dir)
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		unavailable(r.t, "%v", err)
+	}
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("start redis-server: %v", err)
-	}
-	go func() { // drain its output so it never blocks on a full pipe
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-		}
-	}()
-	r.mu.Lock()
-	r.cmd = cmd
-	r.mu.Unlock()
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + r.port, MaxRetries: -1})
-	defer c.Close()
-	waitFor(r.t, 10*time.Second, "the throwaway redis-server to answer", func() bool {
-		return c.Ping(context.Background()).Err() == nil
-	})
+	r.stopNow = stop
 }
 
 // stop kills the server (as a crash would).
-func (r *throwawayRedis) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-	r.cmd = nil
-}
+func (r *throwawayRedis) stop() { r.stopNow() }
 
 // throwawayPostgres is a PostgreSQL cluster in a temp dir on a free port,
 // run as the postgres user when the test runs as root (postgres refuses

@@ -35,24 +35,35 @@ type RedisServers struct {
 // arguments appended, and returns its address once it answers PING. The
 // server is stopped by Stop, or earlier by the returned stop.
 func (s *RedisServers) Start(dir string, extra ...string) (addr string, stop func(), err error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", ErrNoRedisServer, err)
-	}
 	addr, err = FreeAddr()
 	if err != nil {
 		return "", nil, err
 	}
-	_, port, _ := net.SplitHostPort(addr)
+	stop, err = s.StartAt(addr, dir, extra...)
+	return addr, stop, err
+}
+
+// StartAt is Start on a given loopback address: a test that stops a server
+// starts a new one where its clients expect it (a restart that lost the
+// data, as one without persistence does).
+func (s *RedisServers) StartAt(addr, dir string, extra ...string) (stop func(), err error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNoRedisServer, err)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
 	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--daemonize", "no", "--loglevel", "warning"}, extra...)
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start redis-server: %w", err)
+		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
 	go func() { // drain its output so it never blocks on a full pipe
 		sc := bufio.NewScanner(out)
@@ -75,11 +86,11 @@ func (s *RedisServers) Start(dir string, extra ...string) (addr string, stop fun
 	for c.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("redis-server on %s did not answer within 10s", addr)
+			return nil, fmt.Errorf("redis-server on %s did not answer within 10s", addr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return addr, stop, nil
+	return stop, nil
 }
 
 // Dir is a directory for servers shared by a package's tests: it outlives

@@ -101,11 +101,24 @@ func TestRedisServersStartAndStop(t *testing.T) {
 	if got, err := c.ConfigGet(context.Background(), "maxmemory-policy").Result(); err != nil || got["maxmemory-policy"] != "noeviction" {
 		t.Fatalf("CONFIG GET maxmemory-policy = %v, %v: the extra arguments did not reach the server", got, err)
 	}
+	if err := c.Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	stop()
 	if err := c.Ping(context.Background()).Err(); err == nil {
 		t.Fatal("the server still answers after stop")
 	}
+	// Started again where the clients expect it, without the data.
+	if _, err := s.StartAt(addr, dir); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(context.Background(), "k").Result(); err != nil || n != 0 {
+		t.Fatalf("after StartAt on %s: EXISTS k = %d, %v; want a server at the same address, without the data", addr, n, err)
+	}
 	s.Stop()
+	if err := c.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("the restarted server still answers after Stop")
+	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Stop left %s: %v", dir, err)
 	}
