@@ -1,5 +1,5 @@
 // Package deploy holds the systemd units shipped with oncesync; this test
-// keeps them valid and faithful to SPEC §6's shutdown timings.
+// keeps them valid and faithful to docs/guide.md#running-on-a-schedule-serve-and-worker's shutdown timings.
 package deploy
 
 import (
@@ -52,7 +52,7 @@ func TestUnitDirectives(t *testing.T) {
 			for k, want := range map[string]string{
 				"ExecStart":       "/usr/local/bin/oncesync " + cmd + " --config /etc/oncesync/oncesync.yaml",
 				"KillSignal":      "SIGTERM",
-				"TimeoutStopSec":  "45", // > the 25 s exit deadline (SPEC §6)
+				"TimeoutStopSec":  "45", // > the 25 s exit deadline (docs/guide.md#running-on-a-schedule-serve-and-worker)
 				"Restart":         "on-failure",
 				"NoNewPrivileges": "yes",
 				"ProtectSystem":   "strict",

@@ -8,7 +8,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// Asynchronous imports (SPEC §4 "Asynchronous outcomes", issue 13 finding
+// Asynchronous imports (docs/guide.md#the-ledger-and-its-retention "Asynchronous outcomes", issue 13 finding
 // 2): Brevo's POST /contacts/import answers 202 with a process id; the
 // process later skips the rows it refuses and may fail whole. A 202 is not
 // a delivery: the records are `accepted` until their process reports, a

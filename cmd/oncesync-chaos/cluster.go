@@ -54,7 +54,7 @@ type clusterParams struct {
 	CutOff bool
 }
 
-// recoverySweep is the lease-expiry recovery's period (SPEC §6).
+// recoverySweep is the lease-expiry recovery's period (docs/guide.md#running-on-a-schedule-serve-and-worker).
 const recoverySweep = 10 * time.Second
 
 // cutOffTag is the client tag of the worker that CutOff can cut off.

@@ -18,7 +18,7 @@ import (
 )
 
 // A partitioned run's coordinator job, or a partition job, whose worker died
-// before there was a lease to expire (SPEC §6, issue 13 finding 6): River
+// before there was a lease to expire (docs/guide.md#running-on-a-schedule-serve-and-worker, issue 13 finding 6): River
 // keeps the job `running` until its own stuck-job rescue (24 h), the job is
 // unique per sync while running, so every tick and every "run now" is
 // skipped. The product's rule: no job kind waits for River's rescue; the

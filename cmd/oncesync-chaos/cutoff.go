@@ -13,7 +13,7 @@ import (
 )
 
 // A worker cut off from the lease store and the store but not from the
-// destination (SPEC §5, issue 13 finding 5, second half): its renewals and
+// destination (docs/guide.md#the-store-and-the-leases, issue 13 finding 5, second half): its renewals and
 // checkpoints hang, while its writes still reach Brevo. Another worker takes
 // its syncs over once its lease expires; from then on a write of the cut-off
 // worker that lands is a write that may be made twice, and Brevo cannot

@@ -14,7 +14,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// Lease-store loss (SPEC §5, issue 13 finding 5): the Redis holding the
+// Lease-store loss (docs/guide.md#the-store-and-the-leases, issue 13 finding 5): the Redis holding the
 // leases loses its data while a run's write is on the wire, and a second run
 // starts at once. The first run's write is still going to land; the second
 // must not be granted the sync and write the same page (Brevo cannot check a

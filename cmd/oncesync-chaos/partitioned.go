@@ -32,7 +32,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Partitioned syncs (SPEC §11) on real processes: one sync with
+// Partitioned syncs (docs/guide.md#the-checkpoint-barrier) on real processes: one sync with
 // `partitions: N` over a PostgreSQL table, one `serve` (it leads: River's
 // retries and the recovery sweep need a leader, and its API is how a person
 // says "run now") and `worker` processes on a PostgreSQL store, with the
@@ -841,7 +841,7 @@ func redisPartitionedRun(ctx context.Context, e *env, row *Row, p partitionedPar
 		}
 		c.shutdown(ctx, row)
 		// Writes only: a run may still ask about an import an earlier run's
-		// page left accepted (GET /processes/{id}, SPEC §4), which reads.
+		// page left accepted (GET /processes/{id}, docs/guide.md#the-ledger-and-its-retention), which reads.
 		if n := writeRequests(c.dest.fake.Stats()); n != writeRequests(settledStats) {
 			row.problemf("the fake got %d write requests after Redis came back to a changed source", n-writeRequests(settledStats))
 		}

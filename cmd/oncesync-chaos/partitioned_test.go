@@ -10,7 +10,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// Acceptance 3 and 5 of the partitioned sync (SPEC §11), on real processes:
+// Acceptance 3 and 5 of the partitioned sync (docs/guide.md#the-checkpoint-barrier), on real processes:
 // `oncesync serve` and two `oncesync worker` processes on a PostgreSQL store,
 // a PostgreSQL source table, leases and the checkpoint barrier in Redis, the
 // fake Brevo in this process.

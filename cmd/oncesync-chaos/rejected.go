@@ -8,7 +8,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
-// Rejected records are retried (SPEC §4, issue 13 finding 4): a record the
+// Rejected records are retried (docs/guide.md#the-ledger-and-its-retention, issue 13 finding 4): a record the
 // destination refuses for its content is rejected, and every later run
 // tries it again until it succeeds, whatever the source. A keyset source
 // (PostgreSQL) whose cursor moved past the row must re-read it by identity.

@@ -13,7 +13,7 @@ type want struct {
 	First string // FIRSTNAME
 	ExtID string // "" when ext_id is not mapped
 	// Flipped: the record changed and changed back while runs went on, so a
-	// wrong value here is most likely a lost update (SPEC §3).
+	// wrong value here is most likely a lost update (docs/guide.md#what-a-run-does).
 	Flipped bool
 	// Label names the record in a problem line (sync and identity, no
 	// e-mail address).

@@ -26,13 +26,13 @@ const (
 	// answered yet (the in-doubt window).
 	termInDoubt = "in-doubt"
 	// termPastDeadline: as in-doubt, but the fake holds its answer past the
-	// shared 15 s drain deadline (SPEC §6): the run is cancelled mid-page,
+	// shared 15 s drain deadline (docs/guide.md#running-on-a-schedule-serve-and-worker): the run is cancelled mid-page,
 	// its page stays in doubt, and the next run settles it by reading the
 	// fake back. The worker must still exit by the 25 s exit deadline.
 	termPastDeadline = "past-drain-deadline"
 )
 
-// Shutdown timings of `oncesync worker` (SPEC §6; internal/queue): in-flight
+// Shutdown timings of `oncesync worker` (docs/guide.md#running-on-a-schedule-serve-and-worker; internal/queue): in-flight
 // runs drain under one shared 15 s deadline, the process exits by 25 s.
 const (
 	workerDrainDeadline = 15 * time.Second

@@ -1,4 +1,4 @@
-// Package alert delivers oncesync's alerts (SPEC §10) to their sinks: a log
+// Package alert delivers oncesync's alerts (docs/config.md) to their sinks: a log
 // line always, and optionally a signed webhook (Standard Webhooks), e-mail
 // over SMTP and Sentry.
 //
@@ -37,21 +37,21 @@ const (
 )
 
 // Alert kinds. Kind is a plain string so callers may add kinds; these are the
-// ones SPEC §8 and §9 name.
+// ones docs/guide.md#guardrails, docs/guide.md#telling-silence-from-outside name.
 const (
 	// KindCircuitBreakerTripped: a sync failed too many times in a row and was
-	// paused (SPEC §8).
+	// paused (docs/guide.md#guardrails).
 	KindCircuitBreakerTripped = "circuit_breaker_tripped"
 	// KindDeadmanRunsWithoutSuccess: runs were recorded in the dead-man
-	// window but none succeeded (SPEC §9).
+	// window but none succeeded (docs/guide.md#telling-silence-from-outside).
 	KindDeadmanRunsWithoutSuccess = "deadman_runs_without_success"
-	// KindDeadmanNoRuns: no run was recorded in the dead-man window (SPEC §9).
+	// KindDeadmanNoRuns: no run was recorded in the dead-man window (docs/guide.md#telling-silence-from-outside).
 	KindDeadmanNoRuns = "deadman_no_runs"
-	// KindDeadmanResolved: a silence ended with a successful run (SPEC §9).
+	// KindDeadmanResolved: a silence ended with a successful run (docs/guide.md#telling-silence-from-outside).
 	KindDeadmanResolved = "deadman_resolved"
 	// KindOperatorFailures: a sync failed breaker_failures times since its
 	// last success for reasons the operator owns (an outage of the store,
-	// Redis or the destination); such failures never pause a sync (SPEC §8).
+	// Redis or the destination); such failures never pause a sync (docs/guide.md#guardrails).
 	KindOperatorFailures = "operator_failures"
 )
 
@@ -69,7 +69,7 @@ type Alert struct {
 	// a workspace-wide alert.
 	Workspace string
 	SyncID    string
-	// WhatHappened and NextStep are one sentence each (SPEC §7).
+	// WhatHappened and NextStep are one sentence each (docs/recovery.md).
 	WhatHappened string
 	NextStep     string
 	// Owner says who has to act.

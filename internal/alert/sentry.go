@@ -30,7 +30,7 @@ type SentrySinkParams struct {
 	// when ctx has no earlier deadline (default 10s).
 	FlushTimeout time.Duration
 	// HTTPTransport sends the requests; nil uses http.DefaultTransport.
-	// A redirect answer is an error, never followed (SPEC §15: it would
+	// A redirect answer is an error, never followed (docs/guide.md#the-sync-pages-and-the-api: it would
 	// carry the DSN's key and the event elsewhere).
 	HTTPTransport http.RoundTripper
 }

@@ -39,7 +39,7 @@ type WebhookSinkParams struct {
 	// sends unsigned payloads (webhook-id and webhook-timestamp still set).
 	Secret string
 	// Client sends the requests; nil uses a client with a 30s timeout. A
-	// copy that never follows redirects is used (SPEC §15: a redirect
+	// copy that never follows redirects is used (docs/guide.md#the-sync-pages-and-the-api: a redirect
 	// would carry the signed alert elsewhere).
 	Client *http.Client
 	// Clock stamps webhook-timestamp; nil uses the wall clock.

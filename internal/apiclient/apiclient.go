@@ -10,11 +10,11 @@
 //   - waits for Retry-After or a connector's own rate-limit reset header,
 //   - the attempt deadline of the run's lease (destination.AttemptDeadline):
 //     no attempt starts that cannot end before it, each attempt's timeout is
-//     bounded by it, and no wait is taken that would end after it (SPEC §5),
-//   - no redirect ever followed (SPEC §15): a 3xx is an error, so neither
+//     bounded by it, and no wait is taken that would end after it (docs/guide.md#the-store-and-the-leases),
+//   - no redirect ever followed (docs/guide.md#the-sync-pages-and-the-api): a 3xx is an error, so neither
 //     credentials nor records are resent to another address,
 //   - net/http/httptrace to tell a request that was never completely written
-//     (its failure wraps destination.ErrNotSent: not in doubt, SPEC §4) from
+//     (its failure wraps destination.ErrNotSent: not in doubt, docs/guide.md#the-ledger-and-its-retention) from
 //     one whose outcome is unknown,
 //   - bounded response bodies and error texts scrubbed of secrets, URLs and
 //     e-mail addresses,
@@ -299,7 +299,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				if !req.Idempotent {
 					// It may have been applied and only its answer lost:
 					// resending could write twice. The caller settles it
-					// (SPEC §4: read back, or left in doubt).
+					// (docs/guide.md#the-ledger-and-its-retention: read back, or left in doubt).
 					return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}

@@ -60,7 +60,7 @@ func (l *Limiter) Pause(d time.Duration) {
 	l.mu.Unlock()
 }
 
-// Backoff bounds (SPEC §6, §11: exponential from 1 s, capped at 30 s, full jitter).
+// Backoff bounds (docs/guide.md#running-on-a-schedule-serve-and-worker, docs/guide.md#the-checkpoint-barrier: exponential from 1 s, capped at 30 s, full jitter).
 const (
 	BackoffBase = time.Second
 	BackoffCap  = 30 * time.Second
@@ -116,7 +116,7 @@ func NewHTTPClient() *http.Client {
 // NoRedirects returns a copy of c (nil: a new client) that never follows a
 // redirect: Do returns the 3xx answer itself. Go's client forwards custom
 // headers (an api-key) and, on 307/308, the body to wherever a redirect
-// points, even another host (SPEC §15).
+// points, even another host (docs/guide.md#the-sync-pages-and-the-api).
 func NoRedirects(c *http.Client) *http.Client {
 	var cp http.Client
 	if c != nil {

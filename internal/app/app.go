@@ -98,7 +98,7 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 		return nil, failure.New(failure.InvalidSyncDefinition, "redis is not a valid redis:// URL")
 	}
 	// A call's context deadline bounds its socket I/O too, not only
-	// ReadTimeout: a lease renewal must not hang past the lease (SPEC §5).
+	// ReadTimeout: a lease renewal must not hang past the lease (docs/guide.md#the-store-and-the-leases).
 	opts.ContextTimeoutEnabled = true
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {

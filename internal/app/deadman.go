@@ -16,7 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// DeadmanParams assemble the dead-man checker of SPEC §9.
+// DeadmanParams assemble the dead-man checker of docs/guide.md#telling-silence-from-outside.
 type DeadmanParams struct {
 	Config   *config.Config
 	Store    store.Store
@@ -67,7 +67,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	if p.Registerer != nil {
 		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncesync_deadman_alerts_total",
-			Help: "Dead-man alerts and resolution notices sent, by kind (SPEC §9).",
+			Help: "Dead-man alerts and resolution notices sent, by kind (docs/guide.md#telling-silence-from-outside).",
 		}, []string{"kind"})
 		for _, k := range []string{alert.KindDeadmanNoRuns, alert.KindDeadmanRunsWithoutSuccess, alert.KindDeadmanResolved} {
 			cv.WithLabelValues(k)

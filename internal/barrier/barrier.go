@@ -1,4 +1,4 @@
-// Package barrier is the checkpoint barrier of SPEC §11: parallel workers
+// Package barrier is the checkpoint barrier of docs/guide.md#the-checkpoint-barrier: parallel workers
 // agree on one reference point (a snapshot of their inputs) before they act.
 //
 // # The barrier
@@ -67,7 +67,7 @@ import (
 	"github.com/oncesync/oncesync/internal/rediserr"
 )
 
-// DefaultTTL is the barrier TTL when a call passes ttl <= 0 (SPEC §11).
+// DefaultTTL is the barrier TTL when a call passes ttl <= 0 (docs/guide.md#the-checkpoint-barrier).
 const DefaultTTL = 60 * time.Second
 
 // Errors. Redis failures wrap store.ErrUnavailable (Redis unreachable,

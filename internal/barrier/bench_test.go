@@ -98,7 +98,7 @@ func cutHostPort(addr string) (string, string, bool) {
 	return "", "", false
 }
 
-// BenchmarkConverge500 measures the load spike of SPEC §11: 500 checkers
+// BenchmarkConverge500 measures the load spike of docs/guide.md#the-checkpoint-barrier: 500 checkers
 // start at once on one fresh key; the time until every one of them has an
 // answer (1 created, 499 aligned) is reported as ms/convergence.
 func BenchmarkConverge500(b *testing.B) {

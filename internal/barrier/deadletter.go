@@ -14,7 +14,7 @@ const (
 	// ReasonMismatch: the barrier kept holding another snapshot.
 	ReasonMismatch = "checkpoint_mismatch"
 	// ReasonSourceChanged: a partition's source snapshot no longer matched
-	// the one its run pinned (SPEC §11; failure code source_changed_during_run).
+	// the one its run pinned (docs/guide.md#the-checkpoint-barrier; failure code source_changed_during_run).
 	ReasonSourceChanged = "source_changed_during_run"
 )
 

@@ -26,7 +26,7 @@ func (e *EvictionPolicyError) Error() string {
 	return fmt.Sprintf("redis at %s has maxmemory-policy %s: %v. Under memory pressure Redis would drop "+
 		"checkpoint barriers and leases, and a dropped key reads as a fresh start: the next worker creates a new "+
 		"barrier from its own view and proceeds unaligned, or takes a lease that is still in use (the eviction "+
-		"incident of SPEC §11). Set `maxmemory-policy noeviction` on every server (redis.conf, or CONFIG SET "+
+		"incident of docs/guide.md#the-checkpoint-barrier). Set `maxmemory-policy noeviction` on every server (redis.conf, or CONFIG SET "+
 		"maxmemory-policy noeviction) and size it for its keys, or set `allow_evicting_redis: true` in the "+
 		"config to accept the risk", e.Addr, e.Policy, ErrEvictingRedis)
 }

@@ -17,7 +17,7 @@ const (
 	MetricDeadLetters = "oncesync_checkpoint_dead_letters_total"
 )
 
-// HitRatioAlert is the PromQL of SPEC §11's alert: the key hit ratio over
+// HitRatioAlert is the PromQL of docs/guide.md#the-checkpoint-barrier's alert: the key hit ratio over
 // 10 minutes below 95 %. A miss is a Check that found no key (created) or a
 // Verify that found none (missing): frequent misses mean keys expire too early
 // or are evicted.

@@ -11,7 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
-// Backoff of Wait (SPEC §11): full jitter, exponential from BackoffBase, ×2,
+// Backoff of Wait (docs/guide.md#the-checkpoint-barrier): full jitter, exponential from BackoffBase, ×2,
 // capped at BackoffCap; DefaultRetries retries, then the work is dead-lettered.
 const (
 	BackoffBase    = 1 * time.Second

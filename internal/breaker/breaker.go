@@ -1,4 +1,4 @@
-// Package breaker is the circuit breaker of SPEC §8: after every recorded
+// Package breaker is the circuit breaker of docs/guide.md#guardrails: after every recorded
 // failure, by whatever path, it reads the sync's failure streak from its
 // stored runs (Streak: failures the sync's owner must fix, since its last
 // success and its changed_at); when the streak reaches the threshold, it
@@ -21,7 +21,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// DefaultThreshold is SPEC §8's streak length.
+// DefaultThreshold is docs/guide.md#guardrails's streak length.
 const DefaultThreshold = 5
 
 // Notifier raises alerts (alert.Dispatcher).
@@ -68,7 +68,7 @@ type Trip struct {
 // trips the breaker when the streak of failures owned by `you` reaches
 // threshold, and reports the trip (nil: not tripped). When the newest run is
 // an operator failure and exactly threshold of them followed the last
-// success, it sends the operator one alert instead (SPEC §8).
+// success, it sends the operator one alert instead (docs/guide.md#guardrails).
 func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int) (*Trip, error) {
 	if threshold <= 0 {
 		threshold = DefaultThreshold

@@ -57,7 +57,7 @@ func (tb *testBundle) record(t *testing.T, state store.RunState, code failure.Co
 	var r store.Run
 	var err error
 	if code == failure.InvalidSyncDefinition {
-		// An enqueue-time failure: recorded as failed at once (SPEC §6).
+		// An enqueue-time failure: recorded as failed at once (docs/guide.md#running-on-a-schedule-serve-and-worker).
 		r, err = tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunFailed, FailureCode: string(code), Detail: "bad definition"})
 	} else {
 		r, err = tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunRunning})
@@ -128,7 +128,7 @@ func TestFiveFailuresTrip(t *testing.T) {
 	}
 }
 
-// operatorCodes are the failures SPEC §8 says the operator owns.
+// operatorCodes are the failures docs/guide.md#guardrails says the operator owns.
 var operatorCodes = []failure.Code{
 	failure.StoreUnavailable, failure.LeaseLost, failure.DestinationUnavailable,
 	failure.DestinationRateLimited, failure.Interrupted,

@@ -9,7 +9,7 @@ import (
 )
 
 // Counts reports whether a failed run with code lengthens its sync's failure
-// streak (SPEC §8): only failures the sync's owner fixes (owner `you` in the
+// streak (docs/guide.md#guardrails): only failures the sync's owner fixes (owner `you` in the
 // catalog: its definition, data or credentials). A failure the operator owns
 // (store_unavailable, lease_lost, destination_unavailable,
 // destination_rate_limited, interrupted, ...) neither counts nor resets the

@@ -222,7 +222,7 @@ type requeueQueue struct {
 
 func (q *requeueQueue) enqueue(ctx context.Context, syncID, reason string) (queue.Enqueued, error) {
 	if q.svc == nil {
-		// A run that cannot be queued is recorded as failed (SPEC §6) and
+		// A run that cannot be queued is recorded as failed (docs/guide.md#running-on-a-schedule-serve-and-worker) and
 		// the breaker evaluated, with the config's alerts, as `oncesync run`
 		// does.
 		alerts, err := alert.FromConfig(q.cfg.Alerts, q.log, clock.Real{})

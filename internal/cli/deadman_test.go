@@ -109,7 +109,7 @@ func (b *deadmanBundle) succeed(t *testing.T, syncID string) {
 	}
 }
 
-// TestDeadmanCheckCommand is SPEC §9's `oncesync deadman check` for a
+// TestDeadmanCheckCommand is docs/guide.md#telling-silence-from-outside's `oncesync deadman check` for a
 // deployment without serve or Redis: exit 0 while nothing is silent, 6
 // while something is; one alert per incident through the configured sink;
 // a resolution notice once the silent sync succeeds again.

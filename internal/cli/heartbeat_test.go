@@ -58,7 +58,7 @@ func writeFile(t *testing.T, path, body string) {
 	}
 }
 
-// TestRunSendsHeartbeat is SPEC §9's heartbeat on the foreground path
+// TestRunSendsHeartbeat is docs/guide.md#telling-silence-from-outside's heartbeat on the foreground path
 // (`oncesync run` from cron, no serve): a successful run requests the
 // sync's heartbeat_url, a failed one heartbeat_url/fail; the URL's token
 // shows in no output.

@@ -14,7 +14,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
-// Exit codes (SPEC §12).
+// Exit codes (docs/guide.md#commands).
 const (
 	ExitOK       = 0
 	ExitFailed   = 1 // a run failed; the last line says why

@@ -25,13 +25,13 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Shutdown timings (SPEC §6): the foreground run drains like serve and
+// Shutdown timings (docs/guide.md#running-on-a-schedule-serve-and-worker): the foreground run drains like serve and
 // worker do, by the same deadlines.
 const (
 	drainDeadline = queue.DrainDeadline // in-flight work must checkpoint by then
 	exitDeadline  = queue.ExitDeadline  // the process exits by then, whatever runs
 	// heartbeatWait is how long a finished run's process waits for its
-	// heartbeat (SPEC §9) before exiting: one attempt and a retry.
+	// heartbeat (docs/guide.md#telling-silence-from-outside) before exiting: one attempt and a retry.
 	heartbeatWait = 15 * time.Second
 )
 
@@ -170,7 +170,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		defer ccancel()
 		_ = alerts.Close(cctx)
 	}()
-	// The sync's heartbeat (SPEC §9) goes out after the summary; the exit
+	// The sync's heartbeat (docs/guide.md#telling-silence-from-outside) goes out after the summary; the exit
 	// waits for it a little, and its outcome never changes the exit code.
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
 	defer func() {
@@ -224,7 +224,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	return failed(env.Stdout, runErr)
 }
 
-// failed prints the SPEC §12 last line and exits 1.
+// failed prints the docs/guide.md#commands last line and exits 1.
 func failed(w io.Writer, err error) error {
 	var fe *failure.Error
 	if errors.As(err, &fe) && fe.Detail != "" && fe.Detail != failure.Lookup(fe.Code).WhatHappened {

@@ -170,7 +170,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// The dead-man check (SPEC §9): the leader runs it at minute 13 of every
+	// The dead-man check (docs/guide.md#telling-silence-from-outside): the leader runs it at minute 13 of every
 	// hour; any process may work the job.
 	host, _ := os.Hostname()
 	checker, err := app.Deadman(app.DeadmanParams{
@@ -180,7 +180,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
-	// Heartbeats (SPEC §9) go out in the background; the way out gives the
+	// Heartbeats (docs/guide.md#telling-silence-from-outside) go out in the background; the way out gives the
 	// ones in flight a moment, after the runs stopped.
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
 	defer func() {
@@ -271,7 +271,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	}
 	fmt.Fprintln(env.Stdout, startLine(name, cfg, f, scheduler, svc.Where(), addr))
 
-	// The dead-man check's fallback (SPEC §9): whatever stopped the leader's
+	// The dead-man check's fallback (docs/guide.md#telling-silence-from-outside): whatever stopped the leader's
 	// hourly check, this process runs one when none was recorded for
 	// deadman.FallbackAfter; the claim makes it one process of all.
 	fbCtx, fbStop := context.WithCancel(ctx)

@@ -45,7 +45,7 @@ type discardAlerts struct{}
 
 func (discardAlerts) Notify(_ context.Context, a alert.Alert) (alert.Alert, error) { return a, nil }
 
-// printDeadman prints the sync's dead-man verdict (SPEC §9), read-only.
+// printDeadman prints the sync's dead-man verdict (docs/guide.md#telling-silence-from-outside), read-only.
 func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) {
 	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
@@ -179,7 +179,7 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 	} else {
 		fmt.Fprintln(w, "last success: never")
 	}
-	// The breaker's own streak (SPEC §8), so this line and the pause agree.
+	// The breaker's own streak (docs/guide.md#guardrails), so this line and the pause agree.
 	_, k, err := breaker.Read(ctx, st, id, 0)
 	if err != nil {
 		return err

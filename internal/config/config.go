@@ -1,4 +1,4 @@
-// Package config loads and validates oncesync's YAML configuration (SPEC §12).
+// Package config loads and validates oncesync's YAML configuration (docs/guide.md#commands).
 //
 // Load reads the file, replaces ${VAR} and ${VAR:-default} in scalar values
 // from the environment, decodes it strictly (unknown keys are errors), applies
@@ -28,7 +28,7 @@ const (
 	DestinationWebhook = "webhook"
 )
 
-// Destination write modes (SPEC §2 step 4).
+// Destination write modes (docs/guide.md#what-a-run-does step 4).
 const (
 	// ModeSingle writes one record per call, with bounded concurrency.
 	ModeSingle = "single"
@@ -50,7 +50,7 @@ const (
 	MaxConcurrency        = 256
 	DefaultTimeout        = 30 * time.Second
 	DefaultBrevoBaseURL   = "https://api.brevo.com/v3"
-	DefaultBrevoRateLimit = 10.0 // requests per second (SPEC §6)
+	DefaultBrevoRateLimit = 10.0 // requests per second (docs/guide.md#running-on-a-schedule-serve-and-worker)
 	DefaultSMTPPort       = 587
 	MaxBreakerFailures    = 1000
 )
@@ -66,12 +66,12 @@ type Config struct {
 	Redis string
 	// Settings are the deployment settings.
 	Settings Settings
-	// Alerts configures the alert sinks (SPEC §10).
+	// Alerts configures the alert sinks (docs/config.md).
 	Alerts Alerts
 	// Web configures serve's UI and JSON API.
 	Web Web
 	// AllowEvictingRedis lets oncesync start against a Redis whose
-	// maxmemory-policy may evict keys (SPEC §11). Off by default.
+	// maxmemory-policy may evict keys (docs/guide.md#the-checkpoint-barrier). Off by default.
 	AllowEvictingRedis bool
 	// Syncs are the sync definitions, in file order.
 	Syncs []Sync
@@ -83,28 +83,28 @@ type Config struct {
 
 // Settings are deployment-wide settings; some have per-sync overrides.
 type Settings struct {
-	// LeaseTTL is how long a lease lives without renewal (SPEC §5).
+	// LeaseTTL is how long a lease lives without renewal (docs/guide.md#the-store-and-the-leases).
 	LeaseTTL time.Duration
 	// LeaseRenew is how often a run renews its lease; shorter than LeaseTTL.
 	LeaseRenew time.Duration
 	// DeadmanWindow is how long a workspace or sync may go without a
-	// successful run before the dead-man alert fires (SPEC §9).
+	// successful run before the dead-man alert fires (docs/guide.md#telling-silence-from-outside).
 	DeadmanWindow time.Duration
-	// LedgerRetention is how long completed ledger entries are kept (SPEC §4).
+	// LedgerRetention is how long completed ledger entries are kept (docs/guide.md#the-ledger-and-its-retention).
 	LedgerRetention time.Duration
 	// BreakerFailures is the number of consecutive failed runs that pauses a
-	// sync (SPEC §8).
+	// sync (docs/guide.md#guardrails).
 	BreakerFailures int
 }
 
 // Defaults returns the default deployment settings:
 //
-//	key               default  SPEC
-//	lease_ttl         30s      §5
-//	lease_renew       10s      §5
-//	breaker_failures  5        §8
-//	deadman_window    24h      §9
-//	ledger_retention  168h     §4 (7 days)
+//	key               default  explained in docs/guide.md
+//	lease_ttl         30s      "The store and the leases"
+//	lease_renew       10s      "The store and the leases"
+//	breaker_failures  5        "Guardrails"
+//	deadman_window    24h      "Telling silence from outside"
+//	ledger_retention  168h     "The ledger and its retention" (7 days)
 func Defaults() Settings {
 	return Settings{
 		LeaseTTL:        30 * time.Second,
@@ -165,10 +165,10 @@ type Sync struct {
 	Source      Source
 	Destination Destination
 	Mapping     Mapping
-	// Partitions is the number of partition jobs per run (SPEC §11), 1..64.
+	// Partitions is the number of partition jobs per run (docs/guide.md#the-checkpoint-barrier), 1..64.
 	Partitions int
 	// AllowRewriteAfterRetention lets a run replay a cursor older than the
-	// ledger retention (SPEC §4).
+	// ledger retention (docs/guide.md#the-ledger-and-its-retention).
 	AllowRewriteAfterRetention bool
 	// LedgerRetention overrides Settings.LedgerRetention when non-zero.
 	LedgerRetention time.Duration
@@ -177,7 +177,7 @@ type Sync struct {
 	// BreakerFailures overrides Settings.BreakerFailures when non-zero.
 	BreakerFailures int
 	// HeartbeatURL, when set, is requested after every successful run, and
-	// HeartbeatURL + "/fail" after every failed one (SPEC §9: the
+	// HeartbeatURL + "/fail" after every failed one (docs/guide.md#telling-silence-from-outside: the
 	// healthchecks.io / Cronitor convention), so an outside monitor notices
 	// silence. It usually holds a token: a secret.
 	HeartbeatURL string
@@ -191,7 +191,7 @@ type Source struct {
 	Path string
 	// PageSize is the number of records per page, 1..10000 (default 500).
 	PageSize int
-	// Identity is the optional primary-key column (SPEC §3).
+	// Identity is the optional primary-key column (docs/guide.md#what-a-run-does).
 	Identity string
 	// DSN is the PostgreSQL connection string of a postgres source.
 	DSN string
@@ -201,7 +201,7 @@ type Source struct {
 	// CursorColumn is the column used for keyset pagination.
 	CursorColumn string
 	// VersionQuery returns a value that changes when the source changes; it
-	// pins the snapshot of partitioned runs (SPEC §11).
+	// pins the snapshot of partitioned runs (docs/guide.md#the-checkpoint-barrier).
 	VersionQuery string
 }
 

@@ -84,7 +84,7 @@ func validVarName(s string) bool {
 
 // refs protects ${...} references from the YAML parser. A plain scalar in a
 // flow collection cannot hold '{' or '}', so `{api_key: ${BREVO_API_KEY}}`
-// (SPEC §12 writes exactly that) is not valid YAML as written. Before
+// (docs/guide.md#commands writes exactly that) is not valid YAML as written. Before
 // parsing, every ${...} (and $${...}) on one line is replaced by a
 // placeholder made of letters, digits and '_', valid anywhere a scalar is;
 // after parsing, placeholders are put back in keys and interpolated in values.

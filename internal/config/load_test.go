@@ -690,7 +690,7 @@ func TestLoadSpecExample(t *testing.T) {
 	t.Parallel()
 	cfg, err := Load("testdata/spec.yaml", envMap(specEnv))
 	if err != nil {
-		t.Fatalf("the SPEC §12 example must load: %v", err)
+		t.Fatalf("the contract's example config (testdata/spec.yaml) must load: %v", err)
 	}
 	want := Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, BreakerFailures: 5, DeadmanWindow: 24 * time.Hour, LedgerRetention: 168 * time.Hour}
 	if cfg.Settings != want {

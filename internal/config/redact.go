@@ -241,7 +241,7 @@ func durString(d time.Duration) string {
 // DefinitionJSON returns the canonical JSON of the redacted sync: keys in a
 // fixed order (map keys sorted), durations in Go syntax, no secrets (header
 // names are kept, their values are not). Equal definitions give equal bytes
-// on every run and machine, so it detects definition changes (SPEC §1).
+// on every run and machine, so it detects definition changes (docs/guide.md#what-a-run-does).
 func (s Sync) DefinitionJSON() (string, error) {
 	r := s.Redacted()
 	var headers []string

@@ -200,7 +200,7 @@ func TestDefinitionJSON(t *testing.T) {
 	}
 }
 
-// TestHeartbeatURL: SPEC §9's per-sync heartbeat_url is an http(s) URL
+// TestHeartbeatURL: docs/guide.md#telling-silence-from-outside's per-sync heartbeat_url is an http(s) URL
 // whose path (the monitor's token) is a secret: never in a problem, in the
 // stored definition or its redacted form; SecretValues lists it.
 func TestHeartbeatURL(t *testing.T) {

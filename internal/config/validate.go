@@ -155,7 +155,7 @@ func (l *loader) validate(c *Config) {
 	}
 }
 
-// validatePartitions checks what a partitioned sync (SPEC §11) needs: an
+// validatePartitions checks what a partitioned sync (docs/guide.md#the-checkpoint-barrier) needs: an
 // identity column to split the rows by, and Redis for the checkpoint barrier
 // its partitions check before they write.
 func (l *loader) validatePartitions(p string, s *Sync, haveRedis bool) {

@@ -1,4 +1,4 @@
-// Package deadman is oncesync's dead-man check (SPEC §9): every hour at
+// Package deadman is oncesync's dead-man check (docs/guide.md#telling-silence-from-outside): every hour at
 // minute 13 the leader asks, for every workspace with an active sync and for
 // every active sync on its own, whether a run succeeded within the dead-man
 // window, and raises one critical alert per silence.
@@ -37,7 +37,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// DefaultWindow is the dead-man window when none is configured (SPEC §9).
+// DefaultWindow is the dead-man window when none is configured (docs/guide.md#telling-silence-from-outside).
 const DefaultWindow = 24 * time.Hour
 
 // The types the store keeps for the check are the store's
@@ -67,7 +67,7 @@ const (
 	ScopeSync      = store.DeadmanScopeSync
 )
 
-// Kinds of silence (SPEC §9).
+// Kinds of silence (docs/guide.md#telling-silence-from-outside).
 const (
 	// KindRunsWithoutSuccess: runs were recorded in the window, none
 	// succeeded. Owner: the sync's owner.

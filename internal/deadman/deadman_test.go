@@ -15,7 +15,7 @@ import (
 
 func ts(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
-// TestSilentSiblingRaisesPerSyncAlert is SPEC §9's reason for the per-sync
+// TestSilentSiblingRaisesPerSyncAlert is docs/guide.md#telling-silence-from-outside's reason for the per-sync
 // check: a healthy sync keeps its workspace green while its sibling is
 // silent; only the per-sync check notices.
 func TestSilentSiblingRaisesPerSyncAlert(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// A dead-man check that only the leader runs stops with the leader (SPEC
-// §9). Every check therefore records when it ran (CheckLog), and any
+// A dead-man check that only the leader runs stops with the leader (
+// docs/guide.md#telling-silence-from-outside). Every check therefore records when it ran (CheckLog), and any
 // process may run the check itself when none was recorded for a while
 // (CheckIfDue, RunFallback): workers and `serve` processes that do not
 // lead, whatever stopped the leader's hourly job. The record is claimed

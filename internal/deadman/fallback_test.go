@@ -82,7 +82,7 @@ func TestCheckLog(t *testing.T) {
 	})
 }
 
-// TestWorkerFallback is SPEC §9's "let any worker run it when no leader has
+// TestWorkerFallback is docs/guide.md#telling-silence-from-outside's "let any worker run it when no leader has
 // within the hour", on a fake clock: while the leader checks, workers do
 // not; once it stopped, one of two workers runs the check (not both), it
 // alerts the new silence once and does not repeat the old one.

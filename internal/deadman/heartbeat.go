@@ -17,7 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Heartbeats are the outside half of SPEC §9: a dead-man that lives in the
+// Heartbeats are the outside half of docs/guide.md#telling-silence-from-outside: a dead-man that lives in the
 // scheduler dies with it, so each sync may name a heartbeat URL an outside
 // monitor watches (the healthchecks.io / Cronitor convention). After every
 // successful run oncesync POSTs to the URL, after every failed one to the

@@ -80,7 +80,7 @@ func finished(id int64, state store.RunState, code failure.Code) store.Run {
 		Counters: store.Counters{Read: 500, Written: 480, Replayed: 20}}
 }
 
-// TestHeartbeatOnSuccessAndFail is SPEC §9's heartbeat: a request to the
+// TestHeartbeatOnSuccessAndFail is docs/guide.md#telling-silence-from-outside's heartbeat: a request to the
 // URL on every successful run, to URL + "/fail" on a failed one, nothing
 // for a skipped or interrupted run.
 func TestHeartbeatOnSuccessAndFail(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // JobKind is the River job kind of the dead-man check.
 const JobKind = "oncesync_deadman_check"
 
-// Schedule is the check's cron schedule: every hour at minute 13 (SPEC §9),
+// Schedule is the check's cron schedule: every hour at minute 13 (docs/guide.md#telling-silence-from-outside),
 // in the leader's local time zone like the syncs' schedules.
 const Schedule = "13 * * * *"
 

@@ -14,7 +14,7 @@ import (
 )
 
 // RedisMarkers is a MarkerStore in Redis, used when the deployment has one
-// (SPEC §9): each marker is a key (rediskey.Space.DeadmanMarker) created with
+// (docs/guide.md#telling-silence-from-outside): each marker is a key (rediskey.Space.DeadmanMarker) created with
 // SET NX, and a set (rediskey.Space.DeadmanMarkers) indexes them so the check
 // lists the ongoing silences without SCAN. A script creates or deletes a
 // marker together with its index entry; both keys share the {deadman} hash

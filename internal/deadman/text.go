@@ -10,7 +10,7 @@ import (
 )
 
 // Alert texts: what happened (which silence, since when), the next step, the
-// owner and a link (SPEC §9, §10). Ids of workspaces and syncs are config
+// owner and a link (docs/guide.md#telling-silence-from-outside, docs/config.md). Ids of workspaces and syncs are config
 // identifiers, never personal data.
 
 const (

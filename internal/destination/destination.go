@@ -10,7 +10,7 @@ import (
 )
 
 // Capability is how a destination lets oncesync settle an in-doubt record: one
-// whose write was sent but never marked complete because its writer died (SPEC §4).
+// whose write was sent but never marked complete because its writer died (docs/guide.md#the-ledger-and-its-retention).
 type Capability int
 
 const (
@@ -56,11 +56,11 @@ const (
 	// Accepted: the destination took the record for processing later (an
 	// asynchronous bulk import: Brevo's and Klaviyo's 202 with a process or
 	// job id, which is Ref). It is not delivered yet: Async.Outcomes tells
-	// what became of it (SPEC §4, "Asynchronous outcomes").
+	// what became of it (docs/guide.md#the-ledger-and-its-retention, "Asynchronous outcomes").
 	Accepted
 	// NotSent: the record's request provably never reached the destination
 	// (connection refused, a DNS failure, no lease time left to start the
-	// attempt). Its claim is released; it is not in doubt (SPEC §4).
+	// attempt). Its claim is released; it is not in doubt (docs/guide.md#the-ledger-and-its-retention).
 	NotSent
 )
 
@@ -132,13 +132,13 @@ var ErrNotSent = errors.New("the request never reached the destination")
 
 // ErrNoLeaseTime is wrapped (with ErrNotSent) when an attempt, retry or
 // rate-limit wait would not end before the attempt deadline carried by the
-// context: the run's lease has no time left for it (SPEC §5).
+// context: the run's lease has no time left for it (docs/guide.md#the-store-and-the-leases).
 var ErrNoLeaseTime = errors.New("the run's lease has no time left for another attempt")
 
 type deadlineKey struct{}
 
 // WithAttemptDeadline returns ctx carrying until, the time by which every
-// destination attempt must have ended (SPEC §5: a write never outlives its
+// destination attempt must have ended (docs/guide.md#the-store-and-the-leases: a write never outlives its
 // lease). until is called before each attempt, retry and wait, so a lease
 // renewed in the meantime extends it. A destination starts no attempt that
 // cannot end by then, bounds each attempt's own timeout by it, and waits

@@ -152,7 +152,7 @@ func (tb *testBundle) checkDelivered(t *testing.T) fakebrevo.Stats {
 }
 
 // checkNoSecrets asserts that no e-mail address and no API key appear in any
-// output or in the store's files (SPEC §3; acceptance 7).
+// output or in the store's files (docs/guide.md#what-a-run-does; acceptance 7).
 func (tb *testBundle) checkNoSecrets(t *testing.T) {
 	t.Helper()
 	tb.mu.Lock()

@@ -25,7 +25,7 @@ import (
 	"github.com/oncesync/oncesync/internal/rediskey"
 )
 
-// SPEC §5, "A write never outlives its lease", on real processes with the
+// docs/guide.md#the-store-and-the-leases, "A write never outlives its lease", on real processes with the
 // several-machines stores: PostgreSQL (a random schema) and Redis leases
 // (a random sync id, so its keys meet no other test's; the shared Redis is
 // never flushed).
@@ -171,7 +171,7 @@ func readBody(t *testing.T, r *http.Request) {
 // TestLeaseStoreLossWithAWriteOnTheWire is finding 5 of issue 13: a run's
 // bulk import is on the wire (slow: the destination applies it only after
 // the run gave up on it), Redis loses the sync's keys, and a second run
-// starts at once. Before SPEC §5's quarantine the second run took the lease,
+// starts at once. Before docs/guide.md#the-store-and-the-leases's quarantine the second run took the lease,
 // found the page in doubt, read it back (not landed yet) and sent it again:
 // one page of duplicates. Now the second run is refused for one TTL
 // (store_unavailable, retryable), the first stops within its lease, and a
@@ -282,7 +282,7 @@ func (c *cutProxy) cut(t *testing.T) {
 // its last renewal was before it. The destination is slow from the cut on
 // (it holds the import in flight then, and any later one, until the client
 // gives up or 20 s pass), so only the run's own lease timer can end them;
-// before SPEC §5's attempt deadline the import ran its 30 s attempt timeout.
+// before docs/guide.md#the-store-and-the-leases's attempt deadline the import ran its 30 s attempt timeout.
 func TestCutOffWorkerStopsWriting(t *testing.T) {
 	t.Parallel()
 	const ttl = 3 * time.Second

@@ -1,4 +1,4 @@
-// Package failure is oncesync's one catalog of user-visible failures (SPEC §7).
+// Package failure is oncesync's one catalog of user-visible failures (docs/recovery.md).
 //
 // Every failure a user can see carries a Code from this catalog: one sentence of
 // what happened, one of what to do next, who owns the fix, and whether a retry
@@ -25,7 +25,7 @@ const (
 	OwnerOperator Owner = "operator"
 )
 
-// The catalog codes (SPEC §7).
+// The catalog codes (docs/recovery.md).
 const (
 	LeaseLost                  Code = "lease_lost"
 	AlreadyRunning             Code = "already_running"
@@ -209,7 +209,7 @@ func DocsURL(base string, code Code) string {
 	return base + "#" + Anchor(code)
 }
 
-// LastLine is the last line `oncesync run` prints for a failed run (SPEC §12).
+// LastLine is the last line `oncesync run` prints for a failed run (docs/guide.md#commands).
 func LastLine(err error) string {
 	e := Lookup(CodeOf(err))
 	return fmt.Sprintf("failed: %s: %s Next: %s (owner: %s)", e.Code, e.WhatHappened, e.NextStep, e.Owner)

@@ -18,8 +18,8 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
-// specOwners is SPEC §7's list of codes with their owners where the SPEC
-// names one, and SPEC §6's split of transient (retryable) and permanent
+// specOwners is docs/recovery.md's list of codes with their owners where the SPEC
+// names one, and docs/guide.md#running-on-a-schedule-serve-and-worker's split of transient (retryable) and permanent
 // failures. Every code of the SPEC must stay in the catalog.
 var specCodes = []struct {
 	code      failure.Code
@@ -27,7 +27,7 @@ var specCodes = []struct {
 	retryable bool
 }{
 	{failure.LeaseLost, failure.OwnerOperator, true},
-	{failure.AlreadyRunning, "", false}, // SPEC §2: "Do not retry"
+	{failure.AlreadyRunning, "", false}, // docs/guide.md#what-a-run-does: "Do not retry"
 	{failure.Interrupted, failure.OwnerOperator, true},
 	{failure.DestinationAuth, failure.OwnerYou, false},
 	{failure.DestinationRejectedRecords, failure.OwnerYou, false},
@@ -43,7 +43,7 @@ var specCodes = []struct {
 	{failure.CircuitBreakerTripped, failure.OwnerYou, false},
 }
 
-// contractSentences are printed verbatim by the run loop (SPEC §2); the
+// contractSentences are printed verbatim by the run loop (docs/guide.md#what-a-run-does); the
 // already-running sentence has no final period in the SPEC.
 var contractSentences = map[failure.Code]string{
 	failure.LeaseLost:      "The run lost its slot part-way through and stopped to avoid writing twice.",
@@ -56,20 +56,20 @@ func TestCatalogMatchesSpec(t *testing.T) {
 		t.Run(string(tc.code), func(t *testing.T) {
 			t.Parallel()
 			if !failure.Known(tc.code) {
-				t.Fatalf("SPEC §7 code %s is not in the catalog", tc.code)
+				t.Fatalf("docs/recovery.md code %s is not in the catalog", tc.code)
 			}
 			e := failure.Lookup(tc.code)
 			if tc.owner != "" && e.Owner != tc.owner {
 				t.Errorf("owner %q, SPEC says %q", e.Owner, tc.owner)
 			}
 			if e.Retryable != tc.retryable {
-				t.Errorf("retryable %v, SPEC §6 says %v", e.Retryable, tc.retryable)
+				t.Errorf("retryable %v, docs/guide.md#running-on-a-schedule-serve-and-worker says %v", e.Retryable, tc.retryable)
 			}
 		})
 	}
 	for code, want := range contractSentences {
 		if got := failure.Lookup(code).WhatHappened; got != want {
-			t.Errorf("%s: sentence %q, SPEC §2 says %q", code, got, want)
+			t.Errorf("%s: sentence %q, docs/guide.md#what-a-run-does says %q", code, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package lease grants one run at a time the right to work a sync (SPEC §5).
+// Package lease grants one run at a time the right to work a sync (docs/guide.md#the-store-and-the-leases).
 //
 // Every grant carries a fence that grows with each grant and is registered in
 // the store; the store refuses cursor and ledger writes carrying an older
@@ -31,7 +31,7 @@ var (
 	// ErrQuarantined: the lease store lost its data (Redis restarted empty,
 	// flushed, failed over to a replica that missed writes) and grants no
 	// lease of the sync until one TTL after the loss was noticed: a holder
-	// from before the loss may still be writing until then (SPEC §5). It is
+	// from before the loss may still be writing until then (docs/guide.md#the-store-and-the-leases). It is
 	// temporary; asking again after the TTL gets a grant.
 	ErrQuarantined = errors.New("lease store lost its data")
 )

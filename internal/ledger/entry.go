@@ -13,7 +13,7 @@ import (
 // What a ledger entry's Result holds (opaque to the store; written by the
 // runner, read by it and by the pages that show records to a person).
 //
-// A slot's complete entry holds its last delivered state (SPEC §3):
+// A slot's complete entry holds its last delivered state (docs/guide.md#what-a-run-does):
 //
 //	<generation>.<the first 16 bytes of the record hash, base64url>.<destination ref>
 //
@@ -26,7 +26,7 @@ import (
 //	c1.<tag>                   pending (a claim)
 //	a1.<tag>.<ref>             accepted, ref being the destination's process
 //	r1.<tag>.<identity>        rejected; the identity lets a keyset source
-//	                           re-read the row (SPEC §4); "~" + hex when it is
+//	                           re-read the row (docs/guide.md#the-ledger-and-its-retention); "~" + hex when it is
 //	                           not printable UTF-8
 //	n1.<tag>.<identity>        in_doubt, left for a person
 //
@@ -125,7 +125,7 @@ func RejectedResult(slot, identity string) string {
 
 // ResendResult is the Result of an in-doubt entry a person marks to send
 // again: rejected, naming the same slot and identity, so that a keyset
-// source reads the row again (SPEC §4).
+// source reads the row again (docs/guide.md#the-ledger-and-its-retention).
 func ResendResult(inDoubt string) string {
 	if rest, ok := strings.CutPrefix(inDoubt, "n1."); ok {
 		return "r1." + rest
@@ -179,7 +179,7 @@ func EntryIdentity(e store.LedgerEntry) (string, bool) {
 }
 
 // encodeIdentity keeps printable UTF-8 as it is (it is shown to a person,
-// SPEC §17) and hex-encodes anything else, so that every Result is valid
+// docs/guide.md#the-sync-pages-and-the-api) and hex-encodes anything else, so that every Result is valid
 // text for the store.
 func encodeIdentity(id string) string {
 	if utf8.ValidString(id) && !strings.ContainsAny(id, "\x00") && !strings.HasPrefix(id, "~") {

@@ -1,4 +1,4 @@
-// Package ledger builds delivery keys (SPEC §3): the identity of one record's
+// Package ledger builds delivery keys (docs/guide.md#what-a-run-does): the identity of one record's
 // delivery, the same whichever run, retry or worker reads the record; and
 // slot keys, under which the last delivered state of each row is kept.
 //
@@ -70,7 +70,7 @@ func hexSum(b []byte) string {
 }
 
 // Slot is the key of the last delivered state of the record with identity
-// identity (SPEC §3): the slot a delivery of any version of that row writes.
+// identity (docs/guide.md#what-a-run-does): the slot a delivery of any version of that row writes.
 // It is SHA-256 over a tuple of its own kind, so it never equals a delivery
 // key.
 func Slot(syncID, sourceID, identity string) string {

@@ -50,7 +50,7 @@ type Requeued struct {
 	Run    Enqueued
 }
 
-// RequeueDeadLetter re-queues a parked dead letter (SPEC §11): the work of a
+// RequeueDeadLetter re-queues a parked dead letter (docs/guide.md#the-checkpoint-barrier): the work of a
 // partitioned sync is redone by a new run of the whole sync, queued like
 // "run now" (the parked run's pinned snapshot is stale by definition, so its
 // partition jobs cannot simply run again), then the entry is marked

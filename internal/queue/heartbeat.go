@@ -11,7 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 )
 
-// Job heartbeats (SPEC §6). Every job of a run kind (a run, a partitioned
+// Job heartbeats (docs/guide.md#running-on-a-schedule-serve-and-worker). Every job of a run kind (a run, a partitioned
 // run's coordinator, a partition) holds a lease of its own, its heartbeat,
 // from the moment its Work starts until it returns: taken first, renewed
 // every LeaseRenew, released last. It fences nothing (nothing is written

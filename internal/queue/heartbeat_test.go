@@ -19,7 +19,7 @@ import (
 )
 
 // TestRunEndedSendsHeartbeats: the runs the queue records tell their sync's
-// heartbeat_url how they ended (SPEC §9): a worked run that succeeded, one
+// heartbeat_url how they ended (docs/guide.md#telling-silence-from-outside): a worked run that succeeded, one
 // that failed, and a run recorded as failed before it could start.
 func TestRunEndedSendsHeartbeats(t *testing.T) {
 	t.Parallel()

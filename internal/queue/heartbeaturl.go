@@ -6,7 +6,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// runEnded tells the heartbeat URL of run's sync (SPEC §9) how the run
+// runEnded tells the heartbeat URL of run's sync (docs/guide.md#telling-silence-from-outside) how the run
 // ended: every path that records the end of a run of a configured sync
 // calls it once (a worked run, a run recorded as failed before it could
 // start, a partitioned run's coordinated end). Heartbeats go out in the

@@ -28,7 +28,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Partitioned syncs (SPEC §11). A sync with partitions: N > 1 runs as one
+// Partitioned syncs (docs/guide.md#the-checkpoint-barrier). A sync with partitions: N > 1 runs as one
 // coordinator job and N partition jobs:
 //
 //   - the coordinator records the run (under the sync's id), computes the

@@ -12,7 +12,7 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
-// The ledger's retention (SPEC §4): the leader queues a prune every hour,
+// The ledger's retention (docs/guide.md#the-ledger-and-its-retention): the leader queues a prune every hour,
 // any process works it, and it removes what Store.LedgerPrune removes (the
 // entries not seen since the retention) so that the ledger stays bounded.
 
@@ -109,7 +109,7 @@ func LedgerRetention(cfg *config.Config) time.Duration {
 }
 
 // PruneLedger removes the ledger entries not seen within LedgerRetention
-// (SPEC §4), logs how many (a count: never keys) and counts them in
+// (docs/guide.md#the-ledger-and-its-retention), logs how many (a count: never keys) and counts them in
 // oncesync_ledger_pruned_total. Errors carry store_unavailable.
 func (s *Service) PruneLedger(ctx context.Context) (Pruned, error) {
 	p := Pruned{Retention: LedgerRetention(s.cfg)}

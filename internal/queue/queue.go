@@ -1,4 +1,4 @@
-// Package queue runs syncs as River jobs (SPEC §6): one job kind per run of a
+// Package queue runs syncs as River jobs (docs/guide.md#running-on-a-schedule-serve-and-worker): one job kind per run of a
 // sync, cron schedules as River periodic jobs enqueued by the leader only,
 // retries with a 60 s doubling backoff over 5 attempts, lease-expiry recovery
 // of runs whose worker died, and the SIGTERM drain of every in-flight run.
@@ -34,7 +34,7 @@ const (
 	ReasonRecovery = "recovery"
 )
 
-// Retry and shutdown timings (SPEC §6).
+// Retry and shutdown timings (docs/guide.md#running-on-a-schedule-serve-and-worker).
 const (
 	// MaxAttempts is the number of attempts of a run before it is discarded.
 	MaxAttempts = 5
@@ -80,7 +80,7 @@ func (RunSyncArgs) InsertOpts() river.InsertOpts {
 	}
 }
 
-// RecoverArgs is the lease-expiry recovery sweep (SPEC §6).
+// RecoverArgs is the lease-expiry recovery sweep (docs/guide.md#running-on-a-schedule-serve-and-worker).
 type RecoverArgs struct{}
 
 // Kind implements river.JobArgs.

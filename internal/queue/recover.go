@@ -53,7 +53,7 @@ type Recovered struct {
 	Completed []int64
 }
 
-// Recover is lease-expiry recovery (SPEC §6): it finds runs still running
+// Recover is lease-expiry recovery (docs/guide.md#running-on-a-schedule-serve-and-worker): it finds runs still running
 // whose sync lease has expired or is gone (or, on this machine, is held by a
 // dead process), marks them interrupted, and resumes their syncs at once from
 // the saved cursor: the dead worker's job is made available again (River's
@@ -106,7 +106,7 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			}
 		case errors.Is(err, store.ErrNotFound):
 		case errors.Is(err, lease.ErrQuarantined):
-			// The lease store lost its data less than a TTL ago (SPEC §5):
+			// The lease store lost its data less than a TTL ago (docs/guide.md#the-store-and-the-leases):
 			// the run's worker may still be writing. Neither live nor dead
 			// until the quarantine ends; a later sweep decides.
 			continue

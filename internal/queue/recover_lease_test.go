@@ -20,7 +20,7 @@ import (
 // keys while its worker is alive (it may still be writing to the
 // destination). Lease-expiry recovery must not read the missing lease as a
 // dead holder and resume the sync next to it: it leaves the run alone until
-// one TTL after the loss was noticed (SPEC §5), then resumes it.
+// one TTL after the loss was noticed (docs/guide.md#the-store-and-the-leases), then resumes it.
 func TestRecoverWaitsOutALeaseStoreLoss(t *testing.T) {
 	t.Parallel()
 	u := os.Getenv("ONCESYNC_TEST_REDIS_URL")

@@ -191,7 +191,7 @@ func (b *serviceBundle) jobs(t *testing.T, syncID string) int {
 	return n
 }
 
-// TestRetries is SPEC §6 with the first backoff scaled from 60 s to 500 ms:
+// TestRetries is docs/guide.md#running-on-a-schedule-serve-and-worker with the first backoff scaled from 60 s to 500 ms:
 // a destination answering 503 (through every in-run retry) until after the
 // third attempt sees attempts 500 ms, 1 s and 2 s apart (×2 each time,
 // ±10 %), then the fourth attempt succeeds with every record written once;

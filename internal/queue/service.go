@@ -68,10 +68,10 @@ type Params struct {
 	// Breaker is evaluated after every failed run this process records,
 	// whatever the path: runs worked by the queue, enqueue-time failures,
 	// runs that could not be built, and runs closed by lease-expiry recovery
-	// (SPEC §8). Nil means a breaker without alerts (it still pauses and
+	// (docs/guide.md#guardrails). Nil means a breaker without alerts (it still pauses and
 	// audits); serve and worker pass one whose alerts come from the config.
 	Breaker *breaker.Breaker
-	// Deadman, when set, is the dead-man check of SPEC §9: every process
+	// Deadman, when set, is the dead-man check of docs/guide.md#telling-silence-from-outside: every process
 	// can work its job, and the leader schedules it at minute 13 of every
 	// hour.
 	Deadman *deadman.Checker
@@ -106,7 +106,7 @@ type Params struct {
 	// timer); tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// RetryBackoff is the wait before a run's second attempt; it doubles
-	// for every later one, ±10 % jitter (default BackoffBase, 60 s; SPEC §6).
+	// for every later one, ±10 % jitter (default BackoffBase, 60 s; docs/guide.md#running-on-a-schedule-serve-and-worker).
 	RetryBackoff time.Duration
 	// FetchPollInterval is how often workers poll for due jobs (River's
 	// default, 1 s, when zero). On PostgreSQL new jobs are also announced
@@ -116,7 +116,7 @@ type Params struct {
 	RecoveryInterval time.Duration
 	// DrainDeadline overrides DrainDeadline (tests).
 	DrainDeadline time.Duration
-	// Redis holds the checkpoint barriers of partitioned syncs (SPEC §11).
+	// Redis holds the checkpoint barriers of partitioned syncs (docs/guide.md#the-checkpoint-barrier).
 	// Nil means a client of Config.Redis, opened when a sync of the config
 	// has partitions > 1 (and closed by Shutdown).
 	Redis redis.Scripter
@@ -127,7 +127,7 @@ type Params struct {
 	BarrierMetrics *barrier.Metrics
 
 	// Heartbeats, when set, tells each sync's heartbeat_url how its runs
-	// end (SPEC §9, runEnded); nil sends none. The caller closes it after
+	// end (docs/guide.md#telling-silence-from-outside, runEnded); nil sends none. The caller closes it after
 	// Shutdown.
 	Heartbeats *deadman.Heartbeats
 }
@@ -391,7 +391,7 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown is SIGTERM (SPEC §6): stop fetching jobs, ask every in-flight run
+// Shutdown is SIGTERM (docs/guide.md#running-on-a-schedule-serve-and-worker): stop fetching jobs, ask every in-flight run
 // to drain (finish its page, checkpoint, release its lease, end interrupted;
 // its job is made available again at once for any worker), cancel the runs
 // still going when the shared drain deadline passes, and return when every
@@ -416,7 +416,7 @@ type Enqueued struct {
 }
 
 // Enqueue queues a run of syncID now. An invalid definition is recorded as a
-// failed run (SPEC §6) and returned; so is a job that cannot be inserted.
+// failed run (docs/guide.md#running-on-a-schedule-serve-and-worker) and returned; so is a job that cannot be inserted.
 func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued, error) {
 	sc, ok := s.cfg.Sync(syncID)
 	if !ok {
@@ -465,7 +465,7 @@ func buildFailure(err error) error {
 }
 
 // recordFailure stores a run that failed before it could start (enqueue
-// time, or a worker that cannot build the sync) so that it counts (SPEC §6,
+// time, or a worker that cannot build the sync) so that it counts (docs/guide.md#running-on-a-schedule-serve-and-worker,
 // §8). A store that cannot record it is logged: the caller returns the
 // original failure.
 func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int, err error) {
@@ -489,7 +489,7 @@ func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int,
 	s.runEnded(rctx, run)
 }
 
-// afterFailure evaluates the circuit breaker of syncID (SPEC §8) after a
+// afterFailure evaluates the circuit breaker of syncID (docs/guide.md#guardrails) after a
 // failed run was recorded. The breaker reads the streak from stored runs, so
 // evaluating it more often than needed is harmless; an evaluation that
 // fails is logged (the failure that led here is the caller's to report),
@@ -539,7 +539,7 @@ func (m minLevel) WithGroup(n string) slog.Handler {
 }
 
 // RiverUI returns River's own web UI over this service's queue, to be mounted
-// at prefix behind the caller's authentication (SPEC §12: serve's UI). Call
+// at prefix behind the caller's authentication (docs/guide.md#commands: serve's UI). Call
 // it after New; it stops with ctx.
 func (s *Service) RiverUI(ctx context.Context, prefix string) (http.Handler, error) {
 	return s.b.ui(ctx, s.log, prefix)

@@ -39,8 +39,8 @@ func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) e
 //     every such job completes the same way until the sync is resumed;
 //   - interrupted (drained on shutdown, or cancelled): snoozed 0, available
 //     again at once to any worker, without using an attempt;
-//   - the lease store lost its data and grants no lease for a while (SPEC
-//     §5): snoozed until the quarantine ends, without using an attempt (a
+//   - the lease store lost its data and grants no lease for a while (
+//     docs/guide.md#the-store-and-the-leases): snoozed until the quarantine ends, without using an attempt (a
 //     quarantine of one TTL would otherwise eat the retries of partitions
 //     with a short backoff, and of every job with a long TTL);
 //   - a retryable failure: the error, River retries with Backoff;
@@ -111,7 +111,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		LeaseRenew:  s.cfg.Settings.LeaseRenew,
 		Attempt:     attempt,
 		Drain:       s.drain,
-		// The breaker after every failed run (SPEC §8), as a foreground run.
+		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
 	s.metrics.runFinished(run, runErr)
@@ -121,7 +121,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 
 // insertRecorder counts inserted runs and records a failed run for every run
 // whose job could not be inserted, whoever inserted it (a schedule on the
-// leader, Enqueue, recovery): SPEC §6's enqueue-time failures.
+// leader, Enqueue, recovery): docs/guide.md#running-on-a-schedule-serve-and-worker's enqueue-time failures.
 type insertRecorder struct {
 	river.JobInsertMiddlewareDefaults
 	s *Service

@@ -82,19 +82,19 @@ func (s Space) syncKey(syncID, name string) string {
 	return s.Prefix() + s.SyncTag(syncID) + ":" + name
 }
 
-// Lease is the key of a sync's lease (SPEC §5): a hash with fields token,
+// Lease is the key of a sync's lease (docs/guide.md#the-store-and-the-leases): a hash with fields token,
 // fence, holder, run_id and granted_at_us (Redis time, µs since the epoch),
 // carrying a PX expiry of the lease TTL. The key's absence means the lease is
 // free; it is written, extended and deleted only by redislease's scripts.
 func (s Space) Lease(syncID string) string { return s.syncKey(syncID, "lease") }
 
-// Fence is the key of a sync's fence counter (SPEC §5): an integer INCRed on
+// Fence is the key of a sync's fence counter (docs/guide.md#the-store-and-the-leases): an integer INCRed on
 // every lease grant. It never expires: fences must only grow. If it is lost
 // anyway (flush, failover to a lagging replica), redislease raises it past the
 // fence registered in the store before handing out a grant.
 func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 
-// LeaseLoss is the key of a sync's lease quarantine (SPEC §5): a string,
+// LeaseLoss is the key of a sync's lease quarantine (docs/guide.md#the-store-and-the-leases): a string,
 // the Redis time (µs since the epoch) at which redislease noticed that
 // Redis had lost the sync's lease data (its fence counter behind the fence
 // registered in the store), with a PX expiry of the lease TTL. While it
@@ -103,18 +103,18 @@ func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 // data it guards, so a second loss takes it too and is noticed afresh.
 func (s Space) LeaseLoss(syncID string) string { return s.syncKey(syncID, "lease-loss") }
 
-// Barrier is the key of a run's checkpoint barrier (SPEC §11): a string
+// Barrier is the key of a run's checkpoint barrier (docs/guide.md#the-checkpoint-barrier): a string
 // "token:snapshot" with the barrier TTL, shared by the partitions of runID.
 func (s Space) Barrier(syncID string, runID int64) string {
 	return s.syncKey(syncID, "barrier:"+strconv.FormatInt(runID, 10))
 }
 
-// DeadLetter is the key of a sync's checkpoint dead-letter list (SPEC §11):
+// DeadLetter is the key of a sync's checkpoint dead-letter list (docs/guide.md#the-checkpoint-barrier):
 // partition work parked after too many barrier mismatches, shown to and
 // re-queued by a person. No expiry.
 func (s Space) DeadLetter(syncID string) string { return s.syncKey(syncID, "deadletter") }
 
-// Checkpoint is the key of a named checkpoint barrier (SPEC §11) that belongs
+// Checkpoint is the key of a named checkpoint barrier (docs/guide.md#the-checkpoint-barrier) that belongs
 // to no sync run, such as the one of `oncesync checkpoint check --key NAME`:
 // a string "token:snapshot" with the barrier TTL. Its hash tag is
 // {checkpoint:<name>}, the name escaped like a sync id, so different names
@@ -152,7 +152,7 @@ func plain(s string) bool {
 const deadmanTag = "{deadman}"
 
 // DeadmanMarker is the key of the dead-man marker of a workspace or sync
-// (SPEC §9): scope is "workspace" or "sync", id the workspace or sync id. The
+// (docs/guide.md#telling-silence-from-outside): scope is "workspace" or "sync", id the workspace or sync id. The
 // value is the marker (JSON), created with SET NX when the silence is alerted
 // and deleted by the first successful run after it. No expiry: the marker
 // lives as long as the incident. Unlike the per-sync keys above, it carries
@@ -168,7 +168,7 @@ func (s Space) DeadmanMarkers() string {
 }
 
 // DeadmanChecked is the key of the record of the latest dead-man check
-// (SPEC §9): a hash with fields at_ms (unix milliseconds) and by, updated by
+// (docs/guide.md#telling-silence-from-outside): a hash with fields at_ms (unix milliseconds) and by, updated by
 // one script that compares it first, so a process that does not lead can
 // claim an overdue check without racing another. No expiry.
 func (s Space) DeadmanChecked() string {

@@ -13,7 +13,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Asynchronous outcomes (SPEC §4): a destination that answers "accepted,
+// Asynchronous outcomes (docs/guide.md#the-ledger-and-its-retention): a destination that answers "accepted,
 // processing" (Brevo's bulk import, 202 with a process id) has not
 // delivered yet. The run marks those keys accepted, hands them to the
 // poller, which asks that process (and only it) what became of each record,
@@ -58,7 +58,7 @@ type acceptedBatch struct {
 // loadOutstanding reads what earlier runs left in flight (pending claims,
 // accepted imports) by the slot each names, so that a row whose value has
 // changed since is not taken as up to date while an older value of it may
-// still land (SPEC §3).
+// still land (docs/guide.md#what-a-run-does).
 func (r *run) loadOutstanding(ctx context.Context) error {
 	r.outstanding = map[string][]store.LedgerEntry{}
 	for _, state := range []store.LedgerState{store.LedgerPending, store.LedgerAccepted} {
@@ -458,7 +458,7 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 	return out, true
 }
 
-// sendAgain writes records whose process failed once more (SPEC §4: they
+// sendAgain writes records whose process failed once more (docs/guide.md#the-ledger-and-its-retention: they
 // were not delivered). They are claimed again first (released, then
 // claimed under this run's fence, before the write), so a write whose
 // answer is lost leaves them in doubt for the next run, as any claim.

@@ -12,7 +12,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 )
 
-// A write never outlives its lease (SPEC §5). A destination cannot check a
+// A write never outlives its lease (docs/guide.md#the-store-and-the-leases). A destination cannot check a
 // fence, so time is the only fence it gets: every destination attempt must
 // end, and the run's work is cancelled, attemptMargin before the lease's
 // local expiry (localExpiry), unless a renewal moved that expiry on. A
@@ -31,7 +31,7 @@ const maxAttemptMargin = 10 * time.Second
 // single attempt still gets 14 s or more between renewals every 10 s.
 func attemptMargin(ttl time.Duration) time.Duration { return min(ttl/5, maxAttemptMargin) }
 
-// writeDeadline is the attempt deadline of SPEC §5, on the run's clock: the
+// writeDeadline is the attempt deadline of docs/guide.md#the-store-and-the-leases, on the run's clock: the
 // lease's local expiry less attemptMargin. The run's work is cancelled then.
 func (r *run) writeDeadline() time.Time { return r.expiry().Add(-attemptMargin(r.LeaseTTL)) }
 
@@ -250,7 +250,7 @@ func (r *run) startRenewer(ctx context.Context, cancel context.CancelCauseFunc) 
 }
 
 // acquireFailure maps a failed Acquire other than ErrHeld. A lease store
-// that lost its data grants nothing for one TTL (SPEC §5): the run fails as
+// that lost its data grants nothing for one TTL (docs/guide.md#the-store-and-the-leases): the run fails as
 // store_unavailable, which is retryable (the queue's first retry, 60 s on,
 // comes after the default 30 s quarantine), rather than already_running,
 // whose skipped runs are never retried: a recovery run skipped there would

@@ -108,7 +108,7 @@ func isDone(ctx context.Context) bool {
 	}
 }
 
-// TestLeaseTime: a write never outlives its lease (SPEC §5). The run's
+// TestLeaseTime: a write never outlives its lease (docs/guide.md#the-store-and-the-leases). The run's
 // destination calls carry the lease's local expiry less the margin as their
 // attempt deadline, renewals are bounded by a timeout on the run's clock, and
 // at that deadline, with no renewal through, the run's work (the write in

@@ -25,7 +25,7 @@ type item struct {
 	id     string // identity; "" for a positional slot
 	cursor string // the page's cursor (positional keys)
 	pos    int    // the position on the page (positional keys)
-	gen    int64  // the delivery's generation of the slot (SPEC §3)
+	gen    int64  // the delivery's generation of the slot (docs/guide.md#what-a-run-does)
 	// ownInDoubt: the item's own key is pending under an older fence (a
 	// dead run's claim), not only an earlier value's entry (release).
 	ownInDoubt bool
@@ -48,7 +48,7 @@ type claimed struct {
 	ledgerCum store.Counters // the run's ledger-stage counters up to this page, inclusive
 }
 
-// ledgerStage runs step 3 of SPEC §2 for one prepared page: the slots' last
+// ledgerStage runs step 3 of docs/guide.md#what-a-run-does for one prepared page: the slots' last
 // delivered states, one ledger read for the keys of the records that
 // changed, the settling of what earlier runs left in doubt or accepted, and
 // the fenced claim of what is to be written. w is the write stage, which
@@ -144,7 +144,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		case found && e.State == store.LedgerComplete:
 			// A ledger from before slots: this very value was delivered.
 			// Record it as the slot's state, so that a later change and
-			// change back is seen (SPEC §3).
+			// change back is seen (docs/guide.md#what-a-run-does).
 			marks = append(marks, r.deliveredMarks(it, legacyRef(e.Result))...)
 			c.delta.Replayed++
 		case found && e.State == store.LedgerAccepted:
@@ -168,7 +168,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		}
 	}
 
-	// Imports an earlier run left accepted (SPEC §4): ask their processes.
+	// Imports an earlier run left accepted (docs/guide.md#the-ledger-and-its-retention): ask their processes.
 	for ref, its := range accepted {
 		res, err := r.awaitAccepted(ctx, ref, its)
 		if err != nil {
@@ -194,7 +194,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		}
 	}
 
-	// SPEC §4: settle in-doubt entries by the destination's capability, with
+	// docs/guide.md#the-ledger-and-its-retention: settle in-doubt entries by the destination's capability, with
 	// no write of this run in flight.
 	if len(inDoubt) > 0 {
 		if err := w.waitIdle(ctx); err != nil {
@@ -234,7 +234,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		return c, err
 	}
 	if r.BeforeWrite != nil {
-		// A partition's barrier check (SPEC §11) vouches for the page that
+		// A partition's barrier check (docs/guide.md#the-checkpoint-barrier) vouches for the page that
 		// is written next: with no page of this run in flight behind it, at
 		// most the page being written when the barrier's store (Redis) goes
 		// away is written after, as in the sequential loop.
@@ -300,7 +300,7 @@ func (r *run) rejectedMark(it *item, message string) store.LedgerFinish {
 }
 
 // checkReplayable refuses to settle an in-doubt entry older than the
-// ledger's retention (SPEC §4): the destination's own records of it (an
+// ledger's retention (docs/guide.md#the-ledger-and-its-retention): the destination's own records of it (an
 // import's report, an idempotency key) may be gone, so a read-back or a
 // resend could write twice.
 func (r *run) checkReplayable(e store.LedgerEntry, now time.Time) error {
@@ -312,11 +312,11 @@ func (r *run) checkReplayable(e store.LedgerEntry, now time.Time) error {
 		e.ClaimedAt.UTC().Format(time.RFC3339), r.Sync.Retention))
 }
 
-// writeStage runs step 4 of SPEC §2 for a claimed page, the write, and
+// writeStage runs step 4 of docs/guide.md#what-a-run-does for a claimed page, the write, and
 // returns the page's write-stage counters (Written, Rejected, Requests),
 // its batched marks (step 5), which the checkpointer records, and the
-// records the destination accepted for processing later, by process (SPEC
-// §4). marks is nil when nothing was written; when the write failed it
+// records the destination accepted for processing later, by process (
+// docs/guide.md#the-ledger-and-its-retention). marks is nil when nothing was written; when the write failed it
 // holds only the releases of records whose request never left (the others
 // stay pending, in doubt for the next run). A page whose every record was
 // refused returns its marks and a destination_rejected_records failure.
@@ -395,7 +395,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 	return marks, batches, written, rejected
 }
 
-// mark records outcomes (step 5 of SPEC §2), fenced like the claims.
+// mark records outcomes (step 5 of docs/guide.md#what-a-run-does), fenced like the claims.
 func (r *run) mark(ctx context.Context, finish []store.LedgerFinish) error {
 	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
@@ -547,7 +547,7 @@ func records(its []*item) []destination.Record {
 }
 
 // keys maps every record of the run's slice (see Params.Filter), hashes it
-// and names its slot (SPEC §3); read is the number of records in the
+// and names its slot (docs/guide.md#what-a-run-does); read is the number of records in the
 // slice. A slot seen twice on one page (the same row twice) is kept once,
 // with its last version.
 func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
@@ -585,7 +585,7 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 	return out, read, dups, nil
 }
 
-// settle resolves in-doubt records (SPEC §4). It returns those to (re)send,
+// settle resolves in-doubt records (docs/guide.md#the-ledger-and-its-retention). It returns those to (re)send,
 // how many were settled without a write, and the marks of those settled.
 func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend []*item, settled int64, marks []store.LedgerFinish, _ error) {
 	switch r.Destination.Capability() {

@@ -13,7 +13,7 @@ import (
 )
 
 // prepared is a page read from the source with its records mapped and
-// hashed (steps 2 and 3 of SPEC §2 up to the ledger read), or the error that
+// hashed (steps 2 and 3 of docs/guide.md#what-a-run-does up to the ledger read), or the error that
 // ended the reading.
 type prepared struct {
 	page  source.Page
@@ -27,7 +27,7 @@ type prepared struct {
 // prefetcher reads and keys the pages ahead of their delivery, one page at
 // a time, in order; it holds at most one prepared page while the run
 // delivers another, so memory stays bounded by the page size. The pages of
-// rows read again by identity (SPEC §4, rejected records) come first; they
+// rows read again by identity (docs/guide.md#the-ledger-and-its-retention, rejected records) come first; they
 // leave the cursor where it is.
 type prefetcher struct {
 	out    chan prepared
@@ -289,7 +289,7 @@ func (w *writer) close() (store.Counters, error) {
 	return w.cum, w.err
 }
 
-// checkpointJob is steps 5 and 6 of SPEC §2 for one written page, or the
+// checkpointJob is steps 5 and 6 of docs/guide.md#what-a-run-does for one written page, or the
 // settling of records of a page the destination had accepted (resolved).
 type checkpointJob struct {
 	page     int64
@@ -315,7 +315,7 @@ const checkpointGrace = 5 * time.Second
 // only past pages whose every record is settled: a page whose records the
 // destination is still processing (accepted) holds it back until the
 // poller's settling job for it, so a run that dies leaves the cursor
-// before it (SPEC §4).
+// before it (docs/guide.md#the-ledger-and-its-retention).
 type checkpointer struct {
 	jobs chan checkpointJob
 	done chan struct{}

@@ -42,7 +42,7 @@ func (tb *testBundle) writeCSV(t *testing.T, n int, names map[int]string) {
 func email(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
 
 // TestChangeAndChangeBack: a row that changes and changes back is sent all
-// three times, and the destination ends with the source's value (SPEC §3:
+// three times, and the destination ends with the source's value (docs/guide.md#what-a-run-does:
 // the last delivered state of each slot, not the key, answers "is the
 // destination up to date").
 func TestChangeAndChangeBack(t *testing.T) {
@@ -307,7 +307,7 @@ func (s *keysetSource) Close() error { return nil }
 
 // TestRejectedRetriedByIdentity: on a keyset source, rows the destination
 // refused are read again by identity on later runs and delivered once
-// acceptable, although the cursor moved past them (SPEC §4).
+// acceptable, although the cursor moved past them (docs/guide.md#the-ledger-and-its-retention).
 func TestRejectedRetriedByIdentity(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, 0, destination.CapVerify)

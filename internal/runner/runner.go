@@ -1,4 +1,4 @@
-// Package runner is the run loop of SPEC §2: read a page at the saved cursor,
+// Package runner is the run loop of docs/guide.md#what-a-run-does: read a page at the saved cursor,
 // build every record's delivery key, ask the ledger, claim, write, mark, and
 // only then move the cursor with a fenced write. A run killed anywhere leaves
 // the cursor at the start of its page; the next run rebuilds the same keys and
@@ -31,7 +31,7 @@ type Sync struct {
 	// Identity is the source's primary-key column ("" = positional keys).
 	Identity string
 	Mapping  mapping.Spec
-	// Retention is how long delivery records are kept (SPEC §4): an
+	// Retention is how long delivery records are kept (docs/guide.md#the-ledger-and-its-retention): an
 	// in-doubt page older than that is not settled automatically.
 	Retention time.Duration
 	// AllowRewriteAfterRetention lets an in-doubt page older than Retention
@@ -72,19 +72,19 @@ type Params struct {
 	// Progress, if set, is called after every checkpoint.
 	Progress func(Progress)
 	// AfterFailure, if set, is called once a failed run is recorded (the
-	// circuit breaker's evaluation point, SPEC §8).
+	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)
 	// Filter, if set, keeps the records of this run's slice (a partition of
-	// a partitioned sync, SPEC §11): a record it refuses is skipped, neither
+	// a partitioned sync, docs/guide.md#the-checkpoint-barrier): a record it refuses is skipped, neither
 	// keyed nor written nor counted as read.
 	Filter func(source.Record) bool
 	// BeforeWrite, if set, runs before every claim of a page's records (the
-	// checkpoint barrier of a partition, SPEC §11). An error fails the run:
+	// checkpoint barrier of a partition, docs/guide.md#the-checkpoint-barrier). An error fails the run:
 	// a *failure.Error with its code, any other error as store_unavailable.
 	BeforeWrite func(ctx context.Context) error
 	// AcceptedWait bounds how long the run waits for a destination's
 	// process to settle records it accepted (default 2 min); what is still
-	// processing then is asked about by the next run (SPEC §4).
+	// processing then is asked about by the next run (docs/guide.md#the-ledger-and-its-retention).
 	AcceptedWait time.Duration
 	// PollInterval is the first pause between two questions about a
 	// process (default 200 ms, doubling up to 5 s).
@@ -111,7 +111,7 @@ type Progress struct {
 	Done     bool
 }
 
-// The run-level sentences of SPEC §2.
+// The run-level sentences of docs/guide.md#what-a-run-does.
 const (
 	SentenceAlreadyRunning = "Another run of this sync was already in progress"
 	SentenceLeaseLost      = "The run lost its slot part-way through and stopped to avoid writing twice."
@@ -180,7 +180,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.grant.Fence
-	// The work is cancelled once the lease's time is up (SPEC §5), from
+	// The work is cancelled once the lease's time is up (docs/guide.md#the-store-and-the-leases), from
 	// here on: the expiry counts from the moment the lease was asked for.
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -304,7 +304,7 @@ const readAgainMax = 10_000
 
 // readAgain reads again, by identity, the rows the destination rejected on
 // earlier runs, when the source's cursor does not come back to them (a
-// keyset source; a file is read whole every run): SPEC §4, rejected
+// keyset source; a file is read whole every run): docs/guide.md#the-ledger-and-its-retention, rejected
 // records are retried until they succeed. It returns them in pages.
 func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
 	rf, ok := r.Source.(source.Refetcher)
@@ -355,8 +355,8 @@ func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
 // N+2 may be claimed before page N is written, and page N written before
 // page N-1 is marked and its cursor saved: the same states as a kill
 // between two steps of the sequential loop (the cursor still points at
-// N-1's start; the keys of N-1 to N+2 are pending, in doubt, settled by SPEC
-// §4, which reads back what landed). The cursor still only ever moves over
+// N-1's start; the keys of N-1 to N+2 are pending, in doubt, settled by
+// docs/guide.md#the-ledger-and-its-retention, which reads back what landed). The cursor still only ever moves over
 // pages whose every record is marked, in the same transaction, by a renewed
 // lease and a fenced write, in page order. A key of a page not yet marked
 // seen again on a later page, or an in-doubt entry, makes the ledger stage

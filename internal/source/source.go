@@ -44,7 +44,7 @@ type Source interface {
 // Refetcher is implemented by a source that can read rows again by their
 // identity: a keyset source (PostgreSQL, MySQL) whose cursor has moved past
 // a row the destination rejected re-reads it this way on later runs, so the
-// row is retried until it is delivered (SPEC §4). A file source, which is
+// row is retried until it is delivered (docs/guide.md#the-ledger-and-its-retention). A file source, which is
 // read whole on every run, needs no Refetcher.
 type Refetcher interface {
 	// ReadIdentities returns the rows whose identity column (as the sync

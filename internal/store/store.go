@@ -43,7 +43,7 @@ type Sync struct {
 	PauseReason string // "breaker" or "person" when paused
 	PausedBy    string
 	PausedWhy   string
-	ChangedAt   time.Time // last publish, enable or resume (SPEC §1)
+	ChangedAt   time.Time // last publish, enable or resume (docs/guide.md#what-a-run-does)
 	CreatedAt   time.Time
 }
 
@@ -64,7 +64,7 @@ type SetSyncStateParams struct {
 	Why    string // why
 }
 
-// RunState is a run's state (SPEC §1).
+// RunState is a run's state (docs/guide.md#what-a-run-does).
 type RunState string
 
 const (
@@ -145,7 +145,7 @@ type SaveCursorParams struct {
 	RunID  int64
 }
 
-// CheckpointParams is one page's checkpoint (SPEC §2 step 6): the fenced
+// CheckpointParams is one page's checkpoint (docs/guide.md#what-a-run-does step 6): the fenced
 // cursor write, the run's progress and the page's timeline row.
 type CheckpointParams struct {
 	Cursor SaveCursorParams
@@ -179,7 +179,7 @@ type CheckpointLease struct {
 	TTL   time.Duration
 }
 
-// LedgerState is a delivery's state (SPEC §4).
+// LedgerState is a delivery's state (docs/guide.md#the-ledger-and-its-retention).
 type LedgerState string
 
 const (
@@ -356,7 +356,7 @@ type Ledger interface {
 	// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
 	LedgerTouch(ctx context.Context, syncID string, keys []string) error
 	// LedgerPrune deletes rejected and in_doubt entries not seen since
-	// before. Complete entries (a slot's last delivered state, SPEC §3: it
+	// before. Complete entries (a slot's last delivered state, docs/guide.md#what-a-run-does: it
 	// does not expire), pending and accepted ones are kept.
 	LedgerPrune(ctx context.Context, before time.Time) (int64, error)
 	// LedgerList returns a sync's entries in a state (rejected, in_doubt,

@@ -139,7 +139,7 @@ func (s *Server) pause(ctx context.Context, id string, in ActionInput) (store.Sy
 	})
 }
 
-// resume re-publishes a paused sync (SPEC §8): it re-arms the breaker.
+// resume re-publishes a paused sync (docs/guide.md#guardrails): it re-arms the breaker.
 func (s *Server) resume(ctx context.Context, id string, in ActionInput) (store.Sync, error) {
 	in, err := in.clean(true)
 	if err != nil {

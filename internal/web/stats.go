@@ -24,7 +24,7 @@ type SyncStats struct {
 	// FailureStreak is the circuit breaker's streak (breaker.Compute):
 	// failures owned by the sync's owner since its last success and its
 	// changed_at. OperatorFailures are the operator's failures in that span,
-	// which the breaker does not count (SPEC §8).
+	// which the breaker does not count (docs/guide.md#guardrails).
 	FailureStreak    int
 	OperatorFailures int
 	// Running: a run of the sync is running now.

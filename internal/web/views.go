@@ -68,7 +68,7 @@ type SyncSummary struct {
 	NextRunAt     *time.Time `json:"next_run_at,omitempty"`
 	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
 	FailureStreak int        `json:"failure_streak"`
-	// OperatorFailures are failures the breaker does not count (SPEC §8).
+	// OperatorFailures are failures the breaker does not count (docs/guide.md#guardrails).
 	OperatorFailures int      `json:"operator_failures"`
 	LastRun          *RunView `json:"last_run,omitempty"`
 }

@@ -45,7 +45,7 @@ const DefaultSessionTTL = 12 * time.Hour
 // (queue.ReasonManual).
 const ReasonManual = "manual"
 
-// DeadLetter is one piece of parked partition work (SPEC §11), as shown and
+// DeadLetter is one piece of parked partition work (docs/guide.md#the-checkpoint-barrier), as shown and
 // re-queued by a person. It holds no personal data.
 type DeadLetter struct {
 	ID        string    `json:"id"`

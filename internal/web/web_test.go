@@ -347,7 +347,7 @@ func TestOverview(t *testing.T) {
 		switch s.ID {
 		case b.d.Failing:
 			// Two destination_unavailable failures: failing, but the
-			// operator's, so the breaker's streak is 0 (SPEC §8).
+			// operator's, so the breaker's streak is 0 (docs/guide.md#guardrails).
 			if s.FailureStreak != 0 || s.OperatorFailures != 2 || s.LastSuccessAt == nil {
 				t.Errorf("failing: streak %d, operator failures %d, last success %v", s.FailureStreak, s.OperatorFailures, s.LastSuccessAt)
 			}

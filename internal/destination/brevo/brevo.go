@@ -258,7 +258,7 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 	res, err := d.api.Do(ctx, apiclient.Request{
 		Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
 		// A read is safe to repeat; a write whose answer was lost is not
-		// (it may have been applied): Brevo is read back first (SPEC §4).
+		// (it may have been applied): Brevo is read back first (docs/guide.md#the-ledger-and-its-retention).
 		Idempotent: req.method == http.MethodGet,
 	})
 	if err != nil {

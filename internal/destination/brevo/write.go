@@ -166,7 +166,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	}
 	if err != nil {
 		// Records whose request provably never reached Brevo (never sent,
-		// or refused before being written) are not in doubt (SPEC §4).
+		// or refused before being written) are not in doubt (docs/guide.md#the-ledger-and-its-retention).
 		for i, r := range recs {
 			if !w.done[i] && !w.maybeSent[i] {
 				w.set(i, destination.Result{Key: r.Key, Outcome: destination.NotSent})

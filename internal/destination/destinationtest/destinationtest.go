@@ -5,7 +5,7 @@
 // retries and cancellation, it holds every destination to the transport's
 // rules: a redirect is never followed (nothing reaches the other origin), a
 // request that never reached the server is NotSent rather than in doubt, and
-// no attempt or wait outlives the attempt deadline (SPEC §4, §5, §15). A
+// no attempt or wait outlives the attempt deadline (docs/guide.md#the-ledger-and-its-retention, docs/guide.md#the-store-and-the-leases, docs/guide.md#the-sync-pages-and-the-api). A
 // destination whose writes may be Accepted (asynchronous imports) declares
 // Harness.Async: the suite then settles its writes through
 // destination.Async.Outcomes and checks the processes' outcomes too.

@@ -284,7 +284,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		case done[i]:
 			out = append(out, r)
 		case err != nil && !maybeSent[i]:
-			// Never sent, or provably not received: not in doubt (SPEC §4).
+			// Never sent, or provably not received: not in doubt (docs/guide.md#the-ledger-and-its-retention).
 			out = append(out, destination.Result{Key: recs[i].Key, Outcome: destination.NotSent})
 		}
 	}

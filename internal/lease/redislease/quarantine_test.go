@@ -12,7 +12,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The quarantine of SPEC §5: a lease store that lost its data grants no
+// The quarantine of docs/guide.md#the-store-and-the-leases: a lease store that lost its data grants no
 // lease of a sync until one TTL after the loss was noticed, and Get (which
 // lease-expiry recovery reads) does not report a lost lease as free. Data
 // loss is simulated by deleting this test's own keys only: the shared Redis

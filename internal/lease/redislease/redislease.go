@@ -1,4 +1,4 @@
-// Package redislease is the Redis lease of SPEC §5: one lease per sync, taken,
+// Package redislease is the Redis lease of docs/guide.md#the-store-and-the-leases: one lease per sync, taken,
 // renewed and released by Lua scripts, with expiry judged by Redis's clock and
 // never by a worker's.
 //

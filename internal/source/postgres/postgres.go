@@ -1,5 +1,5 @@
 // Package postgres reads a PostgreSQL table or query as an oncesync source,
-// with keyset pagination (SPEC §12).
+// with keyset pagination (docs/guide.md#commands).
 //
 // # Paging
 //
@@ -52,7 +52,7 @@
 // # Re-reading rows by identity
 //
 // The cursor moves past a row the destination rejected, so a later run
-// re-reads it by identity (source.Refetcher, SPEC §4):
+// re-reads it by identity (source.Refetcher, docs/guide.md#the-ledger-and-its-retention):
 //
 //	SELECT * FROM (<query>) AS src WHERE src.identity = ANY($1::<type>[])
 //
@@ -129,7 +129,7 @@ type Params struct {
 	// Identity.
 	CursorColumn string
 	// Identity is the optional primary-key column that breaks ties on
-	// CursorColumn (and keys deliveries, SPEC §3).
+	// CursorColumn (and keys deliveries, docs/guide.md#what-a-run-does).
 	Identity string
 }
 
@@ -572,7 +572,7 @@ func quoteAll(names []string) []string {
 
 // Version returns a canonical SHA-256 (64 hex digits) of the result of
 // versionQuery, read in one REPEATABLE READ snapshot: the snapshot a
-// partitioned run pins (SPEC §11). An empty versionQuery means
+// partitioned run pins (docs/guide.md#the-checkpoint-barrier). An empty versionQuery means
 //
 //	SELECT count(*), max(cursor_column) FROM <source>
 //

@@ -11,7 +11,7 @@
 //
 // A Source that implements source.Refetcher also runs the Refetcher case:
 // rows read page by page are re-read by identity (Harness.Identity), as a run
-// retries rejected records (SPEC §4); other Sources skip it.
+// retries rejected records (docs/guide.md#the-ledger-and-its-retention); other Sources skip it.
 package sourcetest
 
 import (
@@ -400,7 +400,7 @@ func checkRefetched(t *testing.T, what, identity string, got []source.Record, wa
 }
 
 // testRefetch re-reads rows by identity after reading them page by page, as a
-// run retrying rejected records does (SPEC §4).
+// run retrying rejected records does (docs/guide.md#the-ledger-and-its-retention).
 func testRefetch(t *testing.T, h Harness) {
 	identity := h.Identity
 	if identity == "" {

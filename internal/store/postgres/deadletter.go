@@ -11,7 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The checkpoint dead-letter list (SPEC §11, migration 0004): Store
+// The checkpoint dead-letter list (docs/guide.md#the-checkpoint-barrier, migration 0004): Store
 // implements store.DeadLetters with the semantics of store/sqlite.
 var _ store.DeadLetters = (*Store)(nil)
 

@@ -275,7 +275,7 @@ const defaultPruneWindow = 5000
 
 // LedgerPrune deletes rejected and in_doubt entries (of every sync) last
 // seen before before, and returns how many it deleted; complete entries (a
-// slot's last delivered state, SPEC §3), pending and accepted ones stay. It
+// slot's last delivered state, docs/guide.md#what-a-run-does), pending and accepted ones stay. It
 // walks the ledger in primary-key order, one short statement (its own
 // transaction) per window of rows, so it needs no index on seen_at and each
 // step is bounded.

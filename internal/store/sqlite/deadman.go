@@ -9,7 +9,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The dead-man check's reads and its markers (SPEC §9): Store implements
+// The dead-man check's reads and its markers (docs/guide.md#telling-silence-from-outside): Store implements
 // store.ActivityReader and store.DeadmanMarkers.
 var (
 	_ store.ActivityReader = (*Store)(nil)

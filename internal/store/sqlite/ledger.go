@@ -640,7 +640,7 @@ const defaultPruneWindow = 5000
 
 // LedgerPrune deletes rejected and in_doubt entries (of every sync) last
 // seen before before, and returns how many it deleted. Complete entries (a
-// slot's last delivered state: it does not expire, SPEC §3), pending and
+// slot's last delivered state: it does not expire, docs/guide.md#what-a-run-does), pending and
 // accepted ones are kept, so ledger_done and ledger_claims are never walked.
 // It walks ledger in primary-key order, one short transaction per window of
 // rows, after merging the log.

@@ -31,7 +31,7 @@ func HashedKeys(page, n int) []string {
 type SyncPathParams struct {
 	Records  int // records per sync (the ledger grows to this many entries)
 	PageSize int // records per page
-	// Slots makes each page the runner's page of SPEC §3 (last delivered
+	// Slots makes each page the runner's page of docs/guide.md#what-a-run-does (last delivered
 	// state per slot) instead of the earlier one: LedgerGet of the page's
 	// slot keys, LedgerGet of its delivery keys, LedgerClaim of the
 	// delivery keys with a Result each (the slot the delivery writes), then

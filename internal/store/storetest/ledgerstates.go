@@ -9,7 +9,7 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The ledger states of SPEC §3 and §4 beyond pending/complete/rejected/
+// The ledger states of docs/guide.md#what-a-run-does, docs/guide.md#the-ledger-and-its-retention beyond pending/complete/rejected/
 // in_doubt: accepted entries, released keys, claim results, and a prune that
 // keeps every slot's last delivered state.
 
