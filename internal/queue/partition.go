@@ -165,30 +165,14 @@ func runArgsFor(sc *config.Sync, reason string) river.JobArgs {
 // coordinate is the coordinator of a partitioned run (see the top of this
 // file).
 func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attempt int) error {
-	sc, ok := s.cfg.Sync(args.SyncID)
-	if !ok {
-		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", args.SyncID))
-		s.recordFailure(ctx, args.SyncID, attempt, err)
-		return err
-	}
-	if s.barrier == nil {
-		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s has partitions: %d, which needs redis (the checkpoint barrier lives there)", sc.ID, sc.Partitions))
-		s.recordFailure(ctx, sc.ID, attempt, err)
-		return err
-	}
-	row, err := s.st.GetSync(ctx, sc.ID)
-	switch {
-	case err == nil && row.State == store.SyncPaused:
-		s.log.Info("sync is paused; run not started", "sync", sc.ID)
-		return errSyncPaused
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
-	}
-	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
+	sc, built, err := s.startJob(ctx, args.SyncID, attempt, func(sc *config.Sync) error {
+		if s.barrier == nil {
+			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s has partitions: %d, which needs redis (the checkpoint barrier lives there)", sc.ID, sc.Partitions))
+		}
+		return nil
+	})
 	if err != nil {
-		ferr := buildFailure(err)
-		s.recordFailure(ctx, sc.ID, attempt, ferr)
-		return ferr
+		return err
 	}
 	snap, err := s.sourceSnapshot(ctx, sc, built.Source)
 	_ = built.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/app"
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/runner"
@@ -76,27 +77,44 @@ func quarantineWait(qe *lease.QuarantineError, now time.Time) time.Duration {
 	return min(max(qe.Until.Sub(now)+least, least), most)
 }
 
-// runSync executes one run of args.SyncID.
-func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) error {
-	sc, ok := s.cfg.Sync(args.SyncID)
+// startJob is the start every run job shares: the sync's definition
+// (check, when set, refuses one this job cannot run), not paused, assembled.
+// A failure is recorded as the sync's; a paused sync returns errSyncPaused.
+func (s *Service) startJob(ctx context.Context, syncID string, attempt int, check func(*config.Sync) error) (*config.Sync, *app.Built, error) {
+	sc, ok := s.cfg.Sync(syncID)
 	if !ok {
-		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", args.SyncID))
-		s.recordFailure(ctx, args.SyncID, attempt, err)
-		return err
+		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", syncID))
+		s.recordFailure(ctx, syncID, attempt, err)
+		return nil, nil, err
+	}
+	if check != nil {
+		if err := check(sc); err != nil {
+			s.recordFailure(ctx, sc.ID, attempt, err)
+			return nil, nil, err
+		}
 	}
 	row, err := s.st.GetSync(ctx, sc.ID)
 	switch {
 	case err == nil && row.State == store.SyncPaused:
 		s.log.Info("sync is paused; run not started", "sync", sc.ID)
-		return errSyncPaused
+		return nil, nil, errSyncPaused
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
+		return nil, nil, failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
 	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
 		ferr := buildFailure(err)
 		s.recordFailure(ctx, sc.ID, attempt, ferr)
-		return ferr
+		return nil, nil, ferr
+	}
+	return sc, built, nil
+}
+
+// runSync executes one run of args.SyncID.
+func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) error {
+	_, built, err := s.startJob(ctx, args.SyncID, attempt, nil)
+	if err != nil {
+		return err
 	}
 	defer built.Close()
 	run, runErr := runner.Run(ctx, runner.Params{
