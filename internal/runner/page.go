@@ -466,16 +466,19 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		// What was answered (refused, delivered) is settled; what was
 		// never sent is sent again below; the rest is read back.
 		answered := make(map[string]bool, len(results))
-		var rest []destination.Record
+		var (
+			rest    []destination.Record
+			notSent []outcome
+		)
 		for _, res := range results {
 			answered[res.Key] = true
-			if res.Outcome == destination.NotSent {
-				if it, ok := byKey[res.Key]; ok {
-					rest = append(rest, it.Record)
-				}
-				continue
-			}
-			if it, ok := byKey[res.Key]; ok {
+			it, ok := byKey[res.Key]
+			switch {
+			case !ok:
+			case res.Outcome == destination.NotSent:
+				rest = append(rest, it.Record)
+				notSent = append(notSent, outcome{it: it, res: res})
+			default:
 				out = append(out, outcome{it: it, res: res})
 			}
 		}
@@ -488,12 +491,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		if len(unknown) == 0 {
 			// Nothing lost, only not sent: the destination's own retries
 			// are spent; the page fails, and what was not sent is released.
-			for _, res := range results {
-				if it, ok := byKey[res.Key]; ok && res.Outcome == destination.NotSent {
-					out = append(out, outcome{it: it, res: res})
-				}
-			}
-			return out, requests, err
+			return append(out, notSent...), requests, err
 		}
 		found, verr := r.Destination.Verify(r.destCtx(ctx), unknown, claimedAt)
 		if verr != nil {
