@@ -25,7 +25,7 @@ func imports(t *testing.T) map[string][]string {
 	}
 	out := map[string][]string{}
 	fset := token.NewFileSet()
-	for _, top := range []string{"internal", "cmd"} {
+	for _, top := range []string{"internal", "cmd", "barrier"} {
 		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -1,0 +1,126 @@
+// Package barrier lets parallel workers agree on one reference point before
+// they act: the checkpoint barrier oncesync's partitioned syncs use, for
+// your own workers (the pattern of seed 000, made exact).
+//
+// The first worker to Check a key with a snapshot of its inputs writes
+// "token:snapshot" there, with a TTL; a worker whose snapshot is exactly the
+// same is Aligned; any other snapshot, including a stale one left by an
+// earlier run, is a Mismatch, and that worker must not act on its inputs.
+// Wait retries a mismatch with full-jitter backoff (1 s, ×2, capped at 30 s)
+// and, after three retries, parks the work as a DeadLetter for a person.
+// Each operation is one atomic Lua script on one key, so a barrier works on
+// a *redis.Client, a *redis.Ring or a *redis.ClusterClient alike.
+//
+// Snapshot hashes a map of inputs over a canonical, typed encoding (map keys
+// sorted, no clock read), so equal inputs give equal snapshots on every
+// machine. CheckEvictionPolicy refuses a Redis that may evict keys: an
+// evicted barrier reads as a fresh start.
+//
+// Redis errors wrap ErrUnavailable when Redis cannot be used right now
+// (unreachable, loading, read-only, failing over): do not proceed, retry the
+// work later. docs/guide.md#the-checkpoint-barrier tells the whole story.
+//
+// This package is the module's public face of internal/barrier: its names
+// are that package's, and it is kept small; what is not here is not part of
+// the stable API.
+package barrier
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	ib "github.com/oncesync/oncesync/internal/barrier"
+	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+type (
+	// Barrier runs the checkpoint scripts; safe for concurrent use.
+	Barrier = ib.Barrier
+	// Params configure New: Client is required (any redis.Scripter, such
+	// as a redis.UniversalClient); Logger, Metrics and Clock are optional.
+	Params = ib.Params
+	// Result is the answer of Check or Verify: the outcome, and the key's
+	// token and snapshot.
+	Result = ib.Result
+	// Outcome is Created, Aligned, Mismatch or Missing.
+	Outcome = ib.Outcome
+	// WaitParams configure Wait.
+	WaitParams = ib.WaitParams
+	// Pin is a barrier creator's token and snapshot, kept outside Redis, to
+	// which Wait restores a barrier whose key was lost.
+	Pin = ib.Pin
+	// DeadLetter is work Wait parked after its last retry.
+	DeadLetter = store.DeadLetter
+	// DeadLetters stores dead letters; oncesync's stores implement it, and
+	// so may yours.
+	DeadLetters = store.DeadLetters
+	// ListDeadLettersParams filter DeadLetters.ListDeadLetters.
+	ListDeadLettersParams = store.ListDeadLettersParams
+	// NotHolderError: Advance or Release by a token that does not hold the
+	// barrier.
+	NotHolderError = ib.NotHolderError
+	// DeadLetteredError: Wait gave up and parked the work.
+	DeadLetteredError = ib.DeadLetteredError
+)
+
+// The outcomes of Check and Verify.
+const (
+	Created  = ib.Created
+	Aligned  = ib.Aligned
+	Mismatch = ib.Mismatch
+	Missing  = ib.Missing
+)
+
+// Defaults.
+const (
+	// DefaultTTL is a barrier's TTL when a call passes ttl <= 0.
+	DefaultTTL = ib.DefaultTTL
+	// DefaultRetries is Wait's retries before the work is parked.
+	DefaultRetries = ib.DefaultRetries
+)
+
+// Errors.
+var (
+	// ErrInvalid: a bad argument (an empty key, token or snapshot, a token
+	// holding ":", no client).
+	ErrInvalid = ib.ErrInvalid
+	// ErrNotHolder is wrapped by *NotHolderError.
+	ErrNotHolder = ib.ErrNotHolder
+	// ErrDeadLettered is wrapped by *DeadLetteredError.
+	ErrDeadLettered = ib.ErrDeadLettered
+	// ErrEvictingRedis: CheckEvictionPolicy found a maxmemory-policy that
+	// may evict keys.
+	ErrEvictingRedis = ib.ErrEvictingRedis
+	// ErrUnhashable: Snapshot met a value it has no encoding for.
+	ErrUnhashable = ib.ErrUnhashable
+	// ErrUnavailable is wrapped by every error of a Redis that cannot be
+	// used right now.
+	ErrUnavailable = store.ErrUnavailable
+)
+
+// New returns a Barrier over p.Client.
+func New(p Params) *Barrier { return ib.New(p) }
+
+// Key is the Redis key of the named barrier name: hash-tagged, under
+// oncesync's namespace (the key `oncesync checkpoint check NAME` uses).
+func Key(name string) string { return rediskey.Default().Checkpoint(name) }
+
+// Snapshot is the SHA-256 (hex) of inputs' canonical encoding. Inputs hold
+// nil, booleans, strings, integers (any kind, *big.Int), finite floats,
+// json.Number, time.Time (the instant, whatever its zone), []byte, slices,
+// arrays, maps with string keys and pointers to these; anything else is an
+// error wrapping ErrUnhashable. 1 (an integer) and 1.0 (a float) differ.
+func Snapshot(inputs map[string]any) (string, error) { return ib.Snapshot(inputs) }
+
+// CheckEvictionPolicy returns an error wrapping ErrEvictingRedis when a
+// server behind client may evict keys, unless allowEvicting.
+func CheckEvictionPolicy(ctx context.Context, client redis.UniversalClient, allowEvicting bool) error {
+	return ib.CheckEvictionPolicy(ctx, client, allowEvicting)
+}
+
+// BackoffCeiling is the upper bound of Wait's sleep before retry n
+// (0-based); the sleep is uniform below it.
+func BackoffCeiling(n int) time.Duration { return ib.BackoffCeiling(n) }
