@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
@@ -71,9 +70,6 @@ it); 2 bad flags or config.`,
 	return cmd
 }
 
-// alertWait is how long `deadman check` waits for its alerts to go out.
-const alertWait = 10 * time.Second
-
 func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) error {
 	cfg, err := loadConfig(env, path)
 	if err != nil {
@@ -81,30 +77,13 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	}
 	log := rf.logger(env.Stderr)
 	clk := env.clock()
-	st, err := app.OpenStore(ctx, cfg, clk)
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
+		Published: func(ctx context.Context, st store.Store) error { return publishNew(ctx, cfg.Syncs, st) }})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	defer st.Close()
-	if err := publishNew(ctx, cfg.Syncs, st); err != nil {
-		return failed(env.Stdout, err)
-	}
-	rdb, err := app.Redis(ctx, cfg)
-	if err != nil {
-		return failed(env.Stdout, err)
-	}
-	if rdb != nil {
-		defer rdb.Close()
-	}
-	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
-	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks"))
-	}
-	defer func() {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), alertWait)
-		defer cancel()
-		_ = alerts.Close(actx) // an alert still undelivered is logged by its sink
-	}()
+	defer a.Close(ctx)
+	st, rdb, alerts := a.Store, a.Redis, a.Alerts
 	checker, err := app.Deadman(app.DeadmanParams{
 		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: rdb, Who: "oncesync deadman check",
 	})

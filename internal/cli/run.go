@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
@@ -93,36 +92,39 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
-	st, err := app.OpenStore(ctx, cfg, clk)
+	// The sync is published, and refused when paused, before Redis is
+	// reached.
+	var paused error
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
+		Published: func(ctx context.Context, st store.Store) error {
+			def, err := sc.DefinitionJSON()
+			if err != nil {
+				return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition")
+			}
+			row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def})
+			if err != nil {
+				return failure.Wrap(failure.StoreUnavailable, err, "publish the sync")
+			}
+			if row.State == store.SyncPaused && row.PauseReason == "breaker" {
+				return failure.New(failure.CircuitBreakerTripped,
+					fmt.Sprintf("sync %s was paused by the circuit breaker: %s; once the cause is fixed: `oncesync resume --config %s %s --by NAME --reason TEXT`",
+						sc.ID, row.PausedWhy, f.config, sc.ID))
+			}
+			if row.State == store.SyncPaused {
+				paused = exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
+					sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
+				return paused
+			}
+			return nil
+		}})
+	if paused != nil {
+		return paused
+	}
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	defer st.Close()
-	def, err := sc.DefinitionJSON()
-	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition"))
-	}
-	row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def})
-	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "publish the sync"))
-	}
-	if row.State == store.SyncPaused && row.PauseReason == "breaker" {
-		return failed(env.Stdout, failure.New(failure.CircuitBreakerTripped,
-			fmt.Sprintf("sync %s was paused by the circuit breaker: %s; once the cause is fixed: `oncesync resume --config %s %s --by NAME --reason TEXT`",
-				sc.ID, row.PausedWhy, f.config, sc.ID)))
-	}
-	if row.State == store.SyncPaused {
-		return exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
-			sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
-	}
-	rdb, err := app.Redis(ctx, cfg)
-	if err != nil {
-		return failed(env.Stdout, err)
-	}
-	if rdb != nil {
-		defer rdb.Close()
-	}
-	leases := app.Leases(st, rdb, cfg.Settings.LeaseTTL)
+	defer a.Close(ctx)
+	st, leases, alerts := a.Store, a.Leases, a.Alerts
 	built, err := app.Build(cfg, sc, app.Options{Clock: clk})
 	if err != nil {
 		return failed(env.Stdout, err)
@@ -160,16 +162,6 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		<-runCtx.Done()
 	}()
 
-	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
-	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks"))
-	}
-	defer func() {
-		// A failing sink never blocks a run; give queued alerts a moment to go out.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer ccancel()
-		_ = alerts.Close(cctx)
-	}()
 	// The sync's heartbeat (docs/guide.md#telling-silence-from-outside) goes out after the summary; the exit
 	// waits for it a little, and its outcome never changes the exit code.
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})

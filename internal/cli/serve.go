@@ -21,7 +21,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
@@ -29,7 +28,6 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/web"
@@ -133,39 +131,20 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
-	st, err := app.OpenStore(ctx, cfg, clk)
-	if err != nil {
-		return failed(env.Stdout, err)
-	}
-	defer st.Close()
-
 	// Leases: Redis when the config names it (several machines), else the
-	// store's SQL lease. Lease-expiry recovery reads the same place.
-	// One Redis client (if any) serves leases, dead-man markers and barriers.
-	rdb, err := app.Redis(ctx, cfg)
+	// store's SQL lease; lease-expiry recovery reads the same place. One
+	// Redis client (if any) serves leases, dead-man markers and barriers,
+	// and one alert dispatcher the circuit breaker.
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	if rdb != nil {
-		defer rdb.Close()
-	}
-	leases := app.Leases(st, rdb, cfg.Settings.LeaseTTL)
+	defer a.Close(ctx)
+	st, rdb, leases, alerts := a.Store, a.Redis, a.Leases, a.Alerts
 	var inspector queue.LeaseInspector // nil: the store's SQL lease
-	if m, ok := leases.(*redislease.Manager); ok {
-		inspector = queue.LeaseInspectorFunc(m.Get)
+	if a.RedisLeases != nil {
+		inspector = queue.LeaseInspectorFunc(a.RedisLeases.Get)
 	}
-
-	// One alert dispatcher per process, for the circuit breaker; closed on
-	// the way out so queued alerts get a moment to go out.
-	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
-	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks"))
-	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer ccancel()
-		_ = alerts.Close(cctx)
-	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/app"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
+)
+
+func embeddedConfig(t *testing.T) *config.Config {
+	return &config.Config{Path: filepath.Join(t.TempDir(), "oncesync.yaml"), Store: "sqlite://./oncesync.db", Settings: config.Defaults()}
+}
+
+// TestOpenEmbedded: without redis, the App holds the SQLite store, its SQL
+// lease and the alert sinks, and no Redis.
+func TestOpenEmbedded(t *testing.T) {
+	ctx := context.Background()
+	a, err := app.Open(ctx, app.OpenParams{Config: embeddedConfig(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	if _, ok := a.Leases.(*lease.SQL); !ok || a.RedisLeases != nil || a.Redis != nil || a.Alerts == nil || a.Store == nil {
+		t.Fatalf("App %+v: want the store, its SQL lease, alert sinks and no Redis", a)
+	}
+	if _, err := a.Store.ListSyncs(ctx); err != nil {
+		t.Fatalf("the store does not answer: %v", err)
+	}
+}
+
+// TestOpenPublishesBeforeRedis: Published runs once the store is open and
+// before Redis is reached: its refusal is what a command reports, even with
+// Redis down; without it, the unreachable Redis is store_unavailable.
+func TestOpenPublishesBeforeRedis(t *testing.T) {
+	ctx := context.Background()
+	cfg := embeddedConfig(t)
+	addr, err := testenv.FreeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Redis = "redis://" + addr + "/0"
+	refused := errors.New("sync is paused")
+	var saw store.Store
+	_, err = app.Open(ctx, app.OpenParams{Config: cfg, Published: func(_ context.Context, st store.Store) error {
+		saw = st
+		return refused
+	}})
+	if !errors.Is(err, refused) || saw == nil {
+		t.Fatalf("Open = %v (Published saw a store: %v), want Published's error", err, saw != nil)
+	}
+	_, err = app.Open(ctx, app.OpenParams{Config: cfg})
+	if failure.CodeOf(err) != failure.StoreUnavailable {
+		t.Fatalf("Open with Redis down = %v, want store_unavailable", err)
+	}
+}
