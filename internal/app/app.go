@@ -17,9 +17,8 @@ import (
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/connector"
 	"github.com/oncesync/oncesync/internal/destination"
-	"github.com/oncesync/oncesync/internal/destination/brevo"
-	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
@@ -126,6 +125,8 @@ type Options struct {
 	// Sleep is how destinations wait between in-run retries and for their
 	// rate limit (nil: a timer). Tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Connectors builds the destination (nil: connector.Default()).
+	Connectors *connector.Registry
 }
 
 // Built is an assembled sync.
@@ -154,7 +155,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 		}
 		return nil, err
 	}
-	dst, err := buildDestination(s, o)
+	dst, spec, err := buildDestination(s, o)
 	if err != nil {
 		src.Close()
 		var fe *failure.Error
@@ -175,16 +176,11 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Workspace:                  s.Workspace,
 			PageSize:                   s.Source.PageSize,
 			Identity:                   s.Source.Identity,
-			Mapping:                    MappingSpec(s.Mapping),
+			Mapping:                    spec,
 			Retention:                  retention,
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 		},
 	}, nil
-}
-
-// MappingSpec converts the config's mapping.
-func MappingSpec(m config.Mapping) mapping.Spec {
-	return mapping.Spec{Email: m.Email, ExtID: m.ExtID, Attributes: m.Attributes, Fields: m.Fields}
 }
 
 func buildSource(cfg *config.Config, s *config.Sync) (source.Source, error) {
@@ -226,30 +222,14 @@ func sourceSetupFailure(err error) error {
 	}
 }
 
-// unlimitedRate stands for "no client-side limit" (requests per second).
-const unlimitedRate = 1e9
-
-func buildDestination(s *config.Sync, o Options) (destination.Destination, error) {
-	d := s.Destination
-	switch d.Type {
-	case "brevo":
-		rate := d.RateLimit
-		if rate == 0 {
-			// The config defaults an absent rate_limit to Brevo's 10/s; an
-			// explicit 0 means no client-side limit (Brevo's headers still apply).
-			rate = unlimitedRate
-		}
-		return brevo.New(brevo.Params{
-			BaseURL: d.BaseURL, APIKey: d.APIKey, Mode: d.Mode, ListIDs: d.ListIDs,
-			Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
-			HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
-		})
-	case "webhook":
-		return webhook.New(webhook.Params{
-			URL: d.URL, Mode: d.Mode, Headers: d.Headers, Secret: d.Secret,
-			Concurrency: d.Concurrency, Timeout: d.Timeout, HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
-		})
-	default:
-		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", d.Type))
+func buildDestination(s *config.Sync, o Options) (destination.Destination, mapping.Spec, error) {
+	reg := o.Connectors
+	if reg == nil {
+		reg = connector.Default()
 	}
+	c, ok := reg.Lookup(s.Destination.Type)
+	if !ok || s.Destination.Spec == nil {
+		return nil, mapping.Spec{}, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", s.Destination.Type))
+	}
+	return c.New(s.Destination, destination.Options{Clock: o.Clock, HTTPClient: o.HTTPClient, Sleep: o.Sleep})
 }

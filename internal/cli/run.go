@@ -16,6 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/connector"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/progress"
@@ -73,7 +74,7 @@ was in progress.`,
 }
 
 func loadConfig(env Env, path string) (*config.Config, error) {
-	cfg, err := config.Load(path, env.LookupEnv)
+	cfg, err := config.Load(path, env.LookupEnv, connector.Default().Kinds())
 	if err != nil {
 		return nil, exit(ExitUsage, err)
 	}

@@ -22,12 +22,6 @@ const (
 	SourcePostgres = "postgres"
 )
 
-// Destination types.
-const (
-	DestinationBrevo   = "brevo"
-	DestinationWebhook = "webhook"
-)
-
 // Destination write modes (docs/guide.md#what-a-run-does step 4).
 const (
 	// ModeSingle writes one record per call, with bounded concurrency.
@@ -38,21 +32,19 @@ const (
 
 // Defaults of per-sync values that are not deployment settings.
 const (
-	DefaultStore          = "sqlite://./oncesync.db"
-	DefaultWorkspace      = "default"
-	DefaultListen         = "127.0.0.1:8080"
-	DefaultPageSize       = 500
-	MinPageSize           = 1
-	MaxPageSize           = 10000
-	DefaultPartitions     = 1
-	MaxPartitions         = 64
-	DefaultConcurrency    = 4
-	MaxConcurrency        = 256
-	DefaultTimeout        = 30 * time.Second
-	DefaultBrevoBaseURL   = "https://api.brevo.com/v3"
-	DefaultBrevoRateLimit = 10.0 // requests per second (docs/guide.md#running-on-a-schedule-serve-and-worker)
-	DefaultSMTPPort       = 587
-	MaxBreakerFailures    = 1000
+	DefaultStore       = "sqlite://./oncesync.db"
+	DefaultWorkspace   = "default"
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultPageSize    = 500
+	MinPageSize        = 1
+	MaxPageSize        = 10000
+	DefaultPartitions  = 1
+	MaxPartitions      = 64
+	DefaultConcurrency = 4
+	MaxConcurrency     = 256
+	DefaultTimeout     = 30 * time.Second
+	DefaultSMTPPort    = 587
+	MaxBreakerFailures = 1000
 )
 
 // Config is one oncesync configuration file.
@@ -164,7 +156,6 @@ type Sync struct {
 	Schedule    string
 	Source      Source
 	Destination Destination
-	Mapping     Mapping
 	// Partitions is the number of partition jobs per run (docs/guide.md#the-checkpoint-barrier), 1..64.
 	Partitions int
 	// AllowRewriteAfterRetention lets a run replay a cursor older than the
@@ -205,44 +196,24 @@ type Source struct {
 	VersionQuery string
 }
 
-// Destination says where a sync writes.
+// Destination says where a sync writes: the keys every destination has,
+// and Spec, the keys its type owns under destination: and mapping:
+// (decoded, defaulted and checked by the type's DestinationKind).
 type Destination struct {
-	// Type is brevo or webhook.
+	// Type selects the kind (brevo, webhook, ...).
 	Type string
-	// BaseURL is Brevo's API root (default https://api.brevo.com/v3).
-	BaseURL string
-	// APIKey is the Brevo API key (a secret: use ${ENV}).
-	APIKey string
-	// Mode is single or bulk (default bulk for brevo, single for webhook).
+	// Mode is single or bulk (each kind has its default).
 	Mode string
-	// ListIDs are the Brevo lists contacts are added to (needed in bulk mode).
-	ListIDs []int64
 	// Concurrency bounds in-flight calls on the single path (default 4).
 	Concurrency int
 	// Timeout bounds one destination call (default 30s).
 	Timeout time.Duration
-	// RateLimit is the maximum requests per second; 0 means unlimited
-	// (default 10 for brevo, 0 for webhook).
+	// RateLimit is the maximum requests per second; 0 means unlimited (each
+	// kind has its default).
 	RateLimit float64
-	// URL is the webhook endpoint.
-	URL string
-	// Secret signs webhook payloads (a secret: use ${ENV}).
-	Secret string
-	// Headers are extra webhook request headers; their values are secrets.
-	Headers map[string]string
-}
-
-// Mapping maps source columns to destination fields.
-type Mapping struct {
-	// Email is the column holding the contact's e-mail address (brevo).
-	Email string
-	// ExtID is the column written to Brevo's ext_id (brevo, optional).
-	ExtID string
-	// Attributes maps Brevo attribute names to columns (brevo).
-	Attributes map[string]string
-	// Fields maps webhook payload fields to columns (webhook); empty sends
-	// every column unchanged.
-	Fields map[string]string
+	// Spec is the kind's own keys; nil when the type is not a registered
+	// kind (the file then does not load).
+	Spec DestinationSpec
 }
 
 // Sync returns the sync with the given id.

@@ -1,6 +1,7 @@
-package config
+package config_test
 
 import (
+	"github.com/oncesync/oncesync/internal/config"
 	"os"
 	"regexp"
 	"strings"
@@ -21,7 +22,7 @@ syncs:
     destination: {zzzzzzzzzz: 1}
     mapping: {zzzzzzzzzz: 1}
 `
-	_, err := Parse("k.yaml", []byte(yaml), envMap(nil))
+	_, err := config.Parse("k.yaml", []byte(yaml), envMap(nil), kinds)
 	re := regexp.MustCompile(`^k\.yaml:\d+: (.*)zzzzzzzzzz: unknown key "zzzzzzzzzz" \(valid keys: (.*)\)$`)
 	out := map[string][]string{}
 	for _, line := range problemsOf(t, err) {
@@ -68,11 +69,11 @@ func TestDocsExampleLoads(t *testing.T) {
 		t.Fatal("docs/config.md has no complete example")
 	}
 	example, _, _ := strings.Cut(rest, "```")
-	cfg, err := Parse("docs/config.md", []byte(example), envMap(specEnv))
+	cfg, err := config.Parse("docs/config.md", []byte(example), envMap(specEnv), kinds)
 	if err != nil {
 		t.Fatalf("the documented example must be valid:\n%v", err)
 	}
-	if len(cfg.Syncs) != 3 || cfg.Syncs[2].Destination.Headers["Authorization"] != "Bearer evtok-s3cret" {
+	if len(cfg.Syncs) != 3 || webhookOf(cfg.Syncs[2]).Headers["Authorization"] != "Bearer evtok-s3cret" {
 		t.Errorf("example decoded to %+v", cfg.Syncs)
 	}
 }

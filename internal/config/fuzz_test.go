@@ -1,8 +1,9 @@
-package config
+package config_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/oncesync/oncesync/internal/config"
 	"os"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func FuzzLoad(f *testing.F) {
 		"PAGE_SIZE": "500", "EMPTY": "",
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := Parse("fuzz.yaml", data, envMap(env))
+		cfg, err := config.Parse("fuzz.yaml", data, envMap(env), kinds)
 		if err == nil {
 			if cfg == nil {
 				t.Fatal("nil config without error")
@@ -58,7 +59,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return
 		}
-		var ps *Problems
+		var ps *config.Problems
 		if !errors.As(err, &ps) || len(ps.List) == 0 {
 			t.Fatalf("want *Problems, got %T %v", err, err)
 		}
@@ -70,7 +71,7 @@ func FuzzLoad(f *testing.F) {
 		if !bytes.Contains(data, []byte(secret)) && strings.Contains(err.Error(), secret) {
 			t.Fatalf("error leaks an interpolated value:\n%s", err)
 		}
-		_, err2 := Parse("fuzz.yaml", data, envMap(env))
+		_, err2 := config.Parse("fuzz.yaml", data, envMap(env), kinds)
 		if err2 == nil || err2.Error() != err.Error() {
 			t.Fatalf("not deterministic:\n%v\n---\n%v", err, err2)
 		}

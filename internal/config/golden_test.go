@@ -1,8 +1,9 @@
-package config
+package config_test
 
 import (
 	"encoding/json"
 	"flag"
+	"github.com/oncesync/oncesync/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // configuration is decoded must leave these bytes as they are.
 func TestGoldenSyncs(t *testing.T) {
 	for _, name := range []string{"full", "spec"} {
-		cfg, err := Load(filepath.Join("testdata", name+".yaml"), envMap(specEnv))
+		cfg, err := config.Load(filepath.Join("testdata", name+".yaml"), envMap(specEnv), kinds)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,10 +25,11 @@ const (
 )
 
 // Load reads, interpolates, decodes, defaults and validates the configuration
-// file at path. env looks variables up (nil means os.LookupEnv). An invalid
+// file at path. env looks variables up (nil means os.LookupEnv); kinds are
+// the connector kinds a sync may name (internal/connector.Kinds). An invalid
 // configuration returns a *Problems listing every problem; a file that cannot
 // be read returns that I/O error, wrapped.
-func Load(path string, env func(string) (string, bool)) (*Config, error) {
+func Load(path string, env func(string) (string, bool), kinds Kinds) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -38,11 +39,11 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	}
-	return Parse(path, data, env)
+	return Parse(path, data, env, kinds)
 }
 
 // Parse is Load on bytes already read; file names them in problems.
-func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, error) {
+func Parse(file string, data []byte, env func(string) (string, bool), kinds Kinds) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -53,6 +54,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 		val:    map[string]*yaml.Node{},
 		bad:    map[string]bool{},
 		budget: nodeBudget,
+		kinds:  kinds,
 	}
 	var cfg *Config
 	if len(data) > maxFileSize {
@@ -65,7 +67,7 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 		l.interp = interpolateTree(root, refs, env)
 		cfg = l.config(root)
 		cfg.Path = file
-		cfg.envSecrets = l.envSecrets(env)
+		cfg.envSecrets = l.envSecrets(cfg, env)
 		l.applyDefaults(cfg)
 		l.validate(cfg)
 	}
@@ -79,14 +81,19 @@ func Parse(file string, data []byte, env func(string) (string, bool)) (*Config, 
 
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
-var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(heartbeat_url|source\.dsn|destination\.(api_key|secret|headers(\..*|\[.*))))$`)
+// (A destination's secret keys are its kind's SecretKeys.)
+var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(heartbeat_url|source\.dsn))$`)
+
+// destinationKeyRE splits a path under a sync's destination: its sync's
+// index and its key.
+var destinationKeyRE = regexp.MustCompile(`^syncs\[(\d+)\]\.destination\.([A-Za-z0-9_-]+)`)
 
 // envSecrets returns the values of the environment variables interpolated
 // into secret fields.
-func (l *loader) envSecrets(env func(string) (string, bool)) []string {
+func (l *loader) envSecrets(cfg *Config, env func(string) (string, bool)) []string {
 	var out []string
 	for path, n := range l.val {
-		if !secretPathRE.MatchString(path) {
+		if !secretPathRE.MatchString(path) && !l.destinationSecret(cfg, path) {
 			continue
 		}
 		for _, name := range l.interp[n].vars {
@@ -96,6 +103,21 @@ func (l *loader) envSecrets(env func(string) (string, bool)) []string {
 		}
 	}
 	return out
+}
+
+// destinationSecret reports whether path is (inside) a secret key of its
+// sync's destination kind.
+func (l *loader) destinationSecret(cfg *Config, path string) bool {
+	m := destinationKeyRE.FindStringSubmatch(path)
+	if m == nil {
+		return false
+	}
+	i, err := strconv.Atoi(m[1])
+	if err != nil || i >= len(cfg.Syncs) {
+		return false
+	}
+	k := l.kinds.destination(cfg.Syncs[i].Destination.Type)
+	return k != nil && contains(k.SecretKeys(), m[2])
 }
 
 // loader decodes one file, collecting problems.
@@ -109,6 +131,7 @@ type loader struct {
 	interp map[*yaml.Node]interp
 	budget int
 	spent  bool
+	kinds  Kinds
 }
 
 type pair struct{ key, val *yaml.Node }
@@ -702,14 +725,19 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 }
 
 func (l *loader) sync(v *yaml.Node, path string) Sync {
-	var s Sync
+	var (
+		s           Sync
+		mapping     *yaml.Node
+		mappingPath string
+	)
 	ok := l.fields(v, path, handlers{
-		"id":                            func(v *yaml.Node, p string) { s.ID = l.str(v, p) },
-		"workspace":                     func(v *yaml.Node, p string) { s.Workspace = l.str(v, p) },
-		"schedule":                      func(v *yaml.Node, p string) { s.Schedule = l.str(v, p) },
-		"source":                        func(v *yaml.Node, p string) { s.Source = l.source(v, p) },
-		"destination":                   func(v *yaml.Node, p string) { s.Destination = l.destination(v, p) },
-		"mapping":                       func(v *yaml.Node, p string) { s.Mapping = l.mapping(v, p) },
+		"id":          func(v *yaml.Node, p string) { s.ID = l.str(v, p) },
+		"workspace":   func(v *yaml.Node, p string) { s.Workspace = l.str(v, p) },
+		"schedule":    func(v *yaml.Node, p string) { s.Schedule = l.str(v, p) },
+		"source":      func(v *yaml.Node, p string) { s.Source = l.source(v, p) },
+		"destination": func(v *yaml.Node, p string) { s.Destination = l.destination(v, p) },
+		// Decoded once the destination's type is known, wherever it is written.
+		"mapping":                       func(v *yaml.Node, p string) { mapping, mappingPath = v, p },
 		"partitions":                    func(v *yaml.Node, p string) { s.Partitions = l.int(v, p) },
 		"allow_rewrite_after_retention": func(v *yaml.Node, p string) { s.AllowRewriteAfterRetention = l.bool(v, p) },
 		"ledger_retention":              func(v *yaml.Node, p string) { s.LedgerRetention = l.duration(v, p) },
@@ -719,6 +747,9 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 	})
 	if !ok && !l.bad[path] {
 		l.report(path, "must be a mapping with id, source, destination and mapping, got nothing")
+	}
+	if mapping != nil {
+		l.mapping(mapping, mappingPath, &s.Destination)
 	}
 	return s
 }
@@ -739,31 +770,87 @@ func (l *loader) source(v *yaml.Node, path string) Source {
 	return s
 }
 
+// destination decodes the keys every destination has, and hands the others
+// to the kind its type names (a key of another kind is reported by
+// validateDestination; with no known type, the keys of every kind are
+// accepted and left undecoded).
 func (l *loader) destination(v *yaml.Node, path string) Destination {
 	var d Destination
-	l.fields(v, path, handlers{
+	type later struct {
+		key  string
+		v    *yaml.Node
+		path string
+	}
+	var own []later
+	h := handlers{
 		"type":        func(v *yaml.Node, p string) { d.Type = l.str(v, p) },
-		"base_url":    func(v *yaml.Node, p string) { d.BaseURL = l.str(v, p) },
-		"api_key":     func(v *yaml.Node, p string) { d.APIKey = l.str(v, p) },
 		"mode":        func(v *yaml.Node, p string) { d.Mode = l.str(v, p) },
-		"list_ids":    func(v *yaml.Node, p string) { d.ListIDs = l.int64List(v, p) },
 		"concurrency": func(v *yaml.Node, p string) { d.Concurrency = l.int(v, p) },
 		"timeout":     func(v *yaml.Node, p string) { d.Timeout = l.duration(v, p) },
 		"rate_limit":  func(v *yaml.Node, p string) { d.RateLimit = l.float(v, p) },
-		"url":         func(v *yaml.Node, p string) { d.URL = l.str(v, p) },
-		"secret":      func(v *yaml.Node, p string) { d.Secret = l.str(v, p) },
-		"headers":     func(v *yaml.Node, p string) { d.Headers = l.strMap(v, p) },
-	})
+	}
+	for _, k := range l.kinds.Destinations {
+		for _, key := range k.DestinationKeys() {
+			if _, common := h[key]; !common {
+				h[key] = func(v *yaml.Node, p string) { own = append(own, later{key, v, p}) }
+			}
+		}
+	}
+	l.fields(v, path, h)
+	var owned []string
+	if k := l.kinds.destination(d.Type); k != nil {
+		d.Spec = k.NewSpec()
+		owned = k.DestinationKeys()
+	}
+	for _, o := range own {
+		if contains(owned, o.key) {
+			d.Spec.Decode(o.key, false, Value{l, o.v, o.path})
+		} else {
+			l.skim(o.v)
+		}
+	}
 	return d
 }
 
-func (l *loader) mapping(v *yaml.Node, path string) Mapping {
-	var m Mapping
-	l.fields(v, path, handlers{
-		"email":      func(v *yaml.Node, p string) { m.Email = l.str(v, p) },
-		"ext_id":     func(v *yaml.Node, p string) { m.ExtID = l.str(v, p) },
-		"attributes": func(v *yaml.Node, p string) { m.Attributes = l.strMap(v, p) },
-		"fields":     func(v *yaml.Node, p string) { m.Fields = l.strMap(v, p) },
-	})
-	return m
+// skim walks a value no kind decodes, so that what it expands to (aliases,
+// merge keys) is counted against the file's budget like a decoded value.
+func (l *loader) skim(v *yaml.Node) {
+	n := l.resolve(v)
+	if n == nil {
+		return
+	}
+	for _, c := range n.Content {
+		l.skim(c)
+	}
+}
+
+// mapping decodes a sync's mapping: into its destination's spec, like
+// destination's own keys.
+func (l *loader) mapping(v *yaml.Node, path string, d *Destination) {
+	h := handlers{}
+	var owned []string
+	if k := l.kinds.destination(d.Type); k != nil {
+		owned = k.MappingKeys()
+	}
+	for _, k := range l.kinds.Destinations {
+		for _, key := range k.MappingKeys() {
+			h[key] = func(v *yaml.Node, p string) {
+				if d.Spec != nil && contains(owned, key) {
+					d.Spec.Decode(key, true, Value{l, v, p})
+				} else {
+					l.skim(v)
+				}
+			}
+		}
+	}
+	l.fields(v, path, h)
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }

@@ -1,8 +1,9 @@
-package config
+package config_test
 
 import (
 	"errors"
 	"fmt"
+	"github.com/oncesync/oncesync/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ var baseEnv = map[string]string{"KEY": "xkeysib-table-secret"}
 // *Problems.
 func problemsOf(t *testing.T, err error) []string {
 	t.Helper()
-	var ps *Problems
+	var ps *config.Problems
 	if !errors.As(err, &ps) {
 		t.Fatalf("want *Problems, got %T: %v", err, err)
 	}
@@ -636,7 +637,7 @@ syncs:
 			if env == nil {
 				env = baseEnv
 			}
-			cfg, err := Parse("oncesync.yaml", []byte(tt.yaml), envMap(env))
+			cfg, err := config.Parse("oncesync.yaml", []byte(tt.yaml), envMap(env), kinds)
 			if cfg != nil {
 				t.Errorf("want no config on problems, got %+v", cfg)
 			}
@@ -658,14 +659,14 @@ syncs:
 
 func TestProblemsIsInvalidDefinition(t *testing.T) {
 	t.Parallel()
-	_, err := Parse("c.yaml", []byte("store: sqlite://a.db\n"), envMap(nil))
-	if !errors.Is(err, ErrInvalid) {
+	_, err := config.Parse("c.yaml", []byte("store: sqlite://a.db\n"), envMap(nil), kinds)
+	if !errors.Is(err, config.ErrInvalid) {
 		t.Errorf("errors.Is(err, ErrInvalid) = false for %v", err)
 	}
 	if got := failure.CodeOf(err); got != failure.InvalidSyncDefinition {
 		t.Errorf("failure.CodeOf = %q, want %q", got, failure.InvalidSyncDefinition)
 	}
-	if p := (Problem{File: "f.yaml", Msg: "m"}); p.String() != "f.yaml: m" {
+	if p := (config.Problem{File: "f.yaml", Msg: "m"}); p.String() != "f.yaml: m" {
 		t.Errorf("Problem without line or field = %q", p.String())
 	}
 }
@@ -688,11 +689,11 @@ var specEnv = map[string]string{
 
 func TestLoadSpecExample(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load("testdata/spec.yaml", envMap(specEnv))
+	cfg, err := config.Load("testdata/spec.yaml", envMap(specEnv), kinds)
 	if err != nil {
 		t.Fatalf("the contract's example config (testdata/spec.yaml) must load: %v", err)
 	}
-	want := Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, BreakerFailures: 5, DeadmanWindow: 24 * time.Hour, LedgerRetention: 168 * time.Hour}
+	want := config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, BreakerFailures: 5, DeadmanWindow: 24 * time.Hour, LedgerRetention: 168 * time.Hour}
 	if cfg.Settings != want {
 		t.Errorf("settings = %+v, want %+v", cfg.Settings, want)
 	}
@@ -706,11 +707,11 @@ func TestLoadSpecExample(t *testing.T) {
 	if !ok {
 		t.Fatal("Sync(contacts-to-brevo) not found")
 	}
-	if s.Destination.APIKey != "xkeysib-s3cret" || s.Destination.Mode != ModeBulk || len(s.Destination.ListIDs) != 1 || s.Destination.ListIDs[0] != 2 {
+	if brevoOf(s).APIKey != "xkeysib-s3cret" || s.Destination.Mode != config.ModeBulk || len(brevoOf(s).ListIDs) != 1 || brevoOf(s).ListIDs[0] != 2 {
 		t.Errorf("destination = %+v", s.Destination)
 	}
-	if s.Mapping.Email != "email" || s.Mapping.Attributes["FIRSTNAME"] != "first_name" || s.Mapping.Attributes["LASTNAME"] != "last_name" {
-		t.Errorf("mapping = %+v", s.Mapping)
+	if brevoOf(s).Email != "email" || brevoOf(s).Attributes["FIRSTNAME"] != "first_name" || brevoOf(s).Attributes["LASTNAME"] != "last_name" {
+		t.Errorf("mapping = %+v", brevoOf(s))
 	}
 	if s.Source.Identity != "id" || s.Source.PageSize != 500 || s.Source.Path != "contacts.csv" {
 		t.Errorf("source = %+v", s.Source)
@@ -733,14 +734,14 @@ func TestLoadDefaults(t *testing.T) {
 alerts:
   email: {host: smtp, from: a@example.com, to: [b@example.com]}
 `
-	cfg, err := Parse("d.yaml", []byte(yaml), envMap(nil))
+	cfg, err := config.Parse("d.yaml", []byte(yaml), envMap(nil), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Settings != Defaults() {
-		t.Errorf("settings = %+v, want Defaults() %+v", cfg.Settings, Defaults())
+	if cfg.Settings != config.Defaults() {
+		t.Errorf("settings = %+v, want Defaults() %+v", cfg.Settings, config.Defaults())
 	}
-	if cfg.Store != DefaultStore || cfg.Redis != "" || cfg.Web.Listen != DefaultListen || cfg.AllowEvictingRedis {
+	if cfg.Store != config.DefaultStore || cfg.Redis != "" || cfg.Web.Listen != config.DefaultListen || cfg.AllowEvictingRedis {
 		t.Errorf("top-level defaults: %+v", cfg)
 	}
 	if cfg.Alerts.Email.Port != 587 || !cfg.Alerts.Email.StartTLS {
@@ -750,10 +751,10 @@ alerts:
 	if b.Workspace != "default" || b.Partitions != 1 || b.Source.PageSize != 500 || b.Schedule != "" {
 		t.Errorf("sync defaults: %+v", b)
 	}
-	if d := b.Destination; d.Mode != ModeBulk || d.Concurrency != 4 || d.Timeout != 30*time.Second || d.RateLimit != 10 || d.BaseURL != "https://api.brevo.com/v3" {
+	if d := b.Destination; d.Mode != config.ModeBulk || d.Concurrency != 4 || d.Timeout != 30*time.Second || d.RateLimit != 10 || brevoOf(d).BaseURL != "https://api.brevo.com/v3" {
 		t.Errorf("brevo defaults: %+v", d)
 	}
-	if d := cfg.Syncs[1].Destination; d.Mode != ModeSingle || d.Concurrency != 4 || d.Timeout != 30*time.Second || d.RateLimit != 0 || d.BaseURL != "" {
+	if d := cfg.Syncs[1].Destination; d.Mode != config.ModeSingle || d.Concurrency != 4 || d.Timeout != 30*time.Second || d.RateLimit != 0 {
 		t.Errorf("webhook defaults: %+v", d)
 	}
 	if b.LedgerRetention != 0 || b.DeadmanWindow != 0 || b.BreakerFailures != 0 {
@@ -766,14 +767,14 @@ alerts:
 
 func TestLoadFull(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load("testdata/full.yaml", envMap(specEnv))
+	cfg, err := config.Load("testdata/full.yaml", envMap(specEnv), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Store != "postgres://oncesync:pg-s3cret@db.internal:5432/oncesync" || cfg.Redis != "rediss://:redis-s3cret@redis.internal:6380/1" || !cfg.AllowEvictingRedis {
 		t.Errorf("top level: %q %q %v", cfg.Store, cfg.Redis, cfg.AllowEvictingRedis)
 	}
-	want := Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour}
+	want := config.Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour}
 	if cfg.Settings != want {
 		t.Errorf("settings = %+v", cfg.Settings)
 	}
@@ -797,20 +798,20 @@ func TestLoadFull(t *testing.T) {
 	if src := s.Source; src.Type != "postgres" || src.Table != "public.contacts" || src.CursorColumn != "updated_at" || src.PageSize != 1000 || src.VersionQuery == "" || src.Identity != "id" {
 		t.Errorf("source = %+v", src)
 	}
-	if d := s.Destination; d.Mode != ModeSingle || d.Concurrency != 8 || d.Timeout != 10*time.Second || d.RateLimit != 5.5 || len(d.ListIDs) != 2 {
+	if d := s.Destination; d.Mode != config.ModeSingle || d.Concurrency != 8 || d.Timeout != 10*time.Second || d.RateLimit != 5.5 || len(brevoOf(d).ListIDs) != 2 {
 		t.Errorf("destination = %+v", d)
 	}
-	if s.Mapping.ExtID != "id" {
-		t.Errorf("mapping = %+v", s.Mapping)
+	if brevoOf(s).ExtID != "id" {
+		t.Errorf("mapping = %+v", brevoOf(s))
 	}
 	w := cfg.Syncs[1]
-	if w.Workspace != "default" || w.Destination.Mode != ModeBulk || w.Destination.Headers["Authorization"] != "Bearer evtok-s3cret" || w.Mapping.Fields["at"] != "occurred_at" {
+	if w.Workspace != "default" || w.Destination.Mode != config.ModeBulk || webhookOf(w).Headers["Authorization"] != "Bearer evtok-s3cret" || webhookOf(w).Fields["at"] != "occurred_at" {
 		t.Errorf("webhook sync = %+v", w)
 	}
 	// The third sync merges the first one's destination (<<: *brevo) and
 	// overrides mode and list_ids.
 	n := cfg.Syncs[2].Destination
-	if n.Type != "brevo" || n.APIKey != "xkeysib-s3cret" || n.Mode != ModeBulk || len(n.ListIDs) != 1 || n.ListIDs[0] != 9 || n.Concurrency != 8 || n.RateLimit != 5.5 {
+	if n.Type != "brevo" || brevoOf(n).APIKey != "xkeysib-s3cret" || n.Mode != config.ModeBulk || len(brevoOf(n).ListIDs) != 1 || brevoOf(n).ListIDs[0] != 9 || n.Concurrency != 8 || n.RateLimit != 5.5 {
 		t.Errorf("merged destination = %+v", n)
 	}
 }
@@ -818,16 +819,16 @@ func TestLoadFull(t *testing.T) {
 func TestLoadFileErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	_, err := Load(filepath.Join(dir, "missing.yaml"), envMap(nil))
-	var ps *Problems
+	_, err := config.Load(filepath.Join(dir, "missing.yaml"), envMap(nil), kinds)
+	var ps *config.Problems
 	if err == nil || errors.As(err, &ps) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: want a wrapped not-exist error, got %v", err)
 	}
 	big := filepath.Join(dir, "big.yaml")
-	if err := os.WriteFile(big, []byte("store: sqlite://a.db\n#"+strings.Repeat("x", maxFileSize)), 0o600); err != nil {
+	if err := os.WriteFile(big, []byte("store: sqlite://a.db\n#"+strings.Repeat("x", config.MaxFileSize)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(big, envMap(nil))
+	_, err = config.Load(big, envMap(nil), kinds)
 	if got := problemsOf(t, err); len(got) != 1 || got[0] != big+": the file is larger than 4 MiB" {
 		t.Errorf("big file: %q", got)
 	}
@@ -843,7 +844,7 @@ func TestAliasBomb(t *testing.T) {
 		fmt.Fprintf(&b, "  - mapping: {attributes: &m%d {<<: [*m%d, *m%d]}}\n", i, i-1, i-1)
 	}
 	start := time.Now()
-	_, err := Parse("bomb.yaml", []byte(b.String()), envMap(nil))
+	_, err := config.Parse("bomb.yaml", []byte(b.String()), envMap(nil), kinds)
 	if err == nil || !strings.Contains(err.Error(), "bomb.yaml: the file expands to too many values (aliases?); simplify it") {
 		t.Fatalf("want the expansion problem, got %v", err)
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -17,29 +16,27 @@ const redactedPassword = "xxxxx"
 // kvPasswordRE finds password=... in a libpq key=value DSN.
 var kvPasswordRE = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']\S*)`)
 
-// Redacted returns a deep copy of s with every secret blanked: the API key,
-// the webhook secret and header values become "", passwords inside the
-// source DSN and destination URLs become "xxxxx", and the heartbeat URL
+// Redacted returns a copy of s with every secret blanked: the
+// destination's (its kind's Redacted: API keys and signing secrets ""),
+// passwords inside the source DSN become "xxxxx", and the heartbeat URL
 // keeps only its scheme and host ("https://hc-ping.com/xxxxx").
 func (s Sync) Redacted() Sync {
 	r := s
-	r.Destination.ListIDs = slices.Clone(s.Destination.ListIDs)
-	r.Mapping.Attributes = maps.Clone(s.Mapping.Attributes)
-	r.Mapping.Fields = maps.Clone(s.Mapping.Fields)
-	r.Destination.APIKey = ""
-	r.Destination.Secret = ""
-	if s.Destination.Headers != nil {
-		r.Destination.Headers = make(map[string]string, len(s.Destination.Headers))
-		for k := range s.Destination.Headers {
-			r.Destination.Headers[k] = ""
-		}
+	if s.Destination.Spec != nil {
+		r.Destination.Spec = s.Destination.Spec.Redacted()
 	}
 	r.Source.DSN = redactDSN(s.Source.DSN)
-	r.Destination.BaseURL = redactURL(s.Destination.BaseURL)
-	r.Destination.URL = redactURL(s.Destination.URL)
 	r.HeartbeatURL = redactHeartbeatURL(s.HeartbeatURL)
 	return r
 }
+
+// RedactURL hides a URL's password and password- or token-like query
+// values ("xxxxx"), for a kind's Redacted.
+func RedactURL(raw string) string { return redactURL(raw) }
+
+// URLSecrets are a URL's password and secret-like query values, for a
+// kind's Secrets.
+func URLSecrets(raw string) []string { return urlSecrets(raw) }
 
 // redactHeartbeatURL keeps only the scheme and host of a heartbeat URL: its
 // path is the token (hc-ping.com/UUID, cronitor.link/p/KEY/NAME), and its
@@ -185,18 +182,18 @@ func dsnSecrets(dsn string) []string {
 // omitempty so that adding an optional key to oncesync later does not change
 // the definition of syncs that do not use it.
 type definition struct {
-	ID                         string         `json:"id"`
-	Workspace                  string         `json:"workspace,omitempty"`
-	Schedule                   string         `json:"schedule,omitempty"`
-	Source                     defSource      `json:"source"`
-	Destination                defDestination `json:"destination"`
-	Mapping                    defMapping     `json:"mapping"`
-	Partitions                 int            `json:"partitions,omitempty"`
-	AllowRewriteAfterRetention bool           `json:"allow_rewrite_after_retention,omitempty"`
-	LedgerRetention            string         `json:"ledger_retention,omitempty"`
-	DeadmanWindow              string         `json:"deadman_window,omitempty"`
-	BreakerFailures            int            `json:"breaker_failures,omitempty"`
-	HeartbeatURL               string         `json:"heartbeat_url,omitempty"` // scheme and host only
+	ID                         string          `json:"id"`
+	Workspace                  string          `json:"workspace,omitempty"`
+	Schedule                   string          `json:"schedule,omitempty"`
+	Source                     defSource       `json:"source"`
+	Destination                json.RawMessage `json:"destination"`
+	Mapping                    json.RawMessage `json:"mapping"`
+	Partitions                 int             `json:"partitions,omitempty"`
+	AllowRewriteAfterRetention bool            `json:"allow_rewrite_after_retention,omitempty"`
+	LedgerRetention            string          `json:"ledger_retention,omitempty"`
+	DeadmanWindow              string          `json:"deadman_window,omitempty"`
+	BreakerFailures            int             `json:"breaker_failures,omitempty"`
+	HeartbeatURL               string          `json:"heartbeat_url,omitempty"` // scheme and host only
 }
 
 type defSource struct {
@@ -209,25 +206,6 @@ type defSource struct {
 	Table        string `json:"table,omitempty"`
 	CursorColumn string `json:"cursor_column,omitempty"`
 	VersionQuery string `json:"version_query,omitempty"`
-}
-
-type defDestination struct {
-	Type        string   `json:"type,omitempty"`
-	BaseURL     string   `json:"base_url,omitempty"`
-	Mode        string   `json:"mode,omitempty"`
-	ListIDs     []int64  `json:"list_ids,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-	Timeout     string   `json:"timeout,omitempty"`
-	RateLimit   float64  `json:"rate_limit,omitempty"`
-	URL         string   `json:"url,omitempty"`
-	Headers     []string `json:"headers,omitempty"` // names only
-}
-
-type defMapping struct {
-	Email      string            `json:"email,omitempty"`
-	ExtID      string            `json:"ext_id,omitempty"`
-	Attributes map[string]string `json:"attributes,omitempty"`
-	Fields     map[string]string `json:"fields,omitempty"`
 }
 
 // durString is d in Go syntax, or "" for 0 (unset).
@@ -244,11 +222,25 @@ func durString(d time.Duration) string {
 // on every run and machine, so it detects definition changes (docs/guide.md#what-a-run-does).
 func (s Sync) DefinitionJSON() (string, error) {
 	r := s.Redacted()
-	var headers []string
-	for k := range r.Destination.Headers {
-		headers = append(headers, k)
+	d := r.Destination
+	var common []Field
+	for _, f := range []Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}} {
+		if f.Value != "" && f.Value != 0 && f.Value != 0.0 {
+			common = append(common, f)
+		}
 	}
-	sort.Strings(headers)
+	destFields, mapFields := common, []Field(nil)
+	if d.Spec != nil {
+		destFields, mapFields = d.Spec.Definition(common)
+	}
+	dest, err := definitionObject(destFields)
+	if err != nil {
+		return "", err
+	}
+	mapping, err := definitionObject(mapFields)
+	if err != nil {
+		return "", err
+	}
 	def := definition{
 		ID:        r.ID,
 		Workspace: r.Workspace,
@@ -258,16 +250,8 @@ func (s Sync) DefinitionJSON() (string, error) {
 			Identity: r.Source.Identity, DSN: r.Source.DSN, Query: r.Source.Query,
 			Table: r.Source.Table, CursorColumn: r.Source.CursorColumn, VersionQuery: r.Source.VersionQuery,
 		},
-		Destination: defDestination{
-			Type: r.Destination.Type, BaseURL: r.Destination.BaseURL, Mode: r.Destination.Mode,
-			ListIDs: r.Destination.ListIDs, Concurrency: r.Destination.Concurrency,
-			Timeout:   durString(r.Destination.Timeout),
-			RateLimit: r.Destination.RateLimit, URL: r.Destination.URL, Headers: headers,
-		},
-		Mapping: defMapping{
-			Email: r.Mapping.Email, ExtID: r.Mapping.ExtID,
-			Attributes: r.Mapping.Attributes, Fields: r.Mapping.Fields,
-		},
+		Destination:                dest,
+		Mapping:                    mapping,
 		Partitions:                 r.Partitions,
 		AllowRewriteAfterRetention: r.AllowRewriteAfterRetention,
 		LedgerRetention:            durString(r.LedgerRetention),
@@ -309,13 +293,10 @@ func (c *Config) SecretValues() []string {
 		add(h)
 	}
 	for _, s := range c.Syncs {
-		add(s.Destination.APIKey, s.Destination.Secret)
-		for _, v := range s.Destination.Headers {
-			add(v)
+		if s.Destination.Spec != nil {
+			add(s.Destination.Spec.Secrets()...)
 		}
 		add(dsnSecrets(s.Source.DSN)...)
-		add(urlSecrets(s.Destination.BaseURL)...)
-		add(urlSecrets(s.Destination.URL)...)
 		add(heartbeatSecrets(s.HeartbeatURL)...)
 	}
 	sort.Strings(out)

@@ -1,6 +1,7 @@
-package config
+package config_test
 
 import (
+	"github.com/oncesync/oncesync/internal/config"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ syncs:
     source: {type: postgres, dsn: "postgres://u:` + literal + `@db:5432/x", query: q, path: p}
     destination: {type: webhook, url: "ftp://u:` + literal + `@host/x"}
 `
-	_, err := Parse("s.yaml", []byte(yaml), envMap(map[string]string{"S": envSecret}))
+	_, err := config.Parse("s.yaml", []byte(yaml), envMap(map[string]string{"S": envSecret}), kinds)
 	if err == nil {
 		t.Fatal("want problems")
 	}
@@ -66,28 +67,28 @@ syncs:
 
 func TestRedacted(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load("testdata/full.yaml", envMap(specEnv))
+	cfg, err := config.Load("testdata/full.yaml", envMap(specEnv), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	orig := cfg.Syncs[1]
 	r := orig.Redacted()
-	if r.Destination.Secret != "" || r.Destination.Headers["Authorization"] != "" || len(r.Destination.Headers) != 1 {
+	if webhookOf(r).Secret != "" || webhookOf(r).Headers["Authorization"] != "" || len(webhookOf(r).Headers) != 1 {
 		t.Errorf("webhook not redacted: %+v", r.Destination)
 	}
-	r.Mapping.Fields["event"] = "changed"
-	if orig.Destination.Headers["Authorization"] != "Bearer evtok-s3cret" || orig.Destination.Secret != "evwh-s3cret" || orig.Mapping.Fields["event"] != "name" {
+	webhookOf(r).Fields["event"] = "changed"
+	if webhookOf(orig).Headers["Authorization"] != "Bearer evtok-s3cret" || webhookOf(orig).Secret != "evwh-s3cret" || webhookOf(orig).Fields["event"] != "name" {
 		t.Errorf("Redacted must not touch the original: %+v", orig)
 	}
 	b := cfg.Syncs[0].Redacted()
-	if b.Destination.APIKey != "" {
+	if brevoOf(b).APIKey != "" {
 		t.Errorf("api key not blanked")
 	}
 	if want := "postgres://reader:xxxxx@crm.internal:5432/crm?sslmode=require"; b.Source.DSN != want {
 		t.Errorf("dsn = %q, want %q", b.Source.DSN, want)
 	}
-	b.Destination.ListIDs[0] = 99
-	if cfg.Syncs[0].Destination.ListIDs[0] != 2 {
+	brevoOf(b).ListIDs[0] = 99
+	if brevoOf(cfg.Syncs[0]).ListIDs[0] != 2 {
 		t.Error("Redacted shares list_ids with the original")
 	}
 
@@ -99,21 +100,21 @@ func TestRedacted(t *testing.T) {
 		{"host=db dbname=crm", "host=db dbname=crm"},
 	}
 	for _, tt := range tests {
-		if got := redactDSN(tt.dsn); got != tt.want {
+		if got := config.RedactDSN(tt.dsn); got != tt.want {
 			t.Errorf("redactDSN(%q) = %q, want %q", tt.dsn, got, tt.want)
 		}
 	}
-	if got := dsnSecrets("host=db password='it''s' x=1"); len(got) == 0 {
+	if got := config.DSNSecrets("host=db password='it''s' x=1"); len(got) == 0 {
 		t.Errorf("dsnSecrets found nothing")
 	}
-	if got := dsnSecrets("host=db password='with space'"); !slices.Equal(got, []string{"with space"}) {
+	if got := config.DSNSecrets("host=db password='with space'"); !slices.Equal(got, []string{"with space"}) {
 		t.Errorf("dsnSecrets = %q", got)
 	}
 }
 
 func TestSecretValues(t *testing.T) {
 	t.Parallel()
-	cfg, err := Load("testdata/full.yaml", envMap(specEnv))
+	cfg, err := config.Load("testdata/full.yaml", envMap(specEnv), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestDefinitionJSON(t *testing.T) {
 	flow := `syncs: [{id: s1, workspace: acme, source: {type: csv, path: contacts.csv}, mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}, destination: {type: brevo, api_key: "${KEY}", list_ids: [2]}}]`
 	def := func(t *testing.T, yaml, key string) string {
 		t.Helper()
-		cfg, err := Parse("d.yaml", []byte(yaml), envMap(map[string]string{"KEY": key}))
+		cfg, err := config.Parse("d.yaml", []byte(yaml), envMap(map[string]string{"KEY": key}), kinds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func TestHeartbeatURL(t *testing.T) {
     destination: {type: webhook, url: "http://127.0.0.1:9/hook"}
 `
 	}
-	cfg, err := Parse("h.yaml", []byte(sync(`"https://hc-ping.com/${HC}?rid=`+token+`"`)), envMap(map[string]string{"HC": token}))
+	cfg, err := config.Parse("h.yaml", []byte(sync(`"https://hc-ping.com/${HC}?rid=`+token+`"`)), envMap(map[string]string{"HC": token}), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestHeartbeatURL(t *testing.T) {
 	}
 	// Another token, same monitor host: the definition does not change
 	// (like an API key), so the sync's changed_at does not move.
-	other, err := Parse("h.yaml", []byte(sync("https://hc-ping.com/another-token-entirely")), envMap(nil))
+	other, err := config.Parse("h.yaml", []byte(sync("https://hc-ping.com/another-token-entirely")), envMap(nil), kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestHeartbeatURL(t *testing.T) {
 	}
 
 	for _, bad := range []string{"ftp://hc-ping.com/" + token, "hc-ping.com/" + token, `""`} {
-		_, err := Parse("h.yaml", []byte(sync(bad)), envMap(nil))
+		_, err := config.Parse("h.yaml", []byte(sync(bad)), envMap(nil), kinds)
 		if err == nil {
 			t.Errorf("heartbeat_url %s: want a problem", bad)
 			continue
@@ -276,7 +277,7 @@ func TestSuggest(t *testing.T) {
 		{strings.Repeat("a", 200), ""},
 	}
 	for _, tt := range tests {
-		if got := suggest(tt.key, known); got != tt.want {
+		if got := config.Suggest(tt.key, known); got != tt.want {
 			t.Errorf("suggest(%q) = %q, want %q", tt.key, got, tt.want)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/mail"
-	"net/textproto"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -34,9 +33,8 @@ var reservedHeaders = map[string]bool{
 }
 
 var (
-	sourceTypes      = []string{SourceCSV, SourceJSONL, SourcePostgres}
-	destinationTypes = []string{DestinationBrevo, DestinationWebhook}
-	modes            = []string{ModeSingle, ModeBulk}
+	sourceTypes = []string{SourceCSV, SourceJSONL, SourcePostgres}
+	modes       = []string{ModeSingle, ModeBulk}
 )
 
 // applyDefaults fills every field that was not written in the file.
@@ -86,27 +84,14 @@ func (l *loader) applyDefaults(c *Config) {
 		}
 		d := &sy.Destination
 		dp := p + ".destination"
-		if !l.has(dp + ".mode") {
-			switch d.Type {
-			case DestinationBrevo:
-				d.Mode = ModeBulk
-			case DestinationWebhook:
-				d.Mode = ModeSingle
-			}
-		}
 		if !l.has(dp + ".concurrency") {
 			d.Concurrency = DefaultConcurrency
 		}
 		if !l.has(dp + ".timeout") {
 			d.Timeout = DefaultTimeout
 		}
-		if d.Type == DestinationBrevo {
-			if !l.has(dp + ".rate_limit") {
-				d.RateLimit = DefaultBrevoRateLimit
-			}
-			if !l.has(dp + ".base_url") {
-				d.BaseURL = DefaultBrevoBaseURL
-			}
+		if d.Spec != nil {
+			d.Spec.Defaults(d, &Checker{l: l, sync: p})
 		}
 	}
 }
@@ -352,14 +337,15 @@ func (l *loader) validateSource(p string, s *Source) {
 func (l *loader) validateDestination(sp string, s *Sync) {
 	p := sp + ".destination"
 	d := &s.Destination
+	types := l.kinds.destinationTypes()
 	if !l.has(p) {
-		l.check(p, "is required (a mapping with type: brevo or webhook)")
+		l.check(p, "is required (a mapping with type: "+orList(types)+")")
 		return
 	}
 	if l.bad[p] {
 		return
 	}
-	if !l.required(p+".type", d.Type, "is required (one of brevo, webhook)") || l.bad[p+".type"] {
+	if !l.required(p+".type", d.Type, "is required (one of "+strings.Join(types, ", ")+")") || l.bad[p+".type"] {
 		return
 	}
 	if l.has(p+".mode") && d.Mode != ModeSingle && d.Mode != ModeBulk {
@@ -370,67 +356,38 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 	if l.has(p+".rate_limit") && d.RateLimit < 0 {
 		l.check(p+".rate_limit", fmt.Sprintf("must be 0 (unlimited) or more requests per second, got %g", d.RateLimit))
 	}
-	mp := sp + ".mapping"
-	m := &s.Mapping
-	switch d.Type {
-	case DestinationBrevo:
-		if l.has(p+".base_url") && l.required(p+".base_url", d.BaseURL, "") {
-			if msg := checkURL(d.BaseURL, "http", "https"); msg != "" {
-				l.check(p+".base_url", msg)
-			}
-		}
-		l.required(p+".api_key", d.APIKey, "is required for brevo destinations")
-		if d.Mode == ModeBulk && len(d.ListIDs) == 0 && !l.bad[p+".list_ids"] {
-			l.check(p+".list_ids", "is required in bulk mode: Brevo's contact import needs at least one list id")
-		}
-		for i, id := range d.ListIDs {
-			ip := fmt.Sprintf("%s.list_ids[%d]", p, i)
-			if id <= 0 && !l.bad[ip] {
-				l.check(ip, fmt.Sprintf("must be a positive Brevo list id, got %d", id))
-			}
-		}
-		l.notFor(p, "destinations", d.Type, []string{"url", "secret", "headers"}, "webhook only")
-		l.required(mp+".email", m.Email, "is required for brevo destinations (the column holding the e-mail address)")
-		l.notFor(mp, "destinations", d.Type, []string{"fields"}, "webhook only; brevo uses email, ext_id and attributes")
-		if m.ExtID != "" {
-			// Brevo's imports carry ext_id as the EXT_ID attribute: both
-			// mapped would send one field twice, with two values.
-			for name := range m.Attributes {
-				if strings.EqualFold(name, "EXT_ID") {
-					l.check(join(mp+".attributes", name), "maps Brevo's EXT_ID, which mapping.ext_id already writes; keep one of them")
-				}
-			}
-		}
-	case DestinationWebhook:
-		if l.required(p+".url", d.URL, "is required for webhook destinations") {
-			if msg := checkURL(d.URL, "http", "https"); msg != "" {
-				l.check(p+".url", msg)
-			}
-		}
-		for name := range d.Headers {
-			hp := join(p+".headers", name)
-			switch {
-			case !headerNameRE.MatchString(name):
-				l.check(hp, "is not a valid HTTP header name")
-			case reservedHeaders[textproto.CanonicalMIMEHeaderKey(name)]:
-				l.check(hp, "is set by oncesync and cannot be overridden")
-			}
-		}
-		l.notFor(p, "destinations", d.Type, []string{"base_url", "api_key", "list_ids"}, "brevo only")
-		l.notFor(mp, "destinations", d.Type, []string{"email", "ext_id", "attributes"}, "brevo only; webhook uses fields")
-	default:
-		l.check(p+".type", fmt.Sprintf("unknown destination type %s (valid: %s)", l.show(p+".type", d.Type), strings.Join(destinationTypes, ", ")))
+	k := l.kinds.destination(d.Type)
+	if k == nil || d.Spec == nil {
+		l.check(p+".type", fmt.Sprintf("unknown destination type %s (valid: %s)", l.show(p+".type", d.Type), strings.Join(types, ", ")))
 		return
 	}
-	for name, col := range m.Attributes {
-		l.required(join(mp+".attributes", name), col, "needs a source column name")
+	// The keys of other kinds, in their registration order.
+	mp := sp + ".mapping"
+	for _, other := range l.kinds.Destinations {
+		if other.Type() == d.Type {
+			continue
+		}
+		for _, key := range other.DestinationKeys() {
+			if !contains(k.DestinationKeys(), key) && !l.bad[p+"."+key] {
+				l.notFor(p, "destinations", d.Type, []string{key}, andList(l.kinds.owners(key, false))+" only")
+			}
+		}
+		for _, key := range other.MappingKeys() {
+			if !contains(k.MappingKeys(), key) {
+				l.notFor(mp, "destinations", d.Type, []string{key},
+					andList(l.kinds.owners(key, true))+" only; "+d.Type+" uses "+andList(k.MappingKeys()))
+			}
+		}
 	}
-	for name, col := range m.Fields {
-		l.required(join(mp+".fields", name), col, "needs a source column name")
+	d.Spec.Check(d, &Checker{l: l, sync: sp})
+}
+
+// orList is "a or b" ("a, b or c").
+func orList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
 	}
-	if l.has(mp+".ext_id") && !l.bad[mp+".ext_id"] {
-		l.required(mp+".ext_id", m.ExtID, "needs a source column name")
-	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
 }
 
 // checkURL returns a problem with an absolute URL of one of schemes, or "".

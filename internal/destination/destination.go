@@ -6,7 +6,10 @@ package destination
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
 )
 
 // Capability is how a destination lets oncesync settle an in-doubt record: one
@@ -155,4 +158,16 @@ func AttemptDeadline(ctx context.Context) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return f(), true
+}
+
+// Options are what the process gives a destination beyond its
+// configuration: a connector's constructor takes them.
+type Options struct {
+	// Clock tells the time (nil: the wall clock).
+	Clock clock.Clock
+	// HTTPClient is the client used (nil: the connector's own).
+	HTTPClient *http.Client
+	// Sleep is how the destination waits between in-run retries and for its
+	// rate limit (nil: a timer). Tests shrink the waits with it.
+	Sleep func(ctx context.Context, d time.Duration) error
 }

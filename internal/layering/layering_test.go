@@ -128,14 +128,16 @@ func wiringRule(g map[string][]string) (bad []string) {
 }
 
 func connectorsRule(g map[string][]string) (bad []string) {
-	allowed := append(slices.Clone(foundation), "internal/apiclient")
+	// config for the plug-in API of their keys, mapping for the shape a
+	// destination's records take.
+	allowed := append(slices.Clone(foundation), "internal/apiclient", "internal/config", "internal/mapping")
 	for pkg, deps := range g {
 		if !strings.HasPrefix(pkg, "internal/source/") && !strings.HasPrefix(pkg, "internal/destination/") {
 			continue
 		}
 		for _, d := range deps {
 			if !slices.Contains(allowed, d) && !strings.HasPrefix(d, "internal/source/") && !strings.HasPrefix(d, "internal/destination/") {
-				bad = append(bad, pkg+" imports "+d+": a connector builds on the foundation and internal/apiclient only")
+				bad = append(bad, pkg+" imports "+d+": a connector builds on the foundation, internal/apiclient, internal/config and internal/mapping only")
 			}
 		}
 	}

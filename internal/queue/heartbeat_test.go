@@ -14,6 +14,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
+	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
@@ -44,7 +45,7 @@ func TestRunEndedSendsHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	dest := func(url string) config.Destination {
-		return config.Destination{Type: "webhook", URL: url, Mode: "single", Concurrency: 1, Timeout: time.Second}
+		return config.Destination{Type: "webhook", Spec: &webhook.Config{URL: url}, Mode: "single", Concurrency: 1, Timeout: time.Second}
 	}
 	src := config.Source{Type: "csv", Path: "c.csv", PageSize: 10, Identity: "id"}
 	cfg := &config.Config{

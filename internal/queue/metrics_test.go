@@ -20,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/queue"
@@ -111,7 +112,7 @@ func TestQueueDepth(t *testing.T) {
 			if driver == "postgres" {
 				storeURL, _ = newSchema(t, testDatabaseURL(t))
 			}
-			hook := config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1, Timeout: time.Second}
+			hook := config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}
 			cfg := &config.Config{
 				Path: filepath.Join(dir, "oncesync.yaml"), Store: storeURL, Settings: config.Defaults(),
 				Syncs: []config.Sync{

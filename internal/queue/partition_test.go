@@ -19,6 +19,7 @@ import (
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -85,9 +86,9 @@ func setupPartitioned(t *testing.T, afterWrite func(*http.Request)) *partitionBu
 			Source: config.Source{Type: "postgres", DSN: dbURL, Table: schema + ".contacts", CursorColumn: "id",
 				Identity: "id", PageSize: 1000,
 				VersionQuery: `SELECT count(*), max(updated_at) FROM ` + table},
-			Destination: config.Destination{Type: "brevo", BaseURL: srv.URL + "/v3", APIKey: apiKey, Mode: "bulk",
-				ListIDs: []int64{2}, Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000},
-			Mapping: config.Mapping{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
+			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
+				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2},
+					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}},
 		}},
 	}
 	opt, err := redis.ParseURL(redisURL)
@@ -305,9 +306,9 @@ func TestPartitionedCSVSync(t *testing.T) {
 		Syncs: []config.Sync{{
 			ID: syncID, Workspace: "acme", Partitions: 2,
 			Source: config.Source{Type: "csv", Path: "people.csv", PageSize: 500, Identity: "id"},
-			Destination: config.Destination{Type: "brevo", BaseURL: srv.URL + "/v3", APIKey: apiKey, Mode: "bulk",
-				ListIDs: []int64{2}, Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000},
-			Mapping: config.Mapping{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
+			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
+				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2},
+					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}},
 		}},
 	}
 	st, err := app.OpenStore(t.Context(), cfg, clock.Real{})

@@ -21,6 +21,7 @@ import (
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/connector"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/testenv"
@@ -169,7 +170,7 @@ func (e *env) store() store.Store {
 			return apiKey, true
 		}
 		return os.LookupEnv(k)
-	})
+	}, connector.Default().Kinds())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/store"
@@ -178,11 +179,11 @@ func setup(t *testing.T) *bundle {
 		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour},
 		Syncs: []config.Sync{
 			{ID: "a", Workspace: "w", Source: config.Source{Type: "csv", Path: "a.csv", PageSize: 10},
-				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1, Timeout: time.Second}},
+				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}},
 			{ID: "b", Workspace: "w", Source: config.Source{Type: "csv", Path: "b.csv", PageSize: 10},
-				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook", Mode: "single", Concurrency: 1, Timeout: time.Second}},
+				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}},
 			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet", Path: "x"},
-				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook"}},
+				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}}},
 		},
 	}
 	clk := clock.NewFake(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))

@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/rediskey"
@@ -403,9 +404,9 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 		writeContacts(t, filepath.Join(dir, id+".csv"), "rescue-"+id, rows)
 		return config.Sync{ID: id, Workspace: "w", Partitions: 2,
 			Source: config.Source{Type: "csv", Path: id + ".csv", PageSize: 10, Identity: "id"},
-			Destination: config.Destination{Type: "brevo", BaseURL: srv.URL + "/v3", APIKey: rescueAPIKey, Mode: "bulk",
-				ListIDs: []int64{2}, Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000},
-			Mapping: config.Mapping{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}
+			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
+				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: rescueAPIKey, ListIDs: []int64{2},
+					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}}
 	}
 	cfg := &config.Config{
 		Path: filepath.Join(dir, "oncesync.yaml"), Store: storeURL,

@@ -22,6 +22,8 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -105,9 +107,9 @@ func setupService(t *testing.T, backoff time.Duration) *serviceBundle {
 	brevoSync := func(id, key string) config.Sync {
 		return config.Sync{ID: prefix + id, Workspace: "acme",
 			Source: config.Source{Type: "csv", Path: "people.csv", PageSize: 100, Identity: "id"},
-			Destination: config.Destination{Type: "brevo", BaseURL: srv.URL + "/v3", APIKey: key, Mode: "bulk",
-				ListIDs: []int64{2}, Concurrency: 1, Timeout: 5 * time.Second, RateLimit: 1000},
-			Mapping: config.Mapping{Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}
+			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 5 * time.Second, RateLimit: 1000,
+				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: key, ListIDs: []int64{2},
+					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}}
 	}
 	cfg := &config.Config{
 		Path:     filepath.Join(dir, "oncesync.yaml"),
@@ -118,7 +120,7 @@ func setupService(t *testing.T, backoff time.Duration) *serviceBundle {
 			brevoSync("auth", "xkeysib-wrong-0000"),
 			brevoSync("paused", apiKey),
 			{ID: prefix + "broken", Workspace: "acme", Source: config.Source{Type: "parquet", Path: "x"},
-				Destination: config.Destination{Type: "webhook", URL: "http://127.0.0.1:1/hook"}},
+				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}}},
 		},
 	}
 	st, err := app.OpenStore(b.ctx, cfg, clock.Real{})

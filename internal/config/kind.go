@@ -1,0 +1,184 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// A DestinationKind is one destination type's part of the configuration:
+// the keys it owns under a sync's `destination:` and `mapping:`, their
+// defaults, checks and secrets. A connector package implements it and
+// internal/connector registers it; config itself knows only `type` and the
+// keys every destination has (mode, concurrency, timeout, rate_limit).
+type DestinationKind interface {
+	// Type is the value of destination.type that selects the kind.
+	Type() string
+	// NewSpec returns an empty spec for one sync to decode into.
+	NewSpec() DestinationSpec
+	// DestinationKeys and MappingKeys name the keys the kind owns, in the
+	// order its messages list them.
+	DestinationKeys() []string
+	MappingKeys() []string
+	// SecretKeys are the keys under destination: whose values are secret
+	// (a variable interpolated into one is scrubbed from output too).
+	SecretKeys() []string
+}
+
+// DestinationSpec is one sync's decoded kind-owned keys.
+type DestinationSpec interface {
+	// Decode decodes the value of the kind's key under destination: (mapping
+	// false) or mapping: (mapping true).
+	Decode(key string, mapping bool, v Value)
+	// Defaults fills what the file left unset, including d's Mode.
+	Defaults(d *Destination, c *Checker)
+	// Check reports the kind's problems.
+	Check(d *Destination, c *Checker)
+	// Secrets are the secret values it holds (API keys, signing secrets,
+	// header values, passwords in its URLs).
+	Secrets() []string
+	// Redacted is a copy with every secret blanked.
+	Redacted() DestinationSpec
+	// Definition returns the canonical definition's destination and
+	// mapping objects, as ordered fields without empty values; common are
+	// the destination's own (type, mode, concurrency, timeout, rate_limit),
+	// in that order, for the kind to place among its keys.
+	Definition(common []Field) (destination, mapping []Field)
+}
+
+// Field is one key of a definition object.
+type Field struct {
+	Key   string
+	Value any
+}
+
+// Kinds are the connector kinds a configuration may name (built by
+// internal/connector).
+type Kinds struct {
+	Destinations []DestinationKind
+}
+
+// destination returns the kind of type t, if registered.
+func (k Kinds) destination(t string) DestinationKind {
+	for _, d := range k.Destinations {
+		if d.Type() == t {
+			return d
+		}
+	}
+	return nil
+}
+
+func (k Kinds) destinationTypes() []string {
+	out := make([]string, len(k.Destinations))
+	for i, d := range k.Destinations {
+		out[i] = d.Type()
+	}
+	return out
+}
+
+// owners lists the kinds that own key (under mapping: when mapping), in
+// registration order.
+func (k Kinds) owners(key string, mapping bool) []string {
+	var out []string
+	for _, d := range k.Destinations {
+		keys := d.DestinationKeys()
+		if mapping {
+			keys = d.MappingKeys()
+		}
+		for _, x := range keys {
+			if x == key {
+				out = append(out, d.Type())
+			}
+		}
+	}
+	return out
+}
+
+// Value is one value of a kind's key as written, with its path, for the
+// kind to decode; a value of the wrong shape is reported at its line.
+type Value struct {
+	l    *loader
+	n    *yaml.Node
+	path string
+}
+
+// String, Int, Float, Bool, Int64List and StringMap decode v (zero values
+// when it has the wrong shape, which is reported).
+func (v Value) String() string               { return v.l.str(v.n, v.path) }
+func (v Value) Int() int                     { return v.l.int(v.n, v.path) }
+func (v Value) Float() float64               { return v.l.float(v.n, v.path) }
+func (v Value) Bool() bool                   { return v.l.bool(v.n, v.path) }
+func (v Value) Int64List() []int64           { return v.l.int64List(v.n, v.path) }
+func (v Value) StringMap() map[string]string { return v.l.strMap(v.n, v.path) }
+
+// Checker reports problems with one sync's keys, at their lines. Paths are
+// relative to the sync: "destination.url", "mapping.email".
+type Checker struct {
+	l    *loader
+	sync string // "syncs[i]"
+}
+
+func (c *Checker) abs(rel string) string { return c.sync + "." + rel }
+
+// Has reports whether rel was written in the file.
+func (c *Checker) Has(rel string) bool { return c.l.has(c.abs(rel)) }
+
+// Bad reports whether rel already has a problem.
+func (c *Checker) Bad(rel string) bool { return c.l.bad[c.abs(rel)] }
+
+// Report reports msg about rel, unless it already has a problem.
+func (c *Checker) Report(rel, msg string) { c.l.check(c.abs(rel), msg) }
+
+// Required reports rel when value is empty (msg, or "is required"); it
+// returns whether value is set.
+func (c *Checker) Required(rel, value, msg string) bool { return c.l.required(c.abs(rel), value, msg) }
+
+// URL reports rel unless raw is an absolute URL of one of schemes (the
+// message never echoes the URL: it may hold a password).
+func (c *Checker) URL(rel, raw string, schemes ...string) {
+	if msg := checkURL(raw, schemes...); msg != "" {
+		c.Report(rel, msg)
+	}
+}
+
+// Show is value as a message may show it (quoted and clipped, or the names
+// of the variables it came from).
+func (c *Checker) Show(rel, value string) string { return c.l.show(c.abs(rel), value) }
+
+// Key is the path of entry name of the map at rel.
+func (Checker) Key(rel, name string) string { return join(rel, name) }
+
+// definitionObject writes fields as one JSON object, in order, as
+// encoding/json writes a struct's fields.
+func definitionObject(fields []Field) (json.RawMessage, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range fields {
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("definition key %s: %w", f.Key, err)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return json.RawMessage(b.String()), nil
+}
+
+// usesHint is "a, b and c".
+func andList(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
+}

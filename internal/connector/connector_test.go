@@ -1,0 +1,47 @@
+package connector_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/connector"
+)
+
+// TestDefault: the product's destinations, each found by its type, each
+// declaring its keys consistently (secret keys are keys it owns; no key of
+// its own shadows a key every destination has).
+func TestDefault(t *testing.T) {
+	reg := connector.Default()
+	var types []string
+	for _, d := range reg.Destinations() {
+		types = append(types, d.Type())
+		if got, ok := reg.Lookup(d.Type()); !ok || got.Type() != d.Type() {
+			t.Errorf("Lookup(%q) = %v, %v", d.Type(), got, ok)
+		}
+		for _, k := range d.SecretKeys() {
+			if !slices.Contains(d.DestinationKeys(), k) {
+				t.Errorf("%s: secret key %q is not one of its keys %v", d.Type(), k, d.DestinationKeys())
+			}
+		}
+		for _, k := range d.DestinationKeys() {
+			if slices.Contains([]string{"type", "mode", "concurrency", "timeout", "rate_limit"}, k) {
+				t.Errorf("%s: key %q is every destination's, not its own", d.Type(), k)
+			}
+		}
+		if d.NewSpec() == nil {
+			t.Errorf("%s: NewSpec is nil", d.Type())
+		}
+	}
+	if !slices.Equal(types, []string{"brevo", "webhook"}) {
+		t.Fatalf("Default registers %v, want brevo and webhook", types)
+	}
+	if k := reg.Kinds(); len(k.Destinations) != 2 {
+		t.Fatalf("Kinds holds %d destinations", len(k.Destinations))
+	}
+	if _, ok := reg.Lookup("hubspot"); ok {
+		t.Fatal("Lookup found an unregistered type")
+	}
+	if _, ok := connector.New().Lookup("brevo"); ok {
+		t.Fatal("an empty registry found brevo")
+	}
+}
