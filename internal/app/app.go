@@ -199,7 +199,7 @@ func buildSource(cfg *config.Config, s *config.Sync) (source.Source, error) {
 		defer cancel()
 		src, err := pgsource.New(ctx, pgsource.Params{
 			DSN: s.Source.DSN, Query: s.Source.Query, Table: s.Source.Table,
-			CursorColumn: s.Source.CursorColumn, Identity: s.Source.Identity,
+			CursorColumn: s.Source.CursorColumn, Identity: s.Source.Identity, VersionQuery: s.Source.VersionQuery,
 		})
 		if err != nil {
 			return nil, sourceSetupFailure(err)

@@ -2,15 +2,11 @@ package queue
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -422,38 +418,22 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 	s.runEnded(sctx, run)
 }
 
-// versioner is a source with a version query (source/postgres).
-type versioner interface {
-	Version(ctx context.Context, versionQuery string) (string, error)
-}
-
-// sourceSnapshot is the snapshot a partitioned run pins: the hash of the
-// version query's result for PostgreSQL, the SHA-256 of the content for a
-// file. Errors carry a failure code.
+// sourceSnapshot is the snapshot a partitioned run pins: the hash of what
+// the source's Snapshot says of its data (a file's SHA-256, a version
+// query's result) and its ID. Errors carry a failure code.
 func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src source.Source) (string, error) {
-	var inputs map[string]any
-	switch sc.Source.Type {
-	case config.SourceCSV, config.SourceJSONL:
-		sum, err := fileSHA256(s.sourcePath(sc))
-		if err != nil {
-			return "", failure.Wrap(failure.SourceUnavailable, err, "could not read the source file to take its snapshot")
-		}
-		inputs = map[string]any{"sha256": sum}
-	default:
-		v, ok := src.(versioner)
-		if !ok {
-			return "", failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %s cannot be partitioned: it has no snapshot", sc.Source.Type))
-		}
-		ver, err := v.Version(ctx, sc.Source.VersionQuery)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")
-		case errors.Is(err, source.ErrInvalid):
-			return "", failure.Wrap(failure.SourceQueryInvalid, err, "the version query failed")
-		case err != nil:
-			return "", failure.Wrap(failure.SourceUnavailable, err, "could not run the version query")
-		}
-		inputs = map[string]any{"version": ver}
+	sn, ok := src.(source.Snapshotter)
+	if !ok {
+		return "", failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %s cannot be partitioned: it has no snapshot", sc.Source.Type))
+	}
+	inputs, err := sn.Snapshot(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")
+	case errors.Is(err, source.ErrInvalid):
+		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source's version query failed")
+	case err != nil:
+		return "", failure.Wrap(failure.SourceUnavailable, err, "could not read the source to take its snapshot")
 	}
 	inputs["source"] = src.ID()
 	snap, err := barrier.Snapshot(inputs)
@@ -461,27 +441,4 @@ func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src sourc
 		return "", failure.Wrap(failure.Internal, err, "hash the source snapshot")
 	}
 	return snap, nil
-}
-
-// sourcePath is the file of a csv/jsonl source, relative paths resolved
-// against the config file's directory (as app.Build does).
-func (s *Service) sourcePath(sc *config.Sync) string {
-	path := sc.Source.Path
-	if path != "" && !filepath.IsAbs(path) && s.cfg.Path != "" {
-		path = filepath.Join(filepath.Dir(s.cfg.Path), path)
-	}
-	return path
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -54,6 +54,18 @@ type Refetcher interface {
 	ReadIdentities(ctx context.Context, identity string, ids []string) ([]Record, error)
 }
 
+// Snapshotter is implemented by a source that can say which version of its
+// data it would read: equal snapshots, equal data. A partitioned run pins
+// its source's snapshot at the checkpoint barrier, and each partition
+// checks it again before it writes (docs/guide.md#the-checkpoint-barrier);
+// a source without one cannot be partitioned.
+type Snapshotter interface {
+	// Snapshot returns the inputs the snapshot hash is taken over. Its
+	// errors wrap ErrUnavailable (the data could not be read) or ErrInvalid
+	// (the query that versions it is wrong).
+	Snapshot(ctx context.Context) (map[string]any, error)
+}
+
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
 var (

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -101,6 +102,35 @@ func New(p Params) (*Source, error) {
 
 // ID returns "csv:" or "jsonl:" followed by the cleaned absolute path.
 func (s *Source) ID() string { return s.id }
+
+var _ source.Snapshotter = (*Source)(nil)
+
+// Snapshot is the SHA-256 of the file's content: {"sha256": hex}.
+func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, contextReader{ctx, f}); err != nil {
+		return nil, fmt.Errorf("file source: read %s for its snapshot: %w: %w", filepath.Base(s.path), source.ErrUnavailable, err)
+	}
+	return map[string]any{"sha256": hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// contextReader stops a long read once ctx is done.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
 
 // Close closes the file if it is open. The Source may be used again after.
 func (s *Source) Close() error {

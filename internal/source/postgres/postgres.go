@@ -131,6 +131,9 @@ type Params struct {
 	// Identity is the optional primary-key column that breaks ties on
 	// CursorColumn (and keys deliveries, docs/guide.md#what-a-run-does).
 	Identity string
+	// VersionQuery versions the data for Snapshot (see Version); empty
+	// means the default query.
+	VersionQuery string
 }
 
 // defaultConnectTimeout bounds a connection attempt when the DSN sets no
@@ -158,6 +161,7 @@ type Source struct {
 	keysNotNull bool
 
 	firstSQL, nextSQL, nullSQL, versionSQL string
+	versionQuery                           string // Params.VersionQuery
 
 	mu   sync.Mutex
 	conn *pgx.Conn
@@ -197,7 +201,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	}
 	configure(cfg)
 
-	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}}
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, versionQuery: p.VersionQuery}
 	if identity != "" && identity != cursorCol {
 		s.keys = append(s.keys, identity)
 	}
@@ -568,6 +572,17 @@ func quoteAll(names []string) []string {
 		out[i] = strconv.Quote(n)
 	}
 	return out
+}
+
+var _ source.Snapshotter = (*Source)(nil)
+
+// Snapshot is Version of Params.VersionQuery: {"version": hex}.
+func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
+	v, err := s.Version(ctx, s.versionQuery)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": v}, nil
 }
 
 // Version returns a canonical SHA-256 (64 hex digits) of the result of

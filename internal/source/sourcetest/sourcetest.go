@@ -91,6 +91,42 @@ func Run(t *testing.T, h Harness) {
 	t.Run("BadCursor", func(t *testing.T) { testBadCursor(t, h) })
 	t.Run("StableID", func(t *testing.T) { testID(t, h) })
 	t.Run("Refetcher", func(t *testing.T) { testRefetch(t, h) })
+	t.Run("Snapshotter", func(t *testing.T) { testSnapshot(t, h) })
+}
+
+// testSnapshot: a Snapshotter's snapshot is the same for the same data
+// (another instance, another call) and different once a row is added, so a
+// partitioned run's pin tells a changed source. Sources without one skip.
+func testSnapshot(t *testing.T, h Harness) {
+	recs := Records(20)
+	src := newSource(t, h, recs)
+	sn, ok := src.(source.Snapshotter)
+	if !ok {
+		t.Skip("the source is not a source.Snapshotter")
+	}
+	ctx := context.Background()
+	first, err := sn.Snapshot(ctx)
+	if err != nil || len(first) == 0 {
+		t.Fatalf("Snapshot = %v, %v", first, err)
+	}
+	again, err := sn.Snapshot(ctx)
+	if err != nil || !reflect.DeepEqual(first, again) {
+		t.Fatalf("a second Snapshot of the same data = %v, %v; want %v", again, err, first)
+	}
+	other, err := newSource(t, h, recs).(source.Snapshotter).Snapshot(ctx)
+	if err != nil || !reflect.DeepEqual(first, other) {
+		t.Fatalf("another instance over the same data: Snapshot = %v, %v; want %v", other, err, first)
+	}
+	more := append(slices.Clone(recs), map[string]string{"id": "21", "email": "user21@example.test", "name": "New", "note": ""})
+	changed, err := newSource(t, h, more).(source.Snapshotter).Snapshot(ctx)
+	if err != nil || reflect.DeepEqual(first, changed) {
+		t.Fatalf("with a row added: Snapshot = %v, %v; want it to differ from %v", changed, err, first)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sn.Snapshot(cctx); err == nil {
+		t.Fatal("Snapshot on a cancelled context succeeded")
+	}
 }
 
 func newSource(t *testing.T, h Harness, recs []map[string]string) source.Source {
