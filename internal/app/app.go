@@ -25,8 +25,6 @@ import (
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
-	"github.com/oncesync/oncesync/internal/source/file"
-	pgsource "github.com/oncesync/oncesync/internal/source/postgres"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/postgres"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
@@ -125,7 +123,7 @@ type Options struct {
 	// Sleep is how destinations wait between in-run retries and for their
 	// rate limit (nil: a timer). Tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Connectors builds the destination (nil: connector.Default()).
+	// Connectors builds the source and destination (nil: connector.Default()).
 	Connectors *connector.Registry
 }
 
@@ -147,7 +145,11 @@ func (b *Built) Close() error {
 
 // Build assembles sync s of cfg.
 func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
-	src, err := buildSource(cfg, s)
+	reg := o.Connectors
+	if reg == nil {
+		reg = connector.Default()
+	}
+	src, err := buildSource(cfg, s, reg)
 	if err != nil {
 		var fe *failure.Error
 		if !errors.As(err, &fe) {
@@ -155,7 +157,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 		}
 		return nil, err
 	}
-	dst, spec, err := buildDestination(s, o)
+	dst, spec, err := buildDestination(s, o, reg)
 	if err != nil {
 		src.Close()
 		var fe *failure.Error
@@ -183,31 +185,20 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 	}, nil
 }
 
-func buildSource(cfg *config.Config, s *config.Sync) (source.Source, error) {
-	path := s.Source.Path
-	if path != "" && !filepath.IsAbs(path) && cfg.Path != "" {
-		path = filepath.Join(filepath.Dir(cfg.Path), path)
-	}
-	switch s.Source.Type {
-	case "csv":
-		return file.New(file.Params{Path: path, Format: file.CSV})
-	case "jsonl":
-		return file.New(file.Params{Path: path, Format: file.JSONL})
-	case "postgres":
-		// Bounded: New connects once to check the query or table.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		src, err := pgsource.New(ctx, pgsource.Params{
-			DSN: s.Source.DSN, Query: s.Source.Query, Table: s.Source.Table,
-			CursorColumn: s.Source.CursorColumn, Identity: s.Source.Identity, VersionQuery: s.Source.VersionQuery,
-		})
-		if err != nil {
-			return nil, sourceSetupFailure(err)
-		}
-		return src, nil
-	default:
+func buildSource(cfg *config.Config, s *config.Sync, reg *connector.Registry) (source.Source, error) {
+	c, ok := reg.LookupSource(s.Source.Type)
+	if !ok || s.Source.Spec == nil {
 		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %q is not supported by this build", s.Source.Type))
 	}
+	dir := ""
+	if cfg.Path != "" {
+		dir = filepath.Dir(cfg.Path)
+	}
+	src, err := c.New(context.Background(), s.Source, dir)
+	if err != nil {
+		return nil, sourceSetupFailure(err)
+	}
+	return src, nil
 }
 
 // sourceSetupFailure maps a source's construction error to its code.
@@ -222,11 +213,7 @@ func sourceSetupFailure(err error) error {
 	}
 }
 
-func buildDestination(s *config.Sync, o Options) (destination.Destination, mapping.Spec, error) {
-	reg := o.Connectors
-	if reg == nil {
-		reg = connector.Default()
-	}
+func buildDestination(s *config.Sync, o Options, reg *connector.Registry) (destination.Destination, mapping.Spec, error) {
 	c, ok := reg.Lookup(s.Destination.Type)
 	if !ok || s.Destination.Spec == nil {
 		return nil, mapping.Spec{}, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", s.Destination.Type))

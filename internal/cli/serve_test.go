@@ -11,6 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 	"github.com/oncesync/oncesync/internal/web"
@@ -30,7 +31,7 @@ func TestWebDeadLetters(t *testing.T) {
 	defer st.Close()
 	cfg := &config.Config{
 		Path: filepath.Join(dir, "oncesync.yaml"), Store: "sqlite://./s.db", Settings: config.Defaults(),
-		Syncs: []config.Sync{{ID: "s", Workspace: "w", Source: config.Source{Type: "csv", Path: "s.csv", PageSize: 10},
+		Syncs: []config.Sync{{ID: "s", Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "s.csv"}, PageSize: 10},
 			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1}}},
 	}
 	svc, err := queue.New(ctx, queue.Params{Config: cfg, Store: st, EnqueueOnly: true})

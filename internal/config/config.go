@@ -6,6 +6,11 @@
 // naming the file, the line and the field (see Problems). docs/config.md lists
 // every key.
 //
+// A sync's source and destination keys beyond `type` and the few every one
+// has are their connector's: the kinds a file may name are passed to Load
+// (internal/connector's registry), and each decodes, defaults, checks and
+// redacts its own keys (kind.go).
+//
 // Secrets (API keys, webhook secrets, passwords in URLs and DSNs, API tokens,
 // header values) never appear in a Problem, in Sync.Redacted or in
 // Sync.DefinitionJSON; Config.SecretValues lists them for output scrubbing.
@@ -13,13 +18,6 @@ package config
 
 import (
 	"time"
-)
-
-// Source types.
-const (
-	SourceCSV      = "csv"
-	SourceJSONL    = "jsonl"
-	SourcePostgres = "postgres"
 )
 
 // Destination write modes (docs/guide.md#what-a-run-does step 4).
@@ -174,26 +172,17 @@ type Sync struct {
 	HeartbeatURL string
 }
 
-// Source says what a sync reads.
+// Source says what a sync reads: the keys every source has, and Spec, the
+// keys its type owns (decoded and checked by the type's SourceKind).
 type Source struct {
-	// Type is csv, jsonl or postgres.
+	// Type selects the kind (csv, jsonl, postgres, ...).
 	Type string
-	// Path is the file of a csv or jsonl source.
-	Path string
 	// PageSize is the number of records per page, 1..10000 (default 500).
 	PageSize int
 	// Identity is the optional primary-key column (docs/guide.md#what-a-run-does).
 	Identity string
-	// DSN is the PostgreSQL connection string of a postgres source.
-	DSN string
-	// Query or Table is what a postgres source reads (exactly one is set).
-	Query string
-	Table string
-	// CursorColumn is the column used for keyset pagination.
-	CursorColumn string
-	// VersionQuery returns a value that changes when the source changes; it
-	// pins the snapshot of partitioned runs (docs/guide.md#the-checkpoint-barrier).
-	VersionQuery string
+	// Spec is the kind's own keys; nil when the type is not registered.
+	Spec SourceSpec
 }
 
 // Destination says where a sync writes: the keys every destination has,

@@ -2,9 +2,7 @@ package config
 
 // Unexported helpers the external tests check directly.
 var (
-	RedactDSN  = redactDSN
-	DSNSecrets = dsnSecrets
-	Suggest    = suggest
+	Suggest = suggest
 )
 
 const MaxFileSize = maxFileSize

@@ -33,7 +33,7 @@ syncs:
 	if cfg.Settings.LeaseTTL.String() != "45s" || cfg.Settings.BreakerFailures != 7 {
 		t.Errorf("settings = %+v", cfg.Settings)
 	}
-	if s.ID != "from-env" || s.Source.Path != "/data/contacts.csv" || s.Source.PageSize != 250 || webhookOf(s).URL != "https://example.com/hook" {
+	if s.ID != "from-env" || fileOf(s).Path != "/data/contacts.csv" || s.Source.PageSize != 250 || webhookOf(s).URL != "https://example.com/hook" {
 		t.Errorf("sync = %+v", s)
 	}
 	if webhookOf(s).Headers["X-Literal"] != "${NOT_A_VAR}" || webhookOf(s).Headers["X-Token"] != "t0k" || webhookOf(s).Fields["note"] != "c\n" {

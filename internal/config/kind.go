@@ -57,6 +57,7 @@ type Field struct {
 // Kinds are the connector kinds a configuration may name (built by
 // internal/connector).
 type Kinds struct {
+	Sources      []SourceKind
 	Destinations []DestinationKind
 }
 
@@ -182,3 +183,70 @@ func andList(xs []string) string {
 	}
 	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
+
+// A SourceKind is one source type's part of the configuration: the keys it
+// owns under a sync's `source:`, their checks and secrets (config knows
+// `type`, `page_size` and `identity`).
+type SourceKind interface {
+	Type() string
+	NewSpec() SourceSpec
+	// SourceKeys name the keys the kind owns, in its messages' order.
+	SourceKeys() []string
+	// SecretKeys are the keys whose values are secret.
+	SecretKeys() []string
+}
+
+// SourceSpec is one sync's decoded source keys.
+type SourceSpec interface {
+	Decode(key string, v Value)
+	// Check reports the kind's problems.
+	Check(s *Source, c *Checker)
+	Secrets() []string
+	Redacted() SourceSpec
+	// Definition returns the canonical definition's source object; common
+	// are type, page_size and identity, in that order, without empty ones.
+	Definition(common []Field) []Field
+}
+
+// source returns the kind of type t, if registered.
+func (k Kinds) source(t string) SourceKind {
+	for _, s := range k.Sources {
+		if s.Type() == t {
+			return s
+		}
+	}
+	return nil
+}
+
+func (k Kinds) sourceTypes() []string {
+	out := make([]string, len(k.Sources))
+	for i, s := range k.Sources {
+		out[i] = s.Type()
+	}
+	return out
+}
+
+// sourceOwners lists the source kinds that own key.
+func (k Kinds) sourceOwners(key string) []string {
+	var out []string
+	for _, s := range k.Sources {
+		if contains(s.SourceKeys(), key) {
+			out = append(out, s.Type())
+		}
+	}
+	return out
+}
+
+// CheckURL is the problem with raw as an absolute URL of one of schemes, or
+// "" (it never echoes the URL: it may hold a password).
+func CheckURL(raw string, schemes ...string) string { return checkURL(raw, schemes...) }
+
+// RedactDSN hides the password of a postgres:// URL or key=value DSN.
+func RedactDSN(dsn string) string { return redactDSN(dsn) }
+
+// DSNSecrets are the passwords a postgres:// URL or key=value DSN holds.
+func DSNSecrets(dsn string) []string { return dsnSecrets(dsn) }
+
+// EmptyHint is " (environment variable X is set but empty)" when rel's
+// value came from an empty variable, else "".
+func (c *Checker) EmptyHint(rel string) string { return c.l.emptyHint(c.abs(rel)) }

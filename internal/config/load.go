@@ -82,11 +82,11 @@ func Parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
 // (A destination's secret keys are its kind's SecretKeys.)
-var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.(heartbeat_url|source\.dsn))$`)
+var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.heartbeat_url)$`)
 
 // destinationKeyRE splits a path under a sync's destination: its sync's
 // index and its key.
-var destinationKeyRE = regexp.MustCompile(`^syncs\[(\d+)\]\.destination\.([A-Za-z0-9_-]+)`)
+var destinationKeyRE = regexp.MustCompile(`^syncs\[(\d+)\]\.(destination|source)\.([A-Za-z0-9_-]+)`)
 
 // envSecrets returns the values of the environment variables interpolated
 // into secret fields.
@@ -106,7 +106,7 @@ func (l *loader) envSecrets(cfg *Config, env func(string) (string, bool)) []stri
 }
 
 // destinationSecret reports whether path is (inside) a secret key of its
-// sync's destination kind.
+// sync's source or destination kind.
 func (l *loader) destinationSecret(cfg *Config, path string) bool {
 	m := destinationKeyRE.FindStringSubmatch(path)
 	if m == nil {
@@ -116,8 +116,12 @@ func (l *loader) destinationSecret(cfg *Config, path string) bool {
 	if err != nil || i >= len(cfg.Syncs) {
 		return false
 	}
+	if m[2] == "source" {
+		k := l.kinds.source(cfg.Syncs[i].Source.Type)
+		return k != nil && contains(k.SecretKeys(), m[3])
+	}
 	k := l.kinds.destination(cfg.Syncs[i].Destination.Type)
-	return k != nil && contains(k.SecretKeys(), m[2])
+	return k != nil && contains(k.SecretKeys(), m[3])
 }
 
 // loader decodes one file, collecting problems.
@@ -756,17 +760,37 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 
 func (l *loader) source(v *yaml.Node, path string) Source {
 	var s Source
-	l.fields(v, path, handlers{
-		"type":          func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
-		"path":          func(v *yaml.Node, p string) { s.Path = l.str(v, p) },
-		"page_size":     func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
-		"identity":      func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
-		"dsn":           func(v *yaml.Node, p string) { s.DSN = l.str(v, p) },
-		"query":         func(v *yaml.Node, p string) { s.Query = l.str(v, p) },
-		"table":         func(v *yaml.Node, p string) { s.Table = l.str(v, p) },
-		"cursor_column": func(v *yaml.Node, p string) { s.CursorColumn = l.str(v, p) },
-		"version_query": func(v *yaml.Node, p string) { s.VersionQuery = l.str(v, p) },
-	})
+	type later struct {
+		key  string
+		v    *yaml.Node
+		path string
+	}
+	var own []later
+	h := handlers{
+		"type":      func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
+		"page_size": func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
+		"identity":  func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
+	}
+	for _, k := range l.kinds.Sources {
+		for _, key := range k.SourceKeys() {
+			if _, common := h[key]; !common {
+				h[key] = func(v *yaml.Node, p string) { own = append(own, later{key, v, p}) }
+			}
+		}
+	}
+	l.fields(v, path, h)
+	var owned []string
+	if k := l.kinds.source(s.Type); k != nil {
+		s.Spec = k.NewSpec()
+		owned = k.SourceKeys()
+	}
+	for _, o := range own {
+		if contains(owned, o.key) {
+			s.Spec.Decode(o.key, Value{l, o.v, o.path})
+		} else {
+			l.skim(o.v)
+		}
+	}
 	return s
 }
 

@@ -713,7 +713,7 @@ func TestLoadSpecExample(t *testing.T) {
 	if brevoOf(s).Email != "email" || brevoOf(s).Attributes["FIRSTNAME"] != "first_name" || brevoOf(s).Attributes["LASTNAME"] != "last_name" {
 		t.Errorf("mapping = %+v", brevoOf(s))
 	}
-	if s.Source.Identity != "id" || s.Source.PageSize != 500 || s.Source.Path != "contacts.csv" {
+	if s.Source.Identity != "id" || s.Source.PageSize != 500 || fileOf(s).Path != "contacts.csv" {
 		t.Errorf("source = %+v", s.Source)
 	}
 	if _, ok := cfg.Sync("nope"); ok {
@@ -795,7 +795,7 @@ func TestLoadFull(t *testing.T) {
 	if s.EffectiveLedgerRetention(cfg.Settings) != 720*time.Hour || s.EffectiveBreakerFailures(cfg.Settings) != 10 || s.EffectiveDeadmanWindow(cfg.Settings) != 48*time.Hour {
 		t.Error("effective values must prefer the sync's overrides")
 	}
-	if src := s.Source; src.Type != "postgres" || src.Table != "public.contacts" || src.CursorColumn != "updated_at" || src.PageSize != 1000 || src.VersionQuery == "" || src.Identity != "id" {
+	if src := s.Source; src.Type != "postgres" || pgOf(s).Table != "public.contacts" || pgOf(s).CursorColumn != "updated_at" || src.PageSize != 1000 || pgOf(s).VersionQuery == "" || src.Identity != "id" {
 		t.Errorf("source = %+v", src)
 	}
 	if d := s.Destination; d.Mode != config.ModeSingle || d.Concurrency != 8 || d.Timeout != 10*time.Second || d.RateLimit != 5.5 || len(brevoOf(d).ListIDs) != 2 {

@@ -25,7 +25,9 @@ func (s Sync) Redacted() Sync {
 	if s.Destination.Spec != nil {
 		r.Destination.Spec = s.Destination.Spec.Redacted()
 	}
-	r.Source.DSN = redactDSN(s.Source.DSN)
+	if s.Source.Spec != nil {
+		r.Source.Spec = s.Source.Spec.Redacted()
+	}
 	r.HeartbeatURL = redactHeartbeatURL(s.HeartbeatURL)
 	return r
 }
@@ -185,7 +187,7 @@ type definition struct {
 	ID                         string          `json:"id"`
 	Workspace                  string          `json:"workspace,omitempty"`
 	Schedule                   string          `json:"schedule,omitempty"`
-	Source                     defSource       `json:"source"`
+	Source                     json.RawMessage `json:"source"`
 	Destination                json.RawMessage `json:"destination"`
 	Mapping                    json.RawMessage `json:"mapping"`
 	Partitions                 int             `json:"partitions,omitempty"`
@@ -196,16 +198,27 @@ type definition struct {
 	HeartbeatURL               string          `json:"heartbeat_url,omitempty"` // scheme and host only
 }
 
-type defSource struct {
-	Type         string `json:"type,omitempty"`
-	Path         string `json:"path,omitempty"`
-	PageSize     int    `json:"page_size,omitempty"`
-	Identity     string `json:"identity,omitempty"`
-	DSN          string `json:"dsn,omitempty"`
-	Query        string `json:"query,omitempty"`
-	Table        string `json:"table,omitempty"`
-	CursorColumn string `json:"cursor_column,omitempty"`
-	VersionQuery string `json:"version_query,omitempty"`
+// nonEmpty drops the fields with a zero value, as omitempty does.
+func nonEmpty(fs []Field) []Field {
+	var out []Field
+	for _, f := range fs {
+		switch v := f.Value.(type) {
+		case string:
+			if v == "" {
+				continue
+			}
+		case int:
+			if v == 0 {
+				continue
+			}
+		case float64:
+			if v == 0 {
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // durString is d in Go syntax, or "" for 0 (unset).
@@ -223,15 +236,18 @@ func durString(d time.Duration) string {
 func (s Sync) DefinitionJSON() (string, error) {
 	r := s.Redacted()
 	d := r.Destination
-	var common []Field
-	for _, f := range []Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}} {
-		if f.Value != "" && f.Value != 0 && f.Value != 0.0 {
-			common = append(common, f)
-		}
-	}
+	common := nonEmpty([]Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}})
 	destFields, mapFields := common, []Field(nil)
 	if d.Spec != nil {
 		destFields, mapFields = d.Spec.Definition(common)
+	}
+	srcFields := nonEmpty([]Field{{"type", r.Source.Type}, {"page_size", r.Source.PageSize}, {"identity", r.Source.Identity}})
+	if r.Source.Spec != nil {
+		srcFields = r.Source.Spec.Definition(srcFields)
+	}
+	src, err := definitionObject(srcFields)
+	if err != nil {
+		return "", err
 	}
 	dest, err := definitionObject(destFields)
 	if err != nil {
@@ -242,14 +258,10 @@ func (s Sync) DefinitionJSON() (string, error) {
 		return "", err
 	}
 	def := definition{
-		ID:        r.ID,
-		Workspace: r.Workspace,
-		Schedule:  r.Schedule,
-		Source: defSource{
-			Type: r.Source.Type, Path: r.Source.Path, PageSize: r.Source.PageSize,
-			Identity: r.Source.Identity, DSN: r.Source.DSN, Query: r.Source.Query,
-			Table: r.Source.Table, CursorColumn: r.Source.CursorColumn, VersionQuery: r.Source.VersionQuery,
-		},
+		ID:                         r.ID,
+		Workspace:                  r.Workspace,
+		Schedule:                   r.Schedule,
+		Source:                     src,
 		Destination:                dest,
 		Mapping:                    mapping,
 		Partitions:                 r.Partitions,
@@ -296,7 +308,9 @@ func (c *Config) SecretValues() []string {
 		if s.Destination.Spec != nil {
 			add(s.Destination.Spec.Secrets()...)
 		}
-		add(dsnSecrets(s.Source.DSN)...)
+		if s.Source.Spec != nil {
+			add(s.Source.Spec.Secrets()...)
+		}
 		add(heartbeatSecrets(s.HeartbeatURL)...)
 	}
 	sort.Strings(out)

@@ -84,8 +84,8 @@ func TestRedacted(t *testing.T) {
 	if brevoOf(b).APIKey != "" {
 		t.Errorf("api key not blanked")
 	}
-	if want := "postgres://reader:xxxxx@crm.internal:5432/crm?sslmode=require"; b.Source.DSN != want {
-		t.Errorf("dsn = %q, want %q", b.Source.DSN, want)
+	if want := "postgres://reader:xxxxx@crm.internal:5432/crm?sslmode=require"; pgOf(b).DSN != want {
+		t.Errorf("dsn = %q, want %q", pgOf(b).DSN, want)
 	}
 	brevoOf(b).ListIDs[0] = 99
 	if brevoOf(cfg.Syncs[0]).ListIDs[0] != 2 {

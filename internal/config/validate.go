@@ -15,8 +15,6 @@ import (
 
 var (
 	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	sqlTableRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
-	sqlColumnRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	schemeRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,15}$`)
 )
@@ -33,8 +31,7 @@ var reservedHeaders = map[string]bool{
 }
 
 var (
-	sourceTypes = []string{SourceCSV, SourceJSONL, SourcePostgres}
-	modes       = []string{ModeSingle, ModeBulk}
+	modes = []string{ModeSingle, ModeBulk}
 )
 
 // applyDefaults fills every field that was not written in the file.
@@ -278,7 +275,7 @@ func (l *loader) validateSync(p string, s *Sync) {
 			l.check(p+".heartbeat_url", msg)
 		}
 	}
-	l.validateSource(p+".source", &s.Source)
+	l.validateSource(p, &s.Source)
 	l.validateDestination(p, s)
 }
 
@@ -292,45 +289,32 @@ func (l *loader) notFor(base, kind, typ string, fields []string, hint string) {
 	}
 }
 
-func (l *loader) validateSource(p string, s *Source) {
+func (l *loader) validateSource(sp string, s *Source) {
+	p := sp + ".source"
+	types := l.kinds.sourceTypes()
 	if !l.has(p) {
-		l.check(p, "is required (a mapping with type: csv, jsonl or postgres)")
+		l.check(p, "is required (a mapping with type: "+orList(types)+")")
 		return
 	}
 	if l.bad[p] {
 		return
 	}
-	if !l.required(p+".type", s.Type, "is required (one of csv, jsonl, postgres)") || l.bad[p+".type"] {
+	if !l.required(p+".type", s.Type, "is required (one of "+strings.Join(types, ", ")+")") || l.bad[p+".type"] {
 		return
 	}
 	l.intRange(p+".page_size", s.PageSize, MinPageSize, MaxPageSize)
-	switch s.Type {
-	case SourceCSV, SourceJSONL:
-		l.required(p+".path", s.Path, fmt.Sprintf("is required for %s sources", s.Type))
-		l.notFor(p, "sources", s.Type, []string{"dsn", "query", "table", "cursor_column", "version_query"}, "postgres only")
-	case SourcePostgres:
-		if l.required(p+".dsn", s.DSN, "is required for postgres sources") {
-			if msg := checkPostgresDSN(s.DSN); msg != "" {
-				l.check(p+".dsn", msg)
+	k := l.kinds.source(s.Type)
+	if k == nil || s.Spec == nil {
+		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(types, ", ")))
+		return
+	}
+	s.Spec.Check(s, &Checker{l: l, sync: sp})
+	for _, other := range l.kinds.Sources {
+		for _, key := range other.SourceKeys() {
+			if !contains(k.SourceKeys(), key) {
+				l.notFor(p, "sources", s.Type, []string{key}, andList(l.kinds.sourceOwners(key))+" only")
 			}
 		}
-		hasQ, hasT := strings.TrimSpace(s.Query) != "", strings.TrimSpace(s.Table) != ""
-		switch {
-		case hasQ && hasT:
-			l.check(p+".table", "set query or table, not both")
-		case !hasQ && !hasT:
-			if !l.bad[p+".query"] && !l.bad[p+".table"] {
-				l.check(p+".query", "postgres sources need a query or a table"+l.emptyHint(p+".query")+l.emptyHint(p+".table"))
-			}
-		case hasT && !sqlTableRE.MatchString(s.Table):
-			l.check(p+".table", "must be a table name like contacts or crm.contacts, got "+l.show(p+".table", s.Table))
-		}
-		if l.has(p+".cursor_column") && !sqlColumnRE.MatchString(s.CursorColumn) {
-			l.check(p+".cursor_column", "must be a column name (letters, digits, _), got "+l.show(p+".cursor_column", s.CursorColumn))
-		}
-		l.notFor(p, "sources", s.Type, []string{"path"}, "csv and jsonl only")
-	default:
-		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(sourceTypes, ", ")))
 	}
 }
 
@@ -440,16 +424,4 @@ func checkStoreURL(raw string) string {
 		return fmt.Sprintf("%s, got %s://", want, scheme)
 	}
 	return want
-}
-
-// checkPostgresDSN accepts a postgres:// URL or a libpq key=value string.
-func checkPostgresDSN(dsn string) string {
-	dsn = strings.TrimSpace(dsn)
-	if strings.Contains(dsn, "://") {
-		return checkURL(dsn, "postgres", "postgresql")
-	}
-	if !strings.Contains(dsn, "=") {
-		return "must be a postgres:// URL or key=value settings (host=... dbname=...)"
-	}
-	return ""
 }

@@ -1,16 +1,31 @@
-// Package connector is the registry of destination connectors: each
-// connector package describes itself (its config keys, checks, secrets and
-// constructor, as a Destination) and is listed here, in one line. config
-// decodes a sync's destination with Kinds; app builds it with Lookup.
+// Package connector is the registry of connectors: each source and
+// destination package describes itself (its config keys, checks, secrets
+// and constructor) and is listed here, in one line. config decodes a
+// sync's source and destination with Kinds; app builds them with Lookup and
+// LookupSource.
 package connector
 
 import (
+	"context"
+
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/source/file"
+	"github.com/oncesync/oncesync/internal/source/postgres"
 )
+
+// Source is a registered source connector.
+type Source interface {
+	config.SourceKind
+	// New opens a sync's source (s.Spec is the connector's own spec); dir
+	// is the config file's directory, for relative paths. Its errors wrap
+	// source.ErrUnavailable or source.ErrInvalid where they can.
+	New(ctx context.Context, s config.Source, dir string) (source.Source, error)
+}
 
 // Destination is a registered destination connector.
 type Destination interface {
@@ -23,20 +38,50 @@ type Destination interface {
 // Registry lists connectors. The zero value holds none; Default holds the
 // product's.
 type Registry struct {
+	sources      []Source
 	destinations []Destination
 }
 
 // Default is the registry of every connector the product ships.
 func Default() *Registry {
-	return New(
+	r := New(
 		brevo.Kind{},
 		webhook.Kind{},
 	)
+	r.sources = []Source{
+		file.Kind{Format: file.CSV},
+		file.Kind{Format: file.JSONL},
+		postgres.Kind{},
+	}
+	return r
 }
 
-// New is a registry of ds (a test adds its own connector to Default's with
-// New(append(Default().Destinations(), mine)...)).
+// WithSources is r with ss registered after its sources.
+func (r *Registry) WithSources(ss ...Source) *Registry {
+	return &Registry{sources: append(append([]Source(nil), r.sources...), ss...), destinations: r.destinations}
+}
+
+// Sources are the registered sources, in registration order.
+func (r *Registry) Sources() []Source { return append([]Source(nil), r.sources...) }
+
+// LookupSource returns the source connector of type t.
+func (r *Registry) LookupSource(t string) (Source, bool) {
+	for _, s := range r.sources {
+		if s.Type() == t {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// New is a registry of ds and no sources (a test adds its own destination
+// to Default's with Default().WithDestinations(mine)).
 func New(ds ...Destination) *Registry { return &Registry{destinations: ds} }
+
+// WithDestinations is r with ds registered after its destinations.
+func (r *Registry) WithDestinations(ds ...Destination) *Registry {
+	return &Registry{sources: r.sources, destinations: append(append([]Destination(nil), r.destinations...), ds...)}
+}
 
 // Destinations are the registered destinations, in registration order.
 func (r *Registry) Destinations() []Destination { return append([]Destination(nil), r.destinations...) }
@@ -44,6 +89,9 @@ func (r *Registry) Destinations() []Destination { return append([]Destination(ni
 // Kinds is what config.Load needs of the registry.
 func (r *Registry) Kinds() config.Kinds {
 	k := config.Kinds{}
+	for _, s := range r.sources {
+		k.Sources = append(k.Sources, s)
+	}
 	for _, d := range r.destinations {
 		k.Destinations = append(k.Destinations, d)
 	}

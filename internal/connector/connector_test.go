@@ -44,4 +44,23 @@ func TestDefault(t *testing.T) {
 	if _, ok := connector.New().Lookup("brevo"); ok {
 		t.Fatal("an empty registry found brevo")
 	}
+	var sources []string
+	for _, s := range reg.Sources() {
+		sources = append(sources, s.Type())
+		if got, ok := reg.LookupSource(s.Type()); !ok || got.Type() != s.Type() {
+			t.Errorf("LookupSource(%q) = %v, %v", s.Type(), got, ok)
+		}
+		for _, k := range s.SecretKeys() {
+			if !slices.Contains(s.SourceKeys(), k) {
+				t.Errorf("%s: secret key %q is not one of its keys", s.Type(), k)
+			}
+		}
+	}
+	if !slices.Equal(sources, []string{"csv", "jsonl", "postgres"}) {
+		t.Fatalf("Default registers sources %v", sources)
+	}
+	more := reg.WithDestinations(connector.Default().Destinations()[0])
+	if len(more.Destinations()) != 3 || len(more.Sources()) != 3 || len(reg.Destinations()) != 2 {
+		t.Fatal("WithDestinations must add to a copy")
+	}
 }

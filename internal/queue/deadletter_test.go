@@ -15,6 +15,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -30,7 +31,7 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 	dir := t.TempDir()
 	sync := func(id string) config.Sync {
 		return config.Sync{ID: id, Workspace: "acme", Partitions: 3,
-			Source:      config.Source{Type: "csv", Path: "c.csv", PageSize: 10, Identity: "id"},
+			Source:      config.Source{Type: "csv", Spec: &file.Config{Path: "c.csv"}, PageSize: 10, Identity: "id"},
 			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}}
 	}
 	cfg := &config.Config{

@@ -16,6 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
@@ -47,14 +48,14 @@ func TestRunEndedSendsHeartbeats(t *testing.T) {
 	dest := func(url string) config.Destination {
 		return config.Destination{Type: "webhook", Spec: &webhook.Config{URL: url}, Mode: "single", Concurrency: 1, Timeout: time.Second}
 	}
-	src := config.Source{Type: "csv", Path: "c.csv", PageSize: 10, Identity: "id"}
+	src := config.Source{Type: "csv", Spec: &file.Config{Path: "c.csv"}, PageSize: 10, Identity: "id"}
 	cfg := &config.Config{
 		Path: filepath.Join(dir, "oncesync.yaml"), Store: "sqlite://./oncesync.db",
 		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
 		Syncs: []config.Sync{
 			{ID: "ok", Workspace: "w", Source: src, Destination: dest(hook.URL + "/hook"), HeartbeatURL: monitor.URL + "/hb/ok"},
 			{ID: "down", Workspace: "w", Source: src, Destination: dest("http://127.0.0.1:1/hook"), HeartbeatURL: monitor.URL + "/hb/down"},
-			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet", Path: "x"}, Destination: dest(hook.URL + "/hook"),
+			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet"}, Destination: dest(hook.URL + "/hook"),
 				HeartbeatURL: monitor.URL + "/hb/broken"},
 			{ID: "quiet", Workspace: "w", Source: src, Destination: dest(hook.URL + "/hook")},
 		},

@@ -24,6 +24,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/source/file"
 )
 
 // families is a parsed /metrics page (or a registry's Gather).
@@ -116,8 +117,8 @@ func TestQueueDepth(t *testing.T) {
 			cfg := &config.Config{
 				Path: filepath.Join(dir, "oncesync.yaml"), Store: storeURL, Settings: config.Defaults(),
 				Syncs: []config.Sync{
-					{ID: "qd-" + randHex(3), Workspace: "w", Source: config.Source{Type: "csv", Path: "a.csv", PageSize: 10}, Destination: hook},
-					{ID: "qd-" + randHex(3), Workspace: "w", Source: config.Source{Type: "csv", Path: "b.csv", PageSize: 10}, Destination: hook},
+					{ID: "qd-" + randHex(3), Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "a.csv"}, PageSize: 10}, Destination: hook},
+					{ID: "qd-" + randHex(3), Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "b.csv"}, PageSize: 10}, Destination: hook},
 				},
 			}
 			st, err := app.OpenStore(t.Context(), cfg, clock.Real{})

@@ -25,6 +25,8 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/source/file"
+	pgsource "github.com/oncesync/oncesync/internal/source/postgres"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -83,9 +85,9 @@ func setupPartitioned(t *testing.T, afterWrite func(*http.Request)) *partitionBu
 		Settings: config.Defaults(),
 		Syncs: []config.Sync{{
 			ID: b.syncID, Workspace: "acme", Partitions: partitionCount,
-			Source: config.Source{Type: "postgres", DSN: dbURL, Table: schema + ".contacts", CursorColumn: "id",
-				Identity: "id", PageSize: 1000,
-				VersionQuery: `SELECT count(*), max(updated_at) FROM ` + table},
+			Source: config.Source{Type: "postgres", Identity: "id", PageSize: 1000,
+				Spec: &pgsource.Config{DSN: dbURL, Table: schema + ".contacts", CursorColumn: "id",
+					VersionQuery: `SELECT count(*), max(updated_at) FROM ` + table}},
 			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
 				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2},
 					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}},
@@ -305,7 +307,7 @@ func TestPartitionedCSVSync(t *testing.T) {
 		Settings: config.Defaults(),
 		Syncs: []config.Sync{{
 			ID: syncID, Workspace: "acme", Partitions: 2,
-			Source: config.Source{Type: "csv", Path: "people.csv", PageSize: 500, Identity: "id"},
+			Source: config.Source{Type: "csv", Spec: &file.Config{Path: "people.csv"}, PageSize: 500, Identity: "id"},
 			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
 				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2},
 					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}},

@@ -17,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
@@ -178,11 +179,11 @@ func setup(t *testing.T) *bundle {
 		Store:    "sqlite://./oncesync.db",
 		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour},
 		Syncs: []config.Sync{
-			{ID: "a", Workspace: "w", Source: config.Source{Type: "csv", Path: "a.csv", PageSize: 10},
+			{ID: "a", Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "a.csv"}, PageSize: 10},
 				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}},
-			{ID: "b", Workspace: "w", Source: config.Source{Type: "csv", Path: "b.csv", PageSize: 10},
+			{ID: "b", Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "b.csv"}, PageSize: 10},
 				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}},
-			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet", Path: "x"},
+			{ID: "broken", Workspace: "w", Source: config.Source{Type: "parquet"},
 				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}}},
 		},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -44,7 +45,7 @@ type coordBundle struct {
 func partitionedConfig(dir, storeURL string) *config.Config {
 	sync := func(id string, n int) config.Sync {
 		return config.Sync{ID: id, Workspace: "w", Partitions: n,
-			Source:      config.Source{Type: "csv", Path: id + ".csv", PageSize: 10, Identity: "id"},
+			Source:      config.Source{Type: "csv", Spec: &file.Config{Path: id + ".csv"}, PageSize: 10, Identity: "id"},
 			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}}
 	}
 	return &config.Config{

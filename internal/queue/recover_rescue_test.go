@@ -27,6 +27,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -403,7 +404,7 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 	sync := func(id string) config.Sync {
 		writeContacts(t, filepath.Join(dir, id+".csv"), "rescue-"+id, rows)
 		return config.Sync{ID: id, Workspace: "w", Partitions: 2,
-			Source: config.Source{Type: "csv", Path: id + ".csv", PageSize: 10, Identity: "id"},
+			Source: config.Source{Type: "csv", Spec: &file.Config{Path: id + ".csv"}, PageSize: 10, Identity: "id"},
 			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 10 * time.Second, RateLimit: 100000,
 				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: rescueAPIKey, ListIDs: []int64{2},
 					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}}

@@ -28,6 +28,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/queue"
+	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -106,7 +107,7 @@ func setupService(t *testing.T, backoff time.Duration) *serviceBundle {
 	b.prefix = prefix
 	brevoSync := func(id, key string) config.Sync {
 		return config.Sync{ID: prefix + id, Workspace: "acme",
-			Source: config.Source{Type: "csv", Path: "people.csv", PageSize: 100, Identity: "id"},
+			Source: config.Source{Type: "csv", Spec: &file.Config{Path: "people.csv"}, PageSize: 100, Identity: "id"},
 			Destination: config.Destination{Type: "brevo", Mode: "bulk", Concurrency: 1, Timeout: 5 * time.Second, RateLimit: 1000,
 				Spec: &brevo.Config{BaseURL: srv.URL + "/v3", APIKey: key, ListIDs: []int64{2},
 					Email: "email", Attributes: map[string]string{"FIRSTNAME": "first_name"}}}}
@@ -119,7 +120,7 @@ func setupService(t *testing.T, backoff time.Duration) *serviceBundle {
 			brevoSync("ok", apiKey),
 			brevoSync("auth", "xkeysib-wrong-0000"),
 			brevoSync("paused", apiKey),
-			{ID: prefix + "broken", Workspace: "acme", Source: config.Source{Type: "parquet", Path: "x"},
+			{ID: prefix + "broken", Workspace: "acme", Source: config.Source{Type: "parquet"},
 				Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}}},
 		},
 	}

@@ -117,7 +117,7 @@ func TestAcceptance(t *testing.T) {
 // YAML, checked, redacted and built by the product's own wiring, and a run
 // delivers every row once, with the mapped values.
 func TestRegisteredConnectorRunsASync(t *testing.T) {
-	reg := connector.New(append(connector.Default().Destinations(), example.Kind{})...)
+	reg := connector.Default().WithDestinations(example.Kind{})
 	rs := newRecordStore(t, destinationtest.Faults{})
 	dir := t.TempDir()
 	var csv strings.Builder

@@ -1,0 +1,53 @@
+package file
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// Kind is a file source's part of the configuration (csv or jsonl, by
+// Format): path under source:.
+type Kind struct{ Format Format }
+
+// Config is a sync's file source keys.
+type Config struct {
+	// Path is the file; a relative path is relative to the config file.
+	Path string
+}
+
+func (k Kind) Type() string                       { return k.Format.String() }
+func (Kind) NewSpec() config.SourceSpec           { return &Config{} }
+func (Kind) SourceKeys() []string                 { return []string{"path"} }
+func (Kind) SecretKeys() []string                 { return nil }
+func (c *Config) Decode(_ string, v config.Value) { c.Path = v.String() }
+
+// New opens a sync's file source; dir is the config file's directory.
+func (k Kind) New(_ context.Context, s config.Source, dir string) (source.Source, error) {
+	path := s.Spec.(*Config).Path
+	if path != "" && !filepath.IsAbs(path) && dir != "" {
+		path = filepath.Join(dir, path)
+	}
+	return New(Params{Path: path, Format: k.Format})
+}
+
+func (c *Config) Check(s *config.Source, k *config.Checker) {
+	k.Required("source.path", c.Path, "is required for "+s.Type+" sources")
+}
+
+func (c *Config) Secrets() []string           { return nil }
+func (c *Config) Redacted() config.SourceSpec { r := *c; return &r }
+
+// Definition places path after type, as stored definitions have it.
+func (c *Config) Definition(common []config.Field) []config.Field {
+	var out []config.Field
+	for _, f := range common {
+		out = append(out, f)
+		if f.Key == "type" && c.Path != "" {
+			out = append(out, config.Field{Key: "path", Value: c.Path})
+		}
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package postgres
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// Kind is the postgres source's part of the configuration: dsn, query or
+// table, cursor_column and version_query under source:.
+type Kind struct{}
+
+// Config is a sync's postgres keys.
+type Config struct {
+	DSN          string
+	Query, Table string
+	CursorColumn string
+	VersionQuery string
+}
+
+func (Kind) Type() string               { return "postgres" }
+func (Kind) NewSpec() config.SourceSpec { return &Config{} }
+func (Kind) SourceKeys() []string {
+	return []string{"dsn", "query", "table", "cursor_column", "version_query"}
+}
+func (Kind) SecretKeys() []string { return []string{"dsn"} }
+
+// connectTimeout bounds New's first connection (it checks the query or
+// table).
+const connectTimeout = 30 * time.Second
+
+// New connects a sync's postgres source.
+func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, error) {
+	c := s.Spec.(*Config)
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	return New(ctx, Params{
+		DSN: c.DSN, Query: c.Query, Table: c.Table,
+		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery,
+	})
+}
+
+func (c *Config) Decode(key string, v config.Value) {
+	switch key {
+	case "dsn":
+		c.DSN = v.String()
+	case "query":
+		c.Query = v.String()
+	case "table":
+		c.Table = v.String()
+	case "cursor_column":
+		c.CursorColumn = v.String()
+	case "version_query":
+		c.VersionQuery = v.String()
+	}
+}
+
+var (
+	sqlTableRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$`)
+	sqlColumnRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
+)
+
+func (c *Config) Check(_ *config.Source, k *config.Checker) {
+	if k.Required("source.dsn", c.DSN, "is required for postgres sources") {
+		if msg := checkDSN(c.DSN); msg != "" {
+			k.Report("source.dsn", msg)
+		}
+	}
+	hasQ, hasT := strings.TrimSpace(c.Query) != "", strings.TrimSpace(c.Table) != ""
+	switch {
+	case hasQ && hasT:
+		k.Report("source.table", "set query or table, not both")
+	case !hasQ && !hasT:
+		if !k.Bad("source.query") && !k.Bad("source.table") {
+			k.Report("source.query", "postgres sources need a query or a table"+k.EmptyHint("source.query")+k.EmptyHint("source.table"))
+		}
+	case hasT && !sqlTableRE.MatchString(c.Table):
+		k.Report("source.table", "must be a table name like contacts or crm.contacts, got "+k.Show("source.table", c.Table))
+	}
+	if k.Has("source.cursor_column") && !sqlColumnRE.MatchString(c.CursorColumn) {
+		k.Report("source.cursor_column", "must be a column name (letters, digits, _), got "+k.Show("source.cursor_column", c.CursorColumn))
+	}
+}
+
+// checkDSN accepts a postgres:// URL or a libpq key=value string.
+func checkDSN(dsn string) string {
+	dsn = strings.TrimSpace(dsn)
+	if strings.Contains(dsn, "://") {
+		return config.CheckURL(dsn, "postgres", "postgresql")
+	}
+	if !strings.Contains(dsn, "=") {
+		return "must be a postgres:// URL or key=value settings (host=... dbname=...)"
+	}
+	return ""
+}
+
+func (c *Config) Secrets() []string { return config.DSNSecrets(c.DSN) }
+
+func (c *Config) Redacted() config.SourceSpec {
+	r := *c
+	r.DSN = config.RedactDSN(c.DSN)
+	return &r
+}
+
+// Definition puts its keys after the common ones, as stored definitions
+// have them.
+func (c *Config) Definition(common []config.Field) []config.Field {
+	out := common
+	for _, f := range []config.Field{{Key: "dsn", Value: c.DSN}, {Key: "query", Value: c.Query}, {Key: "table", Value: c.Table},
+		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}} {
+		if f.Value != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
