@@ -585,3 +585,36 @@ feed:
 	}
 	return firstErr
 }
+
+// WriteEach is a connector's one-call-per-record write: send is called for
+// each record, at most conc at a time (FanOut). A record whose send returns
+// without error is settled with the result it returns. Once a send fails no
+// more are started; then the records never sent, and those whose send
+// provably did not reach the server (its error wraps destination.ErrNotSent),
+// are NotSent, and the others are left out of the results: in doubt. The
+// first error is returned (the connector maps it).
+func WriteEach(ctx context.Context, recs []destination.Record, conc int,
+	send func(ctx context.Context, r destination.Record) (destination.Result, error)) ([]destination.Result, error) {
+	results := make([]destination.Result, len(recs))
+	done := make([]bool, len(recs))
+	maybeSent := make([]bool, len(recs))
+	err := FanOut(ctx, len(recs), conc, func(ctx context.Context, i int) error {
+		res, err := send(ctx, recs[i])
+		if err != nil {
+			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)
+			return err
+		}
+		results[i], done[i] = res, true
+		return nil
+	})
+	out := make([]destination.Result, 0, len(recs))
+	for i := range recs {
+		switch {
+		case done[i]:
+			out = append(out, results[i])
+		case err != nil && !maybeSent[i]:
+			out = append(out, destination.Result{Key: recs[i].Key, Outcome: destination.NotSent})
+		}
+	}
+	return out, err
+}

@@ -3,9 +3,12 @@ package apiclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
 )
 
 // TestFanOutLetsCallsInFlightFinish: a failure stops the handing out of
@@ -49,5 +52,52 @@ func TestFanOutLetsCallsInFlightFinish(t *testing.T) {
 	cancel()
 	if err := FanOut(ctx, 3, 1, func(context.Context, int) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("FanOut on a cancelled context = %v", err)
+	}
+}
+
+// TestWriteEach: settled records keep their results; after a failure, the
+// records never sent and those whose send provably did not reach the
+// server are NotSent, and the one that may have reached it is left out.
+func TestWriteEach(t *testing.T) {
+	recs := make([]destination.Record, 6)
+	for i := range recs {
+		recs[i] = destination.Record{Key: fmt.Sprintf("k%d", i)}
+	}
+	lost := errors.New("connection reset after the request was written")
+	refused := fmt.Errorf("dial: %w", destination.ErrNotSent)
+	out, err := WriteEach(context.Background(), recs, 1, func(_ context.Context, r destination.Record) (destination.Result, error) {
+		switch r.Key {
+		case "k2":
+			return destination.Result{}, lost
+		case "k1":
+			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "bad"}, nil
+		}
+		return destination.Result{Key: r.Key, Outcome: destination.Delivered}, nil
+	})
+	if !errors.Is(err, lost) {
+		t.Fatalf("err = %v, want the first failure", err)
+	}
+	got := map[string]destination.Outcome{}
+	for _, r := range out {
+		got[r.Key] = r.Outcome
+	}
+	// FanOut may still hand out a call or two racing the failure: those are
+	// settled; none after is sent.
+	if len(got) != 5 || got["k0"] != destination.Delivered || got["k1"] != destination.Rejected {
+		t.Fatalf("results %v: want k0 delivered, k1 rejected, k2 (in doubt) left out, the rest settled or not sent", got)
+	}
+	if _, ok := got["k2"]; ok {
+		t.Fatalf("k2 may have reached the server, so it is in doubt, not %v", got["k2"])
+	}
+	for _, k := range []string{"k3", "k4", "k5"} {
+		if o := got[k]; o != destination.Delivered && o != destination.NotSent {
+			t.Fatalf("%s = %v, want delivered (sent before the failure stopped the fan-out) or not sent", k, o)
+		}
+	}
+	out, err = WriteEach(context.Background(), recs[:1], 4, func(context.Context, destination.Record) (destination.Result, error) {
+		return destination.Result{}, refused
+	})
+	if !errors.Is(err, destination.ErrNotSent) || len(out) != 1 || out[0].Outcome != destination.NotSent {
+		t.Fatalf("a send that never reached the server: %v, %v; want NotSent", out, err)
 	}
 }

@@ -760,38 +760,53 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 
 func (l *loader) source(v *yaml.Node, path string) Source {
 	var s Source
-	type later struct {
+	var all [][]string
+	for _, k := range l.kinds.Sources {
+		all = append(all, k.SourceKeys())
+	}
+	l.kindFields(v, path, handlers{
+		"type":      func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
+		"page_size": func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
+		"identity":  func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
+	}, all, func() ([]string, func(string, Value)) {
+		k := l.kinds.source(s.Type)
+		if k == nil {
+			return nil, nil
+		}
+		s.Spec = k.NewSpec()
+		return k.SourceKeys(), s.Spec.Decode
+	})
+	return s
+}
+
+// kindFields decodes the mapping v of a source or destination: the common
+// keys at once, the keys of every kind (all) once the mapping is read, when
+// the type it holds is known: kind returns the keys that type owns and
+// their decoder. Another kind's key is left to validation (it is reported
+// as not used), and walked only to count what it expands to.
+func (l *loader) kindFields(v *yaml.Node, path string, common handlers, all [][]string, kind func() ([]string, func(string, Value))) {
+	type held struct {
 		key  string
 		v    *yaml.Node
 		path string
 	}
-	var own []later
-	h := handlers{
-		"type":      func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
-		"page_size": func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
-		"identity":  func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
-	}
-	for _, k := range l.kinds.Sources {
-		for _, key := range k.SourceKeys() {
-			if _, common := h[key]; !common {
-				h[key] = func(v *yaml.Node, p string) { own = append(own, later{key, v, p}) }
+	var own []held
+	for _, keys := range all {
+		for _, key := range keys {
+			if _, ok := common[key]; !ok {
+				common[key] = func(v *yaml.Node, p string) { own = append(own, held{key, v, p}) }
 			}
 		}
 	}
-	l.fields(v, path, h)
-	var owned []string
-	if k := l.kinds.source(s.Type); k != nil {
-		s.Spec = k.NewSpec()
-		owned = k.SourceKeys()
-	}
+	l.fields(v, path, common)
+	owned, decode := kind()
 	for _, o := range own {
 		if contains(owned, o.key) {
-			s.Spec.Decode(o.key, Value{l, o.v, o.path})
+			decode(o.key, Value{l, o.v, o.path})
 		} else {
 			l.skim(o.v)
 		}
 	}
-	return s
 }
 
 // destination decodes the keys every destination has, and hands the others
@@ -800,39 +815,25 @@ func (l *loader) source(v *yaml.Node, path string) Source {
 // accepted and left undecoded).
 func (l *loader) destination(v *yaml.Node, path string) Destination {
 	var d Destination
-	type later struct {
-		key  string
-		v    *yaml.Node
-		path string
+	var all [][]string
+	for _, k := range l.kinds.Destinations {
+		all = append(all, k.DestinationKeys())
 	}
-	var own []later
-	h := handlers{
+	l.kindFields(v, path, handlers{
 		"type":        func(v *yaml.Node, p string) { d.Type = l.str(v, p) },
 		"mode":        func(v *yaml.Node, p string) { d.Mode = l.str(v, p) },
 		"concurrency": func(v *yaml.Node, p string) { d.Concurrency = l.int(v, p) },
 		"timeout":     func(v *yaml.Node, p string) { d.Timeout = l.duration(v, p) },
 		"rate_limit":  func(v *yaml.Node, p string) { d.RateLimit = l.float(v, p) },
-	}
-	for _, k := range l.kinds.Destinations {
-		for _, key := range k.DestinationKeys() {
-			if _, common := h[key]; !common {
-				h[key] = func(v *yaml.Node, p string) { own = append(own, later{key, v, p}) }
-			}
+	}, all, func() ([]string, func(string, Value)) {
+		k := l.kinds.destination(d.Type)
+		if k == nil {
+			return nil, nil
 		}
-	}
-	l.fields(v, path, h)
-	var owned []string
-	if k := l.kinds.destination(d.Type); k != nil {
 		d.Spec = k.NewSpec()
-		owned = k.DestinationKeys()
-	}
-	for _, o := range own {
-		if contains(owned, o.key) {
-			d.Spec.Decode(o.key, false, Value{l, o.v, o.path})
-		} else {
-			l.skim(o.v)
-		}
-	}
+		spec := d.Spec
+		return k.DestinationKeys(), func(key string, v Value) { spec.Decode(key, false, v) }
+	})
 	return d
 }
 

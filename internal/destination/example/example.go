@@ -91,48 +91,30 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return out, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
 			"example request interrupted")
 	}
-	results := make([]destination.Result, len(recs))
-	done := make([]bool, len(recs))
-	maybeSent := make([]bool, len(recs))
-	err := apiclient.FanOut(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
-		body, err := json.Marshal(recs[i].Data)
+	out, err := apiclient.WriteEach(ctx, recs, d.conc, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+		body, err := json.Marshal(r.Data)
 		if err != nil {
-			results[i], done[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Rejected,
-				Message: "record data cannot be encoded as JSON"}, true
-			return nil
+			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "record data cannot be encoded as JSON"}, nil
 		}
 		h := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + d.tok}}
 		res, err := d.api.Do(ctx, apiclient.Request{
-			Method: http.MethodPut, URL: d.root + "/records/" + url.PathEscape(recs[i].Key),
+			Method: http.MethodPut, URL: d.root + "/records/" + url.PathEscape(r.Key),
 			Route: "PUT /records/{key}", Header: h, Body: body, Idempotent: true,
 		})
 		if err != nil {
-			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)
-			return err
+			return destination.Result{}, err
 		}
 		if res.Status >= 200 && res.Status < 300 {
-			results[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Delivered, Ref: recs[i].Key[:12]}
-		} else {
-			results[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Rejected,
-				Message: fmt.Sprintf("HTTP %d: %.200s", res.Status, strings.TrimSpace(string(res.Body)))}
+			return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: r.Key[:min(12, len(r.Key))]}, nil
 		}
-		done[i] = true
-		return nil
+		return destination.Result{Key: r.Key, Outcome: destination.Rejected,
+			Message: fmt.Sprintf("HTTP %d: %.200s", res.Status, strings.TrimSpace(string(res.Body)))}, nil
 	})
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		if cerr := ctx.Err(); cerr != nil {
 			err = cerr
 		}
 		err = failure.Wrap(failure.DestinationUnavailable, err, "example request interrupted")
-	}
-	out := make([]destination.Result, 0, len(recs))
-	for i := range recs {
-		switch {
-		case done[i]:
-			out = append(out, results[i])
-		case err != nil && !maybeSent[i]:
-			out = append(out, destination.Result{Key: recs[i].Key, Outcome: destination.NotSent})
-		}
 	}
 	return out, err
 }

@@ -255,38 +255,21 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	if d.mode == ModeBulk {
 		return d.writeBulk(ctx, recs)
 	}
-	results := make([]destination.Result, len(recs))
-	done := make([]bool, len(recs))
-	// maybeSent: the record's POST failed in a way that may have reached
-	// the webhook (it stays in doubt, resent later with the same key).
-	maybeSent := make([]bool, len(recs))
-	err := apiclient.FanOut(ctx, len(recs), d.conc, func(ctx context.Context, i int) error {
-		body, err := json.Marshal(recs[i].Data)
+	// A record whose POST may have reached the webhook stays in doubt,
+	// resent later with the same key (docs/guide.md#the-ledger-and-its-retention).
+	out, err := apiclient.WriteEach(ctx, recs, d.conc, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+		body, err := json.Marshal(r.Data)
 		if err != nil {
-			results[i], done[i] = destination.Result{Key: recs[i].Key, Outcome: destination.Rejected,
-				Message: "record data cannot be encoded as JSON"}, true
-			return nil
+			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "record data cannot be encoded as JSON"}, nil
 		}
-		res, err := d.post(ctx, body, recs[i].Key)
+		res, err := d.post(ctx, body, r.Key)
 		if err != nil {
-			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)
-			return err
+			return destination.Result{}, err
 		}
-		results[i], done[i] = res.result(recs[i].Key), true
-		return nil
+		return res.result(r.Key), nil
 	})
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		err = interrupted(ctx, err)
-	}
-	out := make([]destination.Result, 0, len(recs))
-	for i, r := range results {
-		switch {
-		case done[i]:
-			out = append(out, r)
-		case err != nil && !maybeSent[i]:
-			// Never sent, or provably not received: not in doubt (docs/guide.md#the-ledger-and-its-retention).
-			out = append(out, destination.Result{Key: recs[i].Key, Outcome: destination.NotSent})
-		}
 	}
 	return out, err
 }
