@@ -451,6 +451,14 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 		}
 	}
 	markRunning(t, ctx, svc, mJob, time.Now())
+	// And a recovery sweep's worker was killed too: its job stays running
+	// (chaos coordinator-kill, 2026-12-01: every later sweep was refused as
+	// its duplicate, so nothing was rescued for 24 h).
+	sweep, err := svc.b.insert(ctx, RecoverArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markRunning(t, ctx, svc, sweep.Job.ID, time.Now())
 
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -300,8 +300,14 @@ func (s *Service) buildOptions(sc *config.Sync) app.Options {
 // on the leader only.
 func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	jobs := []*river.PeriodicJob{
+		// One sweep per period, not one at a time: a sweep whose worker
+		// died stays "running" until River's 24 h rescue, and must not keep
+		// every later sweep out (it is the rescue of every other job).
 		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
-			func() (river.JobArgs, *river.InsertOpts) { return RecoverArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return RecoverArgs{}, &river.InsertOpts{MaxAttempts: 1,
+					UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: max(s.recovery, time.Second)}}
+			},
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	if s.deadman != nil {
