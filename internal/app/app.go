@@ -166,10 +166,6 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 		}
 		return nil, err
 	}
-	retention := cfg.Settings.LedgerRetention
-	if s.LedgerRetention > 0 {
-		retention = s.LedgerRetention
-	}
 	return &Built{
 		Source:      src,
 		Destination: dst,
@@ -179,7 +175,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			PageSize:                   s.Source.PageSize,
 			Identity:                   s.Source.Identity,
 			Mapping:                    spec,
-			Retention:                  retention,
+			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 		},
 	}, nil
