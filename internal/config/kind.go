@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -54,6 +55,21 @@ type Field struct {
 	Value any
 }
 
+// InOrder is fields sorted by the place of their keys in order (a kind's
+// Definition mixes its keys in among the common ones, as the definitions
+// already stored have them); keys not in order come last, as given.
+func InOrder(order []string, fields []Field) []Field {
+	out := slices.Clone(fields)
+	rank := func(f Field) int {
+		if i := slices.Index(order, f.Key); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(out, func(a, b Field) int { return rank(a) - rank(b) })
+	return out
+}
+
 // Kinds are the connector kinds a configuration may name (built by
 // internal/connector).
 type Kinds struct {
@@ -61,37 +77,44 @@ type Kinds struct {
 	Destinations []DestinationKind
 }
 
-// destination returns the kind of type t, if registered.
-func (k Kinds) destination(t string) DestinationKind {
-	for _, d := range k.Destinations {
-		if d.Type() == t {
-			return d
+// typed is a source or destination kind.
+type typed interface{ Type() string }
+
+// byType is the kind of type t in ks, if registered (the zero K if not).
+func byType[K typed](ks []K, t string) K {
+	for _, k := range ks {
+		if k.Type() == t {
+			return k
 		}
 	}
-	return nil
+	var none K
+	return none
 }
 
-func (k Kinds) destinationTypes() []string {
-	out := make([]string, len(k.Destinations))
-	for i, d := range k.Destinations {
-		out[i] = d.Type()
+// typesOf are the types of ks, in registration order.
+func typesOf[K typed](ks []K) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.Type()
 	}
 	return out
 }
 
-// owners lists the kinds that own key (under mapping: when mapping), in
-// registration order.
-func (k Kinds) owners(key string, mapping bool) []string {
+// keySets are the keys of each kind of ks.
+func keySets[K typed](ks []K, keys func(K) []string) [][]string {
+	out := make([][]string, len(ks))
+	for i, k := range ks {
+		out[i] = keys(k)
+	}
+	return out
+}
+
+// owners are the types of the kinds of ks whose keys hold key.
+func owners[K typed](ks []K, keys func(K) []string, key string) []string {
 	var out []string
-	for _, d := range k.Destinations {
-		keys := d.DestinationKeys()
-		if mapping {
-			keys = d.MappingKeys()
-		}
-		for _, x := range keys {
-			if x == key {
-				out = append(out, d.Type())
-			}
+	for _, k := range ks {
+		if slices.Contains(keys(k), key) {
+			out = append(out, k.Type())
 		}
 	}
 	return out
@@ -173,7 +196,7 @@ func definitionObject(fields []Field) (json.RawMessage, error) {
 	return json.RawMessage(b.String()), nil
 }
 
-// usesHint is "a, b and c".
+// andList is "a, b and c".
 func andList(xs []string) string {
 	switch len(xs) {
 	case 0:
@@ -206,35 +229,6 @@ type SourceSpec interface {
 	// Definition returns the canonical definition's source object; common
 	// are type, page_size and identity, in that order, without empty ones.
 	Definition(common []Field) []Field
-}
-
-// source returns the kind of type t, if registered.
-func (k Kinds) source(t string) SourceKind {
-	for _, s := range k.Sources {
-		if s.Type() == t {
-			return s
-		}
-	}
-	return nil
-}
-
-func (k Kinds) sourceTypes() []string {
-	out := make([]string, len(k.Sources))
-	for i, s := range k.Sources {
-		out[i] = s.Type()
-	}
-	return out
-}
-
-// sourceOwners lists the source kinds that own key.
-func (k Kinds) sourceOwners(key string) []string {
-	var out []string
-	for _, s := range k.Sources {
-		if contains(s.SourceKeys(), key) {
-			out = append(out, s.Type())
-		}
-	}
-	return out
 }
 
 // CheckURL is the problem with raw as an absolute URL of one of schemes, or

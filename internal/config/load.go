@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,19 +82,19 @@ func Parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
-// (A destination's secret keys are its kind's SecretKeys.)
+// (A source's or destination's secret keys are its kind's SecretKeys.)
 var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.heartbeat_url)$`)
 
-// destinationKeyRE splits a path under a sync's destination: its sync's
-// index and its key.
-var destinationKeyRE = regexp.MustCompile(`^syncs\[(\d+)\]\.(destination|source)\.([A-Za-z0-9_-]+)`)
+// kindKeyRE splits a path under a sync's source or destination: the sync's
+// index, which of the two, and its key.
+var kindKeyRE = regexp.MustCompile(`^syncs\[(\d+)\]\.(destination|source)\.([A-Za-z0-9_-]+)`)
 
 // envSecrets returns the values of the environment variables interpolated
 // into secret fields.
 func (l *loader) envSecrets(cfg *Config, env func(string) (string, bool)) []string {
 	var out []string
 	for path, n := range l.val {
-		if !secretPathRE.MatchString(path) && !l.destinationSecret(cfg, path) {
+		if !secretPathRE.MatchString(path) && !l.kindSecret(cfg, path) {
 			continue
 		}
 		for _, name := range l.interp[n].vars {
@@ -105,10 +106,10 @@ func (l *loader) envSecrets(cfg *Config, env func(string) (string, bool)) []stri
 	return out
 }
 
-// destinationSecret reports whether path is (inside) a secret key of its
-// sync's source or destination kind.
-func (l *loader) destinationSecret(cfg *Config, path string) bool {
-	m := destinationKeyRE.FindStringSubmatch(path)
+// kindSecret reports whether path is (inside) a secret key of its sync's
+// source or destination kind.
+func (l *loader) kindSecret(cfg *Config, path string) bool {
+	m := kindKeyRE.FindStringSubmatch(path)
 	if m == nil {
 		return false
 	}
@@ -117,11 +118,11 @@ func (l *loader) destinationSecret(cfg *Config, path string) bool {
 		return false
 	}
 	if m[2] == "source" {
-		k := l.kinds.source(cfg.Syncs[i].Source.Type)
-		return k != nil && contains(k.SecretKeys(), m[3])
+		k := byType(l.kinds.Sources, cfg.Syncs[i].Source.Type)
+		return k != nil && slices.Contains(k.SecretKeys(), m[3])
 	}
-	k := l.kinds.destination(cfg.Syncs[i].Destination.Type)
-	return k != nil && contains(k.SecretKeys(), m[3])
+	k := byType(l.kinds.Destinations, cfg.Syncs[i].Destination.Type)
+	return k != nil && slices.Contains(k.SecretKeys(), m[3])
 }
 
 // loader decodes one file, collecting problems.
@@ -760,16 +761,12 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 
 func (l *loader) source(v *yaml.Node, path string) Source {
 	var s Source
-	var all [][]string
-	for _, k := range l.kinds.Sources {
-		all = append(all, k.SourceKeys())
-	}
 	l.kindFields(v, path, handlers{
 		"type":      func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
 		"page_size": func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
 		"identity":  func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
-	}, all, func() ([]string, func(string, Value)) {
-		k := l.kinds.source(s.Type)
+	}, keySets(l.kinds.Sources, SourceKind.SourceKeys), func() ([]string, func(string, Value)) {
+		k := byType(l.kinds.Sources, s.Type)
 		if k == nil {
 			return nil, nil
 		}
@@ -801,7 +798,7 @@ func (l *loader) kindFields(v *yaml.Node, path string, common handlers, all [][]
 	l.fields(v, path, common)
 	owned, decode := kind()
 	for _, o := range own {
-		if contains(owned, o.key) {
+		if slices.Contains(owned, o.key) {
 			decode(o.key, Value{l, o.v, o.path})
 		} else {
 			l.skim(o.v)
@@ -815,18 +812,14 @@ func (l *loader) kindFields(v *yaml.Node, path string, common handlers, all [][]
 // accepted and left undecoded).
 func (l *loader) destination(v *yaml.Node, path string) Destination {
 	var d Destination
-	var all [][]string
-	for _, k := range l.kinds.Destinations {
-		all = append(all, k.DestinationKeys())
-	}
 	l.kindFields(v, path, handlers{
 		"type":        func(v *yaml.Node, p string) { d.Type = l.str(v, p) },
 		"mode":        func(v *yaml.Node, p string) { d.Mode = l.str(v, p) },
 		"concurrency": func(v *yaml.Node, p string) { d.Concurrency = l.int(v, p) },
 		"timeout":     func(v *yaml.Node, p string) { d.Timeout = l.duration(v, p) },
 		"rate_limit":  func(v *yaml.Node, p string) { d.RateLimit = l.float(v, p) },
-	}, all, func() ([]string, func(string, Value)) {
-		k := l.kinds.destination(d.Type)
+	}, keySets(l.kinds.Destinations, DestinationKind.DestinationKeys), func() ([]string, func(string, Value)) {
+		k := byType(l.kinds.Destinations, d.Type)
 		if k == nil {
 			return nil, nil
 		}
@@ -852,30 +845,12 @@ func (l *loader) skim(v *yaml.Node) {
 // mapping decodes a sync's mapping: into its destination's spec, like
 // destination's own keys.
 func (l *loader) mapping(v *yaml.Node, path string, d *Destination) {
-	h := handlers{}
-	var owned []string
-	if k := l.kinds.destination(d.Type); k != nil {
-		owned = k.MappingKeys()
-	}
-	for _, k := range l.kinds.Destinations {
-		for _, key := range k.MappingKeys() {
-			h[key] = func(v *yaml.Node, p string) {
-				if d.Spec != nil && contains(owned, key) {
-					d.Spec.Decode(key, true, Value{l, v, p})
-				} else {
-					l.skim(v)
-				}
-			}
+	l.kindFields(v, path, handlers{}, keySets(l.kinds.Destinations, DestinationKind.MappingKeys), func() ([]string, func(string, Value)) {
+		k := byType(l.kinds.Destinations, d.Type)
+		if k == nil || d.Spec == nil {
+			return nil, nil
 		}
-	}
-	l.fields(v, path, h)
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
+		spec := d.Spec
+		return k.MappingKeys(), func(key string, v Value) { spec.Decode(key, true, v) }
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,24 +15,9 @@ import (
 )
 
 var (
-	idRE         = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-	schemeRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,15}$`)
-)
-
-// reservedHeaders are set by oncesync on every webhook call.
-var reservedHeaders = map[string]bool{
-	"Idempotency-Key":   true,
-	"Webhook-Id":        true,
-	"Webhook-Timestamp": true,
-	"Webhook-Signature": true,
-	"Content-Type":      true,
-	"Content-Length":    true,
-	"Host":              true,
-}
-
-var (
-	modes = []string{ModeSingle, ModeBulk}
+	idRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]{0,15}$`)
+	modes    = []string{ModeSingle, ModeBulk}
 )
 
 // applyDefaults fills every field that was not written in the file.
@@ -291,7 +277,7 @@ func (l *loader) notFor(base, kind, typ string, fields []string, hint string) {
 
 func (l *loader) validateSource(sp string, s *Source) {
 	p := sp + ".source"
-	types := l.kinds.sourceTypes()
+	types := typesOf(l.kinds.Sources)
 	if !l.has(p) {
 		l.check(p, "is required (a mapping with type: "+orList(types)+")")
 		return
@@ -303,7 +289,7 @@ func (l *loader) validateSource(sp string, s *Source) {
 		return
 	}
 	l.intRange(p+".page_size", s.PageSize, MinPageSize, MaxPageSize)
-	k := l.kinds.source(s.Type)
+	k := byType(l.kinds.Sources, s.Type)
 	if k == nil || s.Spec == nil {
 		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(types, ", ")))
 		return
@@ -311,8 +297,8 @@ func (l *loader) validateSource(sp string, s *Source) {
 	s.Spec.Check(s, &Checker{l: l, sync: sp})
 	for _, other := range l.kinds.Sources {
 		for _, key := range other.SourceKeys() {
-			if !contains(k.SourceKeys(), key) {
-				l.notFor(p, "sources", s.Type, []string{key}, andList(l.kinds.sourceOwners(key))+" only")
+			if !slices.Contains(k.SourceKeys(), key) {
+				l.notFor(p, "sources", s.Type, []string{key}, andList(owners(l.kinds.Sources, SourceKind.SourceKeys, key))+" only")
 			}
 		}
 	}
@@ -321,7 +307,7 @@ func (l *loader) validateSource(sp string, s *Source) {
 func (l *loader) validateDestination(sp string, s *Sync) {
 	p := sp + ".destination"
 	d := &s.Destination
-	types := l.kinds.destinationTypes()
+	types := typesOf(l.kinds.Destinations)
 	if !l.has(p) {
 		l.check(p, "is required (a mapping with type: "+orList(types)+")")
 		return
@@ -340,7 +326,7 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 	if l.has(p+".rate_limit") && d.RateLimit < 0 {
 		l.check(p+".rate_limit", fmt.Sprintf("must be 0 (unlimited) or more requests per second, got %g", d.RateLimit))
 	}
-	k := l.kinds.destination(d.Type)
+	k := byType(l.kinds.Destinations, d.Type)
 	if k == nil || d.Spec == nil {
 		l.check(p+".type", fmt.Sprintf("unknown destination type %s (valid: %s)", l.show(p+".type", d.Type), strings.Join(types, ", ")))
 		return
@@ -352,14 +338,14 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 			continue
 		}
 		for _, key := range other.DestinationKeys() {
-			if !contains(k.DestinationKeys(), key) && !l.bad[p+"."+key] {
-				l.notFor(p, "destinations", d.Type, []string{key}, andList(l.kinds.owners(key, false))+" only")
+			if !slices.Contains(k.DestinationKeys(), key) && !l.bad[p+"."+key] {
+				l.notFor(p, "destinations", d.Type, []string{key}, andList(owners(l.kinds.Destinations, DestinationKind.DestinationKeys, key))+" only")
 			}
 		}
 		for _, key := range other.MappingKeys() {
-			if !contains(k.MappingKeys(), key) {
+			if !slices.Contains(k.MappingKeys(), key) {
 				l.notFor(mp, "destinations", d.Type, []string{key},
-					andList(l.kinds.owners(key, true))+" only; "+d.Type+" uses "+andList(k.MappingKeys()))
+					andList(owners(l.kinds.Destinations, DestinationKind.MappingKeys, key))+" only; "+d.Type+" uses "+andList(k.MappingKeys()))
 			}
 		}
 	}

@@ -56,11 +56,6 @@ func Default() *Registry {
 	return r
 }
 
-// WithSources is r with ss registered after its sources.
-func (r *Registry) WithSources(ss ...Source) *Registry {
-	return &Registry{sources: append(append([]Source(nil), r.sources...), ss...), destinations: r.destinations}
-}
-
 // Sources are the registered sources, in registration order.
 func (r *Registry) Sources() []Source { return append([]Source(nil), r.sources...) }
 

@@ -140,20 +140,14 @@ func (c *Config) Redacted() config.DestinationSpec {
 var definitionOrder = []string{"type", "base_url", "mode", "list_ids", "concurrency", "timeout", "rate_limit"}
 
 func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field) {
-	fields := common
+	dest = common
 	if c.BaseURL != "" {
-		fields = append(fields, config.Field{Key: "base_url", Value: c.BaseURL})
+		dest = append(dest, config.Field{Key: "base_url", Value: c.BaseURL})
 	}
 	if len(c.ListIDs) > 0 {
-		fields = append(fields, config.Field{Key: "list_ids", Value: c.ListIDs})
+		dest = append(dest, config.Field{Key: "list_ids", Value: c.ListIDs})
 	}
-	for _, k := range definitionOrder {
-		for _, f := range fields {
-			if f.Key == k {
-				dest = append(dest, f)
-			}
-		}
-	}
+	dest = config.InOrder(definitionOrder, dest)
 	if c.Email != "" {
 		mapping = append(mapping, config.Field{Key: "email", Value: c.Email})
 	}

@@ -42,12 +42,8 @@ func (c *Config) Redacted() config.SourceSpec { r := *c; return &r }
 
 // Definition places path after type, as stored definitions have it.
 func (c *Config) Definition(common []config.Field) []config.Field {
-	var out []config.Field
-	for _, f := range common {
-		out = append(out, f)
-		if f.Key == "type" && c.Path != "" {
-			out = append(out, config.Field{Key: "path", Value: c.Path})
-		}
+	if c.Path == "" {
+		return common
 	}
-	return out
+	return config.InOrder([]string{"type", "path"}, append(common, config.Field{Key: "path", Value: c.Path}))
 }
