@@ -376,19 +376,46 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	if err != nil || run.State != store.RunRunning {
 		return
 	}
-	var total store.Counters
-	for k := 1; k <= args.Partitions; k++ {
-		runs, err := s.st.ListRuns(ctx, PartitionSyncID(args.SyncID, k), 1)
-		if err != nil || len(runs) == 0 || runs[0].ID < args.RunID || runs[0].State != store.RunSucceeded {
-			return
-		}
-		total.Add(runs[0].Counters)
+	total, done, err := partitionTotals(ctx, s.st, args)
+	if err != nil || !done {
+		return
 	}
 	run.Counters = total
 	s.finishCoordinated(ctx, run, store.RunSucceeded, nil)
 	if err := s.barrier.Release(context.WithoutCancel(ctx), args.Barrier, args.Token); err != nil {
 		s.log.Warn("could not release the barrier of a finished partitioned run; it expires by itself", "sync", args.SyncID, "run", args.RunID, "err", err)
 	}
+}
+
+// partitionRunsListed bounds the partition runs partitionTotals reads: a
+// partition job has at most a handful of attempts, each one run.
+const partitionRunsListed = 100
+
+// partitionTotals sums the counters of every partition run started since the
+// coordinated run args.RunID, and reports whether each partition's newest
+// run succeeded. Every run counts, not only the newest: a partition attempt
+// that failed after writing pages (a lost lease, a store timeout) is
+// followed by one that resumes at its cursor and writes only the rest.
+func partitionTotals(ctx context.Context, st interface {
+	ListRuns(context.Context, string, int) ([]store.Run, error)
+}, args RunPartitionArgs) (store.Counters, bool, error) {
+	var total store.Counters
+	for k := 1; k <= args.Partitions; k++ {
+		runs, err := st.ListRuns(ctx, PartitionSyncID(args.SyncID, k), partitionRunsListed)
+		if err != nil {
+			return store.Counters{}, false, err
+		}
+		if len(runs) == 0 || runs[0].ID < args.RunID || runs[0].State != store.RunSucceeded {
+			return store.Counters{}, false, nil
+		}
+		for _, r := range runs { // newest first
+			if r.ID < args.RunID {
+				break
+			}
+			total.Add(r.Counters)
+		}
+	}
+	return total, true, nil
 }
 
 // finishCoordinated records the end of a partitioned run and, when it

@@ -172,7 +172,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 
 	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
-	if err := migrate(ctx, w, clk.Now()); err != nil {
+	if err := migrateFresh(ctx, w, clk); err != nil {
 		_ = w.Close()
 		return nil, s.mapErr("migrate", err)
 	}
@@ -322,6 +322,37 @@ func (s *Store) mapErr(op string, err error) error {
 		return fmt.Errorf("sqlite %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("sqlite %s: %w", op, err)
+}
+
+// migrateFresh applies the migrations, retrying SQLITE_BUSY for up to
+// BusyTimeout: while another process turns a fresh file into WAL mode,
+// SQLite answers SQLITE_BUSY at once instead of calling the busy handler, so
+// busy_timeout alone does not make concurrent first opens wait.
+func migrateFresh(ctx context.Context, w *sql.DB, clk clock.Clock) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := migrate(ctx, w, clk.Now())
+		if err == nil || !busy(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// busy reports whether err is SQLITE_BUSY or SQLITE_LOCKED.
+func busy(err error) bool {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlitelib.SQLITE_BUSY || c == sqlitelib.SQLITE_LOCKED
 }
 
 // unavailable reports whether err means the store cannot be used right now
