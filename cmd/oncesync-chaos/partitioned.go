@@ -27,6 +27,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
@@ -342,7 +343,7 @@ func (c *partitioned) waitAttemptsSpent(ctx context.Context) error {
 
 // partitionRuns are partition k's runs, newest first.
 func (c *partitioned) partitionRuns(ctx context.Context, k int) ([]store.Run, error) {
-	return c.st.ListRuns(ctx, queue.PartitionSyncID(c.syncID, k), 1000)
+	return c.st.ListRuns(ctx, partition.SyncID(c.syncID, k), 1000)
 }
 
 // deadLetters are the sync's parked dead letters.

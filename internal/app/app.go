@@ -108,12 +108,14 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 // Leases returns the lease manager: Redis when client is set (several
 // machines; see Redis), else the store's SQL lease (embedded mode). ttl is
 // the deployment's lease TTL (settings.lease_ttl), which a Redis lease
-// waits after noticing that Redis lost its data.
-func Leases(st store.Store, client *redis.Client, ttl time.Duration) lease.Manager {
+// waits after noticing that Redis lost its data. inRedis is the manager
+// again when it is Redis's, nil otherwise.
+func Leases(st store.Store, client *redis.Client, ttl time.Duration) (m lease.Manager, inRedis *redislease.Manager) {
 	if client == nil {
-		return &lease.SQL{Store: st}
+		return &lease.SQL{Store: st}, nil
 	}
-	return redislease.New(redislease.Params{Client: client, Store: st, TTL: ttl})
+	rl := redislease.New(redislease.Params{Client: client, Store: st, TTL: ttl})
+	return rl, rl
 }
 
 // Options are what the process provides beyond the config.

@@ -73,8 +73,7 @@ func Open(ctx context.Context, p OpenParams) (_ *App, err error) {
 	if a.Redis, err = Redis(ctx, p.Config); err != nil {
 		return nil, err
 	}
-	a.Leases = Leases(a.Store, a.Redis, p.Config.Settings.LeaseTTL)
-	a.RedisLeases, _ = a.Leases.(*redislease.Manager)
+	a.Leases, a.RedisLeases = Leases(a.Store, a.Redis, p.Config.Settings.LeaseTTL)
 	if a.Alerts, err = alert.FromConfig(p.Config.Alerts, p.Logger, clk); err != nil {
 		return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks")
 	}

@@ -58,12 +58,15 @@ func (e *QuarantineError) Error() string {
 
 func (e *QuarantineError) Unwrap() error { return ErrQuarantined }
 
-// Grant is a held lease.
+// Grant is what the lease store granted (Hold wraps it in a Held).
 type Grant struct {
 	SyncID    string
 	Token     string
 	Fence     int64
 	ExpiresAt time.Time
+	// Store is the store the lease lives in, for an embedded lease (SQL);
+	// nil for one in Redis.
+	Store store.Leases
 }
 
 // AcquireParams asks for a sync's lease.
@@ -119,7 +122,7 @@ func (m *SQL) Acquire(ctx context.Context, p AcquireParams) (Grant, error) {
 		if gerr != nil {
 			return Grant{}, gerr
 		}
-		if holder, ok := ParseProcess(cur.Holder); ok && self.SameMachine(holder) && !holder.Alive() {
+		if DeadHere(cur.Holder, self) {
 			params.TakeOver = cur.Token
 			l, err = m.Store.LeaseAcquire(ctx, params)
 		}
@@ -130,7 +133,7 @@ func (m *SQL) Acquire(ctx context.Context, p AcquireParams) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{SyncID: l.SyncID, Token: l.Token, Fence: l.Fence, ExpiresAt: l.ExpiresAt}, nil
+	return Grant{SyncID: l.SyncID, Token: l.Token, Fence: l.Fence, ExpiresAt: l.ExpiresAt, Store: m.Store}, nil
 }
 
 // Renew implements Manager.
@@ -146,14 +149,19 @@ func (m *SQL) Renew(ctx context.Context, g Grant, ttl time.Duration) (Grant, err
 	return g, nil
 }
 
-// LeaseStore is the store m's leases live in: a run checkpointing to that
-// store renews its lease inside the checkpoint's own transaction
-// (store.CheckpointParams.Lease) instead of in one of its own.
-func (m *SQL) LeaseStore() store.Leases { return m.Store }
+// Live is the one liveness rule of a lease row: it is live until it
+// expires, unless its holder is a process on this machine (self's host,
+// boot and PID namespace) that is no longer running, whose lease is dead at
+// once.
+func Live(l store.Lease, now time.Time, self Process) bool {
+	return l.ExpiresAt.After(now) && !DeadHere(l.Holder, self)
+}
 
-// InStore is implemented by a Manager whose leases live in a store.
-type InStore interface {
-	LeaseStore() store.Leases
+// DeadHere reports whether holder (a lease row's Holder) is a process on
+// self's machine that is not running: its lease is taken over at once.
+func DeadHere(holder string, self Process) bool {
+	p, ok := ParseProcess(holder)
+	return ok && self.SameMachine(p) && !p.Alive()
 }
 
 // Release implements Manager.

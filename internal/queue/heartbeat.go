@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 )
 
 // Job heartbeats (docs/guide.md#running-on-a-schedule-serve-and-worker). Every job of a run kind (a run, a partitioned
@@ -22,7 +23,7 @@ import (
 // run's lease live lost its worker, and is rescued at once.
 
 // heartbeatID is the lease id of the heartbeat of a job of kind working
-// slot (the sync of a run or a coordinator, the PartitionSyncID of a
+// slot (the sync of a run or a coordinator, the partition.SyncID of a
 // partition). Sync ids never hold "#", so it names no sync and no
 // partition.
 func heartbeatID(kind, slot string) string {
@@ -89,7 +90,7 @@ func (s *Service) heartbeat(ctx context.Context, id string) (stop func()) {
 // jobWork is what a running job of a run kind works, for recovery.
 type jobWork struct {
 	kind string
-	// slot is the sync (a run, a coordinator) or partition (PartitionSyncID)
+	// slot is the sync (a run, a coordinator) or partition (partition.SyncID)
 	// the job works.
 	slot string
 	// runLease is the lease of the run the job works (slot), "" for a
@@ -119,7 +120,7 @@ func workOf(j *rivertype.JobRow) (jobWork, bool) {
 		if !ok || a.SyncID == "" {
 			return jobWork{}, false
 		}
-		id := PartitionSyncID(a.SyncID, a.Partition)
+		id := partition.SyncID(a.SyncID, a.Partition)
 		return jobWork{kind: j.Kind, slot: id, runLease: id, beat: heartbeatID(j.Kind, id)}, true
 	}
 	return jobWork{}, false

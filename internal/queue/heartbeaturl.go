@@ -11,7 +11,7 @@ import (
 // calls it once (a worked run, a run recorded as failed before it could
 // start, a partitioned run's coordinated end). Heartbeats go out in the
 // background and never change the run's outcome; runs of a partition
-// (PartitionSyncID) are no configured sync's and send none.
+// (partition.SyncID) are no configured sync's and send none.
 func (s *Service) runEnded(ctx context.Context, run store.Run) {
 	if s.heartbeats == nil || run.ID == 0 {
 		return

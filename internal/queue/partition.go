@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"strconv"
 	"time"
 
@@ -18,9 +16,8 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/runner"
-	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -32,9 +29,9 @@ import (
 //     SHA-256 of the content), pins it in the run's checkpoint barrier with
 //     Check, and enqueues the N partition jobs;
 //   - each partition job, on any worker, is a run of its own under the id
-//     PartitionSyncID(sync, k), so it has its own lease, fence, cursor and
+//     partition.SyncID(sync, k), so it has its own lease, fence, cursor and
 //     ledger; it reads the whole source and keeps the rows whose identity
-//     hashes to it (PartitionOf); before every claim it computes the source
+//     hashes to it (partition.Of); before every claim it computes the source
 //     snapshot again and verifies it against the barrier (Verify only: a
 //     partition never pins a snapshot itself). A mismatch is retried with the
 //     barrier's backoff; after the retries the partition is dead-lettered and
@@ -48,11 +45,6 @@ import (
 // (or retried) coordinator that finds a run of its sync with none queued
 // resumes that run instead of recording another (unsplitRun).
 
-// PartitionBarrierTTL is the TTL of a partitioned run's barrier. Nobody
-// renews it while the partitions work, so it outlasts any run; the last
-// partition releases it.
-const PartitionBarrierTTL = 24 * time.Hour
-
 // Job kinds of partitioned syncs.
 const (
 	// KindRunPartitioned is the coordinator of one run of a partitioned sync.
@@ -60,25 +52,6 @@ const (
 	// KindRunPartition is one partition of a run of a partitioned sync.
 	KindRunPartition = "oncesync_run_partition"
 )
-
-// PartitionSyncID is the id under which partition k (1-based) of syncID
-// keeps its lease, fence, cursor, ledger and runs: "<sync>#p<k>". Sync ids
-// never hold "#", so it names no configured sync.
-func PartitionSyncID(syncID string, k int) string {
-	return syncID + "#p" + strconv.Itoa(k)
-}
-
-// PartitionOf returns the partition (1-based, of n) of a record whose
-// identity is id: FNV-1a 64 of the identity text, mod n. It depends on
-// nothing but its arguments, so every worker splits the rows alike.
-func PartitionOf(id string, n int) int {
-	if n <= 1 {
-		return 1
-	}
-	h := fnv.New64a()
-	_, _ = io.WriteString(h, id)
-	return int(h.Sum64()%uint64(n)) + 1
-}
 
 // RunPartitionedArgs is the coordinator of one run of a partitioned sync.
 // Unique per sync like RunSyncArgs.
@@ -144,7 +117,7 @@ type runPartitionWorker struct {
 
 // Work runs one partition.
 func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, PartitionSyncID(job.Args.SyncID, job.Args.Partition)))
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)))
 	defer stop()
 	return jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID))
 }
@@ -170,7 +143,7 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	if err != nil {
 		return err
 	}
-	snap, err := s.sourceSnapshot(ctx, sc, built.Source)
+	snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
 	_ = built.Close()
 	if err != nil {
 		s.recordFailure(ctx, sc.ID, attempt, err)
@@ -188,12 +161,12 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	}
 	key := s.keys.Barrier(sc.ID, run.ID)
 	token := "run" + strconv.FormatInt(run.ID, 10)
-	res, err := s.barrier.Check(ctx, key, token, snap, PartitionBarrierTTL)
+	res, err := s.barrier.Check(ctx, key, token, snap, partition.BarrierTTL)
 	if err == nil && resumed && res.Outcome == barrier.Mismatch && res.HolderToken == token {
 		// The source changed since the dead coordinator pinned it, but no
 		// partition of the run was queued, so nothing was written from
 		// the old view: pin the current one.
-		err = s.barrier.Advance(ctx, key, token, snap, PartitionBarrierTTL)
+		err = s.barrier.Advance(ctx, key, token, snap, partition.BarrierTTL)
 		res.Outcome = barrier.Aligned
 	}
 	if err == nil && res.Outcome != barrier.Created && res.Outcome != barrier.Aligned {
@@ -289,7 +262,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	}
 	defer built.Close()
 	partSync := built.Sync
-	partSync.ID = PartitionSyncID(sc.ID, args.Partition)
+	partSync.ID = partition.SyncID(sc.ID, args.Partition)
 	payload, _ := json.Marshal(args)
 	token := "p" + strconv.Itoa(args.Partition) + "-job" + strconv.FormatInt(jobID, 10)
 	run, runErr := runner.Run(ctx, runner.Params{
@@ -304,14 +277,9 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		LeaseRenew:  s.cfg.Settings.LeaseRenew,
 		Attempt:     attempt,
 		Drain:       s.drain,
-		Filter: func(rec source.Record) bool {
-			id, err := mapping.Identity(rec, sc.Source.Identity)
-			// A row without identity is kept by partition 1, whose run
-			// then fails on it like an unpartitioned run would.
-			return PartitionOf(id, args.Partitions) == args.Partition || err != nil && args.Partition == 1
-		},
+		Filter:      partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
 		BeforeWrite: func(ctx context.Context) error {
-			snap, err := s.sourceSnapshot(ctx, sc, built.Source)
+			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
 			if err != nil {
 				return err
 			}
@@ -321,7 +289,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 				// is restored to the coordinator's pin, which the job
 				// carries: the run goes on only where the source still
 				// matches it.
-				Pin: pinOf(args), TTL: PartitionBarrierTTL,
+				Pin: pinOf(args), TTL: partition.BarrierTTL,
 				DeadLetters: s.deadLetters,
 				Entry: barrier.DeadLetter{
 					SyncID: sc.ID, RunID: args.RunID, Partition: args.Partition,
@@ -376,7 +344,7 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	if err != nil || run.State != store.RunRunning {
 		return
 	}
-	total, done, err := partitionTotals(ctx, s.st, args)
+	total, done, err := partition.Totals(ctx, s.st, args.SyncID, args.RunID, args.Partitions)
 	if err != nil || !done {
 		return
 	}
@@ -385,37 +353,6 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	if err := s.barrier.Release(context.WithoutCancel(ctx), args.Barrier, args.Token); err != nil {
 		s.log.Warn("could not release the barrier of a finished partitioned run; it expires by itself", "sync", args.SyncID, "run", args.RunID, "err", err)
 	}
-}
-
-// partitionRunsListed bounds the partition runs partitionTotals reads: a
-// partition job has at most a handful of attempts, each one run.
-const partitionRunsListed = 100
-
-// partitionTotals sums the counters of every partition run started since the
-// coordinated run args.RunID, and reports whether each partition's newest
-// run succeeded. Every run counts, not only the newest: a partition attempt
-// that failed after writing pages (a lost lease, a store timeout) is
-// followed by one that resumes at its cursor and writes only the rest.
-func partitionTotals(ctx context.Context, st interface {
-	ListRuns(context.Context, string, int) ([]store.Run, error)
-}, args RunPartitionArgs) (store.Counters, bool, error) {
-	var total store.Counters
-	for k := 1; k <= args.Partitions; k++ {
-		runs, err := st.ListRuns(ctx, PartitionSyncID(args.SyncID, k), partitionRunsListed)
-		if err != nil {
-			return store.Counters{}, false, err
-		}
-		if len(runs) == 0 || runs[0].ID < args.RunID || runs[0].State != store.RunSucceeded {
-			return store.Counters{}, false, nil
-		}
-		for _, r := range runs { // newest first
-			if r.ID < args.RunID {
-				break
-			}
-			total.Add(r.Counters)
-		}
-	}
-	return total, true, nil
 }
 
 // finishCoordinated records the end of a partitioned run and, when it
@@ -443,29 +380,4 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 		s.afterFailure(sctx, run.SyncID)
 	}
 	s.runEnded(sctx, run)
-}
-
-// sourceSnapshot is the snapshot a partitioned run pins: the hash of what
-// the source's Snapshot says of its data (a file's SHA-256, a version
-// query's result) and its ID. Errors carry a failure code.
-func (s *Service) sourceSnapshot(ctx context.Context, sc *config.Sync, src source.Source) (string, error) {
-	sn, ok := src.(source.Snapshotter)
-	if !ok {
-		return "", failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %s cannot be partitioned: it has no snapshot", sc.Source.Type))
-	}
-	inputs, err := sn.Snapshot(ctx)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")
-	case errors.Is(err, source.ErrInvalid):
-		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source's version query failed")
-	case err != nil:
-		return "", failure.Wrap(failure.SourceUnavailable, err, "could not read the source to take its snapshot")
-	}
-	inputs["source"] = src.ID()
-	snap, err := barrier.Snapshot(inputs)
-	if err != nil {
-		return "", failure.Wrap(failure.Internal, err, "hash the source snapshot")
-	}
-	return snap, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/source/file"
 	pgsource "github.com/oncesync/oncesync/internal/source/postgres"
@@ -166,7 +167,7 @@ func TestPartitionedSyncDelivers(t *testing.T) {
 	}
 	var read int64
 	for k := 1; k <= partitionCount; k++ {
-		runs := runsOf(t, b.st, queue.PartitionSyncID(b.syncID, k))
+		runs := runsOf(t, b.st, partition.SyncID(b.syncID, k))
 		if len(runs) != 1 || runs[0].State != store.RunSucceeded || runs[0].ID <= fin.ID {
 			t.Fatalf("partition %d runs: %+v", k, runs)
 		}
@@ -175,7 +176,7 @@ func TestPartitionedSyncDelivers(t *testing.T) {
 		if runs[0].Read < partitionRows/partitionCount*8/10 || runs[0].Read > partitionRows/partitionCount*12/10 {
 			t.Fatalf("partition %d read %d rows", k, runs[0].Read)
 		}
-		cur, err := b.st.GetCursor(t.Context(), queue.PartitionSyncID(b.syncID, k))
+		cur, err := b.st.GetCursor(t.Context(), partition.SyncID(b.syncID, k))
 		if err != nil || cur.Value == "" {
 			t.Fatalf("partition %d cursor %+v, %v", k, cur, err)
 		}
@@ -238,7 +239,7 @@ func TestPartitionedSyncSourceChanged(t *testing.T) {
 	for k := 1; k <= partitionCount; k++ {
 		var last store.Run
 		waitFor(t, 10*time.Second, "the partition's run to end", func() bool {
-			runs := runsOf(t, b.st, queue.PartitionSyncID(b.syncID, k))
+			runs := runsOf(t, b.st, partition.SyncID(b.syncID, k))
 			last = runs[len(runs)-1]
 			return last.State != store.RunRunning
 		})
@@ -255,31 +256,6 @@ func TestPartitionedSyncSourceChanged(t *testing.T) {
 		if c, ok := b.fake.Contact(fmt.Sprintf("part%06d@example.com", id)); ok && fmt.Sprint(c.Attributes["FIRSTNAME"]) == "Mutated" {
 			t.Fatalf("row %d was written from the changed view", id)
 		}
-	}
-}
-
-// TestPartitionOf: the split is a pure function of the identity text, every
-// id lands in 1..n, and the rows spread evenly.
-func TestPartitionOf(t *testing.T) {
-	t.Parallel()
-	for _, n := range []int{1, 2, 4, 7, 64} {
-		counts := make([]int, n+1)
-		for i := range 20000 {
-			id := fmt.Sprint(i)
-			k := queue.PartitionOf(id, n)
-			if k < 1 || k > n || k != queue.PartitionOf(id, n) {
-				t.Fatalf("PartitionOf(%q, %d) = %d", id, n, k)
-			}
-			counts[k]++
-		}
-		for k := 1; k <= n; k++ {
-			if want := 20000 / n; counts[k] < want*8/10 || counts[k] > want*12/10 {
-				t.Fatalf("n=%d: partition %d got %d of 20000", n, k, counts[k])
-			}
-		}
-	}
-	if queue.PartitionSyncID("s1", 3) != "s1#p3" {
-		t.Fatal(queue.PartitionSyncID("s1", 3))
 	}
 }
 

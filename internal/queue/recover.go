@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -100,10 +101,7 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		live := false
 		switch {
 		case err == nil:
-			live = l.ExpiresAt.After(now)
-			if holder, ok := lease.ParseProcess(l.Holder); live && ok && self.SameMachine(holder) && !holder.Alive() {
-				live = false
-			}
+			live = lease.Live(l, now, self)
 		case errors.Is(err, store.ErrNotFound):
 		case errors.Is(err, lease.ErrQuarantined):
 			// The lease store lost its data less than a TTL ago (docs/guide.md#the-store-and-the-leases):
@@ -351,7 +349,7 @@ func (s *Service) partitionOutcomes(ctx context.Context, syncID string, runID in
 		}
 	}
 	for i := range out {
-		runs, err := s.st.ListRuns(ctx, PartitionSyncID(syncID, out[i].k), 1)
+		runs, err := s.st.ListRuns(ctx, partition.SyncID(syncID, out[i].k), 1)
 		if err != nil {
 			return nil, err
 		}
@@ -437,11 +435,5 @@ func (s *Service) leaseLive(ctx context.Context, syncID string, now time.Time, s
 	case err != nil:
 		return true
 	}
-	if !l.ExpiresAt.After(now) {
-		return false
-	}
-	if holder, ok := lease.ParseProcess(l.Holder); ok && self.SameMachine(holder) && !holder.Alive() {
-		return false
-	}
-	return true
+	return lease.Live(l, now, self)
 }

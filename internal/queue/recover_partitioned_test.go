@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -185,7 +186,7 @@ func (b *coordBundle) insertRun(t *testing.T, syncID string, state store.RunStat
 // partitionRun records a finished run of partition k of syncID.
 func (b *coordBundle) partitionRun(t *testing.T, syncID string, k int, state store.RunState, code failure.Code, written int64) {
 	t.Helper()
-	r := b.insertRun(t, PartitionSyncID(syncID, k), store.RunRunning)
+	r := b.insertRun(t, partition.SyncID(syncID, k), store.RunRunning)
 	r.State, r.FailureCode, r.Written, r.Read = state, string(code), written, written
 	if err := b.st.UpdateRun(b.ctx, r); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/brevo"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
@@ -165,7 +166,7 @@ func testRecoverRescuesDeadJobsOfEveryKind(t *testing.T, b *coordBundle) {
 	f2 := b.partJob(t, "f", fRun.ID, 2, 2)
 	markRunning(t, b.ctx, b.svc, f1, time.Now())
 	markRunning(t, b.ctx, b.svc, f2, old)
-	b.heartbeatOf(t, KindRunPartition, PartitionSyncID("f", 2), b.ttl)
+	b.heartbeatOf(t, KindRunPartition, partition.SyncID("f", 2), b.ttl)
 
 	b.clk.Advance(b.ttl + time.Second)
 	got := b.recover(t)
@@ -300,7 +301,7 @@ func testCoordinatorResumesUnsplitRun(t *testing.T, b *coordBundle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.svc.barrier.Check(b.ctx, pKey, pToken, stale, PartitionBarrierTTL); err != nil {
+	if _, err := b.svc.barrier.Check(b.ctx, pKey, pToken, stale, partition.BarrierTTL); err != nil {
 		t.Fatal(err)
 	}
 	// f: a foreground `oncesync run` works f under the sync's own lease.

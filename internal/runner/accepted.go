@@ -67,7 +67,7 @@ func (r *run) loadOutstanding(ctx context.Context) error {
 			return storeFailure(ctx, err, "list the ledger's entries in flight")
 		}
 		for _, e := range es {
-			if e.Fence >= r.grant.Fence {
+			if e.Fence >= r.lease.Fence() {
 				continue
 			}
 			if tag, _, ok := ledger.EntryTag(e.Result); ok {
@@ -492,7 +492,7 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 			return err
 		}
 		return r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
-			SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: keys, Results: results})
+			SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: keys, Results: results})
 	}
 	if err := claim(); err != nil {
 		out.stuck = true

@@ -117,7 +117,7 @@ func isDone(ctx context.Context) bool {
 func TestLeaseTime(t *testing.T) {
 	t.Parallel()
 	const ttl = 30 * time.Second
-	margin := attemptMargin(ttl) // 6 s
+	margin := lease.AttemptMargin(ttl) // 6 s
 
 	type bundle struct {
 		tb     *testBundle

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -152,7 +153,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			accepted[ref] = append(accepted[ref], it)
 		case found && e.State == store.LedgerInDoubt:
 			// Left for a person on an earlier run; never resent automatically.
-		case found && e.State == store.LedgerPending && e.Fence < r.grant.Fence:
+		case found && e.State == store.LedgerPending && e.Fence < r.lease.Fence():
 			if err := r.checkReplayable(e, now); err != nil {
 				return c, err
 			}
@@ -252,7 +253,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		claimKeys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
 	}
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
-		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Keys: claimKeys, Results: results,
+		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: claimKeys, Results: results,
 	}); err != nil {
 		return c, storeFailure(ctx, err, "claim the page's records")
 	}
@@ -398,7 +399,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 // mark records outcomes (step 5 of docs/guide.md#what-a-run-does), fenced like the claims.
 func (r *run) mark(ctx context.Context, finish []store.LedgerFinish) error {
 	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
-		SyncID: r.Sync.ID, Fence: r.grant.Fence, RunID: r.rec.ID, Entries: finish,
+		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: finish,
 	}); err != nil {
 		return storeFailure(ctx, err, "mark delivered records")
 	}
@@ -666,7 +667,7 @@ func destinationFailure(err error) error {
 
 // cancelled explains a cancelled context: a lost lease or a hard stop.
 func cancelled(ctx context.Context) error {
-	if c := context.Cause(ctx); errors.Is(c, errLeaseLost) {
+	if c := context.Cause(ctx); errors.Is(c, lease.ErrLost) {
 		return failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost)
 	}
 	return failure.Wrap(failure.Interrupted, ctx.Err(), "the run was stopped mid-page; its records are settled by the next run")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -594,7 +593,7 @@ func (cp *checkpointer) close() (last int64, extra store.Counters, err error) {
 // store), and reports progress.
 func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run store.Run, row *store.RunPage, finish []store.LedgerFinish, more []store.RunPage) error {
 	p := store.CheckpointParams{
-		Cursor:    store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.grant.Fence, RunID: r.rec.ID},
+		Cursor:    store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.lease.Fence(), RunID: r.rec.ID},
 		Run:       run,
 		Page:      row,
 		MorePages: more,
@@ -604,9 +603,9 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	// verified inside the checkpoint's transaction (one commit, not two);
 	// any other (Redis) first.
 	inStore := false
-	if ls, ok := r.Leases.(lease.InStore); ok && any(ls.LeaseStore()) == any(r.Store) {
+	if ls := r.lease.Store(); ls != nil && any(ls) == any(r.Store) {
 		inStore = true
-		p.Lease = &store.CheckpointLease{Token: r.grant.Token, TTL: r.LeaseTTL}
+		p.Lease = &store.CheckpointLease{Token: r.lease.Token(), TTL: r.LeaseTTL}
 	} else if err := r.renew(ctx); err != nil {
 		return err
 	}
@@ -627,7 +626,7 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 		return storeFailure(ctx, err, "save the cursor")
 	}
 	if inStore {
-		r.setExpiry(localExpiry(asked, r.LeaseTTL, time.Time{}))
+		r.lease.RenewedAt(asked)
 	}
 	if row != nil {
 		r.Logger.Debug("page checkpointed", "sync", r.Sync.ID, "run", r.rec.ID, "page", page,

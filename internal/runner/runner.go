@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -117,11 +116,6 @@ const (
 	SentenceLeaseLost      = "The run lost its slot part-way through and stopped to avoid writing twice."
 )
 
-// errLeaseLost is the cause of a run's cancellation when its lease ran out
-// or could not be renewed in time: lease.ErrLost itself, so that there is one
-// sentinel for a lost lease.
-var errLeaseLost = lease.ErrLost
-
 // Run executes one run of p.Sync and returns the finished run. The returned
 // error is nil on success and a *failure.Error otherwise (already_running for
 // a skipped run, interrupted for a drained one).
@@ -145,20 +139,12 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 type run struct {
 	Params
 	rec         store.Run
-	grant       lease.Grant // immutable after Acquire; its expiry lives in expiresAt
+	lease       *lease.Held // the sync's lease, from Hold on
 	inDoubtLeft int64       // in-doubt records left for a person (CapNone)
 	// outstanding are the entries earlier runs left in flight, by slot tag
 	// (ledger.SlotTag; loadOutstanding); read and emptied by the ledger
 	// stage only.
 	outstanding map[string][]store.LedgerEntry
-
-	// The lease's local expiry and the timer cancelling the work at it
-	// (lease.go).
-	expMu     sync.Mutex
-	expiresAt time.Time               // the lease's expiry as last granted or renewed
-	stopWork  context.CancelCauseFunc // cancels the work; nil outside it
-	expTimer  clock.Timer             // fires at expiresAt less attemptMargin
-	expGen    int                     // counts arms, so a stale timer is ignored
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -169,8 +155,8 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	}
 	log := r.Logger.With("sync", r.Sync.ID, "run", r.rec.ID)
 
-	asked := r.Clock.Now()
-	r.grant, err = r.Leases.Acquire(ctx, lease.AcquireParams{SyncID: r.Sync.ID, RunID: r.rec.ID, TTL: r.LeaseTTL})
+	r.lease, err = lease.Hold(ctx, lease.HoldParams{Manager: r.Leases, SyncID: r.Sync.ID, RunID: r.rec.ID,
+		TTL: r.LeaseTTL, RenewEvery: r.LeaseRenew, Clock: r.Clock})
 	if errors.Is(err, lease.ErrHeld) {
 		ferr := failure.New(failure.AlreadyRunning, SentenceAlreadyRunning)
 		return r.finish(ctx, store.RunSkipped, ferr), ferr
@@ -179,33 +165,28 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		ferr := acquireFailure(err)
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
-	r.rec.Fence = r.grant.Fence
+	r.rec.Fence = r.lease.Fence()
 	// The work is cancelled once the lease's time is up (docs/guide.md#the-store-and-the-leases), from
 	// here on: the expiry counts from the moment the lease was asked for.
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r.setExpiry(localExpiry(asked, r.LeaseTTL, r.grant.ExpiresAt))
-	disarm := r.startExpiry(cancel)
-	log = log.With("fence", r.grant.Fence)
+	stopKeeping := r.lease.Keep(workCtx, cancel)
+	log = log.With("fence", r.lease.Fence())
 	log.Info("run started")
 	r.closeOrphans(workCtx, log)
 
-	stopRenew := r.startRenewer(workCtx, cancel)
-
 	state, runErr := r.loop(workCtx)
-	stopRenew()
-	disarm()
-	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, errLeaseLost) {
+	stopKeeping()
+	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, lease.ErrLost) {
 		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
 	}
 	if failure.CodeOf(runErr) == failure.Interrupted {
 		state = store.RunInterrupted
 	}
 	// Release with a context that survives the caller's cancellation: a drained
-	// or failed run frees the sync for an immediate rerun. Releasing compares
-	// the token, so it is harmless after a loss.
+	// or failed run frees the sync for an immediate rerun.
 	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if err := r.Leases.Release(relCtx, r.grant); err != nil {
+	if err := r.lease.Release(relCtx); err != nil {
 		log.Warn("lease release failed; it expires by itself", "err", err)
 	}
 	relCancel()

@@ -386,7 +386,7 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 		}
 		holder, holderToken := toString(res[1]), toString(res[2])
 		if takeover == "" {
-			if h, ok := lease.ParseProcess(holder); ok && m.self.SameMachine(h) && !h.Alive() {
+			if lease.DeadHere(holder, m.self) {
 				takeover = holderToken
 				continue
 			}

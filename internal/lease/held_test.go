@@ -1,0 +1,163 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/lease"
+)
+
+// grantingManager grants every lease for the TTL on its clock; renewals
+// answer renewErr when it is set.
+type grantingManager struct {
+	clk *clock.Fake
+
+	mu       sync.Mutex
+	renewErr error
+	renewals int
+	released int
+}
+
+func (m *grantingManager) Acquire(_ context.Context, p lease.AcquireParams) (lease.Grant, error) {
+	return lease.Grant{SyncID: p.SyncID, Token: "t", Fence: 7, ExpiresAt: m.clk.Now().Add(p.TTL)}, nil
+}
+
+func (m *grantingManager) Renew(_ context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.renewals++
+	if m.renewErr != nil {
+		return g, m.renewErr
+	}
+	g.ExpiresAt = m.clk.Now().Add(ttl)
+	return g, nil
+}
+
+func (m *grantingManager) Release(context.Context, lease.Grant) error {
+	m.mu.Lock()
+	m.released++
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *grantingManager) fail(err error) {
+	m.mu.Lock()
+	m.renewErr = err
+	m.mu.Unlock()
+}
+
+type heldBundle struct {
+	clk *clock.Fake
+	m   *grantingManager
+	h   *lease.Held
+	t0  time.Time
+}
+
+func setupHeld(t *testing.T, renewEvery time.Duration) *heldBundle {
+	t.Helper()
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	m := &grantingManager{clk: clk}
+	h, err := lease.Hold(t.Context(), lease.HoldParams{Manager: m, SyncID: "s", RunID: 1, TTL: 30 * time.Second, RenewEvery: renewEvery, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &heldBundle{clk: clk, m: m, h: h, t0: t0}
+}
+
+// TestHeldDeadline: the attempt deadline is the local expiry less the
+// margin; a renewal moves both; the work is cancelled at the deadline with
+// ErrLost as its cause once renewals stop succeeding.
+func TestHeldDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t, 10*time.Second)
+	if got, want := b.h.Fence(), int64(7); got != want {
+		t.Fatalf("fence %d, want %d", got, want)
+	}
+	if got, want := b.h.WriteDeadline(), b.t0.Add(24*time.Second); !got.Equal(want) {
+		t.Fatalf("write deadline %s, want %s (30 s TTL less the 6 s margin)", got, want)
+	}
+	work, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	stop := b.h.Keep(work, cancel)
+	defer stop()
+
+	// The first renewal (at 10 s) succeeds: the deadline moves to 34 s.
+	waitUntil(t, func() bool { return b.clk.Pending() == 2 }, "the expiry and renewal timers")
+	b.clk.Advance(10 * time.Second)
+	waitUntil(t, func() bool { return b.h.WriteDeadline().Equal(b.t0.Add(34 * time.Second)) }, "the renewal at 10 s")
+
+	// From now on the store does not answer: at 34 s the work is cancelled.
+	b.m.fail(errors.New("connection refused"))
+	waitUntil(t, func() bool { return b.clk.Pending() == 2 }, "the re-armed timers")
+	b.clk.Advance(23 * time.Second)
+	if work.Err() != nil {
+		t.Fatalf("work cancelled at 33 s, before its deadline: %v", context.Cause(work))
+	}
+	b.clk.Advance(time.Second)
+	waitUntil(t, func() bool { return work.Err() != nil }, "the cancellation at the write deadline")
+	if !errors.Is(context.Cause(work), lease.ErrLost) {
+		t.Fatalf("cause %v, want ErrLost", context.Cause(work))
+	}
+}
+
+// TestHeldRenew: a lost lease is ErrLost at once; a store error is not,
+// until the local expiry has passed.
+func TestHeldRenew(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t, 0)
+	b.m.fail(lease.ErrLost)
+	if err := b.h.Renew(t.Context()); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew of a lost lease: %v", err)
+	}
+	b.m.fail(errors.New("timeout"))
+	if err := b.h.Renew(t.Context()); err == nil || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew failing within the TTL: %v, want a store error", err)
+	}
+	b.clk.Advance(31 * time.Second)
+	if err := b.h.Renew(t.Context()); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew failing past the local expiry: %v, want ErrLost", err)
+	}
+}
+
+// TestHeldEnsure: Ensure renews only with less than a third of the TTL
+// left, and reports a loss the work's context carries.
+func TestHeldEnsure(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t, 0)
+	if err := b.h.Ensure(t.Context()); err != nil || b.m.renewals != 0 {
+		t.Fatalf("ensure with the full TTL left: %v, %d renewals", err, b.m.renewals)
+	}
+	b.clk.Advance(21 * time.Second)
+	if err := b.h.Ensure(t.Context()); err != nil || b.m.renewals != 1 {
+		t.Fatalf("ensure with 9 s left: %v, %d renewals; want one renewal", err, b.m.renewals)
+	}
+	if got, want := b.h.Expiry(), b.t0.Add(51*time.Second); !got.Equal(want) {
+		t.Fatalf("expiry %s, want %s", got, want)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(lease.ErrLost)
+	if err := b.h.Ensure(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("ensure on a lost lease's work: %v", err)
+	}
+	if err := b.h.Release(t.Context()); err != nil || b.m.released != 1 {
+		t.Fatalf("release: %v, %d", err, b.m.released)
+	}
+}
+
+// waitUntil waits for a renewal goroutine to act; the bound only turns a
+// hang into a failure.
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
