@@ -23,8 +23,10 @@ help: ## List targets
 	@echo
 	@echo 'Variables: FUZZTIME (fuzz, default 10s), TEST_FUZZTIME (fuzzing in test, default 5s; 0 skips), TESTFLAGS (extra go test flags), CHAOS_ARGS (chaos).'
 
-build: ## Build bin/oncesync
-	$(GO) build -o bin/oncesync ./cmd/oncesync
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+
+build: ## Build bin/oncesync (with the commit, for --version)
+	$(GO) build -ldflags "-X github.com/oncesync/oncesync/internal/cli.linkedCommit=$(COMMIT)" -o bin/oncesync ./cmd/oncesync
 
 vet: ## go vet ./...
 	$(GO) vet ./...

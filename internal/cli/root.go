@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -100,7 +101,9 @@ Start with:
   oncesync run --config sync.yaml SYNC  run one sync now`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLineOf(debug.ReadBuildInfo()),
 	}
+	root.SetVersionTemplate("oncesync {{.Version}}\n")
 	root.PersistentFlags().StringVar(&rf.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	root.AddCommand(
 		newRunCmd(env, &rf),
