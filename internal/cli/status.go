@@ -19,6 +19,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -119,24 +120,110 @@ func concreteHint(hint, configPath, id string) string {
 	return hintRE.ReplaceAllString(hint, "`oncesync $1 --config "+strings.ReplaceAll(configPath, "$", "$$")+" "+strings.ReplaceAll(id, "$", "$$"))
 }
 
-func getSync(ctx context.Context, st store.Store, id string) (store.Sync, error) {
+// getSync is the store's record of sync id. An id the store has never
+// seen is a usage error that says whether the config has it (not run yet)
+// or not (a typo: the config's ids are listed).
+func getSync(ctx context.Context, cfg *config.Config, st store.Store, id string) (store.Sync, error) {
 	s, err := st.GetSync(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return s, exit(ExitUsage, fmt.Errorf("sync %q has never run on this store", id))
+	if !errors.Is(err, store.ErrNotFound) {
+		return s, err
 	}
-	return s, err
+	if _, ok := cfg.Sync(id); !ok {
+		return s, exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", cfg.Path, id, syncIDs(cfg)))
+	}
+	return s, exit(ExitUsage, fmt.Errorf("sync %q has not run on this store yet; start it with `oncesync run --config %s %s`", id, cfg.Path, id))
+}
+
+// printOverview is `status` without a sync id: one line per sync of the
+// config, and of the store (a sync removed from the config keeps its runs).
+func printOverview(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store) error {
+	stored, err := st.ListSyncs(ctx)
+	if err != nil {
+		return err
+	}
+	byID := map[string]store.Sync{}
+	for _, s := range stored {
+		byID[s.ID] = s
+	}
+	var ids []string
+	for _, sc := range cfg.Syncs {
+		ids = append(ids, sc.ID)
+	}
+	for _, s := range stored {
+		if _, ok := cfg.Sync(s.ID); !ok && !strings.Contains(s.ID, "#") { // partitions show under their sync
+			ids = append(ids, s.ID)
+		}
+	}
+	if len(ids) == 0 {
+		fmt.Fprintf(w, "no syncs in %s or its store\n", cfg.Path)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYNC\tWORKSPACE\tSTATE\tLAST RUN\tFINISHED\tCODE")
+	for _, id := range ids {
+		s, known := byID[id]
+		ws, state := s.Workspace, string(s.State)
+		if sc, ok := cfg.Sync(id); ok {
+			ws = sc.Workspace
+		} else {
+			state += " (not in the config)"
+		}
+		if !known {
+			fmt.Fprintf(tw, "%s\t%s\tnever run\t-\t-\t\n", id, ws)
+			continue
+		}
+		runs, err := st.ListRuns(ctx, id, 1)
+		if err != nil {
+			return err
+		}
+		last, at, code := "-", "-", ""
+		if len(runs) > 0 {
+			r := runs[0]
+			last = fmt.Sprintf("%d %s", r.ID, r.State)
+			if !r.FinishedAt.IsZero() {
+				at = r.FinishedAt.UTC().Format(time.RFC3339)
+			}
+			code = r.FailureCode
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, ws, state, last, at, code)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "details: `oncesync status --config %s SYNC`\n", cfg.Path)
+	return nil
+}
+
+// leaseLine describes a lease row, saying when it no longer protects a run.
+func leaseLine(l store.Lease, now time.Time) string {
+	line := fmt.Sprintf("fence %d, run %d (%s), until %s", l.Fence, l.RunID, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))
+	switch {
+	case lease.DeadHere(l.Holder, lease.ThisProcess()):
+		return line + "; its process is no longer running: the next run takes the sync over at once and settles what it left in flight"
+	case !l.ExpiresAt.After(now):
+		return line + "; expired: no run holds the sync"
+	}
+	return line
 }
 
 func newStatusCmd(env Env) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:     "status --config FILE SYNC",
-		Short:   "Show a sync's state, last error with next step and owner, dead-man state, lease and cursor",
-		Example: `  oncesync status --config oncesync.yaml contacts-to-brevo`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "status --config FILE [SYNC]",
+		Short: "Show a sync's state, last error with next step and owner, dead-man state, lease and cursor",
+		Long: `Without SYNC, one line per sync: its state, its last run and that run's failure code.
+With SYNC, the sync in detail: state, last success, failure streak, the last error with its
+next step and owner, the lease (and whether its holder is still alive), the cursor and the
+dead-man verdict.`,
+		Example: `  oncesync status --config oncesync.yaml
+  oncesync status --config oncesync.yaml contacts-to-brevo`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
-				if err := printStatus(cmd.Context(), env.Stdout, cfg, st, args[0]); err != nil {
+				if len(args) == 0 {
+					return printOverview(cmd.Context(), env.Stdout, cfg, st)
+				}
+				if err := printStatus(cmd.Context(), env.Stdout, cfg, st, args[0], env.clock().Now()); err != nil {
 					return err
 				}
 				printDeadman(cmd.Context(), env.Stdout, cfg, st, args[0])
@@ -148,8 +235,8 @@ func newStatusCmd(env Env) *cobra.Command {
 	return cmd
 }
 
-func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string) error {
-	s, err := getSync(ctx, st, id)
+func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string, now time.Time) error {
+	s, err := getSync(ctx, cfg, st, id)
 	if err != nil {
 		return err
 	}
@@ -191,7 +278,7 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 			concreteHint(e.NextStep, cfg.Path, id), e.Owner)
 	}
 	if l, err := st.LeaseGet(ctx, id); err == nil {
-		fmt.Fprintf(w, "lease:      fence %d, run %d (%s), until %s\n", l.Fence, l.RunID, l.Holder, l.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
 	}
 	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
@@ -214,8 +301,8 @@ func newRunsCmd(env Env) *cobra.Command {
 		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd.Context(), env, path, func(st store.Store) error {
-				if _, err := getSync(cmd.Context(), st, args[0]); err != nil {
+			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
+				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
 					return err
 				}
 				runs, err := st.ListRuns(cmd.Context(), args[0], limit)
@@ -264,8 +351,8 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 			if f.by == "" || f.reason == "" {
 				return exit(ExitUsage, fmt.Errorf("%s needs --by NAME and --reason TEXT: they go into the audit log", verb))
 			}
-			return withStore(cmd.Context(), env, f.path, func(st store.Store) error {
-				if _, err := getSync(cmd.Context(), st, args[0]); err != nil {
+			return withConfigStore(cmd.Context(), env, f.path, func(cfg *config.Config, st store.Store) error {
+				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
 					return err
 				}
 				p := store.SetSyncStateParams{ID: args[0], State: to, By: f.by, Why: f.reason}
