@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/connector"
 )
 
 func newValidateCmd(env Env) *cobra.Command {
@@ -12,7 +15,8 @@ func newValidateCmd(env Env) *cobra.Command {
 		Use:   "validate --config FILE",
 		Short: "Check a config file and name every problem with its file, line and field",
 		Long: `Check a config file: YAML syntax, unknown keys, required fields, sources,
-destinations, schedules, durations, and that every ${ENV} variable it uses is set.
+destinations, schedules, durations, that every ${ENV} variable it uses is set, and
+that every file a file source reads exists (without connecting to any server).
 Every problem is printed as FILE:LINE: FIELD: MESSAGE. Secrets are never printed.
 
 Exit codes: 0 valid; 2 problems found.`,
@@ -20,9 +24,9 @@ Exit codes: 0 valid; 2 problems found.`,
   BREVO_API_KEY=xkeysib-... oncesync validate -c sync.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig(env, path)
+			cfg, err := config.Validate(path, env.LookupEnv, connector.Default().Kinds())
 			if err != nil {
-				return err
+				return exit(ExitUsage, err)
 			}
 			fmt.Fprintf(env.Stdout, "%s: valid (%d sync(s))\n", path, len(cfg.Syncs))
 			return nil

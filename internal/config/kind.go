@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -145,6 +146,16 @@ type Checker struct {
 }
 
 func (c *Checker) abs(rel string) string { return c.sync + "." + rel }
+
+// Dir is the config file's directory, against which relative paths resolve.
+func (c *Checker) Dir() string { return filepath.Dir(c.l.file) }
+
+// Preflighter is implemented by a source or destination spec that can check
+// on this machine, without connecting anywhere, what a run will need (a
+// file source's file). Only Validate asks it.
+type Preflighter interface {
+	Preflight(c *Checker)
+}
 
 // Has reports whether rel was written in the file.
 func (c *Checker) Has(rel string) bool { return c.l.has(c.abs(rel)) }

@@ -45,17 +45,40 @@ func Load(path string, env func(string) (string, bool), kinds Kinds) (*Config, e
 
 // Parse is Load on bytes already read; file names them in problems.
 func Parse(file string, data []byte, env func(string) (string, bool), kinds Kinds) (*Config, error) {
+	return parse(file, data, env, kinds, false)
+}
+
+// Validate is Load for `oncesync validate`: it also asks every source and
+// destination spec that can (a Preflighter) to check, on this machine and
+// without connecting anywhere, what a run will need (a file source's file).
+// Load leaves that to the run: a file may appear between a serve's start
+// and a sync's schedule.
+func Validate(path string, env func(string) (string, bool), kinds Kinds) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return parse(path, data, env, kinds, true)
+}
+
+func parse(file string, data []byte, env func(string) (string, bool), kinds Kinds, preflight bool) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
 	l := &loader{
-		file:   file,
-		pos:    map[string]*yaml.Node{},
-		keys:   map[string]*yaml.Node{},
-		val:    map[string]*yaml.Node{},
-		bad:    map[string]bool{},
-		budget: nodeBudget,
-		kinds:  kinds,
+		file:      file,
+		pos:       map[string]*yaml.Node{},
+		keys:      map[string]*yaml.Node{},
+		val:       map[string]*yaml.Node{},
+		bad:       map[string]bool{},
+		budget:    nodeBudget,
+		kinds:     kinds,
+		preflight: preflight,
 	}
 	var cfg *Config
 	if len(data) > maxFileSize {
@@ -127,16 +150,17 @@ func (l *loader) kindSecret(cfg *Config, path string) bool {
 
 // loader decodes one file, collecting problems.
 type loader struct {
-	file   string
-	probs  []Problem
-	pos    map[string]*yaml.Node // field path -> node as written (for lines)
-	keys   map[string]*yaml.Node // field path -> its key node
-	val    map[string]*yaml.Node // field path -> value node (aliases resolved)
-	bad    map[string]bool       // field paths with a reported problem
-	interp map[*yaml.Node]interp
-	budget int
-	spent  bool
-	kinds  Kinds
+	file      string
+	preflight bool // Validate: ask Preflighters too
+	probs     []Problem
+	pos       map[string]*yaml.Node // field path -> node as written (for lines)
+	keys      map[string]*yaml.Node // field path -> its key node
+	val       map[string]*yaml.Node // field path -> value node (aliases resolved)
+	bad       map[string]bool       // field paths with a reported problem
+	interp    map[*yaml.Node]interp
+	budget    int
+	spent     bool
+	kinds     Kinds
 }
 
 type pair struct{ key, val *yaml.Node }

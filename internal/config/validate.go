@@ -295,6 +295,9 @@ func (l *loader) validateSource(sp string, s *Source) {
 		return
 	}
 	s.Spec.Check(s, &Checker{l: l, sync: sp})
+	if pf, ok := s.Spec.(Preflighter); ok && l.preflight {
+		pf.Preflight(&Checker{l: l, sync: sp})
+	}
 	for _, other := range l.kinds.Sources {
 		for _, key := range other.SourceKeys() {
 			if !slices.Contains(k.SourceKeys(), key) {
@@ -350,6 +353,9 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 		}
 	}
 	d.Spec.Check(d, &Checker{l: l, sync: sp})
+	if pf, ok := d.Spec.(Preflighter); ok && l.preflight {
+		pf.Preflight(&Checker{l: l, sync: sp})
+	}
 }
 
 // orList is "a or b" ("a, b or c").

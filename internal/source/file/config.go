@@ -2,6 +2,10 @@ package file
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/oncesync/oncesync/internal/config"
@@ -35,6 +39,27 @@ func (k Kind) New(_ context.Context, s config.Source, dir string) (source.Source
 
 func (c *Config) Check(s *config.Source, k *config.Checker) {
 	k.Required("source.path", c.Path, "is required for "+s.Type+" sources")
+}
+
+// Preflight reports a file that is not there (or not a file) as
+// `oncesync validate` runs: a run would fail on it with source_unavailable.
+func (c *Config) Preflight(k *config.Checker) {
+	if c.Path == "" || k.Bad("source.path") {
+		return
+	}
+	path := c.Path
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(k.Dir(), path)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		k.Report("source.path", fmt.Sprintf("%s does not exist (a run would fail with source_unavailable)", path))
+	case err != nil:
+		k.Report("source.path", fmt.Sprintf("%s cannot be read: %v", path, errors.Unwrap(err)))
+	case fi.IsDir():
+		k.Report("source.path", fmt.Sprintf("%s is a directory, not a file", path))
+	}
 }
 
 func (c *Config) Secrets() []string           { return nil }
