@@ -157,7 +157,16 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		}},
 		{"GET", "/api/v1/audit?sync=" + b.d.Person, "", 200, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci"}`, 202, nil},
-		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{}`, 400, nil},
+		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", ``, 202, nil},
+		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{}`, 202, nil},
+		{"GET", "/api/v1/audit?sync=" + b.d.Healthy + "&limit=1", "", 200, func(t *testing.T, body string) {
+			var l AuditList
+			mustJSON(t, body, &l)
+			if len(l.Entries) != 1 || l.Entries[0].By != apiTokenPrincipal || l.Entries[0].Why != "run now" {
+				t.Errorf("audit of a run queued without a body: %+v", l)
+			}
+		}},
+		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":""}`, 400, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci","extra":1}`, 400, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Breaker + "/run", `{"by":"ci"}`, 409, nil},
 		{"POST", "/api/v1/syncs/nope/run", `{"by":"ci"}`, 404, nil},
