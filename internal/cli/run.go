@@ -22,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/progress"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/runner"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -174,7 +175,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 
-	bar := progress.New(env.Stdout, 0, sc.ID, 2*time.Second)
+	// The bar counts the source's bytes when it can tell its position
+	// (files), else records read (a spinner with the count on a terminal).
+	locator, _ := built.Source.(source.Progressor)
+	unit := progress.Records
+	if locator != nil {
+		unit = progress.Bytes
+	}
+	bar := progress.Open(progress.Params{W: env.Stdout, Desc: sc.ID, Unit: unit, Interval: 2 * time.Second})
 	start := time.Now()
 	run, runErr := runner.Run(runCtx, runner.Params{
 		Store:       st,
@@ -197,8 +205,26 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
 			}
 		},
+		Resumed: func(o store.Run) {
+			fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
+				o.ID, o.Pages, o.Written)
+		},
 		Progress: func(p runner.Progress) {
-			bar.Set(p.Counters.Read, fmt.Sprintf("(page %d, %d written, %d replayed)", p.Counters.Pages, p.Counters.Written, p.Counters.Replayed))
+			detail := fmt.Sprintf("(page %d: %d read, %d written, %d replayed)", p.Counters.Pages, p.Counters.Read, p.Counters.Written, p.Counters.Replayed)
+			if locator == nil {
+				bar.Set(p.Counters.Read, detail)
+				return
+			}
+			// A position that cannot be read (the file went away) leaves
+			// the bar where it was; the run itself reports the cause.
+			if pos, err := locator.Progress(runCtx, p.Cursor); err == nil {
+				if p.Done || p.Cursor == "" && p.Counters.Pages > 0 {
+					// The end of the source: the cursor starts over ("").
+					pos.Done = pos.Total
+				}
+				bar.SetTotal(pos.Total)
+				bar.Set(pos.Done, detail)
+			}
 		},
 	})
 	bar.Finish()
@@ -228,8 +254,29 @@ func failed(w io.Writer, err error) error {
 }
 
 func printSummary(w io.Writer, r store.Run, d time.Duration) {
-	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, in doubt %d (settled %d), pages %d, duration %s\n",
-		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, d.Round(time.Millisecond))
+	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, %s, pages %d, duration %s\n",
+		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, inDoubtPhrase(r), r.Pages, d.Round(time.Millisecond))
+}
+
+// inDoubtPhrase says what became of the records earlier runs left in doubt:
+// found delivered by reading the destination back (settled), or not found
+// and written once, or (a destination that cannot be read back) left for a
+// person.
+func inDoubtPhrase(r store.Run) string {
+	if r.InDoubt == 0 {
+		return "in doubt 0"
+	}
+	rest := r.InDoubt - r.Settled
+	var fate string
+	switch {
+	case r.FailureCode == string(failure.RecordsInDoubt):
+		fate = "left for a person to settle (`oncesync runs` names the run)"
+	case r.State == store.RunSucceeded:
+		fate = "not found there and written once"
+	default:
+		fate = "not found there: written once by this run or the next"
+	}
+	return fmt.Sprintf("in doubt %d (%d found already delivered, %d %s)", r.InDoubt, r.Settled, rest, fate)
 }
 
 func syncIDs(cfg *config.Config) string {

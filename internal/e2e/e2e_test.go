@@ -276,6 +276,10 @@ func TestKillNineThreeTimes(t *testing.T) {
 			if code := p4.Wait(t, 3*time.Minute); code != 0 {
 				t.Fatalf("final run exit %d:\n%s", code, p4.Out)
 			}
+			// The recovery is told, not silent.
+			if out := p4.Out.String(); !strings.Contains(out, "resuming the work of run 3, which stopped without finishing") {
+				t.Fatalf("the final run does not say it resumed the killed run 3:\n%s", out)
+			}
 			st := tb.checkDelivered(t)
 			t.Logf("%s: %d contacts, %d writes, %d duplicates, %d requests; final run: %s",
 				tc.mode, st.Contacts, st.ContactsWritten, st.DuplicateWrites, st.Requests, p4.LastLine())

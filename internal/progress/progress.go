@@ -16,8 +16,26 @@ import (
 type Bar interface {
 	// Set moves the bar to n and replaces the detail text.
 	Set(n int64, detail string)
-	// Finish ends the bar (a final newline on a terminal).
+	// SetTotal sets the total once it is known (<= 0: unknown).
+	SetTotal(total int64)
+	// Finish ends the bar on a line of its own: what follows starts on the
+	// next line. The bar stays where the work got to.
 	Finish()
+}
+
+// Unit is what a bar counts.
+type Unit int
+
+const (
+	Records Unit = iota // records (the default)
+	Bytes               // bytes of the source, shown humanized on a terminal
+)
+
+func (u Unit) String() string {
+	if u == Bytes {
+		return "bytes"
+	}
+	return "records"
 }
 
 // IsTerminal reports whether w is a terminal.
@@ -26,39 +44,83 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// New returns a bar writing to w. total <= 0 means unknown. On a terminal it
-// draws a bar; elsewhere it prints a plain line at most every interval.
-func New(w io.Writer, total int64, desc string, interval time.Duration) Bar {
-	if IsTerminal(w) {
-		return &ttyBar{bar: progressbar.NewOptions64(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(desc),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("records"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionSetWidth(30),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-		)}
-	}
-	return &lineBar{w: w, desc: desc, total: total, every: interval, now: time.Now}
+// Params describe a bar.
+type Params struct {
+	W     io.Writer
+	Total int64 // <= 0: unknown (a spinner with the count on a terminal)
+	Desc  string
+	Unit  Unit
+	// Interval is how often a plain line is printed when W is no terminal.
+	Interval time.Duration
 }
 
-type ttyBar struct{ bar *progressbar.ProgressBar }
+// New returns a bar of records writing to w. total <= 0 means unknown. On
+// a terminal it draws a bar; elsewhere it prints a plain line at most every
+// interval.
+func New(w io.Writer, total int64, desc string, interval time.Duration) Bar {
+	return Open(Params{W: w, Total: total, Desc: desc, Interval: interval})
+}
+
+// Open returns the bar p describes.
+func Open(p Params) Bar {
+	if IsTerminal(p.W) {
+		return newTTYBar(p)
+	}
+	return &lineBar{w: p.W, desc: p.Desc, total: p.Total, unit: p.Unit, every: p.Interval, now: time.Now}
+}
+
+func newTTYBar(p Params) *ttyBar {
+	total := p.Total
+	if total <= 0 {
+		total = -1 // progressbar's spinner
+	}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(p.W),
+		progressbar.OptionSetDescription(p.Desc),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionSetWidth(30),
+	}
+	if p.Unit == Bytes {
+		opts = append(opts, progressbar.OptionShowBytes(true))
+	} else {
+		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"))
+	}
+	return &ttyBar{w: p.W, desc: p.Desc, bar: progressbar.NewOptions64(total, opts...)}
+}
+
+type ttyBar struct {
+	w    io.Writer
+	desc string
+	bar  *progressbar.ProgressBar
+}
 
 func (b *ttyBar) Set(n int64, detail string) {
 	if detail != "" {
-		b.bar.Describe(detail)
+		b.bar.Describe(b.desc + " " + detail)
 	}
 	_ = b.bar.Set64(n)
 }
 
-func (b *ttyBar) Finish() { _ = b.bar.Finish() }
+func (b *ttyBar) SetTotal(total int64) {
+	if total <= 0 {
+		total = -1
+	}
+	if total != b.bar.GetMax64() {
+		b.bar.ChangeMax64(total)
+	}
+}
+
+func (b *ttyBar) Finish() {
+	_ = b.bar.Add64(0) // draw the last Set, however soon after the one before
+	_ = b.bar.Exit()
+	fmt.Fprintln(b.w)
+}
 
 type lineBar struct {
 	w     io.Writer
 	desc  string
 	total int64
+	unit  Unit
 	every time.Duration
 	last  time.Time
 	n     int64
@@ -74,12 +136,14 @@ func (b *lineBar) Set(n int64, detail string) {
 	}
 }
 
+func (b *lineBar) SetTotal(total int64) { b.total = total }
+
 func (b *lineBar) print() {
 	if b.total > 0 {
-		fmt.Fprintf(b.w, "%s: %d/%d records %s\n", b.desc, b.n, b.total, b.info)
+		fmt.Fprintf(b.w, "%s: %d/%d %s %s\n", b.desc, b.n, b.total, b.unit, b.info)
 		return
 	}
-	fmt.Fprintf(b.w, "%s: %d records %s\n", b.desc, b.n, b.info)
+	fmt.Fprintf(b.w, "%s: %d %s %s\n", b.desc, b.n, b.unit, b.info)
 }
 
 func (b *lineBar) Finish() { b.print() }

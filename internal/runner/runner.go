@@ -70,6 +70,11 @@ type Params struct {
 	Drain <-chan struct{}
 	// Progress, if set, is called after every checkpoint.
 	Progress func(Progress)
+	// Resumed, if set, is called for each earlier run this run found
+	// still recorded as running (its process died, or lost its lease,
+	// without finishing) and closed as interrupted: this run resumes its
+	// work and settles what it left in flight.
+	Resumed func(orphan store.Run)
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)
@@ -220,6 +225,9 @@ func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
 			continue
 		}
 		log.Info("closed orphaned run", "orphan", o.ID)
+		if r.Resumed != nil {
+			r.Resumed(o)
+		}
 	}
 }
 

@@ -66,6 +66,24 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context) (map[string]any, error)
 }
 
+// Progressor is implemented by a source that can say how far a cursor is
+// through it: for a progress bar with a real total, and to show a cursor
+// to people ("after record 2,000 of contacts.csv").
+type Progressor interface {
+	// Progress locates cursor ("" = the start of the source).
+	Progress(ctx context.Context, cursor string) (Position, error)
+}
+
+// Position is where a cursor is in a source.
+type Position struct {
+	// Done of Total, in bytes when InBytes, else in records; Total is 0
+	// when the source does not know it.
+	Done, Total int64
+	InBytes     bool
+	// Where says it in words, without secrets or record values.
+	Where string
+}
+
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
 var (

@@ -1,9 +1,12 @@
 package file
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -86,4 +89,35 @@ func parseCursor(s string) (position, error) {
 		return p, fmt.Errorf("%w: not in canonical form", source.ErrBadCursor)
 	}
 	return p, nil
+}
+
+var _ source.Progressor = (*Source)(nil)
+
+// Progress is the cursor's byte offset of the file's size: a run's progress
+// in bytes (records vary in length, the file's size does not need a pass
+// over it).
+func (s *Source) Progress(_ context.Context, cursor string) (source.Position, error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return source.Position{}, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
+	}
+	name := filepath.Base(s.path)
+	if cursor == "" {
+		return source.Position{Total: fi.Size(), InBytes: true, Where: "start of " + name}, nil
+	}
+	p, err := parseCursor(cursor)
+	if err != nil {
+		return source.Position{}, err
+	}
+	return source.Position{Done: min(p.offset, fi.Size()), Total: fi.Size(), InBytes: true,
+		Where: fmt.Sprintf("after record %s of %s", thousands(p.recno), name)}, nil
+}
+
+// thousands writes n with comma separators (2,000).
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
