@@ -13,6 +13,7 @@ import (
 	"hash/fnv"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/barrier"
@@ -32,6 +33,17 @@ const BarrierTTL = 24 * time.Hour
 // "#", so it names no configured sync.
 func SyncID(syncID string, k int) string {
 	return syncID + "#p" + strconv.Itoa(k)
+}
+
+// Parent is the sync a partition's id belongs to (SyncID's inverse); any
+// other id is its own.
+func Parent(id string) string {
+	if i := strings.LastIndex(id, "#p"); i > 0 {
+		if _, err := strconv.Atoi(id[i+2:]); err == nil {
+			return id[:i]
+		}
+	}
+	return id
 }
 
 // Of returns the partition (1-based, of n) of a record whose identity is

@@ -77,3 +77,15 @@ func TestOf(t *testing.T) {
 		t.Fatal(partition.SyncID("s1", 3))
 	}
 }
+
+// TestParent: a partition's id names its sync; other ids are their own.
+func TestParent(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		partition.SyncID("crm", 3): "crm", "crm": "crm", "a#pb": "a#pb", "#p1": "#p1",
+	} {
+		if got := partition.Parent(in); got != want {
+			t.Errorf("Parent(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -35,12 +36,16 @@ const queueDepthTimeout = 2 * time.Second
 // process did; oncesync_queue_depth is the shared queue's, the same figure
 // from every process.
 type metrics struct {
-	runs          *prometheus.CounterVec // by outcome (run state)
+	// syncs gives a sync id (or a partition's) its labels: the sync's id and
+	// workspace, so one sync can be alerted on.
+	syncs func(id string) (sync, workspace string)
+
+	runs          *prometheus.CounterVec // by outcome (run state), sync, workspace
 	enqueued      *prometheus.CounterVec // by reason
 	recovered     prometheus.Counter
 	rescued       *prometheus.CounterVec // by kind (kindLabel)
 	tripped       prometheus.Counter
-	records       *prometheus.CounterVec // by outcome (RecordsRead...)
+	records       *prometheus.CounterVec // by outcome (RecordsRead...), sync, workspace
 	ledgerReplays prometheus.Counter
 	leaseLosses   prometheus.Counter
 	inDoubt       prometheus.Counter
@@ -66,12 +71,23 @@ func kindLabel(kind string) string {
 	return RescuedRun
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// syncLabels are the labels every per-sync family carries after its own.
+var syncLabels = []string{"sync", "workspace"}
+
+// newMetrics registers the queue's metrics with reg (nil: none). syncs are
+// the configured syncs' ids and workspaces, whose series exist from the
+// start; workspaceOf names the workspace of any other sync id (a sync
+// removed from the config: "").
+func newMetrics(reg prometheus.Registerer, syncs map[string]string) (*metrics, error) {
 	m := &metrics{
+		syncs: func(id string) (string, string) {
+			id = partition.Parent(id)
+			return id, syncs[id]
+		},
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncesync_runs_total",
-			Help: "Runs finished by this process, by outcome (succeeded, failed, interrupted, skipped).",
-		}, []string{"outcome"}),
+			Help: "Runs finished by this process, by outcome (succeeded, failed, interrupted, skipped), sync and workspace (a partitioned sync's coordinated run and each partition's run count).",
+		}, append([]string{"outcome"}, syncLabels...)),
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncesync_jobs_enqueued_total",
 			Help: "Run jobs inserted into the queue by this process, by reason (schedule, manual, recovery).",
@@ -92,8 +108,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "oncesync_records_total",
 			Help: "Records of the runs this process finished, by outcome: read from the source, written by a destination call, " +
 				"replayed from the ledger (no call), rejected by the destination, in_doubt (found in doubt), " +
-				"settled (in-doubt records the destination confirmed, no write).",
-		}, []string{"outcome"}),
+				"settled (in-doubt records the destination confirmed, no write); by sync and workspace.",
+		}, append([]string{"outcome"}, syncLabels...)),
 		ledgerReplays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "oncesync_ledger_replays_total",
 			Help: "Records found complete in the ledger and skipped without a destination call (a resumed page), in runs this process finished.",
@@ -117,17 +133,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	// Every series exists from the start, at 0, so that rates and alerts
 	// work before the first event.
-	for _, o := range []store.RunState{store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped} {
-		m.runs.WithLabelValues(string(o))
+	for id, ws := range syncs {
+		for _, o := range []store.RunState{store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped} {
+			m.runs.WithLabelValues(string(o), id, ws)
+		}
+		for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
+			m.records.WithLabelValues(o, id, ws)
+		}
 	}
 	for _, k := range []string{RescuedRun, RescuedCoordinator, RescuedPartition} {
 		m.rescued.WithLabelValues(k)
 	}
 	for _, r := range []string{ReasonSchedule, ReasonManual, ReasonRecovery} {
 		m.enqueued.WithLabelValues(r)
-	}
-	for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
-		m.records.WithLabelValues(o)
 	}
 	if reg == nil {
 		return m, nil
@@ -142,18 +160,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // runFinished counts a run runner.Run returned: its outcome (a run never
 // recorded, ID 0, counts as failed), its records and a lost lease.
-func (m *metrics) runFinished(run store.Run, runErr error) {
+func (m *metrics) runFinished(syncID string, run store.Run, runErr error) {
 	outcome := string(run.State)
 	if run.ID == 0 {
 		outcome = string(store.RunFailed)
 	}
-	m.runs.WithLabelValues(outcome).Inc()
+	id, ws := m.syncs(syncID)
+	m.runs.WithLabelValues(outcome, id, ws).Inc()
 	for o, n := range map[string]int64{
 		RecordsRead: run.Read, RecordsWritten: run.Written, RecordsReplayed: run.Replayed,
 		RecordsRejected: run.Rejected, RecordsInDoubt: run.InDoubt, RecordsSettled: run.Settled,
 	} {
 		if n > 0 {
-			m.records.WithLabelValues(o).Add(float64(n))
+			m.records.WithLabelValues(o, id, ws).Add(float64(n))
 		}
 	}
 	if run.Replayed > 0 {
@@ -165,6 +184,13 @@ func (m *metrics) runFinished(run store.Run, runErr error) {
 	if failure.CodeOf(runErr) == failure.LeaseLost || run.FailureCode == string(failure.LeaseLost) {
 		m.leaseLosses.Inc()
 	}
+}
+
+// runEnded counts a run recorded without runFinished (a coordinated run,
+// a run that failed before it started).
+func (m *metrics) runEnded(syncID string, state store.RunState) {
+	id, ws := m.syncs(syncID)
+	m.runs.WithLabelValues(string(state), id, ws).Inc()
 }
 
 // queueDepth is oncesync_queue_depth{state}: the jobs of the shared queue in

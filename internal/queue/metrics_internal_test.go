@@ -72,22 +72,26 @@ func TestRunFinished(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			reg := prometheus.NewRegistry()
-			m, err := newMetrics(reg)
+			m, err := newMetrics(reg, map[string]string{"s": "acme", "other": "beta"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.runFinished(tc.run, tc.err)
+			// A partition's run counts under its sync.
+			m.runFinished("s#p2", tc.run, tc.err)
 			for _, o := range []string{"succeeded", "failed", "interrupted", "skipped"} {
 				want := 0.0
 				if o == tc.outcome {
 					want = 1
 				}
-				if got := counterValue(t, m.runs.WithLabelValues(o)); got != want {
+				if got := counterValue(t, m.runs.WithLabelValues(o, "other", "beta")); got != 0 {
+					t.Errorf("runs{%s} of another sync = %v", o, got)
+				}
+				if got := counterValue(t, m.runs.WithLabelValues(o, "s", "acme")); got != want {
 					t.Errorf("runs{%s} = %v, want %v", o, got, want)
 				}
 			}
 			for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
-				if got := counterValue(t, m.records.WithLabelValues(o)); got != tc.records[o] {
+				if got := counterValue(t, m.records.WithLabelValues(o, "s", "acme")); got != tc.records[o] {
 					t.Errorf("records{%s} = %v, want %v", o, got, tc.records[o])
 				}
 			}

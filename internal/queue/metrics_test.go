@@ -302,12 +302,12 @@ syncs:
 		labels []string
 		want   float64
 	}{
-		{"oncesync_runs_total", []string{"outcome", "succeeded"}, 1},
+		{"oncesync_runs_total", []string{"outcome", "succeeded", "sync", syncID, "workspace", "acme"}, 1},
 		{"oncesync_runs_total", []string{"outcome", "failed"}, 0},
 		{"oncesync_runs_total", []string{"outcome", "interrupted"}, 0},
 		{"oncesync_runs_total", []string{"outcome", "skipped"}, 0},
 		{"oncesync_jobs_enqueued_total", []string{"reason", "manual"}, 1},
-		{"oncesync_records_total", []string{"outcome", "read"}, records},
+		{"oncesync_records_total", []string{"outcome", "read", "sync", syncID, "workspace", "acme"}, records},
 		{"oncesync_records_total", []string{"outcome", "written"}, records - 1},
 		{"oncesync_records_total", []string{"outcome", "rejected"}, 1},
 		{"oncesync_records_total", []string{"outcome", "replayed"}, 0},

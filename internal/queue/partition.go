@@ -305,7 +305,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 			return err
 		},
 	})
-	s.metrics.runFinished(run, runErr)
+	s.metrics.runFinished(partSync.ID, run, runErr)
 	return s.partitionEnded(ctx, args, runErr)
 }
 
@@ -375,7 +375,7 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 		s.log.Error("could not record the end of a partitioned run", "sync", run.SyncID, "run", run.ID, "err", uerr)
 		return
 	}
-	s.metrics.runs.WithLabelValues(string(state)).Inc()
+	s.metrics.runEnded(run.SyncID, state)
 	if state == store.RunFailed {
 		s.afterFailure(sctx, run.SyncID)
 	}

@@ -214,7 +214,11 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		drainDeadline = DrainDeadline
 	}
 	var err error
-	if s.metrics, err = newMetrics(p.Registerer); err != nil {
+	workspaces := map[string]string{}
+	for _, sc := range p.Config.Syncs {
+		workspaces[sc.ID] = sc.Workspace
+	}
+	if s.metrics, err = newMetrics(p.Registerer, workspaces); err != nil {
 		return nil, err
 	}
 	// Call latency is wall-clock time whatever the service's clock.
@@ -490,7 +494,7 @@ func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int,
 		s.log.Error("could not record a failed run", "sync", syncID, "code", code, "err", rerr)
 		return
 	}
-	s.metrics.runs.WithLabelValues(string(store.RunFailed)).Inc()
+	s.metrics.runEnded(syncID, store.RunFailed)
 	s.afterFailure(rctx, syncID)
 	s.runEnded(rctx, run)
 }

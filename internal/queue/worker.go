@@ -132,7 +132,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
-	s.metrics.runFinished(run, runErr)
+	s.metrics.runFinished(built.Sync.ID, run, runErr)
 	s.runEnded(ctx, run)
 	return runErr
 }
