@@ -112,6 +112,7 @@ Start with:
 		newDemoCmd(env, &rf),
 		newStatusCmd(env),
 		newRunsCmd(env),
+		newRecordsCmd(env),
 		newPauseCmd(env),
 		newResumeCmd(env),
 		newServeCmd(env, &rf),

@@ -378,6 +378,25 @@ func TestRejections(t *testing.T) {
 		if st := tb.stats(); st.Contacts != 499 || st.DuplicateWrites != 0 {
 			t.Fatalf("stats %+v", st)
 		}
+		// The rejected record is listed by its identity (id 123) with the
+		// destination's reason, as a table and as CSV read back.
+		records := func(args ...string) *exec.Cmd {
+			cmd := exec.Command(binary, append([]string{"records", "--config", tb.config, "contacts"}, args...)...)
+			cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+			return cmd
+		}
+		out, err := records().CombinedOutput()
+		if err != nil || !regexp.MustCompile(`(?m)^123\s+rejected\s+1\s`).Match(out) {
+			t.Fatalf("records: %v\n%s", err, out)
+		}
+		out, err = records("--rejected", "--format", "csv").Output()
+		if err != nil {
+			t.Fatalf("records --format csv: %v", err)
+		}
+		rows, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+		if err != nil || len(rows) != 2 || rows[0][0] != "identity" || rows[1][0] != "123" || rows[1][1] != "rejected" || rows[1][2] == "" || rows[1][3] != "1" {
+			t.Fatalf("records csv %q (%v)", rows, err)
+		}
 		tb.checkNoSecrets(t)
 	})
 	t.Run("every record refused", func(t *testing.T) {

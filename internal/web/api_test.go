@@ -138,7 +138,8 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		{"GET", fmt.Sprintf("/api/v1/runs/%d", run), "", 200, func(t *testing.T, body string) {
 			var d RunDetail
 			mustJSON(t, body, &d)
-			if d.RejectedTotal != 2 || d.InDoubtTotal != 2 || d.Rejected[0].Message == "" || d.Run.Read != 12000 {
+			if d.RejectedTotal != 2 || d.InDoubtTotal != 2 || d.Rejected[0].Message == "" || d.Run.Read != 12000 ||
+				!strings.HasPrefix(d.Rejected[0].Identity, "id-") || !strings.HasPrefix(d.InDoubt[0].Identity, "id-") {
 				t.Errorf("run detail %+v", d)
 			}
 			if d.PagesTotal != 24 || len(d.Pages) != 24 || d.Pages[0].Page != 1 || d.Pages[23].Sent != 456 || d.Pages[23].CheckpointedAt.IsZero() {

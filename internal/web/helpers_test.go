@@ -22,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
@@ -158,10 +159,14 @@ func (s seeder) records(syncID string, runID int64, rejected, inDoubt []string, 
 		}
 		var fin []store.LedgerFinish
 		for _, k := range all[i:j] {
+			// Each record's identity is "id-" and its index among all.
+			id := fmt.Sprint("id-", i+len(fin))
+			slot := ledger.Slot(syncID, "csv:/seed.csv", id)
 			if len(fin)+i < len(rejected) {
-				fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerRejected, Message: "Invalid phone number (attribute SMS)"})
+				fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerRejected, Message: "Invalid phone number (attribute SMS)",
+					Result: ledger.RejectedResult(slot, id)})
 			} else {
-				fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerInDoubt})
+				fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerInDoubt, Result: ledger.InDoubtResult(slot, id)})
 			}
 		}
 		if err := s.st.LedgerFinish(s.ctx, store.LedgerFinishParams{SyncID: syncID, Fence: l.Fence, RunID: runID, Entries: fin}); err != nil {

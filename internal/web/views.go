@@ -13,6 +13,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -165,9 +166,12 @@ type SyncDetail struct {
 }
 
 // LedgerView is one ledger entry on the run page. Key is a hex SHA-256 and
-// holds no personal data; Message is the destination's.
+// holds no personal data; Identity is the sync's identity of the record
+// (empty for entries that predate identities); Message is the
+// destination's.
 type LedgerView struct {
 	Key       string    `json:"key"`
+	Identity  string    `json:"identity,omitempty"`
 	State     string    `json:"state"`
 	Message   string    `json:"message,omitempty"`
 	Attempts  int       `json:"attempts"`
@@ -454,8 +458,10 @@ func (s *Server) runDetail(ctx context.Context, id int64) (RunDetail, error) {
 			}
 			*f.total++
 			if len(*f.list) < listLimit {
-				*f.list = append(*f.list, LedgerView{Key: e.Key, State: string(e.State), Message: e.Message,
-					Attempts: e.Attempts, Fence: e.Fence, ClaimedAt: e.ClaimedAt.UTC()})
+				v := LedgerView{Key: e.Key, State: string(e.State), Message: e.Message,
+					Attempts: e.Attempts, Fence: e.Fence, ClaimedAt: e.ClaimedAt.UTC()}
+				v.Identity, _ = ledger.EntryIdentity(e)
+				*f.list = append(*f.list, v)
 			}
 		}
 	}

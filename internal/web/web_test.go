@@ -445,9 +445,13 @@ func TestRunPage(t *testing.T) {
 	if got.code != 200 {
 		t.Fatalf("%d", got.code)
 	}
-	mustContain(t, got.body, "Invalid phone number (attribute SMS)", b.d.Rejected[0], b.d.Rejected[1],
+	// Records are named by their identity (the seeder's "id-N"), never a bare key.
+	mustContain(t, got.body, "Invalid phone number (attribute SMS)", "<td>id-0</td>", "<td>id-1</td>", "<td>id-2</td>", "<td>id-3</td>",
 		`name="key" value="`+b.d.InDoubt[0]+`"`, `name="key" value="`+b.d.InDoubt[1]+`"`,
 		"12,000", "Settle selected records")
+	if strings.Contains(got.body, ">"+b.d.Rejected[0]+"<") {
+		t.Error("a rejected record is shown by its delivery key though it has an identity")
+	}
 	// Keys appear in no link.
 	if regexp.MustCompile(`href="[^"]*[0-9a-f]{64}`).MatchString(got.body) {
 		t.Error("a delivery key appears in a URL")

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+// TestRecordsCommand: `oncesync records` lists a rejected and an in-doubt
+// record by identity with their reasons, each state alone on request, and
+// as JSON.
+func TestRecordsCommand(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: b.db, Clock: b.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RaiseFence(ctx, "busy", 1); err != nil {
+		t.Fatal(err)
+	}
+	rej, doubt := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	if err := st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "busy", Fence: 1, RunID: 7, Keys: []string{rej, doubt}}); err != nil {
+		t.Fatal(err)
+	}
+	slot := ledger.Slot("busy", "csv:/x", "42")
+	if err := st.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "busy", Fence: 1, RunID: 7, Entries: []store.LedgerFinish{
+		{Key: rej, State: store.LedgerRejected, Result: ledger.RejectedResult(slot, "42"), Message: "invalid email address"},
+		{Key: doubt, State: store.LedgerInDoubt, Result: ledger.InDoubtResult(ledger.Slot("busy", "csv:/x", "43"), "43")},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+
+	records := func(args ...string) (string, int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append([]string{"records", "--config", b.config, "busy"}, args...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk})
+		if code != ExitOK {
+			t.Fatalf("records %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String(), code
+	}
+	out, _ := records()
+	if !strings.Contains(out, "42") || !strings.Contains(out, "invalid email address") || !strings.Contains(out, "43") ||
+		!strings.Contains(out, "in doubt") || strings.Contains(out, rej) {
+		t.Fatalf("table:\n%s", out)
+	}
+	if out, _ = records("--rejected"); strings.Contains(out, "43") || !strings.Contains(out, "42") {
+		t.Fatalf("--rejected:\n%s", out)
+	}
+	out, _ = records("--in-doubt", "--format", "json")
+	var got []Record
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Identity != "43" || got[0].State != "in doubt" || got[0].RunID != 7 || got[0].Reason == "" ||
+		got[0].At.Before(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("json %+v", got)
+	}
+}
