@@ -688,3 +688,19 @@ func TestRedactDefinition(t *testing.T) {
 	mustNotContain(t, out, "hunter2", "hunter3", `"k1"`, `"k2"`, `"k3"`)
 	mustContain(t, out, "Authorization", "select 1", "postgres://app:redacted@db:5432/x")
 }
+
+// TestRunningSyncHasNoCountdown: while a run is going, the sync page and
+// the overview say so instead of counting down to the schedule's next run.
+func TestRunningSyncHasNoCountdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := b.get("/syncs/" + b.d.Healthy)
+	if strings.Contains(before.body, "a run is going now") {
+		t.Fatal("a sync with no run going says one is")
+	}
+	if _, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: b.d.Healthy, State: store.RunRunning, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "a run is going now")
+	mustContain(t, b.get("/").body, "running now")
+}
