@@ -215,7 +215,8 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					}
 					return err
 				},
-				Metrics: reg,
+				Metrics:        reg,
+				DescribeCursor: cfg.DescribeCursor,
 				Silence: func(ctx context.Context) (map[string]string, error) {
 					rep, err := checker.Evaluate(ctx)
 					if err != nil {

@@ -284,6 +284,9 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
 		if c.Value != "" {
 			pos = "mid-source"
+			if where := cfg.DescribeCursor(id, c.Value); where != "" {
+				pos = where
+			}
 		}
 		fmt.Fprintf(w, "cursor:     %s, saved at %s by run %d (fence %d)\n", pos, c.UpdatedAt.UTC().Format(time.RFC3339), c.RunID, c.Fence)
 	}

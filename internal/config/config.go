@@ -215,6 +215,19 @@ func (c *Config) Sync(id string) (*Sync, bool) {
 	return nil, false
 }
 
+// DescribeCursor says where sync syncID's saved cursor is, in words, when
+// its source can (CursorDescriber); "" otherwise.
+func (c *Config) DescribeCursor(syncID, cursor string) string {
+	sc, ok := c.Sync(syncID)
+	if !ok {
+		return ""
+	}
+	if d, ok := sc.Source.Spec.(CursorDescriber); ok {
+		return d.DescribeCursor(&sc.Source, cursor)
+	}
+	return ""
+}
+
 // EffectiveLedgerRetention is the sync's ledger retention: its override, or
 // the deployment setting.
 func (s Sync) EffectiveLedgerRetention(set Settings) time.Duration {

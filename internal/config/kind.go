@@ -157,6 +157,14 @@ type Preflighter interface {
 	Preflight(c *Checker)
 }
 
+// CursorDescriber is implemented by a source spec that can say where a
+// saved cursor is, in words ("after record 2,000 of contacts.csv"), without
+// reading the source: for `status` and the sync page. The words hold no
+// secret; they may hold the key values a keyset cursor is made of.
+type CursorDescriber interface {
+	DescribeCursor(s *Source, cursor string) string
+}
+
 // Has reports whether rel was written in the file.
 func (c *Checker) Has(rel string) bool { return c.l.has(c.abs(rel)) }
 

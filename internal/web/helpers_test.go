@@ -265,6 +265,12 @@ func setup(t *testing.T, opts ...option) *bundle {
 	b.d = seedDemo(t, b.ctx, b.st, clk)
 	p := Params{
 		Store: b.st, Clock: clk, APITokens: []string{"other-token", testToken},
+		DescribeCursor: func(syncID, cursor string) string {
+			if cursor == "offset:12000" {
+				return "after record 12,000 of contacts.csv"
+			}
+			return ""
+		},
 		Users: map[string]string{testUser: passwordHash(t)},
 		Enqueue: func(ctx context.Context, syncID, reason string) error {
 			b.mu.Lock()

@@ -119,6 +119,7 @@ type PauseView struct {
 // CursorView is a sync's saved cursor.
 type CursorView struct {
 	Value     string     `json:"value"`
+	Where     string     `json:"where,omitempty"` // Value in words, when the source can say`
 	Fence     int64      `json:"fence"`
 	RunID     int64      `json:"run_id"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
@@ -388,6 +389,9 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 		return SyncDetail{}, fmt.Errorf("get cursor: %w", err)
 	}
 	d.Cursor = CursorView{Value: cur.Value, Fence: cur.Fence, RunID: cur.RunID, UpdatedAt: timePtr(cur.UpdatedAt)}
+	if s.p.DescribeCursor != nil && !cur.UpdatedAt.IsZero() {
+		d.Cursor.Where = s.p.DescribeCursor(id, cur.Value)
+	}
 	for _, f := range []struct {
 		state store.LedgerState
 		n     *int

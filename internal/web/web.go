@@ -98,6 +98,9 @@ type Params struct {
 	Secure bool
 	// SessionTTL defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
+	// DescribeCursor says where a sync's saved cursor is, in words ("after
+	// record 2,000 of contacts.csv"); nil, or "", shows the raw cursor.
+	DescribeCursor func(syncID, cursor string) string
 }
 
 // Server serves the pages and the API. It is an http.Handler.

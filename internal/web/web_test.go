@@ -418,7 +418,7 @@ func TestSyncPageFigures(t *testing.T) {
 		t.Errorf("healthy sync shows %+v %+v %s", d.Paused, d.LastError, d.Health)
 	}
 	got := b.get("/syncs/" + b.d.Healthy)
-	mustContain(t, got.body, "offset:12000", "2 rejected", "2 in doubt", "host-a/boot-1/pid-4242", "40.0 s", "*/15 * * * *")
+	mustContain(t, got.body, "after record 12,000 of contacts.csv", "2 rejected", "2 in doubt", "host-a/boot-1/pid-4242", "40.0 s", "*/15 * * * *")
 	mustNotContain(t, got.body, secretValue, "Paused by")
 	if !strings.Contains(got.body, `&#34;api_key&#34;: &#34;[redacted]&#34;`) {
 		t.Error("definition shown without the redacted api_key")
@@ -701,6 +701,6 @@ func TestRunningSyncHasNoCountdown(t *testing.T) {
 	if _, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: b.d.Healthy, State: store.RunRunning, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "a run is going now")
+	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "a run is going now", "after record 12,000 of contacts.csv")
 	mustContain(t, b.get("/").body, "running now")
 }

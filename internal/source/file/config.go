@@ -62,6 +62,19 @@ func (c *Config) Preflight(k *config.Checker) {
 	}
 }
 
+// DescribeCursor says which record a saved cursor follows.
+func (c *Config) DescribeCursor(_ *config.Source, cursor string) string {
+	name := filepath.Base(c.Path)
+	if cursor == "" {
+		return "start of " + name
+	}
+	p, err := parseCursor(cursor)
+	if err != nil {
+		return "a cursor this oncesync cannot read (" + name + ")"
+	}
+	return fmt.Sprintf("after record %s of %s (byte %s)", thousands(p.recno), name, thousands(p.offset))
+}
+
 func (c *Config) Secrets() []string           { return nil }
 func (c *Config) Redacted() config.SourceSpec { r := *c; return &r }
 

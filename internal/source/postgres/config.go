@@ -44,6 +44,35 @@ func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, 
 	})
 }
 
+// DescribeCursor names the keyset a saved cursor follows:
+// "after updated_at = 2024-05-01 10:00:00+00, id = 42".
+func (c *Config) DescribeCursor(s *config.Source, cursor string) string {
+	if cursor == "" {
+		return "start of the source"
+	}
+	identity := ""
+	if s != nil {
+		identity = s.Identity
+	}
+	cursorCol := c.CursorColumn
+	if cursorCol == "" {
+		cursorCol = identity // as New does
+	}
+	cols := []string{cursorCol}
+	if identity != "" && identity != cursorCol {
+		cols = append(cols, identity)
+	}
+	p, err := parseCursor(cursor, len(cols))
+	if err != nil {
+		return "a cursor this oncesync cannot read"
+	}
+	parts := make([]string, len(p))
+	for i, kv := range p {
+		parts[i] = cols[i] + " = " + kv.Text
+	}
+	return "after " + strings.Join(parts, ", ")
+}
+
 func (c *Config) Decode(key string, v config.Value) {
 	switch key {
 	case "dsn":
