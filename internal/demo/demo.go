@@ -180,7 +180,7 @@ syncs:
 	}
 
 	// 5. Second worker: resumes from the checkpoint, settles the in-doubt page.
-	fmt.Fprintln(out, "\n5. worker 1 killed mid-batch; worker 2 starts at once")
+	fmt.Fprintf(out, "\n5. worker 1 killed mid-batch, with %d contacts applied at Brevo; worker 2 starts at once\n", fb.Stats().Contacts)
 	second, err := start(ctx, p.Executable, cfgPath, dir, "worker-2.log")
 	if err != nil {
 		return Result{}, err
