@@ -316,6 +316,7 @@ func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 
 type syncPageData struct {
 	D          SyncDetail
+	Chart      *RunChart
 	CanRun     bool
 	CanRequeue bool
 	Owner      string
@@ -328,7 +329,7 @@ func (s *Server) syncPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "sync", page{Title: "Sync " + d.ID, Body: syncPageData{
-		D: d, CanRun: s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: s.p.Requeue != nil,
+		D: d, Chart: runChart(d.Runs), CanRun: s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: s.p.Requeue != nil,
 	}})
 }
 

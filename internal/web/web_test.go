@@ -704,3 +704,33 @@ func TestRunningSyncHasNoCountdown(t *testing.T) {
 	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "a run is going now", "after record 12,000 of contacts.csv")
 	mustContain(t, b.get("/").body, "running now")
 }
+
+// TestSyncPageChart: the sync page charts its recent runs as server-side
+// SVG, one bar per run, failures marked, with no inline script or style.
+func TestSyncPageChart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, id := range []string{b.d.Healthy, b.d.Failing} {
+		d, err := b.srv.syncDetail(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := b.get("/syncs/" + id).body
+		bars := strings.Count(body, `<g class="bar`)
+		if want := min(len(d.Runs), chartRuns); want == 0 || bars != want {
+			t.Fatalf("sync %s: %d bars for %d runs", id, bars, len(d.Runs))
+		}
+		failed := 0
+		for _, r := range d.Runs[:min(len(d.Runs), chartRuns)] {
+			if r.State == "failed" {
+				failed++
+			}
+		}
+		if got := strings.Count(body, `<g class="bar failed"`); got != failed {
+			t.Fatalf("sync %s: %d bars marked failed, %d runs failed", id, got, failed)
+		}
+		if strings.Contains(body, "<script") || strings.Contains(body, " style=") {
+			t.Fatalf("sync %s: inline script or style", id)
+		}
+	}
+}
