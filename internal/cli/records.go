@@ -17,23 +17,6 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// Record is one record a person must look at, as `oncesync records` lists
-// it: by the identity the sync declares (the delivery key only when the
-// ledger entry predates identities).
-type Record struct {
-	Identity string    `json:"identity,omitempty"`
-	State    string    `json:"state"`
-	Reason   string    `json:"reason"`
-	RunID    int64     `json:"run"`
-	At       time.Time `json:"at"`
-	Attempts int       `json:"attempts"`
-	Key      string    `json:"key"`
-}
-
-// inDoubtReason is the reason of every in-doubt record: the entry holds no
-// message of its own.
-const inDoubtReason = "the write's outcome is unknown (its run stopped between the destination call and recording the answer); the next run reads the destination back where it can, or settle it on the run page"
-
 type recordsFlags struct {
 	config            string
 	rejected, inDoubt bool
@@ -87,7 +70,7 @@ Without --rejected or --in-doubt both are listed. --format csv or json for a spr
 
 // listRecords reads the sync's rejected and in-doubt entries (a
 // partitioned sync's are its partitions'), newest first per state.
-func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID string, f recordsFlags) ([]Record, error) {
+func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID string, f recordsFlags) ([]ledger.Record, error) {
 	var states []store.LedgerState
 	if f.rejected || !f.inDoubt {
 		states = append(states, store.LedgerRejected)
@@ -101,7 +84,7 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 			ids = append(ids, partition.SyncID(syncID, k))
 		}
 	}
-	out := []Record{}
+	out := []ledger.Record{}
 	for _, state := range states {
 		for _, id := range ids {
 			es, err := st.LedgerList(ctx, id, state, f.limit)
@@ -109,39 +92,14 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 				return nil, err
 			}
 			for _, e := range es {
-				out = append(out, recordOf(e))
+				out = append(out, ledger.RecordOf(e))
 			}
 		}
 	}
 	return out, nil
 }
 
-func recordOf(e store.LedgerEntry) Record {
-	r := Record{State: string(e.State), RunID: e.RunID, At: e.ClaimedAt.UTC(), Attempts: e.Attempts, Key: e.Key}
-	if id, ok := ledger.EntryIdentity(e); ok {
-		r.Identity = id
-	}
-	switch e.State {
-	case store.LedgerInDoubt:
-		r.State, r.Reason = "in doubt", inDoubtReason
-	default:
-		r.Reason = e.Message
-		if r.Reason == "" {
-			r.Reason = "refused by the destination (no message)"
-		}
-	}
-	return r
-}
-
-// shown is what names r to a person: its identity, else its key.
-func (r Record) shown() string {
-	if r.Identity != "" {
-		return r.Identity
-	}
-	return "key " + r.Key
-}
-
-func printRecords(w io.Writer, recs []Record, format string) error {
+func printRecords(w io.Writer, recs []ledger.Record, format string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -149,9 +107,9 @@ func printRecords(w io.Writer, recs []Record, format string) error {
 		return enc.Encode(recs)
 	case "csv":
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"identity", "state", "reason", "run", "at", "attempts", "key"})
+		_ = cw.Write(ledger.RecordCSVHeader)
 		for _, r := range recs {
-			_ = cw.Write([]string{r.Identity, r.State, r.Reason, fmt.Sprint(r.RunID), r.At.Format(time.RFC3339), fmt.Sprint(r.Attempts), r.Key})
+			_ = cw.Write(r.CSVRow())
 		}
 		cw.Flush()
 		return cw.Error()
@@ -163,7 +121,7 @@ func printRecords(w io.Writer, recs []Record, format string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "IDENTITY\tSTATE\tRUN\tAT\tREASON")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.shown(), r.State, r.RunID, r.At.Format(time.RFC3339), r.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Shown(), r.State, r.RunID, r.At.Format(time.RFC3339), r.Reason)
 	}
 	return tw.Flush()
 }

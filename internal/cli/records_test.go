@@ -62,7 +62,7 @@ func TestRecordsCommand(t *testing.T) {
 		t.Fatalf("--rejected:\n%s", out)
 	}
 	out, _ = records("--in-doubt", "--format", "json")
-	var got []Record
+	var got []ledger.Record
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}

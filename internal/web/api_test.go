@@ -157,6 +157,23 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 			}
 		}},
 		{"GET", "/api/v1/audit?sync=" + b.d.Person, "", 200, nil},
+		{"GET", "/api/v1/syncs/" + b.d.Healthy + "/records", "", 200, func(t *testing.T, body string) {
+			var l RecordList
+			mustJSON(t, body, &l)
+			if l.Total != 4 || len(l.Records) != 4 || l.Records[0].State != "rejected" || l.Records[3].State != "in doubt" ||
+				!strings.HasPrefix(l.Records[0].Identity, "id-") || l.Records[0].Reason != "Invalid phone number (attribute SMS)" {
+				t.Errorf("records %+v", l)
+			}
+		}},
+		{"GET", "/api/v1/syncs/" + b.d.Healthy + "/records?state=in_doubt&q=ID-3", "", 200, func(t *testing.T, body string) {
+			var l RecordList
+			mustJSON(t, body, &l)
+			if l.Total != 1 || l.Records[0].Identity != "id-3" {
+				t.Errorf("search: %+v", l)
+			}
+		}},
+		{"GET", "/api/v1/syncs/" + b.d.Healthy + "/records?state=maybe", "", 400, nil},
+		{"GET", "/api/v1/syncs/nope/records", "", 404, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci"}`, 202, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", ``, 202, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{}`, 202, nil},

@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"encoding/csv"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -167,5 +170,87 @@ func TestBrowserResumeTrippedSync(t *testing.T) {
 	sy, err := b.st.GetSync(b.ctx, b.d.Breaker)
 	if err != nil || sy.State != store.SyncActive || sy.PausedBy != "" {
 		t.Errorf("sync after resume: %+v %v", sy, err)
+	}
+}
+
+// TestBrowserRecordsByIdentity: a person opens a run with rejected and
+// in-doubt records, finds them listed by identity with their reasons,
+// follows the run's records link, downloads the CSV the page links to and
+// reads it back; the sync page's chart has one bar per run.
+func TestBrowserRecordsByIdentity(t *testing.T) {
+	b := setup(t)
+	ctx := browser(t)
+	ts := httptest.NewServer(b.srv)
+	defer ts.Close()
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.Join(strings.Fields(s), " ")
+	}
+	step("sign in", chromedp.Navigate(ts.URL+"/login"), chromedp.WaitVisible(css(`input[name=user]`)),
+		chromedp.SendKeys(css(`input[name=user]`), testUser),
+		chromedp.SendKeys(css(`input[name=password]`), testPassword),
+		chromedp.Click(css(`section.login button[type=submit]`)),
+		chromedp.WaitVisible(css(`table.syncs`)))
+
+	step("run page", chromedp.Navigate(ts.URL+"/runs/"+strconv.FormatInt(b.d.RecordsRun.ID, 10)), chromedp.WaitVisible(css(`#rejected`)))
+	if got := text("#rejected"); !strings.Contains(got, "id-0") || !strings.Contains(got, "Invalid phone number (attribute SMS)") {
+		t.Fatalf("rejected section: %s", got)
+	}
+	if got := text("#in-doubt"); !strings.Contains(got, "id-2") || !strings.Contains(got, "id-3") {
+		t.Fatalf("in-doubt section: %s", got)
+	}
+
+	step("the run's records", chromedp.Click(css(`#rejected a[href*="/records?run="]`)), chromedp.WaitVisible(css(`table#records`)))
+	table := text("table#records")
+	for _, want := range []string{"id-0", "id-1", "id-2", "id-3", "rejected", "in doubt", "Invalid phone number", "outcome is unknown"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("records table lacks %q: %s", want, table)
+		}
+	}
+	csvText, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`fetch(document.querySelector('a[download]').href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(csvText)).ReadAll()
+	if err != nil || len(rows) != 5 || strings.Join(rows[0], ",") != strings.Join(ledger.RecordCSVHeader, ",") {
+		t.Fatalf("csv %q: %v", rows, err)
+	}
+	ids := map[string]string{}
+	for _, r := range rows[1:] {
+		ids[r[0]] = r[1]
+	}
+	if ids["id-0"] != "rejected" || ids["id-1"] != "rejected" || ids["id-2"] != "in doubt" || ids["id-3"] != "in doubt" {
+		t.Fatalf("csv records %v", ids)
+	}
+
+	step("search", chromedp.SendKeys(css(`input[name=q]`), "id-3"), chromedp.Submit(css(`form.search`)),
+		chromedp.WaitVisible(css(`table#records`)))
+	if got := text("table#records tbody"); !strings.Contains(got, "id-3") || strings.Contains(got, "id-0") {
+		t.Fatalf("search for id-3: %s", got)
+	}
+
+	step("sync page", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`figure.runchart`)),
+		shot(t, "sync-healthy.png"))
+	bars, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`figure.runchart g.bar`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.srv.syncDetail(b.ctx, b.d.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bars) != min(len(d.Runs), chartRuns) {
+		t.Fatalf("%d bars for %d runs", len(bars), len(d.Runs))
 	}
 }

@@ -24,7 +24,7 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-var pageNames = []string{"login", "overview", "sync", "run", "audit", "error"}
+var pageNames = []string{"login", "overview", "sync", "run", "records", "audit", "error"}
 
 // pages are the parsed templates, one set per page (layout + page).
 type pages struct{ t map[string]*template.Template }

@@ -1,0 +1,66 @@
+package ledger
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Record is a ledger entry as a person reads it: a record that needs them
+// (rejected, in doubt), named by the sync's identity, with the reason. The
+// CLI (`oncesync records`), the sync and run pages and the API show it.
+type Record struct {
+	Identity string    `json:"identity,omitempty"` // empty for entries that predate identities
+	State    string    `json:"state"`              // "rejected" or "in doubt"
+	Reason   string    `json:"reason"`
+	RunID    int64     `json:"run"`
+	At       time.Time `json:"at"` // when the delivery was claimed
+	Attempts int       `json:"attempts"`
+	Key      string    `json:"key"` // the delivery key (a hash; no personal data)
+}
+
+// Record states as Record.State shows them.
+const (
+	RecordRejected = "rejected"
+	RecordInDoubt  = "in doubt"
+)
+
+// InDoubtReason is the reason of every in-doubt record: the entry holds no
+// message of its own.
+const InDoubtReason = "the write's outcome is unknown (its run stopped between the destination call and recording the answer); the next run reads the destination back where it can, or settle it on the run page"
+
+// RecordOf is e as a Record.
+func RecordOf(e store.LedgerEntry) Record {
+	r := Record{State: string(e.State), RunID: e.RunID, At: e.ClaimedAt.UTC(), Attempts: e.Attempts, Key: e.Key}
+	if id, ok := EntryIdentity(e); ok {
+		r.Identity = id
+	}
+	switch e.State {
+	case store.LedgerInDoubt:
+		r.State, r.Reason = RecordInDoubt, InDoubtReason
+	default:
+		r.Reason = e.Message
+		if r.Reason == "" {
+			r.Reason = "refused by the destination (no message)"
+		}
+	}
+	return r
+}
+
+// Shown is what names r to a person: its identity, else its key.
+func (r Record) Shown() string {
+	if r.Identity != "" {
+		return r.Identity
+	}
+	return "key " + r.Key
+}
+
+// RecordCSVHeader and CSVRow are a Record's CSV form (the CLI's --format
+// csv and the pages' download).
+var RecordCSVHeader = []string{"identity", "state", "reason", "run", "at", "attempts", "key"}
+
+// CSVRow is r in RecordCSVHeader's order.
+func (r Record) CSVRow() []string {
+	return []string{r.Identity, r.State, r.Reason, strconv.FormatInt(r.RunID, 10), r.At.Format(time.RFC3339), strconv.Itoa(r.Attempts), r.Key}
+}

@@ -1,0 +1,176 @@
+package web
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// The records a person must look at (rejected, in doubt), by identity: the
+// sync's records page, its CSV download and GET /api/v1/syncs/{id}/records.
+// The run page links to the same lists narrowed to the run.
+
+// recordsMax bounds the entries of one state read per request.
+const recordsMax = 10000
+
+// RecordList is GET /api/v1/syncs/{id}/records.
+type RecordList struct {
+	Records []ledger.Record `json:"records"`
+	// Total counts the matching records; Records holds at most the limit.
+	Total int `json:"total"`
+	// Capped: there may be more than recordsMax of a state.
+	Capped bool `json:"capped,omitempty"`
+}
+
+// recordFilter narrows a sync's records.
+type recordFilter struct {
+	State string // "", "rejected" or "in_doubt"
+	Q     string // a case-insensitive part of the identity (or key)
+	Run   int64  // 0: any run
+}
+
+// query is f as URL query parameters.
+func (f recordFilter) query() string {
+	v := url.Values{}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	if f.Q != "" {
+		v.Set("q", f.Q)
+	}
+	if f.Run != 0 {
+		v.Set("run", strconv.FormatInt(f.Run, 10))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+func filterOf(r *http.Request) (recordFilter, error) {
+	q := r.URL.Query()
+	f := recordFilter{State: q.Get("state"), Q: strings.TrimSpace(q.Get("q"))}
+	switch f.State {
+	case "", "rejected", "in_doubt":
+	default:
+		return f, fmt.Errorf("%w: state must be rejected or in_doubt", ErrInvalid)
+	}
+	if len(f.Q) > 200 {
+		return f, fmt.Errorf("%w: q is longer than 200 bytes", ErrInvalid)
+	}
+	if v := q.Get("run"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("%w: run must be a run id", ErrInvalid)
+		}
+		f.Run = n
+	}
+	return f, nil
+}
+
+// records lists the sync's records matching f, rejected first, at most
+// limit of them (Total counts them all).
+func (s *Server) records(ctx context.Context, syncID string, f recordFilter, limit int) (RecordList, error) {
+	if _, err := s.p.Store.GetSync(ctx, syncID); err != nil {
+		return RecordList{}, err
+	}
+	out := RecordList{Records: []ledger.Record{}}
+	q := strings.ToLower(f.Q)
+	for _, st := range []store.LedgerState{store.LedgerRejected, store.LedgerInDoubt} {
+		if f.State != "" && f.State != string(st) {
+			continue
+		}
+		es, err := s.p.Store.LedgerList(ctx, syncID, st, recordsMax)
+		if err != nil {
+			return RecordList{}, fmt.Errorf("ledger list: %w", err)
+		}
+		out.Capped = out.Capped || len(es) == recordsMax
+		for _, e := range es {
+			if f.Run != 0 && e.RunID != f.Run {
+				continue
+			}
+			r := ledger.RecordOf(e)
+			if q != "" && !strings.Contains(strings.ToLower(r.Identity), q) && !strings.HasPrefix(r.Key, q) {
+				continue
+			}
+			out.Total++
+			if len(out.Records) < limit {
+				out.Records = append(out.Records, r)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) apiRecords(w http.ResponseWriter, r *http.Request) {
+	f, err := filterOf(r)
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	limit, err := limitParam(r, listLimit, recordsMax)
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	l, err := s.records(r.Context(), r.PathValue("id"), f, limit)
+	if err != nil {
+		s.apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}
+
+type recordsPageData struct {
+	SyncID string
+	F      recordFilter
+	L      RecordList
+	CSVURL string
+}
+
+func (s *Server) recordsPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f, err := filterOf(r)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	l, err := s.records(r.Context(), id, f, listLimit)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "records", page{Title: "Records of " + id, Body: recordsPageData{
+		SyncID: id, F: f, L: l, CSVURL: "/syncs/" + url.PathEscape(id) + "/records.csv" + f.query(),
+	}})
+}
+
+// recordsCSV is the records page's download: every matching record.
+func (s *Server) recordsCSV(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f, err := filterOf(r)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	l, err := s.records(r.Context(), id, f, 2*recordsMax)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="records.csv"`)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(ledger.RecordCSVHeader)
+	for _, rec := range l.Records {
+		_ = cw.Write(rec.CSVRow())
+	}
+	cw.Flush()
+}
