@@ -108,6 +108,7 @@ Start with:
 	root.AddCommand(
 		newRunCmd(env, &rf),
 		newValidateCmd(env),
+		newCheckCmd(env),
 		newFakeBrevoCmd(env),
 		newDemoCmd(env, &rf),
 		newStatusCmd(env),

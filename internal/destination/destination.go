@@ -93,6 +93,14 @@ type Result struct {
 	Message string
 }
 
+// Checker is implemented by a destination that can test its connection
+// without writing anything (`oncesync check`): the credentials, and the
+// account's objects the sync names (Brevo's lists). It returns one line per
+// thing checked, and an error, with a failure code, at the first failure.
+type Checker interface {
+	Check(ctx context.Context) (checked []string, err error)
+}
+
 // Destination writes records.
 type Destination interface {
 	// Capability says how in-doubt records are settled.

@@ -68,6 +68,9 @@ type Options struct {
 	// listed in its invalid_emails report, as Brevo does with an invalid
 	// address.
 	RefuseEmails []string
+	// Lists are the account's contact lists (GET /v3/contacts/lists/{id});
+	// nil: every list id from 1 up exists.
+	Lists []int64
 	// ProcessDelay is how long an import process stays queued/in_process
 	// before its contacts are written (0 = written before the 202).
 	ProcessDelay time.Duration

@@ -434,6 +434,10 @@ func (s *Server) route(c *call) {
 			return
 		}
 		s.getProcess(c)
+	case len(segs) == 1 && segs[0] == "account" && m == http.MethodGet:
+		s.getAccount(c)
+	case len(segs) == 3 && segs[0] == "contacts" && segs[1] == "lists" && m == http.MethodGet:
+		s.getList(c, segs[2])
 	default:
 		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not implement "+c.route)
 	}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/app"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+func newCheckCmd(env Env) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "check --config FILE SYNC",
+		Short: "Test a sync's connections: read one record, check the destination's credentials; nothing is written",
+		Long: `Test what a run of SYNC needs, writing nothing anywhere:
+  source       it can be opened and its first record read (a PostgreSQL source: the server,
+               the table or query, the key columns)
+  destination  Brevo: the api key is accepted (GET /account) and every list in list_ids exists;
+               webhook: its host accepts connections (and its TLS certificate is valid); no request
+               is sent, since any request to a webhook is a delivery
+
+Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 every check passed;
+1 one failed (the last line says which, what to do and who owns it); 2 bad flags or config.`,
+		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(env, path)
+			if err != nil {
+				return err
+			}
+			sc, ok := cfg.Sync(args[0])
+			if !ok {
+				return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", path, args[0], syncIDs(cfg)))
+			}
+			built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
+			if err != nil {
+				return failed(env.Stdout, err)
+			}
+			defer built.Close()
+			ctx := cmd.Context()
+			line, err := checkSource(ctx, built.Source)
+			if err != nil {
+				return failed(env.Stdout, err)
+			}
+			fmt.Fprintf(env.Stdout, "ok  %s\n", line)
+			c, ok := built.Destination.(destination.Checker)
+			if !ok {
+				fmt.Fprintf(env.Stdout, "--  %s destinations have no connection check\n", sc.Destination.Type)
+				return nil
+			}
+			lines, err := c.Check(ctx)
+			for _, l := range lines {
+				fmt.Fprintf(env.Stdout, "ok  %s\n", l)
+			}
+			if err != nil {
+				return failed(env.Stdout, err)
+			}
+			fmt.Fprintf(env.Stdout, "sync %s: every check passed; nothing was written\n", sc.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
+	return cmd
+}
+
+// checkSource reads the source's first record: one page of one.
+func checkSource(ctx context.Context, src source.Source) (string, error) {
+	page, err := src.ReadPage(ctx, "", 1)
+	switch {
+	case errors.Is(err, source.ErrInvalid):
+		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
+	case err != nil:
+		return "", failure.Wrap(failure.SourceUnavailable, err, "the source could not be read: %v", err)
+	}
+	if len(page.Records) == 0 {
+		return fmt.Sprintf("source %s: readable, and empty", src.ID()), nil
+	}
+	return fmt.Sprintf("source %s: its first record was read", src.ID()), nil
+}

@@ -1,0 +1,48 @@
+package brevo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+var _ destination.Checker = (*Destination)(nil)
+
+// Check reads the account (GET /account: the api key works) and each list
+// the sync adds contacts to (GET /contacts/lists/{listId}: it exists in
+// this account). Nothing is written.
+func (d *Destination) Check(ctx context.Context) ([]string, error) {
+	if _, err := d.do(ctx, request{method: http.MethodGet, path: "/account", route: "GET /account"}); err != nil {
+		return nil, d.checkFailure("read the account", err)
+	}
+	checked := []string{"brevo: the api key is accepted (GET /account)"}
+	for _, id := range d.listIDs {
+		s := strconv.FormatInt(id, 10)
+		_, err := d.do(ctx, request{method: http.MethodGet, path: "/contacts/lists/" + s, route: "GET /contacts/lists/{listId}"})
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			return checked, failure.New(failure.InvalidSyncDefinition,
+				fmt.Sprintf("brevo list %d does not exist in this account: fix destination.list_ids (Brevo: Contacts > Lists shows each list's id)", id))
+		}
+		if err != nil {
+			return checked, d.checkFailure("read list "+s, err)
+		}
+		checked = append(checked, fmt.Sprintf("brevo: list %d exists", id))
+	}
+	return checked, nil
+}
+
+// checkFailure gives a check's error its code: the shared HTTP layer's
+// (auth, unavailable, rate limited) as they are, any other answer as the
+// destination being unusable.
+func (d *Destination) checkFailure(what string, err error) error {
+	if failure.CodeOf(err) != "" && failure.CodeOf(err) != failure.Internal {
+		return err
+	}
+	return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "brevo: could not %s", what)
+}
