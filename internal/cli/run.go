@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ const (
 type runFlags struct {
 	config      string
 	resetCursor bool
+	dryRun      bool
 }
 
 func newRunCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -61,17 +63,78 @@ and its outcome never changes the exit code.
 
 Exit codes: 0 succeeded; 1 failed (the last line says why, what to do, and who
 owns the fix); 2 bad flags or config; 3 skipped because another run of the sync
-was in progress.`,
+was in progress.
+
+--dry-run reads what the run would read and says what it would do with each
+record (create: never delivered by this sync; update: changed since its last
+delivery; unchanged), with a sample of identities, claiming nothing, writing
+nothing and taking no lease.`,
 		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
+  oncesync run --config oncesync.yaml contacts-to-brevo --dry-run
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.dryRun {
+				return dryRun(cmd.Context(), env, f, args[0])
+			}
 			return runSync(cmd.Context(), env, rf, f, args[0])
 		},
 	}
 	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().BoolVar(&f.resetCursor, "reset-cursor", false, "start from the beginning of the source (the ledger still prevents duplicate writes)")
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "say what the run would do (creates, updates, unchanged), writing nothing")
 	return cmd
+}
+
+// dryRun is `run --dry-run`: the store is read, nothing is claimed or
+// written, no lease is taken and Redis is not reached.
+func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
+	return withConfigStore(ctx, env, f.config, func(cfg *config.Config, st store.Store) error {
+		sc, ok := cfg.Sync(syncID)
+		if !ok {
+			return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", f.config, syncID, syncIDs(cfg)))
+		}
+		built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
+		if err != nil {
+			return failed(env.Stdout, err)
+		}
+		defer built.Close()
+		bar := progress.New(env.Stdout, 0, sc.ID+" (dry run)", 2*time.Second)
+		pv, err := runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
+			ResetCursor: f.resetCursor, Progress: func(n int64) { bar.Set(n, "") }})
+		bar.Finish()
+		if err != nil {
+			return failed(env.Stdout, err)
+		}
+		from := "the start of the source"
+		if pv.From != "" {
+			from = "the saved cursor"
+			if where := cfg.DescribeCursor(sc.ID, pv.From); where != "" {
+				from += " (" + where + ")"
+			}
+		}
+		w := env.Stdout
+		fmt.Fprintf(w, "dry run of sync %s from %s: nothing was claimed or written\n", sc.ID, from)
+		fmt.Fprintf(w, "  read       %d\n", pv.Read)
+		fmt.Fprintf(w, "  create     %d  never delivered by this sync%s\n", pv.Creates, sampleText(pv.CreateSample, pv.Creates))
+		fmt.Fprintf(w, "  update     %d  changed since their last delivery%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
+		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
+		if pv.Duplicates > 0 {
+			fmt.Fprintf(w, "  repeated   %d  identities that appear again later on their page: the last one counts\n", pv.Duplicates)
+		}
+		return nil
+	})
+}
+
+func sampleText(s []string, n int64) string {
+	if len(s) == 0 {
+		return ""
+	}
+	more := ""
+	if int64(len(s)) < n {
+		more = ", ..."
+	}
+	return " (" + strings.Join(s, ", ") + more + ")"
 }
 
 func loadConfig(env Env, path string) (*config.Config, error) {
