@@ -246,6 +246,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		unit = progress.Bytes
 	}
 	bar := progress.Open(progress.Params{W: env.Stdout, Desc: sc.ID, Unit: unit, Interval: 2 * time.Second})
+	var barAt int64 // the bar's position (Progress calls come one at a time)
 	start := time.Now()
 	run, runErr := runner.Run(runCtx, runner.Params{
 		Store:       st,
@@ -280,11 +281,19 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			}
 			// A position that cannot be read (the file went away) leaves
 			// the bar where it was; the run itself reports the cause.
+			if p.Cursor == "" && !p.Done {
+				// The cursor has not moved past the first page yet (a
+				// bulk import still accepted holds it), or it came back to
+				// the start at the end, which the final report (Done) says:
+				// the bar stays where it was.
+				bar.Set(barAt, detail)
+				return
+			}
 			if pos, err := locator.Progress(runCtx, p.Cursor); err == nil {
-				if p.Done || p.Cursor == "" && p.Counters.Pages > 0 {
-					// The end of the source: the cursor starts over ("").
-					pos.Done = pos.Total
+				if p.Done {
+					pos.Done = pos.Total // the end of the source: the cursor starts over ("")
 				}
+				barAt = pos.Done
 				bar.SetTotal(pos.Total)
 				bar.Set(pos.Done, detail)
 			}

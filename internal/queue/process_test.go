@@ -63,12 +63,14 @@ type envParams struct {
 	prefix string
 	// afterWrite is called by the fake after every applied write.
 	afterWrite func(r *http.Request)
+	// refuse are e-mails the fake refuses (an import skips their rows).
+	refuse []string
 }
 
 func setupEnv(t *testing.T, p envParams) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), total: p.syncs * p.records, prefix: cmp.Or(p.prefix, "s")}
-	e.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, Latency: p.latency, AfterWrite: p.afterWrite})
+	e.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, Latency: p.latency, AfterWrite: p.afterWrite, RefuseEmails: p.refuse})
 	srv := httptest.NewServer(e.fake)
 	t.Cleanup(srv.Close)
 	if p.settings == "" {
