@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/source"
@@ -39,25 +40,9 @@ Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 ever
 			if !ok {
 				return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", path, args[0], syncIDs(cfg)))
 			}
-			built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
-			if err != nil {
-				return failed(env.Stdout, err)
-			}
-			defer built.Close()
-			ctx := cmd.Context()
-			line, err := checkSource(ctx, built.Source)
-			if err != nil {
-				return failed(env.Stdout, err)
-			}
-			fmt.Fprintf(env.Stdout, "ok  %s\n", line)
-			c, ok := built.Destination.(destination.Checker)
-			if !ok {
-				fmt.Fprintf(env.Stdout, "--  %s destinations have no connection check\n", sc.Destination.Type)
-				return nil
-			}
-			lines, err := c.Check(ctx)
+			lines, err := checkSync(cmd.Context(), cfg, sc)
 			for _, l := range lines {
-				fmt.Fprintf(env.Stdout, "ok  %s\n", l)
+				fmt.Fprintf(env.Stdout, "%s\n", l)
 			}
 			if err != nil {
 				return failed(env.Stdout, err)
@@ -68,6 +53,31 @@ Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 ever
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
 	return cmd
+}
+
+// checkSync runs the checks of `oncesync check` and of the sync page's
+// "Test connection": one line per check ("ok  ..." or "--  ..."), and the
+// first failure.
+func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]string, error) {
+	built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
+	if err != nil {
+		return nil, err
+	}
+	defer built.Close()
+	line, err := checkSource(ctx, built.Source)
+	if err != nil {
+		return nil, err
+	}
+	lines := []string{"ok  " + line}
+	c, ok := built.Destination.(destination.Checker)
+	if !ok {
+		return append(lines, "--  "+sc.Destination.Type+" destinations have no connection check"), nil
+	}
+	checked, err := c.Check(ctx)
+	for _, l := range checked {
+		lines = append(lines, "ok  "+l)
+	}
+	return lines, err
 }
 
 // checkSource reads the source's first record: one page of one.

@@ -94,25 +94,13 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if !ok {
 			return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", f.config, syncID, syncIDs(cfg)))
 		}
-		built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
-		if err != nil {
-			return failed(env.Stdout, err)
-		}
-		defer built.Close()
 		bar := progress.New(env.Stdout, 0, sc.ID+" (dry run)", 2*time.Second)
-		pv, err := runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
-			ResetCursor: f.resetCursor, Progress: func(n int64) { bar.Set(n, "") }})
+		pv, err := previewSync(ctx, cfg, st, sc, f.resetCursor, func(n int64) { bar.Set(n, "") })
 		bar.Finish()
 		if err != nil {
 			return failed(env.Stdout, err)
 		}
-		from := "the start of the source"
-		if pv.From != "" {
-			from = "the saved cursor"
-			if where := cfg.DescribeCursor(sc.ID, pv.From); where != "" {
-				from += " (" + where + ")"
-			}
-		}
+		from := previewFrom(cfg, sc.ID, pv.From)
 		w := env.Stdout
 		fmt.Fprintf(w, "dry run of sync %s from %s: nothing was claimed or written\n", sc.ID, from)
 		fmt.Fprintf(w, "  read       %d\n", pv.Read)
@@ -124,6 +112,29 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		}
 		return nil
 	})
+}
+
+// previewSync is the dry run of `run --dry-run` and of the sync page's
+// Preview.
+func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *config.Sync, reset bool, progress func(int64)) (runner.Preview, error) {
+	built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
+	if err != nil {
+		return runner.Preview{}, err
+	}
+	defer built.Close()
+	return runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
+		ResetCursor: reset, Progress: progress})
+}
+
+// previewFrom says where a dry run started.
+func previewFrom(cfg *config.Config, syncID, cursor string) string {
+	if cursor == "" {
+		return "the start of the source"
+	}
+	if where := cfg.DescribeCursor(syncID, cursor); where != "" {
+		return "the saved cursor (" + where + ")"
+	}
+	return "the saved cursor"
 }
 
 func sampleText(s []string, n int64) string {

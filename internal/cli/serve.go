@@ -217,6 +217,22 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				},
 				Metrics:        reg,
 				DescribeCursor: cfg.DescribeCursor,
+				Check: func(ctx context.Context, syncID string) ([]string, error) {
+					sc, ok := cfg.Sync(syncID)
+					if !ok {
+						return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, syncID)
+					}
+					return checkSync(ctx, cfg, sc)
+				},
+				Preview: func(ctx context.Context, syncID string) (web.PreviewView, error) {
+					sc, ok := cfg.Sync(syncID)
+					if !ok {
+						return web.PreviewView{}, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, syncID)
+					}
+					pv, err := previewSync(ctx, cfg, st, sc, false, nil)
+					return web.PreviewView{From: previewFrom(cfg, syncID, pv.From), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
+						Unchanged: pv.Unchanged, CreateSample: pv.CreateSample, UpdateSample: pv.UpdateSample}, err
+				},
 				Silence: func(ctx context.Context) (map[string]string, error) {
 					rep, err := checker.Evaluate(ctx)
 					if err != nil {

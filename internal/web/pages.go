@@ -24,7 +24,7 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-var pageNames = []string{"login", "overview", "sync", "run", "records", "audit", "error"}
+var pageNames = []string{"login", "overview", "sync", "run", "records", "check", "preview", "audit", "error"}
 
 // pages are the parsed templates, one set per page (layout + page).
 type pages struct{ t map[string]*template.Template }
@@ -317,6 +317,8 @@ func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 type syncPageData struct {
 	D          SyncDetail
 	Chart      *RunChart
+	CanCheck   bool
+	CanPreview bool
 	CanRun     bool
 	CanRequeue bool
 	Owner      string
@@ -329,7 +331,7 @@ func (s *Server) syncPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "sync", page{Title: "Sync " + d.ID, Body: syncPageData{
-		D: d, Chart: runChart(d.Runs), CanRun: s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: s.p.Requeue != nil,
+		D: d, Chart: runChart(d.Runs), CanCheck: s.p.Check != nil, CanPreview: s.p.Preview != nil, CanRun: s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: s.p.Requeue != nil,
 	}})
 }
 

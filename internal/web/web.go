@@ -98,6 +98,13 @@ type Params struct {
 	Secure bool
 	// SessionTTL defaults to DefaultSessionTTL.
 	SessionTTL time.Duration
+	// Check tests a sync's connections, writing nothing (`oncesync
+	// check`): one line per check and the first failure; nil hides "Test
+	// connection".
+	Check checkFunc
+	// Preview says what a run of the sync would do, writing nothing
+	// (`oncesync run --dry-run`); nil hides "Preview".
+	Preview previewFunc
 	// DescribeCursor says where a sync's saved cursor is, in words ("after
 	// record 2,000 of contacts.csv"); nil, or "", shows the raw cursor.
 	DescribeCursor func(syncID, cursor string) string
@@ -207,6 +214,8 @@ func (s *Server) routeTable() []route {
 		{"GET", "/syncs/{id}", kindPage, s.syncPage},
 		{"GET", "/syncs/{id}/records", kindPage, s.recordsPage},
 		{"GET", "/syncs/{id}/records.csv", kindPage, s.recordsCSV},
+		{"GET", "/syncs/{id}/preview", kindPage, s.previewPage},
+		{"POST", "/syncs/{id}/check", kindPage, s.checkForm},
 		{"GET", "/runs/{id}", kindPage, s.runPage},
 		{"GET", "/audit", kindPage, s.auditPage},
 		{"POST", "/syncs/{id}/run", kindPage, s.runNowForm},

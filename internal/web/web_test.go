@@ -734,3 +734,48 @@ func TestSyncPageChart(t *testing.T) {
 		}
 	}
 }
+
+// TestTryWithoutWriting: the sync page offers "Test connection" and
+// "Preview" when serve provides them; the check page lists each check and
+// a failure with its catalog entry; the preview page shows the figures.
+func TestTryWithoutWriting(t *testing.T) {
+	t.Parallel()
+	var (
+		checked []string
+		b       *bundle
+	)
+	b = setup(t, func(p *Params) {
+		p.Check = func(_ context.Context, id string) ([]string, error) {
+			checked = append(checked, id)
+			if id == b.d.Failing {
+				return []string{"ok  source csv:/x: its first record was read"}, failure.New(failure.DestinationAuth, "brevo refused the api key")
+			}
+			return []string{"ok  source csv:/x: its first record was read", "ok  brevo: list 2 exists"}, nil
+		}
+		p.Preview = func(_ context.Context, id string) (PreviewView, error) {
+			return PreviewView{From: "the start of the source", Read: 12, Creates: 2, Updates: 3, Unchanged: 7,
+				CreateSample: []string{"501", "502"}, UpdateSample: []string{"1", "2"}}, nil
+		}
+	})
+	page := b.get("/syncs/" + b.d.Healthy).body
+	mustContain(t, page, "Test connection", b.d.Healthy+"/preview")
+
+	ok := b.post("/syncs/"+b.d.Healthy+"/check", url.Values{})
+	if ok.code != 200 {
+		t.Fatalf("check: %d", ok.code)
+	}
+	mustContain(t, ok.body, "brevo: list 2 exists", "Every check passed.")
+	bad := b.post("/syncs/"+b.d.Failing+"/check", url.Values{})
+	mustContain(t, bad.body, "destination_auth", "brevo refused the api key")
+	if strings.Contains(bad.body, "Every check passed.") {
+		t.Fatal("a failed check says every check passed")
+	}
+	if len(checked) != 2 {
+		t.Fatalf("checks made: %v", checked)
+	}
+	pv := b.get("/syncs/" + b.d.Healthy + "/preview")
+	mustContain(t, pv.body, "2 never delivered by this sync: 501, 502", "3 changed since their last delivery: 1, 2, …", "nothing was claimed or written")
+	if got := b.get("/syncs/nope/preview"); got.code != 404 {
+		t.Fatalf("preview of an unknown sync: %d", got.code)
+	}
+}
