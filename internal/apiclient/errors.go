@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -82,11 +81,9 @@ func (e *notSentError) Error() string        { return e.err.Error() }
 func (e *notSentError) Unwrap() error        { return e.err }
 func (e *notSentError) Is(target error) bool { return target == destination.ErrNotSent }
 
-var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\[\]]+@[^\s@"'<>(),;:/\[\]]+`)
-
 // Redact replaces anything that looks like an e-mail address in s (or a
-// URL's user information) with "[email]".
-func Redact(s string) string { return emailRE.ReplaceAllString(s, "[email]") }
+// URL's user information) with "[email]" (destination.Redact).
+func Redact(s string) string { return destination.Redact(s) }
 
 // safeError hides secrets and e-mail addresses from an error's text,
 // keeping the chain for errors.Is/As.

@@ -203,7 +203,9 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 			}
 			deadLetters, requeue := webDeadLetters(st, svc.Enqueue)
 			ui, err = web.New(web.Params{
-				Extra:       map[string]http.Handler{"/riverui/": riverUI},
+				// River's UI takes small JSON bodies; 1 MiB bounds what a
+				// client can make serve buffer.
+				Extra:       map[string]http.Handler{"/riverui/": http.MaxBytesHandler(riverUI, 1<<20)},
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
@@ -251,7 +253,11 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the web UI"))
 			}
 		}
-		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui), ReadHeaderTimeout: 10 * time.Second}
+		// A stalled client cannot hold a connection: headers in 10 s, the
+		// whole request in 60 s; an idle keep-alive connection closes after
+		// 2 min; a response (a Preview reads the whole source) in 10 min.
+		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui), ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: 60 * time.Second, WriteTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute}
 		go func() { _ = httpSrv.Serve(ln) }()
 		defer httpSrv.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -179,3 +180,12 @@ type Options struct {
 	// rate limit (nil: a timer). Tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
+
+// emailRE matches what looks like an e-mail address (or a URL's user
+// information).
+var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\[\]]+@[^\s@"'<>(),;:/\[\]]+`)
+
+// Redact replaces anything in s that looks like an e-mail address with
+// "[email]": a destination's messages name contacts, and are stored and
+// shown (SPEC §15 in docs/guide.md, "The sync pages and the API").
+func Redact(s string) string { return emailRE.ReplaceAllString(s, "[email]") }

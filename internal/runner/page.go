@@ -296,8 +296,11 @@ func (r *run) deliveredMarks(it *item, ref string) []store.LedgerFinish {
 }
 
 // rejectedMark records it as refused by the destination for its content.
+// rejectedMark records a refusal. The destination's message is stored
+// with e-mail addresses redacted: it names the contact, and it is shown on
+// the pages and in the API.
 func (r *run) rejectedMark(it *item, message string) store.LedgerFinish {
-	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: message, Result: ledger.RejectedResult(it.slot, it.id)}
+	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: destination.Redact(message), Result: ledger.RejectedResult(it.slot, it.id)}
 }
 
 // checkReplayable refuses to settle an in-doubt entry older than the

@@ -183,7 +183,8 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 	}
 	for _, r := range recs {
 		if d.reject != nil && d.reject(r) {
-			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "invalid email"})
+			// Like a real destination, the message names the contact.
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: fmt.Sprintf("invalid email %v", r.Data["email"])})
 			continue
 		}
 		if proc != nil {
@@ -634,7 +635,8 @@ func TestRejected(t *testing.T) {
 			t.Fatalf("%v %+v", err, r)
 		}
 		rej, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 10)
-		if len(rej) != 1 || rej[0].Message != "invalid email" {
+		// Stored without the address it named (SPEC §15).
+		if len(rej) != 1 || rej[0].Message != "invalid email [email]" {
 			t.Fatalf("rejected entries: %+v", rej)
 		}
 		tb.dest.mu.Lock()

@@ -20,10 +20,6 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
-// dummyHash is compared against when the sign-in name is unknown, so an
-// unknown name costs as much time as a wrong password.
-const dummyHash = "$2a$10$23EkRYWJcNYT4y5apPDc7O.VV5xihZkUul698IbsZkMMgEmC0r.UO"
-
 const (
 	sessionCookie       = "oncesync_session"
 	secureSessionCookie = "__Host-oncesync_session"
@@ -200,11 +196,28 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := strings.TrimSpace(r.PostFormValue("user"))
-	if !s.checkUser(user, r.PostFormValue("password")) {
+	keys := signInKeys(user, r)
+	if until, blocked := s.throttle.blocked(keys...); blocked {
+		s.log.Warn("web: sign-in throttled", "user_len", len(user), "remote", r.RemoteAddr, "until", until)
+		w.Header().Set("Retry-After", fmt.Sprint(int(until.Sub(s.clock.Now()).Seconds())+1))
+		s.renderLogin(w, r, http.StatusTooManyRequests, loginData{Next: next, User: user,
+			Error: "Too many failed sign-ins for this name or from this address; try again in a few minutes."})
+		return
+	}
+	select {
+	case s.checks <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	ok := s.checkUser(user, r.PostFormValue("password"))
+	<-s.checks
+	if !ok {
+		s.throttle.failed(keys...)
 		s.log.Warn("web: sign-in refused", "user_len", len(user), "remote", r.RemoteAddr)
 		s.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, User: user, Error: "Wrong name or password."})
 		return
 	}
+	s.throttle.succeeded(keys...)
 	id, _ := s.sessions.create(user)
 	http.SetCookie(w, &http.Cookie{
 		Name: s.cookieName(), Value: id, Path: "/", HttpOnly: true,
@@ -230,7 +243,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 func (s *Server) checkUser(user, password string) bool {
 	h, ok := s.p.Users[user]
 	if !ok || user == "" {
-		_ = bcrypt.CompareHashAndPassword([]byte(dummyHash), []byte(password))
+		_ = checkPassword(s.decoy, password)
 		return false
 	}
 	return checkPassword(h, password)

@@ -122,6 +122,10 @@ type Server struct {
 	cop      *http.CrossOriginProtection
 	handler  http.Handler
 	routes   []route
+
+	decoy    string        // checked for unknown names (signin.go)
+	checks   chan struct{} // bounds concurrent password checks
+	throttle *throttle
 }
 
 // routeKind says how a route authenticates.
@@ -167,6 +171,12 @@ func New(p Params) (*Server, error) {
 		p: p, log: p.Logger, clock: p.Clock, stats: p.Stats,
 		sessions: newSessions(p.Clock, p.SessionTTL),
 		cop:      http.NewCrossOriginProtection(),
+		checks:   make(chan struct{}, passwordChecks),
+		throttle: newThrottle(p.Clock),
+	}
+	var err error
+	if s.decoy, err = decoyFor(p.Users); err != nil {
+		return nil, fmt.Errorf("web: sign-in decoy: %w", err)
 	}
 	if s.stats == nil {
 		s.stats = StoreStats{Store: p.Store}
@@ -177,7 +187,7 @@ func New(p Params) (*Server, error) {
 		}
 		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
 	}
-	var err error
+
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

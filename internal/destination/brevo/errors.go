@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"github.com/oncesync/oncesync/internal/destination"
 	"strings"
 	"unicode/utf8"
 
@@ -92,12 +92,8 @@ func truncate(s string, n int) string {
 	return s[:cut]
 }
 
-var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:\[\]]+@[^\s@"'<>(),;:\[\]]+`)
-
 // redact removes anything that looks like an e-mail address from s.
-func redact(s string) string {
-	return emailRE.ReplaceAllString(s, "[email]")
-}
+func redact(s string) string { return destination.Redact(s) }
 
 // safeError wraps an error so that its text holds neither the API key nor an
 // e-mail address, keeping the chain for errors.Is/As.
