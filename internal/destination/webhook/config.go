@@ -3,8 +3,12 @@ package webhook
 import (
 	"maps"
 	"net/textproto"
+	"net/url"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
+	"unicode"
 
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -103,13 +107,53 @@ func (c *Config) Secrets() []string {
 	for _, v := range c.Headers {
 		out = append(out, v)
 	}
+	out = append(out, pathTokens(c.URL)...)
 	return append(out, config.URLSecrets(c.URL)...)
+}
+
+// pathTokens are the segments of a webhook URL's path that look like a
+// credential (Slack's /services/T0/B0/XXXX, Zapier's /hooks/catch/1/abc):
+// 20 or more characters holding both letters and digits, or 32 or more.
+func pathTokens(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, seg := range strings.Split(u.Path, "/") {
+		letters := strings.IndexFunc(seg, unicode.IsLetter) >= 0
+		digits := strings.IndexFunc(seg, unicode.IsDigit) >= 0
+		if len(seg) >= 32 || len(seg) >= 20 && letters && digits {
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
+// redactPath replaces the path segments pathTokens finds with [redacted].
+func redactPath(raw string) string {
+	toks := pathTokens(raw)
+	if len(toks) == 0 {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	segs := strings.Split(u.Path, "/")
+	for i, seg := range segs {
+		if slices.Contains(toks, seg) {
+			segs[i] = "[redacted]"
+		}
+	}
+	u.Path, u.RawPath = strings.Join(segs, "/"), ""
+	return u.String()
 }
 
 func (c *Config) Redacted() config.DestinationSpec {
 	r := *c
 	r.Secret = ""
-	r.URL = config.RedactURL(c.URL)
+	r.URL = config.RedactURL(redactPath(c.URL))
 	if c.Headers != nil {
 		r.Headers = make(map[string]string, len(c.Headers))
 		for k := range c.Headers {
