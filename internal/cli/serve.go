@@ -209,7 +209,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
-				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users,
+				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users, Secure: cfg.Web.Secure,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
 					if errors.Is(err, queue.ErrUnknownSync) {

@@ -143,6 +143,9 @@ type Web struct {
 	// Users maps a UI sign-in name to a password hash (bcrypt "$2a$"/"$2b$"/
 	// "$2y$" or argon2id "$argon2id$"); never a clear-text password.
 	Users map[string]string
+	// Secure says serve is reached over HTTPS (a TLS proxy in front): its
+	// cookies are Secure (__Host- names) and it sends HSTS.
+	Secure bool
 }
 
 // Sync is one sync definition.

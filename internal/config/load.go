@@ -749,6 +749,7 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 		"listen":     func(v *yaml.Node, p string) { w.Listen = l.str(v, p) },
 		"api_tokens": func(v *yaml.Node, p string) { w.APITokens = l.strList(v, p) },
 		"users":      func(v *yaml.Node, p string) { w.Users = l.strMap(v, p) },
+		"secure":     func(v *yaml.Node, p string) { w.Secure = l.bool(v, p) },
 	})
 	return w
 }

@@ -74,3 +74,25 @@ func TestDecoyHashMatchesUsers(t *testing.T) {
 		t.Fatalf("argon2id decoy %q, %v", a, err)
 	}
 }
+
+// TestSecureCookiesAndHSTS: with Secure (web.secure), the session cookie is
+// Secure with a __Host- name and every response carries HSTS; without it,
+// neither.
+func TestSecureCookiesAndHSTS(t *testing.T) {
+	t.Parallel()
+	for _, secure := range []bool{false, true} {
+		b := setup(t, func(p *Params) { p.Secure = secure })
+		got := b.do(httptest.NewRequest("GET", "/login", nil))
+		hsts := got.hdr.Get("Strict-Transport-Security")
+		if secure != (hsts != "") {
+			t.Fatalf("secure %v: HSTS %q", secure, hsts)
+		}
+		var login *http.Cookie
+		for _, c := range (&http.Response{Header: got.hdr}).Cookies() {
+			login = c
+		}
+		if login == nil || login.Secure != secure || secure != strings.HasPrefix(login.Name, "__Host-") {
+			t.Fatalf("secure %v: login cookie %+v", secure, login)
+		}
+	}
+}

@@ -206,7 +206,7 @@ func New(p Params) (*Server, error) {
 		}
 		mux.Handle(pattern, s.guard(kindExtra, h.ServeHTTP))
 	}
-	s.handler = securityHeaders(mux, p.Extra)
+	s.handler = securityHeaders(mux, p.Extra, p.Secure)
 	return s, nil
 }
 
@@ -340,7 +340,7 @@ func (s *Server) validToken(r *http.Request) bool {
 
 // securityHeaders sets the headers every response carries; the CSP is left
 // to extra handlers (River's UI brings its own assets).
-func securityHeaders(next http.Handler, extra map[string]http.Handler) http.Handler {
+func securityHeaders(next http.Handler, extra map[string]http.Handler, secure bool) http.Handler {
 	var prefixes []string
 	for p := range extra {
 		_, path, _ := strings.Cut(p, " ")
@@ -355,6 +355,10 @@ func securityHeaders(next http.Handler, extra map[string]http.Handler) http.Hand
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if secure {
+			// Served over TLS (web.secure): browsers keep to HTTPS for a year.
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		own := true
 		for _, p := range prefixes {
 			if strings.HasPrefix(r.URL.Path, p) {
