@@ -187,5 +187,5 @@ var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\[\]]+@[^\s@"'<>(),;:/\[\]]+`)
 
 // Redact replaces anything in s that looks like an e-mail address with
 // "[email]": a destination's messages name contacts, and are stored and
-// shown (SPEC §15 in docs/guide.md, "The sync pages and the API").
+// shown (docs/guide.md#the-sync-pages-and-the-api).
 func Redact(s string) string { return emailRE.ReplaceAllString(s, "[email]") }

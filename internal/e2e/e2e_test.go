@@ -397,7 +397,8 @@ func TestRejections(t *testing.T) {
 		if err != nil || len(rows) != 2 || rows[0][0] != "identity" || rows[1][0] != "123" || rows[1][1] != "rejected" || rows[1][2] == "" || rows[1][3] != "1" {
 			t.Fatalf("records csv %q (%v)", rows, err)
 		}
-		// The stored reason names no contact (SPEC §15: e-mails redacted).
+		// The stored reason names no contact: e-mails are redacted
+		// (docs/guide.md#the-sync-pages-and-the-api).
 		if strings.Contains(rows[1][2], "@") {
 			t.Fatalf("the stored reason holds an e-mail address: %q", rows[1][2])
 		}

@@ -635,7 +635,7 @@ func TestRejected(t *testing.T) {
 			t.Fatalf("%v %+v", err, r)
 		}
 		rej, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 10)
-		// Stored without the address it named (SPEC §15).
+		// Stored without the address it named (docs/guide.md#the-sync-pages-and-the-api).
 		if len(rej) != 1 || rej[0].Message != "invalid email [email]" {
 			t.Fatalf("rejected entries: %+v", rej)
 		}

@@ -15,8 +15,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
-// Sign-in defences (SPEC §15 in docs/guide.md, "The sync pages and the
-// API"): a wrong password costs as much for an unknown name as for a known
+// Sign-in defences (docs/guide.md#the-sync-pages-and-the-api): a wrong password costs as much for an unknown name as for a known
 // one (the decoy hash has the users' own parameters), at most a few
 // password checks run at once (each is 0.1-0.5 s of CPU), and a name or an
 // address that keeps failing is refused for a while without a check.
