@@ -31,6 +31,16 @@ const (
 // configuration returns a *Problems listing every problem; a file that cannot
 // be read returns that I/O error, wrapped.
 func Load(path string, env func(string) (string, bool), kinds Kinds) (*Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, env, kinds)
+}
+
+// readFile reads a config file, up to one byte past maxFileSize (Parse
+// says when it is too large).
+func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -40,7 +50,7 @@ func Load(path string, env func(string) (string, bool), kinds Kinds) (*Config, e
 	if err != nil {
 		return nil, fmt.Errorf("config: read %s: %w", path, err)
 	}
-	return Parse(path, data, env, kinds)
+	return data, nil
 }
 
 // Parse is Load on bytes already read; file names them in problems.
@@ -54,14 +64,9 @@ func Parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 // Load leaves that to the run: a file may appear between a serve's start
 // and a sync's schedule.
 func Validate(path string, env func(string) (string, bool), kinds Kinds) (*Config, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", path, err)
+		return nil, err
 	}
 	return parse(path, data, env, kinds, true)
 }

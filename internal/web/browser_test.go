@@ -88,28 +88,44 @@ type css = chromedp.CSS
 // TestBrowserResumeTrippedSync: sign in, open a sync tripped by the breaker,
 // see the pause reason and the last error with its next step and owner,
 // resume it giving a name and a reason, and find the audit entry.
-func TestBrowserResumeTrippedSync(t *testing.T) {
-	b := setup(t)
+// browsing is a headless browser on the test server of b: step runs
+// actions, text reads an element's text with its spaces folded.
+type browsing struct {
+	t   *testing.T
+	ctx context.Context
+	url string
+}
+
+func browse(t *testing.T, b *bundle) *browsing {
+	t.Helper()
 	ctx := browser(t)
 	ts := httptest.NewServer(b.srv)
-	defer ts.Close()
+	t.Cleanup(ts.Close)
+	return &browsing{t: t, ctx: ctx, url: ts.URL}
+}
 
-	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+func (br *browsing) step(what string, steps ...chromedp.Action[chromedp.Void]) {
+	br.t.Helper()
+	if err := chromedp.Do(br.ctx, steps...); err != nil {
+		br.t.Fatalf("%s: %v", what, err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.Join(strings.Fields(s), " ")
-	}
+}
 
-	step("open", chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(css(`input[name=user]`)))
+func (br *browsing) text(sel string) string {
+	br.t.Helper()
+	s, err := chromedp.Run(br.ctx, chromedp.Text(css(sel)))
+	if err != nil {
+		br.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func TestBrowserResumeTrippedSync(t *testing.T) {
+	b := setup(t)
+	br := browse(t, b)
+	ctx, step, text := br.ctx, br.step, br.text
+
+	step("open", chromedp.Navigate(br.url+"/"), chromedp.WaitVisible(css(`input[name=user]`)))
 	loginURL, err := chromedp.Run(ctx, chromedp.Location())
 	if err != nil || !strings.Contains(loginURL, "/login?next=") {
 		t.Errorf("not sent to sign in first: %s %v", loginURL, err)
@@ -127,15 +143,15 @@ func TestBrowserResumeTrippedSync(t *testing.T) {
 		}
 	}
 
-	step("healthy sync", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`section.facts`)),
+	step("healthy sync", chromedp.Navigate(br.url+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`section.facts`)),
 		shot(t, "sync-healthy.png"))
-	step("silent sync", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Silent), chromedp.WaitVisible(css(`#silence`)),
+	step("silent sync", chromedp.Navigate(br.url+"/syncs/"+b.d.Silent), chromedp.WaitVisible(css(`#silence`)),
 		shot(t, "sync-silent.png"))
 	if silent := text("#silence"); !strings.Contains(silent, "runs_without_success") {
 		t.Errorf("silence: %q", silent)
 	}
 
-	step("paused sync", chromedp.Navigate(ts.URL+"/"),
+	step("paused sync", chromedp.Navigate(br.url+"/"),
 		chromedp.Click(css(`a[href="/syncs/`+b.d.Breaker+`"]`)),
 		chromedp.WaitVisible(css(`#paused`)),
 		shot(t, "sync-paused.png"),
@@ -162,7 +178,7 @@ func TestBrowserResumeTrippedSync(t *testing.T) {
 	if flash := text("p.flash"); !strings.Contains(flash, "Sync resumed") {
 		t.Errorf("flash %q", flash)
 	}
-	step("audit", chromedp.Navigate(ts.URL+"/audit"), chromedp.WaitVisible(css(`table.audit`)))
+	step("audit", chromedp.Navigate(br.url+"/audit"), chromedp.WaitVisible(css(`table.audit`)))
 	audit := text("table.audit")
 	if !strings.Contains(audit, "resume") || !strings.Contains(audit, "Ana Lima (signed in as ana)") || !strings.Contains(audit, "rotated the Brevo API key") {
 		t.Errorf("audit lacks the resume entry:\n%s", audit)
@@ -179,30 +195,15 @@ func TestBrowserResumeTrippedSync(t *testing.T) {
 // reads it back; the sync page's chart has one bar per run.
 func TestBrowserRecordsByIdentity(t *testing.T) {
 	b := setup(t)
-	ctx := browser(t)
-	ts := httptest.NewServer(b.srv)
-	defer ts.Close()
-	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.Join(strings.Fields(s), " ")
-	}
-	step("sign in", chromedp.Navigate(ts.URL+"/login"), chromedp.WaitVisible(css(`input[name=user]`)),
+	br := browse(t, b)
+	ctx, step, text := br.ctx, br.step, br.text
+	step("sign in", chromedp.Navigate(br.url+"/login"), chromedp.WaitVisible(css(`input[name=user]`)),
 		chromedp.SendKeys(css(`input[name=user]`), testUser),
 		chromedp.SendKeys(css(`input[name=password]`), testPassword),
 		chromedp.Click(css(`section.login button[type=submit]`)),
 		chromedp.WaitVisible(css(`table.syncs`)))
 
-	step("run page", chromedp.Navigate(ts.URL+"/runs/"+strconv.FormatInt(b.d.RecordsRun.ID, 10)), chromedp.WaitVisible(css(`#rejected`)))
+	step("run page", chromedp.Navigate(br.url+"/runs/"+strconv.FormatInt(b.d.RecordsRun.ID, 10)), chromedp.WaitVisible(css(`#rejected`)))
 	if got := text("#rejected"); !strings.Contains(got, "id-0") || !strings.Contains(got, "Invalid phone number (attribute SMS)") {
 		t.Fatalf("rejected section: %s", got)
 	}
@@ -240,7 +241,7 @@ func TestBrowserRecordsByIdentity(t *testing.T) {
 		t.Fatalf("search for id-3: %s", got)
 	}
 
-	step("sync page", chromedp.Navigate(ts.URL+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`figure.runchart`)),
+	step("sync page", chromedp.Navigate(br.url+"/syncs/"+b.d.Healthy), chromedp.WaitVisible(css(`figure.runchart`)),
 		shot(t, "sync-healthy.png"))
 	bars, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`figure.runchart g.bar`)))
 	if err != nil {
