@@ -95,14 +95,22 @@ func (b *deadmanBundle) check(t *testing.T) (string, int) {
 	return out.String(), code
 }
 
+// openStore opens the deployment's store as the test's own handle, on its
+// clock (commands open their own).
+func (b *deadmanBundle) openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.OpenParams{Path: b.db, Clock: b.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // succeed records a successful run of syncID now.
 func (b *deadmanBundle) succeed(t *testing.T, syncID string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: b.db, Clock: b.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.openStore(t)
 	defer st.Close()
 	if _, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: syncID, State: store.RunSucceeded}); err != nil {
 		t.Fatal(err)
@@ -192,10 +200,7 @@ func TestStatusStreakIsTheBreakers(t *testing.T) {
 	t.Parallel()
 	b := setupDeadmanCLI(t)
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: b.db, Clock: b.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.openStore(t)
 	defer st.Close()
 	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "quiet", Workspace: "acme", Definition: "{}"}); err != nil {
 		t.Fatal(err)

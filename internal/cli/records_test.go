@@ -10,7 +10,6 @@ import (
 
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
-	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
 // TestRecordsCommand: `oncesync records` lists a rejected and an in-doubt
@@ -20,10 +19,7 @@ func TestRecordsCommand(t *testing.T) {
 	t.Parallel()
 	b := setupDeadmanCLI(t)
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: b.db, Clock: b.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.openStore(t)
 	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/store"
-	"github.com/oncesync/oncesync/internal/store/sqlite"
 )
 
 // TestStatusCommand: `status` without an id lists the syncs; an id the
@@ -41,10 +40,7 @@ func TestStatusCommand(t *testing.T) {
 
 	// A run of "busy" whose process died holding the lease.
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: b.db, Clock: b.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.openStore(t)
 	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
 		t.Fatal(err)
 	}
