@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,38 @@ func TestRecordsCommand(t *testing.T) {
 	if len(got) != 1 || got[0].Identity != "43" || got[0].State != "in doubt" || got[0].RunID != 7 || got[0].Reason == "" ||
 		got[0].At.Before(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("json %+v", got)
+	}
+}
+
+// TestReadCommandsNeedNoSecrets: status, runs and records read the store
+// only, so an unset ${ENV} secret does not stop them; run still says it is
+// not set.
+func TestReadCommandsNeedNoSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: brevo, api_key: ${BREVO_API_KEY}, mode: single}
+    mapping: {email: email}
+`)
+	cmd := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String() + errOut.String(), code
+	}
+	if out, code := cmd("status"); code != ExitOK || !strings.Contains(out, "crm") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("records", "crm"); code != ExitUsage || !strings.Contains(out, "has not run on this store yet") {
+		t.Fatalf("records of a sync never run: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("run", "crm"); code != ExitUsage || !strings.Contains(out, "environment variable BREVO_API_KEY is not set") {
+		t.Fatalf("run without the key: exit %d\n%s", code, out)
 	}
 }

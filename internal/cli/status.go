@@ -29,7 +29,7 @@ func withStore(ctx context.Context, env Env, path string, fn func(store.Store) e
 }
 
 func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.Config, store.Store) error) error {
-	cfg, err := loadConfig(env, path)
+	cfg, err := loadConfig(Env{LookupEnv: readOnlyEnv(env.LookupEnv)}, path)
 	if err != nil {
 		return err
 	}
@@ -39,6 +39,24 @@ func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.
 	}
 	defer st.Close()
 	return fn(cfg, st)
+}
+
+// unsetPlaceholder stands for an unset ${ENV} variable in the commands
+// that read the store and never reach a source or destination (status,
+// runs, records, pause, resume, deadletter list): a person on an operations
+// machine reads a sync without its API keys.
+const unsetPlaceholder = "oncesync-unset-variable"
+
+// readOnlyEnv is lookup, with every unset variable set to unsetPlaceholder.
+func readOnlyEnv(lookup func(string) (string, bool)) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if lookup != nil {
+			if v, ok := lookup(k); ok {
+				return v, true
+			}
+		}
+		return unsetPlaceholder, true
+	}
 }
 
 // discardAlerts is the notifier of a read-only dead-man evaluation.
