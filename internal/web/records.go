@@ -78,7 +78,8 @@ func filterOf(r *http.Request) (recordFilter, error) {
 // records lists the sync's records matching f, rejected first, at most
 // limit of them (Total counts them all).
 func (s *Server) records(ctx context.Context, syncID string, f recordFilter, limit int) (RecordList, error) {
-	if _, err := s.p.Store.GetSync(ctx, syncID); err != nil {
+	sy, err := s.p.Store.GetSync(ctx, syncID)
+	if err != nil {
 		return RecordList{}, err
 	}
 	out := RecordList{Records: []ledger.Record{}}
@@ -87,11 +88,15 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		if f.State != "" && f.State != string(st) {
 			continue
 		}
-		es, err := s.p.Store.LedgerList(ctx, syncID, st, recordsMax)
-		if err != nil {
-			return RecordList{}, fmt.Errorf("ledger list: %w", err)
+		var es []store.LedgerEntry
+		for _, lid := range ledgerIDs(sy) { // a partitioned sync's entries are its partitions'
+			part, err := s.p.Store.LedgerList(ctx, lid, st, recordsMax)
+			if err != nil {
+				return RecordList{}, fmt.Errorf("ledger list: %w", err)
+			}
+			out.Capped = out.Capped || len(part) == recordsMax
+			es = append(es, part...)
 		}
-		out.Capped = out.Capped || len(es) == recordsMax
 		for _, e := range es {
 			if f.Run != 0 && e.RunID != f.Run {
 				continue

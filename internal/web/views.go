@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -247,6 +248,25 @@ func (s *Server) failureView(r store.Run) *FailureView {
 	}
 }
 
+// ledgerIDs are the ids a sync's ledger entries live under: its own, and
+// each partition's when its definition has partitions (partition.SyncID).
+func ledgerIDs(sy store.Sync) []string {
+	ids := []string{sy.ID}
+	if !strings.Contains(sy.Definition, `"partitions"`) {
+		return ids
+	}
+	var d struct {
+		Partitions int `json:"partitions"`
+	}
+	if json.Unmarshal([]byte(sy.Definition), &d) != nil {
+		return ids
+	}
+	for k := 1; k <= d.Partitions && d.Partitions > 1; k++ {
+		ids = append(ids, partition.SyncID(sy.ID, k))
+	}
+	return ids
+}
+
 // definitionSchedule reads "schedule" from a definition JSON.
 func definitionSchedule(def string) string {
 	if !strings.Contains(def, `"schedule"`) {
@@ -396,13 +416,15 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 		state store.LedgerState
 		n     *int
 	}{{store.LedgerRejected, &d.Ledger.Rejected}, {store.LedgerInDoubt, &d.Ledger.InDoubt}} {
-		es, err := s.p.Store.LedgerList(ctx, id, f.state, ledgerCountCap)
-		if err != nil {
-			return SyncDetail{}, fmt.Errorf("ledger list: %w", err)
-		}
-		*f.n = len(es)
-		if len(es) == ledgerCountCap {
-			d.Ledger.Capped = true
+		for _, lid := range ledgerIDs(sy) {
+			es, err := s.p.Store.LedgerList(ctx, lid, f.state, ledgerCountCap)
+			if err != nil {
+				return SyncDetail{}, fmt.Errorf("ledger list: %w", err)
+			}
+			*f.n += len(es)
+			if len(es) == ledgerCountCap {
+				d.Ledger.Capped = true
+			}
 		}
 	}
 	switch l, err := s.p.Store.LeaseGet(ctx, id); {
