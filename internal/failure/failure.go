@@ -185,6 +185,16 @@ func CodeOf(err error) Code {
 	return Internal
 }
 
+// Detail is what a failed run records of err: its own detail, else its
+// code's WhatHappened.
+func Detail(err error) string {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		return fe.Detail
+	}
+	return Lookup(CodeOf(err)).WhatHappened
+}
+
 // Retryable reports whether a run that failed with err may succeed on retry.
 func Retryable(err error) bool { return Lookup(CodeOf(err)).Retryable }
 

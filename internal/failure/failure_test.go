@@ -549,3 +549,18 @@ func checkFile(path string, src []byte, pkg failurePkg) (checkResult, error) {
 	})
 	return res, nil
 }
+
+// TestDetail: a failure's own detail, else its code's sentence; an error
+// without a code is internal_error's.
+func TestDetail(t *testing.T) {
+	t.Parallel()
+	if got := failure.Detail(failure.New(failure.SourceUnavailable, "the file went away")); got != "the file went away" {
+		t.Errorf("own detail: %q", got)
+	}
+	if got, want := failure.Detail(failure.New(failure.SourceUnavailable, "")), failure.Lookup(failure.SourceUnavailable).WhatHappened; got != want {
+		t.Errorf("no detail: %q, want %q", got, want)
+	}
+	if got, want := failure.Detail(errors.New("boom")), failure.Lookup(failure.Internal).WhatHappened; got != want {
+		t.Errorf("plain error: %q, want %q", got, want)
+	}
+}

@@ -361,13 +361,8 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 	run.State = state
 	run.FinishedAt = s.clock.Now()
 	if err != nil {
-		code := failure.CodeOf(err)
-		run.FailureCode = string(code)
-		run.FailureDetail = failure.Lookup(code).WhatHappened
-		var fe *failure.Error
-		if errors.As(err, &fe) && fe.Detail != "" {
-			run.FailureDetail = fe.Detail
-		}
+		run.FailureCode = string(failure.CodeOf(err))
+		run.FailureDetail = failure.Detail(err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -479,12 +479,7 @@ func buildFailure(err error) error {
 // §8). A store that cannot record it is logged: the caller returns the
 // original failure.
 func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int, err error) {
-	code := failure.CodeOf(err)
-	detail := failure.Lookup(code).WhatHappened
-	var fe *failure.Error
-	if errors.As(err, &fe) && fe.Detail != "" {
-		detail = fe.Detail
-	}
+	code, detail := failure.CodeOf(err), failure.Detail(err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	run, rerr := s.st.InsertRun(rctx, store.InsertRunParams{

@@ -238,11 +238,7 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 	r.rec.FinishedAt = r.Clock.Now()
 	if err != nil {
 		r.rec.FailureCode = string(failure.CodeOf(err))
-		r.rec.FailureDetail = failure.Lookup(failure.CodeOf(err)).WhatHappened
-		var fe *failure.Error
-		if errors.As(err, &fe) && fe.Detail != "" {
-			r.rec.FailureDetail = fe.Detail
-		}
+		r.rec.FailureDetail = failure.Detail(err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

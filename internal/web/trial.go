@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -40,16 +39,7 @@ type previewPageData struct {
 // failureOf is err as the pages show a failure: its code's catalog entry
 // and its detail, never the cause's text.
 func (s *Server) failureOf(err error) *FailureView {
-	code := failure.CodeOf(err)
-	if code == "" {
-		code = failure.Internal
-	}
-	r := store.Run{FailureCode: string(code), FailureDetail: failure.Lookup(code).WhatHappened}
-	var fe *failure.Error
-	if errors.As(err, &fe) && fe.Detail != "" {
-		r.FailureDetail = fe.Detail
-	}
-	return s.failureView(r)
+	return s.failureView(store.Run{FailureCode: string(failure.CodeOf(err)), FailureDetail: failure.Detail(err)})
 }
 
 func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) {

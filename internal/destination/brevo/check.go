@@ -41,7 +41,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 // (auth, unavailable, rate limited) as they are, any other answer as the
 // destination being unusable.
 func (d *Destination) checkFailure(what string, err error) error {
-	if failure.CodeOf(err) != "" && failure.CodeOf(err) != failure.Internal {
+	if failure.CodeOf(err) != failure.Internal {
 		return err
 	}
 	return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "brevo: could not %s", what)
