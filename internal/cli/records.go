@@ -78,12 +78,11 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 	if f.inDoubt || !f.rejected {
 		states = append(states, store.LedgerInDoubt)
 	}
-	ids := []string{syncID}
-	if sc, ok := cfg.Sync(syncID); ok && sc.Partitions > 1 {
-		for k := 1; k <= sc.Partitions; k++ {
-			ids = append(ids, partition.SyncID(syncID, k))
-		}
+	n := 1
+	if sc, ok := cfg.Sync(syncID); ok {
+		n = sc.Partitions
 	}
+	ids := partition.IDs(syncID, n)
 	out := []ledger.Record{}
 	for _, state := range states {
 		for _, id := range ids {

@@ -20,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -168,7 +169,7 @@ func printOverview(ctx context.Context, w io.Writer, cfg *config.Config, st stor
 		ids = append(ids, sc.ID)
 	}
 	for _, s := range stored {
-		if _, ok := cfg.Sync(s.ID); !ok && !strings.Contains(s.ID, "#") { // partitions show under their sync
+		if _, ok := cfg.Sync(s.ID); !ok && partition.Parent(s.ID) == s.ID { // partitions show under their sync
 			ids = append(ids, s.ID)
 		}
 	}

@@ -35,6 +35,16 @@ func SyncID(syncID string, k int) string {
 	return syncID + "#p" + strconv.Itoa(k)
 }
 
+// IDs are the ids a sync of n partitions keeps ledger entries under: its
+// own, then each partition's (n <= 1: its own only).
+func IDs(syncID string, n int) []string {
+	ids := []string{syncID}
+	for k := 1; n > 1 && k <= n; k++ {
+		ids = append(ids, SyncID(syncID, k))
+	}
+	return ids
+}
+
 // Parent is the sync a partition's id belongs to (SyncID's inverse); any
 // other id is its own.
 func Parent(id string) string {

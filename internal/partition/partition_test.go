@@ -89,3 +89,16 @@ func TestParent(t *testing.T) {
 		}
 	}
 }
+
+// TestIDs: a sync's own id, then its partitions'.
+func TestIDs(t *testing.T) {
+	t.Parallel()
+	if got := fmt.Sprint(partition.IDs("s", 3)); got != "[s s#p1 s#p2 s#p3]" {
+		t.Errorf("IDs(s, 3) = %s", got)
+	}
+	for _, n := range []int{0, 1} {
+		if got := fmt.Sprint(partition.IDs("s", n)); got != "[s]" {
+			t.Errorf("IDs(s, %d) = %s", n, got)
+		}
+	}
+}

@@ -120,7 +120,7 @@ type PauseView struct {
 // CursorView is a sync's saved cursor.
 type CursorView struct {
 	Value     string     `json:"value"`
-	Where     string     `json:"where,omitempty"` // Value in words, when the source can say`
+	Where     string     `json:"where,omitempty"` // Value in words, when the source can say
 	Fence     int64      `json:"fence"`
 	RunID     int64      `json:"run_id"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
@@ -251,20 +251,13 @@ func (s *Server) failureView(r store.Run) *FailureView {
 // ledgerIDs are the ids a sync's ledger entries live under: its own, and
 // each partition's when its definition has partitions (partition.SyncID).
 func ledgerIDs(sy store.Sync) []string {
-	ids := []string{sy.ID}
-	if !strings.Contains(sy.Definition, `"partitions"`) {
-		return ids
-	}
 	var d struct {
 		Partitions int `json:"partitions"`
 	}
-	if json.Unmarshal([]byte(sy.Definition), &d) != nil {
-		return ids
+	if strings.Contains(sy.Definition, `"partitions"`) && json.Unmarshal([]byte(sy.Definition), &d) != nil {
+		d.Partitions = 0 // unreadable: the sync's own id only
 	}
-	for k := 1; k <= d.Partitions && d.Partitions > 1; k++ {
-		ids = append(ids, partition.SyncID(sy.ID, k))
-	}
-	return ids
+	return partition.IDs(sy.ID, d.Partitions)
 }
 
 // definitionSchedule reads "schedule" from a definition JSON.
