@@ -36,9 +36,9 @@ Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 ever
 			if err != nil {
 				return err
 			}
-			sc, ok := cfg.Sync(args[0])
-			if !ok {
-				return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", path, args[0], syncIDs(cfg)))
+			sc, err := syncOf(cfg, args[0])
+			if err != nil {
+				return err
 			}
 			lines, err := checkSync(cmd.Context(), cfg, sc)
 			for _, l := range lines {

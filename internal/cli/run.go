@@ -90,9 +90,9 @@ nothing and taking no lease.`,
 // written, no lease is taken and Redis is not reached.
 func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 	return withConfigStore(ctx, env, f.config, func(cfg *config.Config, st store.Store) error {
-		sc, ok := cfg.Sync(syncID)
-		if !ok {
-			return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", f.config, syncID, syncIDs(cfg)))
+		sc, err := syncOf(cfg, syncID)
+		if err != nil {
+			return err
 		}
 		bar := progress.New(env.Stdout, 0, sc.ID+" (dry run)", 2*time.Second)
 		pv, err := previewSync(ctx, cfg, st, sc, f.resetCursor, func(n int64) { bar.Set(n, "") })
@@ -161,9 +161,9 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	if err != nil {
 		return err
 	}
-	sc, ok := cfg.Sync(syncID)
-	if !ok {
-		return exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", f.config, syncID, syncIDs(cfg)))
+	sc, err := syncOf(cfg, syncID)
+	if err != nil {
+		return err
 	}
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
@@ -360,6 +360,16 @@ func inDoubtPhrase(r store.Run) string {
 		fate = "not found there: written once by this run or the next"
 	}
 	return fmt.Sprintf("in doubt %d (%d found already delivered, %d %s)", r.InDoubt, r.Settled, rest, fate)
+}
+
+// syncOf is sync id of cfg, or a usage error that names the config's ids
+// (a typo).
+func syncOf(cfg *config.Config, id string) (*config.Sync, error) {
+	sc, ok := cfg.Sync(id)
+	if !ok {
+		return nil, exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", cfg.Path, id, syncIDs(cfg)))
+	}
+	return sc, nil
 }
 
 func syncIDs(cfg *config.Config) string {

@@ -220,16 +220,16 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				Metrics:        reg,
 				DescribeCursor: cfg.DescribeCursor,
 				Check: func(ctx context.Context, syncID string) ([]string, error) {
-					sc, ok := cfg.Sync(syncID)
-					if !ok {
-						return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, syncID)
+					sc, err := configured(cfg, syncID)
+					if err != nil {
+						return nil, err
 					}
 					return checkSync(ctx, cfg, sc)
 				},
 				Preview: func(ctx context.Context, syncID string) (web.PreviewView, error) {
-					sc, ok := cfg.Sync(syncID)
-					if !ok {
-						return web.PreviewView{}, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, syncID)
+					sc, err := configured(cfg, syncID)
+					if err != nil {
+						return web.PreviewView{}, err
 					}
 					pv, err := previewSync(ctx, cfg, st, sc, false, nil)
 					return web.PreviewView{From: previewFrom(cfg, syncID, pv.From), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
@@ -442,4 +442,14 @@ func queueRedis(c *redis.Client) redis.Scripter {
 		return nil
 	}
 	return c
+}
+
+// configured is sync id of the server's config, or store.ErrNotFound (a
+// sync the store knows that was removed from the config).
+func configured(cfg *config.Config, id string) (*config.Sync, error) {
+	sc, ok := cfg.Sync(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, id)
+	}
+	return sc, nil
 }

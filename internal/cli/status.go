@@ -147,8 +147,8 @@ func getSync(ctx context.Context, cfg *config.Config, st store.Store, id string)
 	if !errors.Is(err, store.ErrNotFound) {
 		return s, err
 	}
-	if _, ok := cfg.Sync(id); !ok {
-		return s, exit(ExitUsage, fmt.Errorf("%s: no sync with id %q (syncs: %s)", cfg.Path, id, syncIDs(cfg)))
+	if _, err := syncOf(cfg, id); err != nil {
+		return s, err
 	}
 	return s, exit(ExitUsage, fmt.Errorf("sync %q has not run on this store yet; start it with `oncesync run --config %s %s`", id, cfg.Path, id))
 }
