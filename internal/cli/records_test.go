@@ -70,8 +70,8 @@ func TestRecordsCommand(t *testing.T) {
 }
 
 // TestReadCommandsNeedNoSecrets: status, runs and records read the store
-// only, so an unset ${ENV} secret does not stop them; run still says it is
-// not set.
+// only, so an unset ${ENV} secret does not stop them; run and its dry run
+// still say it is not set.
 func TestReadCommandsNeedNoSecrets(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -99,5 +99,9 @@ syncs:
 	}
 	if out, code := cmd("run", "crm"); code != ExitUsage || !strings.Contains(out, "environment variable BREVO_API_KEY is not set") {
 		t.Fatalf("run without the key: exit %d\n%s", code, out)
+	}
+	// A dry run reads the source with the config's secrets: they must be set.
+	if out, code := cmd("run", "crm", "--dry-run"); code != ExitUsage || !strings.Contains(out, "environment variable BREVO_API_KEY is not set") {
+		t.Fatalf("dry run without the key: exit %d\n%s", code, out)
 	}
 }

@@ -87,9 +87,10 @@ nothing and taking no lease.`,
 }
 
 // dryRun is `run --dry-run`: the store is read, nothing is claimed or
-// written, no lease is taken and Redis is not reached.
+// written, no lease is taken and Redis is not reached. It reads the source,
+// so the config's variables must be set, as for a run.
 func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
-	return withConfigStore(ctx, env, f.config, func(cfg *config.Config, st store.Store) error {
+	return withConfigStoreEnv(ctx, env, env.LookupEnv, f.config, func(cfg *config.Config, st store.Store) error {
 		sc, err := syncOf(cfg, syncID)
 		if err != nil {
 			return err

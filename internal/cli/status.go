@@ -29,8 +29,15 @@ func withStore(ctx context.Context, env Env, path string, fn func(store.Store) e
 	return withConfigStore(ctx, env, path, func(_ *config.Config, st store.Store) error { return fn(st) })
 }
 
+// withConfigStore is withConfigStoreEnv for the commands that never reach a
+// source or destination: unset ${ENV} variables are allowed (readOnlyEnv).
 func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.Config, store.Store) error) error {
-	cfg, err := loadConfig(Env{LookupEnv: readOnlyEnv(env.LookupEnv)}, path)
+	return withConfigStoreEnv(ctx, env, readOnlyEnv(env.LookupEnv), path, fn)
+}
+
+// withConfigStoreEnv loads the config with lookup and opens its store.
+func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (string, bool), path string, fn func(*config.Config, store.Store) error) error {
+	cfg, err := loadConfig(Env{LookupEnv: lookup}, path)
 	if err != nil {
 		return err
 	}
