@@ -30,11 +30,16 @@ func (c *Config) Decode(_ string, v config.Value) { c.Path = v.String() }
 
 // New opens a sync's file source; dir is the config file's directory.
 func (k Kind) New(_ context.Context, s config.Source, dir string) (source.Source, error) {
-	path := s.Spec.(*Config).Path
-	if path != "" && !filepath.IsAbs(path) && dir != "" {
-		path = filepath.Join(dir, path)
+	return New(Params{Path: s.Spec.(*Config).in(dir), Format: k.Format})
+}
+
+// in is the file's path, a relative one taken relative to dir (the config
+// file's directory).
+func (c *Config) in(dir string) string {
+	if c.Path != "" && !filepath.IsAbs(c.Path) && dir != "" {
+		return filepath.Join(dir, c.Path)
 	}
-	return New(Params{Path: path, Format: k.Format})
+	return c.Path
 }
 
 func (c *Config) Check(s *config.Source, k *config.Checker) {
@@ -47,10 +52,7 @@ func (c *Config) Preflight(k *config.Checker) {
 	if c.Path == "" || k.Bad("source.path") {
 		return
 	}
-	path := c.Path
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(k.Dir(), path)
-	}
+	path := c.in(k.Dir())
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
