@@ -74,10 +74,10 @@ func kindLabel(kind string) string {
 // syncLabels are the labels every per-sync family carries after its own.
 var syncLabels = []string{"sync", "workspace"}
 
-// newMetrics registers the queue's metrics with reg (nil: none). syncs are
-// the configured syncs' ids and workspaces, whose series exist from the
-// start; workspaceOf names the workspace of any other sync id (a sync
-// removed from the config: "").
+// newMetrics registers the queue's metrics with reg (nil: none). syncs maps
+// the configured syncs' ids to their workspaces; their series exist from
+// the start. A sync id not in it (removed from the config) is labelled
+// with workspace "".
 func newMetrics(reg prometheus.Registerer, syncs map[string]string) (*metrics, error) {
 	m := &metrics{
 		syncs: func(id string) (string, string) {
