@@ -41,6 +41,8 @@ type runFlags struct {
 	config      string
 	resetCursor bool
 	dryRun      bool
+	// allowRemovals lets a mirror run remove more than max_removals.
+	allowRemovals bool
 }
 
 func newRunCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -71,7 +73,8 @@ delivery; unchanged), with a sample of identities, claiming nothing, writing
 nothing and taking no lease.`,
 		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
   oncesync run --config oncesync.yaml contacts-to-brevo --dry-run
-  oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor`,
+  oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
+  oncesync run --config oncesync.yaml crm-mirror --allow-removals`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.dryRun {
@@ -83,6 +86,7 @@ nothing and taking no lease.`,
 	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().BoolVar(&f.resetCursor, "reset-cursor", false, "start from the beginning of the source (the ledger still prevents duplicate writes)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "say what the run would do (creates, updates, unchanged), writing nothing")
+	cmd.Flags().BoolVar(&f.allowRemovals, "allow-removals", false, "let a write_mode mirror run remove more records than max_removals (once)")
 	return cmd
 }
 

@@ -17,6 +17,7 @@
 package config
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -85,6 +86,44 @@ type Settings struct {
 	// BreakerFailures is the number of consecutive failed runs that pauses a
 	// sync (docs/guide.md#guardrails).
 	BreakerFailures int
+	// MaxRemovals bounds what one run of a mirror sync may remove
+	// (docs/guide.md#write-modes); the zero value means the default, 10 %.
+	MaxRemovals Removals
+}
+
+// Removals is a bound on a mirror run's removals: a count, or a percentage
+// of the sync's records ("10%").
+type Removals struct {
+	Count   int
+	Percent float64
+	// Set is false for the zero value (the default applies).
+	Set bool
+}
+
+// DefaultMaxRemovals is the default bound: 10 % of the sync's records.
+var DefaultMaxRemovals = Removals{Percent: 10, Set: true}
+
+// Of is the number of removals allowed for a sync of total records (a
+// percentage rounds down, so 10 % of 5 records allows none).
+func (r Removals) Of(total int) int {
+	if !r.Set {
+		r = DefaultMaxRemovals
+	}
+	if r.Percent > 0 {
+		return int(float64(total) * r.Percent / 100)
+	}
+	return r.Count
+}
+
+// String is the bound as written ("10%", "500").
+func (r Removals) String() string {
+	if !r.Set {
+		r = DefaultMaxRemovals
+	}
+	if r.Percent > 0 {
+		return strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"
+	}
+	return strconv.Itoa(r.Count)
 }
 
 // Defaults returns the default deployment settings:
@@ -168,6 +207,8 @@ type Sync struct {
 	DeadmanWindow time.Duration
 	// BreakerFailures overrides Settings.BreakerFailures when non-zero.
 	BreakerFailures int
+	// MaxRemovals overrides Settings.MaxRemovals when set.
+	MaxRemovals Removals
 	// HeartbeatURL, when set, is requested after every successful run, and
 	// HeartbeatURL + "/fail" after every failed one (docs/guide.md#telling-silence-from-outside: the
 	// healthchecks.io / Cronitor convention), so an outside monitor notices
@@ -203,9 +244,40 @@ type Destination struct {
 	// RateLimit is the maximum requests per second; 0 means unlimited (each
 	// kind has its default).
 	RateLimit float64
+	// WriteMode is upsert (the default), update, create or mirror
+	// (docs/guide.md#write-modes); a kind lists the modes it supports
+	// (WriteModer).
+	WriteMode string
 	// Spec is the kind's own keys; nil when the type is not a registered
 	// kind (the file then does not load).
 	Spec DestinationSpec
+}
+
+// Write modes (destination.write_mode).
+const (
+	WriteUpsert = "upsert"
+	WriteUpdate = "update"
+	WriteCreate = "create"
+	WriteMirror = "mirror"
+)
+
+// EffectiveWriteMode is the destination's write mode, upsert when unset.
+func (d Destination) EffectiveWriteMode() string {
+	if d.WriteMode == "" {
+		return WriteUpsert
+	}
+	return d.WriteMode
+}
+
+// EffectiveMaxRemovals is the sync's bound on a mirror run's removals.
+func (s Sync) EffectiveMaxRemovals(set Settings) Removals {
+	if s.MaxRemovals.Set {
+		return s.MaxRemovals
+	}
+	if set.MaxRemovals.Set {
+		return set.MaxRemovals
+	}
+	return DefaultMaxRemovals
 }
 
 // Sync returns the sync with the given id.

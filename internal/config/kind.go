@@ -29,6 +29,21 @@ type DestinationKind interface {
 	SecretKeys() []string
 }
 
+// WriteModer is implemented by a DestinationKind that supports write
+// modes beyond upsert (destination.write_mode): it lists them all,
+// upsert included. A kind without it supports upsert only.
+type WriteModer interface {
+	WriteModes() []string
+}
+
+// writeModesOf are the write modes kind k supports.
+func writeModesOf(k DestinationKind) []string {
+	if m, ok := k.(WriteModer); ok {
+		return m.WriteModes()
+	}
+	return []string{WriteUpsert}
+}
+
 // DestinationSpec is one sync's decoded kind-owned keys.
 type DestinationSpec interface {
 	// Decode decodes the value of the kind's key under destination: (mapping
@@ -45,7 +60,8 @@ type DestinationSpec interface {
 	Redacted() DestinationSpec
 	// Definition returns the canonical definition's destination and
 	// mapping objects, as ordered fields without empty values; common are
-	// the destination's own (type, mode, concurrency, timeout, rate_limit),
+	// the destination's own (type, mode, concurrency, timeout, rate_limit,
+	// write_mode),
 	// in that order, for the kind to place among its keys.
 	Definition(common []Field) (destination, mapping []Field)
 }

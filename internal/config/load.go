@@ -714,8 +714,35 @@ func (l *loader) settings(v *yaml.Node, path string) Settings {
 		"breaker_failures": func(v *yaml.Node, p string) { s.BreakerFailures = l.int(v, p) },
 		"deadman_window":   func(v *yaml.Node, p string) { s.DeadmanWindow = l.duration(v, p) },
 		"ledger_retention": func(v *yaml.Node, p string) { s.LedgerRetention = l.duration(v, p) },
+		"max_removals":     func(v *yaml.Node, p string) { s.MaxRemovals = l.removals(v, p) },
 	})
 	return s
+}
+
+// removals decodes a bound on removals: a count (500) or a percentage
+// ("10%", 0 to 100).
+func (l *loader) removals(v *yaml.Node, path string) Removals {
+	raw := strings.TrimSpace(l.str(v, path))
+	if raw == "" {
+		return Removals{}
+	}
+	if pct, ok := strings.CutSuffix(raw, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if err != nil || f < 0 || f > 100 {
+			l.check(path, fmt.Sprintf("must be a count (500) or a percentage from 0%% to 100%% (10%%), got %q", raw))
+			return Removals{}
+		}
+		if f == 0 {
+			return Removals{Set: true}
+		}
+		return Removals{Percent: f, Set: true}
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 {
+		l.check(path, fmt.Sprintf("must be a count (500) or a percentage from 0%% to 100%% (10%%), got %q", raw))
+		return Removals{}
+	}
+	return Removals{Count: n, Set: true}
 }
 
 func (l *loader) alerts(v *yaml.Node, path string) Alerts {
@@ -778,6 +805,7 @@ func (l *loader) sync(v *yaml.Node, path string) Sync {
 		"ledger_retention":              func(v *yaml.Node, p string) { s.LedgerRetention = l.duration(v, p) },
 		"deadman_window":                func(v *yaml.Node, p string) { s.DeadmanWindow = l.duration(v, p) },
 		"breaker_failures":              func(v *yaml.Node, p string) { s.BreakerFailures = l.int(v, p) },
+		"max_removals":                  func(v *yaml.Node, p string) { s.MaxRemovals = l.removals(v, p) },
 		"heartbeat_url":                 func(v *yaml.Node, p string) { s.HeartbeatURL = l.str(v, p) },
 	})
 	if !ok && !l.bad[path] {
@@ -848,6 +876,7 @@ func (l *loader) destination(v *yaml.Node, path string) Destination {
 		"concurrency": func(v *yaml.Node, p string) { d.Concurrency = l.int(v, p) },
 		"timeout":     func(v *yaml.Node, p string) { d.Timeout = l.duration(v, p) },
 		"rate_limit":  func(v *yaml.Node, p string) { d.RateLimit = l.float(v, p) },
+		"write_mode":  func(v *yaml.Node, p string) { d.WriteMode = l.str(v, p) },
 	}, keySets(l.kinds.Destinations, DestinationKind.DestinationKeys), func() ([]string, func(string, Value)) {
 		k := byType(l.kinds.Destinations, d.Type)
 		if k == nil {

@@ -774,7 +774,7 @@ func TestLoadFull(t *testing.T) {
 	if cfg.Store != "postgres://oncesync:pg-s3cret@db.internal:5432/oncesync" || cfg.Redis != "rediss://:redis-s3cret@redis.internal:6380/1" || !cfg.AllowEvictingRedis {
 		t.Errorf("top level: %q %q %v", cfg.Store, cfg.Redis, cfg.AllowEvictingRedis)
 	}
-	want := config.Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour}
+	want := config.Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour, MaxRemovals: config.Removals{Percent: 5, Set: true}}
 	if cfg.Settings != want {
 		t.Errorf("settings = %+v", cfg.Settings)
 	}
@@ -791,6 +791,9 @@ func TestLoadFull(t *testing.T) {
 	}
 	if s.Schedule != "@hourly" || s.Partitions != 4 || !s.AllowRewriteAfterRetention || s.LedgerRetention != 720*time.Hour || s.DeadmanWindow != 48*time.Hour || s.BreakerFailures != 10 {
 		t.Errorf("sync[0] = %+v", s)
+	}
+	if got := s.EffectiveMaxRemovals(cfg.Settings); got.Of(1000) != 200 || s.Destination.EffectiveWriteMode() != config.WriteUpsert {
+		t.Errorf("max_removals %v write_mode %q", got, s.Destination.EffectiveWriteMode())
 	}
 	if s.EffectiveLedgerRetention(cfg.Settings) != 720*time.Hour || s.EffectiveBreakerFailures(cfg.Settings) != 10 || s.EffectiveDeadmanWindow(cfg.Settings) != 48*time.Hour {
 		t.Error("effective values must prefer the sync's overrides")

@@ -236,7 +236,13 @@ func durString(d time.Duration) string {
 func (s Sync) DefinitionJSON() (string, error) {
 	r := s.Redacted()
 	d := r.Destination
-	common := nonEmpty([]Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}})
+	// write_mode joins the definition only when it is not the default, so
+	// the definitions stored before it existed are unchanged.
+	wm := d.WriteMode
+	if wm == WriteUpsert {
+		wm = ""
+	}
+	common := nonEmpty([]Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}, {"write_mode", wm}})
 	destFields, mapFields := common, []Field(nil)
 	if d.Spec != nil {
 		destFields, mapFields = d.Spec.Definition(common)

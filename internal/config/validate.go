@@ -334,6 +334,7 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 		l.check(p+".type", fmt.Sprintf("unknown destination type %s (valid: %s)", l.show(p+".type", d.Type), strings.Join(types, ", ")))
 		return
 	}
+	l.validateWriteMode(sp, s, k)
 	// The keys of other kinds, in their registration order.
 	mp := sp + ".mapping"
 	for _, other := range l.kinds.Destinations {
@@ -416,4 +417,30 @@ func checkStoreURL(raw string) string {
 		return fmt.Sprintf("%s, got %s://", want, scheme)
 	}
 	return want
+}
+
+// validateWriteMode checks destination.write_mode against what the kind
+// supports; mirror needs an identity (a removed row is known by it) and a
+// source read whole on every run.
+func (l *loader) validateWriteMode(sp string, s *Sync, k DestinationKind) {
+	p := sp + ".destination.write_mode"
+	if !l.has(p) {
+		return
+	}
+	all := []string{WriteUpsert, WriteUpdate, WriteCreate, WriteMirror}
+	wm := s.Destination.WriteMode
+	if !slices.Contains(all, wm) {
+		l.check(p, fmt.Sprintf("unknown write mode %s (valid: %s)", l.show(p, wm), strings.Join(all, ", ")))
+		return
+	}
+	if supported := writeModesOf(k); !slices.Contains(supported, wm) {
+		l.check(p, fmt.Sprintf("%s destinations do not support write_mode %s (supported: %s)", k.Type(), wm, strings.Join(supported, ", ")))
+		return
+	}
+	if wm == WriteMirror && s.Source.Identity == "" {
+		l.check(p, "mirror needs the source's identity column (source.identity), by which a removed row is known")
+	}
+	if wm == WriteMirror && s.Partitions > 1 {
+		l.check(p, "mirror cannot be used with partitions: each partition reads only its slice, so no run sees which rows are gone")
+	}
 }

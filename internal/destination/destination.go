@@ -92,6 +92,10 @@ type Result struct {
 	// Message is the destination's rejection message (Rejected only). It
 	// holds no personal data (e-mail addresses are redacted).
 	Message string
+	// Skipped, on a Delivered result, says why the write mode left the
+	// record as the destination had it (SkipNotFound, SkipExists): the
+	// destination is as up to date as the sync's write mode allows.
+	Skipped string
 }
 
 // Checker is implemented by a destination that can test its connection
@@ -189,3 +193,60 @@ var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\[\]]+@[^\s@"'<>(),;:/\[\]]+`)
 // "[email]": a destination's messages name contacts, and are stored and
 // shown (docs/guide.md#the-sync-pages-and-the-api).
 func Redact(s string) string { return emailRE.ReplaceAllString(s, "[email]") }
+
+// WriteMode is what a sync's writes do to the destination's records
+// (destination.write_mode; docs/guide.md#write-modes).
+type WriteMode string
+
+const (
+	// Upsert creates a record that is missing and updates one that exists
+	// (the default).
+	Upsert WriteMode = "upsert"
+	// Update only updates records that already exist at the destination; a
+	// record that does not is Delivered with Skipped set, never created.
+	Update WriteMode = "update"
+	// Create only creates records that do not exist yet; one that does is
+	// Delivered with Skipped set, never changed.
+	Create WriteMode = "create"
+	// Mirror upserts, and removes from the destination the records whose
+	// source rows disappeared (Remover).
+	Mirror WriteMode = "mirror"
+)
+
+// WriteModes lists every write mode, in the order messages name them.
+var WriteModes = []WriteMode{Upsert, Update, Create, Mirror}
+
+// Skip reasons a destination sets in Result.Skipped.
+const (
+	SkipNotFound = "not at the destination (write_mode update)"
+	SkipExists   = "already at the destination (write_mode create)"
+)
+
+// Remover is implemented by a destination that supports write_mode
+// mirror: it removes the records whose source rows disappeared (Brevo:
+// from the sync's lists; HubSpot: archives them; Klaviyo: unsubscribes them
+// from the sync's list). The runner keeps each delivered record's Handle in
+// its slot, finds the slots a full read of the source no longer has, claims
+// a removal key for each (fenced, like a write) and calls Remove
+// (docs/guide.md#write-modes).
+type Remover interface {
+	// Handle is what Remove needs to find rec at the destination later,
+	// when its source row is gone: its identifier there (the e-mail, or the
+	// id_property's value). It is kept in the ledger, never logged or shown.
+	Handle(rec Record) (string, error)
+	// Remove removes the records rms name and returns one Result per
+	// removal (Key is the removal's key): Delivered when the record is
+	// gone from what the sync owns (including one that was already gone:
+	// a removal must be idempotent, so an in-doubt removal is simply sent
+	// again), Rejected with the destination's reason, NotSent for requests
+	// that provably never left. Errors are as Write's.
+	Remove(ctx context.Context, rms []Removal) ([]Result, error)
+}
+
+// Removal is one record to remove.
+type Removal struct {
+	// Key is the removal's delivery key (hex, no personal data).
+	Key string
+	// Handle is the record's Handle, as kept when it was last delivered.
+	Handle string
+}

@@ -41,6 +41,7 @@ const (
 	SourceChangedDuringRun     Code = "source_changed_during_run"
 	PartitionsUnfinished       Code = "partitions_unfinished"
 	RecordsInDoubt             Code = "records_in_doubt"
+	MirrorRemovalsRefused      Code = "mirror_removals_refused"
 	StoreUnavailable           Code = "store_unavailable"
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
 	Internal                   Code = "internal_error"
@@ -111,6 +112,10 @@ var catalog = map[Code]Entry{
 	RecordsInDoubt: {RecordsInDoubt,
 		"Some records may or may not have reached the destination and it cannot be asked which.",
 		"Check at the destination whether those records arrived (`oncesync runs SYNC` shows how many); oncesync never resends them by itself.",
+		OwnerYou, false},
+	MirrorRemovalsRefused: {MirrorRemovalsRefused,
+		"A mirror run found more source rows gone than the sync's max_removals allows, so it removed nothing from the destination.",
+		"Check that the source is complete (a truncated table or an empty export reads as every row gone); if the removals are intended, run the sync once with `oncesync run --allow-removals`, or raise `max_removals`.",
 		OwnerYou, false},
 	StoreUnavailable: {StoreUnavailable,
 		"oncesync's store (SQLite or PostgreSQL) or Redis could not be reached.",

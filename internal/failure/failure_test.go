@@ -39,6 +39,7 @@ var specCodes = []struct {
 	{failure.CursorOlderThanLedger, failure.OwnerYou, false},
 	{failure.SourceChangedDuringRun, failure.OwnerYou, false},
 	{failure.RecordsInDoubt, failure.OwnerYou, false},
+	{failure.MirrorRemovalsRefused, failure.OwnerYou, false},
 	{failure.StoreUnavailable, failure.OwnerOperator, true},
 	{failure.CircuitBreakerTripped, failure.OwnerYou, false},
 }

@@ -159,3 +159,8 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 	}
 	return dest, mapping
 }
+
+// WriteModes are the write modes Brevo supports (docs/guide.md#write-modes).
+func (Kind) WriteModes() []string {
+	return []string{config.WriteUpsert, config.WriteUpdate, config.WriteCreate, config.WriteMirror}
+}
