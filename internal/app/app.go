@@ -179,6 +179,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Mapping:                    spec,
 			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
+			Mirror:                     mirrorOf(cfg, s),
 		},
 	}, nil
 }
@@ -217,4 +218,14 @@ func buildDestination(s *config.Sync, o Options, reg *connector.Registry) (desti
 		return nil, mapping.Spec{}, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", s.Destination.Type))
 	}
 	return c.New(s.Destination, destination.Options{Clock: o.Clock, HTTPClient: o.HTTPClient, Sleep: o.Sleep})
+}
+
+// mirrorOf is the runner's view of a mirror sync's removals bound; nil
+// when the sync is not a mirror.
+func mirrorOf(cfg *config.Config, s *config.Sync) *runner.Mirror {
+	if s.Destination.EffectiveWriteMode() != config.WriteMirror {
+		return nil
+	}
+	bound := s.EffectiveMaxRemovals(cfg.Settings)
+	return &runner.Mirror{MaxRemovals: bound.Of, Bound: bound.String()}
 }

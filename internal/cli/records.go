@@ -20,6 +20,7 @@ import (
 type recordsFlags struct {
 	config            string
 	rejected, inDoubt bool
+	removed           bool
 	format            string
 	limit             int
 }
@@ -27,15 +28,17 @@ type recordsFlags struct {
 func newRecordsCmd(env Env) *cobra.Command {
 	var f recordsFlags
 	cmd := &cobra.Command{
-		Use:   "records --config FILE SYNC [--rejected|--in-doubt] [--format table|csv|json]",
-		Short: "List the records a person must look at: rejected by the destination, or in doubt",
+		Use:   "records --config FILE SYNC [--rejected|--in-doubt|--removed] [--format table|csv|json]",
+		Short: "List the records a person must look at: rejected by the destination, in doubt, or removed",
 		Long: `List a sync's records that need a person, by the sync's identity, with the reason:
   rejected   the destination refused the record (its message); the next run sends it again once
              the row changes or the destination accepts it
   in doubt   a write whose outcome is unknown; the next run reads the destination back where the
              destination allows it, otherwise settle it on the run page
+  removed    (write_mode mirror) the record's source row is gone and a run removed it from the
+             destination; the row, should it come back, is sent again
 
-Without --rejected or --in-doubt both are listed. --format csv or json for a spreadsheet or a script.`,
+Without --rejected, --in-doubt or --removed, all three are listed. --format csv or json for a spreadsheet or a script.`,
 		Example: `  oncesync records --config oncesync.yaml contacts-to-brevo
   oncesync records --config oncesync.yaml contacts-to-brevo --rejected --format csv > rejected.csv`,
 		Args: cobra.ExactArgs(1),
@@ -63,6 +66,7 @@ Without --rejected or --in-doubt both are listed. --format csv or json for a spr
 	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().BoolVar(&f.rejected, "rejected", false, "only records the destination rejected")
 	cmd.Flags().BoolVar(&f.inDoubt, "in-doubt", false, "only records in doubt")
+	cmd.Flags().BoolVar(&f.removed, "removed", false, "only records a mirror run removed from the destination")
 	cmd.Flags().StringVar(&f.format, "format", "table", "table, csv or json")
 	cmd.Flags().IntVar(&f.limit, "limit", 10000, "at most this many records of each state")
 	return cmd
@@ -71,16 +75,21 @@ Without --rejected or --in-doubt both are listed. --format csv or json for a spr
 // listRecords reads the sync's rejected and in-doubt entries (a
 // partitioned sync's are its partitions'), newest first per state.
 func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID string, f recordsFlags) ([]ledger.Record, error) {
+	all := !f.rejected && !f.inDoubt && !f.removed
 	var states []store.LedgerState
-	if f.rejected || !f.inDoubt {
+	if f.rejected || all {
 		states = append(states, store.LedgerRejected)
 	}
-	if f.inDoubt || !f.rejected {
+	if f.inDoubt || all {
 		states = append(states, store.LedgerInDoubt)
 	}
-	n := 1
+	n, mirror := 1, false
 	if sc, ok := cfg.Sync(syncID); ok {
-		n = sc.Partitions
+		n, mirror = sc.Partitions, sc.Destination.EffectiveWriteMode() == config.WriteMirror
+	}
+	if f.removed || (all && mirror) {
+		// A removed record is a slot's complete entry (docs/guide.md#write-modes).
+		states = append(states, store.LedgerComplete)
 	}
 	ids := partition.IDs(syncID, n)
 	out := []ledger.Record{}
@@ -91,7 +100,11 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 				return nil, err
 			}
 			for _, e := range es {
-				out = append(out, ledger.RecordOf(e))
+				if state != store.LedgerComplete {
+					out = append(out, ledger.RecordOf(e))
+				} else if r, ok := ledger.RemovedRecord(e); ok {
+					out = append(out, r)
+				}
 			}
 		}
 	}
@@ -114,7 +127,7 @@ func printRecords(w io.Writer, recs []ledger.Record, format string) error {
 		return cw.Error()
 	}
 	if len(recs) == 0 {
-		fmt.Fprintln(w, "no rejected or in-doubt records")
+		fmt.Fprintln(w, "no rejected, in-doubt or removed records")
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -115,6 +115,9 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if pv.Duplicates > 0 {
 			fmt.Fprintf(w, "  repeated   %d  identities that appear again later on their page: the last one counts\n", pv.Duplicates)
 		}
+		if sc.Destination.EffectiveWriteMode() == config.WriteMirror {
+			fmt.Fprintf(w, "  remove     %s\n", removalText(pv))
+		}
 		return nil
 	})
 }
@@ -140,6 +143,19 @@ func previewFrom(cfg *config.Config, syncID, cursor string) string {
 		return "the saved cursor (" + where + ")"
 	}
 	return "the saved cursor"
+}
+
+// removalText says what a mirror run would remove (docs/guide.md#write-modes).
+func removalText(pv runner.Preview) string {
+	switch {
+	case pv.From != "":
+		return "0  (the run resumes mid-source; removals are found by a run that reads the source from its start)"
+	case pv.Removals > pv.RemovalsAllowed:
+		return fmt.Sprintf("%d  delivered records whose source rows are gone: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
+			pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+	default:
+		return fmt.Sprintf("%d  delivered records whose source rows are gone (max_removals allows %d of %d)", pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+	}
 }
 
 func sampleText(s []string, n int64) string {
@@ -265,17 +281,18 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	var barAt int64 // the bar's position (Progress calls come one at a time)
 	start := time.Now()
 	run, runErr := runner.Run(runCtx, runner.Params{
-		Store:       st,
-		Leases:      leases,
-		Source:      built.Source,
-		Destination: built.Destination,
-		Clock:       clk,
-		Logger:      log,
-		Sync:        built.Sync,
-		LeaseTTL:    cfg.Settings.LeaseTTL,
-		LeaseRenew:  cfg.Settings.LeaseRenew,
-		ResetCursor: f.resetCursor,
-		Drain:       drain,
+		Store:         st,
+		Leases:        leases,
+		Source:        built.Source,
+		Destination:   built.Destination,
+		Clock:         clk,
+		Logger:        log,
+		Sync:          built.Sync,
+		LeaseTTL:      cfg.Settings.LeaseTTL,
+		LeaseRenew:    cfg.Settings.LeaseRenew,
+		ResetCursor:   f.resetCursor,
+		Drain:         drain,
+		AllowRemovals: f.allowRemovals,
 		AfterFailure: func(ctx context.Context, r store.Run) {
 			trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
 			if err != nil {
@@ -322,6 +339,11 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		printSummary(env.Stdout, run, time.Since(start))
 	}
 	if runErr == nil {
+		if run.FailureDetail != "" {
+			// A succeeded run's detail says what it did beyond its
+			// counters (a mirror's removals).
+			fmt.Fprintln(env.Stdout, run.FailureDetail)
+		}
 		return nil
 	}
 	if failure.CodeOf(runErr) == failure.AlreadyRunning {

@@ -196,3 +196,61 @@ func decodeIdentity(s string) (string, bool) {
 	b, err := hex.DecodeString(h)
 	return string(b), err == nil
 }
+
+// A mirror sync's slot keeps in its Ref the record's handle at the
+// destination (destination.Remover.Handle: what finds the record there
+// once its source row is gone, docs/guide.md#write-modes) and its identity,
+// encoded so that neither is stored as plain text:
+//
+//	h1:<handle, base64url>:<identity, base64url>
+//
+// A slot whose record a mirror run removed keeps RemovedRef: its hash is
+// zero, so the row, should it come back, is sent again.
+//
+//	x1:<identity, base64url>
+const (
+	handlePrefix  = "h1:"
+	removedPrefix = "x1:"
+)
+
+var refEnc = base64.RawURLEncoding
+
+// HandleRef is a slot's Ref holding handle and the row's identity.
+func HandleRef(handle, identity string) string {
+	return handlePrefix + refEnc.EncodeToString([]byte(handle)) + ":" + refEnc.EncodeToString([]byte(identity))
+}
+
+// RefHandle is the handle and identity a slot's Ref holds (HandleRef); ok
+// is false for any other Ref.
+func RefHandle(ref string) (handle, identity string, ok bool) {
+	rest, ok := strings.CutPrefix(ref, handlePrefix)
+	if !ok {
+		return "", "", false
+	}
+	h, id, _ := strings.Cut(rest, ":")
+	hb, err := refEnc.DecodeString(h)
+	if err != nil || len(hb) == 0 {
+		return "", "", false
+	}
+	ib, err := refEnc.DecodeString(id)
+	if err != nil {
+		return "", "", false
+	}
+	return string(hb), string(ib), true
+}
+
+// RemovedRef is the Ref of a slot whose record was removed.
+func RemovedRef(identity string) string { return removedPrefix + refEnc.EncodeToString([]byte(identity)) }
+
+// RefRemoved reports whether ref is a RemovedRef, and its identity.
+func RefRemoved(ref string) (identity string, ok bool) {
+	enc, ok := strings.CutPrefix(ref, removedPrefix)
+	if !ok {
+		return "", false
+	}
+	b, err := refEnc.DecodeString(enc)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}

@@ -136,3 +136,18 @@ func PositionalGen(syncID, sourceID, cursor string, pos int, record [32]byte, ge
 	b = field(b, string(g[:]))
 	return hexSum(b)
 }
+
+// Removal is the key of the removal from the destination of the record a
+// mirror sync last delivered to slot with generation gen
+// (docs/guide.md#write-modes): a run that dies after asking for the removal
+// builds the same key again, and the ledger answers for it.
+func Removal(syncID, slot string, gen int64) string {
+	var buf [160]byte
+	var g [8]byte
+	binary.BigEndian.PutUint64(g[:], uint64(gen))
+	b := field(buf[:0], "r1")
+	b = field(b, syncID)
+	b = field(b, slot)
+	b = field(b, string(g[:]))
+	return hexSum(b)
+}

@@ -24,7 +24,25 @@ type Record struct {
 const (
 	RecordRejected = "rejected"
 	RecordInDoubt  = "in doubt"
+	RecordRemoved  = "removed"
 )
+
+// RemovedReason is the reason of every removed record.
+const RemovedReason = "its source row is gone: removed from the destination by the sync's write_mode mirror"
+
+// RemovedRecord is a slot's complete entry as a removed Record; ok is
+// false for a slot whose record was not removed.
+func RemovedRecord(e store.LedgerEntry) (Record, bool) {
+	s, ok := DecodeSlot(e, true)
+	if !ok {
+		return Record{}, false
+	}
+	id, ok := RefRemoved(s.Ref)
+	if !ok {
+		return Record{}, false
+	}
+	return Record{Identity: id, State: RecordRemoved, Reason: RemovedReason, RunID: e.RunID, At: e.CompletedAt.UTC(), Key: e.Key}, true
+}
 
 // InDoubtReason is the reason of every in-doubt record: the entry holds no
 // message of its own.

@@ -287,7 +287,7 @@ func (r *run) deliveryKey(it *item) string {
 func (r *run) deliveredMarks(it *item, ref string) []store.LedgerFinish {
 	out := make([]store.LedgerFinish, 0, 2+len(it.release))
 	out = append(out,
-		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: ref}.Encode()},
+		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: r.handleRef(it, ref)}.Encode()},
 		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
 	for _, k := range it.release {
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})

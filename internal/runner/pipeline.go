@@ -58,8 +58,16 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 			if err != nil {
 				p.err = sourceFailure(ctx, err)
 			} else {
+				if r.remover != nil && page.End {
+					// A mirror reads the whole source every run: which rows
+					// are gone is known only to a read from the start.
+					page.Next = ""
+				}
 				p.page = page
 				p.items, p.read, p.dups, p.err = r.keys(page)
+				if p.err == nil {
+					r.seen.add(p.items)
+				}
 			}
 			select {
 			case pf.out <- p:

@@ -48,6 +48,11 @@ type Preview struct {
 	// CreateSample and UpdateSample name some of them (identity, or
 	// "record N of the page at ..." without one).
 	CreateSample, UpdateSample []string
+	// Removals are, for a mirror sync read from the start, the records
+	// delivered earlier whose rows are gone: a run would remove them
+	// (docs/guide.md#write-modes), unless they are more than
+	// RemovalsAllowed (max_removals of the sync's Delivered records).
+	Removals, RemovalsAllowed, Delivered int64
 }
 
 // RunPreview computes p's preview.
@@ -68,6 +73,10 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		out.From = cur.Value
 	}
 	cursor := out.From
+	var seen *mirrorSeen
+	if p.Sync.Mirror != nil {
+		seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
+	}
 	for {
 		page, err := p.Source.ReadPage(ctx, cursor, p.Sync.PageSize)
 		if err != nil {
@@ -79,6 +88,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		out.Read += read
 		out.Duplicates += dups
+		seen.add(items)
 		if len(items) > 0 {
 			slots := make([]string, len(items))
 			for i := range items {
@@ -92,8 +102,9 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				it := &items[i]
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
+				_, removed := ledger.RefRemoved(st.Ref)
 				switch {
-				case !ok:
+				case !ok || removed:
 					out.Creates++
 					out.CreateSample = sample(out.CreateSample, p.Sample, it)
 				case st.Hash == ledger.ShortHash(it.hash):
@@ -108,6 +119,14 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 			p.Progress(out.Read)
 		}
 		if page.End {
+			if seen != nil && seen.full {
+				gs, total, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots)
+				if err != nil {
+					return out, storeFailure(ctx, err, "list the delivered records")
+				}
+				out.Removals, out.Delivered = int64(len(gs)), int64(total)
+				out.RemovalsAllowed = int64(p.Sync.Mirror.MaxRemovals(total))
+			}
 			return out, nil
 		}
 		cursor = page.Next

@@ -36,6 +36,9 @@ type Sync struct {
 	// AllowRewriteAfterRetention lets an in-doubt page older than Retention
 	// be settled (read back or sent again) all the same.
 	AllowRewriteAfterRetention bool
+	// Mirror, when set, makes the sync a mirror (write_mode mirror); its
+	// destination must implement destination.Remover.
+	Mirror *Mirror
 }
 
 // Store is what a run needs of the store: its run rows and pages, the
@@ -65,6 +68,8 @@ type Params struct {
 	Attempt int
 	// ResetCursor starts from the beginning of the source.
 	ResetCursor bool
+	// AllowRemovals lets a mirror run remove more than its MaxRemovals.
+	AllowRemovals bool
 	// Drain, when closed, asks the run to stop at the next page boundary:
 	// checkpoint, release the lease, end as interrupted.
 	Drain <-chan struct{}
@@ -138,6 +143,13 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 	if r.Sync.PageSize <= 0 {
 		r.Sync.PageSize = 500
 	}
+	if r.Sync.Mirror != nil {
+		rm, ok := r.Destination.(destination.Remover)
+		if !ok {
+			return store.Run{}, failure.New(failure.InvalidSyncDefinition, "this destination cannot remove records (write_mode mirror)")
+		}
+		r.remover = rm
+	}
 	return r.execute(ctx)
 }
 
@@ -150,6 +162,10 @@ type run struct {
 	// (ledger.SlotTag; loadOutstanding); read and emptied by the ledger
 	// stage only.
 	outstanding map[string][]store.LedgerEntry
+	// remover is the destination's, for a mirror sync (nil otherwise).
+	remover destination.Remover
+	// seen are the slots a mirror run's full read met (nil otherwise).
+	seen *mirrorSeen
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -281,6 +297,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, err
 	}
+	if r.remover != nil {
+		// Only a run that reads the source from its start can tell which
+		// rows are gone; a run resumed mid-source leaves that to the next.
+		r.seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
+	}
 	return r.pages(ctx, cursor, again)
 }
 
@@ -383,6 +404,14 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 		if p.page.End {
 			if st, err := end(nil); err != nil {
 				return st, err
+			}
+			pf.stop() // the prefetcher is done with r.seen
+			removed, err := r.removeGone(ctx, r.seen)
+			if removed > 0 {
+				r.rec.FailureDetail = fmt.Sprintf("mirror: removed %d record(s) whose source rows are gone", removed)
+			}
+			if err != nil {
+				return store.RunFailed, err
 			}
 			r.reportRun(r.rec, p.page.Next, true)
 			if r.inDoubtLeft > 0 {

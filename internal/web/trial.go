@@ -22,6 +22,10 @@ type PreviewView struct {
 	Unchanged    int64
 	CreateSample []string
 	UpdateSample []string
+	// Mirror: the sync removes records whose rows are gone; Removals says
+	// how many a run would remove, in words.
+	Mirror   bool
+	Removals string
 }
 
 type checkPageData struct {

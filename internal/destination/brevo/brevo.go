@@ -85,6 +85,10 @@ type Params struct {
 	// VerifyWait bounds how long Verify waits for running import processes
 	// (default 2 min, polled every 2 s through Sleep).
 	VerifyWait time.Duration
+	// WriteMode is upsert (default), update, create or mirror
+	// (docs/guide.md#write-modes). Update and create write on the single
+	// path whatever Mode says: an import always upserts.
+	WriteMode destination.WriteMode
 }
 
 // Destination writes to Brevo. It is safe for concurrent use.
@@ -101,6 +105,7 @@ type Destination struct {
 	api        *apiclient.Client
 	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
+	writeMode  destination.WriteMode
 }
 
 var _ destination.Destination = (*Destination)(nil)
@@ -117,6 +122,18 @@ func New(p Params) (*Destination, error) {
 		sleep:      p.Sleep,
 		verifyWait: p.VerifyWait,
 		maxBody:    MaxImportBody,
+		writeMode:  p.WriteMode,
+	}
+	switch d.writeMode {
+	case "":
+		d.writeMode = destination.Upsert
+	case destination.Upsert, destination.Update, destination.Create:
+	case destination.Mirror:
+		if len(d.listIDs) == 0 {
+			return nil, failure.New(failure.InvalidSyncDefinition, "brevo write_mode mirror needs list_ids: a removed record is taken off the sync's lists")
+		}
+	default:
+		return nil, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("brevo does not support write_mode %q", d.writeMode))
 	}
 	if d.base == "" {
 		d.base = DefaultBaseURL

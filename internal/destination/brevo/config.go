@@ -54,6 +54,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		BaseURL: c.BaseURL, APIKey: c.APIKey, Mode: d.Mode, ListIDs: c.ListIDs,
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
+		WriteMode: destination.WriteMode(d.EffectiveWriteMode()),
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err
@@ -95,6 +96,9 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
 	}
 	k.Required("destination.api_key", c.APIKey, "is required for brevo destinations")
+	if d.WriteMode == config.WriteMirror && len(c.ListIDs) == 0 && !k.Bad("destination.list_ids") {
+		k.Report("destination.list_ids", "is required with write_mode mirror: a removed record is taken off the sync's lists")
+	}
 	if d.Mode == config.ModeBulk && len(c.ListIDs) == 0 && !k.Bad("destination.list_ids") {
 		k.Report("destination.list_ids", "is required in bulk mode: Brevo's contact import needs at least one list id")
 	}

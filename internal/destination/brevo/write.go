@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -159,7 +160,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	}
 	w.contacts = cs
 	var err error
-	if d.mode == ModeBulk {
+	if d.mode == ModeBulk && d.writeMode != destination.Update && d.writeMode != destination.Create {
 		err = w.bulk(ctx, todo)
 	} else {
 		err = w.single(ctx, todo)
@@ -239,15 +240,30 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 	err := apiclient.FanOut(ctx, len(idx), w.d.conc, func(ctx context.Context, n int) error {
 		i := idx[n]
 		c := w.contacts[i]
-		body := marshal(createContact{
-			Email: c.email, ExtID: c.extID, Attributes: c.attrs,
-			ListIDs: w.d.listIDs, UpdateEnabled: true,
-		})
-		resp, err := w.d.do(ctx, request{method: http.MethodPost, path: "/contacts", route: "POST /contacts", body: body})
+		req := request{method: http.MethodPost, path: "/contacts", route: "POST /contacts"}
+		switch w.d.writeMode {
+		case destination.Update:
+			// PUT updates a contact that exists and never creates one.
+			req = request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.email), route: "PUT /contacts/{identifier}",
+				query: url.Values{"identifierType": {"email_id"}},
+				body:  marshal(updateContact{ExtID: c.extID, Attributes: c.attrs, ListIDs: w.d.listIDs})}
+		default:
+			// create leaves updateEnabled false: Brevo then refuses an
+			// existing contact as a duplicate instead of changing it.
+			req.body = marshal(createContact{
+				Email: c.email, ExtID: c.extID, Attributes: c.attrs,
+				ListIDs: w.d.listIDs, UpdateEnabled: w.d.writeMode != destination.Create,
+			})
+		}
+		resp, err := w.d.do(ctx, req)
 		if err != nil {
 			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
 			if !ok {
 				return w.failed([]int{i}, err)
+			}
+			if skip := w.d.skipped(apiErr); skip != "" {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: skip})
+				return nil
 			}
 			if !recordLevel(apiErr) {
 				return w.failed([]int{i}, w.unexpected(apiErr))
@@ -269,6 +285,29 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 		return w.d.interrupted(ctx, err)
 	}
 	return err
+}
+
+// updateContact is the body of PUT /contacts/{identifier} (swagger:
+// updateContact).
+type updateContact struct {
+	ExtID         string         `json:"ext_id,omitempty"`
+	Attributes    map[string]any `json:"attributes,omitempty"`
+	ListIDs       []int64        `json:"listIds,omitempty"`
+	UnlinkListIDs []int64        `json:"unlinkListIds,omitempty"`
+}
+
+// skipped says why the write mode leaves a record as Brevo has it, from
+// Brevo's refusal: update finds no contact (404), create finds the e-mail
+// taken (duplicate_parameter naming the email); "" for any other answer.
+func (d *Destination) skipped(e *APIError) string {
+	switch {
+	case d.writeMode == destination.Update && e.Status == http.StatusNotFound:
+		return destination.SkipNotFound
+	case d.writeMode == destination.Create && e.Status == http.StatusBadRequest && e.Code == "duplicate_parameter" &&
+		strings.Contains(strings.ToLower(e.Message), "email"):
+		return destination.SkipExists
+	}
+	return ""
 }
 
 // rejection is the message stored for a rejected record: Brevo's own.

@@ -1,0 +1,197 @@
+package runner
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// Mirror makes a sync a mirror (docs/guide.md#write-modes): its runs read the
+// whole source, and at the end of one that read it from the start, the
+// records delivered earlier whose rows are gone are removed from the
+// destination.
+type Mirror struct {
+	// MaxRemovals is how many removals one run may make for a sync of
+	// total delivered records (max_removals).
+	MaxRemovals func(total int) int
+	// Bound is max_removals as written, for messages ("10%").
+	Bound string
+}
+
+// slotID is a slot key's first 16 bytes: enough to tell a sync's slots
+// apart, and a quarter of the memory of the hex key for a pass's set.
+type slotID [16]byte
+
+func slotIDOf(slot string) (id slotID, ok bool) {
+	if len(slot) < 32 {
+		return id, false
+	}
+	_, err := hex.Decode(id[:], []byte(slot[:32]))
+	return id, err == nil
+}
+
+// mirrorSeen collects the slots a mirror run's full read of the source
+// met; it is written by the prefetcher only and read once it stopped.
+type mirrorSeen struct {
+	full  bool // the run read the source from its start
+	slots map[slotID]struct{}
+}
+
+func (m *mirrorSeen) add(its []item) {
+	if m == nil || !m.full {
+		return
+	}
+	for i := range its {
+		if id, ok := slotIDOf(its[i].slot); ok {
+			m.slots[id] = struct{}{}
+		}
+	}
+}
+
+// handleRef is the Ref a delivered record's slot keeps: for a mirror, the
+// record's handle at the destination (how a later run removes it), else
+// the destination's reference.
+func (r *run) handleRef(it *item, ref string) string {
+	if r.remover == nil {
+		return ref
+	}
+	h, err := r.remover.Handle(it.Record)
+	if err != nil || h == "" {
+		// Without a handle the record cannot be removed later; its
+		// delivery is not worth failing for that.
+		return ref
+	}
+	return ledger.HandleRef(h, it.id)
+}
+
+// gone is one slot whose row a mirror run no longer read.
+type gone struct {
+	slot     string
+	gen      int64
+	handle   string
+	identity string
+}
+
+// goneSlots lists the sync's delivered slots (with a handle) that seen
+// does not hold, and how many delivered slots the sync has in all.
+func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}) (out []gone, total int, err error) {
+	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, e := range es {
+		s, ok := ledger.DecodeSlot(e, true)
+		if !ok {
+			continue
+		}
+		if _, removed := ledger.RefRemoved(s.Ref); removed {
+			continue
+		}
+		total++
+		h, id, ok := ledger.RefHandle(s.Ref)
+		if !ok {
+			continue
+		}
+		if id, ok := slotIDOf(e.Key); ok {
+			if _, read := seen[id]; read {
+				continue
+			}
+		}
+		out = append(out, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
+	}
+	return out, total, nil
+}
+
+// removeGone removes from the destination the records whose rows the
+// run's full read of the source no longer met (docs/guide.md#write-modes).
+// Each removal is claimed under the run's fence before the call and
+// recorded after it; a removal a dead run left pending is claimed and sent
+// again (removals are idempotent). It returns how many were removed.
+func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, err error) {
+	if r.remover == nil || seen == nil || !seen.full {
+		return 0, nil
+	}
+	gs, total, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots)
+	if err != nil {
+		return 0, storeFailure(ctx, err, "list the delivered records")
+	}
+	if len(gs) == 0 {
+		return 0, nil
+	}
+	if allowed := r.Sync.Mirror.MaxRemovals(total); len(gs) > allowed && !r.AllowRemovals {
+		return 0, failure.New(failure.MirrorRemovalsRefused, fmt.Sprintf(
+			"%d of the sync's %d delivered records are gone from the source; max_removals %s allows %d",
+			len(gs), total, r.Sync.Mirror.Bound, allowed))
+	}
+	for rest := gs; len(rest) > 0; {
+		n := min(len(rest), r.Sync.PageSize)
+		batch := rest[:n]
+		rest = rest[n:]
+		done, err := r.removeBatch(ctx, batch)
+		removed += done
+		if err != nil {
+			return removed, err
+		}
+	}
+	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
+	return removed, nil
+}
+
+func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
+	if err := r.ensureLease(ctx); err != nil {
+		return 0, err
+	}
+	keys := make([]string, len(batch))
+	results := make([]string, len(batch))
+	rms := make([]destination.Removal, len(batch))
+	byKey := make(map[string]gone, len(batch))
+	for i, g := range batch {
+		keys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
+		results[i] = ledger.ClaimResult(g.slot)
+		rms[i] = destination.Removal{Key: keys[i], Handle: g.handle}
+		byKey[keys[i]] = g
+	}
+	fence := r.lease.Fence()
+	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Keys: keys, Results: results}); err != nil {
+		return 0, storeFailure(ctx, err, "claim the removals")
+	}
+	res, werr := r.remover.Remove(r.destCtx(ctx), rms)
+	r.rec.Requests++
+	var (
+		fin     []store.LedgerFinish
+		removed int64
+	)
+	for _, x := range res {
+		g, ok := byKey[x.Key]
+		if !ok {
+			continue
+		}
+		switch x.Outcome {
+		case destination.Delivered:
+			removed++
+			fin = append(fin,
+				store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()},
+				store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
+		case destination.NotSent:
+			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
+		case destination.Rejected:
+			r.rec.Rejected++
+			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerRejected,
+				Message: destination.Redact(x.Message), Result: ledger.RejectedResult(g.slot, g.identity)})
+		}
+	}
+	if len(fin) > 0 {
+		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Entries: fin}); err != nil {
+			return removed, storeFailure(ctx, err, "record the removals")
+		}
+	}
+	if werr != nil {
+		return removed, werr
+	}
+	return removed, nil
+}

@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// memMirror is memDest that can also remove: it holds the set of e-mails
+// present, and counts removals that changed it and those that did not.
+type memMirror struct {
+	*memDest
+	mu       sync.Mutex
+	present  map[string]bool
+	removed  map[string]int // effective removals per e-mail
+	loseNext bool           // the next Remove applies, then loses its answer
+}
+
+func (d *memMirror) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	res, err := d.memDest.Write(ctx, recs)
+	d.mu.Lock()
+	for _, r := range res {
+		if r.Outcome == destination.Delivered {
+			for _, rec := range recs {
+				if rec.Key == r.Key {
+					d.present[fmt.Sprint(rec.Data["email"])] = true
+				}
+			}
+		}
+	}
+	d.mu.Unlock()
+	return res, err
+}
+
+func (d *memMirror) Handle(rec destination.Record) (string, error) {
+	return fmt.Sprint(rec.Data["email"]), nil
+}
+
+func (d *memMirror) Remove(ctx context.Context, rms []destination.Removal) ([]destination.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []destination.Result
+	for _, rm := range rms {
+		if d.present[rm.Handle] {
+			delete(d.present, rm.Handle)
+			d.removed[rm.Handle]++
+		}
+		out = append(out, destination.Result{Key: rm.Key, Outcome: destination.Delivered})
+	}
+	if d.loseNext {
+		d.loseNext = false
+		return nil, failure.New(failure.DestinationUnavailable, "the answer was lost")
+	}
+	return out, nil
+}
+
+func TestMirrorRemovesGoneRowsOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
+	params := func(allow bool) Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.AllowRemovals = allow
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total / 10 }, Bound: "10%"}
+		return p
+	}
+	if r, err := Run(context.Background(), params(false)); err != nil || r.Written != 300 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	// Rows 271-300 disappear (10 %); the removal's answer is lost.
+	keep := func(n int) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, "%d,c%05d@example.com,N%d\n", i, i, i)
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep(270)
+	d.loseNext = true
+	if _, err := Run(context.Background(), params(false)); failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("the run whose removal answer was lost: %v", err)
+	}
+	pending, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0)
+	if err != nil || len(pending) != 30 {
+		t.Fatalf("want the 30 removals left pending (claimed before the call), got %d (%v)", len(pending), err)
+	}
+	// The next run claims them again and sends them: removing twice is
+	// harmless, and nothing is removed twice at the destination.
+	r, err := Run(context.Background(), params(false))
+	if err != nil || !strings.Contains(r.FailureDetail, "removed 30") {
+		t.Fatalf("resumed removals: %v %+v", err, r)
+	}
+	for i := 271; i <= 300; i++ {
+		if e := fmt.Sprintf("c%05d@example.com", i); d.removed[e] != 1 || d.present[e] {
+			t.Fatalf("%s removed %d time(s), present %v", e, d.removed[e], d.present[e])
+		}
+	}
+	if len(d.present) != 270 {
+		t.Fatalf("%d records left at the destination, want 270", len(d.present))
+	}
+	es, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerComplete, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for _, e := range es {
+		if rec, ok := ledger.RemovedRecord(e); ok {
+			removed++
+			if rec.Identity == "" {
+				t.Fatalf("a removed record has no identity: %+v", rec)
+			}
+		}
+	}
+	if removed != 30 {
+		t.Fatalf("%d slots record a removal, want 30", removed)
+	}
+	// Most of the source gone: refused, nothing removed; allowed, removed.
+	keep(100)
+	if _, err := Run(context.Background(), params(false)); failure.CodeOf(err) != failure.MirrorRemovalsRefused {
+		t.Fatalf("mass removal: %v", err)
+	}
+	if len(d.present) != 270 {
+		t.Fatalf("a refused run removed records: %d left", len(d.present))
+	}
+	if _, err := Run(context.Background(), params(true)); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.present) != 100 {
+		t.Fatalf("%d records left after --allow-removals, want 100", len(d.present))
+	}
+}
