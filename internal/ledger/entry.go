@@ -240,7 +240,9 @@ func RefHandle(ref string) (handle, identity string, ok bool) {
 }
 
 // RemovedRef is the Ref of a slot whose record was removed.
-func RemovedRef(identity string) string { return removedPrefix + refEnc.EncodeToString([]byte(identity)) }
+func RemovedRef(identity string) string {
+	return removedPrefix + refEnc.EncodeToString([]byte(identity))
+}
 
 // RefRemoved reports whether ref is a RemovedRef, and its identity.
 func RefRemoved(ref string) (identity string, ok bool) {
