@@ -115,6 +115,9 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if pv.Duplicates > 0 {
 			fmt.Fprintf(w, "  repeated   %d  identities that appear again later on their page: the last one counts\n", pv.Duplicates)
 		}
+		if pv.Invalid > 0 {
+			fmt.Fprintf(w, "  unreadable %d  records the source could not read or the mapping not map: rejected, not sent (`oncesync records --rejected` after the run names them)\n", pv.Invalid)
+		}
 		if sc.Destination.EffectiveWriteMode() == config.WriteMirror {
 			fmt.Fprintf(w, "  remove     %s\n", removalText(pv))
 		}

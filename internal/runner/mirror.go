@@ -47,6 +47,12 @@ func (m *mirrorSeen) add(its []item) {
 		return
 	}
 	for i := range its {
+		if its[i].invalid != "" {
+			// A row that could not be read has no known identity: it may
+			// be any delivered record, so no removal is safe this pass.
+			m.full = false
+			return
+		}
 		if id, ok := slotIDOf(its[i].slot); ok {
 			m.slots[id] = struct{}{}
 		}

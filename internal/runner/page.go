@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +35,9 @@ type item struct {
 	// keys (a value since changed in the source): this item's delivery, or
 	// its verified presence, settles them, and they are released with it.
 	release []string
+	// invalid, when set, is why the record could not be read or mapped:
+	// it is rejected without a write (its slot is its position).
+	invalid string
 }
 
 // claimed is a page through the ledger stage: the records to write, claimed
@@ -65,6 +69,28 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		return c, nil
 	}
 
+	var invalidMarks []store.LedgerFinish
+	if n := countInvalid(items); n > 0 {
+		// Records the source could not read, or the mapping not map, are
+		// rejected by their position, never sent (docs/guide.md#the-ledger-and-its-retention).
+		valid := make([]item, 0, len(items)-n)
+		for i := range items {
+			if it := &items[i]; it.invalid != "" {
+				invalidMarks = append(invalidMarks, store.LedgerFinish{Key: it.Key, State: store.LedgerRejected,
+					Message: destination.Redact(it.invalid), Result: ledger.RejectedResult(it.slot, "")})
+				c.delta.Rejected++
+				continue
+			}
+			valid = append(valid, items[i])
+		}
+		items = valid
+		if err := r.mark(ctx, invalidMarks); err != nil {
+			return c, err
+		}
+		if len(items) == 0 {
+			return c, nil
+		}
+	}
 	slots := make([]string, len(items))
 	overlap := false
 	for i := range items {
@@ -555,22 +581,46 @@ func records(its []*item) []destination.Record {
 func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 	out = make([]item, 0, len(page.Records))
 	seen := make(map[string]int, len(page.Records))
+	var (
+		invalid  int   // records of the page that could not be read or mapped
+		firstBad error // the first of them, a *failure.Error
+	)
+	reject := func(i int, ferr *failure.Error) {
+		invalid++
+		if firstBad == nil {
+			firstBad = ferr
+		}
+		it := item{cursor: page.Cursor, pos: i, invalid: ferr.Detail}
+		it.hash = sha256.Sum256([]byte(ferr.Detail))
+		it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
+		it.Key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, it.hash)
+		out = append(out, it)
+	}
 	for i, rec := range page.Records {
+		// A record without a readable identity goes to one partition
+		// (partition.Filter), so it is rejected once.
 		if r.Filter != nil && !r.Filter(rec) {
 			continue
 		}
 		read++
+		if rec.Invalid != "" {
+			reject(i, failure.New(failure.SourceQueryInvalid, rec.Invalid))
+			continue
+		}
 		data, err := r.Sync.Mapping.Apply(rec)
 		if err != nil {
-			return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+			reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
+			continue
 		}
 		it := item{Record: destination.Record{Data: data}, cursor: page.Cursor, pos: i}
 		if it.hash, err = ledger.RecordHash(data); err != nil {
-			return nil, 0, 0, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i)
+			reject(i, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i+1))
+			continue
 		}
 		if r.Sync.Identity != "" {
 			if it.id, err = mapping.Identity(rec, r.Sync.Identity); err != nil {
-				return nil, 0, 0, failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
+				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
+				continue
 			}
 			it.slot = ledger.Slot(r.Sync.ID, r.Source.ID(), it.id)
 		} else {
@@ -583,6 +633,11 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 		}
 		seen[it.slot] = len(out)
 		out = append(out, it)
+	}
+	if invalid > 0 && int64(invalid) == read {
+		// Not one record of the page could be read or mapped: the source's
+		// format or the mapping is wrong, not a record.
+		return nil, 0, 0, firstBad
 	}
 	return out, read, dups, nil
 }
@@ -674,4 +729,15 @@ func cancelled(ctx context.Context) error {
 		return failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost)
 	}
 	return failure.Wrap(failure.Interrupted, ctx.Err(), "the run was stopped mid-page; its records are settled by the next run")
+}
+
+// countInvalid is how many of its could not be read or mapped.
+func countInvalid(its []item) int {
+	n := 0
+	for i := range its {
+		if its[i].invalid != "" {
+			n++
+		}
+	}
+	return n
 }

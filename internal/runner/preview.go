@@ -45,6 +45,9 @@ type Preview struct {
 	// Duplicates are records whose identity appears again later in the
 	// source: only the last one is sent, as a run does.
 	Duplicates int64
+	// Invalid are records the source could not read or the mapping not
+	// map: a run rejects them without a write.
+	Invalid int64
 	// CreateSample and UpdateSample name some of them (identity, or
 	// "record N of the page at ..." without one).
 	CreateSample, UpdateSample []string
@@ -100,6 +103,10 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 			}
 			for i := range items {
 				it := &items[i]
+				if it.invalid != "" {
+					out.Invalid++
+					continue
+				}
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
 				_, removed := ledger.RefRemoved(st.Ref)

@@ -14,6 +14,12 @@ type Record struct {
 	// are what encoding/json decodes with UseNumber (string, json.Number, bool,
 	// nil, maps, slices), so large ids keep their digits.
 	Fields map[string]any
+	// Invalid, when set, says why this record could not be read (a line
+	// that does not parse, a value of a type the source cannot map), with
+	// its place ("line 12: ...") and never its values. The record is
+	// rejected, like one the destination refuses, and the run goes on
+	// (docs/guide.md#the-ledger-and-its-retention); Fields may be nil.
+	Invalid string
 }
 
 // Page is the records read at one cursor.
