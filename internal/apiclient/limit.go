@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
 )
 
 // Limiter paces requests at a steady rate (GCRA with a burst of one) and
@@ -161,5 +162,58 @@ func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t refuseRedirects) CloseIdleConnections() {
 	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+}
+
+// AccountLimiter paces one destination's requests within its account's
+// budget (docs/guide.md#one-rate-limit-per-account): through the shared
+// destination.AccountPacer when there is one, so every run and process
+// writing to the account stays within it together, and through its own
+// Limiter when there is none or the shared one cannot be reached (Redis
+// down: each process then paces itself alone, as before). It is a Pacer.
+type AccountLimiter struct {
+	local   *Limiter
+	shared  destination.AccountPacer
+	account string
+	limit   destination.Limit
+}
+
+// NewAccountLimiter returns the pacer of account under limit (Rate > 0);
+// shared may be nil.
+func NewAccountLimiter(c clock.Clock, shared destination.AccountPacer, account string, limit destination.Limit) *AccountLimiter {
+	if limit.Burst < 1 {
+		limit.Burst = 1
+	}
+	return &AccountLimiter{local: NewLimiter(c, limit.Rate), shared: shared, account: account, limit: limit}
+}
+
+// sharedTimeout bounds one call to the shared pacer: past it the request
+// is paced locally rather than held up.
+const sharedTimeout = 2 * time.Second
+
+// Reserve returns how long to wait before sending one request.
+func (a *AccountLimiter) Reserve(ctx context.Context) (time.Duration, error) {
+	if a.shared != nil {
+		sctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+		d, err := a.shared.Reserve(sctx, a.account, a.limit)
+		cancel()
+		if err == nil {
+			return d, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	return a.local.Reserve(ctx)
+}
+
+// Pause holds the account's requests back for d, here and, when shared,
+// in every process.
+func (a *AccountLimiter) Pause(d time.Duration) {
+	a.local.Pause(d)
+	if a.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		_ = a.shared.Pause(ctx, a.account, d) // the local pause holds this process either way
+		cancel()
 	}
 }

@@ -127,6 +127,9 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Connectors builds the source and destination (nil: connector.Default()).
 	Connectors *connector.Registry
+	// Accounts, when set, shares destination accounts' request budgets
+	// (App.Accounts).
+	Accounts destination.AccountPacer
 }
 
 // Built is an assembled sync.
@@ -217,7 +220,7 @@ func buildDestination(s *config.Sync, o Options, reg *connector.Registry) (desti
 	if !ok || s.Destination.Spec == nil {
 		return nil, mapping.Spec{}, failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("destination type %q is not supported", s.Destination.Type))
 	}
-	return c.New(s.Destination, destination.Options{Clock: o.Clock, HTTPClient: o.HTTPClient, Sleep: o.Sleep})
+	return c.New(s.Destination, destination.Options{Clock: o.Clock, HTTPClient: o.HTTPClient, Sleep: o.Sleep, Accounts: o.Accounts})
 }
 
 // mirrorOf is the runner's view of a mirror sync's removals bound; nil

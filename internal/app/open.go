@@ -10,9 +10,12 @@ import (
 	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/ratelimit"
+	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -35,6 +38,10 @@ type App struct {
 	// what must read a lease where it lives (recovery's liveness check).
 	RedisLeases *redislease.Manager
 	Alerts      *alert.Dispatcher
+	// Accounts share each destination account's request budget: on Redis
+	// between every process when the config names redis, else between the
+	// runs of this process (docs/guide.md#one-rate-limit-per-account).
+	Accounts destination.AccountPacer
 }
 
 // OpenParams configure Open.
@@ -74,6 +81,7 @@ func Open(ctx context.Context, p OpenParams) (_ *App, err error) {
 		return nil, err
 	}
 	a.Leases, a.RedisLeases = Leases(a.Store, a.Redis, p.Config.Settings.LeaseTTL)
+	a.Accounts = Accounts(a.Redis, clk)
 	if a.Alerts, err = alert.FromConfig(p.Config.Alerts, p.Logger, clk); err != nil {
 		return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks")
 	}
@@ -94,4 +102,13 @@ func (a *App) Close(ctx context.Context) {
 	if a.Store != nil {
 		_ = a.Store.Close()
 	}
+}
+
+// Accounts is the pacer of destination accounts: on rdb when there is one,
+// else in this process (docs/guide.md#one-rate-limit-per-account).
+func Accounts(rdb *redis.Client, clk clock.Clock) destination.AccountPacer {
+	if rdb != nil {
+		return ratelimit.NewRedis(rdb, rediskey.Default())
+	}
+	return ratelimit.NewMemory(clk)
 }

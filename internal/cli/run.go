@@ -225,7 +225,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	defer a.Close(ctx)
 	st, leases, alerts := a.Store, a.Leases, a.Alerts
-	built, err := app.Build(cfg, sc, app.Options{Clock: clk})
+	built, err := app.Build(cfg, sc, app.Options{Clock: clk, Accounts: a.Accounts})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}

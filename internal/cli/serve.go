@@ -182,6 +182,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		Scheduler:      scheduler,
 		Registerer:     reg,
 		RetryBackoff:   f.retryBackoff,
+		Accounts:       a.Accounts,
 	})
 	if err != nil {
 		return failed(env.Stdout, err)

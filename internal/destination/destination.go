@@ -5,6 +5,9 @@ package destination
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"regexp"
@@ -183,6 +186,10 @@ type Options struct {
 	// Sleep is how the destination waits between in-run retries and for its
 	// rate limit (nil: a timer). Tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Accounts, when set, shares each account's request budget with the
+	// other runs and processes writing to it (nil: the destination paces
+	// itself alone).
+	Accounts AccountPacer
 }
 
 // emailRE matches what looks like an e-mail address (or a URL's user
@@ -249,4 +256,38 @@ type Removal struct {
 	Key string
 	// Handle is the record's Handle, as kept when it was last delivered.
 	Handle string
+}
+
+// Limit is a destination account's request budget: Rate requests per
+// second on average, and up to Burst at once (at least 1).
+type Limit struct {
+	Rate  float64
+	Burst int
+}
+
+// AccountPacer shares a destination account's request budget between every
+// run and process writing to it (docs/guide.md#one-rate-limit-per-account):
+// a vendor limits an account, not a sync. Destinations reach it through
+// apiclient.AccountLimiter, which falls back to pacing alone when it fails.
+type AccountPacer interface {
+	// Reserve books the account's next request slot under limit and
+	// returns how long to wait before sending it.
+	Reserve(ctx context.Context, account string, limit Limit) (time.Duration, error)
+	// Pause holds every request of the account back for d: the vendor
+	// said its window is spent.
+	Pause(ctx context.Context, account string, d time.Duration) error
+}
+
+// Account names a destination account for an AccountPacer: a hash of the
+// destination's kind and of what identifies the account (its address and
+// credentials), so no secret is ever a key.
+func Account(kind string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range append([]string{kind}, parts...) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return kind + "-" + hex.EncodeToString(h.Sum(nil)[:16])
 }

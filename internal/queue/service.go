@@ -22,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/rediskey"
@@ -105,6 +106,9 @@ type Params struct {
 	// Sleep is how destinations wait between in-run retries (nil = a
 	// timer); tests shrink the waits with it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Accounts share destination accounts' request budgets (App.Accounts;
+	// nil: each run paces itself).
+	Accounts destination.AccountPacer
 	// RetryBackoff is the wait before a run's second attempt; it doubles
 	// for every later one, ±10 % jitter (default BackoffBase, 60 s; docs/guide.md#running-on-a-schedule-serve-and-worker).
 	RetryBackoff time.Duration
@@ -196,7 +200,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	if s.breaker == nil {
 		s.breaker = breaker.New(breaker.Params{Store: s.st, Logger: s.log})
 	}
-	s.build = app.Options{Clock: s.clock, HTTPClient: p.HTTPClient, Sleep: p.Sleep}
+	s.build = app.Options{Clock: s.clock, HTTPClient: p.HTTPClient, Sleep: p.Sleep, Accounts: p.Accounts}
 	if s.workers <= 0 {
 		s.workers = 4
 	}

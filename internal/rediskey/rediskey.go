@@ -114,6 +114,21 @@ func (s Space) Barrier(syncID string, runID int64) string {
 // re-queued by a person. No expiry.
 func (s Space) DeadLetter(syncID string) string { return s.syncKey(syncID, "deadletter") }
 
+// AccountRate and AccountPause are the keys of a destination account's
+// shared rate limit (docs/guide.md#one-rate-limit-per-account): the GCRA's
+// theoretical arrival time and the time until which the vendor asked for a
+// pause, both in Redis microseconds with a PX expiry. account is
+// destination.Account's hash (no secret). Their hash tag {acct:<account>}
+// keeps the pair in one slot for the reserve script.
+func (s Space) AccountRate(account string) string {
+	return s.Prefix() + "{acct:" + escapeID(account) + "}:rate"
+}
+
+// AccountPause: see AccountRate.
+func (s Space) AccountPause(account string) string {
+	return s.Prefix() + "{acct:" + escapeID(account) + "}:pause"
+}
+
 // Checkpoint is the key of a named checkpoint barrier (docs/guide.md#the-checkpoint-barrier) that belongs
 // to no sync run, such as the one of `oncesync checkpoint check --key NAME`:
 // a string "token:snapshot" with the barrier TTL. Its hash tag is

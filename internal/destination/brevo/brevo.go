@@ -85,6 +85,9 @@ type Params struct {
 	// VerifyWait bounds how long Verify waits for running import processes
 	// (default 2 min, polled every 2 s through Sleep).
 	VerifyWait time.Duration
+	// Accounts, when set, shares the account's request budget with the
+	// other runs and processes writing to it.
+	Accounts destination.AccountPacer
 	// WriteMode is upsert (default), update, create or mirror
 	// (docs/guide.md#write-modes). Update and create write on the single
 	// path whatever Mode says: an import always upserts.
@@ -101,7 +104,7 @@ type Destination struct {
 	ownClient  bool
 	sleep      func(context.Context, time.Duration) error
 	verifyWait time.Duration
-	limiter    *apiclient.Limiter
+	limiter    *apiclient.AccountLimiter
 	api        *apiclient.Client
 	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
@@ -182,7 +185,10 @@ func New(p Params) (*Destination, error) {
 	if rl <= 0 {
 		rl = DefaultRateLimit
 	}
-	d.limiter = apiclient.NewLimiter(clk, rl)
+	// Brevo limits an account (10 requests/s on the contacts endpoints):
+	// every sync and process writing to one shares its budget.
+	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("brevo", d.base, d.apiKey),
+		destination.Limit{Rate: rl, Burst: 1})
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout

@@ -54,7 +54,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		BaseURL: c.BaseURL, APIKey: c.APIKey, Mode: d.Mode, ListIDs: c.ListIDs,
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
-		WriteMode: destination.WriteMode(d.EffectiveWriteMode()),
+		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts,
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err

@@ -1,0 +1,144 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/ratelimit"
+	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/testenv"
+)
+
+var tenPerSecond = destination.Limit{Rate: 10, Burst: 1}
+
+// TestMemorySharesTheAccount: two runs of one account book slots of one
+// schedule (100 ms apart at 10/s), another account is not held up, and a
+// pause holds the account's next request back.
+func TestMemorySharesTheAccount(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	m := ratelimit.NewMemory(clk)
+	ctx := context.Background()
+	a := apiclient.NewAccountLimiter(clk, m, "brevo-a", tenPerSecond)
+	b := apiclient.NewAccountLimiter(clk, m, "brevo-a", tenPerSecond)
+	var waits []time.Duration
+	for range 3 {
+		for _, l := range []*apiclient.AccountLimiter{a, b} {
+			d, err := l.Reserve(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waits = append(waits, d)
+		}
+	}
+	for i, d := range waits {
+		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+			t.Fatalf("booking %d waits %v, want %v (all: %v)", i, d, want, waits)
+		}
+	}
+	if d, _ := m.Reserve(ctx, "brevo-other", tenPerSecond); d != 0 {
+		t.Fatalf("another account waits %v", d)
+	}
+	clk.Advance(time.Second)
+	a.Pause(3 * time.Second)
+	if d, _ := b.Reserve(ctx); d != 3*time.Second {
+		t.Fatalf("after a pause of 3s the account's next request waits %v", d)
+	}
+}
+
+// TestMemoryBurst: a burst of 5 lets 5 go at once, then paces.
+func TestMemoryBurst(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	m := ratelimit.NewMemory(clk)
+	for i := range 7 {
+		d, err := m.Reserve(context.Background(), "k", destination.Limit{Rate: 10, Burst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := time.Duration(0)
+		if i >= 5 {
+			want = time.Duration(i-4) * 100 * time.Millisecond
+		}
+		if d != want {
+			t.Fatalf("request %d waits %v, want %v", i, d, want)
+		}
+	}
+}
+
+func redisPacer(t *testing.T) (*ratelimit.Redis, *redis.Client, rediskey.Space) {
+	t.Helper()
+	opt := testenv.RedisOptions(t)
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	keys, err := rediskey.New("rl-" + testenv.RandHex(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeletePrefix(t, c, keys.Prefix()) })
+	return ratelimit.NewRedis(c, keys), c, keys
+}
+
+// TestRedisSharesTheAccount: two processes' pacers (two clients) book one
+// schedule on Redis's clock; a pause set by one holds the other.
+func TestRedisSharesTheAccount(t *testing.T) {
+	t.Parallel()
+	p1, _, keys := redisPacer(t)
+	c2 := redis.NewClient(testenv.RedisOptions(t))
+	t.Cleanup(func() { c2.Close() })
+	p2 := ratelimit.NewRedis(c2, keys)
+	ctx := context.Background()
+	start := time.Now()
+	var last time.Time
+	for i := range 20 {
+		p := p1
+		if i%2 == 1 {
+			p = p2
+		}
+		d, err := p.Reserve(ctx, "brevo-x", destination.Limit{Rate: 50, Burst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(d)
+		if i > 0 && at.Sub(last) < 15*time.Millisecond {
+			t.Fatalf("booking %d is %v after the previous one, want about 20ms (50/s shared)", i, at.Sub(last))
+		}
+		last = at
+	}
+	// 20 bookings at 50/s span about 380 ms from the first.
+	if span := last.Sub(start); span < 300*time.Millisecond || span > 2*time.Second {
+		t.Fatalf("20 bookings at 50/s span %v", span)
+	}
+	if err := p1.Pause(ctx, "brevo-y", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	d, err := p2.Reserve(ctx, "brevo-y", tenPerSecond)
+	if err != nil || d < 1500*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("after a 2s pause by another process: wait %v (%v)", d, err)
+	}
+}
+
+// TestAccountLimiterFallsBackWhenRedisIsGone: with the shared pacer
+// unreachable, requests are paced by the process alone, never refused.
+func TestAccountLimiterFallsBackWhenRedisIsGone(t *testing.T) {
+	t.Parallel()
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { dead.Close() })
+	clk := clock.NewFake(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	l := apiclient.NewAccountLimiter(clk, ratelimit.NewRedis(dead, rediskey.Default()), "brevo-z", tenPerSecond)
+	for i := range 3 {
+		d, err := l.Reserve(context.Background())
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+			t.Fatalf("request %d waits %v, want %v (paced alone)", i, d, want)
+		}
+	}
+}
