@@ -33,9 +33,9 @@ func (s *Source) scrub(msg string) string {
 // transientErrors are server errors a retry can cure.
 var transientErrors = map[uint16]bool{
 	1037: true, 1038: true, 1041: true, // out of memory
-	1040: true, // too many connections
-	1053: true, // server shutdown in progress
-	1129: true, // host blocked by connection errors
+	1040: true,                                                                                                             // too many connections
+	1053: true,                                                                                                             // server shutdown in progress
+	1129: true,                                                                                                             // host blocked by connection errors
 	1152: true, 1153: true, 1154: true, 1155: true, 1156: true, 1157: true, 1158: true, 1159: true, 1160: true, 1161: true, // network
 	1203: true, // max_user_connections
 	1205: true, // lock wait timeout

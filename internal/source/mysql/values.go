@@ -26,17 +26,17 @@ const (
 type kind int
 
 const (
-	kindText     kind = iota // CHAR, VARCHAR, TEXT, ENUM, SET, TIME, DATE and the unknown
-	kindInt                  // TINYINT ... BIGINT, YEAR (int64 from the driver)
-	kindUint                 // UNSIGNED BIGINT (uint64 from the driver); smaller unsigned ints arrive as int64
-	kindFloat                // FLOAT (float32)
-	kindDouble               // DOUBLE (float64)
-	kindDecimal              // DECIMAL
-	kindDatetime             // DATETIME
-	kindTimestamp            // TIMESTAMP (printed in the session's zone, UTC)
-	kindJSON                 // JSON (MySQL; MariaDB's JSON is LONGTEXT and reads as text)
-	kindBinary               // BINARY, VARBINARY, BLOBs, GEOMETRY
-	kindBit                  // BIT
+	kindText      kind = iota // CHAR, VARCHAR, TEXT, ENUM, SET, TIME, DATE and the unknown
+	kindInt                   // TINYINT ... BIGINT, YEAR (int64 from the driver)
+	kindUint                  // UNSIGNED BIGINT (uint64 from the driver); smaller unsigned ints arrive as int64
+	kindFloat                 // FLOAT (float32)
+	kindDouble                // DOUBLE (float64)
+	kindDecimal               // DECIMAL
+	kindDatetime              // DATETIME
+	kindTimestamp             // TIMESTAMP (printed in the session's zone, UTC)
+	kindJSON                  // JSON (MySQL; MariaDB's JSON is LONGTEXT and reads as text)
+	kindBinary                // BINARY, VARBINARY, BLOBs, GEOMETRY
+	kindBit                   // BIT
 )
 
 func kindOf(typeName string) kind {
