@@ -33,13 +33,12 @@ func (s *Source) scrub(msg string) string {
 // transientErrors are server errors a retry can cure.
 var transientErrors = map[uint16]bool{
 	1037: true, 1038: true, 1041: true, // out of memory
-	1040: true,                                                                                                             // too many connections
-	1053: true,                                                                                                             // server shutdown in progress
-	1129: true,                                                                                                             // host blocked by connection errors
-	1152: true, 1153: true, 1154: true, 1155: true, 1156: true, 1157: true, 1158: true, 1159: true, 1160: true, 1161: true, // network
-	1203: true, // max_user_connections
-	1205: true, // lock wait timeout
-	1213: true, // deadlock
+	1040: true, 1203: true, // too many connections, max_user_connections
+	1053: true,                                                 // server shutdown in progress
+	1129: true,                                                 // host blocked by connection errors
+	1152: true, 1153: true, 1154: true, 1155: true, 1156: true, // network
+	1157: true, 1158: true, 1159: true, 1160: true, 1161: true, // network
+	1205: true, 1213: true, // lock wait timeout, deadlock
 	1317: true, // query interrupted
 	1927: true, // connection killed (MariaDB)
 	1969: true, // max_statement_time exceeded (MariaDB)
