@@ -4,6 +4,8 @@
 #
 #   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
+#   2b. MySQL source: the bulk path with oncesync reading the contacts from a MySQL/MariaDB table
+#      (BENCH_MYSQL_URL, default mysql://root@127.0.0.1:3306/; BENCH_MYSQL=0 skips it)
 #   3. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
 #   4. go test -bench for internal/... (store ledger ops, CSV paging)
@@ -40,6 +42,13 @@ bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+if [[ "${BENCH_MYSQL:-1}" != 0 ]]; then
+	MYSQL_URL=${BENCH_MYSQL_URL:-mysql://root@127.0.0.1:3306/}
+	echo
+	echo "== MySQL source: bin/oncesync-bench --source mysql --mode bulk --records $BULK --page-size 500 --runs $RUNS"
+	bin/oncesync-bench --source mysql --mysql-url "$MYSQL_URL" --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
+fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo
