@@ -317,8 +317,8 @@ func (b *bench) secondPass(ctx context.Context, dir string) (sample, error) {
 	}
 	after := b.fake.Stats()
 	s.Requests, s.Duplicates = after.Requests-before.Requests, after.DuplicateWrites
-	if sum.state != "succeeded" || sum.replayed != int64(b.Records) || sum.written != 0 {
-		return sample{}, fmt.Errorf("oncesync said %q, want succeeded with all %d replayed and none written", sum.line, b.Records)
+	if sum.state != "succeeded" || sum.replayed != b.secondPassReplays() || sum.written != 0 {
+		return sample{}, fmt.Errorf("oncesync said %q, want succeeded with %d replayed and none written", sum.line, b.secondPassReplays())
 	}
 	if s.Requests != 0 || after.ContactsWritten != before.ContactsWritten || after.DuplicateWrites != 0 {
 		return sample{}, fmt.Errorf("the second pass sent %d requests (%d writes, %d duplicates); want none",
@@ -487,8 +487,12 @@ func printReport(w io.Writer, r report) {
 	tw.Flush()
 	fmt.Fprintf(w, "cpu per run (user+sys of the process, median): oncesync %.2fs, baseline %.2fs\n", r.Oncesync.CPUSecs, r.Baseline.CPUSecs)
 	if r.SecondPass != nil {
-		fmt.Fprintf(w, "second pass (same store, everything replayed from the ledger): %s records/s, requests sent %d\n",
-			rateSpread(*r.SecondPass), r.SecondPassReqs)
+		what := "everything replayed from the ledger"
+		if r.Source == "mysql" {
+			what = "the keyset source reads nothing new"
+		}
+		fmt.Fprintf(w, "second pass (same store, %s): %s records/s, requests sent %d\n",
+			what, rateSpread(*r.SecondPass), r.SecondPassReqs)
 	}
 	fmt.Fprintln(w, "checked after every run: fake contacts == records, contacts_written == records, duplicate_writes == 0")
 }

@@ -250,3 +250,32 @@ func TestMySQLIncremental(t *testing.T) {
 	mb.checkValues(t, rows+300+200)
 	mb.checkNoSecrets(t)
 }
+
+// TestMySQLRecordTooLarge: a row larger than max_record_bytes (1 MiB by
+// default) fails the run with source_query_invalid, and nothing of its
+// page is sent.
+func TestMySQLRecordTooLarge(t *testing.T) {
+	t.Parallel()
+	mb := setupMySQL(t, 10, 500, fakebrevo.Options{})
+	if _, err := mb.db.Exec("UPDATE contacts SET first_name = 'Big' WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.db.Exec("ALTER TABLE contacts ADD COLUMN notes LONGTEXT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.db.Exec("UPDATE contacts SET notes = REPEAT('x', 1100000) WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	p := mb.startRun()
+	code := p.Wait(t, time.Minute)
+	out := p.Out.String()
+	if code != 1 || !strings.Contains(out, "failed: source_query_invalid:") || !strings.Contains(out, "max_record_bytes") {
+		t.Fatalf("exit %d, want 1 with source_query_invalid about max_record_bytes:\n%s", code, out)
+	}
+	if strings.Contains(out, "xxxxxxxx") {
+		t.Fatal("the output quotes the row's value")
+	}
+	if st := mb.stats(); st.ContactsWritten != 0 {
+		t.Fatalf("%d contacts written from a page that could not be read", st.ContactsWritten)
+	}
+}

@@ -14,6 +14,8 @@ import (
 // table, cursor_column and version_query under source:.
 type Kind struct{}
 
+var _ config.CursorDescriber = (*Config)(nil)
+
 // Config is a sync's mysql keys.
 type Config struct {
 	DSN          string
