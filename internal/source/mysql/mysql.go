@@ -25,8 +25,10 @@
 // use DOUBLE or DECIMAL.
 //
 // Each page is read in its own transaction, START TRANSACTION WITH
-// CONSISTENT SNAPSHOT, READ ONLY at REPEATABLE READ: a page is one
-// consistent snapshot (InnoDB), and the source can never write. Rows are
+// CONSISTENT SNAPSHOT, READ ONLY at REPEATABLE READ, in a session that is
+// READ ONLY too: a page is one consistent snapshot (InnoDB), and the source
+// can never write, not even DDL (which MySQL would otherwise run after an
+// implicit commit). Rows are
 // streamed from the server, so memory is bounded by the page size.
 //
 // Every statement goes over the text protocol without placeholders: key
@@ -383,7 +385,10 @@ func (s *Source) snapshot(ctx context.Context, what string, fn func(conn *sql.Co
 	}
 	defer conn.Close()
 	err = func() error {
-		if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		// READ ONLY for the session, not only the transaction: DDL commits
+		// a transaction implicitly and would then run, but a read-only
+		// session refuses it (error 1792).
+		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err != nil {
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {

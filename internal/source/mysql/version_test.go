@@ -69,4 +69,17 @@ func TestVersion(t *testing.T) {
 	if got := b.queryStrings(t, "SELECT COUNT(*) FROM c WHERE note = 'x'"); got[0] != "0" {
 		t.Fatal("the version query wrote")
 	}
+	// Nor DDL, which MySQL runs after committing a READ ONLY transaction.
+	for _, q := range []string{"DROP TABLE c", "CREATE TABLE d (a INT)", "TRUNCATE TABLE c"} {
+		ddl := b.newSource(t, mysql.Params{Table: "c", CursorColumn: "id", VersionQuery: q})
+		if _, err := ddl.Snapshot(ctx); !errors.Is(err, source.ErrInvalid) {
+			t.Fatalf("version_query %q: %v, want ErrInvalid", q, err)
+		}
+	}
+	if got := b.queryStrings(t, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('c', 'd')"); got[0] != "1" {
+		t.Fatalf("DDL ran: %s of c, d exist", got[0])
+	}
+	if got := b.queryStrings(t, "SELECT COUNT(*) FROM c"); got[0] != "2" {
+		t.Fatalf("c has %s rows", got[0])
+	}
 }
