@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"time"
@@ -126,7 +127,9 @@ func checkDSN(dsn string) string {
 			return msg
 		}
 	}
-	if _, err := ParseDSN(dsn); err != nil {
+	if _, err := ParseDSN(dsn); errors.Is(err, errCharset) {
+		return "sets a charset or collation other than utf8mb4 (records are UTF-8): leave them out"
+	} else if err != nil {
 		return "must be a mysql:// URL (mysql://user:pass@host:3306/db) or the driver's DSN (user:pass@tcp(host:3306)/db)"
 	}
 	return ""

@@ -31,6 +31,9 @@ func TestConfigProblems(t *testing.T) {
   - id: s5
     source: {type: mysql, dsn: "u:` + secret + `@db/crm", table: t}
     destination: {type: webhook, url: https://example.com/h}
+  - id: s6
+    source: {type: mysql, dsn: "mysql://u:` + secret + `@db/crm?charset=latin1", table: t}
+    destination: {type: webhook, url: https://example.com/h}
 `
 	_, err := config.Parse("oncesync.yaml", []byte(yaml), noEnv, connector.Default().Kinds())
 	if err == nil {
@@ -45,6 +48,7 @@ func TestConfigProblems(t *testing.T) {
 		`oncesync.yaml:12: syncs[3].source.cursor_column: must be a column name (letters, digits, _), got "a b"`,
 		`oncesync.yaml:12: syncs[3].source.path: is not used by mysql sources`,
 		`oncesync.yaml:15: syncs[4].source.dsn: must be a mysql:// URL`,
+		`oncesync.yaml:18: syncs[5].source.dsn: sets a charset or collation other than utf8mb4`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%s", want, err)
@@ -109,7 +113,13 @@ func TestParseDSN(t *testing.T) {
 	if err != nil || cfg.Addr != "[::1]:3306" || cfg.DBName != "" || cfg.User != "root" {
 		t.Fatalf("parsed %+v, %v", cfg, err)
 	}
-	for _, bad := range []string{"http://db/crm", "mysql:///crm", "mysql://db/a/b", "mysql://db/crm?timeout=forever", "nonsense"} {
+	for _, ok := range []string{"mysql://db/crm?charset=utf8mb4", "u@tcp(db)/crm?collation=utf8mb4_bin"} {
+		if _, err := mysql.ParseDSN(ok); err != nil {
+			t.Errorf("ParseDSN(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://db/crm", "mysql:///crm", "mysql://db/a/b", "mysql://db/crm?timeout=forever", "nonsense",
+		"mysql://db/crm?charset=latin1", "u@tcp(db)/crm?collation=latin1_swedish_ci", "mysql://db/crm?charset=utf8mb4,latin1"} {
 		if _, err := mysql.ParseDSN(bad); err == nil {
 			t.Errorf("ParseDSN(%q) succeeded", bad)
 		}

@@ -176,9 +176,32 @@ var _ source.Source = (*Source)(nil)
 // errBadDSN says nothing of the DSN's text, which holds the password.
 var errBadDSN = errors.New("dsn cannot be parsed (want mysql://user:pass@host:3306/db?params or user:pass@tcp(host:3306)/db)")
 
+// errCharset: results must come as UTF-8, as records are.
+var errCharset = errors.New("dsn: charset and collation must be utf8mb4 ones (records are UTF-8); leave them out")
+
 // ParseDSN reads a mysql:// or mariadb:// URL or the driver's DSN. Its
 // errors never quote the DSN.
 func ParseDSN(dsn string) (*mysqldrv.Config, error) {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	// The connection's character set is what results arrive in.
+	if cfg.Collation != "" && !strings.HasPrefix(strings.ToLower(cfg.Collation), "utf8mb4_") {
+		return nil, errCharset
+	}
+	if _, q, ok := strings.Cut(cfg.FormatDSN(), "?"); ok {
+		vals, _ := url.ParseQuery(q)
+		for _, cs := range vals["charset"] {
+			if !strings.EqualFold(cs, "utf8mb4") {
+				return nil, errCharset
+			}
+		}
+	}
+	return cfg, nil
+}
+
+func parseDSN(dsn string) (*mysqldrv.Config, error) {
 	dsn = strings.TrimSpace(dsn)
 	scheme, _, isURL := strings.Cut(dsn, "://")
 	if !isURL {
