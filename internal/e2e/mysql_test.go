@@ -279,3 +279,39 @@ func TestMySQLRecordTooLarge(t *testing.T) {
 		t.Fatalf("%d contacts written from a page that could not be read", st.ContactsWritten)
 	}
 }
+
+// TestMySQLRejectedRowReadAgain: a row the destination rejected is read
+// again by identity on the next run (source.Refetcher), though the cursor
+// has moved past it and its cursor column did not change; once fixed it is
+// delivered, once, with its values.
+func TestMySQLRejectedRowReadAgain(t *testing.T) {
+	t.Parallel()
+	const rows = 500
+	mb := setupMySQL(t, rows, 200, fakebrevo.Options{RefuseEmails: []string{"bad000123@example.com"}})
+	if _, err := mb.db.Exec("UPDATE contacts SET email = 'bad000123@example.com' WHERE id = 123"); err != nil {
+		t.Fatal(err)
+	}
+	p := mb.startRun()
+	if code := p.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("run 1 exit %d:\n%s", code, p.Out)
+	}
+	if !strings.Contains(p.Out.String(), "written 499, replayed from ledger 0, rejected 1,") {
+		t.Fatalf("run 1 summary:\n%s", p.Out)
+	}
+	if _, ok := mb.fake.Contact("my000123@example.com"); ok {
+		t.Fatal("row 123 is at the fake before it was fixed")
+	}
+	// Fixed without moving the cursor column (updated_at kept as it was).
+	if _, err := mb.db.Exec("UPDATE contacts SET email = 'my000123@example.com', updated_at = updated_at WHERE id = 123"); err != nil {
+		t.Fatal(err)
+	}
+	p2 := mb.startRun()
+	if code := p2.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("run 2 exit %d:\n%s", code, p2.Out)
+	}
+	if !strings.Contains(p2.Out.String(), "written 1,") {
+		t.Fatalf("run 2 summary:\n%s", p2.Out)
+	}
+	mb.checkValues(t, rows)
+	mb.checkNoSecrets(t)
+}
