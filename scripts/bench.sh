@@ -6,9 +6,11 @@
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
 #   3. the shared rate limit: 4 syncs on one Brevo account over serve + 2 workers (PostgreSQL, Redis)
 #      against a fake allowing 10 requests/s: the 429 share and the budget used (BENCH_ACCOUNTS=0 skips it)
-#   4. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
+#   4. sources: the bulk path reading the contacts from a MySQL/MariaDB table (BENCH_MYSQL_URL, default
+#      ONCESYNC_TEST_MYSQL_URL or mysql://root@127.0.0.1:3306/; BENCH_MYSQL=0 skips it)
+#   5. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
-#   5. go test -bench for internal/... (store ledger ops, CSV paging)
+#   6. go test -bench for internal/... (store ledger ops, CSV paging)
 #
 # Each throughput figure is the median of BENCH_RUNS runs (default 3) with the
 # spread; see docs/PERFORMANCE.md for how to read them. About 5-6 minutes on 2 cores
@@ -47,6 +49,13 @@ if [[ "${BENCH_ACCOUNTS:-1}" != 0 ]]; then
 	echo
 	echo "== shared rate limit: bin/oncesync-bench accounts --syncs 4 --workers 2 --records 100 --rate 10"
 	bin/oncesync-bench accounts --syncs 4 --workers 2 --records 100 --rate 10
+fi
+
+if [[ "${BENCH_MYSQL:-1}" != 0 ]]; then
+	MYSQL_URL=${BENCH_MYSQL_URL:-${ONCESYNC_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/}}
+	echo
+	echo "== MySQL source: bin/oncesync-bench --source mysql --mode bulk --records $BULK --page-size 500 --runs $RUNS"
+	bin/oncesync-bench --source mysql --mysql-url "$MYSQL_URL" --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# test-services.sh: make sure PostgreSQL and Redis are reachable for the test suite, run a command with
-# ONCESYNC_TEST_DATABASE_URL and ONCESYNC_TEST_REDIS_URL exported, and stop whatever this script started.
+# test-services.sh: make sure PostgreSQL, Redis and MySQL (MariaDB) are reachable for the test suite, run a
+# command with ONCESYNC_TEST_DATABASE_URL, ONCESYNC_TEST_REDIS_URL and ONCESYNC_TEST_MYSQL_URL exported, and stop
+# whatever this script started.
 #
 # Usage:
 #   scripts/test-services.sh run -- <command> [args...]
 #   scripts/test-services.sh help
 #
 # Resolution, per service:
-#   1. If ONCESYNC_TEST_DATABASE_URL / ONCESYNC_TEST_REDIS_URL is set, probe it; otherwise probe the defaults
-#      postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable and redis://127.0.0.1:6379/0.
+#   1. If ONCESYNC_TEST_DATABASE_URL / ONCESYNC_TEST_REDIS_URL / ONCESYNC_TEST_MYSQL_URL is set, probe it;
+#      otherwise probe the defaults postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
+#      redis://127.0.0.1:6379/0 and mysql://root@127.0.0.1:3306/.
 #   2. If the probe fails (or ONCESYNC_TEST_FORCE_THROWAWAY=1), start a throwaway server on a free port in a
 #      temp dir and point the URL at it.
-#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli, chromium) are installed with apt-get
-#   (root, or passwordless sudo). redis-server and redis-cli are always made available: cluster tests start
+#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli, mariadb/mariadbd, chromium) are
+#   installed with apt-get (root, or passwordless sudo), waiting for another apt/dpkg to finish. redis-server and redis-cli are always made available: cluster tests start
 #   their own nodes with them.
 #
 # The command's exit status is this script's exit status. Throwaway servers are stopped and their temp dir
@@ -22,18 +24,22 @@
 # Environment:
 #   ONCESYNC_TEST_DATABASE_URL     PostgreSQL URL to probe first (optional)
 #   ONCESYNC_TEST_REDIS_URL        Redis URL to probe first (optional)
-#   ONCESYNC_TEST_FORCE_THROWAWAY  1: skip probing, always start throwaway PostgreSQL and Redis
+#   ONCESYNC_TEST_MYSQL_URL        MySQL/MariaDB URL to probe first (optional), mysql://USER[:PASSWORD]@HOST:PORT/
+#   ONCESYNC_TEST_FORCE_THROWAWAY  1: skip probing, always start throwaway PostgreSQL, Redis and MariaDB
 #   ONCESYNC_TEST_SERVICES_QUIET   1: print nothing but errors
 set -euo pipefail
 
 readonly DEFAULT_PG_URL='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable'
 readonly DEFAULT_REDIS_URL='redis://127.0.0.1:6379/0'
+readonly DEFAULT_MYSQL_URL='mysql://root@127.0.0.1:3306/'
 
 tmp_root=""     # temp dir holding throwaway servers' data; removed on exit
 pg_started=""   # data dir of a PostgreSQL we started
 pg_runas=""     # user our PostgreSQL runs as when we are root
 redis_started="" # port of a Redis we started
 redis_pidfile=""
+mysql_pid=""     # pid of a mariadbd we started
+mysql_dir=""
 apt_updated=""
 
 log() {
@@ -66,11 +72,13 @@ as_root() {
 apt_install() {
 	have apt-get || die "apt-get not found; install $* by hand"
 	log "installing $* with apt-get"
+	# Another apt or dpkg (unattended upgrades, a parallel run of this script) may hold the lock: wait for it.
+	local lock=(-o DPkg::Lock::Timeout=600)
 	if [[ -z "$apt_updated" ]]; then
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || die "apt-get update failed"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" update -qq >&2 || die "apt-get update failed"
 		apt_updated=1
 	fi
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2 ||
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -qq --no-install-recommends "$@" </dev/null >&2 ||
 		die "apt-get install $* failed"
 }
 
@@ -101,6 +109,40 @@ ensure_redis() {
 		apt_install redis-server redis-tools
 	fi
 	have redis-server && have redis-cli || die "redis-server/redis-cli not found even after installing"
+}
+
+# mysql_client prints the MySQL/MariaDB command-line client, or nothing.
+mysql_client() {
+	if have mariadb; then echo mariadb; elif have mysql; then echo mysql; fi
+}
+
+# mariadbd_bin prints the MariaDB server binary, or nothing.
+mariadbd_bin() {
+	local b
+	for b in "$(command -v mariadbd 2>/dev/null)" /usr/sbin/mariadbd "$(command -v mysqld 2>/dev/null)" /usr/sbin/mysqld; do
+		[[ -n "$b" && -x "$b" ]] && { printf '%s\n' "$b"; return; }
+	done
+}
+
+ensure_mysql_client() {
+	[[ -n "$(mysql_client)" ]] || apt_install mariadb-client
+	[[ -n "$(mysql_client)" ]] || die "mariadb/mysql client not found even after installing mariadb-client"
+}
+
+ensure_mysql_server() {
+	if [[ -z "$(mariadbd_bin)" ]] || ! have mariadb-install-db; then
+		apt_install mariadb-server
+	fi
+	[[ -n "$(mariadbd_bin)" ]] && have mariadb-install-db || die "mariadbd/mariadb-install-db not found even after installing mariadb-server"
+}
+
+# mysql_ok reports whether a mysql://USER[:PASSWORD]@HOST[:PORT]/ URL accepts a query.
+mysql_ok() {
+	local url=$1 re='^mysql://([^:@/]*)(:([^@/]*))?@([^:/]+)(:([0-9]+))?(/.*)?$'
+	[[ "$url" =~ $re ]] || return 1
+	local user=${BASH_REMATCH[1]} pass=${BASH_REMATCH[3]} host=${BASH_REMATCH[4]} port=${BASH_REMATCH[6]:-3306}
+	[[ $(MYSQL_PWD="$pass" timeout 10 "$(mysql_client)" --no-defaults --protocol=TCP -h "$host" -P "$port" \
+		-u "$user" --connect-timeout=3 -N -B -e 'select 1' 2>/dev/null) == 1 ]]
 }
 
 # pg_ok reports whether the URL accepts a real query (psql), or at least connections (pg_isready).
@@ -225,6 +267,70 @@ start_redis() {
 	log "started throwaway Redis on 127.0.0.1:$redis_started ($dir)"
 }
 
+start_mysql() {
+	ensure_mysql_server
+	local bin port attempt runas=root i
+	bin=$(mariadbd_bin)
+	make_tmp_root
+	mysql_dir="$tmp_root/mysql"
+	mkdir -p "$mysql_dir"
+	if [[ $(id -u) -eq 0 ]] && id mysql >/dev/null 2>&1; then
+		runas=mysql
+		chown mysql "$mysql_dir"
+	elif [[ $(id -u) -ne 0 ]]; then
+		runas=$(id -un)
+	fi
+	mariadb-install-db --no-defaults --datadir="$mysql_dir/data" --user="$runas" --auth-root-authentication-method=normal \
+		--skip-test-db >"$mysql_dir/install.log" 2>&1 || {
+		cat "$mysql_dir/install.log" >&2
+		die "mariadb-install-db failed"
+	}
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		"$bin" --no-defaults --datadir="$mysql_dir/data" --user="$runas" --port="$port" --bind-address=127.0.0.1 \
+			--socket="$mysql_dir/mysqld.sock" --pid-file="$mysql_dir/mysqld.pid" --log-error="$mysql_dir/error.log" \
+			--skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --innodb-buffer-pool-size=128M \
+			--max-connections=300 </dev/null >/dev/null 2>&1 &
+		mysql_pid=$!
+		for i in $(seq 1 300); do
+			kill -0 "$mysql_pid" 2>/dev/null || break
+			if timeout 5 "$(mysql_client)" --no-defaults -S "$mysql_dir/mysqld.sock" -u root -N -B -e 'select 1' >/dev/null 2>&1; then
+				break 2
+			fi
+			sleep 0.2
+		done
+		kill -9 "$mysql_pid" 2>/dev/null || true
+		wait "$mysql_pid" 2>/dev/null || true
+		mysql_pid=""
+		log "MariaDB did not start on port $port (attempt $attempt)"
+	done
+	if [[ -z "$mysql_pid" ]]; then
+		tail -n 20 "$mysql_dir/error.log" >&2 || true
+		die "could not start a throwaway MariaDB"
+	fi
+	# root over TCP from 127.0.0.1, without a password, as on the usual machine.
+	"$(mysql_client)" --no-defaults -S "$mysql_dir/mysqld.sock" -u root -e \
+		"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;" ||
+		die "could not set up root@127.0.0.1 on the throwaway MariaDB"
+	MYSQL_URL="mysql://root@127.0.0.1:$port/"
+	mysql_ok "$MYSQL_URL" || die "throwaway MariaDB on port $port does not answer"
+	log "started throwaway MariaDB on 127.0.0.1:$port ($mysql_dir)"
+}
+
+stop_mysql() {
+	[[ -n "$mysql_pid" ]] || return 0
+	local i
+	kill "$mysql_pid" 2>/dev/null || true
+	for i in $(seq 1 150); do
+		kill -0 "$mysql_pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -9 "$mysql_pid" 2>/dev/null || true
+	wait "$mysql_pid" 2>/dev/null || true
+	log "stopped throwaway MariaDB"
+	mysql_pid=""
+}
+
 stop_pg() {
 	[[ -n "$pg_started" ]] || return 0
 	local bindir
@@ -261,6 +367,7 @@ cleanup() {
 	set +e
 	stop_redis
 	stop_pg
+	stop_mysql
 	[[ -n "$tmp_root" ]] && rm -rf "$tmp_root"
 	exit "$status"
 }
@@ -276,19 +383,23 @@ setup() {
 	local pkgs=()
 	have redis-server && have redis-cli || pkgs+=(redis-server redis-tools)
 	have psql || have pg_isready || pkgs+=(postgresql)
+	[[ -n "$(mysql_client)" ]] || pkgs+=(mariadb-client)
 	# The web UI's browser tests drive Debian's Chromium (chromedp); no browser is downloaded at run time.
 	[[ "${ONCESYNC_TEST_NO_BROWSER:-}" == 1 ]] || have chromium || pkgs+=(chromium)
 	[[ ${#pkgs[@]} -eq 0 ]] || apt_install "${pkgs[@]}"
 	ensure_redis
 	ensure_pg_client
+	ensure_mysql_client
 
 	PG_URL=${ONCESYNC_TEST_DATABASE_URL:-$DEFAULT_PG_URL}
 	REDIS_URL=${ONCESYNC_TEST_REDIS_URL:-$DEFAULT_REDIS_URL}
+	MYSQL_URL=${ONCESYNC_TEST_MYSQL_URL:-$DEFAULT_MYSQL_URL}
 
 	if [[ "${ONCESYNC_TEST_FORCE_THROWAWAY:-}" == 1 ]]; then
 		log "ONCESYNC_TEST_FORCE_THROWAWAY=1: not probing existing servers"
 		start_pg
 		start_redis
+		start_mysql
 	else
 		if pg_ok "$PG_URL"; then
 			log "using running PostgreSQL"
@@ -302,9 +413,16 @@ setup() {
 			log "no Redis answers at the configured address; starting a throwaway one"
 			start_redis
 		fi
+		if mysql_ok "$MYSQL_URL"; then
+			log "using running MySQL/MariaDB"
+		else
+			log "no MySQL/MariaDB answers at the configured address; starting a throwaway MariaDB"
+			start_mysql
+		fi
 	fi
 	export ONCESYNC_TEST_DATABASE_URL="$PG_URL"
 	export ONCESYNC_TEST_REDIS_URL="$REDIS_URL"
+	export ONCESYNC_TEST_MYSQL_URL="$MYSQL_URL"
 }
 
 main() {

@@ -4,6 +4,7 @@
 // same local fake Brevo with nothing else: no ledger, no lease, no cursor.
 //
 //	oncesync-bench --records 200000 --page-size 500 --mode bulk --runs 3
+//	oncesync-bench --source mysql --mysql-url mysql://root@127.0.0.1:3306/ ...  // oncesync reads a MySQL table
 //
 // Both sides run as separate processes (the baseline is this binary re-run
 // with the hidden `baseline` subcommand), so both pay process start-up; both

@@ -118,7 +118,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo or webhook)`,
-				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl or postgres)`,
+				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres or mysql)`,
 			},
 		},
 		{
@@ -176,7 +176,7 @@ syncs:
     destination: {type: fax}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres)`,
+				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql)`,
 				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook)`,
 			},
 		},
@@ -188,7 +188,7 @@ syncs:
     destination: {api_key: ${KEY}}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres)`,
+				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql)`,
 				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook)`,
 			},
 		},
@@ -318,7 +318,7 @@ syncs:
     source: {type: csv, path: a.csv, table: t}
     destination: {type: webhook, url: https://example.com/h}
 `,
-			want: []string{`oncesync.yaml:3: syncs[0].source.table: is not used by csv sources (postgres only)`},
+			want: []string{`oncesync.yaml:3: syncs[0].source.table: is not used by csv sources (postgres and mysql only)`},
 		},
 		{
 			name: "webhook without url and with brevo keys",

@@ -1,0 +1,96 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// safeError carries an error's message with the DSN's password removed, and
+// unwraps to the original error (for errors.Is/As).
+type safeError struct {
+	msg string
+	err error
+}
+
+func (e *safeError) Error() string { return e.msg }
+func (e *safeError) Unwrap() error { return e.err }
+
+// scrub returns msg without the password (defence in depth: the driver does
+// not put passwords in its errors, but a network message must never leak one).
+func (s *Source) scrub(msg string) string {
+	if s.password == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, s.password, "xxxxx")
+}
+
+// transientErrors are server errors a retry can cure.
+var transientErrors = map[uint16]bool{
+	1037: true, 1038: true, 1041: true, // out of memory
+	1040: true, 1203: true, // too many connections, max_user_connections
+	1053: true,                                                 // server shutdown in progress
+	1129: true,                                                 // host blocked by connection errors
+	1152: true, 1153: true, 1154: true, 1155: true, 1156: true, // network
+	1157: true, 1158: true, 1159: true, 1160: true, 1161: true, // network
+	1205: true, 1213: true, // lock wait timeout, deadlock
+	1317: true, // query interrupted
+	1927: true, // connection killed (MariaDB)
+	1969: true, // max_statement_time exceeded (MariaDB)
+	3024: true, // max_execution_time exceeded (MySQL)
+	4031: true, // disconnected by the server for inactivity (MySQL)
+}
+
+// dataErrors are errors whose messages quote row values (`Truncated
+// incorrect DOUBLE value: 'ada@example.com'`); only their numbers are kept.
+var dataErrors = map[uint16]bool{
+	1062: true, 1264: true, 1265: true, 1292: true, 1366: true, 1367: true,
+	1406: true, 1411: true, 1441: true, 1525: true, 1586: true, 3140: true, 4025: true,
+}
+
+// classify wraps err, met while doing what, with the source sentinel a runner
+// maps to a failure code:
+//   - the context's error when ctx is done (not a source failure);
+//   - source.ErrInvalid for the server's refusals that a retry cannot cure
+//     (syntax, unknown table or column, access denied, data errors), with
+//     the server's message, error number and SQLSTATE;
+//   - source.ErrUnavailable for everything else (network, server shutting
+//     down, timeouts, too many connections, deadlocks).
+//
+// Messages of data errors (SQLSTATE classes 22 and 23, and the numbers of
+// dataErrors) are replaced by their number, as they can quote row values.
+func (s *Source) classify(ctx context.Context, what string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+	}
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		state := strings.TrimRight(string(me.SQLState[:]), "\x00")
+		class := state[:min(2, len(state))]
+		msg := me.Message
+		if class == "22" || class == "23" || dataErrors[me.Number] {
+			msg = "the query failed on a value of the data"
+		}
+		detail := fmt.Sprintf("%s (error %d", msg, me.Number)
+		if state != "" {
+			detail += ", SQLSTATE " + state
+		}
+		safe := &safeError{msg: s.scrub(detail + ")"), err: err}
+		sentinel := source.ErrInvalid
+		if transientErrors[me.Number] || class == "08" || class == "40" {
+			sentinel = source.ErrUnavailable
+		}
+		return fmt.Errorf("%s: %s: %w: %w", s.id, what, sentinel, safe)
+	}
+	if errors.Is(err, source.ErrInvalid) || errors.Is(err, source.ErrChanged) ||
+		errors.Is(err, source.ErrBadCursor) || errors.Is(err, source.ErrUnavailable) {
+		return fmt.Errorf("%s: %s: %w", s.id, what, err)
+	}
+	safe := &safeError{msg: s.scrub(err.Error()), err: err}
+	return fmt.Errorf("%s: %s: %w: %w", s.id, what, source.ErrUnavailable, safe)
+}

@@ -1,0 +1,84 @@
+package mysql_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/source/mysql"
+)
+
+// seq creates table seq(g) holding 1..n, for generating rows in SQL.
+func (b *bundle) seq(t *testing.T, n int) {
+	t.Helper()
+	b.exec(t, "CREATE TABLE seq (g INT PRIMARY KEY)")
+	for g := 1; g <= n; g++ {
+		b.exec(t, fmt.Sprintf("INSERT INTO seq VALUES (%d)", g))
+	}
+}
+
+// TestKeysetTies pages tables whose cursor_column has only a few distinct
+// values (ties everywhere) of several types: the identity breaks the ties, so
+// every row comes exactly once in (cursor_column, identity) order (MySQL's
+// ORDER BY, collations included), and every Next resumes exactly, also in a
+// fresh Source.
+func TestKeysetTies(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 40
+	b.seq(t, n)
+	tests := []struct {
+		name         string
+		keyType, key string // cursor column type and value for row g
+		idType, id   string // identity type and value for row g
+	}{
+		{"datetime/bigint", "DATETIME(6)", "TIMESTAMP('2024-05-01 10:00:00.123456') + INTERVAL (g % 3) * 1000001 MICROSECOND", "BIGINT", "(g * 919) % 1000"},
+		{"timestamp/char", "TIMESTAMP(6)", "TIMESTAMP('1999-12-31 23:59:59.999999') + INTERVAL (g % 4) MICROSECOND", "CHAR(32)", "MD5(g)"},
+		{"decimal/varchar", "DECIMAL(12,4)", "ROUND((g % 3) / 7, 4) - 0.1", "VARCHAR(20)", "CONCAT('id-', g)"},
+		{"double/int", "DOUBLE", "(g % 3) * 0.1 - 0.1", "INT", "1000 - g"},
+		{"case-insensitive text/bigint", "VARCHAR(20) COLLATE utf8mb4_general_ci", "ELT(g % 6 + 1, 'a', 'B', 'é', 'a b', 'O''Brien, \"x\"', 'A')", "BIGINT", "g"},
+		{"date/binary text", "DATE", "DATE('2024-02-28') + INTERVAL (g % 3) DAY", "VARCHAR(32) COLLATE utf8mb4_bin", "MD5(g)"},
+		{"varbinary/unsigned", "VARBINARY(8)", "UNHEX(LPAD(HEX(g % 3), 4, '0'))", "BIGINT UNSIGNED", "18446744073709551615 - g"},
+		{"time/int", "TIME(6)", "SEC_TO_TIME((g % 3) * 3600 - 3600)", "INT", "g"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table := fmt.Sprintf("ties%d", i)
+			b.exec(t,
+				fmt.Sprintf("CREATE TABLE %s (k %s NOT NULL, id %s NOT NULL, v INT, PRIMARY KEY (k, id))", table, tt.keyType, tt.idType),
+				fmt.Sprintf("INSERT INTO %s SELECT %s, %s, g FROM seq ORDER BY RAND()", table, tt.key, tt.id),
+			)
+			want := b.queryStrings(t, fmt.Sprintf("SELECT v FROM %s ORDER BY k, id", table))
+			if len(want) != n {
+				t.Fatalf("%d rows, want %d", len(want), n)
+			}
+			if distinct := b.queryStrings(t, fmt.Sprintf("SELECT COUNT(DISTINCT k) FROM %s", table)); distinct[0] == fmt.Sprint(n) {
+				t.Fatalf("no ties in %s", table)
+			}
+			p := mysql.Params{Table: table, CursorColumn: "k", Identity: "id"}
+			src := b.newSource(t, p)
+			for _, size := range []int{1, 3, 7, n, n + 1} {
+				got, nexts := readAll(t, src, "", size)
+				if g := column(got, "v"); !slices.Equal(g, want) {
+					t.Fatalf("size %d: order %v, want %v", size, g, want)
+				}
+				// Resume from every Next in a fresh Source, with another size.
+				fresh := b.newSource(t, p)
+				for j, next := range nexts[:len(nexts)-1] {
+					rest, _ := readAll(t, fresh, next, 4)
+					before := min((j+1)*size, n)
+					if g := column(rest, "v"); !slices.Equal(g, want[before:]) {
+						t.Fatalf("size %d: resumed after %d rows: %v, want %v", size, before, g, want[before:])
+					}
+				}
+				// At the end, Next reads nothing more.
+				page, err := fresh.ReadPage(context.Background(), nexts[len(nexts)-1], size)
+				if err != nil || !page.End || len(page.Records) != 0 || page.Next != nexts[len(nexts)-1] {
+					t.Fatalf("size %d: read at the final Next: End=%v, %d records, Next changed %v, err %v",
+						size, page.End, len(page.Records), page.Next != nexts[len(nexts)-1], err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,785 @@
+// Package mysql reads a MySQL 8 or MariaDB 10.11 table or query as an
+// oncesync source, with keyset pagination, as source/postgres reads
+// PostgreSQL (docs/config.md#mysql-source).
+//
+// # Paging
+//
+// A source is a table (Params.Table, e.g. "crm.contacts") or a query
+// (Params.Query). Pages are read in the order of (cursor_column, identity):
+//
+//	SELECT * FROM (<query>) AS `src`
+//	WHERE `src`.`k` IS NOT NULL AND `src`.`id` IS NOT NULL
+//	  AND `src`.`k` >= K AND (`src`.`k` > K OR (`src`.`k` = K AND `src`.`id` > ID))
+//	ORDER BY `src`.`k`, `src`.`id` LIMIT n
+//
+// (the row comparison spelt out, so MySQL reads an index (k, id) as one
+// range), so a page costs one index range scan however deep into the source
+// it is. The ties, NULL and uniqueness rules are the PostgreSQL source's: an
+// empty cursor_column defaults to the identity; without an identity the
+// cursor_column must be unique (a tie at a page boundary fails with
+// source.ErrInvalid, never skips); rows with a NULL key fail the pass at its
+// end. Strings compare in the column's collation, as ORDER BY sorts them:
+// with a case- or accent-insensitive collation, the (cursor_column,
+// identity) pair must be unique in that collation. A FLOAT key is refused
+// (MySQL prints FLOAT values rounded, so a cursor would not read them back);
+// use DOUBLE or DECIMAL.
+//
+// Each page is read in its own transaction, START TRANSACTION WITH
+// CONSISTENT SNAPSHOT, READ ONLY at REPEATABLE READ, in a session that is
+// READ ONLY too: a page is one consistent snapshot (InnoDB), and the source
+// can never write, not even DDL (which MySQL would otherwise run after an
+// implicit commit). Rows are
+// streamed from the server, so memory is bounded by the page size.
+//
+// Every statement goes over the text protocol without placeholders: key
+// values and ids are written into it as literals built only from validated
+// text (integers, decimals, doubles as digits; strings as _utf8mb4 X'hex';
+// binary strings as X'hex'), so a "?" in a query is never mistaken for a
+// parameter and no value is ever interpolated raw. Identifiers are quoted
+// with backticks.
+//
+// # Cursors and incremental runs
+//
+// A cursor is the (cursor_column, identity) of the last row read, as MySQL
+// prints them, with their types (see position); "" is the start. With
+// cursor_column updated_at (ON UPDATE CURRENT_TIMESTAMP(6)) and identity the
+// primary key, changed rows are re-sent once and unchanged rows never twice.
+// The caveats of the PostgreSQL source hold: a row committed with a cursor
+// value below one already read is not seen until the cursor is reset.
+//
+// # Re-reading rows by identity
+//
+// ReadIdentities (source.Refetcher) reads
+//
+//	SELECT * FROM (<query>) AS `src` WHERE `src`.`id` IN (...)
+//
+// with the ids as literals of the column's type, 1,000 per statement, in
+// one snapshot.
+//
+// # Values
+//
+// A record's Fields hold what the PostgreSQL source gives for the same
+// logical value:
+//
+//	NULL                               nil
+//	TINYINT ... BIGINT, YEAR, BIT      int64 (an UNSIGNED BIGINT past int64: json.Number)
+//	FLOAT, DOUBLE, DECIMAL             json.Number (DECIMAL keeps its scale: "12.50")
+//	TIMESTAMP                          RFC 3339 in UTC ("2024-05-01T10:00:00.123456Z")
+//	DATETIME                           RFC 3339 without zone ("2024-05-01T10:00:00.5")
+//	JSON (MySQL)                       decoded (map[string]any, []any, json.Number...)
+//	BINARY, VARBINARY, BLOB, GEOMETRY  standard base64
+//	everything else                    MySQL's text: CHAR, VARCHAR, TEXT, ENUM, SET,
+//	                                   DATE ("2024-05-01"), TIME, MariaDB's JSON
+//
+// MySQL has no boolean type: a BOOLEAN column is TINYINT(1) and reads as
+// int64 0 or 1. CHAR values lose their trailing spaces (MySQL strips them).
+// Zero dates ("0000-00-00") keep MySQL's text. Every session runs with
+// time_zone '+00:00', so TIMESTAMP values read the same on every worker.
+//
+// # Errors
+//
+// An unreachable server, a dropped connection, a timeout, a deadlock or a
+// server shutting down wrap source.ErrUnavailable (retryable). The server's
+// refusals (syntax, unknown table or column, access denied) wrap
+// source.ErrInvalid with its message, error number and SQLSTATE; data errors
+// keep only the number, as their messages can quote row values. A record
+// larger than Params.MaxRecordBytes wraps source.ErrInvalid. A cursor that
+// cannot be decoded wraps source.ErrBadCursor; a cursor whose key types no
+// longer match the columns wraps source.ErrChanged. The DSN's password
+// appears in no error and not in the ID.
+package mysql
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// Params configures a Source.
+type Params struct {
+	// DSN is a mysql:// (or mariadb://) URL, or the driver's own DSN
+	// (user:pass@tcp(host:3306)/db?params). Its password is kept out of the
+	// ID and every error.
+	DSN string
+	// Query or Table is what is read (exactly one is set). Table is "name"
+	// or "database.name".
+	Query string
+	Table string
+	// CursorColumn orders the rows and positions cursors. Empty means
+	// Identity.
+	CursorColumn string
+	// Identity is the optional primary-key column that breaks ties on
+	// CursorColumn (and keys deliveries, docs/guide.md#what-a-run-does).
+	Identity string
+	// VersionQuery versions the data for Snapshot (see Version); empty
+	// means the default query.
+	VersionQuery string
+	// MaxRecordBytes bounds a record's size (its column names and values as
+	// read); a larger record fails the page with source.ErrInvalid. 0 means
+	// DefaultMaxRecordBytes.
+	MaxRecordBytes int
+}
+
+// DefaultMaxRecordBytes is the record size limit when Params sets none.
+const DefaultMaxRecordBytes = 1 << 20
+
+// defaultConnectTimeout bounds a connection attempt when the DSN sets no
+// timeout.
+const defaultConnectTimeout = 10 * time.Second
+
+// closeTimeout bounds the ROLLBACK that ends a snapshot.
+const closeTimeout = 5 * time.Second
+
+// Source reads a MySQL or MariaDB table or query. It holds a pool of at most
+// one connection, opened on demand and reopened after it is lost; it is safe
+// for concurrent use (calls are serialised), though a run uses it from one
+// goroutine.
+type Source struct {
+	connector driver.Connector
+	id        string
+	password  string
+	// from is the relation read: a quoted table name or "(query\n)".
+	from string
+	// keys are the key column names: cursor_column[, identity].
+	keys []string
+	// schema and table name a table source ("" schema: the DSN's database).
+	isTable       bool
+	schema, table string
+	// keysNotNull reports that the catalog forbids NULL in every key column.
+	keysNotNull bool
+	maxRecord   int
+
+	base, order, nullSQL, versionSQL string
+	versionQuery                     string
+
+	mu sync.Mutex
+	db *sql.DB
+}
+
+var _ source.Source = (*Source)(nil)
+
+// errBadDSN says nothing of the DSN's text, which holds the password.
+var errBadDSN = errors.New("dsn cannot be parsed (want mysql://user:pass@host:3306/db?params or user:pass@tcp(host:3306)/db)")
+
+// errCharset: results must come as UTF-8, as records are.
+var errCharset = errors.New("dsn: charset and collation must be utf8mb4 ones (records are UTF-8); leave them out")
+
+// ParseDSN reads a mysql:// or mariadb:// URL or the driver's DSN. Its
+// errors never quote the DSN.
+func ParseDSN(dsn string) (*mysqldrv.Config, error) {
+	cfg, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	// The connection's character set is what results arrive in.
+	if cfg.Collation != "" && !strings.HasPrefix(strings.ToLower(cfg.Collation), "utf8mb4_") {
+		return nil, errCharset
+	}
+	if _, q, ok := strings.Cut(cfg.FormatDSN(), "?"); ok {
+		vals, _ := url.ParseQuery(q)
+		for _, cs := range vals["charset"] {
+			if !strings.EqualFold(cs, "utf8mb4") {
+				return nil, errCharset
+			}
+		}
+	}
+	return cfg, nil
+}
+
+func parseDSN(dsn string) (*mysqldrv.Config, error) {
+	dsn = strings.TrimSpace(dsn)
+	scheme, _, isURL := strings.Cut(dsn, "://")
+	if !isURL {
+		cfg, err := mysqldrv.ParseDSN(dsn)
+		if err != nil {
+			return nil, errBadDSN
+		}
+		return cfg, nil
+	}
+	if !strings.EqualFold(scheme, "mysql") && !strings.EqualFold(scheme, "mariadb") {
+		return nil, errBadDSN
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || u.Hostname() == "" || strings.Contains(strings.Trim(u.Path, "/"), "/") {
+		return nil, errBadDSN
+	}
+	cfg, err := mysqldrv.ParseDSN("/?" + u.RawQuery)
+	if err != nil {
+		return nil, errBadDSN
+	}
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	port := u.Port()
+	if port == "" {
+		port = "3306"
+	}
+	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(u.Hostname(), port)
+	cfg.DBName = strings.Trim(u.Path, "/")
+	return cfg, nil
+}
+
+// configure fixes what shapes the values' text and the protocol, so the
+// same row reads (and keys) the same on every worker.
+func configure(cfg *mysqldrv.Config) {
+	cfg.ParseTime = false         // temporal values as MySQL's text, converted by convert
+	cfg.InterpolateParams = false // no placeholders are ever used (see the package documentation)
+	cfg.MultiStatements = false
+	cfg.AllowAllFiles = false
+	cfg.Logger = &mysqldrv.NopLogger{} // errors are returned, never logged
+	if cfg.Timeout == 0 {
+		cfg.Timeout = defaultConnectTimeout
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	for k := range cfg.Params {
+		if strings.EqualFold(k, "time_zone") {
+			delete(cfg.Params, k)
+		}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+}
+
+// New returns a Source for p after checking, on the server, that the query or
+// table can be read and has the key columns. Errors wrap source.ErrInvalid
+// (bad parameters, bad SQL, unknown columns, access denied) or
+// source.ErrUnavailable (the server cannot be reached).
+func New(ctx context.Context, p Params) (*Source, error) {
+	invalid := func(format string, args ...any) (*Source, error) {
+		return nil, fmt.Errorf("mysql source: "+format+": %w", append(args, source.ErrInvalid)...)
+	}
+	query, table := strings.TrimSpace(p.Query), strings.TrimSpace(p.Table)
+	switch {
+	case strings.TrimSpace(p.DSN) == "":
+		return invalid("dsn is empty")
+	case query != "" && table != "":
+		return invalid("set query or table, not both")
+	case query == "" && table == "":
+		return invalid("set a query or a table")
+	case p.MaxRecordBytes < 0:
+		return invalid("max_record_bytes must not be negative")
+	}
+	cursorCol, identity := p.CursorColumn, p.Identity
+	if cursorCol == "" {
+		cursorCol = identity
+	}
+	if cursorCol == "" {
+		return invalid("set cursor_column (or identity) for keyset pagination")
+	}
+	cfg, err := ParseDSN(p.DSN)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	configure(cfg)
+	connector, err := mysqldrv.NewConnector(cfg)
+	if err != nil {
+		return invalid("dsn: %s", strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
+	}
+	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol},
+		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
+	if s.maxRecord == 0 {
+		s.maxRecord = DefaultMaxRecordBytes
+	}
+	if identity != "" && identity != cursorCol {
+		s.keys = append(s.keys, identity)
+	}
+	loc := fmt.Sprintf("mysql:%s/%s/", cfg.Addr, cfg.DBName)
+	if table != "" {
+		parts := strings.Split(table, ".")
+		for _, part := range parts {
+			if part == "" || len(parts) > 2 {
+				return invalid("table %q: want name or database.name", table)
+			}
+		}
+		quoted := make([]string, len(parts))
+		for i, part := range parts {
+			quoted[i] = quoteIdent(part)
+		}
+		s.isTable = true
+		s.table = parts[len(parts)-1]
+		if len(parts) == 2 {
+			s.schema = parts[0]
+		}
+		s.from = strings.Join(quoted, ".")
+		s.id = loc + table
+	} else {
+		sum := sha256.Sum256([]byte(normalizeQuery(query)))
+		// A trailing "-- comment" must not swallow the closing parenthesis.
+		s.from = "(" + strings.TrimRight(query, "; \t\r\n") + "\n)"
+		s.id = loc + "query:" + hex.EncodeToString(sum[:8])
+	}
+	s.buildSQL()
+	if err := s.check(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// col is the quoted reference to column name of the relation src.
+func col(name string) string { return "`src`." + quoteIdent(name) }
+
+func (s *Source) buildSQL() {
+	refs := make([]string, len(s.keys))
+	notNull := make([]string, len(s.keys))
+	isNull := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		refs[i] = col(k)
+		notNull[i] = refs[i] + " IS NOT NULL"
+		isNull[i] = refs[i] + " IS NULL"
+	}
+	s.order = strings.Join(refs, ", ")
+	s.base = "SELECT * FROM " + s.from + " AS `src` WHERE " + strings.Join(notNull, " AND ")
+	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS `src` WHERE " + strings.Join(isNull, " OR ") + ")"
+	s.versionSQL = "SELECT COUNT(*), MAX(" + refs[0] + ") FROM " + s.from + " AS `src`"
+}
+
+// pageSQL is the statement reading size rows after the key literals lits
+// (nil: from the start).
+func (s *Source) pageSQL(lits []string, size int) string {
+	var b strings.Builder
+	b.WriteString(s.base)
+	if lits != nil {
+		k0, v0 := col(s.keys[0]), lits[0]
+		if len(lits) == 1 {
+			b.WriteString(" AND " + k0 + " > " + v0)
+		} else {
+			k1, v1 := col(s.keys[1]), lits[1]
+			b.WriteString(" AND " + k0 + " >= " + v0 + " AND (" + k0 + " > " + v0 +
+				" OR (" + k0 + " = " + v0 + " AND " + k1 + " > " + v1 + "))")
+		}
+	}
+	b.WriteString(" ORDER BY " + s.order + " LIMIT " + strconv.Itoa(size))
+	return b.String()
+}
+
+// ID returns "mysql:<host>:<port>/<database>/" followed by the table as
+// given, or by "query:" and the first 16 hex digits of the SHA-256 of the
+// normalized query (comments removed, whitespace collapsed). The user,
+// password and connection options are not part of it.
+func (s *Source) ID() string { return s.id }
+
+// Close closes the connection. The Source may be used again after (it
+// reconnects).
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	if err != nil {
+		return fmt.Errorf("%s: close: %s", s.id, s.scrub(err.Error()))
+	}
+	return nil
+}
+
+// snapshot runs fn in a REPEATABLE READ, READ ONLY transaction with a
+// consistent snapshot, on the Source's connection, connecting first if
+// needed. s.mu must be held. Errors are classified (see classify).
+func (s *Source) snapshot(ctx context.Context, what string, fn func(conn *sql.Conn) error) error {
+	if s.db == nil {
+		s.db = sql.OpenDB(s.connector)
+		s.db.SetMaxOpenConns(1)
+		s.db.SetMaxIdleConns(1)
+		s.db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.classify(ctx, "connect", err)
+	}
+	defer conn.Close()
+	err = func() error {
+		// READ ONLY for the session, not only the transaction: DDL commits
+		// a transaction implicitly and would then run, but a read-only
+		// session refuses it (error 1792).
+		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+			return err
+		}
+		return fn(conn)
+	}()
+	// Read only: nothing to commit. A failed rollback leaves the connection
+	// in doubt, so it is discarded; what was read stays valid.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	if _, rerr := conn.ExecContext(rctx, "ROLLBACK"); rerr != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	if err != nil {
+		return s.classify(ctx, what, err)
+	}
+	return nil
+}
+
+// result is a query's columns: names, kinds and driver type names.
+type result struct {
+	names []string
+	kinds []kind
+	types []string
+}
+
+func columnsOf(rows *sql.Rows) (result, error) {
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return result{}, err
+	}
+	r := result{names: make([]string, len(cts)), kinds: make([]kind, len(cts)), types: make([]string, len(cts))}
+	for i, ct := range cts {
+		r.names[i] = ct.Name()
+		r.types[i] = ct.DatabaseTypeName()
+		r.kinds[i] = kindOf(r.types[i])
+	}
+	return r, nil
+}
+
+// fieldIndex maps a result's column names to their positions. Names must be
+// unique: they key a record's Fields.
+func (r result) fieldIndex() (map[string]int, error) {
+	seen := make(map[string]int, len(r.names))
+	for i, name := range r.names {
+		if _, dup := seen[name]; dup {
+			return nil, fmt.Errorf("the result has two columns named %q; alias one of them in the query: %w", name, source.ErrInvalid)
+		}
+		seen[name] = i
+	}
+	return seen, nil
+}
+
+// keyColumns checks a result's columns: names must be unique and include
+// the key columns, of types a cursor can hold. It returns the key columns'
+// indexes.
+func (s *Source) keyColumns(r result) ([]int, error) {
+	seen, err := r.fieldIndex()
+	if err != nil {
+		return nil, err
+	}
+	idx := make([]int, len(s.keys))
+	for k, name := range s.keys {
+		i, ok := seen[name]
+		if !ok {
+			return nil, fmt.Errorf("the result has no column %q: %w", name, source.ErrInvalid)
+		}
+		switch r.kinds[i] {
+		case kindFloat, kindJSON:
+			return nil, fmt.Errorf("column %q is of type %s, which cannot order a keyset (use DOUBLE, DECIMAL, an integer, a string or a date): %w",
+				name, r.types[i], source.ErrInvalid)
+		}
+		idx[k] = i
+	}
+	return idx, nil
+}
+
+// scanner scans rows into reused destinations.
+type scanner struct {
+	vals []any
+	ptrs []any
+}
+
+func newScanner(n int) *scanner {
+	sc := &scanner{vals: make([]any, n), ptrs: make([]any, n)}
+	for i := range sc.vals {
+		sc.ptrs[i] = &sc.vals[i]
+	}
+	return sc
+}
+
+func (sc *scanner) scan(rows *sql.Rows) error {
+	clear(sc.vals)
+	return rows.Scan(sc.ptrs...)
+}
+
+// record converts a scanned row (see convert), checking its size.
+func (s *Source) record(r result, vals []any) (source.Record, error) {
+	fields := make(map[string]any, len(r.names))
+	n := 0
+	for i, name := range r.names {
+		n += len(name) + size(vals[i])
+		fields[name] = convert(r.kinds[i], vals[i])
+	}
+	if n > s.maxRecord {
+		return source.Record{}, fmt.Errorf("a row of about %d bytes is larger than max_record_bytes (%d): %w", n, s.maxRecord, source.ErrInvalid)
+	}
+	return source.Record{Fields: fields}, nil
+}
+
+// check verifies that the relation can be read and has the key columns (a
+// LIMIT 0 page) and, for a table, whether the catalog forbids NULL keys.
+func (s *Source) check(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot(ctx, "check", func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, s.pageSQL(nil, 0))
+		if err != nil {
+			return err
+		}
+		r, err := columnsOf(rows)
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := s.keyColumns(r); err != nil {
+			return err
+		}
+		if !s.isTable {
+			return nil
+		}
+		schema := "DATABASE()"
+		if s.schema != "" {
+			schema = strLiteral(s.schema)
+		}
+		names := make([]string, len(s.keys))
+		for i, k := range s.keys {
+			names[i] = strLiteral(k)
+		}
+		var n int64
+		err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schema+
+			" AND TABLE_NAME = "+strLiteral(s.table)+" AND COLUMN_NAME IN ("+strings.Join(names, ", ")+") AND IS_NULLABLE = 'NO'").Scan(&n)
+		if err != nil {
+			return err
+		}
+		s.keysNotNull = n == int64(len(s.keys))
+		return nil
+	})
+}
+
+// ReadPage reads up to size records after cursor ("" is the start), in
+// (cursor_column, identity) order, in one consistent snapshot. See the
+// package documentation for Next at the end of the source and for errors.
+func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+	if size < 1 {
+		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return source.Page{}, err
+	}
+	pos, err := parseCursor(cursor, len(s.keys))
+	if err != nil {
+		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
+	}
+	var lits []string
+	for k, kv := range pos {
+		lit, ok := literal(kindOf(kv.Type), kv.Text)
+		if !ok {
+			return source.Page{}, fmt.Errorf("%s: %w: the value of %q is not a %s", s.id, source.ErrBadCursor, s.keys[k], kv.Type)
+		}
+		lits = append(lits, lit)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var page source.Page
+	err = s.snapshot(ctx, "read page", func(conn *sql.Conn) error {
+		var err error
+		page, err = s.readPage(ctx, conn, cursor, pos, lits, size)
+		return err
+	})
+	if err != nil {
+		return source.Page{}, err
+	}
+	return page, nil
+}
+
+func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cursor string, pos position, lits []string, size int) (source.Page, error) {
+	rows, err := conn.QueryContext(ctx, s.pageSQL(lits, size+1))
+	if err != nil {
+		return source.Page{}, err
+	}
+	defer rows.Close()
+	r, err := columnsOf(rows)
+	if err != nil {
+		return source.Page{}, err
+	}
+	keyIdx, err := s.keyColumns(r)
+	if err != nil {
+		return source.Page{}, err
+	}
+	for k, kv := range pos {
+		if t := r.types[keyIdx[k]]; kv.Type != t {
+			return source.Page{}, fmt.Errorf("column %q is now of type %s; the cursor was saved with type %s: %w",
+				s.keys[k], t, kv.Type, source.ErrChanged)
+		}
+	}
+	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
+	last := pos
+	more := false
+	sc := newScanner(len(r.names))
+	for rows.Next() {
+		if err := sc.scan(rows); err != nil {
+			return source.Page{}, err
+		}
+		key := make(position, len(keyIdx))
+		for k, i := range keyIdx {
+			t, _ := text(r.kinds[i], sc.vals[i])
+			key[k] = keyValue{Type: r.types[i], Text: t}
+		}
+		if len(page.Records) == size {
+			// The row after the page: if it has the page's last key, the
+			// keys are not unique and the next page would skip it.
+			if sameKey(last, key) {
+				return source.Page{}, fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
+					strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+			}
+			more = true
+			break
+		}
+		rec, err := s.record(r, sc.vals)
+		if err != nil {
+			return source.Page{}, fmt.Errorf("record %d of the page: %w", len(page.Records), err)
+		}
+		page.Records = append(page.Records, rec)
+		last = key
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return source.Page{}, err
+	}
+	page.Next = last.String()
+	if more {
+		return page, nil
+	}
+	page.End = true
+	if !s.keysNotNull {
+		var nulls int64
+		if err := conn.QueryRowContext(ctx, s.nullSQL).Scan(&nulls); err != nil {
+			return source.Page{}, err
+		}
+		if nulls != 0 {
+			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query: %w",
+				strings.Join(quoteAll(s.keys), " or "), source.ErrInvalid)
+		}
+	}
+	return page, nil
+}
+
+func sameKey(a, b position) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Source) uniqueHint() string {
+	if len(s.keys) == 1 {
+		return "set identity to a unique column (the primary key) to break ties on cursor_column"
+	}
+	return "identity must be unique"
+}
+
+func quoteAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strconv.Quote(n)
+	}
+	return out
+}
+
+var _ source.Snapshotter = (*Source)(nil)
+
+// Snapshot is Version of Params.VersionQuery: {"version": hex}.
+func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
+	v, err := s.Version(ctx, s.versionQuery)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"version": v}, nil
+}
+
+// Version returns a canonical SHA-256 (64 hex digits) of the result of
+// versionQuery, read in one consistent snapshot: the snapshot a partitioned
+// run pins (docs/guide.md#the-checkpoint-barrier). An empty versionQuery means
+//
+//	SELECT COUNT(*), MAX(cursor_column) FROM <source>
+//
+// which changes when rows are added or removed or the cursor column grows
+// (with cursor_column updated_at: on every update). The hash covers the
+// result's column names and types and every value's text (NULL distinct from
+// any text), length-prefixed, so two different results never hash alike.
+func (s *Source) Version(ctx context.Context, versionQuery string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	q := s.versionSQL
+	if v := strings.TrimRight(strings.TrimSpace(versionQuery), "; \t\r\n"); v != "" {
+		q = v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum string
+	err := s.snapshot(ctx, "version query", func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		r, err := columnsOf(rows)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		field := func(b string) {
+			var n [8]byte
+			binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+			h.Write(n[:])
+			h.Write([]byte(b))
+		}
+		field("oncesync-mysql-version-1")
+		for i := range r.names {
+			field(r.names[i])
+			field(r.types[i])
+		}
+		sc := newScanner(len(r.names))
+		for rows.Next() {
+			if err := sc.scan(rows); err != nil {
+				return err
+			}
+			field("row")
+			for i, v := range sc.vals {
+				t, ok := text(r.kinds[i], v)
+				if !ok {
+					h.Write([]byte{0})
+					continue
+				}
+				h.Write([]byte{1})
+				field(t)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return sum, nil
+}
