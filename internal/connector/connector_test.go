@@ -32,10 +32,10 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: NewSpec is nil", d.Type())
 		}
 	}
-	if !slices.Equal(types, []string{"brevo", "webhook"}) {
-		t.Fatalf("Default registers %v, want brevo and webhook", types)
+	if !slices.Equal(types, []string{"brevo", "webhook", "klaviyo"}) {
+		t.Fatalf("Default registers %v, want brevo, webhook and klaviyo", types)
 	}
-	if k := reg.Kinds(); len(k.Destinations) != 2 {
+	if k := reg.Kinds(); len(k.Destinations) != 3 {
 		t.Fatalf("Kinds holds %d destinations", len(k.Destinations))
 	}
 	if _, ok := reg.Lookup("hubspot"); ok {

@@ -410,7 +410,7 @@ func (s *Server) respond(c *call, status int, v any) {
 		}
 		c.w.Header().Set("Content-Type", jsonAPI)
 	}
-	if s.opts.ValidateResponses && s.validator != nil {
+	if s.opts.ValidateResponses && s.validator != nil && c.op != "" {
 		h := c.w.Header().Clone()
 		if h.Get("Content-Type") == "" {
 			h.Set("Content-Type", jsonAPI)
