@@ -60,7 +60,7 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("Default registers sources %v", sources)
 	}
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
-	if len(more.Destinations()) != 3 || len(more.Sources()) != 3 || len(reg.Destinations()) != 2 {
+	if len(more.Destinations()) != 4 || len(more.Sources()) != 3 || len(reg.Destinations()) != 3 {
 		t.Fatal("WithDestinations must add to a copy")
 	}
 }
