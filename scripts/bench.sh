@@ -4,6 +4,7 @@
 #
 #   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
+#   2b. klaviyo bulk path: 100,000 profiles, pages of 500 (a profile bulk import job per page)
 #   3. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
 #   4. go test -bench for internal/... (store ledger ops, CSV paging)
@@ -12,7 +13,7 @@
 # spread; see docs/PERFORMANCE.md for how to read them. About 5-6 minutes on 2 cores
 # (plus about 3 the first time, while bench-peer.sh builds Benthos).
 #
-# Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000),
+# Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000), BENCH_KLAVIYO_RECORDS (100000),
 # BENCH_MICRO (1: run the Go micro-benchmarks; 0 to skip), BENCHTIME (go test -benchtime, 1s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ GO=${GO:-go}
 RUNS=${BENCH_RUNS:-3}
 BULK=${BENCH_BULK_RECORDS:-200000}
 SINGLE=${BENCH_SINGLE_RECORDS:-20000}
+KLAVIYO=${BENCH_KLAVIYO_RECORDS:-100000}
 MICRO=${BENCH_MICRO:-1}
 BENCHTIME=${BENCHTIME:-1s}
 
@@ -40,6 +42,10 @@ bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+echo
+echo "== klaviyo bulk path: bin/oncesync-bench --destination klaviyo --records $KLAVIYO --page-size 500 --runs $RUNS"
+bin/oncesync-bench --destination klaviyo --records "$KLAVIYO" --page-size 500 --runs "$RUNS"
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo

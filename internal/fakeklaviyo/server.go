@@ -243,7 +243,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Request was throttled. Expected available in %d second%s.", retry, plural(retry)), nil)
 		return
 	}
-	if limit > 0 {
+	if limit > 0 && s.opts.EnforceRateLimits {
+		// Unenforced limits are not announced: a client pacing itself by
+		// them would measure its pacing, not the fake.
 		w.Header().Set("RateLimit-Limit", strconv.Itoa(limit))
 		w.Header().Set("RateLimit-Remaining", strconv.Itoa(remaining))
 		w.Header().Set("RateLimit-Reset", strconv.Itoa(reset))

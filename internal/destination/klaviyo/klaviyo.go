@@ -95,7 +95,8 @@ type Params struct {
 	Concurrency int
 	// Timeout bounds one HTTP attempt (default 30 s).
 	Timeout time.Duration
-	// RateLimit paces the profile endpoints, requests per second (default 12).
+	// RateLimit paces the profile endpoints, requests per second (default
+	// 12); the job and list endpoints are paced in proportion.
 	RateLimit  float64
 	HTTPClient *http.Client
 	Clock      clock.Clock
@@ -207,7 +208,11 @@ func New(p Params) (*Destination, error) {
 			Secrets: []string{d.apiKey},
 		})
 	}
-	d.profiles, d.jobs, d.lists = newClient(rate), newClient(jobRate), newClient(listsRate)
+	// The job and list endpoints are paced in proportion to the profile
+	// endpoints (Klaviyo's steady limits: 150 and 60 against 750 a minute),
+	// so rate_limit raises or lowers them all alike.
+	scale := rate / DefaultRateLimit
+	d.profiles, d.jobs, d.lists = newClient(rate), newClient(jobRate*scale), newClient(listsRate*scale)
 	return d, nil
 }
 
