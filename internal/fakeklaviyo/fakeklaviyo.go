@@ -122,6 +122,9 @@ type Options struct {
 	// JobFailRate is the fraction of jobs that fail whole (cancelled,
 	// nothing applied).
 	JobFailRate float64
+	// OmitErrorPayload leaves import errors' original_payload null (the
+	// spec makes it nullable): the profile is named by its JSON pointer only.
+	OmitErrorPayload bool
 	// Seed makes fault injection reproducible (0: random).
 	Seed int64
 	// Clock tells the time of windows, jobs and timestamps (nil: the wall

@@ -246,9 +246,13 @@ func (s *Server) jobErrors(c *call, id string) {
 	if j != nil {
 		for i := offset; i < len(j.errs) && i < offset+size; i++ {
 			e := j.errs[i]
+			var payload any = cloneMap(e.payload)
+			if s.opts.OmitErrorPayload {
+				payload = nil
+			}
 			data = append(data, map[string]any{"type": "import-error", "id": e.id, "attributes": map[string]any{
 				"code": "invalid", "title": "Invalid input.", "detail": e.detail,
-				"source": map[string]any{"pointer": e.pointer}, "original_payload": cloneMap(e.payload)}})
+				"source": map[string]any{"pointer": e.pointer}, "original_payload": payload}})
 		}
 		more = offset+size < len(j.errs)
 	}

@@ -101,36 +101,56 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 			fmt.Sprintf("klaviyo answered a bulk import job's status %q, which oncesync does not know", truncate(destination.Redact(j.Status), 40)))
 	}
 	rejected := map[string]string{}
+	unnamed := 0
 	if j.Failed == nil || *j.Failed > 0 {
-		if rejected, err = d.importErrors(ctx, ref); err != nil {
+		if rejected, unnamed, err = d.importErrors(ctx, ref); err != nil {
 			return nil, false, err
 		}
 	}
+	var rest []destination.Record // records no import error names
 	for i, r := range recs {
 		if msg, ok := rejected[lower(parseRecord(r).email)]; ok {
 			out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: msg}
 			continue
 		}
 		out[i] = destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: ref}
+		rest = append(rest, r)
+	}
+	if unnamed > 0 && len(rest) > 0 {
+		// Some import errors carry no e-mail to match: the records they
+		// may name are read back, and those not there as sent are
+		// rejected rather than taken for delivered.
+		landed, err := d.readBack(ctx, rest)
+		if err != nil {
+			return nil, false, err
+		}
+		for i, r := range recs {
+			if out[i].Outcome == destination.Delivered {
+				if _, ok := landed[r.Key]; !ok {
+					out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected,
+						Message: "klaviyo's bulk import refused a profile without naming it, and this one is not in Klaviyo as sent"}
+				}
+			}
+		}
 	}
 	return out, true, nil
 }
 
 // importErrors reads every page of a job's import errors: lower-cased
-// e-mail → the stored message.
-func (d *Destination) importErrors(ctx context.Context, ref string) (map[string]string, error) {
-	out := map[string]string{}
+// e-mail → the stored message, and how many errors name no e-mail.
+func (d *Destination) importErrors(ctx context.Context, ref string) (out map[string]string, unnamed int, err error) {
+	out = map[string]string{}
 	q := url.Values{}
 	q.Set("page[size]", "100")
 	for page := 0; ; page++ {
 		if page == maxErrorPages {
-			return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging a job's import errors")
+			return nil, 0, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging a job's import errors")
 		}
 		res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet,
 			path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/import-errors", query: q,
 			route: "GET /api/profile-bulk-import-jobs/{id}/import-errors"})
 		if err != nil {
-			return nil, d.readError(err)
+			return nil, 0, d.readError(err)
 		}
 		var doc struct {
 			Data []struct {
@@ -146,13 +166,14 @@ func (d *Destination) importErrors(ctx context.Context, ref string) (map[string]
 			} `json:"links"`
 		}
 		if err := json.Unmarshal(res.Body, &doc); err != nil {
-			return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered a job's import errors with an unexpected body")
+			return nil, 0, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered a job's import errors with an unexpected body")
 		}
 		for _, e := range doc.Data {
 			a := e.Attributes
 			email, _ := a.OriginalPayload["email"].(string)
 			if email == "" {
-				continue // not matchable by e-mail: the record reads as delivered, Verify-free
+				unnamed++
+				continue
 			}
 			why := a.Detail
 			if why == "" {
@@ -169,7 +190,7 @@ func (d *Destination) importErrors(ctx context.Context, ref string) (map[string]
 		}
 		next := cursorOf(doc.Links.Next)
 		if next == "" {
-			return out, nil
+			return out, unnamed, nil
 		}
 		q.Set("page[cursor]", next)
 	}

@@ -501,3 +501,31 @@ func TestConfigChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestImportErrorsWithoutPayloadAreReadBack: an import error that names its
+// profile only by pointer cannot be matched by e-mail; the records are read
+// back, and the one Klaviyo does not have is rejected, not taken for
+// delivered.
+func TestImportErrorsWithoutPayloadAreReadBack(t *testing.T) {
+	t.Parallel()
+	recs := records(6)
+	b := setup(t, fakeklaviyo.Options{OmitErrorPayload: true, RefuseEmails: []string{emailOf(recs[4])}}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, recs)
+	if err != nil || !done {
+		t.Fatalf("Outcomes: %v %v", done, err)
+	}
+	for i, r := range recs {
+		g := byKey(t, recs, got)[r.Key]
+		want := destination.Delivered
+		if i == 4 {
+			want = destination.Rejected
+		}
+		if g.Outcome != want {
+			t.Errorf("record %d: %v %q, want %v", i, g.Outcome, g.Message, want)
+		}
+	}
+}

@@ -134,6 +134,27 @@ func (d *Destination) readError(err error) error {
 // membership is not compared (reading it costs a request per profile at
 // 60 a minute); a job that applied the profile added it to list_id.
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ time.Time) (map[string]string, error) {
+	valid := false
+	for _, r := range recs {
+		if parseRecord(r).invalid == "" {
+			valid = true
+			break
+		}
+	}
+	if !valid {
+		return map[string]string{}, nil
+	}
+	if d.bulk() {
+		if err := d.waitJobs(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d.readBack(ctx, recs)
+}
+
+// readBack reads recs' profiles by e-mail and returns the keys of those
+// that hold exactly their mapped data, with the profile id.
+func (d *Destination) readBack(ctx context.Context, recs []destination.Record) (map[string]string, error) {
 	landed := map[string]string{}
 	type cand struct {
 		key string
@@ -151,14 +172,6 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 		if e := lower(p.email); !seen[e] {
 			seen[e] = true
 			emails = append(emails, p.email)
-		}
-	}
-	if len(cands) == 0 {
-		return landed, nil
-	}
-	if d.bulk() {
-		if err := d.waitJobs(ctx); err != nil {
-			return nil, err
 		}
 	}
 	got, err := d.findByEmail(ctx, emails)
