@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -311,5 +313,67 @@ func TestKlaviyoWriteModeCreate(t *testing.T) {
 		if pr.Attributes["first_name"] != want {
 			t.Fatalf("profile %d: first_name %v, want %s", i+1, pr.Attributes["first_name"], want)
 		}
+	}
+}
+
+// TestFakeKlaviyoCommand: `oncesync fake-klaviyo` serves the fake, checks
+// requests against Klaviyo's spec and counts duplicate writes.
+func TestFakeKlaviyoCommand(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "fake-klaviyo", "--listen", "127.0.0.1:0", "--api-key", "k")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(f, "http://") && !strings.Contains(f, "_stats") {
+			base = strings.TrimSuffix(f, ")")
+		}
+	}
+	if base == "" {
+		t.Fatalf("no address in %q", line)
+	}
+	post := func(revision string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/api/profile-import",
+			strings.NewReader(`{"data":{"type":"profile","attributes":{"email":"a@example.org","first_name":"A"}}}`))
+		req.Header.Set("Authorization", "Klaviyo-API-Key k")
+		req.Header.Set("Content-Type", "application/vnd.api+json")
+		if revision != "" {
+			req.Header.Set("revision", revision)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := []int{post(fakeklaviyo.SpecRevision), post(fakeklaviyo.SpecRevision), post("")}; got[0] != 201 || got[1] != 200 || got[2] != 400 {
+		t.Fatalf("statuses %v, want 201, 200 and 400 without the revision header", got)
+	}
+	resp, err := http.Get(base + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	for _, want := range []string{`"requests":3`, `"profiles_written":2`, `"duplicate_writes":1`, `"profiles":1`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Fatalf("/_stats %s lacks %s", buf.String(), want)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fake-klaviyo did not stop cleanly on SIGTERM: %v", err)
 	}
 }
