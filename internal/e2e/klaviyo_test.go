@@ -377,3 +377,35 @@ func TestFakeKlaviyoCommand(t *testing.T) {
 		t.Fatalf("fake-klaviyo did not stop cleanly on SIGTERM: %v", err)
 	}
 }
+
+// TestKlaviyoCheckCommand: `oncesync check` on a Klaviyo sync reads one
+// profile (the key and the revision), writes nothing, and names a refused
+// key without showing it.
+func TestKlaviyoCheckCommand(t *testing.T) {
+	t.Parallel()
+	kb := setupKlaviyo(t, klaviyoParams{records: 5, pageSize: 5, mode: "bulk", listID: "L1"})
+	check := func(key string) (string, int) {
+		cmd := exec.Command(binary, "check", "--config", kb.config, "people")
+		cmd.Dir = kb.dir
+		cmd.Env = append(os.Environ(), "KLAVIYO_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	out, code := check(klaviyoKey)
+	if code != 0 || !strings.Contains(out, "revision 2026-07-15 are accepted") || !strings.Contains(out, "nothing was written") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if st := kb.fake.Stats(); st.ProfilesWritten != 0 || st.ByRoute["GET /api/profiles"] != 1 || st.Invalid != 0 {
+		t.Fatalf("fake after check: %+v", st)
+	}
+	out, code = check("pk_wrong_key_value")
+	if code != 1 || !strings.Contains(out, "failed: destination_auth:") || strings.Contains(out, "pk_wrong_key_value") {
+		t.Fatalf("bad key: exit %d:\n%s", code, out)
+	}
+}

@@ -263,3 +263,32 @@ func TestUnsubscribeOnlyFromTheListAndCountsGlobalOnes(t *testing.T) {
 		t.Errorf("stats JSON %s", buf.String())
 	}
 }
+
+// TestResponsesAreCheckedToo: the validator the fake checks its answers
+// with refuses an answer off the spec (a profile without its links, a job
+// status the spec does not list).
+func TestResponsesAreCheckedToo(t *testing.T) {
+	v, err := fakeklaviyo.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://x/api/profile-import", nil)
+	req.Header.Set("revision", fakeklaviyo.SpecRevision)
+	h := http.Header{"Content-Type": {"application/vnd.api+json"}}
+	good := `{"data":{"type":"profile","id":"01P1","attributes":{"email":"a@example.com"},"links":{"self":"http://x/api/profiles/01P1/"}}}`
+	if err := v.ValidateResponse(req, http.StatusCreated, h, []byte(good)); err != nil {
+		t.Fatalf("a conforming answer: %v", err)
+	}
+	bad := `{"data":{"type":"profile","id":"01P1","attributes":{"email":"a@example.com"}}}`
+	if err := v.ValidateResponse(req, http.StatusCreated, h, []byte(bad)); err == nil {
+		t.Error("a profile without links passed")
+	}
+	jobReq, _ := http.NewRequest(http.MethodGet, "http://x/api/profile-bulk-import-jobs/J1", nil)
+	badJob := `{"data":{"type":"profile-bulk-import-job","id":"J1","attributes":{"status":"failed","created_at":"2026-01-01T00:00:00Z","total_count":1},"links":{"self":"http://x/j"}}}`
+	if err := v.ValidateResponse(jobReq, http.StatusOK, h, []byte(badJob)); err == nil {
+		t.Error(`a job status "failed" passed; the spec lists queued, processing, complete, cancelled`)
+	}
+	if rl := v.RateLimits()["create_or_update_profile"]; rl.Burst != 75 || rl.Steady != 750 {
+		t.Errorf("profile import's documented limit %+v, want 75/s and 750/m", rl)
+	}
+}
