@@ -55,7 +55,8 @@
 //   - Faults: 503 storms (ErrorRate), injected 429s (RateLimitRate), slow
 //     answers (Latency), slow writes whose answer comes after the write
 //     (WriteLatency), answers dropped after the write was applied
-//     (DropResponseRate, AfterWrite), redirects to another origin
+//     (DropResponseRate, AfterWrite) or replaced by a 500
+//     (ErrorAfterWriteRate), redirects to another origin
 //     (RedirectTo), failing jobs and skipped profiles.
 //   - Counters (Stats, GET /_stats): duplicate_writes counts a profile
 //     written again with exactly what it already had (a replay that should
@@ -100,6 +101,9 @@ type Options struct {
 	ErrorRate float64
 	// RateLimitRate is the fraction of /api requests answered 429.
 	RateLimitRate float64
+	// ErrorAfterWriteRate is the fraction of writes applied and then
+	// answered 500 (the client cannot tell whether they were applied).
+	ErrorAfterWriteRate float64
 	// DropResponseRate is the fraction of writes applied whose connection is
 	// then cut without an answer.
 	DropResponseRate float64

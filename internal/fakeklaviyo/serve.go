@@ -29,6 +29,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency, "delay between applying a write and answering it")
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction (0..1) of /api requests answered 503")
 	fs.Float64Var(&o.RateLimitRate, "rate-limit-rate", o.RateLimitRate, "fraction (0..1) of /api requests answered 429")
+	fs.Float64Var(&o.ErrorAfterWriteRate, "error-after-write-rate", o.ErrorAfterWriteRate, "fraction (0..1) of writes applied and then answered 500")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate, "fraction (0..1) of writes applied whose connection is then cut")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails, "e-mail address refused (400 on single writes, an import error in bulk jobs); repeatable")
 	fs.StringArrayVar(&o.Lists, "list", o.Lists, "a list id of the account (repeatable; none given: every id exists)")

@@ -89,7 +89,7 @@ func (o Options) Check() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"error rate", o.ErrorRate}, {"rate-limit rate", o.RateLimitRate}, {"drop-response rate", o.DropResponseRate},
+	}{{"error rate", o.ErrorRate}, {"rate-limit rate", o.RateLimitRate}, {"drop-response rate", o.DropResponseRate}, {"error-after-write rate", o.ErrorAfterWriteRate},
 		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return fmt.Errorf("fakeklaviyo: %s must be between 0 and 1, got %v", r.name, r.v)
@@ -442,6 +442,15 @@ func (s *Server) afterWrite(c *call) bool {
 		case <-t.C:
 		case <-c.r.Context().Done():
 			t.Stop()
+			return false
+		}
+	}
+	if s.opts.ErrorAfterWriteRate > 0 {
+		s.mu.Lock()
+		fail := s.rng.Float64() < s.opts.ErrorAfterWriteRate
+		s.mu.Unlock()
+		if fail {
+			s.fail(c, http.StatusInternalServerError, "error", "A server error occurred.", "A server error occurred.", nil)
 			return false
 		}
 	}

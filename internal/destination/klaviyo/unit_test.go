@@ -529,3 +529,23 @@ func TestImportErrorsWithoutPayloadAreReadBack(t *testing.T) {
 		}
 	}
 }
+
+// TestApplied500IsReadBackNotResent: Klaviyo applies a profile import and
+// answers 500. The write is not resent blindly (it would be a second
+// write); the record is in doubt and Verify finds it landed.
+func TestApplied500IsReadBackNotResent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{ErrorAfterWriteRate: 1}, klaviyo.Params{Mode: klaviyo.ModeSingle, Concurrency: 1})
+	recs := records(1)
+	res, err := b.dest.Write(t.Context(), recs)
+	if !errors.Is(err, klaviyo.ErrOutcomeUnknown) || len(res) != 0 || failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Write = %v, %v; want the record in doubt", res, err)
+	}
+	if st := b.fake.Stats(); st.ProfilesWritten != 1 || st.ByRoute["POST /api/profile-import"] != 1 {
+		t.Fatalf("stats %+v: want one write, not retried", st)
+	}
+	landed, err := b.dest.Verify(t.Context(), recs, t0)
+	if err != nil || len(landed) != 1 {
+		t.Fatalf("Verify = %v, %v", landed, err)
+	}
+}
