@@ -70,6 +70,8 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 		}
 		member, err := d.inList(ctx, f.id)
 		if err != nil {
+			// Only reads were sent so far: nothing of these was removed.
+			out = append(out, notSentRemovals(inList)...)
 			return append(out, notSentRemovals(rms[i:])...), err
 		}
 		if !member {
@@ -101,6 +103,9 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: e.message()})
 			}
 			continue
+		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+			return append(out, notSentRemovals(inList[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
+				"klaviyo has no list %q: fix destination.list_id", d.listID)
 		case errors.As(err, &e) && err == error(e):
 			return append(out, notSentRemovals(inList[from:])...), d.pageFailure(e)
 		case err != nil:

@@ -549,3 +549,31 @@ func TestApplied500IsReadBackNotResent(t *testing.T) {
 		t.Fatalf("Verify = %v, %v", landed, err)
 	}
 }
+
+// TestRemoveFailureLeavesNothingInDoubt: when reading a profile's lists
+// fails, no removal was sent: every removal is NotSent, none left in doubt.
+func TestRemoveFailureLeavesNothingInDoubt(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk, WriteMode: destination.Mirror, MaxRetries: -1})
+	b.fake.AddProfile("one@example.com", nil, listID)
+	b.fake.AddProfile("two@example.com", nil, listID)
+	// The lists endpoint is paced at 1/s (60 a minute): a deadline that
+	// leaves no time for the second look-up's wait fails it.
+	ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return b.clk.Now().Add(1500 * time.Millisecond) })
+	rms := []destination.Removal{{Key: strings.Repeat("a", 64), Handle: "one@example.com"}, {Key: strings.Repeat("b", 64), Handle: "two@example.com"}}
+	res, err := b.dest.Remove(ctx, rms)
+	if !errors.Is(err, destination.ErrNoLeaseTime) {
+		t.Fatalf("Remove error %v, want the second look-up refused for lack of lease time", err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("Remove = %v, %v; want a result for each removal", res, err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.NotSent {
+			t.Errorf("%+v, want not sent", r)
+		}
+	}
+	if st := b.fake.Stats(); st.ListRemovals != 0 || st.GlobalUnsubs != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
