@@ -8,15 +8,16 @@
 #      against a fake allowing 10 requests/s: the 429 share and the budget used (BENCH_ACCOUNTS=0 skips it)
 #   4. sources: the bulk path reading the contacts from a MySQL/MariaDB table (BENCH_MYSQL_URL, default
 #      ONCESYNC_TEST_MYSQL_URL or mysql://root@127.0.0.1:3306/; BENCH_MYSQL=0 skips it)
-#   5. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
+#   5. destinations: the klaviyo bulk path: 100,000 profiles, pages of 500 (a profile bulk import job per page)
+#   6. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
-#   6. go test -bench for internal/... (store ledger ops, CSV paging)
+#   7. go test -bench for internal/... (store ledger ops, CSV paging)
 #
 # Each throughput figure is the median of BENCH_RUNS runs (default 3) with the
 # spread; see docs/PERFORMANCE.md for how to read them. About 5-6 minutes on 2 cores
 # (plus about 3 the first time, while bench-peer.sh builds Benthos).
 #
-# Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000),
+# Variables: BENCH_RUNS (3), BENCH_BULK_RECORDS (200000), BENCH_SINGLE_RECORDS (20000), BENCH_KLAVIYO_RECORDS (100000),
 # BENCH_MICRO (1: run the Go micro-benchmarks; 0 to skip), BENCHTIME (go test -benchtime, 1s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,7 @@ GO=${GO:-go}
 RUNS=${BENCH_RUNS:-3}
 BULK=${BENCH_BULK_RECORDS:-200000}
 SINGLE=${BENCH_SINGLE_RECORDS:-20000}
+KLAVIYO=${BENCH_KLAVIYO_RECORDS:-100000}
 MICRO=${BENCH_MICRO:-1}
 BENCHTIME=${BENCHTIME:-1s}
 
@@ -56,6 +58,12 @@ if [[ "${BENCH_MYSQL:-1}" != 0 ]]; then
 	echo
 	echo "== MySQL source: bin/oncesync-bench --source mysql --mode bulk --records $BULK --page-size 500 --runs $RUNS"
 	bin/oncesync-bench --source mysql --mysql-url "$MYSQL_URL" --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
+fi
+
+if [[ "${BENCH_KLAVIYO:-1}" != 0 ]]; then
+	echo
+	echo "== klaviyo bulk path: bin/oncesync-bench --destination klaviyo --records $KLAVIYO --page-size 500 --runs $RUNS"
+	bin/oncesync-bench --destination klaviyo --records "$KLAVIYO" --page-size 500 --runs "$RUNS"
 fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then

@@ -48,6 +48,7 @@ type benchParams struct {
 	CPUProfile  string // one extra in-process oncesync run, profiled
 	Trace       string // with CPUProfile: that run's execution trace
 	sourceParams
+	Destination string // brevo | klaviyo
 }
 
 // sample is one timed process.
@@ -102,6 +103,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&p.Concurrency, "concurrency", defaultConcurrency, "calls in flight on the single path (both sides)")
 	fs.BoolVar(&p.SecondPass, "second-pass", true, "after each oncesync run, run it again over the same store (all replayed)")
 	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "after the runs, profile one more oncesync run in-process and write the CPU profile here")
+	fs.StringVar(&p.Destination, "destination", "brevo", "brevo, or klaviyo (its bulk path: one profile bulk import job per page; klaviyo.go)")
 	fs.StringVar(&p.Trace, "trace", "", "with --cpuprofile: also write that run's execution trace here (go tool trace)")
 	addSourceFlags(fs, &p.sourceParams)
 	if err := fs.Parse(args); err != nil {
@@ -123,7 +125,11 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := p.sourceParams.check(); err != nil {
 		return err
 	}
-	rep, err := runBench(ctx, p, stderr)
+	run := runBench
+	if p.Destination == "klaviyo" {
+		run = runKlaviyoBench
+	}
+	rep, err := run(ctx, p, stderr)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) > 0 && args[0] == "baseline":
 		err = baselineMain(ctx, args[1:], stdout)
+	case len(args) > 0 && args[0] == "baseline-klaviyo":
+		err = baselineKlaviyoMain(ctx, args[1:], stdout)
 	case len(args) > 0 && args[0] == "inproc":
 		err = inprocMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "peer":

@@ -117,7 +117,7 @@ syncs:
   - id: s1
 `,
 			want: []string{
-				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo or webhook)`,
+				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook or klaviyo)`,
 				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres or mysql)`,
 			},
 		},
@@ -177,7 +177,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql)`,
-				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook)`,
+				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, klaviyo)`,
 			},
 		},
 		{
@@ -189,7 +189,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql)`,
-				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook)`,
+				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, klaviyo)`,
 			},
 		},
 		{
@@ -333,7 +333,7 @@ syncs:
 			want: []string{
 				`oncesync.yaml:4: syncs[0].destination.url: is required for webhook destinations`,
 				`oncesync.yaml:6: syncs[0].destination.list_ids: is not used by webhook destinations (brevo only)`,
-				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo only; webhook uses fields)`,
+				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo and klaviyo only; webhook uses fields)`,
 			},
 		},
 		{
@@ -677,6 +677,7 @@ var specEnv = map[string]string{
 	"ONCESYNC_API_TOKEN":    "tok-s3cret-1",
 	"ONCESYNC_API_TOKEN_2":  "tok-s3cret-2",
 	"BREVO_API_KEY":         "xkeysib-s3cret",
+	"KLAVIYO_KEY":           "pk-s3cret",
 	"PG_PASSWORD":           "pg-s3cret",
 	"REDIS_PASSWORD":        "redis-s3cret",
 	"SMTP_PASSWORD":         "smtp-s3cret",

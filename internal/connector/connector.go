@@ -11,6 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/destination/klaviyo"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -48,6 +49,7 @@ func Default() *Registry {
 	r := New(
 		brevo.Kind{},
 		webhook.Kind{},
+		klaviyo.Kind{},
 	)
 	r.sources = []Source{
 		file.Kind{Format: file.CSV},

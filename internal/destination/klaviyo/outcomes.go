@@ -1,0 +1,197 @@
+package klaviyo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Job statuses: the spec's (queued, processing, complete, cancelled), and
+// failed, which Klaviyo's guides name too.
+const (
+	jobQueued     = "queued"
+	jobProcessing = "processing"
+	jobComplete   = "complete"
+	jobCancelled  = "cancelled"
+	jobFailed     = "failed"
+)
+
+// maxErrorPages bounds the pages of import errors read for one job
+// (10,000 profiles, 100 a page).
+const maxErrorPages = 110
+
+// ErrJobNotFound: Klaviyo does not know the bulk import job (expired, or
+// another account's). What became of its records is unknown: they are
+// settled as in doubt (Verify).
+var ErrJobNotFound = errors.New("klaviyo: the bulk import job is not found")
+
+type jobInfo struct {
+	Status string
+	Failed *int
+}
+
+func (j jobInfo) running() bool { return j.Status == jobQueued || j.Status == jobProcessing }
+
+// getJob reads GET /api/profile-bulk-import-jobs/{job_id}.
+func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
+	res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet, path: "/api/profile-bulk-import-jobs/" + url.PathEscape(id),
+		route: "GET /api/profile-bulk-import-jobs/{job_id}"})
+	var e *APIError
+	if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrJobNotFound, "klaviyo does not know bulk import job %s", truncate(id, 40))
+	}
+	if err != nil {
+		return jobInfo{}, d.readError(err)
+	}
+	var doc struct {
+		Data struct {
+			Attributes struct {
+				Status      string `json:"status"`
+				FailedCount *int   `json:"failed_count"`
+			} `json:"attributes"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(res.Body, &doc) != nil || doc.Data.Attributes.Status == "" {
+		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs/{job_id} with an unexpected body")
+	}
+	return jobInfo{Status: doc.Data.Attributes.Status, Failed: doc.Data.Attributes.FailedCount}, nil
+}
+
+// Outcomes reports what became of recs, accepted by bulk import job ref
+// (destination.Async). It asks that job only (GET
+// /api/profile-bulk-import-jobs/{ref}), never the account's other jobs.
+//
+//   - queued or processing: done is false.
+//   - complete: the job's import errors (GET .../{ref}/import-errors, every
+//     page) name the profiles it refused; each is matched to records by the
+//     e-mail of its original payload (case-insensitive) and that record is
+//     Rejected with Klaviyo's reason, redacted of e-mail addresses. The
+//     others are Delivered, with ref as Ref.
+//   - cancelled or failed: every record is NotSent, to be sent again.
+//     Klaviyo does not document what a job that stopped applied; oncesync
+//     takes it that nothing was (as the fake models it): a profile it did
+//     apply is written again with the same values.
+func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")
+	}
+	j, err := d.getJob(ctx, ref)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]destination.Result, len(recs))
+	switch j.Status {
+	case jobQueued, jobProcessing:
+		return nil, false, nil
+	case jobCancelled, jobFailed:
+		for i, r := range recs {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent, Ref: ref}
+		}
+		return out, true, nil
+	case jobComplete:
+	default:
+		return nil, false, failure.New(failure.DestinationUnavailable,
+			fmt.Sprintf("klaviyo answered a bulk import job's status %q, which oncesync does not know", truncate(destination.Redact(j.Status), 40)))
+	}
+	rejected := map[string]string{}
+	unnamed := 0
+	if j.Failed == nil || *j.Failed > 0 {
+		if rejected, unnamed, err = d.importErrors(ctx, ref); err != nil {
+			return nil, false, err
+		}
+	}
+	var rest []destination.Record // records no import error names
+	for i, r := range recs {
+		if msg, ok := rejected[lower(parseRecord(r).email)]; ok {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: msg}
+			continue
+		}
+		out[i] = destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: ref}
+		rest = append(rest, r)
+	}
+	if unnamed > 0 && len(rest) > 0 {
+		// Some import errors carry no e-mail to match: the records they
+		// may name are read back, and those not there as sent are
+		// rejected rather than taken for delivered.
+		landed, err := d.readBack(ctx, rest)
+		if err != nil {
+			return nil, false, err
+		}
+		for i, r := range recs {
+			if out[i].Outcome == destination.Delivered {
+				if _, ok := landed[r.Key]; !ok {
+					out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected,
+						Message: "klaviyo's bulk import refused a profile without naming it, and this one is not in Klaviyo as sent"}
+				}
+			}
+		}
+	}
+	return out, true, nil
+}
+
+// importErrors reads every page of a job's import errors: lower-cased
+// e-mail → the stored message, and how many errors name no e-mail.
+func (d *Destination) importErrors(ctx context.Context, ref string) (out map[string]string, unnamed int, err error) {
+	out = map[string]string{}
+	q := url.Values{}
+	q.Set("page[size]", "100")
+	for page := 0; ; page++ {
+		if page == maxErrorPages {
+			return nil, 0, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging a job's import errors")
+		}
+		res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet,
+			path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/import-errors", query: q,
+			route: "GET /api/profile-bulk-import-jobs/{id}/import-errors"})
+		if err != nil {
+			return nil, 0, d.readError(err)
+		}
+		var doc struct {
+			Data []struct {
+				Attributes struct {
+					Code            string         `json:"code"`
+					Title           string         `json:"title"`
+					Detail          string         `json:"detail"`
+					OriginalPayload map[string]any `json:"original_payload"`
+				} `json:"attributes"`
+			} `json:"data"`
+			Links struct {
+				Next string `json:"next"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal(res.Body, &doc); err != nil {
+			return nil, 0, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered a job's import errors with an unexpected body")
+		}
+		for _, e := range doc.Data {
+			a := e.Attributes
+			email, _ := a.OriginalPayload["email"].(string)
+			if email == "" {
+				unnamed++
+				continue
+			}
+			why := a.Detail
+			if why == "" {
+				why = a.Title
+			}
+			msg := "klaviyo's bulk import refused this profile"
+			if a.Code != "" {
+				msg += " (" + a.Code + ")"
+			}
+			if why != "" {
+				msg += ": " + why
+			}
+			out[lower(email)] = truncate(destination.Redact(msg), 1000)
+		}
+		next := cursorOf(doc.Links.Next)
+		if next == "" {
+			return out, unnamed, nil
+		}
+		q.Set("page[cursor]", next)
+	}
+}

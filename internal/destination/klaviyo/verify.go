@@ -1,0 +1,318 @@
+package klaviyo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+const (
+	// filterBatch is how many e-mails one any(email,[...]) filter names
+	// (one page of GET /api/profiles: 100 at most).
+	filterBatch = 100
+	// jobPollInterval is the pause between two polls of running jobs.
+	jobPollInterval = 2 * time.Second
+)
+
+// ErrNoVerify: Klaviyo answered a read in a shape oncesync cannot use.
+var ErrNoVerify = errors.New("klaviyo: cannot verify")
+
+// found is a profile read back.
+type found struct {
+	id    string
+	attrs map[string]any
+}
+
+func lower(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// quote is a string literal of Klaviyo's filter syntax.
+func quote(s string) string { return strconv.Quote(s) }
+
+// findByEmail reads the profiles with the given e-mails (GET /api/profiles,
+// filter any(email,[...]) or equals(email,...), 100 a request), keyed by
+// lower-cased e-mail.
+func (d *Destination) findByEmail(ctx context.Context, emails []string) (map[string]found, error) {
+	out := map[string]found{}
+	for from := 0; from < len(emails); from += filterBatch {
+		batch := emails[from:min(from+filterBatch, len(emails))]
+		q := url.Values{}
+		if len(batch) == 1 {
+			q.Set("filter", "equals(email,"+quote(batch[0])+")")
+		} else {
+			qs := make([]string, len(batch))
+			for i, e := range batch {
+				qs[i] = quote(e)
+			}
+			q.Set("filter", "any(email,["+strings.Join(qs, ",")+"])")
+		}
+		q.Set("page[size]", strconv.Itoa(filterBatch))
+		for page := 0; ; page++ {
+			if page == 100 {
+				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging GET /api/profiles")
+			}
+			res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
+			if err != nil {
+				return nil, d.readError(err)
+			}
+			var doc struct {
+				Data []struct {
+					ID         string         `json:"id"`
+					Attributes map[string]any `json:"attributes"`
+				} `json:"data"`
+				Links struct {
+					Next string `json:"next"`
+				} `json:"links"`
+			}
+			if err := decodeNumbers(res.Body, &doc); err != nil {
+				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profiles with an unexpected body")
+			}
+			for _, p := range doc.Data {
+				e, _ := p.Attributes["email"].(string)
+				if e != "" {
+					out[lower(e)] = found{id: p.ID, attrs: p.Attributes}
+				}
+			}
+			// Only the cursor of links.next is used: the request stays on
+			// base_url whatever origin the link names.
+			next := cursorOf(doc.Links.Next)
+			if next == "" {
+				break
+			}
+			q.Set("page[cursor]", next)
+		}
+	}
+	return out, nil
+}
+
+func cursorOf(link string) string {
+	if link == "" {
+		return ""
+	}
+	u, err := url.Parse(link)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("page[cursor]")
+}
+
+// readError turns a 4xx of a read into a page-level failure.
+func (d *Destination) readError(err error) error {
+	var e *APIError
+	if errors.As(err, &e) && err == error(e) {
+		return d.pageFailure(e)
+	}
+	return err
+}
+
+// Verify reports which records already landed in Klaviyo with exactly
+// their mapped data, keyed by record key with the profile id as Ref.
+//
+// In bulk mode an in-doubt page's job (its 202 lost) may still be running:
+// before reading the profiles, Verify notes the account's jobs then queued
+// or processing (the newest 100) and polls them, by id, every 2 s until
+// they ended or VerifyWait passed. A job started later cannot be the
+// page's. The residual risk: past VerifyWait (behind a long job), a record
+// reads as not landed and is sent again; when the old job then runs, it
+// writes the same values a second time (a duplicate write, never a lost
+// record).
+//
+// A record landed when a profile has its e-mail (case-insensitive) and
+// every mapped attribute has an equal value: a mapped null or "" equals an
+// absent or null one; numbers equal numeric strings of the same decimal
+// value; other values compare after a JSON round trip. In bulk mode list
+// membership is not compared (reading it costs a request per profile at
+// 60 a minute); a job that applied the profile added it to list_id.
+func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ time.Time) (map[string]string, error) {
+	valid := false
+	for _, r := range recs {
+		if parseRecord(r).invalid == "" {
+			valid = true
+			break
+		}
+	}
+	if !valid {
+		return map[string]string{}, nil
+	}
+	if d.bulk() {
+		if err := d.waitJobs(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return d.readBack(ctx, recs)
+}
+
+// readBack reads recs' profiles by e-mail and returns the keys of those
+// that hold exactly their mapped data, with the profile id.
+func (d *Destination) readBack(ctx context.Context, recs []destination.Record) (map[string]string, error) {
+	landed := map[string]string{}
+	type cand struct {
+		key string
+		p   profile
+	}
+	var cands []cand
+	var emails []string
+	seen := map[string]bool{}
+	for _, r := range recs {
+		p := parseRecord(r)
+		if p.invalid != "" {
+			continue
+		}
+		cands = append(cands, cand{r.Key, p})
+		if e := lower(p.email); !seen[e] {
+			seen[e] = true
+			emails = append(emails, p.email)
+		}
+	}
+	got, err := d.findByEmail(ctx, emails)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cands {
+		if f, ok := got[lower(c.p.email)]; ok && matches(c.p, f) {
+			landed[c.key] = f.id
+		}
+	}
+	return landed, nil
+}
+
+// waitJobs polls the jobs queued or processing now until they end, within
+// VerifyWait.
+func (d *Destination) waitJobs(ctx context.Context) error {
+	q := url.Values{}
+	q.Set("filter", `any(status,["queued","processing"])`)
+	q.Set("sort", "-created_at")
+	q.Set("page[size]", "100")
+	res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet, path: "/api/profile-bulk-import-jobs",
+		route: "GET /api/profile-bulk-import-jobs", query: q})
+	if err != nil {
+		return d.readError(err)
+	}
+	var doc struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(res.Body, &doc); err != nil {
+		return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs with an unexpected body")
+	}
+	ids := make([]string, 0, len(doc.Data))
+	for _, j := range doc.Data {
+		ids = append(ids, j.ID)
+	}
+	for poll := 0; len(ids) > 0 && poll < int(d.verifyWait/jobPollInterval); poll++ {
+		if err := d.sleep(ctx, jobPollInterval); err != nil {
+			return d.interrupted(ctx, err)
+		}
+		still := ids[:0]
+		for _, id := range ids {
+			j, err := d.getJob(ctx, id)
+			switch {
+			case errors.Is(err, ErrJobNotFound):
+			case err != nil:
+				return err
+			case j.running():
+				still = append(still, id)
+			}
+		}
+		ids = still
+	}
+	return nil
+}
+
+// matches reports whether f holds exactly p's mapped data (see Verify).
+func matches(p profile, f found) bool {
+	if e, _ := f.attrs["email"].(string); lower(e) != lower(p.email) {
+		return false
+	}
+	loc, _ := f.attrs["location"].(map[string]any)
+	props, _ := f.attrs["properties"].(map[string]any)
+	for name, want := range p.flat {
+		var got any
+		switch {
+		case strings.HasPrefix(name, "properties."):
+			got = props[strings.TrimPrefix(name, "properties.")]
+		case strings.HasPrefix(name, "location."):
+			got = loc[strings.TrimPrefix(name, "location.")]
+		default:
+			got = f.attrs[name]
+		}
+		if !ValuesEqual(want, got) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValuesEqual reports whether a mapped value and the value Klaviyo returned
+// are the same (see Verify).
+func ValuesEqual(want, got any) bool {
+	w, g := canonical(want), canonical(got)
+	if empty(w) || empty(g) {
+		return empty(w) && empty(g)
+	}
+	switch wv := w.(type) {
+	case string:
+		switch gv := g.(type) {
+		case string:
+			return wv == gv
+		case json.Number:
+			return numEqual(wv, gv.String())
+		case bool:
+			b, err := strconv.ParseBool(wv)
+			return err == nil && b == gv
+		}
+	case json.Number:
+		switch gv := g.(type) {
+		case string:
+			return numEqual(wv.String(), gv)
+		case json.Number:
+			return numEqual(wv.String(), gv.String())
+		}
+	case bool:
+		switch gv := g.(type) {
+		case bool:
+			return wv == gv
+		case string:
+			b, err := strconv.ParseBool(gv)
+			return err == nil && b == wv
+		}
+	}
+	return reflect.DeepEqual(w, g)
+}
+
+func empty(v any) bool { return v == nil || v == "" }
+
+func numEqual(a, b string) bool {
+	x, ok1 := new(big.Rat).SetString(strings.TrimSpace(a))
+	y, ok2 := new(big.Rat).SetString(strings.TrimSpace(b))
+	return ok1 && ok2 && x.Cmp(y) == 0
+}
+
+func canonical(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if decodeNumbers(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}

@@ -1,0 +1,253 @@
+package klaviyo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Write delivers recs by the path of the write mode and mode (see the
+// package comment). A record whose data cannot be a Klaviyo profile is
+// Rejected without a request. On a page-level failure the results of
+// records already settled are returned with the error, NotSent for those
+// whose request provably never reached Klaviyo.
+func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		out := make([]destination.Result, len(recs))
+		for i, r := range recs {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+		}
+		return out, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err), "klaviyo request interrupted")
+	}
+	var (
+		out  []destination.Result
+		todo []destination.Record
+		ps   = map[string]profile{}
+	)
+	for _, r := range recs {
+		p := parseRecord(r)
+		if p.invalid != "" {
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: p.invalid})
+			continue
+		}
+		ps[r.Key] = p
+		todo = append(todo, r)
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+	var (
+		res []destination.Result
+		err error
+	)
+	switch {
+	case d.bulk():
+		res, err = d.writeBulk(ctx, todo, ps)
+	default:
+		send := d.importOne
+		switch d.writeMode {
+		case destination.Update:
+			send = d.updateOne
+		case destination.Create:
+			send = d.createOne
+		}
+		res, err = d.writeEach(ctx, todo, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+			return send(ctx, r, ps[r.Key])
+		})
+	}
+	return append(out, res...), err
+}
+
+// writeEach is apiclient.WriteEach with this package's failure for an
+// interrupted fan-out.
+func (d *Destination) writeEach(ctx context.Context, recs []destination.Record,
+	send func(context.Context, destination.Record) (destination.Result, error)) ([]destination.Result, error) {
+	res, err := apiclient.WriteEach(ctx, recs, d.conc, send)
+	if err != nil && failure.CodeOf(err) == failure.Internal {
+		err = d.interrupted(ctx, err)
+	}
+	return res, err
+}
+
+// recordLevel reports whether a 4xx is about the record's content.
+func recordLevel(e *APIError) bool {
+	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+		return false
+	}
+	switch e.Status {
+	case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+// judge turns a request's error into a record's result (a record-level
+// refusal) or a page-level error.
+func (d *Destination) judge(r destination.Record, err error) (destination.Result, error) {
+	var e *APIError
+	if errors.As(err, &e) && err == error(e) {
+		if recordLevel(e) {
+			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: e.message()}, nil
+		}
+		return destination.Result{}, d.pageFailure(e)
+	}
+	return destination.Result{}, err
+}
+
+type profileDoc struct {
+	Data struct {
+		ID         string         `json:"id"`
+		Attributes map[string]any `json:"attributes"`
+	} `json:"data"`
+}
+
+// importOne: POST /api/profile-import (create or update by e-mail).
+func (d *Destination) importOne(ctx context.Context, r destination.Record, p profile) (destination.Result, error) {
+	res, err := d.do(ctx, request{method: http.MethodPost, path: "/api/profile-import", route: "POST /api/profile-import",
+		body: marshal(map[string]any{"data": p.resource()})})
+	if err != nil {
+		return d.judge(r, err)
+	}
+	var doc profileDoc
+	_ = json.Unmarshal(res.Body, &doc)
+	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: doc.Data.ID}, nil
+}
+
+// createOne: POST /api/profiles; a 409 duplicate is a skip (write_mode create).
+func (d *Destination) createOne(ctx context.Context, r destination.Record, p profile) (destination.Result, error) {
+	res, err := d.do(ctx, request{method: http.MethodPost, path: "/api/profiles", route: "POST /api/profiles",
+		body: marshal(map[string]any{"data": p.resource()})})
+	var e *APIError
+	if errors.As(err, &e) && e.Status == http.StatusConflict {
+		return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: e.DuplicateID, Skipped: destination.SkipExists}, nil
+	}
+	if err != nil {
+		return d.judge(r, err)
+	}
+	var doc profileDoc
+	_ = json.Unmarshal(res.Body, &doc)
+	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: doc.Data.ID}, nil
+}
+
+// updateOne looks the profile up by e-mail and patches it; none is a skip
+// (write_mode update).
+func (d *Destination) updateOne(ctx context.Context, r destination.Record, p profile) (destination.Result, error) {
+	found, err := d.findByEmail(ctx, []string{p.email})
+	if err != nil {
+		return destination.Result{}, err
+	}
+	got, ok := found[lower(p.email)]
+	if !ok {
+		return destination.Result{Key: r.Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound}, nil
+	}
+	attrs := make(map[string]any, len(p.attrs))
+	for k, v := range p.attrs {
+		if k != "email" {
+			attrs[k] = v
+		}
+	}
+	body := marshal(map[string]any{"data": map[string]any{"type": "profile", "id": got.id, "attributes": attrs}})
+	_, err = d.do(ctx, request{method: http.MethodPatch, path: "/api/profiles/" + url.PathEscape(got.id),
+		route: "PATCH /api/profiles/{id}", body: body})
+	var e *APIError
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		// Deleted since it was looked up.
+		return destination.Result{Key: r.Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound}, nil
+	}
+	if err != nil {
+		return d.judge(r, err)
+	}
+	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: got.id}, nil
+}
+
+// writeBulk sends recs as bulk import jobs (at most MaxJobProfiles and
+// MaxJobBody each). Each is Accepted with its job id as Ref. A job Klaviyo
+// refuses whole for its content (400, 413, 422) is resent one profile
+// import per record, so that only the bad record is rejected with
+// Klaviyo's message (those profiles are then not added to list_id).
+func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
+	var out []destination.Result
+	head := []byte(`{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[`)
+	tail := []byte(`]}},"relationships":{"lists":{"data":[{"type":"list","id":` + strconv.Quote(d.listID) + `}]}}}}`)
+	items := make([][]byte, len(recs))
+	for i, r := range recs {
+		items[i] = marshal(ps[r.Key].resource())
+	}
+	for from := 0; from < len(recs); {
+		to, size := from, len(head)+len(tail)
+		for to < len(recs) && to-from < MaxJobProfiles && (to == from || size+len(items[to])+1 <= MaxJobBody) {
+			size += len(items[to]) + 1
+			to++
+		}
+		var body bytes.Buffer
+		body.Grow(size)
+		body.Write(head)
+		for i := from; i < to; i++ {
+			if i > from {
+				body.WriteByte(',')
+			}
+			body.Write(items[i])
+		}
+		body.Write(tail)
+		chunk := recs[from:to]
+		res, err := d.do(ctx, request{client: d.jobs, method: http.MethodPost, path: "/api/profile-bulk-import-jobs",
+			route: "POST /api/profile-bulk-import-jobs", body: body.Bytes()})
+		var e *APIError
+		switch {
+		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+			return append(out, notSent(recs[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
+				"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
+		case errors.As(err, &e) && err == error(e) && recordLevel(e):
+			res, err := d.writeEach(ctx, chunk, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+				return d.importOne(ctx, r, ps[r.Key])
+			})
+			out = append(out, res...)
+			if err != nil {
+				return append(out, notSent(recs[to:])...), err
+			}
+		case errors.As(err, &e) && err == error(e):
+			return append(out, notSent(recs[from:])...), d.pageFailure(e)
+		case err != nil:
+			if errors.Is(err, destination.ErrNotSent) {
+				return append(out, notSent(recs[from:])...), err
+			}
+			// The chunk may have reached Klaviyo: in doubt (Verify).
+			return append(out, notSent(recs[to:])...), err
+		default:
+			var doc struct {
+				Data struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(res.Body, &doc) != nil || doc.Data.ID == "" {
+				return append(out, notSent(recs[to:])...), failure.Wrap(failure.DestinationUnavailable, ErrOutcomeUnknown,
+					"klaviyo accepted a bulk import job without its id")
+			}
+			for _, r := range chunk {
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Accepted, Ref: doc.Data.ID})
+			}
+		}
+		from = to
+	}
+	return out, nil
+}
+
+func notSent(recs []destination.Record) []destination.Result {
+	out := make([]destination.Result, len(recs))
+	for i, r := range recs {
+		out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+	}
+	return out
+}

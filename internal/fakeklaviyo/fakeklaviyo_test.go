@@ -1,0 +1,294 @@
+package fakeklaviyo_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/fakeklaviyo"
+)
+
+const key = "pk_fake_test_key"
+
+type client struct {
+	t   *testing.T
+	url string
+}
+
+func start(t *testing.T, o fakeklaviyo.Options) (*fakeklaviyo.Server, client) {
+	t.Helper()
+	o.APIKey = key
+	o.Validate, o.ValidateResponses = true, true
+	s := fakeklaviyo.New(o)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		for _, err := range s.SpecErrors() {
+			t.Errorf("answer off the spec: %v", err)
+		}
+	})
+	return s, client{t, srv.URL}
+}
+
+// do sends a request with Klaviyo's headers; mut may change them.
+func (c client) do(method, path, body string, mut ...func(h http.Header)) (int, http.Header, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, c.url+path, rd)
+	req.Header.Set("Authorization", "Klaviyo-API-Key "+key)
+	req.Header.Set("revision", fakeklaviyo.SpecRevision)
+	req.Header.Set("Accept", "application/vnd.api+json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/vnd.api+json")
+	}
+	for _, m := range mut {
+		m(req.Header)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var doc map[string]any
+	_ = json.Unmarshal(b, &doc)
+	return res.StatusCode, res.Header, doc
+}
+
+func importBody(email, first string) string {
+	return `{"data":{"type":"profile","attributes":{"email":"` + email + `","first_name":"` + first + `","properties":{"plan":"pro"}}}}`
+}
+
+func TestRequestsAreCheckedAgainstTheSpec(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{})
+	cases := []struct {
+		name string
+		mut  func(h http.Header)
+		body string
+	}{
+		{"no revision header", func(h http.Header) { h.Del("revision") }, importBody("a@example.com", "A")},
+		{"wrong authorization scheme", func(h http.Header) { h.Set("Authorization", "Bearer "+key) }, importBody("a@example.com", "A")},
+		{"not JSON:API", nil, `{"email":"a@example.com"}`},
+		{"wrong resource type", nil, `{"data":{"type":"contact","attributes":{"email":"a@example.com"}}}`},
+		{"a number where the spec wants a string", nil, `{"data":{"type":"profile","attributes":{"email":"a@example.com","first_name":7}}}`},
+	}
+	for _, tc := range cases {
+		muts := []func(http.Header){}
+		if tc.mut != nil {
+			muts = append(muts, tc.mut)
+		}
+		status, _, _ := c.do(http.MethodPost, "/api/profile-import", tc.body, muts...)
+		if status != http.StatusBadRequest && status != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 400 or 401", tc.name, status)
+		}
+	}
+	if got := s.Stats().Profiles; got != 0 {
+		t.Errorf("%d profiles stored from invalid requests", got)
+	}
+	if got := s.Stats().Invalid; got < 3 {
+		t.Errorf("invalid_requests = %d, want at least 3", got)
+	}
+	if status, _, _ := c.do(http.MethodGet, "/api/lists/L1", ""); status != http.StatusBadRequest {
+		t.Errorf("a route not in the spec: status %d, want 400", status)
+	}
+}
+
+func TestProfileImportCreatesThenUpdatesAndCountsDuplicates(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{})
+	status, _, doc := c.do(http.MethodPost, "/api/profile-import", importBody("Ann@Example.com", "Ann"))
+	if status != http.StatusCreated {
+		t.Fatalf("first import: %d %v", status, doc)
+	}
+	id := doc["data"].(map[string]any)["id"].(string)
+	status, _, doc = c.do(http.MethodPost, "/api/profile-import", importBody("ann@example.com", "Anne"))
+	if status != http.StatusOK || doc["data"].(map[string]any)["id"] != id {
+		t.Fatalf("second import: %d %v, want 200 with id %s", status, doc, id)
+	}
+	if st := s.Stats(); st.DuplicateWrites != 0 {
+		t.Errorf("duplicate_writes = %d after a change", st.DuplicateWrites)
+	}
+	c.do(http.MethodPost, "/api/profile-import", importBody("ann@example.com", "Anne"))
+	st := s.Stats()
+	if st.DuplicateWrites != 1 || st.Profiles != 1 {
+		t.Errorf("stats %+v: want 1 duplicate write, 1 profile", st)
+	}
+	p, ok := s.Profile("ANN@example.com")
+	if !ok || p.Attributes["first_name"] != "Anne" || p.Properties["plan"] != "pro" {
+		t.Errorf("profile %+v", p)
+	}
+	// create: 409 with the existing id.
+	status, _, doc = c.do(http.MethodPost, "/api/profiles", importBody("ann@example.com", "X"))
+	errs, _ := doc["errors"].([]any)
+	if status != http.StatusConflict || len(errs) != 1 || errs[0].(map[string]any)["meta"].(map[string]any)["duplicate_profile_id"] != id {
+		t.Errorf("create of an existing profile: %d %v", status, doc)
+	}
+	// filter by e-mail, any of several.
+	status, _, doc = c.do(http.MethodGet, `/api/profiles?filter=any(email,["nobody@example.com","ANN@example.com"])`, "")
+	if data, _ := doc["data"].([]any); status != http.StatusOK || len(data) != 1 {
+		t.Errorf("filter: %d %v", status, doc)
+	}
+}
+
+func TestBulkJobRunsAfterItsDelayAndListsImportErrors(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, c := start(t, fakeklaviyo.Options{Clock: clk, JobDelay: 10 * time.Second, RefuseEmails: []string{"bad@example.com"}})
+	body := `{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[` +
+		`{"type":"profile","attributes":{"email":"a@example.com","first_name":"A"}},` +
+		`{"type":"profile","attributes":{"email":"bad@example.com"}},` +
+		`{"type":"profile","attributes":{"email":"not-an-email"}}]}},` +
+		`"relationships":{"lists":{"data":[{"type":"list","id":"L1"}]}}}}`
+	status, _, doc := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+	if status != http.StatusAccepted {
+		t.Fatalf("job: %d %v", status, doc)
+	}
+	id := doc["data"].(map[string]any)["id"].(string)
+	jobStatus := func() string {
+		_, _, d := c.do(http.MethodGet, "/api/profile-bulk-import-jobs/"+id, "")
+		return d["data"].(map[string]any)["attributes"].(map[string]any)["status"].(string)
+	}
+	if got := jobStatus(); got != "queued" {
+		t.Errorf("status %q, want queued", got)
+	}
+	clk.Advance(6 * time.Second)
+	if got := jobStatus(); got != "processing" {
+		t.Errorf("status %q, want processing", got)
+	}
+	if s.Stats().Profiles != 0 {
+		t.Error("profiles written before the job ran")
+	}
+	clk.Advance(5 * time.Second)
+	if got := jobStatus(); got != "complete" {
+		t.Errorf("status %q, want complete", got)
+	}
+	p, ok := s.Profile("a@example.com")
+	if !ok || p.Attributes["first_name"] != "A" || len(p.Lists) != 1 || p.Lists[0] != "L1" {
+		t.Errorf("profile %+v, want first_name A in list L1", p)
+	}
+	_, _, doc = c.do(http.MethodGet, "/api/profile-bulk-import-jobs/"+id+"/import-errors?page[size]=1", "")
+	data, _ := doc["data"].([]any)
+	next, _ := doc["links"].(map[string]any)["next"].(string)
+	if len(data) != 1 || next == "" {
+		t.Fatalf("import errors page 1: %v", doc)
+	}
+	e := data[0].(map[string]any)["attributes"].(map[string]any)
+	if e["original_payload"].(map[string]any)["email"] != "bad@example.com" || !strings.Contains(e["source"].(map[string]any)["pointer"].(string), "/data/1/") {
+		t.Errorf("import error %v", e)
+	}
+}
+
+func TestFailedJobAppliesNothing(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{JobFailRate: 1})
+	body := `{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[{"type":"profile","attributes":{"email":"a@example.com"}}]}}}}`
+	status, _, doc := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+	if status != http.StatusAccepted {
+		t.Fatalf("%d %v", status, doc)
+	}
+	st := doc["data"].(map[string]any)["attributes"].(map[string]any)["status"]
+	if st != "cancelled" || s.Stats().Profiles != 0 || s.Stats().JobsFailed != 1 {
+		t.Errorf("status %v, stats %+v: want cancelled, nothing applied", st, s.Stats())
+	}
+}
+
+func TestRateLimitsPerAccountBurstAndSteady(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, c := start(t, fakeklaviyo.Options{Clock: clk, EnforceRateLimits: true})
+	body := `{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[{"type":"profile","attributes":{"email":"a@example.com"}}]}}}}`
+	// Bulk import jobs: 10/s burst, 150/m steady (the spec's x-klaviyo-ratelimit).
+	for i := 0; i < 10; i++ {
+		if status, h, _ := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body); status != http.StatusAccepted || h.Get("RateLimit-Limit") != "150" {
+			t.Fatalf("request %d: %d, RateLimit-Limit %q", i, status, h.Get("RateLimit-Limit"))
+		}
+	}
+	status, h, doc := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") != "1" {
+		t.Fatalf("11th request in a second: %d Retry-After %q %v", status, h.Get("Retry-After"), doc)
+	}
+	// Another endpoint has its own window.
+	if status, _, _ := c.do(http.MethodGet, "/api/profiles", ""); status != http.StatusOK {
+		t.Errorf("profiles read: %d", status)
+	}
+	for i := 0; i < 14; i++ { // 140 more over 14 s: 150 in the minute
+		clk.Advance(time.Second)
+		for j := 0; j < 10; j++ {
+			c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+		}
+	}
+	clk.Advance(time.Second)
+	status, h, _ = c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("past 150 a minute: %d", status)
+	}
+	if ra := h.Get("Retry-After"); ra == "" || ra == "1" {
+		t.Errorf("steady window spent: Retry-After %q, want the minute's rest", ra)
+	}
+	// Another key is another account.
+	status, _, _ = c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body, func(h http.Header) {
+		h.Set("Authorization", "Klaviyo-API-Key other")
+	})
+	if status != http.StatusUnauthorized {
+		t.Errorf("a key the fake does not accept: %d, want 401", status)
+	}
+}
+
+func TestUnsubscribeOnlyFromTheListAndCountsGlobalOnes(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{})
+	s.AddProfile("in@example.com", nil, "L1")
+	s.AddProfile("out@example.com", nil)
+	body := func(email string) string {
+		return `{"data":{"type":"profile-subscription-bulk-delete-job","attributes":{"profiles":{"data":[{"type":"profile","attributes":{"email":"` +
+			email + `","subscriptions":{"email":{"marketing":{"consent":"UNSUBSCRIBED"}}}}}]}},"relationships":{"list":{"data":{"type":"list","id":"L1"}}}}}`
+	}
+	if status, _, _ := c.do(http.MethodPost, "/api/profile-subscription-bulk-delete-jobs", body("in@example.com")); status != http.StatusAccepted {
+		t.Fatalf("unsubscribe: %d", status)
+	}
+	if p, _ := s.Profile("in@example.com"); len(p.Lists) != 0 || !p.Unsubscribed {
+		t.Errorf("profile %+v: want out of L1, unsubscribed", p)
+	}
+	c.do(http.MethodPost, "/api/profile-subscription-bulk-delete-jobs", body("out@example.com"))
+	if st := s.Stats(); st.ListRemovals != 1 || st.GlobalUnsubs != 1 {
+		t.Errorf("stats %+v: want 1 list removal, 1 global unsubscribe", st)
+	}
+	var buf bytes.Buffer
+	_ = json.NewEncoder(&buf).Encode(s.Stats())
+	if !strings.Contains(buf.String(), `"global_unsubscribes":1`) {
+		t.Errorf("stats JSON %s", buf.String())
+	}
+}
+
+// TestResponsesAreCheckedToo: the validator the fake checks its answers
+// with refuses an answer off the spec (a profile without its links, a job
+// status the spec does not list).
+func TestResponsesAreCheckedToo(t *testing.T) {
+	v, err := fakeklaviyo.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://x/api/profile-import", nil)
+	req.Header.Set("revision", fakeklaviyo.SpecRevision)
+	h := http.Header{"Content-Type": {"application/vnd.api+json"}}
+	good := `{"data":{"type":"profile","id":"01P1","attributes":{"email":"a@example.com"},"links":{"self":"http://x/api/profiles/01P1/"}}}`
+	if err := v.ValidateResponse(req, http.StatusCreated, h, []byte(good)); err != nil {
+		t.Fatalf("a conforming answer: %v", err)
+	}
+	bad := `{"data":{"type":"profile","id":"01P1","attributes":{"email":"a@example.com"}}}`
+	if err := v.ValidateResponse(req, http.StatusCreated, h, []byte(bad)); err == nil {
+		t.Error("a profile without links passed")
+	}
+	jobReq, _ := http.NewRequest(http.MethodGet, "http://x/api/profile-bulk-import-jobs/J1", nil)
+	badJob := `{"data":{"type":"profile-bulk-import-job","id":"J1","attributes":{"status":"failed","created_at":"2026-01-01T00:00:00Z","total_count":1},"links":{"self":"http://x/j"}}}`
+	if err := v.ValidateResponse(jobReq, http.StatusOK, h, []byte(badJob)); err == nil {
+		t.Error(`a job status "failed" passed; the spec lists queued, processing, complete, cancelled`)
+	}
+	if rl := v.RateLimits()["create_or_update_profile"]; rl.Burst != 75 || rl.Steady != 750 {
+		t.Errorf("profile import's documented limit %+v, want 75/s and 750/m", rl)
+	}
+}
