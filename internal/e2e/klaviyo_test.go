@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,5 +408,84 @@ func TestKlaviyoCheckCommand(t *testing.T) {
 	out, code = check("pk_wrong_key_value")
 	if code != 1 || !strings.Contains(out, "failed: destination_auth:") || strings.Contains(out, "pk_wrong_key_value") {
 		t.Fatalf("bad key: exit %d:\n%s", code, out)
+	}
+}
+
+// writeKlaviyoRows rewrites kb's source with the rows of ids (1-based).
+func (kb *klaviyoBundle) writeRows(t *testing.T, ids []int) {
+	t.Helper()
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
+	for _, id := range ids {
+		_ = w.Write([]string{strconv.Itoa(id), kb.emails[id-1], "First" + strconv.Itoa(id), "Last"})
+	}
+	w.Flush()
+	if err := os.WriteFile(filepath.Join(kb.dir, "people.csv"), b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKlaviyoMirror: rows that disappear are taken out of the sync's list
+// (the profiles stay, nobody is unsubscribed globally), a mass removal is
+// refused, and nothing is written twice.
+func TestKlaviyoMirror(t *testing.T) {
+	t.Parallel()
+	kb := setupKlaviyo(t, klaviyoParams{records: 100, pageSize: 40, mode: "bulk", writeMode: "mirror", listID: "Mir0r1"})
+	all := make([]int, 100)
+	for i := range all {
+		all[i] = i + 1
+	}
+	inList := func(id int) bool {
+		p, ok := kb.fake.Profile(kb.emails[id-1])
+		return ok && slices.Contains(p.Lists, "Mir0r1")
+	}
+	runOK := func(args ...string) string {
+		p := testenv.Start(t, testenv.StartParams{Binary: binary, Args: append([]string{"run", "--config", kb.config, "people"}, args...),
+			Dir: kb.dir, Env: []string{"KLAVIYO_KEY=" + klaviyoKey}, Name: "oncesync run"})
+		if code := p.Wait(t, 2*time.Minute); code != 0 {
+			t.Fatalf("run exited %d:\n%s", code, p.Out)
+		}
+		return p.Out.String()
+	}
+	runOK()
+	for _, id := range all {
+		if !inList(id) {
+			t.Fatalf("profile %d is not in the list after the first run", id)
+		}
+	}
+	kb.writeRows(t, all[:90])
+	if out := runOK(); !strings.Contains(out, "removed 10 record(s)") {
+		t.Errorf("the summary does not say what was removed:\n%s", out)
+	}
+	for _, id := range all {
+		if inList(id) != (id <= 90) {
+			t.Fatalf("after removing rows 91-100, profile %d in the list: %v", id, inList(id))
+		}
+		if _, ok := kb.fake.Profile(kb.emails[id-1]); !ok {
+			t.Fatalf("profile %d was deleted", id)
+		}
+	}
+	kb.writeRows(t, all[:40])
+	p := testenv.Start(t, testenv.StartParams{Binary: binary, Args: []string{"run", "--config", kb.config, "people"},
+		Dir: kb.dir, Env: []string{"KLAVIYO_KEY=" + klaviyoKey}, Name: "oncesync run"})
+	if code := p.Wait(t, 2*time.Minute); code != 1 || !strings.Contains(p.Out.String(), "failed: mirror_removals_refused") {
+		t.Fatalf("mass removal: exit %d, want 1 with mirror_removals_refused:\n%s", code, p.Out)
+	}
+	if !inList(41) || !inList(90) {
+		t.Fatal("a refused mirror run removed profiles")
+	}
+	runOK("--allow-removals")
+	for _, id := range all {
+		if inList(id) != (id <= 40) {
+			t.Fatalf("after --allow-removals, profile %d in the list: %v", id, inList(id))
+		}
+	}
+	st := kb.fake.Stats()
+	if st.DuplicateWrites != 0 || st.GlobalUnsubs != 0 {
+		t.Fatalf("duplicate writes %d, global unsubscribes %d", st.DuplicateWrites, st.GlobalUnsubs)
+	}
+	if errs := kb.fake.SpecErrors(); len(errs) > 0 {
+		t.Fatalf("requests outside Klaviyo's spec: %v", errs[0])
 	}
 }

@@ -99,8 +99,11 @@ type Params struct {
 	// 12); the job and list endpoints are paced in proportion.
 	RateLimit  float64
 	HTTPClient *http.Client
-	Clock      clock.Clock
-	Sleep      func(ctx context.Context, d time.Duration) error
+	// Accounts, when set, shares the account's request budgets with the
+	// other runs and processes writing to it.
+	Accounts destination.AccountPacer
+	Clock    clock.Clock
+	Sleep    func(ctx context.Context, d time.Duration) error
 	// MaxRetries is the number of in-run retries (default 5; negative: none).
 	MaxRetries int
 	// VerifyWait bounds how long Verify waits for running bulk import jobs
@@ -194,8 +197,11 @@ func New(p Params) (*Destination, error) {
 	if retries == 0 {
 		retries = apiclient.DefaultMaxRetries
 	}
-	newClient := func(perSecond float64) *apiclient.Client {
-		lim := apiclient.NewLimiter(clk, perSecond)
+	newClient := func(group string, perSecond float64) *apiclient.Client {
+		// Klaviyo limits an account per endpoint group: every sync and
+		// process writing with this key shares each group's budget.
+		lim := apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("klaviyo", d.base, d.apiKey, group),
+			destination.Limit{Rate: perSecond, Burst: 1})
 		return apiclient.New(apiclient.Params{
 			Name: "klaviyo", URLSetting: "base_url",
 			AuthDetail: "klaviyo refused the private API key (or its scopes: profiles, lists and subscriptions are needed)",
@@ -212,7 +218,7 @@ func New(p Params) (*Destination, error) {
 	// endpoints (Klaviyo's steady limits: 150 and 60 against 750 a minute),
 	// so rate_limit raises or lowers them all alike.
 	scale := rate / DefaultRateLimit
-	d.profiles, d.jobs, d.lists = newClient(rate), newClient(jobRate*scale), newClient(listsRate*scale)
+	d.profiles, d.jobs, d.lists = newClient("profiles", rate), newClient("jobs", jobRate*scale), newClient("lists", listsRate*scale)
 	return d, nil
 }
 
@@ -250,7 +256,7 @@ func classify(status int) apiclient.Class {
 
 // observe pauses lim until the steady window resets when Klaviyo says it
 // is spent (RateLimit-Remaining 0).
-func observe(lim *apiclient.Limiter, r *apiclient.Response) {
+func observe(lim *apiclient.AccountLimiter, r *apiclient.Response) {
 	rem := strings.TrimSpace(r.Header.Get("RateLimit-Remaining"))
 	if rem == "" {
 		return
