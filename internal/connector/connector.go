@@ -15,6 +15,7 @@ import (
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/file"
+	"github.com/oncesync/oncesync/internal/source/parquet"
 	"github.com/oncesync/oncesync/internal/source/postgres"
 )
 
@@ -52,6 +53,7 @@ func Default() *Registry {
 		file.Kind{Format: file.CSV},
 		file.Kind{Format: file.JSONL},
 		postgres.Kind{},
+		parquet.Kind{},
 	}
 	return r
 }
