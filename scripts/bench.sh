@@ -4,7 +4,9 @@
 #
 #   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
-#   3. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
+#   3. Parquet: bin/oncesync-bench parquet: records/s over BENCH_BULK_RECORDS contacts as a CSV file and as a
+#      directory of Parquet files, then peak RSS for a 1,000,000-row Parquet directory (BENCH_PARQUET=0 skips)
+#   3b. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
 #   4. go test -bench for internal/... (store ledger ops, CSV paging)
 #
@@ -40,6 +42,12 @@ bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+if [[ "${BENCH_PARQUET:-1}" != 0 ]]; then
+	echo
+	echo "== parquet source: bin/oncesync-bench parquet --records $BULK --rss-records 1000000 --runs $RUNS"
+	bin/oncesync-bench parquet --records "$BULK" --rss-records 1000000 --runs "$RUNS"
+fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo

@@ -22,6 +22,10 @@
 //	oncesync-bench rss --records 100000,1000000   // oncesync's peak RSS per source size
 //	oncesync-bench rusage --out F -- CMD ...      // (hidden) runs CMD, writes its own rusage to F
 //
+// Subcommand for scripts/bench.sh:
+//
+//	oncesync-bench parquet --records 200000 --rss-records 1000000  // CSV vs Parquet records/s, Parquet peak RSS
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
@@ -57,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = peerMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rss":
 		err = rssMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "parquet":
+		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rusage":
 		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:
