@@ -191,7 +191,8 @@ func (s *Source) footerRows(path string) (int64, error) {
 func openParquet(f *os.File, size int64) (*pq.File, error) {
 	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
 	if err != nil {
-		return nil, fmt.Errorf("%w: not a readable Parquet file: %w", source.ErrInvalid, err)
+		// parquet-go's message may quote the file's first or last bytes.
+		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged", source.ErrInvalid)
 	}
 	return pf, nil
 }
@@ -231,6 +232,8 @@ type stream struct {
 	// next is the Next of the last page returned: a ReadPage at it continues
 	// the stream without hashing again.
 	next string
+	// err is an error met looking ahead past the last page, for the next.
+	err error
 
 	// The open file (nil between files).
 	f     *os.File
@@ -332,6 +335,9 @@ func (st *stream) unchanged() error {
 
 func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page, error) {
 	st := s.st
+	if st.err != nil {
+		return source.Page{}, st.err
+	}
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	for len(page.Records) < size {
 		if err := ctx.Err(); err != nil {
@@ -354,10 +360,15 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 	page.Next = st.position().String()
 	st.next = page.Next
 	// Look one row ahead so the last page, not an empty one after it, ends
-	// the source.
+	// the source. A file past this page that cannot be read fails the next
+	// page, not this one.
 	ok, err := st.more(ctx)
 	if err != nil {
-		return source.Page{}, err
+		if ctx.Err() != nil {
+			return source.Page{}, err
+		}
+		st.err = err
+		return page, nil
 	}
 	if !ok {
 		page.End = true

@@ -271,3 +271,24 @@ func TestProgressAndDescribe(t *testing.T) {
 		t.Fatalf("Describe start = %q", got)
 	}
 }
+
+// TestNotParquet: a *.parquet file that is not Parquet fails the page that
+// reaches it (source.ErrInvalid, without quoting its bytes); the pages
+// before it are read.
+func TestNotParquet(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeParts(t, dir, map[string][]contact{"a.parquet": people(1, 4, "A")})
+	if err := os.WriteFile(filepath.Join(dir, "b.parquet"), []byte("email,name\nann@example.test,Ann\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := open(t, dir)
+	page, err := src.ReadPage(context.Background(), "", 4)
+	if err != nil || len(page.Records) != 4 || page.End {
+		t.Fatalf("first page: %d records, end %v, %v; want a.parquet's 4", len(page.Records), page.End, err)
+	}
+	_, err = src.ReadPage(context.Background(), page.Next, 4)
+	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "b.parquet") || strings.Contains(err.Error(), "ann") || strings.Contains(err.Error(), "emai") {
+		t.Fatalf("page in b.parquet: %v; want source.ErrInvalid naming b.parquet, quoting nothing", err)
+	}
+}
