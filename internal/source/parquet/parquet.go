@@ -171,7 +171,12 @@ func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 }
 
 // footerRows is the number of rows a file's footer declares.
-func (s *Source) footerRows(path string) (int64, error) {
+func (s *Source) footerRows(path string) (n int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: %w: the footer of %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, filepath.Base(path))
+		}
+	}()
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
@@ -279,7 +284,8 @@ func (st *stream) position() position {
 // made from, or is gone), source.ErrInvalid (not Parquet, or a record larger
 // than the limit), source.ErrUnavailable (a file cannot be opened or read)
 // or the context's error.
-func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (page source.Page, err error) {
+	defer s.recoverDamaged(&err)
 	if size < 1 {
 		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1", s.id, size)
 	}
@@ -305,7 +311,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		_ = s.Close()
 		return source.Page{}, err
 	}
-	page, err := s.fill(ctx, cursor, size)
+	page, err = s.fill(ctx, cursor, size)
 	if err != nil || page.End {
 		_ = s.Close()
 	}
@@ -313,6 +319,23 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		return source.Page{}, err
 	}
 	return page, nil
+}
+
+// recoverDamaged turns a panic of parquet-go on a damaged file into an
+// error of the file being read (parquet-go checks some of what it decodes
+// by panicking); the stream is dropped, so a retry opens it again. The
+// panic's value is left out: it may hold decoded bytes.
+func (s *Source) recoverDamaged(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	where := "a file"
+	if s.st != nil && s.st.f != nil {
+		where = s.st.name()
+	}
+	_ = s.Close()
+	*err = fmt.Errorf("%s: %w: %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, where)
 }
 
 // unchanged catches the open file replaced or rewritten between pages.
