@@ -410,7 +410,8 @@ func (s *Source) open(ctx context.Context, pos *position) (*stream, error) {
 	st := &stream{src: s, l: l, buf: make([]pq.Row, batch)}
 	if pos == nil {
 		if len(l.names) > 0 {
-			if err := st.openFile(ctx, 0); err != nil {
+			if err := st.openFile(ctx, 0, nil); err != nil {
+				_ = st.closeFile()
 				return nil, err
 			}
 		}
@@ -439,13 +440,9 @@ func (s *Source) open(ctx context.Context, pos *position) (*stream, error) {
 		}
 		st.sum = chain(st.sum, l.names[i], content)
 	}
-	if err := st.openFile(ctx, at); err != nil {
+	if err := st.openFile(ctx, at, &pos.sum); err != nil {
 		_ = st.closeFile()
 		return nil, err
-	}
-	if !equalPrefix(st.sum, pos.sum) {
-		_ = st.closeFile()
-		return nil, fmt.Errorf("%s: %w: the files up to %s differ from those the saved position was taken in", s.id, source.ErrChanged, pos.file)
 	}
 	if pos.row > st.pf.NumRows() {
 		_ = st.closeFile()
@@ -463,9 +460,9 @@ func equalPrefix(sum [sha256.Size]byte, want [sumLen]byte) bool {
 	return [sumLen]byte(sum[:sumLen]) == want
 }
 
-// openFile opens file i, hashes it into the prefix digest and reads its
-// footer.
-func (st *stream) openFile(ctx context.Context, i int) error {
+// openFile opens file i, hashes it into the prefix digest (which must
+// then be want, when given: a cursor's) and reads its footer.
+func (st *stream) openFile(ctx context.Context, i int, want *[sumLen]byte) error {
 	s := st.src
 	st.idx, st.row, st.rg = i, 0, 0
 	path := st.l.path(st.name())
@@ -488,6 +485,9 @@ func (st *stream) openFile(ctx context.Context, i int) error {
 		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
 	st.sum = chain(st.sum, st.name(), content)
+	if want != nil && !equalPrefix(st.sum, *want) {
+		return fmt.Errorf("%s: %w: the files up to %s differ from those the saved position was taken in", s.id, source.ErrChanged, st.name())
+	}
 	if st.pf, err = openParquet(f, st.fi.Size()); err != nil {
 		return fmt.Errorf("%s: %s: %w", s.id, st.name(), err)
 	}
@@ -537,7 +537,7 @@ func (st *stream) more(ctx context.Context) (bool, error) {
 			if err := st.closeFile(); err != nil {
 				return false, fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
 			}
-			if err := st.openFile(ctx, st.idx+1); err != nil {
+			if err := st.openFile(ctx, st.idx+1, nil); err != nil {
 				return false, err
 			}
 			continue

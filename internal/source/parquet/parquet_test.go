@@ -190,6 +190,11 @@ func TestDirectoryBetweenRuns(t *testing.T) {
 		{"CursorFileRewritten", func(t *testing.T, dir string) {
 			writeParts(t, dir, map[string][]contact{"part-00001.parquet": people(6, 12, "b changed")})
 		}},
+		{"CursorFileNoLongerParquet", func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "part-00001.parquet"), []byte("id\n6\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"CursorFileGone", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "part-00001.parquet")); err != nil {
 				t.Fatal(err)
@@ -210,6 +215,9 @@ func TestDirectoryBetweenRuns(t *testing.T) {
 				if _, err := same.ReadPage(context.Background(), cursor, 4); !errors.Is(err, source.ErrChanged) {
 					t.Fatalf("the same source reading on: %v; want source.ErrChanged", err)
 				}
+			}
+			if tc.name == "CursorFileNoLongerParquet" {
+				return // a new pass fails on it too, as source_query_invalid
 			}
 			// The next run reads from the start: no error.
 			if n := len(readAll(t, open(t, dir), "", 4)); n == 0 {
