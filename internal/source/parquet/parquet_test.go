@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/parquet"
 )
@@ -298,5 +299,31 @@ func TestNotParquet(t *testing.T) {
 	_, err = src.ReadPage(context.Background(), page.Next, 4)
 	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "b.parquet") || strings.Contains(err.Error(), "ann") || strings.Contains(err.Error(), "emai") {
 		t.Fatalf("page in b.parquet: %v; want source.ErrInvalid naming b.parquet, quoting nothing", err)
+	}
+}
+
+// TestCursorInWords: a saved cursor as status and the sync page show it,
+// through the config's CursorDescriber.
+func TestCursorInWords(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "exports")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeParts(t, dir, map[string][]contact{"a.parquet": people(1, 3000, "A"), "b.parquet": people(3001, 3500, "B")})
+	src := open(t, dir)
+	page, err := src.ReadPage(context.Background(), "", 3200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c config.CursorDescriber = &parquet.Config{Path: dir}
+	if got, want := c.DescribeCursor(&config.Source{}, page.Next), "after row 200 of b.parquet (record 3,200 of exports)"; got != want {
+		t.Fatalf("DescribeCursor = %q, want %q", got, want)
+	}
+	if got := c.DescribeCursor(&config.Source{}, ""); got != "start of exports" {
+		t.Fatalf("empty cursor: %q", got)
+	}
+	if got := c.DescribeCursor(&config.Source{}, "garbage"); !strings.Contains(got, "cannot read") {
+		t.Fatalf("bad cursor: %q", got)
 	}
 }
