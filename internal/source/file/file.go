@@ -1,7 +1,8 @@
 // Package file reads CSV and JSONL files as oncesync sources.
 //
 // A file is streamed, never loaded whole: memory is bounded by the page size
-// (and the longest record), not by the file size. A cursor is a byte offset at
+// (and max_record_bytes: a longer record is refused having read about that
+// much of it), not by the file size. A cursor is a byte offset at
 // a record boundary plus a checksum of every byte before it, so a file that
 // changed under a saved cursor is detected (source.ErrChanged) rather than
 // misread; rows appended after the cursor are fine. Between sequential
