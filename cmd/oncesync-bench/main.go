@@ -27,6 +27,10 @@
 //
 //	oncesync-bench accounts --syncs 4 --workers 2   // the 429 share of syncs on one account
 //
+// Subcommand for scripts/bench.sh:
+//
+//	oncesync-bench parquet --records 200000 --rss-records 1000000  // CSV vs Parquet records/s, Parquet peak RSS
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
@@ -66,6 +70,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rssMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "accounts":
 		err = accountsMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "parquet":
+		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rusage":
 		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:

@@ -31,19 +31,24 @@ const (
 
 // Defaults of per-sync values that are not deployment settings.
 const (
-	DefaultStore       = "sqlite://./oncesync.db"
-	DefaultWorkspace   = "default"
-	DefaultListen      = "127.0.0.1:8080"
-	DefaultPageSize    = 500
-	MinPageSize        = 1
-	MaxPageSize        = 10000
-	DefaultPartitions  = 1
-	MaxPartitions      = 64
-	DefaultConcurrency = 4
-	MaxConcurrency     = 256
-	DefaultTimeout     = 30 * time.Second
-	DefaultSMTPPort    = 587
-	MaxBreakerFailures = 1000
+	DefaultStore     = "sqlite://./oncesync.db"
+	DefaultWorkspace = "default"
+	DefaultListen    = "127.0.0.1:8080"
+	DefaultPageSize  = 500
+	MinPageSize      = 1
+	MaxPageSize      = 10000
+	// DefaultMaxRecordBytes bounds one record a source reads (1 MiB); a
+	// larger one fails the run with source_query_invalid.
+	DefaultMaxRecordBytes = 1 << 20
+	MinMaxRecordBytes     = 1 << 10
+	MaxMaxRecordBytes     = 1 << 30
+	DefaultPartitions     = 1
+	MaxPartitions         = 64
+	DefaultConcurrency    = 4
+	MaxConcurrency        = 256
+	DefaultTimeout        = 30 * time.Second
+	DefaultSMTPPort       = 587
+	MaxBreakerFailures    = 1000
 )
 
 // Config is one oncesync configuration file.
@@ -225,6 +230,10 @@ type Source struct {
 	PageSize int
 	// Identity is the optional primary-key column (docs/guide.md#what-a-run-does).
 	Identity string
+	// MaxRecordBytes bounds one record, 1 KiB..1 GiB (default 1 MiB): each
+	// source refuses a larger one (source.ErrInvalid) without holding it
+	// whole where its format allows.
+	MaxRecordBytes int
 	// Spec is the kind's own keys; nil when the type is not registered.
 	Spec SourceSpec
 }

@@ -244,7 +244,7 @@ func andList(xs []string) string {
 
 // A SourceKind is one source type's part of the configuration: the keys it
 // owns under a sync's `source:`, their checks and secrets (config knows
-// `type`, `page_size` and `identity`).
+// `type`, `page_size`, `identity` and `max_record_bytes`).
 type SourceKind interface {
 	Type() string
 	NewSpec() SourceSpec

@@ -823,6 +823,9 @@ func (l *loader) source(v *yaml.Node, path string) Source {
 		"type":      func(v *yaml.Node, p string) { s.Type = l.str(v, p) },
 		"page_size": func(v *yaml.Node, p string) { s.PageSize = l.int(v, p) },
 		"identity":  func(v *yaml.Node, p string) { s.Identity = l.str(v, p) },
+		"max_record_bytes": func(v *yaml.Node, p string) {
+			s.MaxRecordBytes = l.int(v, p)
+		},
 	}, keySets(l.kinds.Sources, SourceKind.SourceKeys), func() ([]string, func(string, Value)) {
 		k := byType(l.kinds.Sources, s.Type)
 		if k == nil {

@@ -118,7 +118,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook or klaviyo)`,
-				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres or mysql)`,
+				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres, mysql or parquet)`,
 			},
 		},
 		{
@@ -176,7 +176,7 @@ syncs:
     destination: {type: fax}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql)`,
+				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql, parquet)`,
 				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, klaviyo)`,
 			},
 		},
@@ -188,7 +188,7 @@ syncs:
     destination: {api_key: ${KEY}}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql)`,
+				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql, parquet)`,
 				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, klaviyo)`,
 			},
 		},
@@ -308,7 +308,7 @@ syncs:
 				`oncesync.yaml:12: syncs[3].source.dsn: must be a URL starting with postgres:// or postgresql://, got mysql://`,
 				`oncesync.yaml:12: syncs[3].source.table: must be a table name like contacts or crm.contacts, got "t; drop table x"`,
 				`oncesync.yaml:12: syncs[3].source.cursor_column: must be a column name (letters, digits, _), got "a b"`,
-				`oncesync.yaml:12: syncs[3].source.path: is not used by postgres sources (csv and jsonl only)`,
+				`oncesync.yaml:12: syncs[3].source.path: is not used by postgres sources (csv, jsonl and parquet only)`,
 			},
 		},
 		{

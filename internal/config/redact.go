@@ -248,6 +248,11 @@ func (s Sync) DefinitionJSON() (string, error) {
 		destFields, mapFields = d.Spec.Definition(common)
 	}
 	srcFields := nonEmpty([]Field{{"type", r.Source.Type}, {"page_size", r.Source.PageSize}, {"identity", r.Source.Identity}})
+	if m := r.Source.MaxRecordBytes; m != 0 && m != DefaultMaxRecordBytes {
+		// Only when set otherwise: the definitions stored before the key
+		// existed stay equal.
+		srcFields = append(srcFields, Field{"max_record_bytes", m})
+	}
 	if r.Source.Spec != nil {
 		srcFields = r.Source.Spec.Definition(srcFields)
 	}

@@ -65,6 +65,9 @@ func (l *loader) applyDefaults(c *Config) {
 		if !l.has(p + ".source.page_size") {
 			sy.Source.PageSize = DefaultPageSize
 		}
+		if !l.has(p + ".source.max_record_bytes") {
+			sy.Source.MaxRecordBytes = DefaultMaxRecordBytes
+		}
 		d := &sy.Destination
 		dp := p + ".destination"
 		if !l.has(dp + ".concurrency") {
@@ -289,6 +292,7 @@ func (l *loader) validateSource(sp string, s *Source) {
 		return
 	}
 	l.intRange(p+".page_size", s.PageSize, MinPageSize, MaxPageSize)
+	l.intRange(p+".max_record_bytes", s.MaxRecordBytes, MinMaxRecordBytes, MaxMaxRecordBytes)
 	k := byType(l.kinds.Sources, s.Type)
 	if k == nil || s.Spec == nil {
 		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(types, ", ")))

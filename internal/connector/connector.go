@@ -17,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/source/mysql"
+	"github.com/oncesync/oncesync/internal/source/parquet"
 	"github.com/oncesync/oncesync/internal/source/postgres"
 )
 
@@ -56,6 +57,7 @@ func Default() *Registry {
 		file.Kind{Format: file.JSONL},
 		postgres.Kind{},
 		mysql.Kind{},
+		parquet.Kind{},
 	}
 	return r
 }

@@ -12,7 +12,9 @@ import (
 type Record struct {
 	// Fields maps column names to values. CSV values are strings; JSONL values
 	// are what encoding/json decodes with UseNumber (string, json.Number, bool,
-	// nil, maps, slices), so large ids keep their digits.
+	// nil, maps, slices), so large ids keep their digits. PostgreSQL and
+	// Parquet values are of the same kinds plus int64 (timestamps as RFC
+	// 3339 text, floats and decimals as json.Number).
 	Fields map[string]any
 	// Invalid, when set, says why this record could not be read (a line
 	// that does not parse, a value of a type the source cannot map), with

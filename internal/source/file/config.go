@@ -30,7 +30,7 @@ func (c *Config) Decode(_ string, v config.Value) { c.Path = v.String() }
 
 // New opens a sync's file source; dir is the config file's directory.
 func (k Kind) New(_ context.Context, s config.Source, dir string) (source.Source, error) {
-	return New(Params{Path: s.Spec.(*Config).in(dir), Format: k.Format})
+	return New(Params{Path: s.Spec.(*Config).in(dir), Format: k.Format, MaxRecordBytes: int64(s.MaxRecordBytes)})
 }
 
 // in is the file's path, a relative one taken relative to dir (the config

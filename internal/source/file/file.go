@@ -1,7 +1,8 @@
 // Package file reads CSV and JSONL files as oncesync sources.
 //
 // A file is streamed, never loaded whole: memory is bounded by the page size
-// (and the longest record), not by the file size. A cursor is a byte offset at
+// (and max_record_bytes: a longer record is refused having read about that
+// much of it), not by the file size. A cursor is a byte offset at
 // a record boundary plus a checksum of every byte before it, so a file that
 // changed under a saved cursor is detected (source.ErrChanged) rather than
 // misread; rows appended after the cursor are fine. Between sequential
@@ -70,14 +71,22 @@ type Params struct {
 	Path string
 	// Format is CSV or JSONL.
 	Format Format
+	// MaxRecordBytes bounds one record's bytes in the file; a longer one
+	// fails the read with a *ParseError (source.ErrInvalid) having read
+	// about that much of it. 0 is DefaultMaxRecordBytes.
+	MaxRecordBytes int64
 }
+
+// DefaultMaxRecordBytes is the record limit when Params leave it 0.
+const DefaultMaxRecordBytes = 1 << 20
 
 // Source reads a CSV or JSONL file. It is used by one run at a time.
 type Source struct {
-	path   string
-	format Format
-	id     string
-	st     *stream
+	path      string
+	format    Format
+	id        string
+	maxRecord int64
+	st        *stream
 	// hashed counts the bytes put through the prefix checksum (see tests).
 	hashed int64
 }
@@ -97,7 +106,11 @@ func New(p Params) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file source: %w", err)
 	}
-	return &Source{path: abs, format: p.Format, id: p.Format.String() + ":" + abs}, nil
+	m := p.MaxRecordBytes
+	if m <= 0 {
+		m = DefaultMaxRecordBytes
+	}
+	return &Source{path: abs, format: p.Format, id: p.Format.String() + ":" + abs, maxRecord: m}, nil
 }
 
 // ID returns "csv:" or "jsonl:" followed by the cleaned absolute path.
@@ -323,7 +336,9 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 		}
 	}
 	t := &tap{r: f, h: h, base: pos.offset, hashed: &s.hashed}
-	br := bufio.NewReaderSize(t, bufSize)
+	lim := &limiter{r: t, off: pos.offset, max: s.maxRecord}
+	lim.bound(pos.offset)
+	br := bufio.NewReaderSize(lim, bufSize)
 	if pos.offset == 0 {
 		b, err := br.Peek(len(bom))
 		if err != nil && err != io.EOF {
@@ -337,11 +352,11 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 	st := &stream{f: f, tap: t, recno: pos.recno}
 	switch s.format {
 	case JSONL:
-		st.p = &jsonlParser{r: br, off: max(pos.offset, start), line: lines}
+		st.p = &jsonlParser{r: br, off: max(pos.offset, start), line: lines, lim: lim}
 	case CSV:
-		p := &csvParser{r: newCSVReader(br), base: max(pos.offset, start), baseLine: lines + 1}
+		p := &csvParser{r: newCSVReader(br), base: max(pos.offset, start), baseLine: lines + 1, lim: lim, line: lines + 1}
 		if pos.offset == 0 {
-			header, err := readHeader(p.r, 1)
+			header, err := readHeader(p.r, 1, lim)
 			switch {
 			case err == io.EOF:
 				p.empty = true
@@ -350,11 +365,13 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			default:
 				p.header = header
 				t.advance(p.base + p.r.InputOffset())
+				lim.bound(p.base + p.r.InputOffset())
+				p.line = endLine(p.r, header, 1) + 1
 			}
 		} else {
 			// The header is in the verified prefix: read it from there.
 			hr := newCSVReader(bufio.NewReaderSize(io.NewSectionReader(f, start, 1<<62), 4096))
-			header, err := readHeader(hr, 1)
+			header, err := readHeader(hr, 1, nil)
 			if err != nil || start+hr.InputOffset() > pos.offset {
 				return nil, fmt.Errorf("%s: %w: no header before the position", s.id, source.ErrBadCursor)
 			}

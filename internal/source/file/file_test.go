@@ -301,6 +301,11 @@ func TestInvalidData(t *testing.T) {
 		{"csv blank header name", file.CSV, "a, \n1,2\n", 1},
 		{"csv bare quote", file.CSV, "a,b\n1,2\nx" + pii + "\"y,2\n", 3},
 		{"csv unterminated quote", file.CSV, "a,b\n1,2\n\"" + pii + ",2\n", 3},
+		// An unbalanced quote swallows the rest of the file: the line named is
+		// the quote's, not the file's last.
+		{"csv unbalanced quote, a row after", file.CSV, "a,b\n1,2\n\"" + pii + ",2\n3,4\n", 3},
+		{"csv unbalanced quote, rows after", file.CSV, "a,b\n\"" + pii + ",2\n3,4\n5,6\n7,8", 2},
+		{"csv unbalanced quote after a quoted newline", file.CSV, "a,b\n\"x\ny\",1\n\"" + pii + ",2\n3,4\n", 4},
 		{"jsonl array", file.JSONL, "{\"a\":1}\n[\"" + pii + "\"]\n", 2},
 		{"jsonl string", file.JSONL, "\"" + pii + "\"\n", 1},
 		{"jsonl null", file.JSONL, "{}\n\nnull\n", 3},

@@ -77,6 +77,46 @@ func (t *tap) advance(to int64) {
 	}
 }
 
+// errTooLong is what limiter returns once a record has run past the limit.
+var errTooLong = errors.New("record larger than max_record_bytes")
+
+// limiter sits between the tap and the parser's buffered reader and stops
+// handing out bytes once the record being read has run past its limit, so a
+// 40 MB line is refused having read about the limit (and the read buffer),
+// never held whole by the parser or the tap.
+type limiter struct {
+	r io.Reader
+	// off is the file offset of the next byte handed out; limit the offset
+	// no byte may be read at (a record's start + max + its terminator).
+	off, limit int64
+	max        int64
+	// eof is set once the file's end was read.
+	eof bool
+}
+
+// bound starts a record at offset start.
+func (l *limiter) bound(start int64) { l.limit = start + l.max + 2 }
+
+func (l *limiter) Read(p []byte) (int, error) {
+	if l.off >= l.limit {
+		return 0, errTooLong
+	}
+	if int64(len(p)) > l.limit-l.off {
+		p = p[:l.limit-l.off]
+	}
+	n, err := l.r.Read(p)
+	l.off += int64(n)
+	if err == io.EOF {
+		l.eof = true
+	}
+	return n, err
+}
+
+// tooLong is the *ParseError of a record at line past the limit.
+func tooLong(line, max int64) *ParseError {
+	return &ParseError{Line: line, Reason: fmt.Sprintf("record is larger than max_record_bytes (%d bytes)", max)}
+}
+
 // record is one parsed record and the offset just past it.
 type record struct {
 	fields map[string]any
@@ -99,6 +139,10 @@ type csvParser struct {
 	baseLine int64
 	// empty is set when the file has no header, so it has no records.
 	empty bool
+	// lim bounds each record; line is the line the next record starts at
+	// (blank lines between records aside).
+	lim  *limiter
+	line int64
 }
 
 func newCSVReader(r io.Reader) *csv.Reader {
@@ -108,22 +152,43 @@ func newCSVReader(r io.Reader) *csv.Reader {
 	return cr
 }
 
-// csvError turns an error of encoding/csv into a *ParseError or returns it.
-func csvError(err error, baseLine int64) error {
+// csvError turns an error of encoding/csv into a *ParseError or returns it;
+// lim is the reader's limiter (nil when there is none) and line the line
+// the record began at.
+func csvError(err error, baseLine int64, lim *limiter, line int64) error {
+	if errors.Is(err, errTooLong) && lim != nil {
+		return tooLong(line, lim.max)
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
+		at := pe.Line
+		if errors.Is(pe.Err, csv.ErrQuote) && lim != nil && lim.eof && pe.StartLine < pe.Line {
+			// A quote never closed ran to the end of the file: encoding/csv
+			// names the file's last line, the quote is in the record's first.
+			at = pe.StartLine
+		}
 		// pe.Err is one of encoding/csv's fixed errors: it never quotes the data.
-		return &ParseError{Line: baseLine + int64(pe.Line) - 1, Reason: pe.Err.Error()}
+		return &ParseError{Line: baseLine + int64(at) - 1, Reason: pe.Err.Error()}
 	}
 	return err
 }
 
+// endLine is the last line of the record row whose first line is first:
+// the line its last field starts at, plus the newlines in that field.
+func endLine(r *csv.Reader, row []string, baseLine int64) int64 {
+	if len(row) == 0 {
+		return baseLine
+	}
+	rel, _ := r.FieldPos(len(row) - 1)
+	return baseLine + int64(rel) - 1 + int64(strings.Count(row[len(row)-1], "\n"))
+}
+
 // readHeader reads and checks the header row. It returns io.EOF when the input
-// has no rows at all.
-func readHeader(r *csv.Reader, baseLine int64) ([]string, error) {
+// has no rows at all; lim (nil when the reader has none) bounds it.
+func readHeader(r *csv.Reader, baseLine int64, lim *limiter) ([]string, error) {
 	row, err := r.Read()
 	if err != nil {
-		return nil, csvError(err, baseLine)
+		return nil, csvError(err, baseLine, lim, baseLine)
 	}
 	rel, _ := r.FieldPos(0)
 	line := baseLine + int64(rel) - 1
@@ -148,8 +213,11 @@ func (p *csvParser) next() (record, error) {
 	}
 	row, err := p.r.Read()
 	if err != nil {
-		return record{}, csvError(err, p.baseLine)
+		return record{}, csvError(err, p.baseLine, p.lim, p.line)
 	}
+	end := p.base + p.r.InputOffset()
+	p.lim.bound(end)
+	p.line = endLine(p.r, row, p.baseLine) + 1
 	if len(row) != len(p.header) {
 		rel, _ := p.r.FieldPos(0)
 		return record{}, &ParseError{
@@ -161,7 +229,7 @@ func (p *csvParser) next() (record, error) {
 	for i, v := range row {
 		fields[p.header[i]] = v
 	}
-	return record{fields: fields, end: p.base + p.r.InputOffset()}, nil
+	return record{fields: fields, end: end}, nil
 }
 
 // jsonlParser reads one JSON object per line.
@@ -173,7 +241,9 @@ type jsonlParser struct {
 	line int64
 	// long collects a line longer than r's buffer.
 	long []byte
-	rd   bytes.Reader
+	// lim bounds each line.
+	lim *limiter
+	rd  bytes.Reader
 }
 
 // readLine returns the next line with its terminator, valid until the next
@@ -204,11 +274,15 @@ func (p *jsonlParser) readLine() ([]byte, error) {
 func (p *jsonlParser) next() (record, error) {
 	for {
 		line, err := p.readLine()
+		if errors.Is(err, errTooLong) {
+			return record{}, tooLong(p.line+1, p.lim.max)
+		}
 		if err != nil {
 			return record{}, err
 		}
 		p.line++
 		p.off += int64(len(line))
+		p.lim.bound(p.off)
 		text := bytes.Trim(line, " \t\r\n")
 		if len(text) == 0 {
 			continue // blank line

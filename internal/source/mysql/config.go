@@ -44,6 +44,7 @@ func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, 
 	return New(ctx, Params{
 		DSN: c.DSN, Query: c.Query, Table: c.Table,
 		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery,
+		MaxRecordBytes: s.MaxRecordBytes,
 	})
 }
 

@@ -134,7 +134,14 @@ type Params struct {
 	// VersionQuery versions the data for Snapshot (see Version); empty
 	// means the default query.
 	VersionQuery string
+	// MaxRecordBytes bounds a row: the sum of its values' sizes in
+	// PostgreSQL's text form. A larger row fails the read with
+	// source.ErrInvalid. 0 is DefaultMaxRecordBytes.
+	MaxRecordBytes int64
 }
+
+// DefaultMaxRecordBytes is the row limit when Params leave it 0.
+const DefaultMaxRecordBytes = 1 << 20
 
 // defaultConnectTimeout bounds a connection attempt when the DSN sets no
 // connect_timeout.
@@ -162,6 +169,7 @@ type Source struct {
 
 	firstSQL, nextSQL, nullSQL, versionSQL string
 	versionQuery                           string // Params.VersionQuery
+	maxRecord                              int64  // Params.MaxRecordBytes
 
 	mu   sync.Mutex
 	conn *pgx.Conn
@@ -201,7 +209,10 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	}
 	configure(cfg)
 
-	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, versionQuery: p.VersionQuery}
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
+	if s.maxRecord <= 0 {
+		s.maxRecord = DefaultMaxRecordBytes
+	}
 	if identity != "" && identity != cursorCol {
 		s.keys = append(s.keys, identity)
 	}
@@ -421,6 +432,22 @@ func fieldIndex(fds []pgconn.FieldDescription) (map[string]int, error) {
 	return seen, nil
 }
 
+// checkSize refuses a row larger than the limit, naming it by its place
+// (row n of what), never by its values.
+func (s *Source) checkSize(raw [][]byte, n int, what string) error {
+	if s.maxRecord <= 0 {
+		return nil // a Source not made by New (tests)
+	}
+	var size int64
+	for _, v := range raw {
+		size += int64(len(v))
+	}
+	if size > s.maxRecord {
+		return fmt.Errorf("row %d %s: %d bytes is larger than max_record_bytes (%d): %w", n, what, size, s.maxRecord, source.ErrInvalid)
+	}
+	return nil
+}
+
 // record converts a result row (see convert); it does not alias raw.
 func record(fds []pgconn.FieldDescription, raw [][]byte) source.Record {
 	fields := make(map[string]any, len(fds))
@@ -515,6 +542,9 @@ func (s *Source) readPage(ctx context.Context, tx pgx.Tx, cursor string, pos pos
 			}
 			more = true
 			break
+		}
+		if err := s.checkSize(raw, len(page.Records)+1, "of the page"); err != nil {
+			return source.Page{}, err
 		}
 		page.Records = append(page.Records, record(fds, raw))
 		// Whether this row is the page's last is known only after the next

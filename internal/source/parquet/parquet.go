@@ -1,0 +1,587 @@
+// Package parquet reads Parquet files as an oncesync source: one file, or a
+// directory of *.parquet files read in the order of their names, as
+// warehouses export them (part-00000.parquet, part-00001.parquet, ...).
+//
+// Files are read with parquet-go (pure Go) row group by row group, a few
+// rows at a time: memory is bounded by a page of each column, not by the
+// file. A cursor names a file and a row in it, with a digest of the content
+// of every file up to that one, so a file rewritten or inserted before the
+// cursor is detected (source.ErrChanged) rather than misread; a file added
+// after it is simply read. Between sequential ReadPage calls the file stays
+// open; a resume from any other cursor (a new process) hashes the files up
+// to the cursor's again.
+//
+// At the end, Page.End is true and Page.Next is "": like the CSV source, the
+// sync's next run reads every file again and the ledger makes unchanged rows
+// free, so a file added since is the only thing sent.
+package parquet
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/oncesync/oncesync/internal/source"
+)
+
+// DefaultMaxRecordBytes is the largest record read when Params leave it 0.
+const DefaultMaxRecordBytes = 1 << 20
+
+// batch is how many rows are decoded at a time.
+const batch = 64
+
+// Params configures a Source.
+type Params struct {
+	// Path is a .parquet file or a directory of them; a relative path is made
+	// absolute at New.
+	Path string
+	// MaxRecordBytes bounds one record (the sum of its values' sizes); a
+	// larger one fails the read with source.ErrInvalid. 0 is
+	// DefaultMaxRecordBytes.
+	MaxRecordBytes int64
+}
+
+// Source reads a Parquet file or directory. It is used by one run at a time.
+type Source struct {
+	path      string
+	id        string
+	maxRecord int64
+	st        *stream
+	// hashed counts the bytes put through the prefix digest (see tests).
+	hashed int64
+}
+
+var _ source.Source = (*Source)(nil)
+
+// New returns a Source over p.Path. Nothing is opened until ReadPage, so a
+// missing path is reported there (wrapping source.ErrUnavailable).
+func New(p Params) (*Source, error) {
+	if p.Path == "" {
+		return nil, fmt.Errorf("parquet source: empty path: %w", source.ErrInvalid)
+	}
+	abs, err := filepath.Abs(p.Path)
+	if err != nil {
+		return nil, fmt.Errorf("parquet source: %w", err)
+	}
+	m := p.MaxRecordBytes
+	if m <= 0 {
+		m = DefaultMaxRecordBytes
+	}
+	return &Source{path: abs, id: "parquet:" + abs, maxRecord: m}, nil
+}
+
+// ID returns "parquet:" followed by the cleaned absolute path.
+func (s *Source) ID() string { return s.id }
+
+// listing is the files of the source, in the order they are read.
+type listing struct {
+	dir   string
+	names []string
+	// base is the name of the configured file or directory.
+	base string
+}
+
+func (l listing) path(name string) string { return filepath.Join(l.dir, name) }
+
+// list finds the files: the path itself, or the directory's *.parquet files
+// sorted by name. Hidden files ("." or "_" first, as Spark and Hive mark
+// files being written or metadata) are left out.
+func (s *Source) list() (listing, error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	if !fi.IsDir() {
+		return listing{dir: filepath.Dir(s.path), names: []string{filepath.Base(s.path)}, base: filepath.Base(s.path)}, nil
+	}
+	entries, err := os.ReadDir(s.path)
+	if err != nil {
+		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	l := listing{dir: s.path, base: filepath.Base(s.path)}
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".parquet") || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") {
+			continue
+		}
+		l.names = append(l.names, n)
+	}
+	slices.Sort(l.names)
+	return l, nil
+}
+
+// chain extends the prefix digest prev with one file: its name and the
+// SHA-256 of its content.
+func chain(prev [sha256.Size]byte, name string, content []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	fmt.Fprintf(h, "%d:%s", len(name), name)
+	h.Write(content)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// hashFile returns the SHA-256 of f's content.
+func (s *Source) hashFile(ctx context.Context, f *os.File) ([]byte, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, contextReader{ctx, io.NewSectionReader(f, 0, 1<<62)})
+	s.hashed += n
+	if err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
+}
+
+var _ source.Snapshotter = (*Source)(nil)
+
+// Snapshot is the digest of every file's name and content:
+// {"sha256": hex}.
+func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l, err := s.list()
+	if err != nil {
+		return nil, err
+	}
+	var sum [sha256.Size]byte
+	for _, name := range l.names {
+		f, err := os.Open(l.path(name))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		content, err := s.hashFile(ctx, f)
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: read %s for its snapshot: %w: %w", s.id, name, source.ErrUnavailable, err)
+		}
+		sum = chain(sum, name, content)
+	}
+	return map[string]any{"sha256": fmt.Sprintf("%x", sum)}, nil
+}
+
+// footerRows is the number of rows a file's footer declares.
+func (s *Source) footerRows(path string) (n int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: %w: the footer of %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, filepath.Base(path))
+		}
+	}()
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	pf, err := openParquet(f, fi.Size())
+	if err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", s.id, filepath.Base(path), err)
+	}
+	return pf.NumRows(), nil
+}
+
+func openParquet(f *os.File, size int64) (*pq.File, error) {
+	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	if err != nil {
+		// parquet-go's message may quote the file's first or last bytes.
+		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged", source.ErrInvalid)
+	}
+	return pf, nil
+}
+
+// contextReader stops a long read once ctx is done.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// Close closes the open file, if any. The Source may be used again after.
+func (s *Source) Close() error {
+	if s.st == nil {
+		return nil
+	}
+	err := s.st.closeFile()
+	s.st = nil
+	return err
+}
+
+// stream reads the source's files in order from one position onwards.
+type stream struct {
+	src *Source
+	l   listing
+	// idx is the file being read; sum the prefix digest through it.
+	idx int
+	sum [sha256.Size]byte
+	// recno counts the records before the next one.
+	recno int64
+	// next is the Next of the last page returned: a ReadPage at it continues
+	// the stream without hashing again.
+	next string
+	// err is an error met looking ahead past the last page, for the next.
+	err error
+
+	// The open file (nil between files).
+	f     *os.File
+	fi    fs.FileInfo
+	pf    *pq.File
+	cols  *columns
+	rg    int     // row group being read
+	rows  pq.Rows // its rows, nil before the first read
+	row   int64   // rows of the file before the next one
+	buf   []pq.Row
+	ready []pq.Row // decoded rows not taken yet (a window of buf)
+}
+
+func (st *stream) closeFile() error {
+	var err error
+	if st.rows != nil {
+		err = st.rows.Close()
+		st.rows = nil
+	}
+	if st.f != nil {
+		if cerr := st.f.Close(); err == nil {
+			err = cerr
+		}
+		st.f = nil
+	}
+	st.pf, st.cols, st.ready = nil, nil, nil
+	return err
+}
+
+func (st *stream) name() string { return st.l.names[st.idx] }
+
+// position is the cursor of the next row.
+func (st *stream) position() position {
+	p := position{file: st.name(), row: st.row, recno: st.recno}
+	copy(p.sum[:], st.sum[:])
+	return p
+}
+
+// ReadPage reads up to size records at cursor ("" is the start).
+//
+// Errors wrap source.ErrBadCursor (cursor cannot be decoded),
+// source.ErrChanged (a file up to the cursor's is not the one the cursor was
+// made from, or is gone), source.ErrInvalid (not Parquet, or a record larger
+// than the limit), source.ErrUnavailable (a file cannot be opened or read)
+// or the context's error.
+func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (page source.Page, err error) {
+	defer s.recoverDamaged(&err)
+	if size < 1 {
+		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1", s.id, size)
+	}
+	if err := ctx.Err(); err != nil {
+		return source.Page{}, err
+	}
+	if s.st == nil || cursor == "" || cursor != s.st.next {
+		var pos *position
+		if cursor != "" {
+			p, err := parseCursor(cursor)
+			if err != nil {
+				return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
+			}
+			pos = &p
+		}
+		_ = s.Close()
+		st, err := s.open(ctx, pos)
+		if err != nil {
+			return source.Page{}, err
+		}
+		s.st = st
+	} else if err := s.st.unchanged(); err != nil {
+		_ = s.Close()
+		return source.Page{}, err
+	}
+	page, err = s.fill(ctx, cursor, size)
+	if err != nil || page.End {
+		_ = s.Close()
+	}
+	if err != nil {
+		return source.Page{}, err
+	}
+	return page, nil
+}
+
+// recoverDamaged turns a panic of parquet-go on a damaged file into an
+// error of the file being read (parquet-go checks some of what it decodes
+// by panicking); the stream is dropped, so a retry opens it again. The
+// panic's value is left out: it may hold decoded bytes.
+func (s *Source) recoverDamaged(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	where := "a file"
+	if s.st != nil && s.st.f != nil {
+		where = s.st.name()
+	}
+	_ = s.Close()
+	*err = fmt.Errorf("%s: %w: %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, where)
+}
+
+// unchanged catches the open file replaced or rewritten between pages.
+func (st *stream) unchanged() error {
+	if st.f == nil {
+		return nil
+	}
+	fi, err := os.Stat(st.l.path(st.name()))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w: %s is gone", st.src.id, source.ErrChanged, st.name())
+		}
+		return fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
+	}
+	if !os.SameFile(fi, st.fi) || fi.Size() != st.fi.Size() || !fi.ModTime().Equal(st.fi.ModTime()) {
+		return fmt.Errorf("%s: %w: %s changed while it was read", st.src.id, source.ErrChanged, st.name())
+	}
+	return nil
+}
+
+func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page, error) {
+	st := s.st
+	if st.err != nil {
+		return source.Page{}, st.err
+	}
+	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
+	for len(page.Records) < size {
+		if err := ctx.Err(); err != nil {
+			return source.Page{}, err
+		}
+		ok, err := st.more(ctx)
+		if err != nil {
+			return source.Page{}, err
+		}
+		if !ok {
+			page.End = true
+			return page, nil
+		}
+		fields, err := st.take()
+		if err != nil {
+			return source.Page{}, err
+		}
+		page.Records = append(page.Records, source.Record{Fields: fields})
+	}
+	page.Next = st.position().String()
+	st.next = page.Next
+	// Look one row ahead so the last page, not an empty one after it, ends
+	// the source. A file past this page that cannot be read fails the next
+	// page, not this one.
+	ok, err := st.more(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return source.Page{}, err
+		}
+		st.err = err
+		return page, nil
+	}
+	if !ok {
+		page.End = true
+		page.Next = ""
+	}
+	return page, nil
+}
+
+// open lists the files and positions a stream at pos (nil: the start),
+// checking the digest of the files up to pos's.
+func (s *Source) open(ctx context.Context, pos *position) (*stream, error) {
+	l, err := s.list()
+	if err != nil {
+		return nil, err
+	}
+	st := &stream{src: s, l: l, buf: make([]pq.Row, batch)}
+	if pos == nil {
+		if len(l.names) > 0 {
+			if err := st.openFile(ctx, 0, nil); err != nil {
+				_ = st.closeFile()
+				return nil, err
+			}
+		}
+		return st, nil
+	}
+	at := slices.Index(l.names, pos.file)
+	if at < 0 {
+		return nil, fmt.Errorf("%s: %w: %s, the file the saved position is in, is gone", s.id, source.ErrChanged, pos.file)
+	}
+	// The files before the cursor's: hashed, not read.
+	for i := range at {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f, err := os.Open(l.path(l.names[i]))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		content, err := s.hashFile(ctx, f)
+		_ = f.Close()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		st.sum = chain(st.sum, l.names[i], content)
+	}
+	if err := st.openFile(ctx, at, &pos.sum); err != nil {
+		_ = st.closeFile()
+		return nil, err
+	}
+	if pos.row > st.pf.NumRows() {
+		_ = st.closeFile()
+		return nil, fmt.Errorf("%s: %w: %s has fewer rows than the saved position", s.id, source.ErrChanged, pos.file)
+	}
+	if err := st.seek(pos.row); err != nil {
+		_ = st.closeFile()
+		return nil, err
+	}
+	st.recno = pos.recno
+	return st, nil
+}
+
+func equalPrefix(sum [sha256.Size]byte, want [sumLen]byte) bool {
+	return [sumLen]byte(sum[:sumLen]) == want
+}
+
+// openFile opens file i, hashes it into the prefix digest (which must
+// then be want, when given: a cursor's) and reads its footer.
+func (st *stream) openFile(ctx context.Context, i int, want *[sumLen]byte) error {
+	s := st.src
+	st.idx, st.row, st.rg = i, 0, 0
+	path := st.l.path(st.name())
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: %w: %s is gone", s.id, source.ErrChanged, st.name())
+		}
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	st.f = f
+	if st.fi, err = f.Stat(); err != nil {
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	content, err := s.hashFile(ctx, f)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	st.sum = chain(st.sum, st.name(), content)
+	if want != nil && !equalPrefix(st.sum, *want) {
+		return fmt.Errorf("%s: %w: the files up to %s differ from those the saved position was taken in", s.id, source.ErrChanged, st.name())
+	}
+	if st.pf, err = openParquet(f, st.fi.Size()); err != nil {
+		return fmt.Errorf("%s: %s: %w", s.id, st.name(), err)
+	}
+	st.cols = newColumns(st.pf.Schema())
+	return nil
+}
+
+// seek positions the open file at row n.
+func (st *stream) seek(n int64) error {
+	groups := st.pf.RowGroups()
+	var start int64
+	for st.rg = 0; st.rg < len(groups); st.rg++ {
+		if n < start+groups[st.rg].NumRows() {
+			break
+		}
+		start += groups[st.rg].NumRows()
+	}
+	st.row = n
+	if st.rg == len(groups) {
+		return nil
+	}
+	st.rows = groups[st.rg].Rows()
+	if err := st.rows.SeekToRow(n - start); err != nil {
+		return st.decodeError(err)
+	}
+	return nil
+}
+
+// more makes sure a row is ready to take, moving on through row groups and
+// files; false at the end of the last file.
+func (st *stream) more(ctx context.Context) (bool, error) {
+	for len(st.ready) == 0 {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if st.f == nil {
+			return false, nil // no files
+		}
+		groups := st.pf.RowGroups()
+		if st.rg >= len(groups) {
+			if st.idx+1 >= len(st.l.names) {
+				return false, nil
+			}
+			// Next was taken before this look-ahead: "after the last row
+			// of this file" and "before the first of the next" are one
+			// place. On an error ReadPage closes the stream.
+			if err := st.closeFile(); err != nil {
+				return false, fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
+			}
+			if err := st.openFile(ctx, st.idx+1, nil); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if st.rows == nil {
+			st.rows = groups[st.rg].Rows()
+		}
+		n, err := st.rows.ReadRows(st.buf)
+		st.ready = st.buf[:n]
+		if err == io.EOF || (n == 0 && err == nil) {
+			_ = st.rows.Close()
+			st.rows = nil
+			st.rg++
+			continue
+		}
+		if err != nil {
+			return false, st.decodeError(err)
+		}
+	}
+	return true, nil
+}
+
+// take decodes the next ready row into a record.
+func (st *stream) take() (map[string]any, error) {
+	r := st.ready[0]
+	st.ready = st.ready[1:]
+	if n := rowSize(r); n > st.src.maxRecord {
+		return nil, fmt.Errorf("%s: %w: row %d of %s (record %d): %d bytes is larger than max_record_bytes (%d)",
+			st.src.id, source.ErrInvalid, st.row+1, st.name(), st.recno+1, n, st.src.maxRecord)
+	}
+	fields, err := st.cols.record(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: row %d of %s: %w", st.src.id, source.ErrInvalid, st.row+1, st.name(), err)
+	}
+	st.row++
+	st.recno++
+	return fields, nil
+}
+
+// decodeError wraps an error of parquet-go reading the open file's pages.
+func (st *stream) decodeError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w: %s, row group %d: %w", st.src.id, source.ErrInvalid, st.name(), st.rg, err)
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package parquet_test
+
+const raceEnabled = true
