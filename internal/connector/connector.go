@@ -16,6 +16,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/source/postgres"
+	"github.com/oncesync/oncesync/internal/source/shopify"
 )
 
 // Source is a registered source connector.
@@ -52,6 +53,7 @@ func Default() *Registry {
 		file.Kind{Format: file.CSV},
 		file.Kind{Format: file.JSONL},
 		postgres.Kind{},
+		shopify.Kind{},
 	}
 	return r
 }
