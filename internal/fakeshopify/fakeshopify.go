@@ -153,14 +153,14 @@ type Stats struct {
 	Requests     int64            `json:"requests"`  // API requests, whatever their answer
 	Customers    int64            `json:"customers"` // stored now
 	ByStatus     map[string]int64 `json:"by_status"`
-	Throttled    int64            `json:"throttled"`     // THROTTLED answers
-	Unauthorized int64            `json:"unauthorized"`  // 401 answers
+	Throttled    int64            `json:"throttled"`      // THROTTLED answers
+	Unauthorized int64            `json:"unauthorized"`   // 401 answers
 	GraphQLErrs  int64            `json:"graphql_errors"` // answers with errors (THROTTLED included)
 	Dropped      int64            `json:"dropped"`
-	CostCharged  int64            `json:"cost_charged"`  // actual cost of served queries
-	NodesServed  int64            `json:"nodes_served"`  // customers returned
-	RootFields   map[string]int64 `json:"root_fields"`   // customers, nodes, customersCount
-	LastQueries  []string         `json:"last_queries"`  // the search queries of the last requests (at most 20)
+	CostCharged  int64            `json:"cost_charged"` // actual cost of served queries
+	NodesServed  int64            `json:"nodes_served"` // customers returned
+	RootFields   map[string]int64 `json:"root_fields"`  // customers, nodes, customersCount
+	LastQueries  []string         `json:"last_queries"` // the search queries of the last requests (at most 20)
 }
 
 // Server is the fake. It is an http.Handler and safe for concurrent use.
