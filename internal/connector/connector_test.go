@@ -56,11 +56,11 @@ func TestDefault(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(sources, []string{"csv", "jsonl", "postgres"}) {
+	if !slices.Equal(sources, []string{"csv", "jsonl", "postgres", "shopify"}) {
 		t.Fatalf("Default registers sources %v", sources)
 	}
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
-	if len(more.Destinations()) != 3 || len(more.Sources()) != 3 || len(reg.Destinations()) != 2 {
+	if len(more.Destinations()) != 3 || len(more.Sources()) != 4 || len(reg.Destinations()) != 2 {
 		t.Fatal("WithDestinations must add to a copy")
 	}
 }

@@ -389,7 +389,7 @@ func TestChangedDuringAPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Minute)
-	e.fake.Update(seeded[3].ID, func(c *fakeshopify.Customer) { c.FirstName = "Read twice" })  // already read
+	e.fake.Update(seeded[3].ID, func(c *fakeshopify.Customer) { c.FirstName = "Read twice" }) // already read
 	e.fake.Update(seeded[15].ID, func(c *fakeshopify.Customer) { c.FirstName = "Read once" }) // not yet
 	rest, _ := e.readAll(t, p.Next, 10)
 	all := append(p.Records, rest...)
