@@ -41,6 +41,10 @@ echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
 
+echo
+echo "== shopify source: bin/oncesync-bench shopify --records $BULK --runs $RUNS"
+bin/oncesync-bench shopify --records "$BULK" --runs "$RUNS"
+
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo
 	echo "== peer and memory: bash scripts/bench-peer.sh"

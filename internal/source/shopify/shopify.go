@@ -389,6 +389,13 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 				if throttled >= maxThrottled {
 					return fmt.Errorf("%s: %w: Shopify kept answering THROTTLED after %d waits", s.id, source.ErrUnavailable, throttled)
 				}
+				if s.throttleWait(float64(cost)) <= 0 {
+					// No throttleStatus to wait by (or it says the bucket
+					// is full): a second, as the bucket restores per second.
+					if err := s.sleep(ctx, time.Second); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			return s.graphQLFailure(g)
@@ -498,7 +505,10 @@ func (s *Source) throttleWait(cost float64) time.Duration {
 }
 
 func (s *Source) waitFor(ctx context.Context, cost float64) error {
-	d := s.throttleWait(cost)
+	return s.sleep(ctx, s.throttleWait(cost))
+}
+
+func (s *Source) sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}

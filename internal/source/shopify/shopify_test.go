@@ -454,3 +454,55 @@ func TestReadIdentitiesChunks(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestThrottledWithoutStatus: a THROTTLED answer without throttleStatus is
+// waited out a second at a time.
+func TestThrottledWithoutStatus(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			_, _ = w.Write([]byte(`{"errors":[{"message":"Throttled","extensions":{"code":"THROTTLED"}}]}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"data":{"customers":{"nodes":[],"pageInfo":{"hasNextPage":false,"endCursor":null}}}}`))
+	}))
+	defer srv.Close()
+	var slept []time.Duration
+	src, err := shopify.New(shopify.Params{ShopURL: srv.URL, Token: token, Sleep: func(_ context.Context, d time.Duration) error {
+		slept = append(slept, d)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := src.ReadPage(context.Background(), "", 10)
+	if err != nil || !p.End || !slices.Equal(slept, []time.Duration{time.Second}) {
+		t.Fatalf("page %+v, %v, waits %v; want an empty end after one 1s wait", p, err, slept)
+	}
+}
+
+func TestDescribeCursor(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	e.fake.Seed(3)
+	p, err := e.src.ReadPage(context.Background(), "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, next := e.readAll(t, p.Next, 2)
+	c := &shopify.Config{}
+	for cursor, want := range map[string]string{
+		"":           "start of the shop's customers",
+		p.Next:       "after a customer updated 2026-12-01 08:00:00 UTC",
+		next:         "customers updated from 2026-12-01 08:00:00 UTC on",
+		"shopify1:x": "a cursor this oncesync cannot read",
+	} {
+		if got := c.DescribeCursor(nil, cursor); got != want {
+			t.Errorf("DescribeCursor(%q) = %q, want %q", cursor, got, want)
+		}
+	}
+}
