@@ -34,9 +34,14 @@ type position struct {
 	Seen []string `json:"s,omitempty"`
 	// Full: more than maxSeen customers were read at Last.
 	Full bool `json:"x,omitempty"`
+	// pending are customers read at Last whose key is not in Seen yet:
+	// hashing every record read costs; only those still at Last when the
+	// cursor is written need it.
+	pending []source.Record
 }
 
 func (p position) String() string {
+	p.flush()
 	if p.Floor == "" && p.After == "" && p.Last == "" {
 		return ""
 	}
@@ -99,24 +104,32 @@ func (p *position) saw(rec source.Record, updated time.Time) {
 	u := updated.Format(time.RFC3339)
 	if u != p.Last {
 		// The pass is sorted by updatedAt: a later instant starts a new set.
-		p.Last, p.Seen, p.Full = u, nil, false
+		p.Last, p.Seen, p.Full, p.pending = u, nil, false, p.pending[:0]
 	}
 	if p.Full {
 		return
 	}
-	if len(p.Seen) >= maxSeen {
-		p.Seen, p.Full = nil, true
+	if len(p.Seen)+len(p.pending) >= maxSeen {
+		p.Seen, p.Full, p.pending = nil, true, p.pending[:0]
 		return
 	}
-	k := seenKey(rec)
-	if !slices.Contains(p.Seen, k) {
-		p.Seen = append(p.Seen, k)
+	p.pending = append(p.pending, rec)
+}
+
+// flush moves the pending customers' keys into Seen.
+func (p *position) flush() {
+	for _, rec := range p.pending {
+		if k := seenKey(rec); !slices.Contains(p.Seen, k) {
+			p.Seen = append(p.Seen, k)
+		}
 	}
+	p.pending = nil
 }
 
 // nextPass is where the next run starts: customers updated at or after
 // the last instant read, less those read at it.
 func (p position) nextPass() position {
+	p.flush()
 	if p.Last == "" {
 		return position{Floor: p.Floor}
 	}
