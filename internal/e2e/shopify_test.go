@@ -31,8 +31,10 @@ func TestShopifyToBrevoKillNine(t *testing.T) {
 	t.Parallel()
 	const customers = 2000
 	// A Plus-sized bucket, so that the run both waits for it and ends in
-	// seconds: 20 pages of 100 cost 302 points each.
-	shop := fakeshopify.New(fakeshopify.Options{Token: shopToken, BucketSize: 2000, RestoreRate: 1000})
+	// seconds: 20 pages of 100 cost 302 points each. And an unkind shop:
+	// 5xx, 429 with Retry-After and cut connections now and then.
+	shop := fakeshopify.New(fakeshopify.Options{Token: shopToken, BucketSize: 2000, RestoreRate: 1000,
+		ErrorRate: 0.05, RateLimitRate: 0.03, RetryAfter: 200 * time.Millisecond, DropRate: 0.03})
 	seeded := shop.Seed(customers)
 	shopSrv := newServer(t, shop)
 
@@ -148,7 +150,25 @@ syncs:
 			t.Fatalf("the Shopify token is stored in %s", filepath.Base(f))
 		}
 	}
-	t.Logf("fake Shopify: %+v", shop.Stats())
+	st := shop.Stats()
+	if st.Dropped+st.ByStatus["429"]+st.ByStatus["500"]+st.ByStatus["502"]+st.ByStatus["503"]+st.ByStatus["504"] == 0 {
+		t.Log("no fault was injected this time (they are random)")
+	}
+	t.Logf("fake Shopify: requests %d, by status %v, dropped %d, cost %d", st.Requests, st.ByStatus, st.Dropped, st.CostCharged)
+
+	// A wrong token: the run fails with source_auth, without the token.
+	const wrong = "shpat_wrong_0123456789"
+	p = testenv.Start(t, testenv.StartParams{
+		Binary: binary, Args: []string{"run", "--config", tb.config, "shop"}, Dir: tb.dir,
+		Env: []string{"BREVO_API_KEY=" + apiKey, "SHOPIFY_TOKEN=" + wrong}, Name: "oncesync run shop (wrong token)",
+	})
+	if code := p.Wait(t, time.Minute); code == 0 {
+		t.Fatal("a run with a wrong token succeeded")
+	}
+	if last := p.LastLine(); !strings.HasPrefix(last, "failed: source_auth: ") || strings.Contains(p.Out.String(), wrong) {
+		t.Fatalf("wrong token: last line %q (the token must not appear):\n%s", last, p.Out)
+	}
+	t.Logf("wrong token: %s", p.LastLine())
 }
 
 // TestFakeShopifyCommand: `oncesync fake-shopify` seeds customers, serves
