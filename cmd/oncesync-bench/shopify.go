@@ -61,12 +61,12 @@ func shopifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	const token = "shpat_bench"
 	shop := fakeshopify.New(fakeshopify.Options{Token: token, BucketSize: 1 << 30, RestoreRate: 1 << 30})
-	// Customers updated over the last days, a thousand per second of
-	// history, as a shop's are (not all in one instant).
-	start := time.Now().UTC().Add(-time.Duration(p.Records/1000+1) * time.Second)
+	// Customers updated over the last days, one a second, as a shop's are
+	// (not all in one instant).
+	start := time.Now().UTC().Add(-time.Duration(p.Records+1) * time.Second)
 	cs := make([]fakeshopify.Customer, p.Records)
 	for i := range cs {
-		at := start.Add(time.Duration(i/1000) * time.Second)
+		at := start.Add(time.Duration(i) * time.Second)
 		cs[i] = fakeshopify.Customer{ID: int64(7_000_000_000_001 + i), Email: fmt.Sprintf("customer%07d@example.com", i+1),
 			FirstName: fmt.Sprintf("First%d", i+1), LastName: "Last", Tags: []string{"bench"}, CreatedAt: at, UpdatedAt: at}
 	}

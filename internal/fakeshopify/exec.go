@@ -528,7 +528,8 @@ func (ex *execution) runCustomers(rp rootPlan) (any, int) {
 	reverse, _ := rp.args["reverse"].(bool)
 	first, _ := rp.args["first"].(json.Number).Int64()
 	var flt filter
-	if q, ok := rp.args["query"].(string); ok {
+	q, filtered := rp.args["query"].(string)
+	if filtered {
 		s.stats.LastQueries = append(s.stats.LastQueries, q)
 		if n := len(s.stats.LastQueries); n > 20 {
 			s.stats.LastQueries = s.stats.LastQueries[n-20:]
@@ -561,9 +562,10 @@ func (ex *execution) runCustomers(rp rootPlan) (any, int) {
 	}
 	var page []*Customer
 	more := false
+	now := s.clock.Now()
 	for i := start; i < len(all); i++ {
 		c := idx(i)
-		if !flt.match(c) {
+		if !flt.match(c) || (filtered && !s.indexed(c, now)) {
 			continue
 		}
 		if int64(len(page)) == first {

@@ -54,8 +54,12 @@
 //
 // Where it departs from Shopify (deliberately): only forward pagination
 // (last/before are refused); the wording of the first > 250 and bad
-// cursor messages is the fake's own (Shopify does not document it); the
-// search index is not delayed (Shopify's can lag writes by seconds).
+// cursor messages is the fake's own (Shopify does not document it).
+//
+// The search index: `query` filters read an index that follows writes, so
+// a filtered query does not see a customer until it is indexed: by default
+// at once, Options.IndexLag after each update, or later for one customer
+// (Server.DelayIndex), so tests can index out of update order.
 //
 // Test endpoints: GET /_stats (Stats as JSON); POST /_customers with
 // {"seed": N} (N generated customers), {"customers": [...]} (upserts: each
@@ -108,6 +112,9 @@ type Options struct {
 	DropRate float64
 	// RedirectTo, when set, answers every API request 301 to this origin.
 	RedirectTo string
+	// IndexLag is how long after an update a customer becomes visible to
+	// filtered (query:) searches.
+	IndexLag time.Duration
 	// Seed makes fault injection reproducible (0 = random).
 	Seed int64
 	// Clock tells the time: the bucket's restore, customers' timestamps
@@ -174,6 +181,7 @@ type Server struct {
 	sorted    map[string][]*Customer // by sort key; nil when stale
 	buckets   map[string]*bucket
 	queue     []Fault
+	indexedAt map[int64]time.Time // DelayIndex's overrides, until the next update
 	stats     Stats
 	nextID    int64
 }
@@ -204,6 +212,7 @@ func New(o Options) *Server {
 
 func (s *Server) resetLocked() {
 	s.customers = map[int64]*Customer{}
+	s.indexedAt = map[int64]time.Time{}
 	s.sorted = nil
 	s.buckets = map[string]*bucket{}
 	s.queue = nil
@@ -303,6 +312,7 @@ func (s *Server) Put(cs ...Customer) []Customer {
 		}
 		cc := c
 		s.customers[c.ID] = &cc
+		delete(s.indexedAt, c.ID)
 		out[i] = cc
 	}
 	s.sorted = nil
@@ -321,8 +331,25 @@ func (s *Server) Update(id int64, fn func(c *Customer)) bool {
 	fn(c)
 	c.ID = id
 	c.UpdatedAt = s.now()
+	delete(s.indexedAt, id)
 	s.sorted = nil
 	return true
+}
+
+// DelayIndex makes customer id invisible to filtered searches until at
+// (until its next change), as a search index that fell behind.
+func (s *Server) DelayIndex(id int64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexedAt[id] = at
+}
+
+// indexed reports whether filtered searches see c now.
+func (s *Server) indexed(c *Customer, now time.Time) bool {
+	if at, ok := s.indexedAt[c.ID]; ok {
+		return !now.Before(at)
+	}
+	return !now.Before(c.UpdatedAt.Add(s.opts.IndexLag))
 }
 
 // Delete removes customers.

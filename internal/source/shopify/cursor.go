@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,24 +21,30 @@ const cursorPrefix = "shopify1:"
 //
 // Encoded as "shopify1:" + unpadded base64url of its JSON.
 type position struct {
-	// Floor is the updated_at lower bound of this pass (RFC 3339), "" for
-	// every customer.
+	// Floor is the instant this pass starts from (RFC 3339), "" for every
+	// customer; the pass asks for customers updated from lookBack before it.
 	Floor string `json:"f,omitempty"`
 	// After is Shopify's cursor after the last customer read in this pass,
 	// "" at the pass's start.
 	After string `json:"a,omitempty"`
-	// Last is the updatedAt of the last customer read (the latest: the pass
-	// is sorted by it).
+	// Last is the latest updatedAt read.
 	Last string `json:"u,omitempty"`
-	// Seen are the customers read whose updatedAt is Last, as "id:hash"
-	// (nil past maxSeen: then they are read again).
+	// Seen are the customers read whose updatedAt is within lookBack of
+	// Last, as "unixtime:id:hash" (the newest maxSeen): the next pass skips
+	// those it reads unchanged.
 	Seen []string `json:"s,omitempty"`
-	// Full: more than maxSeen customers were read at Last.
-	Full bool `json:"x,omitempty"`
-	// pending are customers read at Last whose key is not in Seen yet:
-	// hashing every record read costs; only those still at Last when the
-	// cursor is written need it.
-	pending []source.Record
+	// Prev is the previous pass's Seen, which this pass skips by.
+	Prev []string `json:"p,omitempty"`
+	// pending are customers read but not yet in Seen: hashing every record
+	// read costs, only those still in the window when the cursor is written
+	// need it.
+	pending []pendingRec
+}
+
+type pendingRec struct {
+	rec source.Record
+	key string // "" until hashed
+	at  time.Time
 }
 
 func (p position) String() string {
@@ -88,50 +95,94 @@ func parseCursor(s string) (position, error) {
 	return p, nil
 }
 
-func seenKey(rec source.Record) string { return fmt.Sprint(rec.Fields["id"]) + ":" + recordHash(rec) }
-
-// skip reports whether rec was read already at the pass's boundary: read
-// at Floor by the previous pass, unchanged since.
-func (p *position) skip(rec source.Record, updated time.Time) bool {
-	if p.Floor == "" || updated.Format(time.RFC3339) != p.Last || p.Last != p.Floor {
-		return false
-	}
-	return slices.Contains(p.Seen, seenKey(rec))
+func seenKey(rec source.Record, at time.Time) string {
+	return strconv.FormatInt(at.Unix(), 10) + ":" + fmt.Sprint(rec.Fields["id"]) + ":" + recordHash(rec)
 }
 
-// saw records rec as read.
-func (p *position) saw(rec source.Record, updated time.Time) {
-	u := updated.Format(time.RFC3339)
-	if u != p.Last {
-		// The pass is sorted by updatedAt: a later instant starts a new set.
-		p.Last, p.Seen, p.Full, p.pending = u, nil, false, p.pending[:0]
+func (p *position) last() time.Time {
+	t, _ := time.Parse(time.RFC3339, p.Last) // parseCursor checked it
+	return t
+}
+
+// skip reports whether rec was read already, unchanged, by the previous
+// pass; its key when it was.
+func (p *position) skip(rec source.Record, at time.Time) (bool, string) {
+	if len(p.Prev) == 0 {
+		return false, ""
 	}
-	if p.Full {
-		return
+	k := seenKey(rec, at)
+	return slices.Contains(p.Prev, k), k
+}
+
+// saw records rec, updated at, as read (or skipped: key is its key).
+func (p *position) saw(rec source.Record, key string, at time.Time) {
+	if p.Last == "" || at.After(p.last()) {
+		p.Last = at.UTC().Format(time.RFC3339)
 	}
-	if len(p.Seen)+len(p.pending) >= maxSeen {
-		p.Seen, p.Full, p.pending = nil, true, p.pending[:0]
-		return
+	p.pending = append(p.pending, pendingRec{rec: rec, key: key, at: at})
+	if len(p.pending) > 2*maxSeen {
+		p.prune(false)
 	}
-	p.pending = append(p.pending, rec)
+}
+
+// prune forgets what fell out of the window before Last, and keeps the
+// newest maxSeen; with hash, it moves pending customers into Seen.
+func (p *position) prune(hash bool) {
+	from := p.last().Add(-lookBack)
+	seen := p.Seen[:0:0]
+	for _, k := range p.Seen {
+		unix, _, _ := strings.Cut(k, ":")
+		if n, err := strconv.ParseInt(unix, 10, 64); err == nil && !time.Unix(n, 0).Before(from) {
+			seen = append(seen, k)
+		}
+	}
+	pending := p.pending[:0:0]
+	for _, r := range p.pending {
+		if !r.at.Before(from) {
+			pending = append(pending, r)
+		}
+	}
+	// The newest maxSeen: pending were read after Seen's.
+	if len(pending) > maxSeen {
+		pending = pending[len(pending)-maxSeen:]
+	}
+	if over := len(seen) + len(pending) - maxSeen; over > 0 {
+		seen = seen[over:]
+	}
+	if hash {
+		for _, r := range pending {
+			k := r.key
+			if k == "" {
+				k = seenKey(r.rec, r.at)
+			}
+			if !slices.Contains(seen, k) {
+				seen = append(seen, k)
+			}
+		}
+		pending = nil
+	}
+	p.Seen, p.pending = seen, pending
+	if len(p.Seen) == 0 {
+		p.Seen = nil
+	}
+	if len(p.pending) == 0 {
+		p.pending = nil
+	}
 }
 
 // flush moves the pending customers' keys into Seen.
 func (p *position) flush() {
-	for _, rec := range p.pending {
-		if k := seenKey(rec); !slices.Contains(p.Seen, k) {
-			p.Seen = append(p.Seen, k)
-		}
+	if p.Last != "" {
+		p.prune(true)
 	}
-	p.pending = nil
 }
 
-// nextPass is where the next run starts: customers updated at or after
-// the last instant read, less those read at it.
+// nextPass is where the next run starts: from the last instant read,
+// looking back, less the customers read unchanged.
 func (p position) nextPass() position {
 	p.flush()
 	if p.Last == "" {
 		return position{Floor: p.Floor}
 	}
-	return position{Floor: p.Last, Last: p.Last, Seen: p.Seen, Full: p.Full}
+	return position{Floor: p.Last, Last: p.Last, Prev: p.Seen}
 }

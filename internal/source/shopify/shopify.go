@@ -3,11 +3,12 @@
 //
 // A run is a pass over the customers connection sorted by UPDATED_AT (ties
 // by id), paged with first/after. The cursor keeps Shopify's cursor within
-// the pass, the updatedAt of the last customer read and the customers read
-// at that instant; at the end of a pass it becomes the start of the next
-// one: query "updated_at:>='T'" from that instant, skipping the customers
-// read at T whose record has not changed since (docs/guide.md#shopify-customers).
-// A customer updated during a pass moves to the end of the sort and is read
+// the pass, the latest updatedAt read (T) and the customers read in the
+// minute before it (id, updatedAt, hash of the record); at the end of a
+// pass it becomes the start of the next one: query "updated_at:>='T-1m'"
+// (the search index lags writes), skipping the customers read then whose
+// record has not changed since (docs/guide.md#shopify-customers). A
+// customer updated during a pass moves to the end of the sort and is read
 // again before the pass ends, so nothing changed is missed.
 //
 // Requests go through apiclient (retries of 5xx and lost answers, 429 with
@@ -48,9 +49,16 @@ const (
 	DefaultMaxRecordBytes = 1 << 20
 	// maxThrottled bounds THROTTLED answers in a row for one request.
 	maxThrottled = 20
-	// maxSeen bounds the customers of the boundary instant a cursor
-	// remembers; past it they are read again at the next run (the ledger
-	// finds them unchanged and sends nothing).
+	// lookBack is how far before the last instant read the next pass
+	// starts: the query filter reads Shopify's search index, which follows
+	// writes with a delay that is not the same for every customer, so a
+	// customer updated just before that instant may be indexed after the
+	// pass went by. Those customers are read again (the ledger finds the
+	// unchanged ones and sends nothing).
+	lookBack = time.Minute
+	// maxSeen bounds the customers of the look-back window a cursor
+	// remembers (the newest); the others are read again at the next run
+	// (the ledger finds them unchanged and sends nothing).
 	maxSeen = 64
 )
 
@@ -244,7 +252,8 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 			vars["after"] = pos.After
 		}
 		if pos.Floor != "" {
-			vars["query"] = "updated_at:>='" + pos.Floor + "'"
+			floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
+			vars["query"] = "updated_at:>='" + floor.Add(-lookBack).UTC().Format(time.RFC3339) + "'"
 		}
 		var data struct {
 			Customers *struct {
@@ -269,11 +278,11 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 			if err := s.checkSize(rec); err != nil {
 				return source.Page{}, err
 			}
-			if pos.skip(rec, updated) {
-				continue
+			skip, key := pos.skip(rec, updated)
+			pos.saw(rec, key, updated)
+			if !skip {
+				page.Records = append(page.Records, rec)
 			}
-			pos.saw(rec, updated)
-			page.Records = append(page.Records, rec)
 		}
 		pi := data.Customers.PageInfo
 		if pi.EndCursor != nil {

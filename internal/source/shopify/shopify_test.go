@@ -371,9 +371,10 @@ func TestIncrementalRuns(t *testing.T) {
 	if len(recs) != 0 {
 		t.Fatalf("fifth pass read %v", ids(recs))
 	}
-	// It asked only for customers updated from the last instant read.
+	// It asked only for customers updated from the last instant read (less
+	// the look-back for Shopify's search index).
 	st := e.fake.Stats()
-	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>='2026-12-01T09:00:00Z'" {
+	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>='2026-12-01T08:59:00Z'" {
 		t.Fatalf("last search query %q", last)
 	}
 }
@@ -407,8 +408,9 @@ func TestChangedDuringAPass(t *testing.T) {
 }
 
 // TestManyCustomersAtTheBoundary: more customers share the last instant
-// than a cursor remembers: the next pass reads them again rather than
-// miss one, and the pass after that reads nothing.
+// than a cursor remembers (64): the next pass reads the others again
+// rather than miss one, and once the instant is out of the look-back
+// window nothing is read.
 func TestManyCustomersAtTheBoundary(t *testing.T) {
 	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
 	e.fake.Seed(100)
@@ -417,19 +419,49 @@ func TestManyCustomersAtTheBoundary(t *testing.T) {
 		t.Fatal(len(recs))
 	}
 	recs, next = e.readAll(t, next, 30)
-	if len(recs) != 100 {
-		t.Fatalf("%d records read again; want the 100 at the boundary", len(recs))
+	if len(recs) != 36 {
+		t.Fatalf("%d records read again; want the 36 the cursor could not remember", len(recs))
 	}
-	e.clock.Advance(time.Second)
+	again, next := e.readAll(t, next, 30)
+	if !slices.Equal(ids(again), ids(recs)) {
+		t.Fatalf("third pass read %d records; want the same 36 (the cursor keeps the newest read)", len(again))
+	}
+	e.clock.Advance(61 * time.Second)
 	e.fake.Put(fakeshopify.Customer{Email: "x@example.com"})
-	// Still the 100 (the cursor could not remember them) and the new one,
-	// which moves the boundary past them.
 	recs, next = e.readAll(t, next, 30)
-	if len(recs) != 101 {
-		t.Fatalf("%d records after one was added, want 101", len(recs))
+	if len(recs) != 37 {
+		t.Fatalf("%d records after one was added a minute later, want 37", len(recs))
 	}
 	if recs, _ = e.readAll(t, next, 30); len(recs) != 0 {
 		t.Fatalf("%d records without changes", len(recs))
+	}
+}
+
+// TestLateIndexedCustomerIsNotLost: Shopify's search index follows writes
+// with a delay that differs between customers: a customer updated before
+// the last one a pass read, but indexed after the pass, is read by the
+// next pass (it looks back a minute), once.
+func TestLateIndexedCustomerIsNotLost(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	seeded := e.fake.Seed(10)
+	_, next := e.readAll(t, "", 4)
+	e.clock.Advance(100 * time.Second)
+	late := seeded[3].ID
+	e.fake.Update(late, func(c *fakeshopify.Customer) { c.FirstName = "Indexed late" })
+	e.fake.DelayIndex(late, e.clock.Now().Add(20*time.Second))
+	e.clock.Advance(5 * time.Second)
+	e.fake.Update(seeded[7].ID, func(c *fakeshopify.Customer) { c.FirstName = "Indexed at once" })
+	recs, next := e.readAll(t, next, 4)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(seeded[7].ID)}) {
+		t.Fatalf("second pass read %v; want only the customer already indexed", got)
+	}
+	e.clock.Advance(30 * time.Second)
+	recs, next = e.readAll(t, next, 4)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(late)}) || recs[0].Fields["firstName"] != "Indexed late" {
+		t.Fatalf("third pass read %v; want the late-indexed customer", got)
+	}
+	if recs, _ = e.readAll(t, next, 4); len(recs) != 0 {
+		t.Fatalf("fourth pass read %v", ids(recs))
 	}
 }
 
