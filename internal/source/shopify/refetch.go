@@ -2,6 +2,7 @@ package shopify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/oncesync/oncesync/internal/source"
@@ -35,20 +36,17 @@ func (s *Source) ReadIdentities(ctx context.Context, identity string, ids []stri
 		chunk := gids[:n]
 		gids = gids[n:]
 		var data struct {
-			Nodes []*customerJSON `json:"nodes"`
+			Nodes []json.RawMessage `json:"nodes"`
 		}
 		if err := s.query(ctx, nodesQuery, map[string]any{"ids": chunk}, n*nodeCost, &data); err != nil {
 			return nil, err
 		}
-		for _, c := range data.Nodes {
-			if c == nil || c.ID == "" {
+		for _, raw := range data.Nodes {
+			if string(raw) == "null" || string(raw) == "{}" {
 				continue // deleted, or not a customer
 			}
-			rec, _, err := c.record()
+			rec, _, err := s.decode(raw)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", s.id, err)
-			}
-			if err := s.checkSize(rec); err != nil {
 				return nil, err
 			}
 			out = append(out, rec)

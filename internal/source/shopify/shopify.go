@@ -47,6 +47,9 @@ const (
 	MaxPageSize = 250
 	// DefaultMaxRecordBytes bounds one record (its JSON encoding).
 	DefaultMaxRecordBytes = 1 << 20
+	// maxBody bounds one answer: 250 customers of Shopify's sizes (a note,
+	// 250 tags) are far below it.
+	maxBody = 32 << 20
 	// maxThrottled bounds THROTTLED answers in a row for one request.
 	maxThrottled = 20
 	// lookBack is how far before the last instant read the next pass
@@ -133,7 +136,7 @@ func New(p Params) (*Source, error) {
 		Name: "shopify", Subject: "Shopify", URLSetting: "shop_url",
 		AuthDetail: "Shopify refused the access token",
 		Client:     p.Client, Clock: p.Clock, Sleep: p.Sleep, Backoff: p.Backoff, MaxRetries: p.MaxRetries,
-		Secrets: []string{p.Token},
+		Secrets: []string{p.Token}, MaxBody: maxBody,
 	})
 	return s, nil
 }
@@ -257,7 +260,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		}
 		var data struct {
 			Customers *struct {
-				Nodes    []customerJSON `json:"nodes"`
+				Nodes    []json.RawMessage `json:"nodes"`
 				PageInfo struct {
 					HasNextPage bool    `json:"hasNextPage"`
 					EndCursor   *string `json:"endCursor"`
@@ -270,12 +273,9 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		if data.Customers == nil {
 			return source.Page{}, fmt.Errorf("%s: %w: Shopify answered without customers", s.id, source.ErrUnavailable)
 		}
-		for _, c := range data.Customers.Nodes {
-			rec, updated, err := c.record()
+		for _, raw := range data.Customers.Nodes {
+			rec, updated, err := s.decode(raw)
 			if err != nil {
-				return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
-			}
-			if err := s.checkSize(rec); err != nil {
 				return source.Page{}, err
 			}
 			skip, key := pos.skip(rec, updated)
@@ -307,15 +307,23 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	}
 }
 
-func (s *Source) checkSize(rec source.Record) error {
-	b, err := json.Marshal(rec.Fields)
+// decode maps one customer's JSON, refusing one larger than
+// MaxRecordBytes (measured as Shopify sent it, before decoding).
+func (s *Source) decode(raw json.RawMessage) (source.Record, time.Time, error) {
+	var c customerJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return source.Record{}, time.Time{}, fmt.Errorf("%s: %w: a customer is not of the shape asked for", s.id, source.ErrInvalid)
+	}
+	if len(raw) > s.p.MaxRecordBytes {
+		id, _ := strings.CutPrefix(c.ID, gidPrefix)
+		return source.Record{}, time.Time{}, fmt.Errorf("%s: %w: customer %s is %d bytes, more than max_record_bytes (%d)",
+			s.id, source.ErrInvalid, id, len(raw), s.p.MaxRecordBytes)
+	}
+	rec, updated, err := c.record()
 	if err != nil {
-		return fmt.Errorf("%s: %w: a customer cannot be encoded", s.id, source.ErrInvalid)
+		return source.Record{}, time.Time{}, fmt.Errorf("%s: %w", s.id, err)
 	}
-	if len(b) > s.p.MaxRecordBytes {
-		return fmt.Errorf("%s: %w: customer %v is %d bytes, more than max_record_bytes (%d)", s.id, source.ErrInvalid, rec.Fields["id"], len(b), s.p.MaxRecordBytes)
-	}
-	return nil
+	return rec, updated, nil
 }
 
 // recordHash is what a cursor remembers of a record read at its boundary.
@@ -384,6 +392,9 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 		}
 		var g gqlResponse
 		if err := json.Unmarshal(resp.Body, &g); err != nil {
+			if len(resp.Body) >= maxBody {
+				return fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
+			}
 			return fmt.Errorf("%s: %w: Shopify's answer is not GraphQL JSON", s.id, source.ErrUnavailable)
 		}
 		if c := g.Extensions.Cost; c != nil && c.ThrottleStatus != nil {
