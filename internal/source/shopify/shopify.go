@@ -333,9 +333,10 @@ func recordHash(rec source.Record) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// gqlResponse is a GraphQL answer.
+// gqlResponse is a GraphQL answer. Data holds a pointer to the caller's
+// value, so that the answer is decoded in one go.
 type gqlResponse struct {
-	Data   json.RawMessage `json:"data"`
+	Data   any `json:"data"`
 	Errors []struct {
 		Message    string `json:"message"`
 		Extensions struct {
@@ -390,8 +391,13 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 		if resp.Status != http.StatusOK {
 			return s.statusFailure(resp)
 		}
-		var g gqlResponse
-		if err := json.Unmarshal(resp.Body, &g); err != nil {
+		g := gqlResponse{Data: out}
+		err = json.Unmarshal(resp.Body, &g)
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && len(g.Errors) == 0 {
+			return fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
+		}
+		if err != nil && !errors.As(err, &typeErr) {
 			if len(resp.Body) >= maxBody {
 				return fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
 			}
@@ -419,9 +425,6 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 				continue
 			}
 			return s.graphQLFailure(g)
-		}
-		if err := json.Unmarshal(g.Data, out); err != nil {
-			return fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
 		}
 		return nil
 	}
