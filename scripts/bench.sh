@@ -9,7 +9,8 @@
 #   4. sources: the bulk path reading the contacts from a MySQL/MariaDB table (BENCH_MYSQL_URL, default
 #      ONCESYNC_TEST_MYSQL_URL or mysql://root@127.0.0.1:3306/; BENCH_MYSQL=0 skips it); oncesync-bench parquet:
 #      records/s over BENCH_BULK_RECORDS contacts as a CSV file and as a directory of Parquet files, then peak
-#      RSS for a 1,000,000-row Parquet directory (BENCH_PARQUET=0 skips it)
+#      RSS for a 1,000,000-row Parquet directory (BENCH_PARQUET=0 skips it); oncesync-bench shopify: customers
+#      from the fake Shopify (BENCH_SHOPIFY=0 skips it)
 #   5. destinations: the klaviyo bulk path: 100,000 profiles, pages of 500 (a profile bulk import job per page)
 #   6. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
@@ -72,6 +73,12 @@ if [[ "${BENCH_PARQUET:-1}" != 0 ]]; then
 	echo
 	echo "== parquet source: bin/oncesync-bench parquet --records $BULK --rss-records 1000000 --runs $RUNS"
 	bin/oncesync-bench parquet --records "$BULK" --rss-records 1000000 --runs "$RUNS"
+fi
+
+if [[ "${BENCH_SHOPIFY:-1}" != 0 ]]; then
+	echo
+	echo "== shopify source: bin/oncesync-bench shopify --records $BULK --runs $RUNS"
+	bin/oncesync-bench shopify --records "$BULK" --runs "$RUNS"
 fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then

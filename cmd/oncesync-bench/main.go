@@ -22,6 +22,7 @@
 //	oncesync-bench peer --benthos bin/benthos-v4.60.0 ...  // oncesync vs Benthos, kill -9 of each
 //	oncesync-bench rss --records 100000,1000000   // oncesync's peak RSS per source size
 //	oncesync-bench rusage --out F -- CMD ...      // (hidden) runs CMD, writes its own rusage to F
+//	oncesync-bench shopify --records 200000       // fake Shopify -> fake Brevo (shopify.go)
 //
 // And for the shared rate limit (docs/guide.md#one-rate-limit-per-account):
 //
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = accountsMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "parquet":
 		err = parquetMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "shopify":
+		err = shopifyMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rusage":
 		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:

@@ -208,6 +208,8 @@ func sourceSetupFailure(err error) error {
 	switch {
 	case errors.Is(err, source.ErrUnavailable):
 		return failure.Wrap(failure.SourceUnavailable, err, "%s", err.Error())
+	case errors.Is(err, source.ErrAuth):
+		return failure.Wrap(failure.SourceAuth, err, "%s", err.Error())
 	case errors.Is(err, source.ErrInvalid):
 		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
 	default:

@@ -84,6 +84,8 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 func checkSource(ctx context.Context, src source.Source) (string, error) {
 	page, err := src.ReadPage(ctx, "", 1)
 	switch {
+	case errors.Is(err, source.ErrAuth):
+		return "", failure.Wrap(failure.SourceAuth, err, "the source could not be read: %v", err)
 	case errors.Is(err, source.ErrInvalid):
 		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
 	case err != nil:

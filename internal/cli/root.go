@@ -111,6 +111,7 @@ Start with:
 		newCheckCmd(env),
 		newFakeBrevoCmd(env),
 		newFakeKlaviyoCmd(env),
+		newFakeShopifyCmd(env),
 		newDemoCmd(env, &rf),
 		newStatusCmd(env),
 		newRunsCmd(env),

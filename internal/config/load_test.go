@@ -118,7 +118,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook or klaviyo)`,
-				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres, mysql or parquet)`,
+				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres, mysql, parquet or shopify)`,
 			},
 		},
 		{
@@ -176,7 +176,7 @@ syncs:
     destination: {type: fax}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql, parquet)`,
+				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql, parquet, shopify)`,
 				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, klaviyo)`,
 			},
 		},
@@ -188,7 +188,7 @@ syncs:
     destination: {api_key: ${KEY}}
 `,
 			want: []string{
-				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql, parquet)`,
+				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql, parquet, shopify)`,
 				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, klaviyo)`,
 			},
 		},
@@ -686,6 +686,7 @@ var specEnv = map[string]string{
 	"EVENTS_WEBHOOK_SECRET": "evwh-s3cret",
 	"EVENTS_TOKEN":          "evtok-s3cret",
 	"HC_PING_UUID":          "0f1e2d3c-s3cret-4b5a-9687-a1b2c3d4e5f6",
+	"SHOPIFY_TOKEN":         "shpat_s3cret",
 }
 
 func TestLoadSpecExample(t *testing.T) {

@@ -55,7 +55,7 @@ syncs:
 		t.Errorf("want at least 25 problems, got %d:\n%s", n, msg)
 	}
 	for _, want := range []string{
-		"s.yaml:16: syncs[0].source.type: unknown source type the value of ${S} (valid: csv, jsonl, postgres, mysql, parquet)",
+		"s.yaml:16: syncs[0].source.type: unknown source type the value of ${S} (valid: csv, jsonl, postgres, mysql, parquet, shopify)",
 		"s.yaml:13: syncs[0].schedule: is not a valid cron expression",
 		"s.yaml:1: store: must be a sqlite:// or postgres:// URL",
 	} {

@@ -19,6 +19,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source/mysql"
 	"github.com/oncesync/oncesync/internal/source/parquet"
 	"github.com/oncesync/oncesync/internal/source/postgres"
+	"github.com/oncesync/oncesync/internal/source/shopify"
 )
 
 // Source is a registered source connector.
@@ -58,6 +59,7 @@ func Default() *Registry {
 		postgres.Kind{},
 		mysql.Kind{},
 		parquet.Kind{},
+		shopify.Kind{},
 	}
 	return r
 }

@@ -56,11 +56,11 @@ func TestDefault(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(sources, []string{"csv", "jsonl", "postgres", "mysql", "parquet"}) {
+	if !slices.Equal(sources, []string{"csv", "jsonl", "postgres", "mysql", "parquet", "shopify"}) {
 		t.Fatalf("Default registers sources %v", sources)
 	}
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
-	if len(more.Destinations()) != 4 || len(more.Sources()) != 5 || len(reg.Destinations()) != 3 {
+	if len(more.Destinations()) != 4 || len(more.Sources()) != 6 || len(reg.Destinations()) != 3 {
 		t.Fatal("WithDestinations must add to a copy")
 	}
 }

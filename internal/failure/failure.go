@@ -36,6 +36,7 @@ const (
 	DestinationRateLimited     Code = "destination_rate_limited"
 	SourceUnavailable          Code = "source_unavailable"
 	SourceQueryInvalid         Code = "source_query_invalid"
+	SourceAuth                 Code = "source_auth"
 	InvalidSyncDefinition      Code = "invalid_sync_definition"
 	CursorOlderThanLedger      Code = "cursor_older_than_ledger"
 	SourceChangedDuringRun     Code = "source_changed_during_run"
@@ -92,6 +93,10 @@ var catalog = map[Code]Entry{
 	SourceQueryInvalid: {SourceQueryInvalid,
 		"The source refused the sync's query or the data does not parse.",
 		"Fix the sync's query, table, columns or file format, then run the sync again.",
+		OwnerYou, false},
+	SourceAuth: {SourceAuth,
+		"The source refused oncesync's credentials, or they lack access to the data.",
+		"Check the credentials in the sync's source (Shopify `access_token` and its `read_customers` scope) and the environment variables they come from, then run the sync again.",
 		OwnerYou, false},
 	InvalidSyncDefinition: {InvalidSyncDefinition,
 		"The sync's definition is invalid.",

@@ -90,6 +90,8 @@ func Snapshot(ctx context.Context, sourceType string, src source.Source) (string
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")
+	case errors.Is(err, source.ErrAuth):
+		return "", failure.Wrap(failure.SourceAuth, err, "the source refused the credentials while taking its snapshot")
 	case errors.Is(err, source.ErrInvalid):
 		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source's version query failed")
 	case err != nil:

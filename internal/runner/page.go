@@ -708,6 +708,8 @@ func sourceFailure(ctx context.Context, err error) error {
 		return cancelled(ctx)
 	case errors.Is(err, source.ErrChanged):
 		return failure.Wrap(failure.SourceChangedDuringRun, err, "the source no longer matches the saved cursor")
+	case errors.Is(err, source.ErrAuth):
+		return failure.Wrap(failure.SourceAuth, err, "%s", err.Error())
 	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrBadCursor):
 		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
 	default:

@@ -97,6 +97,9 @@ type Position struct {
 var (
 	// ErrUnavailable: the source cannot be reached or opened (retryable).
 	ErrUnavailable = errors.New("source unavailable")
+	// ErrAuth: the source refused the credentials or the access (a SaaS
+	// API's token); permanent until the credentials change.
+	ErrAuth = errors.New("source refused the credentials")
 	// ErrInvalid: the data or the query is malformed (permanent).
 	ErrInvalid = errors.New("source data or query invalid")
 	// ErrChanged: the cursor no longer matches the source (the file changed).
