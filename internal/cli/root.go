@@ -110,6 +110,7 @@ Start with:
 		newValidateCmd(env),
 		newCheckCmd(env),
 		newFakeBrevoCmd(env),
+		newFakeHubSpotCmd(env),
 		newDemoCmd(env, &rf),
 		newStatusCmd(env),
 		newRunsCmd(env),
