@@ -117,7 +117,7 @@ syncs:
   - id: s1
 `,
 			want: []string{
-				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo or webhook)`,
+				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook or hubspot)`,
 				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl or postgres)`,
 			},
 		},
@@ -177,7 +177,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres)`,
-				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook)`,
+				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, hubspot)`,
 			},
 		},
 		{
@@ -189,7 +189,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres)`,
-				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook)`,
+				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, hubspot)`,
 			},
 		},
 		{
@@ -333,7 +333,7 @@ syncs:
 			want: []string{
 				`oncesync.yaml:4: syncs[0].destination.url: is required for webhook destinations`,
 				`oncesync.yaml:6: syncs[0].destination.list_ids: is not used by webhook destinations (brevo only)`,
-				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo only; webhook uses fields)`,
+				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo and hubspot only; webhook uses fields)`,
 			},
 		},
 		{
@@ -685,6 +685,7 @@ var specEnv = map[string]string{
 	"EVENTS_WEBHOOK_SECRET": "evwh-s3cret",
 	"EVENTS_TOKEN":          "evtok-s3cret",
 	"HC_PING_UUID":          "0f1e2d3c-s3cret-4b5a-9687-a1b2c3d4e5f6",
+	"HUBSPOT_TOKEN":         "pat-na1-s3cret",
 }
 
 func TestLoadSpecExample(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/destination/hubspot"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -47,6 +48,7 @@ func Default() *Registry {
 	r := New(
 		brevo.Kind{},
 		webhook.Kind{},
+		hubspot.Kind{},
 	)
 	r.sources = []Source{
 		file.Kind{Format: file.CSV},

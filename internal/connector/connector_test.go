@@ -32,13 +32,13 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: NewSpec is nil", d.Type())
 		}
 	}
-	if !slices.Equal(types, []string{"brevo", "webhook"}) {
-		t.Fatalf("Default registers %v, want brevo and webhook", types)
+	if !slices.Equal(types, []string{"brevo", "webhook", "hubspot"}) {
+		t.Fatalf("Default registers %v, want brevo, webhook and hubspot", types)
 	}
-	if k := reg.Kinds(); len(k.Destinations) != 2 {
+	if k := reg.Kinds(); len(k.Destinations) != 3 {
 		t.Fatalf("Kinds holds %d destinations", len(k.Destinations))
 	}
-	if _, ok := reg.Lookup("hubspot"); ok {
+	if _, ok := reg.Lookup("example"); ok {
 		t.Fatal("Lookup found an unregistered type")
 	}
 	if _, ok := connector.New().Lookup("brevo"); ok {
@@ -60,7 +60,7 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("Default registers sources %v", sources)
 	}
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
-	if len(more.Destinations()) != 3 || len(more.Sources()) != 3 || len(reg.Destinations()) != 2 {
+	if len(more.Destinations()) != 4 || len(more.Sources()) != 3 || len(reg.Destinations()) != 3 {
 		t.Fatal("WithDestinations must add to a copy")
 	}
 }
