@@ -436,7 +436,10 @@ func TestVerifyComparesEveryMappedProperty(t *testing.T) {
 func TestCustomIDProperty(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "customer_id", Type: "string", Unique: true}}},
-		func(p *hubspot.Params) { p.IDProperty = "customer_id"; p.Properties = append(p.Properties, "customer_id") })
+		func(p *hubspot.Params) {
+			p.IDProperty = "customer_id"
+			p.Properties = append(p.Properties, "customer_id")
+		})
 	recs := records(3)
 	for i, r := range recs {
 		r.Data["attributes"].(map[string]any)["customer_id"] = fmt.Sprintf("C-%d", i)
