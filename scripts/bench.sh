@@ -4,6 +4,8 @@
 #
 #   1. bulk path:   200,000 contacts, pages of 500 (POST /contacts/import per page)
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
+#   2b. HubSpot bulk path: BENCH_HUBSPOT_RECORDS (100,000) contacts, pages of 500 (batch/upsert of 100)
+#      against fakehubspot, with its own bare baseline (BENCH_HUBSPOT=0 skips it)
 #   3. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
 #   4. go test -bench for internal/... (store ledger ops, CSV paging)
@@ -40,6 +42,13 @@ bin/oncesync-bench --mode bulk --records "$BULK" --page-size 500 --runs "$RUNS"
 echo
 echo "== single path: bin/oncesync-bench --mode single --records $SINGLE --page-size 250 --runs $RUNS"
 bin/oncesync-bench --mode single --records "$SINGLE" --page-size 250 --runs "$RUNS"
+
+if [[ "${BENCH_HUBSPOT:-1}" != 0 ]]; then
+	HUBSPOT=${BENCH_HUBSPOT_RECORDS:-100000}
+	echo
+	echo "== hubspot bulk path: bin/oncesync-bench hubspot --records $HUBSPOT --page-size 500 --runs $RUNS"
+	bin/oncesync-bench hubspot --records "$HUBSPOT" --page-size 500 --runs "$RUNS"
+fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo

@@ -425,7 +425,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request, in []idInput) {
 	s.mu.Lock()
 	for _, x := range in {
 		if c := s.contacts[*x.ID]; c != nil && !c.Archived {
-			c.Archived = true
+			s.archiveContact(c)
 			c.Updated = s.clk.Now().UTC()
 		}
 	}

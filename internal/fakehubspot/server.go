@@ -35,6 +35,8 @@ type Server struct {
 	mu       sync.Mutex
 	rng      *mrand.Rand
 	contacts map[string]*Contact // by hs_object_id
+	// index finds live contacts by email and by each unique property's value.
+	index map[string]map[string]*Contact
 	nextID   int64
 	window   []time.Time // the rolling window's requests
 	passed   int         // API requests past auth and rate limit
@@ -61,7 +63,7 @@ func New(o Options) *Server {
 	s := &Server{
 		o: o, clk: clk, props: map[string]Property{},
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		contacts: map[string]*Contact{}, nextID: 100,
+		contacts: map[string]*Contact{}, nextID: 100, index: map[string]map[string]*Contact{},
 		stats: Stats{ByRoute: map[string]int64{}, ByStatus: map[string]int64{}},
 	}
 	for _, p := range append(slices.Clone(defaultProperties), o.Properties...) {
@@ -149,6 +151,9 @@ func (s *Server) find(prop, v string) *Contact {
 	if v == "" {
 		return nil
 	}
+	if s.indexed(prop) {
+		return s.index[prop][v]
+	}
 	for _, c := range s.contacts {
 		if !c.Archived && c.Properties[prop] == v {
 			return c
@@ -157,15 +162,45 @@ func (s *Server) find(prop, v string) *Contact {
 	return nil
 }
 
+// indexed reports whether prop's values are in the index: email and the
+// unique properties.
+func (s *Server) indexed(prop string) bool { return prop == "email" || s.props[prop].Unique }
+
+// setProp sets c's property k to v, keeping the index.
+func (s *Server) setProp(c *Contact, k, v string) {
+	if s.indexed(k) {
+		if old, ok := c.Properties[k]; ok && s.index[k][old] == c {
+			delete(s.index[k], old)
+		}
+		if v != "" && !c.Archived {
+			if s.index[k] == nil {
+				s.index[k] = map[string]*Contact{}
+			}
+			s.index[k][v] = c
+		}
+	}
+	c.Properties[k] = v
+}
+
+// archive archives c and drops it from the index.
+func (s *Server) archiveContact(c *Contact) {
+	for k, v := range c.Properties {
+		if s.indexed(k) && s.index[k][v] == c {
+			delete(s.index[k], v)
+		}
+	}
+	c.Archived = true
+}
+
 func (s *Server) create(props map[string]string) *Contact {
 	s.nextID++
 	id := strconv.FormatInt(s.nextID, 10)
 	now := s.clk.Now().UTC()
 	c := &Contact{ID: id, Properties: map[string]string{}, Created: now, Updated: now}
 	for k, v := range props {
-		c.Properties[strings.ToLower(k)] = normalize(k, v)
+		s.setProp(c, strings.ToLower(k), normalize(k, v))
 	}
-	c.Properties["hs_object_id"] = id
+	s.setProp(c, "hs_object_id", id)
 	s.contacts[id] = c
 	return c
 }
@@ -185,7 +220,7 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 		if c.Properties[k] != nv {
 			same = false
 		}
-		c.Properties[k] = nv
+		s.setProp(c, k, nv)
 	}
 	if same {
 		s.stats.DuplicateWrites++
