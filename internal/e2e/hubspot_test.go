@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -361,5 +362,68 @@ func TestHubSpotCheckCommand(t *testing.T) {
 	}
 	if st := hb.fake.Stats(); st.ContactsWritten != 0 || strings.Contains(out, hubspotToken) {
 		t.Fatalf("check wrote %d contacts (or showed the token)", st.ContactsWritten)
+	}
+}
+
+// TestFakeHubSpotCommand: `oncesync fake-hubspot` serves the API behind its
+// token, its custom properties and /_stats, and stops on SIGTERM.
+func TestFakeHubSpotCommand(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(binary, "fake-hubspot", "--listen", "127.0.0.1:0", "--token", "tk", "--property", "customer_id:string:unique")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base string
+	for _, f := range strings.Fields(line) {
+		if strings.HasPrefix(f, "http://") && !strings.Contains(f, "_stats") {
+			base = f
+		}
+	}
+	if base == "" {
+		t.Fatalf("no address in %q", line)
+	}
+	post := func(tok, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/crm/v3/objects/contacts/batch/upsert", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	body := `{"inputs":[{"idProperty":"customer_id","id":"C1","properties":{"email":"a@example.org","firstname":"A"}}]}`
+	if code := post("wrong", body); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	for range 2 {
+		if code := post("tk", body); code != http.StatusOK {
+			t.Fatalf("upsert: %d, want 200", code)
+		}
+	}
+	resp, err := http.Get(base + "/_stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"requests":3`, `"contacts_written":2`, `"duplicate_writes":1`, `"contacts":1`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("/_stats %s lacks %s", b, want)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fake-hubspot did not stop cleanly on SIGTERM: %v", err)
 	}
 }
