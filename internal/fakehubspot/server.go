@@ -36,12 +36,12 @@ type Server struct {
 	rng      *mrand.Rand
 	contacts map[string]*Contact // by hs_object_id
 	// index finds live contacts by email and by each unique property's value.
-	index map[string]map[string]*Contact
-	nextID   int64
-	window   []time.Time // the rolling window's requests
-	passed   int         // API requests past auth and rate limit
-	writes   int         // writes applied
-	stats    Stats
+	index  map[string]map[string]*Contact
+	nextID int64
+	window []time.Time // the rolling window's requests
+	passed int         // API requests past auth and rate limit
+	writes int         // writes applied
+	stats  Stats
 }
 
 // New returns a fake configured by o.
