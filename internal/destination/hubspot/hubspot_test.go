@@ -507,3 +507,59 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiStatusErrorsWithoutIDs: HubSpot does not document how a 207's
+// errors name their inputs. When they name none, the inputs its results do
+// not list were refused: one alone takes the error, several are sent
+// again one by one; none is written twice or left in doubt.
+func TestMultiStatusErrorsWithoutIDs(t *testing.T) {
+	t.Parallel()
+	fake := fakehubspot.New(fakehubspot.Options{Token: token, Properties: []fakehubspot.Property{ageProp},
+		RefuseEmails: []string{"user1@example.com", "user3@example.com"}})
+	var upserts int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upserts++
+		mu.Unlock()
+		rec := httptest.NewRecorder()
+		fake.ServeHTTP(rec, r)
+		var body map[string]any
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil {
+			if errs, ok := body["errors"].([]any); ok {
+				for _, e := range errs {
+					delete(e.(map[string]any), "context")
+				}
+			}
+		}
+		b, _ := json.Marshal(body)
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := hubspot.New(hubspot.Params{BaseURL: srv.URL, Token: token, Sleep: destinationtest.NoSleep, RateLimit: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(5)
+	res, err := d.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if len(res) != 5 {
+		t.Fatalf("%d results for 5 records", len(res))
+	}
+	for i, r := range res {
+		want := destination.Delivered
+		if r.Key == recs[1].Key || r.Key == recs[3].Key {
+			want = destination.Rejected
+		}
+		if r.Outcome != want {
+			t.Errorf("result %d: %v (%s), want %v", i, r.Outcome, r.Message, want)
+		}
+	}
+	if st := fake.Stats(); st.Contacts != 3 || st.DuplicateWrites != 0 || upserts != 3 {
+		t.Errorf("fake: %d contacts, %d duplicates, %d requests; want 3, 0, 3 (the batch, then the 2 refused alone)",
+			st.Contacts, st.DuplicateWrites, upserts)
+	}
+}

@@ -287,7 +287,7 @@ func (w *pageWrite) batch(ctx context.Context, idx []int) error {
 	}
 	switch {
 	case resp.Status >= 200 && resp.Status < 300:
-		return w.settle(idx, op, resp)
+		return w.settle(ctx, idx, op, resp)
 	case resp.Status == http.StatusBadRequest || resp.Status == http.StatusConflict || resp.Status == http.StatusUnprocessableEntity:
 		ae := decodeAPIError(route, resp.Status, resp.Body)
 		if len(idx) > 1 {
@@ -327,7 +327,7 @@ func withoutKey(m map[string]string, k string) map[string]string {
 // settle reads a 2xx batch answer: results are delivered, errors[] name
 // the inputs HubSpot refused (or, for update, did not find). An input the
 // answer does not account for leaves the batch in doubt.
-func (w *pageWrite) settle(idx []int, op string, resp *apiclient.Response) error {
+func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apiclient.Response) error {
 	var br batchResponse
 	if err := json.Unmarshal(resp.Body, &br); err != nil {
 		return w.failed(idx, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
@@ -362,17 +362,23 @@ func (w *pageWrite) settle(idx []int, op string, resp *apiclient.Response) error
 		}
 		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: o.ID})
 	}
+	var anonymous []batchError // errors that name no input of the batch
 	for _, e := range br.Errors {
+		named := false
 		for _, id := range e.Context.IDs {
 			i, ok := take(id)
 			if !ok {
 				continue
 			}
+			named = true
 			if op == "update" && e.Category == "OBJECT_NOT_FOUND" {
 				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound})
 				continue
 			}
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(e.Category, e.Message, resp.Status)})
+		}
+		if !named {
+			anonymous = append(anonymous, e)
 		}
 	}
 	var left []int
@@ -387,6 +393,28 @@ func (w *pageWrite) settle(idx []int, op string, resp *apiclient.Response) error
 	if len(left) > 0 && len(left) == len(unmatched) && len(br.Errors) == 0 {
 		for n, i := range left {
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: unmatched[n].ID})
+		}
+		return nil
+	}
+	// Errors that do not say which inputs they are about, when every
+	// result is accounted for: the inputs left were refused, not applied
+	// (HubSpot lists what it applied). Alone, an input takes the error;
+	// several are sent again one by one to learn which is which.
+	if len(left) > 0 && len(unmatched) == 0 && len(anonymous) > 0 {
+		if len(left) == 1 {
+			e := anonymous[0]
+			i := left[0]
+			if op == "update" && e.Category == "OBJECT_NOT_FOUND" {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound})
+			} else {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(e.Category, e.Message, resp.Status)})
+			}
+			return nil
+		}
+		for _, i := range left {
+			if err := w.batch(ctx, []int{i}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
