@@ -196,6 +196,9 @@ func (s *Server) checkEmail(v string) string {
 }
 
 func (s *Server) beforeWrite(r *http.Request) {
+	if s.o.WriteLatency > 0 {
+		time.Sleep(s.o.WriteLatency)
+	}
 	if s.o.BeforeWrite != nil {
 		s.o.BeforeWrite(r)
 	}

@@ -43,7 +43,8 @@
 //     -Remaining and -Interval-Milliseconds; past it, 429 with errorType
 //     RATE_LIMIT and policyName TEN_SECONDLY_ROLLING.
 //   - Faults: 5xx (ErrorRate, FailFirst), 429 storms (RateLimitFirst),
-//     latency, stalls (BeforeWrite), applied-but-unanswered writes
+//     latency, slow writes applied after their caller gave up
+//     (WriteLatency), stalls (BeforeWrite), applied-but-unanswered writes
 //     (DropResponseRate, DropFirst, AfterWrite), redirects (RedirectTo).
 //   - Counters: requests, contacts_written, duplicate_writes (a contact
 //     written again with exactly the properties it already had), etc.
@@ -96,6 +97,10 @@ type Options struct {
 	RateLimitFirst int
 	// Latency is added to every API request.
 	Latency time.Duration
+	// WriteLatency delays applying each write, even when the client has
+	// given up meanwhile: a slow HubSpot applies a write after its caller
+	// timed out (the caller must not take that for "not written").
+	WriteLatency time.Duration
 	// ErrorRate is the fraction (0..1) of API requests answered ErrorStatus.
 	ErrorRate float64
 	// FailFirst answers the first N API requests ErrorStatus.

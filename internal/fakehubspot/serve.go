@@ -25,6 +25,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.IntVar(&o.RateLimit, "rate-limit", o.RateLimit,
 		"requests allowed per rolling 10 s before 429 TEN_SECONDLY_ROLLING (100: Free/Starter private apps, 190: Professional/Enterprise; negative = unlimited)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every API request, e.g. 50ms")
+	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency,
+		"delay before each write is applied, even if its caller gave up meanwhile (a slow HubSpot), e.g. 2s")
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction (0..1) of API requests answered --error-status before anything is applied")
 	fs.IntVar(&o.ErrorStatus, "error-status", 503, "status of injected errors")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,

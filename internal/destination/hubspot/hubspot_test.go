@@ -563,3 +563,37 @@ func TestMultiStatusErrorsWithoutIDs(t *testing.T) {
 			st.Contacts, st.DuplicateWrites, upserts)
 	}
 }
+
+// TestSlowWriteAppliedAfterTimeoutIsInDoubt: HubSpot applies a write after
+// the client's attempt timed out. The records are left in doubt (no result,
+// not NotSent), and Verify then finds them: nothing is written twice.
+func TestSlowWriteAppliedAfterTimeoutIsInDoubt(t *testing.T) {
+	t.Parallel()
+	fake := fakehubspot.New(fakehubspot.Options{Token: token, Properties: []fakehubspot.Property{ageProp}, WriteLatency: 300 * time.Millisecond})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	d, err := hubspot.New(hubspot.Params{BaseURL: srv.URL, Token: token, Sleep: destinationtest.NoSleep, RateLimit: 1e9,
+		Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(3)
+	res, err := d.Write(t.Context(), recs)
+	if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Write error %v, want %s", err, failure.DestinationUnavailable)
+	}
+	if len(res) != 0 {
+		t.Fatalf("results %v, want none: the batch may have been applied", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for fake.Stats().Contacts < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	landed, err := d.Verify(t.Context(), recs, time.Now().Add(-time.Minute))
+	if err != nil || len(landed) != 3 {
+		t.Fatalf("Verify = %v, %v; want the 3 records landed", landed, err)
+	}
+	if st := fake.Stats(); st.ContactsWritten != 3 || st.DuplicateWrites != 0 {
+		t.Errorf("fake: %d written, %d duplicates", st.ContactsWritten, st.DuplicateWrites)
+	}
+}
