@@ -597,3 +597,30 @@ func TestSlowWriteAppliedAfterTimeoutIsInDoubt(t *testing.T) {
 		t.Errorf("fake: %d written, %d duplicates", st.ContactsWritten, st.DuplicateWrites)
 	}
 }
+
+// TestForbiddenIsAuth: a token without the contacts scopes gets 403 with
+// HubSpot's MISSING_SCOPES; it fails at once as destination_auth.
+func TestForbiddenIsAuth(t *testing.T) {
+	t.Parallel()
+	var calls int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"status":"error","message":"This app hasn't been granted all required scopes to make this call.","category":"MISSING_SCOPES"}`)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := hubspot.New(hubspot.Params{BaseURL: srv.URL, Token: token, Sleep: destinationtest.NoSleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Write(t.Context(), records(2))
+	if failure.CodeOf(err) != failure.DestinationAuth || failure.Retryable(err) || strings.Contains(err.Error(), token) {
+		t.Fatalf("Write error %v: want a permanent %s without the token", err, failure.DestinationAuth)
+	}
+	if calls != 1 || len(res) != 2 || res[0].Outcome != destination.NotSent {
+		t.Errorf("%d calls, results %v: want 1 call and both records not sent", calls, res)
+	}
+}
