@@ -11,7 +11,9 @@
 #      records/s over BENCH_BULK_RECORDS contacts as a CSV file and as a directory of Parquet files, then peak
 #      RSS for a 1,000,000-row Parquet directory (BENCH_PARQUET=0 skips it); oncesync-bench shopify: customers
 #      from the fake Shopify (BENCH_SHOPIFY=0 skips it)
-#   5. destinations: the klaviyo bulk path: 100,000 profiles, pages of 500 (a profile bulk import job per page)
+#   5. destinations: the klaviyo bulk path: 100,000 profiles, pages of 500 (a profile bulk import job per page);
+#      the HubSpot bulk path: BENCH_HUBSPOT_RECORDS (100,000) contacts, pages of 500 (batch/upsert of 100)
+#      against fakehubspot, with its own bare baseline (BENCH_HUBSPOT=0 skips it)
 #   6. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
 #   7. go test -bench for internal/... (store ledger ops, CSV paging)
@@ -79,6 +81,13 @@ if [[ "${BENCH_SHOPIFY:-1}" != 0 ]]; then
 	echo
 	echo "== shopify source: bin/oncesync-bench shopify --records $BULK --runs $RUNS"
 	bin/oncesync-bench shopify --records "$BULK" --runs "$RUNS"
+fi
+
+if [[ "${BENCH_HUBSPOT:-1}" != 0 ]]; then
+	HUBSPOT=${BENCH_HUBSPOT_RECORDS:-100000}
+	echo
+	echo "== hubspot bulk path: bin/oncesync-bench hubspot --records $HUBSPOT --page-size 500 --runs $RUNS"
+	bin/oncesync-bench hubspot --records "$HUBSPOT" --page-size 500 --runs "$RUNS"
 fi
 
 if [[ "${BENCH_PEER:-1}" != 0 ]]; then

@@ -16,6 +16,12 @@
 //
 //	oncesync-bench baseline --csv F --url U --mode M --page-size N ...
 //	oncesync-bench inproc --cpuprofile F -- run --config F SYNC
+//	oncesync-bench hubspot-baseline --csv F --url U --page-size N
+//
+// The HubSpot destination's bulk path against fakehubspot, with its own
+// bare baseline (hubspot.go):
+//
+//	oncesync-bench hubspot --records 100000 --page-size 500 --runs 3
 //
 // Subcommands for scripts/bench-peer.sh:
 //
@@ -75,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "shopify":
 		err = shopifyMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "hubspot":
+		err = hubspotMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "hubspot-baseline":
+		err = hubspotBaselineMain(ctx, args[1:], stdout)
 	case len(args) > 0 && args[0] == "rusage":
 		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:

@@ -112,6 +112,7 @@ Start with:
 		newFakeBrevoCmd(env),
 		newFakeKlaviyoCmd(env),
 		newFakeShopifyCmd(env),
+		newFakeHubSpotCmd(env),
 		newDemoCmd(env, &rf),
 		newStatusCmd(env),
 		newRunsCmd(env),

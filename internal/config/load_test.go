@@ -117,7 +117,7 @@ syncs:
   - id: s1
 `,
 			want: []string{
-				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook or klaviyo)`,
+				`oncesync.yaml:2: syncs[0].destination: is required (a mapping with type: brevo, webhook, hubspot or klaviyo)`,
 				`oncesync.yaml:2: syncs[0].source: is required (a mapping with type: csv, jsonl, postgres, mysql, parquet or shopify)`,
 			},
 		},
@@ -177,7 +177,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: unknown source type "xlsx" (valid: csv, jsonl, postgres, mysql, parquet, shopify)`,
-				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, klaviyo)`,
+				`oncesync.yaml:4: syncs[0].destination.type: unknown destination type "fax" (valid: brevo, webhook, hubspot, klaviyo)`,
 			},
 		},
 		{
@@ -189,7 +189,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.type: is required (one of csv, jsonl, postgres, mysql, parquet, shopify)`,
-				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, klaviyo)`,
+				`oncesync.yaml:4: syncs[0].destination.type: is required (one of brevo, webhook, hubspot, klaviyo)`,
 			},
 		},
 		{
@@ -333,7 +333,7 @@ syncs:
 			want: []string{
 				`oncesync.yaml:4: syncs[0].destination.url: is required for webhook destinations`,
 				`oncesync.yaml:6: syncs[0].destination.list_ids: is not used by webhook destinations (brevo only)`,
-				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo and klaviyo only; webhook uses fields)`,
+				`oncesync.yaml:7: syncs[0].mapping.email: is not used by webhook destinations (brevo, hubspot and klaviyo only; webhook uses fields)`,
 			},
 		},
 		{
@@ -687,6 +687,7 @@ var specEnv = map[string]string{
 	"EVENTS_TOKEN":          "evtok-s3cret",
 	"HC_PING_UUID":          "0f1e2d3c-s3cret-4b5a-9687-a1b2c3d4e5f6",
 	"SHOPIFY_TOKEN":         "shpat_s3cret",
+	"HUBSPOT_TOKEN":         "pat-na1-s3cret",
 }
 
 func TestLoadSpecExample(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/destination/hubspot"
 	"github.com/oncesync/oncesync/internal/destination/klaviyo"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/mapping"
@@ -51,6 +52,7 @@ func Default() *Registry {
 	r := New(
 		brevo.Kind{},
 		webhook.Kind{},
+		hubspot.Kind{},
 		klaviyo.Kind{},
 	)
 	r.sources = []Source{

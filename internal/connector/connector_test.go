@@ -32,13 +32,13 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: NewSpec is nil", d.Type())
 		}
 	}
-	if !slices.Equal(types, []string{"brevo", "webhook", "klaviyo"}) {
-		t.Fatalf("Default registers %v, want brevo, webhook and klaviyo", types)
+	if !slices.Equal(types, []string{"brevo", "webhook", "hubspot", "klaviyo"}) {
+		t.Fatalf("Default registers %v, want brevo, webhook, hubspot and klaviyo", types)
 	}
-	if k := reg.Kinds(); len(k.Destinations) != 3 {
+	if k := reg.Kinds(); len(k.Destinations) != 4 {
 		t.Fatalf("Kinds holds %d destinations", len(k.Destinations))
 	}
-	if _, ok := reg.Lookup("hubspot"); ok {
+	if _, ok := reg.Lookup("example"); ok {
 		t.Fatal("Lookup found an unregistered type")
 	}
 	if _, ok := connector.New().Lookup("brevo"); ok {
@@ -60,7 +60,7 @@ func TestDefault(t *testing.T) {
 		t.Fatalf("Default registers sources %v", sources)
 	}
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
-	if len(more.Destinations()) != 4 || len(more.Sources()) != 6 || len(reg.Destinations()) != 3 {
+	if len(more.Destinations()) != 5 || len(more.Sources()) != 6 || len(reg.Destinations()) != 4 {
 		t.Fatal("WithDestinations must add to a copy")
 	}
 }

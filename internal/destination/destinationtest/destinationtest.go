@@ -57,6 +57,15 @@ type Faults struct {
 	// then fails every process whole, applying nothing of it (Async
 	// harnesses only).
 	FailProcess bool
+	// DropAnswers, when positive, makes the server apply the first
+	// DropAnswers writes and then cut their connections before answering
+	// (applied but unanswered). Only asked of harnesses whose Target has
+	// Duplicates.
+	DropAnswers int
+	// RateLimitStorm, when positive, makes the server answer its first
+	// RateLimitStorm requests 429, asking for a short wait, and serve the
+	// rest normally (a storm that ends).
+	RateLimitStorm int
 }
 
 // Config is what the suite asks of one Setup.
@@ -70,6 +79,9 @@ type Config struct {
 	// against it). It starts at the wall time and moves only when the suite
 	// advances it.
 	Clock *clock.Fake
+	// WriteMode is the write mode the destination must be configured with
+	// ("" is upsert); only modes the Harness lists in WriteModes are asked.
+	WriteMode destination.WriteMode
 }
 
 // Target is a destination wired to a server started for one test.
@@ -89,6 +101,19 @@ type Target struct {
 	// two polls of Outcomes. With Advance set, no process may end before the
 	// first Advance: the suite checks that Outcomes first says not done.
 	Advance func()
+	// Duplicates, when set, reports how many writes the server applied to a
+	// record that already held exactly the data written (a duplicate
+	// write). With it set the suite runs the lost-answer case and checks
+	// that no case writes a record twice.
+	Duplicates func() int64
+	// Put, when set, stores rec at the server as if a person or an earlier
+	// tool had written it (it counts as no write); the write-mode cases
+	// need it.
+	Put func(rec destination.Record)
+	// Lookup, when set, reports whether the server holds a record with
+	// rec's identity (present) and whether it holds exactly rec's data
+	// (same); the write-mode cases need it.
+	Lookup func(rec destination.Record) (present, same bool)
 }
 
 // Harness adapts one destination to the suite.
@@ -106,6 +131,22 @@ type Harness struct {
 	// every record of a process that failed. Without Async, a Write that
 	// answers Accepted fails the suite.
 	Async bool
+	// Storms: the harness's server honours Faults.RateLimitStorm; the suite
+	// then checks that a 429 storm that ends delivers every record once.
+	Storms bool
+	// LostAnswers: the harness's server honours Faults.DropAnswers and its
+	// Target counts Duplicates; the suite then checks that a write whose
+	// answer was lost is left in doubt and is settled without a second
+	// write.
+	LostAnswers bool
+	// WriteModes are the write modes beyond upsert the destination
+	// supports; the suite runs a case for each (update skips a missing
+	// record, create skips an existing one, mirror's Remover removes
+	// idempotently). They need Changed and the Target's Put and Lookup.
+	WriteModes []destination.WriteMode
+	// Changed returns record i with the same identity at the destination
+	// (e-mail, id property) and other data (write-mode cases).
+	Changed func(i int) destination.Record
 }
 
 // maxPolls bounds the polls of Outcomes for one process.
@@ -333,6 +374,8 @@ func Run(t *testing.T, h Harness) {
 	})
 
 	runTransport(t, h, records)
+	runLostAnswers(t, h, records)
+	runWriteModes(t, h, records)
 
 	t.Run("VerifyMatchesCapability", func(t *testing.T) {
 		t.Parallel()

@@ -145,7 +145,7 @@ syncs:
 	path := filepath.Join(dir, "oncesync.yaml")
 	// Unregistered, the type is refused with the registered ones named.
 	if _, err := config.Parse(path, []byte(yaml), env, connector.Default().Kinds()); err == nil ||
-		!strings.Contains(err.Error(), `unknown destination type "example" (valid: brevo, webhook, klaviyo)`) {
+		!strings.Contains(err.Error(), `unknown destination type "example" (valid: brevo, webhook, hubspot, klaviyo)`) {
 		t.Fatalf("without the registration: %v", err)
 	}
 	// Its own checks run: a missing token is reported at its line.

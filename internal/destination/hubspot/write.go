@@ -1,0 +1,426 @@
+package hubspot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/apiclient"
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// contact is a record's data read for HubSpot.
+type contact struct {
+	// id is the id_property's value.
+	id string
+	// props are the properties sent, values as HubSpot strings; a mapped
+	// null is left out (HubSpot keeps what it has).
+	props map[string]string
+	// invalid, when set, is why the record is rejected without a request.
+	invalid string
+}
+
+// parseRecord reads a mapped record {"email"?: string, "attributes"?: object}.
+func (d *Destination) parseRecord(r destination.Record) contact {
+	c := contact{props: map[string]string{}}
+	switch v := r.Data["email"].(type) {
+	case nil:
+	case string:
+		if e := strings.TrimSpace(v); e != "" {
+			c.props["email"] = e
+		}
+	default:
+		c.invalid = "email must be a string"
+		return c
+	}
+	switch attrs := r.Data["attributes"].(type) {
+	case nil:
+	case map[string]any:
+		for k, v := range attrs {
+			s, ok, err := propertyValue(v)
+			if err != nil {
+				c.invalid = fmt.Sprintf("property %s: %v", k, err)
+				return c
+			}
+			if ok {
+				c.props[k] = s
+			}
+		}
+	default:
+		c.invalid = "attributes must be an object"
+		return c
+	}
+	c.id = c.props[d.idProp]
+	if c.id == "" {
+		c.invalid = fmt.Sprintf("record has no value for the id_property %s", d.idProp)
+		if d.idProp == "email" {
+			c.invalid = "record has no email"
+		}
+		return c
+	}
+	if d.idProp == "email" && !plausibleEmail(c.id) {
+		c.invalid = "invalid email address (refused by oncesync before sending)"
+	}
+	return c
+}
+
+// propertyValue is v as a HubSpot property value (HubSpot stores strings);
+// ok is false for a null, which is not sent.
+func propertyValue(v any) (string, bool, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", false, nil
+	case string:
+		return x, true, nil
+	case json.Number:
+		return x.String(), true, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return "", false, errors.New("not a finite number")
+		}
+		return strconv.FormatFloat(x, 'f', -1, 64), true, nil
+	case float32:
+		return strconv.FormatFloat(float64(x), 'f', -1, 32), true, nil
+	case int:
+		return strconv.Itoa(x), true, nil
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true, nil
+	case int64:
+		return strconv.FormatInt(x, 10), true, nil
+	case uint64:
+		return strconv.FormatUint(x, 10), true, nil
+	case bool:
+		return strconv.FormatBool(x), true, nil
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano), true, nil
+	}
+	return "", false, fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans and times only)", v)
+}
+
+// plausibleEmail is a loose syntax check; HubSpot stays the judge.
+func plausibleEmail(s string) bool {
+	at := strings.IndexByte(s, '@')
+	if at <= 0 || at != strings.LastIndexByte(s, '@') || at == len(s)-1 {
+		return false
+	}
+	return !strings.ContainsAny(s, " \t\r\n<>\",;()[]\\")
+}
+
+// idKey is how an id_property value is matched in answers: HubSpot
+// lower-cases e-mail addresses.
+func (d *Destination) idKey(v string) string {
+	if d.idProp == "email" {
+		return strings.ToLower(strings.TrimSpace(v))
+	}
+	return v
+}
+
+// op is the batch endpoint the write mode uses.
+func (d *Destination) op() string {
+	switch d.writeMode {
+	case destination.Update:
+		return "update"
+	case destination.Create:
+		return "create"
+	}
+	return "upsert"
+}
+
+// pageWrite is the state of one Write. Each index is written by one
+// goroutine only.
+type pageWrite struct {
+	d        *Destination
+	recs     []destination.Record
+	contacts []contact
+	results  []destination.Result
+	done     []bool
+	// maybeSent: a request carrying the record failed in a way that may
+	// have reached HubSpot (in doubt unless settled).
+	maybeSent []bool
+}
+
+func (w *pageWrite) set(i int, r destination.Result) { w.results[i], w.done[i] = r, true }
+
+func (w *pageWrite) failed(idx []int, err error) error {
+	if !errors.Is(err, destination.ErrNotSent) {
+		for _, i := range idx {
+			w.maybeSent[i] = true
+		}
+	}
+	return err
+}
+
+// Write delivers recs with the write mode's batch endpoint (the package
+// comment says how). On a page-level failure the results of records
+// already settled are returned with the error, records provably never sent
+// are NotSent, and the others are left out (in doubt).
+func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return notSent(recs), failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
+			"hubspot request interrupted")
+	}
+	w := &pageWrite{d: d, recs: recs, contacts: make([]contact, len(recs)), results: make([]destination.Result, len(recs)),
+		done: make([]bool, len(recs)), maybeSent: make([]bool, len(recs))}
+	var todo []int
+	for i, r := range recs {
+		w.contacts[i] = d.parseRecord(r)
+		if w.contacts[i].invalid != "" {
+			w.set(i, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: w.contacts[i].invalid})
+			continue
+		}
+		todo = append(todo, i)
+	}
+	var err error
+	if d.mode == ModeSingle {
+		err = apiclient.FanOut(ctx, len(todo), d.conc, func(ctx context.Context, n int) error {
+			return w.batch(ctx, todo[n:n+1])
+		})
+		if err != nil && failure.CodeOf(err) == failure.Internal {
+			err = d.interrupted(ctx, err)
+		}
+	} else {
+		for _, b := range d.batches(w.contacts, todo) {
+			if err = w.batch(ctx, b); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		for i, r := range recs {
+			if !w.done[i] && !w.maybeSent[i] {
+				w.set(i, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			}
+		}
+	}
+	out := make([]destination.Result, 0, len(recs))
+	for i, r := range w.results {
+		if w.done[i] {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+// batches splits idx into batches of at most MaxBatch inputs, none naming
+// the same contact twice (HubSpot refuses duplicate ids in a batch); a
+// contact named again starts a new batch, so page order is kept.
+func (d *Destination) batches(cs []contact, idx []int) [][]int {
+	var (
+		out  [][]int
+		cur  []int
+		seen = map[string]bool{}
+	)
+	for _, i := range idx {
+		k := d.idKey(cs[i].id)
+		if len(cur) == MaxBatch || seen[k] {
+			out = append(out, cur)
+			cur, seen = nil, map[string]bool{}
+		}
+		cur = append(cur, i)
+		seen[k] = true
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func notSent(recs []destination.Record) []destination.Result {
+	out := make([]destination.Result, len(recs))
+	for i, r := range recs {
+		out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+	}
+	return out
+}
+
+// Batch request bodies (HubSpot's batch reference).
+type (
+	idInput struct {
+		ID         string            `json:"id"`
+		IDProperty string            `json:"idProperty,omitempty"`
+		Properties map[string]string `json:"properties"`
+	}
+	propsInput struct {
+		Properties map[string]string `json:"properties"`
+	}
+	inputs[T any] struct {
+		Inputs []T `json:"inputs"`
+	}
+)
+
+// batch sends one batch of idx with the write mode's endpoint and settles
+// its records.
+func (w *pageWrite) batch(ctx context.Context, idx []int) error {
+	op := w.d.op()
+	var body any
+	switch op {
+	case "create":
+		in := make([]propsInput, len(idx))
+		for n, i := range idx {
+			in[n] = propsInput{Properties: w.contacts[i].props}
+		}
+		body = inputs[propsInput]{Inputs: in}
+	default:
+		in := make([]idInput, len(idx))
+		for n, i := range idx {
+			c := w.contacts[i]
+			// The id names the contact (upsert sets it on a contact it
+			// creates): it is not sent again as a property.
+			in[n] = idInput{ID: c.id, IDProperty: w.d.idProp, Properties: withoutKey(c.props, w.d.idProp)}
+		}
+		body = inputs[idInput]{Inputs: in}
+	}
+	route := "POST /crm/v3/objects/contacts/batch/" + op
+	resp, err := w.d.do(ctx, call{path: "/crm/v3/objects/contacts/batch/" + op, route: route, body: body})
+	if err != nil {
+		return w.failed(idx, err)
+	}
+	switch {
+	case resp.Status >= 200 && resp.Status < 300:
+		return w.settle(ctx, idx, op, resp)
+	case resp.Status == http.StatusBadRequest || resp.Status == http.StatusConflict || resp.Status == http.StatusUnprocessableEntity:
+		ae := decodeAPIError(route, resp.Status, resp.Body)
+		if len(idx) > 1 {
+			// HubSpot refused the batch whole (nothing of it applied): one
+			// by one, only the records at fault are refused.
+			for _, i := range idx {
+				if err := w.batch(ctx, []int{i}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		i := idx[0]
+		if op == "create" && resp.Status == http.StatusConflict {
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: destination.SkipExists})
+			return nil
+		}
+		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(ae.Category, ae.Message, ae.Status)})
+		return nil
+	}
+	return w.failed(idx, w.d.unexpected(decodeAPIError(route, resp.Status, resp.Body)))
+}
+
+func withoutKey(m map[string]string, k string) map[string]string {
+	if _, ok := m[k]; !ok {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for kk, v := range m {
+		if kk != k {
+			out[kk] = v
+		}
+	}
+	return out
+}
+
+// settle reads a 2xx batch answer: results are delivered, errors[] name
+// the inputs HubSpot refused (or, for update, did not find). An input the
+// answer does not account for leaves the batch in doubt.
+func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apiclient.Response) error {
+	var br batchResponse
+	if err := json.Unmarshal(resp.Body, &br); err != nil {
+		return w.failed(idx, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
+			"HubSpot's answer to batch/%s could not be read", op))
+	}
+	byID := make(map[string][]int, len(idx))
+	for _, i := range idx {
+		k := w.d.idKey(w.contacts[i].id)
+		byID[k] = append(byID[k], i)
+	}
+	take := func(id string) (int, bool) {
+		k := w.d.idKey(id)
+		for n, i := range byID[k] {
+			if !w.done[i] {
+				byID[k] = append(byID[k][:n:n], byID[k][n+1:]...)
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	var unmatched []object
+	for _, o := range br.Results {
+		v := o.Properties[w.d.idProp]
+		if v == nil {
+			unmatched = append(unmatched, o)
+			continue
+		}
+		i, ok := take(*v)
+		if !ok {
+			unmatched = append(unmatched, o)
+			continue
+		}
+		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: o.ID})
+	}
+	var anonymous []batchError // errors that name no input of the batch
+	for _, e := range br.Errors {
+		named := false
+		for _, id := range e.Context.IDs {
+			i, ok := take(id)
+			if !ok {
+				continue
+			}
+			named = true
+			if op == "update" && e.Category == "OBJECT_NOT_FOUND" {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound})
+				continue
+			}
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(e.Category, e.Message, resp.Status)})
+		}
+		if !named {
+			anonymous = append(anonymous, e)
+		}
+	}
+	var left []int
+	for _, i := range idx {
+		if !w.done[i] {
+			left = append(left, i)
+		}
+	}
+	// Results that do not show the id_property (HubSpot returns the
+	// properties it chooses) are matched in order, when they account for
+	// exactly the inputs left.
+	if len(left) > 0 && len(left) == len(unmatched) && len(br.Errors) == 0 {
+		for n, i := range left {
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: unmatched[n].ID})
+		}
+		return nil
+	}
+	// Errors that do not say which inputs they are about, when every
+	// result is accounted for: the inputs left were refused, not applied
+	// (HubSpot lists what it applied). Alone, an input takes the error;
+	// several are sent again one by one to learn which is which.
+	if len(left) > 0 && len(unmatched) == 0 && len(anonymous) > 0 {
+		if len(left) == 1 {
+			e := anonymous[0]
+			i := left[0]
+			if op == "update" && e.Category == "OBJECT_NOT_FOUND" {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound})
+			} else {
+				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(e.Category, e.Message, resp.Status)})
+			}
+			return nil
+		}
+		for _, i := range left {
+			if err := w.batch(ctx, []int{i}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(left) > 0 {
+		return w.failed(left, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
+			"HubSpot's answer to batch/%s did not account for %d of its inputs", op, len(left)))
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+// Package fakehubspot is a HubSpot-compatible HTTP server for tests, demos
+// and benches (`oncesync fake-hubspot`): the CRM v3 contacts batch endpoints
+// oncesync uses, written from HubSpot's public API documentation (the
+// "Contacts" batch reference pages, "API usage guidelines and limits" and
+// "API error responses"). HubSpot's OpenAPI spec cannot be shipped, so the
+// request shapes below are checked by hand, as strictly as those pages allow.
+//
+// API CONTRACT (other packages depend on it; extend, do not break):
+//
+//	srv := fakehubspot.New(fakehubspot.Options{...}) // an http.Handler
+//	srv.Stats() Stats                                // also GET /_stats as JSON
+//	srv.Contact(idValue) (Contact, bool)             // by email or a unique property value
+//	srv.Put(props)                                   // seed a contact (tests)
+//	fakehubspot.Serve(ctx, addr, opts, ready)        // `oncesync fake-hubspot`
+//	fakehubspot.RegisterFlags(fs, &opts)             // its flags
+//
+// What it models:
+//   - POST /crm/v3/objects/contacts/batch/{upsert,read,create,update,archive}
+//     with HubSpot's bodies: inputs of at most 100 (more is a 400
+//     VALIDATION_ERROR), idProperty (email or a property with
+//     hasUniqueValue), properties as a map of strings. Unknown fields, wrong
+//     types, properties the account does not define and read-only
+//     properties are refused with HubSpot's error JSON ({status, message,
+//     correlationId, category, context}).
+//   - Partial failures: upsert and update answer 207 Multi-Status with
+//     results for the inputs applied and errors[] (each naming its inputs in
+//     context.ids) for invalid property values, invalid e-mail addresses
+//     and, for update, contacts not found (OBJECT_NOT_FOUND); read lists
+//     missing ids as OBJECT_NOT_FOUND errors with 207. Messages name the
+//     value, e-mail addresses included, as HubSpot's do.
+//   - batch/create refuses a whole batch with 409 CONFLICT when one input's
+//     email or unique value already exists ("Contact already exists.
+//     Existing ID: N"), and with 400 when one input is invalid: nothing of it
+//     is created.
+//   - batch/archive answers 204 and ignores ids already archived or unknown.
+//   - GET /crm/v3/properties/contacts[/{name}]: HubSpot's default contact
+//     properties plus Options.Properties (for `oncesync check`).
+//   - Authorization: Bearer <private app token>; anything else is 401
+//     INVALID_AUTHENTICATION.
+//   - The ten-second rolling limit per account (Options.RateLimit per
+//     10 s: 100 for Free/Starter private apps, 190 for Professional and
+//     Enterprise): every API answer carries X-HubSpot-RateLimit-Max,
+//     -Remaining and -Interval-Milliseconds; past it, 429 with errorType
+//     RATE_LIMIT and policyName TEN_SECONDLY_ROLLING.
+//   - Faults: 5xx (ErrorRate, FailFirst), 429 storms (RateLimitFirst),
+//     latency, slow writes applied after their caller gave up
+//     (WriteLatency), stalls (BeforeWrite), applied-but-unanswered writes
+//     (DropResponseRate, DropFirst, AfterWrite), redirects (RedirectTo).
+//   - Counters: requests, contacts_written, duplicate_writes (a contact
+//     written again with exactly the properties it already had), etc.
+//
+// Where HubSpot's documentation is unclear, and what the fake chose:
+//   - Whether batch/upsert and batch/update apply the valid inputs of a batch
+//     holding invalid ones: the reference shows 207 with errors[], so the fake
+//     applies the valid inputs and names the invalid ones in context.ids.
+//     How an error names its inputs is not documented; context.ids is what
+//     HubSpot shows for OBJECT_NOT_FOUND.
+//   - batch/create's conflict: the fake refuses the whole batch (409), as
+//     HubSpot's community threads report.
+//   - Retry-After on 429: not documented; the fake sends it (whole seconds
+//     until the oldest request leaves the window, or Options.RateLimitWait)
+//     besides the X-HubSpot-RateLimit-* headers.
+//   - 503: not documented; the fake's injected 5xx (ErrorStatus, default
+//     503) are answered before anything is applied. A 502/504 (HubSpot's
+//     documented timeouts) may follow an applied write: set ErrorStatus and
+//     DropResponseRate to model that.
+//   - Values: HubSpot stores every property as a string; the fake checks
+//     number, bool (true/false) and date types loosely and e-mail syntax,
+//     and lower-cases e-mail addresses as HubSpot does.
+//   - The daily limit is not modelled.
+package fakehubspot
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// Options configure the fake. The zero value is a well-behaved HubSpot
+// account accepting any non-empty bearer token, at 100 requests per 10 s.
+type Options struct {
+	// Token, when set, is the only bearer token accepted (else 401).
+	Token string
+	// Properties are custom contact properties the account defines, besides
+	// HubSpot's defaults (email, firstname, lastname, ...).
+	Properties []Property
+	// PropertyFlags are --property values (NAME[:TYPE][:unique]) Serve adds
+	// to Properties.
+	PropertyFlags []string
+	// RateLimit is the requests allowed per rolling 10 s (0: 100; negative:
+	// unlimited, headers still sent).
+	RateLimit int
+	// RateLimitWait, when positive, is the Retry-After of every 429.
+	RateLimitWait time.Duration
+	// RateLimitFirst answers the first N API requests 429 (a storm that ends).
+	RateLimitFirst int
+	// Latency is added to every API request.
+	Latency time.Duration
+	// WriteLatency delays applying each write, even when the client has
+	// given up meanwhile: a slow HubSpot applies a write after its caller
+	// timed out (the caller must not take that for "not written").
+	WriteLatency time.Duration
+	// ErrorRate is the fraction (0..1) of API requests answered ErrorStatus.
+	ErrorRate float64
+	// FailFirst answers the first N API requests ErrorStatus.
+	FailFirst int
+	// FailAll answers every API request ErrorStatus.
+	FailAll bool
+	// ErrorStatus is the status of injected errors (default 503), answered
+	// before anything is applied.
+	ErrorStatus int
+	// DropResponseRate is the fraction (0..1) of writes applied whose
+	// connection is then cut without an answer.
+	DropResponseRate float64
+	// DropFirst cuts the answer of the first N writes, after applying them.
+	DropFirst int
+	// RedirectTo, when set, answers every API request 307 to this origin.
+	RedirectTo string
+	// RefuseEmails are refused as invalid e-mail addresses (per input).
+	RefuseEmails []string
+	// BeforeWrite, when set, is called before a write is applied (a test
+	// stalls or kills a client while its request is on the wire).
+	BeforeWrite func(r *http.Request)
+	// AfterWrite, when set, is called after a write is applied and before
+	// its answer is sent.
+	AfterWrite func(r *http.Request)
+	// Clock tells the time of the rate-limit window and timestamps (nil:
+	// the wall clock). Latency always sleeps for real.
+	Clock clock.Clock
+	// Seed makes fault injection reproducible (0: random).
+	Seed int64
+}
+
+// Property is a contact property definition.
+type Property struct {
+	Name string `json:"name"`
+	// Type is HubSpot's type: string, number, bool, date, datetime, enumeration.
+	Type string `json:"type"`
+	// Unique: hasUniqueValue (may be an idProperty).
+	Unique bool `json:"hasUniqueValue"`
+	// ReadOnly: modificationMetadata.readOnlyValue.
+	ReadOnly bool `json:"-"`
+}
+
+// Stats are the fake's counters (GET /_stats).
+type Stats struct {
+	Requests        int64            `json:"requests"`         // every API request
+	ContactsWritten int64            `json:"contacts_written"` // contact writes applied (created or updated)
+	DuplicateWrites int64            `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
+	Contacts        int64            `json:"contacts"`         // contacts stored, not archived
+	Archived        int64            `json:"archived"`         // contacts archived
+	Rejected        int64            `json:"rejected"`         // inputs refused for their content
+	RateLimited     int64            `json:"rate_limited"`     // 429 answers
+	Dropped         int64            `json:"dropped_responses"`
+	Invalid         int64            `json:"invalid_requests"` // malformed requests (400 for the whole body)
+	ByRoute         map[string]int64 `json:"by_route"`
+	ByStatus        map[string]int64 `json:"by_status"`
+	// DuplicateExamples names the first duplicate writes (contact id, route).
+	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
+}
+
+// Contact is a stored contact.
+type Contact struct {
+	ID         string
+	Properties map[string]string
+	Archived   bool
+	Created    time.Time
+	Updated    time.Time
+	// Writes counts the writes applied to it.
+	Writes int
+}
+
+// defaultProperties are HubSpot's default contact properties the fake knows.
+var defaultProperties = []Property{
+	{Name: "email", Type: "string"},
+	{Name: "firstname", Type: "string"},
+	{Name: "lastname", Type: "string"},
+	{Name: "phone", Type: "string"},
+	{Name: "mobilephone", Type: "string"},
+	{Name: "company", Type: "string"},
+	{Name: "website", Type: "string"},
+	{Name: "jobtitle", Type: "string"},
+	{Name: "address", Type: "string"},
+	{Name: "city", Type: "string"},
+	{Name: "state", Type: "string"},
+	{Name: "zip", Type: "string"},
+	{Name: "country", Type: "string"},
+	{Name: "lifecyclestage", Type: "enumeration"},
+	{Name: "date_of_birth", Type: "date"},
+	{Name: "hs_object_id", Type: "number", Unique: true, ReadOnly: true},
+	{Name: "createdate", Type: "datetime", ReadOnly: true},
+	{Name: "lastmodifieddate", Type: "datetime", ReadOnly: true},
+}
+
+// MaxBatch is HubSpot's largest batch (inputs per request).
+const MaxBatch = 100
+
+// DefaultRateLimit is the private-app limit per 10 s of Free and Starter
+// accounts (Professional and Enterprise: 190).
+const DefaultRateLimit = 100
+
+// RateLimitInterval is the rolling window of the secondly limit.
+const RateLimitInterval = 10 * time.Second

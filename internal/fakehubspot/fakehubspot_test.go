@@ -1,0 +1,265 @@
+package fakehubspot_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/fakehubspot"
+)
+
+const tok = "pat-na1-fake-test"
+
+type client struct {
+	t   *testing.T
+	url string
+	s   *fakehubspot.Server
+}
+
+func start(t *testing.T, o fakehubspot.Options) *client {
+	t.Helper()
+	if o.Token == "" {
+		o.Token = tok
+	}
+	s := fakehubspot.New(o)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return &client{t: t, url: srv.URL, s: s}
+}
+
+// post sends body to path and returns the status, headers and decoded body.
+func (c *client) post(path, body string) (int, http.Header, map[string]any) {
+	c.t.Helper()
+	return c.do(http.MethodPost, path, body, "Bearer "+tok)
+}
+
+func (c *client) do(method, path, body, auth string) (int, http.Header, map[string]any) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.url+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return res.StatusCode, res.Header, m
+}
+
+const (
+	upsert  = "/crm/v3/objects/contacts/batch/upsert"
+	create  = "/crm/v3/objects/contacts/batch/create"
+	update  = "/crm/v3/objects/contacts/batch/update"
+	read    = "/crm/v3/objects/contacts/batch/read"
+	archive = "/crm/v3/objects/contacts/batch/archive"
+)
+
+func TestAuthIsABearerToken(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	for _, auth := range []string{"", "Bearer wrong", tok, "Basic " + tok} {
+		code, _, body := c.do(http.MethodPost, upsert, `{"inputs":[]}`, auth)
+		if code != http.StatusUnauthorized || body["category"] != "INVALID_AUTHENTICATION" || body["status"] != "error" {
+			t.Errorf("auth %q: %d %v, want 401 INVALID_AUTHENTICATION", auth, code, body)
+		}
+	}
+	if c.s.Stats().ContactsWritten != 0 {
+		t.Error("an unauthorized request wrote")
+	}
+}
+
+func TestRequestShapesAreChecked(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = fmt.Sprintf(`{"idProperty":"email","id":"u%d@example.com","properties":{}}`, i)
+	}
+	for name, body := range map[string]string{
+		"more than 100":        `{"inputs":[` + strings.Join(many, ",") + `]}`,
+		"unknown top field":    `{"inputs":[],"limit":5}`,
+		"unknown input field":  `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":{},"email":"x"}]}`,
+		"number value":         `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":{"firstname":5}}]}`,
+		"no inputs":            `{}`,
+		"no id":                `{"inputs":[{"idProperty":"email","properties":{}}]}`,
+		"not unique idProp":    `{"inputs":[{"idProperty":"firstname","id":"Ada","properties":{}}]}`,
+		"unknown property":     `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":{"shoe_size":"42"}}]}`,
+		"duplicate ids":        `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":{}},{"idProperty":"email","id":"A@example.com","properties":{}}]}`,
+		"trailing data":        `{"inputs":[]} {}`,
+		"inputs not an array":  `{"inputs":{}}`,
+		"properties not a map": `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":[]}]}`,
+	} {
+		code, _, b := c.post(upsert, body)
+		if code != http.StatusBadRequest || b["category"] != "VALIDATION_ERROR" {
+			t.Errorf("%s: %d %v, want 400 VALIDATION_ERROR", name, code, b)
+		}
+	}
+	st := c.s.Stats()
+	if st.ContactsWritten != 0 || st.Invalid != 12 {
+		t.Errorf("stats %+v: want nothing written, 12 invalid", st)
+	}
+}
+
+func TestUpsertAppliesValidInputsAnd207sTheOthers(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "age", Type: "number"}}, RefuseEmails: []string{"bad@example.com"}})
+	code, _, b := c.post(upsert, `{"inputs":[
+		{"idProperty":"email","id":"Ada@Example.com","properties":{"firstname":"Ada","age":"36"}},
+		{"idProperty":"email","id":"bob@example.com","properties":{"age":"old"}},
+		{"idProperty":"email","id":"not-an-email","properties":{}},
+		{"idProperty":"email","id":"bad@example.com","properties":{}}]}`)
+	if code != http.StatusMultiStatus || b["numErrors"] != float64(3) {
+		t.Fatalf("%d %v, want 207 with 3 errors", code, b)
+	}
+	errs := b["errors"].([]any)
+	msgs := ""
+	for _, e := range errs {
+		em := e.(map[string]any)
+		msgs += fmt.Sprint(em["message"], em["context"]) + "\n"
+	}
+	for _, want := range []string{`"old" was not a valid number`, "Email address not-an-email is invalid", "Email address bad@example.com is invalid", "[bob@example.com]"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("errors %s miss %q", msgs, want)
+		}
+	}
+	ct, ok := c.s.Contact("ada@example.com")
+	if !ok || ct.Properties["email"] != "ada@example.com" || ct.Properties["firstname"] != "Ada" || ct.Properties["age"] != "36" {
+		t.Fatalf("contact: %v %v", ok, ct.Properties)
+	}
+	results := b["results"].([]any)
+	if len(results) != 1 || results[0].(map[string]any)["new"] != true {
+		t.Errorf("results %v, want one new contact", results)
+	}
+	// The same write again is a duplicate; a changed one is not.
+	c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ada@example.com","properties":{"firstname":"Ada"}}]}`)
+	c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ada@example.com","properties":{"firstname":"Ada L."}}]}`)
+	st := c.s.Stats()
+	if st.Contacts != 1 || st.ContactsWritten != 3 || st.DuplicateWrites != 1 {
+		t.Errorf("stats %+v: want 1 contact, 3 writes, 1 duplicate", st)
+	}
+}
+
+func TestCreateConflictRefusesTheWholeBatch(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	id := c.s.Put(map[string]string{"email": "ada@example.com", "firstname": "Ada"})
+	code, _, b := c.post(create, `{"inputs":[{"properties":{"email":"new@example.com"}},{"properties":{"email":"ADA@example.com","firstname":"X"}}]}`)
+	if code != http.StatusConflict || b["category"] != "CONFLICT" || b["message"] != "Contact already exists. Existing ID: "+id {
+		t.Fatalf("%d %v, want 409 naming contact %s", code, b, id)
+	}
+	if _, ok := c.s.Contact("new@example.com"); ok {
+		t.Error("a refused batch created a contact")
+	}
+	if code, _, _ := c.post(create, `{"inputs":[{"properties":{"email":"new@example.com"}}]}`); code != http.StatusCreated {
+		t.Errorf("create: %d, want 201", code)
+	}
+	if ct, _ := c.s.Contact("ada@example.com"); ct.Properties["firstname"] != "Ada" {
+		t.Errorf("the existing contact changed: %v", ct.Properties)
+	}
+}
+
+func TestUpdateReadArchive(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "customer_id", Type: "string", Unique: true}}})
+	id := c.s.Put(map[string]string{"email": "ada@example.com", "customer_id": "C1"})
+	code, _, b := c.post(update, `{"inputs":[{"idProperty":"customer_id","id":"C1","properties":{"firstname":"Ada"}},{"idProperty":"customer_id","id":"C2","properties":{"firstname":"Bob"}}]}`)
+	if code != http.StatusMultiStatus || !strings.Contains(fmt.Sprint(b["errors"]), "OBJECT_NOT_FOUND") || !strings.Contains(fmt.Sprint(b["errors"]), "[C2]") {
+		t.Fatalf("update: %d %v, want 207 OBJECT_NOT_FOUND for C2", code, b)
+	}
+	if _, ok := c.s.Contact("C2"); ok {
+		t.Error("update created C2")
+	}
+	code, _, b = c.post(read, `{"idProperty":"customer_id","inputs":[{"id":"C1"},{"id":"C9"}],"properties":["firstname","email"]}`)
+	res := b["results"].([]any)
+	if code != http.StatusMultiStatus || len(res) != 1 || res[0].(map[string]any)["id"] != id ||
+		res[0].(map[string]any)["properties"].(map[string]any)["firstname"] != "Ada" {
+		t.Fatalf("read: %d %v", code, b)
+	}
+	for range 2 { // archiving twice is harmless
+		if code, _, _ := c.post(archive, `{"inputs":[{"id":"`+id+`"},{"id":"999999"}]}`); code != http.StatusNoContent {
+			t.Fatalf("archive: %d, want 204", code)
+		}
+	}
+	if st := c.s.Stats(); st.Contacts != 0 || st.Archived != 1 {
+		t.Errorf("stats %+v: want 0 live, 1 archived", st)
+	}
+	if code, _, b = c.post(read+"?archived=true", `{"idProperty":"customer_id","inputs":[{"id":"C1"}]}`); code != 200 || len(b["results"].([]any)) != 1 {
+		t.Errorf("read archived: %d %v", code, b)
+	}
+}
+
+func TestTenSecondRollingLimit(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	c := start(t, fakehubspot.Options{RateLimit: 3, Clock: clk})
+	for i := range 3 {
+		code, h, _ := c.post(read, `{"inputs":[]}`)
+		if code != 200 || h.Get("X-HubSpot-RateLimit-Max") != "3" || h.Get("X-HubSpot-RateLimit-Remaining") != fmt.Sprint(2-i) ||
+			h.Get("X-HubSpot-RateLimit-Interval-Milliseconds") != "10000" {
+			t.Fatalf("request %d: %d %v", i, code, h)
+		}
+		clk.Advance(time.Second)
+	}
+	code, h, b := c.post(read, `{"inputs":[]}`)
+	if code != http.StatusTooManyRequests || b["policyName"] != "TEN_SECONDLY_ROLLING" || b["errorType"] != "RATE_LIMIT" || h.Get("Retry-After") != "7" {
+		t.Fatalf("past the limit: %d %v %v, want 429 TEN_SECONDLY_ROLLING, Retry-After 7", code, h, b)
+	}
+	clk.Advance(7 * time.Second) // the first request leaves the window
+	if code, _, _ := c.post(read, `{"inputs":[]}`); code != 200 {
+		t.Errorf("after the window rolled: %d", code)
+	}
+}
+
+func TestDroppedAnswerIsApplied(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{DropFirst: 1})
+	req, _ := http.NewRequest(http.MethodPost, c.url+upsert, strings.NewReader(`{"inputs":[{"idProperty":"email","id":"ada@example.com","properties":{}}]}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("got an answer (%d), want the connection cut", res.StatusCode)
+	}
+	if _, ok := c.s.Contact("ada@example.com"); !ok {
+		t.Error("the write whose answer was dropped was not applied")
+	}
+	if st := c.s.Stats(); st.Dropped != 1 {
+		t.Errorf("dropped %d, want 1", st.Dropped)
+	}
+}
+
+func TestPropertiesAndStats(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "customer_id", Type: "string", Unique: true}}})
+	code, _, b := c.do(http.MethodGet, "/crm/v3/properties/contacts", "", "Bearer "+tok)
+	if code != 200 || !strings.Contains(fmt.Sprint(b["results"]), "name:customer_id") {
+		t.Fatalf("%d %v", code, b)
+	}
+	code, _, b = c.do(http.MethodGet, "/crm/v3/properties/contacts/customer_id", "", "Bearer "+tok)
+	if code != 200 || b["hasUniqueValue"] != true {
+		t.Fatalf("%d %v", code, b)
+	}
+	if code, _, _ = c.do(http.MethodGet, "/crm/v3/properties/contacts/nope", "", "Bearer "+tok); code != 404 {
+		t.Errorf("unknown property: %d", code)
+	}
+	code, _, b = c.do(http.MethodGet, "/_stats", "", "")
+	if code != 200 || b["requests"] != float64(3) {
+		t.Errorf("stats: %d %v", code, b)
+	}
+}

@@ -1,0 +1,96 @@
+package fakehubspot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// shutdownGrace bounds how long Serve waits for in-flight requests.
+const shutdownGrace = 5 * time.Second
+
+// RegisterFlags registers the fake's options on fs, writing into o.
+func RegisterFlags(fs *pflag.FlagSet, o *Options) {
+	if o.RateLimit == 0 {
+		o.RateLimit = DefaultRateLimit
+	}
+	fs.StringVar(&o.Token, "token", o.Token,
+		"the only bearer token accepted (401 otherwise); empty accepts any non-empty token")
+	fs.IntVar(&o.RateLimit, "rate-limit", o.RateLimit,
+		"requests allowed per rolling 10 s before 429 TEN_SECONDLY_ROLLING (100: Free/Starter private apps, 190: Professional/Enterprise; negative = unlimited)")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every API request, e.g. 50ms")
+	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency,
+		"delay before each write is applied, even if its caller gave up meanwhile (a slow HubSpot), e.g. 2s")
+	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction (0..1) of API requests answered --error-status before anything is applied")
+	fs.IntVar(&o.ErrorStatus, "error-status", 503, "status of injected errors")
+	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
+		"fraction (0..1) of writes applied whose connection is then cut without an answer")
+	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails, "e-mail address refused as invalid (repeatable)")
+	fs.StringArrayVar(&o.PropertyFlags, "property", o.PropertyFlags,
+		"a custom contact property NAME[:TYPE][:unique] (TYPE string, number, bool, date; repeatable), e.g. customer_id:string:unique")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
+}
+
+// ParseProperty reads NAME[:TYPE][:unique].
+func ParseProperty(s string) (Property, error) {
+	parts := strings.Split(s, ":")
+	p := Property{Name: strings.ToLower(strings.TrimSpace(parts[0])), Type: "string"}
+	if p.Name == "" {
+		return p, fmt.Errorf("fakehubspot: property %q has no name", s)
+	}
+	for _, x := range parts[1:] {
+		switch x {
+		case "unique":
+			p.Unique = true
+		case "string", "number", "bool", "date", "datetime", "enumeration":
+			p.Type = x
+		default:
+			return p, fmt.Errorf("fakehubspot: property %q: unknown type or flag %q", s, x)
+		}
+	}
+	return p, nil
+}
+
+// Serve runs a fake configured by opts on addr until ctx is cancelled.
+// ready, when non-nil, is called with the listening address.
+func Serve(ctx context.Context, addr string, opts Options, ready func(addr string)) error {
+	for _, c := range opts.PropertyFlags {
+		p, err := ParseProperty(c)
+		if err != nil {
+			return err
+		}
+		opts.Properties = append(opts.Properties, p)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("fakehubspot: listen on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: New(opts), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("fakehubspot: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("fakehubspot: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("fakehubspot: serve: %w", err)
+	}
+	return nil
+}
