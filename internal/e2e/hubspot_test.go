@@ -427,3 +427,76 @@ func TestFakeHubSpotCommand(t *testing.T) {
 		t.Fatalf("fake-hubspot did not stop cleanly on SIGTERM: %v", err)
 	}
 }
+
+// writeRows rewrites hb's source with the rows of ids (1-based).
+func (hb *hubspotBundle) writeRows(t *testing.T, ids []int) {
+	t.Helper()
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
+	for _, id := range ids {
+		_ = w.Write([]string{strconv.Itoa(id), hubspotEmail(id), "First" + strconv.Itoa(id), "Last"})
+	}
+	w.Flush()
+	if err := os.WriteFile(filepath.Join(hb.dir, "contacts.csv"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHubSpotMirror: contacts whose rows disappear are archived, a mass
+// removal is refused unless allowed, a row that comes back is written
+// again with its values, and nothing is written twice.
+func TestHubSpotMirror(t *testing.T) {
+	t.Parallel()
+	hb := setupHubSpot(t, 100, 40, "bulk", "mirror", fakehubspot.Options{})
+	all := make([]int, 100)
+	for i := range all {
+		all[i] = i + 1
+	}
+	live := func(id int) bool {
+		_, ok := hb.fake.Contact(hubspotEmail(id))
+		return ok
+	}
+	runOK := func(args ...string) string {
+		t.Helper()
+		p := testenv.Start(t, testenv.StartParams{Binary: binary, Args: append([]string{"run", "--config", hb.config, "contacts"}, args...),
+			Dir: hb.dir, Env: []string{"HUBSPOT_TOKEN=" + hubspotToken}, Name: "oncesync run"})
+		if code := p.Wait(t, 2*time.Minute); code != 0 {
+			t.Fatalf("run exited %d:\n%s", code, p.Out)
+		}
+		return p.Out.String()
+	}
+	runOK()
+	hb.writeRows(t, all[:90])
+	if out := runOK(); !strings.Contains(out, "removed 10 record(s)") {
+		t.Errorf("the summary does not say what was removed:\n%s", out)
+	}
+	for _, id := range all {
+		if live(id) != (id <= 90) {
+			t.Fatalf("after removing rows 91-100, contact %d live: %v", id, live(id))
+		}
+	}
+	hb.writeRows(t, all[:40])
+	p := testenv.Start(t, testenv.StartParams{Binary: binary, Args: []string{"run", "--config", hb.config, "contacts"},
+		Dir: hb.dir, Env: []string{"HUBSPOT_TOKEN=" + hubspotToken}, Name: "oncesync run"})
+	if code := p.Wait(t, 2*time.Minute); code != 1 || !strings.Contains(p.Out.String(), "failed: mirror_removals_refused") {
+		t.Fatalf("mass removal: exit %d, want 1 with mirror_removals_refused:\n%s", code, p.Out)
+	}
+	if !live(41) || !live(90) {
+		t.Fatal("a refused mirror run archived contacts")
+	}
+	runOK("--allow-removals")
+	for _, id := range all {
+		if live(id) != (id <= 40) {
+			t.Fatalf("after --allow-removals, contact %d live: %v", id, live(id))
+		}
+	}
+	hb.writeRows(t, append(all[:40:40], 95))
+	runOK()
+	if c, ok := hb.fake.Contact(hubspotEmail(95)); !ok || c.Properties["firstname"] != "First95" {
+		t.Fatalf("row 95 came back; its contact is %+v (live %v)", c.Properties, ok)
+	}
+	if st := hb.fake.Stats(); st.DuplicateWrites != 0 {
+		t.Fatalf("%d duplicate writes", st.DuplicateWrites)
+	}
+}

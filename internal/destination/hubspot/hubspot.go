@@ -89,6 +89,9 @@ type Params struct {
 	// HTTPClient is the client used (default: its own). Redirects are never
 	// followed.
 	HTTPClient *http.Client
+	// Accounts, when set, shares the account's request budget with the
+	// other runs and processes writing to it.
+	Accounts destination.AccountPacer
 	// Clock tells the time (default clock.Real).
 	Clock clock.Clock
 	// Sleep waits d or until ctx is done (default: a timer).
@@ -108,7 +111,7 @@ type Destination struct {
 	writeMode destination.WriteMode
 	conc      int
 	ownClient bool
-	limiter   *apiclient.Limiter
+	limiter   *apiclient.AccountLimiter
 	api       *apiclient.Client
 }
 
@@ -168,7 +171,10 @@ func New(p Params) (*Destination, error) {
 	if rl <= 0 {
 		rl = DefaultRateLimit
 	}
-	d.limiter = apiclient.NewLimiter(clk, rl)
+	// HubSpot limits an account (a rolling ten-second window per private
+	// app): every sync and process writing with this token shares it.
+	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("hubspot", d.base, d.token),
+		destination.Limit{Rate: rl, Burst: 1})
 	d.api = apiclient.New(apiclient.Params{
 		Name:       "hubspot",
 		Subject:    "HubSpot",
