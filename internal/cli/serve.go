@@ -209,7 +209,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
-				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users, Secure: cfg.Web.Secure,
+				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), Secure: cfg.Web.Secure,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
 					if errors.Is(err, queue.ErrUnknownSync) {
@@ -452,4 +452,21 @@ func configured(cfg *config.Config, id string) (*config.Sync, error) {
 		return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, id)
 	}
 	return sc, nil
+}
+
+// webTokens and webUsers hand serve's web.users and web.api_tokens to the web tier.
+func webTokens(w config.Web) []string {
+	var out []string
+	for _, t := range w.APITokens {
+		out = append(out, t.Token)
+	}
+	return out
+}
+
+func webUsers(w config.Web) map[string]string {
+	out := map[string]string{}
+	for name, u := range w.Users {
+		out[name] = u.Hash
+	}
+	return out
 }
