@@ -209,7 +209,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
-				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), Secure: cfg.Web.Secure,
+				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.Secure,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
 					if errors.Is(err, queue.ErrUnknownSync) {
@@ -454,19 +454,34 @@ func configured(cfg *config.Config, id string) (*config.Sync, error) {
 	return sc, nil
 }
 
-// webTokens and webUsers hand serve's web.users and web.api_tokens to the web tier.
-func webTokens(w config.Web) []string {
-	var out []string
+// webTokens, webUsers and webOIDC hand serve's web.api_tokens, web.users
+// and web.oidc to the web tier (config has validated the roles).
+func webTokens(w config.Web) []web.Token {
+	var out []web.Token
 	for _, t := range w.APITokens {
-		out = append(out, t.Token)
+		out = append(out, web.Token{Name: t.Name, Secret: t.Token, Access: webAccess(t.Access)})
 	}
 	return out
 }
 
-func webUsers(w config.Web) map[string]string {
-	out := map[string]string{}
+func webUsers(w config.Web) map[string]web.User {
+	out := map[string]web.User{}
 	for name, u := range w.Users {
-		out[name] = u.Hash
+		out[name] = web.User{Hash: u.Hash, Access: webAccess(u.Access)}
 	}
 	return out
+}
+
+func webAccess(a config.Access) web.Access {
+	r, _ := web.ParseRole(a.Role)
+	return web.Access{Role: r, Workspaces: a.Workspaces}
+}
+
+func webOIDC(w config.Web) *web.OIDCParams {
+	if w.OIDC == nil {
+		return nil
+	}
+	o := w.OIDC
+	return &web.OIDCParams{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RolesClaim: o.RolesClaim, WorkspacesClaim: o.WorkspacesClaim, RedirectURL: o.RedirectURL}
 }

@@ -31,6 +31,8 @@ const (
 	testUser     = "ana"
 	testPassword = "correct horse battery staple"
 	testToken    = "test-token-0123456789"
+	// testTokenName is testToken's name in the audit log.
+	testTokenName = "ci-bot"
 	// secretValue must never appear in a page or response.
 	secretValue = "xkeysib-SECRET-must-not-render"
 )
@@ -264,14 +266,17 @@ func setup(t *testing.T, opts ...option) *bundle {
 	b.st = openStore(t, clk)
 	b.d = seedDemo(t, b.ctx, b.st, clk)
 	p := Params{
-		Store: b.st, Clock: clk, APITokens: []string{"other-token", testToken},
+		Store: b.st, Clock: clk, APITokens: []Token{
+			{Name: "other", Secret: "other-token", Access: Access{Role: RoleAdmin}},
+			{Name: testTokenName, Secret: testToken, Access: Access{Role: RoleAdmin}},
+		},
 		DescribeCursor: func(syncID, cursor string) string {
 			if cursor == "offset:12000" {
 				return "after record 12,000 of contacts.csv"
 			}
 			return ""
 		},
-		Users: map[string]string{testUser: passwordHash(t)},
+		Users: map[string]User{testUser: {Hash: passwordHash(t), Access: Access{Role: RoleAdmin}}},
 		Enqueue: func(ctx context.Context, syncID, reason string) error {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -293,10 +298,24 @@ func setup(t *testing.T, opts ...option) *bundle {
 	return b
 }
 
-// signIn starts a session directly and returns its cookie and CSRF token.
+// signIn starts a session of the test user directly and returns its
+// cookie and CSRF token.
 func (b *bundle) signIn() (*http.Cookie, string) {
-	id, sess := b.srv.sessions.create(testUser)
-	return &http.Cookie{Name: b.srv.cookieName(), Value: id}, sess.csrf
+	return b.signInAs(testUser)
+}
+
+// signInAs starts a session of a configured user.
+func (b *bundle) signInAs(user string) (*http.Cookie, string) {
+	b.t.Helper()
+	u, ok := b.srv.users[user]
+	if !ok {
+		b.t.Fatalf("no user %q", user)
+	}
+	secret, err := b.srv.createSession(b.ctx, principalOf(user, u.Access), providerPassword)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return &http.Cookie{Name: b.srv.cookieName(), Value: secret}, csrfOf(secret)
 }
 
 type resp struct {
