@@ -59,6 +59,14 @@ var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 // exists, so fsyncs of a large seed are cheap).
 func openStore(tb testing.TB, clk clock.Clock) *sqlite.Store {
 	tb.Helper()
+	st, _ := openStoreAt(tb, clk)
+	return st
+}
+
+// openStoreAt is openStore, also returning the file's path (to open it
+// again).
+func openStoreAt(tb testing.TB, clk clock.Clock) (*sqlite.Store, string) {
+	tb.Helper()
 	dir := ""
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		d, err := os.MkdirTemp("/dev/shm", "oncesync-web-")
@@ -75,7 +83,7 @@ func openStore(tb testing.TB, clk clock.Clock) *sqlite.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	return st
+	return st, dir + "/store.db"
 }
 
 func definition(id, workspace, schedule string) string {
@@ -250,6 +258,7 @@ type bundle struct {
 	t        *testing.T
 	ctx      context.Context
 	st       *sqlite.Store
+	path     string // the store's file
 	clk      *clock.Fake
 	srv      *Server
 	d        demo
@@ -263,7 +272,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	b := &bundle{t: t, ctx: context.Background(), clk: clk}
-	b.st = openStore(t, clk)
+	b.st, b.path = openStoreAt(t, clk)
 	b.d = seedDemo(t, b.ctx, b.st, clk)
 	p := Params{
 		Store: b.st, Clock: clk, APITokens: []Token{
