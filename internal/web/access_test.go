@@ -18,11 +18,12 @@ import (
 // The teams of these tests: the demo's syncs are in workspaces "marketing"
 // and "data".
 const (
-	viewerMkt   = "vera" // viewer of marketing
-	operatorMkt = "otto" // operator of marketing
-	operatorAll = "opal" // operator of every workspace
-	adminAll    = "ana"  // testUser: admin of every workspace
-	adminMkt    = "amir" // admin of marketing only: not River's UI
+	viewerMkt    = "vera" // viewer of marketing
+	operatorMkt  = "otto" // operator of marketing
+	operatorAll  = "opal" // operator of every workspace
+	adminAll     = "ana"  // testUser: admin of every workspace
+	adminMkt     = "amir" // admin of marketing only: not River's UI
+	operatorData = "dora" // operator of data
 
 	viewerToken = "viewer-token-0123456789" // viewer of every workspace
 	mktToken    = "mkt-token-0123456789"    // operator of marketing
@@ -36,6 +37,7 @@ func withTeams(t *testing.T) option {
 		p.Users[viewerMkt] = User{Hash: h, Access: Access{Role: RoleViewer, Workspaces: []string{"marketing"}}}
 		p.Users[operatorMkt] = User{Hash: h, Access: Access{Role: RoleOperator, Workspaces: []string{"marketing"}}}
 		p.Users[operatorAll] = User{Hash: h, Access: Access{Role: RoleOperator}}
+		p.Users[operatorData] = User{Hash: h, Access: Access{Role: RoleOperator, Workspaces: []string{"data"}}}
 		p.Users[adminMkt] = User{Hash: h, Access: Access{Role: RoleAdmin, Workspaces: []string{"marketing"}}}
 		p.APITokens = append(p.APITokens,
 			Token{Name: "dashboard", Secret: viewerToken, Access: Access{Role: RoleViewer}},
