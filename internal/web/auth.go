@@ -73,6 +73,10 @@ func csrfOf(secret string) string {
 func (s *Server) createSession(ctx context.Context, p *Principal, provider string) (string, error) {
 	secret := randomToken()
 	now := s.clock.Now()
+	// Expired sessions are swept at each sign-in, so the table stays small.
+	if _, err := s.sessions.PruneSessions(ctx); err != nil {
+		return "", err
+	}
 	err := s.sessions.CreateSession(ctx, store.Session{
 		ID: sessionID(secret), User: p.Name, Provider: provider, Access: p.encode(),
 		CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(s.p.SessionTTL),
