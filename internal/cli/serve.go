@@ -483,5 +483,5 @@ func webOIDC(w config.Web) *web.OIDCParams {
 	}
 	o := w.OIDC
 	return &web.OIDCParams{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
-		RolesClaim: o.RolesClaim, WorkspacesClaim: o.WorkspacesClaim, RedirectURL: o.RedirectURL}
+		RolesClaim: o.RolesClaim, WorkspacesClaim: o.WorkspacesClaim, RedirectURL: o.RedirectURL, Scopes: o.Scopes}
 }

@@ -211,6 +211,8 @@ type OIDC struct {
 	// RedirectURL is the callback URL registered at the provider; empty:
 	// derived from the request (http(s)://HOST/auth/oidc/callback).
 	RedirectURL string
+	// Scopes requested; empty means openid, profile and groups.
+	Scopes []string
 }
 
 // Sync is one sync definition.

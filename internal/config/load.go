@@ -851,6 +851,7 @@ func (l *loader) oidc(v *yaml.Node, path string) *OIDC {
 		"roles_claim":      func(v *yaml.Node, p string) { o.RolesClaim = l.str(v, p) },
 		"workspaces_claim": func(v *yaml.Node, p string) { o.WorkspacesClaim = l.str(v, p) },
 		"redirect_url":     func(v *yaml.Node, p string) { o.RedirectURL = l.str(v, p) },
+		"scopes":           func(v *yaml.Node, p string) { o.Scopes = l.strList(v, p) },
 	}) {
 		return nil
 	}

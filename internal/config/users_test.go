@@ -99,3 +99,32 @@ func TestWebRolesAndTokens(t *testing.T) {
 		t.Errorf("a token was echoed: %v", err)
 	}
 }
+
+func TestWebOIDC(t *testing.T) {
+	t.Parallel()
+	base := "syncs:\n  - id: a\n    source: {type: csv, path: a.csv}\n    destination: {type: webhook, url: http://127.0.0.1:1/x}\n"
+	cfg, err := config.Parse("c.yaml", []byte("web:\n  oidc: {issuer: https://idp.example.com, client_id: os, client_secret: oidc-s3cret, roles_claim: groups, workspaces_claim: teams}\n"+base), nil, kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Web.OIDC; o == nil || o.Issuer != "https://idp.example.com" || o.ClientID != "os" || o.RolesClaim != "groups" || o.WorkspacesClaim != "teams" {
+		t.Fatalf("oidc = %+v", cfg.Web.OIDC)
+	}
+	if !strings.Contains(strings.Join(cfg.SecretValues(), "\n"), "oidc-s3cret") {
+		t.Error("the client secret is not a secret")
+	}
+	_, err = config.Parse("c.yaml", []byte("web:\n  oidc:\n    issuer: not a url\n    client_secret: oidc-s3cret\n    scopes: [profile]\n"+base), nil, kinds)
+	for _, w := range []string{
+		"c.yaml:3: web.oidc.issuer:",
+		"c.yaml:2: web.oidc.client_id: is required",
+		"c.yaml:2: web.oidc.roles_claim: is required",
+		"c.yaml:5: web.oidc.scopes: must include openid",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("want %q in:\n%v", w, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "oidc-s3cret") {
+		t.Error("the client secret was echoed")
+	}
+}

@@ -284,6 +284,9 @@ func (l *loader) validateWeb(w *Web) {
 		l.required("web.oidc.client_id", o.ClientID, "")
 		l.required("web.oidc.client_secret", o.ClientSecret, "")
 		l.required("web.oidc.roles_claim", o.RolesClaim, "is required: the claim whose values (e.g. \"oncesync:operator:acme\") give the role")
+		if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
+			l.check("web.oidc.scopes", "must include openid (the ID token carries the roles claim)")
+		}
 		if o.RedirectURL != "" {
 			if msg := checkURL(o.RedirectURL, "http", "https"); msg != "" {
 				l.check("web.oidc.redirect_url", msg)
