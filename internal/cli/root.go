@@ -116,6 +116,7 @@ Start with:
 		newRecordsCmd(env),
 		newPauseCmd(env),
 		newResumeCmd(env),
+		newSignOutCmd(env),
 		newServeCmd(env, &rf),
 		newWorkerCmd(env, &rf),
 		newCheckpointCmd(env, &rf),
