@@ -233,6 +233,9 @@ func (l *loader) validateWeb(w *Web) {
 	for _, name := range slices.Sorted(maps.Keys(w.Users)) {
 		u := w.Users[name]
 		p := join("web.users", name)
+		if strings.HasPrefix(name, "oidc:") {
+			l.check(p, "names starting with oidc: are single sign-on's (web.oidc); choose another name")
+		}
 		hp := p
 		if mapped[p] {
 			hp = p + ".hash"

@@ -2,7 +2,9 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -189,10 +191,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusForbidden, "The sign-in provider's answer could not be read.", err)
 		return
 	}
-	name := "oidc:" + idt.Subject
-	if u, ok := claims["preferred_username"].(string); ok && u != "" {
-		name = "oidc:" + u
-	}
+	name := oidcName(idt.Subject, claims)
 	p := mapClaims(name, claims, s.oidc.p.RolesClaim, s.oidc.p.WorkspacesClaim)
 	if p.Top() < RoleViewer {
 		s.log.Warn("web: OIDC sign-in without an oncesync role", "user", name)
@@ -204,6 +203,23 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+}
+
+// oidcName is who a person signed in with OIDC is in sessions, the audit
+// log and the pages: "oidc:" and the preferred_username (else the subject).
+// A username that is an e-mail address (Azure AD's UPN, many others) keeps
+// only its local part and a short digest of the whole, so that no e-mail
+// address is stored or shown while two people stay apart.
+func oidcName(subject string, claims map[string]any) string {
+	u, _ := claims["preferred_username"].(string)
+	if u == "" {
+		u = subject
+	}
+	if local, _, ok := strings.Cut(u, "@"); ok {
+		sum := sha256.Sum256([]byte(strings.ToLower(u)))
+		u = local + "#" + hex.EncodeToString(sum[:3])
+	}
+	return "oidc:" + u
 }
 
 // mapClaims reads a principal from ID-token claims: each value of the

@@ -154,6 +154,22 @@ func TestOIDCRefusals(t *testing.T) {
 	}
 }
 
+// TestOIDCName: a username that is an e-mail address is not kept whole.
+func TestOIDCName(t *testing.T) {
+	t.Parallel()
+	if got := oidcName("s", map[string]any{"preferred_username": "olga"}); got != "oidc:olga" {
+		t.Errorf("plain name: %q", got)
+	}
+	if got := oidcName("sub-1", map[string]any{}); got != "oidc:sub-1" {
+		t.Errorf("no username: %q", got)
+	}
+	a := oidcName("s", map[string]any{"preferred_username": "jane@example.com"})
+	b := oidcName("s", map[string]any{"preferred_username": "jane@other.example"})
+	if !strings.HasPrefix(a, "oidc:jane#") || strings.Contains(a, "example") || a == b {
+		t.Errorf("e-mail usernames: %q, %q", a, b)
+	}
+}
+
 // TestMapClaims: how claim values become a role and workspaces.
 func TestMapClaims(t *testing.T) {
 	t.Parallel()
