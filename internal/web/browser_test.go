@@ -17,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // screenshotDir receives the README's screenshots when ONCESYNC_SCREENSHOTS=1.
@@ -233,8 +234,14 @@ func TestBrowserRecordsByIdentity(t *testing.T) {
 		t.Fatalf("csv records %v", ids)
 	}
 
-	step("search", chromedp.SendKeys(css(`input[name=q]`), "id-3"), chromedp.Submit(css(`form.search`)),
-		chromedp.WaitVisible(css(`table#records`)))
+	step("search", chromedp.SendKeys(css(`input[name=q]`), "id-3"), chromedp.Submit(css(`form.search`)))
+	// The old page's table is visible until the new page loads: wait for
+	// the search's own URL first.
+	testenv.WaitFor(t, 30*time.Second, "the search's page", func() bool {
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		return err == nil && strings.Contains(loc, "q=id-3")
+	})
+	step("search results", chromedp.WaitVisible(css(`table#records`)))
 	if got := text("table#records tbody"); !strings.Contains(got, "id-3") || strings.Contains(got, "id-0") {
 		t.Fatalf("search for id-3: %s", got)
 	}
