@@ -119,6 +119,7 @@ Start with:
 		newRecordsCmd(env),
 		newPauseCmd(env),
 		newResumeCmd(env),
+		newSignOutCmd(env),
 		newServeCmd(env, &rf),
 		newWorkerCmd(env, &rf),
 		newCheckpointCmd(env, &rf),

@@ -210,7 +210,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
-				APITokens: cfg.Web.APITokens, Users: cfg.Web.Users, Secure: cfg.Web.Secure,
+				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.Secure,
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
 					if errors.Is(err, queue.ErrUnknownSync) {
@@ -454,4 +454,36 @@ func configured(cfg *config.Config, id string) (*config.Sync, error) {
 		return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, id)
 	}
 	return sc, nil
+}
+
+// webTokens, webUsers and webOIDC hand serve's web.api_tokens, web.users
+// and web.oidc to the web tier (config has validated the roles).
+func webTokens(w config.Web) []web.Token {
+	var out []web.Token
+	for _, t := range w.APITokens {
+		out = append(out, web.Token{Name: t.Name, Secret: t.Token, Access: webAccess(t.Access)})
+	}
+	return out
+}
+
+func webUsers(w config.Web) map[string]web.User {
+	out := map[string]web.User{}
+	for name, u := range w.Users {
+		out[name] = web.User{Hash: u.Hash, Access: webAccess(u.Access)}
+	}
+	return out
+}
+
+func webAccess(a config.Access) web.Access {
+	r, _ := web.ParseRole(a.Role)
+	return web.Access{Role: r, Workspaces: a.Workspaces}
+}
+
+func webOIDC(w config.Web) *web.OIDCParams {
+	if w.OIDC == nil {
+		return nil
+	}
+	o := w.OIDC
+	return &web.OIDCParams{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RolesClaim: o.RolesClaim, WorkspacesClaim: o.WorkspacesClaim, RedirectURL: o.RedirectURL, Scopes: o.Scopes}
 }

@@ -182,14 +182,81 @@ type SentryAlert struct {
 type Web struct {
 	// Listen is the address serve listens on (host:port).
 	Listen string
-	// APITokens are the bearer tokens accepted by /api/v1.
-	APITokens []string
-	// Users maps a UI sign-in name to a password hash (bcrypt "$2a$"/"$2b$"/
-	// "$2y$" or argon2id "$argon2id$"); never a clear-text password.
-	Users map[string]string
+	// APITokens are the bearer tokens accepted by /api/v1, in file order.
+	APITokens []APIToken
+	// Users maps a UI sign-in name to its password hash and access.
+	Users map[string]User
+	// OIDC, when set, offers sign-in with an OpenID Connect provider.
+	OIDC *OIDC
 	// Secure says serve is reached over HTTPS (a TLS proxy in front): its
 	// cookies are Secure (__Host- names) and it sends HSTS.
 	Secure bool
+}
+
+// Roles a user or API token has (docs/guide.md#running-oncesync-for-several-teams): each can do what
+// the one before it can.
+const (
+	// RoleViewer reads pages and the API.
+	RoleViewer = "viewer"
+	// RoleOperator also runs now, pauses, resumes, settles, re-queues,
+	// previews and tests connections.
+	RoleOperator = "operator"
+	// RoleAdmin also opens River's UI (the queue of every workspace).
+	RoleAdmin = "admin"
+)
+
+// Roles lists the roles, weakest first.
+var Roles = []string{RoleViewer, RoleOperator, RoleAdmin}
+
+// AllWorkspaces, alone in a Workspaces list, means every workspace (as an
+// omitted list does).
+const AllWorkspaces = "*"
+
+// Access is a role and the workspaces it applies to (nil: every one).
+type Access struct {
+	Role       string
+	Workspaces []string
+}
+
+// User is one web.users entry: a bare hash in the file means admin of
+// every workspace.
+type User struct {
+	// Hash is a bcrypt ("$2a$"/"$2b$"/"$2y$") or argon2id ("$argon2id$")
+	// password hash; never a clear-text password.
+	Hash string
+	Access
+}
+
+// APIToken is one web.api_tokens entry: a bare string in the file is an
+// admin token of every workspace named "token-N" (N its 1-based position).
+type APIToken struct {
+	// Name is who the audit log says acted.
+	Name string
+	// Token is the secret a client sends as "Authorization: Bearer".
+	Token string
+	Access
+}
+
+// OIDC is sign-in with an OpenID Connect provider (authorization-code flow
+// with PKCE); the roles claim maps to a role and workspaces
+// (docs/guide.md#running-oncesync-for-several-teams).
+type OIDC struct {
+	// Issuer is the provider's issuer URL (its discovery document is at
+	// Issuer + "/.well-known/openid-configuration").
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	// RolesClaim names the ID-token claim (a list of strings, or one
+	// string) holding values such as "oncesync:operator:acme".
+	RolesClaim string
+	// WorkspacesClaim optionally names a claim listing workspaces that
+	// apply to the role values without a workspace of their own.
+	WorkspacesClaim string
+	// RedirectURL is the callback URL registered at the provider; empty:
+	// derived from the request (http(s)://HOST/auth/oidc/callback).
+	RedirectURL string
+	// Scopes requested; empty means openid, profile and groups.
+	Scopes []string
 }
 
 // Sync is one sync definition.

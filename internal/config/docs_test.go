@@ -15,7 +15,7 @@ func schemaKeys(t *testing.T) map[string][]string {
 	yaml := `zzzzzzzzzz: 1
 settings: {zzzzzzzzzz: 1}
 alerts: {zzzzzzzzzz: 1, webhook: {zzzzzzzzzz: 1}, email: {zzzzzzzzzz: 1}, sentry: {zzzzzzzzzz: 1}}
-web: {zzzzzzzzzz: 1}
+web: {zzzzzzzzzz: 1, oidc: {zzzzzzzzzz: 1}}
 syncs:
   - zzzzzzzzzz: 1
     source: {zzzzzzzzzz: 1}
@@ -30,8 +30,8 @@ syncs:
 			out[strings.TrimSuffix(m[1], ".")] = strings.Split(m[2], ", ")
 		}
 	}
-	if len(out) != 11 {
-		t.Fatalf("want the keys of 11 blocks, got %d: %v", len(out), out)
+	if len(out) != 12 {
+		t.Fatalf("want the keys of 12 blocks, got %d: %v", len(out), out)
 	}
 	return out
 }

@@ -81,6 +81,7 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 		keys:      map[string]*yaml.Node{},
 		val:       map[string]*yaml.Node{},
 		bad:       map[string]bool{},
+		listed:    map[string]bool{},
 		budget:    nodeBudget,
 		kinds:     kinds,
 		preflight: preflight,
@@ -111,7 +112,7 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 // secretPathRE matches the fields whose values are secret, or (store, redis,
 // DSNs) may embed one.
 // (A source's or destination's secret keys are its kind's SecretKeys.)
-var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\]|web\.users\..*|syncs\[\d+\]\.heartbeat_url)$`)
+var secretPathRE = regexp.MustCompile(`^(store|redis|alerts\.webhook\.secret|alerts\.email\.password|alerts\.sentry\.dsn|web\.api_tokens\[\d+\](\.token)?|web\.users(\.[A-Za-z0-9_-]+|\[".*"\])(\.hash)?|web\.oidc\.client_secret|syncs\[\d+\]\.heartbeat_url)$`)
 
 // kindKeyRE splits a path under a sync's source or destination: the sync's
 // index, which of the two, and its key.
@@ -166,6 +167,8 @@ type loader struct {
 	budget    int
 	spent     bool
 	kinds     Kinds
+	entries   []string        // web.users / web.api_tokens entries written as mappings
+	listed    map[string]bool // workspaces lists written (an empty one is refused)
 }
 
 type pair struct{ key, val *yaml.Node }
@@ -779,11 +782,107 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 	var w Web
 	l.fields(v, path, handlers{
 		"listen":     func(v *yaml.Node, p string) { w.Listen = l.str(v, p) },
-		"api_tokens": func(v *yaml.Node, p string) { w.APITokens = l.strList(v, p) },
-		"users":      func(v *yaml.Node, p string) { w.Users = l.strMap(v, p) },
+		"api_tokens": func(v *yaml.Node, p string) { w.APITokens = l.apiTokens(v, p) },
+		"users":      func(v *yaml.Node, p string) { w.Users = l.users(v, p) },
+		"oidc":       func(v *yaml.Node, p string) { w.OIDC = l.oidc(v, p) },
 		"secure":     func(v *yaml.Node, p string) { w.Secure = l.bool(v, p) },
 	})
 	return w
+}
+
+// access decodes the role and workspaces keys of a user or token.
+func (l *loader) access(a *Access) handlers {
+	return handlers{
+		"role":       func(v *yaml.Node, p string) { a.Role = l.str(v, p) },
+		"workspaces": func(v *yaml.Node, p string) { a.Workspaces = l.strList(v, p); l.listed[p] = true },
+	}
+}
+
+// users decodes web.users: each name maps to a bare hash (admin of every
+// workspace) or to {hash, role, workspaces}.
+func (l *loader) users(v *yaml.Node, path string) map[string]User {
+	n := l.resolve(v)
+	if n == nil || isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		l.report(path, "must be a mapping, got "+kindName(n))
+		return nil
+	}
+	out := map[string]User{}
+	seen := map[string]*yaml.Node{}
+	for _, pr := range l.pairs(n, path, 0) {
+		k := l.resolve(pr.key)
+		if k == nil {
+			break
+		}
+		if k.Kind != yaml.ScalarNode {
+			l.reportNode(k, path, "keys must be plain names, got "+kindName(k))
+			continue
+		}
+		p := join(path, k.Value)
+		if strings.TrimSpace(k.Value) == "" {
+			l.reportNode(k, p, "empty name")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			l.reportNode(k, p, fmt.Sprintf("duplicate key %q (first set at line %d)", clip(k.Value), first.Line))
+			continue
+		}
+		seen[k.Value] = k
+		l.pos[p] = pr.val
+		l.keys[p] = k
+		var u User
+		if val := l.resolve(pr.val); val != nil && val.Kind == yaml.MappingNode {
+			h := l.access(&u.Access)
+			h["hash"] = func(v *yaml.Node, p string) { u.Hash = l.str(v, p) }
+			l.fields(val, p, h)
+			l.entries = append(l.entries, p)
+		} else {
+			u.Hash = l.str(pr.val, p)
+			u.Role = RoleAdmin
+		}
+		out[k.Value] = u
+	}
+	return out
+}
+
+// apiTokens decodes web.api_tokens: each item is a bare token (an admin
+// of every workspace named token-N) or {name, token, role, workspaces}.
+func (l *loader) apiTokens(v *yaml.Node, path string) []APIToken {
+	var out []APIToken
+	l.list(v, path, func(it *yaml.Node, p string) {
+		t := APIToken{}
+		if val := l.resolve(it); val != nil && val.Kind == yaml.MappingNode {
+			h := l.access(&t.Access)
+			h["name"] = func(v *yaml.Node, p string) { t.Name = l.str(v, p) }
+			h["token"] = func(v *yaml.Node, p string) { t.Token = l.str(v, p) }
+			l.fields(val, p, h)
+			l.entries = append(l.entries, p)
+		} else {
+			t.Token = l.str(it, p)
+			t.Name = fmt.Sprintf("token-%d", len(out)+1)
+			t.Role = RoleAdmin
+		}
+		out = append(out, t)
+	})
+	return out
+}
+
+func (l *loader) oidc(v *yaml.Node, path string) *OIDC {
+	o := &OIDC{}
+	if !l.fields(v, path, handlers{
+		"issuer":           func(v *yaml.Node, p string) { o.Issuer = l.str(v, p) },
+		"client_id":        func(v *yaml.Node, p string) { o.ClientID = l.str(v, p) },
+		"client_secret":    func(v *yaml.Node, p string) { o.ClientSecret = l.str(v, p) },
+		"roles_claim":      func(v *yaml.Node, p string) { o.RolesClaim = l.str(v, p) },
+		"workspaces_claim": func(v *yaml.Node, p string) { o.WorkspacesClaim = l.str(v, p) },
+		"redirect_url":     func(v *yaml.Node, p string) { o.RedirectURL = l.str(v, p) },
+		"scopes":           func(v *yaml.Node, p string) { o.Scopes = l.strList(v, p) },
+	}) {
+		return nil
+	}
+	return o
 }
 
 func (l *loader) sync(v *yaml.Node, path string) Sync {

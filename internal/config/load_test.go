@@ -688,6 +688,7 @@ var specEnv = map[string]string{
 	"HC_PING_UUID":          "0f1e2d3c-s3cret-4b5a-9687-a1b2c3d4e5f6",
 	"SHOPIFY_TOKEN":         "shpat_s3cret",
 	"HUBSPOT_TOKEN":         "pat-na1-s3cret",
+	"OIDC_SECRET":           "oidc-s3cret",
 }
 
 func TestLoadSpecExample(t *testing.T) {
@@ -703,7 +704,7 @@ func TestLoadSpecExample(t *testing.T) {
 	if cfg.Path != "testdata/spec.yaml" || cfg.Store != "sqlite://./oncesync.db" || cfg.Redis != "redis://127.0.0.1:6379/0" {
 		t.Errorf("path/store/redis = %q %q %q", cfg.Path, cfg.Store, cfg.Redis)
 	}
-	if cfg.Alerts.Webhook.Secret != "whsec-s3cret" || len(cfg.Web.APITokens) != 1 || cfg.Web.APITokens[0] != "tok-s3cret-1" {
+	if cfg.Alerts.Webhook.Secret != "whsec-s3cret" || len(cfg.Web.APITokens) != 1 || cfg.Web.APITokens[0].Token != "tok-s3cret-1" {
 		t.Errorf("interpolation: webhook secret %q, tokens %q", cfg.Alerts.Webhook.Secret, cfg.Web.APITokens)
 	}
 	s, ok := cfg.Sync("contacts-to-brevo")

@@ -311,9 +311,14 @@ func (c *Config) SecretValues() []string {
 		add(u.User.Username())
 	}
 	add(urlSecrets(c.Alerts.Webhook.URL)...)
-	add(c.Web.APITokens...)
-	for _, h := range c.Web.Users {
-		add(h)
+	for _, t := range c.Web.APITokens {
+		add(t.Token)
+	}
+	for _, u := range c.Web.Users {
+		add(u.Hash)
+	}
+	if c.Web.OIDC != nil {
+		add(c.Web.OIDC.ClientSecret)
 	}
 	for _, s := range c.Syncs {
 		if s.Destination.Spec != nil {

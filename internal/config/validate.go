@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/mail"
 	"net/url"
@@ -227,14 +228,102 @@ func (l *loader) validateWeb(w *Web) {
 			l.check("web.listen", "must be HOST:PORT (e.g. 127.0.0.1:8080), got "+l.show("web.listen", w.Listen))
 		}
 	}
-	for i, tok := range w.APITokens {
-		l.required(fmt.Sprintf("web.api_tokens[%d]", i), tok, "is empty")
+	mapped := map[string]bool{}
+	for _, e := range l.entries {
+		mapped[e] = true
 	}
-	for name, hash := range w.Users {
-		p := "web.users." + name
-		if !strings.HasPrefix(hash, "$2a$") && !strings.HasPrefix(hash, "$2b$") && !strings.HasPrefix(hash, "$2y$") && !strings.HasPrefix(hash, "$argon2id$") {
-			l.check(p, "must be a bcrypt or argon2id password hash (e.g. from `htpasswd -nbBC 12 NAME PASSWORD`), not a clear-text password")
+	names := map[string]string{} // principal name -> the field that named it
+	for _, name := range slices.Sorted(maps.Keys(w.Users)) {
+		u := w.Users[name]
+		p := join("web.users", name)
+		if strings.HasPrefix(name, "oidc:") {
+			l.check(p, "names starting with oidc: are single sign-on's (web.oidc); choose another name")
 		}
+		hp := p
+		if mapped[p] {
+			hp = p + ".hash"
+			l.required(hp, u.Hash, "is required")
+		}
+		if u.Hash != "" && !strings.HasPrefix(u.Hash, "$2a$") && !strings.HasPrefix(u.Hash, "$2b$") && !strings.HasPrefix(u.Hash, "$2y$") && !strings.HasPrefix(u.Hash, "$argon2id$") {
+			l.check(hp, "must be a bcrypt or argon2id password hash (e.g. from `htpasswd -nbBC 12 NAME PASSWORD`), not a clear-text password")
+		}
+		l.validateAccess(p, &u.Access, mapped[p])
+		w.Users[name] = u
+		names[name] = p
+	}
+	tokens := map[string]string{}
+	for i := range w.APITokens {
+		t := &w.APITokens[i]
+		p := fmt.Sprintf("web.api_tokens[%d]", i)
+		tp := p
+		if mapped[p] {
+			tp = p + ".token"
+			if l.required(p+".name", t.Name, "is required (the audit log names the token by it)") {
+				switch first, dup := names[t.Name]; {
+				case dup:
+					l.check(p+".name", fmt.Sprintf("%q is already the name of %s; every user and token needs a name of its own", clip(t.Name), first))
+				case !idRE.MatchString(t.Name):
+					l.check(p+".name", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "+l.show(p+".name", t.Name))
+				default:
+					names[t.Name] = p + ".name"
+				}
+			}
+		} else if first, dup := names[t.Name]; dup {
+			l.check(p, fmt.Sprintf("this unnamed token is called %q, already the name of %s; give the tokens names ({name, token, role})", t.Name, first))
+		} else {
+			names[t.Name] = p
+		}
+		if l.required(tp, t.Token, "is empty") {
+			if first, dup := tokens[t.Token]; dup {
+				l.check(tp, "is the same token as "+first+"; every token must be different")
+			}
+			tokens[t.Token] = tp
+		}
+		l.validateAccess(p, &t.Access, mapped[p])
+	}
+	if o := w.OIDC; o != nil {
+		if l.required("web.oidc.issuer", o.Issuer, "") {
+			if msg := checkURL(o.Issuer, "http", "https"); msg != "" {
+				l.check("web.oidc.issuer", msg)
+			}
+		}
+		l.required("web.oidc.client_id", o.ClientID, "")
+		l.required("web.oidc.client_secret", o.ClientSecret, "")
+		l.required("web.oidc.roles_claim", o.RolesClaim, "is required: the claim whose values (e.g. \"oncesync:operator:acme\") give the role")
+		if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
+			l.check("web.oidc.scopes", "must include openid (the ID token carries the roles claim)")
+		}
+		if o.RedirectURL != "" {
+			if msg := checkURL(o.RedirectURL, "http", "https"); msg != "" {
+				l.check("web.oidc.redirect_url", msg)
+			}
+		}
+	}
+}
+
+// validateAccess checks a user's or token's role and workspaces, and
+// normalises them: ["*"] becomes nil (every workspace).
+func (l *loader) validateAccess(p string, a *Access, mapped bool) {
+	if mapped {
+		if l.required(p+".role", a.Role, "is required: viewer, operator or admin") && !slices.Contains(Roles, a.Role) {
+			l.check(p+".role", "unknown role "+l.show(p+".role", a.Role)+": must be viewer, operator or admin")
+		}
+	}
+	wp := p + ".workspaces"
+	if l.listed[wp] && len(a.Workspaces) == 0 {
+		l.check(wp, "is empty; omit it (or write [\"*\"]) for every workspace")
+	}
+	for i, ws := range a.Workspaces {
+		ip := fmt.Sprintf("%s[%d]", wp, i)
+		switch {
+		case ws == AllWorkspaces && len(a.Workspaces) > 1:
+			l.check(ip, "\"*\" means every workspace: write it alone")
+		case ws != AllWorkspaces && !idRE.MatchString(ws):
+			l.check(ip, "must be a workspace name (letters, digits, '.', '_' or '-') or \"*\", got "+l.show(ip, ws))
+		}
+	}
+	if len(a.Workspaces) == 1 && a.Workspaces[0] == AllWorkspaces {
+		a.Workspaces = nil
 	}
 }
 

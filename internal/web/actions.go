@@ -40,6 +40,9 @@ const (
 var ledgerKey = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ActionInput is who acts and why (every action is audited with both).
+// By is always the principal's name (a user's or a token's): a "by" sent
+// by a client is accepted and ignored, so that nobody can act as someone
+// else.
 type ActionInput struct {
 	By  string `json:"by"`
 	Why string `json:"why"`
@@ -66,7 +69,12 @@ func cleanText(field, v string, max int, required bool) (string, error) {
 	return v, nil
 }
 
-func (in ActionInput) clean(whyRequired bool) (ActionInput, error) {
+// clean names the request's principal as who acts and checks the reason.
+func (in ActionInput) clean(ctx context.Context, whyRequired bool) (ActionInput, error) {
+	in.By = ""
+	if p := principalFrom(ctx); p != nil {
+		in.By = p.Name
+	}
 	var err error
 	if in.By, err = cleanText("by", in.By, maxBy, true); err != nil {
 		return in, err
@@ -82,7 +90,7 @@ func (s *Server) runNow(ctx context.Context, id string, in ActionInput) error {
 	if s.p.Enqueue == nil {
 		return fmt.Errorf("%w: run now is not enabled on this server", ErrDisabled)
 	}
-	in, err := in.clean(false)
+	in, err := in.clean(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -123,7 +131,7 @@ func (e *enqueueError) Unwrap() error { return e.err }
 
 // pause pauses an active sync as a person.
 func (s *Server) pause(ctx context.Context, id string, in ActionInput) (store.Sync, error) {
-	in, err := in.clean(true)
+	in, err := in.clean(ctx, true)
 	if err != nil {
 		return store.Sync{}, err
 	}
@@ -141,7 +149,7 @@ func (s *Server) pause(ctx context.Context, id string, in ActionInput) (store.Sy
 
 // resume re-publishes a paused sync (docs/guide.md#guardrails): it re-arms the breaker.
 func (s *Server) resume(ctx context.Context, id string, in ActionInput) (store.Sync, error) {
-	in, err := in.clean(true)
+	in, err := in.clean(ctx, true)
 	if err != nil {
 		return store.Sync{}, err
 	}
@@ -162,7 +170,7 @@ func (s *Server) requeue(ctx context.Context, syncID, dl string, in ActionInput)
 	if s.p.Requeue == nil {
 		return fmt.Errorf("%w: re-queueing dead letters is not enabled on this server", ErrDisabled)
 	}
-	in, err := in.clean(false)
+	in, err := in.clean(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -193,7 +201,7 @@ func (s *Server) requeue(ctx context.Context, syncID, dl string, in ActionInput)
 // in flight does not touch in-doubt keys (claims leave them alone). A
 // settlement refused as fenced asks the person to reload and try again.
 func (s *Server) settle(ctx context.Context, runID int64, in SettleInput) (int, error) {
-	ai, err := in.ActionInput.clean(true)
+	ai, err := in.ActionInput.clean(ctx, true)
 	if err != nil {
 		return 0, err
 	}

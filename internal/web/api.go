@@ -43,6 +43,7 @@ func writeAPIError(w http.ResponseWriter, status int, code, msg string) {
 var statusCodes = map[int]string{
 	http.StatusBadRequest:          "invalid_request",
 	http.StatusUnauthorized:        "unauthorized",
+	http.StatusForbidden:           "forbidden",
 	http.StatusNotFound:            "not_found",
 	http.StatusConflict:            "conflict",
 	http.StatusServiceUnavailable:  "unavailable",
@@ -187,6 +188,9 @@ func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	es, err := s.p.Store.ListAudit(r.Context(), r.URL.Query().Get("sync"), limit)
+	if err == nil {
+		es, err = s.visibleAudit(r.Context(), principalFrom(r.Context()), es)
+	}
 	if err != nil {
 		s.apiFail(w, r, err)
 		return
@@ -204,13 +208,9 @@ type Accepted struct {
 	Status string `json:"status"`
 }
 
-// apiTokenPrincipal is who an API action without "by" is audited as (API
-// tokens have no names yet).
-const apiTokenPrincipal = "api token"
-
 func (s *Server) apiRunNow(w http.ResponseWriter, r *http.Request) {
 	// A run needs no reason, so the body is optional: `curl -X POST` works.
-	in := ActionInput{By: apiTokenPrincipal}
+	var in ActionInput
 	if err := decodeBody(r, &in, true); err != nil {
 		s.apiFail(w, r, err)
 		return

@@ -180,18 +180,26 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		{"GET", "/api/v1/audit?sync=" + b.d.Healthy + "&limit=1", "", 200, func(t *testing.T, body string) {
 			var l AuditList
 			mustJSON(t, body, &l)
-			if len(l.Entries) != 1 || l.Entries[0].By != apiTokenPrincipal || l.Entries[0].Why != "run now" {
+			if len(l.Entries) != 1 || l.Entries[0].By != testTokenName || l.Entries[0].Why != "run now" {
 				t.Errorf("audit of a run queued without a body: %+v", l)
 			}
 		}},
-		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":""}`, 400, nil},
+		// The principal is the token, whatever the body says.
+		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ceo@example.com (forged)","why":"forged"}`, 202, nil},
+		{"GET", "/api/v1/audit?sync=" + b.d.Healthy + "&limit=1", "", 200, func(t *testing.T, body string) {
+			var l AuditList
+			mustJSON(t, body, &l)
+			if len(l.Entries) != 1 || l.Entries[0].By != testTokenName || l.Entries[0].Why != "forged" {
+				t.Errorf("audit of a run with a forged by: %+v", l)
+			}
+		}},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci","extra":1}`, 400, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Breaker + "/run", `{"by":"ci"}`, 409, nil},
 		{"POST", "/api/v1/syncs/nope/run", `{"by":"ci"}`, 404, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Failing + "/pause", `{"by":"ci","why":"investigating"}`, 200, func(t *testing.T, body string) {
 			var d SyncDetail
 			mustJSON(t, body, &d)
-			if d.Health != HealthPausedPerson || d.Paused == nil || d.Paused.By != "ci" || d.Paused.At == nil {
+			if d.Health != HealthPausedPerson || d.Paused == nil || d.Paused.By != testTokenName || d.Paused.At == nil {
 				t.Errorf("paused %+v", d.Paused)
 			}
 		}},
@@ -232,7 +240,7 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 	if got := b.do(req); got.code != 404 || !strings.Contains(got.body, `"not_found"`) {
 		t.Errorf("unknown API route: %d %s", got.code, got.body)
 	}
-	if a, _ := b.st.ListAudit(b.ctx, b.d.Breaker, 1); len(a) != 1 || a[0].Action != "resume" || a[0].By != "ci" || a[0].Why != "key rotated" {
+	if a, _ := b.st.ListAudit(b.ctx, b.d.Breaker, 1); len(a) != 1 || a[0].Action != "resume" || a[0].By != testTokenName || a[0].Why != "key rotated" {
 		t.Errorf("resume audit %+v", a)
 	}
 	if s, _ := b.st.GetSync(b.ctx, b.d.Failing); s.State != store.SyncPaused {

@@ -6,18 +6,19 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 const (
@@ -29,27 +30,25 @@ const (
 
 // session is one signed-in browser.
 type session struct {
-	user    string
-	csrf    string
-	expires time.Time
+	id        string // hex SHA-256 of the cookie's secret (the store's key)
+	user      string
+	csrf      string
+	principal *Principal
 }
 
 func (s *session) validCSRF(tok string) bool {
 	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.csrf)) == 1
 }
 
-// sessions are kept in memory, keyed by the SHA-256 of the cookie value; a
-// restart signs everyone out.
-type sessions struct {
-	mu    sync.Mutex
-	m     map[[sha256.Size]byte]*session
-	clock clock.Clock
-	ttl   time.Duration
-}
+// Session providers (store.Session.Provider).
+const (
+	providerPassword = "password"
+	providerOIDC     = "oidc"
+)
 
-func newSessions(c clock.Clock, ttl time.Duration) *sessions {
-	return &sessions{m: map[[sha256.Size]byte]*session{}, clock: c, ttl: ttl}
-}
+// touchEvery is how stale a session's "last seen" may get before a request
+// writes it again (one write a minute per session, not one per request).
+const touchEvery = time.Minute
 
 func randomToken() string {
 	b := make([]byte, 32)
@@ -57,44 +56,80 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for user and returns its cookie value.
-func (ss *sessions) create(user string) (string, *session) {
-	id := randomToken()
-	now := ss.clock.Now()
-	sess := &session{user: user, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for k, v := range ss.m { // sweep expired sessions at each sign-in
-		if !now.Before(v.expires) {
-			delete(ss.m, k)
+// sessionID is the store's key of a cookie's secret.
+func sessionID(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// csrfOf is a session's form token: derived from the cookie's secret, so
+// the store keeps nothing that could forge one.
+func csrfOf(secret string) string {
+	h := sha256.Sum256([]byte("oncesync csrf\x00" + secret))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// createSession starts a session in the store and returns its cookie value.
+func (s *Server) createSession(ctx context.Context, p *Principal, provider string) (string, error) {
+	secret := randomToken()
+	now := s.clock.Now()
+	// Expired sessions are swept at each sign-in, so the table stays small.
+	if _, err := s.sessions.PruneSessions(ctx); err != nil {
+		return "", err
+	}
+	err := s.sessions.CreateSession(ctx, store.Session{
+		ID: sessionID(secret), User: p.Name, Provider: provider, Access: p.encode(),
+		CreatedAt: now, LastSeenAt: now, ExpiresAt: now.Add(s.p.SessionTTL),
+	})
+	if err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// sessionFor reads the session of a cookie's secret: nil when there is
+// none, it expired, or its user's access changed since sign-in (a user
+// removed from web.users or given another role or other workspaces loses
+// every session at once; an OIDC session ends when web.oidc is removed).
+func (s *Server) sessionFor(ctx context.Context, secret string) (*session, error) {
+	if secret == "" {
+		return nil, nil
+	}
+	id := sessionID(secret)
+	se, err := s.sessions.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p *Principal
+	switch se.Provider {
+	case providerPassword:
+		u, ok := s.users[se.User]
+		if ok && principalOf(se.User, u.Access).encode() == se.Access {
+			p = principalOf(se.User, u.Access)
+		}
+	case providerOIDC:
+		if s.oidc != nil {
+			p, _ = decodePrincipal(se.User, se.Access)
 		}
 	}
-	ss.m[sha256.Sum256([]byte(id))] = sess
-	return id, sess
-}
-
-func (ss *sessions) get(id string) *session {
-	if id == "" {
-		return nil
+	if p == nil {
+		if se.Provider == providerPassword {
+			_, err = s.sessions.DeleteUserSessions(ctx, se.User)
+		} else {
+			err = s.sessions.DeleteSession(ctx, id)
+		}
+		s.log.Info("web: session ended: access changed in the configuration", "user", se.User)
+		return nil, err
 	}
-	k := sha256.Sum256([]byte(id))
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	sess, ok := ss.m[k]
-	if !ok {
-		return nil
+	if s.clock.Now().Sub(se.LastSeenAt) >= touchEvery {
+		if err := s.sessions.TouchSession(ctx, id); err != nil {
+			return nil, err
+		}
 	}
-	if !ss.clock.Now().Before(sess.expires) {
-		delete(ss.m, k)
-		return nil
-	}
-	return sess
-}
-
-func (ss *sessions) delete(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, sha256.Sum256([]byte(id)))
+	return &session{id: id, user: se.User, csrf: csrfOf(secret), principal: p}, nil
 }
 
 type sessionKey struct{}
@@ -122,12 +157,12 @@ func (s *Server) loginCookieName() string {
 	return loginCookie
 }
 
-func (s *Server) sessionOf(r *http.Request) *session {
+func (s *Server) sessionOf(r *http.Request) (*session, error) {
 	c, err := r.Cookie(s.cookieName())
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	return s.sessions.get(c.Value)
+	return s.sessionFor(r.Context(), c.Value)
 }
 
 // toLogin answers an unauthenticated page request: a redirect to the login
@@ -159,6 +194,7 @@ type loginData struct {
 	CSRF  string
 	Error string
 	User  string
+	OIDC  bool
 }
 
 // loginForm shows the sign-in form with a login CSRF token (double submit:
@@ -179,6 +215,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 		Name: s.loginCookieName(), Value: d.CSRF, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: s.p.Secure, MaxAge: 3600,
 	})
+	d.OIDC = s.oidc != nil
 	s.render(w, r, status, "login", page{Title: "Sign in", Body: d})
 }
 
@@ -218,21 +255,53 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.throttle.succeeded(keys...)
-	id, _ := s.sessions.create(user)
+	if err := s.signIn(w, r, principalOf(user, s.users[user].Access), providerPassword); err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signIn starts a session for p and sets its cookie.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request, p *Principal, provider string) error {
+	secret, err := s.createSession(r.Context(), p, provider)
+	if err != nil {
+		return err
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: s.cookieName(), Value: id, Path: "/", HttpOnly: true,
+		Name: s.cookieName(), Value: secret, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: s.p.Secure, MaxAge: int(s.p.SessionTTL / time.Second),
 	})
 	http.SetCookie(w, &http.Cookie{Name: s.loginCookieName(), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.p.Secure})
-	s.log.Info("web: signed in", "user", user)
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	s.log.Info("web: signed in", "user", p.Name, "provider", provider)
+	return nil
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(s.cookieName()); err == nil {
-		s.sessions.delete(c.Value)
+	if sess := sessionFrom(r.Context()); sess != nil {
+		if err := s.sessions.DeleteSession(r.Context(), sess.id); err != nil {
+			s.errorPage(w, r, err)
+			return
+		}
 	}
+	s.signedOut(w, r)
+}
+
+// logoutEverywhere ends every session of the signed-in user, on every
+// device.
+func (s *Server) logoutEverywhere(w http.ResponseWriter, r *http.Request) {
+	sess := sessionFrom(r.Context())
+	n, err := s.sessions.DeleteUserSessions(r.Context(), sess.user)
+	if err != nil {
+		s.errorPage(w, r, err)
+		return
+	}
+	s.log.Info("web: signed out everywhere", "user", sess.user, "sessions", n)
+	s.signedOut(w, r)
+}
+
+func (s *Server) signedOut(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.p.Secure})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -241,12 +310,12 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 // checkUser verifies a name and password. An unknown name is checked against
 // a dummy hash so that it takes as long as a known one.
 func (s *Server) checkUser(user, password string) bool {
-	h, ok := s.p.Users[user]
+	u, ok := s.users[user]
 	if !ok || user == "" {
 		_ = checkPassword(s.decoy, password)
 		return false
 	}
-	return checkPassword(h, password)
+	return checkPassword(u.Hash, password)
 }
 
 func supportedHash(h string) bool {

@@ -57,12 +57,15 @@ func BenchmarkPages(b *testing.B) {
 	sd.records("big", big.ID, rejected, inDoubt, "offset:5000000")
 	b.Logf("seeded 1,001 syncs, 5,001 runs, 11,000 ledger entries in %s", time.Since(start).Round(time.Millisecond))
 
-	srv, err := New(Params{Store: st, Clock: clk, Users: map[string]string{testUser: passwordHash(b)},
+	srv, err := New(Params{Store: st, Clock: clk, Users: map[string]User{testUser: {Hash: passwordHash(b), Access: Access{Role: RoleAdmin}}},
 		Enqueue: func(context.Context, string, string) error { return nil }})
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, _ := srv.sessions.create(testUser)
+	id, err := srv.createSession(context.Background(), principalOf(testUser, Access{Role: RoleAdmin}), providerPassword)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cookie := &http.Cookie{Name: srv.cookieName(), Value: id}
 	render := func(b *testing.B, path, want string) {
 		b.Helper()

@@ -31,6 +31,8 @@ const (
 	testUser     = "ana"
 	testPassword = "correct horse battery staple"
 	testToken    = "test-token-0123456789"
+	// testTokenName is testToken's name in the audit log.
+	testTokenName = "ci-bot"
 	// secretValue must never appear in a page or response.
 	secretValue = "xkeysib-SECRET-must-not-render"
 )
@@ -57,6 +59,14 @@ var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 // exists, so fsyncs of a large seed are cheap).
 func openStore(tb testing.TB, clk clock.Clock) *sqlite.Store {
 	tb.Helper()
+	st, _ := openStoreAt(tb, clk)
+	return st
+}
+
+// openStoreAt is openStore, also returning the file's path (to open it
+// again).
+func openStoreAt(tb testing.TB, clk clock.Clock) (*sqlite.Store, string) {
+	tb.Helper()
 	dir := ""
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		d, err := os.MkdirTemp("/dev/shm", "oncesync-web-")
@@ -73,7 +83,7 @@ func openStore(tb testing.TB, clk clock.Clock) *sqlite.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	return st
+	return st, dir + "/store.db"
 }
 
 func definition(id, workspace, schedule string) string {
@@ -248,6 +258,7 @@ type bundle struct {
 	t        *testing.T
 	ctx      context.Context
 	st       *sqlite.Store
+	path     string // the store's file
 	clk      *clock.Fake
 	srv      *Server
 	d        demo
@@ -261,17 +272,20 @@ func setup(t *testing.T, opts ...option) *bundle {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	b := &bundle{t: t, ctx: context.Background(), clk: clk}
-	b.st = openStore(t, clk)
+	b.st, b.path = openStoreAt(t, clk)
 	b.d = seedDemo(t, b.ctx, b.st, clk)
 	p := Params{
-		Store: b.st, Clock: clk, APITokens: []string{"other-token", testToken},
+		Store: b.st, Clock: clk, APITokens: []Token{
+			{Name: "other", Secret: "other-token", Access: Access{Role: RoleAdmin}},
+			{Name: testTokenName, Secret: testToken, Access: Access{Role: RoleAdmin}},
+		},
 		DescribeCursor: func(syncID, cursor string) string {
 			if cursor == "offset:12000" {
 				return "after record 12,000 of contacts.csv"
 			}
 			return ""
 		},
-		Users: map[string]string{testUser: passwordHash(t)},
+		Users: map[string]User{testUser: {Hash: passwordHash(t), Access: Access{Role: RoleAdmin}}},
 		Enqueue: func(ctx context.Context, syncID, reason string) error {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -293,10 +307,24 @@ func setup(t *testing.T, opts ...option) *bundle {
 	return b
 }
 
-// signIn starts a session directly and returns its cookie and CSRF token.
+// signIn starts a session of the test user directly and returns its
+// cookie and CSRF token.
 func (b *bundle) signIn() (*http.Cookie, string) {
-	id, sess := b.srv.sessions.create(testUser)
-	return &http.Cookie{Name: b.srv.cookieName(), Value: id}, sess.csrf
+	return b.signInAs(testUser)
+}
+
+// signInAs starts a session of a configured user.
+func (b *bundle) signInAs(user string) (*http.Cookie, string) {
+	b.t.Helper()
+	u, ok := b.srv.users[user]
+	if !ok {
+		b.t.Fatalf("no user %q", user)
+	}
+	secret, err := b.srv.createSession(b.ctx, principalOf(user, u.Access), providerPassword)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return &http.Cookie{Name: b.srv.cookieName(), Value: secret}, csrfOf(secret)
 }
 
 type resp struct {

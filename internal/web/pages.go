@@ -62,6 +62,7 @@ type page struct {
 	Nav     string
 	Flash   string
 	RiverUI bool
+	Role    string
 	Body    any
 }
 
@@ -187,9 +188,12 @@ var flashes = map[string]string{
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	if sess := sessionFrom(r.Context()); sess != nil {
 		p.User, p.CSRF = sess.user, sess.csrf
+		p.Role = sess.principal.Top().String()
+		// River's UI shows every workspace's jobs: admins of all only.
+		_, p.RiverUI = s.p.Extra["/riverui/"]
+		p.RiverUI = p.RiverUI && sess.principal.All >= RoleAdmin
 	}
 	p.Now = s.clock.Now()
-	_, p.RiverUI = s.p.Extra["/riverui/"]
 	if p.Flash == "" {
 		p.Flash = flashes[r.URL.Query().Get("done")]
 	}
@@ -230,6 +234,8 @@ func (s *Server) classify(r *http.Request, err error) (int, string) {
 	switch {
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden, "your role does not allow this"
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, "no such sync, run or record"
 	case errors.Is(err, ErrDisabled):
@@ -321,6 +327,7 @@ type syncPageData struct {
 	CanPreview bool
 	CanRun     bool
 	CanRequeue bool
+	CanOperate bool
 	Owner      string
 }
 
@@ -330,17 +337,20 @@ func (s *Server) syncPage(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, err)
 		return
 	}
+	op := principalFrom(r.Context()).RoleIn(d.Workspace) >= RoleOperator
 	s.render(w, r, http.StatusOK, "sync", page{Title: "Sync " + d.ID, Body: syncPageData{
-		D: d, Chart: runChart(d.Runs), CanCheck: s.p.Check != nil, CanPreview: s.p.Preview != nil, CanRun: s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: s.p.Requeue != nil,
+		D: d, Chart: runChart(d.Runs), CanOperate: op, CanCheck: op && s.p.Check != nil, CanPreview: op && s.p.Preview != nil,
+		CanRun: op && s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: op && s.p.Requeue != nil,
 	}})
 }
 
 // Run page.
 
 type runPageData struct {
-	D         RunDetail
-	Delivered string
-	Resend    string
+	D          RunDetail
+	Delivered  string
+	Resend     string
+	CanOperate bool
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -354,8 +364,13 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, err)
 		return
 	}
+	ws := ""
+	if sy, err := s.p.Store.GetSync(r.Context(), d.Run.SyncID); err == nil {
+		ws = sy.Workspace
+	}
 	s.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d", id), Body: runPageData{
 		D: d, Delivered: SettleDelivered, Resend: SettleResend,
+		CanOperate: principalFrom(r.Context()).RoleIn(ws) >= RoleOperator,
 	}})
 }
 
@@ -370,6 +385,9 @@ type auditData struct {
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	syncID := r.URL.Query().Get("sync")
 	es, err := s.p.Store.ListAudit(r.Context(), syncID, listLimit)
+	if err == nil {
+		es, err = s.visibleAudit(r.Context(), principalFrom(r.Context()), es)
+	}
 	if err != nil {
 		s.errorPage(w, r, err)
 		return
@@ -383,19 +401,10 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 
 // Forms.
 
-// actor is who a form says acts; when that differs from the signed-in user
-// the audit keeps both.
+// actor is the form's reason; who acts is the signed-in principal
+// (actions.go takes it from the request's context).
 func actor(r *http.Request) ActionInput {
-	in := ActionInput{By: strings.TrimSpace(r.PostFormValue("by")), Why: r.PostFormValue("why")}
-	if sess := sessionFrom(r.Context()); sess != nil {
-		switch {
-		case in.By == "":
-			in.By = sess.user
-		case in.By != sess.user:
-			in.By = fmt.Sprintf("%s (signed in as %s)", in.By, sess.user)
-		}
-	}
-	return in
+	return ActionInput{Why: r.PostFormValue("why")}
 }
 
 func (s *Server) runNowForm(w http.ResponseWriter, r *http.Request) {

@@ -342,6 +342,8 @@ func (s *Server) summaries(ctx context.Context) ([]SyncSummary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A principal sees only the syncs of its workspaces (access.go).
+	stats = visible(principalFrom(ctx), stats, func(st SyncStats) string { return st.Sync.Workspace })
 	sortStats(stats)
 	sil := s.silence(ctx)
 	now := s.clock.Now()

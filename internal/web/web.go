@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
@@ -70,11 +69,18 @@ type Params struct {
 	Store  store.Store
 	Logger *slog.Logger
 	Clock  clock.Clock
-	// APITokens are the bearer tokens /api/v1 and /metrics accept.
-	APITokens []string
+	// APITokens are the named bearer tokens /api/v1 and /metrics accept,
+	// each with its role and workspaces.
+	APITokens []Token
 	// Users maps a sign-in name to a bcrypt ($2a$, $2b$, $2y$) or argon2id
-	// (PHC string, $argon2id$v=19$m=..,t=..,p=..$salt$hash) password hash.
-	Users map[string]string
+	// (PHC string, $argon2id$v=19$m=..,t=..,p=..$salt$hash) password hash
+	// and the user's role and workspaces.
+	Users map[string]User
+	// Sessions keeps the UI's sessions; nil uses Store when it implements
+	// store.Sessions (store/sqlite and store/postgres do).
+	Sessions store.Sessions
+	// OIDC, when set, offers sign-in with an OpenID Connect provider.
+	OIDC *OIDCParams
 	// Enqueue queues a run of a sync now ("run now"); nil disables the action.
 	Enqueue func(ctx context.Context, syncID, reason string) error
 	// DeadLetters lists a sync's dead-lettered partition work; nil hides it.
@@ -89,8 +95,9 @@ type Params struct {
 	Stats StatsSource
 	// Metrics is served at /metrics (behind authentication) when set.
 	Metrics prometheus.Gatherer
-	// Extra are handlers mounted behind the same authentication, by pattern
-	// (e.g. "/riverui/"). They get the security headers except the CSP.
+	// Extra are handlers mounted behind the same authentication, for
+	// admins of every workspace, by pattern (e.g. "/riverui/"). They get the
+	// security headers except the CSP.
 	Extra map[string]http.Handler
 	// DocsBase is the recovery guide's URL (failure.DocsURL); "" = DefaultDocsBase.
 	DocsBase string
@@ -116,8 +123,10 @@ type Server struct {
 	log      *slog.Logger
 	clock    clock.Clock
 	stats    StatsSource
-	tokens   [][sha256.Size]byte
-	sessions *sessions
+	tokens   []apiToken
+	users    map[string]User
+	sessions store.Sessions
+	oidc     *oidcClient
 	pages    *pages
 	cop      *http.CrossOriginProtection
 	handler  http.Handler
@@ -126,6 +135,13 @@ type Server struct {
 	decoy    string        // checked for unknown names (signin.go)
 	checks   chan struct{} // bounds concurrent password checks
 	throttle *throttle
+}
+
+// apiToken is a configured token: the digest of its secret and its
+// principal.
+type apiToken struct {
+	digest    [sha256.Size]byte
+	principal *Principal
 }
 
 // routeKind says how a route authenticates.
@@ -142,6 +158,7 @@ const (
 type route struct {
 	method, path string // path as registered (ServeMux pattern syntax)
 	kind         routeKind
+	rule         rule // who may use it (access.go)
 	h            http.HandlerFunc
 }
 
@@ -162,49 +179,78 @@ func New(p Params) (*Server, error) {
 	if p.SessionTTL <= 0 {
 		p.SessionTTL = DefaultSessionTTL
 	}
-	for name, h := range p.Users {
-		if !supportedHash(h) {
+	hashes := map[string]string{}
+	for name, u := range p.Users {
+		if !supportedHash(u.Hash) {
 			return nil, fmt.Errorf("web: user %q: password hash is neither bcrypt nor argon2id", name)
 		}
+		if u.Role < RoleViewer || u.Role > RoleAdmin {
+			return nil, fmt.Errorf("web: user %q: no role", name)
+		}
+		hashes[name] = u.Hash
+	}
+	if p.Sessions == nil {
+		ss, ok := p.Store.(store.Sessions)
+		if !ok {
+			return nil, errors.New("web: the store keeps no sessions; pass Params.Sessions")
+		}
+		p.Sessions = ss
 	}
 	s := &Server{
 		p: p, log: p.Logger, clock: p.Clock, stats: p.Stats,
-		sessions: newSessions(p.Clock, p.SessionTTL),
+		users:    p.Users,
+		sessions: p.Sessions,
 		cop:      http.NewCrossOriginProtection(),
 		checks:   make(chan struct{}, passwordChecks),
 		throttle: newThrottle(p.Clock),
 	}
 	var err error
-	if s.decoy, err = decoyFor(p.Users); err != nil {
+	if s.decoy, err = decoyFor(hashes); err != nil {
 		return nil, fmt.Errorf("web: sign-in decoy: %w", err)
 	}
 	if s.stats == nil {
 		s.stats = StoreStats{Store: p.Store}
 	}
+	names := map[string]bool{}
 	for _, t := range p.APITokens {
-		if t == "" {
+		if t.Secret == "" {
 			continue
 		}
-		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+		if t.Name == "" || names[t.Name] {
+			return nil, fmt.Errorf("web: API token %q: every token needs a name of its own", t.Name)
+		}
+		if t.Role < RoleViewer || t.Role > RoleAdmin {
+			return nil, fmt.Errorf("web: API token %q: no role", t.Name)
+		}
+		names[t.Name] = true
+		s.tokens = append(s.tokens, apiToken{digest: sha256.Sum256([]byte(t.Secret)), principal: principalOf(t.Name, t.Access)})
+	}
+	if p.OIDC != nil {
+		if s.oidc, err = newOIDC(context.Background(), *p.OIDC); err != nil {
+			return nil, err
+		}
 	}
 
 	if s.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
 	s.routes = s.routeTable()
-	mux := http.NewServeMux()
-	for _, r := range s.routes {
-		pattern := r.path
-		if r.method != "" {
-			pattern = r.method + " " + r.path
-		}
-		mux.Handle(pattern, s.guard(r.kind, r.h))
-	}
 	for pattern, h := range p.Extra {
 		if strings.HasPrefix(pattern, "/api/") || pattern == "/" {
 			return nil, fmt.Errorf("web: extra handler pattern %q collides with the UI or the API", pattern)
 		}
-		mux.Handle(pattern, s.guard(kindExtra, h.ServeHTTP))
+		s.routes = append(s.routes, route{"", pattern, kindExtra, rAdmin, h.ServeHTTP})
+	}
+	mux := http.NewServeMux()
+	for _, r := range s.routes {
+		if !r.rule.set() {
+			return nil, fmt.Errorf("web: route %s %s has no access rule", r.method, r.path)
+		}
+		pattern := r.path
+		if r.method != "" {
+			pattern = r.method + " " + r.path
+		}
+		mux.Handle(pattern, s.guard(r))
 	}
 	s.handler = securityHeaders(mux, p.Extra, p.Secure)
 	return s, nil
@@ -215,52 +261,59 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routeTable() []route {
 	rt := []route{
-		{"GET", "/login", kindPublic, s.loginForm},
-		{"POST", "/login", kindPublic, s.login},
-		{"GET", "/static/", kindPublic, staticHandler().ServeHTTP},
+		{"GET", "/login", kindPublic, rPublic, s.loginForm},
+		{"POST", "/login", kindPublic, rPublic, s.login},
+		{"GET", "/static/", kindPublic, rPublic, staticHandler().ServeHTTP},
 
-		{"POST", "/logout", kindPage, s.logout},
-		{"GET", "/{$}", kindPage, s.overviewPage},
-		{"GET", "/syncs/{id}", kindPage, s.syncPage},
-		{"GET", "/syncs/{id}/records", kindPage, s.recordsPage},
-		{"GET", "/syncs/{id}/records.csv", kindPage, s.recordsCSV},
-		{"GET", "/syncs/{id}/preview", kindPage, s.previewPage},
-		{"POST", "/syncs/{id}/check", kindPage, s.checkForm},
-		{"GET", "/runs/{id}", kindPage, s.runPage},
-		{"GET", "/audit", kindPage, s.auditPage},
-		{"POST", "/syncs/{id}/run", kindPage, s.runNowForm},
-		{"POST", "/syncs/{id}/pause", kindPage, s.pauseForm},
-		{"POST", "/syncs/{id}/resume", kindPage, s.resumeForm},
-		{"POST", "/syncs/{id}/dead-letters/{dl}/requeue", kindPage, s.requeueForm},
-		{"POST", "/runs/{id}/settle", kindPage, s.settleForm},
-		{"", "/", kindPage, s.notFoundPage},
+		{"POST", "/logout", kindPage, rRead, s.logout},
+		{"POST", "/logout/everywhere", kindPage, rRead, s.logoutEverywhere},
+		{"GET", "/{$}", kindPage, rRead, s.overviewPage},
+		{"GET", "/syncs/{id}", kindPage, rSync, s.syncPage},
+		{"GET", "/syncs/{id}/records", kindPage, rSync, s.recordsPage},
+		{"GET", "/syncs/{id}/records.csv", kindPage, rSync, s.recordsCSV},
+		{"GET", "/syncs/{id}/preview", kindPage, rOpSync, s.previewPage},
+		{"POST", "/syncs/{id}/check", kindPage, rOpSync, s.checkForm},
+		{"GET", "/runs/{id}", kindPage, rRun, s.runPage},
+		{"GET", "/audit", kindPage, rRead, s.auditPage},
+		{"POST", "/syncs/{id}/run", kindPage, rOpSync, s.runNowForm},
+		{"POST", "/syncs/{id}/pause", kindPage, rOpSync, s.pauseForm},
+		{"POST", "/syncs/{id}/resume", kindPage, rOpSync, s.resumeForm},
+		{"POST", "/syncs/{id}/dead-letters/{dl}/requeue", kindPage, rOpSync, s.requeueForm},
+		{"POST", "/runs/{id}/settle", kindPage, rOpRun, s.settleForm},
+		{"", "/", kindPage, rRead, s.notFoundPage},
 
-		{"GET", "/api/v1/openapi.json", kindAPI, s.openapiDoc},
-		{"GET", "/api/v1/syncs", kindAPI, s.apiSyncs},
-		{"GET", "/api/v1/syncs/{id}", kindAPI, s.apiSync},
-		{"GET", "/api/v1/syncs/{id}/runs", kindAPI, s.apiSyncRuns},
-		{"GET", "/api/v1/syncs/{id}/records", kindAPI, s.apiRecords},
-		{"GET", "/api/v1/runs/{id}", kindAPI, s.apiRun},
-		{"GET", "/api/v1/audit", kindAPI, s.apiAudit},
-		{"POST", "/api/v1/syncs/{id}/run", kindAPI, s.apiRunNow},
-		{"POST", "/api/v1/syncs/{id}/pause", kindAPI, s.apiPause},
-		{"POST", "/api/v1/syncs/{id}/resume", kindAPI, s.apiResume},
-		{"POST", "/api/v1/syncs/{id}/dead-letters/{dl}/requeue", kindAPI, s.apiRequeue},
-		{"POST", "/api/v1/runs/{id}/settle", kindAPI, s.apiSettle},
-		{"", "/api/", kindAPI, s.apiNotFound},
+		{"GET", "/api/v1/openapi.json", kindAPI, rRead, s.openapiDoc},
+		{"GET", "/api/v1/syncs", kindAPI, rRead, s.apiSyncs},
+		{"GET", "/api/v1/syncs/{id}", kindAPI, rSync, s.apiSync},
+		{"GET", "/api/v1/syncs/{id}/runs", kindAPI, rSync, s.apiSyncRuns},
+		{"GET", "/api/v1/syncs/{id}/records", kindAPI, rSync, s.apiRecords},
+		{"GET", "/api/v1/runs/{id}", kindAPI, rRun, s.apiRun},
+		{"GET", "/api/v1/audit", kindAPI, rRead, s.apiAudit},
+		{"POST", "/api/v1/syncs/{id}/run", kindAPI, rOpSync, s.apiRunNow},
+		{"POST", "/api/v1/syncs/{id}/pause", kindAPI, rOpSync, s.apiPause},
+		{"POST", "/api/v1/syncs/{id}/resume", kindAPI, rOpSync, s.apiResume},
+		{"POST", "/api/v1/syncs/{id}/dead-letters/{dl}/requeue", kindAPI, rOpSync, s.apiRequeue},
+		{"POST", "/api/v1/runs/{id}/settle", kindAPI, rOpRun, s.apiSettle},
+		{"", "/api/", kindAPI, rRead, s.apiNotFound},
 	}
 	if s.p.Metrics != nil {
-		rt = append(rt, route{"GET", "/metrics", kindMetrics,
-			promhttp.HandlerFor(s.p.Metrics, promhttp.HandlerOpts{}).ServeHTTP})
+		rt = append(rt, route{"GET", "/metrics", kindMetrics, rRead, s.metrics})
+	}
+	if s.oidc != nil {
+		rt = append(rt,
+			route{"GET", "/auth/oidc/start", kindPublic, rPublic, s.oidcStart},
+			route{"GET", "/auth/oidc/callback", kindPublic, rPublic, s.oidcCallback})
 	}
 	return rt
 }
 
-// guard wraps h with the authentication (and, for page POSTs, the CSRF
-// checks) of kind.
-func (s *Server) guard(kind routeKind, h http.HandlerFunc) http.Handler {
+// guard wraps a route's handler with its authentication (and, for page
+// POSTs, the CSRF checks), then its authorization (authorize): the handler
+// finds the principal in the request's context.
+func (s *Server) guard(rt route) http.Handler {
+	h := rt.h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch kind {
+		switch rt.kind {
 		case kindPublic:
 			if r.Method == http.MethodPost {
 				if err := s.cop.Check(r); err != nil {
@@ -271,49 +324,73 @@ func (s *Server) guard(kind routeKind, h http.HandlerFunc) http.Handler {
 			h(w, r)
 		case kindAPI:
 			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-			if !s.validToken(r) {
+			p := s.tokenPrincipal(r)
+			if p == nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="oncesync"`)
 				writeAPIError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 				return
 			}
+			r = r.WithContext(withPrincipal(r.Context(), p))
+			if err := s.authorize(r, p, rt.rule); err != nil {
+				s.apiFail(w, r, err)
+				return
+			}
 			h(w, r)
 		case kindMetrics:
-			if s.validToken(r) || s.sessionOf(r) != nil {
-				h(w, r)
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="oncesync"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-		case kindExtra:
-			if s.sessionOf(r) == nil {
-				s.toLogin(w, r)
-				return
-			}
-			if !safeMethod(r.Method) {
-				if err := s.cop.Check(r); err != nil {
-					s.forbidden(w, r, "cross-site request refused")
+			p := s.tokenPrincipal(r)
+			if p == nil {
+				sess, err := s.sessionOf(r)
+				if err != nil {
+					s.errorPage(w, r, err)
 					return
 				}
+				if sess != nil {
+					p = sess.principal
+				}
+			}
+			if p == nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="oncesync"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			r = r.WithContext(withPrincipal(r.Context(), p))
+			if err := s.authorize(r, p, rt.rule); err != nil {
+				status, msg := s.classify(r, err)
+				http.Error(w, msg, status)
+				return
 			}
 			h(w, r)
-		case kindPage:
-			sess := s.sessionOf(r)
+		case kindExtra, kindPage:
+			sess, err := s.sessionOf(r)
+			if err != nil {
+				s.errorPage(w, r, err)
+				return
+			}
 			if sess == nil {
 				s.toLogin(w, r)
 				return
 			}
+			r = r.WithContext(withPrincipal(withSession(r.Context(), sess), sess.principal))
 			if !safeMethod(r.Method) {
-				r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 				if err := s.cop.Check(r); err != nil {
 					s.forbidden(w, r, "cross-site request refused")
 					return
 				}
-				if !sess.validCSRF(r.PostFormValue("csrf")) && !sess.validCSRF(r.Header.Get("X-CSRF-Token")) {
-					s.forbidden(w, r, "the form expired or did not come from this site; reload the page and try again")
-					return
+				// Extra handlers (SPAs) send no form token: the
+				// cross-origin check is their CSRF defence.
+				if rt.kind == kindPage {
+					r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+					if !sess.validCSRF(r.PostFormValue("csrf")) && !sess.validCSRF(r.Header.Get("X-CSRF-Token")) {
+						s.forbidden(w, r, "the form expired or did not come from this site; reload the page and try again")
+						return
+					}
 				}
 			}
-			h(w, r.WithContext(withSession(r.Context(), sess)))
+			if err := s.authorize(r, sess.principal, rt.rule); err != nil {
+				s.errorPage(w, r, err)
+				return
+			}
+			h(w, r)
 		}
 	})
 }
@@ -322,20 +399,23 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// validToken compares the request's bearer token with every configured
-// token in constant time (over SHA-256 digests, so lengths do not leak).
-func (s *Server) validToken(r *http.Request) bool {
+// tokenPrincipal is the principal of the request's bearer token, or nil.
+// The token is compared with every configured one in constant time (over
+// SHA-256 digests, so lengths do not leak).
+func (s *Server) tokenPrincipal(r *http.Request) *Principal {
 	auth := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(auth, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" || len(s.tokens) == 0 {
-		return false
+		return nil
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := 0
+	var p *Principal
 	for i := range s.tokens {
-		match |= subtle.ConstantTimeCompare(got[:], s.tokens[i][:])
+		if subtle.ConstantTimeCompare(got[:], s.tokens[i].digest[:]) == 1 {
+			p = s.tokens[i].principal
+		}
 	}
-	return match == 1
+	return p
 }
 
 // securityHeaders sets the headers every response carries; the CSP is left

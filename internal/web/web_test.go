@@ -231,7 +231,7 @@ func TestArgon2idUsers(t *testing.T) {
 	if supportedHash("plaintext") || supportedHash("$argon2id$v=19$m=0,t=1,p=1$AA$AA") {
 		t.Fatal("bad hashes accepted")
 	}
-	if _, err := New(Params{Store: openStore(t, nil), Users: map[string]string{"x": "plain"}}); err == nil {
+	if _, err := New(Params{Store: openStore(t, nil), Users: map[string]User{"x": {Hash: "plain", Access: Access{Role: RoleAdmin}}}}); err == nil {
 		t.Fatal("New accepted a plaintext password")
 	}
 }
@@ -282,7 +282,7 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 	if got := b.post("/syncs/"+b.d.Healthy+"/pause", form); got.code != http.StatusSeeOther {
 		t.Fatalf("same-site post: %d %s", got.code, got.body)
 	}
-	if sy, _ := b.st.GetSync(b.ctx, b.d.Healthy); sy.State != store.SyncPaused || sy.PausedBy != "Mallory (signed in as ana)" {
+	if sy, _ := b.st.GetSync(b.ctx, b.d.Healthy); sy.State != store.SyncPaused || sy.PausedBy != testUser {
 		t.Fatalf("after pause: %+v", sy)
 	}
 }

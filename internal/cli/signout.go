@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// newSignOutCmd ends every web session of a person, from the shell (a lost
+// laptop): docs/guide.md#running-oncesync-for-several-teams.
+func newSignOutCmd(env Env) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "signout --config FILE USER",
+		Short: "End every web UI session of a person (a web.users name, or oidc:NAME)",
+		Example: `  oncesync signout --config oncesync.yaml alice
+  oncesync signout --config oncesync.yaml oidc:jane.doe`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withConfigStore(cmd.Context(), env, path, func(_ *config.Config, st store.Store) error {
+				ss, ok := st.(store.Sessions)
+				if !ok {
+					return exit(ExitUsage, errors.New("this store keeps no web sessions"))
+				}
+				n, err := ss.DeleteUserSessions(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "%s: %d session(s) ended\n", args[0], n)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
+	return cmd
+}
