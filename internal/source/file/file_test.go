@@ -293,9 +293,6 @@ func TestInvalidData(t *testing.T) {
 		data     string
 		wantLine int
 	}{
-		{"csv too many fields", file.CSV, "a,b\n1,2\n3," + pii + ",x\n", 3},
-		{"csv too few fields", file.CSV, "a,b\n1,2\n3,4\n" + pii + "\n", 4},
-		{"csv field count after quoted newline", file.CSV, "a,b\n\"1\n1\",2\n" + pii + "\n", 4},
 		{"csv duplicate header", file.CSV, "email,email\n" + pii + ",x\n", 1},
 		{"csv empty header name", file.CSV, "a,,c\n1,2,3\n", 1},
 		{"csv blank header name", file.CSV, "a, \n1,2\n", 1},
@@ -306,12 +303,6 @@ func TestInvalidData(t *testing.T) {
 		{"csv unbalanced quote, a row after", file.CSV, "a,b\n1,2\n\"" + pii + ",2\n3,4\n", 3},
 		{"csv unbalanced quote, rows after", file.CSV, "a,b\n\"" + pii + ",2\n3,4\n5,6\n7,8", 2},
 		{"csv unbalanced quote after a quoted newline", file.CSV, "a,b\n\"x\ny\",1\n\"" + pii + ",2\n3,4\n", 4},
-		{"jsonl array", file.JSONL, "{\"a\":1}\n[\"" + pii + "\"]\n", 2},
-		{"jsonl string", file.JSONL, "\"" + pii + "\"\n", 1},
-		{"jsonl null", file.JSONL, "{}\n\nnull\n", 3},
-		{"jsonl broken", file.JSONL, "{}\n{\"e\":\"" + pii + "\"x}\n", 2},
-		{"jsonl two values", file.JSONL, "{}\r\n{}{\"e\":\"" + pii + "\"}\r\n", 2},
-		{"jsonl truncated", file.JSONL, "{}\n{\"e\":\"" + pii, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -333,6 +324,65 @@ func TestInvalidData(t *testing.T) {
 	}
 }
 
+// TestUnreadableRecords: a record the format lets the reader step over (a
+// CSV row with the wrong number of fields, a JSONL line that is not one
+// JSON object) is handed out as an invalid record naming its line and
+// none of its content, and the records after it are read.
+func TestUnreadableRecords(t *testing.T) {
+	t.Parallel()
+	const pii = "ann.secret@example.test"
+	tests := []struct {
+		name     string
+		format   file.Format
+		data     string
+		wantLine int
+		good     int // readable records
+	}{
+		{"csv too many fields", file.CSV, "a,b\n1,2\n3," + pii + ",x\n5,6\n", 3, 2},
+		{"csv too few fields", file.CSV, "a,b\n1,2\n3,4\n" + pii + "\n", 4, 2},
+		{"csv field count after quoted newline", file.CSV, "a,b\n\"1\n1\",2\n" + pii + "\n", 4, 1},
+		{"jsonl array", file.JSONL, "{\"a\":1}\n[\"" + pii + "\"]\n", 2, 1},
+		{"jsonl string", file.JSONL, "\"" + pii + "\"\n{}\n", 1, 1},
+		{"jsonl null", file.JSONL, "{}\n\nnull\n", 3, 1},
+		{"jsonl broken", file.JSONL, "{}\n{\"e\":\"" + pii + "\"x}\n{}\n", 2, 2},
+		{"jsonl two values", file.JSONL, "{}\r\n{}{\"e\":\"" + pii + "\"}\r\n", 2, 1},
+		{"jsonl truncated", file.JSONL, "{}\n{\"e\":\"" + pii, 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tt.format, tt.data)
+			var invalid []string
+			good := 0
+			cursor := ""
+			for {
+				page, err := b.src.ReadPage(context.Background(), cursor, 1)
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				for _, r := range page.Records {
+					if r.Invalid != "" {
+						invalid = append(invalid, r.Invalid)
+					} else {
+						good++
+					}
+				}
+				if page.End {
+					break
+				}
+				cursor = page.Next
+			}
+			if len(invalid) != 1 || good != tt.good {
+				t.Fatalf("invalid %q, %d good records; want 1 invalid and %d good", invalid, good, tt.good)
+			}
+			if msg := invalid[0]; strings.Contains(msg, "ann") || strings.Contains(msg, "example") ||
+				!strings.HasPrefix(msg, fmt.Sprintf("line %d: ", tt.wantLine)) {
+				t.Fatalf("invalid record %q: want its line number and none of its content", msg)
+			}
+		})
+	}
+}
+
 func TestInvalidLineAfterResume(t *testing.T) {
 	t.Parallel()
 	// Line numbers stay absolute when a fresh source resumes mid-file.
@@ -341,10 +391,10 @@ func TestInvalidLineAfterResume(t *testing.T) {
 	if err != nil || page.End {
 		t.Fatalf("first page: end %v, %v", page.End, err)
 	}
-	_, err = newSource(t, b.path, file.CSV).ReadPage(context.Background(), page.Next, 5)
-	var pe *file.ParseError
-	if !errors.As(err, &pe) || pe.Line != 6 {
-		t.Fatalf("resumed: error %v, want a ParseError on line 6", err)
+	page, err = newSource(t, b.path, file.CSV).ReadPage(context.Background(), page.Next, 5)
+	if err != nil || len(page.Records) != 2 || page.Records[1].Invalid == "" ||
+		!strings.HasPrefix(page.Records[1].Invalid, "line 6: ") {
+		t.Fatalf("resumed: %+v, %v; want the record of line 6 invalid, named by its line", page.Records, err)
 	}
 }
 

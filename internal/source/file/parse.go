@@ -121,6 +121,10 @@ func tooLong(line, max int64) *ParseError {
 type record struct {
 	fields map[string]any
 	end    int64
+	// invalid, when set, says why this record cannot be read ("line 12:
+	// ..."): the format lets the reader go on at the next one, so it is a
+	// rejected record (source.Record.Invalid), not a failed read.
+	invalid string
 }
 
 // parser reads records one at a time. next returns io.EOF at the end, a
@@ -220,10 +224,8 @@ func (p *csvParser) next() (record, error) {
 	p.line = endLine(p.r, row, p.baseLine) + 1
 	if len(row) != len(p.header) {
 		rel, _ := p.r.FieldPos(0)
-		return record{}, &ParseError{
-			Line:   p.baseLine + int64(rel) - 1,
-			Reason: fmt.Sprintf("record has %d fields, the header has %d", len(row), len(p.header)),
-		}
+		return record{end: end, invalid: fmt.Sprintf("line %d: the record has %d fields, the header has %d",
+			p.baseLine+int64(rel)-1, len(row), len(p.header))}, nil
 	}
 	fields := make(map[string]any, len(row))
 	for i, v := range row {
@@ -287,9 +289,11 @@ func (p *jsonlParser) next() (record, error) {
 		if len(text) == 0 {
 			continue // blank line
 		}
-		invalid := &ParseError{Line: p.line, Reason: "not a JSON object"}
+		// A bad line is one record: the next line is the next record, so
+		// it is rejected and the reading goes on.
+		invalid := record{end: p.off, invalid: fmt.Sprintf("line %d: not a JSON object", p.line)}
 		if text[0] != '{' {
-			return record{}, invalid
+			return invalid, nil
 		}
 		p.rd.Reset(text)
 		dec := json.NewDecoder(&p.rd)
@@ -297,10 +301,10 @@ func (p *jsonlParser) next() (record, error) {
 		var fields map[string]any
 		if err := dec.Decode(&fields); err != nil {
 			// The decoder's message may quote the data: leave it out.
-			return record{}, invalid
+			return invalid, nil
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return record{}, &ParseError{Line: p.line, Reason: "more than one JSON value on the line"}
+			return record{end: p.off, invalid: fmt.Sprintf("line %d: more than one JSON value on the line", p.line)}, nil
 		}
 		return record{fields: fields, end: p.off}, nil
 	}
