@@ -1,12 +1,14 @@
 package brevo_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,7 +175,19 @@ func TestAcceptance(t *testing.T) {
 			destinationtest.Run(t, destinationtest.Harness{
 				// Bulk imports are asynchronous: Write answers Accepted and
 				// the suite settles the records through Outcomes.
-				Async: mode == brevo.ModeBulk,
+				Async:  mode == brevo.ModeBulk,
+				Storms: true,
+				// A bulk import whose 202 was lost is read back only once
+				// it ran, and the suite's fake clock runs it only when
+				// asked: the lost-answer case runs on the single path.
+				LostAnswers: mode == brevo.ModeSingle,
+				WriteModes:  []destination.WriteMode{destination.Update, destination.Create, destination.Mirror},
+				Changed: func(i int) destination.Record {
+					r := destinationtest.Record(i)
+					r.Key = fmt.Sprintf("%064x", 5000+i)
+					r.Data["attributes"] = map[string]any{"FIRSTNAME": fmt.Sprintf("Changed%d", i), "AGE": float64(70 + i)}
+					return r
+				},
 				Setup: func(t *testing.T, cfg destinationtest.Config) destinationtest.Target {
 					opts := fakebrevo.Options{APIKey: apiKey, Seed: 11}
 					for _, r := range cfg.Faults.Refuse {
@@ -207,14 +221,55 @@ func TestAcceptance(t *testing.T) {
 					}
 					d := b.newDest(t, brevo.Params{
 						BaseURL: b.url, APIKey: key, Mode: mode, ListIDs: []int64{3},
-						Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries, Clock: cfg.Clock,
+						Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries, Clock: cfg.Clock, WriteMode: cfg.WriteMode,
 					})
+					// For a mirror, what the sync holds at Brevo is its list:
+					// a removed contact stays in the account, off the list.
+					held := func(c fakebrevo.Contact) bool {
+						return cfg.WriteMode != destination.Mirror || slices.Contains(c.ListIDs, 3)
+					}
+					stored := func() int64 { return fake.Stats().Contacts }
+					if cfg.WriteMode == destination.Mirror {
+						stored = func() int64 {
+							n := int64(0)
+							for i := range 64 {
+								if c, ok := fake.Contact(emailOf(destinationtest.Record(i))); ok && held(c) {
+									n++
+								}
+							}
+							return n
+						}
+					}
 					return destinationtest.Target{
+						Duplicates: func() int64 { return fake.Stats().DuplicateWrites },
+						Put: func(r destination.Record) {
+							body, _ := json.Marshal(map[string]any{"email": emailOf(r), "attributes": r.Data["attributes"], "updateEnabled": true})
+							req := httptest.NewRequest(http.MethodPost, fakebrevo.BasePath+"/contacts", bytes.NewReader(body))
+							req.Header.Set("api-key", apiKey)
+							req.Header.Set("content-type", "application/json")
+							rr := httptest.NewRecorder()
+							fake.ServeHTTP(rr, req)
+							if rr.Code >= 300 {
+								t.Fatalf("seeding a contact: HTTP %d %s", rr.Code, rr.Body)
+							}
+						},
+						Lookup: func(r destination.Record) (present, same bool) {
+							c, ok := fake.Contact(emailOf(r))
+							if !ok || !held(c) {
+								return false, false
+							}
+							for k, v := range r.Data["attributes"].(map[string]any) {
+								if fmt.Sprint(c.Attributes[strings.ToUpper(k)]) != fmt.Sprint(v) {
+									return true, false
+								}
+							}
+							return true, true
+						},
 						Dest:         d,
 						Secrets:      []string{apiKey, key},
 						Requests:     func() int64 { return fake.Stats().Requests + answered.Load() },
 						ServerErrors: func() int64 { return fake.Stats().ByStatus["503"] },
-						Stored:       func() int64 { return fake.Stats().Contacts },
+						Stored:       stored,
 						Advance:      func() { clk.Advance(5 * time.Second) },
 					}
 				},
