@@ -46,6 +46,10 @@ type clusterParams struct {
 	LeaseTTL time.Duration
 	// SettleLimit bounds the wait for delivery at the end (default 5m).
 	SettleLimit time.Duration
+	// VendorSyncs adds a HubSpot and a Klaviyo sync (bulk, CSV sources
+	// that grow and change like the others) among the Brevo ones, checked
+	// at their own fakes (vendors.go).
+	VendorSyncs bool
 	// CutOff, when set, puts worker1's store and Redis connections
 	// behind cut proxies (cluster.cut) and gives it the API key of tag
 	// cutOffTag, so its writes can be told apart. Its sources (a sync's
@@ -182,11 +186,16 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	addSync := func(src chaosSource) {
 		c.sources = append(c.sources, src)
 		c.ids = append(c.ids, src.syncID())
+		dest := fmt.Sprintf("{type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}",
+			c.dest.URL(src.syncID()), src.mode())
+		if v, ok := src.(*vendorSource); ok {
+			dest = v.destinationYAML()
+		}
 		fmt.Fprintf(&syncs, `  - id: %s
     workspace: chaos
     schedule: %q
-%s    destination: {type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
-`, src.syncID(), p.Schedule, src.yaml(p.PageSize), c.dest.URL(src.syncID()), src.mode())
+%s    destination: %s
+`, src.syncID(), p.Schedule, src.yaml(p.PageSize), dest)
 	}
 	for i := range p.Syncs {
 		id := fmt.Sprintf("c%s-s%02d", hex.EncodeToString(tag[:]), i)
@@ -211,6 +220,15 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 			return nil, err
 		}
 		addSync(src)
+	}
+	if p.VendorSyncs {
+		vs, err := e.vendorSyncs(fmt.Sprintf("c%s-v", hex.EncodeToString(tag[:])), max(1, p.InitialRows/2))
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			addSync(v)
+		}
 	}
 	c.config = filepath.Join(e.dir, "oncesync.yaml")
 	redisLine := ""
@@ -639,6 +657,16 @@ func (c *cluster) check(row *Row) {
 	row.DuplicateWrites = st.DuplicateWrites
 	for _, ex := range st.DuplicateExamples {
 		row.notef("duplicate write: %s", ex)
+	}
+	for _, s := range c.sources {
+		if v, ok := s.(*vendorSource); ok {
+			n, exs := v.view.duplicates()
+			row.DuplicateWrites += n
+			for _, ex := range exs {
+				row.notef("duplicate write at %s: %s", v.view.name(), ex)
+			}
+			row.notef("%s sync %s: %d records checked at the fake %s", v.view.name(), v.syncID(), v.rows(), v.view.name())
+		}
 	}
 	c.mu.Lock()
 	kills := slices.Clone(c.kills)

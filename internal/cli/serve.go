@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -210,7 +211,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				DeadLetters: deadLetters,
 				Requeue:     requeue,
 				Store:       st, Logger: log, Clock: clk,
-				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.Secure,
+				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.HTTPS(),
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
 					_, err := svc.Enqueue(ctx, syncID, reason)
 					if errors.Is(err, queue.ErrUnknownSync) {
@@ -260,6 +261,16 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		// 2 min; a response (a Preview reads the whole source) in 10 min.
 		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui), ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: 60 * time.Second, WriteTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute}
+		if cert, key := cfg.TLSFiles(); cert != "" {
+			// serve's own TLS listener (web.tls_cert, web.tls_key): the
+			// files are read now, so a wrong path fails at start-up.
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				return exit(ExitUsage, fmt.Errorf("web.tls_cert/web.tls_key: %w", err))
+			}
+			httpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+			ln = tls.NewListener(ln, httpSrv.TLSConfig)
+		}
 		go func() { _ = httpSrv.Serve(ln) }()
 		defer httpSrv.Close()
 	}
@@ -360,10 +371,14 @@ func startLine(name string, cfg *config.Config, f daemonFlags, scheduler bool, q
 	}
 	fmt.Fprintf(&b, "%d workers; store %s; queue %s; leases %s", f.workers, storeWhere(cfg), queueWhere, leaseWhere(cfg))
 	if addr != "" {
+		scheme := "http"
+		if cert, _ := cfg.TLSFiles(); cert != "" {
+			scheme = "https"
+		}
 		if scheduler {
-			fmt.Fprintf(&b, "; http://%s (web UI, /api/v1, /metrics; /healthz /readyz)", addr)
+			fmt.Fprintf(&b, "; %s://%s (web UI, /api/v1, /metrics; /healthz /readyz)", scheme, addr)
 		} else {
-			fmt.Fprintf(&b, "; http://%s (/healthz /readyz /metrics)", addr)
+			fmt.Fprintf(&b, "; %s://%s (/healthz /readyz /metrics)", scheme, addr)
 		}
 	}
 	return b.String()

@@ -17,6 +17,7 @@
 package config
 
 import (
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -191,7 +192,30 @@ type Web struct {
 	// Secure says serve is reached over HTTPS (a TLS proxy in front): its
 	// cookies are Secure (__Host- names) and it sends HSTS.
 	Secure bool
+	// TLSCert and TLSKey, when set (both), make serve listen with TLS
+	// itself (PEM files; relative to the config file); Secure is implied.
+	TLSCert, TLSKey string
 }
+
+// TLSFiles are the certificate and key files of serve's TLS listener,
+// relative paths taken from the config file's directory ("" when serve
+// does not listen with TLS).
+func (c *Config) TLSFiles() (cert, key string) {
+	if c.Web.TLSCert == "" || c.Web.TLSKey == "" {
+		return "", ""
+	}
+	abs := func(p string) string {
+		if filepath.IsAbs(p) || c.Path == "" {
+			return p
+		}
+		return filepath.Join(filepath.Dir(c.Path), p)
+	}
+	return abs(c.Web.TLSCert), abs(c.Web.TLSKey)
+}
+
+// HTTPS reports whether serve's pages are reached over HTTPS: behind a TLS
+// proxy (Secure) or on serve's own TLS listener.
+func (w Web) HTTPS() bool { return w.Secure || w.TLSCert != "" }
 
 // Roles a user or API token has (docs/guide.md#running-oncesync-for-several-teams): each can do what
 // the one before it can.

@@ -786,6 +786,8 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 		"users":      func(v *yaml.Node, p string) { w.Users = l.users(v, p) },
 		"oidc":       func(v *yaml.Node, p string) { w.OIDC = l.oidc(v, p) },
 		"secure":     func(v *yaml.Node, p string) { w.Secure = l.bool(v, p) },
+		"tls_cert":   func(v *yaml.Node, p string) { w.TLSCert = l.str(v, p) },
+		"tls_key":    func(v *yaml.Node, p string) { w.TLSKey = l.str(v, p) },
 	})
 	return w
 }

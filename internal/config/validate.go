@@ -228,6 +228,13 @@ func (l *loader) validateWeb(w *Web) {
 			l.check("web.listen", "must be HOST:PORT (e.g. 127.0.0.1:8080), got "+l.show("web.listen", w.Listen))
 		}
 	}
+	if (w.TLSCert == "") != (w.TLSKey == "") {
+		at := "web.tls_key"
+		if w.TLSCert == "" {
+			at = "web.tls_cert"
+		}
+		l.check(at, "tls_cert and tls_key go together: the certificate chain and its private key (PEM files)")
+	}
 	mapped := map[string]bool{}
 	for _, e := range l.entries {
 		mapped[e] = true
