@@ -18,6 +18,8 @@ func newValidateCmd(env Env) *cobra.Command {
 destinations, schedules, durations, that every ${ENV} variable it uses is set, and
 that every file a file source reads exists (without connecting to any server).
 Every problem is printed as FILE:LINE: FIELD: MESSAGE. Secrets are never printed.
+A valid file may still get warnings: settings that work but leave a connection
+unprotected (a PostgreSQL sslmode other than verify-full to another machine).
 
 Exit codes: 0 valid; 2 problems found.`,
 		Example: `  oncesync validate --config oncesync.yaml
@@ -29,6 +31,11 @@ Exit codes: 0 valid; 2 problems found.`,
 				return exit(ExitUsage, err)
 			}
 			fmt.Fprintf(env.Stdout, "%s: valid (%d sync(s))\n", path, len(cfg.Syncs))
+			// Settings that work but leave a connection unprotected: said,
+			// not refused (a server on a private network may be trusted).
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+			}
 			return nil
 		},
 	}

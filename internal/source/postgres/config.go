@@ -148,3 +148,11 @@ func (c *Config) Definition(common []config.Field) []config.Field {
 	}
 	return out
 }
+
+// Warnings says when the dsn's sslmode does not verify the server.
+func (c *Config) Warnings() []string {
+	if w := config.SSLModeWarning(c.DSN); w != "" {
+		return []string{"dsn: " + w}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/config"
+)
+
+func TestSSLModeWarning(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		dsn  string
+		warn string // a part of the warning; "" = none
+	}{
+		{"postgres://u:pw@db.internal:5432/crm?sslmode=require", "sslmode=require does not verify"},
+		{"postgres://u:pw@db.internal:5432/crm", "no sslmode"},
+		{"postgres://u:pw@db.internal:5432/crm?sslmode=verify-ca", "verify-ca checks the server's certificate but not"},
+		{"postgres://u:pw@db.internal:5432/crm?sslmode=verify-full", ""},
+		{"postgres://u@127.0.0.1:5432/crm?sslmode=disable", ""},
+		{"postgres://u@localhost/crm", ""},
+		{"host=db.internal dbname=crm password=pw sslmode=prefer", "sslmode=prefer does not verify"},
+		{"host=/var/run/postgresql dbname=crm", ""},
+	}
+	for _, c := range cases {
+		got := config.SSLModeWarning(c.dsn)
+		if (c.warn == "") != (got == "") || !strings.Contains(got, c.warn) {
+			t.Errorf("SSLModeWarning(%q) = %q, want one containing %q", c.dsn, got, c.warn)
+		}
+		if strings.Contains(got, "pw") || strings.Contains(got, "db.internal") {
+			t.Errorf("SSLModeWarning(%q) = %q names the dsn", c.dsn, got)
+		}
+	}
+}
+
+func TestWarningsNameTheField(t *testing.T) {
+	t.Parallel()
+	yaml := `store: postgres://o@db.internal/oncesync?sslmode=require
+syncs:
+  - id: s1
+    source: {type: postgres, dsn: "postgres://r@crm.internal/crm?sslmode=verify-full", table: people}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s2
+    source: {type: postgres, dsn: "postgres://r@crm.internal/crm", table: people}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+`
+	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 2 || !strings.HasPrefix(ws[0], "store: sslmode=require") || !strings.HasPrefix(ws[1], "syncs[1].source.dsn: no sslmode") {
+		t.Fatalf("warnings %q", ws)
+	}
+}
