@@ -77,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rssMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "accounts":
 		err = accountsMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "ledger":
+		err = ledgerMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "parquet":
 		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "shopify":
