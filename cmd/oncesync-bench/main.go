@@ -79,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = accountsMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "ledger":
 		err = ledgerMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "scaleout":
+		err = scaleoutMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "parquet":
 		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "shopify":
