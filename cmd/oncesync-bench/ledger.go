@@ -57,6 +57,7 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		dir      = fs.String("dir", "", "where the work dir is created (default: the system temp dir)")
 		dbURL    = fs.String("database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server")
 		rdURL    = fs.String("redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis (leases of the PostgreSQL mode)")
+		profile  = fs.String("cpuprofile", "", "after each point's runs, profile one more run in-process: DIR/STORE-ENTRIES.pprof")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -79,6 +80,14 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		kinds = append(kinds, strings.TrimSpace(s))
 	}
 	b := &bench{benchParams: benchParams{Records: *records, PageSize: *pageSize, Mode: "bulk", Runs: *runs, Concurrency: defaultConcurrency}, log: stderr}
+	if b.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if *profile != "" {
+		if b.CPUProfile, err = filepath.Abs(*profile); err != nil {
+			return err
+		}
+	}
 	if b.bin, err = filepath.Abs(*bin); err != nil {
 		return err
 	}
@@ -183,7 +192,7 @@ func (lb *ledgerBench) measure(ctx context.Context) (ledgerPoint, error) {
 		if err != nil {
 			return p, err
 		}
-		s, err := lb.timedRun(ctx, storeURL, i)
+		s, err := lb.timedRun(ctx, storeURL, i, nil)
 		if err != nil {
 			return p, err
 		}
@@ -191,6 +200,17 @@ func (lb *ledgerBench) measure(ctx context.Context) (ledgerPoint, error) {
 		p.Rates = append(p.Rates, s.RecordsPerSec)
 	}
 	p.Median = summarize(samples).Median
+	if lb.b.CPUProfile != "" {
+		storeURL, err := lb.copyOf(ctx, template, 0)
+		if err != nil {
+			return p, err
+		}
+		prof := filepath.Join(lb.b.CPUProfile, fmt.Sprintf("%s-%d.pprof", lb.kind, lb.entries))
+		if _, err := lb.timedRun(ctx, storeURL, 0, []string{"inproc", "--cpuprofile", prof, "--"}); err != nil {
+			return p, fmt.Errorf("profiled run: %w", err)
+		}
+		fmt.Fprintf(lb.b.log, "CPU profile: %s\n", prof)
+	}
 	return p, nil
 }
 
@@ -357,7 +377,8 @@ func copyFile(from, to string) error {
 
 // timedRun runs `oncesync run` of the bulk sync on storeURL against a reset
 // fake, checks the fake's counters and oncesync's summary.
-func (lb *ledgerBench) timedRun(ctx context.Context, storeURL string, i int) (sample, error) {
+// With inproc set, the bench binary runs oncesync in-process (a profiled run).
+func (lb *ledgerBench) timedRun(ctx context.Context, storeURL string, i int, inproc []string) (sample, error) {
 	dir := filepath.Join(lb.b.work, fmt.Sprintf("%s-%d-run-%d", lb.kind, lb.entries, i))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return sample{}, err
@@ -381,7 +402,11 @@ syncs:
 		return sample{}, err
 	}
 	lb.b.fake.Reset()
-	s, out, err := lb.b.timed(ctx, filepath.Join(dir, "run.log"), lb.b.bin, "run", "--config", cfgPath, lb.syncID)
+	name, args := lb.b.bin, []string{"run", "--config", cfgPath, lb.syncID}
+	if inproc != nil {
+		name, args = lb.b.self, append(inproc, args...)
+	}
+	s, out, err := lb.b.timed(ctx, filepath.Join(dir, "run.log"), name, args...)
 	if err != nil {
 		return sample{}, err
 	}

@@ -81,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = ledgerMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "scaleout":
 		err = scaleoutMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "schedule":
+		err = scheduleMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "parquet":
 		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "shopify":
