@@ -124,10 +124,19 @@ func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	// The leader enqueues its periodic jobs once it is elected and has set
 	// them up: its first job (the recovery sweep, run on start) says when.
-	var firstJob *time.Time
+	// Serve answers /healthz before it has published every sync (one
+	// PutSync each) and started the queue.
+	var (
+		firstJob  *time.Time
+		published time.Duration
+	)
 	for firstJob == nil {
-		if err := conn.QueryRow(ctx, `SELECT min(created_at) FROM oncesync.river_job`).Scan(&firstJob); err != nil {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT (SELECT min(created_at) FROM oncesync.river_job), (SELECT count(*) FROM oncesync.syncs)`).Scan(&firstJob, &n); err != nil {
 			return err
+		}
+		if n >= *syncs && published == 0 {
+			published = time.Since(start)
 		}
 		if firstJob == nil {
 			if err := sleepUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
@@ -136,8 +145,8 @@ func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	fmt.Fprintf(stdout, "scheduling: %d syncs, each every minute (\"* * * * *\"), `oncesync serve` on PostgreSQL (leader, one job slot held)\n", *syncs)
-	fmt.Fprintf(stdout, "  serve up (config, %d syncs published, migrations) in %.1f s, RSS %.0f MiB; the leader's first job %.1f s after start, %.2f s CPU by then\n",
-		*syncs, up.Seconds(), kibToMiB(rssUp), firstJob.Sub(start).Seconds(), procCPU(pid).Seconds())
+	fmt.Fprintf(stdout, "  serve answers /healthz %.1f s after start (RSS %.0f MiB); all %d syncs published by %.1f s; the leader's first job %.1f s after start, %.2f s CPU by then\n",
+		up.Seconds(), kibToMiB(rssUp), *syncs, published.Seconds(), firstJob.Sub(start).Seconds(), procCPU(pid).Seconds())
 	for t := 1; t <= *ticks; t++ {
 		tick := time.Now().Truncate(time.Minute).Add(time.Minute)
 		if time.Until(tick) < 25*time.Second { // room for the idle window
@@ -200,9 +209,9 @@ func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			busy = fmt.Sprintf("%.1f s after the minute", busyUntil.Sub(tick).Seconds())
 		}
 		fmt.Fprintf(stdout, "    serve busy until %s, %.2f s CPU in the tick's 51 s\n", busy, cpu.Seconds())
-		fmt.Fprintf(stdout, "    database: %d transactions, %d table scans, %d rows inserted, %d rows fetched (net of the idle rate: %.1f transactions/s)\n",
+		fmt.Fprintf(stdout, "    database: %d transactions, %d table scans, %d rows inserted (net of the idle rate: %.1f transactions/s)\n",
 			net(func(s dbStats) int64 { return s.xacts }), net(func(s dbStats) int64 { return s.scans }),
-			net(func(s dbStats) int64 { return s.inserted }), net(func(s dbStats) int64 { return s.fetched }),
+			net(func(s dbStats) int64 { return s.inserted }),
 			idleRate(func(s dbStats) int64 { return s.xacts }))
 		fmt.Fprintf(stdout, "    serve RSS %.0f MiB before, %.0f MiB at most during the tick\n", kibToMiB(rss0), kibToMiB(maxRSS))
 	}
@@ -211,13 +220,13 @@ func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-type dbStats struct{ xacts, scans, inserted, fetched int64 }
+type dbStats struct{ xacts, scans, inserted int64 }
 
 func dbCounters(ctx context.Context, conn *pgx.Conn) (dbStats, error) {
 	var s dbStats
-	err := conn.QueryRow(ctx, `SELECT d.xact_commit + d.xact_rollback, d.tup_inserted, d.tup_fetched,
+	err := conn.QueryRow(ctx, `SELECT d.xact_commit + d.xact_rollback, d.tup_inserted,
 			(SELECT coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0)::bigint FROM pg_stat_user_tables)
-		FROM pg_stat_database AS d WHERE d.datname = current_database()`).Scan(&s.xacts, &s.inserted, &s.fetched, &s.scans)
+		FROM pg_stat_database AS d WHERE d.datname = current_database()`).Scan(&s.xacts, &s.inserted, &s.scans)
 	return s, err
 }
 
