@@ -22,7 +22,7 @@
 #      `make bench-scale`); a partitioned sync of BENCH_SCALEOUT_ROWS (100,000; 1,000,000 in bench-scale)
 #      PostgreSQL rows into a fake with 50 ms per request over 1, 2 and 4 processes (oncesync-bench
 #      scaleout); the leader's work per cron tick with 10,000 syncs on PostgreSQL (oncesync-bench schedule,
-#      waits for a minute's tick: about 2 minutes)
+#      publishes 10,000 syncs, then waits for a minute's tick: 3 to 5 minutes). About 10 minutes in all
 #   8. go test -bench for internal/... (store ledger ops, CSV paging)
 #
 # Each throughput figure is the median of BENCH_RUNS runs (default 3) with the

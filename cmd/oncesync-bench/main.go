@@ -38,6 +38,12 @@
 //
 //	oncesync-bench parquet --records 200000 --rss-records 1000000  // CSV vs Parquet records/s, Parquet peak RSS
 //
+// Many machines (scripts/bench.sh, scripts/bench-scale.sh; docs/PERFORMANCE.md#many-machines):
+//
+//	oncesync-bench ledger --entries 100000,1000000    // records/s by entries already in the ledger, both stores (ledger.go)
+//	oncesync-bench schedule --syncs 10000             // the leader's work per cron tick on PostgreSQL (schedule.go)
+//	oncesync-bench scaleout --rows 100000             // a partitioned sync over 1, 2, 4 processes (scaleout.go)
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
