@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-scale.sh (`make bench-scale`): the long measurements of many machines
-# (docs/PERFORMANCE.md#many-machines), too long for `make bench`:
+# (docs/PERFORMANCE.md#many-machines-2026-12-02), too long for `make bench`:
 #
 #   1. ledger growth: records/s of one bulk run of 100,000 new contacts into the fake Brevo with
 #      100,000, 1,000,000 and 10,000,000 entries already in the sync's ledger, on the embedded store

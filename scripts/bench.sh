@@ -16,7 +16,7 @@
 #      against fakehubspot, with its own bare baseline (BENCH_HUBSPOT=0 skips it)
 #   6. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
-#   7. many machines (docs/PERFORMANCE.md#many-machines; BENCH_SCALE=0 skips them): records/s of a bulk run of
+#   7. many machines (docs/PERFORMANCE.md#many-machines-2026-12-02; BENCH_SCALE=0 skips them): records/s of a bulk run of
 #      100,000 new contacts with 100,000 and 1,000,000 entries already in the sync's ledger, on the embedded
 #      store and on PostgreSQL + Redis, with disk bytes per entry (oncesync-bench ledger; 10,000,000 is in
 #      `make bench-scale`); a partitioned sync of BENCH_SCALEOUT_ROWS (100,000; 1,000,000 in bench-scale)

@@ -30,7 +30,7 @@ import (
 // --records new contacts into the fake Brevo when the sync's ledger already
 // holds each of --entries entries, on the embedded store (SQLite) and on
 // PostgreSQL + Redis, with the ledger's disk bytes per entry
-// (docs/PERFORMANCE.md#many-machines).
+// (docs/PERFORMANCE.md#many-machines-2026-12-02).
 //
 // The ledger is filled once per size into a template that every timed run
 // starts from a copy of, so each run sees exactly that many entries:

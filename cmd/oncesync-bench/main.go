@@ -38,7 +38,7 @@
 //
 //	oncesync-bench parquet --records 200000 --rss-records 1000000  // CSV vs Parquet records/s, Parquet peak RSS
 //
-// Many machines (scripts/bench.sh, scripts/bench-scale.sh; docs/PERFORMANCE.md#many-machines):
+// Many machines (scripts/bench.sh, scripts/bench-scale.sh; docs/PERFORMANCE.md#many-machines-2026-12-02):
 //
 //	oncesync-bench ledger --entries 100000,1000000    // records/s by entries already in the ledger, both stores (ledger.go)
 //	oncesync-bench schedule --syncs 10000             // the leader's work per cron tick on PostgreSQL (schedule.go)

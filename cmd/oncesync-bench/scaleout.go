@@ -28,7 +28,7 @@ import (
 // by 1, 2, 4 ... processes (serve, then `oncesync worker`s), each working
 // --slots jobs at once. The fake's latency, not the two cores, bounds each
 // partition, so the table shows what more processes buy
-// (docs/PERFORMANCE.md#many-machines).
+// (docs/PERFORMANCE.md#many-machines-2026-12-02).
 func scaleoutMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("scaleout", pflag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -30,7 +30,7 @@ import (
 // sampled every 100 ms), serve's CPU time, the database's transactions and
 // table scans (pg_stat_database, pg_stat_user_tables: pg_stat_statements is
 // not loaded on the bench's server) less the idle rate measured before the
-// tick, and serve's resident memory (docs/PERFORMANCE.md#many-machines).
+// tick, and serve's resident memory (docs/PERFORMANCE.md#many-machines-2026-12-02).
 func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("schedule", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
