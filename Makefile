@@ -13,7 +13,7 @@ CHAOS_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test vet lint bench chaos fuzz demo clean
+.PHONY: help build test vet lint bench bench-scale chaos fuzz demo clean
 
 help: ## List targets
 	@echo 'Usage: make <target>'
@@ -46,6 +46,9 @@ bench: ## Run benchmarks (scripts/bench.sh if present)
 	else \
 		$(SERVICES) run -- $(GO) test -run '^$$' -bench . -benchmem ./...; \
 	fi
+
+bench-scale: ## The long measurements: 10M-entry ledgers, 1M-row scale-out (scripts/bench-scale.sh)
+	$(SERVICES) run -- bash scripts/bench-scale.sh
 
 chaos: ## Run the chaos harness (cmd/oncesync-chaos)
 	@if [ -d cmd/oncesync-chaos ]; then \

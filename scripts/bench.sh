@@ -16,7 +16,14 @@
 #      against fakehubspot, with its own bare baseline (BENCH_HUBSPOT=0 skips it)
 #   6. scripts/bench-peer.sh: oncesync vs Benthos v4.60.0 (ratio, kill -9 duplicates) and
 #      oncesync's peak RSS for 100,000 and 1,000,000 rows (BENCH_PEER=0 skips it)
-#   7. go test -bench for internal/... (store ledger ops, CSV paging)
+#   7. many machines (docs/PERFORMANCE.md#many-machines-2026-12-02; BENCH_SCALE=0 skips them): records/s of a bulk run of
+#      100,000 new contacts with 100,000 and 1,000,000 entries already in the sync's ledger, on the embedded
+#      store and on PostgreSQL + Redis, with disk bytes per entry (oncesync-bench ledger; 10,000,000 is in
+#      `make bench-scale`); a partitioned sync of BENCH_SCALEOUT_ROWS (100,000; 1,000,000 in bench-scale)
+#      PostgreSQL rows into a fake with 50 ms per request over 1, 2 and 4 processes (oncesync-bench
+#      scaleout); the leader's work per cron tick with 10,000 syncs on PostgreSQL (oncesync-bench schedule,
+#      publishes 10,000 syncs, then waits for a minute's tick: 3 to 5 minutes). About 10 minutes in all
+#   8. go test -bench for internal/... (store ledger ops, CSV paging)
 #
 # Each throughput figure is the median of BENCH_RUNS runs (default 3) with the
 # spread; see docs/PERFORMANCE.md for how to read them. About 5-6 minutes on 2 cores
@@ -94,6 +101,20 @@ if [[ "${BENCH_PEER:-1}" != 0 ]]; then
 	echo
 	echo "== peer and memory: bash scripts/bench-peer.sh"
 	bash scripts/bench-peer.sh
+fi
+
+if [[ "${BENCH_SCALE:-1}" != 0 ]]; then
+	LEDGER_RUNS=${BENCH_LEDGER_RUNS:-2}
+	SCALEOUT=${BENCH_SCALEOUT_ROWS:-100000}
+	echo
+	echo "== ledger growth: bin/oncesync-bench ledger --entries 100000,1000000 --records 100000 --runs $LEDGER_RUNS"
+	bin/oncesync-bench ledger --entries 100000,1000000 --records 100000 --runs "$LEDGER_RUNS"
+	echo
+	echo "== scale-out: bin/oncesync-bench scaleout --rows $SCALEOUT --processes 1,2,4"
+	bin/oncesync-bench scaleout --rows "$SCALEOUT" --processes 1,2,4
+	echo
+	echo "== scheduling: bin/oncesync-bench schedule --syncs 10000 --ticks 1"
+	bin/oncesync-bench schedule --syncs 10000 --ticks 1
 fi
 
 if [[ "$MICRO" != 0 ]]; then

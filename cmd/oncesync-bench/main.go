@@ -38,6 +38,12 @@
 //
 //	oncesync-bench parquet --records 200000 --rss-records 1000000  // CSV vs Parquet records/s, Parquet peak RSS
 //
+// Many machines (scripts/bench.sh, scripts/bench-scale.sh; docs/PERFORMANCE.md#many-machines-2026-12-02):
+//
+//	oncesync-bench ledger --entries 100000,1000000    // records/s by entries already in the ledger, both stores (ledger.go)
+//	oncesync-bench schedule --syncs 10000             // the leader's work per cron tick on PostgreSQL (schedule.go)
+//	oncesync-bench scaleout --rows 100000             // a partitioned sync over 1, 2, 4 processes (scaleout.go)
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
@@ -77,6 +83,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rssMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "accounts":
 		err = accountsMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "ledger":
+		err = ledgerMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "scaleout":
+		err = scaleoutMain(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && args[0] == "schedule":
+		err = scheduleMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "parquet":
 		err = parquetMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "shopify":
