@@ -6,6 +6,8 @@
 #   2. single path:  20,000 contacts, pages of 250 (POST /contacts per record, so fewer rows)
 #   3. the shared rate limit: 4 syncs on one Brevo account over serve + 2 workers (PostgreSQL, Redis)
 #      against a fake allowing 10 requests/s: the 429 share and the budget used (BENCH_ACCOUNTS=0 skips it)
+#   3b. the stores side by side: the bulk path (100,000 contacts, pages of 500) on SQLite and on PostgreSQL
+#      + Redis, interleaved, and their ratio (ONCESYNC_TEST_DATABASE_URL, ONCESYNC_TEST_REDIS_URL; BENCH_STORECMP=0 skips it)
 #   4. sources: the bulk path reading the contacts from a MySQL/MariaDB table (BENCH_MYSQL_URL, default
 #      ONCESYNC_TEST_MYSQL_URL or mysql://root@127.0.0.1:3306/; BENCH_MYSQL=0 skips it); oncesync-bench parquet:
 #      records/s over BENCH_BULK_RECORDS contacts as a CSV file and as a directory of Parquet files, then peak
@@ -63,6 +65,12 @@ if [[ "${BENCH_ACCOUNTS:-1}" != 0 ]]; then
 	echo
 	echo "== shared rate limit: bin/oncesync-bench accounts --syncs 4 --workers 2 --records 100 --rate 10"
 	bin/oncesync-bench accounts --syncs 4 --workers 2 --records 100 --rate 10
+fi
+
+if [[ "${BENCH_STORECMP:-1}" != 0 ]]; then
+	echo
+	echo "== stores side by side: bin/oncesync-bench storecmp --records 100000 --page-size 500 --runs $RUNS"
+	bin/oncesync-bench storecmp --records 100000 --page-size 500 --runs "$RUNS"
 fi
 
 if [[ "${BENCH_MYSQL:-1}" != 0 ]]; then

@@ -44,6 +44,10 @@
 //	oncesync-bench schedule --syncs 10000             // the leader's work per cron tick on PostgreSQL (schedule.go)
 //	oncesync-bench scaleout --rows 100000             // a partitioned sync over 1, 2, 4 processes (scaleout.go)
 //
+// And the stores side by side (storecmp.go):
+//
+//	oncesync-bench storecmp --records 100000 --page-size 500 --runs 3  // SQLite vs PostgreSQL + Redis records/s
+//
 // `inproc` runs the oncesync CLI in this process under the CPU profiler, so
 // `go tool pprof` can say where oncesync's time goes.
 package main
@@ -97,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = hubspotMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "hubspot-baseline":
 		err = hubspotBaselineMain(ctx, args[1:], stdout)
+	case len(args) > 0 && args[0] == "storecmp":
+		err = storecmpMain(ctx, args[1:], stdout, stderr)
 	case len(args) > 0 && args[0] == "rusage":
 		err = rusageMain(ctx, args[1:], stdout, stderr)
 	default:
