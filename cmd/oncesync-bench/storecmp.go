@@ -221,15 +221,3 @@ syncs:
 	return s, nil
 }
 
-// loadAvg is /proc/loadavg's 1, 5 and 15 minute figures, or "unknown".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
