@@ -220,4 +220,3 @@ syncs:
 	s.Requests, s.Duplicates = st.Requests, st.DuplicateWrites
 	return s, nil
 }
-
