@@ -47,6 +47,7 @@ type benchParams struct {
 	SecondPass  bool
 	CPUProfile  string // one extra in-process oncesync run, profiled
 	Trace       string // with CPUProfile: that run's execution trace
+	MemProfile  string // with CPUProfile: that run's allocation profile
 	sourceParams
 	Destination string // brevo | klaviyo
 }
@@ -105,6 +106,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "after the runs, profile one more oncesync run in-process and write the CPU profile here")
 	fs.StringVar(&p.Destination, "destination", "brevo", "brevo, or klaviyo (its bulk path: one profile bulk import job per page; klaviyo.go)")
 	fs.StringVar(&p.Trace, "trace", "", "with --cpuprofile: also write that run's execution trace here (go tool trace)")
+	fs.StringVar(&p.MemProfile, "memprofile", "", "with --cpuprofile: also write that run's allocation profile here (pprof -sample_index=alloc_space)")
 	addSourceFlags(fs, &p.sourceParams)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -426,6 +428,13 @@ func (b *bench) profile(ctx context.Context) error {
 			return err
 		}
 		args = append(args, "--trace", tr)
+	}
+	if b.MemProfile != "" {
+		mp, err := filepath.Abs(b.MemProfile)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--memprofile", mp)
 	}
 	args = append(args, "--", "run", "--config", cfg, syncID)
 	if _, _, err := b.timed(ctx, filepath.Join(dir, "run.log"), b.self, args...); err != nil {

@@ -20,6 +20,7 @@ func inprocMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := pflag.NewFlagSet("inproc", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	profile := fs.String("cpuprofile", "", "write a CPU profile here")
+	memProfile := fs.String("memprofile", "", "also write an allocation profile here (go tool pprof -sample_index=alloc_space)")
 	traceOut := fs.String("trace", "", "also write an execution trace here (go tool trace -pprof=net|sync|syscall|sched says where the run waits)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -48,6 +49,16 @@ func inprocMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	code := cli.Main(ctx, fs.Args(), cli.Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv})
 	pprof.StopCPUProfile()
+	if *memProfile != "" {
+		mf, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		defer mf.Close()
+		if err := pprof.Lookup("allocs").WriteTo(mf, 0); err != nil {
+			return err
+		}
+	}
 	if code != 0 {
 		return fmt.Errorf("oncesync exited %d", code)
 	}

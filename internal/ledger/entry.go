@@ -61,7 +61,8 @@ var hashChars = hashEnc.EncodedLen(SlotHashLen)
 // (a slot key never held anything else, so no version prefix is needed;
 // the ref may hold dots, the other fields do not).
 func (s SlotState) Encode() string {
-	b := make([]byte, 0, 20+1+hashChars+1+len(s.Ref))
+	var buf [96]byte // on the stack for the usual ref: one allocation, the string
+	b := buf[:0]
 	b = strconv.AppendInt(b, s.Gen, 10)
 	b = append(b, '.')
 	b = hashEnc.AppendEncode(b, s.Hash[:])

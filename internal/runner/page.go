@@ -172,7 +172,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			// A ledger from before slots: this very value was delivered.
 			// Record it as the slot's state, so that a later change and
 			// change back is seen (docs/guide.md#what-a-run-does).
-			marks = append(marks, r.deliveredMarks(it, legacyRef(e.Result))...)
+			marks = r.appendDeliveredMarks(marks, it, legacyRef(e.Result))
 			c.delta.Replayed++
 		case found && e.State == store.LedgerAccepted:
 			ref := ledger.AcceptedRef(e)
@@ -209,7 +209,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			x := byKey[it.Key]
 			switch x.Outcome {
 			case destination.Delivered:
-				marks = append(marks, r.deliveredMarks(it, x.Ref)...)
+				marks = r.appendDeliveredMarks(marks, it, x.Ref)
 				c.delta.Written++
 			case destination.Rejected:
 				marks = append(marks, r.rejectedMark(it, x.Message))
@@ -307,11 +307,10 @@ func (r *run) deliveryKey(it *item) string {
 	return ledger.PositionalGen(r.Sync.ID, r.Source.ID(), it.cursor, it.pos, it.hash, it.gen)
 }
 
-// deliveredMarks records it as delivered with ref: its slot's new last
-// delivered state, and its claim and the earlier runs' entries it settles
-// released.
-func (r *run) deliveredMarks(it *item, ref string) []store.LedgerFinish {
-	out := make([]store.LedgerFinish, 0, 2+len(it.release))
+// appendDeliveredMarks appends to out the marks that record it as delivered
+// with ref: its slot's new last delivered state, and its claim and the
+// earlier runs' entries it settles released.
+func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref string) []store.LedgerFinish {
 	out = append(out,
 		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: r.handleRef(it, ref)}.Encode()},
 		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
@@ -401,10 +400,11 @@ type outcome struct {
 // released.
 func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, batches []acceptedBatch, written, rejected int64) {
 	byRef := map[string]int{}
+	marks = make([]store.LedgerFinish, 0, 2*len(out)) // a delivered record's two marks
 	for _, o := range out {
 		switch o.res.Outcome {
 		case destination.Delivered:
-			marks = append(marks, r.deliveredMarks(o.it, o.res.Ref)...)
+			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref)
 			written++
 		case destination.Rejected:
 			marks = append(marks, r.rejectedMark(o.it, o.res.Message))
@@ -658,7 +658,7 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		}
 		for _, it := range its {
 			if ref, ok := landed[it.Key]; ok {
-				marks = append(marks, r.deliveredMarks(it, ref)...)
+				marks = r.appendDeliveredMarks(marks, it, ref)
 				settled++
 			} else {
 				resend = append(resend, it)

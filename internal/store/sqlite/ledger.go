@@ -306,10 +306,9 @@ func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (ma
 }
 
 func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (map[string]store.LedgerEntry, bool, error) {
-	out := make(map[string]store.LedgerEntry, len(uniq))
 	sid, ok, err := s.readSID(ctx, syncID)
 	if err != nil || !ok {
-		return out, false, err
+		return map[string]store.LedgerEntry{}, false, err
 	}
 	if !s.mem.hasFilter(sid) {
 		if err := s.buildFilter(ctx, sid); err != nil {
@@ -321,7 +320,9 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 		return nil, false, err
 	}
 	mks := memKeys(uniq)
-	found, looked, tables, err := s.entriesOf(ctx, s.stmts.getW, sid, snap.gen, mks, false)
+	found := s.getEntries(len(mks))
+	defer s.putEntries(found)
+	looked, tables, err := s.entriesOf(ctx, s.stmts.getW, sid, snap.gen, mks, false, found)
 	if err != nil {
 		return nil, false, err
 	}
@@ -331,6 +332,13 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 	if len(looked) > 0 {
 		s.mem.cachePut(snap.gen, sid, looked, tables)
 	}
+	n := 0
+	for _, e := range found {
+		if e.found() {
+			n++
+		}
+	}
+	out := make(map[string]store.LedgerEntry, n) // most keys of a new page are absent
 	for i, k := range uniq {
 		if e := found[i]; e.found() {
 			out[k] = e.ledgerEntry(k)
@@ -384,16 +392,15 @@ func (s *Store) appendFencedTx(ctx context.Context, tx *sql.Tx, syncID string, f
 	if err != nil {
 		return nil, err
 	}
-	prev, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, snap.gen, mks[:live], true)
-	if err != nil {
+	prev := s.getEntries(len(mks))
+	defer s.putEntries(prev) // build keeps nothing of prev
+	if _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getW), sid, snap.gen, mks[:live], true, prev[:live]); err != nil {
 		return nil, err
 	}
 	if live < len(mks) {
-		rel, _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getLiveW), sid, snap.gen, mks[live:], true)
-		if err != nil {
+		if _, _, err := s.entriesOf(ctx, tx.StmtContext(ctx, s.stmts.getLiveW), sid, snap.gen, mks[live:], true, prev[live:]); err != nil {
 			return nil, err
 		}
-		prev = append(prev, rel...)
 	}
 	rec := build(sid, nanos(s.now()), snap, prev)
 	if rec == nil {
@@ -511,8 +518,13 @@ type pendingFinish struct {
 func newFinish(p store.LedgerFinishParams) (*pendingFinish, error) {
 	items := make([]logItem, 0, len(p.Entries))
 	index := make(map[string]int, len(p.Entries))
+	raw := make([]string, len(p.Entries))
+	for i, e := range p.Entries {
+		raw[i] = e.Key
+	}
+	keys := memKeys(raw) // one allocation for the page's keys
 	released := 0
-	for _, e := range p.Entries {
+	for i, e := range p.Entries {
 		if e.Key == "" {
 			return nil, invalidf("empty ledger key")
 		}
@@ -523,7 +535,7 @@ func newFinish(p store.LedgerFinishParams) (*pendingFinish, error) {
 		default:
 			return nil, invalidf("ledger finish state %q (want complete, accepted, rejected, in_doubt or released)", e.State)
 		}
-		it := logItem{key: memKeyOf(e.Key), state: e.State, result: e.Result, message: e.Message}
+		it := logItem{key: keys[i], state: e.State, result: e.Result, message: e.Message}
 		if i, dup := index[e.Key]; dup {
 			if items[i].state == store.LedgerReleased {
 				released--

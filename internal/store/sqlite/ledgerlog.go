@@ -147,11 +147,37 @@ func memKeyOf(k string) string {
 	return "t" + k
 }
 
-// memKeys is keys in memory form.
+// memKeys is keys in memory form. The keys share one allocation (substrings
+// of one string), not one each: a page's keys are merged, and so released,
+// together.
 func memKeys(keys []string) []string {
-	mks := make([]string, len(keys))
+	size := 0
+	for _, k := range keys {
+		if isHexKey(k) {
+			size += 33
+		} else {
+			size += 1 + len(k)
+		}
+	}
+	b := make([]byte, 0, size)
+	ends := make([]int, len(keys))
 	for i, k := range keys {
-		mks[i] = memKeyOf(k)
+		var h [32]byte
+		if decodeHexKey(&h, k) {
+			b = append(b, 'h')
+			b = append(b, h[:]...)
+		} else {
+			b = append(b, 't')
+			b = append(b, k...)
+		}
+		ends[i] = len(b)
+	}
+	all := string(b)
+	mks := make([]string, len(keys))
+	start := 0
+	for i, end := range ends {
+		mks[i] = all[start:end]
+		start = end
 	}
 	return mks
 }
@@ -777,25 +803,44 @@ func tableGetChunk(ctx context.Context, stmt *sql.Stmt, args []any, out map[stri
 // (refreshed by the caller), then the cache if useCache, then the tables
 // through stmt (sqlTableGet, bound to the caller's transaction if any). It
 // also returns the keys it looked up in the tables and those it found there.
-func (s *Store) entriesOf(ctx context.Context, stmt *sql.Stmt, sid, gen int64, keys []string, useCache bool) (out []memEntry, looked []string, tables map[string]memEntry, err error) {
-	out = make([]memEntry, len(keys))
+// out (len(keys), every entry absent) is the caller's, usually from
+// getEntries.
+func (s *Store) entriesOf(ctx context.Context, stmt *sql.Stmt, sid, gen int64, keys []string, useCache bool, out []memEntry) (looked []string, tables map[string]memEntry, err error) {
 	miss := s.mem.lookup(sid, gen, keys, useCache, out)
 	if len(miss) == 0 {
-		return out, nil, nil, nil
+		return nil, nil, nil
 	}
 	looked = make([]string, len(miss))
 	for j, i := range miss {
 		looked[j] = keys[i]
 	}
 	if tables, err = tableGet(ctx, stmt, sid, looked); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	for _, i := range miss {
 		if e, ok := tables[keys[i]]; ok {
 			out[i] = e
 		}
 	}
-	return out, looked, tables, nil
+	return looked, tables, nil
+}
+
+// getEntries returns n absent entries for entriesOf; putEntries gives them
+// back once nothing refers to them. A page's lookups made one slice of n
+// memEntry each (about 110 bytes an entry), the larger part of the bytes a
+// page allocated in the store (docs/PERFORMANCE.md#fewer-allocations-per-record-2026-12-02).
+func (s *Store) getEntries(n int) []memEntry {
+	if p, _ := s.entryPool.Get().(*[]memEntry); p != nil && cap(*p) >= n {
+		return (*p)[:n] // zero up to cap: putEntries cleared it
+	}
+	return make([]memEntry, n)
+}
+
+// putEntries takes back a slice from getEntries, cleared so that it holds no
+// strings and reads absent when reused.
+func (s *Store) putEntries(e []memEntry) {
+	clear(e)
+	s.entryPool.Put(&e)
 }
 
 // appendLog writes rec as one log row and sets rec.seq.
@@ -1118,10 +1163,15 @@ func (u *upserter) flush(ctx context.Context) error {
 func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) error {
 	defer stmt.Close() // the transaction's copy; the Store's statement stays prepared
 	if u.kind == mergeDone {
-		// The value blobs go into one buffer first, so that no later
-		// append moves the slices of it that args hold.
+		// The key and value blobs go into one buffer first, so that no
+		// later append moves the slices of it that args hold: ends holds
+		// each row's key end and value end.
 		u.vals, u.ends = u.vals[:0], u.ends[:0]
 		for _, r := range rows {
+			if r.key[0] == 'h' {
+				u.vals = append(u.vals, r.key[1:]...)
+			}
+			u.ends = append(u.ends, len(u.vals))
 			u.vals = appendDone(u.vals, r.e)
 			u.ends = append(u.ends, len(u.vals))
 		}
@@ -1132,8 +1182,13 @@ func (u *upserter) exec(ctx context.Context, stmt *sql.Stmt, rows []mergeRow) er
 		e := r.e
 		switch u.kind {
 		case mergeDone:
-			u.args = append(u.args, r.sid, storedKey(r.key), e.seenAt, u.vals[start:u.ends[i]])
-			start = u.ends[i]
+			kend, vend := u.ends[2*i], u.ends[2*i+1]
+			var key any = u.vals[start:kend] // storedKey, without a copy of its own
+			if r.key[0] != 'h' {
+				key = r.key[1:]
+			}
+			u.args = append(u.args, r.sid, key, e.seenAt, u.vals[kend:vend])
+			start = vend
 		case mergePending:
 			u.args = append(u.args, r.sid, storedKey(r.key), e.fence, e.runID, e.result, int64(e.attempts), e.claimedAt, e.seenAt)
 		default:

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	sqlitedrv "modernc.org/sqlite"
@@ -85,6 +86,7 @@ type Store struct {
 	merger       *merger
 	syncMerge    bool // merge inline at mergeEntries (tests), not in the background
 	fg           foreground
+	entryPool    sync.Pool // *[]memEntry, zero up to cap (getEntries)
 }
 
 var _ store.Store = (*Store)(nil)
