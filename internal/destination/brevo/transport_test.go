@@ -3,7 +3,6 @@ package brevo_test
 import (
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,28 +14,22 @@ import (
 // in front of next, answering those requests itself; answered counts them.
 func transportFaults(f destinationtest.Faults, next http.Handler) (http.Handler, *atomic.Int64) {
 	answered := new(atomic.Int64)
-	var storm, drops atomic.Int64
+	in := destinationtest.NewInjector(f)
+	// A storm's 429 is Brevo's spent window, reset in 10 ms.
+	spent := func(w http.ResponseWriter) {
+		answered.Add(1)
+		w.Header().Set("x-sib-ratelimit-limit", "10")
+		w.Header().Set("x-sib-ratelimit-remaining", "0")
+		w.Header().Set("x-sib-ratelimit-reset", "0.01")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"code":"too_many_requests","message":"rate limit reached"}`))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if in.Handle(w, r, next, spent) {
+			return
+		}
 		switch {
-		case f.RateLimitStorm > 0 && storm.Add(1) <= int64(f.RateLimitStorm):
-			// A storm that ends: Brevo's spent window, reset in 10 ms.
-			answered.Add(1)
-			w.Header().Set("x-sib-ratelimit-limit", "10")
-			w.Header().Set("x-sib-ratelimit-remaining", "0")
-			w.Header().Set("x-sib-ratelimit-reset", "0.01")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"code":"too_many_requests","message":"rate limit reached"}`))
-		case f.DropAnswers > 0 && r.Method != http.MethodGet && drops.Add(1) <= int64(f.DropAnswers):
-			// Applied, then the connection is cut before any answer.
-			next.ServeHTTP(httptest.NewRecorder(), r)
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					_ = conn.Close()
-					return
-				}
-			}
-			panic(http.ErrAbortHandler)
 		case f.RedirectTo != "":
 			answered.Add(1)
 			http.Redirect(w, r, f.RedirectTo+r.URL.RequestURI(), http.StatusTemporaryRedirect)

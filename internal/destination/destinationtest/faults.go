@@ -2,7 +2,10 @@ package destinationtest
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,4 +278,38 @@ func runWriteModes(t *testing.T, h Harness, records func(int) []destination.Reco
 			}
 		})
 	}
+}
+
+// Injector puts the transport-level faults a harness's server must
+// honour for Storms and LostAnswers in front of a vendor's fake: a 429
+// storm that ends (Faults.RateLimitStorm) and writes applied whose
+// connection is then cut before any answer (Faults.DropAnswers).
+type Injector struct {
+	f            Faults
+	storm, drops atomic.Int64
+}
+
+// NewInjector returns the Injector of f.
+func NewInjector(f Faults) *Injector { return &Injector{f: f} }
+
+// Handle answers r itself when a fault applies and reports whether it
+// did: a storm's 429 is written by tooMany (the vendor's own headers and
+// body); a dropped answer is r served by next into nothing (the write is
+// applied), then its connection closed. Reads (GET) are never dropped.
+func (in *Injector) Handle(w http.ResponseWriter, r *http.Request, next http.Handler, tooMany func(http.ResponseWriter)) bool {
+	switch {
+	case in.f.RateLimitStorm > 0 && in.storm.Add(1) <= int64(in.f.RateLimitStorm):
+		tooMany(w)
+		return true
+	case in.f.DropAnswers > 0 && r.Method != http.MethodGet && in.drops.Add(1) <= int64(in.f.DropAnswers):
+		next.ServeHTTP(httptest.NewRecorder(), r)
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return true
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return false
 }

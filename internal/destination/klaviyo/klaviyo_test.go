@@ -57,26 +57,20 @@ func checkSpec(t *testing.T, fake *fakeklaviyo.Server) {
 // transportFaults answers the suite's redirect and rate-limit faults itself.
 func transportFaults(f destinationtest.Faults, next http.Handler) (http.Handler, *atomic.Int64) {
 	answered := new(atomic.Int64)
-	var storm, drops atomic.Int64
+	in := destinationtest.NewInjector(f)
+	// A storm's 429: throttled, come back in a second.
+	throttled := func(w http.ResponseWriter) {
+		answered.Add(1)
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/vnd.api+json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"errors":[{"id":"x","status":429,"code":"throttled","title":"Request was throttled.","detail":"Request was throttled."}]}`))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if in.Handle(w, r, next, throttled) {
+			return
+		}
 		switch {
-		case f.RateLimitStorm > 0 && storm.Add(1) <= int64(f.RateLimitStorm):
-			// A storm that ends: throttled, come back in a second.
-			answered.Add(1)
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Content-Type", "application/vnd.api+json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"errors":[{"id":"x","status":429,"code":"throttled","title":"Request was throttled.","detail":"Request was throttled."}]}`))
-		case f.DropAnswers > 0 && r.Method != http.MethodGet && drops.Add(1) <= int64(f.DropAnswers):
-			// Applied, then the connection is cut before any answer.
-			next.ServeHTTP(httptest.NewRecorder(), r)
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					_ = conn.Close()
-					return
-				}
-			}
-			panic(http.ErrAbortHandler)
 		case f.RedirectTo != "":
 			answered.Add(1)
 			http.Redirect(w, r, f.RedirectTo+r.URL.RequestURI(), http.StatusTemporaryRedirect)
