@@ -428,19 +428,10 @@ func TestFakeHubSpotCommand(t *testing.T) {
 	}
 }
 
-// writeRows rewrites hb's source with the rows of ids (1-based).
+// writeRows rewrites hb's source with the rows of ids.
 func (hb *hubspotBundle) writeRows(t *testing.T, ids []int) {
 	t.Helper()
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
-	for _, id := range ids {
-		_ = w.Write([]string{strconv.Itoa(id), hubspotEmail(id), "First" + strconv.Itoa(id), "Last"})
-	}
-	w.Flush()
-	if err := os.WriteFile(filepath.Join(hb.dir, "contacts.csv"), []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, filepath.Join(hb.dir, "contacts.csv"), ids, hubspotEmail)
 }
 
 // TestHubSpotMirror: contacts whose rows disappear are archived, a mass

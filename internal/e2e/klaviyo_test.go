@@ -411,19 +411,10 @@ func TestKlaviyoCheckCommand(t *testing.T) {
 	}
 }
 
-// writeKlaviyoRows rewrites kb's source with the rows of ids (1-based).
+// writeRows rewrites kb's source with the rows of ids.
 func (kb *klaviyoBundle) writeRows(t *testing.T, ids []int) {
 	t.Helper()
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
-	for _, id := range ids {
-		_ = w.Write([]string{strconv.Itoa(id), kb.emails[id-1], "First" + strconv.Itoa(id), "Last"})
-	}
-	w.Flush()
-	if err := os.WriteFile(filepath.Join(kb.dir, "people.csv"), b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(t, filepath.Join(kb.dir, "people.csv"), ids, func(id int) string { return kb.emails[id-1] })
 }
 
 // TestKlaviyoMirror: rows that disappear are taken out of the sync's list

@@ -14,20 +14,26 @@ import (
 	"time"
 )
 
-// writeRows rewrites tb's source with the rows of ids (1-based), FIRSTNAME
-// First<id>.
-func (tb *testBundle) writeRows(t *testing.T, ids []int) {
+// writeRows writes path as a source of the rows of ids (1-based): the
+// e-mail email(id), FIRSTNAME First<id>.
+func writeRows(t *testing.T, path string, ids []int, email func(int) string) {
 	t.Helper()
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"id", "email", "first_name", "last_name"})
 	for _, id := range ids {
-		_ = w.Write([]string{strconv.Itoa(id), tb.emails[id-1], "First" + strconv.Itoa(id), "Last"})
+		_ = w.Write([]string{strconv.Itoa(id), email(id), "First" + strconv.Itoa(id), "Last"})
 	}
 	w.Flush()
-	if err := os.WriteFile(filepath.Join(tb.dir, "contacts.csv"), b.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeRows rewrites tb's source with the rows of ids.
+func (tb *testBundle) writeRows(t *testing.T, ids []int) {
+	t.Helper()
+	writeRows(t, filepath.Join(tb.dir, "contacts.csv"), ids, func(id int) string { return tb.emails[id-1] })
 }
 
 // useWriteMode rewrites tb's config with write_mode wm (and settings).
