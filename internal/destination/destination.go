@@ -131,6 +131,18 @@ type Destination interface {
 	Close() error
 }
 
+// Pipelined is implemented by a destination whose Write of one page may run
+// while the next page's Write is on the wire: each page's request is a
+// separate job at the destination (an asynchronous import), so two in flight
+// keep the destination busy while the first one's answer travels back. The
+// runner never has two pages holding the same slot in flight, and records
+// each page's outcomes in page order (docs/guide.md#what-a-run-does).
+// PagesInFlight is how many; 1 (or a destination without this method) means
+// one page after another.
+type Pipelined interface {
+	PagesInFlight() int
+}
+
 // Async is implemented by a destination whose writes may answer Accepted.
 type Async interface {
 	// Outcomes reports what became of recs, accepted under ref (the Ref of

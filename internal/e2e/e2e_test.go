@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 	"github.com/oncesync/oncesync/internal/testenv"
+	_ "modernc.org/sqlite"
 )
 
 const apiKey = "xkeysib-e2e-secret-0123456789"
@@ -259,8 +261,12 @@ func TestKillNineThreeTimes(t *testing.T) {
 			// Point 3: anywhere, once the run has made progress.
 			before := tb.stats().ContactsWritten
 			p3 := run()
+			// Run 3's own progress: an import of run 2's may still be
+			// processed after its death, so the fake's count alone proves
+			// nothing.
+			checkpointed := regexp.MustCompile(`msg="page checkpointed" sync=contacts run=3 `)
 			waitFor(t, time.Minute, "run 3 to make progress", func() bool {
-				return tb.stats().ContactsWritten >= before+int64(tc.pageSize)
+				return tb.stats().ContactsWritten >= before+int64(tc.pageSize) && checkpointed.MatchString(p3.Out.String())
 			})
 			mu.Lock()
 			kill()
@@ -546,7 +552,7 @@ func TestFakeBrevoCommand(t *testing.T) {
 func TestStalledRunIsFenced(t *testing.T) {
 	t.Parallel()
 	checkpointed4 := regexp.MustCompile(`msg="page checkpointed".* page=4 `)
-	claimed7 := regexp.MustCompile(`msg="page claimed".* page=7 `)
+	claimed9 := regexp.MustCompile(`msg="page claimed".* page=9 `)
 	tb := setup(t, setupParams{records: 6000, pageSize: 250, mode: "bulk",
 		settings: "{lease_ttl: 2s, lease_renew: 500ms}",
 		opts:     fakebrevo.Options{Latency: 50 * time.Millisecond}})
@@ -555,9 +561,12 @@ func TestStalledRunIsFenced(t *testing.T) {
 	// SQLite write transaction holds the file's write lock) and not half-way
 	// through sending a body (a zombie that finishes sending after it wakes
 	// is the one gap no client-side check closes; see docs/RELIABILITY.md).
-	// Page 4's marks and checkpoint are saved and pages 6 and 7 are claimed
-	// while page 5 is out (the run's pipeline), so the freeze also waits for
-	// A to log page 4's checkpoint and page 7's claim.
+	// Page 4's marks and checkpoint are saved, page 6 is sent beside page 5
+	// (two bulk imports in flight; its POST waits behind this one here) and
+	// pages 7 to 9 are claimed while page 5 is out (the run's pipeline), so
+	// the freeze also waits for A to log page 4's checkpoint and page 9's
+	// claim. The poller's settling and the ledger's merges still write at
+	// any time, so the freeze is retried until A holds no write lock.
 	var (
 		mu    sync.Mutex
 		posts int
@@ -578,15 +587,15 @@ func TestStalledRunIsFenced(t *testing.T) {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-				if out := a.Out.String(); checkpointed4.MatchString(out) && claimed7.MatchString(out) {
+				if out := a.Out.String(); checkpointed4.MatchString(out) && claimed9.MatchString(out) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Error("run A did not log page 4's checkpoint and page 6's claim within 30 s")
+					t.Error("run A did not log page 4's checkpoint and page 9's claim within 30 s")
 					break
 				}
 			}
-			_ = a.Cmd.Process.Signal(syscall.SIGSTOP)
+			freezeOutsideWrite(t, a.Cmd.Process, filepath.Join(tb.dir, "oncesync.db"))
 			close(frozen)
 		}
 		return false // the fake applies the write; A hears back only after SIGCONT
@@ -604,7 +613,7 @@ func TestStalledRunIsFenced(t *testing.T) {
 	b := tb.startRun()
 	if code := b.Wait(t, time.Minute); code != 0 {
 		_ = a.Cmd.Process.Signal(syscall.SIGCONT)
-		t.Fatalf("run B exit %d:\n%s", code, b.Out)
+		t.Fatalf("run B exit %d:\n%s\nrun A:\n%s", code, b.Out, a.Out)
 	}
 	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -617,6 +626,43 @@ func TestStalledRunIsFenced(t *testing.T) {
 		t.Fatalf("run A last line %q", a.LastLine())
 	}
 	tb.checkDelivered(t)
+}
+
+// freezeOutsideWrite stops p (SIGSTOP) at a moment it holds no write
+// transaction on the SQLite store at db: a process frozen inside one holds
+// the file's write lock, and no other process could open the store. It
+// resumes p and tries again for as long as the lock is held.
+func freezeOutsideWrite(t *testing.T, p *os.Process, db string) {
+	t.Helper()
+	probe, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(3 * time.Millisecond) {
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := probe.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
+		if err == nil {
+			_, err = conn.ExecContext(ctx, "ROLLBACK")
+			conn.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		conn.Close()
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the run held the store's write lock at every try for 30 s")
 }
 
 // TestBreakerPausesAndResumeRearms: five failed runs in a row pause the sync

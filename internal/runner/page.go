@@ -349,16 +349,15 @@ func (r *run) checkReplayable(e store.LedgerEntry, now time.Time) error {
 // holds only the releases of records whose request never left (the others
 // stay pending, in doubt for the next run). A page whose every record was
 // refused returns its marks and a destination_rejected_records failure.
-func (r *run) writeStage(ctx context.Context, c claimed, pl *poller) (store.Counters, []store.LedgerFinish, []acceptedBatch, error) {
+func (r *run) writeStage(ctx context.Context, c claimed, s *sending, pl *poller) (store.Counters, []store.LedgerFinish, []acceptedBatch, error) {
 	var delta store.Counters
 	if len(c.send) == 0 {
 		return delta, nil, nil, nil // a page whose every key is complete sends nothing
 	}
-	// No write without a lease known to be ours right now.
-	if err := r.ensureLease(ctx); err != nil {
-		return delta, nil, nil, err
+	if !s.sent {
+		return delta, nil, nil, s.err // the lease was not ours: nothing was sent
 	}
-	out, requests, err := r.write(ctx, c.send, c.claimedAt)
+	out, requests, err := s.out, s.requests, s.err
 	delta.Requests = requests
 	if err == nil && pl.immediate() {
 		out = r.settleNow(ctx, pl, out)

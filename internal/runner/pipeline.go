@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
@@ -121,61 +122,121 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 	w := &writer{in: make(chan claimed, 1), done: make(chan struct{}), cp: cp,
 		slots: map[int64][]string{}, inFlight: map[string]int{}, notify: make(chan struct{})}
 	cp.w = w
+	depth := 1
+	if p, ok := r.Destination.(destination.Pipelined); ok && p.PagesInFlight() > 1 {
+		depth = p.PagesInFlight()
+	}
+	// A page holds a turn from before its write until its outcomes are
+	// handed to the checkpointer (or it is dropped): with depth 1 the next
+	// page is sent only then, as one loop would; with more, the next
+	// page's write overlaps this one's answer and settling.
+	turns := make(chan struct{}, depth)
+	queue := make(chan *sending, depth)
 	go func() {
-		defer close(w.done)
+		defer close(queue)
 		for c := range w.in {
-			if w.failed() != nil || cp.failed() != nil {
+			turns <- struct{}{}
+			s := &sending{c: c, done: make(chan struct{})}
+			switch {
+			case w.failed() != nil || cp.failed() != nil:
 				// Nothing more is written after a failure. A dropped page
 				// was never sent: its claims are released (if the fence
 				// still allows; else they stay pending, and the next run
 				// finds nothing of them landed).
-				w.drop(c)
+				s.drop = true
+			default:
+				if err := pl.waitRoom(ctx); err != nil {
+					w.mu.Lock()
+					w.err = err
+					w.mu.Unlock()
+					s.drop = true
+				}
+			}
+			if s.drop || len(c.send) == 0 {
+				close(s.done)
+				queue <- s
 				continue
 			}
-			if err := pl.waitRoom(ctx); err != nil {
-				w.mu.Lock()
-				w.err = err
-				w.mu.Unlock()
-				w.drop(c)
+			// No write without a lease known to be ours right now.
+			if err := r.ensureLease(ctx); err != nil {
+				s.err = err
+				close(s.done)
+				queue <- s
 				continue
 			}
-			delta, finish, batches, err := r.writeStage(ctx, c, pl)
-			if err == nil && ctx.Err() != nil {
-				// Cancelled once the write was out: like a worker that died
-				// there, the page's claims stay pending, settled by the next
-				// run.
-				err, finish, batches = cancelled(ctx), nil, nil
-			}
-			w.mu.Lock()
-			w.cum.Add(delta)
-			if err != nil {
-				w.err = err
-			}
-			run := r.rec // ID, sync, fence, start: fixed while pages run
-			run.Counters = c.ledgerCum
-			run.Counters.Add(w.cum)
-			run.Pages = c.pageNo
-			w.mu.Unlock()
-			if err != nil && finish == nil {
-				w.markDone(c.pageNo)
-				w.resolvedDone(c.pageNo)
-				continue
-			}
-			cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil, run: run,
-				accepted: batches, row: store.RunPage{
-					RunID:    r.rec.ID,
-					Page:     c.pageNo,
-					Read:     c.delta.Read,
-					Claimed:  int64(len(c.send)),
-					Sent:     delta.Written + c.delta.Written,
-					Replayed: c.delta.Replayed,
-					Rejected: delta.Rejected + c.delta.Rejected,
-					InDoubt:  c.delta.InDoubt,
-					Requests: delta.Requests,
-				}})
+			s.sent = true
+			queue <- s
+			go func() {
+				defer close(s.done)
+				s.out, s.requests, s.err = r.write(ctx, c.send, c.claimedAt)
+			}()
+		}
+	}()
+	go func() {
+		defer close(w.done)
+		for s := range queue {
+			w.settle(ctx, r, s, pl)
+			<-turns
 		}
 	}()
 	return w
+}
+
+// sending is a page handed from the writer's sending goroutine to its
+// settling one, in page order.
+type sending struct {
+	c        claimed
+	drop     bool          // never sent: released (see drop)
+	sent     bool          // its write was started
+	done     chan struct{} // closed when the write returned (or was never started)
+	out      []outcome
+	requests int64
+	err      error
+}
+
+// settle waits for s's write and hands its outcomes to the checkpointer.
+func (w *writer) settle(ctx context.Context, r *run, s *sending, pl *poller) {
+	c := s.c
+	if s.drop {
+		w.drop(c)
+		return
+	}
+	<-s.done
+	earlier := w.failed() // a page written while an earlier one failed records its marks, not its cursor
+	delta, finish, batches, err := r.writeStage(ctx, c, s, pl)
+	if err == nil && ctx.Err() != nil {
+		// Cancelled once the write was out: like a worker that died
+		// there, the page's claims stay pending, settled by the next
+		// run.
+		err, finish, batches = cancelled(ctx), nil, nil
+	}
+	w.mu.Lock()
+	w.cum.Add(delta)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	run := r.rec // ID, sync, fence, start: fixed while pages run
+	run.Counters = c.ledgerCum
+	run.Counters.Add(w.cum)
+	run.Pages = c.pageNo
+	w.mu.Unlock()
+	if err != nil && finish == nil {
+		w.markDone(c.pageNo)
+		w.resolvedDone(c.pageNo)
+		return
+	}
+	w.cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil && earlier == nil, run: run,
+		accepted: batches, row: store.RunPage{
+			RunID:    r.rec.ID,
+			Page:     c.pageNo,
+			Read:     c.delta.Read,
+			Claimed:  int64(len(c.send)),
+			Sent:     delta.Written + c.delta.Written,
+			Replayed: c.delta.Replayed,
+			Rejected: delta.Rejected + c.delta.Rejected,
+			InDoubt:  c.delta.InDoubt,
+			Requests: delta.Requests,
+		}})
 }
 
 // drop gives up a claimed page that was never sent: its claims are

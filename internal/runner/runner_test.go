@@ -42,6 +42,9 @@ type memDest struct {
 	cut []int
 	// delay, if set, is how long every write takes (before it applies).
 	delay time.Duration
+	// onWrite, if set, is called at the start of every write, outside mu;
+	// done when that write returns.
+	onWrite func(recs []destination.Record) (done func())
 	// values is the destination's final FIRSTNAME of each e-mail: what a
 	// person would see there.
 	values map[string]any
@@ -133,6 +136,9 @@ func (d *memDest) Outcomes(ctx context.Context, ref string, recs []destination.R
 func (d *memDest) Capability() destination.Capability { return d.cap }
 
 func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	if d.onWrite != nil {
+		defer d.onWrite(recs)()
+	}
 	if d.delay > 0 {
 		time.Sleep(d.delay)
 	}

@@ -237,6 +237,17 @@ func New(p Params) (*Destination, error) {
 // Capability reports CapVerify: Brevo can be asked whether a contact landed.
 func (d *Destination) Capability() destination.Capability { return destination.CapVerify }
 
+// PagesInFlight is 2 on the bulk path: an import is a process of its own at
+// Brevo, so the next page's import is sent while the last one's answer and
+// process are read (docs/guide.md#what-a-run-does). The single path keeps its
+// concurrency within one page.
+func (d *Destination) PagesInFlight() int {
+	if d.mode == ModeBulk && d.writeMode != destination.Update && d.writeMode != destination.Create {
+		return 2
+	}
+	return 1
+}
+
 // Close releases idle connections of a client New created.
 func (d *Destination) Close() error {
 	if d.ownClient {
