@@ -16,15 +16,17 @@ import (
 // requests per second on /v3/contacts and every sync's rate_limit.
 const limiterRate = 20
 
-// maxLimitedAfter bounds the 429 share once Redis is back. With the shared
-// limiter working, a 429 only comes from a request's arrival jitter across
-// the fake's fixed one-second windows (the accounts bench: 0.2 %); with
-// every run pacing itself alone at the account's rate, k busy runs send k
-// times what the account takes, and even two of them see about half their
-// requests refused. 10 % leaves room for a loaded machine's jitter and for
-// the one burst an empty limiter allows (one request per account: burst 1),
-// and is five times below what two runs pacing alone would see.
-const maxLimitedAfter = 0.10
+// maxLimitedAfter bounds the 429 share once Redis is back: issue 19's goal
+// for the shared limit (docs/PERFORMANCE.md#shared-rate-limit-2026-12-02).
+// Working, the limiter leaves only the 429s of arrival jitter across the
+// fake's fixed one-second windows: 0.0-0.7 % after the restart here, 0.2 %
+// in the accounts bench. Not back on Redis, the processes pace the account
+// alone and send it several times its budget: a build whose fallback never
+// returned to Redis saw 13.7 % here (the vendor's "remaining: 0" pauses
+// each process, which keeps it from more), and 58 % in the bench before
+// the shared limiter. The one burst an empty limiter allows (burst 1: one
+// request per account) is far inside it.
+const maxLimitedAfter = 0.05
 
 // minAfterSeconds: the share after the restart must rest on at least this
 // many seconds' worth of the account's budget, or it proves nothing.
@@ -146,7 +148,7 @@ func redisRestartLimiter(ctx context.Context, e *env) (*Row, error) {
 	e.logf("Redis restarted (empty)")
 	// The limiter must be back in Redis, not only each process pacing
 	// alone: its key reappears with the first booking (after the lease
-	// store's quarantine of one lease TTL, docs/recovery.md).
+	// store's one lease TTL without grants, docs/guide.md#the-store-and-the-leases).
 	keyBack := make(chan time.Time, 1)
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()

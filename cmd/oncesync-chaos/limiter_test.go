@@ -72,7 +72,8 @@ func TestJudgeAfter(t *testing.T) {
 		problems int
 	}{
 		{"shared level", mk(1000, 5), 0},
-		{"at the bound", mk(1000, 100), 0},
+		{"at the bound", mk(1000, 50), 0},
+		{"just past it", mk(1000, 51), 1},
 		{"runs pacing alone", mk(1000, 500), 1},
 		{"too few to judge", mk(limiterRate*minAfterSeconds-1, 0), 1},
 		{"both", mk(10, 5), 2},
