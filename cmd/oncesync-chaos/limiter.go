@@ -164,6 +164,15 @@ func redisRestartLimiter(ctx context.Context, e *env) (*Row, error) {
 	if err := sleep(ctx, time.Until(down.Add(d*2/3))); err != nil {
 		return row, err
 	}
+	// No process may have died of the limiter's Redis going away.
+	c.mu.Lock()
+	procs := append([]*proc{c.serve}, c.workers...)
+	c.mu.Unlock()
+	for _, p := range procs {
+		if !p.running() {
+			row.problemf("%s exited %d during or after the outage: %s", p.name, p.exitCode(), p.lastLine())
+		}
+	}
 	if err := c.settle(ctx, row, 5*time.Minute); err != nil {
 		return row, err
 	}
