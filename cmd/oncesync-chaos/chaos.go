@@ -52,6 +52,7 @@ func scenarios() []scenario {
 		{"workers-kill9", "serve + 3 workers on PostgreSQL + Redis, 20 syncs @every 5s on growing sources, a worker SIGKILLed every ~20 s and restarted", workersKill9},
 		{"workers-sigterm", "serve + 3 workers on PostgreSQL + Redis, 12 syncs @every 5s; a busy worker SIGTERMed at seeded points (anywhere, on the wire, in doubt, past the drain deadline) must exit 0 within its grace, leases released, and is restarted", workersSigterm},
 		{"redis-restart", "serve + 2 workers; the Redis server is stopped for 30 s mid-run and restarted empty", redisRestart},
+		{"redis-restart-limiter", "serve + 2 workers, 6 syncs on one Brevo account the fake limits to 20 requests/s, paced together by the limiter in Redis; Redis SIGKILLed with requests in flight, down 30 s, restarted empty: nothing written twice or lost, every sync converges, and once Redis is back at most 5 % of requests are answered 429", redisRestartLimiter},
 		{"redis-partitioned", "serve + 2 workers, one sync with partitions: 4 over 100,000 PostgreSQL rows (40,000 with --short); Redis SIGKILLed a third of the way in, down 15 s, restarted empty: no write while it is down, the same run converges", redisPartitioned},
 		{"destination-faults", "serve + 2 workers; 5xx bursts, 429 storms, slow responses, and responses cut after the write was applied", destinationFaults},
 		{"zombie", "a worker frozen (SIGSTOP) once a write has fully left it, past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},

@@ -56,6 +56,13 @@ type clusterParams struct {
 	// PostgreSQL dsn is part of its definition) and the destination stay
 	// direct.
 	CutOff bool
+	// SharedAccount gives every Brevo sync the fake's one account URL
+	// (dest.AccountURL) instead of a URL of its own, so oncesync paces them
+	// as one account (docs/guide.md#one-rate-limit-per-account).
+	SharedAccount bool
+	// RateLimit is every Brevo sync's rate_limit (default 1000: the fake
+	// limits nothing unless Fake.RateLimitPerSecond says so).
+	RateLimit int
 }
 
 // recoverySweep is the lease-expiry recovery's period (docs/guide.md#running-on-a-schedule-serve-and-worker).
@@ -172,6 +179,9 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	if p.PGSyncs == 0 {
 		p.PGSyncs = 2
 	}
+	if p.RateLimit == 0 {
+		p.RateLimit = 1000
+	}
 	dbURL, err := e.createDatabase(ctx, p.ServerURL)
 	if err != nil {
 		return nil, err
@@ -186,8 +196,12 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 	addSync := func(src chaosSource) {
 		c.sources = append(c.sources, src)
 		c.ids = append(c.ids, src.syncID())
-		dest := fmt.Sprintf("{type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}",
-			c.dest.URL(src.syncID()), src.mode())
+		base := c.dest.URL(src.syncID())
+		if p.SharedAccount {
+			base = c.dest.AccountURL()
+		}
+		dest := fmt.Sprintf("{type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: %d}",
+			base, src.mode(), p.RateLimit)
 		if v, ok := src.(*vendorSource); ok {
 			dest = v.destinationYAML()
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,10 @@ type fault struct {
 // dest is the fake Brevo behind a router that gives every sync its own base
 // URL (/s/<sync>/v3), so the runner knows which sync each request is for: it
 // records when each sync's writes arrived (progress, for resume latency), and
-// lets a scenario intercept requests or inject faults.
+// lets a scenario intercept requests or inject faults. The account URL
+// (/a/v3, AccountURL) is one base URL for every sync, as one Brevo account
+// is: oncesync then paces them all as one account, and the router tells the
+// syncs apart by the sync ID in the records' e-mail addresses instead.
 type dest struct {
 	fake *fakebrevo.Server
 	srv  *http.Server
@@ -45,6 +49,17 @@ type dest struct {
 	landed  []landing
 	refused func(email string) bool // POST /contacts answered 400 for these
 	imports *importSeam             // nil: imports go to the fake as they are
+	// calls are the answers to /v3/contacts* requests, the group the
+	// fake's RateLimitPerSecond limits, in arrival order; inFlight counts
+	// the requests the fake is serving now.
+	calls    []contactCall
+	inFlight int
+}
+
+// contactCall is one /v3/contacts* request and the fake's answer.
+type contactCall struct {
+	At     time.Time
+	Status int // 0: the fake cut the connection after the write
 }
 
 // landing is one write the router handed on (to the fake, which applied it
@@ -145,6 +160,56 @@ func (e *env) newDest(opts fakebrevo.Options) (*dest, error) {
 
 // URL is the Brevo base URL of syncID.
 func (d *dest) URL(syncID string) string { return d.base + "/s/" + syncID + "/v3" }
+
+// AccountURL is the one Brevo base URL of every sync on the shared account.
+func (d *dest) AccountURL() string { return d.base + "/a/v3" }
+
+// syncInBody finds the sync a request on the account URL is for: the
+// cluster's sync IDs (c<6 hex>-s<nn>, c<6 hex>-p<nn>) start every record's
+// e-mail address and ext_id.
+var syncInBody = regexp.MustCompile(`c[0-9a-f]{6}-[sp][0-9]{2}`)
+
+// attribute reads the sync ID of a request on the account URL from its
+// path, else its body (restored for the fake); "" when neither names one
+// (a GET of an import process).
+func attribute(r *http.Request, path string) string {
+	if id := syncInBody.FindString(path); id != "" {
+		return id
+	}
+	if r.Body == nil {
+		return ""
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return ""
+	}
+	return string(syncInBody.Find(body))
+}
+
+// contactCalls counts the /v3/contacts* requests that arrived in [from,
+// to) and those the fake answered 429.
+func (d *dest) contactCalls(from, to time.Time) (n, limited int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.calls {
+		if c.At.Before(from) || !c.At.Before(to) {
+			continue
+		}
+		n++
+		if c.Status == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	return n, limited
+}
+
+// busy is how many requests the fake is serving now.
+func (d *dest) busy() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFlight
+}
 
 func (d *dest) setIntercept(f func(syncID string, w http.ResponseWriter, r *http.Request) bool) {
 	d.mu.Lock()
@@ -252,20 +317,32 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		seam.report(w, r)
 		return
 	}
-	if !strings.HasPrefix(esc, "/s/") {
+	var syncID, path string
+	switch {
+	case strings.HasPrefix(esc, "/a/"):
+		esc = esc[len("/a"):]
+		p, err := url.PathUnescape(esc)
+		if err != nil {
+			http.Error(w, "bad path", http.StatusBadRequest)
+			return
+		}
+		path, syncID = p, attribute(r, p)
+	case strings.HasPrefix(esc, "/s/"):
+		rest := esc[len("/s/"):]
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			http.NotFound(w, r)
+			return
+		}
+		syncID, esc = rest[:i], rest[i:]
+		p, err := url.PathUnescape(esc)
+		if err != nil {
+			http.Error(w, "bad path", http.StatusBadRequest)
+			return
+		}
+		path = p
+	default:
 		d.fake.ServeHTTP(w, r) // /_stats and friends
-		return
-	}
-	rest := esc[len("/s/"):]
-	i := strings.IndexByte(rest, '/')
-	if i < 0 {
-		http.NotFound(w, r)
-		return
-	}
-	syncID, esc := rest[:i], rest[i:]
-	path, err := url.PathUnescape(esc)
-	if err != nil {
-		http.Error(w, "bad path", http.StatusBadRequest)
 		return
 	}
 	d.mu.Lock()
@@ -315,9 +392,18 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.mu.Unlock()
 	}
 	sw := &statusWriter{ResponseWriter: w}
+	d.mu.Lock()
+	d.inFlight++
+	d.mu.Unlock()
 	if seam == nil || !seam.serve(sw, r2, path, d.fake) {
 		d.fake.ServeHTTP(sw, r2)
 	}
+	d.mu.Lock()
+	d.inFlight--
+	if strings.HasPrefix(path, "/v3/contacts") {
+		d.calls = append(d.calls, contactCall{At: arrived, Status: sw.status})
+	}
+	d.mu.Unlock()
 	// 0: the fake cut the connection after applying the write.
 	if isWrite(r2, path) && (sw.status == 0 || sw.status/100 == 2) {
 		d.mu.Lock()

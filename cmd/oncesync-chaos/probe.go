@@ -273,3 +273,12 @@ func holderPID(h string) int {
 	}
 	return 0
 }
+
+// exists reports whether key is in Redis now.
+func (p *probe) exists(ctx context.Context, key string) bool {
+	if p.redis == nil {
+		return false
+	}
+	n, err := p.redis.Exists(ctx, key).Result()
+	return err == nil && n > 0
+}

@@ -169,8 +169,9 @@ func (t refuseRedirects) CloseIdleConnections() {
 // budget (docs/guide.md#one-rate-limit-per-account): through the shared
 // destination.AccountPacer when there is one, so every run and process
 // writing to the account stays within it together, and through its own
-// Limiter when there is none or the shared one cannot be reached (Redis
-// down: each process then paces itself alone, as before). It is a Pacer.
+// Limiter when there is none or the shared one fails (with Redis down,
+// ratelimit.Fallback already paces the process's runs together instead).
+// It is a Pacer.
 type AccountLimiter struct {
 	local   *Limiter
 	shared  destination.AccountPacer

@@ -104,11 +104,12 @@ func (a *App) Close(ctx context.Context) {
 	}
 }
 
-// Accounts is the pacer of destination accounts: on rdb when there is one,
-// else in this process (docs/guide.md#one-rate-limit-per-account).
+// Accounts is the pacer of destination accounts: on rdb when there is one
+// (in this process while rdb does not answer), else in this process
+// (docs/guide.md#one-rate-limit-per-account).
 func Accounts(rdb *redis.Client, clk clock.Clock) destination.AccountPacer {
 	if rdb != nil {
-		return ratelimit.NewRedis(rdb, rediskey.Default())
+		return ratelimit.NewFallback(ratelimit.NewRedis(rdb, rediskey.Default()), ratelimit.NewMemory(clk))
 	}
 	return ratelimit.NewMemory(clk)
 }

@@ -188,3 +188,38 @@ func (r *Redis) Reserve(ctx context.Context, account string, l destination.Limit
 func (r *Redis) Pause(ctx context.Context, account string, d time.Duration) error {
 	return pauseScript.Run(ctx, r.rdb, []string{r.keys.AccountPause(account)}, micros(d)).Err()
 }
+
+// Fallback is a process's pacer when the deployment has Redis: the Redis
+// pacer, and, while Redis does not answer, a Memory pacer shared by every
+// run of the process. A run's own limiter (apiclient.AccountLimiter) would
+// pace that run alone, so k runs of one account in a process would send k
+// times its budget during an outage; through Fallback they send the
+// process's one share, and the Redis schedule takes over again with the
+// first booking Redis answers (docs/guide.md#one-rate-limit-per-account).
+type Fallback struct {
+	redis *Redis
+	local *Memory
+}
+
+// NewFallback returns the pacer on r that falls back to local.
+func NewFallback(r *Redis, local *Memory) *Fallback {
+	return &Fallback{redis: r, local: local}
+}
+
+var _ destination.AccountPacer = (*Fallback)(nil)
+
+// Reserve books on Redis, else in this process.
+func (f *Fallback) Reserve(ctx context.Context, account string, l destination.Limit) (time.Duration, error) {
+	d, err := f.redis.Reserve(ctx, account, l)
+	if err == nil || errors.Is(err, ErrBadLimit) {
+		return d, err
+	}
+	return f.local.Reserve(ctx, account, l)
+}
+
+// Pause holds account's requests back in this process, and in every
+// process when Redis answers.
+func (f *Fallback) Pause(ctx context.Context, account string, d time.Duration) error {
+	_ = f.local.Pause(ctx, account, d) // never fails
+	return f.redis.Pause(ctx, account, d)
+}

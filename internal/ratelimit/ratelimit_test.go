@@ -142,3 +142,60 @@ func TestAccountLimiterFallsBackWhenRedisIsGone(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackSharesTheProcessWhileRedisIsGone: with Redis unreachable, the
+// runs of one process book one schedule in the process (not one each: k
+// runs would send k times the account's budget), never refused.
+func TestFallbackSharesTheProcessWhileRedisIsGone(t *testing.T) {
+	t.Parallel()
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { dead.Close() })
+	clk := clock.NewFake(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	f := ratelimit.NewFallback(ratelimit.NewRedis(dead, rediskey.Default()), ratelimit.NewMemory(clk))
+	ctx := context.Background()
+	a := apiclient.NewAccountLimiter(clk, f, "brevo-f", tenPerSecond)
+	b := apiclient.NewAccountLimiter(clk, f, "brevo-f", tenPerSecond)
+	for i := range 6 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		d, err := l.Reserve(ctx)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+			t.Fatalf("request %d waits %v, want %v (two runs of one process, one schedule)", i, d, want)
+		}
+	}
+	clk.Advance(time.Second)
+	a.Pause(2 * time.Second)
+	if d, _ := b.Reserve(ctx); d != 2*time.Second {
+		t.Fatalf("after another run's pause of 2s, with Redis gone: wait %v", d)
+	}
+	if _, err := f.Reserve(ctx, "brevo-f", destination.Limit{}); err == nil {
+		t.Fatal("a limit without a rate was accepted")
+	}
+}
+
+// TestFallbackBooksOnRedisWhenItAnswers: with Redis up, Fallback books on
+// Redis (another process's pacer sees the booking), not in the process.
+func TestFallbackBooksOnRedisWhenItAnswers(t *testing.T) {
+	t.Parallel()
+	p, c, keys := redisPacer(t)
+	clk := clock.NewFake(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	f := ratelimit.NewFallback(p, ratelimit.NewMemory(clk))
+	ctx := context.Background()
+	slow := destination.Limit{Rate: 0.5, Burst: 1} // 2 s apart: wall-clock noise cannot matter
+	if d, err := f.Reserve(ctx, "brevo-g", slow); err != nil || d != 0 {
+		t.Fatalf("first booking: wait %v (%v), want 0", d, err)
+	}
+	if n, err := c.Exists(ctx, keys.AccountRate("brevo-g")).Result(); err != nil || n != 1 {
+		t.Fatalf("the account's rate key in Redis: exists %d (%v)", n, err)
+	}
+	other := ratelimit.NewRedis(c, keys) // another process
+	d, err := other.Reserve(ctx, "brevo-g", slow)
+	if err != nil || d < time.Second || d > 2*time.Second {
+		t.Fatalf("another process's next booking waits %v (%v), want about 2s", d, err)
+	}
+}
