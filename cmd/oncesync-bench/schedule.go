@@ -124,8 +124,8 @@ func scheduleMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	// The leader enqueues its periodic jobs once it is elected and has set
 	// them up: its first job (the recovery sweep, run on start) says when.
-	// Serve answers /healthz before it has published every sync (one
-	// PutSync each) and started the queue.
+	// Serve answers /healthz before it has published every sync (PutSyncs,
+	// one transaction; one PutSync each before) and started the queue.
 	var (
 		firstJob  *time.Time
 		published time.Duration

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -110,22 +109,29 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 // changed definition would move its changed_at and hide a silence for a
 // window.
 func publishNew(ctx context.Context, syncs []config.Sync, st store.Store) error {
+	// One read and one transaction, whatever the number of syncs.
+	known, err := st.ListSyncs(ctx)
+	if err != nil {
+		return failure.Wrap(failure.StoreUnavailable, err, "read the syncs")
+	}
+	seen := make(map[string]bool, len(known))
+	for _, k := range known {
+		seen[k.ID] = true
+	}
+	var fresh []store.PutSyncParams
 	for i := range syncs {
 		sc := &syncs[i]
-		_, err := st.GetSync(ctx, sc.ID)
-		if err == nil {
+		if seen[sc.ID] {
 			continue
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 		}
 		def, err := sc.DefinitionJSON()
 		if err != nil {
 			return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the definition of sync %s", sc.ID)
 		}
-		if _, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}); err != nil {
-			return failure.Wrap(failure.StoreUnavailable, err, "publish sync %s", sc.ID)
-		}
+		fresh = append(fresh, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def})
+	}
+	if _, err := st.PutSyncs(ctx, fresh); err != nil {
+		return failure.Wrap(failure.StoreUnavailable, err, "publish the new syncs")
 	}
 	return nil
 }

@@ -170,6 +170,9 @@ type Service struct {
 
 	// heartbeats: Params.Heartbeats.
 	heartbeats *deadman.Heartbeats
+
+	// ticker is the leader's state across its schedules' ticks.
+	ticker *ticker
 }
 
 // New validates p, opens the queue (applying River's migrations) and builds
@@ -186,6 +189,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		log: p.Logger, clock: p.Clock, scheduler: p.Scheduler, workers: p.Workers,
 		recovery: p.RecoveryInterval,
 		drain:    make(chan struct{}),
+		ticker:   newTicker(),
 	}
 	s.heartbeats = p.Heartbeats
 	if s.inspector == nil {
@@ -340,22 +344,6 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	return jobs, nil
 }
 
-// scheduledRun is the periodic constructor of sc: it skips a paused sync and
-// records an enqueue-time failure for a definition that cannot be built.
-func (s *Service) scheduledRun(sc *config.Sync) river.PeriodicJobConstructor {
-	return func() (river.JobArgs, *river.InsertOpts) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if row, err := s.st.GetSync(ctx, sc.ID); err == nil && row.State == store.SyncPaused {
-			return nil, nil
-		}
-		if err := s.checkDefinition(ctx, sc); err != nil {
-			return nil, nil
-		}
-		return runArgsFor(sc, ReasonSchedule), nil
-	}
-}
-
 // openBarrier sets up the checkpoint barrier of partitioned syncs.
 func (s *Service) openBarrier(ctx context.Context, p Params) error {
 	s.keys = p.RedisKeys
@@ -388,19 +376,26 @@ func (s *Service) Start(ctx context.Context) error {
 	if s.enqueueOnly {
 		return errors.New("queue: an EnqueueOnly service works no jobs")
 	}
+	// One transaction for every definition: one each took minutes with
+	// 10,000 syncs (docs/PERFORMANCE.md#scheduling-at-scale).
+	defs := make([]store.PutSyncParams, len(s.cfg.Syncs))
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
 		def, err := sc.DefinitionJSON()
 		if err != nil {
 			return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the definition of sync %s", sc.ID)
 		}
-		if _, err := s.st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}); err != nil {
-			return failure.Wrap(failure.StoreUnavailable, err, "publish sync %s", sc.ID)
-		}
+		defs[i] = store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}
+	}
+	if _, err := s.st.PutSyncs(ctx, defs); err != nil {
+		return failure.Wrap(failure.StoreUnavailable, err, "publish the syncs")
 	}
 	// The client's lifetime is Shutdown's business, not the caller's context.
 	if err := s.b.start(context.WithoutCancel(ctx)); err != nil {
 		return failure.Wrap(failure.StoreUnavailable, err, "start the job queue")
+	}
+	if s.scheduler {
+		s.startValidation(ctx) // done long before a leader's first tick, usually
 	}
 	return nil
 }
@@ -413,6 +408,7 @@ func (s *Service) Start(ctx context.Context) error {
 // database is closed when everything stopped in time.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.drainOnce.Do(func() { close(s.drain) })
+	s.stopValidation(ctx)
 	if err := s.b.stop(ctx); err != nil {
 		return fmt.Errorf("queue shutdown: %w", err)
 	}
@@ -455,14 +451,20 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 // run when its definition is invalid. Retryable build problems pass: the
 // run's worker retries them.
 func (s *Service) checkDefinition(ctx context.Context, sc *config.Sync) error {
+	ferr := s.buildCheck(sc)
+	if ferr == nil || failure.Retryable(ferr) {
+		return nil
+	}
+	s.recordFailure(ctx, sc.ID, 0, ferr)
+	return ferr
+}
+
+// buildCheck builds sc and closes it: nil when it builds, else why not
+// (with its catalog code; retryable or not).
+func (s *Service) buildCheck(sc *config.Sync) error {
 	built, err := app.Build(s.cfg, sc, s.buildOptions(sc))
 	if err != nil {
-		ferr := buildFailure(err)
-		if failure.Retryable(ferr) {
-			return nil
-		}
-		s.recordFailure(ctx, sc.ID, 0, ferr)
-		return ferr
+		return buildFailure(err)
 	}
 	_ = built.Close()
 	return nil

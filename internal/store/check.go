@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -103,4 +105,21 @@ func RenewRefusal(cur Lease, found bool, token string, now time.Time, registered
 // LeaseLostError is ErrLeaseLost for syncID, saying why (see RenewRefusal).
 func LeaseLostError(syncID, why string) error {
 	return fmt.Errorf("sync %q: %w (%s)", syncID, ErrLeaseLost, why)
+}
+
+// SortPutSyncs checks a PutSyncs batch (ids non-empty and unique) and returns
+// it sorted by id (byte order): every driver writes in that order, so two
+// processes publishing the same config take their row locks in one order.
+func SortPutSyncs(ps []PutSyncParams) ([]PutSyncParams, error) {
+	out := slices.Clone(ps)
+	slices.SortFunc(out, func(a, b PutSyncParams) int { return strings.Compare(a.ID, b.ID) })
+	for i := range out {
+		if out[i].ID == "" {
+			return nil, fmt.Errorf("sync id is empty")
+		}
+		if i > 0 && out[i].ID == out[i-1].ID {
+			return nil, fmt.Errorf("sync %q published twice in one batch", out[i].ID)
+		}
+	}
+	return out, nil
 }

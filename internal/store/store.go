@@ -55,6 +55,14 @@ type PutSyncParams struct {
 	Definition string
 }
 
+// PutSyncsResult counts what PutSyncs did with each definition.
+type PutSyncsResult struct {
+	Created       int // new syncs (ChangedAt now, audited "publish")
+	Changed       int // a changed Definition (ChangedAt now, audited "publish")
+	WorkspaceOnly int // only the Workspace changed: saved, neither moved nor audited
+	Unchanged     int // identical: nothing written
+}
+
 // SetSyncStateParams pauses or resumes a sync; always audited.
 type SetSyncStateParams struct {
 	ID     string
@@ -303,6 +311,13 @@ type RunPage struct {
 // Syncs are the sync definitions and their states.
 type Syncs interface {
 	PutSync(ctx context.Context, p PutSyncParams) (Sync, error)
+	// PutSyncs publishes many definitions in one transaction, each exactly
+	// as PutSync would, and writes nothing for the identical ones (a start
+	// with an unchanged config). Ids must be non-empty and unique.
+	PutSyncs(ctx context.Context, ps []PutSyncParams) (PutSyncsResult, error)
+	// ListPausedSyncs returns the ids of the paused syncs in id order: one
+	// query for the scheduler's whole tick.
+	ListPausedSyncs(ctx context.Context) ([]string, error)
 	GetSync(ctx context.Context, id string) (Sync, error)
 	ListSyncs(ctx context.Context) ([]Sync, error)
 	SetSyncState(ctx context.Context, p SetSyncStateParams) (Sync, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,6 +83,121 @@ func (s *Store) PutSync(ctx context.Context, p store.PutSyncParams) (store.Sync,
 		}
 	})
 	return out, err
+}
+
+// putSyncsChunk bounds the definitions one statement of PutSyncs carries
+// (a few hundred bytes each): every chunk is still in the one transaction.
+const putSyncsChunk = 2000
+
+// The statements of PutSyncs over one chunk ($1 ids, $2 workspaces, $3
+// definitions, $4 now): new syncs, changed definitions, then workspaces
+// alone, each as PutSync treats it. An identical definition matches none
+// and is not written.
+const (
+	sqlPutSyncsInsert = `INSERT INTO syncs (id, workspace, definition, state, changed_at, created_at)
+		SELECT p.id, p.workspace, p.definition, 'active', $4, $4
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS p(id, workspace, definition)
+		ORDER BY p.id
+		ON CONFLICT (id) DO NOTHING RETURNING id`
+	sqlPutSyncsChange = `UPDATE syncs AS s SET workspace = p.workspace, definition = p.definition, changed_at = $4
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS p(id, workspace, definition)
+		WHERE s.id = p.id AND s.definition <> p.definition
+		RETURNING s.id`
+	sqlPutSyncsWorkspace = `UPDATE syncs AS s SET workspace = p.workspace
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS p(id, workspace, definition)
+		WHERE s.id = p.id AND s.definition = p.definition AND s.workspace <> p.workspace
+		RETURNING s.id`
+	sqlPutSyncsAudit = `INSERT INTO audit (at, sync_id, action, by_who, why)
+		SELECT $1, id, 'publish', '', $3 FROM unnest($2::text[]) AS id`
+)
+
+// PutSyncs publishes many definitions in one transaction, each as PutSync
+// would, a chunk of putSyncsChunk per statement. Concurrent batches (serve and
+// its workers starting on one config) are serialised by an advisory lock of
+// the schema: two UPDATE ... FROM could otherwise lock the same rows in
+// different orders and deadlock.
+func (s *Store) PutSyncs(ctx context.Context, ps []store.PutSyncParams) (store.PutSyncsResult, error) {
+	sorted, err := store.SortPutSyncs(ps)
+	if err != nil {
+		return store.PutSyncsResult{}, invalid(err)
+	}
+	var res store.PutSyncsResult
+	if len(sorted) == 0 {
+		return res, nil
+	}
+	err = s.tx(ctx, "put syncs", func(tx pgx.Tx) error {
+		res = store.PutSyncsResult{}
+		now := nanos(s.now())
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, publishLockKey(s.schema)); err != nil {
+			return err
+		}
+		for lo := 0; lo < len(sorted); lo += putSyncsChunk {
+			chunk := sorted[lo:min(lo+putSyncsChunk, len(sorted))]
+			ids, workspaces, defs := make([]string, len(chunk)), make([]string, len(chunk)), make([]string, len(chunk))
+			for i, p := range chunk {
+				ids[i], workspaces[i], defs[i] = p.ID, p.Workspace, p.Definition
+			}
+			created, err := returnedIDs(ctx, tx, sqlPutSyncsInsert, ids, workspaces, defs, now)
+			if err != nil {
+				return err
+			}
+			changed, err := returnedIDs(ctx, tx, sqlPutSyncsChange, ids, workspaces, defs, now)
+			if err != nil {
+				return err
+			}
+			moved, err := returnedIDs(ctx, tx, sqlPutSyncsWorkspace, ids, workspaces, defs)
+			if err != nil {
+				return err
+			}
+			for _, a := range []struct {
+				ids []string
+				why string
+			}{{created, "new sync"}, {changed, "definition changed"}} {
+				if len(a.ids) == 0 {
+					continue
+				}
+				if _, err := tx.Exec(ctx, sqlPutSyncsAudit, now, a.ids, a.why); err != nil {
+					return err
+				}
+			}
+			res.Created += len(created)
+			res.Changed += len(changed)
+			res.WorkspaceOnly += len(moved)
+			res.Unchanged += len(chunk) - len(created) - len(changed) - len(moved)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PutSyncsResult{}, err
+	}
+	return res, nil
+}
+
+// returnedIDs runs a statement returning one id per row.
+func returnedIDs(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// publishLockKey is the advisory lock PutSyncs holds while it writes: one
+// per schema, across every process sharing the database.
+func publishLockKey(schema string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("oncesync publish " + schema))
+	return int64(h.Sum64())
+}
+
+// ListPausedSyncs returns the ids of the paused syncs, in id order.
+func (s *Store) ListPausedSyncs(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM syncs WHERE state = 'paused' ORDER BY id`)
+	if err != nil {
+		return nil, mapErr("list paused syncs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, mapErr("list paused syncs", err)
 }
 
 // GetSync returns a sync, or ErrNotFound.

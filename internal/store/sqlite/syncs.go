@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -53,39 +54,108 @@ func (s *Store) PutSync(ctx context.Context, p store.PutSyncParams) (store.Sync,
 	}
 	var out store.Sync
 	err := s.write(ctx, "put sync", func(tx *sql.Tx) error {
-		now := s.now()
-		cur, err := getSync(ctx, tx, p.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO syncs (id, workspace, definition, state, changed_at, created_at)
-				VALUES (?, ?, ?, 'active', ?, ?)`, p.ID, p.Workspace, p.Definition, nanos(now), nanos(now)); err != nil {
-				return err
-			}
-			if err := insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "new sync"}); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
-		case cur.Definition != p.Definition:
-			if _, err := tx.ExecContext(ctx, `UPDATE syncs SET workspace = ?, definition = ?, changed_at = ? WHERE id = ?`,
-				p.Workspace, p.Definition, nanos(now), p.ID); err != nil {
-				return err
-			}
-			if err := insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "definition changed"}); err != nil {
-				return err
-			}
-		case cur.Workspace != p.Workspace:
-			if _, err := tx.ExecContext(ctx, `UPDATE syncs SET workspace = ? WHERE id = ?`, p.Workspace, p.ID); err != nil {
-				return err
-			}
-		default:
+		cur, what, err := putSync(ctx, tx, s.now(), p)
+		if err != nil || what == putUnchanged {
 			out = cur
-			return nil
+			return err
 		}
 		out, err = getSync(ctx, tx, p.ID)
 		return err
 	})
 	return out, err
+}
+
+// putOutcome is what putSync did.
+type putOutcome int
+
+const (
+	putUnchanged putOutcome = iota
+	putCreated
+	putChanged
+	putWorkspace
+)
+
+// putSync is PutSync's work in tx; cur is the row read before (zero for a
+// new sync).
+func putSync(ctx context.Context, tx *sql.Tx, now time.Time, p store.PutSyncParams) (cur store.Sync, _ putOutcome, _ error) {
+	cur, err := getSync(ctx, tx, p.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO syncs (id, workspace, definition, state, changed_at, created_at)
+			VALUES (?, ?, ?, 'active', ?, ?)`, p.ID, p.Workspace, p.Definition, nanos(now), nanos(now)); err != nil {
+			return cur, 0, err
+		}
+		return cur, putCreated, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "new sync"})
+	case err != nil:
+		return cur, 0, err
+	case cur.Definition != p.Definition:
+		if _, err := tx.ExecContext(ctx, `UPDATE syncs SET workspace = ?, definition = ?, changed_at = ? WHERE id = ?`,
+			p.Workspace, p.Definition, nanos(now), p.ID); err != nil {
+			return cur, 0, err
+		}
+		return cur, putChanged, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "definition changed"})
+	case cur.Workspace != p.Workspace:
+		_, err := tx.ExecContext(ctx, `UPDATE syncs SET workspace = ? WHERE id = ?`, p.Workspace, p.ID)
+		return cur, putWorkspace, err
+	default:
+		return cur, putUnchanged, nil
+	}
+}
+
+// PutSyncs publishes many definitions in one write transaction (one commit,
+// one fsync), each as PutSync would, in id order.
+func (s *Store) PutSyncs(ctx context.Context, ps []store.PutSyncParams) (store.PutSyncsResult, error) {
+	sorted, err := store.SortPutSyncs(ps)
+	if err != nil {
+		return store.PutSyncsResult{}, invalid(err)
+	}
+	var res store.PutSyncsResult
+	if len(sorted) == 0 {
+		return res, nil
+	}
+	err = s.write(ctx, "put syncs", func(tx *sql.Tx) error {
+		res = store.PutSyncsResult{}
+		now := s.now()
+		for _, p := range sorted {
+			_, what, err := putSync(ctx, tx, now, p)
+			if err != nil {
+				return err
+			}
+			switch what {
+			case putCreated:
+				res.Created++
+			case putChanged:
+				res.Changed++
+			case putWorkspace:
+				res.WorkspaceOnly++
+			default:
+				res.Unchanged++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PutSyncsResult{}, err
+	}
+	return res, nil
+}
+
+// ListPausedSyncs returns the ids of the paused syncs, in id order.
+func (s *Store) ListPausedSyncs(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM syncs WHERE state = 'paused' ORDER BY id`)
+	if err != nil {
+		return nil, s.mapErr("list paused syncs", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.mapErr("list paused syncs", err)
+		}
+		out = append(out, id)
+	}
+	return out, s.mapErr("list paused syncs", rows.Err())
 }
 
 // GetSync returns a sync, or ErrNotFound.

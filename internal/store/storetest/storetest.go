@@ -43,6 +43,9 @@ func setup(t *testing.T, open OpenFunc) *bundle {
 func Run(t *testing.T, open OpenFunc) {
 	t.Run("Syncs", func(t *testing.T) { t.Parallel(); testSyncs(t, open) })
 	t.Run("SyncState", func(t *testing.T) { t.Parallel(); testSyncState(t, open) })
+	t.Run("PutSyncs", func(t *testing.T) { t.Parallel(); testPutSyncs(t, open) })
+	t.Run("PutSyncsConcurrent", func(t *testing.T) { t.Parallel(); testPutSyncsConcurrent(t, open) })
+	t.Run("PausedSyncs", func(t *testing.T) { t.Parallel(); testPausedSyncs(t, open) })
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testRuns(t, open) })
 	t.Run("RunsByState", func(t *testing.T) { t.Parallel(); testRunsByState(t, open) })
 	t.Run("Cursor", func(t *testing.T) { t.Parallel(); testCursor(t, open) })
