@@ -84,7 +84,7 @@ type Slice struct {
 
 // Slicer is implemented by a source that can read only a slice's rows, so
 // that each partition of a partitioned sync reads its own share rather than
-// the whole source (docs/guide.md#the-checkpoint-barrier).
+// the whole source (docs/guide.md#which-rows-a-partition-reads).
 type Slicer interface {
 	// ReadSlice is ReadPage restricted to the rows of slice, or to a
 	// superset of them (the source's filter may be cheaper than the

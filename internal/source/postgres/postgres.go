@@ -61,6 +61,13 @@
 // the condition down), 1,000 ids per statement, all in one REPEATABLE READ,
 // READ ONLY snapshot. See ReadIdentities.
 //
+// # Reading one partition
+//
+// ReadSlice (source.Slicer) pages like ReadPage over the rows of one
+// partition of a partitioned sync only, or a superset of them: the
+// condition source/slicesql builds for the identity column is ANDed to the
+// page's WHERE (docs/guide.md#which-rows-a-partition-reads).
+//
 // # Values
 //
 // A record's Fields map every result column to a JSON-friendly value
