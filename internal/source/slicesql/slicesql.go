@@ -61,14 +61,24 @@ type Dialect struct {
 // number of digits (up to digits), and a "-" first for negative numbers
 // when signed.
 func (d Dialect) Integer(ref string, digits int, signed bool, mask int) string {
-	digit := func(l int) func(i int) string {
+	// A digit's byte is '0' (48) + digit; below 2^a only 48's low bits
+	// count, none when a <= 4.
+	zero := ""
+	if c := 48 & mask; c != 0 {
+		zero = strconv.Itoa(c) + " + "
+	}
+	digit := func(l int, neg bool) func(i int) string {
 		return func(i int) string {
-			// abs of a remainder: a negative number's digits without
-			// negating it (the smallest bigint has no positive).
+			e := ref + " % 10"
 			if p := l - 1 - i; p > 0 {
-				return "(48 + abs((" + ref + " " + d.Div + " " + pow10(p) + ") % 10))"
+				e = "(" + ref + " " + d.Div + " " + pow10(p) + ") % 10"
 			}
-			return "(48 + abs(" + ref + " % 10))"
+			if neg {
+				// abs of a remainder: a negative number's digits without
+				// negating it (the smallest bigint has no positive).
+				e = "abs(" + e + ")"
+			}
+			return "(" + zero + e + ")"
 		}
 	}
 	var sb strings.Builder
@@ -79,7 +89,7 @@ func (d Dialect) Integer(ref string, digits int, signed bool, mask int) string {
 		} else {
 			sb.WriteString(" ELSE ")
 		}
-		sb.WriteString(d.hash(mask, l, digit(l)))
+		sb.WriteString(d.hash(mask, l, digit(l, false)))
 	}
 	sb.WriteString(" END")
 	if !signed {
@@ -94,7 +104,7 @@ func (d Dialect) Integer(ref string, digits int, signed bool, mask int) string {
 		} else {
 			sb.WriteString(" ELSE ")
 		}
-		dg := digit(l)
+		dg := digit(l, true)
 		sb.WriteString(d.hash(mask, l+1, func(i int) string {
 			if i == 0 {
 				return "45" // '-'
