@@ -62,7 +62,10 @@ func TestPartitionedSourceChanged(t *testing.T) {
 	err := needPG(ctx, e)
 	if err == nil {
 		_, err = partitionedSourceChanged(ctx, e, row, partitionedParams{
-			Rows: 20000, Partitions: 4, PageSize: 1000, Fake: fakebrevo.Options{Latency: 10 * time.Millisecond},
+			// Pages of 250: each partition has the 20 pages (imports of
+			// about 250) it had when it read the whole table in pages of
+			// 1,000; it now reads only its rows (source.Slicer).
+			Rows: 20000, Partitions: 4, PageSize: 250, Fake: fakebrevo.Options{Latency: 10 * time.Millisecond},
 		}, 3)
 	}
 	finish(t, row, err)
@@ -73,6 +76,10 @@ func TestPartitionedSourceChanged(t *testing.T) {
 // started again empty on the same port. Nothing is written while it is down
 // beyond the pages already checked; the same run then converges: every row
 // once, no dead letter (acceptance 3).
+// The Redis kills below need every partition mid-run at the kill: a
+// partition reads only its rows from PostgreSQL (source.Slicer), so pages
+// of 250 give each partition the 20 or 30 pages it had when it read the
+// whole table in pages of 1,000.
 func TestRedisKilledMidPartitionedRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "redis-partitioned")
@@ -83,7 +90,7 @@ func TestRedisKilledMidPartitionedRun(t *testing.T) {
 		// A 2 s first retry: a partition's five attempts span about 30 s
 		// (2+4+8+16 plus the attempts), past the outage with room to spare.
 		_, err = redisPartitionedRun(ctx, e, row, partitionedParams{
-			Rows: 30000, Partitions: 4, PageSize: 1000, RetryBackoff: 2 * time.Second,
+			Rows: 30000, Partitions: 4, PageSize: 250, RetryBackoff: 2 * time.Second,
 			Fake: fakebrevo.Options{Latency: 20 * time.Millisecond},
 		}, redisKill{Fraction: 0.3, Outage: 12 * time.Second})
 	}
@@ -108,7 +115,7 @@ func TestRedisOutageOutlastsPartitionRetries(t *testing.T) {
 	err := needPG(ctx, e)
 	if err == nil {
 		_, err = redisPartitionedRun(ctx, e, row, partitionedParams{
-			Rows: 20000, Partitions: 4, PageSize: 1000, RetryBackoff: 200 * time.Millisecond,
+			Rows: 20000, Partitions: 4, PageSize: 250, RetryBackoff: 200 * time.Millisecond,
 			Fake: fakebrevo.Options{Latency: 20 * time.Millisecond},
 		}, redisKill{Fraction: 0.3, Outage: 8 * time.Second, Outlast: true})
 	}
@@ -129,7 +136,7 @@ func TestRedisKilledSourceChangedMeanwhile(t *testing.T) {
 	err := needPG(ctx, e)
 	if err == nil {
 		_, err = redisPartitionedRun(ctx, e, row, partitionedParams{
-			Rows: 20000, Partitions: 4, PageSize: 1000, RetryBackoff: 2 * time.Second,
+			Rows: 20000, Partitions: 4, PageSize: 250, RetryBackoff: 2 * time.Second,
 			Fake: fakebrevo.Options{Latency: 20 * time.Millisecond},
 		}, redisKill{Fraction: 0.3, Outage: 8 * time.Second, MutateWhileDown: true})
 	}

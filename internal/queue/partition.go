@@ -18,6 +18,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/runner"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -278,6 +279,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		Attempt:     attempt,
 		Drain:       s.drain,
 		Filter:      partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
+		Slice:       source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
 			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
 			if err != nil {

@@ -55,7 +55,7 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		}
 		for {
 			var p prepared
-			page, err := r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+			page, err := r.readPage(ctx, cursor)
 			if err != nil {
 				p.err = sourceFailure(ctx, err)
 			} else {
@@ -82,6 +82,15 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		}
 	}()
 	return pf
+}
+
+// readPage reads the page at cursor: of the run's slice only when the
+// source can read one (source.Slicer), else of the whole source.
+func (r *run) readPage(ctx context.Context, cursor string) (source.Page, error) {
+	if sl, ok := r.Source.(source.Slicer); ok && r.Slice.N > 1 {
+		return sl.ReadSlice(ctx, r.Slice, cursor, r.Sync.PageSize)
+	}
+	return r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
 }
 
 // stop ends the reading and waits for it: the source is not read after the

@@ -87,6 +87,10 @@ type Params struct {
 	// a partitioned sync, docs/guide.md#the-checkpoint-barrier): a record it refuses is skipped, neither
 	// keyed nor written nor counted as read.
 	Filter func(source.Record) bool
+	// Slice, if set (N > 1), is the partition Filter keeps: a source that is
+	// a source.Slicer reads only (a superset of) its rows
+	// (docs/guide.md#which-rows-a-partition-reads); Filter still decides.
+	Slice source.Slice
 	// BeforeWrite, if set, runs before every claim of a page's records (the
 	// checkpoint barrier of a partition, docs/guide.md#the-checkpoint-barrier). An error fails the run:
 	// a *failure.Error with its code, any other error as store_unavailable.

@@ -74,6 +74,26 @@ type Snapshotter interface {
 	Snapshot(ctx context.Context) (map[string]any, error)
 }
 
+// Slice is one partition of a partitioned sync's rows: those whose
+// identity column, rendered as mapping.Identity renders it, hashes to
+// partition K (1-based) of N by FNV-1a 64 mod N (partition.Of).
+type Slice struct {
+	Identity string
+	K, N     int
+}
+
+// Slicer is implemented by a source that can read only a slice's rows, so
+// that each partition of a partitioned sync reads its own share rather than
+// the whole source (docs/guide.md#which-rows-a-partition-reads).
+type Slicer interface {
+	// ReadSlice is ReadPage restricted to the rows of slice, or to a
+	// superset of them (the source's filter may be cheaper than the
+	// hash): the caller still keeps only the slice's records. Its cursors
+	// are ReadPage's: either method resumes at a cursor of the other, and
+	// a page is full (End false) or the last of the slice (End true).
+	ReadSlice(ctx context.Context, slice Slice, cursor string, size int) (Page, error)
+}
+
 // Progressor is implemented by a source that can say how far a cursor is
 // through it: for a progress bar with a real total, and to show a cursor
 // to people ("after record 2,000 of contacts.csv").

@@ -167,8 +167,13 @@ type Source struct {
 	base, order, nullSQL, versionSQL string
 	versionQuery                     string
 
-	mu sync.Mutex
-	db *sql.DB
+	// identity is Params.Identity; identType its column's type name, as
+	// check found it (slice.go's conditions depend on it).
+	identity, identType string
+
+	mu     sync.Mutex
+	db     *sql.DB
+	slices map[source.Slice]string // ReadSlice's conditions, by slice ("": none)
 }
 
 var _ source.Source = (*Source)(nil)
@@ -292,7 +297,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	if err != nil {
 		return invalid("dsn: %s", strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
 	}
-	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol},
+	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol}, identity: identity,
 		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
 	if s.maxRecord == 0 {
 		s.maxRecord = DefaultMaxRecordBytes
@@ -354,8 +359,16 @@ func (s *Source) buildSQL() {
 // pageSQL is the statement reading size rows after the key literals lits
 // (nil: from the start).
 func (s *Source) pageSQL(lits []string, size int) string {
+	return s.pageSQLWhere("", lits, size)
+}
+
+// pageSQLWhere is pageSQL keeping only the rows that match cond ("": all).
+func (s *Source) pageSQLWhere(cond string, lits []string, size int) string {
 	var b strings.Builder
 	b.WriteString(s.base)
+	if cond != "" {
+		b.WriteString(" AND (" + cond + ")")
+	}
 	if lits != nil {
 		k0, v0 := col(s.keys[0]), lits[0]
 		if len(lits) == 1 {
@@ -544,6 +557,11 @@ func (s *Source) check(ctx context.Context) error {
 		if _, err := s.keyColumns(r); err != nil {
 			return err
 		}
+		for i, name := range r.names {
+			if name == s.identity {
+				s.identType = r.types[i]
+			}
+		}
 		if !s.isTable {
 			return nil
 		}
@@ -580,20 +598,16 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	if err != nil {
 		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
 	}
-	var lits []string
-	for k, kv := range pos {
-		lit, ok := literal(kindOf(kv.Type), kv.Text)
-		if !ok {
-			return source.Page{}, fmt.Errorf("%s: %w: the value of %q is not a %s", s.id, source.ErrBadCursor, s.keys[k], kv.Type)
-		}
-		lits = append(lits, lit)
+	lits, err := s.literals(pos)
+	if err != nil {
+		return source.Page{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(conn *sql.Conn) error {
 		var err error
-		page, err = s.readPage(ctx, conn, cursor, pos, lits, size)
+		page, err = s.readPage(ctx, conn, "", cursor, pos, lits, size)
 		return err
 	})
 	if err != nil {
@@ -602,8 +616,23 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	return page, nil
 }
 
-func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cursor string, pos position, lits []string, size int) (source.Page, error) {
-	rows, err := conn.QueryContext(ctx, s.pageSQL(lits, size+1))
+// literals are the SQL literals of a cursor's key values.
+func (s *Source) literals(pos position) ([]string, error) {
+	var lits []string
+	for k, kv := range pos {
+		lit, ok := literal(kindOf(kv.Type), kv.Text)
+		if !ok {
+			return nil, fmt.Errorf("%s: %w: the value of %q is not a %s", s.id, source.ErrBadCursor, s.keys[k], kv.Type)
+		}
+		lits = append(lits, lit)
+	}
+	return lits, nil
+}
+
+// readPage reads the page at cursor of the rows that match cond ("": all
+// rows; a slice's condition, built for an identity of type s.identType).
+func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor string, pos position, lits []string, size int) (source.Page, error) {
+	rows, err := conn.QueryContext(ctx, s.pageSQLWhere(cond, lits, size+1))
 	if err != nil {
 		return source.Page{}, err
 	}
@@ -615,6 +644,13 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cursor string, po
 	keyIdx, err := s.keyColumns(r)
 	if err != nil {
 		return source.Page{}, err
+	}
+	if cond != "" {
+		for i, name := range r.names {
+			if name == s.identity && r.types[i] != s.identType {
+				return source.Page{}, fmt.Errorf("column %q changed type since the source was opened: %w", s.identity, source.ErrChanged)
+			}
+		}
 	}
 	for k, kv := range pos {
 		if t := r.types[keyIdx[k]]; kv.Type != t {

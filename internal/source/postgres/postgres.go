@@ -61,6 +61,13 @@
 // the condition down), 1,000 ids per statement, all in one REPEATABLE READ,
 // READ ONLY snapshot. See ReadIdentities.
 //
+// # Reading one partition
+//
+// ReadSlice (source.Slicer) pages like ReadPage over the rows of one
+// partition of a partitioned sync only, or a superset of them: the
+// condition source/slicesql builds for the identity column is ANDed to the
+// page's WHERE (docs/guide.md#which-rows-a-partition-reads).
+//
 // # Values
 //
 // A record's Fields map every result column to a JSON-friendly value
@@ -166,13 +173,18 @@ type Source struct {
 	isTable bool
 	// keysNotNull reports that the catalog forbids NULL in every key column.
 	keysNotNull bool
+	// identity is Params.Identity; identOID its column's type, as check
+	// found it (slice.go's predicates depend on it).
+	identity string
+	identOID uint32
 
 	firstSQL, nextSQL, nullSQL, versionSQL string
 	versionQuery                           string // Params.VersionQuery
 	maxRecord                              int64  // Params.MaxRecordBytes
 
-	mu   sync.Mutex
-	conn *pgx.Conn
+	mu     sync.Mutex
+	conn   *pgx.Conn
+	slices map[source.Slice]sliceQuery // ReadSlice's statements, by slice
 }
 
 var _ source.Source = (*Source)(nil)
@@ -209,7 +221,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	}
 	configure(cfg)
 
-	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, identity: identity, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
 	if s.maxRecord <= 0 {
 		s.maxRecord = DefaultMaxRecordBytes
 	}
@@ -275,22 +287,39 @@ func col(name string) string { return pgx.Identifier{"src", name}.Sanitize() }
 
 func (s *Source) buildSQL() {
 	refs := make([]string, len(s.keys))
-	params := make([]string, len(s.keys))
-	notNull := make([]string, len(s.keys))
 	isNull := make([]string, len(s.keys))
 	for i, k := range s.keys {
 		refs[i] = col(k)
-		params[i] = "$" + strconv.Itoa(i+2)
-		notNull[i] = refs[i] + " IS NOT NULL"
 		isNull[i] = refs[i] + " IS NULL"
 	}
-	order := strings.Join(refs, ", ")
-	base := "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(notNull, " AND ")
-	tail := " ORDER BY " + order + " LIMIT $1"
-	s.firstSQL = base + tail
-	s.nextSQL = base + " AND (" + order + ") > (" + strings.Join(params, ", ") + ")" + tail
+	s.firstSQL, s.nextSQL = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
 	s.versionSQL = "SELECT count(*), max(" + refs[0] + ") FROM " + s.from + " AS src"
+}
+
+// pageSQL returns the statements of a first page and of the pages after a
+// cursor, keeping the rows that match pred (every row when "") and joining
+// lateral (a LATERAL subquery pred reads) to the relation.
+func (s *Source) pageSQL(lateral, pred string) (first, next string) {
+	refs := make([]string, len(s.keys))
+	params := make([]string, len(s.keys))
+	conds := make([]string, len(s.keys), len(s.keys)+1)
+	for i, k := range s.keys {
+		refs[i] = col(k)
+		params[i] = "$" + strconv.Itoa(i+2)
+		conds[i] = refs[i] + " IS NOT NULL"
+	}
+	if pred != "" {
+		conds = append(conds, "("+pred+")")
+	}
+	order := strings.Join(refs, ", ")
+	base := "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(conds, " AND ")
+	if lateral != "" {
+		// Only src's columns: the subquery's are not the source's.
+		base = "SELECT src.* FROM " + s.from + " AS src" + lateral + " WHERE " + strings.Join(conds, " AND ")
+	}
+	tail := " ORDER BY " + order + " LIMIT $1"
+	return base + tail, base + " AND (" + order + ") > (" + strings.Join(params, ", ") + ")" + tail
 }
 
 // ID returns "postgres:<host>:<port>/<database>/" followed by the table as
@@ -375,8 +404,14 @@ func (s *Source) check(ctx context.Context) error {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if _, _, err := s.columns(rows.FieldDescriptions()); err != nil {
+		fds := rows.FieldDescriptions()
+		if _, _, err := s.columns(fds); err != nil {
 			return err
+		}
+		for _, fd := range fds {
+			if fd.Name == s.identity {
+				s.identOID = fd.DataTypeOID
+			}
 		}
 		if !s.isTable {
 			return nil
@@ -487,7 +522,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
 		var err error
-		page, err = s.readPage(ctx, tx, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{first: s.firstSQL, next: s.nextSQL}, cursor, pos, size)
 		return err
 	})
 	if err != nil {
@@ -496,10 +531,19 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	return page, nil
 }
 
-func (s *Source) readPage(ctx context.Context, tx pgx.Tx, cursor string, pos position, size int) (source.Page, error) {
-	sql, args := s.firstSQL, []any{strconv.Itoa(size + 1)}
+// pageSQL is the statements a page is read with.
+type pageSQL struct {
+	first, next string
+	// checkIdent: the statements were built for an identity column of
+	// type identOID (a slice's predicate), which the result must still have.
+	checkIdent bool
+	identOID   uint32
+}
+
+func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor string, pos position, size int) (source.Page, error) {
+	sql, args := q.first, []any{strconv.Itoa(size + 1)}
 	if pos != nil {
-		sql = s.nextSQL
+		sql = q.next
 		for _, kv := range pos {
 			// Strings travel in text format, typed by PostgreSQL from the
 			// column they are compared with: its input function reads
@@ -520,6 +564,13 @@ func (s *Source) readPage(ctx context.Context, tx pgx.Tx, cursor string, pos pos
 	if fds != nil {
 		if keyIdx, keyTags, err = s.columns(fds); err != nil {
 			return source.Page{}, err
+		}
+		if q.checkIdent {
+			for _, fd := range fds {
+				if fd.Name == s.identity && fd.DataTypeOID != q.identOID {
+					return source.Page{}, fmt.Errorf("column %q changed type since the source was opened: %w", s.identity, source.ErrChanged)
+				}
+			}
 		}
 		for k, kv := range pos {
 			if kv.Type != keyTags[k] {
