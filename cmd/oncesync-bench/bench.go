@@ -40,10 +40,11 @@ type benchParams struct {
 	Mode        string
 	Runs        int
 	JSON        bool
-	Bin         string // the oncesync binary
-	Dir         string // parent of the work dir ("" = os.TempDir)
-	Keep        bool   // keep the work dir
-	Concurrency int    // single path, both sides
+	Bin         string        // the oncesync binary
+	Dir         string        // parent of the work dir ("" = os.TempDir)
+	Keep        bool          // keep the work dir
+	Latency     time.Duration // added by the fake to every request (a network's round trip)
+	Concurrency int           // single path, both sides
 	SecondPass  bool
 	CPUProfile  string // one extra in-process oncesync run, profiled
 	Trace       string // with CPUProfile: that run's execution trace
@@ -101,6 +102,7 @@ func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&p.Bin, "bin", "bin/oncesync", "the oncesync binary (go build -o bin/oncesync ./cmd/oncesync)")
 	fs.StringVar(&p.Dir, "dir", "", "where the work dir (CSV, stores, logs) is created (default: the system temp dir)")
 	fs.BoolVar(&p.Keep, "keep", false, "keep the work dir")
+	fs.DurationVar(&p.Latency, "latency", 0, "time the fake adds to every request, as a network's round trip would (both sides)")
 	fs.IntVar(&p.Concurrency, "concurrency", defaultConcurrency, "calls in flight on the single path (both sides)")
 	fs.BoolVar(&p.SecondPass, "second-pass", true, "after each oncesync run, run it again over the same store (all replayed)")
 	fs.StringVar(&p.CPUProfile, "cpuprofile", "", "after the runs, profile one more oncesync run in-process and write the CPU profile here")
@@ -186,11 +188,12 @@ func runBench(ctx context.Context, p benchParams, log io.Writer) (report, error)
 		return report{}, err
 	}
 
-	// The fake: no latency, no faults, no rate limit, imports applied before
-	// the 202, and no spec validation: Validate re-checks every request
-	// against Brevo's OpenAPI document, which is for tests and would put the
-	// validator's cost, not oncesync's, in the numbers.
-	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: benchAPIKey})
+	// The fake: no latency (unless --latency), no faults, no rate limit,
+	// imports applied before the 202, and no spec validation: Validate
+	// re-checks every request against Brevo's OpenAPI document, which is for
+	// tests and would put the validator's cost, not oncesync's, in the
+	// numbers.
+	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: benchAPIKey, Latency: p.Latency})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return report{}, err
