@@ -588,6 +588,12 @@ func (s *Source) check(ctx context.Context) error {
 // (cursor_column, identity) order, in one consistent snapshot. See the
 // package documentation for Next at the end of the source and for errors.
 func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+	return s.read(ctx, cursor, size, func() string { return "" })
+}
+
+// read is ReadPage over the rows that the condition cond returns keeps
+// ("": every row); cond is called with s.mu held.
+func (s *Source) read(ctx context.Context, cursor string, size int, cond func() string) (source.Page, error) {
 	if size < 1 {
 		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
 	}
@@ -604,10 +610,11 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c := cond()
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(conn *sql.Conn) error {
 		var err error
-		page, err = s.readPage(ctx, conn, "", cursor, pos, lits, size)
+		page, err = s.readPage(ctx, conn, c, cursor, pos, lits, size)
 		return err
 	})
 	if err != nil {

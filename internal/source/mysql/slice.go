@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"strconv"
 
 	"github.com/oncesync/oncesync/internal/source"
@@ -34,33 +32,10 @@ var _ source.Slicer = (*Source)(nil)
 // identity column is not slice.Identity, or of a type the condition cannot
 // hash, reads every row (ReadPage).
 func (s *Source) ReadSlice(ctx context.Context, slice source.Slice, cursor string, size int) (source.Page, error) {
-	if size < 1 {
-		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return source.Page{}, err
-	}
-	pos, err := parseCursor(cursor, len(s.keys))
-	if err != nil {
-		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
-	}
-	lits, err := s.literals(pos)
-	if err != nil {
-		return source.Page{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cond, _ := s.sliceCond(slice)
-	var page source.Page
-	err = s.snapshot(ctx, "read page", func(conn *sql.Conn) error {
-		var err error
-		page, err = s.readPage(ctx, conn, cond, cursor, pos, lits, size)
-		return err
+	return s.read(ctx, cursor, size, func() string {
+		cond, _ := s.sliceCond(slice)
+		return cond
 	})
-	if err != nil {
-		return source.Page{}, err
-	}
-	return page, nil
 }
 
 // SliceExact reports whether ReadSlice reads exactly slice's rows (true) or

@@ -507,6 +507,12 @@ func (s *Source) typeTag(oid uint32) string {
 // (cursor_column, identity) order, in one REPEATABLE READ snapshot. See the
 // package documentation for Next at the end of the source and for errors.
 func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+	return s.read(ctx, cursor, size, func() (sliceQuery, bool) { return sliceQuery{}, false })
+}
+
+// read is ReadPage with the statements query returns (called with s.mu
+// held); ok false means the whole table's.
+func (s *Source) read(ctx context.Context, cursor string, size int, query func() (sliceQuery, bool)) (source.Page, error) {
 	if size < 1 {
 		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
 	}
@@ -519,10 +525,22 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	q, ok := query()
+	if !ok {
+		q = sliceQuery{first: s.firstSQL, next: s.nextSQL}
+	}
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
+		if ok {
+			// The predicate's long expression makes the planner expect a
+			// costly scan and compile it with JIT, which takes seconds; a
+			// page stops at its LIMIT long before that pays.
+			if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+				return err
+			}
+		}
 		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{first: s.firstSQL, next: s.nextSQL}, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
 		return err
 	})
 	if err != nil {

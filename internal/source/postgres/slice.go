@@ -2,10 +2,8 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncesync/oncesync/internal/source"
@@ -68,40 +66,7 @@ var _ source.Slicer = (*Source)(nil)
 // A source whose identity column is not slice.Identity, or of a type the
 // predicate cannot hash, reads every row (ReadPage).
 func (s *Source) ReadSlice(ctx context.Context, slice source.Slice, cursor string, size int) (source.Page, error) {
-	if size < 1 {
-		return source.Page{}, fmt.Errorf("%s: page size %d: must be at least 1: %w", s.id, size, source.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return source.Page{}, err
-	}
-	pos, err := parseCursor(cursor, len(s.keys))
-	if err != nil {
-		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, ok := s.sliceQueryOf(slice)
-	if !ok {
-		q = sliceQuery{first: s.firstSQL, next: s.nextSQL}
-	}
-	var page source.Page
-	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
-		if ok {
-			// The predicate's long expression makes the planner expect a
-			// costly scan and compile it with JIT, which takes seconds; a
-			// page stops at its LIMIT long before that pays.
-			if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
-				return err
-			}
-		}
-		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
-		return err
-	})
-	if err != nil {
-		return source.Page{}, err
-	}
-	return page, nil
+	return s.read(ctx, cursor, size, func() (sliceQuery, bool) { return s.sliceQueryOf(slice) })
 }
 
 // SliceExact reports whether ReadSlice reads exactly slice's rows (true) or
