@@ -210,12 +210,24 @@ func TestRetries(t *testing.T) {
 	t.Run("503 then recovery", func(t *testing.T) {
 		t.Parallel()
 		id := b.id("ok")
-		// 503 for 5 base units (5 min at the default 60 s): attempts at
-		// ~0, ~1 and ~3 units fail, the one at ~7 units succeeds.
-		b.outageUntil.Store(time.Now().Add(5 * base).UnixNano())
+		// 503 until three attempts failed (at ~0, ~1 and ~3 units); the
+		// outage ends then, within the 4 units before the fourth attempt.
+		// Ended by count, not by a clock, so a loaded machine that starts
+		// the first attempt late does not shift which attempt succeeds.
+		b.outageUntil.Store(time.Now().Add(time.Hour).UnixNano())
 		if _, err := b.svc.Enqueue(ctx, id, queue.ReasonManual); err != nil {
 			t.Fatal(err)
 		}
+		waitFor(t, 20*time.Second, "three failed attempts", func() bool {
+			n := 0
+			for _, r := range runsOf(t, b.st, id) {
+				if r.State == store.RunFailed {
+					n++
+				}
+			}
+			return n >= 3
+		})
+		b.outageUntil.Store(0)
 		var runs []store.Run
 		waitFor(t, 20*time.Second, "a run to succeed", func() bool {
 			runs = runsOf(t, b.st, id)
