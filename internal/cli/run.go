@@ -293,6 +293,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		Sync:          built.Sync,
 		LeaseTTL:      cfg.Settings.LeaseTTL,
 		LeaseRenew:    cfg.Settings.LeaseRenew,
+		InDoubtGrace:  cfg.Settings.InDoubtGrace,
 		ResetCursor:   f.resetCursor,
 		Drain:         drain,
 		AllowRemovals: f.allowRemovals,

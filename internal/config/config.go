@@ -50,6 +50,9 @@ const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultSMTPPort       = 587
 	MaxBreakerFailures    = 1000
+	// MaxInDoubtGrace bounds settings.in_doubt_grace: every read-back of a
+	// write in doubt waits that long.
+	MaxInDoubtGrace = 10 * time.Minute
 )
 
 // Config is one oncesync configuration file.
@@ -92,6 +95,10 @@ type Settings struct {
 	// BreakerFailures is the number of consecutive failed runs that pauses a
 	// sync (docs/guide.md#guardrails).
 	BreakerFailures int
+	// InDoubtGrace is how long after a write whose outcome is unknown a run
+	// waits before reading the destination back
+	// (docs/guide.md#the-ledger-and-its-retention).
+	InDoubtGrace time.Duration
 	// MaxRemovals bounds what one run of a mirror sync may remove
 	// (docs/guide.md#write-modes); the zero value means the default, 10 %.
 	MaxRemovals Removals
@@ -140,8 +147,10 @@ func (r Removals) String() string {
 //	breaker_failures  5        "Guardrails"
 //	deadman_window    24h      "Telling silence from outside"
 //	ledger_retention  168h     "The ledger and its retention" (7 days)
+//	in_doubt_grace    10s      "The ledger and its retention"
 func Defaults() Settings {
 	return Settings{
+		InDoubtGrace:    10 * time.Second,
 		LeaseTTL:        30 * time.Second,
 		LeaseRenew:      10 * time.Second,
 		BreakerFailures: 5,

@@ -718,6 +718,7 @@ func (l *loader) settings(v *yaml.Node, path string) Settings {
 		"deadman_window":   func(v *yaml.Node, p string) { s.DeadmanWindow = l.duration(v, p) },
 		"ledger_retention": func(v *yaml.Node, p string) { s.LedgerRetention = l.duration(v, p) },
 		"max_removals":     func(v *yaml.Node, p string) { s.MaxRemovals = l.removals(v, p) },
+		"in_doubt_grace":   func(v *yaml.Node, p string) { s.InDoubtGrace = l.duration(v, p) },
 	})
 	return s
 }

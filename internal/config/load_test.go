@@ -557,7 +557,7 @@ syncs:
 		},
 		{
 			name: "ids and settings ranges",
-			yaml: `settings: {breaker_failures: 0}
+			yaml: `settings: {breaker_failures: 0, in_doubt_grace: 11m}
 syncs:
   - id: "bad id!"
     workspace: "-acme"
@@ -567,6 +567,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:1: settings.breaker_failures: must be between 1 and 1000, got 0`,
+				`oncesync.yaml:1: settings.in_doubt_grace: must be between 0s and 10m0s, got 11m0s`,
 				`oncesync.yaml:3: syncs[0].id: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "bad id!"`,
 				`oncesync.yaml:4: syncs[0].workspace: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "-acme"`,
 				`oncesync.yaml:5: syncs[0].breaker_failures: must be between 1 and 1000, got 1001`,
@@ -697,7 +698,7 @@ func TestLoadSpecExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the contract's example config (testdata/spec.yaml) must load: %v", err)
 	}
-	want := config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, BreakerFailures: 5, DeadmanWindow: 24 * time.Hour, LedgerRetention: 168 * time.Hour}
+	want := config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, BreakerFailures: 5, DeadmanWindow: 24 * time.Hour, LedgerRetention: 168 * time.Hour, InDoubtGrace: 10 * time.Second}
 	if cfg.Settings != want {
 		t.Errorf("settings = %+v, want %+v", cfg.Settings, want)
 	}
@@ -778,7 +779,7 @@ func TestLoadFull(t *testing.T) {
 	if cfg.Store != "postgres://oncesync:pg-s3cret@db.internal:5432/oncesync" || cfg.Redis != "rediss://:redis-s3cret@redis.internal:6380/1" || !cfg.AllowEvictingRedis {
 		t.Errorf("top level: %q %q %v", cfg.Store, cfg.Redis, cfg.AllowEvictingRedis)
 	}
-	want := config.Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour, MaxRemovals: config.Removals{Percent: 5, Set: true}}
+	want := config.Settings{LeaseTTL: 15 * time.Minute, LeaseRenew: 5 * time.Minute, BreakerFailures: 3, DeadmanWindow: 12 * time.Hour, LedgerRetention: 336 * time.Hour, InDoubtGrace: 30 * time.Second, MaxRemovals: config.Removals{Percent: 5, Set: true}}
 	if cfg.Settings != want {
 		t.Errorf("settings = %+v", cfg.Settings)
 	}

@@ -43,6 +43,9 @@ func (l *loader) applyDefaults(c *Config) {
 	if !l.has("settings.ledger_retention") {
 		s.LedgerRetention = def.LedgerRetention
 	}
+	if !l.has("settings.in_doubt_grace") {
+		s.InDoubtGrace = def.InDoubtGrace
+	}
 	if !l.has("web.listen") {
 		c.Web.Listen = DefaultListen
 	}
@@ -162,6 +165,9 @@ func (l *loader) validateSettings(s *Settings) {
 		l.check(at, fmt.Sprintf("lease_renew (%s) must be shorter than lease_ttl (%s)", s.LeaseRenew, s.LeaseTTL))
 	}
 	l.intRange("settings.breaker_failures", s.BreakerFailures, 1, MaxBreakerFailures)
+	if l.has("settings.in_doubt_grace") && (s.InDoubtGrace < 0 || s.InDoubtGrace > MaxInDoubtGrace) {
+		l.check("settings.in_doubt_grace", fmt.Sprintf("must be between 0s and %s, got %s", MaxInDoubtGrace, s.InDoubtGrace))
+	}
 }
 
 // intRange checks a written integer field.

@@ -54,6 +54,7 @@ type setupParams struct {
 	mode     string
 	opts     fakebrevo.Options
 	settings string // YAML flow map; default {lease_ttl: 30s, lease_renew: 10s}
+	dest     string // more destination keys, e.g. ", timeout: 1s"
 }
 
 func setup(t *testing.T, p setupParams) *testBundle {
@@ -100,9 +101,9 @@ syncs:
     workspace: acme
     schedule: "*/15 * * * *"
     source: {type: csv, path: contacts.csv, page_size: %d, identity: id}
-    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
+    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000%s}
     mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
-`, p.settings, p.pageSize, tb.srv.URL, p.mode)
+`, p.settings, p.pageSize, tb.srv.URL, p.mode, p.dest)
 	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

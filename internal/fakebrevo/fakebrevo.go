@@ -20,7 +20,9 @@
 // it refuses and lists them in CSV reports whose URLs GET /v3/processes/{id}
 // shows in info.import once completed; the reports may be served from
 // another origin (Options.ReportBaseURL, Server.Reports); a process may fail
-// whole (status failed, nothing applied).
+// whole (status failed, nothing applied). A write may be held past its
+// client's timeout and applied all the same (HoldWriteRate), as a server
+// that does not watch its clients does.
 //
 // Where the fake departs from Brevo (each is deliberate):
 //   - Only jsonBody imports are supported (no fileUrl, fileBody).
@@ -63,6 +65,15 @@ type Options struct {
 	// DropResponseRate is the fraction of write requests whose write is
 	// applied and whose connection is then cut before any response.
 	DropResponseRate float64
+	// HoldWriteRate is the fraction (0..1) of write requests (POST, PUT and
+	// DELETE of /v3/contacts*, imports included) the fake holds for
+	// HoldWrite once their body has arrived, before handling them. A held
+	// request is handled even when its client has given up meanwhile: a
+	// server does not undo work because the client stopped waiting, so the
+	// write (or the import's process) lands after the client's timeout.
+	HoldWriteRate float64
+	// HoldWrite is how long a held write waits (see HoldWriteRate).
+	HoldWrite time.Duration
 	// RefuseEmails are refused with 400 invalid_parameter on POST and PUT
 	// /v3/contacts; an import row with one is skipped by the process and
 	// listed in its invalid_emails report, as Brevo does with an invalid
@@ -115,6 +126,12 @@ type Stats struct {
 	ByStatus        map[string]int64 `json:"by_status"`         // "202" -> count
 	Invalid         int64            `json:"invalid_requests"`  // requests that failed spec validation
 	Dropped         int64            `json:"dropped_responses"` // writes applied whose connection was then cut
+	// Held counts the writes held HoldWrite before they were handled,
+	// HeldPending those held now, and HeldAbandoned those whose client had
+	// given up by the time they were handled.
+	Held          int64 `json:"held_writes"`
+	HeldPending   int64 `json:"held_writes_pending"`
+	HeldAbandoned int64 `json:"held_writes_abandoned"`
 	// Import processes: rows they skipped (listed in their reports), processes
 	// that failed whole, and report downloads served.
 	ImportRowsSkipped int64 `json:"import_rows_skipped"`

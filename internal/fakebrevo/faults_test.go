@@ -425,3 +425,44 @@ func TestLatency(t *testing.T) {
 		t.Errorf("request took %v, want >= 30ms", d)
 	}
 }
+
+// TestHoldWrite: a held write is handled after HoldWrite even though its
+// client gave up, and the fake counts it abandoned; reads are never held.
+func TestHoldWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{HoldWriteRate: 1, HoldWrite: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.raw+"/v3/contacts",
+		strings.NewReader(`{"email":"late@example.com","attributes":{"FIRSTNAME":"Late"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("api-key", testKey)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the held write answered %d before its client's timeout", res.StatusCode)
+	}
+	if _, ok := b.srv.Contact("late@example.com"); ok {
+		t.Fatal("the held write was applied before HoldWrite passed")
+	}
+	if st := b.srv.Stats(); st.HeldPending != 1 {
+		t.Fatalf("pending held writes = %d, want 1", st.HeldPending)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.srv.Stats().HeldPending > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := b.srv.Contact("late@example.com"); !ok {
+		t.Fatal("the held write was not applied after its client gave up")
+	}
+	st := b.srv.Stats()
+	if st.Held != 1 || st.HeldAbandoned != 1 || st.HeldPending != 0 {
+		t.Fatalf("held %d, abandoned %d, pending %d; want 1, 1, 0", st.Held, st.HeldAbandoned, st.HeldPending)
+	}
+	b.mustStatus(b.do(http.MethodGet, "/v3/contacts/late@example.com", nil), http.StatusOK)
+	if got := b.srv.Stats().Held; got != 1 {
+		t.Fatalf("a read was held (held %d)", got)
+	}
+}

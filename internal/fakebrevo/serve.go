@@ -48,6 +48,10 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"requests per second allowed on /v3/contacts* before 429 (0 = unlimited)")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
 		"fraction (0..1) of write requests whose write is applied and whose connection is then cut without a response")
+	fs.Float64Var(&o.HoldWriteRate, "hold-write-rate", o.HoldWriteRate,
+		"fraction (0..1) of write requests held --hold-write before they are handled, even when the client gave up meanwhile (a write that lands after its client's timeout)")
+	fs.DurationVar(&o.HoldWrite, "hold-write", o.HoldWrite,
+		"how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
 		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,

@@ -171,6 +171,7 @@ func (o Options) Check() error {
 		{"drop-response rate", o.DropResponseRate},
 		{"import skip rate", o.ImportSkipRate},
 		{"import fail rate", o.ImportFailRate},
+		{"hold-write rate", o.HoldWriteRate},
 	}
 	for _, r := range rates {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
@@ -182,6 +183,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("%w: latency must not be negative", ErrBadOptions)
 	case o.ProcessDelay < 0:
 		return fmt.Errorf("%w: process delay must not be negative", ErrBadOptions)
+	case o.HoldWrite < 0:
+		return fmt.Errorf("%w: hold-write delay must not be negative", ErrBadOptions)
 	case o.ImportRowDelay < 0:
 		return fmt.Errorf("%w: import row delay must not be negative", ErrBadOptions)
 	case o.RateLimitPerSecond < 0:
@@ -308,6 +311,7 @@ type call struct {
 	segs  []string // path segments after /v3, unescaped
 	body  []byte
 	now   time.Time
+	held  bool // held by holdWrite before it was handled
 }
 
 // errorBody is Brevo's errorModel.
@@ -395,7 +399,48 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	s.holdWrite(c)
 	s.route(c)
+	if c.held {
+		// Pending until handled: a test waits for it before counting.
+		s.mu.Lock()
+		s.stats.HeldPending--
+		s.mu.Unlock()
+	}
+}
+
+// holdWrite holds a write request for HoldWrite, with probability
+// HoldWriteRate, without watching its client: the request is then handled
+// as if it had just arrived, whether or not anyone still waits for the
+// answer (Options.HoldWriteRate).
+func (s *Server) holdWrite(c *call) {
+	if s.opts.HoldWriteRate <= 0 || s.opts.HoldWrite <= 0 || len(c.segs) == 0 || c.segs[0] != "contacts" {
+		return
+	}
+	switch c.r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodDelete:
+	default:
+		return
+	}
+	s.mu.Lock()
+	hold := s.rng.Float64() < s.opts.HoldWriteRate
+	if hold {
+		s.stats.Held++
+		s.stats.HeldPending++
+	}
+	s.mu.Unlock()
+	if !hold {
+		return
+	}
+	time.Sleep(s.opts.HoldWrite)
+	c.now = s.clock.Now()
+	s.mu.Lock()
+	s.advanceLocked(c.now)
+	if c.r.Context().Err() != nil {
+		s.stats.HeldAbandoned++
+	}
+	s.mu.Unlock()
+	c.held = true
 }
 
 // route dispatches a /v3 call to its operation.

@@ -267,19 +267,20 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	payload, _ := json.Marshal(args)
 	token := "p" + strconv.Itoa(args.Partition) + "-job" + strconv.FormatInt(jobID, 10)
 	run, runErr := runner.Run(ctx, runner.Params{
-		Store:       s.st,
-		Leases:      s.leases,
-		Source:      built.Source,
-		Destination: built.Destination,
-		Clock:       s.clock,
-		Logger:      s.log.With("reason", args.Reason, "attempt", attempt, "partition", args.Partition, "coordinator_run", args.RunID),
-		Sync:        partSync,
-		LeaseTTL:    s.cfg.Settings.LeaseTTL,
-		LeaseRenew:  s.cfg.Settings.LeaseRenew,
-		Attempt:     attempt,
-		Drain:       s.drain,
-		Filter:      partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
-		Slice:       source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
+		Store:        s.st,
+		Leases:       s.leases,
+		Source:       built.Source,
+		Destination:  built.Destination,
+		Clock:        s.clock,
+		Logger:       s.log.With("reason", args.Reason, "attempt", attempt, "partition", args.Partition, "coordinator_run", args.RunID),
+		Sync:         partSync,
+		LeaseTTL:     s.cfg.Settings.LeaseTTL,
+		LeaseRenew:   s.cfg.Settings.LeaseRenew,
+		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
+		Attempt:      attempt,
+		Drain:        s.drain,
+		Filter:       partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
+		Slice:        source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
 			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
 			if err != nil {

@@ -118,17 +118,18 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 	}
 	defer built.Close()
 	run, runErr := runner.Run(ctx, runner.Params{
-		Store:       s.st,
-		Leases:      s.leases,
-		Source:      built.Source,
-		Destination: built.Destination,
-		Clock:       s.clock,
-		Logger:      s.log.With("reason", args.Reason, "attempt", attempt),
-		Sync:        built.Sync,
-		LeaseTTL:    s.cfg.Settings.LeaseTTL,
-		LeaseRenew:  s.cfg.Settings.LeaseRenew,
-		Attempt:     attempt,
-		Drain:       s.drain,
+		Store:        s.st,
+		Leases:       s.leases,
+		Source:       built.Source,
+		Destination:  built.Destination,
+		Clock:        s.clock,
+		Logger:       s.log.With("reason", args.Reason, "attempt", attempt),
+		Sync:         built.Sync,
+		LeaseTTL:     s.cfg.Settings.LeaseTTL,
+		LeaseRenew:   s.cfg.Settings.LeaseRenew,
+		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
+		Attempt:      attempt,
+		Drain:        s.drain,
 		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})

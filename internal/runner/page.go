@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -453,6 +454,30 @@ func (r *run) beforeWrite(ctx context.Context) error {
 	}
 }
 
+// awaitLateWrites waits until InDoubtGrace has passed since sent, the
+// latest moment a write in doubt may have been sent, keeping the lease. A
+// server may hold a request after its client gave up (a slow handler, a
+// queue in front of it) and apply it later: a read-back before then would
+// find nothing and send the records again, and the late request would
+// write them a second time. The wait is on the wall clock, as the server's
+// is; past the grace, a request still held is the residual risk
+// (docs/RELIABILITY.md#not-covered-yet).
+func (r *run) awaitLateWrites(ctx context.Context, sent time.Time) error {
+	until := sent.Add(r.InDoubtGrace)
+	for {
+		left := time.Until(until)
+		if left <= 0 {
+			return nil
+		}
+		if err := clock.Sleep(ctx, min(left, max(r.lease.TTL()/4, time.Millisecond))); err != nil {
+			return cancelled(ctx)
+		}
+		if err := r.ensureLease(ctx); err != nil {
+			return err
+		}
+	}
+}
+
 // maxOutcomeChecks bounds how many read-backs in a row that find nothing
 // landed one page's write may take within one run (a destination that is
 // down, or loses answers to writes it did not apply). A read-back that finds
@@ -521,6 +546,9 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 			// Nothing lost, only not sent: the destination's own retries
 			// are spent; the page fails, and what was not sent is released.
 			return append(out, notSent...), requests, err
+		}
+		if err := r.awaitLateWrites(ctx, time.Now()); err != nil {
+			return out, requests, err
 		}
 		found, verr := r.Destination.Verify(r.destCtx(ctx), unknown, claimedAt)
 		if verr != nil {
@@ -648,6 +676,11 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 	case destination.CapIdempotent:
 		return its, 0, nil, nil // resent with the same idempotency key
 	case destination.CapVerify:
+		// The writes in doubt are an earlier holder's, all sent before this
+		// run's lease was granted.
+		if err := r.awaitLateWrites(ctx, r.heldAt); err != nil {
+			return nil, 0, nil, err
+		}
 		landed, err := r.Destination.Verify(r.destCtx(ctx), records(its), since)
 		if err != nil {
 			if ctx.Err() != nil {

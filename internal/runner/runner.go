@@ -102,6 +102,12 @@ type Params struct {
 	// PollInterval is the first pause between two questions about a
 	// process (default 200 ms, doubling up to 5 s).
 	PollInterval time.Duration
+	// InDoubtGrace is how long after a write whose outcome is unknown the
+	// run waits before it reads the destination back (CapVerify): a request
+	// the client gave up on may still be in the server's hands and land
+	// later; read back too early, it would be sent again
+	// (docs/guide.md#the-ledger-and-its-retention). 0: no wait.
+	InDoubtGrace time.Duration
 	// Hooks are test seams; nil hooks are skipped.
 	Hooks Hooks
 }
@@ -170,6 +176,9 @@ type run struct {
 	remover destination.Remover
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
+	// heldAt is when the lease was granted, on the wall clock: every
+	// request of an earlier holder started before it (awaitLateWrites).
+	heldAt time.Time
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -191,6 +200,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.lease.Fence()
+	r.heldAt = time.Now()
 	// The work is cancelled once the lease's time is up (docs/guide.md#the-store-and-the-leases), from
 	// here on: the expiry counts from the moment the lease was asked for.
 	workCtx, cancel := context.WithCancelCause(ctx)
