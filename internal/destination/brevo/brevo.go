@@ -242,10 +242,17 @@ func (d *Destination) Capability() destination.Capability { return destination.C
 // process are read (docs/guide.md#what-a-run-does). The single path keeps its
 // concurrency within one page.
 func (d *Destination) PagesInFlight() int {
-	if d.mode == ModeBulk && d.writeMode != destination.Update && d.writeMode != destination.Create {
+	if d.imports() {
 		return 2
 	}
 	return 1
+}
+
+// imports reports whether pages go out as imports: bulk mode, except the
+// update and create write modes, which take the single path because an
+// import always upserts (docs/guide.md#write-modes).
+func (d *Destination) imports() bool {
+	return d.mode == ModeBulk && d.writeMode != destination.Update && d.writeMode != destination.Create
 }
 
 // Close releases idle connections of a client New created.

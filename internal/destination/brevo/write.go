@@ -160,7 +160,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	}
 	w.contacts = cs
 	var err error
-	if d.mode == ModeBulk && d.writeMode != destination.Update && d.writeMode != destination.Create {
+	if d.imports() {
 		err = w.bulk(ctx, todo)
 	} else {
 		err = w.single(ctx, todo)
