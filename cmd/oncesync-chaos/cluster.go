@@ -60,6 +60,10 @@ type clusterParams struct {
 	// (dest.AccountURL) instead of a URL of its own, so oncesync paces them
 	// as one account (docs/guide.md#one-rate-limit-per-account).
 	SharedAccount bool
+	// DestTimeout, when set, is every Brevo sync's destination timeout
+	// (one HTTP attempt), so that writes the fake holds (Fake.HoldWrite)
+	// outlive their client.
+	DestTimeout time.Duration
 	// RateLimit is every Brevo sync's rate_limit (default 1000: the fake
 	// limits nothing unless Fake.RateLimitPerSecond says so).
 	RateLimit int
@@ -200,8 +204,12 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 		if p.SharedAccount {
 			base = c.dest.AccountURL()
 		}
-		dest := fmt.Sprintf("{type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: %d}",
-			base, src.mode(), p.RateLimit)
+		timeout := ""
+		if p.DestTimeout > 0 {
+			timeout = ", timeout: " + p.DestTimeout.String()
+		}
+		dest := fmt.Sprintf("{type: brevo, base_url: %s, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: %d%s}",
+			base, src.mode(), p.RateLimit, timeout)
 		if v, ok := src.(*vendorSource); ok {
 			dest = v.destinationYAML()
 		}

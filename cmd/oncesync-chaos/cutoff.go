@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
@@ -140,8 +141,10 @@ func cutOffWorker(ctx context.Context, e *env) (*Row, error) {
 	row.Kills++
 	c.noteHit(at)
 	e.logf("cut worker1 off the store and Redis as its write of %s arrived (%s until %s after the cut); it held %v", hs, trouble, h.Round(100*time.Millisecond), victimHeld)
-	// Past the takeover: lease expiry + a recovery sweep + slack.
-	if err := sleep(ctx, time.Until(at.Add(ttl+recoverySweep+10*time.Second))); err != nil {
+	// Past the takeover: lease expiry + a recovery sweep + the new holder's
+	// wait before it reads the page in doubt back (settings.in_doubt_grace,
+	// the default here) + slack.
+	if err := sleep(ctx, time.Until(at.Add(ttl+recoverySweep+config.Defaults().InDoubtGrace+10*time.Second))); err != nil {
 		return row, err
 	}
 	c.dest.setIntercept(nil)

@@ -141,10 +141,12 @@ func totalWrites(c *cluster) int {
 	return n
 }
 
-// destinationFaults: the fake answers 2 % of requests 503, 2 % 429 and cuts
-// 2 % of write responses after applying the write, for the whole scenario;
-// on top, the router injects seeded phases: 5xx bursts, 429 storms and slow
-// responses (1.5 s each).
+// destinationFaults: the fake answers 2 % of requests 503, 2 % 429, cuts
+// 2 % of write responses after applying the write, and holds 0.5 % of
+// writes 4 s, past the syncs' 2 s attempt timeout, before applying them
+// (late writes: a read-back before they land would send them twice), for
+// the whole scenario; on top, the router injects seeded phases: 5xx
+// bursts, 429 storms and slow responses (1.5 s each).
 func destinationFaults(ctx context.Context, e *env) (*Row, error) {
 	row := &Row{}
 	if err := needPG(ctx, e); err != nil {
@@ -155,7 +157,8 @@ func destinationFaults(ctx context.Context, e *env) (*Row, error) {
 		d = 75 * time.Second
 	}
 	c, err := e.newCluster(ctx, clusterParams{Syncs: 8, SingleEvery: 2, InitialRows: 1500, AppendRows: 100, PageSize: 200,
-		Workers: 2, Fake: fakebrevo.Options{Latency: 10 * time.Millisecond, ErrorRate: 0.02, RateLimitRate: 0.02, DropResponseRate: e.o.DropRate}})
+		Workers: 2, DestTimeout: 2 * time.Second, Fake: fakebrevo.Options{Latency: 10 * time.Millisecond, ErrorRate: 0.02,
+			RateLimitRate: 0.02, DropResponseRate: e.o.DropRate, HoldWriteRate: 0.005, HoldWrite: 4 * time.Second}})
 	if err != nil {
 		return row, err
 	}
@@ -184,7 +187,9 @@ func destinationFaults(ctx context.Context, e *env) (*Row, error) {
 	if err != nil {
 		return row, err
 	}
-	row.notef("router phases: %v; the fake's own faults throughout: 2%% 503, 2%% 429, %g%% responses cut after the write", phases, 100*e.o.DropRate)
+	st := c.dest.fake.Stats()
+	row.notef("router phases: %v; the fake's own faults throughout: 2%% 503, 2%% 429, %g%% responses cut after the write, %d writes held 4 s (%d of them applied after their client gave up)",
+		phases, 100*e.o.DropRate, st.Held, st.HeldAbandoned)
 	// A run that failed on a burst is retried by River after 60 s (then 120 s).
 	if err := c.settle(ctx, row, 6*time.Minute); err != nil {
 		return row, err
