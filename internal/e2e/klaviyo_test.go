@@ -43,6 +43,8 @@ type klaviyoParams struct {
 	listID            string
 	rateLimit         int
 	opts              fakeklaviyo.Options
+	extra             string // more destination keys, e.g. ", timeout: 1s"
+	settings          string // YAML flow map; default {lease_ttl: 30s, lease_renew: 10s}
 }
 
 func setupKlaviyo(t *testing.T, p klaviyoParams) *klaviyoBundle {
@@ -87,15 +89,19 @@ func setupKlaviyo(t *testing.T, p klaviyoParams) *klaviyoBundle {
 	if p.rateLimit > 0 {
 		extra += ", rate_limit: " + strconv.Itoa(p.rateLimit)
 	}
+	extra += p.extra
+	if p.settings == "" {
+		p.settings = "{lease_ttl: 30s, lease_renew: 10s}"
+	}
 	kb.config = filepath.Join(kb.dir, "oncesync.yaml")
 	cfg := fmt.Sprintf(`store: sqlite://./oncesync.db
-settings: {lease_ttl: 30s, lease_renew: 10s}
+settings: %s
 syncs:
   - id: people
     source: {type: csv, path: people.csv, page_size: %d, identity: id}
     destination: {type: klaviyo, base_url: %s, api_key: ${KLAVIYO_KEY}, mode: %s%s}
     mapping: {email: email, attributes: {first_name: first_name, last_name: last_name, properties.customer_id: id}}
-`, p.pageSize, srv.URL, p.mode, extra)
+`, p.settings, p.pageSize, srv.URL, p.mode, extra)
 	if err := os.WriteFile(kb.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

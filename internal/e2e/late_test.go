@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/fakeklaviyo"
 )
 
 // lateWrites is a fake Brevo that holds every write for hold before handling
@@ -81,4 +82,23 @@ func (tb *testBundle) heldWritesHandled(t *testing.T) fakebrevo.Stats {
 	t.Helper()
 	waitFor(t, time.Minute, "the held writes to be handled", func() bool { return tb.stats().HeldPending == 0 })
 	return tb.checkDelivered(t)
+}
+
+// TestKlaviyoLateWriteIsNotSentAgain: a bulk import job whose creation
+// Klaviyo handles after oncesync's 1 s timeout is found by the read-back
+// (in_doubt_grace later) and its profiles are not sent again.
+func TestKlaviyoLateWriteIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	kb := setupKlaviyo(t, klaviyoParams{records: 200, pageSize: 100, mode: "bulk", listID: "L1", extra: ", timeout: 1s",
+		settings: "{lease_ttl: 30s, lease_renew: 10s, in_doubt_grace: 4s}",
+		opts:     fakeklaviyo.Options{HoldWriteRate: 1, HoldWrite: 2 * time.Second}})
+	p := kb.run()
+	if code := p.Wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("run exit %d:\n%s", code, p.Out)
+	}
+	waitFor(t, time.Minute, "the held writes to be handled", func() bool { return kb.fake.Stats().HeldPending == 0 })
+	st := kb.checkEveryProfileOnce(t)
+	if st.HeldAbandoned == 0 {
+		t.Fatalf("no held write outlived its client (held %d): the test proves nothing", st.Held)
+	}
 }

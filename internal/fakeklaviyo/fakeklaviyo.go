@@ -54,7 +54,8 @@
 //   - GET /api/profiles/{id}/relationships/lists lists a profile's lists.
 //   - Faults: 503 storms (ErrorRate), injected 429s (RateLimitRate), slow
 //     answers (Latency), slow writes whose answer comes after the write
-//     (WriteLatency), answers dropped after the write was applied
+//     (WriteLatency), writes held past their client's timeout and applied
+//     then (HoldWriteRate), answers dropped after the write was applied
 //     (DropResponseRate, AfterWrite) or replaced by a 500
 //     (ErrorAfterWriteRate), redirects to another origin
 //     (RedirectTo), failing jobs and skipped profiles.
@@ -96,6 +97,14 @@ type Options struct {
 	// WriteLatency is added after a write is applied, before its answer (a
 	// real sleep): a client that times out leaves the write applied.
 	WriteLatency time.Duration
+	// HoldWriteRate is the fraction (0..1) of write requests (POST, PATCH
+	// and DELETE under /api) held HoldWrite once their body arrived, before
+	// they are handled. A held request is handled even when its client gave
+	// up meanwhile: the write (or the bulk job) lands after the client's
+	// timeout, as a server that does not watch its clients does.
+	HoldWriteRate float64
+	// HoldWrite is how long a held write waits (see HoldWriteRate).
+	HoldWrite time.Duration
 	// ErrorRate is the fraction of /api requests answered 503 before
 	// anything is applied.
 	ErrorRate float64
@@ -147,6 +156,11 @@ type Stats struct {
 	ByStatus         map[string]int64 `json:"by_status"`
 	Invalid          int64            `json:"invalid_requests"`  // requests off the spec
 	Dropped          int64            `json:"dropped_responses"` // writes applied, answer cut
+	// Held counts the writes held HoldWrite, HeldPending those held now,
+	// HeldAbandoned those whose client had given up when they were handled.
+	Held          int64 `json:"held_writes"`
+	HeldPending   int64 `json:"held_writes_pending"`
+	HeldAbandoned int64 `json:"held_writes_abandoned"`
 	RateLimited      int64            `json:"rate_limited"`      // 429s sent
 	JobsCreated      int64            `json:"jobs_created"`
 	JobsFailed       int64            `json:"jobs_failed"`

@@ -27,6 +27,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.BoolVar(&o.EnforceRateLimits, "rate-limits", true, "enforce Klaviyo's documented per-endpoint burst and steady limits per API key (429 with Retry-After)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every /api request, e.g. 50ms")
 	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency, "delay between applying a write and answering it")
+	fs.Float64Var(&o.HoldWriteRate, "hold-write-rate", o.HoldWriteRate, "fraction (0..1) of writes held --hold-write before they are handled, even when the client gave up meanwhile")
+	fs.DurationVar(&o.HoldWrite, "hold-write", o.HoldWrite, "how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction (0..1) of /api requests answered 503")
 	fs.Float64Var(&o.RateLimitRate, "rate-limit-rate", o.RateLimitRate, "fraction (0..1) of /api requests answered 429")
 	fs.Float64Var(&o.ErrorAfterWriteRate, "error-after-write-rate", o.ErrorAfterWriteRate, "fraction (0..1) of writes applied and then answered 500")

@@ -90,12 +90,13 @@ func (o Options) Check() error {
 		name string
 		v    float64
 	}{{"error rate", o.ErrorRate}, {"rate-limit rate", o.RateLimitRate}, {"drop-response rate", o.DropResponseRate}, {"error-after-write rate", o.ErrorAfterWriteRate},
+		{"hold-write rate", o.HoldWriteRate},
 		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return fmt.Errorf("fakeklaviyo: %s must be between 0 and 1, got %v", r.name, r.v)
 		}
 	}
-	if o.Latency < 0 || o.WriteLatency < 0 || o.JobDelay < 0 {
+	if o.Latency < 0 || o.WriteLatency < 0 || o.JobDelay < 0 || o.HoldWrite < 0 {
 		return fmt.Errorf("fakeklaviyo: delays must not be negative")
 	}
 	_, err := NewValidator()
@@ -279,7 +280,46 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	held := s.holdWrite(c)
 	s.route(c)
+	if held {
+		s.mu.Lock()
+		s.stats.HeldPending--
+		s.mu.Unlock()
+	}
+}
+
+// holdWrite holds a write request for HoldWrite, with probability
+// HoldWriteRate, without watching its client, and reports whether it did
+// (Options.HoldWriteRate).
+func (s *Server) holdWrite(c *call) bool {
+	if s.opts.HoldWriteRate <= 0 || s.opts.HoldWrite <= 0 {
+		return false
+	}
+	switch c.r.Method {
+	case http.MethodPost, http.MethodPatch, http.MethodDelete:
+	default:
+		return false
+	}
+	s.mu.Lock()
+	hold := s.rng.Float64() < s.opts.HoldWriteRate
+	if hold {
+		s.stats.Held++
+		s.stats.HeldPending++
+	}
+	s.mu.Unlock()
+	if !hold {
+		return false
+	}
+	time.Sleep(s.opts.HoldWrite)
+	c.now = s.clock.Now()
+	s.mu.Lock()
+	s.advanceLocked(c.now)
+	if c.r.Context().Err() != nil {
+		s.stats.HeldAbandoned++
+	}
+	s.mu.Unlock()
+	return true
 }
 
 func plural(n int) string {
