@@ -26,9 +26,9 @@ type querier interface {
 // locks the sync's fences row and then its leases row, the order
 // LeaseAcquire takes them in (the cursor's fence CTE then finds the fences
 // row already locked), so a checkpoint and a concurrent acquire cannot
-// deadlock. Either way the fences row is locked before the cursor is
+// deadlock. Either way the fences row is share-locked before the cursor is
 // written, so a newer holder's fence cannot be registered between the check
-// and the commit.
+// and the commit, while the holder's own claims go on beside it.
 func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	if err := invalid(p.Check()); err != nil {
 		return err
