@@ -22,7 +22,7 @@ import (
 // fence can be registered between a write's check and its commit. A share
 // lock does not make one holder's fenced writes wait for each other (its
 // claim of the next page need not wait for the checkpoint of the last one;
-// an exclusive lock here made it, docs/PERFORMANCE.md#the-fences-row-is-share-locked-2026-12-02-third-session).
+// an exclusive lock here made it, docs/PERFORMANCE.md#the-fences-row-is-share-locked).
 // Only a write under a fence above the registered one (or with no row yet)
 // registers it (fr), upgrading its lock; a locking read that waited for an
 // update returns the newest row version, so a fence registered by a
@@ -108,12 +108,22 @@ func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error 
 // transaction) or the caller's transaction (Checkpoint), p already checked by
 // checkFenceArgs. Errors are the driver's, unmapped.
 func (s *Store) saveCursor(ctx context.Context, q querier, p store.SaveCursorParams) error {
+	return checkCursor(p, q.QueryRow(ctx, sqlSaveCursor, s.cursorArgs(p)...))
+}
+
+// cursorArgs are sqlSaveCursor's arguments for p.
+func (s *Store) cursorArgs(p store.SaveCursorParams) []any {
+	return []any{p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())}
+}
+
+// checkCursor reads sqlSaveCursor's answer: ErrFenced when the cursor was
+// not written. Errors are the driver's, unmapped.
+func checkCursor(p store.SaveCursorParams, row pgx.Row) error {
 	var (
 		registered, cur int64
 		written         bool
 	)
-	if err := q.QueryRow(ctx, sqlSaveCursor, p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())).
-		Scan(&registered, &written, &cur); err != nil {
+	if err := row.Scan(&registered, &written, &cur); err != nil {
 		return err
 	}
 	switch {
