@@ -151,6 +151,7 @@ type bench struct {
 	benchParams
 	bin     string
 	self    string
+	inproc  []string // when set, storeRun runs oncesync in-process: self with these arguments first
 	work    string
 	csvPath string
 	fake    *fakebrevo.Server

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -37,6 +40,7 @@ func storecmpMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		p     benchParams
 		dbURL = fs.String("database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server (a database is created and dropped per run)")
 		rdURL = fs.String("redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis, the PostgreSQL runs' redis: setting")
+		prof  = fs.String("profile", "", "after the runs, run each store once more in-process and write its CPU profile and execution trace to DIR/{sqlite,postgres}.{pprof,trace} (go tool trace shows the runner's stages as regions)")
 	)
 	fs.IntVar(&p.Records, "records", 100_000, "contacts in the generated CSV")
 	fs.IntVar(&p.PageSize, "page-size", 500, "records per page")
@@ -63,6 +67,9 @@ func storecmpMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	b := &bench{benchParams: p, log: stderr}
 	var err error
 	if b.bin, err = filepath.Abs(p.Bin); err != nil {
+		return err
+	}
+	if b.self, err = os.Executable(); err != nil {
 		return err
 	}
 	if _, err := os.Stat(b.bin); err != nil {
@@ -132,7 +139,101 @@ func storecmpMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "ratio postgres/sqlite: %.2f [%.2f-%.2f] (median of each; pairs run side by side)\n",
 		ps.Median/ls.Median, slices.Min(pairs), slices.Max(pairs))
 	fmt.Fprintln(stdout, "checked after every run: fake contacts == records, contacts_written == records, duplicate_writes == 0")
+	if *prof == "" {
+		return nil
+	}
+	return b.storeProfiles(ctx, *prof, *dbURL, *rdURL)
+}
+
+// storeProfiles runs each store once more in-process (oncesync-bench
+// inproc) under the CPU profiler and the execution tracer, writing
+// dir/STORE.pprof and dir/STORE.trace.
+func (b *bench) storeProfiles(ctx context.Context, dir, serverURL, redisURL string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.inproc = []string{"inproc", "--cpuprofile", filepath.Join(dir, name+".pprof"), "--trace", filepath.Join(dir, name+".trace"), "--"}
+		work := filepath.Join(b.work, "profile-"+name)
+		var s sample
+		if name == "sqlite" {
+			s, err = b.storeRun(ctx, work, "sqlite://"+filepath.Join(work, "oncesync.db"), "")
+		} else {
+			s, _, err = b.postgresRun(ctx, work, serverURL, redisURL)
+		}
+		b.inproc = nil
+		if err != nil {
+			return fmt.Errorf("profiled %s run: %w", name, err)
+		}
+		fmt.Fprintf(b.log, "profiled %s run: %.0f records/s; %s\n", name, s.RecordsPerSec, filepath.Join(dir, name+".{pprof,trace}"))
+		regions, err := traceRegions(ctx, filepath.Join(dir, name+".trace"))
+		if err != nil {
+			fmt.Fprintf(b.log, "no stage times (%v)\n", err)
+			continue
+		}
+		tw := tabwriter.NewWriter(b.log, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%s stage\tcount\ttotal s\tms each\t\n", name)
+		for _, r := range regions {
+			fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.2f\t\n", r.name, r.n, r.total.Seconds(), float64(r.total.Microseconds())/1000/float64(r.n))
+		}
+		tw.Flush()
+	}
 	return nil
+}
+
+// region is the time a trace spent in the regions of one name.
+type region struct {
+	name  string
+	n     int
+	total time.Duration
+}
+
+// regionRE matches a region event of `go tool trace -d=parsed`.
+var regionRE = regexp.MustCompile(`G=(\d+) Region(Begin|End) Time=(\d+) .*Type="([^"]+)"`)
+
+// traceRegions sums the runner's regions (its stages' steps and waits, see
+// runner.pages) of an execution trace, by name, from `go tool trace
+// -d=parsed` (the go command must be on PATH).
+func traceRegions(ctx context.Context, path string) ([]region, error) {
+	out, err := exec.CommandContext(ctx, "go", "tool", "trace", "-d=parsed", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go tool trace: %w", err)
+	}
+	type open struct{ g, name string }
+	began := map[open][]int64{}
+	byName := map[string]*region{}
+	for _, line := range strings.Split(string(out), "\n") {
+		m := regionRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		k := open{m[1], m[4]}
+		t, _ := strconv.ParseInt(m[3], 10, 64)
+		if m[2] == "Begin" {
+			began[k] = append(began[k], t)
+			continue
+		}
+		if n := len(began[k]); n > 0 {
+			r := byName[k.name]
+			if r == nil {
+				r = &region{name: k.name}
+				byName[k.name] = r
+			}
+			r.n++
+			r.total += time.Duration(t - began[k][n-1])
+			began[k] = began[k][:n-1]
+		}
+	}
+	out2 := make([]region, 0, len(byName))
+	for _, r := range byName {
+		out2 = append(out2, *r)
+	}
+	slices.SortFunc(out2, func(a, b region) int { return strings.Compare(a.name, b.name) })
+	return out2, nil
 }
 
 // postgresRun is one run on a fresh database of serverURL, with Redis. It
@@ -202,7 +303,11 @@ syncs:
 		return sample{}, err
 	}
 	b.fake.Reset()
-	s, out, err := b.timed(ctx, filepath.Join(dir, "run.log"), b.bin, "run", "--config", path, syncID)
+	bin, args := b.bin, []string{"run", "--config", path, syncID}
+	if b.inproc != nil {
+		bin, args = b.self, append(slices.Clone(b.inproc), args...)
+	}
+	s, out, err := b.timed(ctx, filepath.Join(dir, "run.log"), bin, args...)
 	if err != nil {
 		return sample{}, err
 	}

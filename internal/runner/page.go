@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"slices"
 	"time"
 
@@ -99,11 +100,16 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		overlap = overlap || w.writing(items[i].slot)
 	}
 	if overlap {
-		if err := w.waitResolved(ctx); err != nil {
+		reg := trace.StartRegion(ctx, "ledger.wait.resolved")
+		err := w.waitResolved(ctx)
+		reg.End()
+		if err != nil {
 			return c, err
 		}
 	}
+	reg := trace.StartRegion(ctx, "ledger.get.slots")
 	states, err := r.Store.LedgerGet(ctx, r.Sync.ID, slots)
+	reg.End()
 	if err != nil {
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
@@ -131,7 +137,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	for i, it := range changed {
 		keys[i] = it.Key
 	}
+	reg = trace.StartRegion(ctx, "ledger.get.keys")
 	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+	reg.End()
 	if err != nil {
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
@@ -279,9 +287,12 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	for i, it := range c.send {
 		claimKeys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
 	}
-	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
+	reg = trace.StartRegion(ctx, "ledger.claim")
+	err = r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: claimKeys, Results: results,
-	}); err != nil {
+	})
+	reg.End()
+	if err != nil {
 		return c, storeFailure(ctx, err, "claim the page's records")
 	}
 	r.Logger.Debug("page claimed", "sync", r.Sync.ID, "run", r.rec.ID, "page", pageNo, "claimed", len(c.send))
@@ -361,7 +372,9 @@ func (r *run) writeStage(ctx context.Context, c claimed, s *sending, pl *poller)
 	out, requests, err := s.out, s.requests, s.err
 	delta.Requests = requests
 	if err == nil && pl.immediate() {
+		reg := trace.StartRegion(ctx, "write.settlenow")
 		out = r.settleNow(ctx, pl, out)
+		reg.End()
 	}
 	marks, batches, written, rejected := r.outcomes(c.pageNo, out)
 	delta.Written, delta.Rejected = written, rejected

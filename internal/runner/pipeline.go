@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -55,7 +56,9 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		}
 		for {
 			var p prepared
+			reg := trace.StartRegion(ctx, "prefetch.read")
 			page, err := r.readPage(ctx, cursor)
+			reg.End()
 			if err != nil {
 				p.err = sourceFailure(ctx, err)
 			} else {
@@ -65,16 +68,21 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 					page.Next = ""
 				}
 				p.page = page
+				reg := trace.StartRegion(ctx, "prefetch.keys")
 				p.items, p.read, p.dups, p.err = r.keys(page)
+				reg.End()
 				if p.err == nil {
 					r.seen.add(p.items)
 				}
 			}
+			reg = trace.StartRegion(ctx, "prefetch.wait.ledger")
 			select {
 			case pf.out <- p:
 			case <-ctx.Done():
+				reg.End()
 				return
 			}
+			reg.End()
 			if p.err != nil || page.End {
 				return
 			}
@@ -144,7 +152,9 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 	go func() {
 		defer close(queue)
 		for c := range w.in {
+			reg := trace.StartRegion(ctx, "write.wait.turn")
 			turns <- struct{}{}
+			reg.End()
 			s := &sending{c: c, done: make(chan struct{})}
 			switch {
 			case w.failed() != nil || cp.failed() != nil:
@@ -177,7 +187,9 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 			queue <- s
 			go func() {
 				defer close(s.done)
+				reg := trace.StartRegion(ctx, "write.call")
 				s.out, s.requests, s.err = r.write(ctx, c.send, c.claimedAt)
+				reg.End()
 			}()
 		}
 	}()
@@ -210,7 +222,9 @@ func (w *writer) settle(ctx context.Context, r *run, s *sending, pl *poller) {
 		w.drop(c)
 		return
 	}
+	reg := trace.StartRegion(ctx, "settle.wait.write")
 	<-s.done
+	reg.End()
 	earlier := w.failed() // a page written while an earlier one failed records its marks, not its cursor
 	delta, finish, batches, err := r.writeStage(ctx, c, s, pl)
 	if err == nil && ctx.Err() != nil {
@@ -234,6 +248,8 @@ func (w *writer) settle(ctx context.Context, r *run, s *sending, pl *poller) {
 		w.resolvedDone(c.pageNo)
 		return
 	}
+	reg = trace.StartRegion(ctx, "settle.wait.checkpointer")
+	defer reg.End()
 	w.cp.submit(checkpointJob{page: c.pageNo, next: c.next, finish: finish, save: err == nil && earlier == nil, run: run,
 		accepted: batches, row: store.RunPage{
 			RunID:    r.rec.ID,
@@ -684,8 +700,13 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	if ls := r.lease.Store(); ls != nil && any(ls) == any(r.Store) {
 		inStore = true
 		p.Lease = &store.CheckpointLease{Token: r.lease.Token(), TTL: r.LeaseTTL}
-	} else if err := r.renew(ctx); err != nil {
-		return err
+	} else {
+		reg := trace.StartRegion(ctx, "checkpoint.renew")
+		err := r.renew(ctx)
+		reg.End()
+		if err != nil {
+			return err
+		}
 	}
 	if r.Hooks.BeforeCursorSave != nil {
 		r.Hooks.BeforeCursorSave(ctx, page)
@@ -694,7 +715,10 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	if row != nil {
 		row.CheckpointedAt = asked
 	}
-	if err := r.Store.Checkpoint(ctx, p); err != nil {
+	reg := trace.StartRegion(ctx, "checkpoint.store")
+	err := r.Store.Checkpoint(ctx, p)
+	reg.End()
+	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/trace"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -381,6 +382,11 @@ func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
 // lease and a fenced write, in page order. A key of a page not yet marked
 // seen again on a later page, or an in-doubt entry, makes the ledger stage
 // wait until every page handed over is marked.
+//
+// Each stage's steps and waits are runtime/trace regions named
+// "stage.step" (ledger.claim, checkpoint.store, settle.wait.checkpointer,
+// ...), so an execution trace of a run (oncesync-bench storecmp --profile)
+// shows which stage a page's time goes to.
 func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record) (store.RunState, error) {
 	pf := r.startPrefetch(ctx, cursor, again)
 	defer pf.stop()
@@ -400,21 +406,28 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 			return end(err)
 		}
 		var p prepared
+		reg := trace.StartRegion(ctx, "ledger.wait.prefetch")
 		select {
 		case p = <-pf.out:
 		case <-ctx.Done():
+			reg.End()
 			return end(cancelled(ctx))
 		}
+		reg.End()
 		if p.err != nil {
 			return end(p.err)
 		}
+		reg = trace.StartRegion(ctx, "ledger")
 		c, err := r.ledgerStage(ctx, pageNo, p, w, cp)
+		reg.End()
 		ledgerCum.Add(c.delta)
 		if err != nil {
 			return end(err)
 		}
 		c.ledgerCum = ledgerCum
+		reg = trace.StartRegion(ctx, "ledger.wait.writer")
 		w.submit(c)
+		reg.End()
 		if p.page.End {
 			if st, err := end(nil); err != nil {
 				return st, err

@@ -10,19 +10,34 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// fenceCTE is the fencing rule of every fenced write, as the first CTE of the
-// write's own statement ($1 sync id, $2 the write's fence): it registers $2 as
-// the sync's fence unless a higher one is registered, locks the sync's fences
-// row for the rest of the transaction (serialising the sync's fenced writes)
-// and returns the registered fence. The write's CTE selects FROM f WHERE
-// f.fence <= $2, so under a stale fence it writes nothing, and the caller
-// reports ErrFenced when the returned fence is above $2. Because the upsert
-// always acts on the newest row version, a fence registered by a transaction
-// that committed while this statement waited for the lock is seen.
-const fenceCTE = `f AS (
-		INSERT INTO fences AS fe (sync_id, fence) VALUES ($1::text, $2::bigint)
+// fenceCTE is the fencing rule of every fenced write, as the first CTEs of
+// the write's own statement ($1 sync id, $2 the write's fence). It returns
+// the registered fence as f; the write's CTE selects FROM f WHERE f.fence <=
+// $2, so under a stale fence it writes nothing, and the caller reports
+// ErrFenced when the returned fence is above $2.
+//
+// The sync's fences row is share-locked (f0) for the rest of the
+// transaction: a fence is only ever raised by an update of that row, which
+// waits until every fenced write holding the lock has committed, so no newer
+// fence can be registered between a write's check and its commit. A share
+// lock does not make one holder's fenced writes wait for each other (its
+// claim of the next page need not wait for the checkpoint of the last one;
+// an exclusive lock here made it, docs/PERFORMANCE.md#the-fences-row-is-share-locked).
+// Only a write under a fence above the registered one (or with no row yet)
+// registers it (fr), upgrading its lock; a locking read that waited for an
+// update returns the newest row version, so a fence registered by a
+// transaction that committed meanwhile is seen.
+const fenceCTE = `f0 AS MATERIALIZED (
+		SELECT fence FROM fences WHERE sync_id = $1::text FOR SHARE
+	),
+	fr AS (
+		INSERT INTO fences AS fe (sync_id, fence)
+		SELECT $1::text, $2::bigint WHERE NOT EXISTS (SELECT FROM f0 WHERE f0.fence >= $2::bigint)
 		ON CONFLICT (sync_id) DO UPDATE SET fence = greatest(fe.fence, excluded.fence)
 		RETURNING fe.fence
+	),
+	f AS MATERIALIZED (
+		SELECT fence FROM fr UNION ALL SELECT fence FROM f0 WHERE NOT EXISTS (SELECT FROM fr)
 	)`
 
 func checkFenceArgs(syncID string, fence int64) error {
@@ -93,12 +108,22 @@ func (s *Store) SaveCursor(ctx context.Context, p store.SaveCursorParams) error 
 // transaction) or the caller's transaction (Checkpoint), p already checked by
 // checkFenceArgs. Errors are the driver's, unmapped.
 func (s *Store) saveCursor(ctx context.Context, q querier, p store.SaveCursorParams) error {
+	return checkCursor(p, q.QueryRow(ctx, sqlSaveCursor, s.cursorArgs(p)...))
+}
+
+// cursorArgs are sqlSaveCursor's arguments for p.
+func (s *Store) cursorArgs(p store.SaveCursorParams) []any {
+	return []any{p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())}
+}
+
+// checkCursor reads sqlSaveCursor's answer: ErrFenced when the cursor was
+// not written. Errors are the driver's, unmapped.
+func checkCursor(p store.SaveCursorParams, row pgx.Row) error {
 	var (
 		registered, cur int64
 		written         bool
 	)
-	if err := q.QueryRow(ctx, sqlSaveCursor, p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())).
-		Scan(&registered, &written, &cur); err != nil {
+	if err := row.Scan(&registered, &written, &cur); err != nil {
 		return err
 	}
 	switch {

@@ -92,11 +92,13 @@ func (s *Store) LeaseRenew(ctx context.Context, syncID, token string, ttl time.D
 // extends the lease to now+ttl in tx, or returns ErrLeaseLost and writes
 // nothing. It needs a transaction (not any querier): it locks the sync's
 // fences row first and then the leases row (by its update), the order
-// LeaseAcquire takes them in, and holds both until the caller commits.
-// Errors are the driver's, unmapped.
+// LeaseAcquire takes them in, and holds both until the caller commits. The
+// fences row is share-locked, as by every fenced write (fenceCTE): no grant
+// can raise the fence before the renewal commits, and the holder's claims
+// do not wait for its checkpoint. Errors are the driver's, unmapped.
 func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string, ttl time.Duration) (store.Lease, error) {
 	var registered int64
-	err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR UPDATE`, syncID).Scan(&registered)
+	err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR SHARE`, syncID).Scan(&registered)
 	now := s.now()
 	var cur store.Lease
 	if err == nil {

@@ -211,20 +211,31 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 }
 
 // ledgerFinish is LedgerFinish's statement on the pool, or in the caller's
-// transaction (Checkpoint).
+// transaction.
 func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinishParams) error {
-	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
+	args, check, err := s.finishStmt(p)
+	if err != nil {
 		return err
+	}
+	return check(q.QueryRow(ctx, sqlLedgerFinish, args...))
+}
+
+// finishStmt checks p and returns the arguments of sqlLedgerFinish for it
+// and the check of its answer (ErrFenced under a stale fence), so that
+// Checkpoint can send it in a batch.
+func (s *Store) finishStmt(p store.LedgerFinishParams) ([]any, func(pgx.Row) error, error) {
+	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
+		return nil, nil, err
 	}
 	last := make(map[string]store.LedgerFinish, len(p.Entries))
 	for _, e := range p.Entries {
 		if e.Key == "" {
-			return invalidf("empty ledger key")
+			return nil, nil, invalidf("empty ledger key")
 		}
 		switch e.State {
 		case store.LedgerComplete, store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted, store.LedgerReleased:
 		default:
-			return invalidf("ledger finish state %q (want complete, accepted, rejected, in_doubt or released)", e.State)
+			return nil, nil, invalidf("ledger finish state %q (want complete, accepted, rejected, in_doubt or released)", e.State)
 		}
 		last[e.Key] = e
 	}
@@ -243,15 +254,17 @@ func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinis
 		ks = append(ks, k)
 		states, results, messages = append(states, string(e.State)), append(results, e.Result), append(messages, e.Message)
 	}
-	var registered int64
-	if err := q.QueryRow(ctx, sqlLedgerFinish, p.SyncID, p.Fence, p.RunID, nanos(s.now()),
-		ks, states, results, messages, released).Scan(&registered); err != nil {
-		return mapErr("ledger finish", err)
-	}
-	if registered > p.Fence {
-		return fencedError(p.SyncID, p.Fence, registered)
-	}
-	return nil
+	args := []any{p.SyncID, p.Fence, p.RunID, nanos(s.now()), ks, states, results, messages, released}
+	return args, func(row pgx.Row) error {
+		var registered int64
+		if err := row.Scan(&registered); err != nil {
+			return mapErr("ledger finish", err)
+		}
+		if registered > p.Fence {
+			return fencedError(p.SyncID, p.Fence, registered)
+		}
+		return nil
+	}, nil
 }
 
 // LedgerTouch moves SeenAt of keys to now (a replay confirmed them).

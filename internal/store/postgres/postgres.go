@@ -7,10 +7,12 @@
 // can share a database without seeing each other's rows.
 //
 // Transactions run at READ COMMITTED. Each sync's row in the fences table is
-// its mutex: every fenced write (cursor, ledger claim and finish) upserts that
-// row in the same single statement that does the write, and every lease
-// transition locks it first, so a write under a stale fence is refused
-// atomically and two acquirers of one lease are serialised. The hot path (the
+// its lock: every fenced write (cursor, ledger claim and finish) share-locks
+// that row in the same single statement that does the write (registering its
+// fence when it is above the registered one), and every lease grant locks it
+// exclusively first, so a write under a stale fence is refused atomically, no
+// fence is raised between a write's check and its commit, and two acquirers
+// of one lease are serialised. The hot path (the
 // ledger) is one statement and one round trip per call whatever the page size:
 // keys travel as one text[] parameter (= ANY, unnest), never one parameter per
 // key.

@@ -531,6 +531,63 @@ func TestFenceRacesWrites(t *testing.T) {
 	}
 }
 
+// TestFencedWritesShareTheLock: a holder's fenced writes do not wait for
+// each other (a claim goes through while a checkpoint's transaction, holding
+// its fenced finish, is open), but a raise of the fence waits for that
+// transaction, and once the raise returned the old fence's writes are
+// refused while what the transaction wrote before it stays.
+func TestFencedWritesShareTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	a, schema := openTest(t, clock.Real{})
+	b, err := Open(ctx, OpenParams{URL: storeURL(t, schema), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.RaiseFence(ctx, "s1", 1); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := a.ledgerFinish(ctx, tx, store.LedgerFinishParams{SyncID: "s1", Fence: 1, RunID: 1,
+		Entries: []store.LedgerFinish{{Key: "in-tx", State: store.LedgerComplete}}}); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = b.LedgerClaim(cctx, store.LedgerClaimParams{SyncID: "s1", Fence: 1, RunID: 1, Keys: []string{"beside"}})
+	cancel()
+	if err != nil {
+		t.Fatalf("claim beside an open fenced transaction of the same fence: %v, want it to go through", err)
+	}
+	raised := make(chan error, 1)
+	go func() { raised <- b.RaiseFence(ctx, "s1", 2) }()
+	select {
+	case err := <-raised:
+		t.Fatalf("the raise returned (%v) while a fenced transaction of the old fence was open", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: 1, RunID: 1, Keys: []string{"after"}}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("claim under the old fence after the raise: %v, want ErrFenced", err)
+	}
+	got, err := a.LedgerGet(ctx, "s1", []string{"in-tx", "beside", "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["in-tx"].State != store.LedgerComplete || got["beside"].State != store.LedgerPending {
+		t.Fatalf("ledger %v, want in-tx complete and beside pending, nothing of after", got)
+	}
+}
+
 const (
 	helperEnv   = "ONCESYNC_PG_TEST_HELPER"
 	helperSyncs = 20 // leases each helper process contends for

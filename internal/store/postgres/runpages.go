@@ -30,13 +30,17 @@ func (s *Store) RecordRunPage(ctx context.Context, p store.RunPage) error {
 // transaction), p already checked by validRunPage. Driver errors are returned
 // unmapped.
 func (s *Store) recordRunPage(ctx context.Context, q querier, p store.RunPage) error {
+	_, err := q.Exec(ctx, sqlRunPagePut, s.runPageArgs(p)...)
+	return err
+}
+
+// runPageArgs are sqlRunPagePut's arguments for p.
+func (s *Store) runPageArgs(p store.RunPage) []any {
 	at := p.CheckpointedAt
 	if at.IsZero() {
 		at = s.now()
 	}
-	_, err := q.Exec(ctx, sqlRunPagePut,
-		p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at))
-	return err
+	return []any{p.RunID, p.Page, p.Read, p.Claimed, p.Sent, p.Replayed, p.Rejected, p.InDoubt, p.Requests, nanos(at)}
 }
 
 // ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.

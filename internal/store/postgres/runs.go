@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -84,16 +85,25 @@ const sqlRunUpdate = `UPDATE runs SET
 // already checked by validRunUpdate; ErrNotFound when no run has r.ID.
 // Driver errors are returned unmapped.
 func (s *Store) updateRun(ctx context.Context, q querier, r store.Run) error {
-	tag, err := q.Exec(ctx, sqlRunUpdate,
-		string(r.State), r.Attempt, r.Fence,
+	tag, err := q.Exec(ctx, sqlRunUpdate, s.runArgs(r)...)
+	if err != nil {
+		return err
+	}
+	return checkRunUpdated(r, tag)
+}
+
+// runArgs are sqlRunUpdate's arguments for r.
+func (s *Store) runArgs(r store.Run) []any {
+	return []any{string(r.State), r.Attempt, r.Fence,
 		nullNanos(r.StartedAt),
 		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
 		r.FailureCode, r.FailureDetail,
 		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
-		r.ID)
-	if err != nil {
-		return err
-	}
+		r.ID}
+}
+
+// checkRunUpdated is ErrNotFound when sqlRunUpdate found no run r.ID.
+func checkRunUpdated(r store.Run, tag pgconn.CommandTag) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
 	}
