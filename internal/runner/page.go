@@ -467,28 +467,55 @@ func (r *run) beforeWrite(ctx context.Context) error {
 	}
 }
 
-// awaitLateWrites waits until InDoubtGrace has passed since sent, the
-// latest moment a write in doubt may have been sent, keeping the lease. A
-// server may hold a request after its client gave up (a slow handler, a
-// queue in front of it) and apply it later: a read-back before then would
-// find nothing and send the records again, and the late request would
-// write them a second time. The wait is on the wall clock, as the server's
-// is; past the grace, a request still held is the residual risk
-// (docs/RELIABILITY.md#not-covered-yet).
-func (r *run) awaitLateWrites(ctx context.Context, sent time.Time) error {
+// verifyInDoubt reads recs back from the destination (Verify, with since)
+// and returns the landed ones. A server may hold a request after its client
+// gave up (a slow handler, a queue in front of it) and apply it later: a
+// record not found at once may still land, and sending it again would
+// write it twice. So the records a read-back started before InDoubtGrace
+// had passed since sent (the latest moment a write in doubt may have been
+// sent) did not find are read back again once it has, the lease kept
+// meanwhile; what landed at once costs no wait. The wait is on the wall
+// clock, as the server's is; a request held past the grace is the residual
+// risk (docs/RELIABILITY.md#not-covered-yet). Errors are Verify's, or the
+// lease's while waiting.
+func (r *run) verifyInDoubt(ctx context.Context, recs []destination.Record, since, sent time.Time) (map[string]string, error) {
 	until := sent.Add(r.InDoubtGrace)
-	for {
-		left := time.Until(until)
-		if left <= 0 {
-			return nil
-		}
-		if err := clock.Sleep(ctx, min(left, max(r.lease.TTL()/4, time.Millisecond))); err != nil {
-			return cancelled(ctx)
-		}
-		if err := r.ensureLease(ctx); err != nil {
-			return err
+	early := time.Now().Before(until)
+	found, err := r.Destination.Verify(r.destCtx(ctx), recs, since)
+	if err != nil || !early {
+		return found, err
+	}
+	var missing []destination.Record
+	for _, rc := range recs {
+		if _, ok := found[rc.Key]; !ok {
+			missing = append(missing, rc)
 		}
 	}
+	if len(missing) == 0 {
+		return found, nil
+	}
+	r.Logger.Info("records of a write in doubt are not at the destination yet; reading them again once settings.in_doubt_grace has passed since the write",
+		"sync", r.Sync.ID, "run", r.rec.ID, "missing", len(missing), "wait", time.Until(until).Round(time.Millisecond))
+	for left := time.Until(until); left > 0; left = time.Until(until) {
+		if err := clock.Sleep(ctx, min(left, max(r.lease.TTL()/4, time.Millisecond))); err != nil {
+			return nil, cancelled(ctx)
+		}
+		if err := r.ensureLease(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// A full lease for the read-back and the resend that may follow it.
+	if err := r.renew(ctx); err != nil {
+		return nil, err
+	}
+	late, err := r.Destination.Verify(r.destCtx(ctx), missing, since)
+	if err != nil {
+		return nil, err
+	}
+	for k, ref := range late {
+		found[k] = ref
+	}
+	return found, nil
 }
 
 // maxOutcomeChecks bounds how many read-backs in a row that find nothing
@@ -560,10 +587,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 			// are spent; the page fails, and what was not sent is released.
 			return append(out, notSent...), requests, err
 		}
-		if err := r.awaitLateWrites(ctx, time.Now()); err != nil {
-			return out, requests, err
-		}
-		found, verr := r.Destination.Verify(r.destCtx(ctx), unknown, claimedAt)
+		found, verr := r.verifyInDoubt(ctx, unknown, claimedAt, time.Now())
 		if verr != nil {
 			return out, requests, verr
 		}
@@ -691,10 +715,7 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 	case destination.CapVerify:
 		// The writes in doubt are an earlier holder's, all sent before this
 		// run's lease was granted.
-		if err := r.awaitLateWrites(ctx, r.heldAt); err != nil {
-			return nil, 0, nil, err
-		}
-		landed, err := r.Destination.Verify(r.destCtx(ctx), records(its), since)
+		landed, err := r.verifyInDoubt(ctx, records(its), since, r.heldAt)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, 0, nil, cancelled(ctx)

@@ -178,7 +178,7 @@ type run struct {
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
 	// heldAt is when the lease was granted, on the wall clock: every
-	// request of an earlier holder started before it (awaitLateWrites).
+	// request of an earlier holder started before it (verifyInDoubt).
 	heldAt time.Time
 }
 

@@ -42,6 +42,8 @@ type memDest struct {
 	cut []int
 	// delay, if set, is how long every write takes (before it applies).
 	delay time.Duration
+	// verifies counts Verify calls.
+	verifies int
 	// onWrite, if set, is called at the start of every write, outside mu;
 	// done when that write returns.
 	onWrite func(recs []destination.Record) (done func())
@@ -211,6 +213,7 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 func (d *memDest) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.verifies++
 	out := map[string]string{}
 	for _, r := range recs {
 		if d.writes[r.Key] > 0 {
@@ -782,6 +785,47 @@ func TestLostAnswerIsReadBackNotResent(t *testing.T) {
 	if _, recs, dups := tb.dest.stats(); recs != 500 || dups != 0 {
 		t.Fatalf("records %d, duplicate writes %d", recs, dups)
 	}
+}
+
+// TestInDoubtGrace: a read-back that finds every record in doubt landed
+// costs no wait, however long the grace; one that finds records missing
+// reads them again once the grace has passed since the write.
+func TestInDoubtGrace(t *testing.T) {
+	t.Parallel()
+	t.Run("landed at once", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 500, destination.CapVerify)
+		tb.dest.lose = 2 // applied, answers lost
+		p := tb.params(t, "id")
+		p.InDoubtGrace = time.Hour
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := Run(ctx, p)
+		if err != nil {
+			t.Fatalf("run: %v (a read-back that found everything waited for the grace?)", err)
+		}
+		if _, recs, dups := tb.dest.stats(); r.Written != 500 || recs != 500 || dups != 0 || tb.dest.verifies != 2 {
+			t.Fatalf("written %d, records %d, duplicates %d, read-backs %d; want 500, 500, 0, 2", r.Written, recs, dups, tb.dest.verifies)
+		}
+	})
+	t.Run("missing then read again", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 100, destination.CapVerify)
+		tb.dest.cut = []int{0} // nothing applied, answer lost
+		p := tb.params(t, "id")
+		p.InDoubtGrace = 300 * time.Millisecond
+		start := time.Now()
+		r, err := Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < p.InDoubtGrace {
+			t.Fatalf("the run took %s, less than the grace", took)
+		}
+		if _, recs, dups := tb.dest.stats(); r.Written != 100 || recs != 100 || dups != 0 || tb.dest.verifies != 2 {
+			t.Fatalf("written %d, records %d, duplicates %d, read-backs %d; want 100, 100, 0, 2", r.Written, recs, dups, tb.dest.verifies)
+		}
+	})
 }
 
 // TestLostAnswersOnAPageThatProgresses: a page whose writes keep losing an
