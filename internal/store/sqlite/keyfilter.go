@@ -26,37 +26,46 @@ import (
 // then given the keys of every merge whose log rows memory had applied
 // (memLedger.observeMerge); a merge whose rows memory never saw, or a part
 // holding more keys than it was sized for, drops it (it is read again at the
-// next lookup). Reading it costs about 4 bytes per key, against a scan of
+// next lookup). Reading it costs 1.5 to 3 bytes per key, against a scan of
 // every key that each process paid before (docs/PERFORMANCE.md#ledger-growth).
 
-// filterBitsPerKey and filterProbes give about 0.24 % false positives at a
-// part's capacity, fewer below it.
+// filterBitsPerKey and filterProbes give about 0.6 % false positives at a
+// part's capacity, 0.06 % at half of it (a part is built for twice its
+// keys). A merge rewrites the parts it touches, so the bits per key are
+// bytes a merge writes: 12 rather than 16.
 const (
-	filterBitsPerKey = 16
+	filterBitsPerKey = 12
 	filterProbes     = 4
 	// textPart is the part of TEXT keys; hex keys are in part
 	// (first byte of the key), 0 to 255.
 	textPart    = 256
 	filterParts = textPart + 1
-	// partMinKeys is the least capacity of a part (1 KiB of bits).
+	// partMinKeys is the least capacity of a part (768 bytes of bits).
 	partMinKeys = 512
 )
 
 var errBadFilter = errors.New("ledger_filter: malformed part")
 
-// keyFilter is one part's Bloom filter; n keys were added, limit is its
-// capacity.
+// keyFilter is one part's Bloom filter of nbits bits; n keys were added,
+// limit is its capacity. A probe's bit is its hash scaled to nbits (the
+// high word of hash * nbits), so any whole number of words is a valid size.
 type keyFilter struct {
 	bits     []uint64
-	mask     uint64
+	nbits    uint64
 	n, limit int
 }
 
 // newKeyFilter returns a filter sized for twice n keys (at least partMinKeys).
 func newKeyFilter(n int) *keyFilter {
 	limit := max(2*n, partMinKeys)
-	nbits := uint64(1) << bits.Len64(uint64(limit*filterBitsPerKey-1))
-	return &keyFilter{bits: make([]uint64, nbits/64), mask: nbits - 1, limit: int(nbits / filterBitsPerKey)}
+	words := (limit*filterBitsPerKey + 63) / 64
+	return &keyFilter{bits: make([]uint64, words), nbits: uint64(64 * words), limit: 64 * words / filterBitsPerKey}
+}
+
+// bit is the i-th probe's bit of the key hashed to h1, h2.
+func (f *keyFilter) bit(h1, h2, i uint64) uint64 {
+	b, _ := bits.Mul64(h1+i*h2, f.nbits)
+	return b
 }
 
 // partOf is the part of a memory key.
@@ -83,7 +92,7 @@ func probes[K string | []byte](mk K) (uint64, uint64) {
 // keys than it was sized for.
 func (f *keyFilter) add(h1, h2 uint64) bool {
 	for i := range uint64(filterProbes) {
-		b := (h1 + i*h2) & f.mask
+		b := f.bit(h1, h2, i)
 		f.bits[b/64] |= 1 << (b % 64)
 	}
 	f.n++
@@ -93,7 +102,7 @@ func (f *keyFilter) add(h1, h2 uint64) bool {
 // mayHave is false only for keys never added.
 func (f *keyFilter) mayHave(h1, h2 uint64) bool {
 	for i := range uint64(filterProbes) {
-		b := (h1 + i*h2) & f.mask
+		b := f.bit(h1, h2, i)
 		if f.bits[b/64]&(1<<(b%64)) == 0 {
 			return false
 		}
@@ -113,10 +122,10 @@ func (f *keyFilter) encode() []byte {
 // decodeKeyFilter is the part stored as n and b.
 func decodeKeyFilter(n int64, b []byte) (*keyFilter, error) {
 	words := len(b) / 8
-	if len(b)%8 != 0 || words == 0 || words&(words-1) != 0 || n < 0 {
+	if len(b)%8 != 0 || words == 0 || n < 0 {
 		return nil, errBadFilter
 	}
-	f := &keyFilter{bits: make([]uint64, words), mask: uint64(64*words) - 1, n: int(n), limit: 64 * words / filterBitsPerKey}
+	f := &keyFilter{bits: make([]uint64, words), nbits: uint64(64 * words), n: int(n), limit: 64 * words / filterBitsPerKey}
 	for i := range f.bits {
 		f.bits[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
