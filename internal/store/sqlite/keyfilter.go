@@ -42,6 +42,13 @@ const (
 	filterParts = textPart + 1
 	// partMinKeys is the least capacity of a part (768 bytes of bits).
 	partMinKeys = 512
+	// partGrowKeys is the least room a part is built with: what four
+	// merges of DefaultLedgerMergeEntries hashed keys add to it. A full
+	// part is rebuilt from a scan of its keys, so a small part built for
+	// only twice its keys was rebuilt every merge or two. A sync's filter
+	// is then at least 257 x 1,536 bytes in memory (the scan-built filter
+	// of before was at least 512 KiB).
+	partGrowKeys = 4 * DefaultLedgerMergeEntries / 256
 )
 
 var errBadFilter = errors.New("ledger_filter: malformed part")
@@ -55,9 +62,10 @@ type keyFilter struct {
 	n, limit int
 }
 
-// newKeyFilter returns a filter sized for twice n keys (at least partMinKeys).
+// newKeyFilter returns a filter sized for twice n keys (at least
+// partMinKeys, and room for partGrowKeys more).
 func newKeyFilter(n int) *keyFilter {
-	limit := max(2*n, partMinKeys)
+	limit := max(2*n, n+partGrowKeys, partMinKeys)
 	words := (limit*filterBitsPerKey + 63) / 64
 	return &keyFilter{bits: make([]uint64, words), nbits: uint64(64 * words), limit: 64 * words / filterBitsPerKey}
 }
