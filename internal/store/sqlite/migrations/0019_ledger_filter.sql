@@ -9,7 +9,7 @@
 -- (stored as 32-byte BLOBs) whose first byte is p, part 256 the TEXT keys.
 -- A row (sid, part) holds every key of that part present in ledger,
 -- ledger_done or ledger_claims (deleted keys may stay in it: a false positive
--- only); n counts the keys added since the part was built. A part with no row
+-- only); n counts the keys it was built from and those added since. A part with no row
 -- is built from a scan of its key range by whoever needs it: the table starts
 -- empty, and a store upgraded to this version builds its parts as merges
 -- touch them (the first merge of a sync scans once, as every run used to).
