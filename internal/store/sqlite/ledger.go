@@ -311,7 +311,13 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 		return map[string]store.LedgerEntry{}, false, err
 	}
 	if !s.mem.hasFilter(sid) {
-		if err := s.buildFilter(ctx, sid); err != nil {
+		// Memory first observes the merges so far: a filter installed
+		// before would be dropped by the refresh below (memory would see a
+		// merge of log rows it never applied), and read again next time.
+		if _, err := s.mem.refresh(ctx, s.stmts.metaGetR, s.stmts.logTailR); err != nil {
+			return nil, false, err
+		}
+		if err := s.loadFilter(ctx, sid); err != nil {
 			return nil, false, err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"slices"
 	"strings"
@@ -416,9 +415,8 @@ type memLedger struct {
 
 	sids map[string]int64 // sync id -> ledger_syncs.id (rows are never deleted)
 
-	// filters are the syncs' key filters (keyfilter.go); seed hashes text keys.
-	filters map[int64]*keyFilter
-	seed    maphash.Seed
+	// filters are the syncs' key filters (keyfilter.go).
+	filters map[int64]*syncFilter
 }
 
 func newMemLedger() *memLedger {
@@ -426,8 +424,7 @@ func newMemLedger() *memLedger {
 		entries: map[int64]map[string]memEntry{},
 		cache:   map[int64]map[string]cached{},
 		sids:    map[string]int64{},
-		filters: map[int64]*keyFilter{},
-		seed:    maphash.MakeSeed(),
+		filters: map[int64]*syncFilter{},
 	}
 }
 
@@ -450,7 +447,7 @@ func (m *memLedger) observeMerge(through int64) {
 	// complete; otherwise the filters cannot know what was merged.
 	if m.lastSeq < through {
 		m.lastSeq = through
-		m.filters = map[int64]*keyFilter{}
+		m.filters = map[int64]*syncFilter{}
 	}
 	for sid, es := range m.entries {
 		f := m.filters[sid]
@@ -459,8 +456,8 @@ func (m *memLedger) observeMerge(through int64) {
 				delete(es, k)
 				m.n--
 				// A tombstone's merge deleted its key: nothing to add.
-				if f != nil && e.state != store.LedgerReleased && !f.add(m.seed, k) {
-					delete(m.filters, sid) // full: rebuilt when next needed
+				if f != nil && e.state != store.LedgerReleased && !f.add(k) {
+					delete(m.filters, sid) // a part is full: read again when next needed
 					f = nil
 				}
 			}
@@ -481,7 +478,7 @@ func (m *memLedger) apply(rec *logRecord) {
 	if rec.seq != m.lastSeq+1 {
 		// The rows between were merged and deleted before memory read
 		// them: the filters cannot know which keys that merge wrote.
-		m.filters = map[int64]*keyFilter{}
+		m.filters = map[int64]*syncFilter{}
 	}
 	m.lastSeq = rec.seq
 	es := m.entries[rec.sid]
@@ -557,7 +554,7 @@ func (m *memLedger) cachePut(gen, sid int64, keys []string, found map[string]mem
 
 // installFilter makes f sid's filter if it is complete: built in a snapshot
 // merged through merged, and memory has seen no later merge.
-func (m *memLedger) installFilter(sid, merged int64, f *keyFilter) {
+func (m *memLedger) installFilter(sid, merged int64, f *syncFilter) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mergedThrough <= merged {
@@ -598,7 +595,7 @@ func (m *memLedger) lookup(sid, gen int64, keys []string, useCache bool, out []m
 			}
 			continue
 		}
-		if f != nil && !f.mayHave(m.seed, k) {
+		if f != nil && !f.mayHave(k) {
 			continue
 		}
 		miss = append(miss, i)
@@ -901,6 +898,7 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 	final := &upserter{tx: tx, stmts: &s.stmts.mergeFinal, kind: mergeFinal}
 	pending := &upserter{tx: tx, stmts: &s.stmts.mergePending, kind: mergePending}
 	var dropClaims, dropFinal, dropDone []mergeKey
+	added := map[filterKey][]string{} // keys written, for their filter parts
 	for len(keys) > 0 {
 		n := min(len(keys), mergeChunk)
 		rows := make([]mergeRow, 0, n)
@@ -927,6 +925,10 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 				if err := u.add(ctx, r); err != nil {
 					return err
 				}
+				// Every key written, not only new ones: a key whose
+				// may names a table is not always in it.
+				fk := filterKey{r.sid, partOf(r.key)}
+				added[fk] = append(added[fk], r.key)
 			}
 			k := mergeKey{r.sid, r.key}
 			drop := r.e.may &^ homeOf(r.e.state)
@@ -965,7 +967,10 @@ func (s *Store) writeMerged(ctx context.Context, tx *sql.Tx, keys []mergeKey, th
 			return err
 		}
 	}
-	return dropKeys(ctx, tx, sqlDropDone, dropDone)
+	if err := dropKeys(ctx, tx, sqlDropDone, dropDone); err != nil {
+		return err
+	}
+	return s.addToFilters(ctx, tx, added)
 }
 
 // presentAmong returns the keys of keys that table (ledger_claims or
