@@ -451,6 +451,22 @@ func TestTwoPools(t *testing.T) {
 	}
 }
 
+// twoPoolsAtFence1 opens two stores (two pools) on one schema, with sync
+// s1's fence registered at 1.
+func twoPoolsAtFence1(t *testing.T) (a, b *Store) {
+	t.Helper()
+	a, schema := openTest(t, clock.Real{})
+	b, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := a.RaiseFence(t.Context(), "s1", 1); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
 // TestFenceRacesWrites: a stream of fenced writes under fence 1 races a
 // RaiseFence to 2 through another pool. Once the raise has returned no write
 // under 1 is accepted; the accepted writes are a prefix of the stream, each
@@ -458,15 +474,7 @@ func TestTwoPools(t *testing.T) {
 func TestFenceRacesWrites(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	a, schema := openTest(t, clock.Real{})
-	b, err := Open(ctx, OpenParams{URL: storeURL(t, schema), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := a.RaiseFence(ctx, "s1", 1); err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoPoolsAtFence1(t)
 	const (
 		perPage   = 20
 		raiseAt   = 10     // pages written before the raise is let go
@@ -539,15 +547,7 @@ func TestFenceRacesWrites(t *testing.T) {
 func TestFencedWritesShareTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	a, schema := openTest(t, clock.Real{})
-	b, err := Open(ctx, OpenParams{URL: storeURL(t, schema), Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := a.RaiseFence(ctx, "s1", 1); err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoPoolsAtFence1(t)
 	tx, err := a.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
