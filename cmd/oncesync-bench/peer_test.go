@@ -145,9 +145,11 @@ func TestPeerAndRSSEndToEnd(t *testing.T) {
 		}
 		for _, k := range rep.Kill {
 			// The kill lands after the write that takes the fake to 400 of
-			// 1000 contacts: the 4th page of 100.
-			if k.KilledAt != 400 || k.Lost != 0 || k.Contacts != 1000 {
-				t.Errorf("%s: killed at %d, lost %d, contacts %d; want 400, 0, 1000", k.Tool, k.KilledAt, k.Lost, k.Contacts)
+			// 1000 contacts: the 4th page of 100. oncesync has two imports
+			// in flight, so the 5th page's may be applied by the time the
+			// hook reads the count.
+			if k.KilledAt < 400 || k.KilledAt > 500 || k.Lost != 0 || k.Contacts != 1000 {
+				t.Errorf("%s: killed at %d, lost %d, contacts %d; want 400 to 500, 0, 1000", k.Tool, k.KilledAt, k.Lost, k.Contacts)
 			}
 		}
 		if k := rep.Kill[0]; k.Tool != "oncesync" || k.Duplicates != 0 || !strings.Contains(k.RestartLine, "succeeded") {
