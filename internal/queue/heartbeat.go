@@ -81,11 +81,24 @@ func (s *Service) heartbeat(ctx context.Context, id string) (stop func()) {
 		<-finished
 		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer relCancel()
+		// The work is done, but River records the job completed a moment
+		// later (its completer batches): a heartbeat released now would let
+		// a recovery sweep in between find a running job with no live lease
+		// and run it again. So it is left to expire completionTail from now
+		// instead; a worker that dies in between is still found, that much
+		// later.
+		if _, err := s.leases.Renew(relCtx, g, min(completionTail, ttl)); err == nil {
+			return
+		}
 		if err := s.leases.Release(relCtx, g); err != nil {
 			s.log.Warn("job heartbeat not released; it expires by itself", "heartbeat", id, "err", err)
 		}
 	}
 }
+
+// completionTail is how long a job's heartbeat outlives its work: longer
+// than River takes to record the job completed.
+const completionTail = 2 * time.Second
 
 // jobWork is what a running job of a run kind works, for recovery.
 type jobWork struct {
