@@ -366,8 +366,13 @@ func TestPostgresRestartMidRun(t *testing.T) {
 		t.Fatal("every record was delivered before PostgreSQL went down; the test proves nothing")
 	}
 	if pg != nil {
-		if late := writes.between(down.Add(500*time.Millisecond), up); len(late) > 0 {
-			t.Fatalf("%d writes while PostgreSQL was down", len(late))
+		// Pages claimed before the outage may still be written: the claim
+		// is durable. The runner holds at most four of them beyond the
+		// store's reach (two imports in flight, one queued for the writer,
+		// one the ledger stage is handing on); a fifth would need a claim
+		// made while PostgreSQL was down.
+		if late := writes.between(down.Add(500*time.Millisecond), up); len(late) > 4 {
+			t.Fatalf("%d writes while PostgreSQL was down, more than the 4 pages claimed ahead", len(late))
 		}
 	}
 	st := e.store()
