@@ -14,9 +14,9 @@ import (
 
 // Job heartbeats (docs/guide.md#running-on-a-schedule-serve-and-worker). Every job of a run kind (a run, a partitioned
 // run's coordinator, a partition) holds a lease of its own, its heartbeat,
-// from the moment its Work starts until it returns: taken first, renewed
-// every LeaseRenew, released last. It fences nothing (nothing is written
-// under it). It tells lease-expiry recovery that the job's worker is alive
+// from the moment its Work starts until shortly after it returns: taken
+// first, renewed every LeaseRenew, and left to expire completionTail after
+// the work. It fences nothing (nothing is written under it). It tells lease-expiry recovery that the job's worker is alive
 // while the job holds no run lease: a coordinator never takes one, and a run
 // or a partition takes its own only once its pipeline is built. A job
 // running for longer than a lease TTL with neither its heartbeat nor its
