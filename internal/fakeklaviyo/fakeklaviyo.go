@@ -156,11 +156,6 @@ type Stats struct {
 	ByStatus         map[string]int64 `json:"by_status"`
 	Invalid          int64            `json:"invalid_requests"`  // requests off the spec
 	Dropped          int64            `json:"dropped_responses"` // writes applied, answer cut
-	// Held counts the writes held HoldWrite, HeldPending those held now,
-	// HeldAbandoned those whose client had given up when they were handled.
-	Held          int64 `json:"held_writes"`
-	HeldPending   int64 `json:"held_writes_pending"`
-	HeldAbandoned int64 `json:"held_writes_abandoned"`
 	RateLimited      int64            `json:"rate_limited"`      // 429s sent
 	JobsCreated      int64            `json:"jobs_created"`
 	JobsFailed       int64            `json:"jobs_failed"`
@@ -170,6 +165,12 @@ type Stats struct {
 	GlobalUnsubs     int64            `json:"global_unsubscribes"` // profiles unsubscribed outside the list (the spec's warning)
 	SpecErrors       int64            `json:"spec_errors"`         // responses of the fake off the spec
 	DuplicateExample []string         `json:"duplicate_examples,omitempty"`
+
+	// Held counts the writes held HoldWrite, HeldPending those held now,
+	// HeldAbandoned those whose client had given up when they were handled.
+	Held          int64 `json:"held_writes"`
+	HeldPending   int64 `json:"held_writes_pending"`
+	HeldAbandoned int64 `json:"held_writes_abandoned"`
 }
 
 const maxDuplicateExamples = 20
