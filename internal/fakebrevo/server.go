@@ -311,7 +311,6 @@ type call struct {
 	segs  []string // path segments after /v3, unescaped
 	body  []byte
 	now   time.Time
-	held  bool // held by holdWrite before it was handled
 }
 
 // errorBody is Brevo's errorModel.
@@ -399,9 +398,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	s.holdWrite(c)
+	held := s.holdWrite(c)
 	s.route(c)
-	if c.held {
+	if held {
 		// Pending until handled: a test waits for it before counting.
 		s.mu.Lock()
 		s.stats.HeldPending--
@@ -412,15 +411,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 // holdWrite holds a write request for HoldWrite, with probability
 // HoldWriteRate, without watching its client: the request is then handled
 // as if it had just arrived, whether or not anyone still waits for the
-// answer (Options.HoldWriteRate).
-func (s *Server) holdWrite(c *call) {
+// answer (Options.HoldWriteRate). It reports whether it held it.
+func (s *Server) holdWrite(c *call) bool {
 	if s.opts.HoldWriteRate <= 0 || s.opts.HoldWrite <= 0 || len(c.segs) == 0 || c.segs[0] != "contacts" {
-		return
+		return false
 	}
 	switch c.r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodDelete:
 	default:
-		return
+		return false
 	}
 	s.mu.Lock()
 	hold := s.rng.Float64() < s.opts.HoldWriteRate
@@ -430,7 +429,7 @@ func (s *Server) holdWrite(c *call) {
 	}
 	s.mu.Unlock()
 	if !hold {
-		return
+		return false
 	}
 	time.Sleep(s.opts.HoldWrite)
 	c.now = s.clock.Now()
@@ -440,7 +439,7 @@ func (s *Server) holdWrite(c *call) {
 		s.stats.HeldAbandoned++
 	}
 	s.mu.Unlock()
-	c.held = true
+	return true
 }
 
 // route dispatches a /v3 call to its operation.
