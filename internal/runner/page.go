@@ -473,8 +473,8 @@ func (r *run) beforeWrite(ctx context.Context) error {
 // record not found at once may still land, and sending it again would
 // write it twice. So the records a read-back started before InDoubtGrace
 // had passed since sent (the latest moment a write in doubt may have been
-// sent) did not find are read back again once it has, the lease kept
-// meanwhile; what landed at once costs no wait. The wait is on the wall
+// sent) did not find are read back again once it has; what landed at once
+// costs no wait. The wait is on the wall
 // clock, as the server's is; a request held past the grace is the residual
 // risk (docs/RELIABILITY.md#not-covered-yet). Errors are Verify's, or the
 // lease's while waiting.
@@ -496,13 +496,10 @@ func (r *run) verifyInDoubt(ctx context.Context, recs []destination.Record, sinc
 	}
 	r.Logger.Info("records of a write in doubt are not at the destination yet; reading them again once settings.in_doubt_grace has passed since the write",
 		"sync", r.Sync.ID, "run", r.rec.ID, "missing", len(missing), "wait", time.Until(until).Round(time.Millisecond))
-	for left := time.Until(until); left > 0; left = time.Until(until) {
-		if err := clock.Sleep(ctx, min(left, max(r.lease.TTL()/4, time.Millisecond))); err != nil {
-			return nil, cancelled(ctx)
-		}
-		if err := r.ensureLease(ctx); err != nil {
-			return nil, err
-		}
+	// The lease is kept by its background renewal meanwhile, as while an
+	// accepted process is polled (awaitAccepted).
+	if err := clock.Sleep(ctx, time.Until(until)); err != nil {
+		return nil, cancelled(ctx)
 	}
 	// A full lease for the read-back and the resend that may follow it.
 	if err := r.renew(ctx); err != nil {
