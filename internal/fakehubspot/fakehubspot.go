@@ -44,8 +44,10 @@
 //     RATE_LIMIT and policyName TEN_SECONDLY_ROLLING.
 //   - Faults: 5xx (ErrorRate, FailFirst), 429 storms (RateLimitFirst),
 //     latency, slow writes applied after their caller gave up
-//     (WriteLatency), stalls (BeforeWrite), applied-but-unanswered writes
-//     (DropResponseRate, DropFirst, AfterWrite), redirects (RedirectTo).
+//     (WriteLatency), writes held past their client's timeout and applied
+//     then (HoldWriteRate), stalls (BeforeWrite), applied-but-unanswered
+//     writes (DropResponseRate, DropFirst, AfterWrite), redirects
+//     (RedirectTo).
 //   - Counters: requests, contacts_written, duplicate_writes (a contact
 //     written again with exactly the properties it already had), etc.
 //
@@ -101,6 +103,14 @@ type Options struct {
 	// given up meanwhile: a slow HubSpot applies a write after its caller
 	// timed out (the caller must not take that for "not written").
 	WriteLatency time.Duration
+	// HoldWriteRate is the fraction (0..1) of write requests (batch/upsert,
+	// create, update and archive) held HoldWrite once their body arrived,
+	// before they are handled. A held request is handled even when its
+	// client gave up meanwhile, as a server that does not watch its clients
+	// does: the write lands after its caller's timeout, in one piece.
+	HoldWriteRate float64
+	// HoldWrite is how long a held write waits (see HoldWriteRate).
+	HoldWrite time.Duration
 	// ErrorRate is the fraction (0..1) of API requests answered ErrorStatus.
 	ErrorRate float64
 	// FailFirst answers the first N API requests ErrorStatus.
@@ -158,6 +168,12 @@ type Stats struct {
 	ByStatus        map[string]int64 `json:"by_status"`
 	// DuplicateExamples names the first duplicate writes (contact id, route).
 	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
+
+	// Held counts the writes held HoldWrite, HeldPending those held now,
+	// HeldAbandoned those whose client had given up when they were handled.
+	Held          int64 `json:"held_writes"`
+	HeldPending   int64 `json:"held_writes_pending"`
+	HeldAbandoned int64 `json:"held_writes_abandoned"`
 }
 
 // Contact is a stored contact.

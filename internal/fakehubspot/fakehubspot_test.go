@@ -1,6 +1,7 @@
 package fakehubspot_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -241,6 +242,91 @@ func TestDroppedAnswerIsApplied(t *testing.T) {
 	}
 	if st := c.s.Stats(); st.Dropped != 1 {
 		t.Errorf("dropped %d, want 1", st.Dropped)
+	}
+}
+
+// TestHoldWrite: a held write is handled HoldWrite after it arrived, even
+// though its client gave up meanwhile, and counted as abandoned; a read is
+// never held; a client that waits gets its answer.
+func TestHoldWrite(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{HoldWriteRate: 1, HoldWrite: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+upsert,
+		strings.NewReader(`{"inputs":[{"idProperty":"email","id":"late@example.com","properties":{"firstname":"Late"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the held write answered %d before its client's timeout", res.StatusCode)
+	}
+	if _, ok := c.s.Contact("late@example.com"); ok {
+		t.Fatal("the held write was applied before HoldWrite passed")
+	}
+	if st := c.s.Stats(); st.HeldPending != 1 {
+		t.Fatalf("pending held writes = %d, want 1", st.HeldPending)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.s.Stats().HeldPending > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ct, ok := c.s.Contact("late@example.com"); !ok || ct.Properties["firstname"] != "Late" {
+		t.Fatalf("the held write was not applied after its client gave up (%v)", ct.Properties)
+	}
+	st := c.s.Stats()
+	if st.Held != 1 || st.HeldAbandoned != 1 || st.HeldPending != 0 {
+		t.Fatalf("held %d, abandoned %d, pending %d; want 1, 1, 0", st.Held, st.HeldAbandoned, st.HeldPending)
+	}
+	if code, _, _ := c.post(read, `{"idProperty":"email","inputs":[{"id":"late@example.com"}]}`); code != http.StatusOK {
+		t.Fatalf("read: %d", code)
+	}
+	if got := c.s.Stats().Held; got != 1 {
+		t.Fatalf("a read was held (held %d)", got)
+	}
+	start := time.Now()
+	code, _, _ := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"wait@example.com","properties":{}}]}`)
+	if code != http.StatusOK || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("a waiting client: %d after %v, want 200 after the hold", code, time.Since(start))
+	}
+	if st := c.s.Stats(); st.Held != 2 || st.HeldAbandoned != 1 || st.HeldPending != 0 {
+		t.Fatalf("held %d, abandoned %d, pending %d; want 2, 1, 0", st.Held, st.HeldAbandoned, st.HeldPending)
+	}
+}
+
+// TestWriteLatencyIsNotAHold: WriteLatency still applies a write its client
+// gave up on, without counting it held.
+func TestWriteLatencyIsNotAHold(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{WriteLatency: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+upsert,
+		strings.NewReader(`{"inputs":[{"idProperty":"email","id":"slow@example.com","properties":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the slow write answered %d before its client's timeout", res.StatusCode)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := c.s.Contact("slow@example.com"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow write was not applied after its client gave up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := c.s.Stats(); st.Held != 0 || st.HeldAbandoned != 0 {
+		t.Fatalf("held %d, abandoned %d; want 0, 0", st.Held, st.HeldAbandoned)
 	}
 }
 

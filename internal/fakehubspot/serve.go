@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -27,6 +28,9 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every API request, e.g. 50ms")
 	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency,
 		"delay before each write is applied, even if its caller gave up meanwhile (a slow HubSpot), e.g. 2s")
+	fs.Float64Var(&o.HoldWriteRate, "hold-write-rate", o.HoldWriteRate,
+		"fraction (0..1) of writes held --hold-write before they are handled, even when the client gave up meanwhile (a write that lands after its client's timeout)")
+	fs.DurationVar(&o.HoldWrite, "hold-write", o.HoldWrite, "how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction (0..1) of API requests answered --error-status before anything is applied")
 	fs.IntVar(&o.ErrorStatus, "error-status", 503, "status of injected errors")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
@@ -60,6 +64,9 @@ func ParseProperty(s string) (Property, error) {
 // Serve runs a fake configured by opts on addr until ctx is cancelled.
 // ready, when non-nil, is called with the listening address.
 func Serve(ctx context.Context, addr string, opts Options, ready func(addr string)) error {
+	if math.IsNaN(opts.HoldWriteRate) || opts.HoldWriteRate < 0 || opts.HoldWriteRate > 1 || opts.HoldWrite < 0 {
+		return fmt.Errorf("fakehubspot: --hold-write-rate must be between 0 and 1 and --hold-write not negative")
+	}
 	for _, c := range opts.PropertyFlags {
 		p, err := ParseProperty(c)
 		if err != nil {

@@ -297,10 +297,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, propertiesPath+"/"):
 		s.getProperty(w, strings.TrimPrefix(r.URL.Path, propertiesPath+"/"))
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, contactsBatch):
-		s.batch(w, r, strings.TrimPrefix(r.URL.Path, contactsBatch))
+		op := strings.TrimPrefix(r.URL.Path, contactsBatch)
+		if s.holdWrite(r, op) {
+			// Pending until handled (a dropped answer panics): a test
+			// waits for it before counting.
+			defer func() {
+				s.mu.Lock()
+				s.stats.HeldPending--
+				s.mu.Unlock()
+			}()
+		}
+		s.batch(w, r, op)
 	default:
 		s.error(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "Unable to route "+route, nil)
 	}
+}
+
+// holdWrite holds a write request for HoldWrite, with probability
+// HoldWriteRate, without watching its client, and reports whether it did
+// (Options.HoldWriteRate). Its body is read first, so the request is
+// handled whole however long its client waited.
+func (s *Server) holdWrite(r *http.Request, op string) bool {
+	if s.o.HoldWriteRate <= 0 || s.o.HoldWrite <= 0 || op == "read" {
+		return false
+	}
+	s.mu.Lock()
+	hold := s.rng.Float64() < s.o.HoldWriteRate
+	if hold {
+		s.stats.Held++
+		s.stats.HeldPending++
+	}
+	s.mu.Unlock()
+	if !hold {
+		return false
+	}
+	// Read to the end: net/http then notices the client closing its
+	// connection and cancels r's context, which tells an abandoned write.
+	b, _ := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	time.Sleep(s.o.HoldWrite)
+	if r.Context().Err() != nil {
+		s.mu.Lock()
+		s.stats.HeldAbandoned++
+		s.mu.Unlock()
+	}
+	return true
 }
 
 type statusRecorder struct {
