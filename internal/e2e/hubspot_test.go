@@ -29,8 +29,11 @@ type hubspotBundle struct {
 	t      *testing.T
 	dir    string
 	config string
-	fake   *fakehubspot.Server
-	n      int
+	// configFmt is the config, with the settings map and what follows the
+	// destination's fields left to writeConfig.
+	configFmt string
+	fake      *fakehubspot.Server
+	n         int
 
 	mu sync.Mutex
 	// victim is the running oncesync process the hooks may kill.
@@ -91,19 +94,26 @@ func setupHubSpot(t *testing.T, records, pageSize int, mode, writeMode string, o
 		writeMode = "upsert"
 	}
 	hb.config = filepath.Join(hb.dir, "oncesync.yaml")
-	cfg := fmt.Sprintf(`store: sqlite://./oncesync.db
-settings: {lease_ttl: 30s, lease_renew: 10s}
+	hb.configFmt = fmt.Sprintf(`store: sqlite://./oncesync.db
+settings: %%s
 syncs:
   - id: contacts
     workspace: acme
     source: {type: csv, path: contacts.csv, page_size: %d, identity: id}
-    destination: {type: hubspot, base_url: %s, token: ${HUBSPOT_TOKEN}, mode: %s, write_mode: %s, rate_limit: 1000}
+    destination: {type: hubspot, base_url: %s, token: ${HUBSPOT_TOKEN}, mode: %s, write_mode: %s, rate_limit: 1000%%s}
     mapping: {email: email, attributes: {firstname: first_name, lastname: last_name}}
 `, pageSize, srv.URL, mode, writeMode)
-	if err := os.WriteFile(hb.config, []byte(cfg), 0o600); err != nil {
+	hb.writeConfig(t, "{lease_ttl: 30s, lease_renew: 10s}", "")
+	return hb
+}
+
+// writeConfig rewrites hb's config with settings (a YAML map) and dest
+// appended to the destination's map (e.g. ", timeout: 1s").
+func (hb *hubspotBundle) writeConfig(t *testing.T, settings, dest string) {
+	t.Helper()
+	if err := os.WriteFile(hb.config, []byte(fmt.Sprintf(hb.configFmt, settings, dest)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return hb
 }
 
 func (hb *hubspotBundle) run() *proc {
