@@ -89,11 +89,12 @@ func newRoot(env Env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "oncesync",
 		Short: "Sync records into SaaS tools with no duplicate writes and no lost records",
-		Long: `oncesync reads records from a source (CSV, JSONL, PostgreSQL) page by page and writes
-them to a destination (Brevo contacts, a webhook). Every record's delivery is recorded in a
-ledger before and after the destination call, and the cursor moves only at a clean page end
-under a fenced lease: a worker killed mid-batch costs a replay of minutes, never a duplicate
-write and never a lost record.
+		Long: `oncesync reads records from a source (a CSV, JSONL or Parquet file, a PostgreSQL or
+MySQL table, Shopify customers) page by page and writes them to a destination (Brevo,
+HubSpot, Klaviyo, a webhook). Every record's delivery is recorded in a ledger before and
+after the destination call, and the cursor moves only at a clean page end under a fenced
+lease: a worker killed mid-batch costs a replay of seconds, never a duplicate write and
+never a lost or stale record; a sync that goes silent is noticed.
 
 Start with:
   oncesync demo                         the whole story on embedded defaults
