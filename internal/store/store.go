@@ -23,6 +23,10 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrUnavailable: the store cannot be reached (wrapped around the driver error).
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDiskFull: the store's disk (or its quota) is full; always wrapped
+	// together with ErrUnavailable, so it is retried like any outage, but a
+	// person is told what to free.
+	ErrDiskFull = errors.New("the store's disk is full")
 )
 
 // SyncState is whether a sync runs on schedule.

@@ -176,10 +176,19 @@ func mapErr(op string, err error) error {
 	if errors.As(err, &ie) {
 		return err
 	}
+	if diskFull(err) {
+		return fmt.Errorf("postgres %s: %w: %w: %w", op, store.ErrUnavailable, store.ErrDiskFull, err)
+	}
 	if unavailable(err) {
 		return fmt.Errorf("postgres %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("postgres %s: %w", op, err)
+}
+
+// diskFull reports whether err is the server's disk_full (53100).
+func diskFull(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "53100"
 }
 
 // unavailable reports whether err means the store cannot be used right now

@@ -320,10 +320,20 @@ func (s *Store) mapErr(op string, err error) error {
 	if errors.As(err, &ie) {
 		return err
 	}
+	if diskFull(err) {
+		return fmt.Errorf("sqlite %s: %w: %w: %w", op, store.ErrUnavailable, store.ErrDiskFull, err)
+	}
 	if unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("sqlite %s: %w", op, err)
+}
+
+// diskFull reports whether err is SQLITE_FULL: the file's disk has no room
+// for the write (or the WAL).
+func diskFull(err error) bool {
+	var se *sqlitedrv.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_FULL
 }
 
 // migrateFresh applies the migrations, retrying SQLITE_BUSY for up to
