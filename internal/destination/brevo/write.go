@@ -271,12 +271,13 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(apiErr)})
 			return nil
 		}
-		var created struct {
-			ID *int64 `json:"id"`
-		}
-		ref := ""
-		if resp.status == http.StatusCreated && json.Unmarshal(resp.body, &created) == nil && created.ID != nil {
-			ref = strconv.FormatInt(*created.ID, 10)
+		ref, ok := singleAnswer(req.method, resp)
+		if !ok {
+			// A 2xx that is not Brevo's (a web server or a proxy at
+			// base_url) says nothing of the contact: in doubt, so the
+			// read-back decides, never counted as written.
+			return w.failed([]int{i}, failure.Wrap(failure.DestinationUnavailable, errNotBrevo,
+				"brevo answered %s with HTTP %d and no contact; check the destination's base_url", req.route, resp.status))
 		}
 		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
 		return nil
@@ -285,6 +286,30 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 		return w.d.interrupted(ctx, err)
 	}
 	return err
+}
+
+// errNotBrevo is a success status whose answer is not one Brevo gives.
+var errNotBrevo = errors.New("a success answer that is not Brevo's")
+
+// singleAnswer reads a successful answer to a single write as
+// ../shared/brevo/swagger.yaml defines it: POST /contacts answers 201 with
+// the new contact's id, or 204 when it updated one; PUT
+// /contacts/{identifier} answers 204. It returns the contact's id when
+// there is one, and false for any other answer.
+func singleAnswer(method string, resp *response) (string, bool) {
+	switch {
+	case resp.status == http.StatusNoContent:
+		return "", true
+	case method == http.MethodPost && resp.status == http.StatusCreated:
+		var created struct {
+			ID *int64 `json:"id"`
+		}
+		if json.Unmarshal(resp.body, &created) != nil || created.ID == nil {
+			return "", false
+		}
+		return strconv.FormatInt(*created.ID, 10), true
+	}
+	return "", false
 }
 
 // updateContact is the body of PUT /contacts/{identifier} (swagger:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -108,9 +109,27 @@ func (d *Destination) judge(r destination.Record, err error) (destination.Result
 
 type profileDoc struct {
 	Data struct {
+		Type       string         `json:"type"`
 		ID         string         `json:"id"`
 		Attributes map[string]any `json:"attributes"`
 	} `json:"data"`
+}
+
+// errNotKlaviyo is a success status whose answer is not one Klaviyo gives.
+var errNotKlaviyo = errors.New("a success answer that is not Klaviyo's")
+
+// writtenProfile reads a successful answer to a one-profile write as
+// ../shared/klaviyo/profiles.json defines it: one of the statuses the
+// operation answers and the profile resource with its id. Any other answer
+// (a web server or a proxy's page at base_url) says nothing of the profile:
+// the record is in doubt, for the read-back to decide, never counted written.
+func writtenProfile(res *apiclient.Response, route string, statuses ...int) (string, error) {
+	var doc profileDoc
+	if slices.Contains(statuses, res.Status) && json.Unmarshal(res.Body, &doc) == nil && doc.Data.Type == "profile" && doc.Data.ID != "" {
+		return doc.Data.ID, nil
+	}
+	return "", failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
+		"klaviyo answered %s with HTTP %d and no profile; check the destination's base_url", route, res.Status)
 }
 
 // importOne: POST /api/profile-import (create or update by e-mail).
@@ -120,9 +139,11 @@ func (d *Destination) importOne(ctx context.Context, r destination.Record, p pro
 	if err != nil {
 		return d.judge(r, err)
 	}
-	var doc profileDoc
-	_ = json.Unmarshal(res.Body, &doc)
-	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: doc.Data.ID}, nil
+	id, err := writtenProfile(res, "POST /api/profile-import", http.StatusOK, http.StatusCreated)
+	if err != nil {
+		return destination.Result{}, err
+	}
+	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: id}, nil
 }
 
 // createOne: POST /api/profiles; a 409 duplicate is a skip (write_mode create).
@@ -136,9 +157,11 @@ func (d *Destination) createOne(ctx context.Context, r destination.Record, p pro
 	if err != nil {
 		return d.judge(r, err)
 	}
-	var doc profileDoc
-	_ = json.Unmarshal(res.Body, &doc)
-	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: doc.Data.ID}, nil
+	id, err := writtenProfile(res, "POST /api/profiles", http.StatusCreated)
+	if err != nil {
+		return destination.Result{}, err
+	}
+	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: id}, nil
 }
 
 // updateOne looks the profile up by e-mail and patches it; none is a skip
@@ -159,7 +182,7 @@ func (d *Destination) updateOne(ctx context.Context, r destination.Record, p pro
 		}
 	}
 	body := marshal(map[string]any{"data": map[string]any{"type": "profile", "id": got.id, "attributes": attrs}})
-	_, err = d.do(ctx, request{method: http.MethodPatch, path: "/api/profiles/" + url.PathEscape(got.id),
+	res, err := d.do(ctx, request{method: http.MethodPatch, path: "/api/profiles/" + url.PathEscape(got.id),
 		route: "PATCH /api/profiles/{id}", body: body})
 	var e *APIError
 	if errors.As(err, &e) && e.Status == http.StatusNotFound {
@@ -168,6 +191,9 @@ func (d *Destination) updateOne(ctx context.Context, r destination.Record, p pro
 	}
 	if err != nil {
 		return d.judge(r, err)
+	}
+	if _, err := writtenProfile(res, "PATCH /api/profiles/{id}", http.StatusOK); err != nil {
+		return destination.Result{}, err
 	}
 	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: got.id}, nil
 }

@@ -1,0 +1,61 @@
+package brevo
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// TestSuccessThatIsNotBrevosIsNotDelivered: base_url pointing at a web
+// server (or a proxy's page) that answers every request 200 with HTML. The
+// single path took any 2xx for a delivery, so records nothing wrote were
+// counted written and never sent again. Now only Brevo's own answers (201
+// with the contact's id, 204) are deliveries; the rest is in doubt, for the
+// read-back to decide.
+func TestSuccessThatIsNotBrevosIsNotDelivered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"html 200", "<html><body>Welcome to nginx</body></html>", http.StatusOK},
+		{"201 without an id", `{"message":"ok"}`, http.StatusCreated},
+		{"202", `{}`, http.StatusAccepted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			d := newStubDest(t, srv, ModeSingle)
+			recs := notSentRecords(3)
+			res, err := d.Write(t.Context(), recs)
+			if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+				t.Fatalf("Write error %v (detail %q), want destination_unavailable naming base_url", err, failure.Detail(err))
+			}
+			for _, r := range res {
+				if r.Outcome == destination.Delivered {
+					t.Fatalf("a record was counted delivered on a %d that is not Brevo's: %+v", tc.status, res)
+				}
+			}
+			if got := outcomes(recs, res)[0]; got != "in doubt" {
+				t.Errorf("the first record is %s, want in doubt (its request reached a server)", got)
+			}
+		})
+	}
+	// Brevo's own answers stay deliveries.
+	srv, _ := brevoStub(t)
+	res, err := newStubDest(t, srv, ModeSingle).Write(t.Context(), notSentRecords(2))
+	if err != nil || len(res) != 2 || res[0].Outcome != destination.Delivered || res[0].Ref == "" {
+		t.Fatalf("201 with an id: %v %+v", err, res)
+	}
+}

@@ -1,0 +1,48 @@
+package klaviyo_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/klaviyo"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// TestSuccessThatIsNotKlaviyosIsNotDelivered: base_url pointing at a web
+// server that answers every request 200 with HTML. The one-profile writes
+// took any 2xx for a delivery, so profiles nothing wrote were counted
+// written and never sent again. Now only the spec's answer (its status and
+// the profile resource) is a delivery; the rest is in doubt.
+func TestSuccessThatIsNotKlaviyosIsNotDelivered(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body>Welcome to nginx</body></html>")
+	}))
+	t.Cleanup(srv.Close)
+	for _, mode := range []destination.WriteMode{destination.Upsert, destination.Create} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			d, err := klaviyo.New(klaviyo.Params{BaseURL: srv.URL, APIKey: apiKey, Mode: klaviyo.ModeSingle, WriteMode: mode, MaxRetries: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			res, err := d.Write(t.Context(), records(3))
+			if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+				t.Fatalf("Write error %v (detail %q), want destination_unavailable naming base_url", err, failure.Detail(err))
+			}
+			for _, r := range res {
+				if r.Outcome == destination.Delivered {
+					t.Fatalf("a profile was counted delivered on an HTML 200: %+v", res)
+				}
+			}
+		})
+	}
+}
