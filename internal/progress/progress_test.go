@@ -27,3 +27,19 @@ func TestLineBarThrottles(t *testing.T) {
 		t.Fatal("a buffer is not a terminal")
 	}
 }
+
+// TestLineBarBytesBeforeTheTotal: a bar of bytes whose total is not known
+// yet prints the detail alone, not "0 bytes".
+func TestLineBarBytesBeforeTheTotal(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	b := Open(Params{W: &buf, Desc: "s", Unit: Bytes, Interval: time.Hour}).(*lineBar)
+	b.Set(0, "(page 1: 2 read)")
+	b.SetTotal(73)
+	b.Set(73, "(page 1: 2 read, 2 written)")
+	b.Finish()
+	want := "s: (page 1: 2 read)\ns: 73/73 bytes (page 1: 2 read, 2 written)\n"
+	if got := buf.String(); got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
