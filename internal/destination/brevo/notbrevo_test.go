@@ -59,3 +59,27 @@ func TestSuccessThatIsNotBrevosIsNotDelivered(t *testing.T) {
 		t.Fatalf("201 with an id: %v %+v", err, res)
 	}
 }
+
+// TestRemovalThatIsNotBrevosIsNotDone: a removal's PUT answered 200 with
+// HTML (not Brevo's 204) left the contact on the list; it was counted
+// removed. Now it is in doubt, for the next run to read back.
+func TestRemovalThatIsNotBrevosIsNotDone(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodGet {
+			fmt.Fprint(w, `{"id":7,"email":"user0@example.com","listIds":[1],"attributes":{}}`)
+			return
+		}
+		fmt.Fprint(w, "<html>ok</html>")
+	}))
+	t.Cleanup(srv.Close)
+	d := newStubDest(t, srv, ModeSingle)
+	res, err := d.Remove(t.Context(), []destination.Removal{{Key: "k0", Handle: "user0@example.com"}})
+	if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+		t.Fatalf("Remove error %v (detail %q), want destination_unavailable naming base_url", err, failure.Detail(err))
+	}
+	if len(res) != 0 {
+		t.Fatalf("results %+v, want none (in doubt)", res)
+	}
+}

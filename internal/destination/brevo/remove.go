@@ -46,7 +46,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			results[i], done[i] = destination.Result{Key: rm.Key, Outcome: destination.Delivered}, true
 			return nil
 		}
-		_, err = d.do(ctx, request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(rm.Handle),
+		resp, err := d.do(ctx, request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(rm.Handle),
 			route: "PUT /contacts/{identifier}", body: marshal(updateContact{UnlinkListIDs: d.listIDs})})
 		if apiErr, ok := err.(*APIError); ok { // do returns it bare for the caller to judge
 			switch {
@@ -65,6 +65,11 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 		if err != nil {
 			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)
 			return err
+		}
+		if _, ok := singleAnswer(http.MethodPut, resp); !ok {
+			maybeSent[i] = true
+			return failure.Wrap(failure.DestinationUnavailable, errNotBrevo,
+				"brevo answered PUT /contacts/{identifier} with HTTP %d to a removal; check the destination's base_url", resp.status)
 		}
 		results[i], done[i] = destination.Result{Key: rm.Key, Outcome: destination.Delivered}, true
 		return nil
