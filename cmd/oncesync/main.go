@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	_ "time/tzdata" // a schedule's CRON_TZ zone resolves on hosts without a zoneinfo database
 
 	"github.com/oncesync/oncesync/internal/cli"
 )

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 )
 
 var (
@@ -348,7 +346,7 @@ func (l *loader) validateSync(p string, s *Sync) {
 		l.check(p+".workspace", "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "+l.show(p+".workspace", s.Workspace))
 	}
 	if strings.TrimSpace(s.Schedule) != "" {
-		if _, err := cron.ParseStandard(s.Schedule); err != nil {
+		if _, err := ParseSchedule(s.Schedule); err != nil {
 			msg := "is not a valid cron expression (5 fields like \"*/15 * * * *\" or a descriptor like @hourly)"
 			if !l.fromEnv(p + ".schedule") { // safe to echo
 				msg = fmt.Sprintf("invalid cron expression %q: %s (use 5 fields like \"*/15 * * * *\" or a descriptor like @hourly)", clip(s.Schedule), err)

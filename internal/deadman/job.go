@@ -68,7 +68,7 @@ func Register(workers *river.Workers, checker *Checker) {
 
 // CronSchedule is Schedule parsed (standard 5-field cron).
 func CronSchedule() cron.Schedule {
-	s, err := cron.ParseStandard(Schedule)
+	s, err := cron.ParseStandard("CRON_TZ=UTC " + Schedule)
 	if err != nil { // a constant: cannot happen
 		panic("deadman: bad schedule " + Schedule + ": " + err.Error())
 	}

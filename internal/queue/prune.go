@@ -55,7 +55,7 @@ func (PruneLedgerArgs) InsertOpts() river.InsertOpts {
 // starts: a deployment restarted within every hour's minute 43 would
 // otherwise never prune.
 func prunePeriodicJob() (*river.PeriodicJob, error) {
-	sched, err := cron.ParseStandard(PruneSchedule)
+	sched, err := cron.ParseStandard("CRON_TZ=UTC " + PruneSchedule)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/robfig/cron/v3"
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
@@ -335,7 +334,7 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 		if sc.Schedule == "" {
 			continue
 		}
-		sched, err := cron.ParseStandard(sc.Schedule)
+		sched, err := config.ParseSchedule(sc.Schedule)
 		if err != nil {
 			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "sync %s: invalid schedule", sc.ID)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/partition"
@@ -274,8 +275,6 @@ func definitionSchedule(def string) string {
 	return d.Schedule
 }
 
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time, scheds map[string]cron.Schedule) SyncSummary {
 	sy := st.Sync
 	v := SyncSummary{
@@ -297,7 +296,7 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 		sched, ok := scheds[v.Schedule]
 		if !ok {
 			var err error
-			if sched, err = cronParser.Parse(v.Schedule); err != nil {
+			if sched, err = config.ParseSchedule(v.Schedule); err != nil {
 				sched = nil
 			}
 			scheds[v.Schedule] = sched
