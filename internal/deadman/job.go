@@ -7,6 +7,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/robfig/cron/v3"
+
+	"github.com/oncesync/oncesync/internal/config"
 )
 
 // JobKind is the River job kind of the dead-man check.
@@ -68,7 +70,7 @@ func Register(workers *river.Workers, checker *Checker) {
 
 // CronSchedule is Schedule parsed (standard 5-field cron).
 func CronSchedule() cron.Schedule {
-	s, err := cron.ParseStandard("CRON_TZ=UTC " + Schedule)
+	s, err := config.ParseSchedule(Schedule)
 	if err != nil { // a constant: cannot happen
 		panic("deadman: bad schedule " + Schedule + ": " + err.Error())
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/robfig/cron/v3"
 
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -55,7 +54,7 @@ func (PruneLedgerArgs) InsertOpts() river.InsertOpts {
 // starts: a deployment restarted within every hour's minute 43 would
 // otherwise never prune.
 func prunePeriodicJob() (*river.PeriodicJob, error) {
-	sched, err := cron.ParseStandard("CRON_TZ=UTC " + PruneSchedule)
+	sched, err := config.ParseSchedule(PruneSchedule)
 	if err != nil {
 		return nil, err
 	}
