@@ -181,9 +181,25 @@ func (e *Error) Unwrap() error { return e.Err }
 // New returns a user-visible failure with code and a safe detail.
 func New(code Code, detail string) *Error { return &Error{Code: code, Detail: detail} }
 
-// Wrap returns a user-visible failure with code wrapping err.
+// Wrap returns a user-visible failure with code wrapping err. When err
+// carries advice (an Adviser in its chain), the detail ends with it, so the
+// failure says what to do whichever step met the cause.
 func Wrap(code Code, err error, format string, args ...any) *Error {
-	return &Error{Code: code, Detail: fmt.Sprintf(format, args...), Err: err}
+	detail := fmt.Sprintf(format, args...)
+	var a Adviser
+	if errors.As(err, &a) {
+		if adv := a.Advice(); adv != "" && !strings.Contains(detail, adv) {
+			detail += ": " + adv
+		}
+	}
+	return &Error{Code: code, Detail: detail, Err: err}
+}
+
+// Adviser is a cause that knows what a person should do about it, in words
+// safe to show (a full store disk: what to free). The code's catalog entry
+// speaks of the kind of failure; the advice of this one.
+type Adviser interface {
+	Advice() string
 }
 
 // CodeOf returns the catalog code carried by err, or Internal.

@@ -7,7 +7,6 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
-	"github.com/oncesync/oncesync/internal/store"
 )
 
 // The run holds its sync's lease as a lease.Held, which owns the expiry,
@@ -61,9 +60,6 @@ func acquireFailure(err error) error {
 	var qe *lease.QuarantineError
 	if errors.As(err, &qe) {
 		return failure.Wrap(failure.StoreUnavailable, err, "%s", qe.Error())
-	}
-	if errors.Is(err, store.ErrDiskFull) {
-		return failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease: %s", diskFullAdvice)
 	}
 	return failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
 }

@@ -755,19 +755,12 @@ func recordKeys(recs []destination.Record) []string {
 }
 
 // storeFailure maps a store error: a refused fence means the lease was lost.
-// diskFullAdvice ends the detail of a store failure that is a full disk:
-// the catalog's store_unavailable speaks of an outage, which this is not.
-const diskFullAdvice = "the store's disk is full; free space where the store keeps its files, then run the sync again"
-
 func storeFailure(ctx context.Context, err error, what string) error {
 	if errors.Is(err, store.ErrFenced) {
 		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
 	}
 	if ctx.Err() != nil {
 		return cancelled(ctx)
-	}
-	if errors.Is(err, store.ErrDiskFull) {
-		return failure.Wrap(failure.StoreUnavailable, err, "could not %s: %s", what, diskFullAdvice)
 	}
 	return failure.Wrap(failure.StoreUnavailable, err, "could not %s", what)
 }

@@ -25,9 +25,18 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 	// ErrDiskFull: the store's disk (or its quota) is full; always wrapped
 	// together with ErrUnavailable, so it is retried like any outage, but a
-	// person is told what to free.
-	ErrDiskFull = errors.New("the store's disk is full")
+	// person is told what to free (its Advice, which failure.Wrap adds to
+	// the detail).
+	ErrDiskFull error = diskFull{}
 )
+
+type diskFull struct{}
+
+func (diskFull) Error() string { return "the store's disk is full" }
+
+func (diskFull) Advice() string {
+	return "the store's disk is full; free space where the store keeps its files, then run the sync again"
+}
 
 // SyncState is whether a sync runs on schedule.
 type SyncState string
