@@ -71,17 +71,18 @@ const (
 	// sqlLedgerPrune deletes the prunable rows of one window: the $3 rows
 	// after ($1, $2) in primary-key order (key, sync_id). It returns the
 	// window's size and last row (the next window's lower bound) and how many
-	// rows went. The delete is a range scan of the primary key between the
-	// window's bounds (scalar subqueries, so they are index conditions).
+	// rows went. The delete reaches the window's prunable rows by their
+	// ctid (a TID scan): with a range condition on the key instead, the
+	// planner could pick ledger_listed and read every rejected row of the
+	// ledger once per window. A row updated since the window read it has a
+	// new ctid and is kept (it was seen again, or claimed).
 	sqlLedgerPrune = `WITH w AS (
-		SELECT key, sync_id FROM ledger WHERE (key, sync_id) > ($1::text, $2::text) ORDER BY key, sync_id LIMIT $3
+		SELECT key, sync_id, ctid AS t, state, seen_at FROM ledger WHERE (key, sync_id) > ($1::text, $2::text) ORDER BY key, sync_id LIMIT $3
 	), last AS (
 		SELECT key, sync_id FROM w ORDER BY key DESC, sync_id DESC LIMIT 1
 	), d AS (
 		DELETE FROM ledger
-		WHERE (key, sync_id) > ($1::text, $2::text)
-			AND (key, sync_id) <= ((SELECT key FROM last), (SELECT sync_id FROM last))
-			AND seen_at < $4 AND state IN ('rejected', 'in_doubt')
+		WHERE ctid = ANY (ARRAY(SELECT t FROM w WHERE seen_at < $4 AND state IN ('rejected', 'in_doubt')))
 		RETURNING 1
 	)
 	SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d),

@@ -788,38 +788,90 @@ func TestQueryPlans(t *testing.T) {
 	ctx := t.Context()
 	s, _ := openTest(t, clock.Real{})
 	fence := int64(1)
-	for p := range 50 { // 50,000 rows, all of one sync
-		if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "big", Fence: fence, RunID: 1, Keys: benchKeys(p, 1000)}); err != nil {
+	for p := range 50 { // 50,000 finished entries (a quarter rejected), all of one sync, and a page of claims
+		keys := benchKeys(p, 1000)
+		if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "big", Fence: fence, RunID: 1, Keys: keys}); err != nil {
+			t.Fatal(err)
+		}
+		fin := make([]store.LedgerFinish, len(keys))
+		for i, k := range keys {
+			fin[i] = store.LedgerFinish{Key: k, State: store.LedgerComplete}
+			if i%4 == 0 { // some for the prune to walk
+				fin[i].State = store.LedgerRejected
+			}
+		}
+		if err := s.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "big", Fence: fence, RunID: 1, Entries: fin}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	page := benchKeys(7, 250)
+	if err := s.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "big", Fence: fence, RunID: 1, Keys: benchKeys(50, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE ledger`); err != nil {
+		t.Fatal(err)
+	}
+	page, claims := benchKeys(7, 250), benchKeys(50, 250)
+	finishArgs := func(done, released []string) []any {
+		states := make([]string, len(done))
+		for i := range states {
+			states[i] = "complete"
+		}
+		return []any{"big", fence, int64(1), int64(1), done, states, states, states, released}
+	}
+	// Each statement must reach ledger's rows by its primary key (a
+	// sequential scan of ledger is a cost linear in every delivery ever
+	// made), whether the server plans it for the page's values or with a
+	// generic plan (what a prepared statement ends up with).
 	tests := []struct {
 		name string
 		q    string
 		args []any
-		want string
+		want []string
 	}{
-		{"ledger get", sqlLedgerGet, []any{"big", page}, "Index Cond: ((key = k.key) AND (sync_id = "},
-		{"ledger touch", sqlLedgerTouch, []any{int64(1), "big", page}, "Index Cond: ((key = ANY "},
-		{"ledger list rejected", sqlListListed, []any{"big", "rejected", int64(10)}, "ledger_listed"},
-		{"ledger list accepted", sqlListListed, []any{"big", "accepted", int64(10)}, "ledger_listed"},
-		{"finish releases", sqlLedgerFinish, []any{"big", int64(1), int64(1), int64(1), []string{}, []string{}, []string{}, []string{}, page},
-			"Index Cond: ((key = ANY "},
-		{"prune window", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, "Index Cond: (ROW(key, sync_id) > "},
-		{"prune delete", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, "Index Cond: ((ROW(key, sync_id) > ROW(''::text, ''::text)) AND (ROW(key, sync_id) <= ROW($"},
+		{"ledger get", sqlLedgerGet, []any{"big", page}, []string{"Index Cond: ((key = k.key) AND (sync_id = "}},
+		{"ledger claim", sqlLedgerClaim, []any{"big", fence, int64(1), int64(1), benchKeys(60, 250), []string(nil)},
+			[]string{"Conflict Arbiter Indexes: ledger_pkey"}},
+		{"ledger touch", sqlLedgerTouch, []any{int64(1), "big", page}, []string{"Index Cond: ((key = ANY "}},
+		{"ledger list rejected", sqlListListed, []any{"big", "rejected", int64(10)}, []string{"ledger_listed"}},
+		{"ledger list accepted", sqlListListed, []any{"big", "accepted", int64(10)}, []string{"ledger_listed"}},
+		{"finish releases", sqlLedgerFinish, finishArgs(nil, claims), []string{"Index Cond: ((key = ANY "}},
+		{"finish outcomes", sqlLedgerFinish, finishArgs(page, nil), []string{"ledger_pkey"}},
+		{"prune window", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, []string{"Index Cond: (ROW(key, sync_id) > "}},
+		{"prune delete", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, []string{"Tid Scan on ledger"}},
 	}
-	for _, tt := range tests {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+tt.q, tt.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(strings.Join(plan, "\n"), tt.want) {
-			t.Errorf("%s: plan\n%s\nlacks %q", tt.name, strings.Join(plan, "\n"), tt.want)
+		for _, tt := range tests {
+			if _, err := conn.Conn().Prepare(ctx, "plan", "EXPLAIN "+tt.q); err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			rows, err := conn.Query(ctx, "plan", tt.args...)
+			if err != nil {
+				t.Fatalf("%s (%s): %v", tt.name, mode, err)
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := conn.Conn().Deallocate(ctx, "plan"); err != nil {
+				t.Fatal(err)
+			}
+			plan := strings.Join(lines, "\n")
+			for _, want := range tt.want {
+				if !strings.Contains(plan, want) {
+					t.Errorf("%s (%s): plan\n%s\nlacks %q", tt.name, mode, plan, want)
+				}
+			}
+			if strings.Contains(plan, "Seq Scan on ledger ") || strings.HasSuffix(plan, "Seq Scan on ledger") {
+				t.Errorf("%s (%s): plan\n%s\nscans ledger", tt.name, mode, plan)
+			}
 		}
 	}
 }
