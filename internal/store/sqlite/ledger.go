@@ -669,14 +669,24 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 	return s.pruneTable(ctx, "ledger", "AND state IN ('rejected', 'in_doubt')", before)
 }
 
+// Prune statements. A window is the rows after (sid, key) in primary-key
+// order, found by a seek on the primary key (the first window starts after
+// (-1, X”), before every row). An "OR ?" in the bounds, as these
+// statements once had, made SQLite scan the table from its first row at
+// every window: a prune cost the square of the table's rows.
+const (
+	sqlPruneWindowEnd = `SELECT sid, key FROM %s WHERE (sid, key) > (?1, ?2) ORDER BY sid, key LIMIT 1 OFFSET ?3`
+	sqlPruneWindow    = `DELETE FROM %s WHERE (sid, key) > (?1, ?2) AND (sid, key) <= (?3, ?4) AND seen_at < ?5 %s`
+	sqlPruneLast      = `DELETE FROM %s WHERE (sid, key) > (?1, ?2) AND seen_at < ?5 %s`
+)
+
 // pruneTable deletes the rows of table matching cond last seen before
 // before, one window of s.pruneWindow rows per transaction.
 func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.Time) (int64, error) {
 	var (
 		total   int64
-		fromSID int64 // exclusive lower bound (fromSID, fromKey) of the next window
-		fromKey any
-		first   = true
+		fromSID int64 = -1 // exclusive lower bound (fromSID, fromKey) of the next window; sids are positive
+		fromKey any   = []byte{}
 	)
 	for {
 		var (
@@ -686,19 +696,19 @@ func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.
 		)
 		err := s.write(ctx, "ledger prune", func(tx *sql.Tx) error {
 			// The window is (from, to]; to is the pruneWindow-th row after from.
-			err := tx.QueryRowContext(ctx, `SELECT sid, key FROM `+table+`
-				WHERE ?1 OR (sid, key) > (?2, ?3) ORDER BY sid, key LIMIT 1 OFFSET ?4`,
-				first, fromSID, fromKey, s.pruneWindow-1).Scan(&nSID, &nKey)
+			err := tx.QueryRowContext(ctx, fmt.Sprintf(sqlPruneWindowEnd, table),
+				fromSID, fromKey, s.pruneWindow-1).Scan(&nSID, &nKey)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				end = true
 			case err != nil:
 				return err
 			}
-			q := `DELETE FROM ` + table + ` WHERE (?1 OR (sid, key) > (?2, ?3))
-				AND (?4 OR (sid, key) <= (?5, ?6))
-				AND seen_at < ?7 ` + cond
-			res, err := tx.ExecContext(ctx, q, first, fromSID, fromKey, end, nSID, nKey, nanos(before))
+			q := fmt.Sprintf(sqlPruneWindow, table, cond)
+			if end {
+				q = fmt.Sprintf(sqlPruneLast, table, cond)
+			}
+			res, err := tx.ExecContext(ctx, q, fromSID, fromKey, nSID, nKey, nanos(before))
 			if err != nil {
 				return err
 			}
@@ -718,7 +728,7 @@ func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.
 		if end {
 			return total, nil
 		}
-		first, fromSID, fromKey = false, nSID, nKey
+		fromSID, fromKey = nSID, nKey
 	}
 }
 
