@@ -671,7 +671,7 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 
 // Prune statements. A window is the rows after (sid, key) in primary-key
 // order, found by a seek on the primary key (the first window starts after
-// (-1, X”), before every row). An "OR ?" in the bounds, as these
+// (-1, an empty blob), before every row). An "OR ?" in the bounds, as these
 // statements once had, made SQLite scan the table from its first row at
 // every window: a prune cost the square of the table's rows.
 const (
