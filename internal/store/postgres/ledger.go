@@ -317,14 +317,27 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 const sqlListListed = `SELECT ` + ledgerColumns + ` FROM ledger
 		WHERE sync_id = $1 AND state = $2 AND state IN ('rejected', 'in_doubt', 'accepted') ORDER BY claimed_at DESC, key LIMIT $3`
 
+// sqlListPending lists $1's pending entries through the partial index
+// ledger_pending, whose condition it repeats so the planner can use it
+// ($2 is 'pending').
+const sqlListPending = `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sync_id = $1 AND state = 'pending' AND $2 = 'pending' ORDER BY claimed_at DESC, key LIMIT $3`
+
+// sqlListAny lists $1's entries in state $2: complete ones, which no index
+// serves by sync (a mirror's deletion pass reads every complete entry of
+// the sync, so it reads the table).
+const sqlListAny = `SELECT ` + ledgerColumns + ` FROM ledger
+		WHERE sync_id = $1 AND state = $2 ORDER BY claimed_at DESC, key LIMIT $3`
+
 // LedgerList returns a sync's entries in state, most recently claimed first;
 // limit <= 0 returns all.
 func (s *Store) LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
-	q := `SELECT ` + ledgerColumns + ` FROM ledger
-		WHERE sync_id = $1 AND state = $2 ORDER BY claimed_at DESC, key LIMIT $3`
+	q := sqlListAny
 	switch state {
 	case store.LedgerRejected, store.LedgerInDoubt, store.LedgerAccepted:
 		q = sqlListListed
+	case store.LedgerPending:
+		q = sqlListPending
 	}
 	rows, err := s.pool.Query(ctx, q, syncID, string(state), limitArg(limit))
 	if err != nil {

@@ -834,6 +834,7 @@ func TestQueryPlans(t *testing.T) {
 		{"ledger touch", sqlLedgerTouch, []any{int64(1), "big", page}, []string{"Index Cond: ((key = ANY "}},
 		{"ledger list rejected", sqlListListed, []any{"big", "rejected", int64(10)}, []string{"ledger_listed"}},
 		{"ledger list accepted", sqlListListed, []any{"big", "accepted", int64(10)}, []string{"ledger_listed"}},
+		{"ledger list pending", sqlListPending, []any{"big", "pending", int64(0)}, []string{"ledger_pending"}},
 		{"finish releases", sqlLedgerFinish, finishArgs(nil, claims), []string{"Index Cond: ((key = ANY "}},
 		{"finish outcomes", sqlLedgerFinish, finishArgs(page, nil), []string{"ledger_pkey"}},
 		{"prune window", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, []string{"Index Cond: (ROW(key, sync_id) > "}},
