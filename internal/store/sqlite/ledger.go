@@ -687,6 +687,10 @@ func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.
 		total   int64
 		fromSID int64 = -1 // exclusive lower bound (fromSID, fromKey) of the next window; sids are positive
 		fromKey any   = []byte{}
+
+		qEnd    = fmt.Sprintf(sqlPruneWindowEnd, table)
+		qWindow = fmt.Sprintf(sqlPruneWindow, table, cond)
+		qLast   = fmt.Sprintf(sqlPruneLast, table, cond)
 	)
 	for {
 		var (
@@ -696,17 +700,16 @@ func (s *Store) pruneTable(ctx context.Context, table, cond string, before time.
 		)
 		err := s.write(ctx, "ledger prune", func(tx *sql.Tx) error {
 			// The window is (from, to]; to is the pruneWindow-th row after from.
-			err := tx.QueryRowContext(ctx, fmt.Sprintf(sqlPruneWindowEnd, table),
-				fromSID, fromKey, s.pruneWindow-1).Scan(&nSID, &nKey)
+			err := tx.QueryRowContext(ctx, qEnd, fromSID, fromKey, s.pruneWindow-1).Scan(&nSID, &nKey)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				end = true
 			case err != nil:
 				return err
 			}
-			q := fmt.Sprintf(sqlPruneWindow, table, cond)
+			q := qWindow
 			if end {
-				q = fmt.Sprintf(sqlPruneLast, table, cond)
+				q = qLast
 			}
 			res, err := tx.ExecContext(ctx, q, fromSID, fromKey, nSID, nKey, nanos(before))
 			if err != nil {
