@@ -58,6 +58,7 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		dbURL    = fs.String("database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server")
 		rdURL    = fs.String("redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis (leases of the PostgreSQL mode)")
 		profile  = fs.String("cpuprofile", "", "after each point's runs, profile one more run in-process: DIR/STORE-ENTRIES.pprof")
+		prewarm  = fs.Bool("prewarm", false, "PostgreSQL: load each copy's ledger and its indexes into shared_buffers (pg_prewarm) before its run, as a long-running server has them")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -112,7 +113,7 @@ func ledgerMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var rows []ledgerPoint
 	for _, kind := range kinds {
 		for _, n := range sizes {
-			lb := &ledgerBench{b: b, kind: kind, entries: n, serverURL: *dbURL, redisURL: *rdURL}
+			lb := &ledgerBench{b: b, kind: kind, entries: n, serverURL: *dbURL, redisURL: *rdURL, prewarm: *prewarm}
 			p, err := lb.measure(ctx)
 			lb.cleanup()
 			if err != nil {
@@ -156,6 +157,7 @@ type ledgerBench struct {
 	entries   int
 	serverURL string
 	redisURL  string
+	prewarm   bool // PostgreSQL: pg_prewarm each copy (see --prewarm)
 	syncID    string
 	drops     []func()
 }
@@ -348,7 +350,44 @@ func (lb *ledgerBench) copyOf(ctx context.Context, template string, i int) (stri
 			c.Close(ctx)
 		}
 	})
-	return strings.Replace(template, "/"+tmpl, "/"+name, 1), nil
+	u := strings.Replace(template, "/"+tmpl, "/"+name, 1)
+	if lb.prewarm {
+		if err := prewarmLedger(ctx, u); err != nil {
+			return "", fmt.Errorf("prewarm: %w", err)
+		}
+	}
+	return u, nil
+}
+
+// prewarmLedger loads the ledger's table, then its indexes, into the
+// server's shared_buffers: the indexes last, so that what a run probes
+// (the primary key) stays when they do not all fit.
+func prewarmLedger(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_prewarm"); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, `SELECT c.oid::regclass::text FROM pg_class c
+		WHERE c.oid = 'oncesync.ledger'::regclass
+			OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'oncesync.ledger'::regclass)
+		ORDER BY c.relkind = 'i', c.relname`)
+	if err != nil {
+		return err
+	}
+	rels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, rel := range rels {
+		if _, err := conn.Exec(ctx, "SELECT pg_prewarm($1::regclass)", rel); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dbName is the database of a postgres:// URL made by benchDatabase.

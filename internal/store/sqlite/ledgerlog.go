@@ -451,19 +451,26 @@ func (m *memLedger) observeMerge(through int64) {
 	}
 	for sid, es := range m.entries {
 		f := m.filters[sid]
+		// The survivors go to a new map: deleting most of a map's keys
+		// leaves it at its peak size and full of deleted slots, which every
+		// lookup of an absent key (most of a run's) probes through.
+		kept := make(map[string]memEntry)
 		for k, e := range es {
-			if e.seq <= through {
-				delete(es, k)
-				m.n--
-				// A tombstone's merge deleted its key: nothing to add.
-				if f != nil && e.state != store.LedgerReleased && !f.add(k) {
-					delete(m.filters, sid) // a part is full: read again when next needed
-					f = nil
-				}
+			if e.seq > through {
+				kept[k] = e
+				continue
+			}
+			m.n--
+			// A tombstone's merge deleted its key: nothing to add.
+			if f != nil && e.state != store.LedgerReleased && !f.add(k) {
+				delete(m.filters, sid) // a part is full: read again when next needed
+				f = nil
 			}
 		}
-		if len(es) == 0 {
+		if len(kept) == 0 {
 			delete(m.entries, sid)
+		} else {
+			m.entries[sid] = kept
 		}
 	}
 	m.cache, m.cacheN = map[int64]map[string]cached{}, 0
