@@ -173,6 +173,15 @@ func BenchmarkSyncPathSlots200k(b *testing.B) {
 	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500, Slots: true})
 }
 
+// BenchmarkSyncPathOneEntry200k is BenchmarkSyncPathSlots200k with one
+// ledger entry per record (storetest.SyncPathParams.OneEntry).
+func BenchmarkSyncPathOneEntry200k(b *testing.B) {
+	storetest.BenchSyncPath(b, func(b *testing.B) store.Store {
+		s, _ := openTest(b, clock.Real{})
+		return s
+	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500, Slots: true, OneEntry: true})
+}
+
 // BenchmarkLedgerPrune prunes ledgers of 400,000 and 1,600,000 entries of
 // which a quarter are rejected and due (rows inserted directly, then
 // analyzed, as autovacuum would): a window must cost the same whatever the

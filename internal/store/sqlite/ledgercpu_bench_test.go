@@ -38,6 +38,18 @@ func BenchmarkLedgerCPUSlots200k(b *testing.B) {
 	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/sync")
 }
 
+// BenchmarkLedgerCPUOneEntry200k is BenchmarkLedgerCPUSlots200k with one
+// ledger entry per record (storetest.SyncPathParams.OneEntry): what the
+// store would spend if a slot's entry carried its claim.
+func BenchmarkLedgerCPUOneEntry200k(b *testing.B) {
+	cpu0 := cpuTime()
+	storetest.BenchSyncPath(b, func(b *testing.B) store.Store {
+		s, _ := openTemp(b, clock.Real{})
+		return s
+	}, storetest.SyncPathParams{Records: 200_000, PageSize: 500, Slots: true, OneEntry: true})
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/sync")
+}
+
 // BenchmarkLedgerMergeSlots32k is BenchmarkLedgerMerge32k for the runner's
 // page with slots: per page of 500, a claim of 500 delivery keys with
 // Results and one finish completing 500 slots and releasing the 500
