@@ -177,6 +177,28 @@ func TestRowJudge(t *testing.T) {
 	}
 }
 
+// TestSlowResume: a resume slower than the goal names its hit and the later
+// hits of the same sync that came before its progress, and only those.
+func TestSlowResume(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	first := killRecord{At: start.Add(10 * time.Second), Proc: "worker1", Syncs: []string{"a", "b"}}
+	kills := []killRecord{
+		first,
+		{At: start.Add(40 * time.Second), Proc: "worker2", Syncs: []string{"a"}},
+		{At: start.Add(50 * time.Second), Proc: "worker3", Syncs: []string{"b"}},
+		{At: start.Add(90 * time.Second), Proc: "worker1", Syncs: []string{"a"}}, // after a's progress
+	}
+	got := slowResume(start, first, "a", 60*time.Second, kills)
+	want := "sync a, worker1 hit at +10.0s, progressed 60.0 s later; hit again before it progressed: worker2 at +40.0s"
+	if got != want {
+		t.Fatalf("slowResume(a) =\n%s\nwant\n%s", got, want)
+	}
+	if got := slowResume(start, first, "b", 30*time.Second, kills); !strings.HasSuffix(got, "not hit again before it progressed") {
+		t.Fatalf("slowResume(b) = %s", got)
+	}
+}
+
 func TestFlags(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer

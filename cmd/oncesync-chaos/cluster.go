@@ -504,6 +504,26 @@ func (c *cluster) progressAfter(syncID string, t time.Time) (time.Time, bool) {
 	return firstOf(c.dest.firstWriteAfter(syncID, t))(c.probe.firstMoveAfter(syncID, t))
 }
 
+// maxSlowNotes bounds the notes on resumes slower than the goal.
+const maxSlowNotes = 5
+
+// slowResume describes one resume slower than the goal: which hit, when
+// (seconds since the scenario's start), and which later hits of the same
+// sync came before its progress (each counts in this one resume).
+func slowResume(start time.Time, k killRecord, syncID string, d time.Duration, kills []killRecord) string {
+	var again []string
+	for _, l := range kills {
+		if l.At.After(k.At) && l.At.Before(k.At.Add(d)) && slices.Contains(l.Syncs, syncID) {
+			again = append(again, fmt.Sprintf("%s at +%.1fs", l.Proc, l.At.Sub(start).Seconds()))
+		}
+	}
+	what := "not hit again before it progressed"
+	if len(again) > 0 {
+		what = "hit again before it progressed: " + strings.Join(again, ", ")
+	}
+	return fmt.Sprintf("sync %s, %s hit at +%.1fs, progressed %.1f s later; %s", syncID, k.Proc, k.At.Sub(start).Seconds(), d.Seconds(), what)
+}
+
 // firstOf returns the earlier of two optional times (curried for two
 // two-valued calls).
 func firstOf(a time.Time, aok bool) func(time.Time, bool) (time.Time, bool) {
@@ -693,15 +713,25 @@ func (c *cluster) check(row *Row) {
 	c.mu.Lock()
 	kills := slices.Clone(c.kills)
 	c.mu.Unlock()
-	unresolved := 0
+	unresolved, slow := 0, 0
 	for _, k := range kills {
 		for _, id := range k.Syncs {
-			if at, ok := c.progressAfter(id, k.At); ok {
-				row.Resume = append(row.Resume, at.Sub(k.At))
-			} else {
+			at, ok := c.progressAfter(id, k.At)
+			if !ok {
 				unresolved++
+				continue
+			}
+			d := at.Sub(k.At)
+			row.Resume = append(row.Resume, d)
+			if row.resumeGoal > 0 && d > row.resumeGoal {
+				if slow++; slow <= maxSlowNotes {
+					row.notef("slow resume: %s", slowResume(c.e.start, k, id, d, kills))
+				}
 			}
 		}
+	}
+	if slow > maxSlowNotes {
+		row.notef("slow resume: %d more", slow-maxSlowNotes)
 	}
 	if unresolved > 0 {
 		row.notef("%d syncs held by a victim showed no progress after the hit (nothing left to do, or never resumed)", unresolved)
