@@ -1,0 +1,44 @@
+package demo
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestRecoveryTimer: a write the killed worker had sent before it died, and
+// that the destination applied after the kill, is not the resumed worker's
+// first write (the demo once printed a recovery of 0s that way).
+func TestRecoveryTimer(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	var rec recoveryTimer
+	rec.killedAt = t0
+	rec.write(t0.Add(-5*time.Millisecond), t0.Add(3*time.Millisecond)) // worker 1's second import in flight
+	if got := rec.recovery(); got != 0 {
+		t.Fatalf("recovery after the killed worker's own write = %v, want 0 (not resumed yet)", got)
+	}
+	rec.secondAt = t0.Add(20 * time.Millisecond)
+	rec.write(t0.Add(10*time.Millisecond), t0.Add(25*time.Millisecond)) // arrived before worker 2 started
+	rec.write(t0.Add(10*time.Second), t0.Add(10*time.Second+40*time.Millisecond))
+	rec.write(t0.Add(11*time.Second), t0.Add(11*time.Second))
+	if got, want := rec.recovery(), 10*time.Second+40*time.Millisecond; got != want {
+		t.Fatalf("recovery = %v, want %v", got, want)
+	}
+}
+
+// TestStampArrival: the handler sees when its request reached the server.
+func TestStampArrival(t *testing.T) {
+	t.Parallel()
+	before := time.Now()
+	var got time.Time
+	h := stampArrival(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = arrivedAt(r) }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v3/contacts/import", nil))
+	if got.Before(before) || got.After(time.Now()) {
+		t.Fatalf("arrivedAt = %v, want between %v and now", got, before)
+	}
+	if !arrivedAt(httptest.NewRequest(http.MethodGet, "/", nil)).IsZero() {
+		t.Fatal("an unstamped request has an arrival time")
+	}
+}
