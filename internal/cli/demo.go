@@ -20,7 +20,8 @@ store, the built-in fake Brevo (validating every request against Brevo's API spe
 generated contacts, a worker killed with SIGKILL right after Brevo applied one of its
 writes but before it heard back, a second worker that resumes from the checkpoint and
 settles that in-doubt write by reading Brevo back, and a summary measured at the
-destination: records, destination writes, duplicates, recovery time.
+destination: records, destination writes, duplicates, what became of the records in
+doubt, recovery time.
 
 Exit code 0 when every contact arrived exactly once.`,
 		Example: `  oncesync demo

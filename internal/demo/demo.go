@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -227,7 +229,7 @@ syncs:
 	fmt.Fprintf(out, "  contacts at destination: %d\n", res.Contacts)
 	fmt.Fprintf(out, "  destination writes:      %d\n", res.ContactsWritten)
 	fmt.Fprintf(out, "  duplicates:              %d\n", res.Duplicates)
-	fmt.Fprintf(out, "  in-doubt page settled by reading Brevo back, not by writing again\n")
+	fmt.Fprintf(out, "  in doubt:                %s\n", inDoubtSummary(res.Settled))
 	fmt.Fprintf(out, "  recovery time:           %s (kill -9 to the next write by the resumed worker)\n", recovery.Round(time.Millisecond))
 	if res.Duplicates != 0 || res.Contacts != int64(p.Records) || res.ContactsWritten != int64(p.Records) || res.SecondPassReqs != 0 {
 		return res, errors.New("the promise did not hold: see the summary above")
@@ -310,6 +312,22 @@ func (t *recoveryTimer) recovery() time.Duration {
 		return 0
 	}
 	return t.resumeAt.Sub(t.killedAt)
+}
+
+// inDoubtRe reads the in-doubt figures of worker 2's summary line
+// (cli's inDoubtPhrase).
+var inDoubtRe = regexp.MustCompile(`in doubt (\d+) \((\d+) found already delivered, (\d+) `)
+
+// inDoubtSummary is the summary's in-doubt line, from worker 2's run line.
+func inDoubtSummary(runLine string) string {
+	if strings.Contains(runLine, "in doubt 0,") {
+		return "none"
+	}
+	m := inDoubtRe.FindStringSubmatch(runLine)
+	if m == nil {
+		return "see worker 2's line above"
+	}
+	return fmt.Sprintf("%s records; %s found at Brevo by reading it back (not written again), %s not there (written once)", m[1], m[2], m[3])
 }
 
 type arrivalKey struct{}
