@@ -701,11 +701,13 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 		}
 	}
 	r, err := Run(context.Background(), p)
-	// The drain is asked for once page 2 is checkpointed; pages 3 to 5 may
-	// be in flight by then (written, and claimed, while page 2's cursor is
-	// saved), and a page in flight is finished and checkpointed before the
-	// run stops.
-	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 5 {
+	// The drain is asked for once page 2 is checkpointed, and a page in
+	// flight is finished and checkpointed before the run stops. With one
+	// page written at a time, pages 3 to 7 may be in flight by then: one in
+	// the checkpointer's queue, one being settled, one waiting for its turn
+	// to be written, one handed to the write stage and one claimed by the
+	// ledger stage (a make test run on 2026-12-03 saw 6).
+	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted || r.Pages < 2 || r.Pages > 7 {
 		t.Fatalf("%v %+v", err, r)
 	}
 	if r.Written != 100*r.Pages {
