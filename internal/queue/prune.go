@@ -13,7 +13,9 @@ import (
 
 // The ledger's retention (docs/guide.md#the-ledger-and-its-retention): the leader queues a prune every hour,
 // any process works it, and it removes what Store.LedgerPrune removes (the
-// entries not seen since the retention) so that the ledger stays bounded.
+// entries not seen since the retention) so that the ledger stays bounded,
+// and the runs' page rows older than the same cut (Store.PruneRunPages), of
+// which every run writes one per page.
 
 // KindPruneLedger is the ledger prune job.
 const KindPruneLedger = "oncesync_ledger_prune"
@@ -85,6 +87,8 @@ type Pruned struct {
 	Before time.Time
 	// Entries is how many were removed.
 	Entries int64
+	// RunPages is how many run page rows were removed.
+	RunPages int64
 	// Shorter are the syncs whose own retention is shorter than Retention:
 	// their entries are kept for Retention.
 	Shorter []string
@@ -108,7 +112,8 @@ func LedgerRetention(cfg *config.Config) time.Duration {
 }
 
 // PruneLedger removes the ledger entries not seen within LedgerRetention
-// (docs/guide.md#the-ledger-and-its-retention), logs how many (a count: never keys) and counts them in
+// (docs/guide.md#the-ledger-and-its-retention) and then the run page rows older than the same cut, logs
+// how many (counts: never keys) and counts the entries in
 // oncesync_ledger_pruned_total. Errors carry store_unavailable.
 func (s *Service) PruneLedger(ctx context.Context) (Pruned, error) {
 	p := Pruned{Retention: LedgerRetention(s.cfg)}
@@ -124,8 +129,13 @@ func (s *Service) PruneLedger(ctx context.Context) (Pruned, error) {
 	if err != nil {
 		return p, failure.Wrap(failure.StoreUnavailable, err, "prune the ledger (%d entries removed before the error)", n)
 	}
+	// The run pages come after the ledger: their prune failing (a store
+	// gone) leaves the ledger's done and counted.
+	if p.RunPages, err = s.st.PruneRunPages(ctx, p.Before); err != nil {
+		return p, failure.Wrap(failure.StoreUnavailable, err, "prune the run pages (%d rows removed before the error)", p.RunPages)
+	}
 	s.metrics.prunedAt.Set(float64(s.clock.Now().Unix()))
-	attrs := []any{"entries", n, "retention", p.Retention, "before", p.Before}
+	attrs := []any{"entries", n, "run_pages", p.RunPages, "retention", p.Retention, "before", p.Before}
 	if len(p.Shorter) > 0 {
 		// Said on every prune: the shorter retention is not honoured.
 		attrs = append(attrs, "kept_longer", len(p.Shorter),

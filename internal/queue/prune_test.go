@@ -33,6 +33,22 @@ func (b *bundle) ledgerEntry(t *testing.T, syncID, key string, state store.Ledge
 	}
 }
 
+// runPages records a finished run of syncID with n pages checkpointed at the
+// store's (fake) time, and returns its id.
+func (b *bundle) runPages(t *testing.T, syncID string, n int) int64 {
+	t.Helper()
+	r, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: syncID, State: store.RunSucceeded, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := b.st.RecordRunPage(b.ctx, store.RunPage{RunID: r.ID, Page: int64(i + 1), Read: 1, Sent: 1, Requests: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r.ID
+}
+
 // ledgerHas reports whether syncID's ledger holds key.
 func (b *bundle) ledgerHas(t *testing.T, syncID, key string) bool {
 	t.Helper()
@@ -65,7 +81,9 @@ func TestPruneLedger(t *testing.T) {
 
 	b.ledgerEntry(t, "a", key('1'), store.LedgerRejected) // 49 h old at the prune
 	b.ledgerEntry(t, "b", key('2'), store.LedgerRejected) // 49 h old
+	oldRun := b.runPages(t, "a", 3)                       // 49 h old
 	b.clk.Advance(47 * time.Hour)
+	newRun := b.runPages(t, "a", 2)                       // 2 h old
 	b.ledgerEntry(t, "a", key('3'), store.LedgerRejected) // 2 h old: past a's own 1 h, within the 48 h applied
 	b.ledgerEntry(t, "a", key('4'), store.LedgerComplete)
 	b.clk.Advance(2 * time.Hour)
@@ -76,9 +94,17 @@ func TestPruneLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Retention != 48*time.Hour || !got.Before.Equal(start.Add(time.Hour)) || got.Entries != 2 ||
+	if got.Retention != 48*time.Hour || !got.Before.Equal(start.Add(time.Hour)) || got.Entries != 2 || got.RunPages != 3 ||
 		!slices.Equal(got.Shorter, []string{"a", "broken"}) {
-		t.Fatalf("PruneLedger = %+v, want 2 entries cut at %s with 48h (a and broken kept longer)", got, start.Add(time.Hour))
+		t.Fatalf("PruneLedger = %+v, want 2 entries and 3 run pages cut at %s with 48h (a and broken kept longer)", got, start.Add(time.Hour))
+	}
+	for _, r := range []struct {
+		id    int64
+		pages int
+	}{{oldRun, 0}, {newRun, 2}} {
+		if ps, err := b.st.ListRunPages(b.ctx, r.id, 0); err != nil || len(ps) != r.pages {
+			t.Errorf("run %d after the prune: %d pages (%v), want %d", r.id, len(ps), err, r.pages)
+		}
 	}
 	for _, e := range []struct {
 		sync string

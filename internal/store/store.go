@@ -353,6 +353,13 @@ type Runs interface {
 	RecordRunPage(ctx context.Context, p RunPage) error
 	// ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.
 	ListRunPages(ctx context.Context, runID int64, limit int) ([]RunPage, error)
+	// PruneRunPages deletes the page rows checkpointed before before and
+	// returns how many. It walks the runs that have pages, oldest first, and
+	// stops at the first one left with a younger page: so the rows of a run
+	// go once its last page is older than the cut, and a long run delays the
+	// later runs' pruning by at most its own length. The runs themselves
+	// (their totals) are kept.
+	PruneRunPages(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Cursors are the fenced cursors and the checkpoint that saves one with a

@@ -489,6 +489,35 @@ func TestRunPageTimelineIsCapped(t *testing.T) {
 	}
 }
 
+// TestRunPagePrunedTimeline: once the prune removed a run's page rows, the
+// run page says so instead of "No pages recorded".
+func TestRunPagePrunedTimeline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: b.d.Healthy, State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 3; i++ {
+		if err := b.st.RecordRunPage(b.ctx, store.RunPage{RunID: r.ID, Page: i, Read: 10, Sent: 10, Requests: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.State, r.FinishedAt, r.Read, r.Written, r.Pages = store.RunSucceeded, r.StartedAt.Add(time.Minute), 30, 30, 3
+	if err := b.st.UpdateRun(b.ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	path := fmt.Sprintf("/runs/%d", r.ID)
+	const note = "removed by the hourly prune"
+	mustNotContain(t, b.get(path).body, note)
+	if n, err := b.st.PruneRunPages(b.ctx, time.Now().Add(1000*time.Hour)); err != nil || n < 3 {
+		t.Fatalf("PruneRunPages = %d, %v; want at least this run's 3", n, err)
+	}
+	got := b.get(path)
+	mustContain(t, got.body, note)
+	mustNotContain(t, got.body, "No pages recorded.")
+}
+
 func mustRuns(t *testing.T, b *bundle, id string) []store.Run {
 	t.Helper()
 	rs, err := b.st.ListRuns(b.ctx, id, 10)

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -62,4 +64,59 @@ func (s *Store) ListRunPages(ctx context.Context, runID int64, limit int) ([]sto
 		out = append(out, p)
 	}
 	return out, s.mapErr("list run pages", rows.Err())
+}
+
+// pruneRunPagesChunk bounds the rows one prune transaction deletes, so that a
+// run of many pages does not hold the write lock for long.
+const pruneRunPagesChunk = 5000
+
+// Run page prune statements (docs/guide.md#the-ledger-and-its-retention). Each seeks on the
+// primary key (run_id, page).
+const (
+	sqlRunPagesNextRun = `SELECT run_id FROM run_pages WHERE run_id > ? ORDER BY run_id LIMIT 1`
+	sqlRunPagesDelete  = `DELETE FROM run_pages WHERE run_id = ?1 AND page IN (
+		SELECT page FROM run_pages WHERE run_id = ?1 AND checkpointed_at < ?2 ORDER BY page LIMIT ?3)`
+	sqlRunPagesYoung = `SELECT EXISTS (SELECT 1 FROM run_pages WHERE run_id = ?1 AND checkpointed_at >= ?2)`
+)
+
+// PruneRunPages deletes the page rows checkpointed before before, run by
+// run, oldest first, stopping at the first run left with a younger page.
+func (s *Store) PruneRunPages(ctx context.Context, before time.Time) (int64, error) {
+	var total int64
+	for after := int64(0); ; {
+		var runID int64
+		err := s.r.QueryRowContext(ctx, sqlRunPagesNextRun, after).Scan(&runID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return total, nil
+		}
+		if err != nil {
+			return total, s.mapErr("prune run pages", err)
+		}
+		var (
+			n     int64
+			young bool
+		)
+		err = s.write(ctx, "prune run pages", func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, sqlRunPagesDelete, runID, nanos(before), pruneRunPagesChunk)
+			if err != nil {
+				return err
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			return tx.QueryRowContext(ctx, sqlRunPagesYoung, runID, nanos(before)).Scan(&young)
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		switch {
+		case n == pruneRunPagesChunk:
+			// The same run again: it may have more old pages.
+		case young:
+			return total, nil
+		default:
+			after = runID
+		}
+	}
 }

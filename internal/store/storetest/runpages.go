@@ -67,3 +67,59 @@ func testRunPages(t *testing.T, open OpenFunc) {
 	}
 	equal(t, "pages after bad records", len(must(b.st.ListRunPages(ctx, run.ID, 0))(t)), 2)
 }
+
+// testRunPagesPrune: PruneRunPages deletes the pages checkpointed before the
+// cut, run by run, and stops at the first run left with a younger page (a
+// long run delays the later runs' pruning); many pages go in several
+// statements; the runs themselves stay.
+func testRunPagesPrune(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	at := func(d time.Duration) time.Time { return Start.Add(-d) }
+	page := func(run store.Run, n int64, ago time.Duration) store.RunPage {
+		return store.RunPage{RunID: run.ID, Page: n, Read: 10, Claimed: 10, Sent: 10, Requests: 1, CheckpointedAt: at(ago)}
+	}
+	pages := func(run store.Run) int { t.Helper(); return len(must(b.st.ListRunPages(ctx, run.ID, 0))(t)) }
+
+	equal(t, "pruned with no pages", must(b.st.PruneRunPages(ctx, Start))(t), int64(0))
+
+	// Run a: two old pages. Run b (long): an old page and a young one. Run c:
+	// an old page, after b. Run d: many old pages, written by one checkpoint.
+	ra := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	rb := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	rc := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	rd := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	for _, p := range []store.RunPage{page(ra, 1, 10*time.Hour), page(ra, 2, 10*time.Hour), page(rb, 1, 9*time.Hour),
+		page(rb, 2, time.Hour), page(rc, 1, 8*time.Hour)} {
+		noErr(t, b.st.RecordRunPage(ctx, p))
+	}
+	const many = 12_345 // more than one statement deletes
+	l := acquire(t, b, "s1", "tok-a", time.Minute)
+	more := make([]store.RunPage, many)
+	for i := range more {
+		more[i] = page(rd, int64(i+1), 7*time.Hour)
+	}
+	r := rd
+	r.Fence = l.Fence
+	noErr(t, b.st.Checkpoint(ctx, store.CheckpointParams{
+		Cursor:    store.SaveCursorParams{SyncID: "s1", Value: "c", Fence: l.Fence, RunID: rd.ID},
+		Run:       r,
+		MorePages: more,
+	}))
+	equal(t, "run d's pages before", pages(rd), many)
+
+	// Cut 5 h ago: a's two go, b's old one goes, b's young one stops the walk.
+	equal(t, "pruned at -5h", must(b.st.PruneRunPages(ctx, at(5*time.Hour)))(t), int64(3))
+	equal(t, "run a's pages", pages(ra), 0)
+	equal(t, "run b's pages", pages(rb), 1)
+	equal(t, "run c's pages (behind b)", pages(rc), 1)
+	equal(t, "run d's pages (behind b)", pages(rd), many)
+
+	// Cut now: everything is older.
+	equal(t, "pruned at now", must(b.st.PruneRunPages(ctx, Start))(t), int64(2+many))
+	for _, r := range []store.Run{ra, rb, rc, rd} {
+		equal(t, fmt.Sprintf("run %d's pages after", r.ID), pages(r), 0)
+		equal(t, fmt.Sprintf("run %d kept", r.ID), must(b.st.GetRun(ctx, r.ID))(t).ID, r.ID)
+	}
+	equal(t, "pruned again", must(b.st.PruneRunPages(ctx, Start))(t), int64(0))
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("LedgerStates", func(t *testing.T) { t.Parallel(); testLedgerStates(t, open) })
 	t.Run("Audit", func(t *testing.T) { t.Parallel(); testAudit(t, open) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testRunPages(t, open) })
+	t.Run("RunPagesPrune", func(t *testing.T) { t.Parallel(); testRunPagesPrune(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { t.Parallel(); testCheckpoint(t, open) })
 }
 
