@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/demo"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -31,5 +32,22 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("summary %q lacks %q", b.String(), tc.want)
 		}
+	}
+}
+
+// TestDemoReadsRunSummary: the demo's summary reads its in-doubt figures
+// from worker 2's run line, which printSummary writes.
+func TestDemoReadsRunSummary(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 4500, InDoubt: 1250, Settled: 500}}, time.Second)
+	want := "1250 records; 500 found at Brevo by reading it back (not written again), 750 not there (written once)"
+	if got := demo.InDoubtSummary(b.String()); got != want {
+		t.Fatalf("demo.InDoubtSummary(%q) = %q, want %q", b.String(), got, want)
+	}
+	b.Reset()
+	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 5000}}, time.Second)
+	if got := demo.InDoubtSummary(b.String()); got != "none" {
+		t.Fatalf("demo.InDoubtSummary(%q) = %q, want none", b.String(), got)
 	}
 }

@@ -229,7 +229,7 @@ syncs:
 	fmt.Fprintf(out, "  contacts at destination: %d\n", res.Contacts)
 	fmt.Fprintf(out, "  destination writes:      %d\n", res.ContactsWritten)
 	fmt.Fprintf(out, "  duplicates:              %d\n", res.Duplicates)
-	fmt.Fprintf(out, "  in doubt:                %s\n", inDoubtSummary(res.Settled))
+	fmt.Fprintf(out, "  in doubt:                %s\n", InDoubtSummary(res.Settled))
 	fmt.Fprintf(out, "  recovery time:           %s (kill -9 to the next write by the resumed worker)\n", recovery.Round(time.Millisecond))
 	if res.Duplicates != 0 || res.Contacts != int64(p.Records) || res.ContactsWritten != int64(p.Records) || res.SecondPassReqs != 0 {
 		return res, errors.New("the promise did not hold: see the summary above")
@@ -315,11 +315,12 @@ func (t *recoveryTimer) recovery() time.Duration {
 }
 
 // inDoubtRe reads the in-doubt figures of worker 2's summary line
-// (cli's inDoubtPhrase).
+// (cli's inDoubtPhrase: cli's TestDemoReadsRunSummary fails if the two part).
 var inDoubtRe = regexp.MustCompile(`in doubt (\d+) \((\d+) found already delivered, (\d+) `)
 
-// inDoubtSummary is the summary's in-doubt line, from worker 2's run line.
-func inDoubtSummary(runLine string) string {
+// InDoubtSummary is the summary's in-doubt line, from worker 2's run line
+// (exported for cli's test of the line it prints).
+func InDoubtSummary(runLine string) string {
 	if strings.Contains(runLine, "in doubt 0,") {
 		return "none"
 	}

@@ -50,13 +50,13 @@ func TestInDoubtSummary(t *testing.T) {
 	line := "run 2 succeeded: read 5000, written 4500, replayed from ledger 0, rejected 0, in doubt 1250 " +
 		"(500 found already delivered, 750 not found there and written once), pages 20, duration 10.312s"
 	want := "1250 records; 500 found at Brevo by reading it back (not written again), 750 not there (written once)"
-	if got := inDoubtSummary(line); got != want {
-		t.Fatalf("inDoubtSummary = %q, want %q", got, want)
+	if got := InDoubtSummary(line); got != want {
+		t.Fatalf("InDoubtSummary = %q, want %q", got, want)
 	}
-	if got := inDoubtSummary("run 2 succeeded: read 5000, written 5000, rejected 0, in doubt 0, pages 20"); got != "none" {
-		t.Fatalf("inDoubtSummary with none in doubt = %q", got)
+	if got := InDoubtSummary("run 2 succeeded: read 5000, written 5000, rejected 0, in doubt 0, pages 20"); got != "none" {
+		t.Fatalf("InDoubtSummary with none in doubt = %q", got)
 	}
-	if got := inDoubtSummary("run 2 failed"); got != "see worker 2's line above" {
-		t.Fatalf("inDoubtSummary without figures = %q", got)
+	if got := InDoubtSummary("run 2 failed"); got != "see worker 2's line above" {
+		t.Fatalf("InDoubtSummary without figures = %q", got)
 	}
 }
