@@ -139,15 +139,23 @@ func (b *lineBar) Set(n int64, detail string) {
 func (b *lineBar) SetTotal(total int64) { b.total = total }
 
 func (b *lineBar) print() {
+	info := b.info
+	if info != "" {
+		info = " " + info
+	}
 	switch {
 	case b.total > 0:
-		fmt.Fprintf(b.w, "%s: %d/%d %s %s\n", b.desc, b.n, b.total, b.unit, b.info)
+		fmt.Fprintf(b.w, "%s: %d/%d %s%s\n", b.desc, b.n, b.total, b.unit, info)
 	case b.unit == Bytes:
 		// The source's size is not known yet (the first page, before its
-		// position is read): "0 bytes" would say nothing was read.
-		fmt.Fprintf(b.w, "%s: %s\n", b.desc, b.info)
+		// position is read): "0 bytes" would say nothing was read. With no
+		// detail either (a run that failed before its first page), a bare
+		// "desc:" would say nothing at all.
+		if b.info != "" {
+			fmt.Fprintf(b.w, "%s: %s\n", b.desc, b.info)
+		}
 	default:
-		fmt.Fprintf(b.w, "%s: %d %s %s\n", b.desc, b.n, b.unit, b.info)
+		fmt.Fprintf(b.w, "%s: %d %s%s\n", b.desc, b.n, b.unit, info)
 	}
 }
 

@@ -43,3 +43,22 @@ func TestLineBarBytesBeforeTheTotal(t *testing.T) {
 		t.Fatalf("got %q want %q", got, want)
 	}
 }
+
+// TestLineBarBytesWithNothingToSay: a bar of bytes that never learned its
+// total nor got a detail (a run that failed before its first page) prints
+// no bare "desc:" line when it finishes.
+func TestLineBarBytesWithNothingToSay(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	Open(Params{W: &buf, Desc: "s", Unit: Bytes, Interval: time.Hour}).Finish()
+	if got := buf.String(); got != "" {
+		t.Fatalf("got %q, want nothing", got)
+	}
+	// A count without a detail ends with its unit, not a space.
+	b := New(&buf, 0, "s (dry run)", time.Hour)
+	b.Set(2, "")
+	b.Finish()
+	if got, want := buf.String(), "s (dry run): 2 records\ns (dry run): 2 records\n"; got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
