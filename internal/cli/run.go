@@ -69,8 +69,9 @@ was in progress.
 
 --dry-run reads what the run would read and says what it would do with each
 record (create: never delivered by this sync; update: changed since its last
-delivery; unchanged), with a sample of identities, claiming nothing, writing
-nothing and taking no lease.`,
+delivery; unchanged; settling: sent by an earlier run with an outcome not known
+yet, which the run settles before sending anything), with a sample of
+identities, claiming nothing, writing nothing and taking no lease.`,
 		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
   oncesync run --config oncesync.yaml contacts-to-brevo --dry-run
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
@@ -112,6 +113,10 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		fmt.Fprintf(w, "  create     %d  never delivered by this sync%s\n", pv.Creates, sampleText(pv.CreateSample, pv.Creates))
 		fmt.Fprintf(w, "  update     %d  changed since their last delivery%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
 		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
+		if pv.Settling > 0 {
+			fmt.Fprintf(w, "  settling   %d  sent by an earlier run, outcome not known yet (an import still processing, a write in doubt): settled before anything is sent again%s\n",
+				pv.Settling, sampleText(pv.SettlingSample, pv.Settling))
+		}
 		if pv.Duplicates > 0 {
 			fmt.Fprintf(w, "  repeated   %d  identities that appear again later on their page: the last one counts\n", pv.Duplicates)
 		}

@@ -42,15 +42,20 @@ type Preview struct {
 	Creates   int64  // never delivered by this sync
 	Updates   int64  // delivered before, with other values
 	Unchanged int64  // delivered with exactly these values: nothing to send
+	// Settling are records an earlier run sent with these values whose
+	// outcome is not known yet (an import the destination is still
+	// processing, a write in doubt): a run learns what became of them
+	// before it sends anything, and sends only what did not land.
+	Settling int64
 	// Duplicates are records whose identity appears again later in the
 	// source: only the last one is sent, as a run does.
 	Duplicates int64
 	// Invalid are records the source could not read or the mapping not
 	// map: a run rejects them without a write.
 	Invalid int64
-	// CreateSample and UpdateSample name some of them (identity, or
-	// "record N of the page at ..." without one).
-	CreateSample, UpdateSample []string
+	// CreateSample, UpdateSample and SettlingSample name some of them
+	// (identity, or "record N of the page at ..." without one).
+	CreateSample, UpdateSample, SettlingSample []string
 	// Removals are, for a mirror sync read from the start, the records
 	// delivered earlier whose rows are gone: a run would remove them
 	// (docs/guide.md#write-modes), unless they are more than
@@ -101,6 +106,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 			if err != nil {
 				return out, storeFailure(ctx, err, "read the ledger")
 			}
+			var changed []previewItem
 			for i := range items {
 				it := &items[i]
 				if it.invalid != "" {
@@ -109,17 +115,20 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				}
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
-				_, removed := ledger.RefRemoved(st.Ref)
-				switch {
-				case !ok || removed:
-					out.Creates++
-					out.CreateSample = sample(out.CreateSample, p.Sample, it)
-				case st.Hash == ledger.ShortHash(it.hash):
+				if ok && st.Hash == ledger.ShortHash(it.hash) {
 					out.Unchanged++
-				default:
-					out.Updates++
-					out.UpdateSample = sample(out.UpdateSample, p.Sample, it)
+					continue
 				}
+				_, removed := ledger.RefRemoved(st.Ref)
+				it.gen = 1
+				if ok {
+					it.gen = st.Gen + 1
+				}
+				it.Key = r.deliveryKey(it)
+				changed = append(changed, previewItem{it: it, create: !ok || removed})
+			}
+			if err := previewChanged(ctx, p, changed, &out); err != nil {
+				return out, err
 			}
 		}
 		if p.Progress != nil {
@@ -138,6 +147,51 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		cursor = page.Next
 	}
+}
+
+// previewItem is a record whose slot says it changed or was never
+// delivered (create).
+type previewItem struct {
+	it     *item
+	create bool
+}
+
+// previewChanged sorts the records whose slots say they changed (or were
+// never delivered) by their delivery keys, as a run's ledger stage does
+// (page.go): a value an earlier run sent and whose outcome is not known yet
+// is settled, not sent; a value delivered under a ledger from before slots
+// is recorded, not sent. Another value of the row still in flight is not
+// looked for (a run learns its outcome first, then sends this one).
+func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem, out *Preview) error {
+	if len(changed) == 0 {
+		return nil
+	}
+	keys := make([]string, len(changed))
+	for i, c := range changed {
+		keys[i] = c.it.Key
+	}
+	entries, err := p.Store.LedgerGet(ctx, p.Sync.ID, keys)
+	if err != nil {
+		return storeFailure(ctx, err, "read the ledger")
+	}
+	for _, c := range changed {
+		it := c.it
+		e, found := entries[it.Key]
+		switch {
+		case found && e.State == store.LedgerComplete:
+			out.Unchanged++
+		case found && (e.State == store.LedgerAccepted || e.State == store.LedgerInDoubt || e.State == store.LedgerPending):
+			out.Settling++
+			out.SettlingSample = sample(out.SettlingSample, p.Sample, it)
+		case c.create:
+			out.Creates++
+			out.CreateSample = sample(out.CreateSample, p.Sample, it)
+		default:
+			out.Updates++
+			out.UpdateSample = sample(out.UpdateSample, p.Sample, it)
+		}
+	}
+	return nil
 }
 
 func sample(s []string, n int, it *item) []string {

@@ -15,13 +15,16 @@ import (
 
 // PreviewView is what a run would do, as the Preview page shows it.
 type PreviewView struct {
-	From         string // where the run would start, in words
-	Read         int64
-	Creates      int64
-	Updates      int64
-	Unchanged    int64
-	CreateSample []string
-	UpdateSample []string
+	From      string // where the run would start, in words
+	Read      int64
+	Creates   int64
+	Updates   int64
+	Unchanged int64
+	// Settling: sent by an earlier run, outcome not known yet.
+	Settling       int64
+	CreateSample   []string
+	UpdateSample   []string
+	SettlingSample []string
 	// Mirror: the sync removes records whose rows are gone; Removals says
 	// how many a run would remove, in words.
 	Mirror   bool

@@ -782,8 +782,8 @@ func TestTryWithoutWriting(t *testing.T) {
 			return []string{"ok  source csv:/x: its first record was read", "ok  brevo: list 2 exists"}, nil
 		}
 		p.Preview = func(_ context.Context, id string) (PreviewView, error) {
-			return PreviewView{From: "the start of the source", Read: 12, Creates: 2, Updates: 3, Unchanged: 7,
-				CreateSample: []string{"501", "502"}, UpdateSample: []string{"1", "2"}}, nil
+			return PreviewView{From: "the start of the source", Read: 16, Creates: 2, Updates: 3, Unchanged: 7, Settling: 4,
+				CreateSample: []string{"501", "502"}, UpdateSample: []string{"1", "2"}, SettlingSample: []string{"9", "10"}}, nil
 		}
 	})
 	page := b.get("/syncs/" + b.d.Healthy).body
@@ -803,7 +803,8 @@ func TestTryWithoutWriting(t *testing.T) {
 		t.Fatalf("checks made: %v", checked)
 	}
 	pv := b.get("/syncs/" + b.d.Healthy + "/preview")
-	mustContain(t, pv.body, "2 never delivered by this sync: 501, 502", "3 changed since their last delivery: 1, 2, …", "nothing was claimed or written")
+	mustContain(t, pv.body, "2 never delivered by this sync: 501, 502", "3 changed since their last delivery: 1, 2, …", "nothing was claimed or written",
+		"4 sent by an earlier run, outcome not known yet", "settled before anything is sent again: 9, 10, …")
 	if got := b.get("/syncs/nope/preview"); got.code != 404 {
 		t.Fatalf("preview of an unknown sync: %d", got.code)
 	}
