@@ -55,8 +55,11 @@ type benchParams struct {
 
 // sample is one timed process.
 type sample struct {
-	Wall          time.Duration `json:"wall_ns"`
-	CPU           time.Duration `json:"cpu_ns"` // user+system of the child
+	Wall time.Duration `json:"wall_ns"`
+	CPU  time.Duration `json:"cpu_ns"` // user+system of the child
+	// FakeCPU is this process's CPU while the child ran: the in-process
+	// fake's, which shares the machine's cores with the child.
+	FakeCPU       time.Duration `json:"fake_cpu_ns"`
 	RecordsPerSec float64       `json:"records_per_s"`
 	Requests      int64         `json:"requests"`         // seen by the fake
 	Duplicates    int64         `json:"duplicate_writes"` // the fake's count after the run
@@ -64,11 +67,13 @@ type sample struct {
 
 // summary is the median and spread of samples.
 type summary struct {
-	Median  float64  `json:"median_records_per_s"`
-	Min     float64  `json:"min_records_per_s"`
-	Max     float64  `json:"max_records_per_s"`
-	CPUSecs float64  `json:"median_cpu_s"`
-	Samples []sample `json:"samples"`
+	Median  float64 `json:"median_records_per_s"`
+	Min     float64 `json:"min_records_per_s"`
+	Max     float64 `json:"max_records_per_s"`
+	CPUSecs float64 `json:"median_cpu_s"`
+	// FakeCPUSecs is the median of the samples' FakeCPU.
+	FakeCPUSecs float64  `json:"median_fake_cpu_s"`
+	Samples     []sample `json:"samples"`
 }
 
 // report is the bench's result (--json prints it).
@@ -398,14 +403,16 @@ func (b *bench) timed(ctx context.Context, logPath, name string, args ...string)
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(os.Environ(), apiKeyEnv+"="+benchAPIKey)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	fake0 := selfCPU()
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
+	fakeCPU := selfCPU() - fake0
 	_ = os.WriteFile(logPath, out.Bytes(), 0o644)
 	if err != nil {
 		return sample{}, out.Bytes(), fmt.Errorf("%s %s: %w; its output (%s) ends with:\n%s", filepath.Base(name), args[0], err, logPath, tail(out.Bytes(), 10))
 	}
-	s := sample{Wall: wall, RecordsPerSec: float64(b.Records) / wall.Seconds()}
+	s := sample{Wall: wall, RecordsPerSec: float64(b.Records) / wall.Seconds(), FakeCPU: fakeCPU}
 	if ps := cmd.ProcessState; ps != nil {
 		s.CPU = ps.UserTime() + ps.SystemTime()
 	}
@@ -472,11 +479,14 @@ func parseSummary(out []byte) (runSummary, error) {
 func summarize(ss []sample) summary {
 	rates := make([]float64, len(ss))
 	cpus := make([]float64, len(ss))
+	fakes := make([]float64, len(ss))
 	for i, s := range ss {
 		rates[i] = s.RecordsPerSec
 		cpus[i] = s.CPU.Seconds()
+		fakes[i] = s.FakeCPU.Seconds()
 	}
-	return summary{Median: median(rates), Min: slices.Min(rates), Max: slices.Max(rates), CPUSecs: median(cpus), Samples: ss}
+	return summary{Median: median(rates), Min: slices.Min(rates), Max: slices.Max(rates), CPUSecs: median(cpus),
+		FakeCPUSecs: median(fakes), Samples: ss}
 }
 
 // median of xs (the mean of the middle two for an even count); 0 when empty.
@@ -504,7 +514,8 @@ func printReport(w io.Writer, r report) {
 	fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f [%.2f-%.2f]\t%d\t\n", r.Mode, r.Records,
 		rateSpread(r.Oncesync), rateSpread(r.Baseline), r.Ratio, slices.Min(r.PairRatios), slices.Max(r.PairRatios), r.DuplicateWrites)
 	tw.Flush()
-	fmt.Fprintf(w, "cpu per run (user+sys of the process, median): oncesync %.2fs, baseline %.2fs\n", r.Oncesync.CPUSecs, r.Baseline.CPUSecs)
+	fmt.Fprintf(w, "cpu per run (user+sys of the process, median): oncesync %.2fs, baseline %.2fs; the in-process fake meanwhile: %.2fs, %.2fs (on the same %d cores)\n",
+		r.Oncesync.CPUSecs, r.Baseline.CPUSecs, r.Oncesync.FakeCPUSecs, r.Baseline.FakeCPUSecs, runtime.NumCPU())
 	if r.SecondPass != nil {
 		what := "everything replayed from the ledger"
 		if r.Source == "mysql" {
