@@ -70,10 +70,6 @@ func (s *Store) ListRunPages(ctx context.Context, runID int64, limit int) ([]sto
 	return out, mapErr("list run pages", rows.Err())
 }
 
-// pruneRunPagesChunk bounds the rows one prune statement deletes, so that a
-// run of many pages is pruned in short statements.
-const pruneRunPagesChunk = 5000
-
 // Run page prune statements (docs/guide.md#the-ledger-and-its-retention). Each seeks on the
 // primary key (run_id, page). A CTE's delete is not visible to the rest of
 // its statement, so "young" asks for pages at or after the cut.
@@ -86,34 +82,21 @@ const (
 	SELECT (SELECT count(*) FROM gone), EXISTS (SELECT 1 FROM run_pages WHERE run_id = $1 AND checkpointed_at >= $2)`
 )
 
-// PruneRunPages deletes the page rows checkpointed before before, run by
-// run, oldest first, stopping at the first run left with a younger page.
+// PruneRunPages deletes the page rows checkpointed before before
+// (store.RunPagesPruner.Walk), one statement per chunk.
 func (s *Store) PruneRunPages(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	for after := int64(0); ; {
-		var runID int64
-		err := s.pool.QueryRow(ctx, sqlRunPagesNextRun, after).Scan(&runID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return total, nil
-		}
-		if err != nil {
-			return total, mapErr("prune run pages", err)
-		}
-		var (
-			n     int64
-			young bool
-		)
-		if err := s.pool.QueryRow(ctx, sqlRunPagesDelete, runID, nanos(before), pruneRunPagesChunk).Scan(&n, &young); err != nil {
-			return total, mapErr("prune run pages", err)
-		}
-		total += n
-		switch {
-		case n == pruneRunPagesChunk:
-			// The same run again: it may have more old pages.
-		case young:
-			return total, nil
-		default:
-			after = runID
-		}
-	}
+	return store.RunPagesPruner{
+		Next: func(after int64) (int64, bool, error) {
+			var runID int64
+			err := s.pool.QueryRow(ctx, sqlRunPagesNextRun, after).Scan(&runID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return 0, false, nil
+			}
+			return runID, err == nil, mapErr("prune run pages", err)
+		},
+		Delete: func(runID int64) (n int64, young bool, err error) {
+			err = s.pool.QueryRow(ctx, sqlRunPagesDelete, runID, nanos(before), store.PruneRunPagesChunk).Scan(&n, &young)
+			return n, young, mapErr("prune run pages", err)
+		},
+	}.Walk()
 }

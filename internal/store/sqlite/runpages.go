@@ -66,10 +66,6 @@ func (s *Store) ListRunPages(ctx context.Context, runID int64, limit int) ([]sto
 	return out, s.mapErr("list run pages", rows.Err())
 }
 
-// pruneRunPagesChunk bounds the rows one prune transaction deletes, so that a
-// run of many pages does not hold the write lock for long.
-const pruneRunPagesChunk = 5000
-
 // Run page prune statements (docs/guide.md#the-ledger-and-its-retention). Each seeks on the
 // primary key (run_id, page).
 const (
@@ -79,44 +75,33 @@ const (
 	sqlRunPagesYoung = `SELECT EXISTS (SELECT 1 FROM run_pages WHERE run_id = ?1 AND checkpointed_at >= ?2)`
 )
 
-// PruneRunPages deletes the page rows checkpointed before before, run by
-// run, oldest first, stopping at the first run left with a younger page.
+// PruneRunPages deletes the page rows checkpointed before before
+// (store.RunPagesPruner.Walk), one write transaction per chunk.
 func (s *Store) PruneRunPages(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	for after := int64(0); ; {
-		var runID int64
-		err := s.r.QueryRowContext(ctx, sqlRunPagesNextRun, after).Scan(&runID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return total, nil
-		}
-		if err != nil {
-			return total, s.mapErr("prune run pages", err)
-		}
-		var (
-			n     int64
-			young bool
-		)
-		err = s.write(ctx, "prune run pages", func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, sqlRunPagesDelete, runID, nanos(before), pruneRunPagesChunk)
+	return store.RunPagesPruner{
+		Next: func(after int64) (int64, bool, error) {
+			var runID int64
+			err := s.r.QueryRowContext(ctx, sqlRunPagesNextRun, after).Scan(&runID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return runID, err == nil, s.mapErr("prune run pages", err)
+		},
+		Delete: func(runID int64) (n int64, young bool, err error) {
+			err = s.write(ctx, "prune run pages", func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, sqlRunPagesDelete, runID, nanos(before), store.PruneRunPagesChunk)
+				if err != nil {
+					return err
+				}
+				if n, err = res.RowsAffected(); err != nil {
+					return err
+				}
+				return tx.QueryRowContext(ctx, sqlRunPagesYoung, runID, nanos(before)).Scan(&young)
+			})
 			if err != nil {
-				return err
+				n = 0 // rolled back
 			}
-			if n, err = res.RowsAffected(); err != nil {
-				return err
-			}
-			return tx.QueryRowContext(ctx, sqlRunPagesYoung, runID, nanos(before)).Scan(&young)
-		})
-		total += n
-		if err != nil {
-			return total, err
-		}
-		switch {
-		case n == pruneRunPagesChunk:
-			// The same run again: it may have more old pages.
-		case young:
-			return total, nil
-		default:
-			after = runID
-		}
-	}
+			return n, young, err
+		},
+	}.Walk()
 }
