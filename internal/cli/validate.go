@@ -19,7 +19,9 @@ destinations, schedules, durations, that every ${ENV} variable it uses is set, a
 that every file a file source reads exists (without connecting to any server).
 Every problem is printed as FILE:LINE: FIELD: MESSAGE. Secrets are never printed.
 A valid file may still get warnings: settings that work but leave a connection
-unprotected (a PostgreSQL sslmode other than verify-full to another machine).
+unprotected (a PostgreSQL sslmode other than verify-full to another machine), and
+a file or Parquet source without an identity (its rows are known by their place,
+so an edit sends the rows after it again).
 
 Exit codes: 0 valid; 2 problems found.`,
 		Example: `  oncesync validate --config oncesync.yaml
@@ -31,8 +33,9 @@ Exit codes: 0 valid; 2 problems found.`,
 				return exit(ExitUsage, err)
 			}
 			fmt.Fprintf(env.Stdout, "%s: valid (%d sync(s))\n", path, len(cfg.Syncs))
-			// Settings that work but leave a connection unprotected: said,
-			// not refused (a server on a private network may be trusted).
+			// Settings that work but are unsafe or costly: said, not
+			// refused (a server on a private network may be trusted; an
+			// append-only file needs no identity).
 			for _, w := range cfg.Warnings() {
 				fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 			}

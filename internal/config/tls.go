@@ -3,7 +3,6 @@ package config
 import (
 	"net"
 	"net/url"
-	"strconv"
 	"strings"
 )
 
@@ -61,37 +60,6 @@ func local(host string) bool {
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
 	return ip != nil && ip.IsLoopback()
-}
-
-// Warner is implemented by a source or destination spec with settings
-// that work but are unsafe (a PostgreSQL dsn whose sslmode does not
-// verify the server): `oncesync validate` prints its warnings.
-type Warner interface {
-	// Warnings are "field: what is unsafe, what to do" lines, field
-	// relative to the spec (e.g. "dsn").
-	Warnings() []string
-}
-
-// Warnings are what `oncesync validate` warns about: settings that work but
-// leave a connection unprotected. Each is "FIELD: message".
-func (c *Config) Warnings() []string {
-	var out []string
-	if w := SSLModeWarning(c.Store); w != "" && isPostgres(c.Store) {
-		out = append(out, "store: "+w)
-	}
-	for i, s := range c.Syncs {
-		if wr, ok := s.Source.Spec.(Warner); ok {
-			for _, w := range wr.Warnings() {
-				out = append(out, "syncs["+strconv.Itoa(i)+"].source."+w)
-			}
-		}
-		if wr, ok := s.Destination.Spec.(Warner); ok {
-			for _, w := range wr.Warnings() {
-				out = append(out, "syncs["+strconv.Itoa(i)+"].destination."+w)
-			}
-		}
-	}
-	return out
 }
 
 func isPostgres(u string) bool {

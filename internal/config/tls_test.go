@@ -55,3 +55,39 @@ syncs:
 		t.Fatalf("warnings %q", ws)
 	}
 }
+
+// TestWarningsFileWithoutIdentity: a file or Parquet source without an
+// identity is warned about (its rows are known by their place); one with
+// an identity, or a PostgreSQL source (keyed by its cursor and identity
+// columns), is not.
+func TestWarningsFileWithoutIdentity(t *testing.T) {
+	t.Parallel()
+	yaml := `store: sqlite://./o.db
+syncs:
+  - id: s1
+    source: {type: csv, path: c.csv}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s2
+    source: {type: csv, path: c.csv, identity: id}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s3
+    source: {type: parquet, path: exports/}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s4
+    source: {type: postgres, dsn: "postgres://r@127.0.0.1/crm", table: people, cursor_column: updated_at, identity: id}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+`
+	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 2 || !strings.HasPrefix(ws[0], "syncs[0].source.identity: not set: rows are known by their place in the file,") ||
+		!strings.HasPrefix(ws[1], "syncs[2].source.identity: not set: rows are known by their place in the files,") {
+		t.Fatalf("warnings %q", ws)
+	}
+}

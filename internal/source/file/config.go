@@ -77,7 +77,13 @@ func (c *Config) DescribeCursor(_ *config.Source, cursor string) string {
 	return fmt.Sprintf("after record %s of %s (byte %s)", thousands(p.recno), name, thousands(p.offset))
 }
 
-func (c *Config) Secrets() []string           { return nil }
+func (c *Config) Secrets() []string { return nil }
+
+// Positional implements config.Positional: without an identity a row's
+// slot is its page's cursor (a sum of every byte before it) and its place.
+func (c *Config) Positional() string {
+	return "rows are known by their place in the file, so an edit anywhere but at its end sends the rows on every later page again (docs/guide.md#sources); set identity to a column that names each row"
+}
 func (c *Config) Redacted() config.SourceSpec { r := *c; return &r }
 
 // Definition places path after type, as stored definitions have it.

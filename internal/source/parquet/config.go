@@ -68,7 +68,13 @@ func (c *Config) DescribeCursor(_ *config.Source, cursor string) string {
 	return Describe(filepath.Base(c.Path), cursor)
 }
 
-func (c *Config) Secrets() []string           { return nil }
+func (c *Config) Secrets() []string { return nil }
+
+// Positional implements config.Positional: without an identity a row's
+// slot is its place in the files.
+func (c *Config) Positional() string {
+	return "rows are known by their place in the files, so a file rewritten (or one added before others by name) sends the rows from it on again (docs/guide.md#sources); set identity to a column that names each row"
+}
 func (c *Config) Redacted() config.SourceSpec { r := *c; return &r }
 
 // Definition places path after type, as the file sources do.
