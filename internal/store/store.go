@@ -354,9 +354,9 @@ type Runs interface {
 	// ListRunPages returns a run's pages, oldest first; limit <= 0 returns all.
 	ListRunPages(ctx context.Context, runID int64, limit int) ([]RunPage, error)
 	// PruneRunPages deletes the page rows checkpointed before before and
-	// returns how many. It walks the runs that have pages, oldest first, and
-	// stops at the first one left with a younger page: so the rows of a run
-	// go once its last page is older than the cut, and a long run delays the
+	// returns how many. It walks the runs that have pages, oldest first,
+	// deleting each one's rows older than the cut, and stops at the first
+	// run left with a younger page: a run that is still going delays the
 	// later runs' pruning by at most its own length. The runs themselves
 	// (their totals) are kept.
 	PruneRunPages(ctx context.Context, before time.Time) (int64, error)
