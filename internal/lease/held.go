@@ -34,12 +34,19 @@ func AttemptMargin(ttl time.Duration) time.Duration { return min(ttl/5, maxAttem
 // asked plus the TTL, by its own clock, and never later than the expiry the
 // lease store reported. The store (Redis) keeps its own clock; counting from
 // the moment of asking keeps a skewed worker clock on the safe side.
+//
+// The result is always asked plus a duration, so it keeps asked's monotonic
+// reading: every later comparison with the holder's clock (Ensure, Renew,
+// an attempt's deadline) measures elapsed time, and a step of the wall
+// clock (an NTP correction, a VM resumed) cannot lengthen the lease. A
+// reported expiry is a wall time read from elsewhere, and has no monotonic
+// reading of its own.
 func LocalExpiry(asked time.Time, ttl time.Duration, reported time.Time) time.Time {
-	e := asked.Add(ttl)
-	if !reported.IsZero() && reported.Before(e) && reported.After(asked) {
-		return reported
+	left := ttl
+	if !reported.IsZero() && reported.After(asked) {
+		left = min(left, reported.Sub(asked))
 	}
-	return e
+	return asked.Add(left)
 }
 
 // HoldParams asks for a sync's lease to hold.

@@ -161,3 +161,31 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestLocalExpiryIsMonotonic: the local expiry is the ask plus the shorter
+// of the TTL and what the store reported, and it keeps the ask's monotonic
+// reading even when the store's (wall) expiry is the shorter, so a step of
+// the worker's wall clock cannot lengthen the lease.
+func TestLocalExpiryIsMonotonic(t *testing.T) {
+	t.Parallel()
+	asked := time.Now() // with a monotonic reading
+	for _, tc := range []struct {
+		name     string
+		reported time.Time
+		want     time.Time
+	}{
+		{"none reported", time.Time{}, asked.Add(30 * time.Second)},
+		{"store's clock behind", asked.Add(20 * time.Second).Round(0), asked.Add(20 * time.Second)},
+		{"store's clock ahead", asked.Add(45 * time.Second).Round(0), asked.Add(30 * time.Second)},
+		{"reported before the ask", asked.Add(-time.Second).Round(0), asked.Add(30 * time.Second)},
+	} {
+		got := lease.LocalExpiry(asked, 30*time.Second, tc.reported)
+		if !got.Equal(tc.want) {
+			t.Errorf("%s: LocalExpiry = %v, want %v", tc.name, got, tc.want)
+		}
+		// Round(0) strips a monotonic reading: a time that has one differs.
+		if got == got.Round(0) {
+			t.Errorf("%s: LocalExpiry = %v has no monotonic reading", tc.name, got)
+		}
+	}
+}
