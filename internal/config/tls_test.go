@@ -46,11 +46,7 @@ syncs:
     destination: {type: brevo, api_key: k, list_ids: [1]}
     mapping: {email: email}
 `
-	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := cfg.Warnings()
+	ws := warningsOf(t, yaml)
 	if len(ws) != 2 || !strings.HasPrefix(ws[0], "store: sslmode=require") || !strings.HasPrefix(ws[1], "syncs[1].source.dsn: no sslmode") {
 		t.Fatalf("warnings %q", ws)
 	}
@@ -81,13 +77,19 @@ syncs:
     destination: {type: brevo, api_key: k, list_ids: [1]}
     mapping: {email: email}
 `
-	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := cfg.Warnings()
+	ws := warningsOf(t, yaml)
 	if len(ws) != 2 || !strings.HasPrefix(ws[0], "syncs[0].source.identity: not set: rows are known by their place in the file,") ||
 		!strings.HasPrefix(ws[1], "syncs[2].source.identity: not set: rows are known by their place in the files,") {
 		t.Fatalf("warnings %q", ws)
 	}
+}
+
+// warningsOf is the Warnings of the config yaml, which must parse.
+func warningsOf(t *testing.T, yaml string) []string {
+	t.Helper()
+	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Warnings()
 }
