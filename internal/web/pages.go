@@ -89,6 +89,17 @@ var funcs = template.FuncMap{
 	"dur":  durMS,
 	"num":  num,
 	"json": func(b []byte) string { return string(b) },
+	// sample names some records of a Preview count of n: ": a, b, …" ("" for none).
+	"sample": func(s []string, n int64) string {
+		if len(s) == 0 {
+			return ""
+		}
+		more := ""
+		if int64(len(s)) < n {
+			more = ", …"
+		}
+		return ": " + strings.Join(s, ", ") + more
+	},
 }
 
 // backticked matches the catalog's `code` spans.
