@@ -73,6 +73,7 @@ type Held struct {
 
 	mu        sync.Mutex
 	expiresAt time.Time               // the local expiry as last granted or renewed
+	wallAt    time.Time               // the same on the wall clock (see wallExpiry)
 	stopWork  context.CancelCauseFunc // cancels the work; nil outside Keep
 	timer     clock.Timer             // fires at expiresAt less AttemptMargin
 	gen       int                     // counts arms, so a stale timer is ignored
@@ -90,8 +91,9 @@ func Hold(ctx context.Context, p HoldParams) (*Held, error) {
 	if err != nil {
 		return nil, err
 	}
+	exp := LocalExpiry(asked, p.TTL, g.ExpiresAt)
 	return &Held{m: p.Manager, clk: clk, ttl: p.TTL, every: p.RenewEvery, grant: g,
-		expiresAt: LocalExpiry(asked, p.TTL, g.ExpiresAt)}, nil
+		expiresAt: exp, wallAt: wallExpiry(asked, exp)}, nil
 }
 
 // Fence is the grant's fence: every store write of the holder carries it.
@@ -109,16 +111,40 @@ func (h *Held) Store() store.Leases { return h.grant.Store }
 // TTL is the lease's time to live.
 func (h *Held) TTL() time.Duration { return h.ttl }
 
-// Expiry is the lease's local expiry as last granted or renewed.
+// Expiry is the lease's local expiry as last granted or renewed, brought
+// forward if the wall clock has run ahead of the monotonic one since (see
+// wallExpiry).
 func (h *Held) Expiry() time.Time {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.expiresAt
+	exp, wall := h.expiresAt, h.wallAt
+	h.mu.Unlock()
+	return effectiveExpiry(h.clk.Now(), exp, wall)
+}
+
+// wallExpiry is the local expiry exp, counted from asked on the wall clock.
+//
+// The monotonic clock stops while the machine sleeps (a laptop's lid
+// closed, a suspended VM); the wall clock, the lease store's and that of
+// every other process do not. A holder that woke up with its monotonic
+// expiry still ahead must not write: other processes, counting on the wall
+// clock, may already have taken the lease over. So a holder also counts
+// the lease on the wall clock, and whichever expiry comes first holds. A
+// step of the wall clock back cannot lengthen the lease (the monotonic
+// expiry still holds); one forward shortens it, the safe side.
+func wallExpiry(asked, exp time.Time) time.Time { return asked.Round(0).Add(exp.Sub(asked)) }
+
+// effectiveExpiry is the earlier of exp and wall (a wall time), as a time
+// on now's clock readings.
+func effectiveExpiry(now, exp, wall time.Time) time.Time {
+	if w := now.Add(wall.Sub(now.Round(0))); w.Before(exp) {
+		return w
+	}
+	return exp
 }
 
 // WriteDeadline is the attempt deadline of every destination call: the
-// local expiry less AttemptMargin, on the holder's clock. The work is
-// cancelled then (Keep).
+// local expiry (Expiry) less AttemptMargin, on the holder's clock. The work
+// is cancelled then (Keep).
 func (h *Held) WriteDeadline() time.Time { return h.Expiry().Add(-AttemptMargin(h.ttl)) }
 
 // Renew extends the lease, within a third of the TTL and never past its
@@ -146,13 +172,13 @@ func (h *Held) Renew(ctx context.Context) error {
 		}
 		return err
 	}
-	h.setExpiry(LocalExpiry(asked, h.ttl, g.ExpiresAt))
+	h.setExpiry(asked, LocalExpiry(asked, h.ttl, g.ExpiresAt))
 	return nil
 }
 
 // RenewedAt records a renewal the lease store granted when asked at asked
 // (in a checkpoint's transaction, see Store).
-func (h *Held) RenewedAt(asked time.Time) { h.setExpiry(LocalExpiry(asked, h.ttl, time.Time{})) }
+func (h *Held) RenewedAt(asked time.Time) { h.setExpiry(asked, LocalExpiry(asked, h.ttl, time.Time{})) }
 
 // Ensure is the guard before a claim and a destination call: a holder that
 // was paused (SIGSTOP, a long GC, a frozen VM) past its lease must notice
@@ -200,10 +226,11 @@ func (h *Held) Keep(ctx context.Context, cancel context.CancelCauseFunc) (stop f
 // after a loss.
 func (h *Held) Release(ctx context.Context) error { return h.m.Release(ctx, h.grant) }
 
-// setExpiry records the lease's new local expiry and re-arms the timer.
-func (h *Held) setExpiry(t time.Time) {
+// setExpiry records the lease's new local expiry, asked at asked, and
+// re-arms the timer.
+func (h *Held) setExpiry(asked, t time.Time) {
 	h.mu.Lock()
-	h.expiresAt = t
+	h.expiresAt, h.wallAt = t, wallExpiry(asked, t)
 	h.mu.Unlock()
 	h.arm()
 }
@@ -220,8 +247,9 @@ func (h *Held) arm() {
 	h.gen++
 	gen, old := h.gen, h.timer
 	h.timer = nil
-	at := h.expiresAt.Add(-AttemptMargin(h.ttl))
+	exp, wall := h.expiresAt, h.wallAt
 	h.mu.Unlock()
+	at := effectiveExpiry(h.clk.Now(), exp, wall).Add(-AttemptMargin(h.ttl))
 	if old != nil {
 		old.Stop()
 	}
@@ -243,11 +271,12 @@ func (h *Held) arm() {
 // renewal re-armed it since).
 func (h *Held) expired(gen int) {
 	h.mu.Lock()
-	current, stop, exp := gen == h.gen, h.stopWork, h.expiresAt
+	current, stop := gen == h.gen, h.stopWork
 	h.mu.Unlock()
 	if !current || stop == nil {
 		return
 	}
+	exp := h.Expiry()
 	stop(fmt.Errorf("%w: no renewal succeeded before the lease's local expiry (%s) less the %s margin for destination calls",
 		ErrLost, exp.UTC().Format(time.RFC3339Nano), AttemptMargin(h.ttl)))
 }
