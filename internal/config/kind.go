@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -145,7 +146,7 @@ type Value struct {
 	path string
 }
 
-// String, Int, Float, Bool, Int64List and StringMap decode v (zero values
+// String, Int, Float, Bool, Int64List, StringMap and Duration decode v (zero values
 // when it has the wrong shape, which is reported).
 func (v Value) String() string               { return v.l.str(v.n, v.path) }
 func (v Value) Int() int                     { return v.l.int(v.n, v.path) }
@@ -153,6 +154,7 @@ func (v Value) Float() float64               { return v.l.float(v.n, v.path) }
 func (v Value) Bool() bool                   { return v.l.bool(v.n, v.path) }
 func (v Value) Int64List() []int64           { return v.l.int64List(v.n, v.path) }
 func (v Value) StringMap() map[string]string { return v.l.strMap(v.n, v.path) }
+func (v Value) Duration() time.Duration      { return v.l.duration(v.n, v.path) }
 
 // Checker reports problems with one sync's keys, at their lines. Paths are
 // relative to the sync: "destination.url", "mapping.email".

@@ -300,6 +300,12 @@ syncs:
   - id: s4
     source: {type: postgres, dsn: "mysql://db/crm", table: "t; drop table x", cursor_column: "a b", path: x.csv}
     destination: {type: webhook, url: https://example.com/h}
+  - id: s5
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: -1m}
+    destination: {type: webhook, url: https://example.com/h}
+  - id: s6
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: soon}
+    destination: {type: webhook, url: https://example.com/h}
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.dsn: is required for postgres sources`,
@@ -309,6 +315,8 @@ syncs:
 				`oncesync.yaml:12: syncs[3].source.table: must be a table name like contacts or crm.contacts, got "t; drop table x"`,
 				`oncesync.yaml:12: syncs[3].source.cursor_column: must be a column name (letters, digits, _), got "a b"`,
 				`oncesync.yaml:12: syncs[3].source.path: is not used by postgres sources (csv, jsonl and parquet only)`,
+				`oncesync.yaml:15: syncs[4].source.cursor_lookback: must be 0 (off) or a duration like 5m, got -1m0s`,
+				`oncesync.yaml:18: syncs[5].source.cursor_lookback: must be a duration like 30s, 10m, 24h or 168h, got "soon"`,
 			},
 		},
 		{

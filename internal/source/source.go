@@ -6,7 +6,17 @@ package source
 import (
 	"context"
 	"errors"
+	"time"
 )
+
+// DefaultLookback is cursor_lookback when a keyset source (PostgreSQL,
+// MySQL) leaves it unset: how far before the last row read the next run
+// starts reading again, for rows whose transactions committed after a pass
+// read past their cursor value (docs/guide.md#rows-committed-late). Five
+// minutes covers a slow transaction and an application server's clock a
+// little behind the database's; the rows of the window that did not change
+// are only looked up in the ledger, never written again.
+const DefaultLookback = 5 * time.Minute
 
 // Record is one row read from a source.
 type Record struct {

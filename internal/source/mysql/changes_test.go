@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/source/mysql"
 )
@@ -72,5 +74,77 @@ func TestChangesBetweenPages(t *testing.T) {
 	}
 	if nexts[len(nexts)-1] == final {
 		t.Fatal("the cursor did not move past the updated row")
+	}
+}
+
+// TestLateCommit: a transaction stamps a row's updated_at when it writes
+// and commits after a pass has read past that value. Without a lookback the
+// next run never sees the row; with one it does, with the committed values,
+// for DATETIME, TIMESTAMP and DATE cursors. A pass that reads nothing ends
+// where it began, so the cursor does not creep back run after run; an
+// integer cursor_column is left as it is.
+func TestLateCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, tc := range []struct{ typ, now string }{
+		{"DATETIME(6)", "NOW(6)"},
+		{"TIMESTAMP(6)", "NOW(6)"},
+		{"DATE", "CURDATE()"},
+	} {
+		for _, lookback := range []time.Duration{0, 10 * time.Minute} {
+			name := fmt.Sprintf("%s/lookback %s", tc.typ, lookback)
+			table := fmt.Sprintf("late_%s_%d", strings.TrimSuffix(strings.ToLower(tc.typ), "(6)"), int(lookback.Minutes()))
+			b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id BIGINT PRIMARY KEY, email VARCHAR(100) NOT NULL, updated_at %s NOT NULL)`, table, tc.typ),
+				fmt.Sprintf(`INSERT INTO %s VALUES (1, 'user1@example.test', %s - INTERVAL 1 DAY), (2, 'user2@example.test', %s - INTERVAL 1 DAY),
+					(3, 'user3@example.test', %s - INTERVAL 1 DAY), (4, 'user4@example.test', %s - INTERVAL 1 DAY)`, table, tc.now, tc.now, tc.now, tc.now))
+			src := b.newSource(t, mysql.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: lookback})
+			_, nexts := readAll(t, src, "", 10)
+			first := nexts[len(nexts)-1]
+
+			// A writer stamps row 3 and commits after the next pass; row 6
+			// is committed at once, stamped later.
+			conn, err := b.admin.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := conn.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond) // row 6's stamp comes after row 3's
+			b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now))
+			got, nexts := readAll(t, src, first, 10)
+			if ids := column(got, "id"); !slices.Contains(ids, "6") || slices.Contains(column(got, "email"), "late3@example.test") {
+				t.Fatalf("%s: the pass before the commit read %v", name, ids)
+			}
+			second := nexts[len(nexts)-1]
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.Close()
+
+			got, nexts = readAll(t, src, second, 10)
+			late := slices.Contains(column(got, "email"), "late3@example.test")
+			if late != (lookback > 0) {
+				t.Fatalf("%s: the run after the commit read %v (emails %v); want the late row: %v", name, column(got, "id"), column(got, "email"), lookback > 0)
+			}
+			third := nexts[len(nexts)-1]
+			_, nexts = readAll(t, src, third, 10)
+			if last := nexts[len(nexts)-1]; last != third {
+				t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+			}
+		}
+	}
+
+	b.exec(t, `CREATE TABLE late_int (id BIGINT PRIMARY KEY, email VARCHAR(100) NOT NULL)`,
+		`INSERT INTO late_int VALUES (1, 'a@example.test'), (2, 'b@example.test')`)
+	src := b.newSource(t, mysql.Params{Table: "late_int", Identity: "id", Lookback: time.Hour})
+	_, nexts := readAll(t, src, "", 10)
+	if got, _ := readAll(t, src, nexts[len(nexts)-1], 10); len(got) != 0 {
+		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))
 	}
 }

@@ -44,8 +44,15 @@
 // prints them, with their types (see position); "" is the start. With
 // cursor_column updated_at (ON UPDATE CURRENT_TIMESTAMP(6)) and identity the
 // primary key, changed rows are re-sent once and unchanged rows never twice.
-// The caveats of the PostgreSQL source hold: a row committed with a cursor
-// value below one already read is not seen until the cursor is reset.
+// As with the PostgreSQL source, a row committed after a pass read past its
+// cursor value (updated_at is stamped when the row is written, not when the
+// transaction commits) is read again only thanks to Params.Lookback: with
+// a DATETIME, TIMESTAMP or DATE cursor_column, the cursor a pass ends at is
+// the last row's value less the lookback (and one microsecond, or one day
+// for a DATE), and the next run reads that window again; the ledger skips
+// the rows unchanged since their delivery. Other cursor types, and rows
+// committed more than the lookback after they were stamped, are not
+// covered: they wait until the cursor is reset.
 //
 // # Re-reading rows by identity
 //
@@ -100,6 +107,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,6 +141,10 @@ type Params struct {
 	// read); a larger record fails the page with source.ErrInvalid. 0 means
 	// DefaultMaxRecordBytes.
 	MaxRecordBytes int
+	// Lookback moves the cursor a pass ends at back by this much of a time
+	// cursor_column (see "Cursors and incremental runs"); 0 reads only rows
+	// past the last one read.
+	Lookback time.Duration
 }
 
 // DefaultMaxRecordBytes is the record size limit when Params sets none.
@@ -163,6 +175,7 @@ type Source struct {
 	// keysNotNull reports that the catalog forbids NULL in every key column.
 	keysNotNull bool
 	maxRecord   int
+	lookback    time.Duration // Params.Lookback
 
 	base, order, nullSQL, versionSQL string
 	versionQuery                     string
@@ -298,7 +311,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 		return invalid("dsn: %s", strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
 	}
 	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol}, identity: identity,
-		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
+		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0)}
 	if s.maxRecord == 0 {
 		s.maxRecord = DefaultMaxRecordBytes
 	}
@@ -704,6 +717,11 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		return page, nil
 	}
 	page.End = true
+	if s.lookback > 0 && len(page.Records) > 0 {
+		// Only after rows were read: a pass that read none ends where it
+		// began, already moved back, and must not move back again.
+		page.Next = lookbackFrom(last, s.lookback).String()
+	}
 	if !s.keysNotNull {
 		var nulls int64
 		if err := conn.QueryRowContext(ctx, s.nullSQL).Scan(&nulls); err != nil {
@@ -715,6 +733,40 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		}
 	}
 	return page, nil
+}
+
+// lookbackFrom is p with its cursor_column value moved back by d and the
+// type's smallest step, when it is a DATETIME, TIMESTAMP or DATE (zero
+// dates and values before the year 1000 stay as they are); p otherwise.
+func lookbackFrom(p position, d time.Duration) position {
+	var text string
+	switch p[0].Type {
+	case "DATETIME", "TIMESTAMP":
+		t, err := time.Parse(myDatetimeLayout, p[0].Text)
+		if err != nil {
+			return p
+		}
+		t = t.Add(-d - time.Microsecond)
+		if t.Year() < 1000 {
+			return p
+		}
+		text = t.Format("2006-01-02 15:04:05.000000")
+	case "DATE":
+		t, err := time.Parse(time.DateOnly, p[0].Text)
+		if err != nil {
+			return p
+		}
+		t = t.Add(-d).AddDate(0, 0, -1)
+		if t.Year() < 1000 {
+			return p
+		}
+		text = t.Format(time.DateOnly)
+	default:
+		return p
+	}
+	out := slices.Clone(p)
+	out[0].Text = text
+	return out
 }
 
 func sameKey(a, b position) bool {

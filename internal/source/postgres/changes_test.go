@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/oncesync/oncesync/internal/source/postgres"
 )
@@ -72,5 +75,82 @@ func TestChangesBetweenPages(t *testing.T) {
 	}
 	if nexts[len(nexts)-1] == final {
 		t.Fatal("the cursor did not move past the updated row")
+	}
+}
+
+// TestLateCommit: a transaction stamps a row's updated_at with now() (its
+// start) and commits after a pass has read past that value. Without a
+// lookback the next run never sees the row; with one it does, once, with
+// the committed values, for timestamptz, timestamp and date cursors. A
+// pass that reads nothing ends where it began, so the cursor does not creep
+// back run after run; an integer cursor_column is left as it is.
+func TestLateCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		typ, now string
+	}{
+		{"timestamptz", "now()"},
+		{"timestamp", "localtimestamp"},
+		{"date", "current_date"},
+	} {
+		for _, lookback := range []time.Duration{0, 10 * time.Minute} {
+			name := fmt.Sprintf("%s/lookback %s", tc.typ, lookback)
+			table := b.table(fmt.Sprintf("late_%s_%d", tc.typ, int(lookback.Minutes())))
+			b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, email text NOT NULL, updated_at %s NOT NULL)`, table, tc.typ),
+				fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test', %s - interval '1 day' FROM generate_series(1, 5) g`, table, tc.now))
+			params := postgres.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: lookback}
+			src := b.newSource(t, params)
+			_, nexts := readAll(t, src, "", 10)
+			first := nexts[len(nexts)-1]
+
+			// A writer stamps row 3 at its start and commits after the
+			// next pass; row 6 is committed at once, stamped later.
+			writer, err := pgx.Connect(ctx, b.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := writer.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)); err != nil {
+				t.Fatal(err)
+			}
+			b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now))
+			got, nexts := readAll(t, src, first, 10)
+			if ids := column(got, "id"); !slices.Contains(ids, "6") || slices.Contains(column(got, "email"), "late3@example.test") {
+				t.Fatalf("%s: the pass before the commit read %v", name, ids)
+			}
+			second := nexts[len(nexts)-1]
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = writer.Close(ctx)
+
+			got, nexts = readAll(t, src, second, 10)
+			late := slices.Contains(column(got, "email"), "late3@example.test")
+			if late != (lookback > 0) {
+				t.Fatalf("%s: the run after the commit read %v (emails %v); want the late row: %v", name, column(got, "id"), column(got, "email"), lookback > 0)
+			}
+			// Nothing changes any more: the cursor stays where it is.
+			third := nexts[len(nexts)-1]
+			_, nexts = readAll(t, src, third, 10)
+			if last := nexts[len(nexts)-1]; last != third {
+				t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+			}
+		}
+	}
+
+	// An integer cursor is not moved back.
+	table := b.table("late_int")
+	b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, email text NOT NULL)`, table),
+		fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test' FROM generate_series(1, 5) g`, table))
+	src := b.newSource(t, postgres.Params{Table: table, Identity: "id", Lookback: time.Hour})
+	_, nexts := readAll(t, src, "", 10)
+	got, _ := readAll(t, src, nexts[len(nexts)-1], 10)
+	if len(got) != 0 {
+		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))
 	}
 }

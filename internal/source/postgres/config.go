@@ -20,12 +20,16 @@ type Config struct {
 	Query, Table string
 	CursorColumn string
 	VersionQuery string
+	// Lookback is cursor_lookback, set when LookbackSet (else
+	// source.DefaultLookback).
+	Lookback    time.Duration
+	LookbackSet bool
 }
 
 func (Kind) Type() string               { return "postgres" }
 func (Kind) NewSpec() config.SourceSpec { return &Config{} }
 func (Kind) SourceKeys() []string {
-	return []string{"dsn", "query", "table", "cursor_column", "version_query"}
+	return []string{"dsn", "query", "table", "cursor_column", "version_query", "cursor_lookback"}
 }
 func (Kind) SecretKeys() []string { return []string{"dsn"} }
 
@@ -40,7 +44,7 @@ func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, 
 	defer cancel()
 	return New(ctx, Params{
 		DSN: c.DSN, Query: c.Query, Table: c.Table,
-		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery,
+		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery, Lookback: c.lookback(),
 		MaxRecordBytes: int64(s.MaxRecordBytes),
 	})
 }
@@ -86,7 +90,17 @@ func (c *Config) Decode(key string, v config.Value) {
 		c.CursorColumn = v.String()
 	case "version_query":
 		c.VersionQuery = v.String()
+	case "cursor_lookback":
+		c.Lookback, c.LookbackSet = v.Duration(), true
 	}
+}
+
+// lookback is cursor_lookback, or its default.
+func (c *Config) lookback() time.Duration {
+	if c.LookbackSet {
+		return c.Lookback
+	}
+	return source.DefaultLookback
 }
 
 var (
@@ -113,6 +127,9 @@ func (c *Config) Check(_ *config.Source, k *config.Checker) {
 	}
 	if k.Has("source.cursor_column") && !sqlColumnRE.MatchString(c.CursorColumn) {
 		k.Report("source.cursor_column", "must be a column name (letters, digits, _), got "+k.Show("source.cursor_column", c.CursorColumn))
+	}
+	if c.LookbackSet && c.Lookback < 0 {
+		k.Report("source.cursor_lookback", "must be 0 (off) or a duration like 5m, got "+c.Lookback.String())
 	}
 }
 
@@ -141,12 +158,20 @@ func (c *Config) Redacted() config.SourceSpec {
 func (c *Config) Definition(common []config.Field) []config.Field {
 	out := common
 	for _, f := range []config.Field{{Key: "dsn", Value: c.DSN}, {Key: "query", Value: c.Query}, {Key: "table", Value: c.Table},
-		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}} {
+		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}, {Key: "cursor_lookback", Value: c.lookbackText()}} {
 		if f.Value != "" {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// lookbackText is cursor_lookback as written ("" when unset).
+func (c *Config) lookbackText() string {
+	if !c.LookbackSet {
+		return ""
+	}
+	return c.Lookback.String()
 }
 
 // Warnings says when the dsn's sslmode does not verify the server.

@@ -37,11 +37,22 @@
 // updated_at (set on every insert and update) and identity the primary key,
 // changed rows are re-sent once and unchanged rows never twice. A row that is
 // updated or inserted during a run after it was read comes again on a later
-// page of the same run (with its new values) or on the next run; a row whose
-// key moved backwards, or that is committed with a cursor value below one
-// already read (a long transaction stamping updated_at = now() at its start),
-// is not seen until the cursor is reset: stamp cursor_column with
-// clock_timestamp() in a trigger, or use a sequence.
+// page of the same run (with its new values) or on the next run.
+//
+// # Rows committed late
+//
+// A transaction stamps updated_at when it writes (now() is even its start)
+// and its rows become visible when it commits: a row committed after a pass
+// read past its updated_at has a cursor value below the one the pass ended
+// at. So with Params.Lookback set and a time cursor_column (timestamptz,
+// timestamp, date), the cursor a pass ends at is the last row's value less
+// the lookback (and one microsecond, or one day for a date, so the row at
+// the window's edge is not skipped on a tie of identity): the next run reads
+// the rows of that window again, and those unchanged since their delivery are
+// skipped by the ledger (docs/guide.md#rows-committed-late). A transaction
+// that commits more than the lookback after it stamped its rows, a key that
+// moved backwards, or a cursor_column of another type is not covered: those
+// rows wait until the cursor is reset.
 //
 // Rows whose cursor_column or identity is NULL cannot be paged; rather than
 // skip them silently, reaching the end of the source fails with
@@ -112,6 +123,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,6 +157,10 @@ type Params struct {
 	// PostgreSQL's text form. A larger row fails the read with
 	// source.ErrInvalid. 0 is DefaultMaxRecordBytes.
 	MaxRecordBytes int64
+	// Lookback moves the cursor a pass ends at back by this much of a time
+	// cursor_column (see "Rows committed late"); 0 reads only rows past
+	// the last one read.
+	Lookback time.Duration
 }
 
 // DefaultMaxRecordBytes is the row limit when Params leave it 0.
@@ -179,8 +195,9 @@ type Source struct {
 	identOID uint32
 
 	firstSQL, nextSQL, nullSQL, versionSQL string
-	versionQuery                           string // Params.VersionQuery
-	maxRecord                              int64  // Params.MaxRecordBytes
+	versionQuery                           string        // Params.VersionQuery
+	maxRecord                              int64         // Params.MaxRecordBytes
+	lookback                               time.Duration // Params.Lookback
 
 	mu     sync.Mutex
 	conn   *pgx.Conn
@@ -221,7 +238,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	}
 	configure(cfg)
 
-	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, identity: identity, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes}
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, identity: identity, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0)}
 	if s.maxRecord <= 0 {
 		s.maxRecord = DefaultMaxRecordBytes
 	}
@@ -632,6 +649,15 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		return page, nil
 	}
 	page.End = true
+	if s.lookback > 0 && len(page.Records) > 0 {
+		// Only after rows were read: a pass that read none ends where it
+		// began, already moved back, and must not move back again.
+		back, err := s.lookbackFrom(ctx, tx, last)
+		if err != nil {
+			return source.Page{}, err
+		}
+		page.Next = back.String()
+	}
 	if !s.keysNotNull {
 		var nulls bool
 		if err := tx.QueryRow(ctx, s.nullSQL).Scan(&nulls); err != nil {
@@ -643,6 +669,30 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		}
 	}
 	return page, nil
+}
+
+// lookbackSQL moves a time value back by an interval (the lookback and the
+// type's smallest step), printing it as the column's own values print.
+var lookbackSQL = map[string]string{
+	"timestamptz": `SELECT ($1::timestamptz - $2::interval - interval '1 microsecond')::text`,
+	"timestamp":   `SELECT ($1::timestamp - $2::interval - interval '1 microsecond')::text`,
+	"date":        `SELECT ($1::date - $2::interval - interval '1 day')::date::text`,
+}
+
+// lookbackFrom is p with its cursor_column value moved back by the lookback
+// when it is a time (see "Rows committed late"), p itself otherwise.
+func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (position, error) {
+	q, ok := lookbackSQL[p[0].Type]
+	if !ok {
+		return p, nil
+	}
+	var text string
+	if err := tx.QueryRow(ctx, q, p[0].Text, fmt.Sprintf("%d microseconds", s.lookback.Microseconds())).Scan(&text); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(p)
+	out[0].Text = text
+	return out, nil
 }
 
 // sameKey reports whether raw's key columns print as p.
