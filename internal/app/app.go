@@ -171,6 +171,12 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 		}
 		return nil, err
 	}
+	reads, err := s.SourceReadJSON()
+	if err != nil {
+		src.Close()
+		dst.Close()
+		return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "the source's definition cannot be encoded: %v", err)
+	}
 	return &Built{
 		Source:      src,
 		Destination: dst,
@@ -180,6 +186,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			PageSize:                   s.Source.PageSize,
 			Identity:                   s.Source.Identity,
 			Mapping:                    spec,
+			Reads:                      reads,
 			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 			Mirror:                     mirrorOf(cfg, s),

@@ -106,7 +106,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if err != nil {
 			return failed(env.Stdout, err)
 		}
-		from := previewFrom(cfg, sc.ID, pv.From)
+		from := previewFrom(cfg, sc.ID, pv)
 		w := env.Stdout
 		fmt.Fprintf(w, "dry run of sync %s from %s: nothing was claimed or written\n", sc.ID, from)
 		fmt.Fprintf(w, "  read       %d\n", pv.Read)
@@ -143,7 +143,11 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 }
 
 // previewFrom says where a dry run started.
-func previewFrom(cfg *config.Config, syncID, cursor string) string {
+func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
+	cursor := pv.From
+	if pv.Changed {
+		return "the start of the source (the mapping, the identity or what the source reads changed since the cursor was saved: docs/guide.md#changing-a-sync)"
+	}
 	if cursor == "" {
 		return "the start of the source"
 	}

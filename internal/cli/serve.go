@@ -234,7 +234,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 						return web.PreviewView{}, err
 					}
 					pv, err := previewSync(ctx, cfg, st, sc, false, nil)
-					return web.PreviewView{From: previewFrom(cfg, syncID, pv.From), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
+					return web.PreviewView{From: previewFrom(cfg, syncID, pv), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
 						Unchanged: pv.Unchanged, Settling: pv.Settling, CreateSample: pv.CreateSample, UpdateSample: pv.UpdateSample,
 						SettlingSample: pv.SettlingSample,
 						Mirror:         sc.Destination.EffectiveWriteMode() == config.WriteMirror, Removals: removalText(pv)}, err

@@ -229,6 +229,29 @@ func durString(d time.Duration) string {
 	return d.String()
 }
 
+// SourceReadJSON is the canonical JSON of what the sync's source reads and
+// where its cursor points: the redacted source definition without the keys
+// that change neither (page_size, max_record_bytes, cursor_lookback). A
+// cursor saved under another one was read from something else
+// (docs/guide.md#changing-a-sync).
+func (s Sync) SourceReadJSON() (string, error) {
+	r := s.Redacted()
+	fields := nonEmpty([]Field{{"type", r.Source.Type}, {"identity", r.Source.Identity}})
+	if r.Source.Spec != nil {
+		fields = r.Source.Spec.Definition(fields)
+	}
+	kept := fields[:0]
+	for _, f := range fields {
+		switch f.Key {
+		case "page_size", "max_record_bytes", "cursor_lookback":
+		default:
+			kept = append(kept, f)
+		}
+	}
+	b, err := definitionObject(kept)
+	return string(b), err
+}
+
 // DefinitionJSON returns the canonical JSON of the redacted sync: keys in a
 // fixed order (map keys sorted), durations in Go syntax, no secrets (header
 // names are kept, their values are not). Equal definitions give equal bytes

@@ -282,3 +282,46 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceReadJSON: what a source reads changes with its table, query or
+// cursor column and its identity, not with the page size, the record limit
+// or the lookback, and it holds no password.
+func TestSourceReadJSON(t *testing.T) {
+	t.Parallel()
+	read := func(t *testing.T, source string) string {
+		t.Helper()
+		yaml := `syncs: [{id: s1, source: {type: postgres, dsn: "postgres://reader:pg-s3cret@db:5432/crm", ` + source +
+			`}, mapping: {fields: {e: email}}, destination: {type: webhook, url: "https://example.com/h"}}]`
+		cfg, err := config.Parse("r.yaml", []byte(yaml), envMap(nil), kinds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := cfg.Syncs[0].SourceReadJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(j, "pg-s3cret") {
+			t.Fatalf("the source's read shows the password: %s", j)
+		}
+		return j
+	}
+	base := read(t, `table: contacts, cursor_column: updated_at, identity: id`)
+	for _, same := range []string{
+		`table: contacts, cursor_column: updated_at, identity: id, page_size: 50, max_record_bytes: 4096, cursor_lookback: 1h`,
+		`identity: id, cursor_column: updated_at, table: contacts`,
+	} {
+		if got := read(t, same); got != base {
+			t.Errorf("%s: %s, want %s", same, got, base)
+		}
+	}
+	for _, other := range []string{
+		`table: people, cursor_column: updated_at, identity: id`,
+		`table: contacts, cursor_column: created_at, identity: id`,
+		`table: contacts, cursor_column: updated_at, identity: uuid`,
+		`query: "select * from contacts", cursor_column: updated_at, identity: id`,
+	} {
+		if got := read(t, other); got == base {
+			t.Errorf("%s reads the same as the base: %s", other, got)
+		}
+	}
+}

@@ -687,7 +687,7 @@ func (cp *checkpointer) close() (last int64, extra store.Counters, err error) {
 // store), and reports progress.
 func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run store.Run, row *store.RunPage, finish []store.LedgerFinish, more []store.RunPage) error {
 	p := store.CheckpointParams{
-		Cursor:    store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Fence: r.lease.Fence(), RunID: r.rec.ID},
+		Cursor:    store.SaveCursorParams{SyncID: r.Sync.ID, Value: cursor, Payload: r.payload, Fence: r.lease.Fence(), RunID: r.rec.ID},
 		Run:       run,
 		Page:      row,
 		MorePages: more,

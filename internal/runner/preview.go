@@ -37,11 +37,14 @@ type PreviewParams struct {
 
 // Preview is what a run would do.
 type Preview struct {
-	From      string // the cursor the run would start at ("" = the start)
-	Read      int64  // records read (of the run's slice)
-	Creates   int64  // never delivered by this sync
-	Updates   int64  // delivered before, with other values
-	Unchanged int64  // delivered with exactly these values: nothing to send
+	From string // the cursor the run would start at ("" = the start)
+	// Changed: the saved cursor was read for another payload (payloadPrint),
+	// so the run would read from the start.
+	Changed   bool
+	Read      int64 // records read (of the run's slice)
+	Creates   int64 // never delivered by this sync
+	Updates   int64 // delivered before, with other values
+	Unchanged int64 // delivered with exactly these values: nothing to send
 	// Settling are records an earlier run sent with these values whose
 	// outcome is not known yet (an import the destination is still
 	// processing, a write in doubt): a run learns what became of them
@@ -78,7 +81,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		if err != nil {
 			return out, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 		}
-		out.From = cur.Value
+		out.From, out.Changed = startCursor(cur, payloadPrint(r.Params), false)
 	}
 	cursor := out.From
 	var seen *mirrorSeen

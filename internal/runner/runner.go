@@ -31,6 +31,9 @@ type Sync struct {
 	// Identity is the source's primary-key column ("" = positional keys).
 	Identity string
 	Mapping  mapping.Spec
+	// Reads says what the source reads and where its cursor points (the
+	// definition's config.Sync.SourceReadJSON); part of payloadPrint.
+	Reads string
 	// Retention is how long delivery records are kept (docs/guide.md#the-ledger-and-its-retention): an
 	// in-doubt page older than that is not settled automatically.
 	Retention time.Duration
@@ -141,7 +144,7 @@ const (
 // error is nil on success and a *failure.Error otherwise (already_running for
 // a skipped run, interrupted for a drained one).
 func Run(ctx context.Context, p Params) (store.Run, error) {
-	r := &run{Params: p}
+	r := &run{Params: p, payload: payloadPrint(p)}
 	if r.Clock == nil {
 		r.Clock = clock.Real{}
 	}
@@ -177,6 +180,8 @@ type run struct {
 	remover destination.Remover
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
+	// payload is payloadPrint of the run's Params, saved with each cursor.
+	payload string
 	// heldAt is when the lease was granted, on the wall clock: every
 	// request of an earlier holder started before it (verifyInDoubt).
 	heldAt time.Time
@@ -299,9 +304,10 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 	}
-	cursor := cur.Value
-	if r.ResetCursor {
-		cursor = ""
+	cursor, changed := startCursor(cur, r.payload, r.ResetCursor)
+	if changed {
+		r.Logger.Info("the mapping, the identity or what the source reads changed since the cursor was saved: reading the source from its start (records whose mapped values did not change are not sent again)",
+			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):
 	// what a replay needs is checked record by record (checkReplayable).

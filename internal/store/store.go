@@ -151,8 +151,12 @@ type InsertRunParams struct {
 
 // Cursor is a sync's saved page cursor.
 type Cursor struct {
-	SyncID    string
-	Value     string // "" = start of source
+	SyncID string
+	Value  string // "" = start of source
+	// Payload fingerprints what the records read up to Value became at the
+	// destination (the runner's payloadPrint); "" for a cursor saved before
+	// it was kept.
+	Payload   string
 	Fence     int64
 	RunID     int64
 	UpdatedAt time.Time // zero if never saved
@@ -160,10 +164,11 @@ type Cursor struct {
 
 // SaveCursorParams is a fenced cursor write.
 type SaveCursorParams struct {
-	SyncID string
-	Value  string
-	Fence  int64
-	RunID  int64
+	SyncID  string
+	Value   string
+	Payload string // Cursor.Payload
+	Fence   int64
+	RunID   int64
 }
 
 // CheckpointParams is one page's checkpoint (docs/guide.md#what-a-run-does step 6): the fenced

@@ -68,8 +68,8 @@ func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) erro
 func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
 	c := store.Cursor{SyncID: syncID}
 	var updated int64
-	err := s.pool.QueryRow(ctx, `SELECT value, fence, run_id, updated_at FROM cursors WHERE sync_id = $1`, syncID).
-		Scan(&c.Value, &c.Fence, &c.RunID, &updated)
+	err := s.pool.QueryRow(ctx, `SELECT value, payload, fence, run_id, updated_at FROM cursors WHERE sync_id = $1`, syncID).
+		Scan(&c.Value, &c.Payload, &c.Fence, &c.RunID, &updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Cursor{SyncID: syncID}, nil
@@ -85,9 +85,9 @@ func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, err
 // fence as it was before the statement (for the error message).
 const sqlSaveCursor = `WITH ` + fenceCTE + `,
 	c AS (
-		INSERT INTO cursors AS c (sync_id, value, fence, run_id, updated_at)
-		SELECT $1::text, $3::text, $2::bigint, $4::bigint, $5::bigint FROM f WHERE f.fence <= $2::bigint
-		ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+		INSERT INTO cursors AS c (sync_id, value, fence, run_id, updated_at, payload)
+		SELECT $1::text, $3::text, $2::bigint, $4::bigint, $5::bigint, $6::text FROM f WHERE f.fence <= $2::bigint
+		ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, payload = excluded.payload, fence = excluded.fence,
 			run_id = excluded.run_id, updated_at = excluded.updated_at
 		WHERE c.fence <= excluded.fence
 		RETURNING 1
@@ -113,7 +113,7 @@ func (s *Store) saveCursor(ctx context.Context, q querier, p store.SaveCursorPar
 
 // cursorArgs are sqlSaveCursor's arguments for p.
 func (s *Store) cursorArgs(p store.SaveCursorParams) []any {
-	return []any{p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now())}
+	return []any{p.SyncID, p.Fence, p.Value, p.RunID, nanos(s.now()), p.Payload}
 }
 
 // checkCursor reads sqlSaveCursor's answer: ErrFenced when the cursor was

@@ -71,8 +71,8 @@ func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) erro
 func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
 	c := store.Cursor{SyncID: syncID}
 	var updated int64
-	err := s.r.QueryRowContext(ctx, `SELECT value, fence, run_id, updated_at FROM cursors WHERE sync_id = ?`, syncID).
-		Scan(&c.Value, &c.Fence, &c.RunID, &updated)
+	err := s.r.QueryRowContext(ctx, `SELECT value, payload, fence, run_id, updated_at FROM cursors WHERE sync_id = ?`, syncID).
+		Scan(&c.Value, &c.Payload, &c.Fence, &c.RunID, &updated)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return store.Cursor{SyncID: syncID}, nil
@@ -83,9 +83,9 @@ func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, err
 	return c, nil
 }
 
-const sqlCursorSave = `INSERT INTO cursors (sync_id, value, fence, run_id, updated_at)
-			VALUES (?1, ?2, ?3, ?4, ?5)
-			ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, fence = excluded.fence,
+const sqlCursorSave = `INSERT INTO cursors (sync_id, value, fence, run_id, updated_at, payload)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+			ON CONFLICT (sync_id) DO UPDATE SET value = excluded.value, payload = excluded.payload, fence = excluded.fence,
 				run_id = excluded.run_id, updated_at = excluded.updated_at
 			WHERE cursors.fence <= excluded.fence`
 
@@ -105,7 +105,7 @@ func (s *Store) saveCursor(ctx context.Context, tx *sql.Tx, p store.SaveCursorPa
 		return err
 	}
 	res, err := tx.StmtContext(ctx, s.stmts.cursorSave).ExecContext(ctx,
-		p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()))
+		p.SyncID, p.Value, p.Fence, p.RunID, nanos(s.now()), p.Payload)
 	if err != nil {
 		return err
 	}

@@ -90,12 +90,13 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 	r.Counters = store.Counters{Read: 100, Written: 98, Rejected: 2, Pages: 1, Requests: 2}
 	p1 := store.RunPage{RunID: run.ID, Page: 1, Read: 100, Claimed: 100, Sent: 98, Rejected: 2, Requests: 2}
 	noErr(t, b.st.Checkpoint(ctx, store.CheckpointParams{
-		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-2", Fence: l.Fence, RunID: run.ID},
+		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-2", Payload: "p1", Fence: l.Fence, RunID: run.ID},
 		Run:    r,
 		Page:   &p1,
 	}))
 	c := must(b.st.GetCursor(ctx, "s1"))(t)
 	equal(t, "cursor Value", c.Value, "page-2")
+	equal(t, "cursor Payload", c.Payload, "p1")
 	equal(t, "cursor Fence", c.Fence, l.Fence)
 	equal(t, "cursor RunID", c.RunID, run.ID)
 	sameTime(t, "cursor UpdatedAt", c.UpdatedAt, Start.Add(time.Second))
@@ -119,11 +120,12 @@ func testCheckpoint(t *testing.T, open OpenFunc) {
 	r.Counters = store.Counters{Read: 150, Written: 148, Rejected: 2, Pages: 2, Requests: 3}
 	p2 := store.RunPage{RunID: run.ID, Page: 2, Read: 50, Claimed: 50, Sent: 50, Requests: 1, CheckpointedAt: Start.Add(-time.Hour)}
 	noErr(t, b.st.Checkpoint(ctx, store.CheckpointParams{
-		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-3", Fence: l.Fence, RunID: run.ID},
+		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-3", Payload: "p2", Fence: l.Fence, RunID: run.ID},
 		Run:    r,
 		Page:   &p2,
 	}))
 	equal(t, "cursor Value after page 2", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-3")
+	equal(t, "cursor Payload after page 2", must(b.st.GetCursor(ctx, "s1"))(t).Payload, "p2")
 	equal(t, "run Read after page 2", must(b.st.GetRun(ctx, run.ID))(t).Read, int64(150))
 	pages = must(b.st.ListRunPages(ctx, run.ID, 0))(t)
 	equal(t, "pages after page 2", len(pages), 2)

@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// TestMappingChangeRereadsKeysetSource: on a keyset source, whose cursor
+// moves past every row it read, a run after a mapping change reads the
+// source from its start and sends every record with its new mapped values;
+// the run after that reads nothing again. A cursor saved before prints were
+// kept is trusted.
+func TestMappingChangeRereadsKeysetSource(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	params := func(firstname string) Params {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.Mapping = mapping.Spec{Email: "email", Attributes: map[string]string{"FIRSTNAME": firstname}}
+		return p
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		column        string
+		read, written int64
+	}{
+		{"first_name", 250, 250}, // first run
+		{"first_name", 0, 0},     // nothing new
+		{"id", 250, 250},         // the mapping changed: everything again, once
+		{"id", 0, 0},             // nothing new under the new mapping
+		{"id", 0, 0},
+	} {
+		p := params(step.column)
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+		if wantChanged := i == 2; err != nil || pv.Changed != wantChanged || pv.Read != step.read {
+			t.Fatalf("dry run before run %d: %v changed %v read %d; want changed %v read %d", i+1, err, pv.Changed, pv.Read, wantChanged, step.read)
+		}
+		r, err := Run(ctx, p)
+		if err != nil || r.Read != step.read || r.Written != step.written {
+			t.Fatalf("run %d (FIRSTNAME from %s): %v read %d written %d; want read %d written %d",
+				i+1, step.column, err, r.Read, r.Written, step.read, step.written)
+		}
+	}
+	if got := tb.dest.value(email(7)); fmt.Sprint(got) != "7" {
+		t.Fatalf("FIRSTNAME of row 7 after the mapping change: %v, want 7", got)
+	}
+	if cur, _ := tb.store.GetCursor(ctx, "s1"); cur.Payload != payloadPrint(params("id")) {
+		t.Fatalf("saved cursor payload %q, want the new mapping's %q", cur.Payload, payloadPrint(params("id")))
+	}
+
+	for _, tc := range []struct {
+		name        string
+		cur         store.Cursor
+		reset       bool
+		want        string
+		wantChanged bool
+	}{
+		{"same print", store.Cursor{Value: "c", Payload: "p"}, false, "c", false},
+		{"other print", store.Cursor{Value: "c", Payload: "q"}, false, "", true},
+		{"saved before prints", store.Cursor{Value: "c"}, false, "c", false},
+		{"at the start", store.Cursor{Payload: "q"}, false, "", false},
+		{"reset", store.Cursor{Value: "c", Payload: "p"}, true, "", false},
+	} {
+		if got, changed := startCursor(tc.cur, "p", tc.reset); got != tc.want || changed != tc.wantChanged {
+			t.Errorf("%s: startCursor = %q, %v; want %q, %v", tc.name, got, changed, tc.want, tc.wantChanged)
+		}
+	}
+}
