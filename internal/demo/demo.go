@@ -55,6 +55,18 @@ type Result struct {
 	Settled         string
 }
 
+// killAt is the write after which the demo kills the first worker: the
+// seventh import of the bulk path (fewer when the source has fewer pages:
+// the middle one), a third of the way through the single path; never
+// past the last write, or the worker would finish before its kill.
+func killAt(mode string, records, pageSize int) int {
+	if mode == "single" {
+		return max(records/3, 1)
+	}
+	pages := (records + pageSize - 1) / pageSize
+	return max(min(7, (pages+1)/2), 1)
+}
+
 // Run plays the demo. It returns an error when the promise did not hold.
 func Run(ctx context.Context, p Params) (Result, error) {
 	if p.Records <= 0 {
@@ -67,10 +79,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 		p.Mode = "bulk"
 	}
 	if p.KillAtWrite <= 0 {
-		p.KillAtWrite = 7
-		if p.Mode == "single" {
-			p.KillAtWrite = p.Records / 3
-		}
+		p.KillAtWrite = killAt(p.Mode, p.Records, p.PageSize)
 	}
 	out := p.Stdout
 	dir := p.Dir
@@ -81,6 +90,8 @@ func Run(ctx context.Context, p Params) (Result, error) {
 		}
 		defer os.RemoveAll(d)
 		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("the demo's directory: %w", err)
 	}
 
 	// 1. Contacts.
@@ -230,7 +241,11 @@ syncs:
 	fmt.Fprintf(out, "  destination writes:      %d\n", res.ContactsWritten)
 	fmt.Fprintf(out, "  duplicates:              %d\n", res.Duplicates)
 	fmt.Fprintf(out, "  in doubt:                %s\n", InDoubtSummary(res.Settled))
-	fmt.Fprintf(out, "  recovery time:           %s (kill -9 to the next write by the resumed worker)\n", recovery.Round(time.Millisecond))
+	if recovery > 0 {
+		fmt.Fprintf(out, "  recovery time:           %s (kill -9 to the next write by the resumed worker)\n", recovery.Round(time.Millisecond))
+	} else {
+		fmt.Fprintln(out, "  recovery time:           none to measure: the resumed worker had nothing left to write")
+	}
 	if res.Duplicates != 0 || res.Contacts != int64(p.Records) || res.ContactsWritten != int64(p.Records) || res.SecondPassReqs != 0 {
 		return res, errors.New("the promise did not hold: see the summary above")
 	}

@@ -60,3 +60,32 @@ func TestInDoubtSummary(t *testing.T) {
 		t.Fatalf("InDoubtSummary without figures = %q", got)
 	}
 }
+
+// TestKillAt: the worker is killed at a write the run makes, whatever the
+// size of the source.
+func TestKillAt(t *testing.T) {
+	for _, tc := range []struct {
+		mode              string
+		records, pageSize int
+		want              int
+	}{
+		{"bulk", 5000, 250, 7}, // 20 pages
+		{"bulk", 1200, 250, 3}, // 5 pages
+		{"bulk", 100, 250, 1},  // 1 page
+		{"bulk", 500, 250, 1},  // 2 pages
+		{"single", 5000, 250, 1666},
+		{"single", 2, 250, 1},
+	} {
+		got := killAt(tc.mode, tc.records, tc.pageSize)
+		if got != tc.want {
+			t.Errorf("killAt(%s, %d, %d) = %d, want %d", tc.mode, tc.records, tc.pageSize, got, tc.want)
+		}
+		writes := tc.records
+		if tc.mode == "bulk" {
+			writes = (tc.records + tc.pageSize - 1) / tc.pageSize
+		}
+		if got < 1 || got > writes {
+			t.Errorf("killAt(%s, %d, %d) = %d: not one of the run's %d writes", tc.mode, tc.records, tc.pageSize, got, writes)
+		}
+	}
+}
