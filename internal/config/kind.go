@@ -156,6 +156,32 @@ func (v Value) Int64List() []int64           { return v.l.int64List(v.n, v.path)
 func (v Value) StringMap() map[string]string { return v.l.strMap(v.n, v.path) }
 func (v Value) Duration() time.Duration      { return v.l.duration(v.n, v.path) }
 
+// OptionalDuration is a duration key a kind has a default for: Set reports
+// that it was written.
+type OptionalDuration struct {
+	D   time.Duration
+	Set bool
+}
+
+// Decode reads v into o.
+func (o *OptionalDuration) Decode(v Value) { o.D, o.Set = v.Duration(), true }
+
+// Or is o's duration, or def when it was not written.
+func (o OptionalDuration) Or(def time.Duration) time.Duration {
+	if o.Set {
+		return o.D
+	}
+	return def
+}
+
+// String is o as a definition stores it ("" when not written).
+func (o OptionalDuration) String() string {
+	if !o.Set {
+		return ""
+	}
+	return o.D.String()
+}
+
 // Checker reports problems with one sync's keys, at their lines. Paths are
 // relative to the sync: "destination.url", "mapping.email".
 type Checker struct {

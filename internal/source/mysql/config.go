@@ -23,10 +23,8 @@ type Config struct {
 	Query, Table string
 	CursorColumn string
 	VersionQuery string
-	// Lookback is cursor_lookback, set when LookbackSet (else
-	// source.DefaultLookback).
-	Lookback    time.Duration
-	LookbackSet bool
+	// Lookback is cursor_lookback (source.DefaultLookback when not set).
+	Lookback config.OptionalDuration
 }
 
 func (Kind) Type() string               { return "mysql" }
@@ -47,7 +45,7 @@ func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, 
 	defer cancel()
 	return New(ctx, Params{
 		DSN: c.DSN, Query: c.Query, Table: c.Table,
-		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery, Lookback: c.lookback(),
+		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery, Lookback: c.Lookback.Or(source.DefaultLookback),
 		MaxRecordBytes: s.MaxRecordBytes,
 	})
 }
@@ -94,16 +92,8 @@ func (c *Config) Decode(key string, v config.Value) {
 	case "version_query":
 		c.VersionQuery = v.String()
 	case "cursor_lookback":
-		c.Lookback, c.LookbackSet = v.Duration(), true
+		c.Lookback.Decode(v)
 	}
-}
-
-// lookback is cursor_lookback, or its default.
-func (c *Config) lookback() time.Duration {
-	if c.LookbackSet {
-		return c.Lookback
-	}
-	return source.DefaultLookback
 }
 
 var (
@@ -131,7 +121,7 @@ func (c *Config) Check(_ *config.Source, k *config.Checker) {
 	if k.Has("source.cursor_column") && !sqlColumnRE.MatchString(c.CursorColumn) {
 		k.Report("source.cursor_column", "must be a column name (letters, digits, _), got "+k.Show("source.cursor_column", c.CursorColumn))
 	}
-	if c.LookbackSet && c.Lookback < 0 {
+	if c.Lookback.Set && c.Lookback.D < 0 {
 		k.Report("source.cursor_lookback", "must be 0 (off) or a duration like 5m, got "+c.Lookback.String())
 	}
 }
@@ -196,18 +186,10 @@ func redactDSN(dsn string) string {
 func (c *Config) Definition(common []config.Field) []config.Field {
 	out := common
 	for _, f := range []config.Field{{Key: "dsn", Value: c.DSN}, {Key: "query", Value: c.Query}, {Key: "table", Value: c.Table},
-		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}, {Key: "cursor_lookback", Value: c.lookbackText()}} {
+		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}, {Key: "cursor_lookback", Value: c.Lookback.String()}} {
 		if f.Value != "" {
 			out = append(out, f)
 		}
 	}
 	return out
-}
-
-// lookbackText is cursor_lookback as written ("" when unset).
-func (c *Config) lookbackText() string {
-	if !c.LookbackSet {
-		return ""
-	}
-	return c.Lookback.String()
 }
