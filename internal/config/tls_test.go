@@ -38,11 +38,11 @@ func TestWarningsNameTheField(t *testing.T) {
 	yaml := `store: postgres://o@db.internal/oncesync?sslmode=require
 syncs:
   - id: s1
-    source: {type: postgres, dsn: "postgres://r@crm.internal/crm?sslmode=verify-full", table: people}
+    source: {type: postgres, dsn: "postgres://r@crm.internal/crm?sslmode=verify-full", table: people, cursor_column: updated_at}
     destination: {type: brevo, api_key: k, list_ids: [1]}
     mapping: {email: email}
   - id: s2
-    source: {type: postgres, dsn: "postgres://r@crm.internal/crm", table: people}
+    source: {type: postgres, dsn: "postgres://r@crm.internal/crm", table: people, cursor_column: updated_at}
     destination: {type: brevo, api_key: k, list_ids: [1]}
     mapping: {email: email}
 `
@@ -92,4 +92,32 @@ func warningsOf(t *testing.T, yaml string) []string {
 		t.Fatal(err)
 	}
 	return cfg.Warnings()
+}
+
+// TestWarningsKeysetByIdentity: a postgres or mysql source whose pages
+// follow its identity (cursor_column not set, or set to the identity) is
+// warned about: updates are never read again; one paged by another column
+// is not.
+func TestWarningsKeysetByIdentity(t *testing.T) {
+	t.Parallel()
+	yaml := `store: sqlite://./o.db
+syncs:
+  - id: s1
+    source: {type: postgres, dsn: "postgres://r@127.0.0.1/crm", table: people, identity: id}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s2
+    source: {type: mysql, dsn: "mysql://r@127.0.0.1/crm", table: people, identity: id, cursor_column: id}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+  - id: s3
+    source: {type: mysql, dsn: "mysql://r@127.0.0.1/crm", table: people, identity: id, cursor_column: updated_at}
+    destination: {type: brevo, api_key: k, list_ids: [1]}
+    mapping: {email: email}
+`
+	ws := warningsOf(t, yaml)
+	if len(ws) != 2 || !strings.HasPrefix(ws[0], "syncs[0].source.cursor_column: pages follow the identity") ||
+		!strings.HasPrefix(ws[1], "syncs[1].source.cursor_column: pages follow the identity") {
+		t.Fatalf("warnings %q", ws)
+	}
 }

@@ -19,6 +19,20 @@ type Positional interface {
 	Positional() string
 }
 
+// Keyset is implemented by a source spec whose runs go on from the last row
+// read, in the order of a cursor column (postgres, mysql): `oncesync
+// validate` warns when that column is the identity, which no update moves.
+type Keyset interface {
+	// KeysetColumn is the cursor_column as written ("": the identity).
+	KeysetColumn() string
+}
+
+// keysetByIdentity is the warning of a Keyset source paged by its identity.
+const keysetByIdentity = "pages follow the identity: a run reads only rows whose identity is past the last one read, " +
+	"so a row changed after it was read never reaches the destination again, and an id committed after a higher one " +
+	"is never read; set cursor_column to a time column every write stamps (updated_at), unless the table only ever " +
+	"gets new rows (docs/guide.md#rows-committed-late)"
+
 // Warnings are what `oncesync validate` warns about: settings that work but
 // leave a connection unprotected, or rows known only by their place. Each is
 // "FIELD: message".
@@ -36,6 +50,11 @@ func (c *Config) Warnings() []string {
 		}
 		if p, ok := s.Source.Spec.(Positional); ok && s.Source.Identity == "" {
 			out = append(out, at+".source.identity: not set: "+p.Positional())
+		}
+		if k, ok := s.Source.Spec.(Keyset); ok {
+			if col := k.KeysetColumn(); col == "" || col == s.Source.Identity {
+				out = append(out, at+".source.cursor_column: "+keysetByIdentity)
+			}
 		}
 		if wr, ok := s.Destination.Spec.(Warner); ok {
 			for _, w := range wr.Warnings() {

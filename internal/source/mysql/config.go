@@ -79,6 +79,9 @@ func (c *Config) DescribeCursor(s *config.Source, cursor string) string {
 	return "after " + strings.Join(parts, ", ")
 }
 
+// KeysetColumn is cursor_column as written (config.Keyset).
+func (c *Config) KeysetColumn() string { return c.CursorColumn }
+
 func (c *Config) Decode(key string, v config.Value) {
 	switch key {
 	case "dsn":
