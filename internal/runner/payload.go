@@ -12,9 +12,9 @@ import (
 // payloadPrint fingerprints what the records of p's source become at the
 // destination: what is read (the source's ID and Sync.Reads, its table or
 // query and cursor column), the identity that names each row's slot and the
-// mapping. A keyset source's cursor saved under another
-// print moved past rows that were sent as something else, and that the next
-// run would never read again: docs/guide.md#changing-a-sync.
+// mapping. A keyset source's cursor saved under another print moved past
+// rows that were sent as something else, and that the next run would never
+// read again: docs/guide.md#changing-a-sync.
 func payloadPrint(p Params) string {
 	b, err := json.Marshal(struct {
 		Source, Reads, Identity string
