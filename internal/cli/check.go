@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -69,6 +70,11 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		return nil, err
 	}
 	lines := []string{"ok  " + line}
+	if ck, ok := built.Source.(source.CursorKind); ok {
+		if col, typ, lb := ck.CursorKind(); typ != "" {
+			lines = append(lines, cursorLine(built.Source.ID(), col, typ, lb))
+		}
+	}
 	c, ok := built.Destination.(destination.Checker)
 	if !ok {
 		return append(lines, "--  "+sc.Destination.Type+" destinations have no connection check"), nil
@@ -78,6 +84,16 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		lines = append(lines, "ok  "+l)
 	}
 	return lines, err
+}
+
+// cursorLine says whether a keyset source reads rows committed late again
+// (docs/guide.md#rows-committed-late): "ok" when cursor_lookback applies to
+// its cursor column, "--" (a notice, not a failure) when it does not.
+func cursorLine(id, column, typ string, lookback time.Duration) string {
+	if lookback > 0 {
+		return fmt.Sprintf("ok  source %s: cursor_column %s is a %s: rows committed late are read again within cursor_lookback (%s)", id, column, typ, lookback)
+	}
+	return fmt.Sprintf("--  source %s: cursor_column %s is a %s: cursor_lookback does not apply (off, or not a time column), so a row committed after a later one was read is not read again", id, column, typ)
 }
 
 // checkSource reads the source's first record: one page of one.

@@ -82,6 +82,13 @@ syncs:
 	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// `oncesync check` says that rows committed late are read again.
+	chk := tb.start("check", "--config", tb.config, syncID)
+	if code := chk.Wait(t, time.Minute); code != 0 ||
+		!strings.Contains(chk.Out.String(), "ok  source postgres:") ||
+		!strings.Contains(chk.Out.String(), ": cursor_column updated_at is a timestamptz: rows committed late are read again within cursor_lookback (5m0s)") {
+		t.Fatalf("check: exit %d:\n%s", code, chk.Out)
+	}
 	p := tb.start("run", "--config", tb.config, syncID)
 	waitFor(t, 2*time.Minute, "progress", func() bool { return fake.Stats().Contacts >= 20000 })
 	// While the run reads: update 500 rows it has read, 500 it has not, insert 1,000.

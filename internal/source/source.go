@@ -59,6 +59,15 @@ type Source interface {
 	Close() error
 }
 
+// CursorKind is implemented by a keyset source (PostgreSQL, MySQL): once it
+// has read a page, it names the column its cursor follows, that column's
+// type, and how far cursor_lookback moves the cursor back (0 when it does
+// not apply to the type, or is off): `oncesync check` says whether rows
+// committed late are read again (docs/guide.md#rows-committed-late).
+type CursorKind interface {
+	CursorKind() (column, typ string, lookback time.Duration)
+}
+
 // Refetcher is implemented by a source that can read rows again by their
 // identity: a keyset source (PostgreSQL, MySQL) whose cursor has moved past
 // a row the destination rejected re-reads it this way on later runs, so the

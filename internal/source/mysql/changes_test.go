@@ -101,6 +101,9 @@ func TestLateCommit(t *testing.T) {
 			src := b.newSource(t, mysql.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: lookback})
 			_, nexts := readAll(t, src, "", 10)
 			first := nexts[len(nexts)-1]
+			if col, _, lb := src.CursorKind(); col != "updated_at" || lb != lookback {
+				t.Fatalf("%s: CursorKind = %s, lookback %s", name, col, lb)
+			}
 
 			// A writer stamps row 3 and commits after the next pass; row 6
 			// is committed at once, stamped later.
@@ -144,6 +147,9 @@ func TestLateCommit(t *testing.T) {
 		`INSERT INTO late_int VALUES (1, 'a@example.test'), (2, 'b@example.test')`)
 	src := b.newSource(t, mysql.Params{Table: "late_int", Identity: "id", Lookback: time.Hour})
 	_, nexts := readAll(t, src, "", 10)
+	if col, typ, lb := src.CursorKind(); col != "id" || typ != "BIGINT" || lb != 0 {
+		t.Fatalf("integer cursor: CursorKind = %s %s %s, want id BIGINT and no lookback", col, typ, lb)
+	}
 	if got, _ := readAll(t, src, nexts[len(nexts)-1], 10); len(got) != 0 {
 		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))
 	}

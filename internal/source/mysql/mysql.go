@@ -176,6 +176,9 @@ type Source struct {
 	keysNotNull bool
 	maxRecord   int
 	lookback    time.Duration // Params.Lookback
+	// cursorType is the cursor column's type as the last page read it
+	// (guarded by mu).
+	cursorType string
 
 	base, order, nullSQL, versionSQL string
 	versionQuery                     string
@@ -678,6 +681,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 				s.keys[k], t, kv.Type, source.ErrChanged)
 		}
 	}
+	s.cursorType = r.types[keyIdx[0]]
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	last := pos
 	more := false
@@ -733,6 +737,20 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		}
 	}
 	return page, nil
+}
+
+var _ source.CursorKind = (*Source)(nil)
+
+// CursorKind names the cursor column, its type as the last page read it
+// ("" before any) and the lookback that applies to it.
+func (s *Source) CursorKind() (column, typ string, lookback time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.cursorType {
+	case "DATETIME", "TIMESTAMP", "DATE":
+		lookback = s.lookback
+	}
+	return s.keys[0], s.cursorType, lookback
 }
 
 // lookbackFrom is p with its cursor_column value moved back by d and the

@@ -104,6 +104,9 @@ func TestLateCommit(t *testing.T) {
 			src := b.newSource(t, params)
 			_, nexts := readAll(t, src, "", 10)
 			first := nexts[len(nexts)-1]
+			if col, _, lb := src.CursorKind(); col != "updated_at" || lb != lookback {
+				t.Fatalf("%s: CursorKind = %s, lookback %s", name, col, lb)
+			}
 
 			// A writer stamps row 3 at its start and commits after the
 			// next pass; row 6 is committed at once, stamped later.
@@ -149,6 +152,9 @@ func TestLateCommit(t *testing.T) {
 		fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test' FROM generate_series(1, 5) g`, table))
 	src := b.newSource(t, postgres.Params{Table: table, Identity: "id", Lookback: time.Hour})
 	_, nexts := readAll(t, src, "", 10)
+	if col, typ, lb := src.CursorKind(); col != "id" || typ != "int8" || lb != 0 {
+		t.Fatalf("integer cursor: CursorKind = %s %s %s, want id int8 and no lookback", col, typ, lb)
+	}
 	got, _ := readAll(t, src, nexts[len(nexts)-1], 10)
 	if len(got) != 0 {
 		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))

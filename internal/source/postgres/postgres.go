@@ -199,9 +199,10 @@ type Source struct {
 	maxRecord                              int64         // Params.MaxRecordBytes
 	lookback                               time.Duration // Params.Lookback
 
-	mu     sync.Mutex
-	conn   *pgx.Conn
-	slices map[source.Slice]sliceQuery // ReadSlice's statements, by slice
+	mu         sync.Mutex
+	cursorType string // the cursor column's type tag, as the last page read it
+	conn       *pgx.Conn
+	slices     map[source.Slice]sliceQuery // ReadSlice's statements, by slice
 }
 
 var _ source.Source = (*Source)(nil)
@@ -613,6 +614,7 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 					s.keys[k], keyTags[k], kv.Type, source.ErrChanged)
 			}
 		}
+		s.cursorType = keyTags[0]
 	}
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	last := pos
@@ -669,6 +671,19 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		}
 	}
 	return page, nil
+}
+
+var _ source.CursorKind = (*Source)(nil)
+
+// CursorKind names the cursor column, its type as the last page read it
+// ("" before any) and the lookback that applies to it.
+func (s *Source) CursorKind() (column, typ string, lookback time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := lookbackSQL[s.cursorType]; ok {
+		lookback = s.lookback
+	}
+	return s.keys[0], s.cursorType, lookback
 }
 
 // lookbackSQL moves a time value back by an interval (the lookback and the
