@@ -77,9 +77,16 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	dead := map[string]bool{}
 	var errs []error
 	var coordinated []store.Run
+	// diedHere are the syncs whose young run was found dead by its own
+	// lease (deadByLease): their jobs are rescued below without waiting for
+	// the grace either.
+	diedHere := map[string]bool{}
 	for _, r := range runs {
 		if now.Sub(r.StartedAt) < grace {
-			continue
+			if !s.deadByLease(ctx, r, self) {
+				continue
+			}
+			diedHere[r.SyncID] = true
 		}
 		if sc, ok := s.cfg.Sync(r.SyncID); ok && sc.Partitions > 1 {
 			// A partitioned run holds no lease; its partitions do, and
@@ -152,9 +159,17 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	// and before River marked the job completed). Uniqueness per sync (per
 	// partition) would otherwise skip every later tick and "run now" as a
 	// duplicate of the dead job.
-	horizon := time.Now().Add(-grace) // River's times are wall-clock times
-	rescued := map[string]bool{}      // slots whose dead job was rescued
-	var kinds []string                // of out.Rescued, for the metric
+	//
+	// A young job of a sync in diedHere is rescued too: its run took the
+	// sync's lease and died, so the job's attempt is the dead one (a later
+	// attempt needs the job made available first, which marks that run
+	// interrupted). listed bounds those: an attempt begun during this sweep
+	// is left alone.
+	listed := time.Now()
+	horizon := listed.Add(-grace) // River's times are wall-clock times
+	rescued := map[string]bool{}  // slots whose dead job was rescued
+	var old, young []int64        // rescued, by the horizon each needs
+	var kinds []string            // of out.Rescued, for the metric
 	for _, kind := range []string{KindRunSync, KindRunPartitioned, KindRunPartition} {
 		jobs, err := s.b.running(ctx, kind, recoverLimit)
 		if err != nil {
@@ -163,17 +178,27 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		}
 		for _, j := range jobs {
 			w, ok := workOf(j)
-			if !ok || j.AttemptedAt == nil || !j.AttemptedAt.Before(horizon) {
+			if !ok || j.AttemptedAt == nil || !j.AttemptedAt.Before(listed) {
 				continue
 			}
-			if (w.runLease != "" && dead[w.runLease]) || s.workerGone(ctx, w, now, self) {
-				out.Rescued = append(out.Rescued, j.ID)
-				kinds = append(kinds, kind)
-				rescued[w.slot] = true
+			switch {
+			case !j.AttemptedAt.Before(horizon):
+				if kind != KindRunSync || !diedHere[w.runLease] {
+					continue
+				}
+				young = append(young, j.ID)
+			case (w.runLease != "" && dead[w.runLease]) || s.workerGone(ctx, w, now, self):
+				old = append(old, j.ID)
+			default:
+				continue
 			}
+			out.Rescued = append(out.Rescued, j.ID)
+			kinds = append(kinds, kind)
+			rescued[w.slot] = true
 		}
 	}
-	if err := s.b.rescue(ctx, out.Rescued, horizon, "lease-expiry recovery: the job's worker is gone; resumed from the saved cursor"); err != nil {
+	const why = "lease-expiry recovery: the job's worker is gone; resumed from the saved cursor"
+	if err := errors.Join(s.b.rescue(ctx, old, horizon, why), s.b.rescue(ctx, young, listed, why)); err != nil {
 		errs = append(errs, fmt.Errorf("recovery: rescue jobs: %w", err))
 		out.Rescued = nil
 		clear(rescued)
@@ -422,6 +447,17 @@ func unfinishedDetail(parts []partitionOutcome) string {
 		fmt.Fprintf(&b, "; their last runs failed with %s", strings.Join(codeList, ", "))
 	}
 	return b.String()
+}
+
+// deadByLease reports whether run r, younger than the lease TTL, is known
+// dead: the sync's lease is r's own and its holder is a process on this
+// machine that is not running (lease.DeadHere). The age rule waits out a
+// run that may not have taken its lease yet; one that took it and died
+// needs no wait, so a worker killed on the leader's machine costs a sweep,
+// not a lease TTL (docs/RELIABILITY.md#resume-after-a-kill).
+func (s *Service) deadByLease(ctx context.Context, r store.Run, self lease.Process) bool {
+	l, err := s.inspector.LeaseGet(ctx, r.SyncID)
+	return err == nil && l.RunID == r.ID && lease.DeadHere(l.Holder, self)
 }
 
 // leaseLive reports whether someone alive holds the sync's lease; when the

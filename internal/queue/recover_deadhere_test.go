@@ -1,0 +1,109 @@
+package queue
+
+import (
+	"database/sql"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// TestRecoverYoungRunDeadHere: a run younger than the lease TTL whose own
+// lease is held by a dead process of this machine is resumed by the first
+// sweep, its River job with it; a young run whose lease is another run's,
+// or whose holder is on another machine, is left to the age rule.
+func TestRecoverYoungRunDeadHere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	ttl := b.cfg.Settings.LeaseTTL
+	rb := b.svc.b.(*riverBackend[*sql.Tx])
+
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	deadHere := lease.ThisProcess()
+	deadHere.PID = cmd.Process.Pid
+	deadElsewhere := deadHere
+	deadElsewhere.Host = "elsewhere"
+
+	// running moves sync's queued job to running, attempted a second ago.
+	running := func(t *testing.T, syncID string) int64 {
+		t.Helper()
+		e, err := b.svc.Enqueue(ctx, syncID, ReasonSchedule)
+		if err != nil || e.Duplicate {
+			t.Fatalf("enqueue %s: %+v, %v", syncID, e, err)
+		}
+		attempted := time.Now().Add(-time.Second).UTC()
+		if _, err := rb.driver.GetExecutor().JobUpdateFull(ctx, &riverdriver.JobUpdateFullParams{
+			ID: e.JobID, Schema: rb.schema,
+			StateDoUpdate: true, State: rivertype.JobStateRunning,
+			AttemptDoUpdate: true, Attempt: 1,
+			AttemptedAtDoUpdate: true, AttemptedAt: &attempted,
+			AttemptedByDoUpdate: true, AttemptedBy: []string{"dead-worker"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return e.JobID
+	}
+	runWithLease := func(t *testing.T, syncID string, holder lease.Process, other bool) store.Run {
+		t.Helper()
+		r, err := b.st.InsertRun(ctx, store.InsertRunParams{SyncID: syncID, State: store.RunRunning, Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.ID
+		if other {
+			id++ // the lease of a run that is not r
+		}
+		if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: syncID, Token: "t-" + syncID, Holder: holder.String(), RunID: id, TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	jobA := running(t, "a")
+	runA := runWithLease(t, "a", deadHere, false)
+	jobB := running(t, "b")
+	runB := runWithLease(t, "b", deadElsewhere, false)
+	b.clk.Advance(ttl / 3) // young, and every lease unexpired
+
+	got, err := b.svc.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Runs, []int64{runA.ID}) || !slices.Equal(got.Rescued, []int64{jobA}) || len(got.Enqueued) != 0 {
+		t.Fatalf("Recover = %+v, want run %d interrupted and its job %d rescued, nothing of sync b (job %d)", got, runA.ID, jobA, jobB)
+	}
+	for id, want := range map[int64]store.RunState{runA.ID: store.RunInterrupted, runB.ID: store.RunRunning} {
+		if r, err := b.st.GetRun(ctx, id); err != nil || r.State != want {
+			t.Fatalf("run %d: %+v, %v; want %s", id, r, err, want)
+		}
+	}
+	for id, want := range map[int64]rivertype.JobState{jobA: rivertype.JobStateAvailable, jobB: rivertype.JobStateRunning} {
+		if j, err := rb.client.JobGet(ctx, id); err != nil || j.State != want {
+			t.Fatalf("job %d: %v, %v; want %s", id, j.State, err, want)
+		}
+	}
+
+	// A young run whose sync's lease a dead local process holds for another
+	// run may not have taken its lease yet: left alone.
+	if err := b.st.LeaseRelease(ctx, "a", "t-a"); err != nil {
+		t.Fatal(err)
+	}
+	runC := runWithLease(t, "a", deadHere, true)
+	got, err = b.svc.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Runs) != 0 {
+		t.Fatalf("Recover = %+v, want run %d left alone (the lease is another run's)", got, runC.ID)
+	}
+}
