@@ -99,6 +99,10 @@ func Hold(ctx context.Context, p HoldParams) (*Held, error) {
 // Fence is the grant's fence: every store write of the holder carries it.
 func (h *Held) Fence() int64 { return h.grant.Fence }
 
+// FreeFor is how long the lease had been free when it was granted (the
+// time since the previous holder's lease ended), zero when unknown.
+func (h *Held) FreeFor() time.Duration { return h.grant.FreeFor }
+
 // Token identifies this grant in the lease store.
 func (h *Held) Token() string { return h.grant.Token }
 

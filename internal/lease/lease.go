@@ -64,6 +64,9 @@ type Grant struct {
 	Token     string
 	Fence     int64
 	ExpiresAt time.Time
+	// FreeFor is how long the lease had been free when granted
+	// (store.Lease.FreeFor): zero when unknown.
+	FreeFor time.Duration
 	// Store is the store the lease lives in, for an embedded lease (SQL);
 	// nil for one in Redis.
 	Store store.Leases
@@ -133,7 +136,7 @@ func (m *SQL) Acquire(ctx context.Context, p AcquireParams) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{SyncID: l.SyncID, Token: l.Token, Fence: l.Fence, ExpiresAt: l.ExpiresAt, Store: m.Store}, nil
+	return Grant{SyncID: l.SyncID, Token: l.Token, Fence: l.Fence, ExpiresAt: l.ExpiresAt, FreeFor: l.FreeFor, Store: m.Store}, nil
 }
 
 // Renew implements Manager.

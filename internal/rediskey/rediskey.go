@@ -103,6 +103,13 @@ func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 // data it guards, so a second loss takes it too and is noticed afresh.
 func (s Space) LeaseLoss(syncID string) string { return s.syncKey(syncID, "lease-loss") }
 
+// LeaseEnd is the key of the end of a sync's latest lease (docs/guide.md#the-store-and-the-leases): a string
+// "fence:µs", the Redis time at which the lease granted under fence ends
+// (its expiry, as last granted or renewed) or ended (its release), written
+// by redislease's scripts with the lease. No expiry. The next grant reads
+// it to tell how long the lease had been free.
+func (s Space) LeaseEnd(syncID string) string { return s.syncKey(syncID, "lease-end") }
+
 // Barrier is the key of a run's checkpoint barrier (docs/guide.md#the-checkpoint-barrier): a string
 // "token:snapshot" with the barrier TTL, shared by the partitions of runID.
 func (s Space) Barrier(syncID string, runID int64) string {

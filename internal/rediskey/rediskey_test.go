@@ -45,7 +45,7 @@ func TestKeys(t *testing.T) {
 			lease, fence := ks.Lease(tt.id), ks.Fence(tt.id)
 			barrier, dead := ks.Barrier(tt.id, 42), ks.DeadLetter(tt.id)
 			tag := hashTag(lease)
-			for _, k := range []string{fence, ks.LeaseLoss(tt.id), barrier, dead} {
+			for _, k := range []string{fence, ks.LeaseLoss(tt.id), ks.LeaseEnd(tt.id), barrier, dead} {
 				if got := hashTag(k); got != tag {
 					t.Errorf("key %q has hash tag %q, lease key %q has %q: not one slot", k, got, lease, tag)
 				}
@@ -81,7 +81,7 @@ func TestKeysDistinct(t *testing.T) {
 	t.Parallel()
 	ks := rediskey.Default()
 	keys := map[string]bool{}
-	for _, k := range []string{ks.Lease("s"), ks.Fence("s"), ks.LeaseLoss("s"), ks.Barrier("s", 1), ks.Barrier("s", 2), ks.DeadLetter("s"), ks.Lease("t")} {
+	for _, k := range []string{ks.Lease("s"), ks.Fence("s"), ks.LeaseLoss("s"), ks.LeaseEnd("s"), ks.Barrier("s", 1), ks.Barrier("s", 2), ks.DeadLetter("s"), ks.Lease("t")} {
 		if keys[k] {
 			t.Errorf("key %q built twice", k)
 		}

@@ -710,9 +710,9 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 	case destination.CapIdempotent:
 		return its, 0, nil, nil // resent with the same idempotency key
 	case destination.CapVerify:
-		// The writes in doubt are an earlier holder's, all sent before this
-		// run's lease was granted.
-		landed, err := r.verifyInDoubt(ctx, records(its), since, r.heldAt)
+		// The writes in doubt are an earlier holder's, all sent before its
+		// lease ended (docs/RELIABILITY.md#resume-after-a-kill).
+		landed, err := r.verifyInDoubt(ctx, records(its), since, r.freeSince)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, 0, nil, cancelled(ctx)

@@ -182,9 +182,11 @@ type run struct {
 	seen *mirrorSeen
 	// payload is payloadPrint of the run's Params, saved with each cursor.
 	payload string
-	// heldAt is when the lease was granted, on the wall clock: every
-	// request of an earlier holder started before it (verifyInDoubt).
-	heldAt time.Time
+	// freeSince is when the previous holder's lease ended, on the wall
+	// clock: the grant's time less lease.Held.FreeFor (the grant's time
+	// when unknown). A write never outlives its lease, so every request of
+	// an earlier holder was sent, and abandoned, before it (verifyInDoubt).
+	freeSince time.Time
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -206,7 +208,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.lease.Fence()
-	r.heldAt = time.Now()
+	r.freeSince = time.Now().Add(-r.lease.FreeFor())
 	// The work is cancelled once the lease's time is up (docs/guide.md#the-store-and-the-leases), from
 	// here on: the expiry counts from the moment the lease was asked for.
 	workCtx, cancel := context.WithCancelCause(ctx)

@@ -830,6 +830,72 @@ func TestInDoubtGrace(t *testing.T) {
 	})
 }
 
+// freeFor is a lease manager whose grants say the lease had been free for d.
+type freeFor struct {
+	lease.Manager
+	d time.Duration
+}
+
+func (f freeFor) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Grant, error) {
+	g, err := f.Manager.Acquire(ctx, p)
+	g.FreeFor = f.d
+	return g, err
+}
+
+// TestInDoubtGraceFromTheLeaseEnd: an earlier holder's write in doubt (its
+// page claimed, nothing applied) is read back at once by the next run; the
+// second read-back waits for the grace counted from the moment the earlier
+// lease ended, so a lease that had been free for longer than the grace
+// costs no wait, and one just freed costs it.
+func TestInDoubtGraceFromTheLeaseEnd(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		free      time.Duration
+		grace     time.Duration
+		readBacks int
+	}{
+		{"free for longer than the grace", time.Hour, time.Hour, 1},
+		{"just freed", 0, 300 * time.Millisecond, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 100, destination.CapVerify)
+			// The earlier holder: its write applies nothing and loses its
+			// answer, and it dies while waiting to read the page back.
+			ctx, cancel := context.WithCancel(context.Background())
+			tb.dest.cut = []int{0}
+			tb.dest.onWrite = func([]destination.Record) func() { return cancel }
+			p := tb.params(t, "id")
+			p.InDoubtGrace = time.Hour
+			if _, err := Run(ctx, p); err == nil {
+				t.Fatal("the earlier holder's run succeeded")
+			}
+			tb.dest.mu.Lock()
+			tb.dest.onWrite, tb.dest.verifies = nil, 0
+			tb.dest.mu.Unlock()
+
+			p = tb.params(t, "id")
+			p.Leases = freeFor{Manager: p.Leases, d: tt.free}
+			p.InDoubtGrace = tt.grace
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+			defer rcancel()
+			start := time.Now()
+			r, err := Run(rctx, p)
+			if err != nil {
+				t.Fatalf("the next run: %v (did it wait for a grace that had passed?)", err)
+			}
+			if took := time.Since(start); tt.readBacks == 2 && took < tt.grace {
+				t.Fatalf("the run took %s, less than the grace", took)
+			}
+			if _, recs, dups := tb.dest.stats(); r.InDoubt != 100 || r.Written != 100 || recs != 100 || dups != 0 || tb.dest.verifies != tt.readBacks {
+				t.Fatalf("in doubt %d, written %d, records %d, duplicates %d, read-backs %d; want 100, 100, 100, 0, %d",
+					r.InDoubt, r.Written, recs, dups, tb.dest.verifies, tt.readBacks)
+			}
+		})
+	}
+}
+
 // TestLostAnswersOnAPageThatProgresses: a page whose writes keep losing an
 // answer part-way (the single path at a 2 % cut rate) is read back and
 // resent for as long as each read-back finds records landed; only read-backs

@@ -123,3 +123,14 @@ func SortPutSyncs(ps []PutSyncParams) ([]PutSyncParams, error) {
 	}
 	return out, nil
 }
+
+// FreeFor is Lease.FreeFor of a grant to token at now, with cur the lease
+// row it replaces (found: there was one): the time since cur expired, or
+// zero when there was none, it is token's own or it has not expired (a
+// takeover).
+func FreeFor(cur Lease, found bool, token string, now time.Time) time.Duration {
+	if !found || cur.Token == token || cur.ExpiresAt.After(now) {
+		return 0
+	}
+	return now.Sub(cur.ExpiresAt)
+}

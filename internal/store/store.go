@@ -282,6 +282,14 @@ type Lease struct {
 	Holder    string // who holds it: host, boot and pid namespace, pid (no secrets)
 	RunID     int64
 	ExpiresAt time.Time
+	// FreeFor, on a grant, is how long the lease had been free when it was
+	// granted: the time since the previous holder's lease expired (in
+	// Redis, or was released), by the lease store's clock. Zero when
+	// unknown (no previous lease on record, a release in the SQL store) or
+	// taken over from a holder known dead: every request of an earlier
+	// holder was abandoned by then, so a run settling their writes in doubt
+	// counts its grace from then (docs/RELIABILITY.md#resume-after-a-kill).
+	FreeFor time.Duration
 }
 
 // LeaseAcquireParams grants the lease to Token when it is free or expired, or

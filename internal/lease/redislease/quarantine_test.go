@@ -28,7 +28,7 @@ func (tb *bundle) managerTTL(ttl time.Duration) *redislease.Manager {
 // does.
 func (tb *bundle) lose(t *testing.T) {
 	t.Helper()
-	for _, k := range []string{tb.keys.Lease(tb.syncID), tb.keys.Fence(tb.syncID), tb.keys.LeaseLoss(tb.syncID)} {
+	for _, k := range []string{tb.keys.Lease(tb.syncID), tb.keys.Fence(tb.syncID), tb.keys.LeaseLoss(tb.syncID), tb.keys.LeaseEnd(tb.syncID)} {
 		if err := tb.client.Del(tb.ctx, k).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -4,12 +4,17 @@
 //
 // # Keys
 //
-// Per sync, three keys sharing one hash tag (see package rediskey), so every
+// Per sync, four keys sharing one hash tag (see package rediskey), so every
 // script touches one Redis Cluster slot / one go-redis Ring shard:
 //
 //   - lease: a hash {token, fence, holder, run_id, granted_at_us} with a PX
 //     expiry of the lease TTL. Absent means free, or lost (see below).
 //   - fence: an integer counter, INCRed on every grant, never expiring.
+//   - lease-end: "fence:µs", the Redis time at which the lease granted
+//     under that fence ends (its expiry as last granted or renewed) or
+//     ended (its release). No expiry. A grant reads it to tell how long the
+//     lease had been free (lease.Grant.FreeFor), trusting it only when its
+//     fence is the fence counter's value, i.e. it belongs to the last grant.
 //   - lease-loss: while it exists, the quarantine after a loss of Redis's
 //     data: the Redis time the loss was noticed, with a PX expiry of one TTL.
 //
@@ -127,10 +132,14 @@ var (
 	// ARGV[5] (a holder known to be dead), and no quarantine is on; else
 	// reports the holder or the quarantine.
 	//
-	// KEYS: lease, fence, lease-loss. ARGV: token, holder, run id, ttl ms,
-	// takeover token ("" for none).
-	// Returns {1, fence, time sec, time µs}, {0, holder, holder token} or
-	// {2, noticed at µs, quarantine left ms, time sec, time µs}.
+	// KEYS: lease, fence, lease-loss, lease-end. ARGV: token, holder, run
+	// id, ttl ms, takeover token ("" for none).
+	// Returns {1, fence, time sec, time µs, free µs}, {0, holder, holder
+	// token} or {2, noticed at µs, quarantine left ms, time sec, time µs}.
+	// free is how long the lease had been free (lease.Grant.FreeFor): from
+	// the lease-end of the previous grant, trusted only when it carries
+	// the fence counter's value (that grant's fence: no grant, raise or
+	// loss since); 0 for a takeover or when unknown.
 	acquireScript = redis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder')
 if cur[1] and cur[1] ~= ARGV[5] then
@@ -141,38 +150,57 @@ if noticed then
   local t = redis.call('TIME')
   return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local free = 0
+local prev = redis.call('GET', KEYS[2])
+local ended = redis.call('GET', KEYS[4])
+if not cur[1] and prev and ended then
+  local f, e = string.match(ended, '^(%d+):(%d+)$')
+  if f == prev and tonumber(e) < now then
+    free = now - tonumber(e)
+  end
+end
 local fence = redis.call('INCR', KEYS[2])
 if fence < 2 then
   fence = 2
   redis.call('SET', KEYS[2], '2')
 end
-local t = redis.call('TIME')
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', string.format('%d', fence), 'holder', ARGV[2],
   'run_id', ARGV[3], 'granted_at_us', t[1] .. string.format('%06d', tonumber(t[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1, fence, tonumber(t[1]), tonumber(t[2])}
+redis.call('SET', KEYS[4], string.format('%d:%d', fence, now + tonumber(ARGV[4]) * 1000))
+return {1, fence, tonumber(t[1]), tonumber(t[2]), free}
 `)
 
-	// renewScript extends the lease if ARGV[1] still holds it.
+	// renewScript extends the lease if ARGV[1] still holds it, and its
+	// lease-end with it.
 	//
-	// KEYS: lease. ARGV: token, ttl ms.
+	// KEYS: lease, lease-end. ARGV: token, ttl ms.
 	// Returns {1, time sec, time µs} or {0, current holder or ""}.
 	renewScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'token', 'holder')
+local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
 if cur[1] ~= ARGV[1] then
   return {0, cur[2] or ''}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('SET', KEYS[2], string.format('%s:%d', cur[3] or '0', now + tonumber(ARGV[2]) * 1000))
 return {1, tonumber(t[1]), tonumber(t[2])}
 `)
 
-	// releaseScript deletes the lease if ARGV[1] holds it. The fence stays.
+	// releaseScript deletes the lease if ARGV[1] holds it, and records the
+	// moment as its lease-end. The fence stays.
 	//
-	// KEYS: lease. ARGV: token. Returns 1 if deleted, else 0.
+	// KEYS: lease, lease-end. ARGV: token. Returns 1 if deleted, else 0.
 	releaseScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+local cur = redis.call('HMGET', KEYS[1], 'token', 'fence')
+if cur[1] == ARGV[1] then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[2], string.format('%s:%d', cur[2] or '0', now))
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -361,7 +389,7 @@ var errLostWhileRegistering = errors.New("lease lost while registering its fence
 // dead process on this machine.
 func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64) (lease.Grant, error) {
 	token := lease.NewToken()
-	keys := []string{m.keys.Lease(p.SyncID), m.keys.Fence(p.SyncID), m.keys.LeaseLoss(p.SyncID)}
+	keys := []string{m.keys.Lease(p.SyncID), m.keys.Fence(p.SyncID), m.keys.LeaseLoss(p.SyncID), m.keys.LeaseEnd(p.SyncID)}
 	takeover := ""
 	for {
 		res, err := acquireScript.Run(ctx, m.client, keys,
@@ -369,13 +397,14 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 		if err != nil {
 			return lease.Grant{}, m.mapErr(ctx, "acquire", p.SyncID, err)
 		}
-		if status(res) == 1 && len(res) == 4 {
+		if status(res) == 1 && len(res) == 5 {
 			fence, sec, usec := toInt(res[1]), toInt(res[2]), toInt(res[3])
 			return lease.Grant{
 				SyncID:    p.SyncID,
 				Token:     token,
 				Fence:     fence,
 				ExpiresAt: redisTime(sec, usec).Add(time.Duration(ttlMS) * time.Millisecond),
+				FreeFor:   time.Duration(max(toInt(res[4]), 0)) * time.Microsecond,
 			}, nil
 		}
 		if status(res) == 2 {
@@ -465,7 +494,7 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 	if err != nil {
 		return g, err
 	}
-	res, err := renewScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID)}, g.Token, ttlMS).Slice()
+	res, err := renewScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.LeaseEnd(g.SyncID)}, g.Token, ttlMS).Slice()
 	if err != nil {
 		return g, m.mapErr(ctx, "renew", g.SyncID, err)
 	}
@@ -486,7 +515,7 @@ func (m *Manager) Release(ctx context.Context, g lease.Grant) error {
 	if err := m.checkSync(g.SyncID); err != nil {
 		return err
 	}
-	if err := releaseScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID)}, g.Token).Err(); err != nil {
+	if err := releaseScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.LeaseEnd(g.SyncID)}, g.Token).Err(); err != nil {
 		return m.mapErr(ctx, "release", g.SyncID, err)
 	}
 	return nil

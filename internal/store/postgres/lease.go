@@ -58,6 +58,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 			return fmt.Errorf("sync %q: %w: holder %s, fence %d, expires %s",
 				p.SyncID, store.ErrLeaseHeld, cur.Holder, cur.Fence, cur.ExpiresAt.Format(time.RFC3339))
 		}
+		freeFor := store.FreeFor(cur, err == nil, p.Token, now)
 		out, err = scanLease(tx.QueryRow(ctx, `WITH f AS (
 				UPDATE fences SET fence = fence + 1 WHERE sync_id = $1::text RETURNING fence
 			)
@@ -67,6 +68,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 				holder = excluded.holder, run_id = excluded.run_id, expires_at = excluded.expires_at
 			RETURNING `+leaseColumns,
 			p.SyncID, p.Token, p.Holder, p.RunID, nanos(now.Add(p.TTL))))
+		out.FreeFor = freeFor
 		return err
 	})
 	return out, err

@@ -49,6 +49,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 			return fmt.Errorf("sync %q: %w: holder %s, fence %d, expires %s",
 				p.SyncID, store.ErrLeaseHeld, cur.Holder, cur.Fence, cur.ExpiresAt.Format(time.RFC3339))
 		}
+		freeFor := store.FreeFor(cur, err == nil, p.Token, now)
 		var fence int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO fences (sync_id, fence) VALUES (?, 1)
 			ON CONFLICT (sync_id) DO UPDATE SET fence = fences.fence + 1 RETURNING fence`, p.SyncID).Scan(&fence); err != nil {
@@ -60,6 +61,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 				holder = excluded.holder, run_id = excluded.run_id, expires_at = excluded.expires_at
 			RETURNING `+leaseColumns,
 			p.SyncID, p.Token, fence, p.Holder, p.RunID, nanos(now.Add(p.TTL))))
+		out.FreeFor = freeFor
 		return err
 	})
 	return out, err

@@ -456,6 +456,7 @@ func testLease(t *testing.T, open OpenFunc) {
 	wantErr(t, err, store.ErrNotFound)
 
 	a := must(b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s1", Token: "tok-a", Holder: "host-a/boot-1/pid-100", RunID: 42, TTL: ttl}))(t)
+	equal(t, "FreeFor of a first grant (unknown)", a.FreeFor, time.Duration(0))
 	want := store.Lease{SyncID: "s1", Token: "tok-a", Fence: 1, Holder: "host-a/boot-1/pid-100", RunID: 42, ExpiresAt: Start.Add(ttl)}
 	equal(t, "Token", a.Token, want.Token)
 	equal(t, "Fence", a.Fence, want.Fence)
@@ -491,8 +492,11 @@ func testLease(t *testing.T, open OpenFunc) {
 	b.clk.Advance(ttl + time.Millisecond)
 	_, err = b.st.LeaseRenew(ctx, "s1", "tok-a", ttl)
 	wantErr(t, err, store.ErrLeaseLost)
+	b.clk.Advance(4 * time.Second)
 	bl := must(b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s1", Token: "tok-b", Holder: "host-b", RunID: 43, TTL: ttl}))(t)
 	equal(t, "fence after expiry takeover", bl.Fence, int64(2))
+	// It had been free since tok-a's renewed lease expired.
+	equal(t, "FreeFor after expiry", bl.FreeFor, 4*time.Second+time.Millisecond)
 	equal(t, "RunID", bl.RunID, int64(43))
 	_, err = b.st.LeaseRenew(ctx, "s1", "tok-a", ttl)
 	wantErr(t, err, store.ErrLeaseLost)
@@ -500,6 +504,7 @@ func testLease(t *testing.T, open OpenFunc) {
 	// TakeOver: a live lease whose holder is known dead is taken at once.
 	cl := must(b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s1", Token: "tok-c", Holder: "host-c", TTL: ttl, TakeOver: "tok-b"}))(t)
 	equal(t, "fence after takeover", cl.Fence, int64(3))
+	equal(t, "FreeFor after a takeover", cl.FreeFor, time.Duration(0))
 	_, err = b.st.LeaseRenew(ctx, "s1", "tok-b", ttl)
 	wantErr(t, err, store.ErrLeaseLost)
 
@@ -514,7 +519,10 @@ func testLease(t *testing.T, open OpenFunc) {
 	noErr(t, b.st.LeaseRelease(ctx, "s1", "tok-c")) // twice: still fine
 
 	// The fence never goes back: the next grant after a release is higher.
-	equal(t, "fence after release", acquire(t, b, "s1", "tok-d", ttl).Fence, int64(4))
+	b.clk.Advance(time.Minute)
+	dl := acquire(t, b, "s1", "tok-d", ttl)
+	equal(t, "fence after release", dl.Fence, int64(4))
+	equal(t, "FreeFor after a release (unknown)", dl.FreeFor, time.Duration(0))
 	// Each sync has its own lease and fence.
 	equal(t, "other sync's fence", acquire(t, b, "s2", "tok-d", ttl).Fence, int64(1))
 
