@@ -34,6 +34,10 @@ type options struct {
 	// Flips: sources gain rows that change and change back while runs go on
 	// (the value checker then catches a lost update).
 	Flips bool
+	// Machines: workers-kill9's workers each in a PID namespace of their
+	// own, so no death is seen at once and every takeover waits for the
+	// lease to expire, as across machines (needs root).
+	Machines bool
 }
 
 // scenario is one nemesis and its checks.
@@ -80,6 +84,7 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.DBURL, "database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server for the cluster scenarios")
 	fs.StringVar(&o.RedisURL, "redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis server for the cluster scenarios")
 	fs.BoolVar(&o.Flips, "flips", true, "change source rows and change them back while runs go on (--flips=false isolates the other checks)")
+	fs.BoolVar(&o.Machines, "machines", false, "workers-kill9: run each worker in a PID namespace of its own, as on a machine of its own: the leader cannot see a worker die, so every takeover waits for the lease to expire (needs root)")
 	fs.Float64Var(&o.DropRate, "drop-rate", 0.02, "destination-faults: fraction of write responses the fake cuts after applying the write (0 isolates the other faults)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)

@@ -50,6 +50,9 @@ type clusterParams struct {
 	// that grow and change like the others) among the Brevo ones, checked
 	// at their own fakes (vendors.go).
 	VendorSyncs bool
+	// Machines runs every worker in a PID namespace of its own, as on a
+	// machine of its own (--machines).
+	Machines bool
 	// CutOff, when set, puts worker1's store and Redis connections
 	// behind cut proxies (cluster.cut) and gives it the API key of tag
 	// cutOffTag, so its writes can be told apart. Its sources (a sync's
@@ -336,8 +339,16 @@ func (c *cluster) startWorker(i int) (*proc, error) {
 	if i == 0 && c.cutConfig != "" {
 		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
 	}
-	return c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), env, "worker", "--config", config,
-		"--workers", fmt.Sprint(c.p.Slots), "--log-level", "info")
+	name := fmt.Sprintf("worker%d", i+1)
+	args := []string{"worker", "--config", config, "--workers", fmt.Sprint(c.p.Slots), "--log-level", "info"}
+	if !c.p.Machines {
+		return c.e.oncesyncEnv(name, env, args...)
+	}
+	// A PID namespace of its own: the worker's lease holders name another
+	// namespace, so the leader cannot see it die (lease.DeadHere), as with
+	// a worker on another machine.
+	return c.e.startProcAttr(name, append([]string{"PGAPPNAME=" + appName(name)}, env...),
+		&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, c.e.o.Bin, args...)
 }
 
 // proxied is raw (a postgres:// or redis:// URL) with its host:port

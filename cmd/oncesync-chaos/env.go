@@ -156,6 +156,11 @@ func (e *env) startProc(name, bin string, args ...string) (*proc, error) {
 // startProcEnv is startProc with extra environment variables (a later one
 // overrides an earlier one of the same name).
 func (e *env) startProcEnv(name string, extraEnv []string, bin string, args ...string) (*proc, error) {
+	return e.startProcAttr(name, extraEnv, nil, bin, args...)
+}
+
+// startProcAttr is startProcEnv with the process's attributes (nil: none).
+func (e *env) startProcAttr(name string, extraEnv []string, attr *syscall.SysProcAttr, bin string, args ...string) (*proc, error) {
 	e.mu.Lock()
 	e.nproc++
 	n := e.nproc
@@ -169,6 +174,7 @@ func (e *env) startProcEnv(name string, extraEnv []string, bin string, args ...s
 	cmd.Dir = e.dir
 	cmd.Env = append(append(os.Environ(), "BREVO_API_KEY="+apiKey), extraEnv...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = attr
 	p := &proc{name: name, cmd: cmd, logPath: logPath, logFile: f, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"net/url"
 	"strconv"
 	"strings"
@@ -240,16 +241,54 @@ func (p *probe) leaseExpiries(ctx context.Context, syncIDs []string) map[string]
 	return out
 }
 
-// heldBy lists the syncs whose live lease pid holds.
+// heldBy lists the syncs whose live lease pid holds. A process in a PID
+// namespace of its own (--machines) records its pid in that namespace and
+// the namespace: both are matched.
 func (p *probe) heldBy(ctx context.Context, syncIDs []string, pid int) []string {
+	nsPID, ns := pidInNamespace(pid)
 	var out []string
 	for id, h := range p.holders(ctx, syncIDs) {
-		if holderPID(h) == pid {
+		if holderPID(h) == nsPID && (ns == "" || holderField(h, "pidns") == ns) {
 			out = append(out, id)
 		}
 	}
 	sortStrings(out)
 	return out
+}
+
+// pidInNamespace is process pid's own pid (the last of NSpid) and PID
+// namespace, as it records them in a lease's holder; pid and "" when
+// /proc does not tell (the process is gone).
+func pidInNamespace(pid int) (int, string) {
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return pid, ""
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return pid, ""
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					return n, ns
+				}
+			}
+		}
+	}
+	return pid, ns
+}
+
+// holderField is the value of key in a lease's holder
+// ("host=... boot=... pidns=... pid=N").
+func holderField(h, key string) string {
+	for _, f := range strings.Fields(h) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // redisKeys counts oncesync's keys in Redis (-1 when unknown).

@@ -42,7 +42,7 @@ func workersKill9(ctx context.Context, e *env) (*Row, error) {
 		return row, err
 	}
 	p := clusterParams{Syncs: 20, SingleEvery: 4, InitialRows: 1500, AppendRows: 150, PageSize: 100,
-		Workers: 3, Fake: fakebrevo.Options{Latency: 30 * time.Millisecond}, VendorSyncs: true}
+		Workers: 3, Fake: fakebrevo.Options{Latency: 30 * time.Millisecond}, VendorSyncs: true, Machines: e.o.Machines}
 	if e.o.Short {
 		p.InitialRows, p.AppendRows = 1000, 100
 	}
