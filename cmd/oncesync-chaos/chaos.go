@@ -34,10 +34,6 @@ type options struct {
 	// Flips: sources gain rows that change and change back while runs go on
 	// (the value checker then catches a lost update).
 	Flips bool
-	// Machines: workers-kill9's workers each in a PID namespace of their
-	// own, so no death is seen at once and every takeover waits for the
-	// lease to expire, as across machines (needs root).
-	Machines bool
 }
 
 // scenario is one nemesis and its checks.
@@ -54,6 +50,7 @@ func scenarios() []scenario {
 		{"kill9-foreground", "oncesync run on SQLite, SIGKILL at seeded points (in-doubt window, request on the wire, anywhere), then run to the end", kill9Foreground},
 		{"sigterm", "oncesync run on SQLite, SIGTERM at seeded points: each drain exits within 25 s, the rerun is never skipped", sigtermForeground},
 		{"workers-kill9", "serve + 3 workers on PostgreSQL + Redis, 20 syncs @every 5s on growing sources, a worker SIGKILLed every ~20 s and restarted", workersKill9},
+		{"workers-kill9-machines", "workers-kill9 with each worker in a PID namespace of its own, as on a machine of its own: no death is seen at once, every takeover waits for the lease to expire (needs root)", workersKill9Machines},
 		{"workers-sigterm", "serve + 3 workers on PostgreSQL + Redis, 12 syncs @every 5s; a busy worker SIGTERMed at seeded points (anywhere, on the wire, in doubt, past the drain deadline) must exit 0 within its grace, leases released, and is restarted", workersSigterm},
 		{"redis-restart", "serve + 2 workers; the Redis server is stopped for 30 s mid-run and restarted empty", redisRestart},
 		{"redis-restart-limiter", "serve + 2 workers, 6 syncs on one Brevo account the fake limits to 20 requests/s, paced together by the limiter in Redis; Redis SIGKILLed with requests in flight, down 30 s, restarted empty: nothing written twice or lost, every sync converges, and once Redis is back at most 5 % of requests are answered 429", redisRestartLimiter},
@@ -74,7 +71,7 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := pflag.NewFlagSet("oncesync-chaos", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Scenario, "scenario", "all", "scenario to run: all, or one or more of "+strings.Join(scenarioNames(), ", ")+" (comma-separated)")
-	fs.DurationVar(&o.Duration, "duration", 0, "how long workers-kill9 applies its nemesis (default 5m; 2m with --short)")
+	fs.DurationVar(&o.Duration, "duration", 0, "how long workers-kill9 and workers-kill9-machines apply their nemesis (default 5m; 2m with --short)")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of every random choice (0 = pick one and print it)")
 	fs.BoolVar(&o.Short, "short", false, "smaller and shorter scenarios")
 	fs.BoolVar(&o.JSON, "json", false, "print the rows as JSON instead of a table")
@@ -84,7 +81,6 @@ func chaosMain(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.DBURL, "database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server for the cluster scenarios")
 	fs.StringVar(&o.RedisURL, "redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis server for the cluster scenarios")
 	fs.BoolVar(&o.Flips, "flips", true, "change source rows and change them back while runs go on (--flips=false isolates the other checks)")
-	fs.BoolVar(&o.Machines, "machines", false, "workers-kill9: run each worker in a PID namespace of its own, as on a machine of its own: the leader cannot see a worker die, so every takeover waits for the lease to expire (needs root)")
 	fs.Float64Var(&o.DropRate, "drop-rate", 0.02, "destination-faults: fraction of write responses the fake cuts after applying the write (0 isolates the other faults)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)

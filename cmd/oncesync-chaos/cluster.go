@@ -51,7 +51,7 @@ type clusterParams struct {
 	// at their own fakes (vendors.go).
 	VendorSyncs bool
 	// Machines runs every worker in a PID namespace of its own, as on a
-	// machine of its own (--machines).
+	// machine of its own (workers-kill9-machines).
 	Machines bool
 	// CutOff, when set, puts worker1's store and Redis connections
 	// behind cut proxies (cluster.cut) and gives it the API key of tag

@@ -4,8 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,7 +242,7 @@ func (p *probe) leaseExpiries(ctx context.Context, syncIDs []string) map[string]
 }
 
 // heldBy lists the syncs whose live lease pid holds. A process in a PID
-// namespace of its own (--machines) records its pid in that namespace and
+// namespace of its own (workers-kill9-machines) records its pid in that namespace and
 // the namespace: both are matched.
 func (p *probe) heldBy(ctx context.Context, syncIDs []string, pid int) []string {
 	nsPID, ns := pidInNamespace(pid)

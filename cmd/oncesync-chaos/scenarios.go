@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,12 +39,27 @@ func nemesisUntil(ctx context.Context, e *env, d, lo, hi time.Duration, hit func
 // on sources that keep growing, a busy worker SIGKILLed every ~20 s
 // (seeded jitter) and restarted.
 func workersKill9(ctx context.Context, e *env) (*Row, error) {
+	return kill9Workers(ctx, e, false)
+}
+
+// workersKill9Machines is workersKill9 with every worker in a PID
+// namespace of its own: the leader's process check (lease.DeadHere) never
+// sees one die, so every takeover waits for the lease to expire, as when
+// the workers run on other machines (docs/RELIABILITY.md#resume-after-a-kill).
+func workersKill9Machines(ctx context.Context, e *env) (*Row, error) {
+	if os.Geteuid() != 0 {
+		return &Row{}, errors.New("workers-kill9-machines needs root (a PID namespace per worker)")
+	}
+	return kill9Workers(ctx, e, true)
+}
+
+func kill9Workers(ctx context.Context, e *env, machines bool) (*Row, error) {
 	row := &Row{resumeGoal: 45 * time.Second}
 	if err := needPG(ctx, e); err != nil {
 		return row, err
 	}
 	p := clusterParams{Syncs: 20, SingleEvery: 4, InitialRows: 1500, AppendRows: 150, PageSize: 100,
-		Workers: 3, Fake: fakebrevo.Options{Latency: 30 * time.Millisecond}, VendorSyncs: true, Machines: e.o.Machines}
+		Workers: 3, Fake: fakebrevo.Options{Latency: 30 * time.Millisecond}, VendorSyncs: true, Machines: machines}
 	if e.o.Short {
 		p.InitialRows, p.AppendRows = 1000, 100
 	}
