@@ -347,8 +347,19 @@ func (c *cluster) startWorker(i int) (*proc, error) {
 	// A PID namespace of its own: the worker's lease holders name another
 	// namespace, so the leader cannot see it die (lease.DeadHere), as with
 	// a worker on another machine.
-	return c.e.startProcAttr(name, append([]string{"PGAPPNAME=" + appName(name)}, env...),
+	p, err := c.e.startProcAttr(name, append([]string{"PGAPPNAME=" + appName(name)}, env...),
 		&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, c.e.o.Bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	// Pin the namespace until the scenario ends: the kernel reuses a dead
+	// namespace's inode, and a restarted worker (pid 1 in a namespace of the
+	// same inode) would then pass for its dead predecessor, in heldBy and in
+	// the leases it reads.
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", p.pid())); err == nil {
+		c.e.onClose(func() { _ = f.Close() })
+	}
+	return p, nil
 }
 
 // proxied is raw (a postgres:// or redis:// URL) with its host:port
