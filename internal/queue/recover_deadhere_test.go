@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/oncesync/oncesync/internal/lease"
@@ -41,16 +40,7 @@ func TestRecoverYoungRunDeadHere(t *testing.T) {
 		if err != nil || e.Duplicate {
 			t.Fatalf("enqueue %s: %+v, %v", syncID, e, err)
 		}
-		attempted := time.Now().Add(-time.Second).UTC()
-		if _, err := rb.driver.GetExecutor().JobUpdateFull(ctx, &riverdriver.JobUpdateFullParams{
-			ID: e.JobID, Schema: rb.schema,
-			StateDoUpdate: true, State: rivertype.JobStateRunning,
-			AttemptDoUpdate: true, Attempt: 1,
-			AttemptedAtDoUpdate: true, AttemptedAt: &attempted,
-			AttemptedByDoUpdate: true, AttemptedBy: []string{"dead-worker"},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		markJobRunning(t, b, e.JobID, time.Now().Add(-time.Second))
 		return e.JobID
 	}
 	runWithLease := func(t *testing.T, syncID string, holder lease.Process, other bool) store.Run {

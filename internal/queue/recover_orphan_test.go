@@ -25,21 +25,9 @@ func TestRecoverRescuesOrphanedJob(t *testing.T) {
 	rb := b.svc.b.(*riverBackend[*sql.Tx])
 	other := lease.Process{Host: "elsewhere", Boot: "b", PIDNS: "p", PID: 4242}
 
-	// markRunning moves a queued job to running, attempted an hour ago by a
-	// worker (River's times are wall-clock times), as River's fetch would.
 	markRunning := func(t *testing.T, id int64) {
 		t.Helper()
-		attempted := time.Now().Add(-time.Hour).UTC()
-		j, err := rb.driver.GetExecutor().JobUpdateFull(ctx, &riverdriver.JobUpdateFullParams{
-			ID: id, Schema: rb.schema,
-			StateDoUpdate: true, State: rivertype.JobStateRunning,
-			AttemptDoUpdate: true, Attempt: 1,
-			AttemptedAtDoUpdate: true, AttemptedAt: &attempted,
-			AttemptedByDoUpdate: true, AttemptedBy: []string{"dead-worker"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := markJobRunning(t, b, id, time.Now().Add(-time.Hour))
 		if j.State != rivertype.JobStateRunning || j.AttemptedAt == nil || !j.AttemptedAt.Before(time.Now().Add(-ttl)) {
 			t.Fatalf("job %d after update: state %s, attempted at %v", id, j.State, j.AttemptedAt)
 		}
@@ -114,4 +102,23 @@ func TestRecoverRescuesOrphanedJob(t *testing.T) {
 	if e, err := b.svc.Enqueue(ctx, "a", ReasonSchedule); err != nil || !e.Duplicate || e.JobID != orphan {
 		t.Fatalf("enqueue after rescue: %+v, %v; want a duplicate of job %d", e, err, orphan)
 	}
+}
+
+// markJobRunning moves queued job id to running, attempted at attempted by
+// a worker (River's times are wall-clock times), as River's fetch would.
+func markJobRunning(t *testing.T, b *bundle, id int64, attempted time.Time) *rivertype.JobRow {
+	t.Helper()
+	rb := b.svc.b.(*riverBackend[*sql.Tx])
+	at := attempted.UTC()
+	j, err := rb.driver.GetExecutor().JobUpdateFull(b.ctx, &riverdriver.JobUpdateFullParams{
+		ID: id, Schema: rb.schema,
+		StateDoUpdate: true, State: rivertype.JobStateRunning,
+		AttemptDoUpdate: true, Attempt: 1,
+		AttemptedAtDoUpdate: true, AttemptedAt: &at,
+		AttemptedByDoUpdate: true, AttemptedBy: []string{"dead-worker"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
