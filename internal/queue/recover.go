@@ -78,12 +78,17 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	var errs []error
 	var coordinated []store.Run
 	// diedHere are the syncs whose young run was found dead by its own
-	// lease (deadByLease): their jobs are rescued below without waiting for
-	// the grace either.
+	// lease: their jobs are rescued below without waiting for the grace
+	// either.
 	diedHere := map[string]bool{}
 	for _, r := range runs {
+		l, err := s.inspector.LeaseGet(ctx, r.SyncID)
 		if now.Sub(r.StartedAt) < grace {
-			if !s.deadByLease(ctx, r, self) {
+			// The age rule waits out a run that may not have taken its
+			// lease yet; one whose own lease a dead process of this
+			// machine holds (lease.DeadHere) took it and died, and costs a
+			// sweep, not a lease TTL (docs/RELIABILITY.md#resume-after-a-kill).
+			if err != nil || l.RunID != r.ID || !lease.DeadHere(l.Holder, self) {
 				continue
 			}
 			diedHere[r.SyncID] = true
@@ -94,7 +99,6 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			// holding the sync's own lease is a foreground `oncesync run`,
 			// which works a partitioned sync unpartitioned: recovered below
 			// like any run.
-			l, err := s.inspector.LeaseGet(ctx, r.SyncID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("recovery: lease of sync %s: %w", r.SyncID, err))
 				continue
@@ -104,7 +108,6 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 				continue
 			}
 		}
-		l, err := s.inspector.LeaseGet(ctx, r.SyncID)
 		live := false
 		switch {
 		case err == nil:
@@ -447,17 +450,6 @@ func unfinishedDetail(parts []partitionOutcome) string {
 		fmt.Fprintf(&b, "; their last runs failed with %s", strings.Join(codeList, ", "))
 	}
 	return b.String()
-}
-
-// deadByLease reports whether run r, younger than the lease TTL, is known
-// dead: the sync's lease is r's own and its holder is a process on this
-// machine that is not running (lease.DeadHere). The age rule waits out a
-// run that may not have taken its lease yet; one that took it and died
-// needs no wait, so a worker killed on the leader's machine costs a sweep,
-// not a lease TTL (docs/RELIABILITY.md#resume-after-a-kill).
-func (s *Service) deadByLease(ctx context.Context, r store.Run, self lease.Process) bool {
-	l, err := s.inspector.LeaseGet(ctx, r.SyncID)
-	return err == nil && l.RunID == r.ID && lease.DeadHere(l.Holder, self)
 }
 
 // leaseLive reports whether someone alive holds the sync's lease; when the
