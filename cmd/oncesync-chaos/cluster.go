@@ -339,16 +339,14 @@ func (c *cluster) startWorker(i int) (*proc, error) {
 	if i == 0 && c.cutConfig != "" {
 		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
 	}
-	name := fmt.Sprintf("worker%d", i+1)
 	args := []string{"worker", "--config", config, "--workers", fmt.Sprint(c.p.Slots), "--log-level", "info"}
 	if !c.p.Machines {
-		return c.e.oncesyncEnv(name, env, args...)
+		return c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), env, args...)
 	}
 	// A PID namespace of its own: the worker's lease holders name another
 	// namespace, so the leader cannot see it die (lease.DeadHere), as with
 	// a worker on another machine.
-	p, err := c.e.startProcAttr(name, append([]string{"PGAPPNAME=" + appName(name)}, env...),
-		&syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, c.e.o.Bin, args...)
+	p, err := c.e.oncesyncAttr(fmt.Sprintf("worker%d", i+1), env, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, args...)
 	if err != nil {
 		return nil, err
 	}

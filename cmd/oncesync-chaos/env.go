@@ -202,7 +202,12 @@ func (e *env) oncesync(name string, args ...string) (*proc, error) {
 
 // oncesyncEnv is oncesync with extra environment variables.
 func (e *env) oncesyncEnv(name string, extraEnv []string, args ...string) (*proc, error) {
-	return e.startProcEnv(name, append([]string{"PGAPPNAME=" + appName(name)}, extraEnv...), e.o.Bin, args...)
+	return e.oncesyncAttr(name, extraEnv, nil, args...)
+}
+
+// oncesyncAttr is oncesyncEnv with the process's attributes (nil: none).
+func (e *env) oncesyncAttr(name string, extraEnv []string, attr *syscall.SysProcAttr, args ...string) (*proc, error) {
+	return e.startProcAttr(name, append([]string{"PGAPPNAME=" + appName(name)}, extraEnv...), attr, e.o.Bin, args...)
 }
 
 // appName is the application_name of process name's connections.

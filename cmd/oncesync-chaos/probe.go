@@ -304,13 +304,8 @@ func (p *probe) redisKeys(ctx context.Context) int {
 }
 
 func holderPID(h string) int {
-	for _, f := range strings.Fields(h) {
-		if v, ok := strings.CutPrefix(f, "pid="); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
+	n, _ := strconv.Atoi(holderField(h, "pid"))
+	return n
 }
 
 // exists reports whether key is in Redis now.
