@@ -63,6 +63,7 @@ func scenarios() []scenario {
 		{"coordinator-kill", "a partitioned sync (serve + 2 workers, 4 partitions over a PostgreSQL table): SIGKILL of the worker running its coordinator, then of one holding partition jobs before their leases: the sync runs again within a lease TTL plus a recovery sweep and succeeds", coordinatorKill},
 		{"async-import-faults", "oncesync run on SQLite, bulk, imports processed 1.5 s after their 202: rows skipped by the import and processes failed whole; skipped rows are not counted written and are delivered once acceptable, failed processes are sent again", asyncImportFaults},
 		{"lease-store-loss", "oncesync run on PostgreSQL + a throwaway Redis; Redis flushed or restarted empty while a bulk write is held on the wire 4 s, a second run started at once: nothing written twice", leaseStoreLoss},
+		{"lease-store-snapshot", "as lease-store-loss, but Redis restarted from a snapshot taken before the holder's last lease renewals (its copy of the lease long expired): nothing written twice", leaseStoreSnapshot},
 	}
 }
 

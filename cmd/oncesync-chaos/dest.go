@@ -280,6 +280,19 @@ func holdOnTheWire(r *http.Request, d time.Duration) bool {
 	}
 }
 
+// landAnyway keeps r from the fake for d, then lets it land even if its
+// client gave it up meanwhile: a request whose body was sent may be applied
+// by the vendor whatever its client does next. It detaches r's context in
+// place, so the router that passes r on serves it whole.
+func landAnyway(r *http.Request, d time.Duration) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	time.Sleep(d)
+	*r = *r.WithContext(context.WithoutCancel(r.Context()))
+}
+
 func isWrite(r *http.Request, path string) bool {
 	return (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(path, "/v3/contacts")
 }

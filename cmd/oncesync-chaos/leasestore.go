@@ -34,6 +34,54 @@ const leaseLossHold = 4 * time.Second
 // runs go on until one succeeds. Checks: no duplicate write, nothing lost,
 // every final value right.
 func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
+	return loseLeaseStore(ctx, e, lossParams{
+		How: []string{"flushed", "restarted empty"}[e.intN(2)], Target: 2 + e.intN(3),
+		TTL: 30 * time.Second, Settings: "{lease_ttl: 30s, lease_renew: 10s}", PageSize: 250,
+		Latency: 10 * time.Millisecond, Hold: leaseLossHold,
+	})
+}
+
+// leaseStoreSnapshot: Redis comes back with the lease's data but without
+// the holder's last renewals (docs/guide.md#the-store-and-the-leases). As in
+// leaseStoreLoss, with a 6 s / 2 s lease and a 2 s in-doubt grace, imports
+// of 100 rows taking 0.6 s: Redis is snapshotted (SAVE) at the first
+// import, and at the first import 12 to 16 s (seeded) later, held 5 s on
+// the wire and then applied whatever its client did meanwhile, it is
+// SIGKILLed and restarted from that snapshot, whose copy of the lease
+// expired long ago while its holder renewed it every 2 s, and a second run
+// starts at once. Without the server-switch rule the second run is granted
+// the sync at once, finds the held page's records absent and sends them
+// again, then the held write lands.
+func leaseStoreSnapshot(ctx context.Context, e *env) (*Row, error) {
+	return loseLeaseStore(ctx, e, lossParams{
+		How: "restarted from a snapshot", After: e.between(12*time.Second, 16*time.Second),
+		TTL: 6 * time.Second, Settings: "{lease_ttl: 6s, lease_renew: 2s, in_doubt_grace: 2s}", PageSize: 100,
+		Latency: 600 * time.Millisecond, Hold: 5 * time.Second, LandAnyway: true,
+	})
+}
+
+// lossParams is one way for the lease store to lose a run's lease while
+// its write is on the wire.
+type lossParams struct {
+	// How Redis loses it: "flushed", "restarted empty", or "restarted from
+	// a snapshot" (taken at the first write).
+	How string
+	// Target is the write held when the loss happens; with After set, the
+	// first write at least After past the snapshot is.
+	Target int
+	After  time.Duration
+	// TTL is the lease TTL that Settings gives.
+	TTL      time.Duration
+	Settings string
+	PageSize int
+	Latency  time.Duration
+	// Hold is how long the router holds the target write; with LandAnyway
+	// it lands after that even if its client gave it up.
+	Hold       time.Duration
+	LandAnyway bool
+}
+
+func loseLeaseStore(ctx context.Context, e *env, lp lossParams) (*Row, error) {
 	row := &Row{}
 	if err := needPG(ctx, e); err != nil {
 		return row, err
@@ -46,9 +94,9 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 	if err != nil {
 		return row, err
 	}
-	const ttl = 30 * time.Second
-	f, err := e.newForeground(foregroundParams{Records: 3000, PageSize: 250, Mode: "bulk", Store: dbURL, Redis: r.URL(),
-		Settings: "{lease_ttl: 30s, lease_renew: 10s}", Fake: fakebrevo.Options{Latency: 10 * time.Millisecond}})
+	ttl, how := lp.TTL, lp.How
+	f, err := e.newForeground(foregroundParams{Records: 3000, PageSize: lp.PageSize, Mode: "bulk", Store: dbURL, Redis: r.URL(),
+		Settings: lp.Settings, Fake: fakebrevo.Options{Latency: lp.Latency}})
 	if err != nil {
 		return row, err
 	}
@@ -56,11 +104,11 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 	defer cancel()
 	go f.pollCursor(pctx)
 
-	how := []string{"flushed", "restarted empty"}[e.intN(2)]
-	target := 2 + e.intN(3)
 	var (
 		mu       sync.Mutex
 		seen     int
+		target   int
+		savedAt  time.Time // the snapshot
 		lostAt   time.Time
 		second   *proc
 		abandon  bool // the first run gave its held write up
@@ -73,8 +121,26 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 		}
 		mu.Lock()
 		seen++
-		hit := seen == target
+		var hit, save bool
+		switch {
+		case lp.After == 0:
+			hit = seen == lp.Target
+		case savedAt.IsZero():
+			save, savedAt = true, time.Now()
+		default:
+			hit = lostAt.IsZero() && target == 0 && time.Since(savedAt) >= lp.After
+		}
+		if hit {
+			target = seen
+		}
 		mu.Unlock()
+		if save {
+			if err := r.save(ctx); err != nil {
+				mu.Lock()
+				nemErr = err
+				mu.Unlock()
+			}
+		}
 		if !hit {
 			return false
 		}
@@ -85,7 +151,11 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 		lostAt, second, nemErr = time.Now(), p, firstErr(err, perr)
 		writesAt = f.dest.writeCount(f.syncID)
 		mu.Unlock()
-		if holdOnTheWire(r2, leaseLossHold) {
+		if lp.LandAnyway {
+			landAnyway(r2, lp.Hold)
+			return false
+		}
+		if holdOnTheWire(r2, lp.Hold) {
 			return false // it lands now
 		}
 		mu.Lock()
@@ -103,16 +173,19 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 		return row, fmt.Errorf("%s did not exit within 3 minutes:\n%s", first.name, first.tail(20))
 	}
 	mu.Lock()
-	at, p2, nerr, before := lostAt, second, nemErr, writesAt
+	at, p2, nerr, before, held, writes := lostAt, second, nemErr, writesAt, target, seen
 	mu.Unlock()
 	f.dest.setIntercept(nil)
 	if nerr != nil {
 		return row, nerr
 	}
 	if at.IsZero() {
-		return row, fmt.Errorf("%s exited %d before its write %d: %s", first.name, code1, target, first.lastLine())
+		return row, fmt.Errorf("%s exited %d before the write to hold (%d seen): %s", first.name, code1, writes, first.lastLine())
 	}
-	row.notef("Redis %s while write %d of %s was on the wire (held %s); %s started at once", how, target, first.name, leaseLossHold, p2.name)
+	if !savedAt.IsZero() {
+		row.notef("Redis snapshotted at the first write, %s before the loss", at.Sub(savedAt).Round(100*time.Millisecond))
+	}
+	row.notef("Redis %s while write %d of %s was on the wire (held %s); %s started at once", how, held, first.name, lp.Hold, p2.name)
 	row.notef("%s exited %d: %s", first.name, code1, first.lastLine())
 	if p2 != nil {
 		code2, ok := p2.wait(ctx, 3*time.Minute)
@@ -159,7 +232,8 @@ func leaseStoreLoss(ctx context.Context, e *env) (*Row, error) {
 }
 
 // loseRedis makes the throwaway Redis lose its data: FLUSHALL, or SIGKILL
-// and a restart on the same port with nothing (it persists nothing).
+// and a restart on the same port, with nothing (it persists nothing) or
+// with the snapshot a SAVE wrote.
 func loseRedis(ctx context.Context, r *throwawayRedis, how string) error {
 	if strings.HasPrefix(how, "flushed") {
 		opts, err := redis.ParseURL(r.URL())

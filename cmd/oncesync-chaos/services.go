@@ -27,7 +27,7 @@ func freePort() (int, error) {
 }
 
 // throwawayRedis is a redis-server this scenario runs on a free port, with
-// no persistence: a restart comes back empty.
+// no persistence: a restart comes back empty, unless save wrote a snapshot.
 type throwawayRedis struct {
 	e    *env
 	bin  string
@@ -73,6 +73,18 @@ func (r *throwawayRedis) start(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("redis-server on port %d did not answer within 15 s", r.port)
+}
+
+// save writes a snapshot (SAVE) that the next start loads: the server
+// saves nothing on its own.
+func (r *throwawayRedis) save(ctx context.Context) error {
+	opts, err := redis.ParseURL(r.URL())
+	if err != nil {
+		return err
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	return c.Save(ctx).Err()
 }
 
 // stop stops the server (SIGTERM; it saves nothing).

@@ -42,10 +42,17 @@ type QuarantineError struct {
 	SyncID    string
 	NoticedAt time.Time
 	Until     time.Time
+	// Switch: the loss is a server switch (Redis restarted from its
+	// persistence files, or a replica took over): the lease's data came
+	// back, maybe without its holder's last renewals.
+	Switch bool
 }
 
 func (e *QuarantineError) Error() string {
 	msg := fmt.Sprintf("the lease store lost the lease data of sync %q", e.SyncID)
+	if e.Switch {
+		msg = fmt.Sprintf("the lease store restarted or failed over and may have lost the last renewals of sync %q's lease", e.SyncID)
+	}
 	if !e.NoticedAt.IsZero() {
 		msg += " (noticed at " + e.NoticedAt.UTC().Format(time.RFC3339) + ")"
 	}

@@ -104,10 +104,11 @@ func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 func (s Space) LeaseLoss(syncID string) string { return s.syncKey(syncID, "lease-loss") }
 
 // LeaseEnd is the key of the end of a sync's latest lease (docs/guide.md#the-store-and-the-leases): a string
-// "fence:µs", the Redis time at which the lease granted under fence ends
-// (its expiry, as last granted or renewed) or ended (its release), written
-// by redislease's scripts with the lease. No expiry. The next grant reads
-// it to tell how long the lease had been free.
+// "fence:µs:ttl ms:server run id", the Redis time at which the lease granted
+// under fence ends (its expiry, as last granted or renewed) or ended (its
+// release, TTL 0), and which Redis server wrote it, written by redislease's
+// scripts with the lease. No expiry. The next grant reads it to tell how
+// long the lease had been free and whether Redis switched servers since.
 func (s Space) LeaseEnd(syncID string) string { return s.syncKey(syncID, "lease-end") }
 
 // Barrier is the key of a run's checkpoint barrier (docs/guide.md#the-checkpoint-barrier): a string

@@ -10,11 +10,13 @@
 //   - lease: a hash {token, fence, holder, run_id, granted_at_us} with a PX
 //     expiry of the lease TTL. Absent means free, or lost (see below).
 //   - fence: an integer counter, INCRed on every grant, never expiring.
-//   - lease-end: "fence:µs", the Redis time at which the lease granted
-//     under that fence ends (its expiry as last granted or renewed) or
-//     ended (its release). No expiry. A grant reads it to tell how long the
-//     lease had been free (lease.Grant.FreeFor), trusting it only when its
-//     fence is the fence counter's value, i.e. it belongs to the last grant.
+//   - lease-end: "fence:µs:ttl ms:server run id", the Redis time at which
+//     the lease granted under that fence ends (its expiry as last granted
+//     or renewed, with that TTL) or ended (its release, TTL 0), and the
+//     Redis server that wrote it. No expiry. A grant reads it to tell how
+//     long the lease had been free (lease.Grant.FreeFor), trusting it only
+//     when its fence is the fence counter's value, i.e. it belongs to the
+//     last grant, and to notice a server switch (below).
 //   - lease-loss: while it exists, the quarantine after a loss of Redis's
 //     data: the Redis time the loss was noticed, with a PX expiry of one TTL.
 //
@@ -75,6 +77,28 @@
 // namespace or of rediskey.Version, or a switch from the SQL lease to Redis,
 // looks like a loss and costs one TTL once.
 //
+// # A server switch
+//
+// Redis can also come back with the lease's data but without its holder's
+// last renewals: restarted from an RDB snapshot or an AOF older than them,
+// or a replica promoted that had not received them. The fence counter is
+// then the store's (no grant was lost), so no loss is noticed, yet the lease
+// reads as expired while its holder, which renewed it on the server before,
+// writes until its own expiry. Every script that writes a lease-end records
+// the TTL and the writing server's run id in it ("fence:µs:ttl ms:run id";
+// a TTL of 0 marks a release). A free lease whose lease-end another server
+// wrote (or no server id: an older binary's) is a switch: unless it was
+// released there (nobody held it then, and a later grant would have left the
+// counter behind the store), no grant is safe until one TTL after the
+// switch: after this server's start (INFO's uptime), or, on a server
+// promoted since its start (INFO replication's second_repl_offset), after
+// now, the moment of the switch being unknown. Acquire and Get then record
+// the lease-loss key for what is left (its value ends in ":switch") and
+// report a *lease.QuarantineError with Switch set; either way the lease-end
+// is adopted (rewritten with this server's id and an end no earlier than
+// the switch allows), so a switch is judged once per sync. Where scripts
+// may not call INFO, no switch is ever seen.
+//
 // If the lease is lost during registration, Acquire starts over (and then
 // usually reports the new holder). If the store cannot be reached, the lease
 // is released and the error (wrapping store.ErrUnavailable) returned: a grant
@@ -97,6 +121,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -124,6 +149,86 @@ const (
 	releaseTimeout = 2 * time.Second
 )
 
+// serverLua defines server_id() and server_uptime(): the run id of the
+// Redis server a script runs on (a new one at each start) and how long it has
+// been up. server_id() is "" and server_uptime() 0 where scripts may not call
+// INFO (then no server switch is ever seen: the lease works as before).
+// server_promoted() tells whether the server took over as a master since it
+// started (INFO replication's second_repl_offset is set by a promotion).
+const serverLua = `
+local function server_id()
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then
+    return ''
+  end
+  return string.match(info, 'run_id:(%x+)') or ''
+end
+local function server_uptime()
+  local info = redis.pcall('INFO', 'server')
+  if type(info) ~= 'string' then
+    return 0
+  end
+  return tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) or 0
+end
+local function server_promoted()
+  local info = redis.pcall('INFO', 'replication')
+  return type(info) ~= 'string' or string.match(info, 'second_repl_offset:(%-?%d+)') ~= '-1'
+end
+`
+
+// switchLua defines switched(fence key, lease-loss key, lease-end key, server
+// id, now µs, ttl ms) for a free lease (see "A server switch" in the package
+// doc). It returns the quarantine's notice ("µs:switch", the lease-loss key
+// set) when the lease's data was written by another Redis server and a
+// holder from before the switch may still be within its TTL; "unknown" when
+// that may be so but no TTL is known (nothing recorded); else nil and the
+// end of the last grant's lease in µs (nil when not known), for FreeFor. A
+// switch found harmless is adopted: the lease-end is rewritten with this
+// server's id and an end no earlier than the switch allows.
+const switchLua = `
+local function switched(fkey, losskey, endkey, id, now, ttl)
+  local prev = redis.call('GET', fkey)
+  if not prev then
+    return nil, nil
+  end
+  local f, e, lttl, by = string.match(redis.call('GET', endkey) or '', '^(%d+):(%d+):?(%d*):?(%x*)$')
+  local known = nil
+  if f == prev then
+    known = tonumber(e)
+  end
+  if id == '' or by == id then
+    return nil, known
+  end
+  if f == prev and lttl == '0' then
+    -- Released before the switch, and no grant since (one would have moved
+    -- the counter past the store's fence): nobody can hold it.
+    redis.call('SET', endkey, string.format('%s:%d:0:%s', prev, known, id))
+    return nil, known
+  end
+  local window = math.max(tonumber(lttl) or 0, ttl or 0) * 1000
+  if window <= 0 then
+    return 'unknown', nil
+  end
+  -- INFO's uptime is a difference of whole seconds: the server started
+  -- before the second after (now's second less the uptime).
+  local safe = (math.floor(now / 1000000) - server_uptime() + 1) * 1000000 + window
+  if server_promoted() then
+    safe = now + window
+  end
+  local adopted = math.max(known or safe, safe)
+  redis.call('SET', endkey, string.format('%s:%d:%d:%s', prev, adopted, window / 1000, id))
+  if safe <= now then
+    if known then
+      return nil, adopted
+    end
+    return nil, nil
+  end
+  local notice = string.format('%d:switch', now)
+  redis.call('SET', losskey, notice, 'PX', string.format('%d', math.ceil((safe - now) / 1000)))
+  return notice, nil
+end
+`
+
 // The scripts. Each runs with Script.Run: EVALSHA, falling back to EVAL
 // (which also loads it) when the server answers NOSCRIPT. They are immutable
 // once built and safe for concurrent use.
@@ -139,8 +244,10 @@ var (
 	// free is how long the lease had been free (lease.Grant.FreeFor): from
 	// the lease-end of the previous grant, trusted only when it carries
 	// the fence counter's value (that grant's fence: no grant, raise or
-	// loss since); 0 for a takeover or when unknown.
-	acquireScript = redis.NewScript(`
+	// loss since); 0 for a takeover or when unknown. A free lease whose
+	// lease-end another Redis server wrote starts the quarantine of a
+	// server switch first (see switchLua).
+	acquireScript = redis.NewScript(serverLua + switchLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder')
 if cur[1] and cur[1] ~= ARGV[5] then
   return {0, cur[2] or '', cur[1]}
@@ -152,13 +259,15 @@ if noticed then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local id = server_id()
 local free = 0
-local prev = redis.call('GET', KEYS[2])
-local ended = redis.call('GET', KEYS[4])
-if not cur[1] and prev and ended then
-  local f, e = string.match(ended, '^(%d+):(%d+)$')
-  if f == prev and tonumber(e) < now then
-    free = now - tonumber(e)
+if not cur[1] then
+  local held, known = switched(KEYS[2], KEYS[3], KEYS[4], id, now, tonumber(ARGV[4]))
+  if held then
+    return {2, held, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
+  end
+  if known and known < now then
+    free = now - known
   end
 end
 local fence = redis.call('INCR', KEYS[2])
@@ -170,7 +279,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'fence', string.format('%d', fence), 'holder', ARGV[2],
   'run_id', ARGV[3], 'granted_at_us', t[1] .. string.format('%06d', tonumber(t[2])))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('SET', KEYS[4], string.format('%d:%d', fence, now + tonumber(ARGV[4]) * 1000))
+redis.call('SET', KEYS[4], string.format('%d:%d:%d:%s', fence, now + tonumber(ARGV[4]) * 1000, tonumber(ARGV[4]), id))
 return {1, fence, tonumber(t[1]), tonumber(t[2]), free}
 `)
 
@@ -179,7 +288,7 @@ return {1, fence, tonumber(t[1]), tonumber(t[2]), free}
 	//
 	// KEYS: lease, lease-end. ARGV: token, ttl ms.
 	// Returns {1, time sec, time µs} or {0, current holder or ""}.
-	renewScript = redis.NewScript(`
+	renewScript = redis.NewScript(serverLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
 if cur[1] ~= ARGV[1] then
   return {0, cur[2] or ''}
@@ -187,20 +296,21 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call('SET', KEYS[2], string.format('%s:%d', cur[3] or '0', now + tonumber(ARGV[2]) * 1000))
+redis.call('SET', KEYS[2], string.format('%s:%d:%d:%s', cur[3] or '0', now + tonumber(ARGV[2]) * 1000, tonumber(ARGV[2]), server_id()))
 return {1, tonumber(t[1]), tonumber(t[2])}
 `)
 
 	// releaseScript deletes the lease if ARGV[1] holds it, and records the
-	// moment as its lease-end. The fence stays.
+	// moment as its lease-end, with a TTL of 0: released, nobody holds it.
+	// The fence stays.
 	//
 	// KEYS: lease, lease-end. ARGV: token. Returns 1 if deleted, else 0.
-	releaseScript = redis.NewScript(`
+	releaseScript = redis.NewScript(serverLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'fence')
 if cur[1] == ARGV[1] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('SET', KEYS[2], string.format('%s:%d', cur[2] or '0', now))
+  redis.call('SET', KEYS[2], string.format('%s:%d:0:%s', cur[2] or '0', now, server_id()))
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -255,17 +365,20 @@ return {2, noticed, tonumber(ARGV[3]), tonumber(t[1]), tonumber(t[2])}
 	// noticeScript records a loss that Get noticed (no lease, and the store
 	// ahead of the counter): it moves the counter to at least ARGV[1] (a
 	// fence already registered above the store's) and starts the quarantine
-	// unless one is on, unless a lease was granted meanwhile.
+	// unless one is on, unless a lease was granted meanwhile. A new
+	// quarantine is recorded as the lease-end of the counter's fence too
+	// (the old holder stops by its end), written by this server.
 	//
-	// KEYS: lease, fence, lease-loss. ARGV: floor, quarantine ms.
+	// KEYS: lease, fence, lease-loss, lease-end. ARGV: floor, quarantine ms.
 	// Returns {1} if a lease exists, else
 	// {2, noticed at µs, quarantine left ms, time sec, time µs}.
-	noticeScript = redis.NewScript(`
+	noticeScript = redis.NewScript(serverLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {1}
 end
 local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if cur < tonumber(ARGV[1]) then
+  cur = tonumber(ARGV[1])
   redis.call('SET', KEYS[2], ARGV[1])
 end
 local t = redis.call('TIME')
@@ -273,18 +386,23 @@ local noticed = redis.call('GET', KEYS[3])
 if not noticed then
   noticed = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[3], noticed, 'PX', ARGV[2])
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[4], string.format('%d:%d:%d:%s', cur, now + tonumber(ARGV[2]) * 1000, tonumber(ARGV[2]), server_id()))
 end
 return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
 `)
 
 	// getScript reads the lease with its remaining TTL and Redis's time, or
-	// the quarantine, or (the lease free) the fence counter.
+	// the quarantine, or (the lease free) the fence counter. A free lease
+	// whose lease-end another Redis server wrote starts the quarantine of a
+	// server switch (see switchLua) when ARGV[1] or the lease-end gives a
+	// TTL, and reports one without times when neither does.
 	//
-	// KEYS: lease, fence, lease-loss. Returns
-	// {1, token, fence, holder, run id, pttl ms, time sec, time µs} when
-	// held, {2, noticed at µs, quarantine left ms, time sec, time µs} during
-	// a quarantine, else {0, fence counter (0 when absent)}.
-	getScript = redis.NewScript(`
+	// KEYS: lease, fence, lease-loss, lease-end. ARGV: ttl ms (0 unknown).
+	// Returns {1, token, fence, holder, run id, pttl ms, time sec, time µs}
+	// when held, {2, noticed at µs, quarantine left ms, time sec, time µs}
+	// during a quarantine, else {0, fence counter (0 when absent)}.
+	getScript = redis.NewScript(serverLua + switchLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'fence', 'holder', 'run_id')
 local t = redis.call('TIME')
 if cur[1] then
@@ -294,6 +412,13 @@ end
 local noticed = redis.call('GET', KEYS[3])
 if noticed then
   return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
+end
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local held = switched(KEYS[2], KEYS[3], KEYS[4], server_id(), now, tonumber(ARGV[1]))
+if held == 'unknown' then
+  return {2, string.format('%d:switch', now), -1, tonumber(t[1]), tonumber(t[2])}
+elseif held then
+  return {2, held, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
 end
 return {0, tonumber(redis.call('GET', KEYS[2]) or '0')}
 `)
@@ -532,9 +657,9 @@ func (m *Manager) Get(ctx context.Context, syncID string) (store.Lease, error) {
 	if err := m.checkSync(syncID); err != nil {
 		return store.Lease{}, err
 	}
-	keys := []string{m.keys.Lease(syncID), m.keys.Fence(syncID), m.keys.LeaseLoss(syncID)}
+	keys := []string{m.keys.Lease(syncID), m.keys.Fence(syncID), m.keys.LeaseLoss(syncID), m.keys.LeaseEnd(syncID)}
 	for range acquireAttempts {
-		res, err := getScript.Run(ctx, m.client, keys).Slice()
+		res, err := getScript.Run(ctx, m.client, keys, durationMS(m.ttl)).Slice()
 		if err != nil {
 			return store.Lease{}, m.mapErr(ctx, "get", syncID, err)
 		}
@@ -615,7 +740,9 @@ func quarantineError(syncID string, res []any) *lease.QuarantineError {
 	if len(res) != 5 {
 		return e
 	}
-	if us := toInt(res[1]); us > 0 {
+	noticed, how, _ := strings.Cut(toString(res[1]), ":")
+	e.Switch = how == "switch"
+	if us, _ := strconv.ParseInt(noticed, 10, 64); us > 0 {
 		e.NoticedAt = time.UnixMicro(us)
 	}
 	if left := toInt(res[2]); left >= 0 {

@@ -1,0 +1,210 @@
+package redislease_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
+)
+
+// switchTTL is the lease TTL of the server-switch tests: short, since a
+// switch is judged on Redis's own clock and uptime, which no test can fake.
+const switchTTL = 2 * time.Second
+
+// switchWorld is one sync's lease through a server switch: the manager of
+// the server before, and the store every server registers fences in.
+type switchWorld struct {
+	ctx   context.Context
+	store redislease.Fences
+}
+
+func newSwitchWorld(t *testing.T) *switchWorld {
+	t.Helper()
+	st, err := sqliteStore(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &switchWorld{ctx: t.Context(), store: st}
+}
+
+func (w *switchWorld) manager(c redis.UniversalClient) *redislease.Manager {
+	return redislease.New(redislease.Params{Client: c, Store: w.store, TTL: switchTTL})
+}
+
+func (w *switchWorld) acquire(t *testing.T, m *redislease.Manager, syncID string) lease.Grant {
+	t.Helper()
+	g, err := m.Acquire(w.ctx, lease.AcquireParams{SyncID: syncID, RunID: 1, TTL: switchTTL})
+	if err != nil {
+		t.Fatalf("Acquire of %s: %v", syncID, err)
+	}
+	return g
+}
+
+// wantSwitch checks that err is a server switch's quarantine lasting at
+// least until notBefore (the holder's last renewal's end) and ending by
+// notAfter.
+func wantSwitch(t *testing.T, what string, err error, notBefore, notAfter time.Time) *lease.QuarantineError {
+	t.Helper()
+	var qe *lease.QuarantineError
+	if !errors.As(err, &qe) || !errors.Is(err, lease.ErrQuarantined) {
+		t.Fatalf("%s = %v, want a *lease.QuarantineError", what, err)
+	}
+	if !qe.Switch || !strings.Contains(qe.Error(), "restarted or failed over") {
+		t.Errorf("%s: %q (Switch %v), want a server switch", what, qe.Error(), qe.Switch)
+	}
+	const slack = 20 * time.Millisecond
+	if qe.Until.Before(notBefore.Add(-slack)) || qe.Until.After(notAfter) {
+		t.Errorf("%s: quarantine until %s, want within [%s, %s]", what, qe.Until.Format(time.StampMilli),
+			notBefore.Format(time.StampMilli), notAfter.Format(time.StampMilli))
+	}
+	return qe
+}
+
+// TestServerSwitch: Redis comes back with the lease's data but without its
+// holder's last renewals: restarted from a snapshot taken before them, or a
+// replica that missed them promoted. The lease then reads as expired while
+// its holder, which renewed it on the server before, still writes until its
+// TTL runs out: no lease is granted, and recovery does not read it as free,
+// before then. A lease released before the switch is granted at once.
+func TestServerSwitch(t *testing.T) {
+	t.Parallel()
+
+	t.Run("restart from a snapshot", func(t *testing.T) {
+		t.Parallel()
+		w := newSwitchWorld(t)
+		dir := t.TempDir()
+		addr, stop, err := servers.Start(dir)
+		if errors.Is(err, testenv.ErrNoRedisServer) {
+			unavailable(t, "%v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := redis.NewClient(&redis.Options{Addr: addr})
+		defer client.Close()
+		m := w.manager(client)
+
+		g := w.acquire(t, m, "busy")
+		w.acquire(t, m, "idle")
+		if err := m.Release(w.ctx, w.acquire(t, m, "released")); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Save(w.ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(switchTTL * 3 / 5)
+		renewed, err := m.Renew(w.ctx, g, switchTTL) // after the snapshot: lost with the restart
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop() // SIGKILL: nothing saved since the snapshot
+		restart, err := servers.StartAt(addr, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer restart()
+		restarted := time.Now()
+		// The snapshot's copy of the lease has expired; the holder's has not.
+		time.Sleep(time.Until(g.ExpiresAt.Add(100 * time.Millisecond)))
+		if !time.Now().Before(renewed.ExpiresAt) {
+			t.Fatalf("the test took too long: the renewed lease ended at %s", renewed.ExpiresAt)
+		}
+		notAfter := restarted.Add(switchTTL + 2*time.Second) // uptime is counted in whole seconds
+
+		_, err = m.Get(w.ctx, "busy")
+		qe := wantSwitch(t, "Get of the renewed lease", err, renewed.ExpiresAt, notAfter)
+		_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "busy", RunID: 2, TTL: switchTTL})
+		wantSwitch(t, "Acquire of the renewed lease", err, renewed.ExpiresAt, notAfter)
+		_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "idle", RunID: 2, TTL: switchTTL})
+		wantSwitch(t, "Acquire of a lease held at the snapshot", err, g.ExpiresAt, notAfter)
+		if got := w.acquire(t, m, "released"); got.FreeFor <= 0 {
+			t.Errorf("lease released before the snapshot: FreeFor %s, want > 0", got.FreeFor)
+		}
+		if _, err := m.Renew(w.ctx, renewed, switchTTL); !errors.Is(err, lease.ErrLost) {
+			t.Errorf("the holder's Renew after the restart = %v, want ErrLost", err)
+		}
+
+		time.Sleep(time.Until(qe.Until.Add(50 * time.Millisecond)))
+		after := w.acquire(t, m, "busy")
+		if after.Fence <= g.Fence {
+			t.Errorf("grant after the quarantine: fence %d, want > %d", after.Fence, g.Fence)
+		}
+		if limit := time.Since(qe.Until); after.FreeFor > limit {
+			t.Errorf("grant after the quarantine: FreeFor %s, want at most %s (the lease may have run until %s)",
+				after.FreeFor, limit, qe.Until.Format(time.StampMilli))
+		}
+	})
+
+	t.Run("a promoted replica", func(t *testing.T) {
+		t.Parallel()
+		w := newSwitchWorld(t)
+		addr, stop, err := servers.Start(t.TempDir(), "--repl-diskless-sync-delay", "0")
+		if errors.Is(err, testenv.ErrNoRedisServer) {
+			unavailable(t, "%v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		host, port, _ := strings.Cut(addr, ":")
+		raddr, rstop, err := servers.Start(t.TempDir(), "--replicaof", host, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rstop()
+		primary := redis.NewClient(&redis.Options{Addr: addr})
+		defer primary.Close()
+		replica := redis.NewClient(&redis.Options{Addr: raddr})
+		defer replica.Close()
+		m := w.manager(primary)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info, err := replica.Info(w.ctx, "replication").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the replica did not connect within 10 s")
+			}
+		}
+
+		g := w.acquire(t, m, "busy")
+		if err := m.Release(w.ctx, w.acquire(t, m, "released")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := primary.Wait(w.ctx, 1, 2000).Result(); err != nil || n != 1 {
+			t.Fatalf("WAIT for the replica = %d, %v", n, err)
+		}
+		if err := replica.SlaveOf(w.ctx, "NO", "ONE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		renewed, err := m.Renew(w.ctx, g, switchTTL) // on the old primary only
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(g.ExpiresAt.Add(100 * time.Millisecond)))
+		promoted := w.manager(replica)
+		_, err = promoted.Get(w.ctx, "busy")
+		qe := wantSwitch(t, "Get on the promoted replica", err, renewed.ExpiresAt, time.Now().Add(switchTTL+100*time.Millisecond))
+		_, err = promoted.Acquire(w.ctx, lease.AcquireParams{SyncID: "busy", RunID: 2, TTL: switchTTL})
+		if got := wantSwitch(t, "Acquire on the promoted replica", err, renewed.ExpiresAt, qe.Until.Add(5*time.Millisecond)); got.Until.Before(qe.Until.Add(-5 * time.Millisecond)) {
+			t.Errorf("Acquire's quarantine ends %s, Get's %s: want one quarantine", got.Until, qe.Until)
+		}
+		if _, err := promoted.Acquire(w.ctx, lease.AcquireParams{SyncID: "released", RunID: 2, TTL: switchTTL}); err != nil {
+			t.Errorf("Acquire of a lease released before the promotion: %v, want a grant", err)
+		}
+		if _, err := promoted.Get(w.ctx, "never-used"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get of a sync never leased = %v, want ErrNotFound", err)
+		}
+	})
+}
