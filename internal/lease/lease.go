@@ -42,16 +42,33 @@ type QuarantineError struct {
 	SyncID    string
 	NoticedAt time.Time
 	Until     time.Time
-	// Switch: the loss is a server switch (Redis restarted from its
-	// persistence files, or a replica took over): the lease's data came
-	// back, maybe without its holder's last renewals.
-	Switch bool
+	Cause     QuarantineCause
 }
 
+// QuarantineCause is what the lease store lost.
+type QuarantineCause string
+
+const (
+	// CauseLost (the zero value): the lease's data, fence counter included.
+	CauseLost QuarantineCause = ""
+	// CauseSwitch: a server switch (Redis restarted from its persistence
+	// files, or a replica took over): the lease's data came back, maybe
+	// without its holder's last renewals.
+	CauseSwitch QuarantineCause = "switch"
+	// CauseVanished: the lease's key alone, before its end (deleted, or
+	// evicted by Redis's maxmemory-policy).
+	CauseVanished QuarantineCause = "vanished"
+)
+
 func (e *QuarantineError) Error() string {
-	msg := fmt.Sprintf("the lease store lost the lease data of sync %q", e.SyncID)
-	if e.Switch {
+	var msg string
+	switch e.Cause {
+	case CauseSwitch:
 		msg = fmt.Sprintf("the lease store restarted or failed over and may have lost the last renewals of sync %q's lease", e.SyncID)
+	case CauseVanished:
+		msg = fmt.Sprintf("the lease of sync %q vanished from the lease store before its end (deleted, or evicted by Redis's maxmemory-policy)", e.SyncID)
+	default:
+		msg = fmt.Sprintf("the lease store lost the lease data of sync %q", e.SyncID)
 	}
 	if !e.NoticedAt.IsZero() {
 		msg += " (noticed at " + e.NoticedAt.UTC().Format(time.RFC3339) + ")"

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +52,7 @@ func TestRecoverWaitsOutALeaseStoreLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { del(keys.Lease("a"), keys.Fence("a"), keys.LeaseLoss("a")) })
+	t.Cleanup(func() { del(keys.Lease("a"), keys.Fence("a"), keys.LeaseLoss("a"), keys.LeaseEnd("a")) })
 
 	b := setup(t)
 	ctx := b.ctx
@@ -89,7 +91,23 @@ func TestRecoverWaitsOutALeaseStoreLoss(t *testing.T) {
 	left(t, "just after the loss")
 	left(t, "during the quarantine")
 
-	del(keys.LeaseLoss("a")) // one TTL later the quarantine's key expires
+	// One TTL later the quarantine's key expires, and the lease-end its
+	// notice wrote has passed.
+	del(keys.LeaseLoss("a"))
+	if end, err := client.Get(ctx, keys.LeaseEnd("a")).Result(); err != nil {
+		t.Fatal(err)
+	} else if parts := strings.SplitN(end, ":", 3); len(parts) == 3 {
+		now, err := client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[1] = strconv.FormatInt(now.UnixMicro(), 10)
+		if err := client.Set(ctx, keys.LeaseEnd("a"), strings.Join(parts, ":"), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Fatalf("lease-end %q after the notice, want fence:µs:ttl:server", end)
+	}
 	got, err := svc.Recover(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -56,9 +56,7 @@ func TestFreeFor(t *testing.T) {
 		if here.Boot != "" && here.PIDNS != "" {
 			dead := here
 			dead.PID = deadPID(t)
-			if err := tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID)).Err(); err != nil {
-				t.Fatal(err)
-			}
+			tb.expireLease(t)
 			var dm lease.Manager = tb.manager(dead)
 			acquire(t, dm, ttl)
 			within(t, "a takeover", acquire(t, m, ttl).FreeFor, 0, 0)
@@ -66,9 +64,7 @@ func TestFreeFor(t *testing.T) {
 
 		// A grant the lease-end does not record (an older binary's acquire
 		// script, or a raise after a loss, moves the counter alone): unknown.
-		if err := tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID)).Err(); err != nil {
-			t.Fatal(err)
-		}
+		tb.expireLease(t)
 		if err := tb.client.Incr(tb.ctx, tb.keys.Fence(tb.syncID)).Err(); err != nil {
 			t.Fatal(err)
 		}

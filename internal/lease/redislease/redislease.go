@@ -99,6 +99,12 @@
 // the switch allows), so a switch is judged once per sync. Where scripts
 // may not call INFO, no switch is ever seen.
 //
+// The same lease-end tells a lease key that vanished before its end (a DEL,
+// or an eviction when allow_evicting_redis let oncesync start on an evicting
+// Redis): the key expires with its lease-end, so a free lease whose
+// lease-end, written by this server for the counter's fence, lies ahead is
+// quarantined until that end (the lease-loss value ends in ":vanished").
+//
 // If the lease is lost during registration, Acquire starts over (and then
 // usually reports the new holder). If the store cannot be reached, the lease
 // is released and the error (wrapping store.ErrUnavailable) returned: a grant
@@ -180,11 +186,13 @@ end
 // id, now µs, ttl ms) for a free lease (see "A server switch" in the package
 // doc). It returns the quarantine's notice ("µs:switch", the lease-loss key
 // set) when the lease's data was written by another Redis server and a
-// holder from before the switch may still be within its TTL; "unknown" when
-// that may be so but no TTL is known (nothing recorded); else nil and the
-// end of the last grant's lease in µs (nil when not known), for FreeFor. A
-// switch found harmless is adopted: the lease-end is rewritten with this
-// server's id and an end no earlier than the switch allows.
+// holder from before the switch may still be within its TTL, or
+// ("µs:vanished") when this server's lease-end says the lease is still held
+// (its key was deleted or evicted); "unknown" when a switch may hide a
+// holder but no TTL is known (nothing recorded); else nil and the end of
+// the last grant's lease in µs (nil when not known), for FreeFor. A switch
+// found harmless is adopted: the lease-end is rewritten with this server's
+// id and an end no earlier than the switch allows.
 const switchLua = `
 local function switched(fkey, losskey, endkey, id, now, ttl)
   local prev = redis.call('GET', fkey)
@@ -195,6 +203,14 @@ local function switched(fkey, losskey, endkey, id, now, ttl)
   local known = nil
   if f == prev then
     known = tonumber(e)
+  end
+  if id ~= '' and by == id and known and lttl ~= '' and lttl ~= '0' and known > now + 50000 then
+    -- This server renewed the lease until known, yet its key is gone: deleted
+    -- or evicted, not expired (it expires with its lease-end). Its holder
+    -- may write until then.
+    local notice = string.format('%d:vanished', now)
+    redis.call('SET', losskey, notice, 'PX', string.format('%d', math.ceil((known - now) / 1000)))
+    return notice, nil
   end
   if id == '' or by == id then
     return nil, known
@@ -741,7 +757,7 @@ func quarantineError(syncID string, res []any) *lease.QuarantineError {
 		return e
 	}
 	noticed, how, _ := strings.Cut(toString(res[1]), ":")
-	e.Switch = how == "switch"
+	e.Cause = lease.QuarantineCause(how)
 	if us, _ := strconv.ParseInt(noticed, 10, 64); us > 0 {
 		e.NoticedAt = time.UnixMicro(us)
 	}

@@ -139,10 +139,8 @@ func TestExpiry(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *bundle) {
 		g := tb.acquire(t, tb.mgr, 1)
-		// Expire it now, by Redis's clock (an expiry time long past).
-		if err := tb.client.PExpireAt(tb.ctx, tb.keys.Lease(tb.syncID), time.UnixMilli(1)).Err(); err != nil {
-			t.Fatal(err)
-		}
+		// Expire it now, by Redis's clock.
+		tb.expireLease(t)
 		if _, err := tb.mgr.Get(tb.ctx, tb.syncID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get of an expired lease = %v, want ErrNotFound", err)
 		}
@@ -279,17 +277,17 @@ func TestFenceCounterLost(t *testing.T) {
 			return old.Fence
 		}},
 		{"counter one behind, lease lost (failover to a lagging replica)", func(t *testing.T, tb *bundle, old lease.Grant) int64 {
-			tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID))
+			tb.expireLease(t)
 			tb.client.Set(tb.ctx, tb.keys.Fence(tb.syncID), old.Fence-1, 0)
 			return old.Fence
 		}},
 		{"counter reset to 1", func(t *testing.T, tb *bundle, old lease.Grant) int64 {
-			tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID))
+			tb.expireLease(t)
 			tb.client.Set(tb.ctx, tb.keys.Fence(tb.syncID), 1, 0)
 			return old.Fence
 		}},
 		{"store far ahead of Redis", func(t *testing.T, tb *bundle, old lease.Grant) int64 {
-			tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID))
+			tb.expireLease(t)
 			if err := tb.store.RaiseFence(tb.ctx, tb.syncID, 100000); err != nil {
 				t.Fatal(err)
 			}
@@ -551,7 +549,7 @@ func TestLostWhileRegistering(t *testing.T) {
 				}
 				// Our lease vanishes (expired while we stalled) and another
 				// worker takes and registers the next fence.
-				tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID))
+				tb.expireLease(t)
 				other = tb.acquire(t, tb.mgr, 99)
 			}
 			m := redislease.New(redislease.Params{Client: tb.client, Store: hs, Keys: tb.keys})
@@ -575,7 +573,7 @@ func TestLostWhileRegistering(t *testing.T) {
 			hs := &hookStore{Store: tb.store}
 			hs.before = func(call int) {
 				if call == 2 { // just before RaiseFence(f): Redis drops the lease
-					tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID))
+					tb.expireLease(t)
 				}
 			}
 			m := redislease.New(redislease.Params{Client: tb.client, Store: hs, Keys: tb.keys})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +196,38 @@ func redisNow(t *testing.T, tb *bundle) time.Time {
 		t.Fatal(err)
 	}
 	return now
+}
+
+// expireLease ends the sync's lease now, as its expiry does: the key goes
+// and its lease-end says it ended now. (A key deleted alone, its lease-end
+// still ahead, reads as vanished: TestVanishedLease.)
+func (tb *bundle) expireLease(t *testing.T) {
+	t.Helper()
+	tb.endNow(t)
+	if err := tb.client.Del(tb.ctx, tb.keys.Lease(tb.syncID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endNow moves the sync's lease-end, if it lies ahead, to Redis's now.
+func (tb *bundle) endNow(t *testing.T) {
+	t.Helper()
+	end, err := tb.client.Get(tb.ctx, tb.keys.LeaseEnd(tb.syncID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitN(end, ":", 3)
+	now := redisNow(t, tb).UnixMicro()
+	if len(parts) < 2 || atoi(t, parts[1]) <= now {
+		return
+	}
+	parts[1] = strconv.FormatInt(now, 10)
+	if err := tb.client.Set(tb.ctx, tb.keys.LeaseEnd(tb.syncID), strings.Join(parts, ":"), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // hgetall reads a lease hash.

@@ -3,6 +3,7 @@ package redislease_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/testenv"
 )
@@ -53,12 +55,20 @@ func (w *switchWorld) acquire(t *testing.T, m *redislease.Manager, syncID string
 // notAfter.
 func wantSwitch(t *testing.T, what string, err error, notBefore, notAfter time.Time) *lease.QuarantineError {
 	t.Helper()
+	return wantQuarantine(t, what, err, lease.CauseSwitch, notBefore, notAfter)
+}
+
+// wantQuarantine checks that err is a quarantine of cause lasting at least
+// until notBefore and ending by notAfter.
+func wantQuarantine(t *testing.T, what string, err error, cause lease.QuarantineCause, notBefore, notAfter time.Time) *lease.QuarantineError {
+	t.Helper()
 	var qe *lease.QuarantineError
 	if !errors.As(err, &qe) || !errors.Is(err, lease.ErrQuarantined) {
 		t.Fatalf("%s = %v, want a *lease.QuarantineError", what, err)
 	}
-	if !qe.Switch || !strings.Contains(qe.Error(), "restarted or failed over") {
-		t.Errorf("%s: %q (Switch %v), want a server switch", what, qe.Error(), qe.Switch)
+	words := map[lease.QuarantineCause]string{lease.CauseSwitch: "restarted or failed over", lease.CauseVanished: "vanished"}[cause]
+	if qe.Cause != cause || !strings.Contains(qe.Error(), words) {
+		t.Errorf("%s: %q (cause %q), want cause %q", what, qe.Error(), qe.Cause, cause)
 	}
 	const slack = 20 * time.Millisecond
 	if qe.Until.Before(notBefore.Add(-slack)) || qe.Until.After(notAfter) {
@@ -207,4 +217,65 @@ func TestServerSwitch(t *testing.T) {
 			t.Errorf("Get of a sync never leased = %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// TestVanishedLease: a held lease's key is gone before its end (a DEL, or
+// Redis evicting it under maxmemory, which allow_evicting_redis permits):
+// its holder still writes until the end its last renewal gave, so nothing
+// is granted, and recovery reads no dead holder, before then.
+func TestVanishedLease(t *testing.T) {
+	t.Parallel()
+	w := newSwitchWorld(t)
+	// volatile-ttl evicts the keys nearest their expiry first: the lease
+	// (2 s) before the filler (1 h).
+	addr, stop, err := servers.Start(t.TempDir(), "--maxmemory", "4mb", "--maxmemory-policy", "volatile-ttl")
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	m := w.manager(client)
+	keys := rediskey.Default()
+
+	g := w.acquire(t, m, "evicted")
+	filler := strings.Repeat("x", 16<<10)
+	for i := 0; ; i++ {
+		n, err := client.Exists(w.ctx, keys.Lease("evicted")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("the lease key was not evicted after 32 MiB of filler")
+		}
+		if err := client.Set(w.ctx, "filler:"+strconv.Itoa(i), filler, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = m.Get(w.ctx, "evicted")
+	qe := wantQuarantine(t, "Get of the evicted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "evicted", RunID: 2, TTL: switchTTL})
+	wantQuarantine(t, "Acquire of the evicted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	if err := client.FlushAll(w.ctx).Err(); err != nil { // this test's own server
+		t.Fatal(err)
+	}
+
+	// A DEL of the key alone reads the same; once the end has passed, the
+	// lease is granted.
+	g = w.acquire(t, m, "deleted")
+	if err := client.Del(w.ctx, keys.Lease("deleted")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "deleted", RunID: 2, TTL: switchTTL})
+	qe = wantQuarantine(t, "Acquire of the deleted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	time.Sleep(time.Until(qe.Until.Add(20 * time.Millisecond)))
+	if after := w.acquire(t, m, "deleted"); after.Fence != g.Fence+1 {
+		t.Errorf("grant after the lease's end: fence %d, want %d", after.Fence, g.Fence+1)
+	}
 }
