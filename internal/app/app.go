@@ -190,6 +190,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 			Mirror:                     mirrorOf(cfg, s),
+			DestinationPayload:         config.DestinationPayload(s.Destination),
 		},
 	}, nil
 }

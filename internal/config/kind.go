@@ -45,6 +45,25 @@ func writeModesOf(k DestinationKind) []string {
 	return []string{WriteUpsert}
 }
 
+// PayloadSettings is implemented by a DestinationSpec with keys that shape
+// every record at the destination beyond its mapped values (the lists
+// contacts are added to): PayloadSettings returns them in a canonical form,
+// "" when none is set or none applies. A change of it sends every record
+// again (docs/guide.md#changing-a-sync).
+// d is the destination the spec belongs to (its mode and write mode say
+// whether the settings apply).
+type PayloadSettings interface {
+	PayloadSettings(d *Destination) string
+}
+
+// DestinationPayload is d's PayloadSettings, "" when its kind has none.
+func DestinationPayload(d Destination) string {
+	if ps, ok := d.Spec.(PayloadSettings); ok {
+		return ps.PayloadSettings(&d)
+	}
+	return ""
+}
+
 // DestinationSpec is one sync's decoded kind-owned keys.
 type DestinationSpec interface {
 	// Decode decodes the value of the kind's key under destination: (mapping

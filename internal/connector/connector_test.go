@@ -2,8 +2,10 @@ package connector_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/connector"
 )
 
@@ -62,5 +64,40 @@ func TestDefault(t *testing.T) {
 	more := reg.WithDestinations(connector.Default().Destinations()[0])
 	if len(more.Destinations()) != 5 || len(more.Sources()) != 6 || len(reg.Destinations()) != 4 {
 		t.Fatal("WithDestinations must add to a copy")
+	}
+}
+
+// TestDestinationPayload: the settings that shape every record beyond its
+// mapped values, per kind, canonical, and only where they are written
+// (docs/guide.md#changing-a-sync).
+func TestDestinationPayload(t *testing.T) {
+	reg := connector.Default()
+	for _, tc := range []struct{ dest, want string }{
+		{`{type: brevo, api_key: k, list_ids: [7, 2, 7]}`, "list_ids=2,7"},
+		{`{type: brevo, api_key: k, mode: single}`, ""},
+		{`{type: klaviyo, api_key: k, list_id: Ab1}`, "list_id=Ab1"},
+		{`{type: klaviyo, api_key: k, list_id: Ab1, write_mode: mirror}`, "list_id=Ab1"},
+		{`{type: klaviyo, api_key: k, list_id: Ab1, mode: single}`, ""},
+		{`{type: klaviyo, api_key: k, list_id: Ab1, write_mode: update}`, ""},
+		{`{type: webhook, url: "https://example.com/hook"}`, ""},
+	} {
+		yaml := `store: sqlite://./x.db
+syncs:
+  - id: s
+    schedule: "@every 1h"
+    source: {type: csv, path: x.csv, identity: id}
+    destination: ` + tc.dest + `
+    mapping: {email: email}
+`
+		if strings.Contains(tc.dest, "webhook") {
+			yaml = strings.Replace(yaml, "mapping: {email: email}", "mapping: {fields: {id: id}}", 1)
+		}
+		cfg, err := config.Parse("x.yaml", []byte(yaml), func(string) (string, bool) { return "", false }, reg.Kinds())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.dest, err)
+		}
+		if got := config.DestinationPayload(cfg.Syncs[0].Destination); got != tc.want {
+			t.Errorf("%s: DestinationPayload = %q, want %q", tc.dest, got, tc.want)
+		}
 	}
 }

@@ -25,6 +25,17 @@ func RecordHash(data map[string]any) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
+// SaltedHash is the hash of a record sent under destination settings other
+// than its sync's payload base (docs/guide.md#changing-a-sync):
+// SHA-256(record hash, salt), so it never equals the record's plain hash.
+func SaltedHash(record [32]byte, salt string) [32]byte {
+	var buf [128]byte
+	b := field(buf[:0], "h1")
+	b = field(b, string(record[:]))
+	b = field(b, salt)
+	return sha256.Sum256(b)
+}
+
 // Positional is the key of the record at position pos of the page read at
 // cursor: SHA-256(sync id, source id, page cursor, position, record hash).
 func Positional(syncID, sourceID, cursor string, pos int, record [32]byte) string {

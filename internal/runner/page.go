@@ -678,6 +678,9 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 			reject(i, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i+1))
 			continue
 		}
+		if r.salt != "" {
+			it.hash = ledger.SaltedHash(it.hash, r.salt)
+		}
 		if r.Sync.Identity != "" {
 			if it.id, err = mapping.Identity(rec, r.Sync.Identity); err != nil {
 				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))

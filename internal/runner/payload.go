@@ -11,15 +11,18 @@ import (
 
 // payloadPrint fingerprints what the records of p's source become at the
 // destination: what is read (the source's ID and Sync.Reads, its table or
-// query and cursor column), the identity that names each row's slot and the
-// mapping. A keyset source's cursor saved under another print moved past
-// rows that were sent as something else, and that the next run would never
-// read again: docs/guide.md#changing-a-sync.
-func payloadPrint(p Params) string {
+// query and cursor column), the identity that names each row's slot, the
+// mapping and the salt of destination settings other than the sync's base
+// (run.setSalt; omitted when "", so prints saved before it stay equal). A
+// keyset source's cursor saved under another print moved past rows that
+// were sent as something else, and that the next run would never read
+// again: docs/guide.md#changing-a-sync.
+func payloadPrint(p Params, salt string) string {
 	b, err := json.Marshal(struct {
 		Source, Reads, Identity string
 		Mapping                 mapping.Spec
-	}{p.Source.ID(), p.Sync.Reads, p.Sync.Identity, p.Sync.Mapping})
+		Destination             string `json:",omitempty"`
+	}{p.Source.ID(), p.Sync.Reads, p.Sync.Identity, p.Sync.Mapping, salt})
 	if err != nil {
 		// Strings and string maps always marshal.
 		panic(err)
@@ -39,4 +42,17 @@ func startCursor(cur store.Cursor, print string, reset bool) (cursor string, cha
 		return "", true
 	}
 	return cur.Value, false
+}
+
+// setSalt sets r.salt from the sync's payload base and folds it into
+// r.payload. Under the base settings a record's hash is its mapped values'
+// alone, as before payload bases existed; under any others it includes
+// them, so every slot delivered under other settings differs
+// (docs/guide.md#changing-a-sync).
+func (r *run) setSalt(base string) {
+	r.salt = ""
+	if r.Sync.DestinationPayload != base {
+		r.salt = "dest:" + r.Sync.DestinationPayload
+	}
+	r.payload = payloadPrint(r.Params, r.salt)
 }

@@ -53,8 +53,8 @@ func TestMappingChangeRereadsKeysetSource(t *testing.T) {
 	if got := tb.dest.value(email(7)); fmt.Sprint(got) != "7" {
 		t.Fatalf("FIRSTNAME of row 7 after the mapping change: %v, want 7", got)
 	}
-	if cur, _ := tb.store.GetCursor(ctx, "s1"); cur.Payload != payloadPrint(params("id")) {
-		t.Fatalf("saved cursor payload %q, want the new mapping's %q", cur.Payload, payloadPrint(params("id")))
+	if cur, _ := tb.store.GetCursor(ctx, "s1"); cur.Payload != payloadPrint(params("id"), "") {
+		t.Fatalf("saved cursor payload %q, want the new mapping's %q", cur.Payload, payloadPrint(params("id"), ""))
 	}
 
 	for _, tc := range []struct {
@@ -73,5 +73,49 @@ func TestMappingChangeRereadsKeysetSource(t *testing.T) {
 		if got, changed := startCursor(tc.cur, "p", tc.reset); got != tc.want || changed != tc.wantChanged {
 			t.Errorf("%s: startCursor = %q, %v; want %q, %v", tc.name, got, changed, tc.want, tc.wantChanged)
 		}
+	}
+}
+
+// TestDestinationPayloadChangeResends: a change of the destination settings
+// that shape every record (Brevo's list_ids) sends every record again, on a
+// keyset source too, and so does the change back; under unchanged settings
+// nothing is sent. The sync's first settings are its base: their hashes are
+// the mapped values' alone, as before bases existed.
+func TestDestinationPayloadChangeResends(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		lists         string
+		read, written int64
+		changed       bool
+	}{
+		{"list_ids=2", 250, 250, false}, // first run: the base
+		{"list_ids=2", 0, 0, false},
+		{"list_ids=2,7", 250, 250, true}, // a list added: every record again, once
+		{"list_ids=2,7", 0, 0, false},
+		{"list_ids=2", 250, 250, true}, // and back
+		{"list_ids=2", 0, 0, false},
+		{"", 250, 250, true}, // no list at all
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.DestinationPayload = step.lists
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+		if err != nil || pv.Changed != step.changed || pv.Read != step.read {
+			t.Fatalf("dry run before run %d: %v changed %v read %d; want changed %v read %d", i+1, err, pv.Changed, pv.Read, step.changed, step.read)
+		}
+		r, err := Run(ctx, p)
+		if err != nil || r.Read != step.read || r.Written != step.written {
+			t.Fatalf("run %d (%q): %v read %d written %d; want read %d written %d",
+				i+1, step.lists, err, r.Read, r.Written, step.read, step.written)
+		}
+	}
+	if base, found, err := tb.store.GetPayloadBase(ctx, "s1"); err != nil || !found || base != "list_ids=2" {
+		t.Fatalf("payload base = %q, %v, %v; want the first run's list_ids=2", base, found, err)
 	}
 }

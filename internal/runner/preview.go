@@ -76,12 +76,21 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	}
 	r := &run{Params: Params{Source: p.Source, Sync: p.Sync}}
 	var out Preview
+	// The base a first run would record, without recording it.
+	base, found, err := p.Store.GetPayloadBase(ctx, p.Sync.ID)
+	if err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
+	}
+	if !found {
+		base = p.Sync.DestinationPayload
+	}
+	r.setSalt(base)
 	if !p.ResetCursor {
 		cur, err := p.Store.GetCursor(ctx, p.Sync.ID)
 		if err != nil {
 			return out, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 		}
-		out.From, out.Changed = startCursor(cur, payloadPrint(r.Params), false)
+		out.From, out.Changed = startCursor(cur, r.payload, false)
 	}
 	cursor := out.From
 	var seen *mirrorSeen

@@ -43,6 +43,12 @@ type Sync struct {
 	// Mirror, when set, makes the sync a mirror (write_mode mirror); its
 	// destination must implement destination.Remover.
 	Mirror *Mirror
+	// DestinationPayload are the destination settings that shape every
+	// record beyond its mapped values (config.DestinationPayload: Brevo's
+	// list_ids). Under settings other than the sync's payload base they are
+	// part of each record's hash and of payloadPrint, so a change of them
+	// sends every record again (docs/guide.md#changing-a-sync).
+	DestinationPayload string
 }
 
 // Store is what a run needs of the store: its run rows and pages, the
@@ -144,7 +150,7 @@ const (
 // error is nil on success and a *failure.Error otherwise (already_running for
 // a skipped run, interrupted for a drained one).
 func Run(ctx context.Context, p Params) (store.Run, error) {
-	r := &run{Params: p, payload: payloadPrint(p)}
+	r := &run{Params: p, payload: payloadPrint(p, "")}
 	if r.Clock == nil {
 		r.Clock = clock.Real{}
 	}
@@ -180,8 +186,12 @@ type run struct {
 	remover destination.Remover
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
-	// payload is payloadPrint of the run's Params, saved with each cursor.
+	// payload is payloadPrint of the run's Params and salt, saved with each
+	// cursor.
 	payload string
+	// salt is "dest:" and Sync.DestinationPayload when they differ from the
+	// sync's payload base, else "" (setSalt): mixed into every record hash.
+	salt string
 	// freeSince is when the previous holder's lease ended, on the wall
 	// clock: the grant's time less lease.Held.FreeFor (the grant's time
 	// when unknown). A write never outlives its lease, so every request of
@@ -302,13 +312,18 @@ func (r *run) drainRequested() bool {
 
 // loop runs pages until the end of the source.
 func (r *run) loop(ctx context.Context) (store.RunState, error) {
+	base, err := r.Store.PayloadBase(ctx, r.Sync.ID, r.Sync.DestinationPayload)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
+	}
+	r.setSalt(base)
 	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor)
 	if changed {
-		r.Logger.Info("the mapping, the identity or what the source reads changed since the cursor was saved: reading the source from its start (records whose mapped values did not change are not sent again)",
+		r.Logger.Info("the mapping, the identity, what the source reads or the destination's lists changed since the cursor was saved: reading the source from its start (records whose mapped values and lists did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):

@@ -393,6 +393,14 @@ type Cursors interface {
 	// RaiseFence registers fence as the sync's fence if it is higher than the
 	// registered one; ErrFenced if a higher one is already registered.
 	RaiseFence(ctx context.Context, syncID string, fence int64) error
+	// PayloadBase returns the sync's payload base (docs/guide.md#changing-a-sync):
+	// the destination settings that shape every record beyond its mapped
+	// values, as first recorded for the sync, recording print as the base
+	// when none is.
+	PayloadBase(ctx context.Context, syncID, print string) (string, error)
+	// GetPayloadBase returns the sync's payload base and whether one is
+	// recorded, recording nothing.
+	GetPayloadBase(ctx context.Context, syncID string) (string, bool, error)
 }
 
 // Ledger is the delivery ledger.

@@ -62,6 +62,23 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: c.Attributes}, nil
 }
 
+// PayloadSettings is list_ids, sorted (config.PayloadSettings): every
+// contact is added to those lists, whatever its mapped values, on every path
+// and in every write mode.
+func (c *Config) PayloadSettings(*config.Destination) string {
+	if len(c.ListIDs) == 0 {
+		return ""
+	}
+	ids := slices.Clone(c.ListIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return "list_ids=" + strings.Join(s, ",")
+}
+
 func (c *Config) Decode(key string, _ bool, v config.Value) {
 	switch key {
 	case "base_url":

@@ -58,6 +58,17 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	return dst, mapping.Spec{Email: c.Email, Attributes: c.Attributes}, nil
 }
 
+// PayloadSettings is list_id (config.PayloadSettings) where the bulk
+// import jobs add every profile to it (bulk mode, upsert or mirror),
+// whatever its mapped values; "" elsewhere, where the list is not written.
+func (c *Config) PayloadSettings(d *config.Destination) string {
+	wm := d.EffectiveWriteMode()
+	if c.ListID == "" || d.Mode == ModeSingle || (wm != config.WriteUpsert && wm != config.WriteMirror) {
+		return ""
+	}
+	return "list_id=" + c.ListID
+}
+
 func (c *Config) Decode(key string, _ bool, v config.Value) {
 	switch key {
 	case "base_url":

@@ -64,6 +64,39 @@ func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) erro
 	return nil
 }
 
+// PayloadBase returns the sync's payload base, recording print when none is
+// (store.Cursors).
+func (s *Store) PayloadBase(ctx context.Context, syncID, print string) (string, error) {
+	var base string
+	for range 2 {
+		err := s.pool.QueryRow(ctx, `WITH ins AS (
+				INSERT INTO payload_bases (sync_id, base) VALUES ($1, $2) ON CONFLICT (sync_id) DO NOTHING RETURNING base)
+			SELECT base FROM ins UNION ALL SELECT base FROM payload_bases WHERE sync_id = $1 LIMIT 1`, syncID, print).Scan(&base)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // a concurrent insert committed after this statement's snapshot: read it
+		}
+		if err != nil {
+			return "", mapErr("payload base", err)
+		}
+		return base, nil
+	}
+	return "", mapErr("payload base", pgx.ErrNoRows)
+}
+
+// GetPayloadBase returns the sync's payload base and whether one is
+// recorded (store.Cursors).
+func (s *Store) GetPayloadBase(ctx context.Context, syncID string) (string, bool, error) {
+	var base string
+	err := s.pool.QueryRow(ctx, `SELECT base FROM payload_bases WHERE sync_id = $1`, syncID).Scan(&base)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, mapErr("get payload base", err)
+	}
+	return base, true, nil
+}
+
 // GetCursor returns the saved cursor, or a Cursor with only SyncID set if none.
 func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
 	c := store.Cursor{SyncID: syncID}

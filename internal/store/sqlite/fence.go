@@ -67,6 +67,37 @@ func (s *Store) RaiseFence(ctx context.Context, syncID string, fence int64) erro
 	})
 }
 
+// PayloadBase returns the sync's payload base, recording print when none is
+// (store.Cursors).
+func (s *Store) PayloadBase(ctx context.Context, syncID, print string) (string, error) {
+	base, found, err := s.GetPayloadBase(ctx, syncID)
+	if err != nil || found {
+		return base, err
+	}
+	err = s.write(ctx, "record payload base", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO payload_bases (sync_id, base) VALUES (?, ?) ON CONFLICT (sync_id) DO NOTHING`,
+			syncID, print); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT base FROM payload_bases WHERE sync_id = ?`, syncID).Scan(&base)
+	})
+	return base, err
+}
+
+// GetPayloadBase returns the sync's payload base and whether one is
+// recorded (store.Cursors).
+func (s *Store) GetPayloadBase(ctx context.Context, syncID string) (string, bool, error) {
+	var base string
+	err := s.r.QueryRowContext(ctx, `SELECT base FROM payload_bases WHERE sync_id = ?`, syncID).Scan(&base)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, s.mapErr("get payload base", err)
+	}
+	return base, true, nil
+}
+
 // GetCursor returns the saved cursor, or a Cursor with only SyncID set if none.
 func (s *Store) GetCursor(ctx context.Context, syncID string) (store.Cursor, error) {
 	c := store.Cursor{SyncID: syncID}

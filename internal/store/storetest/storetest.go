@@ -49,6 +49,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Runs", func(t *testing.T) { t.Parallel(); testRuns(t, open) })
 	t.Run("RunsByState", func(t *testing.T) { t.Parallel(); testRunsByState(t, open) })
 	t.Run("Cursor", func(t *testing.T) { t.Parallel(); testCursor(t, open) })
+	t.Run("PayloadBase", func(t *testing.T) { t.Parallel(); testPayloadBase(t, open) })
 	t.Run("Fence", func(t *testing.T) { t.Parallel(); testFence(t, open) })
 	t.Run("Lease", func(t *testing.T) { t.Parallel(); testLease(t, open) })
 	t.Run("LeaseConcurrent", func(t *testing.T) { t.Parallel(); testLeaseConcurrent(t, open) })
@@ -363,6 +364,36 @@ func testRunsByState(t *testing.T, open OpenFunc) {
 }
 
 // ---- cursor and fences ----
+
+// testPayloadBase: the first print recorded for a sync stays its base,
+// whatever is asked later; each sync has its own, "" included.
+func testPayloadBase(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	if base, found, err := b.st.GetPayloadBase(ctx, "s1"); err != nil || found || base != "" {
+		t.Fatalf("GetPayloadBase before any = %q, %v, %v; want none", base, found, err)
+	}
+	equal(t, "first base of s1", must(b.st.PayloadBase(ctx, "s1", "list_ids=2"))(t), "list_ids=2")
+	if base, found, err := b.st.GetPayloadBase(ctx, "s1"); err != nil || !found || base != "list_ids=2" {
+		t.Fatalf("GetPayloadBase = %q, %v, %v; want list_ids=2", base, found, err)
+	}
+	equal(t, "s1 asked with other settings", must(b.st.PayloadBase(ctx, "s1", "list_ids=2,7"))(t), "list_ids=2")
+	equal(t, "s1 asked with none", must(b.st.PayloadBase(ctx, "s1", ""))(t), "list_ids=2")
+	equal(t, "first base of s2 (none)", must(b.st.PayloadBase(ctx, "s2", ""))(t), "")
+	equal(t, "s2 asked with settings", must(b.st.PayloadBase(ctx, "s2", "list_ids=9"))(t), "")
+	// Concurrent first asks agree on one base.
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = b.st.PayloadBase(ctx, "s3", fmt.Sprintf("list_ids=%d", i)) })
+	}
+	wg.Wait()
+	for i := range got {
+		noErr(t, errs[i])
+		equal(t, fmt.Sprintf("concurrent ask %d", i), got[i], got[0])
+	}
+}
 
 func testCursor(t *testing.T, open OpenFunc) {
 	b := setup(t, open)
