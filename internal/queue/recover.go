@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/partition"
@@ -27,7 +28,38 @@ type recoverWorker struct {
 
 // Work implements river.Worker.
 func (w *recoverWorker) Work(ctx context.Context, _ *river.Job[RecoverArgs]) error {
-	_, err := w.s.Recover(ctx)
+	return w.s.sweep(ctx)
+}
+
+// expiryMargin is how long after a lease's expiry (on the lease store's
+// clock) a sweep aimed at it runs: clocks of one deployment differ by a
+// few milliseconds, and a sweep that comes early finds the lease live.
+const expiryMargin = 250 * time.Millisecond
+
+// sweep is one recovery sweep (Recover). When a run's lease is held, not
+// renewed, and expires before the next periodic sweep would come (with a
+// second to spare), it sweeps again right after that expiry: a worker that
+// died on another machine, whose death only its lease's expiry tells, costs
+// its lease's rest and not up to one more RecoveryInterval
+// (docs/RELIABILITY.md#resume-after-a-kill).
+func (s *Service) sweep(ctx context.Context) error {
+	out, err := s.Recover(ctx)
+	if err != nil || out.NextExpiry.IsZero() {
+		return err
+	}
+	wait := out.NextExpiry.Sub(s.clock.Now()) + expiryMargin
+	if wait >= s.recovery-time.Second {
+		return nil // the periodic sweep comes first
+	}
+	fired := make(chan struct{})
+	t := clock.AfterFunc(s.clock, max(wait, 0), func() { close(fired) })
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil // stopping: the next leader's sweep sees it
+	case <-fired:
+	}
+	_, err = s.Recover(ctx)
 	return err
 }
 
@@ -52,6 +84,17 @@ type Recovered struct {
 	// Completed are runs of partitioned syncs closed succeeded: every
 	// partition had succeeded, but the last one could not record it.
 	Completed []int64
+	// NextExpiry is the earliest expiry (on the lease store's clock) of a
+	// live lease that a running run holds: when it is not renewed, that run
+	// is resumed by the first sweep after it (zero when none).
+	NextExpiry time.Time
+}
+
+// noteExpiry keeps at, a live lease's expiry, if it is the earliest yet.
+func (r *Recovered) noteExpiry(at time.Time) {
+	if !at.IsZero() && (r.NextExpiry.IsZero() || at.Before(r.NextExpiry)) {
+		r.NextExpiry = at
+	}
 }
 
 // Recover is lease-expiry recovery (docs/guide.md#running-on-a-schedule-serve-and-worker): it finds runs still running
@@ -89,6 +132,11 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			// machine holds (lease.DeadHere) took it and died, and costs a
 			// sweep, not a lease TTL (docs/RELIABILITY.md#resume-after-a-kill).
 			if err != nil || l.RunID != r.ID || !lease.DeadHere(l.Holder, self) {
+				if err == nil && l.RunID == r.ID && l.ExpiresAt.After(now) {
+					// Its lease ends after its TTL of age: unless renewed,
+					// it is old and dead then.
+					out.noteExpiry(l.ExpiresAt)
+				}
 				continue
 			}
 			diedHere[r.SyncID] = true
@@ -123,6 +171,7 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			continue
 		}
 		if live && l.RunID == r.ID {
+			out.noteExpiry(l.ExpiresAt)
 			continue // alive and well
 		}
 		// Re-read: the run may have finished since it was listed.

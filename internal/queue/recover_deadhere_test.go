@@ -97,3 +97,54 @@ func TestRecoverYoungRunDeadHere(t *testing.T) {
 		t.Fatalf("Recover = %+v, want run %d left alone (the lease is another run's)", got, runC.ID)
 	}
 }
+
+// TestSweepAtLeaseExpiry: a run whose lease is held on another machine and
+// not renewed is resumed by a sweep right after the lease's expiry, when
+// that comes before the next periodic sweep, young or old; a lease that
+// expires after the next periodic sweep is left to it.
+func TestSweepAtLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	ttl := b.cfg.Settings.LeaseTTL
+	elsewhere := lease.ThisProcess()
+	elsewhere.Host = "elsewhere"
+
+	r, err := b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "a", State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "a", Token: "t-a", Holder: elsewhere.String(), RunID: r.ID, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	// Its holder died right after taking the lease: it ends one TTL on,
+	// just as the run turns one TTL old.
+	b.clk.Advance(ttl - b.svc.recovery - time.Second)
+	if err := b.svc.sweep(ctx); err != nil { // the lease ends after the next periodic sweep
+		t.Fatal(err)
+	}
+	if got, _ := b.st.GetRun(ctx, r.ID); got.State != store.RunRunning {
+		t.Fatalf("run after a sweep %s before its lease's end: %s, want running", b.svc.recovery+time.Second, got.State)
+	}
+	b.clk.Advance(3 * time.Second) // now the lease ends before the next periodic sweep
+
+	done := make(chan error, 1)
+	go func() { done <- b.svc.sweep(ctx) }()
+	for b.clk.Pending() == 0 { // the sweep waits for the lease's end
+		select {
+		case err := <-done:
+			t.Fatalf("sweep returned (%v) without waiting for the lease's end", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if got, _ := b.st.GetRun(ctx, r.ID); got.State != store.RunRunning {
+		t.Fatalf("run before its lease's end: %s, want running", got.State)
+	}
+	b.clk.Advance(b.svc.recovery - time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.st.GetRun(ctx, r.ID); got.State != store.RunInterrupted {
+		t.Fatalf("run after its lease's end: %s, want interrupted by the sweep aimed at it", got.State)
+	}
+}
