@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
@@ -236,11 +234,7 @@ func loseLeaseStore(ctx context.Context, e *env, lp lossParams) (*Row, error) {
 // with the snapshot a SAVE wrote.
 func loseRedis(ctx context.Context, r *throwawayRedis, how string) error {
 	if strings.HasPrefix(how, "flushed") {
-		opts, err := redis.ParseURL(r.URL())
-		if err != nil {
-			return err
-		}
-		c := redis.NewClient(opts)
+		c := r.client()
 		defer c.Close()
 		return c.FlushAll(ctx).Err()
 	}

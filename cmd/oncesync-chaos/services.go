@@ -57,8 +57,7 @@ func (r *throwawayRedis) start(ctx context.Context) error {
 		return err
 	}
 	r.p = p
-	opts, _ := redis.ParseURL(r.URL())
-	c := redis.NewClient(opts)
+	c := r.client()
 	defer c.Close()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -78,13 +77,14 @@ func (r *throwawayRedis) start(ctx context.Context) error {
 // save writes a snapshot (SAVE) that the next start loads: the server
 // saves nothing on its own.
 func (r *throwawayRedis) save(ctx context.Context) error {
-	opts, err := redis.ParseURL(r.URL())
-	if err != nil {
-		return err
-	}
-	c := redis.NewClient(opts)
+	c := r.client()
 	defer c.Close()
 	return c.Save(ctx).Err()
+}
+
+// client is a new client of the server (close it).
+func (r *throwawayRedis) client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.port)})
 }
 
 // stop stops the server (SIGTERM; it saves nothing).
