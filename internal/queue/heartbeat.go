@@ -33,17 +33,25 @@ func heartbeatID(kind, slot string) string {
 	return slot + "#job"
 }
 
-// heartbeat takes the heartbeat id and keeps it until the returned stop is
-// called. A heartbeat that cannot be taken (the lease store is down, or
-// another job of the slot holds it after a rescue) does not stop the work:
-// the job is then judged by its run's lease alone.
-func (s *Service) heartbeat(ctx context.Context, id string) (stop func()) {
+// beatOwner names one attempt of job j (its id and attempt), recorded as
+// its heartbeat lease's run id, so that a sweep tells that attempt's own
+// heartbeat from an earlier attempt's (beatDiedHere).
+func beatOwner(j *rivertype.JobRow) int64 {
+	return j.ID*1000 + int64(min(max(j.Attempt, 0), 999))
+}
+
+// heartbeat takes the heartbeat id for the job attempt owner (beatOwner)
+// and keeps it until the returned stop is called. A heartbeat that cannot be
+// taken (the lease store is down, or another job of the slot holds it after
+// a rescue) does not stop the work: the job is then judged by its run's
+// lease alone.
+func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop func()) {
 	ttl := s.cfg.Settings.LeaseTTL
 	renew := s.cfg.Settings.LeaseRenew
 	if renew <= 0 || renew >= ttl {
 		renew = ttl / 3
 	}
-	g, err := s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, TTL: ttl})
+	g, err := s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
 	if err != nil {
 		s.log.Warn("job heartbeat not taken; recovery judges the job by its run's lease alone", "heartbeat", id, "err", err)
 		return func() {}
@@ -137,6 +145,15 @@ func workOf(j *rivertype.JobRow) (jobWork, bool) {
 		return jobWork{kind: j.Kind, slot: id, runLease: id, beat: heartbeatID(j.Kind, id)}, true
 	}
 	return jobWork{}, false
+}
+
+// beatDiedHere reports whether the heartbeat of job j's current attempt is
+// held by a dead process of this machine (lease.DeadHere): the attempt took
+// it and its worker died, whatever the job's age
+// (docs/RELIABILITY.md#resume-after-a-kill).
+func (s *Service) beatDiedHere(ctx context.Context, w jobWork, j *rivertype.JobRow, self lease.Process) bool {
+	l, err := s.inspector.LeaseGet(ctx, w.beat)
+	return err == nil && l.RunID == beatOwner(j) && lease.DeadHere(l.Holder, self)
 }
 
 // workerGone reports whether the worker of a job (running for longer than

@@ -106,7 +106,7 @@ type runPartitionedWorker struct {
 
 // Work pins the snapshot and enqueues the partitions.
 func (w *runPartitionedWorker) Work(ctx context.Context, job *river.Job[RunPartitionedArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartitioned, job.Args.SyncID))
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartitioned, job.Args.SyncID), beatOwner(job.JobRow))
 	defer stop()
 	return jobResult(w.s.coordinate(ctx, job.Args, job.Attempt))
 }
@@ -118,7 +118,7 @@ type runPartitionWorker struct {
 
 // Work runs one partition.
 func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)))
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)), beatOwner(job.JobRow))
 	defer stop()
 	return jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID))
 }

@@ -215,8 +215,11 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	// A young job of a sync in diedHere is rescued too: its run took the
 	// sync's lease and died, so the job's attempt is the dead one (a later
 	// attempt needs the job made available first, which marks that run
-	// interrupted). listed bounds those: an attempt begun during this sweep
-	// is left alone.
+	// interrupted). So is a young job whose current attempt's heartbeat
+	// (beatOwner) a dead process of this machine holds: its worker
+	// died before its run took a lease, or while a coordinator or a
+	// partition worked. listed bounds those: an attempt begun during this
+	// sweep is left alone.
 	listed := time.Now()
 	horizon := listed.Add(-grace) // River's times are wall-clock times
 	rescued := map[string]bool{}  // slots whose dead job was rescued
@@ -235,7 +238,7 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			}
 			switch {
 			case !j.AttemptedAt.Before(horizon):
-				if kind != KindRunSync || !diedHere[w.runLease] {
+				if !(kind == KindRunSync && diedHere[w.runLease]) && !s.beatDiedHere(ctx, w, j, self) {
 					continue
 				}
 				young = append(young, j.ID)

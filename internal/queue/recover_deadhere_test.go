@@ -148,3 +148,72 @@ func TestSweepAtLeaseExpiry(t *testing.T) {
 		t.Fatalf("run after its lease's end: %s, want interrupted by the sweep aimed at it", got.State)
 	}
 }
+
+// TestRecoverYoungJobWhoseHeartbeatDiedHere: a young job whose worker
+// died on this machine before its run took a lease (or while it worked a
+// coordinator) is told by its attempt's own heartbeat, held by the dead
+// process, and handed back by the first sweep; a heartbeat of another
+// attempt of the job, or of a process on another machine, is left to the
+// age rule.
+func TestRecoverYoungJobWhoseHeartbeatDiedHere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	ttl := b.cfg.Settings.LeaseTTL
+	rb := b.svc.b.(*riverBackend[*sql.Tx])
+
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	deadHere := lease.ThisProcess()
+	deadHere.PID = cmd.Process.Pid
+	deadElsewhere := deadHere
+	deadElsewhere.Host = "elsewhere"
+
+	// started is sync's job, running for a second, and its attempt's
+	// heartbeat taken by holder.
+	started := func(t *testing.T, syncID string, holder lease.Process) int64 {
+		t.Helper()
+		e, err := b.svc.Enqueue(ctx, syncID, ReasonSchedule)
+		if err != nil || e.Duplicate {
+			t.Fatalf("enqueue %s: %+v, %v", syncID, e, err)
+		}
+		j := markJobRunning(t, b, e.JobID, time.Now().Add(-time.Second))
+		owner := beatOwner(j)
+		if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: heartbeatID(KindRunSync, syncID), Token: "beat-" + syncID,
+			Holder: holder.String(), RunID: owner, TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	jobA := started(t, "a", deadHere)
+	jobB := started(t, "b", deadElsewhere)
+
+	got, err := b.svc.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Rescued, []int64{jobA}) || len(got.Runs) != 0 {
+		t.Fatalf("Recover = %+v, want job %d rescued and nothing else (job %d left to the age rule)", got, jobA, jobB)
+	}
+	for id, want := range map[int64]rivertype.JobState{jobA: rivertype.JobStateAvailable, jobB: rivertype.JobStateRunning} {
+		if j, err := rb.client.JobGet(ctx, id); err != nil || j.State != want {
+			t.Fatalf("job %d: %v, %v; want %s", id, j.State, err, want)
+		}
+	}
+
+	// The job's next attempt has begun and not yet taken the heartbeat an
+	// earlier attempt's dead worker holds: left alone.
+	j := markJobRunning(t, b, jobA, time.Now().Add(-time.Second))
+	if err := b.st.LeaseRelease(ctx, heartbeatID(KindRunSync, "a"), "beat-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: heartbeatID(KindRunSync, "a"), Token: "beat-a2",
+		Holder: deadHere.String(), RunID: beatOwner(j) + 1, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.svc.Recover(ctx); err != nil || len(got.Rescued) != 0 {
+		t.Fatalf("Recover = %+v, %v; want job %d left alone (the heartbeat is another attempt's)", got, err, jobA)
+	}
+}

@@ -26,7 +26,7 @@ type runSyncWorker struct {
 
 // Work runs the sync and maps the result for River (see jobResult).
 func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunSync, job.Args.SyncID))
+	stop := w.s.heartbeat(ctx, heartbeatID(KindRunSync, job.Args.SyncID), beatOwner(job.JobRow))
 	defer stop()
 	return jobResult(w.s.runSync(ctx, job.Args, job.Attempt))
 }
