@@ -24,14 +24,7 @@ func TestRecoverYoungRunDeadHere(t *testing.T) {
 	ttl := b.cfg.Settings.LeaseTTL
 	rb := b.svc.b.(*riverBackend[*sql.Tx])
 
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run true: %v", err)
-	}
-	deadHere := lease.ThisProcess()
-	deadHere.PID = cmd.Process.Pid
-	deadElsewhere := deadHere
-	deadElsewhere.Host = "elsewhere"
+	deadHere, deadElsewhere := deadProcesses(t)
 
 	// running moves sync's queued job to running, attempted a second ago.
 	running := func(t *testing.T, syncID string) int64 {
@@ -162,14 +155,7 @@ func TestRecoverYoungJobWhoseHeartbeatDiedHere(t *testing.T) {
 	ttl := b.cfg.Settings.LeaseTTL
 	rb := b.svc.b.(*riverBackend[*sql.Tx])
 
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run true: %v", err)
-	}
-	deadHere := lease.ThisProcess()
-	deadHere.PID = cmd.Process.Pid
-	deadElsewhere := deadHere
-	deadElsewhere.Host = "elsewhere"
+	deadHere, deadElsewhere := deadProcesses(t)
 
 	// started is sync's job, running for a second, and its attempt's
 	// heartbeat taken by holder.
@@ -216,4 +202,19 @@ func TestRecoverYoungJobWhoseHeartbeatDiedHere(t *testing.T) {
 	if got, err := b.svc.Recover(ctx); err != nil || len(got.Rescued) != 0 {
 		t.Fatalf("Recover = %+v, %v; want job %d left alone (the heartbeat is another attempt's)", got, err, jobA)
 	}
+}
+
+// deadProcesses are a process of this machine that has exited and the same
+// on another machine.
+func deadProcesses(t *testing.T) (here, elsewhere lease.Process) {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	here = lease.ThisProcess()
+	here.PID = cmd.Process.Pid
+	elsewhere = here
+	elsewhere.Host = "elsewhere"
+	return here, elsewhere
 }
