@@ -146,7 +146,7 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
 	cursor := pv.From
 	if pv.Changed {
-		return "the start of the source (the mapping, the identity, what the source reads or the destination's lists changed since the cursor was saved: docs/guide.md#changing-a-sync)"
+		return "the start of the source (the mapping, the identity, what the source reads or the destination's settings changed since the cursor was saved: docs/guide.md#changing-a-sync)"
 	}
 	if cursor == "" {
 		return "the start of the source"

@@ -73,8 +73,9 @@ func TestDefault(t *testing.T) {
 func TestDestinationPayload(t *testing.T) {
 	reg := connector.Default()
 	for _, tc := range []struct{ dest, want string }{
-		{`{type: brevo, api_key: k, list_ids: [7, 2, 7]}`, "list_ids=2,7"},
-		{`{type: brevo, api_key: k, mode: single}`, ""},
+		{`{type: brevo, api_key: k, list_ids: [7, 2, 7]}`, "list_ids=2,7;empty=erase"},
+		{`{type: brevo, api_key: k, mode: single}`, "empty=erase"},
+		{`{type: hubspot, token: t}`, "null=clear"},
 		{`{type: klaviyo, api_key: k, list_id: Ab1}`, "list_id=Ab1"},
 		{`{type: klaviyo, api_key: k, list_id: Ab1, write_mode: mirror}`, "list_id=Ab1"},
 		{`{type: klaviyo, api_key: k, list_id: Ab1, mode: single}`, ""},

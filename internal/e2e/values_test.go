@@ -127,3 +127,30 @@ syncs:
 		})
 	}
 }
+
+// TestClearedValueIsClearedAtBrevo: a value cleared in the source (FIRSTNAME
+// First7 → "") is cleared at Brevo on both paths, not kept stale.
+func TestClearedValueIsClearedAtBrevo(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"bulk", "single"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, setupParams{records: 600, pageSize: 200, mode: mode})
+			for i, name := range []string{"First7", "", "Again7", ""} {
+				tb.rewriteCSV(t, map[int]string{7: name})
+				p := tb.startRun()
+				if code := p.Wait(t, 2*time.Minute); code != 0 {
+					t.Fatalf("run %d exited %d:\n%s", i+1, code, p.Out)
+				}
+				c, ok := tb.fake.Contact(tb.emails[6])
+				got, held := c.Attributes["FIRSTNAME"]
+				if !ok || (name == "" && held && got != "" && got != nil) || (name != "" && got != name) {
+					t.Fatalf("after run %d (%q) Brevo holds %#v for row 7 (found %v)", i+1, name, got, ok)
+				}
+			}
+			if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
+				t.Fatalf("duplicates %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
+			}
+		})
+	}
+}

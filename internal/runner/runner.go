@@ -323,7 +323,7 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor)
 	if changed {
-		r.Logger.Info("the mapping, the identity, what the source reads or the destination's lists changed since the cursor was saved: reading the source from its start (records whose mapped values and lists did not change are not sent again)",
+		r.Logger.Info("the mapping, the identity, what the source reads or the destination's settings (lists, how empty values are written) changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):

@@ -188,6 +188,16 @@ func TestAcceptance(t *testing.T) {
 					r.Data["attributes"] = map[string]any{"FIRSTNAME": fmt.Sprintf("Changed%d", i), "AGE": float64(70 + i)}
 					return r
 				},
+				Cleared: func(i int) destination.Record {
+					r := destinationtest.Record(i)
+					r.Key = fmt.Sprintf("%064x", 7000+i)
+					var empty any // null for odd i
+					if i%2 == 0 {
+						empty = ""
+					}
+					r.Data["attributes"].(map[string]any)["FIRSTNAME"] = empty
+					return r
+				},
 				Setup: func(t *testing.T, cfg destinationtest.Config) destinationtest.Target {
 					opts := fakebrevo.Options{APIKey: apiKey, Seed: 11}
 					for _, r := range cfg.Faults.Refuse {
@@ -259,7 +269,7 @@ func TestAcceptance(t *testing.T) {
 								return false, false
 							}
 							for k, v := range r.Data["attributes"].(map[string]any) {
-								if fmt.Sprint(c.Attributes[strings.ToUpper(k)]) != fmt.Sprint(v) {
+								if !sameHeld(c.Attributes[strings.ToUpper(k)], v) {
 									return true, false
 								}
 							}
@@ -1138,4 +1148,56 @@ func TestExtIDMappedTwiceIsRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClearedValueIsErased: a value cleared in the source ("" or null) is
+// erased in Brevo on both paths, and Verify holds such a record landed only
+// once Brevo has no value for the attribute.
+func TestClearedValueIsErased(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		for _, empty := range []any{"", nil} {
+			t.Run(fmt.Sprintf("%s %#v", mode, empty), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+				full := rec(0, map[string]any{"FIRSTNAME": "Ann", "AGE": float64(30)})
+				res, err := b.dest.Write(t.Context(), []destination.Record{full})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.settle(t, []destination.Record{full}, res)
+				cleared := rec(0, map[string]any{"FIRSTNAME": empty, "AGE": float64(30)})
+				cleared.Key = "cleared"
+				landed, err := b.dest.Verify(t.Context(), []destination.Record{cleared}, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(landed) != 0 {
+					t.Fatal("a cleared value is reported landed while Brevo holds Ann")
+				}
+				res, err = b.dest.Write(t.Context(), []destination.Record{cleared})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.settle(t, []destination.Record{cleared}, res)
+				c, _ := b.fake.Contact(emailOf(cleared))
+				if v, ok := c.Attributes["FIRSTNAME"]; ok && v != nil && v != "" {
+					t.Fatalf("Brevo still holds FIRSTNAME %#v after it was cleared", v)
+				}
+				if landed, err = b.dest.Verify(t.Context(), []destination.Record{cleared}, t0); err != nil || len(landed) != 1 {
+					t.Fatalf("after the clear, Verify: %v %v", landed, err)
+				}
+			})
+		}
+	}
+}
+
+// sameHeld reports whether the fake holds want: equal as text, an absent
+// field equal to an empty one.
+func sameHeld(got, want any) bool {
+	empty := func(v any) bool { return v == nil || v == "" }
+	if empty(got) || empty(want) {
+		return empty(got) && empty(want)
+	}
+	return fmt.Sprint(got) == fmt.Sprint(want)
 }

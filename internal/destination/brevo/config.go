@@ -62,12 +62,16 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: c.Attributes}, nil
 }
 
-// PayloadSettings is list_ids, sorted (config.PayloadSettings): every
-// contact is added to those lists, whatever its mapped values, on every path
-// and in every write mode.
+// PayloadSettings is list_ids, sorted, and how an empty value is written
+// (config.PayloadSettings): every contact is added to those lists, whatever
+// its mapped values, on every path and in every write mode, and an empty
+// value erases the attribute (docs/guide.md#a-value-cleared-in-the-source).
+// A sync that ran before empty values were erased sends every record once
+// more, so that what it cleared then is erased too.
 func (c *Config) PayloadSettings(*config.Destination) string {
+	const empty = "empty=erase"
 	if len(c.ListIDs) == 0 {
-		return ""
+		return empty
 	}
 	ids := slices.Clone(c.ListIDs)
 	slices.Sort(ids)
@@ -76,7 +80,7 @@ func (c *Config) PayloadSettings(*config.Destination) string {
 	for i, id := range ids {
 		s[i] = strconv.FormatInt(id, 10)
 	}
-	return "list_ids=" + strings.Join(s, ",")
+	return "list_ids=" + strings.Join(s, ",") + ";" + empty
 }
 
 func (c *Config) Decode(key string, _ bool, v config.Value) {

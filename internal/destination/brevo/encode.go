@@ -190,7 +190,10 @@ func appendImportItem(dst []byte, c contact) []byte {
 //		DisableNotification     bool              `json:"disableNotification"`
 //	}
 //
-// with UpdateExistingContacts and DisableNotification true.
+// with UpdateExistingContacts, EmptyContactsAttributes and
+// DisableNotification true: an empty value erases the attribute, so a value
+// cleared in the source is cleared in Brevo
+// (docs/guide.md#a-value-cleared-in-the-source).
 const importPrefix = `{"jsonBody":[`
 
 // importSuffix closes an import body for the lists listIDs (null when there
@@ -209,7 +212,7 @@ func importSuffix(listIDs []int64) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	return append(dst, `,"updateExistingContacts":true,"emptyContactsAttributes":false,"disableNotification":true}`...)
+	return append(dst, `,"updateExistingContacts":true,"emptyContactsAttributes":true,"disableNotification":true}`...)
 }
 
 // importPage is a page's import items, encoded once, comma separated, in one

@@ -35,7 +35,7 @@ type importRequest struct {
 
 func marshalRequest(listIDs []int64, items []json.RawMessage) []byte {
 	return marshal(importRequest{JSONBody: items, ListIDs: listIDs,
-		UpdateExistingContacts: true, EmptyContactsAttributes: false, DisableNotification: true})
+		UpdateExistingContacts: true, EmptyContactsAttributes: true, DisableNotification: true})
 }
 
 // oracleAttrs is an import item's attributes: the mapped ones, and ext_id

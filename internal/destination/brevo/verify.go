@@ -82,8 +82,9 @@ type contactDetails struct {
 // attribute) and has every mapped attribute (attribute names
 // case-insensitive) with an equal value. Values are compared after a JSON
 // round trip:
-//   - a mapped null or "" is not compared (Brevo does not store empty values
-//     when emptyContactsAttributes is false);
+//   - a mapped null or "" holds when Brevo has no value (or an empty one)
+//     for the attribute: imports are sent with emptyContactsAttributes, so
+//     a value cleared in the source is erased;
 //   - numbers and numeric strings are equal when they are the same decimal
 //     number (42 == "42" == "42.0"; exact, no float rounding);
 //   - booleans equal true/false or a string strconv.ParseBool reads alike;
@@ -378,10 +379,15 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 	}
 	for k, want := range c.attrs {
 		w := canonical(want)
+		g, ok := upper[strings.ToUpper(k)]
 		if w == nil || w == "" {
+			// Cleared in the source: Brevo must hold nothing for it
+			// (docs/guide.md#a-value-cleared-in-the-source).
+			if ok && g != nil && g != "" {
+				return false
+			}
 			continue
 		}
-		g, ok := upper[strings.ToUpper(k)]
 		if !ok || !ValuesEqual(w, g) {
 			return false
 		}

@@ -147,6 +147,13 @@ type Harness struct {
 	// Changed returns record i with the same identity at the destination
 	// (e-mail, id property) and other data (write-mode cases).
 	Changed func(i int) destination.Record
+	// Cleared returns record i with the same identity and a mapped field
+	// empty ("" for even i, null for odd i): the suite writes record i,
+	// then Cleared(i), and checks that the destination then holds no value
+	// for that field (Target.Lookup counts an absent field as equal to an
+	// empty one) and, with CapVerify, that Verify holds Cleared(i) landed
+	// only after it was written (docs/guide.md#a-value-cleared-in-the-source).
+	Cleared func(i int) destination.Record
 }
 
 // maxPolls bounds the polls of Outcomes for one process.
@@ -376,6 +383,7 @@ func Run(t *testing.T, h Harness) {
 	runTransport(t, h, records)
 	runLostAnswers(t, h, records)
 	runWriteModes(t, h, records)
+	runCleared(t, h, records)
 
 	t.Run("VerifyMatchesCapability", func(t *testing.T) {
 		t.Parallel()

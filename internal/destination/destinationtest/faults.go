@@ -313,3 +313,59 @@ func (in *Injector) Handle(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	return false
 }
+
+// runCleared is Harness.Cleared's case: a value cleared in the source is
+// cleared at the destination, and a read-back tells the two apart.
+func runCleared(t *testing.T, h Harness, records func(int) []destination.Record) {
+	if h.Cleared == nil {
+		return
+	}
+	t.Run("ClearedValueReachesTheDestination", func(t *testing.T) {
+		t.Parallel()
+		tg := h.Setup(t, Config{Sleep: NoSleep, MaxRetries: suiteRetries, Clock: clock.NewFake(time.Now())})
+		t.Cleanup(func() { _ = tg.Dest.Close() })
+		if tg.Lookup == nil {
+			t.Fatal("Harness.Cleared needs Target.Lookup")
+		}
+		write := func(recs []destination.Record) {
+			t.Helper()
+			res, err := tg.Dest.Write(t.Context(), recs)
+			if err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			for k, r := range checkResults(t, recs, settle(t, h.Async, tg, recs, res)) {
+				if r.Outcome != destination.Delivered {
+					t.Fatalf("record %s: %v (%s), want delivered", k[:8], r.Outcome, r.Message)
+				}
+			}
+		}
+		full := records(2)
+		cleared := []destination.Record{h.Cleared(0), h.Cleared(1)}
+		write(full)
+		verify := tg.Dest.Capability() == destination.CapVerify
+		if verify {
+			landed, err := tg.Dest.Verify(t.Context(), cleared, time.Now().Add(-time.Hour))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if len(landed) != 0 {
+				t.Errorf("Verify holds %d cleared records landed while the destination holds their old values", len(landed))
+			}
+		}
+		write(cleared)
+		for i, r := range cleared {
+			if present, same := tg.Lookup(r); !present || !same {
+				t.Errorf("cleared record %d at the server: present %v, same data %v; want the field cleared", i, present, same)
+			}
+		}
+		if verify {
+			landed, err := tg.Dest.Verify(t.Context(), cleared, time.Now().Add(-time.Hour))
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if len(landed) != len(cleared) {
+				t.Errorf("Verify holds %d of %d cleared records landed after they were written", len(landed), len(cleared))
+			}
+		}
+	})
+}

@@ -64,6 +64,12 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	return dst, mapping.Spec{Email: c.Email, Attributes: c.Attributes}, nil
 }
 
+// PayloadSettings says how a null is written (config.PayloadSettings): as
+// "", which clears the property (docs/guide.md#a-value-cleared-in-the-source).
+// A sync that ran before nulls were sent sends every record once more, so
+// that what it cleared then is cleared too.
+func (c *Config) PayloadSettings(*config.Destination) string { return "null=clear" }
+
 func (c *Config) Decode(key string, _ bool, v config.Value) {
 	switch key {
 	case "base_url":

@@ -52,6 +52,8 @@ func propsOf(r destination.Record) map[string]string {
 	p := map[string]string{"email": emailOf(r)}
 	for k, v := range r.Data["attributes"].(map[string]any) {
 		switch v := v.(type) {
+		case nil:
+			p[k] = "" // cleared
 		case string:
 			p[k] = v
 		case float64:
@@ -94,8 +96,16 @@ func TestAcceptance(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			destinationtest.Run(t, destinationtest.Harness{
-				Record:      record,
-				Changed:     changed,
+				Record:  record,
+				Changed: changed,
+				Cleared: func(i int) destination.Record {
+					r := recordWith(i, "")
+					r.Key = fmt.Sprintf("%064x", 7000+i)
+					if i%2 == 1 {
+						r.Data["attributes"].(map[string]any)["firstname"] = nil
+					}
+					return r
+				},
 				Storms:      true,
 				LostAnswers: true,
 				WriteModes:  []destination.WriteMode{destination.Update, destination.Create, destination.Mirror},
@@ -622,5 +632,36 @@ func TestForbiddenIsAuth(t *testing.T) {
 	}
 	if calls != 1 || len(res) != 2 || res[0].Outcome != destination.NotSent {
 		t.Errorf("%d calls, results %v: want 1 call and both records not sent", calls, res)
+	}
+}
+
+// TestClearedValueClearsTheProperty: a mapped null (a NULL column) is sent as
+// "", which clears the property in HubSpot, and Verify holds it landed only
+// once HubSpot's property is empty.
+func TestClearedValueClearsTheProperty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{}, nil)
+	if _, err := b.dest.Write(t.Context(), []destination.Record{record(1)}); err != nil {
+		t.Fatal(err)
+	}
+	cleared := recordWith(1, "")
+	cleared.Key = "cleared-1"
+	cleared.Data["attributes"].(map[string]any)["firstname"] = nil
+	landed, err := b.dest.Verify(t.Context(), []destination.Record{cleared}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(landed) != 0 {
+		t.Fatalf("a null is landed while HubSpot holds %q", "First1")
+	}
+	res, err := b.dest.Write(t.Context(), []destination.Record{cleared})
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
+		t.Fatalf("write: %v %+v", err, res)
+	}
+	if c, ok := b.fake.Contact(emailOf(cleared)); !ok || c.Properties["firstname"] != "" {
+		t.Fatalf("HubSpot holds firstname %q after a null was written", c.Properties["firstname"])
+	}
+	if landed, err = b.dest.Verify(t.Context(), []destination.Record{cleared}, time.Now()); err != nil || len(landed) != 1 {
+		t.Fatalf("after the clear, Verify: %v %v", landed, err)
 	}
 }

@@ -66,7 +66,8 @@ func (d *Destination) read(ctx context.Context, ids []string, props []string) (m
 // with batch/read by id_property, asking for every mapped property, and
 // compares each: values equal as strings, or as the same decimal number
 // ("42" == "42.0"), or as booleans case-insensitively; e-mail addresses
-// case-insensitively. A mapped null is not compared (it is not sent).
+// case-insensitively. A mapped null or "" holds when HubSpot's property is
+// empty or absent, and only then.
 // Anything else is "not landed": the record is sent again, which at worst
 // repeats a write and never loses one. since is not needed: a contact
 // holds its current values.

@@ -21,7 +21,8 @@ type contact struct {
 	// id is the id_property's value.
 	id string
 	// props are the properties sent, values as HubSpot strings; a mapped
-	// null is left out (HubSpot keeps what it has).
+	// null is sent as "", which clears the property (a value cleared in the
+	// source is cleared in HubSpot, docs/guide.md#a-value-cleared-in-the-source).
 	props map[string]string
 	// invalid, when set, is why the record is rejected without a request.
 	invalid string
@@ -44,14 +45,12 @@ func (d *Destination) parseRecord(r destination.Record) contact {
 	case nil:
 	case map[string]any:
 		for k, v := range attrs {
-			s, ok, err := propertyValue(v)
+			s, err := propertyValue(v)
 			if err != nil {
 				c.invalid = fmt.Sprintf("property %s: %v", k, err)
 				return c
 			}
-			if ok {
-				c.props[k] = s
-			}
+			c.props[k] = s
 		}
 	default:
 		c.invalid = "attributes must be an object"
@@ -71,37 +70,37 @@ func (d *Destination) parseRecord(r destination.Record) contact {
 	return c
 }
 
-// propertyValue is v as a HubSpot property value (HubSpot stores strings);
-// ok is false for a null, which is not sent.
-func propertyValue(v any) (string, bool, error) {
+// propertyValue is v as a HubSpot property value (HubSpot stores strings;
+// "" clears one).
+func propertyValue(v any) (string, error) {
 	switch x := v.(type) {
 	case nil:
-		return "", false, nil
+		return "", nil // HubSpot clears a property set to ""
 	case string:
-		return x, true, nil
+		return x, nil
 	case json.Number:
-		return x.String(), true, nil
+		return x.String(), nil
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return "", false, errors.New("not a finite number")
+			return "", errors.New("not a finite number")
 		}
-		return strconv.FormatFloat(x, 'f', -1, 64), true, nil
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
 	case float32:
-		return strconv.FormatFloat(float64(x), 'f', -1, 32), true, nil
+		return strconv.FormatFloat(float64(x), 'f', -1, 32), nil
 	case int:
-		return strconv.Itoa(x), true, nil
+		return strconv.Itoa(x), nil
 	case int32:
-		return strconv.FormatInt(int64(x), 10), true, nil
+		return strconv.FormatInt(int64(x), 10), nil
 	case int64:
-		return strconv.FormatInt(x, 10), true, nil
+		return strconv.FormatInt(x, 10), nil
 	case uint64:
-		return strconv.FormatUint(x, 10), true, nil
+		return strconv.FormatUint(x, 10), nil
 	case bool:
-		return strconv.FormatBool(x), true, nil
+		return strconv.FormatBool(x), nil
 	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), true, nil
+		return x.UTC().Format(time.RFC3339Nano), nil
 	}
-	return "", false, fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans and times only)", v)
+	return "", fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans and times only)", v)
 }
 
 // plausibleEmail is a loose syntax check; HubSpot stays the judge.
