@@ -47,7 +47,7 @@ func (e *env) newPGSource(ctx context.Context, dsn, syncID, name, mode string, r
 	s := &pgSource{id: syncID, wmode: mode, dsn: dsn, name: "src." + name, table: pgx.Identifier{"src", name}.Sanitize(),
 		mapExt: mode == "single", pool: pool, changed: map[int]int{}, flipped: map[int]bool{}}
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS src; CREATE TABLE `+s.table+` (id bigint PRIMARY KEY,
-		email text NOT NULL, first_name text NOT NULL, ext_id text NOT NULL,
+		email text NOT NULL, first_name text, ext_id text NOT NULL,
 		updated_at timestamptz NOT NULL DEFAULT clock_timestamp())`); err != nil {
 		return nil, fmt.Errorf("create the source table %s: %w", s.name, err)
 	}
@@ -95,8 +95,9 @@ func (s *pgSource) grow(ctx context.Context, n int) error {
 }
 
 // flip changes back the records changed two steps ago (by then a run has
-// most likely delivered the change, which is what exposes a lost update)
-// and changes k others.
+// most likely delivered the change, which is what exposes a lost update),
+// changes k others, and clears one more row's first_name for good (NULL:
+// the destination must then hold no value for it, docs/guide.md#a-value-cleared-in-the-source).
 func (s *pgSource) flip(ctx context.Context, e *env, k int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,7 +119,21 @@ func (s *pgSource) flip(ctx context.Context, e *env, k int) error {
 			}
 		}
 	}
-	return s.setLocked(ctx, fresh, true)
+	if err := s.setLocked(ctx, fresh, true); err != nil {
+		return err
+	}
+	if s.n == 0 {
+		return nil
+	}
+	i := pickIDs(e, 1, s.n, 1)[0]
+	if _, ok := s.changed[i]; ok {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE `+s.table+` SET first_name = NULL, updated_at = clock_timestamp() WHERE id = $1`, i); err != nil {
+		return fmt.Errorf("clear a row of %s: %w", s.name, err)
+	}
+	s.flipped[i] = true
+	return nil
 }
 
 func (s *pgSource) unflip(ctx context.Context) error {
@@ -168,7 +183,7 @@ func (s *pgSource) rows() int {
 
 // wants reads every row's current values from the table.
 func (s *pgSource) wants(ctx context.Context) ([]want, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, email, first_name, ext_id FROM `+s.table+` ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, email, coalesce(first_name, ''), ext_id FROM `+s.table+` ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
