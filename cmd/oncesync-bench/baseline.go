@@ -163,7 +163,7 @@ func sendPage(ctx context.Context, post poster, p baselineParams, page []importI
 	if p.Mode == "bulk" {
 		body, err := json.Marshal(importRequest{
 			JSONBody: page, ListIDs: p.ListIDs,
-			UpdateExistingContacts: true, DisableNotification: true,
+			UpdateExistingContacts: true, EmptyContactsAttributes: true, DisableNotification: true,
 		})
 		if err != nil {
 			return 0, err

@@ -117,7 +117,7 @@ pipeline:
         root.jsonBody = this.map_each(r -> {"email": r.email, "attributes": {"FIRSTNAME": r.first_name, "LASTNAME": r.last_name}})
         root.listIds = [2]
         root.updateExistingContacts = true
-        root.emptyContactsAttributes = false
+        root.emptyContactsAttributes = true
         root.disableNotification = true
 output:
   http_client:
