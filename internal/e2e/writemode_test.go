@@ -227,3 +227,51 @@ func TestBrevoMirror(t *testing.T) {
 		})
 	}
 }
+
+// TestBrevoMirrorEmailChange: a mirror row whose e-mail changed is upserted
+// under the new address and its old contact taken off the sync's list; two
+// rows that swapped their addresses keep both contacts on it.
+func TestBrevoMirrorEmailChange(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupParams{records: 50, pageSize: 40, mode: "bulk"})
+	tb.useWriteMode(t, "bulk", "mirror", "{lease_ttl: 30s, lease_renew: 10s, max_removals: 10%}")
+	all := make([]int, 50)
+	for i := range all {
+		all[i] = i + 1
+	}
+	onList := func(email string) bool {
+		c, ok := tb.fake.Contact(email)
+		return ok && slices.Contains(c.ListIDs, 2)
+	}
+	tb.runOK(t)
+	const moved = "moved1@example.com"
+	writeRows(t, filepath.Join(tb.dir, "contacts.csv"), all, func(id int) string {
+		switch id {
+		case 1:
+			return moved
+		case 2:
+			return tb.emails[2]
+		case 3:
+			return tb.emails[1]
+		}
+		return tb.emails[id-1]
+	})
+	out := tb.runOK(t)
+	if !strings.Contains(out, "removed 1 record(s)") {
+		t.Errorf("the run's summary does not say it removed the left contact:\n%s", out)
+	}
+	if onList(tb.emails[0]) || !onList(moved) {
+		t.Fatalf("row 1's old contact on the list: %v, its new one: %v", onList(tb.emails[0]), onList(moved))
+	}
+	for id := 2; id <= 50; id++ {
+		if !onList(tb.emails[id-1]) {
+			t.Fatalf("contact %d is off the list", id)
+		}
+	}
+	if c, _ := tb.fake.Contact(tb.emails[1]); c.Attributes["FIRSTNAME"] != "First3" {
+		t.Fatalf("row 3's contact (row 2's old address) holds FIRSTNAME %v", c.Attributes["FIRSTNAME"])
+	}
+	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
+		t.Fatalf("duplicates %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
+	}
+}

@@ -209,16 +209,53 @@ func decodeIdentity(s string) (string, bool) {
 // zero, so the row, should it come back, is sent again.
 //
 //	x1:<identity, base64url>
+//
+// The handle a slot left behind when its row moved to another one (Moved's
+// entry, complete, under its own key) is kept as MovedRef until a mirror run
+// removes it:
+//
+//	m1:<handle, base64url>:<identity, base64url>
+//
+// and as SettledRef once that run removed it, or found another row holding
+// it (a complete entry is never released, so it stays, inert):
+//
+//	m0:<identity, base64url>
 const (
 	handlePrefix  = "h1:"
 	removedPrefix = "x1:"
+	movedPrefix   = "m1:"
+	settledPrefix = "m0:"
 )
+
+// SettledRef is the Ref of a Moved entry a mirror run settled.
+func SettledRef(identity string) string {
+	return settledPrefix + refEnc.EncodeToString([]byte(identity))
+}
+
+// RefSettled reports whether ref is a SettledRef.
+func RefSettled(ref string) bool { return strings.HasPrefix(ref, settledPrefix) }
 
 var refEnc = base64.RawURLEncoding
 
 // HandleRef is a slot's Ref holding handle and the row's identity.
 func HandleRef(handle, identity string) string {
 	return handlePrefix + refEnc.EncodeToString([]byte(handle)) + ":" + refEnc.EncodeToString([]byte(identity))
+}
+
+// MovedRef is the Ref of a Moved entry: the handle a slot left behind and
+// the row's identity.
+func MovedRef(handle, identity string) string {
+	return movedPrefix + strings.TrimPrefix(HandleRef(handle, identity), handlePrefix)
+}
+
+// RefMoved is the handle and identity a MovedRef holds; ok is false for any
+// other Ref.
+func RefMoved(ref string) (handle, identity string, ok bool) {
+	rest, ok := strings.CutPrefix(ref, movedPrefix)
+	if !ok {
+		return "", "", false
+	}
+	return RefHandle(handlePrefix + rest)
 }
 
 // RefHandle is the handle and identity a slot's Ref holds (HandleRef); ok

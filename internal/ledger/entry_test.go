@@ -76,3 +76,23 @@ func TestEntryResults(t *testing.T) {
 		}
 	}
 }
+
+func TestMovedRef(t *testing.T) {
+	ref := MovedRef("a@example.com", "42")
+	h, id, ok := RefMoved(ref)
+	if !ok || h != "a@example.com" || id != "42" {
+		t.Fatalf("RefMoved(%q) = %q, %q, %v", ref, h, id, ok)
+	}
+	if _, _, ok := RefHandle(ref); ok {
+		t.Error("a moved handle reads as a slot's own handle")
+	}
+	if _, _, ok := RefMoved(HandleRef("a@example.com", "42")); ok {
+		t.Error("a slot's handle reads as a moved one")
+	}
+	if !RefSettled(SettledRef("42")) || RefSettled(ref) || RefSettled(RemovedRef("42")) {
+		t.Error("SettledRef is not told apart")
+	}
+	if Moved("s", "slot", 2) == Moved("s", "slot", 3) || Moved("s", "slot", 2) == Removal("s", "slot", 2) {
+		t.Error("moved keys collide")
+	}
+}

@@ -162,3 +162,18 @@ func Removal(syncID, slot string, gen int64) string {
 	b = field(b, string(g[:]))
 	return hexSum(b)
 }
+
+// Moved is the key of the handle a mirror sync's slot left behind when its
+// generation gen was delivered under another handle (a row whose e-mail
+// changed, docs/guide.md#write-modes): the entry keeps the old handle until
+// a mirror run removes it from the destination.
+func Moved(syncID, slot string, gen int64) string {
+	var buf [160]byte
+	var g [8]byte
+	binary.BigEndian.PutUint64(g[:], uint64(gen))
+	b := field(buf[:0], "m1")
+	b = field(b, syncID)
+	b = field(b, slot)
+	b = field(b, string(g[:]))
+	return hexSum(b)
+}

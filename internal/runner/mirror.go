@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -75,27 +76,65 @@ func (r *run) handleRef(it *item, ref string) string {
 	return ledger.HandleRef(h, it.id)
 }
 
-// gone is one slot whose row a mirror run no longer read.
+// movedMark is the entry that keeps the handle a mirror's slot leaves
+// behind when its delivery under ref goes to another handle (a row whose
+// e-mail changed: upserted under the new one, the old contact is the
+// sync's no more), so that a mirror run removes it (docs/guide.md#write-modes).
+func (r *run) movedMark(it *item, ref string) (store.LedgerFinish, bool) {
+	if r.remover == nil || it.prevRef == "" {
+		return store.LedgerFinish{}, false
+	}
+	old, id, ok := ledger.RefHandle(it.prevRef)
+	if !ok {
+		return store.LedgerFinish{}, false
+	}
+	if h, _, ok := ledger.RefHandle(ref); ok && strings.EqualFold(h, old) {
+		return store.LedgerFinish{}, false
+	}
+	return store.LedgerFinish{Key: ledger.Moved(r.Sync.ID, it.slot, it.gen), State: store.LedgerComplete,
+		Result: ledger.SlotState{Gen: it.gen, Ref: ledger.MovedRef(old, id)}.Encode()}, true
+}
+
+// settledMark is the entry of a moved handle g once it is removed or held
+// by another row.
+func settledMark(g gone) store.LedgerFinish {
+	return store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.SettledRef(g.identity)}.Encode()}
+}
+
+// gone is one slot whose row a mirror run no longer read, or a handle a
+// slot left behind (moved).
 type gone struct {
 	slot     string
 	gen      int64
 	handle   string
 	identity string
+	moved    bool
 }
 
 // goneSlots lists the sync's delivered slots (with a handle) that seen
-// does not hold, and how many delivered slots the sync has in all.
-func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}) (out []gone, total int, err error) {
+// does not hold and the handles slots left behind (moved), and how many
+// delivered slots the sync has in all. A handle that a slot seen holds now
+// is left out: its record belongs to that row (an e-mail that moved to
+// another row, or two rows that swapped theirs); held are the moved
+// entries left out so, which are settled (should that row's handle change
+// again, its own move is recorded then).
+func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}) (out, held []gone, total int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
+	live := map[string]struct{}{} // handles of the slots read, lower-cased
+	var cands []gone
 	for _, e := range es {
 		s, ok := ledger.DecodeSlot(e, true)
 		if !ok {
 			continue
 		}
-		if _, removed := ledger.RefRemoved(s.Ref); removed {
+		if _, removed := ledger.RefRemoved(s.Ref); removed || ledger.RefSettled(s.Ref) {
+			continue
+		}
+		if h, id, ok := ledger.RefMoved(s.Ref); ok {
+			cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
 			continue
 		}
 		total++
@@ -103,14 +142,23 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 		if !ok {
 			continue
 		}
-		if id, ok := slotIDOf(e.Key); ok {
-			if _, read := seen[id]; read {
+		if sid, ok := slotIDOf(e.Key); ok {
+			if _, read := seen[sid]; read {
+				live[strings.ToLower(h)] = struct{}{}
 				continue
 			}
 		}
-		out = append(out, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
+		cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
 	}
-	return out, total, nil
+	for _, g := range cands {
+		switch _, ok := live[strings.ToLower(g.handle)]; {
+		case !ok:
+			out = append(out, g)
+		case g.moved:
+			held = append(held, g)
+		}
+	}
+	return out, held, total, nil
 }
 
 // removeGone removes from the destination the records whose rows the
@@ -122,9 +170,21 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, 
 	if r.remover == nil || seen == nil || !seen.full {
 		return 0, nil
 	}
-	gs, total, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots)
+	gs, held, total, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots)
 	if err != nil {
 		return 0, storeFailure(ctx, err, "list the delivered records")
+	}
+	if len(held) > 0 {
+		if err := r.ensureLease(ctx); err != nil {
+			return 0, err
+		}
+		fin := make([]store.LedgerFinish, len(held))
+		for i, g := range held {
+			fin[i] = settledMark(g)
+		}
+		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
+			return 0, storeFailure(ctx, err, "record the handles other rows hold")
+		}
 	}
 	if len(gs) == 0 {
 		return 0, nil
@@ -180,9 +240,11 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 		switch x.Outcome {
 		case destination.Delivered:
 			removed++
-			fin = append(fin,
-				store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()},
-				store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
+			done := store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()}
+			if g.moved {
+				done = settledMark(g) // the slot itself lives on
+			}
+			fin = append(fin, done, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
 		case destination.NotSent:
 			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
 		case destination.Rejected:

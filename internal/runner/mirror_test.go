@@ -141,3 +141,77 @@ func TestMirrorRemovesGoneRowsOnce(t *testing.T) {
 		t.Fatalf("%d records left after --allow-removals, want 100", len(d.present))
 	}
 }
+
+// TestMirrorRemovesTheHandleARowLeft: a row whose e-mail changed leaves its
+// old contact behind (an upsert creates the new one); the mirror removes
+// that contact, unless another row holds the e-mail now (two rows that
+// swapped theirs, a deleted row's e-mail taken by another row).
+func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		return p
+	}
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 10 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	email := func(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
+	rows := map[int]string{}
+	for i := 1; i <= 10; i++ {
+		rows[i] = email(i)
+	}
+	rows[1] = "new1@example.com"          // moved: c00001 is the sync's no more
+	rows[2], rows[3] = email(3), email(2) // swapped: both still held
+	delete(rows, 4)                       // gone, but its e-mail ...
+	rows[5] = email(4)                    // ... is row 5's now; c00005 is left
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= 10; i++ {
+		if e, ok := rows[i]; ok {
+			fmt.Fprintf(&b, "%d,%s,N%d\n", i, e, i)
+		}
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run := 2; run <= 3; run++ {
+		if _, err := Run(context.Background(), params()); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+	}
+	for _, e := range []string{email(1), email(5)} {
+		if d.present[e] || d.removed[e] != 1 {
+			t.Errorf("%s: present %v, removed %d time(s); want removed once", e, d.present[e], d.removed[e])
+		}
+	}
+	for _, e := range []string{"new1@example.com", email(2), email(3), email(4), email(6), email(10)} {
+		if !d.present[e] || d.removed[e] != 0 {
+			t.Errorf("%s: present %v, removed %d time(s); want it kept", e, d.present[e], d.removed[e])
+		}
+	}
+	if len(d.present) != 9 {
+		t.Errorf("%d contacts at the destination, want 9", len(d.present))
+	}
+	es, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerComplete, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := 0
+	for _, e := range es {
+		if s, ok := ledger.DecodeSlot(e, true); ok {
+			if _, _, moved := ledger.RefMoved(s.Ref); moved {
+				t.Errorf("a left handle is still pending after the mirror settled it: %s", e.Key[:8])
+			}
+			if ledger.RefSettled(s.Ref) {
+				settled++
+			}
+		}
+	}
+	if settled != 4 { // rows 1, 2, 3 and 5 left a handle
+		t.Errorf("%d left handles settled, want 4", settled)
+	}
+}

@@ -40,6 +40,9 @@ type item struct {
 	// invalid, when set, is why the record could not be read or mapped:
 	// it is rejected without a write (its slot is its position).
 	invalid string
+	// prevRef is the Ref of the slot's last delivered state, for a mirror
+	// (whose Ref holds the record's handle at the destination).
+	prevRef string
 }
 
 // claimed is a page through the ledger stage: the records to write, claimed
@@ -125,6 +128,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		it.gen = 1
 		if ok {
 			it.gen = st.Gen + 1
+			if r.remover != nil {
+				it.prevRef = st.Ref // the handle its last delivery went to
+			}
 		}
 		it.Key = r.deliveryKey(it)
 		changed = append(changed, it)
@@ -323,9 +329,13 @@ func (r *run) deliveryKey(it *item) string {
 // with ref: its slot's new last delivered state, and its claim and the
 // earlier runs' entries it settles released.
 func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref string) []store.LedgerFinish {
+	ref = r.handleRef(it, ref)
 	out = append(out,
-		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: r.handleRef(it, ref)}.Encode()},
+		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: ref}.Encode()},
 		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
+	if m, ok := r.movedMark(it, ref); ok {
+		out = append(out, m)
+	}
 	for _, k := range it.release {
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 	}

@@ -148,7 +148,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		if page.End {
 			if seen != nil && seen.full {
-				gs, total, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots)
+				gs, _, total, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots)
 				if err != nil {
 					return out, storeFailure(ctx, err, "list the delivered records")
 				}
