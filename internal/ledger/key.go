@@ -152,26 +152,20 @@ func PositionalGen(syncID, sourceID, cursor string, pos int, record [32]byte, ge
 // mirror sync last delivered to slot with generation gen
 // (docs/guide.md#write-modes): a run that dies after asking for the removal
 // builds the same key again, and the ledger answers for it.
-func Removal(syncID, slot string, gen int64) string {
-	var buf [160]byte
-	var g [8]byte
-	binary.BigEndian.PutUint64(g[:], uint64(gen))
-	b := field(buf[:0], "r1")
-	b = field(b, syncID)
-	b = field(b, slot)
-	b = field(b, string(g[:]))
-	return hexSum(b)
-}
+func Removal(syncID, slot string, gen int64) string { return slotGenKey("r1", syncID, slot, gen) }
 
 // Moved is the key of the handle a mirror sync's slot left behind when its
 // generation gen was delivered under another handle (a row whose e-mail
 // changed, docs/guide.md#write-modes): the entry keeps the old handle until
 // a mirror run removes it from the destination.
-func Moved(syncID, slot string, gen int64) string {
+func Moved(syncID, slot string, gen int64) string { return slotGenKey("m1", syncID, slot, gen) }
+
+// slotGenKey is the key of kind about generation gen of slot.
+func slotGenKey(kind, syncID, slot string, gen int64) string {
 	var buf [160]byte
 	var g [8]byte
 	binary.BigEndian.PutUint64(g[:], uint64(gen))
-	b := field(buf[:0], "m1")
+	b := field(buf[:0], kind)
 	b = field(b, syncID)
 	b = field(b, slot)
 	b = field(b, string(g[:]))

@@ -101,9 +101,7 @@ func TestAcceptance(t *testing.T) {
 				Cleared: func(i int) destination.Record {
 					r := recordWith(i, "")
 					r.Key = fmt.Sprintf("%064x", 7000+i)
-					if i%2 == 1 {
-						r.Data["attributes"].(map[string]any)["firstname"] = nil
-					}
+					r.Data["attributes"].(map[string]any)["firstname"] = destinationtest.EmptyValue(i)
 					return r
 				},
 				Storms:      true,
