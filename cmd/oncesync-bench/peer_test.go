@@ -68,7 +68,7 @@ func TestBenthosConfig(t *testing.T) {
 		"max_in_flight: 1",
 		`api-key: "${` + apiKeyEnv + `}"`,
 		"root.updateExistingContacts = true",
-		"root.emptyContactsAttributes = false",
+		"root.emptyContactsAttributes = true",
 		"root.disableNotification = true",
 		"root.listIds = [2]",
 	} {
