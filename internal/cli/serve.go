@@ -272,6 +272,13 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 			httpSrv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 			ln = tls.NewListener(ln, httpSrv.TLSConfig)
 		}
+		// The config's syncs are in the store before the first page is
+		// served: a sync's page answers 404 only for a sync there is not.
+		if ui != nil {
+			if err := svc.Publish(ctx); err != nil {
+				return failed(env.Stdout, err)
+			}
+		}
 		go func() { _ = httpSrv.Serve(ln) }()
 		defer httpSrv.Close()
 	}

@@ -353,3 +353,24 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("third Recover = %+v, %v", got, err)
 	}
 }
+
+// TestPublishBeforeStart: serve publishes the config's syncs before its web
+// UI answers, without starting the queue; a sync's page is there at once.
+func TestPublishBeforeStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.st.GetSync(b.ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("before Publish: %v, want not found", err)
+	}
+	if err := b.svc.Publish(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if _, err := b.st.GetSync(b.ctx, id); err != nil {
+			t.Fatalf("sync %s after Publish: %v", id, err)
+		}
+	}
+	if !b.svc.published {
+		t.Fatal("Publish did not record itself: Start would write every definition again")
+	}
+}

@@ -147,6 +147,7 @@ type Service struct {
 	log       *slog.Logger
 	clock     clock.Clock
 	scheduler bool
+	published bool // Publish wrote the config's syncs
 	workers   int
 	build     app.Options
 	recovery  time.Duration
@@ -369,11 +370,12 @@ func (s *Service) openBarrier(ctx context.Context, p Params) error {
 	return nil
 }
 
-// Start publishes every sync of the config to the store and starts working
-// jobs. It returns once the client runs; Shutdown stops it.
-func (s *Service) Start(ctx context.Context) error {
-	if s.enqueueOnly {
-		return errors.New("queue: an EnqueueOnly service works no jobs")
+// Publish writes every sync of the config to the store, once: serve calls
+// it before its web UI answers, so that a configured sync's page is there
+// from the first request. Start calls it when it was not.
+func (s *Service) Publish(ctx context.Context) error {
+	if s.published {
+		return nil
 	}
 	// One transaction for every definition: one each took minutes with
 	// 10,000 syncs (docs/PERFORMANCE.md#scheduling-at-scale).
@@ -388,6 +390,19 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	if _, err := s.st.PutSyncs(ctx, defs); err != nil {
 		return failure.Wrap(failure.StoreUnavailable, err, "publish the syncs")
+	}
+	s.published = true
+	return nil
+}
+
+// Start publishes every sync of the config to the store (Publish) and
+// starts working jobs. It returns once the client runs; Shutdown stops it.
+func (s *Service) Start(ctx context.Context) error {
+	if s.enqueueOnly {
+		return errors.New("queue: an EnqueueOnly service works no jobs")
+	}
+	if err := s.Publish(ctx); err != nil {
+		return err
 	}
 	// The client's lifetime is Shutdown's business, not the caller's context.
 	if err := s.b.start(context.WithoutCancel(ctx)); err != nil {
