@@ -380,10 +380,10 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 	for k, want := range c.attrs {
 		w := canonical(want)
 		g, ok := upper[strings.ToUpper(k)]
-		if w == nil || w == "" {
+		if empty(w) {
 			// Cleared in the source: Brevo must hold nothing for it
 			// (docs/guide.md#a-value-cleared-in-the-source).
-			if ok && g != nil && g != "" {
+			if ok && !empty(g) {
 				return false
 			}
 			continue
@@ -432,6 +432,9 @@ func ValuesEqual(want, got any) bool {
 	}
 	return reflect.DeepEqual(w, g)
 }
+
+// empty reports whether v is no value: null or "".
+func empty(v any) bool { return v == nil || v == "" }
 
 func numEqual(a, b string) bool {
 	x, ok1 := new(big.Rat).SetString(strings.TrimSpace(a))

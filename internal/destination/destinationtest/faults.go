@@ -157,11 +157,7 @@ func runWriteModes(t *testing.T, h Harness, records func(int) []destination.Reco
 	}
 	write := func(t *testing.T, tg Target, recs []destination.Record) map[string]destination.Result {
 		t.Helper()
-		res, err := tg.Dest.Write(t.Context(), recs)
-		if err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		return checkResults(t, recs, settle(t, h.Async, tg, recs, res))
+		return writeSettled(t, h.Async, tg, recs)
 	}
 	expect := func(t *testing.T, tg Target, r destination.Record, present, same bool) {
 		t.Helper()
@@ -329,11 +325,7 @@ func runCleared(t *testing.T, h Harness, records func(int) []destination.Record)
 		}
 		write := func(recs []destination.Record) {
 			t.Helper()
-			res, err := tg.Dest.Write(t.Context(), recs)
-			if err != nil {
-				t.Fatalf("Write: %v", err)
-			}
-			for k, r := range checkResults(t, recs, settle(t, h.Async, tg, recs, res)) {
+			for k, r := range writeSettled(t, h.Async, tg, recs) {
 				if r.Outcome != destination.Delivered {
 					t.Fatalf("record %s: %v (%s), want delivered", k[:8], r.Outcome, r.Message)
 				}
@@ -341,15 +333,19 @@ func runCleared(t *testing.T, h Harness, records func(int) []destination.Record)
 		}
 		full := records(2)
 		cleared := []destination.Record{h.Cleared(0), h.Cleared(1)}
-		write(full)
 		verify := tg.Dest.Capability() == destination.CapVerify
-		if verify {
-			landed, err := tg.Dest.Verify(t.Context(), cleared, time.Now().Add(-time.Hour))
+		landed := func() int {
+			t.Helper()
+			got, err := tg.Dest.Verify(t.Context(), cleared, time.Now().Add(-time.Hour))
 			if err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
-			if len(landed) != 0 {
-				t.Errorf("Verify holds %d cleared records landed while the destination holds their old values", len(landed))
+			return len(got)
+		}
+		write(full)
+		if verify {
+			if n := landed(); n != 0 {
+				t.Errorf("Verify holds %d cleared records landed while the destination holds their old values", n)
 			}
 		}
 		write(cleared)
@@ -359,15 +355,22 @@ func runCleared(t *testing.T, h Harness, records func(int) []destination.Record)
 			}
 		}
 		if verify {
-			landed, err := tg.Dest.Verify(t.Context(), cleared, time.Now().Add(-time.Hour))
-			if err != nil {
-				t.Fatalf("Verify: %v", err)
-			}
-			if len(landed) != len(cleared) {
-				t.Errorf("Verify holds %d of %d cleared records landed after they were written", len(landed), len(cleared))
+			if n := landed(); n != len(cleared) {
+				t.Errorf("Verify holds %d of %d cleared records landed after they were written", n, len(cleared))
 			}
 		}
 	})
+}
+
+// writeSettled writes recs, settles what the destination accepted for
+// processing later, and returns one checked result per record by key.
+func writeSettled(t *testing.T, async bool, tg Target, recs []destination.Record) map[string]destination.Result {
+	t.Helper()
+	res, err := tg.Dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	return checkResults(t, recs, settle(t, async, tg, recs, res))
 }
 
 // SameHeld reports whether a fake holds want for a field: equal as text, an
