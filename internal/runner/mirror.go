@@ -96,7 +96,7 @@ func (r *run) movedMark(it *item, ref string) (store.LedgerFinish, bool) {
 }
 
 // settledMark is the entry of a moved handle g once it is removed or held
-// by another row.
+// by another row, and of a gone row's slot whose handle another row holds.
 func settledMark(g gone) store.LedgerFinish {
 	return store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.SettledRef(g.identity)}.Encode()}
 }
@@ -115,9 +115,11 @@ type gone struct {
 // does not hold and the handles slots left behind (moved), and how many
 // delivered slots the sync has in all. A handle that a slot seen holds now
 // is left out: its record belongs to that row (an e-mail that moved to
-// another row, or two rows that swapped theirs); held are the moved
-// entries left out so, which are settled (should that row's handle change
-// again, its own move is recorded then).
+// another row, or two rows that swapped theirs); held are the entries left
+// out so, which are settled (should that row's handle change again, its own
+// move is recorded then). A gone row's slot is settled too, not left saying
+// the destination holds its values: the other row has written over them,
+// so the row is written again should it come back.
 func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}) (out, held []gone, total int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
@@ -151,11 +153,10 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 		cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
 	}
 	for _, g := range cands {
-		switch _, ok := live[strings.ToLower(g.handle)]; {
-		case !ok:
-			out = append(out, g)
-		case g.moved:
+		if _, ok := live[strings.ToLower(g.handle)]; ok {
 			held = append(held, g)
+		} else {
+			out = append(out, g)
 		}
 	}
 	return out, held, total, nil

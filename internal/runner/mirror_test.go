@@ -211,7 +211,124 @@ func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 			}
 		}
 	}
-	if settled != 4 { // rows 1, 2, 3 and 5 left a handle
-		t.Errorf("%d left handles settled, want 4", settled)
+	if settled != 5 { // rows 1, 2, 3 and 5 left a handle; row 4's is row 5's now
+		t.Errorf("%d slots settled, want 5", settled)
+	}
+}
+
+// TestMirrorWritesARowThatCameBack: a row removed by the mirror that comes
+// back to the source unchanged is written again. Its delivery key is the one
+// its first write completed; only the slot's last delivered state (removed)
+// says the destination no longer holds it (docs/guide.md#last-delivered-state).
+func TestMirrorWritesARowThatCameBack(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 20, destination.CapVerify)
+	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		return p
+	}
+	write := func(n int) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&b, "%d,c%05d@example.com,N%d\n", i, i, i)
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	write(18)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	back := []string{"c00019@example.com", "c00020@example.com"}
+	for _, e := range back {
+		if d.present[e] {
+			t.Fatalf("%s was not removed", e)
+		}
+	}
+	write(20)
+	r, err := Run(context.Background(), params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range back {
+		if !d.present[e] {
+			t.Errorf("%s came back to the source and was not written again (run: %+v)", e, r)
+		}
+	}
+	if len(d.present) != 20 {
+		t.Errorf("%d contacts at the destination, want 20", len(d.present))
+	}
+	// And once there, nothing more is sent.
+	r, err = Run(context.Background(), params())
+	if err != nil || r.Written != 0 {
+		t.Errorf("the run after: %v, written %d, want 0", err, r.Written)
+	}
+}
+
+// TestMirrorRewritesARowWhoseHandleAnotherRowHeld: row 4 leaves the source
+// while row 5 takes its e-mail (and writes its own name there); later row 5
+// moves on and row 4 comes back unchanged. Row 4's slot must not still claim
+// that the destination holds row 4's values: the contact shows row 5's name
+// until row 4 is written again.
+func TestMirrorRewritesARowWhoseHandleAnotherRowHeld(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 6, destination.CapVerify)
+	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		return p
+	}
+	email := func(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
+	write := func(rows map[int]string) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= 6; i++ {
+			if e, ok := rows[i]; ok {
+				fmt.Fprintf(&b, "%d,%s,N%d\n", i, e, i)
+			}
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := map[int]string{}
+	for i := 1; i <= 6; i++ {
+		rows[i] = email(i)
+	}
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	delete(rows, 4)
+	rows[5] = email(4)
+	write(rows)
+	for run := 0; run < 2; run++ {
+		if _, err := Run(context.Background(), params()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.values[email(4)]; got != "N5" {
+		t.Fatalf("%s shows %v after row 5 took it, want N5", email(4), got)
+	}
+	rows[4], rows[5] = email(4), email(5)
+	write(rows)
+	for run := 0; run < 2; run++ {
+		if _, err := Run(context.Background(), params()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{4, 5} {
+		if got := d.values[email(i)]; got != fmt.Sprintf("N%d", i) || !d.present[email(i)] {
+			t.Errorf("%s shows %v (present %v), want N%d: the source's row %d", email(i), got, d.present[email(i)], i, i)
+		}
 	}
 }
