@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -155,6 +156,7 @@ syncs:
 	// 4. First worker: killed at write KillAtWrite.
 	fmt.Fprintf(out, "4. worker 1 starts; it will be killed with SIGKILL right after Brevo applies write #%d\n", p.KillAtWrite)
 	bar := progress.New(out, int64(p.Records), "   delivered", time.Second)
+	var resumed atomic.Bool // worker 2 started
 	bar.Set(0, "")
 	stopBar := make(chan struct{})
 	barDone := make(chan struct{})
@@ -162,12 +164,33 @@ syncs:
 		defer close(barDone)
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
+		var (
+			last    int64
+			changed = time.Now()
+			said    string
+		)
 		for {
 			select {
 			case <-stopBar:
 				return
-			case <-t.C:
-				bar.Set(fb.Stats().Contacts, "")
+			case now := <-t.C:
+				// Only changes: while worker 2 settles what worker 1 left in
+				// doubt (an import Brevo may not show yet is read back after
+				// settings.in_doubt_grace), a line a second saying the same
+				// would be noise; one line says why nothing moves.
+				n := fb.Stats().Contacts
+				moved := n != last
+				if moved {
+					last, changed = n, now
+				}
+				say := ""
+				if resumed.Load() && now.Sub(changed) >= 2*time.Second {
+					say = "(worker 2 is settling what worker 1 left in doubt before it sends more)"
+				}
+				if moved || say != said {
+					said = say
+					bar.Set(n, say)
+				}
 			}
 		}
 	}()
@@ -194,6 +217,7 @@ syncs:
 	mu.Lock()
 	rec.secondAt = time.Now()
 	mu.Unlock()
+	resumed.Store(true)
 	second, err := start(ctx, p.Executable, cfgPath, dir, "worker-2.log")
 	if err != nil {
 		return Result{}, err

@@ -126,6 +126,7 @@ type lineBar struct {
 	n     int64
 	info  string
 	now   func() time.Time
+	shown string // the last line printed
 }
 
 func (b *lineBar) Set(n int64, detail string) {
@@ -139,24 +140,37 @@ func (b *lineBar) Set(n int64, detail string) {
 func (b *lineBar) SetTotal(total int64) { b.total = total }
 
 func (b *lineBar) print() {
+	if line := b.line(); line != "" {
+		b.shown = line
+		fmt.Fprint(b.w, line)
+	}
+}
+
+func (b *lineBar) line() string {
 	info := b.info
 	if info != "" {
 		info = " " + info
 	}
 	switch {
 	case b.total > 0:
-		fmt.Fprintf(b.w, "%s: %d/%d %s%s\n", b.desc, b.n, b.total, b.unit, info)
+		return fmt.Sprintf("%s: %d/%d %s%s\n", b.desc, b.n, b.total, b.unit, info)
 	case b.unit == Bytes:
 		// The source's size is not known yet (the first page, before its
 		// position is read): "0 bytes" would say nothing was read. With no
 		// detail either (a run that failed before its first page), a bare
 		// "desc:" would say nothing at all.
 		if b.info != "" {
-			fmt.Fprintf(b.w, "%s: %s\n", b.desc, b.info)
+			return fmt.Sprintf("%s: %s\n", b.desc, b.info)
 		}
+		return ""
 	default:
-		fmt.Fprintf(b.w, "%s: %d %s%s\n", b.desc, b.n, b.unit, info)
+		return fmt.Sprintf("%s: %d %s%s\n", b.desc, b.n, b.unit, info)
 	}
 }
 
-func (b *lineBar) Finish() { b.print() }
+// Finish prints the last Set, unless it is the line printed last.
+func (b *lineBar) Finish() {
+	if b.line() != b.shown {
+		b.print()
+	}
+}

@@ -19,9 +19,14 @@ func TestLineBarThrottles(t *testing.T) {
 	b.Set(30, "page 3")
 	b.Finish()
 	got := buf.String()
-	want := "sync: 10/100 records page 1\nsync: 30/100 records page 3\nsync: 30/100 records page 3\n"
+	want := "sync: 10/100 records page 1\nsync: 30/100 records page 3\n" // Finish does not repeat it
 	if got != want {
 		t.Fatalf("got %q want %q", got, want)
+	}
+	b.Set(40, "page 4") // throttled; Finish prints it
+	b.Finish()
+	if want += "sync: 40/100 records page 4\n"; buf.String() != want {
+		t.Fatalf("got %q want %q", buf.String(), want)
 	}
 	if IsTerminal(&buf) || strings.Contains(got, "\r") {
 		t.Fatal("a buffer is not a terminal")
@@ -58,7 +63,7 @@ func TestLineBarBytesWithNothingToSay(t *testing.T) {
 	b := New(&buf, 0, "s (dry run)", time.Hour)
 	b.Set(2, "")
 	b.Finish()
-	if got, want := buf.String(), "s (dry run): 2 records\ns (dry run): 2 records\n"; got != want {
+	if got, want := buf.String(), "s (dry run): 2 records\n"; got != want {
 		t.Fatalf("got %q want %q", got, want)
 	}
 }
