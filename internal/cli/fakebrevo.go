@@ -20,7 +20,8 @@ func newFakeBrevoCmd(env Env) *cobra.Command {
 		Short: "Serve a Brevo-compatible API for demos and tests, with fault injection",
 		Long: `Serve a Brevo-compatible API (the contact endpoints oncesync uses, faithful to Brevo's
 public API spec): /v3/contacts, /v3/contacts/{identifier}, /v3/contacts/import,
-/v3/processes and /v3/processes/{id}, with Brevo's rate-limit headers.
+/v3/processes, /v3/processes/{id} and /v3/contacts/attributes, with Brevo's
+rate-limit headers.
 
 Imports behave as Brevo documents them: POST /v3/contacts/import answers 202
 with a processId, and the process runs later (--process-delay, plus
@@ -32,12 +33,19 @@ info.import as URLs of CSV reports, served under /_reports or, with
 the api-key). --import-fail-rate makes processes fail whole (status failed,
 nothing applied).
 
+The account defines the contact attributes a new Brevo account has (EMAIL,
+FIRSTNAME, LASTNAME, SMS, WHATSAPP, LANDLINE_NUMBER, EXT_ID) and those named
+by --attribute; GET /v3/contacts/attributes lists them. As on Brevo, a write's
+other attributes are dropped without an error: oncesync check and each run
+refuse a mapping that names one.
+
 GET /_stats returns JSON counters: requests, contacts_written, contacts,
 duplicate_writes (a contact written again with exactly the attributes it had),
 import_rows_skipped, imports_failed and report_requests.
 Point a sync's destination base_url at http://ADDR/v3 to use it.`,
 		Example: `  oncesync fake-brevo --listen 127.0.0.1:8026
   oncesync fake-brevo --error-rate 0.05 --rate-limit 10 --refuse-email bad@example.com
+  oncesync fake-brevo --attribute PLAN --attribute SCORE
   oncesync fake-brevo --process-delay 2s --import-skip-rate 0.02 --import-fail-rate 0.1 --report-listen 127.0.0.1:8027
   curl -s http://127.0.0.1:8026/_stats`,
 		Args: cobra.NoArgs,

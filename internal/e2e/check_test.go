@@ -6,13 +6,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
 // TestCheckCommand: `oncesync check` reads one source record and the Brevo
 // account and lists, writes nothing, and names what is wrong: a list the
-// account lacks, a refused key.
+// account lacks, an attribute it lacks (a run refuses it too), a refused key.
 func TestCheckCommand(t *testing.T) {
 	t.Parallel()
 	check := func(tb *testBundle, key string) (string, int) {
@@ -46,6 +47,23 @@ func TestCheckCommand(t *testing.T) {
 	out, code = check(noList, apiKey)
 	if code != 1 || !strings.Contains(out, "failed: invalid_sync_definition:") || !strings.Contains(out, "brevo list 2 does not exist") {
 		t.Fatalf("missing list: exit %d:\n%s", code, out)
+	}
+
+	// An account without LASTNAME: Brevo would drop every last name without
+	// an error, so check names it and a run sends nothing.
+	noAttr := setup(t, setupParams{records: 10, pageSize: 10, mode: "bulk",
+		opts: fakebrevo.Options{Attributes: []fakebrevo.Attribute{{Name: "FIRSTNAME", Category: "normal", Type: "text"}}}})
+	out, code = check(noAttr, apiKey)
+	if code != 1 || !strings.Contains(out, "failed: invalid_sync_definition:") || !strings.Contains(out, "brevo: attribute LASTNAME does not exist in this account") {
+		t.Fatalf("missing attribute: exit %d:\n%s", code, out)
+	}
+	run := noAttr.startRun()
+	if code := run.Wait(t, time.Minute); code != 1 || !strings.HasPrefix(run.LastLine(), "failed: invalid_sync_definition:") ||
+		!strings.Contains(run.Out.String(), "brevo: attribute LASTNAME does not exist") {
+		t.Fatalf("run with a missing attribute: exit %d:\n%s", code, run.Out.String())
+	}
+	if st := noAttr.stats(); st.ContactsWritten != 0 || st.ByRoute["POST /v3/contacts/import"] != 0 {
+		t.Fatalf("the run wrote: %+v", st)
 	}
 
 	out, code = check(ok, "wrong-key")

@@ -46,6 +46,7 @@ func setupMySQL(t *testing.T, rows, pageSize int, opts fakebrevo.Options) *mysql
 	mb.insert(t, 1, rows, "")
 	tb := &testBundle{t: t, dir: t.TempDir()}
 	opts.APIKey, opts.Validate = apiKey, true
+	opts.Attributes = fakebrevo.WithAttributes("SCORE")
 	tb.fake = fakebrevo.New(opts)
 	tb.srv = newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tb.mu.Lock()

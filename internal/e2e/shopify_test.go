@@ -44,7 +44,7 @@ func TestShopifyToBrevoKillNine(t *testing.T) {
 		writes int
 		armed  = true
 	)
-	fake := fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true,
+	fake := fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Validate: true, Attributes: fakebrevo.WithAttributes("SHOPIFY_ID"),
 		AfterWrite: func(*http.Request) {
 			mu.Lock()
 			defer mu.Unlock()

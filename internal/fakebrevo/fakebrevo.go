@@ -79,6 +79,10 @@ type Options struct {
 	// listed in its invalid_emails report, as Brevo does with an invalid
 	// address.
 	RefuseEmails []string
+	// Attributes are the account's contact attributes (attributes.go): a
+	// write's attributes outside them are dropped, as Brevo drops them. nil:
+	// DefaultAttributes; WithAttributes adds to them.
+	Attributes []Attribute
 	// Lists are the account's contact lists (GET /v3/contacts/lists/{id});
 	// nil: every list id from 1 up exists.
 	Lists []int64

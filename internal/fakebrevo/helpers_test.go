@@ -36,6 +36,9 @@ func setup(t *testing.T, opts Options, expectInvalid ...bool) *bundle {
 	if opts.Clock == nil {
 		opts.Clock = clk
 	}
+	if opts.Attributes == nil {
+		opts.Attributes = WithAttributes("AGE", "VIP", "A", "B", "N") // the tests' account
+	}
 	srv := New(opts)
 	proxy, err := ValidatingProxy(srv)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -54,6 +55,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
 		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
+	fs.Var(attributesFlag{o}, "attribute",
+		"a contact attribute the account defines besides "+defaultNames()+" (repeatable, or comma-separated); a write's other attributes are dropped, as Brevo drops them")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
 		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
 	fs.DurationVar(&o.ImportRowDelay, "import-row-delay", o.ImportRowDelay,
@@ -124,4 +127,43 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)
 		return fmt.Errorf("fakebrevo: serve: %w", err)
 	}
 	return nil
+}
+
+// attributesFlag is --attribute: each name adds a text attribute of the
+// normal category to the account's (DefaultAttributes to start with).
+type attributesFlag struct{ o *Options }
+
+func (f attributesFlag) String() string {
+	if f.o == nil {
+		return ""
+	}
+	var names []string
+	for _, a := range f.o.Attributes[min(len(DefaultAttributes), len(f.o.Attributes)):] {
+		names = append(names, a.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func (f attributesFlag) Set(v string) error {
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			return fmt.Errorf("attribute %q: want letters, digits and underscores", name)
+		}
+		if f.o.Attributes == nil {
+			f.o.Attributes = WithAttributes()
+		}
+		f.o.Attributes = append(f.o.Attributes, Attribute{Name: strings.ToUpper(name), Category: "normal", Type: "text"})
+	}
+	return nil
+}
+
+func (attributesFlag) Type() string { return "name" }
+
+func defaultNames() string {
+	names := make([]string, len(DefaultAttributes))
+	for i, a := range DefaultAttributes {
+		names[i] = a.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -101,6 +101,7 @@ type Server struct {
 	st    *state
 	stats Stats
 	win   map[string]*rateWindow
+	attrs map[string]Attribute // by upper-case name (attributes.go)
 }
 
 type state struct {
@@ -157,6 +158,7 @@ func New(opts Options) *Server {
 		s.validator, s.specErr = NewValidator()
 	}
 	s.resetLocked()
+	s.initAttributesLocked()
 	return s
 }
 
@@ -457,6 +459,10 @@ func (s *Server) route(c *call) {
 		}
 	case len(segs) == 2 && segs[0] == "contacts" && segs[1] == "import" && m == http.MethodPost:
 		s.importContacts(c)
+	case len(segs) == 2 && segs[0] == "contacts" && segs[1] == "attributes" && m == http.MethodGet:
+		s.getAttributes(c)
+	case len(segs) == 4 && segs[0] == "contacts" && segs[1] == "attributes" && m == http.MethodPost:
+		s.createAttribute(c, segs[2], segs[3])
 	case len(segs) == 2 && segs[0] == "contacts":
 		switch m {
 		case http.MethodGet:
@@ -511,6 +517,10 @@ func splitPath(escaped string) ([]string, bool) {
 // routeOf names a call's route for Stats.ByRoute, with identifiers templated.
 func routeOf(method string, segs []string) string {
 	switch {
+	case len(segs) == 2 && segs[0] == "contacts" && (segs[1] == "attributes" && method == http.MethodGet):
+		return method + " " + BasePath + "/contacts/attributes"
+	case len(segs) == 4 && segs[0] == "contacts" && segs[1] == "attributes":
+		return method + " " + BasePath + "/contacts/attributes/{attributeCategory}/{attributeName}"
 	case len(segs) == 2 && segs[0] == "contacts" && !(segs[1] == "import" && method == http.MethodPost):
 		return method + " " + BasePath + "/contacts/{identifier}"
 	case len(segs) == 2 && segs[0] == "processes":
@@ -969,6 +979,9 @@ func (s *Server) applyLocked(ct *contact, wr contactWrite, now time.Time) bool {
 	st := s.st
 	changed := false
 	for k, v := range wr.attrs {
+		if !s.definedLocked(k) {
+			continue // not the account's: dropped (attributes.go)
+		}
 		old, had := ct.attrs[k]
 		if v == nil {
 			if had {

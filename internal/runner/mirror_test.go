@@ -219,7 +219,7 @@ func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 // TestMirrorWritesARowThatCameBack: a row removed by the mirror that comes
 // back to the source unchanged is written again. Its delivery key is the one
 // its first write completed; only the slot's last delivered state (removed)
-// says the destination no longer holds it (docs/guide.md#last-delivered-state).
+// says the destination no longer holds it (docs/guide.md#write-modes).
 func TestMirrorWritesARowThatCameBack(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, 20, destination.CapVerify)

@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -88,6 +90,9 @@ type Params struct {
 	// Accounts, when set, shares the account's request budget with the
 	// other runs and processes writing to it.
 	Accounts destination.AccountPacer
+	// Attributes are the mapped attribute names: each must be one of the
+	// account's (attributes.go).
+	Attributes []string
 	// WriteMode is upsert (default), update, create or mirror
 	// (docs/guide.md#write-modes). Update and create write on the single
 	// path whatever Mode says: an import always upserts.
@@ -109,6 +114,11 @@ type Destination struct {
 	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
 	writeMode  destination.WriteMode
+	attrs      []string // mapped attribute names, sorted
+
+	attrMu      sync.Mutex // ensureAttributes
+	attrChecked bool
+	attrErr     error
 }
 
 var _ destination.Destination = (*Destination)(nil)
@@ -126,6 +136,7 @@ func New(p Params) (*Destination, error) {
 		verifyWait: p.VerifyWait,
 		maxBody:    MaxImportBody,
 		writeMode:  p.WriteMode,
+		attrs:      slices.Sorted(slices.Values(p.Attributes)),
 	}
 	switch d.writeMode {
 	case "":

@@ -88,7 +88,7 @@ func setup(t *testing.T, opts fakebrevo.Options, mut ...func(*brevo.Params)) *bu
 	if opts.Seed == 0 {
 		opts.Seed = 7
 	}
-	b.fake = fakebrevo.New(opts)
+	b.fake = fakebrevo.New(testAccount(opts))
 	b.startProxy(t, b.fake)
 	b.params = brevo.Params{
 		BaseURL:    b.url,
@@ -215,7 +215,7 @@ func TestAcceptance(t *testing.T) {
 					opts.Clock = clk
 					opts.ProcessDelay = 4 * time.Second
 					b := &bundle{}
-					fake := fakebrevo.New(opts)
+					fake := fakebrevo.New(testAccount(opts))
 					faults, answered := transportFaults(cfg.Faults, fake)
 					b.startProxy(t, faults)
 					if cfg.Faults.Refused {
@@ -477,7 +477,7 @@ func TestBulkFallbackOnRefusedImport(t *testing.T) {
 	bad := rs[17]
 	b := &bundle{clock: clock.NewFake(t0)}
 	b.sleeps = &sleepLog{clk: b.clock}
-	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Clock: b.clock, RefuseEmails: []string{emailOf(bad)}})
+	b.fake = fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey, Clock: b.clock, RefuseEmails: []string{emailOf(bad)}}))
 	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v3/contacts/import" {
 			w.Header().Set("Content-Type", "application/json")
@@ -729,7 +729,7 @@ func TestImportSplitUnder8MB(t *testing.T) {
 	)
 	b := &bundle{clock: clock.NewFake(t0)}
 	b.sleeps = &sleepLog{clk: b.clock}
-	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, Clock: b.clock})
+	b.fake = fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey, Clock: b.clock}))
 	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v3/contacts/import" {
 			mu.Lock()
@@ -1186,4 +1186,13 @@ func TestClearedValueIsErased(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testAccount gives the fake the attributes these tests write, unless they
+// chose the account's attributes themselves: Brevo drops the others.
+func testAccount(o fakebrevo.Options) fakebrevo.Options {
+	if o.Attributes == nil {
+		o.Attributes = fakebrevo.WithAttributes("AGE", "NOTES")
+	}
+	return o
 }

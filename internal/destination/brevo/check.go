@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -13,9 +14,10 @@ import (
 
 var _ destination.Checker = (*Destination)(nil)
 
-// Check reads the account (GET /account: the api key works) and each list
+// Check reads the account (GET /account: the api key works), each list
 // the sync adds contacts to (GET /contacts/lists/{listId}: it exists in
-// this account). Nothing is written.
+// this account) and the account's contact attributes (each mapped one
+// exists: attributes.go). Nothing is written.
 func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	if _, err := d.do(ctx, request{method: http.MethodGet, path: "/account", route: "GET /account"}); err != nil {
 		return nil, d.checkFailure("read the account", err)
@@ -34,7 +36,20 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 		}
 		checked = append(checked, fmt.Sprintf("brevo: list %d exists", id))
 	}
-	return checked, nil
+	if len(d.attrs) == 0 {
+		return checked, nil
+	}
+	cats, listed, err := d.accountAttributes(ctx)
+	switch {
+	case err != nil:
+		return checked, d.checkFailure("read the contact attributes", err)
+	case !listed:
+		return append(checked, "brevo: the account's contact attributes could not be listed ("+attributesRoute+"): mapping.attributes not checked"), nil
+	}
+	if err := d.attributeProblem(cats); err != nil {
+		return checked, err
+	}
+	return append(checked, "brevo: mapped attributes exist: "+strings.Join(d.attrs, ", ")), nil
 }
 
 // checkFailure gives a check's error its code: the shared HTTP layer's

@@ -55,6 +55,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
 		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts,
+		Attributes: slices.Collect(maps.Keys(c.Attributes)),
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err

@@ -79,7 +79,7 @@ func TestOutcomesReportOnOwnOriginGetsKey(t *testing.T) {
 	rs := recs(4)
 	var seen keyLog
 	b := &bundle{}
-	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, RefuseEmails: []string{emailOf(rs[1])}})
+	b.fake = fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey, RefuseEmails: []string{emailOf(rs[1])}}))
 	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, fakebrevo.ReportPath) {
 			seen.wrap(b.fake).ServeHTTP(w, r)
@@ -115,7 +115,7 @@ func TestOutcomesReportRedirectIsNotFollowed(t *testing.T) {
 	t.Cleanup(target.Close)
 	rs := recs(3)
 	b := &bundle{}
-	b.fake = fakebrevo.New(fakebrevo.Options{APIKey: apiKey, RefuseEmails: []string{emailOf(rs[0])}})
+	b.fake = fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey, RefuseEmails: []string{emailOf(rs[0])}}))
 	b.startProxy(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, fakebrevo.ReportPath) {
 			http.Redirect(w, r, target.URL+"/steal", http.StatusTemporaryRedirect)

@@ -146,6 +146,9 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return notSent(recs), failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
 			"brevo request interrupted")
 	}
+	if err := d.ensureAttributes(ctx); err != nil {
+		return notSent(recs), err
+	}
 	w := &pageWrite{d: d, recs: recs, results: make([]destination.Result, len(recs)), done: make([]bool, len(recs)),
 		maybeSent: make([]bool, len(recs))}
 	var todo []int

@@ -1,0 +1,108 @@
+package brevo_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+// TestMappedAttributeTheAccountLacks: Brevo drops the values of an attribute
+// the account does not define and answers as if it had written them. Check
+// names the attribute, and a write refuses the page before sending any of
+// it, on both paths; with the attribute created, the same write lands.
+func TestMappedAttributeTheAccountLacks(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{Attributes: fakebrevo.DefaultAttributes}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"FIRSTNAME", "PLAN"}
+			})
+			ctx := context.Background()
+			if _, err := b.dest.Check(ctx); failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "attribute PLAN does not exist") {
+				t.Fatalf("check: %v", err)
+			}
+			rs := []destination.Record{rec(0, map[string]any{"FIRSTNAME": "Ann", "PLAN": "gold"})}
+			res, err := b.dest.Write(ctx, rs)
+			if failure.CodeOf(err) != failure.InvalidSyncDefinition {
+				t.Fatalf("write: %v", err)
+			}
+			if len(res) != 1 || res[0].Outcome != destination.NotSent {
+				t.Fatalf("write results %+v, want the record not sent", res)
+			}
+			if st := b.fake.Stats(); st.ContactsWritten != 0 || st.ByRoute["POST /v3/contacts"]+st.ByRoute["POST /v3/contacts/import"] != 0 {
+				t.Fatalf("a write reached the fake: %+v", st.ByRoute)
+			}
+
+			b2 := setup(t, fakebrevo.Options{Attributes: fakebrevo.WithAttributes("PLAN")}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"FIRSTNAME", "plan"}
+			})
+			checked, err := b2.dest.Check(ctx)
+			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "mapped attributes exist: FIRSTNAME, plan") {
+				t.Fatalf("check with the attribute: %v %q", err, checked)
+			}
+			if _, err := b2.dest.Write(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+			if mode == brevo.ModeBulk {
+				b2.clock.Advance(time.Second)
+			}
+			if c, ok := b2.fake.Contact(emailOf(rs[0])); !ok || c.Attributes["PLAN"] != "gold" {
+				t.Fatalf("contact %+v (%v), want PLAN gold", c, ok)
+			}
+		})
+	}
+}
+
+// TestComputedAttributeIsRefused: calculated and global attributes are
+// Brevo's own to compute.
+func TestComputedAttributeIsRefused(t *testing.T) {
+	t.Parallel()
+	attrs := append(fakebrevo.WithAttributes(), fakebrevo.Attribute{Name: "ORDERS", Category: "calculated", Type: "float"})
+	b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) { p.Attributes = []string{"ORDERS"} })
+	if _, err := b.dest.Check(context.Background()); failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "calculated attribute") {
+		t.Fatalf("check: %v", err)
+	}
+}
+
+// TestServerWithoutAttributeList: a Brevo-compatible server that does not
+// list attributes (404) is written to as before; check says it could not
+// check them.
+func TestServerWithoutAttributeList(t *testing.T) {
+	t.Parallel()
+	fake := fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/contacts/attributes") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"code":"document_not_found","message":"not here"}`))
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := brevo.New(brevo.Params{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2}, Attributes: []string{"FIRSTNAME", "PLAN"}, RateLimit: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	checked, err := d.Check(context.Background())
+	if err != nil || !strings.Contains(strings.Join(checked, "\n"), "not checked") {
+		t.Fatalf("check: %v %q", err, checked)
+	}
+	rs := []destination.Record{rec(0, map[string]any{"FIRSTNAME": "Ann"})}
+	res, err := d.Write(context.Background(), rs)
+	if err != nil || res[0].Outcome != destination.Delivered {
+		t.Fatalf("write: %v %+v", err, res)
+	}
+}

@@ -1,0 +1,114 @@
+package fakebrevo
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// The account's contact attributes. Brevo stores only the attributes an
+// account defines: "Any contact attribute that doesn't exist in your account
+// will be ignored at import end" (POST /contacts/import), and a single
+// create or update that names one answers 201/204 without it (the attributes
+// "must be present in your Brevo account"; a public report, getbrevo/brevo-php
+// issue 37, shows the contact created without them). The fake does the same:
+// a write's attributes outside Options.Attributes are dropped without a word,
+// on every path. GET /contacts/attributes lists them (getAttributes in
+// swagger.yaml), and POST /contacts/attributes/{category}/{name} adds one.
+// Types are listed but not enforced: Brevo ignores a value that does not match
+// its attribute's type, which the fake does not model.
+
+// Attribute is one of the account's contact attributes.
+type Attribute struct {
+	Name     string `json:"name"`
+	Category string `json:"category"` // normal, transactional, category, calculated, global
+	Type     string `json:"type,omitempty"`
+}
+
+// DefaultAttributes are the attributes of the fake's account when
+// Options.Attributes is nil: those a new Brevo account has (its name and
+// identifier attributes).
+var DefaultAttributes = []Attribute{
+	{Name: "EMAIL", Category: "normal", Type: "text"},
+	{Name: "FIRSTNAME", Category: "normal", Type: "text"},
+	{Name: "LASTNAME", Category: "normal", Type: "text"},
+	{Name: "SMS", Category: "normal", Type: "text"},
+	{Name: "WHATSAPP", Category: "normal", Type: "text"},
+	{Name: "LANDLINE_NUMBER", Category: "normal", Type: "text"},
+	{Name: "EXT_ID", Category: "normal", Type: "text"},
+}
+
+// WithAttributes is DefaultAttributes and, for each name, a text attribute of
+// the normal category: an account where a person created those.
+func WithAttributes(names ...string) []Attribute {
+	out := slices.Clone(DefaultAttributes)
+	for _, n := range names {
+		out = append(out, Attribute{Name: strings.ToUpper(n), Category: "normal", Type: "text"})
+	}
+	return out
+}
+
+// attributeCategories are createAttribute's attributeCategory values.
+var attributeCategories = []string{"normal", "transactional", "category", "calculated", "global"}
+
+func (s *Server) initAttributesLocked() {
+	attrs := s.opts.Attributes
+	if attrs == nil {
+		attrs = DefaultAttributes
+	}
+	s.attrs = make(map[string]Attribute, len(attrs))
+	for _, a := range attrs {
+		a.Name = strings.ToUpper(a.Name)
+		s.attrs[a.Name] = a
+	}
+}
+
+// definedLocked reports whether the account defines attribute name
+// (upper-case).
+func (s *Server) definedLocked(name string) bool {
+	_, ok := s.attrs[name]
+	return ok
+}
+
+func (s *Server) getAttributes(c *call) {
+	s.mu.Lock()
+	out := make([]Attribute, 0, len(s.attrs))
+	for _, a := range s.attrs {
+		out = append(out, a)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Attribute) int { return strings.Compare(a.Name, b.Name) })
+	s.respond(c, http.StatusOK, struct {
+		Attributes []Attribute `json:"attributes"`
+	}{out})
+}
+
+// createAttribute is POST /contacts/attributes/{attributeCategory}/{attributeName}.
+func (s *Server) createAttribute(c *call, category, name string) {
+	if !slices.Contains(attributeCategories, category) {
+		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "attributeCategory must be one of normal, transactional, category, calculated, global")
+		return
+	}
+	var req struct {
+		Type string `json:"type"`
+	}
+	if len(c.body) > 0 {
+		if err := decodeObject(c.body, &req); err != nil {
+			s.fail(c, http.StatusBadRequest, CodeBadRequest, msgInvalidJSON)
+			return
+		}
+	}
+	if req.Type == "" {
+		req.Type = "text"
+	}
+	name = strings.ToUpper(name)
+	s.mu.Lock()
+	if s.definedLocked(name) {
+		s.mu.Unlock()
+		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "Attribute name must be unique")
+		return
+	}
+	s.attrs[name] = Attribute{Name: name, Category: category, Type: req.Type}
+	s.mu.Unlock()
+	s.respond(c, http.StatusCreated, nil)
+}

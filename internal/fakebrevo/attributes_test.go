@@ -1,0 +1,63 @@
+package fakebrevo
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestAttributesNotInTheAccountAreDropped: Brevo keeps only the attributes an
+// account defines, on a create, an update and an import alike, and answers
+// as if all went well; GET /contacts/attributes says which it defines, and an
+// attribute created through the API is kept from then on.
+func TestAttributesNotInTheAccountAreDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Attributes: DefaultAttributes})
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "attributes": m{"FIRSTNAME": "Ann", "PLAN": "gold"}}), http.StatusCreated)
+	b.mustStatus(b.do("PUT", "/v3/contacts/ann%40example.com", m{"attributes": m{"LASTNAME": "Lee", "PLAN": "silver"}}), http.StatusNoContent)
+	b.mustStatus(b.do("POST", "/v3/contacts/import", m{"jsonBody": []m{{"email": "bob@example.com", "attributes": m{"FIRSTNAME": "Bob", "PLAN": "gold"}}}, "listIds": []int{2}}), http.StatusAccepted)
+	b.clock.Advance(time.Second)
+	for email, want := range map[string]map[string]any{
+		"ann@example.com": {"FIRSTNAME": "Ann", "LASTNAME": "Lee"},
+		"bob@example.com": {"FIRSTNAME": "Bob"},
+	} {
+		c := b.contact(email)
+		if len(c.Attributes) != len(want) {
+			t.Errorf("%s: attributes %v, want %v", email, c.Attributes, want)
+		}
+		for k, v := range want {
+			if c.Attributes[k] != v {
+				t.Errorf("%s: %s = %v, want %v", email, k, c.Attributes[k], v)
+			}
+		}
+	}
+
+	names := func() map[string]string {
+		r := b.do("GET", "/v3/contacts/attributes", nil)
+		b.mustStatus(r, http.StatusOK)
+		var out struct {
+			Attributes []Attribute `json:"attributes"`
+		}
+		if err := json.Unmarshal(r.body, &out); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, a := range out.Attributes {
+			got[a.Name] = a.Category
+		}
+		return got
+	}
+	if got := names(); got["FIRSTNAME"] != "normal" || got["PLAN"] != "" || len(got) != len(DefaultAttributes) {
+		t.Errorf("attributes listed: %v", got)
+	}
+	b.mustStatus(b.do("POST", "/v3/contacts/attributes/normal/PLAN", m{"type": "text"}), http.StatusCreated)
+	b.mustStatus(b.do("POST", "/v3/contacts/attributes/normal/PLAN", m{"type": "text"}), http.StatusBadRequest)
+	if got := names(); got["PLAN"] != "normal" {
+		t.Errorf("PLAN not listed once created: %v", got)
+	}
+	b.mustStatus(b.do("PUT", "/v3/contacts/ann%40example.com", m{"attributes": m{"PLAN": "silver"}}), http.StatusNoContent)
+	if c := b.contact("ann@example.com"); c.Attributes["PLAN"] != "silver" {
+		t.Errorf("PLAN once created: %v", c.Attributes)
+	}
+}
