@@ -10,8 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
 // writeRows writes path as a source of the rows of ids (1-based): the
@@ -273,5 +277,76 @@ func TestBrevoMirrorEmailChange(t *testing.T) {
 	}
 	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
 		t.Fatalf("duplicates %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
+	}
+}
+
+// TestBrevoMirrorKilledMidRemoval: the worker is killed with SIGKILL right
+// after Brevo applied one of its removals and before it heard back. The next
+// run settles the removals left in doubt: every gone row's contact is off the
+// list once, every other contact still on it, and records --removed lists
+// the ten.
+func TestBrevoMirrorKilledMidRemoval(t *testing.T) {
+	t.Parallel()
+	var (
+		mu     sync.Mutex
+		victim *os.Process
+		puts   int
+	)
+	tb := setup(t, setupParams{records: 100, pageSize: 40, mode: "bulk", opts: fakebrevo.Options{
+		AfterWrite: func(r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Method != http.MethodPut { // bulk writes are imports; a PUT is a removal
+				return
+			}
+			if puts++; puts == 4 && victim != nil {
+				_ = victim.Signal(syscall.SIGKILL)
+				victim = nil
+			}
+		},
+	}})
+	tb.useWriteMode(t, "bulk", "mirror", "{lease_ttl: 30s, lease_renew: 10s, max_removals: 10%}")
+	all := make([]int, 100)
+	for i := range all {
+		all[i] = i + 1
+	}
+	tb.runOK(t)
+	tb.writeRows(t, all[:90])
+	p := tb.start("run", "--config", tb.config, "contacts")
+	mu.Lock()
+	victim = p.Cmd.Process
+	mu.Unlock()
+	if code := p.Wait(t, time.Minute); code == 0 {
+		t.Fatalf("the run was not killed:\n%s", p.Out)
+	}
+	mu.Lock()
+	killedAt := puts
+	mu.Unlock()
+	if killedAt < 4 {
+		t.Fatalf("the run ended after %d removals, before the kill point", killedAt)
+	}
+	tb.runOK(t)
+	for _, id := range all {
+		c, ok := tb.fake.Contact(tb.emails[id-1])
+		if !ok {
+			t.Fatalf("contact %d was deleted", id)
+		}
+		if on := slices.Contains(c.ListIDs, 2); on != (id <= 90) {
+			t.Errorf("contact %d on list 2: %v", id, on)
+		}
+	}
+	rec := tb.start("records", "--config", tb.config, "contacts", "--removed", "--format", "csv")
+	if code := rec.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("records --removed exited %d:\n%s", code, rec.Out)
+	}
+	if rows, err := csv.NewReader(strings.NewReader(rec.Out.String())).ReadAll(); err != nil || len(rows) != 11 {
+		t.Fatalf("records --removed: want a header and 10 rows, got %d (%v):\n%s", len(rows), err, rec.Out)
+	}
+	st := tb.stats()
+	if st.DuplicateWrites != 0 || st.Invalid != 0 {
+		t.Fatalf("duplicates %d, invalid requests %d: %v", st.DuplicateWrites, st.Invalid, st.DuplicateExamples)
+	}
+	if n := st.ByRoute["PUT /v3/contacts/{identifier}"]; n != 10 {
+		t.Errorf("%d removals reached Brevo, want 10 (each gone row's once)", n)
 	}
 }
