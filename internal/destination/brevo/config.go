@@ -55,12 +55,27 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
 		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts,
-		Attributes: slices.Collect(maps.Keys(c.Attributes)),
+		Attributes: slices.Collect(maps.Keys(upperNames(c.Attributes))),
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err
 	}
-	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: c.Attributes}, nil
+	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: upperNames(c.Attributes)}, nil
+}
+
+// upperNames is attrs keyed by upper-case names: Brevo's attribute names are
+// upper-case ("The attribute's parameter should be passed in capital
+// letter"), so a mapping that spells one in lower case is sent as Brevo
+// names it (docs/config.md#mapping).
+func upperNames(attrs map[string]string) map[string]string {
+	if attrs == nil {
+		return nil
+	}
+	out := make(map[string]string, len(attrs))
+	for name, col := range attrs {
+		out[strings.ToUpper(name)] = col
+	}
+	return out
 }
 
 // PayloadSettings is list_ids, sorted, and how an empty value is written
@@ -140,8 +155,13 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 			}
 		}
 	}
-	for name, col := range c.Attributes {
-		k.Required(k.Key("mapping.attributes", name), col, "needs a source column name")
+	seen := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(c.Attributes)) {
+		k.Required(k.Key("mapping.attributes", name), c.Attributes[name], "needs a source column name")
+		if other, dup := seen[strings.ToUpper(name)]; dup {
+			k.Report(k.Key("mapping.attributes", name), "is the Brevo attribute "+strings.ToUpper(name)+" again ("+other+"): Brevo's attribute names are upper-case, so keep one of them")
+		}
+		seen[strings.ToUpper(name)] = name
 	}
 	if k.Has("mapping.ext_id") && !k.Bad("mapping.ext_id") {
 		k.Required("mapping.ext_id", c.ExtID, "needs a source column name")
