@@ -33,10 +33,12 @@ info.import as URLs of CSV reports, served under /_reports or, with
 the api-key). --import-fail-rate makes processes fail whole (status failed,
 nothing applied).
 
-The account defines the contact attributes a new Brevo account has (EMAIL,
-FIRSTNAME, LASTNAME, SMS, WHATSAPP, LANDLINE_NUMBER, EXT_ID) and those named
-by --attribute; GET /v3/contacts/attributes lists them. As on Brevo, a write's
-other attributes are dropped without an error: oncesync check and each run
+Contact attributes: by default the fake stores every attribute a write names
+(GET /v3/contacts/attributes answers 404, so oncesync does not check them).
+With --attribute it models an account as Brevo does: the attributes a new
+account has (EMAIL, FIRSTNAME, LASTNAME, SMS, WHATSAPP, LANDLINE_NUMBER,
+EXT_ID) and those named, listed by GET /v3/contacts/attributes; a write's other
+attributes are dropped without an error, and oncesync check and each run
 refuse a mapping that names one.
 
 GET /_stats returns JSON counters: requests, contacts_written, contacts,

@@ -66,11 +66,18 @@ func (s *Server) initAttributesLocked() {
 // definedLocked reports whether the account defines attribute name
 // (upper-case).
 func (s *Server) definedLocked(name string) bool {
+	if s.opts.AnyAttribute {
+		return true
+	}
 	_, ok := s.attrs[name]
 	return ok
 }
 
 func (s *Server) getAttributes(c *call) {
+	if s.opts.AnyAttribute {
+		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not list attributes: it stores any (start it with --attribute to model an account's)")
+		return
+	}
 	s.mu.Lock()
 	out := make([]Attribute, 0, len(s.attrs))
 	for _, a := range s.attrs {
@@ -85,6 +92,10 @@ func (s *Server) getAttributes(c *call) {
 
 // createAttribute is POST /contacts/attributes/{attributeCategory}/{attributeName}.
 func (s *Server) createAttribute(c *call, category, name string) {
+	if s.opts.AnyAttribute {
+		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not model attributes: it stores any (start it with --attribute to model an account's)")
+		return
+	}
 	if !slices.Contains(attributeCategories, category) {
 		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "attributeCategory must be one of normal, transactional, category, calculated, global")
 		return

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // TestAttributesNotInTheAccountAreDropped: Brevo keeps only the attributes an
@@ -59,5 +61,44 @@ func TestAttributesNotInTheAccountAreDropped(t *testing.T) {
 	b.mustStatus(b.do("PUT", "/v3/contacts/ann%40example.com", m{"attributes": m{"PLAN": "silver"}}), http.StatusNoContent)
 	if c := b.contact("ann@example.com"); c.Attributes["PLAN"] != "silver" {
 		t.Errorf("PLAN once created: %v", c.Attributes)
+	}
+}
+
+// TestFlagsModelAttributesOnlyWhenAsked: `oncesync fake-brevo` stores any
+// attribute and lists none until --attribute models an account.
+func TestFlagsModelAttributesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args     []string
+		any      bool
+		attrs    int
+		listCode int
+	}{
+		{nil, true, 0, http.StatusNotFound},
+		{[]string{"--attribute", "plan,score", "--attribute=CITY"}, false, len(DefaultAttributes) + 3, http.StatusOK},
+	} {
+		var o Options
+		fs := pflag.NewFlagSet("fake-brevo", pflag.ContinueOnError)
+		RegisterFlags(fs, &o)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if o.AnyAttribute != tc.any || len(o.Attributes) != tc.attrs {
+			t.Fatalf("%v: AnyAttribute %v, %d attributes; want %v, %d", tc.args, o.AnyAttribute, len(o.Attributes), tc.any, tc.attrs)
+		}
+		o.Clock = nil
+		b := setup(t, o)
+		b.mustStatus(b.do("GET", "/v3/contacts/attributes", nil), tc.listCode)
+		b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "attributes": m{"PLAN": "gold", "SHOE": "42"}}), http.StatusCreated)
+		c := b.contact("ann@example.com")
+		if _, kept := c.Attributes["SHOE"]; kept != tc.any || c.Attributes["PLAN"] != "gold" {
+			t.Errorf("%v: stored %v", tc.args, c.Attributes)
+		}
+	}
+	var o Options
+	fs := pflag.NewFlagSet("fake-brevo", pflag.ContinueOnError)
+	RegisterFlags(fs, &o)
+	if err := fs.Parse([]string{"--attribute", "no spaces"}); err == nil {
+		t.Error("an attribute name with a space was accepted")
 	}
 }

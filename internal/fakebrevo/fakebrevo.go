@@ -83,6 +83,11 @@ type Options struct {
 	// write's attributes outside them are dropped, as Brevo drops them. nil:
 	// DefaultAttributes; WithAttributes adds to them.
 	Attributes []Attribute
+	// AnyAttribute stores every attribute a write names and does not list
+	// them (GET /contacts/attributes answers 404, as a Brevo-compatible
+	// server that does not model attributes): `oncesync fake-brevo` without
+	// --attribute, so that a mapping tried against it needs no setup.
+	AnyAttribute bool
 	// Lists are the account's contact lists (GET /v3/contacts/lists/{id});
 	// nil: every list id from 1 up exists.
 	Lists []int64

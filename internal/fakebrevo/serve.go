@@ -55,8 +55,11 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
 		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
+	if o.Attributes == nil {
+		o.AnyAttribute = true // until --attribute models an account
+	}
 	fs.Var(attributesFlag{o}, "attribute",
-		"a contact attribute the account defines besides "+defaultNames()+" (repeatable, or comma-separated); a write's other attributes are dropped, as Brevo drops them")
+		"model the account's contact attributes: "+defaultNames()+" and this one (repeatable, or comma-separated); a write's other attributes are then dropped, as Brevo drops them. Without it, every attribute is stored and none listed")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
 		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
 	fs.DurationVar(&o.ImportRowDelay, "import-row-delay", o.ImportRowDelay,
@@ -130,7 +133,8 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)
 }
 
 // attributesFlag is --attribute: each name adds a text attribute of the
-// normal category to the account's (DefaultAttributes to start with).
+// normal category to the account's (DefaultAttributes to start with), and
+// the fake then keeps only the account's attributes.
 type attributesFlag struct{ o *Options }
 
 func (f attributesFlag) String() string {
@@ -153,6 +157,7 @@ func (f attributesFlag) Set(v string) error {
 		if f.o.Attributes == nil {
 			f.o.Attributes = WithAttributes()
 		}
+		f.o.AnyAttribute = false
 		f.o.Attributes = append(f.o.Attributes, Attribute{Name: strings.ToUpper(name), Category: "normal", Type: "text"})
 	}
 	return nil
