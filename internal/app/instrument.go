@@ -126,7 +126,8 @@ func (t *instrumentedTransport) CloseIdleConnections() {
 // configured URL (a webhook's, which may carry a token) becomes a label.
 //
 //	brevo:  "POST /v3/contacts/import", "POST /v3/contacts",
-//	        "GET /v3/contacts/{identifier}", "GET /v3/processes/{processId}",
+//	        "GET /v3/contacts/attributes", "GET /v3/contacts/{identifier}",
+//	        "GET /v3/processes/{processId}",
 //	        "GET /v3/{other}" for any other path
 //	others: "POST {url}"
 func Route(destination string, r *http.Request) string {
@@ -146,8 +147,8 @@ func Route(destination string, r *http.Request) string {
 	switch {
 	case len(segs) == 1 && (segs[0] == "contacts" || segs[0] == "processes"):
 		tmpl = "/" + segs[0]
-	case len(segs) == 2 && segs[0] == "contacts" && segs[1] == "import":
-		tmpl = "/contacts/import"
+	case len(segs) == 2 && segs[0] == "contacts" && (segs[1] == "import" || segs[1] == "attributes"):
+		tmpl = "/contacts/" + segs[1]
 	case len(segs) == 2 && segs[0] == "contacts":
 		tmpl = "/contacts/{identifier}"
 	case len(segs) == 2 && segs[0] == "processes":

@@ -22,6 +22,7 @@ func TestRoute(t *testing.T) {
 		destination, method, url, want string
 	}{
 		{"brevo", "POST", "https://api.brevo.com/v3/contacts/import", "POST /v3/contacts/import"},
+		{"brevo", "GET", "https://api.brevo.com/v3/contacts/attributes", "GET /v3/contacts/attributes"},
 		{"brevo", "POST", "https://api.brevo.com/v3/contacts", "POST /v3/contacts"},
 		{"brevo", "GET", "https://api.brevo.com/v3/contacts?limit=1000&modifiedSince=2025-01-01", "GET /v3/contacts"},
 		{"brevo", "GET", "https://api.brevo.com/v3/contacts/jane%40example.com", "GET /v3/contacts/{identifier}"},

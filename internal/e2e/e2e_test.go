@@ -442,7 +442,7 @@ func TestRejections(t *testing.T) {
 			t.Fatalf("output:\n%s", out)
 		}
 		if st := tb.stats(); st.ByStatus["401"] != 1 {
-			t.Fatalf("a 401 must fail at once, without retry: %v", st.ByStatus)
+			t.Fatalf("a 401 must fail at once, without retry: %v %v", st.ByStatus, st.ByRoute)
 		}
 	})
 }

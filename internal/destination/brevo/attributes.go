@@ -33,10 +33,13 @@ var readOnlyCategories = []string{"calculated", "global"}
 func (d *Destination) accountAttributes(ctx context.Context) (cats map[string]string, listed bool, err error) {
 	resp, err := d.do(ctx, request{method: http.MethodGet, path: "/contacts/attributes", route: attributesRoute})
 	var ae *APIError
-	if errors.As(err, &ae) {
+	switch {
+	case err == nil:
+	case failure.CodeOf(err) != failure.Internal:
+		return nil, false, err // auth, unavailable, rate limited: as for any call
+	case errors.As(err, &ae):
 		return nil, false, nil // not there (404, 405...): nothing to check against
-	}
-	if err != nil {
+	default:
 		return nil, false, err
 	}
 	var body struct {
@@ -74,9 +77,9 @@ func (d *Destination) attributeProblem(cats map[string]string) error {
 }
 
 // ensureAttributes checks the mapped attributes once per destination,
-// before its first write. A list it cannot read (a transient failure) is
-// tried again at the next write; the writes themselves meet whatever made it
-// fail.
+// before its first write. A refused key fails the write at once; a list it
+// cannot read for another reason (a transient failure) is tried again at the
+// next write, and the writes themselves meet whatever made it fail.
 func (d *Destination) ensureAttributes(ctx context.Context) error {
 	if len(d.attrs) == 0 {
 		return nil
@@ -87,6 +90,11 @@ func (d *Destination) ensureAttributes(ctx context.Context) error {
 		return d.attrErr
 	}
 	cats, listed, err := d.accountAttributes(ctx)
+	if failure.CodeOf(err) == failure.DestinationAuth {
+		// The key is refused: the writes would be too (every page's).
+		d.attrChecked, d.attrErr = true, err
+		return err
+	}
 	if err != nil {
 		return nil
 	}
