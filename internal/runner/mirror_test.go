@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,14 +150,7 @@ func TestMirrorRemovesGoneRowsOnce(t *testing.T) {
 // swapped theirs, a deleted row's e-mail taken by another row).
 func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 10, destination.CapVerify)
-	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
-	params := func() Params {
-		p := tb.params(t, "id")
-		p.Destination = d
-		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
-		return p
-	}
+	tb, d, params := setupMirror(t, 10)
 	if r, err := Run(context.Background(), params()); err != nil || r.Written != 10 {
 		t.Fatalf("first run: %v %+v", err, r)
 	}
@@ -168,16 +163,7 @@ func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 	rows[2], rows[3] = email(3), email(2) // swapped: both still held
 	delete(rows, 4)                       // gone, but its e-mail ...
 	rows[5] = email(4)                    // ... is row 5's now; c00005 is left
-	var b strings.Builder
-	b.WriteString("id,email,first_name\n")
-	for i := 1; i <= 10; i++ {
-		if e, ok := rows[i]; ok {
-			fmt.Fprintf(&b, "%d,%s,N%d\n", i, e, i)
-		}
-	}
-	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeMirrorRows(t, tb.csv, rows)
 	for run := 2; run <= 3; run++ {
 		if _, err := Run(context.Background(), params()); err != nil {
 			t.Fatalf("run %d: %v", run, err)
@@ -222,23 +208,13 @@ func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 // says the destination no longer holds it (docs/guide.md#write-modes).
 func TestMirrorWritesARowThatCameBack(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 20, destination.CapVerify)
-	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
-	params := func() Params {
-		p := tb.params(t, "id")
-		p.Destination = d
-		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
-		return p
-	}
+	tb, d, params := setupMirror(t, 20)
 	write := func(n int) {
-		var b strings.Builder
-		b.WriteString("id,email,first_name\n")
+		rows := map[int]string{}
 		for i := 1; i <= n; i++ {
-			fmt.Fprintf(&b, "%d,c%05d@example.com,N%d\n", i, i, i)
+			rows[i] = fmt.Sprintf("c%05d@example.com", i)
 		}
-		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		writeMirrorRows(t, tb.csv, rows)
 	}
 	if _, err := Run(context.Background(), params()); err != nil {
 		t.Fatal(err)
@@ -280,27 +256,9 @@ func TestMirrorWritesARowThatCameBack(t *testing.T) {
 // until row 4 is written again.
 func TestMirrorRewritesARowWhoseHandleAnotherRowHeld(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 6, destination.CapVerify)
-	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
-	params := func() Params {
-		p := tb.params(t, "id")
-		p.Destination = d
-		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
-		return p
-	}
+	tb, d, params := setupMirror(t, 6)
 	email := func(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
-	write := func(rows map[int]string) {
-		var b strings.Builder
-		b.WriteString("id,email,first_name\n")
-		for i := 1; i <= 6; i++ {
-			if e, ok := rows[i]; ok {
-				fmt.Fprintf(&b, "%d,%s,N%d\n", i, e, i)
-			}
-		}
-		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rows map[int]string) { writeMirrorRows(t, tb.csv, rows) }
 	rows := map[int]string{}
 	for i := 1; i <= 6; i++ {
 		rows[i] = email(i)
@@ -330,5 +288,33 @@ func TestMirrorRewritesARowWhoseHandleAnotherRowHeld(t *testing.T) {
 		if got := d.values[email(i)]; got != fmt.Sprintf("N%d", i) || !d.present[email(i)] {
 			t.Errorf("%s shows %v (present %v), want N%d: the source's row %d", email(i), got, d.present[email(i)], i, i)
 		}
+	}
+}
+
+// setupMirror is setup for a mirror sync that may remove every record, and
+// its destination.
+func setupMirror(t *testing.T, records int) (*testBundle, *memMirror, func() Params) {
+	t.Helper()
+	tb := setup(t, records, destination.CapVerify)
+	d := &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}
+	return tb, d, func() Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		return p
+	}
+}
+
+// writeMirrorRows writes the source path with rows (id -> e-mail), in id
+// order, row i named N<i>.
+func writeMirrorRows(t *testing.T, path string, rows map[int]string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for _, i := range slices.Sorted(maps.Keys(rows)) {
+		fmt.Fprintf(&b, "%d,%s,N%d\n", i, rows[i], i)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
