@@ -43,9 +43,15 @@ var DefaultAttributes = []Attribute{
 func WithAttributes(names ...string) []Attribute {
 	out := slices.Clone(DefaultAttributes)
 	for _, n := range names {
-		out = append(out, Attribute{Name: strings.ToUpper(n), Category: "normal", Type: "text"})
+		out = append(out, textAttribute(n))
 	}
 	return out
+}
+
+// textAttribute is attribute name, as a person creates one: text, in the
+// normal category.
+func textAttribute(name string) Attribute {
+	return Attribute{Name: strings.ToUpper(name), Category: "normal", Type: "text"}
 }
 
 // attributeCategories are createAttribute's attributeCategory values.
@@ -73,9 +79,17 @@ func (s *Server) definedLocked(name string) bool {
 	return ok
 }
 
-func (s *Server) getAttributes(c *call) {
+// unmodelled answers an attribute call when Options.AnyAttribute is set,
+// and reports whether it did.
+func (s *Server) unmodelled(c *call) bool {
 	if s.opts.AnyAttribute {
-		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not list attributes: it stores any (start it with --attribute to model an account's)")
+		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not model attributes: it stores any (start it with --attribute to model an account's)")
+	}
+	return s.opts.AnyAttribute
+}
+
+func (s *Server) getAttributes(c *call) {
+	if s.unmodelled(c) {
 		return
 	}
 	s.mu.Lock()
@@ -92,8 +106,7 @@ func (s *Server) getAttributes(c *call) {
 
 // createAttribute is POST /contacts/attributes/{attributeCategory}/{attributeName}.
 func (s *Server) createAttribute(c *call, category, name string) {
-	if s.opts.AnyAttribute {
-		s.fail(c, http.StatusNotFound, CodeDocumentNotFound, "The fake Brevo does not model attributes: it stores any (start it with --attribute to model an account's)")
+	if s.unmodelled(c) {
 		return
 	}
 	if !slices.Contains(attributeCategories, category) {

@@ -158,7 +158,7 @@ func (f attributesFlag) Set(v string) error {
 			f.o.Attributes = WithAttributes()
 		}
 		f.o.AnyAttribute = false
-		f.o.Attributes = append(f.o.Attributes, Attribute{Name: strings.ToUpper(name), Category: "normal", Type: "text"})
+		f.o.Attributes = append(f.o.Attributes, textAttribute(name))
 	}
 	return nil
 }

@@ -517,7 +517,7 @@ func splitPath(escaped string) ([]string, bool) {
 // routeOf names a call's route for Stats.ByRoute, with identifiers templated.
 func routeOf(method string, segs []string) string {
 	switch {
-	case len(segs) == 2 && segs[0] == "contacts" && (segs[1] == "attributes" && method == http.MethodGet):
+	case len(segs) == 2 && segs[0] == "contacts" && segs[1] == "attributes" && method == http.MethodGet:
 		return method + " " + BasePath + "/contacts/attributes"
 	case len(segs) == 4 && segs[0] == "contacts" && segs[1] == "attributes":
 		return method + " " + BasePath + "/contacts/attributes/{attributeCategory}/{attributeName}"

@@ -50,17 +50,18 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		// no client-side limit (Brevo's headers still apply).
 		rate = unlimitedRate
 	}
+	attrs := upperNames(c.Attributes)
 	dst, err := New(Params{
 		BaseURL: c.BaseURL, APIKey: c.APIKey, Mode: d.Mode, ListIDs: c.ListIDs,
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
 		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts,
-		Attributes: slices.Collect(maps.Keys(upperNames(c.Attributes))),
+		Attributes: slices.Collect(maps.Keys(attrs)),
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err
 	}
-	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: upperNames(c.Attributes)}, nil
+	return dst, mapping.Spec{Email: c.Email, ExtID: c.ExtID, Attributes: attrs}, nil
 }
 
 // upperNames is attrs keyed by upper-case names: Brevo's attribute names are
