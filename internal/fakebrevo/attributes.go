@@ -1,9 +1,11 @@
 package fakebrevo
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The account's contact attributes. Brevo stores only the attributes an
@@ -15,8 +17,14 @@ import (
 // a write's attributes outside Options.Attributes are dropped without a word,
 // on every path. GET /contacts/attributes lists them (getAttributes in
 // swagger.yaml), and POST /contacts/attributes/{category}/{name} adds one.
-// Types are listed but not enforced: Brevo ignores a value that does not match
-// its attribute's type, which the fake does not model.
+// Brevo also ignores a value that does not match its attribute's type
+// ("Values that don't match the attribute type (e.g. text or string in a date
+// attribute) will be ignored", createContact and updateContact in
+// swagger.yaml): the fake drops, on every path, a date attribute's value
+// that is not a date written YYYY-MM-DD, a float's that is not a JSON number
+// and a boolean's that is not true or false (the unkindest reading: a
+// numeric string is not a number). Text, id and category attributes take
+// any value. Stats.ValuesDropped counts both kinds of drop.
 
 // Attribute is one of the account's contact attributes.
 type Attribute struct {
@@ -54,6 +62,10 @@ func textAttribute(name string) Attribute {
 	return Attribute{Name: strings.ToUpper(name), Category: "normal", Type: "text"}
 }
 
+// attributeTypes are the types a normal attribute can have (getAttributes in
+// swagger.yaml).
+var attributeTypes = []string{"text", "date", "float", "boolean", "id"}
+
 // attributeCategories are createAttribute's attributeCategory values.
 var attributeCategories = []string{"normal", "transactional", "category", "calculated", "global"}
 
@@ -78,6 +90,43 @@ func (s *Server) definedLocked(name string) bool {
 	_, ok := s.attrs[name]
 	return ok
 }
+
+// keepsLocked reports whether the account stores v (not nil) as attribute
+// name (upper-case): the attribute exists and v matches its type.
+func (s *Server) keepsLocked(name string, v any) bool {
+	if s.opts.AnyAttribute {
+		return true
+	}
+	a, ok := s.attrs[name]
+	return ok && FitsType(a.Type, v)
+}
+
+// FitsType reports whether Brevo keeps value v (as JSON decodes it) in an
+// attribute of type typ: see the comment at the top of this file.
+func FitsType(typ string, v any) bool {
+	switch typ {
+	case "date":
+		d, ok := v.(string)
+		if !ok || len(d) != len(dateLayout) {
+			return false
+		}
+		_, err := time.Parse(dateLayout, d)
+		return err == nil
+	case "float":
+		switch v.(type) {
+		case float64, json.Number:
+			return true
+		}
+		return false
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	}
+	return true
+}
+
+// dateLayout is how Brevo's API writes a date attribute's value.
+const dateLayout = "2006-01-02"
 
 // unmodelled answers an attribute call when Options.AnyAttribute is set,
 // and reports whether it did.

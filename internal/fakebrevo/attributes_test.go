@@ -75,7 +75,7 @@ func TestFlagsModelAttributesOnlyWhenAsked(t *testing.T) {
 		listCode int
 	}{
 		{nil, true, 0, http.StatusNotFound},
-		{[]string{"--attribute", "plan,score", "--attribute=CITY"}, false, len(DefaultAttributes) + 3, http.StatusOK},
+		{[]string{"--attribute", "plan,shoe:float", "--attribute=CITY"}, false, len(DefaultAttributes) + 3, http.StatusOK},
 	} {
 		var o Options
 		fs := pflag.NewFlagSet("fake-brevo", pflag.ContinueOnError)
@@ -91,6 +91,7 @@ func TestFlagsModelAttributesOnlyWhenAsked(t *testing.T) {
 		b.mustStatus(b.do("GET", "/v3/contacts/attributes", nil), tc.listCode)
 		b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "attributes": m{"PLAN": "gold", "SHOE": "42"}}), http.StatusCreated)
 		c := b.contact("ann@example.com")
+		// SHOE is a float attribute when modelled: the string "42" is dropped.
 		if _, kept := c.Attributes["SHOE"]; kept != tc.any || c.Attributes["PLAN"] != "gold" {
 			t.Errorf("%v: stored %v", tc.args, c.Attributes)
 		}
@@ -100,5 +101,41 @@ func TestFlagsModelAttributesOnlyWhenAsked(t *testing.T) {
 	RegisterFlags(fs, &o)
 	if err := fs.Parse([]string{"--attribute", "no spaces"}); err == nil {
 		t.Error("an attribute name with a space was accepted")
+	}
+	if err := fs.Parse([]string{"--attribute", "AGE:integer"}); err == nil {
+		t.Error("an attribute type Brevo does not have was accepted")
+	}
+}
+
+// TestValuesNotOfTheAttributeTypeAreDropped: Brevo ignores a value that does
+// not match its attribute's type, on a create, an update and an import, and
+// answers as if all went well; values of the type are kept.
+func TestValuesNotOfTheAttributeTypeAreDropped(t *testing.T) {
+	t.Parallel()
+	attrs := append(WithAttributes(),
+		Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
+		Attribute{Name: "SCORE", Category: "normal", Type: "float"},
+		Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
+	b := setup(t, Options{Attributes: attrs})
+	bad := m{"FIRSTNAME": "X", "BIRTHDAY": "17/05/1990", "SCORE": "12", "VIP": "yes"}
+	good := m{"FIRSTNAME": "Y", "BIRTHDAY": "1990-05-17", "SCORE": 12.5, "VIP": true}
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "attributes": bad}), http.StatusCreated)
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "bob@example.com", "attributes": good}), http.StatusCreated)
+	b.mustStatus(b.do("PUT", "/v3/contacts/bob%40example.com", m{"attributes": m{"BIRTHDAY": "tomorrow", "SCORE": true, "VIP": 1}}), http.StatusNoContent)
+	b.mustStatus(b.do("POST", "/v3/contacts/import", m{"jsonBody": []m{{"email": "cy@example.com", "attributes": bad}, {"email": "di@example.com", "attributes": good}}, "listIds": []int{2}}), http.StatusAccepted)
+	b.clock.Advance(time.Second)
+	for _, email := range []string{"ann@example.com", "cy@example.com"} {
+		if c := b.contact(email); len(c.Attributes) != 1 || c.Attributes["FIRSTNAME"] != "X" {
+			t.Errorf("%s: kept %v, want only FIRSTNAME", email, c.Attributes)
+		}
+	}
+	for _, email := range []string{"bob@example.com", "di@example.com"} {
+		c := b.contact(email)
+		if c.Attributes["BIRTHDAY"] != "1990-05-17" || c.Attributes["SCORE"] != 12.5 || c.Attributes["VIP"] != true {
+			t.Errorf("%s: kept %v, want the typed values (the update's dropped)", email, c.Attributes)
+		}
+	}
+	if got := b.srv.Stats().ValuesDropped; got != 9 {
+		t.Errorf("ValuesDropped = %d, want 9 (3 values x 3 writes)", got)
 	}
 }

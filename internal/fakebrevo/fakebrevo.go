@@ -146,6 +146,10 @@ type Stats struct {
 	ImportRowsSkipped int64 `json:"import_rows_skipped"`
 	ImportsFailed     int64 `json:"imports_failed"`
 	ReportRequests    int64 `json:"report_requests"`
+	// ValuesDropped counts attribute values a write carried and the account
+	// did not keep: an attribute it does not define, or a value not of the
+	// attribute's type (attributes.go).
+	ValuesDropped int64 `json:"attribute_values_dropped"`
 	// DuplicateExamples names the first duplicate writes (contact e-mail,
 	// how it was written, when), so a test that sees one can tell which
 	// record and which path wrote it twice.

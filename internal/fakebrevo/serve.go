@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,7 +60,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		o.AnyAttribute = true // until --attribute models an account
 	}
 	fs.Var(attributesFlag{o}, "attribute",
-		"model the account's contact attributes: "+defaultNames()+" and this one (repeatable, or comma-separated); a write's other attributes are then dropped, as Brevo drops them. Without it, every attribute is stored and none listed")
+		"model the account's contact attributes: "+defaultNames()+" and this one, NAME or NAME:TYPE with TYPE one of "+strings.Join(attributeTypes, ", ")+" (repeatable, or comma-separated); a write's other attributes, and values not of an attribute's type, are then dropped, as Brevo drops them. Without it, every attribute is stored and none listed")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
 		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
 	fs.DurationVar(&o.ImportRowDelay, "import-row-delay", o.ImportRowDelay,
@@ -132,9 +133,10 @@ func (s *Server) Serve(ctx context.Context, addr string, ready func(addr string)
 	return nil
 }
 
-// attributesFlag is --attribute: each name adds a text attribute of the
-// normal category to the account's (DefaultAttributes to start with), and
-// the fake then keeps only the account's attributes.
+// attributesFlag is --attribute: each NAME[:TYPE] adds an attribute of the
+// normal category (text unless TYPE says date, float, boolean or id) to the
+// account's (DefaultAttributes to start with), and the fake then keeps only
+// the account's attributes, and of each only values of its type.
 type attributesFlag struct{ o *Options }
 
 func (f attributesFlag) String() string {
@@ -143,14 +145,21 @@ func (f attributesFlag) String() string {
 	}
 	var names []string
 	for _, a := range f.o.Attributes[min(len(DefaultAttributes), len(f.o.Attributes)):] {
-		names = append(names, a.Name)
+		n := a.Name
+		if a.Type != "text" {
+			n += ":" + a.Type
+		}
+		names = append(names, n)
 	}
 	return strings.Join(names, ",")
 }
 
 func (f attributesFlag) Set(v string) error {
-	for _, name := range strings.Split(v, ",") {
-		name = strings.TrimSpace(name)
+	for _, spec := range strings.Split(v, ",") {
+		name, typ, typed := strings.Cut(strings.TrimSpace(spec), ":")
+		if typed && !slices.Contains(attributeTypes, typ) {
+			return fmt.Errorf("attribute %q: type %q is not one of %s", name, typ, strings.Join(attributeTypes, ", "))
+		}
 		if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 			return fmt.Errorf("attribute %q: want letters, digits and underscores", name)
 		}
@@ -158,12 +167,16 @@ func (f attributesFlag) Set(v string) error {
 			f.o.Attributes = WithAttributes()
 		}
 		f.o.AnyAttribute = false
-		f.o.Attributes = append(f.o.Attributes, textAttribute(name))
+		a := textAttribute(name)
+		if typed {
+			a.Type = typ
+		}
+		f.o.Attributes = append(f.o.Attributes, a)
 	}
 	return nil
 }
 
-func (attributesFlag) Type() string { return "name" }
+func (attributesFlag) Type() string { return "name[:type]" }
 
 func defaultNames() string {
 	names := make([]string, len(DefaultAttributes))

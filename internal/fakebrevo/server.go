@@ -979,8 +979,13 @@ func (s *Server) applyLocked(ct *contact, wr contactWrite, now time.Time) bool {
 	st := s.st
 	changed := false
 	for k, v := range wr.attrs {
+		if v != nil && !s.keepsLocked(k, v) {
+			// Not the account's, or not of its type: dropped (attributes.go).
+			s.stats.ValuesDropped++
+			continue
+		}
 		if !s.definedLocked(k) {
-			continue // not the account's: dropped (attributes.go)
+			continue
 		}
 		old, had := ct.attrs[k]
 		if v == nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -27,10 +29,16 @@ const attributesRoute = "GET /contacts/attributes"
 // readOnlyCategories are attribute categories Brevo computes itself.
 var readOnlyCategories = []string{"calculated", "global"}
 
-// accountAttributes reads the account's attributes: category by upper-case
-// name. listed is false when the list could not be had in Brevo's shape (a
+// attribute is one of the account's contact attributes.
+type attribute struct {
+	category string
+	typ      string // text, date, float, boolean, id; empty for some categories
+}
+
+// accountAttributes reads the account's attributes by upper-case name.
+// listed is false when the list could not be had in Brevo's shape (a
 // Brevo-compatible server without the endpoint): nothing can be checked.
-func (d *Destination) accountAttributes(ctx context.Context) (cats map[string]string, listed bool, err error) {
+func (d *Destination) accountAttributes(ctx context.Context) (attrs map[string]attribute, listed bool, err error) {
 	resp, err := d.do(ctx, request{method: http.MethodGet, path: "/contacts/attributes", route: attributesRoute})
 	var ae *APIError
 	switch {
@@ -46,61 +54,187 @@ func (d *Destination) accountAttributes(ctx context.Context) (cats map[string]st
 		Attributes *[]struct {
 			Name     string `json:"name"`
 			Category string `json:"category"`
+			Type     string `json:"type"`
 		} `json:"attributes"`
 	}
 	if json.Unmarshal(resp.body, &body) != nil || body.Attributes == nil {
 		return nil, false, nil
 	}
-	cats = make(map[string]string, len(*body.Attributes))
+	attrs = make(map[string]attribute, len(*body.Attributes))
 	for _, a := range *body.Attributes {
-		cats[strings.ToUpper(a.Name)] = a.Category
+		attrs[strings.ToUpper(a.Name)] = attribute{category: a.Category, typ: a.Type}
 	}
-	return cats, true, nil
+	return attrs, true, nil
 }
 
 // attributeProblem is the failure for the first mapped attribute that the
-// account's attributes cats lack or that Brevo computes itself; nil if none.
-func (d *Destination) attributeProblem(cats map[string]string) error {
+// account's attributes lack or that Brevo computes itself; nil if none.
+func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 	for _, name := range d.attrs {
-		cat, ok := cats[strings.ToUpper(name)]
+		a, ok := attrs[strings.ToUpper(name)]
 		switch {
 		case !ok:
 			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
 				"brevo: attribute %s does not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
 					"create it (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", name))
-		case slices.Contains(readOnlyCategories, cat):
+		case slices.Contains(readOnlyCategories, a.category):
 			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
-				"brevo: attribute %s is a %s attribute, which Brevo computes itself: remove it from mapping.attributes", name, cat))
+				"brevo: attribute %s is a %s attribute, which Brevo computes itself: remove it from mapping.attributes", name, a.category))
 		}
 	}
 	return nil
 }
 
+// typedAttributes are the mapped attributes whose values Brevo drops unless
+// they are of a type (typedValue), by upper-case name; nil when there are
+// none, so that a page's records need no look.
+func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]string {
+	var out map[string]string
+	for _, name := range d.attrs {
+		switch t := attrs[strings.ToUpper(name)].typ; t {
+		case "date", "float", "boolean":
+			if out == nil {
+				out = make(map[string]string)
+			}
+			out[strings.ToUpper(name)] = t
+		}
+	}
+	return out
+}
+
 // ensureAttributes checks the mapped attributes once per destination,
-// before its first write. A refused key fails the write at once; a list it
-// cannot read for another reason (a transient failure) is tried again at the
-// next write, and the writes themselves meet whatever made it fail.
-func (d *Destination) ensureAttributes(ctx context.Context) error {
+// before its first write, and returns typedAttributes. A refused key fails
+// the write at once; a list it cannot read for another reason (a transient
+// failure) is tried again at the next write, and the writes themselves meet
+// whatever made it fail.
+func (d *Destination) ensureAttributes(ctx context.Context) (map[string]string, error) {
 	if len(d.attrs) == 0 {
-		return nil
+		return nil, nil
 	}
 	d.attrMu.Lock()
 	defer d.attrMu.Unlock()
 	if d.attrChecked {
-		return d.attrErr
+		return d.attrTypes, d.attrErr
 	}
-	cats, listed, err := d.accountAttributes(ctx)
+	attrs, listed, err := d.accountAttributes(ctx)
 	if failure.CodeOf(err) == failure.DestinationAuth {
 		// The key is refused: the writes would be too (every page's).
 		d.attrChecked, d.attrErr = true, err
-		return err
+		return nil, err
 	}
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	d.attrChecked = true
 	if listed {
-		d.attrErr = d.attributeProblem(cats)
+		d.attrErr = d.attributeProblem(attrs)
+		d.attrTypes = d.typedAttributes(attrs)
 	}
-	return d.attrErr
+	return d.attrTypes, d.attrErr
 }
+
+// Brevo also drops, without an error, a value that does not match its
+// attribute's type ("Values that don't match the attribute type (e.g. text
+// or string in a date attribute) will be ignored", createContact in
+// swagger.yaml). So a value of a date, float or boolean attribute is sent
+// in the type's JSON form when it has one unambiguously (a numeric string as
+// a number, "true" or 1 as true), and a record whose value has none is
+// rejected, with a message naming the attribute and never the value
+// (docs/guide.md#brevo-attributes).
+
+// typeValues converts c's values of the typed attributes types (by
+// upper-case name) and reports the first that cannot be converted: c is
+// then rejected.
+func typeValues(c *contact, types map[string]string) string {
+	var out map[string]any
+	for k, v := range c.attrs {
+		typ, ok := types[k]
+		if !ok {
+			if typ, ok = types[strings.ToUpper(k)]; !ok {
+				continue
+			}
+		}
+		if v == nil || v == "" {
+			continue // a cleared value: erased, whatever the type
+		}
+		tv, ok := typedValue(typ, v)
+		if !ok {
+			return fmt.Sprintf("attribute %s is a %s attribute in Brevo and this record's value is not %s: Brevo would drop it without an error",
+				strings.ToUpper(k), typ, typeWants[typ])
+		}
+		if tv != v {
+			if out == nil {
+				out = maps.Clone(c.attrs)
+			}
+			out[k] = tv
+		}
+	}
+	if out != nil {
+		c.attrs = out
+		return c.encode()
+	}
+	return ""
+}
+
+// typeWants says what a value of each typed attribute must be.
+var typeWants = map[string]string{
+	"date":    "a date written YYYY-MM-DD",
+	"float":   "a number",
+	"boolean": "true or false (or 1 or 0)",
+}
+
+// typedValue is v as Brevo keeps it in an attribute of type typ, and false
+// when v has no such form.
+func typedValue(typ string, v any) (any, bool) {
+	switch typ {
+	case "date":
+		s, ok := v.(string)
+		if !ok || len(s) != len(dateLayout) {
+			return nil, false
+		}
+		_, err := time.Parse(dateLayout, s)
+		return v, err == nil
+	case "float":
+		switch x := v.(type) {
+		case float64, float32, int, int32, int64, uint, uint32, uint64, json.Number:
+			return v, true
+		case string:
+			if n := strings.TrimSpace(x); validNumber(n) {
+				return json.Number(n), true
+			}
+		}
+		return nil, false
+	case "boolean":
+		switch x := v.(type) {
+		case bool:
+			return v, true
+		case string:
+			switch strings.ToLower(strings.TrimSpace(x)) {
+			case "true", "1":
+				return true, true
+			case "false", "0":
+				return false, true
+			}
+		case json.Number:
+			return numberBool(x.String())
+		case float64, int, int64:
+			return numberBool(fmt.Sprint(x))
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+// numberBool reads 1 and 0 as booleans: how MySQL and others store them.
+func numberBool(n string) (any, bool) {
+	switch n {
+	case "1":
+		return true, true
+	case "0":
+		return false, true
+	}
+	return nil, false
+}
+
+// dateLayout is how Brevo's API writes a date attribute's value.
+const dateLayout = "2006-01-02"

@@ -2,6 +2,7 @@ package brevo_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,7 +49,7 @@ func TestMappedAttributeTheAccountLacks(t *testing.T) {
 				p.Attributes = []string{"FIRSTNAME", "plan"}
 			})
 			checked, err := b2.dest.Check(ctx)
-			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "mapped attributes exist: FIRSTNAME, plan") {
+			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "mapped attributes exist: FIRSTNAME (text), plan (text)") {
 				t.Fatalf("check with the attribute: %v %q", err, checked)
 			}
 			if _, err := b2.dest.Write(ctx, rs); err != nil {
@@ -104,5 +105,85 @@ func TestServerWithoutAttributeList(t *testing.T) {
 	res, err := d.Write(context.Background(), rs)
 	if err != nil || res[0].Outcome != destination.Delivered {
 		t.Fatalf("write: %v %+v", err, res)
+	}
+}
+
+// TestTypedAttributeValues: Brevo drops a value that does not match its
+// attribute's type. A value with an unambiguous form of the type is sent in
+// it (a numeric string as a number, "true" and 1 as true), so that it lands;
+// one without is rejected, naming the attribute and not the value, on both
+// paths, and the rest of the page lands. Verify finds what was sent.
+func TestTypedAttributeValues(t *testing.T) {
+	t.Parallel()
+	attrs := append(fakebrevo.WithAttributes(),
+		fakebrevo.Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
+		fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"},
+		fakebrevo.Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
+			})
+			ctx := context.Background()
+			checked, err := b.dest.Check(ctx)
+			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "BIRTHDAY (date), SCORE (float), VIP (boolean)") {
+				t.Fatalf("check: %v %q", err, checked)
+			}
+			rs := []destination.Record{
+				rec(0, map[string]any{"BIRTHDAY": "1990-05-17", "SCORE": "12.5", "VIP": "true"}),
+				rec(1, map[string]any{"BIRTHDAY": "2001-01-31", "SCORE": json.Number("7"), "VIP": json.Number("0")}),
+				rec(2, map[string]any{"BIRTHDAY": "31/01/2001", "SCORE": 1, "VIP": true}),
+				rec(3, map[string]any{"BIRTHDAY": "", "SCORE": "twelve", "VIP": nil}),
+				rec(4, map[string]any{"BIRTHDAY": nil, "SCORE": nil, "VIP": "maybe"}),
+			}
+			res, err := b.dest.Write(ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == brevo.ModeBulk {
+				b.clock.Advance(time.Second)
+				if res[0].Outcome != destination.Accepted {
+					t.Fatalf("record 0: %+v, want accepted by an import", res[0])
+				}
+				out, done, err := b.dest.Outcomes(ctx, res[0].Ref, rs[:2])
+				if err != nil || !done {
+					t.Fatalf("outcomes: %v, done %v", err, done)
+				}
+				copy(res, out)
+			}
+			for i, want := range []string{"", "", "BIRTHDAY is a date attribute", "SCORE is a float attribute", "VIP is a boolean attribute"} {
+				switch {
+				case want == "" && res[i].Outcome != destination.Delivered:
+					t.Errorf("record %d: %+v, want delivered", i, res[i])
+				case want != "" && (res[i].Outcome != destination.Rejected || !strings.Contains(res[i].Message, want)):
+					t.Errorf("record %d: %+v, want rejected: %s", i, res[i], want)
+				case strings.Contains(res[i].Message, "31/01") || strings.Contains(res[i].Message, "twelve") || strings.Contains(res[i].Message, "maybe"):
+					t.Errorf("record %d: the message holds the value: %s", i, res[i].Message)
+				}
+			}
+			for i, want := range []map[string]any{
+				{"BIRTHDAY": "1990-05-17", "SCORE": 12.5, "VIP": true},
+				{"BIRTHDAY": "2001-01-31", "SCORE": 7.0, "VIP": false},
+			} {
+				c, ok := b.fake.Contact(emailOf(rs[i]))
+				if !ok {
+					t.Fatalf("record %d not written", i)
+				}
+				for k, v := range want {
+					if c.Attributes[k] != v {
+						t.Errorf("record %d: %s = %#v, want %#v", i, k, c.Attributes[k], v)
+					}
+				}
+			}
+			if st := b.fake.Stats(); st.ValuesDropped != 0 {
+				t.Errorf("the fake dropped %d values", st.ValuesDropped)
+			}
+			landed, err := b.dest.Verify(ctx, rs[:2], time.Time{})
+			if err != nil || len(landed) != 2 {
+				t.Errorf("verify: %v, %d of 2 landed", err, len(landed))
+			}
+		})
 	}
 }

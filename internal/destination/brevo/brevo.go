@@ -119,6 +119,7 @@ type Destination struct {
 	attrMu      sync.Mutex // ensureAttributes
 	attrChecked bool
 	attrErr     error
+	attrTypes   map[string]string // typedAttributes, once checked
 }
 
 var _ destination.Destination = (*Destination)(nil)

@@ -39,17 +39,24 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	if len(d.attrs) == 0 {
 		return checked, nil
 	}
-	cats, listed, err := d.accountAttributes(ctx)
+	attrs, listed, err := d.accountAttributes(ctx)
 	switch {
 	case err != nil:
 		return checked, d.checkFailure("read the contact attributes", err)
 	case !listed:
 		return append(checked, "brevo: the account's contact attributes could not be listed ("+attributesRoute+"): mapping.attributes not checked"), nil
 	}
-	if err := d.attributeProblem(cats); err != nil {
+	if err := d.attributeProblem(attrs); err != nil {
 		return checked, err
 	}
-	return append(checked, "brevo: mapped attributes exist: "+strings.Join(d.attrs, ", ")), nil
+	named := make([]string, len(d.attrs))
+	for i, n := range d.attrs {
+		named[i] = n
+		if t := attrs[strings.ToUpper(n)].typ; t != "" {
+			named[i] += " (" + t + ")"
+		}
+	}
+	return append(checked, "brevo: mapped attributes exist: "+strings.Join(named, ", ")), nil
 }
 
 // checkFailure gives a check's error its code: the shared HTTP layer's

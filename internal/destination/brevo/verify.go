@@ -87,7 +87,9 @@ type contactDetails struct {
 //     a value cleared in the source is erased;
 //   - numbers and numeric strings are equal when they are the same decimal
 //     number (42 == "42" == "42.0"; exact, no float rounding);
-//   - booleans equal true/false or a string strconv.ParseBool reads alike;
+//   - booleans equal true/false or a string strconv.ParseBool reads alike,
+//     and a mapped 1 or 0 equals true or false (a boolean attribute's value
+//     is sent so: attributes.go);
 //   - other strings compare exactly; objects and arrays deeply.
 //
 // Anything else (a missing contact, a differing value, a record without an
@@ -418,6 +420,9 @@ func ValuesEqual(want, got any) bool {
 			return numEqual(wv.String(), gv)
 		case json.Number:
 			return numEqual(wv.String(), gv.String())
+		case bool:
+			b, ok := numberBool(wv.String())
+			return ok && b == gv
 		}
 		return false
 	case bool:

@@ -75,13 +75,8 @@ func parseRecord(r destination.Record) contact {
 			}
 		}
 	}
-	if ia := importAttrs(c); len(ia) > 0 {
-		b, err := encodeAttrs(ia)
-		if err != nil {
-			c.invalid = "attributes cannot be encoded as JSON"
-			return c
-		}
-		c.attrsJSON = b
+	if c.invalid = c.encode(); c.invalid != "" {
+		return c
 	}
 	if c.email != "" && !plausibleEmail(c.email) {
 		c.invalid = "invalid email address (refused by oncesync before sending)"
@@ -90,6 +85,20 @@ func parseRecord(r destination.Record) contact {
 		c.invalid = "record has no email (and no SMS attribute)"
 	}
 	return c
+}
+
+// encode sets c.attrsJSON from c's attributes, and returns why c is
+// rejected if they cannot be encoded.
+func (c *contact) encode() string {
+	c.attrsJSON = nil
+	if ia := importAttrs(*c); len(ia) > 0 {
+		b, err := encodeAttrs(ia)
+		if err != nil {
+			return "attributes cannot be encoded as JSON"
+		}
+		c.attrsJSON = b
+	}
+	return ""
 }
 
 // importAttrs is what an import item's attributes carry: the mapped
@@ -146,7 +155,8 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return notSent(recs), failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
 			"brevo request interrupted")
 	}
-	if err := d.ensureAttributes(ctx); err != nil {
+	types, err := d.ensureAttributes(ctx)
+	if err != nil {
 		return notSent(recs), err
 	}
 	w := &pageWrite{d: d, recs: recs, results: make([]destination.Result, len(recs)), done: make([]bool, len(recs)),
@@ -155,6 +165,9 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	cs := make([]contact, len(recs))
 	for i, r := range recs {
 		cs[i] = parseRecord(r)
+		if cs[i].invalid == "" && types != nil {
+			cs[i].invalid = typeValues(&cs[i], types)
+		}
 		if cs[i].invalid != "" {
 			w.set(i, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: cs[i].invalid})
 			continue
@@ -162,7 +175,6 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		todo = append(todo, i)
 	}
 	w.contacts = cs
-	var err error
 	if d.imports() {
 		err = w.bulk(ctx, todo)
 	} else {
