@@ -19,6 +19,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/connector"
 	"github.com/oncesync/oncesync/internal/deadman"
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/progress"
 	"github.com/oncesync/oncesync/internal/queue"
@@ -70,8 +71,11 @@ was in progress.
 --dry-run reads what the run would read and says what it would do with each
 record (create: never delivered by this sync; update: changed since its last
 delivery; unchanged; settling: sent by an earlier run with an outcome not known
-yet, which the run settles before sending anything), with a sample of
-identities, claiming nothing, writing nothing and taking no lease.`,
+yet, which the run settles before sending anything; rejected: records the
+destination would refuse before any write, such as a value that is not of its
+Brevo attribute's type), with a sample of identities, claiming nothing, writing
+nothing and taking no lease. It reads the destination only where that tells
+what a run would refuse (Brevo's attribute list).`,
 		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
   oncesync run --config oncesync.yaml contacts-to-brevo --dry-run
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
@@ -120,6 +124,15 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if pv.Duplicates > 0 {
 			fmt.Fprintf(w, "  repeated   %d  identities that appear again later on their page: the last one counts\n", pv.Duplicates)
 		}
+		if pv.Rejected > 0 {
+			fmt.Fprintf(w, "  rejected   %d  the destination would refuse them before any write (counted in REJECTED, tried again on every run)\n", pv.Rejected)
+			for _, r := range pv.RejectedSample {
+				fmt.Fprintf(w, "               %s\n", r)
+			}
+			if n := pv.Rejected - int64(len(pv.RejectedSample)); n > 0 {
+				fmt.Fprintf(w, "               ... and %d more\n", n)
+			}
+		}
 		if pv.Invalid > 0 {
 			fmt.Fprintf(w, "  unreadable %d  records the source could not read or the mapping not map: rejected, not sent (`oncesync records --rejected` after the run names them)\n", pv.Invalid)
 		}
@@ -138,8 +151,9 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 		return runner.Preview{}, err
 	}
 	defer built.Close()
+	judge, _ := built.Destination.(destination.Judge)
 	return runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
-		ResetCursor: reset, Progress: progress})
+		ResetCursor: reset, Progress: progress, Judge: judge})
 }
 
 // previewFrom says where a dry run started.

@@ -236,8 +236,8 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					pv, err := previewSync(ctx, cfg, st, sc, false, nil)
 					return web.PreviewView{From: previewFrom(cfg, syncID, pv), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
 						Unchanged: pv.Unchanged, Settling: pv.Settling, CreateSample: pv.CreateSample, UpdateSample: pv.UpdateSample,
-						SettlingSample: pv.SettlingSample,
-						Mirror:         sc.Destination.EffectiveWriteMode() == config.WriteMirror, Removals: removalText(pv)}, err
+						SettlingSample: pv.SettlingSample, Rejected: pv.Rejected, RejectedSample: pv.RejectedSample,
+						Mirror: sc.Destination.EffectiveWriteMode() == config.WriteMirror, Removals: removalText(pv)}, err
 				},
 				Silence: func(ctx context.Context) (map[string]string, error) {
 					rep, err := checker.Evaluate(ctx)

@@ -109,6 +109,16 @@ type Checker interface {
 	Check(ctx context.Context) (checked []string, err error)
 }
 
+// Judge is implemented by a destination that can tell, without writing,
+// which records its Write would reject before sending them (a dry run
+// counts them). It may read the destination (Brevo's attribute types).
+// refused[i] is why recs[i] would be rejected, "" when it would be sent. An
+// error is what a run's first write would fail with (a refused key, a
+// mapping the account cannot hold).
+type Judge interface {
+	Judge(ctx context.Context, recs []Record) (refused []string, err error)
+}
+
 // Destination writes records.
 type Destination interface {
 	// Capability says how in-doubt records are settled.

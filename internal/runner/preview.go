@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/source"
@@ -33,6 +34,10 @@ type PreviewParams struct {
 	Sample int
 	// Progress, if set, is called after each page with the records read.
 	Progress func(read int64)
+	// Judge, if set, tells which records to send the destination would
+	// reject without a write (counted as Rejected, not as creates or
+	// updates).
+	Judge destination.Judge
 }
 
 // Preview is what a run would do.
@@ -56,6 +61,12 @@ type Preview struct {
 	// Invalid are records the source could not read or the mapping not
 	// map: a run rejects them without a write.
 	Invalid int64
+	// Rejected are records to send that the destination would reject
+	// before sending them (PreviewParams.Judge): an address that cannot be
+	// valid, a value not of its Brevo attribute's type. RejectedSample
+	// names some, each with the reason.
+	Rejected       int64
+	RejectedSample []string
 	// CreateSample, UpdateSample and SettlingSample name some of them
 	// (identity, or "record N of the page at ..." without one).
 	CreateSample, UpdateSample, SettlingSample []string
@@ -186,6 +197,7 @@ func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem,
 	if err != nil {
 		return storeFailure(ctx, err, "read the ledger")
 	}
+	var send []previewItem
 	for _, c := range changed {
 		it := c.it
 		e, found := entries[it.Key]
@@ -195,23 +207,62 @@ func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem,
 		case found && (e.State == store.LedgerAccepted || e.State == store.LedgerInDoubt || e.State == store.LedgerPending):
 			out.Settling++
 			out.SettlingSample = sample(out.SettlingSample, p.Sample, it)
+		default:
+			send = append(send, c)
+		}
+	}
+	refused, err := judge(ctx, p.Judge, send)
+	if err != nil {
+		return err
+	}
+	for i, c := range send {
+		switch {
+		case refused[i] != "":
+			out.Rejected++
+			if len(out.RejectedSample) < p.Sample {
+				out.RejectedSample = append(out.RejectedSample, sampleName(c.it)+": "+refused[i])
+			}
 		case c.create:
 			out.Creates++
-			out.CreateSample = sample(out.CreateSample, p.Sample, it)
+			out.CreateSample = sample(out.CreateSample, p.Sample, c.it)
 		default:
 			out.Updates++
-			out.UpdateSample = sample(out.UpdateSample, p.Sample, it)
+			out.UpdateSample = sample(out.UpdateSample, p.Sample, c.it)
 		}
 	}
 	return nil
+}
+
+// judge asks j which of send it would reject; all "" without a judge.
+func judge(ctx context.Context, j destination.Judge, send []previewItem) ([]string, error) {
+	if j == nil || len(send) == 0 {
+		return make([]string, len(send)), nil
+	}
+	recs := make([]destination.Record, len(send))
+	for i, c := range send {
+		recs[i] = c.it.Record
+	}
+	refused, err := j.Judge(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	if len(refused) != len(send) {
+		return nil, failure.New(failure.Internal, "the destination judged "+strconv.Itoa(len(refused))+" records of "+strconv.Itoa(len(send)))
+	}
+	return refused, nil
 }
 
 func sample(s []string, n int, it *item) []string {
 	if len(s) >= n {
 		return s
 	}
+	return append(s, sampleName(it))
+}
+
+// sampleName names it in a sample: its identity, or its place.
+func sampleName(it *item) string {
 	if it.id != "" {
-		return append(s, it.id)
+		return it.id
 	}
-	return append(s, "record "+strconv.Itoa(it.pos+1)+" of its page")
+	return "record " + strconv.Itoa(it.pos+1) + " of its page"
 }

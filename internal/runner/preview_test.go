@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -77,5 +78,35 @@ func TestPreviewSettling(t *testing.T) {
 				t.Fatalf("the run after the preview: %+v; %d calls, %d records at the destination, %d duplicates", r, calls-callsBefore, recs, dups)
 			}
 		})
+	}
+}
+
+// TestPreviewCountsWhatTheDestinationWouldRefuse: records the destination
+// would reject before any write are counted as rejected, named with the
+// reason, and not as creates; the run that follows rejects exactly those.
+func TestPreviewCountsWhatTheDestinationWouldRefuse(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 50, destination.CapVerify)
+	refused := map[string]bool{"c00003@example.com": true, "c00040@example.com": true}
+	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
+	p := tb.params(t, "id")
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Judge: tb.dest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Read != 50 || pv.Creates != 48 || pv.Rejected != 2 || strings.Join(pv.RejectedSample, ";") != "3: refused by the test;40: refused by the test" {
+		t.Fatalf("preview = %+v, want 48 creates and 2 rejected (3, 40)", pv)
+	}
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 48 || r.Rejected != 2 {
+		t.Fatalf("the run after the preview: %+v, want 48 written and 2 rejected", r)
+	}
+	// Without a judge the same preview counts them as creates.
+	pv, err = RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync})
+	if err != nil || pv.Creates != 2 || pv.Rejected != 0 {
+		t.Fatalf("preview without a judge = %+v, %v; want the 2 rejected as creates", pv, err)
 	}
 }

@@ -223,6 +223,19 @@ func (d *memDest) Verify(ctx context.Context, recs []destination.Record, since t
 	return out, nil
 }
 
+// Judge refuses what reject refuses (destination.Judge).
+func (d *memDest) Judge(_ context.Context, recs []destination.Record) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		if d.reject != nil && d.reject(r) {
+			out[i] = "refused by the test"
+		}
+	}
+	return out, nil
+}
+
 func (d *memDest) Close() error { return nil }
 
 func (d *memDest) stats() (calls, records, dups int) {

@@ -25,6 +25,10 @@ type PreviewView struct {
 	CreateSample   []string
 	UpdateSample   []string
 	SettlingSample []string
+	// Rejected: the destination would refuse them before any write;
+	// RejectedSample names some, each with the reason.
+	Rejected       int64
+	RejectedSample []string
 	// Mirror: the sync removes records whose rows are gone; Removals says
 	// how many a run would remove, in words.
 	Mirror   bool

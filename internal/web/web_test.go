@@ -783,7 +783,8 @@ func TestTryWithoutWriting(t *testing.T) {
 		}
 		p.Preview = func(_ context.Context, id string) (PreviewView, error) {
 			return PreviewView{From: "the start of the source", Read: 16, Creates: 2, Updates: 3, Unchanged: 7, Settling: 4,
-				CreateSample: []string{"501", "502"}, UpdateSample: []string{"1", "2"}, SettlingSample: []string{"9", "10"}}, nil
+				CreateSample: []string{"501", "502"}, UpdateSample: []string{"1", "2"}, SettlingSample: []string{"9", "10"},
+				Rejected: 1, RejectedSample: []string{"77: attribute BIRTHDAY is a date attribute in Brevo"}}, nil
 		}
 	})
 	page := b.get("/syncs/" + b.d.Healthy).body
@@ -804,7 +805,8 @@ func TestTryWithoutWriting(t *testing.T) {
 	}
 	pv := b.get("/syncs/" + b.d.Healthy + "/preview")
 	mustContain(t, pv.body, "2 never delivered by this sync: 501, 502", "3 changed since their last delivery: 1, 2, …", "nothing was claimed or written",
-		"4 sent by an earlier run, outcome not known yet", "settled before anything is sent again: 9, 10, …")
+		"4 sent by an earlier run, outcome not known yet", "settled before anything is sent again: 9, 10, …",
+		"1 the destination would refuse before any write", "<li>77: attribute BIRTHDAY is a date attribute in Brevo</li>")
 	if got := b.get("/syncs/nope/preview"); got.code != 404 {
 		t.Fatalf("preview of an unknown sync: %d", got.code)
 	}

@@ -122,7 +122,10 @@ type Destination struct {
 	attrTypes   map[string]string // typedAttributes, once checked
 }
 
-var _ destination.Destination = (*Destination)(nil)
+var (
+	_ destination.Destination = (*Destination)(nil)
+	_ destination.Judge       = (*Destination)(nil)
+)
 
 // New returns a Brevo destination. Invalid parameters are reported as
 // failure.InvalidSyncDefinition.

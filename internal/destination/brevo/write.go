@@ -127,6 +127,31 @@ func plausibleEmail(s string) bool {
 	return !strings.ContainsAny(s, " \t\r\n<>\",;()[]\\")
 }
 
+// Judge says which of recs Write would reject without sending them
+// (destination.Judge): a record parseRecord refuses, or a value with no form
+// of its attribute's type.
+func (d *Destination) Judge(ctx context.Context, recs []destination.Record) ([]string, error) {
+	types, err := d.ensureAttributes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = prepare(r, types).invalid
+	}
+	return out, nil
+}
+
+// prepare reads r for a write: parseRecord, then its values of the typed
+// attributes types (typeValues; nil when none).
+func prepare(r destination.Record, types map[string]string) contact {
+	c := parseRecord(r)
+	if c.invalid == "" && types != nil {
+		c.invalid = typeValues(&c, types)
+	}
+	return c
+}
+
 // createContact is the body of POST /contacts (swagger: createContact).
 type createContact struct {
 	Email         string         `json:"email,omitempty"`
@@ -164,10 +189,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	var todo []int
 	cs := make([]contact, len(recs))
 	for i, r := range recs {
-		cs[i] = parseRecord(r)
-		if cs[i].invalid == "" && types != nil {
-			cs[i].invalid = typeValues(&cs[i], types)
-		}
+		cs[i] = prepare(r, types)
 		if cs[i].invalid != "" {
 			w.set(i, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: cs[i].invalid})
 			continue

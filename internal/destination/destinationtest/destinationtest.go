@@ -278,6 +278,44 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("JudgeAgreesWithWrite", func(t *testing.T) {
+		t.Parallel()
+		tg := setup(t, Faults{})
+		j, ok := tg.Dest.(destination.Judge)
+		if !ok {
+			t.Skip("the destination is not a destination.Judge")
+		}
+		recs := records(6)
+		// Records no destination can take: an e-mail that is not text, and
+		// attributes that are not an object.
+		recs[1].Data["email"] = 42
+		recs[4].Data["attributes"] = "FIRSTNAME"
+		refused, err := j.Judge(t.Context(), recs)
+		if err != nil || len(refused) != len(recs) {
+			t.Fatalf("Judge = %q, %v; want one answer per record", refused, err)
+		}
+		res, err := tg.Dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		byKey := checkResults(t, recs, settle(t, tg, recs, res))
+		for i, r := range recs {
+			got := byKey[r.Key]
+			wantRefused := i == 1 || i == 4
+			switch {
+			case wantRefused != (refused[i] != ""):
+				t.Errorf("record %d: Judge said %q", i, refused[i])
+			case refused[i] != "" && (got.Outcome != destination.Rejected || got.Message != refused[i]):
+				t.Errorf("record %d: Judge said %q, Write %v %q", i, refused[i], got.Outcome, got.Message)
+			case refused[i] == "" && got.Outcome != destination.Delivered:
+				t.Errorf("record %d: Judge let it pass, Write %v %q", i, got.Outcome, got.Message)
+			}
+		}
+		if got := tg.Stored(); got != int64(len(recs)-2) {
+			t.Errorf("server stores %d records, want %d", got, len(recs)-2)
+		}
+	})
+
 	t.Run("AuthFailureIsPermanentAndImmediate", func(t *testing.T) {
 		t.Parallel()
 		tg := setup(t, Faults{Unauthorized: true})

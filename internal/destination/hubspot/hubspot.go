@@ -117,6 +117,7 @@ type Destination struct {
 
 var (
 	_ destination.Destination = (*Destination)(nil)
+	_ destination.Judge       = (*Destination)(nil)
 	_ destination.Remover     = (*Destination)(nil)
 	_ destination.Checker     = (*Destination)(nil)
 )
@@ -308,4 +309,14 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 		err = cerr
 	}
 	return failure.Wrap(failure.DestinationUnavailable, err, "hubspot request interrupted")
+}
+
+// Judge says which of recs Write would reject without sending them
+// (destination.Judge): those its mapping cannot be read as.
+func (d *Destination) Judge(_ context.Context, recs []destination.Record) ([]string, error) {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = d.parseRecord(r).invalid
+	}
+	return out, nil
 }

@@ -124,6 +124,7 @@ type Destination struct {
 
 var (
 	_ destination.Destination = (*Destination)(nil)
+	_ destination.Judge       = (*Destination)(nil)
 	_ destination.Async       = (*Destination)(nil)
 	_ destination.Remover     = (*Destination)(nil)
 	_ destination.Checker     = (*Destination)(nil)
@@ -339,4 +340,14 @@ func marshal(v any) []byte {
 		panic(fmt.Sprintf("klaviyo: marshal: %v", err)) // only this package's values, checked encodable
 	}
 	return b
+}
+
+// Judge says which of recs Write would reject without sending them
+// (destination.Judge): those its mapping cannot be read as.
+func (d *Destination) Judge(_ context.Context, recs []destination.Record) ([]string, error) {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = parseRecord(r).invalid
+	}
+	return out, nil
 }
