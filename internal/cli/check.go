@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -87,13 +86,14 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 }
 
 // cursorLine says whether a keyset source reads rows committed late again
-// (docs/guide.md#rows-committed-late): "ok" when cursor_lookback applies to
-// its cursor column, "--" (a notice, not a failure) when it does not.
-func cursorLine(id, column, typ string, lookback time.Duration) string {
-	if lookback > 0 {
-		return fmt.Sprintf("ok  source %s: cursor_column %s is a %s: rows committed late are read again within cursor_lookback (%s)", id, column, typ, lookback)
+// (docs/guide.md#rows-committed-late): "ok" when a lookback applies to its
+// cursor column (window, in words), "--" (a notice, not a failure) when none
+// does.
+func cursorLine(id, column, typ, window string) string {
+	if window != "" {
+		return fmt.Sprintf("ok  source %s: cursor_column %s is a %s: rows committed late are read again within %s", id, column, typ, window)
 	}
-	return fmt.Sprintf("--  source %s: cursor_column %s is a %s: cursor_lookback does not apply (off, or not a time column), so a row committed after a later one was read is not read again", id, column, typ)
+	return fmt.Sprintf("--  source %s: cursor_column %s is a %s: no lookback applies (cursor_lookback or cursor_lookback_values off, or not a time or integer column), so a row committed after a later one was read is not read again", id, column, typ)
 }
 
 // checkSource reads the source's first record: one page of one.

@@ -55,11 +55,11 @@ func TestDemoReadsRunSummary(t *testing.T) {
 // TestCursorLine: `oncesync check` says whether rows committed late are read
 // again: ok with a lookback, a notice without.
 func TestCursorLine(t *testing.T) {
-	if got := cursorLine("postgres:db:5432/crm/people", "updated_at", "timestamptz", 5*time.Minute); got !=
+	if got := cursorLine("postgres:db:5432/crm/people", "updated_at", "timestamptz", "cursor_lookback (5m0s)"); got !=
 		"ok  source postgres:db:5432/crm/people: cursor_column updated_at is a timestamptz: rows committed late are read again within cursor_lookback (5m0s)" {
 		t.Errorf("with a lookback: %q", got)
 	}
-	if got := cursorLine("mysql:db:3306/crm/people", "id", "BIGINT", 0); !strings.HasPrefix(got, "--  source mysql:db:3306/crm/people: cursor_column id is a BIGINT: cursor_lookback does not apply") {
+	if got := cursorLine("mysql:db:3306/crm/people", "id", "BIGINT", ""); !strings.HasPrefix(got, "--  source mysql:db:3306/crm/people: cursor_column id is a BIGINT: no lookback applies") {
 		t.Errorf("without: %q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,6 +200,32 @@ func (o OptionalDuration) String() string {
 		return ""
 	}
 	return o.D.String()
+}
+
+// OptionalInt is an integer key a kind has a default for: Set reports that
+// it was written.
+type OptionalInt struct {
+	N   int64
+	Set bool
+}
+
+// Decode reads v into o.
+func (o *OptionalInt) Decode(v Value) { o.N, o.Set = int64(v.Int()), true }
+
+// Or is o's value, or def when it was not written.
+func (o OptionalInt) Or(def int64) int64 {
+	if o.Set {
+		return o.N
+	}
+	return def
+}
+
+// String is o as a definition stores it ("" when not written).
+func (o OptionalInt) String() string {
+	if !o.Set {
+		return ""
+	}
+	return strconv.FormatInt(o.N, 10)
 }
 
 // Checker reports problems with one sync's keys, at their lines. Paths are

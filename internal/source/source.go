@@ -6,6 +6,7 @@ package source
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,29 @@ import (
 // little behind the database's; the rows of the window that did not change
 // are only looked up in the ledger, never written again.
 const DefaultLookback = 5 * time.Minute
+
+// DefaultLookbackValues is cursor_lookback_values when a keyset source
+// leaves it unset: for an integer cursor_column (a sequence, a version
+// counter), how many values before the last row read the next run starts
+// reading again. A sequence value is handed out when a transaction writes
+// its row and becomes visible when it commits, so a row can appear below
+// one already read, as a time can (docs/guide.md#rows-committed-late).
+const DefaultLookbackValues = 1000
+
+// IntLookback is the decimal integer text moved back by n values and one
+// more (so that a row at the window's edge is not skipped on a tie of
+// identity). start is true when that falls below least, the type's
+// smallest value: the next pass then reads from the start of the source.
+func IntLookback(text string, n, least int64) (back string, start bool, ok bool) {
+	v, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || n < 0 {
+		return "", false, false
+	}
+	if v < least+n+1 { // v-n-1 < least, without overflow
+		return "", true, true
+	}
+	return strconv.FormatInt(v-n-1, 10), false, true
+}
 
 // Record is one row read from a source.
 type Record struct {
@@ -61,11 +85,12 @@ type Source interface {
 
 // CursorKind is implemented by a keyset source (PostgreSQL, MySQL): once it
 // has read a page, it names the column its cursor follows, that column's
-// type, and how far cursor_lookback moves the cursor back (0 when it does
-// not apply to the type, or is off): `oncesync check` says whether rows
+// type, and the lookback that moves the cursor back, in words such as
+// "cursor_lookback (5m0s)" or "cursor_lookback_values (1000)" ("" when none
+// applies to the type, or it is off): `oncesync check` says whether rows
 // committed late are read again (docs/guide.md#rows-committed-late).
 type CursorKind interface {
-	CursorKind() (column, typ string, lookback time.Duration)
+	CursorKind() (column, typ, window string)
 }
 
 // Refetcher is implemented by a source that can read rows again by their

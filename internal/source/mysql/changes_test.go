@@ -101,8 +101,12 @@ func TestLateCommit(t *testing.T) {
 			src := b.newSource(t, mysql.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: lookback})
 			_, nexts := readAll(t, src, "", 10)
 			first := nexts[len(nexts)-1]
-			if col, _, lb := src.CursorKind(); col != "updated_at" || lb != lookback {
-				t.Fatalf("%s: CursorKind = %s, lookback %s", name, col, lb)
+			wantWindow := ""
+			if lookback > 0 {
+				wantWindow = fmt.Sprintf("cursor_lookback (%s)", lookback)
+			}
+			if col, _, w := src.CursorKind(); col != "updated_at" || w != wantWindow {
+				t.Fatalf("%s: CursorKind = %s, lookback %q", name, col, w)
 			}
 
 			// A writer stamps row 3 and commits after the next pass; row 6
@@ -143,14 +147,57 @@ func TestLateCommit(t *testing.T) {
 		}
 	}
 
-	b.exec(t, `CREATE TABLE late_int (id BIGINT PRIMARY KEY, email VARCHAR(100) NOT NULL)`,
-		`INSERT INTO late_int VALUES (1, 'a@example.test'), (2, 'b@example.test')`)
-	src := b.newSource(t, mysql.Params{Table: "late_int", Identity: "id", Lookback: time.Hour})
-	_, nexts := readAll(t, src, "", 10)
-	if col, typ, lb := src.CursorKind(); col != "id" || typ != "BIGINT" || lb != 0 {
-		t.Fatalf("integer cursor: CursorKind = %s %s %s, want id BIGINT and no lookback", col, typ, lb)
-	}
-	if got, _ := readAll(t, src, nexts[len(nexts)-1], 10); len(got) != 0 {
-		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))
+	// An integer cursor (an AUTO_INCREMENT value is handed out at the insert
+	// and seen at the commit, so row 6 appears after row 7 was read): the
+	// values' lookback reads it; without one it is never read. A time
+	// lookback does not apply to an integer. UNSIGNED: moved back below 0,
+	// the next pass reads from the start.
+	for _, tc := range []struct {
+		typ string
+		n   int64
+	}{{"BIGINT", 0}, {"BIGINT", 100}, {"INT UNSIGNED", 3}} {
+		name := fmt.Sprintf("%s/lookback %d values", tc.typ, tc.n)
+		table := fmt.Sprintf("late_int_%d_%s", tc.n, strings.ReplaceAll(strings.ToLower(tc.typ), " ", "_"))
+		b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id %s PRIMARY KEY, email VARCHAR(100) NOT NULL)`, table, tc.typ),
+			fmt.Sprintf(`INSERT INTO %s VALUES (1, 'a@example.test'), (2, 'b@example.test')`, table))
+		src := b.newSource(t, mysql.Params{Table: table, Identity: "id", Lookback: time.Hour, LookbackValues: tc.n})
+		_, nexts := readAll(t, src, "", 10)
+		wantWindow := ""
+		if tc.n > 0 {
+			wantWindow = fmt.Sprintf("cursor_lookback_values (%d)", tc.n)
+		}
+		if col, _, w := src.CursorKind(); col != "id" || w != wantWindow {
+			t.Fatalf("%s: CursorKind = %s %q, want id %q", name, col, w, wantWindow)
+		}
+		conn, err := b.admin.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)); err != nil {
+			t.Fatal(err)
+		}
+		b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (7, 'g@example.test')`, table))
+		got, nexts := readAll(t, src, nexts[len(nexts)-1], 10)
+		if ids := column(got, "id"); !slices.Contains(ids, "7") || slices.Contains(ids, "6") {
+			t.Fatalf("%s: the pass before the commit read %v", name, ids)
+		}
+		second := nexts[len(nexts)-1]
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close()
+		got, nexts = readAll(t, src, second, 10)
+		if late := slices.Contains(column(got, "id"), "6"); late != (tc.n > 0) {
+			t.Fatalf("%s: the run after the commit read %v; want row 6: %v", name, column(got, "id"), tc.n > 0)
+		}
+		third := nexts[len(nexts)-1]
+		_, nexts = readAll(t, src, third, 10)
+		if last := nexts[len(nexts)-1]; last != third {
+			t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+		}
 	}
 }

@@ -25,12 +25,15 @@ type Config struct {
 	VersionQuery string
 	// Lookback is cursor_lookback (source.DefaultLookback when not set).
 	Lookback config.OptionalDuration
+	// LookbackValues is cursor_lookback_values
+	// (source.DefaultLookbackValues when not set).
+	LookbackValues config.OptionalInt
 }
 
 func (Kind) Type() string               { return "mysql" }
 func (Kind) NewSpec() config.SourceSpec { return &Config{} }
 func (Kind) SourceKeys() []string {
-	return []string{"dsn", "query", "table", "cursor_column", "version_query", "cursor_lookback"}
+	return []string{"dsn", "query", "table", "cursor_column", "version_query", "cursor_lookback", "cursor_lookback_values"}
 }
 func (Kind) SecretKeys() []string { return []string{"dsn"} }
 
@@ -46,6 +49,7 @@ func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, 
 	return New(ctx, Params{
 		DSN: c.DSN, Query: c.Query, Table: c.Table,
 		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery, Lookback: c.Lookback.Or(source.DefaultLookback),
+		LookbackValues: c.LookbackValues.Or(source.DefaultLookbackValues),
 		MaxRecordBytes: s.MaxRecordBytes,
 	})
 }
@@ -96,6 +100,8 @@ func (c *Config) Decode(key string, v config.Value) {
 		c.VersionQuery = v.String()
 	case "cursor_lookback":
 		c.Lookback.Decode(v)
+	case "cursor_lookback_values":
+		c.LookbackValues.Decode(v)
 	}
 }
 
@@ -126,6 +132,9 @@ func (c *Config) Check(_ *config.Source, k *config.Checker) {
 	}
 	if c.Lookback.Set && c.Lookback.D < 0 {
 		k.Report("source.cursor_lookback", "must be 0 (off) or a duration like 5m, got "+c.Lookback.String())
+	}
+	if c.LookbackValues.Set && c.LookbackValues.N < 0 {
+		k.Report("source.cursor_lookback_values", "must be 0 (off) or a number of values like 1000, got "+c.LookbackValues.String())
 	}
 }
 
@@ -189,7 +198,8 @@ func redactDSN(dsn string) string {
 func (c *Config) Definition(common []config.Field) []config.Field {
 	out := common
 	for _, f := range []config.Field{{Key: "dsn", Value: c.DSN}, {Key: "query", Value: c.Query}, {Key: "table", Value: c.Table},
-		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}, {Key: "cursor_lookback", Value: c.Lookback.String()}} {
+		{Key: "cursor_column", Value: c.CursorColumn}, {Key: "version_query", Value: c.VersionQuery}, {Key: "cursor_lookback", Value: c.Lookback.String()},
+		{Key: "cursor_lookback_values", Value: c.LookbackValues.String()}} {
 		if f.Value != "" {
 			out = append(out, f)
 		}

@@ -105,6 +105,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -145,6 +146,9 @@ type Params struct {
 	// cursor_column (see "Cursors and incremental runs"); 0 reads only rows
 	// past the last one read.
 	Lookback time.Duration
+	// LookbackValues moves it back by this many values of an integer
+	// cursor_column (TINYINT to BIGINT, signed or not); 0 is off.
+	LookbackValues int64
 }
 
 // DefaultMaxRecordBytes is the record size limit when Params sets none.
@@ -176,6 +180,7 @@ type Source struct {
 	keysNotNull bool
 	maxRecord   int
 	lookback    time.Duration // Params.Lookback
+	lookbackN   int64         // Params.LookbackValues
 	// cursorType is the cursor column's type as the last page read it
 	// (guarded by mu).
 	cursorType string
@@ -314,7 +319,8 @@ func New(ctx context.Context, p Params) (*Source, error) {
 		return invalid("dsn: %s", strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
 	}
 	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol}, identity: identity,
-		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0)}
+		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0),
+		lookbackN: max(p.LookbackValues, 0)}
 	if s.maxRecord == 0 {
 		s.maxRecord = DefaultMaxRecordBytes
 	}
@@ -721,10 +727,10 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		return page, nil
 	}
 	page.End = true
-	if s.lookback > 0 && len(page.Records) > 0 {
+	if len(page.Records) > 0 {
 		// Only after rows were read: a pass that read none ends where it
 		// began, already moved back, and must not move back again.
-		page.Next = lookbackFrom(last, s.lookback).String()
+		page.Next = s.lookbackFrom(last).String()
 	}
 	if !s.keysNotNull {
 		var nulls int64
@@ -743,44 +749,69 @@ var _ source.CursorKind = (*Source)(nil)
 
 // CursorKind names the cursor column, its type as the last page read it
 // ("" before any) and the lookback that applies to it.
-func (s *Source) CursorKind() (column, typ string, lookback time.Duration) {
+func (s *Source) CursorKind() (column, typ, window string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.cursorType {
-	case "DATETIME", "TIMESTAMP", "DATE":
-		lookback = s.lookback
+	_, isInt := intLeast[s.cursorType]
+	switch {
+	case isTime(s.cursorType) && s.lookback > 0:
+		window = fmt.Sprintf("cursor_lookback (%s)", s.lookback)
+	case isInt && s.lookbackN > 0:
+		window = fmt.Sprintf("cursor_lookback_values (%d)", s.lookbackN)
 	}
-	return s.keys[0], s.cursorType, lookback
+	return s.keys[0], s.cursorType, window
 }
 
-// lookbackFrom is p with its cursor_column value moved back by d and the
-// type's smallest step, when it is a DATETIME, TIMESTAMP or DATE (zero
-// dates and values before the year 1000 stay as they are); p otherwise.
-func lookbackFrom(p position, d time.Duration) position {
+func isTime(typ string) bool { return typ == "DATETIME" || typ == "TIMESTAMP" || typ == "DATE" }
+
+// intLeast is the smallest value of each integer type a cursor can follow
+// (UNSIGNED BIGINT past int64 is left as it is: IntLookback cannot read it).
+var intLeast = map[string]int64{
+	"TINYINT": math.MinInt8, "SMALLINT": math.MinInt16, "MEDIUMINT": -1 << 23, "INT": math.MinInt32, "BIGINT": math.MinInt64,
+	"UNSIGNED TINYINT": 0, "UNSIGNED SMALLINT": 0, "UNSIGNED MEDIUMINT": 0, "UNSIGNED INT": 0, "UNSIGNED BIGINT": 0,
+}
+
+// lookbackFrom is p with its cursor_column value moved back: by the
+// lookback and the type's smallest step when it is a DATETIME, TIMESTAMP or
+// DATE (zero dates and values before the year 1000 stay as they are), by
+// the values' lookback and one when it is an integer (the start of the
+// source when that is below the type's smallest value); p otherwise.
+func (s *Source) lookbackFrom(p position) position {
 	var text string
 	switch p[0].Type {
 	case "DATETIME", "TIMESTAMP":
 		t, err := time.Parse(myDatetimeLayout, p[0].Text)
-		if err != nil {
+		if err != nil || s.lookback == 0 {
 			return p
 		}
-		t = t.Add(-d - time.Microsecond)
+		t = t.Add(-s.lookback - time.Microsecond)
 		if t.Year() < 1000 {
 			return p
 		}
 		text = t.Format("2006-01-02 15:04:05.000000")
 	case "DATE":
 		t, err := time.Parse(time.DateOnly, p[0].Text)
-		if err != nil {
+		if err != nil || s.lookback == 0 {
 			return p
 		}
-		t = t.Add(-d).AddDate(0, 0, -1)
+		t = t.Add(-s.lookback).AddDate(0, 0, -1)
 		if t.Year() < 1000 {
 			return p
 		}
 		text = t.Format(time.DateOnly)
 	default:
-		return p
+		least, isInt := intLeast[p[0].Type]
+		if !isInt || s.lookbackN == 0 {
+			return p
+		}
+		back, start, ok := source.IntLookback(p[0].Text, s.lookbackN, least)
+		switch {
+		case !ok:
+			return p
+		case start:
+			return nil
+		}
+		text = back
 	}
 	out := slices.Clone(p)
 	out[0].Text = text

@@ -104,8 +104,12 @@ func TestLateCommit(t *testing.T) {
 			src := b.newSource(t, params)
 			_, nexts := readAll(t, src, "", 10)
 			first := nexts[len(nexts)-1]
-			if col, _, lb := src.CursorKind(); col != "updated_at" || lb != lookback {
-				t.Fatalf("%s: CursorKind = %s, lookback %s", name, col, lb)
+			wantWindow := ""
+			if lookback > 0 {
+				wantWindow = fmt.Sprintf("cursor_lookback (%s)", lookback)
+			}
+			if col, _, w := src.CursorKind(); col != "updated_at" || w != wantWindow {
+				t.Fatalf("%s: CursorKind = %s, lookback %q", name, col, w)
 			}
 
 			// A writer stamps row 3 at its start and commits after the
@@ -146,17 +150,53 @@ func TestLateCommit(t *testing.T) {
 		}
 	}
 
-	// An integer cursor is not moved back.
-	table := b.table("late_int")
-	b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, email text NOT NULL)`, table),
-		fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test' FROM generate_series(1, 5) g`, table))
-	src := b.newSource(t, postgres.Params{Table: table, Identity: "id", Lookback: time.Hour})
-	_, nexts := readAll(t, src, "", 10)
-	if col, typ, lb := src.CursorKind(); col != "id" || typ != "int8" || lb != 0 {
-		t.Fatalf("integer cursor: CursorKind = %s %s %s, want id int8 and no lookback", col, typ, lb)
-	}
-	got, _ := readAll(t, src, nexts[len(nexts)-1], 10)
-	if len(got) != 0 {
-		t.Fatalf("integer cursor with a lookback: the next run read %v", column(got, "id"))
+	// An integer cursor: a sequence value is handed out at the insert and
+	// seen at the commit, so row 6 appears after row 7 was read. The
+	// values' lookback reads it; without one it is never read. A time
+	// lookback does not apply to an integer.
+	for _, n := range []int64{0, 100} {
+		name := fmt.Sprintf("int8/lookback %d values", n)
+		table := b.table(fmt.Sprintf("late_int_%d", n))
+		b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, email text NOT NULL)`, table),
+			fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test' FROM generate_series(1, 5) g`, table))
+		src := b.newSource(t, postgres.Params{Table: table, Identity: "id", Lookback: time.Hour, LookbackValues: n})
+		_, nexts := readAll(t, src, "", 10)
+		wantWindow := ""
+		if n > 0 {
+			wantWindow = "cursor_lookback_values (100)"
+		}
+		if col, typ, w := src.CursorKind(); col != "id" || typ != "int8" || w != wantWindow {
+			t.Fatalf("%s: CursorKind = %s %s %q, want id int8 %q", name, col, typ, w, wantWindow)
+		}
+		writer, err := pgx.Connect(ctx, b.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := writer.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)); err != nil {
+			t.Fatal(err)
+		}
+		b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (7, 'user7@example.test')`, table))
+		got, nexts := readAll(t, src, nexts[len(nexts)-1], 10)
+		if ids := column(got, "id"); !slices.Contains(ids, "7") || slices.Contains(ids, "6") {
+			t.Fatalf("%s: the pass before the commit read %v", name, ids)
+		}
+		second := nexts[len(nexts)-1]
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = writer.Close(ctx)
+		got, nexts = readAll(t, src, second, 10)
+		if late := slices.Contains(column(got, "id"), "6"); late != (n > 0) {
+			t.Fatalf("%s: the run after the commit read %v; want row 6: %v", name, column(got, "id"), n > 0)
+		}
+		third := nexts[len(nexts)-1]
+		_, nexts = readAll(t, src, third, 10)
+		if last := nexts[len(nexts)-1]; last != third {
+			t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+		}
 	}
 }

@@ -123,6 +123,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,6 +162,9 @@ type Params struct {
 	// cursor_column (see "Rows committed late"); 0 reads only rows past
 	// the last one read.
 	Lookback time.Duration
+	// LookbackValues moves it back by this many values of an integer
+	// cursor_column (smallint, integer, bigint); 0 is off.
+	LookbackValues int64
 }
 
 // DefaultMaxRecordBytes is the row limit when Params leave it 0.
@@ -198,6 +202,7 @@ type Source struct {
 	versionQuery                           string        // Params.VersionQuery
 	maxRecord                              int64         // Params.MaxRecordBytes
 	lookback                               time.Duration // Params.Lookback
+	lookbackValues                         int64         // Params.LookbackValues
 
 	mu         sync.Mutex
 	cursorType string // the cursor column's type tag, as the last page read it
@@ -239,7 +244,8 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	}
 	configure(cfg)
 
-	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, identity: identity, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0)}
+	s := &Source{cfg: cfg, password: cfg.Password, keys: []string{cursorCol}, identity: identity, versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0),
+		lookbackValues: max(p.LookbackValues, 0)}
 	if s.maxRecord <= 0 {
 		s.maxRecord = DefaultMaxRecordBytes
 	}
@@ -651,7 +657,7 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		return page, nil
 	}
 	page.End = true
-	if s.lookback > 0 && len(page.Records) > 0 {
+	if len(page.Records) > 0 {
 		// Only after rows were read: a pass that read none ends where it
 		// began, already moved back, and must not move back again.
 		back, err := s.lookbackFrom(ctx, tx, last)
@@ -677,13 +683,16 @@ var _ source.CursorKind = (*Source)(nil)
 
 // CursorKind names the cursor column, its type as the last page read it
 // ("" before any) and the lookback that applies to it.
-func (s *Source) CursorKind() (column, typ string, lookback time.Duration) {
+func (s *Source) CursorKind() (column, typ, window string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := lookbackSQL[s.cursorType]; ok {
-		lookback = s.lookback
+	switch _, isTime := lookbackSQL[s.cursorType]; {
+	case isTime && s.lookback > 0:
+		window = fmt.Sprintf("cursor_lookback (%s)", s.lookback)
+	case intLeast[s.cursorType] != 0 && s.lookbackValues > 0:
+		window = fmt.Sprintf("cursor_lookback_values (%d)", s.lookbackValues)
 	}
-	return s.keys[0], s.cursorType, lookback
+	return s.keys[0], s.cursorType, window
 }
 
 // lookbackSQL moves a time value back by an interval (the lookback and the
@@ -694,11 +703,31 @@ var lookbackSQL = map[string]string{
 	"date":        `SELECT ($1::date - $2::interval - interval '1 day')::date::text`,
 }
 
+// intLeast is the smallest value of each integer type a cursor can follow.
+var intLeast = map[string]int64{"int2": math.MinInt16, "int4": math.MinInt32, "int8": math.MinInt64}
+
 // lookbackFrom is p with its cursor_column value moved back by the lookback
-// when it is a time (see "Rows committed late"), p itself otherwise.
+// when it is a time, or by the values' lookback when it is an integer (see
+// "Rows committed late"; the start of the source when that is below the
+// type's smallest value); p itself otherwise.
 func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (position, error) {
+	if least, isInt := intLeast[p[0].Type]; isInt {
+		if s.lookbackValues == 0 {
+			return p, nil
+		}
+		back, start, ok := source.IntLookback(p[0].Text, s.lookbackValues, least)
+		switch {
+		case !ok:
+			return p, nil
+		case start:
+			return nil, nil
+		}
+		out := slices.Clone(p)
+		out[0].Text = back
+		return out, nil
+	}
 	q, ok := lookbackSQL[p[0].Type]
-	if !ok {
+	if !ok || s.lookback == 0 {
 		return p, nil
 	}
 	var text string
