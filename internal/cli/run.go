@@ -44,6 +44,8 @@ type runFlags struct {
 	dryRun      bool
 	// allowRemovals lets a mirror run remove more than max_removals.
 	allowRemovals bool
+	// resend writes every record again (runner.Params.Resend).
+	resend bool
 }
 
 func newRunCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -75,10 +77,19 @@ yet, which the run settles before sending anything; rejected: records the
 destination would refuse before any write, such as a value that is not of its
 Brevo attribute's type), with a sample of identities, claiming nothing, writing
 nothing and taking no lease. It reads the destination only where that tells
-what a run would refuse (Brevo's attribute list).`,
+what a run would refuse (Brevo's attribute list).
+
+--resend writes every record again, also those the destination already holds
+with these values as far as the ledger knows: for a destination that lost
+data (a list emptied, contacts deleted) or was edited by hand. It reads the
+source from its start; each record is one more write (an update with the
+same values where nothing was lost), ledgered and fenced like any other. An
+interrupted --resend is finished by running it again. With --dry-run it says
+what such a run would send.`,
 		Example: `  oncesync run --config oncesync.yaml contacts-to-brevo
   oncesync run --config oncesync.yaml contacts-to-brevo --dry-run
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
+  oncesync run --config oncesync.yaml contacts-to-brevo --resend
   oncesync run --config oncesync.yaml crm-mirror --allow-removals`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -92,6 +103,7 @@ what a run would refuse (Brevo's attribute list).`,
 	cmd.Flags().BoolVar(&f.resetCursor, "reset-cursor", false, "start from the beginning of the source (the ledger still prevents duplicate writes)")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "say what the run would do (creates, updates, unchanged), writing nothing")
 	cmd.Flags().BoolVar(&f.allowRemovals, "allow-removals", false, "let a write_mode mirror run remove more records than max_removals (once)")
+	cmd.Flags().BoolVar(&f.resend, "resend", false, "write every record again, also those the destination already holds (it lost data or was edited by hand); reads the source from its start")
 	return cmd
 }
 
@@ -105,7 +117,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 			return err
 		}
 		bar := progress.New(env.Stdout, 0, sc.ID+" (dry run)", 2*time.Second)
-		pv, err := previewSync(ctx, cfg, st, sc, f.resetCursor, func(n int64) { bar.Set(n, "") })
+		pv, err := previewSync(ctx, cfg, st, sc, previewOpts{reset: f.resetCursor, resend: f.resend}, func(n int64) { bar.Set(n, "") })
 		bar.Finish()
 		if err != nil {
 			return failed(env.Stdout, err)
@@ -115,7 +127,11 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		fmt.Fprintf(w, "dry run of sync %s from %s: nothing was claimed or written\n", sc.ID, from)
 		fmt.Fprintf(w, "  read       %d\n", pv.Read)
 		fmt.Fprintf(w, "  create     %d  never delivered by this sync%s\n", pv.Creates, sampleText(pv.CreateSample, pv.Creates))
-		fmt.Fprintf(w, "  update     %d  changed since their last delivery%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
+		if f.resend {
+			fmt.Fprintf(w, "  update     %d  delivered before: written again (--resend)%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
+		} else {
+			fmt.Fprintf(w, "  update     %d  changed since their last delivery%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
+		}
 		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
 		if pv.Settling > 0 {
 			fmt.Fprintf(w, "  settling   %d  sent by an earlier run, outcome not known yet (an import still processing, a write in doubt): settled before anything is sent again%s\n",
@@ -143,9 +159,12 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 	})
 }
 
+// previewOpts are the run flags a dry run previews.
+type previewOpts struct{ reset, resend bool }
+
 // previewSync is the dry run of `run --dry-run` and of the sync page's
 // Preview.
-func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *config.Sync, reset bool, progress func(int64)) (runner.Preview, error) {
+func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *config.Sync, o previewOpts, progress func(int64)) (runner.Preview, error) {
 	built, err := app.Build(cfg, sc, app.Options{Clock: clock.Real{}})
 	if err != nil {
 		return runner.Preview{}, err
@@ -153,7 +172,7 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 	defer built.Close()
 	judge, _ := built.Destination.(destination.Judge)
 	return runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
-		ResetCursor: reset, Progress: progress, Judge: judge})
+		ResetCursor: o.reset, Resend: o.resend, Progress: progress, Judge: judge})
 }
 
 // previewFrom says where a dry run started.
@@ -318,6 +337,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		LeaseRenew:    cfg.Settings.LeaseRenew,
 		InDoubtGrace:  cfg.Settings.InDoubtGrace,
 		ResetCursor:   f.resetCursor,
+		Resend:        f.resend,
 		Drain:         drain,
 		AllowRemovals: f.allowRemovals,
 		AfterFailure: func(ctx context.Context, r store.Run) {

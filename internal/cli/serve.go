@@ -233,7 +233,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					if err != nil {
 						return web.PreviewView{}, err
 					}
-					pv, err := previewSync(ctx, cfg, st, sc, false, nil)
+					pv, err := previewSync(ctx, cfg, st, sc, previewOpts{}, nil)
 					return web.PreviewView{From: previewFrom(cfg, syncID, pv), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
 						Unchanged: pv.Unchanged, Settling: pv.Settling, CreateSample: pv.CreateSample, UpdateSample: pv.UpdateSample,
 						SettlingSample: pv.SettlingSample, Rejected: pv.Rejected, RejectedSample: pv.RejectedSample,

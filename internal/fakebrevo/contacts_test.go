@@ -385,3 +385,19 @@ func TestDuplicateWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteContact: DELETE /contacts/{identifier} removes the contact (a
+// later GET is 404, a second DELETE too), and the address can be created
+// again.
+func TestDeleteContact(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "ext_id": "7", "attributes": m{"FIRSTNAME": "Ann"}}), http.StatusCreated)
+	b.mustStatus(b.do("DELETE", "/v3/contacts/ann%40example.com", nil), http.StatusNoContent)
+	b.mustStatus(b.do("GET", "/v3/contacts/ann%40example.com", nil), http.StatusNotFound)
+	b.mustStatus(b.do("DELETE", "/v3/contacts/ann%40example.com", nil), http.StatusNotFound)
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "ext_id": "7"}), http.StatusCreated)
+	if st := b.srv.Stats(); st.Contacts != 1 {
+		t.Fatalf("contacts %d, want 1", st.Contacts)
+	}
+}

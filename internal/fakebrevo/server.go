@@ -469,6 +469,8 @@ func (s *Server) route(c *call) {
 			s.getContact(c)
 		case http.MethodPut:
 			s.updateContact(c)
+		case http.MethodDelete:
+			s.deleteContact(c)
 		default:
 			s.methodNotAllowed(c)
 		}
@@ -807,6 +809,30 @@ func (s *Server) getContact(c *call) {
 		return
 	}
 	s.respond(c, http.StatusOK, out)
+}
+
+// deleteContact is DELETE /contacts/{identifier}: the contact is gone,
+// with its lists and attributes, as a person deleting it in Brevo leaves it.
+func (s *Server) deleteContact(c *call) {
+	s.mu.Lock()
+	found, e := s.lookupLocked(c)
+	if found != nil {
+		st := s.st
+		delete(st.byEmail, found.email)
+		delete(st.byID, found.id)
+		if found.extID != "" && st.byExtID[found.extID] == found {
+			delete(st.byExtID, found.extID)
+		}
+		if i := slices.Index(st.contacts, found); i >= 0 {
+			st.contacts = slices.Delete(st.contacts, i, i+1)
+		}
+	}
+	s.mu.Unlock()
+	if e != nil {
+		s.fail(c, statusOf(e), e.Code, e.Message)
+		return
+	}
+	s.respond(c, http.StatusNoContent, nil)
 }
 
 func (s *Server) updateContact(c *call) {

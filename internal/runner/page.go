@@ -121,7 +121,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		it := &items[i]
 		e, found := states[it.slot]
 		st, ok := ledger.DecodeSlot(e, found)
-		if ok && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
+		if ok && !r.Resend && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
 			continue
 		}

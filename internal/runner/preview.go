@@ -30,6 +30,9 @@ type PreviewParams struct {
 	Sync   Sync
 	// ResetCursor previews a run from the start of the source.
 	ResetCursor bool
+	// Resend previews a Params.Resend run: every record delivered before
+	// is an update.
+	Resend bool
 	// Sample is how many records of each action Preview names (default 10).
 	Sample int
 	// Progress, if set, is called after each page with the records read.
@@ -96,7 +99,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		base = p.Sync.DestinationPayload
 	}
 	r.setSalt(base)
-	if !p.ResetCursor {
+	if !p.ResetCursor && !p.Resend {
 		cur, err := p.Store.GetCursor(ctx, p.Sync.ID)
 		if err != nil {
 			return out, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
@@ -138,7 +141,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				}
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
-				if ok && st.Hash == ledger.ShortHash(it.hash) {
+				if ok && !p.Resend && st.Hash == ledger.ShortHash(it.hash) {
 					out.Unchanged++
 					continue
 				}

@@ -110,3 +110,44 @@ func TestPreviewCountsWhatTheDestinationWouldRefuse(t *testing.T) {
 		t.Fatalf("preview without a judge = %+v, %v; want the 2 rejected as creates", pv, err)
 	}
 }
+
+// TestResendWritesEveryRecordOnce: after the destination lost its data, an
+// ordinary run sends nothing (the ledger says the destination holds every
+// value); a Resend run, previewed first, writes each record once more under
+// a new key, and the run after it sends nothing again.
+func TestResendWritesEveryRecordOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 40, destination.CapVerify)
+	ctx := context.Background()
+	if r, err := Run(ctx, tb.params(t, "id")); err != nil || r.Written != 40 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	tb.dest.mu.Lock()
+	clear(tb.dest.values) // the destination lost every contact
+	tb.dest.mu.Unlock()
+	if r, err := Run(ctx, tb.params(t, "id")); err != nil || r.Written != 0 {
+		t.Fatalf("an ordinary run: %+v, %v; want nothing written", r, err)
+	}
+
+	p := tb.params(t, "id")
+	pv, err := RunPreview(ctx, PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Resend: true})
+	if err != nil || pv.Read != 40 || pv.Updates != 40 || pv.Creates != 0 || pv.Unchanged != 0 {
+		t.Fatalf("resend preview = %+v, %v; want 40 updates", pv, err)
+	}
+	p = tb.params(t, "id")
+	p.Resend = true
+	r, err := Run(ctx, p)
+	if err != nil || r.Written != 40 || r.Replayed != 0 {
+		t.Fatalf("resend run: %+v, %v; want 40 written", r, err)
+	}
+	_, recs, dups := tb.dest.stats()
+	tb.dest.mu.Lock()
+	held := len(tb.dest.values)
+	tb.dest.mu.Unlock()
+	if recs != 80 || dups != 0 || held != 40 {
+		t.Fatalf("after the resend: %d keys written, %d written twice, %d contacts held; want 80, 0, 40", recs, dups, held)
+	}
+	if r, err := Run(ctx, tb.params(t, "id")); err != nil || r.Written != 0 || r.Replayed != 40 {
+		t.Fatalf("the run after the resend: %+v, %v; want nothing written", r, err)
+	}
+}

@@ -78,6 +78,12 @@ type Params struct {
 	Attempt int
 	// ResetCursor starts from the beginning of the source.
 	ResetCursor bool
+	// Resend reads the source from its beginning and writes every record,
+	// also those whose slot says the destination holds these values (it
+	// lost them, or a person changed them there): each such record is a new
+	// delivery of its slot, claimed and fenced as any other
+	// (docs/guide.md#sending-everything-again).
+	Resend bool
 	// AllowRemovals lets a mirror run remove more than its MaxRemovals.
 	AllowRemovals bool
 	// Drain, when closed, asks the run to stop at the next page boundary:
@@ -321,7 +327,7 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 	}
-	cursor, changed := startCursor(cur, r.payload, r.ResetCursor)
+	cursor, changed := startCursor(cur, r.payload, r.ResetCursor || r.Resend)
 	if changed {
 		r.Logger.Info("the mapping, the identity, what the source reads or the destination's settings (lists, how empty values are written) changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
