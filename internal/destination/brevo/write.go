@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -131,9 +132,21 @@ func plausibleEmail(s string) bool {
 // (destination.Judge): a record parseRecord refuses, or a value with no form
 // of its attribute's type.
 func (d *Destination) Judge(ctx context.Context, recs []destination.Record) ([]string, error) {
-	types, err := d.ensureAttributes(ctx)
-	if err != nil {
-		return nil, err
+	var types map[string]string
+	if !d.judgeOffline.Load() {
+		// A dry run must not wait on a Brevo that does not answer: one
+		// bounded try, then the records are judged without the types.
+		actx, cancel := context.WithTimeout(ctx, judgeAttributesWait)
+		t, err := d.ensureAttributes(actx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		d.attrMu.Lock()
+		checked := d.attrChecked
+		d.attrMu.Unlock()
+		d.judgeOffline.Store(!checked)
+		types = t
 	}
 	out := make([]string, len(recs))
 	for i, r := range recs {
@@ -141,6 +154,9 @@ func (d *Destination) Judge(ctx context.Context, recs []destination.Record) ([]s
 	}
 	return out, nil
 }
+
+// judgeAttributesWait bounds Judge's read of the account's attributes.
+const judgeAttributesWait = 10 * time.Second
 
 // prepare reads r for a write: parseRecord, then its values of the typed
 // attributes types (typeValues; nil when none).
