@@ -1196,3 +1196,50 @@ func testAccount(o fakebrevo.Options) fakebrevo.Options {
 	}
 	return o
 }
+
+// TestAddressChangeWithExtID: a row whose e-mail changed, sent with its
+// ext_id, is refused by POST /contacts (the ext_id is another contact's:
+// its old address). The single path then updates that contact by its
+// ext_id, e-mail included: one contact, the new address, the new values,
+// found by Verify. A new address that a third contact holds stays refused
+// with Brevo's message.
+func TestAddressChangeWithExtID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = brevo.ModeSingle })
+	ctx := t.Context()
+	first := rec(0, map[string]any{"FIRSTNAME": "Ann"})
+	first.Data["ext_id"] = "crm-7"
+	other := rec(1, map[string]any{"FIRSTNAME": "Bob"})
+	if res, err := b.dest.Write(ctx, []destination.Record{first, other}); err != nil || res[0].Outcome != destination.Delivered || res[1].Outcome != destination.Delivered {
+		t.Fatalf("first write: %+v, %v", res, err)
+	}
+	moved := rec(2, map[string]any{"FIRSTNAME": "Anne"})
+	moved.Data["ext_id"] = "crm-7"
+	res, err := b.dest.Write(ctx, []destination.Record{moved})
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
+		t.Fatalf("the moved row: %+v, %v; want delivered", res, err)
+	}
+	c, ok := b.fake.Contact(emailOf(moved))
+	if !ok || c.ExtID != "crm-7" || c.Attributes["FIRSTNAME"] != "Anne" {
+		t.Fatalf("contact at the new address: %v %+v", ok, c)
+	}
+	if _, ok := b.fake.Contact(emailOf(first)); ok {
+		t.Fatal("the old address is still a contact")
+	}
+	if st := b.fake.Stats(); st.Contacts != 2 {
+		t.Fatalf("%d contacts, want 2", st.Contacts)
+	}
+	if landed, err := b.dest.Verify(ctx, []destination.Record{moved}, time.Time{}); err != nil || len(landed) != 1 {
+		t.Fatalf("verify: %v, %d landed", err, len(landed))
+	}
+
+	taken := rec(1, map[string]any{"FIRSTNAME": "Anne"}) // Bob's address
+	taken.Data["ext_id"] = "crm-7"
+	res, err = b.dest.Write(ctx, []destination.Record{taken})
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected || !strings.Contains(res[0].Message, "email is already associated") {
+		t.Fatalf("a new address another contact holds: %+v, %v; want rejected", res, err)
+	}
+	if c, _ := b.fake.Contact(emailOf(other)); c.Attributes["FIRSTNAME"] != "Bob" || c.ExtID != "" {
+		t.Fatalf("the other contact changed: %+v", c)
+	}
+}

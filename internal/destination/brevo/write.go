@@ -309,6 +309,16 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 			})
 		}
 		resp, err := w.d.do(ctx, req)
+		if refused, ok := err.(*APIError); ok && w.d.moved(c, refused) {
+			// The e-mail is new and the ext_id another contact's: the
+			// row's address changed. Update that contact, found by its
+			// ext_id, e-mail included.
+			req = moveRequest(c, w.d.listIDs)
+			resp, err = w.d.do(ctx, req)
+			if ae, ok := err.(*APIError); ok && ae.Status == http.StatusNotFound {
+				err = refused // no contact has that ext_id: the first refusal stands
+			}
+		}
 		if err != nil {
 			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
 			if !ok {
@@ -339,6 +349,35 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 		return w.d.interrupted(ctx, err)
 	}
 	return err
+}
+
+// codeDuplicateParameter is Brevo's error code for an identifier (e-mail,
+// ext_id, SMS) that another contact holds.
+const codeDuplicateParameter = "duplicate_parameter"
+
+// moved reports whether Brevo's refusal e of an upsert of c says that c's
+// ext_id belongs to another contact than its e-mail's: with
+// updateEnabled, Brevo finds the contact by e-mail and refuses an ext_id
+// another contact holds ("a 4xx error is returned on identifier
+// conflict"), which is what a row whose address changed sends
+// (docs/guide.md#an-address-that-changes).
+func (d *Destination) moved(c contact, e *APIError) bool {
+	return c.extID != "" && c.email != "" && e.Code == codeDuplicateParameter &&
+		(d.writeMode == destination.Upsert || d.writeMode == destination.Mirror)
+}
+
+// moveRequest updates the contact holding c's ext_id to c, its e-mail
+// included (PUT /contacts/{ext_id}?identifierType=ext_id; swagger:
+// updateContact, whose attributes take EMAIL to change it).
+func moveRequest(c contact, lists []int64) request {
+	attrs := make(map[string]any, len(c.attrs)+1)
+	for k, v := range c.attrs {
+		attrs[k] = v
+	}
+	attrs["EMAIL"] = c.email
+	return request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.extID), route: "PUT /contacts/{identifier}",
+		query: url.Values{"identifierType": {"ext_id"}},
+		body:  marshal(updateContact{Attributes: attrs, ListIDs: lists})}
 }
 
 // errNotBrevo is a success status whose answer is not one Brevo gives.
@@ -381,7 +420,7 @@ func (d *Destination) skipped(e *APIError) string {
 	switch {
 	case d.writeMode == destination.Update && e.Status == http.StatusNotFound:
 		return destination.SkipNotFound
-	case d.writeMode == destination.Create && e.Status == http.StatusBadRequest && e.Code == "duplicate_parameter" &&
+	case d.writeMode == destination.Create && e.Status == http.StatusBadRequest && e.Code == codeDuplicateParameter &&
 		strings.Contains(strings.ToLower(e.Message), "email"):
 		return destination.SkipExists
 	}
