@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/source/mysql"
+	"github.com/oncesync/oncesync/internal/source/sourcetest"
 )
 
 // TestChangesBetweenPages changes the table between the pages of a pass with
@@ -81,12 +82,11 @@ func TestChangesBetweenPages(t *testing.T) {
 // and commits after a pass has read past that value. Without a lookback the
 // next run never sees the row; with one it does, with the committed values,
 // for DATETIME, TIMESTAMP and DATE cursors. A pass that reads nothing ends
-// where it began, so the cursor does not creep back run after run; an
-// integer cursor_column is left as it is.
+// where it began, so the cursor does not creep back run after run. An
+// integer cursor_column has its own lookback.
 func TestLateCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
 	for _, tc := range []struct{ typ, now string }{
 		{"DATETIME(6)", "NOW(6)"},
 		{"TIMESTAMP(6)", "NOW(6)"},
@@ -111,39 +111,10 @@ func TestLateCommit(t *testing.T) {
 
 			// A writer stamps row 3 and commits after the next pass; row 6
 			// is committed at once, stamped later.
-			conn, err := b.admin.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tx, err := conn.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(2 * time.Millisecond) // row 6's stamp comes after row 3's
-			b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now))
-			got, nexts := readAll(t, src, first, 10)
-			if ids := column(got, "id"); !slices.Contains(ids, "6") || slices.Contains(column(got, "email"), "late3@example.test") {
-				t.Fatalf("%s: the pass before the commit read %v", name, ids)
-			}
-			second := nexts[len(nexts)-1]
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			_ = conn.Close()
-
-			got, nexts = readAll(t, src, second, 10)
-			late := slices.Contains(column(got, "email"), "late3@example.test")
-			if late != (lookback > 0) {
-				t.Fatalf("%s: the run after the commit read %v (emails %v); want the late row: %v", name, column(got, "id"), column(got, "email"), lookback > 0)
-			}
-			third := nexts[len(nexts)-1]
-			_, nexts = readAll(t, src, third, 10)
-			if last := nexts[len(nexts)-1]; last != third {
-				t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
-			}
+			sourcetest.CheckLateCommit(t, src, first, sourcetest.LateCommit{Name: name,
+				Hold:    b.holdLate(fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)),
+				Early:   b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now)),
+				EarlyID: "6", LateEmail: "late3@example.test", Want: lookback > 0})
 		}
 	}
 
@@ -169,35 +140,40 @@ func TestLateCommit(t *testing.T) {
 		if col, _, w := src.CursorKind(); col != "id" || w != wantWindow {
 			t.Fatalf("%s: CursorKind = %s %q, want id %q", name, col, w, wantWindow)
 		}
+		sourcetest.CheckLateCommit(t, src, nexts[len(nexts)-1], sourcetest.LateCommit{Name: name,
+			Hold:    b.holdLate(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)),
+			Early:   b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (7, 'g@example.test')`, table)),
+			EarlyID: "7", LateEmail: "late6@example.test", Want: tc.n > 0})
+	}
+}
+
+// holdLate is a sourcetest.LateCommit's Hold: sql in a transaction left
+// open.
+func (b *bundle) holdLate(sql string) func(t *testing.T) func() {
+	return func(t *testing.T) func() {
+		ctx := context.Background()
 		conn, err := b.admin.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = conn.Close() })
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)); err != nil {
+		if _, err := tx.ExecContext(ctx, sql); err != nil {
 			t.Fatal(err)
 		}
-		b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (7, 'g@example.test')`, table))
-		got, nexts := readAll(t, src, nexts[len(nexts)-1], 10)
-		if ids := column(got, "id"); !slices.Contains(ids, "7") || slices.Contains(ids, "6") {
-			t.Fatalf("%s: the pass before the commit read %v", name, ids)
-		}
-		second := nexts[len(nexts)-1]
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Close()
-		got, nexts = readAll(t, src, second, 10)
-		if late := slices.Contains(column(got, "id"), "6"); late != (tc.n > 0) {
-			t.Fatalf("%s: the run after the commit read %v; want row 6: %v", name, column(got, "id"), tc.n > 0)
-		}
-		third := nexts[len(nexts)-1]
-		_, nexts = readAll(t, src, third, 10)
-		if last := nexts[len(nexts)-1]; last != third {
-			t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+		time.Sleep(2 * time.Millisecond) // the early row's stamp comes after the late one's
+		return func() {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+}
+
+// commitNow is a sourcetest.LateCommit's Early: sql committed at once.
+func (b *bundle) commitNow(sql string) func(t *testing.T) {
+	return func(t *testing.T) { b.exec(t, sql) }
 }

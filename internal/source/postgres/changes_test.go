@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncesync/oncesync/internal/source/postgres"
+	"github.com/oncesync/oncesync/internal/source/sourcetest"
 )
 
 // TestChangesBetweenPages changes the table between the pages of a pass with
@@ -83,11 +84,10 @@ func TestChangesBetweenPages(t *testing.T) {
 // lookback the next run never sees the row; with one it does, once, with
 // the committed values, for timestamptz, timestamp and date cursors. A
 // pass that reads nothing ends where it began, so the cursor does not creep
-// back run after run; an integer cursor_column is left as it is.
+// back run after run. An integer cursor_column has its own lookback.
 func TestLateCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
 	for _, tc := range []struct {
 		typ, now string
 	}{
@@ -114,39 +114,10 @@ func TestLateCommit(t *testing.T) {
 
 			// A writer stamps row 3 at its start and commits after the
 			// next pass; row 6 is committed at once, stamped later.
-			writer, err := pgx.Connect(ctx, b.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tx, err := writer.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)); err != nil {
-				t.Fatal(err)
-			}
-			b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now))
-			got, nexts := readAll(t, src, first, 10)
-			if ids := column(got, "id"); !slices.Contains(ids, "6") || slices.Contains(column(got, "email"), "late3@example.test") {
-				t.Fatalf("%s: the pass before the commit read %v", name, ids)
-			}
-			second := nexts[len(nexts)-1]
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_ = writer.Close(ctx)
-
-			got, nexts = readAll(t, src, second, 10)
-			late := slices.Contains(column(got, "email"), "late3@example.test")
-			if late != (lookback > 0) {
-				t.Fatalf("%s: the run after the commit read %v (emails %v); want the late row: %v", name, column(got, "id"), column(got, "email"), lookback > 0)
-			}
-			// Nothing changes any more: the cursor stays where it is.
-			third := nexts[len(nexts)-1]
-			_, nexts = readAll(t, src, third, 10)
-			if last := nexts[len(nexts)-1]; last != third {
-				t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
-			}
+			sourcetest.CheckLateCommit(t, src, first, sourcetest.LateCommit{Name: name,
+				Hold:    b.holdLate(fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)),
+				Early:   b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s)`, table, tc.now)),
+				EarlyID: "6", LateEmail: "late3@example.test", Want: lookback > 0})
 		}
 	}
 
@@ -168,35 +139,39 @@ func TestLateCommit(t *testing.T) {
 		if col, typ, w := src.CursorKind(); col != "id" || typ != "int8" || w != wantWindow {
 			t.Fatalf("%s: CursorKind = %s %s %q, want id int8 %q", name, col, typ, w, wantWindow)
 		}
+		sourcetest.CheckLateCommit(t, src, nexts[len(nexts)-1], sourcetest.LateCommit{Name: name,
+			Hold:    b.holdLate(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)),
+			Early:   b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (7, 'user7@example.test')`, table)),
+			EarlyID: "7", LateEmail: "late6@example.test", Want: n > 0})
+	}
+}
+
+// holdLate is a sourcetest.LateCommit's Hold: sql in a transaction left
+// open.
+func (b *bundle) holdLate(sql string) func(t *testing.T) func() {
+	return func(t *testing.T) func() {
+		ctx := context.Background()
 		writer, err := pgx.Connect(ctx, b.dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = writer.Close(ctx) })
 		tx, err := writer.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s VALUES (6, 'late6@example.test')`, table)); err != nil {
+		if _, err := tx.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
 		}
-		b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (7, 'user7@example.test')`, table))
-		got, nexts := readAll(t, src, nexts[len(nexts)-1], 10)
-		if ids := column(got, "id"); !slices.Contains(ids, "7") || slices.Contains(ids, "6") {
-			t.Fatalf("%s: the pass before the commit read %v", name, ids)
-		}
-		second := nexts[len(nexts)-1]
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		_ = writer.Close(ctx)
-		got, nexts = readAll(t, src, second, 10)
-		if late := slices.Contains(column(got, "id"), "6"); late != (n > 0) {
-			t.Fatalf("%s: the run after the commit read %v; want row 6: %v", name, column(got, "id"), n > 0)
-		}
-		third := nexts[len(nexts)-1]
-		_, nexts = readAll(t, src, third, 10)
-		if last := nexts[len(nexts)-1]; last != third {
-			t.Fatalf("%s: a run without changes moved the cursor from %s to %s", name, third, last)
+		return func() {
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+}
+
+// commitNow is a sourcetest.LateCommit's Early: sql committed at once.
+func (b *bundle) commitNow(sql string) func(t *testing.T) {
+	return func(t *testing.T) { b.exec(t, sql) }
 }
