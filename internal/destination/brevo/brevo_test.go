@@ -1243,3 +1243,45 @@ func TestAddressChangeWithExtID(t *testing.T) {
 		t.Fatalf("the other contact changed: %+v", c)
 	}
 }
+
+// TestUpdateFollowsAnAddressChangeByExtID: write_mode update looks contacts
+// up by e-mail; a contact whose row's address changed is found by its ext_id
+// instead of being skipped, and one no contact holds stays skipped.
+func TestUpdateFollowsAnAddressChangeByExtID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeSingle
+		p.WriteMode = destination.Upsert
+	})
+	first := rec(0, map[string]any{"FIRSTNAME": "Ann"})
+	first.Data["ext_id"] = "crm-7"
+	if res, err := b.dest.Write(t.Context(), []destination.Record{first}); err != nil || res[0].Outcome != destination.Delivered {
+		t.Fatalf("first write: %+v, %v", res, err)
+	}
+	u, err := brevo.New(brevo.Params{BaseURL: b.url, APIKey: apiKey, Mode: brevo.ModeSingle, ListIDs: []int64{2}, WriteMode: destination.Update, RateLimit: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	moved := rec(1, map[string]any{"FIRSTNAME": "Anne"})
+	moved.Data["ext_id"] = "crm-7"
+	nobody := rec(2, map[string]any{"FIRSTNAME": "Cy"})
+	nobody.Data["ext_id"] = "crm-9"
+	res, err := u.Write(t.Context(), []destination.Record{moved, nobody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byKey(t, []destination.Record{moved, nobody}, res)
+	if r := got[moved.Key]; r.Outcome != destination.Delivered || r.Skipped != "" {
+		t.Fatalf("the moved row: %+v, want delivered", r)
+	}
+	if r := got[nobody.Key]; r.Skipped == "" {
+		t.Fatalf("a row no contact holds: %+v, want skipped", r)
+	}
+	if c, ok := b.fake.Contact(emailOf(moved)); !ok || c.ExtID != "crm-7" || c.Attributes["FIRSTNAME"] != "Anne" {
+		t.Fatalf("contact at the new address: %v %+v", ok, c)
+	}
+	if st := b.fake.Stats(); st.Contacts != 1 {
+		t.Fatalf("%d contacts, want 1", st.Contacts)
+	}
+}

@@ -355,15 +355,22 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 // ext_id, SMS) that another contact holds.
 const codeDuplicateParameter = "duplicate_parameter"
 
-// moved reports whether Brevo's refusal e of an upsert of c says that c's
-// ext_id belongs to another contact than its e-mail's: with
-// updateEnabled, Brevo finds the contact by e-mail and refuses an ext_id
+// moved reports whether Brevo's refusal e of c may mean that c's address
+// changed while its ext_id stayed (docs/guide.md#an-address-that-changes):
+// an upsert finds no contact at the new address and refuses an ext_id
 // another contact holds ("a 4xx error is returned on identifier
-// conflict"), which is what a row whose address changed sends
-// (docs/guide.md#an-address-that-changes).
+// conflict"); an update finds no contact at the new address (404).
 func (d *Destination) moved(c contact, e *APIError) bool {
-	return c.extID != "" && c.email != "" && e.Code == codeDuplicateParameter &&
-		(d.writeMode == destination.Upsert || d.writeMode == destination.Mirror)
+	if c.extID == "" || c.email == "" {
+		return false
+	}
+	switch d.writeMode {
+	case destination.Upsert, destination.Mirror:
+		return e.Code == codeDuplicateParameter
+	case destination.Update:
+		return e.Status == http.StatusNotFound
+	}
+	return false
 }
 
 // moveRequest updates the contact holding c's ext_id to c, its e-mail
