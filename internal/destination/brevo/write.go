@@ -310,9 +310,8 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 		}
 		resp, err := w.d.do(ctx, req)
 		if refused, ok := err.(*APIError); ok && w.d.moved(c, refused) {
-			// The e-mail is new and the ext_id another contact's: the
-			// row's address changed. Update that contact, found by its
-			// ext_id, e-mail included.
+			// The row's address changed: update its contact, found by
+			// its ext_id, e-mail included.
 			req = moveRequest(c, w.d.listIDs)
 			resp, err = w.d.do(ctx, req)
 			if ae, ok := err.(*APIError); ok && ae.Status == http.StatusNotFound {
