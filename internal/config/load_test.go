@@ -306,6 +306,12 @@ syncs:
   - id: s6
     source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: soon}
     destination: {type: webhook, url: https://example.com/h}
+  - id: s7
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback_values: -5}
+    destination: {type: webhook, url: https://example.com/h}
+  - id: s8
+    source: {type: mysql, dsn: "mysql://db/crm", table: t, cursor_lookback_values: many}
+    destination: {type: webhook, url: https://example.com/h}
 `,
 			want: []string{
 				`oncesync.yaml:3: syncs[0].source.dsn: is required for postgres sources`,
@@ -317,6 +323,8 @@ syncs:
 				`oncesync.yaml:12: syncs[3].source.path: is not used by postgres sources (csv, jsonl and parquet only)`,
 				`oncesync.yaml:15: syncs[4].source.cursor_lookback: must be 0 (off) or a duration like 5m, got -1m0s`,
 				`oncesync.yaml:18: syncs[5].source.cursor_lookback: must be a duration like 30s, 10m, 24h or 168h, got "soon"`,
+				`oncesync.yaml:21: syncs[6].source.cursor_lookback_values: must be 0 (off) or a number of values like 1000, got -5`,
+				`oncesync.yaml:24: syncs[7].source.cursor_lookback_values: must be an integer, got "many"`,
 			},
 		},
 		{
