@@ -74,10 +74,10 @@ was in progress.
 record (create: never delivered by this sync; update: changed since its last
 delivery; unchanged; settling: sent by an earlier run with an outcome not known
 yet, which the run settles before sending anything; rejected: records the
-destination would refuse before any write, such as a value that is not of its
-Brevo attribute's type), with a sample of identities, claiming nothing, writing
-nothing and taking no lease. It reads the destination only where that tells
-what a run would refuse (Brevo's attribute list).
+destination would refuse before any write, such as an address that cannot be
+valid), with a sample of identities, claiming nothing, writing nothing, taking
+no lease and sending the destination no request (so a value that is not of its
+Brevo attribute's type is refused by the run, not counted here).
 
 --resend writes every record again, also those the destination already holds
 with these values as far as the ledger knows: for a destination that lost

@@ -109,12 +109,10 @@ type Checker interface {
 	Check(ctx context.Context) (checked []string, err error)
 }
 
-// Judge is implemented by a destination that can tell, without writing,
+// Judge is implemented by a destination that can tell, without a request,
 // which records its Write would reject before sending them (a dry run
-// counts them). It may read the destination (Brevo's attribute types).
-// refused[i] is why recs[i] would be rejected, "" when it would be sent. An
-// error is what a run's first write would fail with (a refused key, a
-// mapping the account cannot hold).
+// counts them; it reads only the source and the ledger). refused[i] is why
+// recs[i] would be rejected, "" when it would be sent.
 type Judge interface {
 	Judge(ctx context.Context, recs []Record) (refused []string, err error)
 }

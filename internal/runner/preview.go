@@ -65,9 +65,8 @@ type Preview struct {
 	// map: a run rejects them without a write.
 	Invalid int64
 	// Rejected are records to send that the destination would reject
-	// before sending them (PreviewParams.Judge): an address that cannot be
-	// valid, a value not of its Brevo attribute's type. RejectedSample
-	// names some, each with the reason.
+	// before sending them (PreviewParams.Judge), such as an address that
+	// cannot be valid. RejectedSample names some, each with the reason.
 	Rejected       int64
 	RejectedSample []string
 	// CreateSample, UpdateSample and SettlingSample name some of them

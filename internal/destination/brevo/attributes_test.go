@@ -189,40 +189,29 @@ func TestTypedAttributeValues(t *testing.T) {
 	}
 }
 
-// TestJudgeWithoutTheAttributeList: a dry run's Judge refuses what a write
-// would refuse before sending; when the attribute list cannot be read (503),
-// it judges without the types and does not ask again on the next page.
-func TestJudgeWithoutTheAttributeList(t *testing.T) {
+// TestJudgeSendsNothing: a dry run's Judge refuses what a write would
+// refuse before sending, without a single request (a dry run reads only the
+// source and the ledger), so it does not check attribute types.
+func TestJudgeSendsNothing(t *testing.T) {
 	t.Parallel()
-	var lists atomic.Int64
+	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		lists.Add(1)
-		w.Header().Set("Content-Type", "application/json")
+		requests.Add(1)
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"code":"internal_error","message":"down"}`))
 	}))
 	t.Cleanup(srv.Close)
-	d, err := brevo.New(brevo.Params{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2}, Attributes: []string{"FIRSTNAME"},
-		RateLimit: 1e9, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	d, err := brevo.New(brevo.Params{BaseURL: srv.URL + "/v3", APIKey: apiKey, ListIDs: []int64{2}, Attributes: []string{"FIRSTNAME", "BIRTHDAY"}, RateLimit: 1e9})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	rs := []destination.Record{rec(0, map[string]any{"FIRSTNAME": "Ann"}), rec(1, nil)}
+	rs := []destination.Record{rec(0, map[string]any{"FIRSTNAME": "Ann", "BIRTHDAY": "17/05/1990"}), rec(1, nil)}
 	rs[1].Data["email"] = "not-an-address"
-	var asked int64
-	for page := range 2 {
-		refused, err := d.Judge(context.Background(), rs)
-		if err != nil || len(refused) != 2 || refused[0] != "" || !strings.Contains(refused[1], "invalid email address") {
-			t.Fatalf("page %d: Judge = %q, %v", page, refused, err)
-		}
-		switch n := lists.Load(); {
-		case page == 0 && n == 0:
-			t.Fatal("Judge never asked for the attributes")
-		case page == 0:
-			asked = n
-		case n != asked:
-			t.Fatalf("Judge asked again after the list could not be read: %d then %d requests", asked, n)
-		}
+	refused, err := d.Judge(context.Background(), rs)
+	if err != nil || len(refused) != 2 || refused[0] != "" || !strings.Contains(refused[1], "invalid email address") {
+		t.Fatalf("Judge = %q, %v", refused, err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("Judge sent %d requests", n)
 	}
 }

@@ -28,7 +28,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -121,9 +120,6 @@ type Destination struct {
 	attrChecked bool
 	attrErr     error
 	attrTypes   map[string]string // typedAttributes, once checked
-	// judgeOffline: Judge could not read the attributes once, and judges
-	// without them from then on.
-	judgeOffline atomic.Bool
 }
 
 var (

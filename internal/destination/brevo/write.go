@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -129,34 +128,20 @@ func plausibleEmail(s string) bool {
 }
 
 // Judge says which of recs Write would reject without sending them
-// (destination.Judge): a record parseRecord refuses, or a value with no form
-// of its attribute's type.
-func (d *Destination) Judge(ctx context.Context, recs []destination.Record) ([]string, error) {
-	var types map[string]string
-	if !d.judgeOffline.Load() {
-		// A dry run must not wait on a Brevo that does not answer: one
-		// bounded try, then the records are judged without the types.
-		actx, cancel := context.WithTimeout(ctx, judgeAttributesWait)
-		t, err := d.ensureAttributes(actx)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		d.attrMu.Lock()
-		checked := d.attrChecked
-		d.attrMu.Unlock()
-		d.judgeOffline.Store(!checked)
-		types = t
-	}
+// (destination.Judge): a record parseRecord refuses, or, once a write of
+// this destination has read the account's attribute types, a value with no
+// form of its attribute's type. It sends no request: a dry run reads the
+// source and the ledger only.
+func (d *Destination) Judge(_ context.Context, recs []destination.Record) ([]string, error) {
+	d.attrMu.Lock()
+	types := d.attrTypes
+	d.attrMu.Unlock()
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = prepare(r, types).invalid
 	}
 	return out, nil
 }
-
-// judgeAttributesWait bounds Judge's read of the account's attributes.
-const judgeAttributesWait = 10 * time.Second
 
 // prepare reads r for a write: parseRecord, then its values of the typed
 // attributes types (typeValues; nil when none).
