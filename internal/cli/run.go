@@ -127,11 +127,11 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		fmt.Fprintf(w, "dry run of sync %s from %s: nothing was claimed or written\n", sc.ID, from)
 		fmt.Fprintf(w, "  read       %d\n", pv.Read)
 		fmt.Fprintf(w, "  create     %d  never delivered by this sync%s\n", pv.Creates, sampleText(pv.CreateSample, pv.Creates))
+		updated := "changed since their last delivery"
 		if f.resend {
-			fmt.Fprintf(w, "  update     %d  delivered before: written again (--resend)%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
-		} else {
-			fmt.Fprintf(w, "  update     %d  changed since their last delivery%s\n", pv.Updates, sampleText(pv.UpdateSample, pv.Updates))
+			updated = "delivered before: written again (--resend)"
 		}
+		fmt.Fprintf(w, "  update     %d  %s%s\n", pv.Updates, updated, sampleText(pv.UpdateSample, pv.Updates))
 		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
 		if pv.Settling > 0 {
 			fmt.Fprintf(w, "  settling   %d  sent by an earlier run, outcome not known yet (an import still processing, a write in doubt): settled before anything is sent again%s\n",

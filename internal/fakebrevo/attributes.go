@@ -98,12 +98,12 @@ func (s *Server) keepsLocked(name string, v any) bool {
 		return true
 	}
 	a, ok := s.attrs[name]
-	return ok && FitsType(a.Type, v)
+	return ok && fitsType(a.Type, v)
 }
 
-// FitsType reports whether Brevo keeps value v (as JSON decodes it) in an
+// fitsType reports whether Brevo keeps value v (as JSON decodes it) in an
 // attribute of type typ: see the comment at the top of this file.
-func FitsType(typ string, v any) bool {
+func fitsType(typ string, v any) bool {
 	switch typ {
 	case "date":
 		d, ok := v.(string)

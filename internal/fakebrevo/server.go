@@ -1005,12 +1005,12 @@ func (s *Server) applyLocked(ct *contact, wr contactWrite, now time.Time) bool {
 	st := s.st
 	changed := false
 	for k, v := range wr.attrs {
-		if v != nil && !s.keepsLocked(k, v) {
+		switch {
+		case v != nil && !s.keepsLocked(k, v):
 			// Not the account's, or not of its type: dropped (attributes.go).
 			s.stats.ValuesDropped++
 			continue
-		}
-		if !s.definedLocked(k) {
+		case v == nil && !s.definedLocked(k):
 			continue
 		}
 		old, had := ct.attrs[k]

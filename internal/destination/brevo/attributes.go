@@ -86,8 +86,8 @@ func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 }
 
 // typedAttributes are the mapped attributes whose values Brevo drops unless
-// they are of a type (typedValue), by upper-case name; nil when there are
-// none, so that a page's records need no look.
+// they are of a type (typedValue), by name as mapped (as records carry
+// them); nil when there are none, so that a page's records need no look.
 func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]string {
 	var out map[string]string
 	for _, name := range d.attrs {
@@ -96,7 +96,7 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]str
 			if out == nil {
 				out = make(map[string]string)
 			}
-			out[strings.ToUpper(name)] = t
+			out[name] = t
 		}
 	}
 	return out
@@ -142,20 +142,15 @@ func (d *Destination) ensureAttributes(ctx context.Context) (map[string]string, 
 // rejected, with a message naming the attribute and never the value
 // (docs/guide.md#brevo-attributes).
 
-// typeValues converts c's values of the typed attributes types (by
-// upper-case name) and reports the first that cannot be converted: c is
-// then rejected.
+// typeValues converts c's values of the typed attributes types (by name as
+// mapped) and reports the first that cannot be converted: c is then
+// rejected.
 func typeValues(c *contact, types map[string]string) string {
 	var out map[string]any
 	for k, v := range c.attrs {
 		typ, ok := types[k]
-		if !ok {
-			if typ, ok = types[strings.ToUpper(k)]; !ok {
-				continue
-			}
-		}
-		if v == nil || v == "" {
-			continue // a cleared value: erased, whatever the type
+		if !ok || v == nil || v == "" {
+			continue // untyped, or a cleared value: erased, whatever the type
 		}
 		tv, ok := typedValue(typ, v)
 		if !ok {

@@ -108,11 +108,16 @@ func importAttrs(c contact) map[string]any {
 	if c.extID == "" {
 		return c.attrs
 	}
-	out := make(map[string]any, len(c.attrs)+1)
-	for k, v := range c.attrs {
-		out[k] = v
+	return withAttr(c.attrs, extIDAttribute, c.extID)
+}
+
+// withAttr is a copy of attrs with name set to v.
+func withAttr(attrs map[string]any, name string, v any) map[string]any {
+	out := make(map[string]any, len(attrs)+1)
+	for k, x := range attrs {
+		out[k] = x
 	}
-	out[extIDAttribute] = c.extID
+	out[name] = v
 	return out
 }
 
@@ -361,11 +366,7 @@ func (d *Destination) moved(c contact, e *APIError) bool {
 // included (PUT /contacts/{ext_id}?identifierType=ext_id; swagger:
 // updateContact, whose attributes take EMAIL to change it).
 func moveRequest(c contact, lists []int64) request {
-	attrs := make(map[string]any, len(c.attrs)+1)
-	for k, v := range c.attrs {
-		attrs[k] = v
-	}
-	attrs["EMAIL"] = c.email
+	attrs := withAttr(c.attrs, "EMAIL", c.email)
 	return request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.extID), route: "PUT /contacts/{identifier}",
 		query: url.Values{"identifierType": {"ext_id"}},
 		body:  marshal(updateContact{Attributes: attrs, ListIDs: lists})}

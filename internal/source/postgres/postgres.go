@@ -686,10 +686,12 @@ var _ source.CursorKind = (*Source)(nil)
 func (s *Source) CursorKind() (column, typ, window string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch _, isTime := lookbackSQL[s.cursorType]; {
+	_, isTime := lookbackSQL[s.cursorType]
+	_, isInt := intLeast[s.cursorType]
+	switch {
 	case isTime && s.lookback > 0:
 		window = fmt.Sprintf("cursor_lookback (%s)", s.lookback)
-	case intLeast[s.cursorType] != 0 && s.lookbackValues > 0:
+	case isInt && s.lookbackValues > 0:
 		window = fmt.Sprintf("cursor_lookback_values (%d)", s.lookbackValues)
 	}
 	return s.keys[0], s.cursorType, window
