@@ -219,6 +219,16 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					}
 					return err
 				},
+				Resend: func(ctx context.Context, syncID string) error {
+					_, err := svc.EnqueueResend(ctx, syncID)
+					switch {
+					case errors.Is(err, queue.ErrUnknownSync):
+						return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+					case errors.Is(err, queue.ErrRunPending), errors.Is(err, queue.ErrPartitionedResend):
+						return fmt.Errorf("%w: %w", web.ErrConflict, err)
+					}
+					return err
+				},
 				Metrics:        reg,
 				DescribeCursor: cfg.DescribeCursor,
 				Check: func(ctx context.Context, syncID string) ([]string, error) {

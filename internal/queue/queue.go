@@ -61,6 +61,11 @@ type RunSyncArgs struct {
 	SyncID string `json:"sync_id" river:"unique"`
 	// Reason is why the run was enqueued: schedule, manual or recovery.
 	Reason string `json:"reason"`
+	// Resend writes every record again (runner.Params.Resend); ResendBefore
+	// is the first run id the request came before, so that every attempt
+	// of the job resumes the same resend (runner.Params.ResendBefore).
+	Resend       bool  `json:"resend,omitempty"`
+	ResendBefore int64 `json:"resend_before,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -374,3 +374,36 @@ func TestPublishBeforeStart(t *testing.T) {
 		t.Fatal("Publish did not record itself: Start would write every definition again")
 	}
 }
+
+// A resend is queued with the first run id it comes before (so every
+// attempt of its job resumes the same resend), and refused while a run of
+// the sync is queued: River would merge it into that run.
+func TestEnqueueResend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	earlier, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: "a", State: store.RunSucceeded, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.EnqueueResend(b.ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if q := b.queued(t)["a"]; !q.Resend || q.ResendBefore != earlier.ID+1 || q.Reason != ReasonManual {
+		t.Fatalf("queued %+v; want a resend before run %d", q, earlier.ID+1)
+	}
+	if _, err := b.svc.EnqueueResend(b.ctx, "a"); !errors.Is(err, ErrRunPending) {
+		t.Fatalf("a second resend: %v; want ErrRunPending", err)
+	}
+	if _, err := b.svc.Enqueue(b.ctx, "b", ReasonSchedule); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.EnqueueResend(b.ctx, "b"); !errors.Is(err, ErrRunPending) {
+		t.Fatalf("a resend behind a scheduled run: %v; want ErrRunPending", err)
+	}
+	if q := b.queued(t)["b"]; q.Resend {
+		t.Fatalf("the scheduled run became a resend: %+v", q)
+	}
+	if _, err := b.svc.EnqueueResend(b.ctx, "nope"); !errors.Is(err, ErrUnknownSync) {
+		t.Fatalf("unknown sync: %v", err)
+	}
+}

@@ -32,6 +32,11 @@ import (
 var (
 	// ErrUnknownSync: the sync id is not in the config.
 	ErrUnknownSync = errors.New("no such sync in the config")
+	// ErrRunPending refuses a resend while a run of the sync is queued,
+	// retrying or running: River would merge the two jobs into that run.
+	ErrRunPending = errors.New("a run of the sync is queued or running; send everything again once it has ended")
+	// ErrPartitionedResend refuses a resend of a partitioned sync.
+	ErrPartitionedResend = errors.New("a partitioned sync cannot be sent again whole from here; use oncesync run --resend")
 	// errSyncPaused: the sync is paused; its job completes without a run.
 	errSyncPaused = errors.New("sync is paused")
 )
@@ -459,6 +464,40 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 		return Enqueued{}, ferr
 	}
 	return Enqueued{JobID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}, nil
+}
+
+// EnqueueResend queues a run of syncID that writes every record again
+// (docs/guide.md#sending-everything-again), unless a run of it is queued or
+// running (ErrRunPending). Its job carries the id the next run will be at
+// least, so a retried or recovered attempt resumes the resend instead of
+// starting it over.
+func (s *Service) EnqueueResend(ctx context.Context, syncID string) (Enqueued, error) {
+	sc, ok := s.cfg.Sync(syncID)
+	if !ok {
+		return Enqueued{}, fmt.Errorf("%w: %q", ErrUnknownSync, syncID)
+	}
+	if sc.Partitions > 1 {
+		return Enqueued{}, ErrPartitionedResend
+	}
+	if err := s.checkDefinition(ctx, sc); err != nil {
+		return Enqueued{}, err
+	}
+	runs, err := s.st.ListRuns(ctx, syncID, 1)
+	if err != nil {
+		return Enqueued{}, failure.Wrap(failure.StoreUnavailable, err, "read the runs of sync %s", syncID)
+	}
+	before := int64(1)
+	if len(runs) > 0 {
+		before = runs[0].ID + 1
+	}
+	res, err := s.b.insert(ctx, RunSyncArgs{SyncID: sc.ID, Reason: ReasonManual, Resend: true, ResendBefore: before}, nil)
+	if err != nil {
+		return Enqueued{}, failure.Wrap(failure.StoreUnavailable, err, "queue a resend of sync %s", syncID)
+	}
+	if res.UniqueSkippedAsDuplicate {
+		return Enqueued{JobID: res.Job.ID, Duplicate: true}, ErrRunPending
+	}
+	return Enqueued{JobID: res.Job.ID}, nil
 }
 
 // checkDefinition builds sc (no I/O beyond the config) and records a failed

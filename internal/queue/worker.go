@@ -123,8 +123,10 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		Source:       built.Source,
 		Destination:  built.Destination,
 		Clock:        s.clock,
-		Logger:       s.log.With("reason", args.Reason, "attempt", attempt),
+		Logger:       s.log.With("reason", args.Reason, "attempt", attempt, "resend", args.Resend),
 		Sync:         built.Sync,
+		Resend:       args.Resend,
+		ResendBefore: args.ResendBefore,
 		LeaseTTL:     s.cfg.Settings.LeaseTTL,
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
@@ -178,7 +180,7 @@ func runArgs(kind string, args any, encoded []byte) (RunSyncArgs, bool) {
 	case RunSyncArgs:
 		return a, true
 	case RunPartitionedArgs:
-		return RunSyncArgs(a), true
+		return RunSyncArgs{SyncID: a.SyncID, Reason: a.Reason}, true
 	}
 	var a RunSyncArgs
 	if err := json.Unmarshal(encoded, &a); err != nil || a.SyncID == "" {

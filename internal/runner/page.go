@@ -121,7 +121,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		it := &items[i]
 		e, found := states[it.slot]
 		st, ok := ledger.DecodeSlot(e, found)
-		if ok && !r.Resend && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
+		if ok && !r.resends(e) && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
 			continue
 		}
@@ -818,4 +818,19 @@ func countInvalid(its []item) int {
 		}
 	}
 	return n
+}
+
+// resends says whether a Resend run writes the record whose slot entry is
+// e again although its values did not change: unless a run from
+// ResendBefore on (this run by default) delivered it already
+// (docs/guide.md#sending-everything-again).
+func (r *run) resends(e store.LedgerEntry) bool {
+	if !r.Resend {
+		return false
+	}
+	before := r.ResendBefore
+	if before <= 0 {
+		before = r.rec.ID
+	}
+	return e.RunID < before
 }

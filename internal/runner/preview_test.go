@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 // TestPreviewSettling: right after a run that left its imports accepted
@@ -149,5 +151,64 @@ func TestResendWritesEveryRecordOnce(t *testing.T) {
 	}
 	if r, err := Run(ctx, tb.params(t, "id")); err != nil || r.Written != 0 || r.Replayed != 40 {
 		t.Fatalf("the run after the resend: %+v, %v; want nothing written", r, err)
+	}
+}
+
+// A resend that is interrupted and run again with the same ResendBefore (a
+// queued resend's retry) writes only what the first attempt did not: every
+// record once, none twice.
+func TestResendResumesWhereItStopped(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 40, destination.CapVerify)
+	ctx := context.Background()
+	p := tb.params(t, "id")
+	p.Sync.PageSize = 10
+	if r, err := Run(ctx, p); err != nil || r.Written != 40 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	tb.dest.mu.Lock()
+	clear(tb.dest.values) // the destination lost every contact
+	tb.dest.mu.Unlock()
+	runs, err := tb.store.ListRuns(ctx, "s1", 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs: %v, %v", runs, err)
+	}
+	before := runs[0].ID + 1 // what a resend asked for now carries
+
+	drain := make(chan struct{})
+	var once sync.Once
+	tb.dest.onWrite = func([]destination.Record) func() {
+		return func() { once.Do(func() { close(drain) }) } // stop after the first page
+	}
+	p = tb.params(t, "id")
+	p.Sync.PageSize = 10
+	p.Resend, p.ResendBefore, p.Drain = true, before, drain
+	first, err := Run(ctx, p) // err says interrupted
+	if first.State != store.RunInterrupted || first.Written == 0 || first.Written >= 40 {
+		t.Fatalf("interrupted resend: %+v, %v; want interrupted with part written", first, err)
+	}
+	tb.dest.onWrite = nil
+
+	p = tb.params(t, "id")
+	p.Sync.PageSize = 10
+	p.Resend, p.ResendBefore = true, before
+	second, err := Run(ctx, p)
+	if err != nil || first.Written+second.Written != 40 || second.Replayed != first.Written {
+		t.Fatalf("resumed resend: %+v, %v; want the %d records the first attempt did not write", second, err, 40-first.Written)
+	}
+	_, recs, dups := tb.dest.stats()
+	tb.dest.mu.Lock()
+	held := len(tb.dest.values)
+	tb.dest.mu.Unlock()
+	if recs != 80 || dups != 0 || held != 40 {
+		t.Fatalf("after the resend: %d keys written, %d written twice, %d contacts held; want 80, 0, 40", recs, dups, held)
+	}
+
+	// A new resend (a later request) writes everything again.
+	p = tb.params(t, "id")
+	p.Sync.PageSize = 10
+	p.Resend = true
+	if r, err := Run(ctx, p); err != nil || r.Written != 40 {
+		t.Fatalf("a new resend: %+v, %v; want 40 written", r, err)
 	}
 }

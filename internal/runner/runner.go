@@ -84,6 +84,11 @@ type Params struct {
 	// delivery of its slot, claimed and fenced as any other
 	// (docs/guide.md#sending-everything-again).
 	Resend bool
+	// ResendBefore, with Resend, spares the records whose slot a run with
+	// this id or a later one delivered: an earlier attempt of the same
+	// resend wrote them again already, so a queued resend that is retried
+	// or recovered resumes instead of starting over. Zero: this run's id.
+	ResendBefore int64
 	// AllowRemovals lets a mirror run remove more than its MaxRemovals.
 	AllowRemovals bool
 	// Drain, when closed, asks the run to stop at the next page boundary:

@@ -26,9 +26,11 @@ const (
 // Audit actions written by the UI and the API (pause and resume are written
 // by store.SetSyncState).
 const (
-	AuditRunNow  = "run_now"
-	AuditSettle  = "settle"
-	AuditRequeue = "requeue"
+	AuditRunNow = "run_now"
+	// AuditResendAll: a run that writes every record again was queued.
+	AuditResendAll = "resend_all"
+	AuditSettle    = "settle"
+	AuditRequeue   = "requeue"
 )
 
 const (
@@ -46,6 +48,13 @@ var ledgerKey = regexp.MustCompile(`^[0-9a-f]{64}$`)
 type ActionInput struct {
 	By  string `json:"by"`
 	Why string `json:"why"`
+}
+
+// RunInput is "run now": who and why, and Resend to write every record
+// again, also those the destination already holds (why is then required).
+type RunInput struct {
+	ActionInput
+	Resend bool `json:"resend"`
 }
 
 // SettleInput settles in-doubt records of a run.
@@ -86,11 +95,14 @@ func (in ActionInput) clean(ctx context.Context, whyRequired bool) (ActionInput,
 }
 
 // runNow queues a run of the sync and audits it.
-func (s *Server) runNow(ctx context.Context, id string, in ActionInput) error {
+func (s *Server) runNow(ctx context.Context, id string, rin RunInput) error {
+	if rin.Resend {
+		return s.resendAll(ctx, id, rin.ActionInput)
+	}
 	if s.p.Enqueue == nil {
 		return fmt.Errorf("%w: run now is not enabled on this server", ErrDisabled)
 	}
-	in, err := in.clean(ctx, false)
+	in, err := rin.ActionInput.clean(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -110,6 +122,34 @@ func (s *Server) runNow(ctx context.Context, id string, in ActionInput) error {
 	}
 	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: id, Action: AuditRunNow, By: in.By, Why: why}); err != nil {
 		return fmt.Errorf("audit run now: %w", err)
+	}
+	return nil
+}
+
+// resendAll queues a run that writes every record again and audits it.
+func (s *Server) resendAll(ctx context.Context, id string, in ActionInput) error {
+	if s.p.Resend == nil {
+		return fmt.Errorf("%w: sending everything again is not enabled on this server", ErrDisabled)
+	}
+	in, err := in.clean(ctx, true)
+	if err != nil {
+		return err
+	}
+	sy, err := s.p.Store.GetSync(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sy.State == store.SyncPaused {
+		return fmt.Errorf("%w: the sync is paused; resume it first", ErrConflict)
+	}
+	if err := s.p.Resend(ctx, id); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return &enqueueError{err: err}
+	}
+	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: id, Action: AuditResendAll, By: in.By, Why: in.Why}); err != nil {
+		return fmt.Errorf("audit resend: %w", err)
 	}
 	return nil
 }

@@ -210,7 +210,7 @@ type Accepted struct {
 
 func (s *Server) apiRunNow(w http.ResponseWriter, r *http.Request) {
 	// A run needs no reason, so the body is optional: `curl -X POST` works.
-	var in ActionInput
+	var in RunInput
 	if err := decodeBody(r, &in, true); err != nil {
 		s.apiFail(w, r, err)
 		return

@@ -189,11 +189,12 @@ func num(v any) string {
 
 // flashes are the fixed messages shown after an action (?done=...).
 var flashes = map[string]string{
-	"run_now":  "Run queued.",
-	"paused":   "Sync paused.",
-	"resumed":  "Sync resumed; the circuit breaker is re-armed.",
-	"settled":  "In-doubt records settled.",
-	"requeued": "Dead letter re-queued.",
+	"run_now":    "Run queued.",
+	"resend_all": "A run that writes every record again is queued.",
+	"paused":     "Sync paused.",
+	"resumed":    "Sync resumed; the circuit breaker is re-armed.",
+	"settled":    "In-doubt records settled.",
+	"requeued":   "Dead letter re-queued.",
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -337,6 +338,7 @@ type syncPageData struct {
 	CanCheck   bool
 	CanPreview bool
 	CanRun     bool
+	CanResend  bool
 	CanRequeue bool
 	CanOperate bool
 	Owner      string
@@ -351,7 +353,7 @@ func (s *Server) syncPage(w http.ResponseWriter, r *http.Request) {
 	op := principalFrom(r.Context()).RoleIn(d.Workspace) >= RoleOperator
 	s.render(w, r, http.StatusOK, "sync", page{Title: "Sync " + d.ID, Body: syncPageData{
 		D: d, Chart: runChart(d.Runs), CanOperate: op, CanCheck: op && s.p.Check != nil, CanPreview: op && s.p.Preview != nil,
-		CanRun: op && s.p.Enqueue != nil && d.State == string(store.SyncActive), CanRequeue: op && s.p.Requeue != nil,
+		CanRun: op && s.p.Enqueue != nil && d.State == string(store.SyncActive), CanResend: op && s.p.Resend != nil && d.State == string(store.SyncActive), CanRequeue: op && s.p.Requeue != nil,
 	}})
 }
 
@@ -420,11 +422,16 @@ func actor(r *http.Request) ActionInput {
 
 func (s *Server) runNowForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.runNow(r.Context(), id, actor(r)); err != nil {
+	in := RunInput{ActionInput: actor(r), Resend: r.PostFormValue("resend") == "all"}
+	if err := s.runNow(r.Context(), id, in); err != nil {
 		s.errorPage(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/syncs/"+url.PathEscape(id)+"?done=run_now", http.StatusSeeOther)
+	done := "run_now"
+	if in.Resend {
+		done = "resend_all"
+	}
+	http.Redirect(w, r, "/syncs/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
 }
 
 func (s *Server) pauseForm(w http.ResponseWriter, r *http.Request) {

@@ -83,6 +83,11 @@ type Params struct {
 	OIDC *OIDCParams
 	// Enqueue queues a run of a sync now ("run now"); nil disables the action.
 	Enqueue func(ctx context.Context, syncID, reason string) error
+	// Resend queues a run that writes every record of a sync again ("send
+	// everything again": docs/guide.md#sending-everything-again); nil
+	// disables the action. Its errors wrapping ErrConflict (a run of the
+	// sync queued or running, a partitioned sync) are the person's to read.
+	Resend func(ctx context.Context, syncID string) error
 	// DeadLetters lists a sync's dead-lettered partition work; nil hides it.
 	DeadLetters func(ctx context.Context, syncID string) ([]DeadLetter, error)
 	// Requeue re-queues a dead letter; nil hides the action.

@@ -811,3 +811,63 @@ func TestTryWithoutWriting(t *testing.T) {
 		t.Fatalf("preview of an unknown sync: %d", got.code)
 	}
 }
+
+// "Send everything again": a form on the sync page and "resend": true on the
+// API's run; a reason is required, a refusal (a run already queued) is a
+// 409 and audits nothing, a queued one is audited as resend_all.
+func TestResendAll(t *testing.T) {
+	t.Parallel()
+	_, router := loadDoc(t)
+	var asked []string
+	var refuse error
+	b := setup(t, func(p *Params) {
+		p.Resend = func(_ context.Context, syncID string) error {
+			if refuse != nil {
+				return refuse
+			}
+			asked = append(asked, syncID)
+			return nil
+		}
+	})
+	id := b.d.Healthy
+	mustContain(t, b.get("/syncs/"+id).body, `id="resend-all"`, `name="resend" value="all"`)
+
+	if got := b.post("/syncs/"+id+"/run", url.Values{"resend": {"all"}}); got.code != http.StatusBadRequest {
+		t.Errorf("resend without a reason: %d %s", got.code, got.body)
+	}
+	if got := apiCall(t, b, router, "POST", "/api/v1/syncs/"+id+"/run", `{"resend":true}`); got.code != http.StatusBadRequest {
+		t.Errorf("API resend without a reason: %d %s", got.code, got.body)
+	}
+	if len(asked) != 0 {
+		t.Fatalf("queued without a reason: %v", asked)
+	}
+
+	refuse = fmt.Errorf("%w: a run of the sync is queued or running", ErrConflict)
+	if got := apiCall(t, b, router, "POST", "/api/v1/syncs/"+id+"/run", `{"resend":true,"why":"list emptied"}`); got.code != http.StatusConflict || !strings.Contains(got.body, "queued or running") {
+		t.Errorf("refused resend: %d %s", got.code, got.body)
+	}
+	if a, _ := b.st.ListAudit(b.ctx, id, 1); len(a) == 1 && a[0].Action == AuditResendAll {
+		t.Error("a resend that was not queued was audited")
+	}
+	refuse = nil
+
+	if got := b.post("/syncs/"+id+"/run", url.Values{"resend": {"all"}, "why": {"contacts deleted by hand"}}); got.code != http.StatusSeeOther || !strings.Contains(got.hdr.Get("Location"), "done=resend_all") {
+		t.Fatalf("form resend: %d %v %s", got.code, got.hdr, got.body)
+	}
+	if got := apiCall(t, b, router, "POST", "/api/v1/syncs/"+id+"/run", `{"resend":true,"why":"list emptied"}`); got.code != http.StatusAccepted {
+		t.Fatalf("API resend: %d %s", got.code, got.body)
+	}
+	if len(asked) != 2 || asked[0] != id || len(b.enqueued) != 0 {
+		t.Errorf("resends asked %v, ordinary runs %v; want 2 resends and no ordinary run", asked, b.enqueued)
+	}
+	a, err := b.st.ListAudit(b.ctx, id, 2)
+	if err != nil || len(a) != 2 || a[0].Action != AuditResendAll || a[0].Why != "list emptied" || a[1].Why != "contacts deleted by hand" {
+		t.Errorf("audit %+v, %v", a, err)
+	}
+
+	off := setup(t)
+	mustNotContain(t, off.get("/syncs/"+off.d.Healthy).body, `id="resend-all"`)
+	if got := off.post("/syncs/"+off.d.Healthy+"/run", url.Values{"resend": {"all"}, "why": {"x"}}); got.code != http.StatusNotFound || len(off.enqueued) != 0 {
+		t.Errorf("resend where it is not enabled: %d, ordinary runs %v", got.code, off.enqueued)
+	}
+}
