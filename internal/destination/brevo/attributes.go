@@ -149,8 +149,18 @@ func typeValues(c *contact, types map[string]string) string {
 	var out map[string]any
 	for k, v := range c.attrs {
 		typ, ok := types[k]
-		if !ok || v == nil || v == "" {
-			continue // untyped, or a cleared value: erased, whatever the type
+		if !ok || v == nil {
+			continue // untyped, or a cleared value sent as null
+		}
+		if v == "" {
+			// A cleared value: "" is text, which Brevo ignores in a typed
+			// attribute, leaving the old value; null erases it. (An import
+			// erases "" anyway: emptyContactsAttributes.)
+			if out == nil {
+				out = maps.Clone(c.attrs)
+			}
+			out[k] = nil
+			continue
 		}
 		tv, ok := typedValue(typ, v)
 		if !ok {

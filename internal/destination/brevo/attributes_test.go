@@ -215,3 +215,66 @@ func TestJudgeSendsNothing(t *testing.T) {
 		t.Fatalf("Judge sent %d requests", n)
 	}
 }
+
+// TestClearedTypedAttributes: a source that empties a date, float or
+// boolean attribute ("" from a CSV cell) erases it in Brevo on both paths.
+// Brevo ignores "" in a typed attribute ("Values that don't match the
+// attribute type ... will be ignored"), so the single path sends null; the
+// import erases it with emptyContactsAttributes.
+func TestClearedTypedAttributes(t *testing.T) {
+	t.Parallel()
+	attrs := append(fakebrevo.WithAttributes(),
+		fakebrevo.Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
+		fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"},
+		fakebrevo.Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
+			})
+			ctx := context.Background()
+			write := func(r destination.Record) destination.Result {
+				t.Helper()
+				res, err := b.dest.Write(ctx, []destination.Record{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Outcome == destination.Accepted {
+					b.clock.Advance(time.Second)
+					out, done, err := b.dest.Outcomes(ctx, res[0].Ref, []destination.Record{r})
+					if err != nil || !done {
+						t.Fatalf("outcomes: %v, done %v", err, done)
+					}
+					res = out
+				}
+				return res[0]
+			}
+			full := rec(0, map[string]any{"BIRTHDAY": "1990-05-17", "SCORE": "12", "VIP": "true"})
+			if res := write(full); res.Outcome != destination.Delivered {
+				t.Fatalf("full: %+v", res)
+			}
+			cleared := rec(0, map[string]any{"BIRTHDAY": "", "SCORE": "", "VIP": ""})
+			cleared.Key = "cleared"
+			if res := write(cleared); res.Outcome != destination.Delivered {
+				t.Fatalf("cleared: %+v", res)
+			}
+			c, _ := b.fake.Contact(emailOf(cleared))
+			for _, k := range []string{"BIRTHDAY", "SCORE", "VIP"} {
+				if v, ok := c.Attributes[k]; ok {
+					t.Errorf("%s = %#v after the source emptied it, want erased", k, v)
+				}
+			}
+			if st := b.fake.Stats(); st.ValuesDropped != 0 {
+				t.Errorf("the fake dropped %d values", st.ValuesDropped)
+			}
+			if landed, err := b.dest.Verify(ctx, []destination.Record{cleared}, time.Time{}); err != nil || len(landed) != 1 {
+				t.Errorf("verify the cleared record: %v, %d of 1 landed", err, len(landed))
+			}
+			if landed, err := b.dest.Verify(ctx, []destination.Record{full}, time.Time{}); err != nil || len(landed) != 0 {
+				t.Errorf("verify the full record against the erased contact: %v, %d of 1 landed", err, len(landed))
+			}
+		})
+	}
+}
