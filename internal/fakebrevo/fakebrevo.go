@@ -14,6 +14,10 @@
 //	fakebrevo.RegisterFlags(fs, &opts)              // its flags
 //	fakebrevo.NewValidator(); ValidatingProxy(next) // spec checks for tests
 //
+// An SMS number is kept in Brevo's form (digits with the country code) and
+// belongs to one contact: another contact's number is refused by a single
+// write and skipped by an import (phone.go).
+//
 // Imports are as unkind as Brevo documents them (imports.go says what is
 // modelled and why): POST /v3/contacts/import answers 202 with a processId;
 // the process runs after a delay (queued, then in_process), skips the rows

@@ -34,10 +34,11 @@ import (
 //     (developers.brevo.com/reference/get-process) documents it. swagger.yaml
 //     predates it: info is beyond its getProcess schema (which does not
 //     forbid extra properties). Each URL is a CSV report of the skipped rows
-//     (EMAIL;EXT_ID, semicolon separated like Brevo's import files; Brevo does
-//     not document the report's columns). The fake fills invalid_emails and
-//     duplicate_ext_id; the other kinds (duplicate_contact_id,
-//     duplicate_email_id, duplicate_phone_id, duplicate_whatsapp_id,
+//     (EMAIL;EXT_ID;SMS, semicolon separated like Brevo's import files; Brevo
+//     does not document the report's columns). The fake fills
+//     invalid_emails, duplicate_ext_id and duplicate_phone_id (an SMS number
+//     another contact holds: phone.go); the other kinds (duplicate_contact_id,
+//     duplicate_email_id, duplicate_whatsapp_id,
 //     duplicate_landline_number_id) are always null: the fake only stores
 //     contacts with an email, and a repeated email within one import is
 //     applied twice, the later row winning.
@@ -54,8 +55,9 @@ import (
 
 // Import report kinds (getProcess.info.import) the fake fills.
 const (
-	ReportInvalidEmails  = "invalid_emails"
-	ReportDuplicateExtID = "duplicate_ext_id"
+	ReportInvalidEmails    = "invalid_emails"
+	ReportDuplicateExtID   = "duplicate_ext_id"
+	ReportDuplicatePhoneID = "duplicate_phone_id"
 )
 
 // ReportPath is where the fake serves import reports on its own origin:
@@ -96,7 +98,7 @@ type importRow struct {
 	skip string
 }
 
-type reportRow struct{ email, extID string }
+type reportRow struct{ email, extID, sms string }
 
 type importRequest struct {
 	FileURL  *string           `json:"fileUrl"`
@@ -254,11 +256,17 @@ func (s *Server) processLocked(p *process) {
 				kind = ReportDuplicateExtID
 			}
 		}
+		sms := normSMS(row.attrs)
+		if kind == "" {
+			if other := st.smsOwner(sms, st.byEmail[row.email]); other != nil {
+				kind = ReportDuplicatePhoneID // phone.go
+			}
+		}
 		if kind != "" {
 			if p.reports == nil {
 				p.reports = make(map[string][]reportRow)
 			}
-			p.reports[kind] = append(p.reports[kind], reportRow{email: row.email, extID: row.extID})
+			p.reports[kind] = append(p.reports[kind], reportRow{email: row.email, extID: row.extID, sms: sms})
 			s.stats.ImportRowsSkipped++
 			continue
 		}
@@ -335,8 +343,9 @@ func (s *Server) processJSONLocked(p *process, now time.Time, reportBase string)
 			return &u
 		}
 		out.Info = &processInfo{Import: importInfo{
-			InvalidEmails:  report(ReportInvalidEmails),
-			DuplicateExtID: report(ReportDuplicateExtID),
+			InvalidEmails:    report(ReportInvalidEmails),
+			DuplicateExtID:   report(ReportDuplicateExtID),
+			DuplicatePhoneID: report(ReportDuplicatePhoneID),
 		}}
 	case !now.Before(p.created.Add(p.readyAt.Sub(p.created) / 2)):
 		out.Status = ProcessInProcess
@@ -471,9 +480,9 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request, rest string
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	cw := csv.NewWriter(w)
 	cw.Comma = ';'
-	_ = cw.Write([]string{"EMAIL", extIDAttribute})
+	_ = cw.Write([]string{"EMAIL", extIDAttribute, smsAttribute})
 	for _, row := range rows {
-		_ = cw.Write([]string{row.email, row.extID})
+		_ = cw.Write([]string{row.email, row.extID, row.sms})
 	}
 	cw.Flush()
 }

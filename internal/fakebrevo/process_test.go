@@ -102,10 +102,10 @@ func TestImportSkipsRefusedRowsAndReportsThem(t *testing.T) {
 	if !strings.HasPrefix(inv, b.api+ReportPath+"/1/") {
 		t.Errorf("report URL %q, want one on the API's own origin under %s", inv, ReportPath)
 	}
-	if got := fetchCSV(t, inv); !reflect.DeepEqual(got, [][]string{{"EMAIL", "EXT_ID"}, {"refused@example.com", ""}, {"not-an-address", ""}}) {
+	if got := fetchCSV(t, inv); !reflect.DeepEqual(got, [][]string{{"EMAIL", "EXT_ID", "SMS"}, {"refused@example.com", "", ""}, {"not-an-address", "", ""}}) {
 		t.Errorf("invalid_emails report = %q", got)
 	}
-	if got := fetchCSV(t, *p.Info.Import[ReportDuplicateExtID]); !reflect.DeepEqual(got, [][]string{{"EMAIL", "EXT_ID"}, {"dup@example.com", "crm-1"}}) {
+	if got := fetchCSV(t, *p.Info.Import[ReportDuplicateExtID]); !reflect.DeepEqual(got, [][]string{{"EMAIL", "EXT_ID", "SMS"}, {"dup@example.com", "crm-1", ""}}) {
 		t.Errorf("duplicate_ext_id report = %q", got)
 	}
 	b.contact("ok@example.com")

@@ -111,9 +111,10 @@ type state struct {
 	byEmail       map[string]*contact
 	byID          map[int64]*contact
 	byExtID       map[string]*contact
-	contacts      []*contact // creation order, IDs ascending
-	processes     []*process // IDs ascending
-	queue         []*process // not yet processed, by readyAt then ID
+	bySMS         map[string]*contact // by SMS number, as stored (phone.go)
+	contacts      []*contact          // creation order, IDs ascending
+	processes     []*process          // IDs ascending
+	queue         []*process          // not yet processed, by readyAt then ID
 	lists         map[string]int64
 }
 
@@ -225,6 +226,7 @@ func (s *Server) resetLocked() {
 		byEmail:       make(map[string]*contact),
 		byID:          make(map[int64]*contact),
 		byExtID:       make(map[string]*contact),
+		bySMS:         make(map[string]*contact),
 		lists:         make(map[string]int64),
 	}
 	s.stats = Stats{ByRoute: map[string]int64{}, ByStatus: map[string]int64{}}
@@ -714,6 +716,7 @@ func (s *Server) createContact(c *call) {
 		return
 	}
 	attrs := normAttrs(req.Attributes)
+	sms := normSMS(attrs)
 	wr := contactWrite{
 		via:      "POST /contacts",
 		attrs:    attrs,
@@ -732,6 +735,11 @@ func (s *Server) createContact(c *call) {
 			s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateExtID)
 			return
 		}
+	}
+	if st.smsOwner(sms, existing) != nil {
+		s.mu.Unlock()
+		s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateSMS)
+		return
 	}
 	if existing != nil && !req.UpdateEnabled {
 		s.mu.Unlock()
@@ -823,6 +831,9 @@ func (s *Server) deleteContact(c *call) {
 		if found.extID != "" && st.byExtID[found.extID] == found {
 			delete(st.byExtID, found.extID)
 		}
+		if sms, ok := found.attrs[smsAttribute].(string); ok && st.bySMS[sms] == found {
+			delete(st.bySMS, sms)
+		}
 		if i := slices.Index(st.contacts, found); i >= 0 {
 			st.contacts = slices.Delete(st.contacts, i, i+1)
 		}
@@ -875,6 +886,9 @@ func (s *Server) updateContact(c *call) {
 		if other := s.st.byExtID[*wr.extID]; other != nil && other != found {
 			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, ext_id is already associated with another Contact"}
 		}
+	}
+	if e == nil && s.st.smsOwner(normSMS(wr.attrs), found) != nil {
+		e = &errorBody{CodeDuplicateParameter, msgDuplicateSMS}
 	}
 	if e != nil {
 		s.mu.Unlock()
@@ -1004,6 +1018,7 @@ func (s *Server) writeLocked(ct *contact, wr contactWrite, now time.Time) {
 func (s *Server) applyLocked(ct *contact, wr contactWrite, now time.Time) bool {
 	st := s.st
 	changed := false
+	defer st.indexSMS(ct, ct.attrs[smsAttribute])
 	for k, v := range wr.attrs {
 		switch {
 		case v != nil && !s.keepsLocked(k, v):

@@ -242,9 +242,10 @@ func newRowIndex(recs []destination.Record) *rowIndex {
 		if c.extID != "" {
 			x.byExtID[c.extID] = append(x.byExtID[c.extID], i)
 		}
-		if sms, ok := c.attrs["SMS"].(string); ok && strings.TrimSpace(sms) != "" {
-			s := strings.TrimSpace(sms)
-			x.bySMS[s] = append(x.bySMS[s], i)
+		if sms, ok := c.attrs[smsAttribute].(string); ok {
+			if s := phoneKey(sms); s != "" {
+				x.bySMS[s] = append(x.bySMS[s], i) // as Brevo reports it (phone.go)
+			}
 		}
 	}
 	return x
@@ -297,14 +298,17 @@ func (x *rowIndex) reject(report []byte, kind string, rejected map[int]string) e
 		}
 		switch {
 		case emailCol >= 0 || extCol >= 0 || smsCol >= 0:
+			// The row's most specific identifier names it: the same ext_id or
+			// SMS number is also on the record the import applied (that is
+			// why this row was skipped).
 			if e := cell(emailCol); e != "" {
-				hits = append(hits, x.byEmail[strings.ToLower(e)]...)
+				hits = x.byEmail[strings.ToLower(e)]
 			}
-			if e := cell(extCol); e != "" {
-				hits = append(hits, x.byExtID[e]...)
+			if e := cell(extCol); e != "" && len(hits) == 0 {
+				hits = x.byExtID[e]
 			}
-			if e := cell(smsCol); e != "" {
-				hits = append(hits, x.bySMS[e]...)
+			if e := phoneKey(cell(smsCol)); e != "" && len(hits) == 0 {
+				hits = x.bySMS[e]
 			}
 		default:
 			for i := range row {

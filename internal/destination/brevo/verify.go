@@ -90,6 +90,8 @@ type contactDetails struct {
 //   - booleans equal true/false or a string strconv.ParseBool reads alike,
 //     and a mapped 1 or 0 equals true or false (a boolean attribute's value
 //     is sent so: attributes.go);
+//   - an SMS number equals Brevo's form of it (samePhone: "+33 6 12 34 56
+//     78" is kept as 33612345678);
 //   - other strings compare exactly; objects and arrays deeply.
 //
 // Anything else (a missing contact, a differing value, a record without an
@@ -386,6 +388,12 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			// Cleared in the source: Brevo must hold nothing for it
 			// (docs/guide.md#a-value-cleared-in-the-source).
 			if ok && !empty(g) {
+				return false
+			}
+			continue
+		}
+		if strings.EqualFold(k, smsAttribute) {
+			if !ok || !samePhone(w, g) {
 				return false
 			}
 			continue
