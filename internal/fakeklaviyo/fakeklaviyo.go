@@ -36,7 +36,9 @@
 //     answers 202 with a job id; the job is queued for the first half of
 //     Options.JobDelay, processing for the second, then complete, applied
 //     lazily the first time the fake is touched after its delay (so tests
-//     with a fake clock need no sleep). Profiles it refuses (an invalid or
+//     with a fake clock need no sleep). A job does not clear a field sent
+//     as null (Klaviyo's bulk import guide: "does not support setting fields
+//     to null to clear them"); a profile import does. Profiles it refuses (an invalid or
 //     Options.RefuseEmails address, no identifier, a share picked by
 //     Options.JobSkipRate) are listed by GET
 //     /api/profile-bulk-import-jobs/{id}/import-errors with a JSON pointer to

@@ -292,3 +292,32 @@ func TestResponsesAreCheckedToo(t *testing.T) {
 		t.Errorf("profile import's documented limit %+v, want 75/s and 750/m", rl)
 	}
 }
+
+// Klaviyo's bulk import guide: "The Bulk Import Profiles API does not
+// support setting fields to null to clear them. Only fields explicitly
+// provided with non-null values will be updated." A profile import does.
+func TestBulkJobNullDoesNotClear(t *testing.T) {
+	t.Parallel()
+	s, c := start(t, fakeklaviyo.Options{})
+	s.AddProfile("ann@example.com", map[string]any{"first_name": "Ann", "last_name": "Lee", "properties": map[string]any{"plan": "pro"}})
+	st, _, _ := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", `{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[
+	  {"type":"profile","attributes":{"email":"ann@example.com","first_name":null,"last_name":"Li","properties":{"plan":null}}}]}}}}`)
+	if st != http.StatusAccepted {
+		t.Fatalf("job: status %d", st)
+	}
+	p, _ := s.Profile("ann@example.com")
+	if p.Attributes["first_name"] != "Ann" || p.Properties["plan"] != "pro" || p.Attributes["last_name"] != "Li" {
+		t.Errorf("after a job with nulls: first_name=%v plan=%v last_name=%v; want Ann, pro (kept) and Li", p.Attributes["first_name"], p.Properties["plan"], p.Attributes["last_name"])
+	}
+	st, _, _ = c.do(http.MethodPost, "/api/profile-import", `{"data":{"type":"profile","attributes":{"email":"ann@example.com","first_name":null,"properties":{"plan":null}}}}`)
+	if st != http.StatusOK {
+		t.Fatalf("profile import: status %d", st)
+	}
+	p, _ = s.Profile("ann@example.com")
+	if _, ok := p.Attributes["first_name"]; ok {
+		t.Errorf("a profile import's null did not clear first_name: %v", p.Attributes["first_name"])
+	}
+	if _, ok := p.Properties["plan"]; ok {
+		t.Errorf("a profile import's null did not clear properties.plan: %v", p.Properties["plan"])
+	}
+}

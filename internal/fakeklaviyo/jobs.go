@@ -142,6 +142,7 @@ func (s *Server) runLocked(j *job, now time.Time) {
 			continue
 		}
 		j.ok++
+		a = withoutNulls(a)
 		prof, conflict := s.findLocked(a)
 		switch {
 		case conflict != nil:
@@ -157,6 +158,26 @@ func (s *Server) runLocked(j *job, now time.Time) {
 			s.writeLocked(prof, a, j.lists, j.readyAt, "bulk import job "+j.id)
 		}
 	}
+}
+
+// withoutNulls is a job's profile attributes without the fields set to
+// null, nested ones (location, properties) too: Klaviyo's Bulk Import
+// Profiles guide, "The Bulk Import Profiles API does not support setting
+// fields to null to clear them. Only fields explicitly provided with
+// non-null values will be updated" (only POST /api/profile-import clears a
+// null field).
+func withoutNulls(a map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		switch x := v.(type) {
+		case nil:
+		case map[string]any:
+			out[k] = withoutNulls(x)
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // status is j's status at now (queued for the first half of its delay,

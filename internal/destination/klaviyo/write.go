@@ -204,7 +204,10 @@ func (d *Destination) updateOne(ctx context.Context, r destination.Record, p pro
 // import per record, so that only the bad record is rejected with
 // Klaviyo's message (those profiles are then not added to list_id).
 func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
-	var out []destination.Result
+	recs, out, err := d.clearFirst(ctx, recs, ps)
+	if err != nil || len(recs) == 0 {
+		return out, err
+	}
 	head := []byte(`{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[`)
 	tail := []byte(`]}},"relationships":{"lists":{"data":[{"type":"list","id":` + strconv.Quote(d.listID) + `}]}}}}`)
 	items := make([][]byte, len(recs))
@@ -268,6 +271,78 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 		from = to
 	}
 	return out, nil
+}
+
+// clearFirst clears, before recs go out in jobs, each field a record
+// empties (null or "") that Klaviyo still holds: a bulk job does not clear
+// a field sent as null ("The Bulk Import Profiles API does not support
+// setting fields to null to clear them", Klaviyo's bulk import guide), a
+// profile import does (profiles.json: "Setting a field to null will clear
+// out the field"). The profiles are read first, 100 a request, so that a
+// field already empty is not written again; each clearing import carries
+// the e-mail and the fields to clear, nothing else. It returns the records
+// still to send, the results of those it settled (a clear Klaviyo refused:
+// rejected, not sent in a job) and an error that ends the Write (the
+// records not cleared yet are then not sent).
+func (d *Destination) clearFirst(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Record, []destination.Result, error) {
+	var emails []string
+	for _, r := range recs {
+		if p := ps[r.Key]; p.empties() {
+			emails = append(emails, p.email)
+		}
+	}
+	if len(emails) == 0 {
+		return recs, nil, nil
+	}
+	held, err := d.findByEmail(ctx, emails)
+	if err != nil {
+		return nil, notSent(recs), err
+	}
+	clears := map[string]profile{}
+	var clearing []destination.Record
+	for _, r := range recs {
+		p := ps[r.Key]
+		if f, ok := held[lower(p.email)]; ok && p.empties() {
+			if c, ok := p.clearing(f); ok {
+				clears[r.Key] = c
+				clearing = append(clearing, r)
+			}
+		}
+	}
+	if len(clearing) == 0 {
+		return recs, nil, nil
+	}
+	res, err := d.writeEach(ctx, clearing, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+		return d.importOne(ctx, r, clears[r.Key])
+	})
+	var (
+		out     []destination.Result
+		cleared = map[string]bool{}
+	)
+	for _, x := range res {
+		if x.Outcome == destination.Delivered {
+			cleared[x.Key] = true
+		} else {
+			out = append(out, x) // rejected, or not sent
+		}
+	}
+	if err != nil {
+		// The jobs are not sent: records cleared or not touched are not
+		// sent; a clear left in doubt has no result (Verify settles it).
+		for _, r := range recs {
+			if _, isClearing := clears[r.Key]; cleared[r.Key] || !isClearing {
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			}
+		}
+		return nil, out, err
+	}
+	todo := recs[:0:0]
+	for _, r := range recs {
+		if _, isClearing := clears[r.Key]; !isClearing || cleared[r.Key] {
+			todo = append(todo, r)
+		}
+	}
+	return todo, out, nil
 }
 
 func notSent(recs []destination.Record) []destination.Result {
