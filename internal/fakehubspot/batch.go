@@ -151,6 +151,10 @@ func (s *Server) checkProps(props map[string]string) (category, msg string, unkn
 	return category, msg, unknown
 }
 
+// decimalRE is a number HubSpot reads (not NaN, Inf or hex, which
+// strconv.ParseFloat would take).
+var decimalRE = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
+
 var emailRE = regexp.MustCompile(`^[^\s@"<>(),;:\\\[\]]+@[^\s@"<>(),;:\\\[\]]+\.[^\s@"<>(),;:\\\[\]]+$`)
 
 func (s *Server) checkValue(p Property, v string) string {
@@ -159,7 +163,7 @@ func (s *Server) checkValue(p Property, v string) string {
 	}
 	switch p.Type {
 	case "number":
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
+		if !decimalRE.MatchString(v) {
 			return fmt.Sprintf("%q was not a valid number for property %s", v, p.Name)
 		}
 	case "bool":
@@ -167,14 +171,15 @@ func (s *Server) checkValue(p Property, v string) string {
 			return fmt.Sprintf("%q was not a valid boolean for property %s", v, p.Name)
 		}
 	case "date", "datetime":
-		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return ""
-		}
-		if _, err := time.Parse("2006-01-02", v); err == nil {
-			return ""
-		}
-		if _, err := time.Parse(time.RFC3339, v); err != nil {
+		t, ok := parseTime(v)
+		switch {
+		case !ok:
 			return fmt.Sprintf("%q was not a valid date for property %s", v, p.Name)
+		case p.Type == "date" && !t.UTC().Equal(t.UTC().Truncate(24*time.Hour)):
+			// HubSpot's timestamps FAQ: date properties "must be set to
+			// midnight UTC ... If you try to set a value that is not
+			// midnight UTC, you will receive an error."
+			return fmt.Sprintf("%q is not midnight UTC, as a value of date property %s must be", v, p.Name)
 		}
 	case "enumeration":
 		if p.Name == "lifecyclestage" && !slices.Contains([]string{"subscriber", "lead", "marketingqualifiedlead",

@@ -67,8 +67,12 @@
 //     documented timeouts) may follow an applied write: set ErrorStatus and
 //     DropResponseRate to model that.
 //   - Values: HubSpot stores every property as a string; the fake checks
-//     number, bool (true/false) and date types loosely and e-mail syntax,
-//     and lower-cases e-mail addresses as HubSpot does.
+//     numbers (decimal, not NaN or hex), bool (true/false), dates (epoch
+//     milliseconds or ISO 8601; a date property's must be midnight UTC, as
+//     HubSpot's timestamps FAQ says) and e-mail syntax. It keeps a date as
+//     YYYY-MM-DD and a datetime as an ISO 8601 instant in UTC whichever form
+//     was sent ("Time values are represented in ISO 8601 format in
+//     responses"), and lower-cases e-mail addresses as HubSpot does.
 //   - The daily limit is not modelled.
 package fakehubspot
 

@@ -349,3 +349,30 @@ func TestPropertiesAndStats(t *testing.T) {
 		t.Errorf("stats: %d %v", code, b)
 	}
 }
+
+// TestTypedValues: HubSpot keeps a date as YYYY-MM-DD and a datetime as an
+// ISO 8601 instant whichever accepted form they were written in, refuses a
+// date that is not midnight UTC, and refuses numbers it cannot read (NaN,
+// hex) that strconv would take.
+func TestTypedValues(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{
+		{Name: "renewal", Type: "date"}, {Name: "seen", Type: "datetime"}, {Name: "score", Type: "number"}}})
+	upsert := func(props string) int {
+		st, _, _ := c.post("/crm/v3/objects/contacts/batch/upsert",
+			`{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":`+props+`}]}`)
+		return st
+	}
+	if st := upsert(`{"renewal":"1430438400000","seen":"2015-05-01T12:30:00+02:00","score":"1.5e2"}`); st != http.StatusOK {
+		t.Fatalf("valid values: HTTP %d", st)
+	}
+	ct, _ := c.s.Contact("ann@example.com")
+	if ct.Properties["renewal"] != "2015-05-01" || ct.Properties["seen"] != "2015-05-01T10:30:00.000Z" {
+		t.Errorf("stored renewal %q, seen %q; want 2015-05-01 and 2015-05-01T10:30:00.000Z", ct.Properties["renewal"], ct.Properties["seen"])
+	}
+	for _, bad := range []string{`{"renewal":"2015-05-01T10:30:00Z"}`, `{"score":"NaN"}`, `{"score":"0x1p-2"}`, `{"score":"Inf"}`} {
+		if st := upsert(bad); st == http.StatusOK {
+			t.Errorf("%s: HTTP 200, want refused", bad)
+		}
+	}
+}

@@ -198,7 +198,7 @@ func (s *Server) create(props map[string]string) *Contact {
 	now := s.clk.Now().UTC()
 	c := &Contact{ID: id, Properties: map[string]string{}, Created: now, Updated: now}
 	for k, v := range props {
-		s.setProp(c, strings.ToLower(k), normalize(k, v))
+		s.setProp(c, strings.ToLower(k), s.stored(k, v))
 	}
 	s.setProp(c, "hs_object_id", id)
 	s.contacts[id] = c
@@ -216,7 +216,7 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	same := true
 	for k, v := range props {
 		k = strings.ToLower(k)
-		nv := normalize(k, v)
+		nv := s.stored(k, v)
 		if c.Properties[k] != nv {
 			same = false
 		}
@@ -231,6 +231,44 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	c.Writes++
 	c.Updated = s.clk.Now().UTC()
 	return c, false
+}
+
+// stored is v as HubSpot keeps and returns property k: an e-mail address
+// lower-cased, a date as YYYY-MM-DD and a datetime as an ISO 8601 instant
+// in UTC, whichever accepted form it was written in (HubSpot's API FAQ:
+// "Time values are represented in ISO 8601 format in responses, but the
+// APIs will accept either of two formats", ISO 8601 or epoch
+// milliseconds).
+func (s *Server) stored(k, v string) string {
+	v = normalize(k, v)
+	if v == "" {
+		return v
+	}
+	switch s.props[k].Type {
+	case "date":
+		if t, ok := parseTime(v); ok {
+			return t.UTC().Format(time.DateOnly)
+		}
+	case "datetime":
+		if t, ok := parseTime(v); ok {
+			return t.UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+	}
+	return v
+}
+
+// parseTime reads a date or datetime value in a form HubSpot accepts.
+func parseTime(v string) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.UnixMilli(ms), true
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 func normalize(k, v string) string {

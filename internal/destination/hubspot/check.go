@@ -15,32 +15,11 @@ import (
 // (email, or hasUniqueValue) and that every mapped property exists and can
 // be written. Nothing is written.
 func (d *Destination) Check(ctx context.Context) ([]string, error) {
-	const route = "GET /crm/v3/properties/contacts"
-	resp, err := d.do(ctx, call{method: http.MethodGet, path: "/crm/v3/properties/contacts", route: route, idempotent: true})
+	props, err := d.readProperties(ctx)
 	if err != nil {
-		return nil, d.checkFailure(err)
+		return nil, err
 	}
-	if resp.Status != http.StatusOK {
-		return nil, d.checkFailure(d.unexpected(decodeAPIError(route, resp.Status, resp.Body)))
-	}
-	var list struct {
-		Results []struct {
-			Name                 string `json:"name"`
-			HasUniqueValue       bool   `json:"hasUniqueValue"`
-			ModificationMetadata struct {
-				ReadOnlyValue bool `json:"readOnlyValue"`
-			} `json:"modificationMetadata"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(resp.Body, &list); err != nil {
-		return nil, failure.Wrap(failure.DestinationUnavailable, err, "hubspot: the contact properties could not be read")
-	}
-	type prop struct{ unique, readOnly bool }
-	props := map[string]prop{}
-	for _, p := range list.Results {
-		props[p.Name] = prop{p.HasUniqueValue, p.ModificationMetadata.ReadOnlyValue}
-	}
-	checked := []string{"hubspot: the token is accepted (" + route + ")"}
+	checked := []string{"hubspot: the token is accepted (" + propertiesRoute + ")"}
 	p, ok := props[d.idProp]
 	switch {
 	case !ok:
@@ -65,6 +44,43 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 		checked = append(checked, fmt.Sprintf("hubspot: property %s exists", name))
 	}
 	return checked, nil
+}
+
+const propertiesRoute = "GET /crm/v3/properties/contacts"
+
+// property is what oncesync reads of a contact property's definition.
+type property struct {
+	typ              string // string, number, bool, date, datetime, enumeration
+	unique, readOnly bool
+}
+
+// readProperties reads the account's contact properties by name.
+func (d *Destination) readProperties(ctx context.Context) (map[string]property, error) {
+	resp, err := d.do(ctx, call{method: http.MethodGet, path: "/crm/v3/properties/contacts", route: propertiesRoute, idempotent: true})
+	if err != nil {
+		return nil, d.checkFailure(err)
+	}
+	if resp.Status != http.StatusOK {
+		return nil, d.checkFailure(d.unexpected(decodeAPIError(propertiesRoute, resp.Status, resp.Body)))
+	}
+	var list struct {
+		Results []struct {
+			Name                 string `json:"name"`
+			Type                 string `json:"type"`
+			HasUniqueValue       bool   `json:"hasUniqueValue"`
+			ModificationMetadata struct {
+				ReadOnlyValue bool `json:"readOnlyValue"`
+			} `json:"modificationMetadata"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(resp.Body, &list); err != nil {
+		return nil, failure.Wrap(failure.DestinationUnavailable, err, "hubspot: the contact properties could not be read")
+	}
+	props := make(map[string]property, len(list.Results))
+	for _, p := range list.Results {
+		props[p.Name] = property{typ: p.Type, unique: p.HasUniqueValue, readOnly: p.ModificationMetadata.ReadOnlyValue}
+	}
+	return props, nil
 }
 
 // checkFailure keeps the HTTP layer's codes (auth, unavailable, rate

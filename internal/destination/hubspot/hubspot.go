@@ -36,6 +36,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -113,6 +114,11 @@ type Destination struct {
 	ownClient bool
 	limiter   *apiclient.AccountLimiter
 	api       *apiclient.Client
+
+	// types are the contact properties' types by name, read once for
+	// Verify (nil until read).
+	typesMu sync.Mutex
+	types   map[string]string
 }
 
 var (

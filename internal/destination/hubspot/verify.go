@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,9 +65,10 @@ func (d *Destination) read(ctx context.Context, ids []string, props []string) (m
 // Verify reports which records HubSpot holds with exactly their mapped
 // data, keyed by record key with the contact id as Ref. It reads them back
 // with batch/read by id_property, asking for every mapped property, and
-// compares each: values equal as strings, or as the same decimal number
-// ("42" == "42.0"), or as booleans case-insensitively; e-mail addresses
-// case-insensitively. A mapped null or "" holds when HubSpot's property is
+// compares each: values equal as strings; in a number property as the same
+// decimal number ("42" == "42.0"), in a bool property case-insensitively,
+// in a date or datetime property as the same day or instant (sameValue);
+// e-mail addresses case-insensitively. A mapped null or "" holds when HubSpot's property is
 // empty or absent, and only then.
 // Anything else is "not landed": the record is sent again, which at worst
 // repeats a write and never loses one. since is not needed: a contact
@@ -110,9 +112,10 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 	if err != nil {
 		return nil, err
 	}
+	types := d.propertyTypes(ctx)
 	for _, c := range cands {
 		o, ok := found[d.idKey(c.c.id)]
-		if !ok || !sameProps(c.c.props, o.Properties) {
+		if !ok || !sameProps(types, c.c.props, o.Properties) {
 			continue
 		}
 		landed[c.key] = o.ID
@@ -120,7 +123,7 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 	return landed, nil
 }
 
-func sameProps(want map[string]string, got map[string]*string) bool {
+func sameProps(types map[string]string, want map[string]string, got map[string]*string) bool {
 	for k, v := range want {
 		g := got[k]
 		if g == nil {
@@ -129,29 +132,77 @@ func sameProps(want map[string]string, got map[string]*string) bool {
 			}
 			return false
 		}
-		if !sameValue(k, v, *g) {
+		if !sameValue(types[k], k, v, *g) {
 			return false
 		}
 	}
 	return true
 }
 
-func sameValue(k, want, got string) bool {
+// propertyTypes are the contact properties' types by name, read once
+// (GET /crm/v3/properties/contacts); nil when they cannot be read, and then
+// values compare as text (a value written again, never one lost).
+func (d *Destination) propertyTypes(ctx context.Context) map[string]string {
+	d.typesMu.Lock()
+	defer d.typesMu.Unlock()
+	if d.types == nil {
+		props, err := d.readProperties(ctx)
+		if err != nil {
+			return nil
+		}
+		d.types = make(map[string]string, len(props))
+		for name, p := range props {
+			d.types[name] = p.typ
+		}
+	}
+	return d.types
+}
+
+// sameValue says whether HubSpot's value got of property k, of type typ, is
+// the mapped value want. HubSpot keeps every value as text; it answers a
+// number as written or normalised, a date as YYYY-MM-DD and a datetime as
+// an ISO 8601 instant whichever accepted form was sent (its API FAQ), so
+// those compare as what they are, and only those: "02134" in a text
+// property is not 2134.
+func sameValue(typ, k, want, got string) bool {
 	if want == got {
 		return true
 	}
 	if k == "email" {
 		return strings.EqualFold(strings.TrimSpace(want), strings.TrimSpace(got))
 	}
-	if a, ok := new(big.Rat).SetString(want); ok {
-		if b, ok := new(big.Rat).SetString(got); ok {
-			return a.Cmp(b) == 0
-		}
-	}
-	if (strings.EqualFold(want, "true") || strings.EqualFold(want, "false")) && strings.EqualFold(want, got) {
-		return true
+	switch typ {
+	case "number":
+		a, ok1 := new(big.Rat).SetString(want)
+		b, ok2 := new(big.Rat).SetString(got)
+		return ok1 && ok2 && a.Cmp(b) == 0
+	case "bool":
+		return (strings.EqualFold(want, "true") || strings.EqualFold(want, "false")) && strings.EqualFold(want, got)
+	case "date":
+		a, ok1 := parseTime(want)
+		b, ok2 := parseTime(got)
+		return ok1 && ok2 && a.UTC().Format(time.DateOnly) == b.UTC().Format(time.DateOnly)
+	case "datetime":
+		a, ok1 := parseTime(want)
+		b, ok2 := parseTime(got)
+		return ok1 && ok2 && a.Equal(b)
 	}
 	return false
+}
+
+// parseTime reads a date or datetime in a form HubSpot accepts or answers:
+// epoch milliseconds, YYYY-MM-DD or ISO 8601.
+func parseTime(v string) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.UnixMilli(ms), true
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // Handle is the record's id_property value: what Remove looks it up by.

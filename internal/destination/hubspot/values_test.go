@@ -1,0 +1,80 @@
+package hubspot_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/hubspot"
+	"github.com/oncesync/oncesync/internal/fakehubspot"
+)
+
+func contactRec(key, email string, attrs map[string]any) destination.Record {
+	return destination.Record{Key: key, Data: map[string]any{"email": email, "attributes": attrs}}
+}
+
+// TestVerifyComparesByPropertyType: a text property's "02134" is not 2134
+// (a zip that regained its leading zero, a phone that gained its +): a
+// write of it in doubt that never landed is "not landed", and sent again,
+// where comparing as numbers left HubSpot's old value forever. A number
+// property's "42.0" is 42.
+func TestVerifyComparesByPropertyType(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "zip", Type: "string"}, {Name: "phone", Type: "string"}}},
+		func(p *hubspot.Params) { p.Properties = []string{"zip", "phone", "age"} })
+	old := contactRec("k-old", "ann@example.com", map[string]any{"zip": "2134", "phone": "15551234567", "age": "42"})
+	if _, err := b.dest.Write(t.Context(), []destination.Record{old}); err != nil {
+		t.Fatal(err)
+	}
+	cur := contactRec("k-new", "ann@example.com", map[string]any{"zip": "02134", "phone": "+15551234567", "age": "42"})
+	same := contactRec("k-same", "ann@example.com", map[string]any{"zip": "2134", "phone": "15551234567", "age": "42.0"})
+	landed, err := b.dest.Verify(t.Context(), []destination.Record{cur, same}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := landed[cur.Key]; ok {
+		t.Error("a new text value that never landed counted as landed: HubSpot would keep 2134 forever")
+	}
+	if _, ok := landed[same.Key]; !ok {
+		t.Error("42.0 in a number property holding 42 counted as not landed")
+	}
+}
+
+// TestDateProperties: HubSpot keeps a date as YYYY-MM-DD whichever accepted
+// form it was sent in (ISO 8601 at midnight UTC, epoch milliseconds), and
+// refuses a date that is not midnight UTC. Verify reads both forms back as
+// landed, so a write in doubt is not written twice.
+func TestDateProperties(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "renewal", Type: "date"}, {Name: "seen", Type: "datetime"}}},
+		func(p *hubspot.Params) { p.Properties = []string{"renewal", "seen"} })
+	recs := []destination.Record{
+		contactRec("k-time", "t@example.com", map[string]any{"renewal": time.Date(2015, 5, 1, 0, 0, 0, 0, time.UTC), "seen": "1430476200000"}),
+		contactRec("k-ms", "m@example.com", map[string]any{"renewal": float64(1430438400000), "seen": time.Date(2015, 5, 1, 10, 30, 0, 0, time.UTC)}),
+		contactRec("k-noon", "n@example.com", map[string]any{"renewal": "2015-05-01T12:00:00Z"}),
+	}
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		want := destination.Delivered
+		if r.Key == "k-noon" {
+			want = destination.Rejected
+		}
+		if r.Outcome != want {
+			t.Errorf("%s: %+v, want %s", r.Key, r, want)
+		}
+	}
+	if c, _ := b.fake.Contact("t@example.com"); c.Properties["renewal"] != "2015-05-01" || c.Properties["seen"] != "2015-05-01T10:30:00.000Z" {
+		t.Errorf("stored %q and %q, want HubSpot's forms", c.Properties["renewal"], c.Properties["seen"])
+	}
+	landed, err := b.dest.Verify(t.Context(), recs[:2], time.Now())
+	if err != nil || len(landed) != 2 {
+		t.Errorf("verify: %v, %d of 2 landed", err, len(landed))
+	}
+	moved := contactRec("k-moved", "t@example.com", map[string]any{"renewal": "2015-05-02", "seen": "1430476200000"})
+	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{moved}, time.Now()); len(landed) != 0 {
+		t.Error("another day counted as landed")
+	}
+}
