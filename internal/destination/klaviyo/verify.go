@@ -130,9 +130,12 @@ func (d *Destination) readError(err error) error {
 // A record landed when a profile has its e-mail (case-insensitive) and
 // every mapped attribute has an equal value: a mapped null or "" equals an
 // absent or null one; numbers equal numeric strings of the same decimal
-// value; other values compare after a JSON round trip. In bulk mode list
-// membership is not compared (reading it costs a request per profile at
-// 60 a minute); a job that applied the profile added it to list_id.
+// value; other values compare after a JSON round trip. In bulk mode the
+// profile must also be in list_id (GET /api/profiles/{id}/relationships/lists,
+// one request a profile at 60 a minute, as Remove reads it): a profile that
+// already held these values (written by another tool) is not in the list
+// until a job of ours adds it, so values alone would settle as delivered a
+// job that never reached Klaviyo.
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {
@@ -178,10 +181,25 @@ func (d *Destination) readBack(ctx context.Context, recs []destination.Record) (
 	if err != nil {
 		return nil, err
 	}
+	member := map[string]bool{}
 	for _, c := range cands {
-		if f, ok := got[lower(c.p.email)]; ok && matches(c.p, f) {
-			landed[c.key] = f.id
+		f, ok := got[lower(c.p.email)]
+		if !ok || !matches(c.p, f) {
+			continue
 		}
+		if d.bulk() && d.listID != "" {
+			in, asked := member[f.id]
+			if !asked {
+				if in, err = d.inList(ctx, f.id); err != nil {
+					return nil, err
+				}
+				member[f.id] = in
+			}
+			if !in {
+				continue
+			}
+		}
+		landed[c.key] = f.id
 	}
 	return landed, nil
 }

@@ -146,13 +146,25 @@ func (d *Destination) importOne(ctx context.Context, r destination.Record, p pro
 	return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: id}, nil
 }
 
-// createOne: POST /api/profiles; a 409 duplicate is a skip (write_mode create).
+// createOne: POST /api/profiles; a 409 duplicate is a skip (write_mode
+// create) when a profile holds this e-mail. Klaviyo answers 409 when any
+// identifier is another profile's ("A profile already exists with one of
+// these identifiers": a phone number, an external_id), and then no profile
+// of this e-mail exists: the record is rejected, never counted delivered.
 func (d *Destination) createOne(ctx context.Context, r destination.Record, p profile) (destination.Result, error) {
 	res, err := d.do(ctx, request{method: http.MethodPost, path: "/api/profiles", route: "POST /api/profiles",
 		body: marshal(map[string]any{"data": p.resource()})})
 	var e *APIError
 	if errors.As(err, &e) && e.Status == http.StatusConflict {
-		return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: e.DuplicateID, Skipped: destination.SkipExists}, nil
+		held, ferr := d.findByEmail(ctx, []string{p.email})
+		if ferr != nil {
+			return destination.Result{}, ferr
+		}
+		if f, ok := held[lower(p.email)]; ok {
+			return destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: f.id, Skipped: destination.SkipExists}, nil
+		}
+		return destination.Result{Key: r.Key, Outcome: destination.Rejected,
+			Message: "another Klaviyo profile holds one of this record's identifiers (phone_number or external_id): " + e.message()}, nil
 	}
 	if err != nil {
 		return d.judge(r, err)
