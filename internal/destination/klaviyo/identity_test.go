@@ -84,3 +84,32 @@ func TestCreateConflictOnAnotherIdentifier(t *testing.T) {
 		t.Errorf("e-mail exists: %+v, want delivered, skipped as existing", x)
 	}
 }
+
+// TestImportErrorNamesItsOwnRecord: two records of one job share an e-mail
+// (a data conflict in the source); Klaviyo refuses one (its phone number is
+// another profile's) and applies the other. Only the refused one is
+// rejected: the import error's original payload names it.
+func TestImportErrorNamesItsOwnRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	b.fake.AddProfile("x@example.com", map[string]any{"phone_number": "+15005550006"})
+	a, c := record(4), record(5)
+	c.Data["email"] = a.Data["email"]
+	b.fake.AddProfile(emailOf(a), nil)
+	a.Data["attributes"].(map[string]any)["phone_number"] = "+15005550006" // x's number
+	res, err := b.dest.Write(t.Context(), []destination.Record{a, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, []destination.Record{a, c})
+	if err != nil || !done {
+		t.Fatal(done, err)
+	}
+	p, _ := b.fake.Profile(emailOf(c))
+	if p.Attributes["first_name"] != c.Data["attributes"].(map[string]any)["first_name"] {
+		t.Fatalf("the fake did not apply record c: %v", p.Attributes)
+	}
+	if out[0].Outcome != destination.Rejected || out[1].Outcome != destination.Delivered {
+		t.Errorf("a: %s, c: %s; want a rejected and c (applied) delivered", out[0].Outcome, out[1].Outcome)
+	}
+}

@@ -71,9 +71,10 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 //   - queued or processing: done is false.
 //   - complete: the job's import errors (GET .../{ref}/import-errors, every
 //     page) name the profiles it refused; each is matched to records by the
-//     e-mail of its original payload (case-insensitive) and that record is
-//     Rejected with Klaviyo's reason, redacted of e-mail addresses. The
-//     others are Delivered, with ref as Ref.
+//     e-mail of its original payload (case-insensitive; among records
+//     sharing an e-mail, by the payload itself: refusedRecords) and that
+//     record is Rejected with Klaviyo's reason, redacted of e-mail
+//     addresses. The others are Delivered, with ref as Ref.
 //   - cancelled or failed: every record is NotSent, to be sent again.
 //     Klaviyo does not document what a job that stopped applied; oncesync
 //     takes it that nothing was (as the fake models it): a profile it did
@@ -100,16 +101,17 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		return nil, false, failure.New(failure.DestinationUnavailable,
 			fmt.Sprintf("klaviyo answered a bulk import job's status %q, which oncesync does not know", truncate(destination.Redact(j.Status), 40)))
 	}
-	rejected := map[string]string{}
+	rejected := map[string][]importError{}
 	unnamed := 0
 	if j.Failed == nil || *j.Failed > 0 {
 		if rejected, unnamed, err = d.importErrors(ctx, ref); err != nil {
 			return nil, false, err
 		}
 	}
+	refused := refusedRecords(recs, rejected)
 	var rest []destination.Record // records no import error names
 	for i, r := range recs {
-		if msg, ok := rejected[lower(parseRecord(r).email)]; ok {
+		if msg, ok := refused[i]; ok {
 			out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: msg}
 			continue
 		}
@@ -136,10 +138,68 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	return out, true, nil
 }
 
+// importError is one profile a job refused: the stored message and the
+// profile's attributes as sent (its original payload).
+type importError struct {
+	msg     string
+	payload map[string]any
+}
+
+// refusedRecords maps the index of each record of recs an import error
+// names to its message. An error names the records of its e-mail. When
+// several records of the job share the e-mail (a data conflict in the
+// source), it names those whose attributes its original payload holds, so
+// that the one Klaviyo applied is not taken for refused and sent again on
+// every run; a payload that is none of theirs (echoed in another form)
+// names them all, as refused is the safe reading.
+func refusedRecords(recs []destination.Record, errs map[string][]importError) map[int]string {
+	out := map[int]string{}
+	if len(errs) == 0 {
+		return out
+	}
+	byEmail := map[string][]int{}
+	sent := make([]string, len(recs))
+	for i, r := range recs {
+		p := parseRecord(r)
+		byEmail[lower(p.email)] = append(byEmail[lower(p.email)], i)
+		sent[i] = canonicalJSON(p.attrs)
+	}
+	for email, es := range errs {
+		idx := byEmail[email]
+		for _, e := range es {
+			var named []int
+			if len(idx) > 1 && e.payload != nil {
+				echoed := canonicalJSON(e.payload)
+				for _, i := range idx {
+					if sent[i] == echoed {
+						named = append(named, i)
+					}
+				}
+			}
+			if len(named) == 0 {
+				named = idx
+			}
+			for _, i := range named {
+				if _, done := out[i]; !done {
+					out[i] = e.msg
+				}
+			}
+		}
+	}
+	return out
+}
+
+// canonicalJSON is v as JSON with numbers in one form (canonical), for
+// comparing a payload Klaviyo echoes with what was sent.
+func canonicalJSON(v any) string {
+	b, _ := json.Marshal(canonical(v))
+	return string(b)
+}
+
 // importErrors reads every page of a job's import errors: lower-cased
-// e-mail → the stored message, and how many errors name no e-mail.
-func (d *Destination) importErrors(ctx context.Context, ref string) (out map[string]string, unnamed int, err error) {
-	out = map[string]string{}
+// e-mail → the profiles refused, and how many errors name no e-mail.
+func (d *Destination) importErrors(ctx context.Context, ref string) (out map[string][]importError, unnamed int, err error) {
+	out = map[string][]importError{}
 	q := url.Values{}
 	q.Set("page[size]", "100")
 	for page := 0; ; page++ {
@@ -186,7 +246,7 @@ func (d *Destination) importErrors(ctx context.Context, ref string) (out map[str
 			if why != "" {
 				msg += ": " + why
 			}
-			out[lower(email)] = truncate(destination.Redact(msg), 1000)
+			out[lower(email)] = append(out[lower(email)], importError{msg: truncate(destination.Redact(msg), 1000), payload: a.OriginalPayload})
 		}
 		next := cursorOf(doc.Links.Next)
 		if next == "" {
