@@ -343,6 +343,17 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request, in []upsertInput
 				Context: map[string]any{"ids": []string{it.id}}})
 			continue
 		}
+		if em := it.props["email"]; em != "" && it.prop != "email" {
+			// The e-mail is HubSpot's unique contact identifier ("email
+			// address is the primary unique identifier to avoid duplicate
+			// contacts"): another contact's is refused, as batch/create
+			// refuses it.
+			if other := s.find("email", em); other != nil && other != c {
+				errs = append(errs, batchError{Status: "error", Category: "CONFLICT",
+					Message: "Contact already exists. Existing ID: " + other.ID, Context: map[string]any{"ids": []string{it.id}}})
+				continue
+			}
+		}
 		props := it.props
 		if c == nil && it.prop != "hs_object_id" {
 			props = make(map[string]string, len(it.props)+1)

@@ -32,6 +32,10 @@
 //     email or unique value already exists ("Contact already exists.
 //     Existing ID: N"), and with 400 when one input is invalid: nothing of it
 //     is created.
+//   - batch/upsert and batch/update by a custom idProperty refuse an input
+//     whose email another contact holds (an error CONFLICT "Contact already
+//     exists. Existing ID: N" for that input): HubSpot's contacts guide calls
+//     the e-mail "the primary unique identifier to avoid duplicate contacts".
 //   - batch/archive answers 204 and ignores ids already archived or unknown.
 //   - GET /crm/v3/properties/contacts[/{name}]: HubSpot's default contact
 //     properties plus Options.Properties (for `oncesync check`).

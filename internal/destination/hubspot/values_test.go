@@ -1,6 +1,7 @@
 package hubspot_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,38 @@ func TestDateProperties(t *testing.T) {
 	moved := contactRec("k-moved", "t@example.com", map[string]any{"renewal": "2015-05-02", "seen": "1430476200000"})
 	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{moved}, time.Now()); len(landed) != 0 {
 		t.Error("another day counted as landed")
+	}
+}
+
+// TestCustomIDPropertySharedEmail: with a custom id_property, a record whose
+// e-mail another contact holds is refused by HubSpot (the e-mail is its
+// unique contact identifier): rejected with the reason, the other contact
+// untouched, never a second contact of one e-mail.
+func TestCustomIDPropertySharedEmail(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "customer_id", Type: "string", Unique: true}}},
+		func(p *hubspot.Params) {
+			p.IDProperty = "customer_id"
+			p.Properties = []string{"firstname", "customer_id"}
+		})
+	ann := contactRec("k-ann", "ann@example.com", map[string]any{"customer_id": "C-1", "firstname": "Ann"})
+	other := contactRec("k-other", "ANN@example.com", map[string]any{"customer_id": "C-2", "firstname": "Other"})
+	res, err := b.dest.Write(t.Context(), []destination.Record{ann, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]destination.Result{}
+	for _, r := range res {
+		got[r.Key] = r
+	}
+	if got["k-ann"].Outcome != destination.Delivered || got["k-other"].Outcome != destination.Rejected ||
+		!strings.Contains(got["k-other"].Message, "already exists") {
+		t.Fatalf("results %+v; want ann delivered and the other rejected as a contact that already exists", res)
+	}
+	if c, _ := b.fake.Contact("C-1"); c.Properties["firstname"] != "Ann" {
+		t.Errorf("C-1 holds %q", c.Properties["firstname"])
+	}
+	if _, ok := b.fake.Contact("C-2"); ok {
+		t.Error("a second contact of ann's e-mail was made")
 	}
 }
