@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/klaviyo"
@@ -25,7 +26,9 @@ func TestBulkVerifyNeedsTheList(t *testing.T) {
 			a := r.Data["attributes"].(map[string]any)
 			b.fake.AddProfile(emailOf(r), map[string]any{"first_name": a["first_name"],
 				"location": map[string]any{"city": a["location.city"]}, "properties": map[string]any{"age": a["properties.age"]}})
-			landed, err := b.dest.Verify(t.Context(), []destination.Record{r}, t0)
+			b.clk.Advance(time.Minute) // the write in doubt was claimed after that
+			since := b.clk.Now()
+			landed, err := b.dest.Verify(t.Context(), []destination.Record{r}, since)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +49,7 @@ func TestBulkVerifyNeedsTheList(t *testing.T) {
 			if p, _ := b.fake.Profile(emailOf(r)); !slices.Contains(p.Lists, listID) {
 				t.Fatalf("the job did not add the profile to the list: %v", p.Lists)
 			}
-			if landed, err := b.dest.Verify(t.Context(), []destination.Record{r}, t0); err != nil || len(landed) != 1 {
+			if landed, err := b.dest.Verify(t.Context(), []destination.Record{r}, since); err != nil || len(landed) != 1 {
 				t.Errorf("after the job: %v, %d of 1 landed", err, len(landed))
 			}
 		})

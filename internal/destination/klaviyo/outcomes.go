@@ -122,7 +122,7 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		// Some import errors carry no e-mail to match: the records they
 		// may name are read back, and those not there as sent are
 		// rejected rather than taken for delivered.
-		landed, err := d.readBack(ctx, rest)
+		landed, err := d.readBack(ctx, rest, nil) // the job ran: it added them to the list
 		if err != nil {
 			return nil, false, err
 		}

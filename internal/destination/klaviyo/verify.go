@@ -130,13 +130,16 @@ func (d *Destination) readError(err error) error {
 // A record landed when a profile has its e-mail (case-insensitive) and
 // every mapped attribute has an equal value: a mapped null or "" equals an
 // absent or null one; numbers equal numeric strings of the same decimal
-// value; other values compare after a JSON round trip. In bulk mode the
-// profile must also be in list_id (GET /api/profiles/{id}/relationships/lists,
-// one request a profile at 60 a minute, as Remove reads it): a profile that
+// value; other values compare after a JSON round trip. In bulk mode, a
+// profile that holds the values but was last updated before since (the
+// write in doubt did not change it) must also be in list_id: a profile that
 // already held these values (written by another tool) is not in the list
 // until a job of ours adds it, so values alone would settle as delivered a
-// job that never reached Klaviyo.
-func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ time.Time) (map[string]string, error) {
+// job that never reached Klaviyo. Its lists are read (GET
+// /api/profiles/{id}/relationships/lists, one request a profile at 60 a
+// minute, as Remove reads them) only then: a job that reached Klaviyo
+// updated its profiles after since.
+func (d *Destination) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {
 		if parseRecord(r).invalid == "" {
@@ -152,12 +155,25 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 			return nil, err
 		}
 	}
-	return d.readBack(ctx, recs)
+	var listed func(found) bool
+	if d.bulk() && d.listID != "" {
+		listed = func(f found) bool { return !updatedBefore(f, since) }
+	}
+	return d.readBack(ctx, recs, listed)
+}
+
+// updatedBefore says whether Klaviyo last updated f before t (Klaviyo's
+// times are whole seconds); true when it does not say.
+func updatedBefore(f found, t time.Time) bool {
+	s, _ := f.attrs["updated"].(string)
+	u, err := time.Parse(time.RFC3339, s)
+	return err != nil || u.Before(t.Truncate(time.Second))
 }
 
 // readBack reads recs' profiles by e-mail and returns the keys of those
-// that hold exactly their mapped data, with the profile id.
-func (d *Destination) readBack(ctx context.Context, recs []destination.Record) (map[string]string, error) {
+// that hold exactly their mapped data, with the profile id. With listed, a
+// profile for which it is false must also be in list_id (Verify).
+func (d *Destination) readBack(ctx context.Context, recs []destination.Record, listed func(found) bool) (map[string]string, error) {
 	landed := map[string]string{}
 	type cand struct {
 		key string
@@ -187,7 +203,7 @@ func (d *Destination) readBack(ctx context.Context, recs []destination.Record) (
 		if !ok || !matches(c.p, f) {
 			continue
 		}
-		if d.bulk() && d.listID != "" {
+		if listed != nil && !listed(f) {
 			in, asked := member[f.id]
 			if !asked {
 				if in, err = d.inList(ctx, f.id); err != nil {
