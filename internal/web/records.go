@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,9 +14,10 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
-// The records a person must look at (rejected, in doubt), by identity: the
-// sync's records page, its CSV download and GET /api/v1/syncs/{id}/records.
-// The run page links to the same lists narrowed to the run.
+// The records a person must look at (rejected, in doubt, and for a mirror
+// sync removed), by identity: the sync's records page, its CSV download and
+// GET /api/v1/syncs/{id}/records (SPEC §17, as `oncesync records`). The run
+// page links to the same lists narrowed to the run.
 
 // recordsMax bounds the entries of one state read per request.
 const recordsMax = 10000
@@ -31,7 +33,7 @@ type RecordList struct {
 
 // recordFilter narrows a sync's records.
 type recordFilter struct {
-	State string // "", "rejected" or "in_doubt"
+	State string // "", "rejected", "in_doubt" or "removed"
 	Q     string // a case-insensitive part of the identity (or key)
 	Run   int64  // 0: any run
 }
@@ -58,9 +60,9 @@ func filterOf(r *http.Request) (recordFilter, error) {
 	q := r.URL.Query()
 	f := recordFilter{State: q.Get("state"), Q: strings.TrimSpace(q.Get("q"))}
 	switch f.State {
-	case "", "rejected", "in_doubt":
+	case "", "rejected", "in_doubt", ledger.RecordRemoved:
 	default:
-		return f, fmt.Errorf("%w: state must be rejected or in_doubt", ErrInvalid)
+		return f, fmt.Errorf("%w: state must be rejected, in_doubt or removed", ErrInvalid)
 	}
 	if len(f.Q) > 200 {
 		return f, fmt.Errorf("%w: q is longer than 200 bytes", ErrInvalid)
@@ -84,8 +86,17 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 	}
 	out := RecordList{Records: []ledger.Record{}}
 	q := strings.ToLower(f.Q)
-	for _, st := range []store.LedgerState{store.LedgerRejected, store.LedgerInDoubt} {
-		if f.State != "" && f.State != string(st) {
+	states := []store.LedgerState{store.LedgerRejected, store.LedgerInDoubt}
+	if mirrors(sy.Definition) {
+		// A removed record is a slot's complete entry (docs/guide.md#write-modes).
+		states = append(states, store.LedgerComplete)
+	}
+	for _, st := range states {
+		name := string(st)
+		if st == store.LedgerComplete {
+			name = ledger.RecordRemoved
+		}
+		if f.State != "" && f.State != name {
 			continue
 		}
 		var es []store.LedgerEntry
@@ -102,6 +113,12 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 				continue
 			}
 			r := ledger.RecordOf(e)
+			if st == store.LedgerComplete {
+				var ok bool
+				if r, ok = ledger.RemovedRecord(e); !ok {
+					continue
+				}
+			}
 			if q != "" && !strings.Contains(strings.ToLower(r.Identity), q) && !strings.HasPrefix(r.Key, q) {
 				continue
 			}
@@ -112,6 +129,17 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		}
 	}
 	return out, nil
+}
+
+// mirrors says whether a sync's stored definition has write_mode mirror
+// (config.Sync.DefinitionJSON: destination.write_mode).
+func mirrors(def string) bool {
+	var d struct {
+		Destination struct {
+			WriteMode string `json:"write_mode"`
+		} `json:"destination"`
+	}
+	return json.Unmarshal([]byte(def), &d) == nil && d.Destination.WriteMode == "mirror"
 }
 
 func (s *Server) apiRecords(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,55 @@ func TestPartitionedSyncRecords(t *testing.T) {
 	l2, err := b.srv.records(b.ctx, id, recordFilter{}, 10)
 	if err != nil || l2.Total != 1 || l2.Records[0].Identity != "9" {
 		t.Fatalf("records %+v, %v", l2, err)
+	}
+}
+
+// TestRemovedRecords: a mirror sync's removed records are listed with the
+// others (SPEC §17: rejected, in doubt, removed) on the records page, its
+// CSV and the API, and filtered by state=removed; a sync that is not a
+// mirror lists no complete entry.
+func TestRemovedRecords(t *testing.T) {
+	t.Parallel()
+	_, router := loadDoc(t)
+	b := setup(t)
+	const id = "mirror-list"
+	if _, err := b.st.PutSync(b.ctx, store.PutSyncParams{ID: id, Workspace: "marketing",
+		Definition: `{"destination":{"type":"brevo","write_mode":"mirror"}}`}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: id, State: store.RunSucceeded, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.st.LeaseAcquire(b.ctx, store.LeaseAcquireParams{SyncID: id, Token: "tok", Holder: "host-a/boot-1/pid-1", RunID: run.ID, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := ledger.Slot(id, "csv:/seed.csv", "row-7")
+	kept := ledger.Slot(id, "csv:/seed.csv", "row-8")
+	if err := b.st.LedgerFinish(b.ctx, store.LedgerFinishParams{SyncID: id, Fence: l.Fence, RunID: run.ID, Entries: []store.LedgerFinish{
+		{Key: gone, State: store.LedgerComplete, Result: ledger.SlotState{Gen: 2, Ref: ledger.RemovedRef("row-7")}.Encode()},
+		{Key: kept, State: store.LedgerComplete, Result: ledger.SlotState{Gen: 1, Hash: [ledger.SlotHashLen]byte{1}, Ref: "h1:aA:cm93LTg"}.Encode()},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "?state=removed"} {
+		got := apiCall(t, b, router, "GET", "/api/v1/syncs/"+id+"/records"+q, "")
+		var l RecordList
+		mustJSON(t, got.body, &l)
+		if got.code != 200 || l.Total != 1 || l.Records[0].Identity != "row-7" || l.Records[0].State != ledger.RecordRemoved {
+			t.Errorf("records%s: %d %+v", q, got.code, l)
+		}
+	}
+	if got := apiCall(t, b, router, "GET", "/api/v1/syncs/"+id+"/records?state=rejected", ""); !strings.Contains(got.body, `"total":0`) {
+		t.Errorf("state=rejected lists the removed record: %s", got.body)
+	}
+	mustContain(t, b.get("/syncs/"+id+"/records").body, "row-7", "removed")
+	mustContain(t, b.get("/syncs/"+id+"/records.csv").body, "row-7,removed")
+	// Not a mirror: complete entries are not read as removals.
+	var l2 RecordList
+	mustJSON(t, apiCall(t, b, router, "GET", "/api/v1/syncs/"+b.d.Healthy+"/records?state=removed", "").body, &l2)
+	if l2.Total != 0 {
+		t.Errorf("a sync that is not a mirror lists %d removed records", l2.Total)
 	}
 }
