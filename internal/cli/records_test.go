@@ -70,7 +70,8 @@ func TestRecordsCommand(t *testing.T) {
 }
 
 // TestReadCommandsNeedNoSecrets: status, runs and records read the store
-// only, so an unset ${ENV} secret does not stop them; run and its dry run
+// only, so an unset ${ENV} secret does not stop them (two API tokens from
+// two unset variables are not taken for one token); run and its dry run
 // still say it is not set.
 func TestReadCommandsNeedNoSecrets(t *testing.T) {
 	t.Parallel()
@@ -84,6 +85,8 @@ syncs:
     source: {type: csv, path: contacts.csv, identity: id}
     destination: {type: brevo, api_key: ${BREVO_API_KEY}, mode: single}
     mapping: {email: email}
+web:
+  api_tokens: [${ADMIN_TOKEN}, ${VIEWER_TOKEN}]
 `)
 	cmd := func(args ...string) (string, int) {
 		var out, errOut bytes.Buffer

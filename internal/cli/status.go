@@ -55,7 +55,9 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 // machine reads a sync without its API keys.
 const unsetPlaceholder = "oncesync-unset-variable"
 
-// readOnlyEnv is lookup, with every unset variable set to unsetPlaceholder.
+// readOnlyEnv is lookup, with every unset variable set to unsetPlaceholder
+// and its name: two unset variables do not read as one value (two API
+// tokens from two unset variables are not "the same token").
 func readOnlyEnv(lookup func(string) (string, bool)) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		if lookup != nil {
@@ -63,7 +65,7 @@ func readOnlyEnv(lookup func(string) (string, bool)) func(string) (string, bool)
 				return v, true
 			}
 		}
-		return unsetPlaceholder, true
+		return unsetPlaceholder + "-" + k, true
 	}
 }
 
