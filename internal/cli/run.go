@@ -236,7 +236,6 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 
 	// The sync is published, and refused when paused, before Redis is
 	// reached.
-	var paused error
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
 		Published: func(ctx context.Context, st store.Store) error {
 			def, err := sc.DefinitionJSON()
@@ -253,15 +252,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 						sc.ID, row.PausedWhy, f.config, sc.ID))
 			}
 			if row.State == store.SyncPaused {
-				paused = exit(ExitFailed, fmt.Errorf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
-					sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
-				return paused
+				return failure.New(failure.SyncPaused,
+					fmt.Sprintf("sync %s is paused (%s by %s: %s); resume it with `oncesync resume --config %s %s --by NAME --reason TEXT`",
+						sc.ID, row.PauseReason, row.PausedBy, row.PausedWhy, f.config, sc.ID))
 			}
 			return nil
 		}})
-	if paused != nil {
-		return paused
-	}
 	if err != nil {
 		return failed(env.Stdout, err)
 	}

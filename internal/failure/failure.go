@@ -45,6 +45,7 @@ const (
 	MirrorRemovalsRefused      Code = "mirror_removals_refused"
 	StoreUnavailable           Code = "store_unavailable"
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
+	SyncPaused                 Code = "sync_paused"
 	Internal                   Code = "internal_error"
 )
 
@@ -129,6 +130,10 @@ var catalog = map[Code]Entry{
 	CircuitBreakerTripped: {CircuitBreakerTripped,
 		"The sync failed too many times in a row and was paused.",
 		"Fix the cause shown by `oncesync status SYNC`, then resume the sync with `oncesync resume SYNC --by NAME --reason TEXT`.",
+		OwnerYou, false},
+	SyncPaused: {SyncPaused,
+		"The sync is paused by a person, so it does not run.",
+		"Resume it with `oncesync resume --config FILE SYNC --by NAME --reason TEXT` once it may run again (`oncesync status SYNC` says who paused it and why).",
 		OwnerYou, false},
 	Internal: {Internal,
 		"oncesync hit an internal error.",

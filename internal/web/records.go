@@ -16,7 +16,7 @@ import (
 
 // The records a person must look at (rejected, in doubt, and for a mirror
 // sync removed), by identity: the sync's records page, its CSV download and
-// GET /api/v1/syncs/{id}/records (SPEC §17, as `oncesync records`). The run
+// GET /api/v1/syncs/{id}/records (as `oncesync records`). The run
 // page links to the same lists narrowed to the run.
 
 // recordsMax bounds the entries of one state read per request.

@@ -50,7 +50,7 @@ func TestPartitionedSyncRecords(t *testing.T) {
 }
 
 // TestRemovedRecords: a mirror sync's removed records are listed with the
-// others (SPEC §17: rejected, in doubt, removed) on the records page, its
+// others (rejected, in doubt, removed) on the records page, its
 // CSV and the API, and filtered by state=removed; a sync that is not a
 // mirror lists no complete entry.
 func TestRemovedRecords(t *testing.T) {

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestRunOfAPausedSync: `oncesync run` of a sync a person paused exits 1 with
+// the contract's last line, `failed: sync_paused: ... Next: ... (owner:
+// you)`, naming who paused it and why; nothing is read or sent.
+func TestRunOfAPausedSync(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	cmd := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String() + errOut.String(), code
+	}
+	if out, code := cmd("run", "crm"); code != ExitOK {
+		t.Fatalf("first run: exit %d\n%s", code, out)
+	}
+	sent := posts.Load()
+	if out, code := cmd("pause", "crm", "--by", "Bo", "--reason", "campaign over"); code != ExitOK {
+		t.Fatalf("pause: exit %d\n%s", code, out)
+	}
+	out, code := cmd("run", "crm")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if code != ExitFailed || !strings.HasPrefix(last, "failed: sync_paused: ") || !strings.Contains(last, "Next: ") ||
+		!strings.HasSuffix(last, "(owner: you)") || !strings.Contains(out, "person by Bo: campaign over") {
+		t.Fatalf("run of a paused sync: exit %d, last line %q\n%s", code, last, out)
+	}
+	if posts.Load() != sent {
+		t.Error("the paused sync sent a request")
+	}
+}
