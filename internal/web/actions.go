@@ -106,12 +106,8 @@ func (s *Server) runNow(ctx context.Context, id string, rin RunInput) error {
 	if err != nil {
 		return err
 	}
-	sy, err := s.p.Store.GetSync(ctx, id)
-	if err != nil {
+	if err := s.notPaused(ctx, id); err != nil {
 		return err
-	}
-	if sy.State == store.SyncPaused {
-		return fmt.Errorf("%w: the sync is paused; resume it first", ErrConflict)
 	}
 	if err := s.p.Enqueue(ctx, id, ReasonManual); err != nil {
 		return &enqueueError{err: err}
@@ -126,6 +122,18 @@ func (s *Server) runNow(ctx context.Context, id string, rin RunInput) error {
 	return nil
 }
 
+// notPaused refuses a run of a paused sync (ErrConflict).
+func (s *Server) notPaused(ctx context.Context, id string) error {
+	sy, err := s.p.Store.GetSync(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sy.State == store.SyncPaused {
+		return fmt.Errorf("%w: the sync is paused; resume it first", ErrConflict)
+	}
+	return nil
+}
+
 // resendAll queues a run that writes every record again and audits it.
 func (s *Server) resendAll(ctx context.Context, id string, in ActionInput) error {
 	if s.p.Resend == nil {
@@ -135,12 +143,8 @@ func (s *Server) resendAll(ctx context.Context, id string, in ActionInput) error
 	if err != nil {
 		return err
 	}
-	sy, err := s.p.Store.GetSync(ctx, id)
-	if err != nil {
+	if err := s.notPaused(ctx, id); err != nil {
 		return err
-	}
-	if sy.State == store.SyncPaused {
-		return fmt.Errorf("%w: the sync is paused; resume it first", ErrConflict)
 	}
 	if err := s.p.Resend(ctx, id); err != nil {
 		if errors.Is(err, ErrConflict) || errors.Is(err, store.ErrNotFound) {

@@ -116,17 +116,10 @@ func TestServerWithoutAttributeList(t *testing.T) {
 // paths, and the rest of the page lands. Verify finds what was sent.
 func TestTypedAttributeValues(t *testing.T) {
 	t.Parallel()
-	attrs := append(fakebrevo.WithAttributes(),
-		fakebrevo.Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
-		fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"},
-		fakebrevo.Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
 	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
-				p.Mode = mode
-				p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
-			})
+			b := setupTyped(t, mode)
 			ctx := context.Background()
 			checked, err := b.dest.Check(ctx)
 			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "BIRTHDAY (date), SCORE (float), VIP (boolean)") {
@@ -223,17 +216,10 @@ func TestJudgeSendsNothing(t *testing.T) {
 // import erases it with emptyContactsAttributes.
 func TestClearedTypedAttributes(t *testing.T) {
 	t.Parallel()
-	attrs := append(fakebrevo.WithAttributes(),
-		fakebrevo.Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
-		fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"},
-		fakebrevo.Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
 	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
-				p.Mode = mode
-				p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
-			})
+			b := setupTyped(t, mode)
 			ctx := context.Background()
 			write := func(r destination.Record) destination.Result {
 				t.Helper()
@@ -277,4 +263,18 @@ func TestClearedTypedAttributes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setupTyped is a destination in mode mapping BIRTHDAY (date), SCORE (float)
+// and VIP (boolean), attributes of the fake's account.
+func setupTyped(t *testing.T, mode string) *bundle {
+	t.Helper()
+	attrs := append(fakebrevo.WithAttributes(),
+		fakebrevo.Attribute{Name: "BIRTHDAY", Category: "normal", Type: "date"},
+		fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"},
+		fakebrevo.Attribute{Name: "VIP", Category: "normal", Type: "boolean"})
+	return setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+		p.Mode = mode
+		p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
+	})
 }
