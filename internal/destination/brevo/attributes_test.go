@@ -227,15 +227,7 @@ func TestClearedTypedAttributes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res[0].Outcome == destination.Accepted {
-					b.clock.Advance(time.Second)
-					out, done, err := b.dest.Outcomes(ctx, res[0].Ref, []destination.Record{r})
-					if err != nil || !done {
-						t.Fatalf("outcomes: %v, done %v", err, done)
-					}
-					res = out
-				}
-				return res[0]
+				return b.settle(t, []destination.Record{r}, res)[0]
 			}
 			full := rec(0, map[string]any{"BIRTHDAY": "1990-05-17", "SCORE": "12", "VIP": "true"})
 			if res := write(full); res.Outcome != destination.Delivered {

@@ -35,7 +35,6 @@ func TestSMSNumbers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.clock.Advance(time.Second)
 			res := b.settle(t, rs, written)
 			if res[0].Outcome != destination.Delivered {
 				t.Fatalf("record 0: %+v, want delivered", res[0])

@@ -115,10 +115,10 @@ type Destination struct {
 	limiter   *apiclient.AccountLimiter
 	api       *apiclient.Client
 
-	// types are the contact properties' types by name, read once for
+	// defs are the account's contact properties by name, read once for
 	// Verify (nil until read).
-	typesMu sync.Mutex
-	types   map[string]string
+	defsMu sync.Mutex
+	defs   map[string]property
 }
 
 var (

@@ -112,10 +112,10 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 	if err != nil {
 		return nil, err
 	}
-	types := d.propertyTypes(ctx)
+	defs := d.propertyDefs(ctx)
 	for _, c := range cands {
 		o, ok := found[d.idKey(c.c.id)]
-		if !ok || !sameProps(types, c.c.props, o.Properties) {
+		if !ok || !sameProps(defs, c.c.props, o.Properties) {
 			continue
 		}
 		landed[c.key] = o.ID
@@ -123,7 +123,7 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 	return landed, nil
 }
 
-func sameProps(types map[string]string, want map[string]string, got map[string]*string) bool {
+func sameProps(defs map[string]property, want map[string]string, got map[string]*string) bool {
 	for k, v := range want {
 		g := got[k]
 		if g == nil {
@@ -132,30 +132,27 @@ func sameProps(types map[string]string, want map[string]string, got map[string]*
 			}
 			return false
 		}
-		if !sameValue(types[k], k, v, *g) {
+		if !sameValue(defs[k].typ, k, v, *g) {
 			return false
 		}
 	}
 	return true
 }
 
-// propertyTypes are the contact properties' types by name, read once
-// (GET /crm/v3/properties/contacts); nil when they cannot be read, and then
+// propertyDefs are the contact properties by name, read once (GET
+// /crm/v3/properties/contacts); nil when they cannot be read, and then
 // values compare as text (a value written again, never one lost).
-func (d *Destination) propertyTypes(ctx context.Context) map[string]string {
-	d.typesMu.Lock()
-	defer d.typesMu.Unlock()
-	if d.types == nil {
-		props, err := d.readProperties(ctx)
+func (d *Destination) propertyDefs(ctx context.Context) map[string]property {
+	d.defsMu.Lock()
+	defer d.defsMu.Unlock()
+	if d.defs == nil {
+		defs, err := d.readProperties(ctx)
 		if err != nil {
 			return nil
 		}
-		d.types = make(map[string]string, len(props))
-		for name, p := range props {
-			d.types[name] = p.typ
-		}
+		d.defs = defs
 	}
-	return d.types
+	return d.defs
 }
 
 // sameValue says whether HubSpot's value got of property k, of type typ, is

@@ -172,7 +172,6 @@ func plausibleEmail(s string) bool {
 	return !strings.ContainsAny(s, " \t\r\n<>\",;()[]\\")
 }
 
-// resource is a profile as a JSON:API resource object.
 // empties says whether p clears a field (a mapped null or "").
 func (p profile) empties() bool {
 	for _, v := range p.flat {
@@ -187,42 +186,28 @@ func (p profile) empties() bool {
 // the profile Klaviyo holds, has a value for: its e-mail and those fields
 // as null (false when there is none).
 func (p profile) clearing(f found) (profile, bool) {
-	loc, _ := f.attrs["location"].(map[string]any)
-	props, _ := f.attrs["properties"].(map[string]any)
 	c := profile{email: p.email, attrs: map[string]any{"email": p.email}, flat: map[string]any{}}
-	nested := func(key, field string) {
-		m, _ := c.attrs[key].(map[string]any)
-		if m == nil {
-			m = map[string]any{}
-			c.attrs[key] = m
-		}
-		m[field] = nil
-	}
 	for name, v := range p.flat {
-		if !empty(v) {
+		if !empty(v) || empty(f.value(name)) {
 			continue
 		}
-		switch {
-		case strings.HasPrefix(name, "properties."):
-			if field := strings.TrimPrefix(name, "properties."); !empty(props[field]) {
-				nested("properties", field)
-				c.flat[name] = nil
-			}
-		case strings.HasPrefix(name, "location."):
-			if field := strings.TrimPrefix(name, "location."); !empty(loc[field]) {
-				nested("location", field)
-				c.flat[name] = nil
-			}
-		default:
-			if !empty(f.attrs[name]) {
-				c.attrs[name] = nil
-				c.flat[name] = nil
-			}
+		c.flat[name] = nil
+		nested, field, ok := strings.Cut(name, ".")
+		if !ok {
+			c.attrs[name] = nil
+			continue
 		}
+		m, _ := c.attrs[nested].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+			c.attrs[nested] = m
+		}
+		m[field] = nil
 	}
 	return c, len(c.flat) > 0
 }
 
+// resource is a profile as a JSON:API resource object.
 func (p profile) resource() map[string]any {
 	return map[string]any{"type": "profile", "attributes": p.attrs}
 }

@@ -269,23 +269,24 @@ func matches(p profile, f found) bool {
 	if e, _ := f.attrs["email"].(string); lower(e) != lower(p.email) {
 		return false
 	}
-	loc, _ := f.attrs["location"].(map[string]any)
-	props, _ := f.attrs["properties"].(map[string]any)
 	for name, want := range p.flat {
-		var got any
-		switch {
-		case strings.HasPrefix(name, "properties."):
-			got = props[strings.TrimPrefix(name, "properties.")]
-		case strings.HasPrefix(name, "location."):
-			got = loc[strings.TrimPrefix(name, "location.")]
-		default:
-			got = f.attrs[name]
-		}
-		if !ValuesEqual(want, got) {
+		if !ValuesEqual(want, f.value(name)) {
 			return false
 		}
 	}
 	return true
+}
+
+// value is f's value of the mapped attribute name: a profile attribute,
+// location.FIELD or properties.NAME (nil when f has none).
+func (f found) value(name string) any {
+	for _, nested := range []string{"properties", "location"} {
+		if field, ok := strings.CutPrefix(name, nested+"."); ok {
+			m, _ := f.attrs[nested].(map[string]any)
+			return m[field]
+		}
+	}
+	return f.attrs[name]
 }
 
 // ValuesEqual reports whether a mapped value and the value Klaviyo returned

@@ -314,7 +314,7 @@ func (d *Destination) clearFirst(ctx context.Context, recs []destination.Record,
 	var clearing []destination.Record
 	for _, r := range recs {
 		p := ps[r.Key]
-		if f, ok := held[lower(p.email)]; ok && p.empties() {
+		if f, ok := held[lower(p.email)]; ok {
 			if c, ok := p.clearing(f); ok {
 				clears[r.Key] = c
 				clearing = append(clearing, r)
