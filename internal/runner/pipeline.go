@@ -163,6 +163,12 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 				// still allows; else they stay pending, and the next run
 				// finds nothing of them landed).
 				s.drop = true
+			case r.drainRequested():
+				// A drain finishes the page on the wire; pages the ledger
+				// stage claimed ahead of it are released unsent, so a
+				// stop takes one page's write, not three
+				// (docs/guide.md#stopping-a-run).
+				s.drop = true
 			default:
 				if err := pl.waitRoom(ctx); err != nil {
 					w.mu.Lock()
