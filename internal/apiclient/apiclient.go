@@ -473,6 +473,9 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 		req.Prepare(hr.Header)
 	}
 	res, err := c.client.Do(hr)
+	if written.Load() {
+		destination.CountRequest(ctx) // the run's request figure
+	}
 	if err != nil {
 		return nil, written.Load(), &TransportError{Prefix: c.p.Name, Route: req.Route, Err: unwrapURL(err)}
 	}

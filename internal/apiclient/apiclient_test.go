@@ -515,3 +515,42 @@ func TestRefuseRedirects(t *testing.T) {
 		t.Errorf("Do = %v with %d requests at the other origin; want ErrRedirect and none", err, leaked.Load())
 	}
 }
+
+// TestRequestsAreCounted: every attempt that got a connection counts in the
+// run's request figure (destination.WithRequestCount); one refused before
+// it had a connection does not.
+func TestRequestsAreCounted(t *testing.T) {
+	t.Parallel()
+	t.Run("retries", func(t *testing.T) {
+		t.Parallel()
+		var calls atomic.Int64
+		srv, n := server(t, func(w http.ResponseWriter, _ *http.Request) {
+			if calls.Add(1) < 3 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		clk := clock.NewFake(t0)
+		var counted atomic.Int64
+		ctx := destination.WithRequestCount(t.Context(), &counted)
+		if _, err := newClient(clk, &sleeps{clk: clk}).Do(ctx, post(srv.URL)); err != nil {
+			t.Fatal(err)
+		}
+		if counted.Load() != 3 || n.Load() != 3 {
+			t.Fatalf("counted %d requests, the server saw %d; want 3 and 3", counted.Load(), n.Load())
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		clk := clock.NewFake(t0)
+		var counted atomic.Int64
+		ctx := destination.WithRequestCount(t.Context(), &counted)
+		if _, err := newClient(clk, &sleeps{clk: clk}).Do(ctx, post(refusedURL(t))); err == nil {
+			t.Fatal("a refused connection succeeded")
+		}
+		if counted.Load() != 0 {
+			t.Fatalf("counted %d requests for a destination that refused every connection", counted.Load())
+		}
+	})
+}

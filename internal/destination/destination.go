@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -194,6 +195,23 @@ func AttemptDeadline(ctx context.Context) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return f(), true
+}
+
+type requestsKey struct{}
+
+// WithRequestCount returns ctx counting in n every request a destination
+// makes for it (retries, read-backs and report downloads included), so a
+// run's figures count HTTP requests, not calls of Write.
+func WithRequestCount(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, requestsKey{}, n)
+}
+
+// CountRequest counts one request that may have reached the destination in
+// ctx's count (WithRequestCount), if it carries one.
+func CountRequest(ctx context.Context) {
+	if n, ok := ctx.Value(requestsKey{}).(*atomic.Int64); ok && n != nil {
+		n.Add(1)
+	}
 }
 
 // Options are what the process gives a destination beyond its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -49,6 +50,9 @@ type acceptedBatch struct {
 	items []*item
 	tries int // sends of these records that ended accepted, in this run
 	polls int // questions asked about it so far
+	// requests is the HTTP requests those questions made, counted in the
+	// page's figure once the batch is settled.
+	requests int64
 
 	since time.Time     // when it was handed to the poller
 	next  time.Time     // when it is polled next
@@ -419,7 +423,10 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 		return out, true
 	}
 	b.polls++
-	res, done, err := async.Outcomes(r.destCtx(ctx), b.ref, records(b.items))
+	var n atomic.Int64
+	res, done, err := async.Outcomes(destination.WithRequestCount(r.destCtx(ctx), &n), b.ref, records(b.items))
+	b.requests += n.Load()
+	out.delta.Requests = b.requests
 	now := time.Now()
 	if err != nil || !done {
 		if now.Sub(b.since) >= r.acceptedWait() || ctx.Err() != nil {
@@ -500,10 +507,9 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 	}
 	outcomes, requests, err := r.write(ctx, again, time.Now())
 	out.delta.Requests += requests
-	marks, batches, written, rejected := r.outcomes(b.page, outcomes)
+	marks, batches, od := r.outcomes(b.page, outcomes)
 	out.finish = append(out.finish, marks...)
-	out.delta.Written += written
-	out.delta.Rejected += rejected
+	out.delta.Add(od)
 	for i := range batches {
 		batches[i].tries = b.tries + 1
 	}

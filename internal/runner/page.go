@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/trace"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -383,11 +384,14 @@ func (r *run) writeStage(ctx context.Context, c claimed, s *sending, pl *poller)
 	delta.Requests = requests
 	if err == nil && pl.immediate() {
 		reg := trace.StartRegion(ctx, "write.settlenow")
-		out = r.settleNow(ctx, pl, out)
+		var n atomic.Int64
+		out = r.settleNow(destination.WithRequestCount(ctx, &n), pl, out)
+		delta.Requests += n.Load()
 		reg.End()
 	}
-	marks, batches, written, rejected := r.outcomes(c.pageNo, out)
-	delta.Written, delta.Rejected = written, rejected
+	marks, batches, od := r.outcomes(c.pageNo, out)
+	delta.Add(od)
+	rejected := od.Rejected
 	if err != nil {
 		if ctx.Err() != nil {
 			return delta, nil, nil, cancelled(ctx)
@@ -415,23 +419,36 @@ func (r *run) writeStage(ctx context.Context, c claimed, s *sending, pl *poller)
 type outcome struct {
 	it  *item
 	res destination.Result
+	// doubted: a write of it this run lost its answer, so it was in doubt
+	// until read back (readBack: found landed there) or sent again.
+	doubted, readBack bool
 }
 
 // outcomes turns a write's answers into marks: delivered records become
 // their slots' state, refused ones rejected, those accepted for processing
 // later accepted (and batched by process for the poller), those never sent
-// released.
-func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, batches []acceptedBatch, written, rejected int64) {
+// released. Its counters: Written, Rejected, and InDoubt and Settled for
+// the records whose answer was lost and read back within the run
+// (docs/guide.md#the-ledger-and-its-retention counts every in-doubt
+// resolution, in this run or the next).
+func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, batches []acceptedBatch, delta store.Counters) {
 	byRef := map[string]int{}
 	marks = make([]store.LedgerFinish, 0, 2*len(out)) // a delivered record's two marks
 	for _, o := range out {
+		if o.doubted {
+			delta.InDoubt++
+		}
 		switch o.res.Outcome {
 		case destination.Delivered:
 			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref)
-			written++
+			if o.readBack {
+				delta.Settled++
+			} else {
+				delta.Written++
+			}
 		case destination.Rejected:
 			marks = append(marks, r.rejectedMark(o.it, o.res.Message))
-			rejected++
+			delta.Rejected++
 		case destination.Accepted:
 			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(o.it.slot, o.res.Ref)})
 			i, ok := byRef[o.res.Ref]
@@ -445,7 +462,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerReleased})
 		}
 	}
-	return marks, batches, written, rejected
+	return marks, batches, delta
 }
 
 // mark records outcomes (step 5 of docs/guide.md#what-a-run-does), fenced like the claims.
@@ -536,7 +553,8 @@ func (r *run) verifyInDoubt(ctx context.Context, recs []destination.Record, sinc
 // getting through (chaos destination-faults, 2026-11-30).
 const maxOutcomeChecks = 3
 
-// write sends its and counts its requests. When the destination cannot tell
+// write sends its and counts the requests it made (every HTTP request of
+// the destination's, read-backs included). When the destination cannot tell
 // whether a write landed (a lost answer, a 502) and it can be asked
 // (CapVerify), the run reads it back at once: what landed is delivered
 // without writing again; what did not, and what the failed call never sent
@@ -546,12 +564,27 @@ const maxOutcomeChecks = 3
 // one are in doubt. Once it returns without an error, every record has an
 // outcome other than NotSent: a record not sent must not let the cursor
 // pass it.
-func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []outcome, requests int64, _ error) {
+func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) ([]outcome, int64, error) {
+	var requests atomic.Int64
+	out, err := r.writeCounted(destination.WithRequestCount(ctx, &requests), its, claimedAt)
+	return out, requests.Load(), err
+}
+
+// writeCounted is write; its ctx counts the requests.
+func (r *run) writeCounted(ctx context.Context, its []*item, claimedAt time.Time) ([]outcome, error) {
 	byKey := make(map[string]*item, len(its))
 	for _, it := range its {
 		byKey[it.Key] = it
 	}
 	var out []outcome
+	doubted := map[string]bool{} // records whose answer was lost, read back
+	// flag marks the outcomes of doubted records, for the run's counters.
+	flag := func(out []outcome) []outcome {
+		for i := range out {
+			out[i].doubted = doubted[out[i].it.Key]
+		}
+		return out
+	}
 	collect := func(results []destination.Result) {
 		for _, res := range results {
 			if it, ok := byKey[res.Key]; ok {
@@ -561,7 +594,6 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 	}
 	recs := records(its)
 	results, err := r.Destination.Write(r.destCtx(ctx), recs)
-	requests++
 	for fruitless := 0; err != nil && fruitless < maxOutcomeChecks && ctx.Err() == nil &&
 		r.Destination.Capability() == destination.CapVerify && failure.CodeOf(err) == failure.DestinationUnavailable; {
 		// What was answered (refused, delivered) is settled; what was
@@ -592,16 +624,19 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		if len(unknown) == 0 {
 			// Nothing lost, only not sent: the destination's own retries
 			// are spent; the page fails, and what was not sent is released.
-			return append(out, notSent...), requests, err
+			return flag(append(out, notSent...)), err
+		}
+		for _, rc := range unknown {
+			doubted[rc.Key] = true
 		}
 		found, verr := r.verifyInDoubt(ctx, unknown, claimedAt, time.Now())
 		if verr != nil {
-			return out, requests, verr
+			return flag(out), verr
 		}
 		landedN := 0
 		for _, rc := range unknown {
 			if ref, ok := found[rc.Key]; ok {
-				out = append(out, outcome{it: byKey[rc.Key], res: destination.Result{Key: rc.Key, Outcome: destination.Delivered, Ref: ref}})
+				out = append(out, outcome{it: byKey[rc.Key], res: destination.Result{Key: rc.Key, Outcome: destination.Delivered, Ref: ref}, readBack: true})
 				landedN++
 			} else {
 				rest = append(rest, rc)
@@ -610,7 +645,7 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 		r.Logger.Info("write outcome was unknown; read the destination back",
 			"sync", r.Sync.ID, "run", r.rec.ID, "landed", landedN, "resend", len(rest))
 		if len(rest) == 0 {
-			return out, requests, nil
+			return flag(out), nil
 		}
 		if landedN > 0 || len(rest) < len(recs) {
 			fruitless = 0
@@ -618,22 +653,21 @@ func (r *run) write(ctx context.Context, its []*item, claimedAt time.Time) (_ []
 			fruitless++
 		}
 		if err := r.ensureLease(ctx); err != nil {
-			return out, requests, err
+			return flag(out), err
 		}
 		recs = rest
 		results, err = r.Destination.Write(r.destCtx(ctx), recs)
-		requests++
 	}
 	collect(results)
 	if err == nil {
 		for _, o := range out {
 			if o.res.Outcome == destination.NotSent {
-				return out, requests, failure.New(failure.DestinationUnavailable,
+				return flag(out), failure.New(failure.DestinationUnavailable,
 					"the destination left records unsent without saying why")
 			}
 		}
 	}
-	return out, requests, err
+	return flag(out), err
 }
 
 // records is its as the destination takes them.

@@ -262,11 +262,11 @@ func (w *writer) settle(ctx context.Context, r *run, s *sending, pl *poller) {
 			Page:     c.pageNo,
 			Read:     c.delta.Read,
 			Claimed:  int64(len(c.send)),
-			Sent:     delta.Written + c.delta.Written,
+			Sent:     delta.Written + delta.Settled + c.delta.Written, // a record read back after a lost answer was sent by this page's call
 			Replayed: c.delta.Replayed,
 			Rejected: delta.Rejected + c.delta.Rejected,
-			InDoubt:  c.delta.InDoubt,
-			Requests: delta.Requests,
+			InDoubt:  c.delta.InDoubt + delta.InDoubt,
+			Requests: delta.Requests + c.delta.Requests,
 		}})
 }
 
