@@ -20,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -234,6 +235,37 @@ func leaseLine(l store.Lease, now time.Time) string {
 	return line
 }
 
+// printLease prints the sync's lease from where the deployment keeps it:
+// the store, or Redis when `redis` is set (docs/config.md). Nothing when
+// the sync is free.
+func printLease(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string, now time.Time) {
+	if cfg.Redis == "" {
+		if l, err := st.LeaseGet(ctx, id); err == nil {
+			fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
+		}
+		return
+	}
+	rdb, err := app.Redis(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(w, "lease:      unknown (%v)\n", err)
+		return
+	}
+	defer rdb.Close()
+	// TTL zero: a read reports a loss of Redis's data without starting the
+	// quarantine itself (a read-only command changes nothing).
+	l, err := redislease.New(redislease.Params{Client: rdb, Store: st}).Get(ctx, id)
+	var qe *lease.QuarantineError
+	switch {
+	case err == nil:
+		fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
+	case errors.As(err, &qe):
+		fmt.Fprintf(w, "lease:      none granted: %v\n", qe)
+	case errors.Is(err, store.ErrNotFound):
+	default:
+		fmt.Fprintf(w, "lease:      unknown (%v)\n", err)
+	}
+}
+
 func newStatusCmd(env Env) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -305,9 +337,7 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail,
 			concreteHint(e.NextStep, cfg.Path, id), e.Owner)
 	}
-	if l, err := st.LeaseGet(ctx, id); err == nil {
-		fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
-	}
+	printLease(ctx, w, cfg, st, id, now)
 	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
 		if c.Value != "" {

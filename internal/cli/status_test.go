@@ -3,12 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/lease/redislease"
+	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestStatusCommand: `status` without an id lists the syncs; an id the
@@ -61,5 +69,72 @@ func TestStatusCommand(t *testing.T) {
 	out, _, _ = status()
 	if !strings.Contains(out, "1 running") {
 		t.Fatalf("overview after a run:\n%s", out)
+	}
+}
+
+// TestStatusShowsARedisLease: with `redis` set the lease lives in Redis, and
+// `status SYNC` reads it there (it showed no lease line at all).
+func TestStatusShowsARedisLease(t *testing.T) {
+	t.Parallel()
+	u := checkpointRedisURL(t)
+	dir := t.TempDir()
+	id := "status-lease-" + testenv.RandHex(6)
+	db := filepath.Join(dir, "s.db")
+	config := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, config, `store: sqlite://`+db+`
+redis: `+u+`
+syncs:
+  - id: `+id+`
+    workspace: acme
+    source: {type: csv, path: contacts.csv}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+`)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: id, Workspace: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: id, State: store.RunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	keys := rediskey.Default()
+	t.Cleanup(func() {
+		_ = rdb.Del(context.Background(), keys.Lease(id), keys.Fence(id), keys.LeaseEnd(id), keys.LeaseLoss(id)).Err()
+	})
+	rl := redislease.New(redislease.Params{Client: rdb, Store: st, TTL: 30 * time.Second})
+	g, err := rl.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: r.ID, TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := Main(t.Context(), []string{"status", "--config", config, id},
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }}); code != ExitOK {
+			t.Fatalf("status: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	want := fmt.Sprintf("lease:      fence %d, run %d (%s)", g.Fence, r.ID, lease.ThisProcess())
+	if out := status(); !strings.Contains(out, want) {
+		t.Fatalf("held in Redis: want %q in\n%s", want, out)
+	}
+	if err := rl.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if out := status(); strings.Contains(out, "lease:") {
+		t.Fatalf("released: still a lease line in\n%s", out)
 	}
 }
