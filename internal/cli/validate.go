@@ -18,10 +18,11 @@ func newValidateCmd(env Env) *cobra.Command {
 destinations, schedules, durations, that every ${ENV} variable it uses is set, and
 that every file a file source reads exists (without connecting to any server).
 Every problem is printed as FILE:LINE: FIELD: MESSAGE. Secrets are never printed.
-A valid file may still get warnings: settings that work but leave a connection
-unprotected (a PostgreSQL sslmode other than verify-full to another machine), and
-a file or Parquet source without an identity (its rows are known by their place,
-so an edit sends the rows after it again).
+A valid file may still get warnings, printed as "warning: FILE:LINE: FIELD: MESSAGE":
+settings that work but leave a connection unprotected (a PostgreSQL sslmode other
+than verify-full to another machine), and a file or Parquet source without an
+identity (its rows are known by their place, so an edit sends the rows after it
+again).
 
 Exit codes: 0 valid; 2 problems found.`,
 		Example: `  oncesync validate --config oncesync.yaml
@@ -36,7 +37,7 @@ Exit codes: 0 valid; 2 problems found.`,
 			// Settings that work but are unsafe or costly: said, not
 			// refused (a server on a private network may be trusted; an
 			// append-only file needs no identity).
-			for _, w := range cfg.Warnings() {
+			for _, w := range cfg.WarningProblems() {
 				fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 			}
 			return nil

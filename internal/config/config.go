@@ -79,6 +79,8 @@ type Config struct {
 	// envSecrets are the values of environment variables interpolated into
 	// secret fields (see SecretValues).
 	envSecrets []string
+	// warnLines are the lines of the fields Warnings names.
+	warnLines map[string]int
 }
 
 // Settings are deployment-wide settings; some have per-sync overrides.

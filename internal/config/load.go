@@ -106,6 +106,11 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 		p.sort()
 		return nil, p
 	}
+	cfg.warnLines = map[string]int{}
+	for _, w := range cfg.Warnings() {
+		field, _, _ := strings.Cut(w, ": ")
+		cfg.warnLines[field], _ = l.lineOf(field)
+	}
 	return cfg, nil
 }
 

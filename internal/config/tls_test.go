@@ -50,6 +50,16 @@ syncs:
 	if len(ws) != 2 || !strings.HasPrefix(ws[0], "store: sslmode=require") || !strings.HasPrefix(ws[1], "syncs[1].source.dsn: no sslmode") {
 		t.Fatalf("warnings %q", ws)
 	}
+	// validate prints them as problems are printed: FILE:LINE: FIELD: MESSAGE.
+	cfg, err := config.Parse("c.yaml", []byte(yaml), envMap(nil), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := cfg.WarningProblems()
+	if len(ps) != 2 || !strings.HasPrefix(ps[0].String(), "c.yaml:1: store: sslmode=require") ||
+		!strings.HasPrefix(ps[1].String(), "c.yaml:8: syncs[1].source.dsn: no sslmode") {
+		t.Fatalf("located warnings %q", ps)
+	}
 }
 
 // TestWarningsFileWithoutIdentity: a file or Parquet source without an

@@ -1,6 +1,9 @@
 package config
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Warner is implemented by a source or destination spec with settings
 // that work but are unsafe (a PostgreSQL dsn whose sslmode does not
@@ -61,6 +64,18 @@ func (c *Config) Warnings() []string {
 				out = append(out, at+".destination."+w)
 			}
 		}
+	}
+	return out
+}
+
+// WarningProblems are Warnings located as problems are, so `oncesync
+// validate` prints each as FILE:LINE: FIELD: MESSAGE.
+func (c *Config) WarningProblems() []Problem {
+	ws := c.Warnings()
+	out := make([]Problem, 0, len(ws))
+	for _, w := range ws {
+		field, msg, _ := strings.Cut(w, ": ")
+		out = append(out, Problem{File: c.Path, Line: c.warnLines[field], Field: field, Msg: msg})
 	}
 	return out
 }
