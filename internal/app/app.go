@@ -100,7 +100,7 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
-		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis")
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr)
 	}
 	return client, nil
 }

@@ -156,7 +156,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 
 	if err := barrier.CheckEvictionPolicy(ctx, client, allowEvicting); err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
-			return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis"))
+			return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
 		}
 		return exit(ExitFailed, err)
 	}
@@ -179,7 +179,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 	case errors.Is(err, barrier.ErrInvalid):
 		return exit(ExitUsage, err)
 	case errors.Is(err, store.ErrUnavailable):
-		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis"))
+		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
 	case err != nil:
 		return exit(ExitFailed, err)
 	}

@@ -750,3 +750,28 @@ func TestBreakerPausesAndResumeRearms(t *testing.T) {
 	}
 	tb.checkDelivered(t)
 }
+
+// TestUnreachableRedisSaysItOnce: a command that cannot reach Redis prints
+// its failure code with the address it tried, and nothing of the Redis
+// client's own retry lines (they were printed on stderr, one per dial).
+func TestUnreachableRedisSaysItOnce(t *testing.T) {
+	t.Parallel()
+	addr, err := testenv.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "checkpoint", "check", "--redis", "redis://"+addr+"/0", "--key", "k", "--token", "t", "--snapshot", "s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "detail: reach Redis at "+addr) || !strings.Contains(stdout.String(), "failed: store_unavailable:") {
+		t.Fatalf("stdout:\n%s", stdout.String())
+	}
+	if strings.Contains(stderr.String(), "pool.go") || strings.Contains(stderr.String(), "redis: ") {
+		t.Fatalf("the Redis client's own lines reached stderr:\n%s", stderr.String())
+	}
+}
