@@ -45,8 +45,9 @@
 //     the profile in the job and its original payload, and counted in
 //     failed_count. A job may fail whole (Options.JobFailRate): it ends
 //     "cancelled" (the spec's statuses are queued, processing, complete and
-//     cancelled) with nothing of it applied. Profiles are added to the job's
-//     lists.
+//     cancelled) with nothing of it applied. A job may also be refused whole
+//     before it is queued (Options.JobRefuseRate): 400, as Klaviyo answers a
+//     job whose body it will not take. Profiles are added to the job's lists.
 //   - POST /api/profile-subscription-bulk-delete-jobs (at most 100 profiles)
 //     unsubscribes from email marketing and removes from the given list, as
 //     the spec documents, including its warnings: a profile not in the list
@@ -137,6 +138,10 @@ type Options struct {
 	// JobFailRate is the fraction of jobs that fail whole (cancelled,
 	// nothing applied).
 	JobFailRate float64
+	// JobRefuseRate is the fraction of bulk import job requests refused
+	// whole with 400 before anything is queued (a client then has to send
+	// the profiles another way).
+	JobRefuseRate float64
 	// OmitErrorPayload leaves import errors' original_payload null (the
 	// spec makes it nullable): the profile is named by its JSON pointer only.
 	OmitErrorPayload bool
@@ -161,6 +166,7 @@ type Stats struct {
 	RateLimited      int64            `json:"rate_limited"`      // 429s sent
 	JobsCreated      int64            `json:"jobs_created"`
 	JobsFailed       int64            `json:"jobs_failed"`
+	JobsRefused      int64            `json:"jobs_refused"` // job requests refused whole (JobRefuseRate)
 	ImportErrors     int64            `json:"import_errors"`
 	ListRemovals     int64            `json:"list_removals"`
 	Unsubscribed     int64            `json:"unsubscribed"`

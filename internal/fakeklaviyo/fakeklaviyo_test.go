@@ -198,6 +198,19 @@ func TestFailedJobAppliesNothing(t *testing.T) {
 	}
 }
 
+func TestRefusedJobQueuesNothing(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{JobRefuseRate: 1})
+	body := `{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[{"type":"profile","attributes":{"email":"a@example.com"}}]}}}}`
+	status, _, doc := c.do(http.MethodPost, "/api/profile-bulk-import-jobs", body)
+	errs, _ := doc["errors"].([]any)
+	if status != http.StatusBadRequest || len(errs) != 1 {
+		t.Fatalf("%d %v, want 400 with one error", status, doc)
+	}
+	if st := s.Stats(); st.JobsRefused != 1 || st.JobsCreated != 0 || st.Profiles != 0 {
+		t.Errorf("stats %+v: want one job refused, none created, nothing applied", st)
+	}
+}
+
 func TestRateLimitsPerAccountBurstAndSteady(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	_, c := start(t, fakeklaviyo.Options{Clock: clk, EnforceRateLimits: true})

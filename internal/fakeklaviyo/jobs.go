@@ -72,6 +72,18 @@ func (s *Server) createJob(c *call) {
 		s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "A job takes 1 to 10,000 profiles.", map[string]any{"pointer": "/data/attributes/profiles/data"})
 		return
 	}
+	s.mu.Lock()
+	refuse := s.opts.JobRefuseRate > 0 && s.rng.Float64() < s.opts.JobRefuseRate
+	if refuse {
+		s.stats.JobsRefused++
+	}
+	s.mu.Unlock()
+	if refuse {
+		// Refused as a whole, before its lists are looked up: nothing queued.
+		s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "The bulk import job was refused.",
+			map[string]any{"pointer": "/data/attributes/profiles/data"})
+		return
+	}
 	j := &job{created: c.now, readyAt: c.now.Add(s.opts.JobDelay), status: JobQueued}
 	for _, l := range doc.Data.Relationships.Lists.Data {
 		if s.lists != nil && !s.lists[l.ID] {

@@ -38,6 +38,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.DurationVar(&o.JobDelay, "job-delay", o.JobDelay, "how long a bulk import job runs before it is applied (0 = before the 202)")
 	fs.Float64Var(&o.JobSkipRate, "job-skip-rate", o.JobSkipRate, "fraction (0..1) of a job's valid profiles it refuses (import errors)")
 	fs.Float64Var(&o.JobFailRate, "job-fail-rate", o.JobFailRate, "fraction (0..1) of jobs that fail whole (cancelled, nothing applied)")
+	fs.Float64Var(&o.JobRefuseRate, "job-refuse-rate", o.JobRefuseRate, "fraction (0..1) of bulk import job requests refused whole with 400 (the client falls back to one profile import per record)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 }
 
