@@ -55,6 +55,10 @@
 //     unsubscribed (both counted: GlobalUnsubscribes). The job is applied
 //     before the 202 (the spec gives it no id to poll).
 //   - GET /api/profiles/{id}/relationships/lists lists a profile's lists.
+//   - POST /api/lists/{id}/relationships/profiles adds profiles, by id, to a
+//     list (204). The embedded spec has no list endpoints: this one is
+//     modelled on Klaviyo's API reference ("Add Profiles to List"), its
+//     request checked by hand (lists.go).
 //   - Faults: 503 storms (ErrorRate), injected 429s (RateLimitRate), slow
 //     answers (Latency), slow writes whose answer comes after the write
 //     (WriteLatency), writes held past their client's timeout and applied
@@ -70,7 +74,8 @@
 // lower-cased; only the attributes of the spec's profile object are kept
 // (no subscriptions beyond what unsubscribing sets, no predictive
 // analytics); the spec has no list endpoints, so lists exist as ids only
-// (Options.Lists: the ones that exist; nil: any).
+// (Options.Lists: the ones that exist; nil: any), and adding profiles to one
+// follows Klaviyo's API reference rather than the spec.
 package fakeklaviyo
 
 import (
@@ -169,6 +174,7 @@ type Stats struct {
 	JobsRefused      int64            `json:"jobs_refused"` // job requests refused whole (JobRefuseRate)
 	ImportErrors     int64            `json:"import_errors"`
 	ListRemovals     int64            `json:"list_removals"`
+	ListAdditions    int64            `json:"list_additions"` // profiles added to a list by POST /api/lists/{id}/relationships/profiles
 	Unsubscribed     int64            `json:"unsubscribed"`
 	GlobalUnsubs     int64            `json:"global_unsubscribes"` // profiles unsubscribed outside the list (the spec's warning)
 	SpecErrors       int64            `json:"spec_errors"`         // responses of the fake off the spec

@@ -334,3 +334,54 @@ func TestBulkJobNullDoesNotClear(t *testing.T) {
 		t.Errorf("a profile import's null did not clear properties.plan: %v", p.Properties["plan"])
 	}
 }
+
+// TestAddProfilesToList: POST /api/lists/{id}/relationships/profiles, which
+// the fake models on Klaviyo's API reference (not in the embedded spec):
+// 204 without a body, idempotent, 1 to 1000 profiles, 404 for a list the
+// account does not have, 400 for a body off the documented shape, paced at
+// 10/s and 150/m.
+func TestAddProfilesToList(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, c := start(t, fakeklaviyo.Options{Clock: clk, Lists: []string{"L1"}, EnforceRateLimits: true})
+	id := s.AddProfile("a@example.com", nil)
+	before, _ := s.Profile("a@example.com")
+	clk.Advance(time.Minute)
+	body := `{"data":[{"type":"profile","id":"` + id + `"}]}`
+	for round := 0; round < 2; round++ {
+		status, h, doc := c.do(http.MethodPost, "/api/lists/L1/relationships/profiles", body)
+		if status != http.StatusNoContent || doc != nil || h.Get("RateLimit-Limit") != "150" {
+			t.Fatalf("round %d: %d %v RateLimit-Limit %q, want 204 without a body, paced at 150/m", round, status, doc, h.Get("RateLimit-Limit"))
+		}
+	}
+	p, _ := s.Profile("a@example.com")
+	if len(p.Lists) != 1 || p.Lists[0] != "L1" || !p.Updated.Equal(before.Updated) {
+		t.Errorf("profile %+v: want in L1 once, updated time unchanged", p)
+	}
+	if st := s.Stats(); st.ListAdditions != 1 || st.ByRoute["POST /api/lists/{id}/relationships/profiles"] != 2 || st.Invalid != 0 {
+		t.Errorf("stats %+v: want one addition over two calls, none invalid", st)
+	}
+	if status, _, _ := c.do(http.MethodPost, "/api/lists/Nope/relationships/profiles", body); status != http.StatusNotFound {
+		t.Errorf("unknown list: %d, want 404", status)
+	}
+	many := `{"data":[` + strings.Repeat(`{"type":"profile","id":"`+id+`"},`, 1000) + `{"type":"profile","id":"` + id + `"}]}`
+	for name, b := range map[string]string{
+		"more than 1000":  many,
+		"none":            `{"data":[]}`,
+		"unknown profile": `{"data":[{"type":"profile","id":"01NOPE"}]}`,
+		"no id":           `{"data":[{"type":"profile"}]}`,
+		"not an array":    `{"data":{"type":"profile","id":"` + id + `"}}`,
+	} {
+		if status, _, doc := c.do(http.MethodPost, "/api/lists/L1/relationships/profiles", b); status != http.StatusBadRequest || doc["errors"] == nil {
+			t.Errorf("%s: %d %v, want 400 with Klaviyo's error document", name, status, doc)
+		}
+	}
+	if n := s.Stats().Invalid; n != 2 {
+		t.Errorf("invalid_requests = %d, want 2 (the bodies off the documented shape)", n)
+	}
+	for i := 0; i < 10; i++ { // 8 calls so far this second, the refused ones among them
+		c.do(http.MethodPost, "/api/lists/L1/relationships/profiles", body)
+	}
+	if status, h, _ := c.do(http.MethodPost, "/api/lists/L1/relationships/profiles", body); status != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+		t.Errorf("past 10 a second: %d, want 429 with Retry-After", status)
+	}
+}
