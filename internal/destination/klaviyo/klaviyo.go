@@ -1,9 +1,11 @@
 // Package klaviyo writes mapped records to Klaviyo profiles, following
 // Klaviyo's public OpenAPI spec of its profile endpoints (revision
 // 2026-07-15; internal/fakeklaviyo embeds it and checks every request
-// against it). Every request carries the revision header, the private key
-// as "Authorization: Klaviyo-API-Key ..." and JSON:API bodies, and goes
-// through the shared HTTP layer (internal/apiclient).
+// against it), and Klaviyo's API reference for the one list endpoint that
+// spec lacks (adding profiles to a list; the fake models it by hand). Every
+// request carries the revision header, the private key as "Authorization:
+// Klaviyo-API-Key ..." and JSON:API bodies, and goes through the shared HTTP
+// layer (internal/apiclient).
 //
 // Paths (docs/guide.md#write-modes):
 //   - upsert, single: POST /api/profile-import, one call per record
@@ -13,7 +15,11 @@
 //     5 MB a job), adding the profiles to list_id; Klaviyo answers 202 with a
 //     job id and every record is Accepted. Outcomes polls that job only and
 //     reads its import errors: Delivered, Rejected (Klaviyo's reason, no
-//     e-mail address in it), or NotSent for a job that failed whole.
+//     e-mail address in it), or NotSent for a job that failed whole. A job
+//     Klaviyo refuses whole (400, 413, 422) is resent one profile import
+//     per record, and the profiles imported are then added to list_id (POST
+//     /api/lists/{id}/relationships/profiles, 1000 a call): Delivered only
+//     once in the list, Rejected, or NotSent (writeFallback).
 //   - update: the profile is looked up by e-mail (GET /api/profiles with
 //     filter equals(email,...)) and patched (PATCH /api/profiles/{id}); none:
 //     Delivered, skipped. create: POST /api/profiles; 409 duplicate:
@@ -60,6 +66,11 @@ const (
 	jobRate = 2.5
 	// listsRate paces GET /api/profiles/{id}/relationships/lists: 60/min.
 	listsRate = 1
+	// listAddRate paces POST /api/lists/{id}/relationships/profiles: steady
+	// 150/min (Klaviyo's API reference, Add Profiles to List).
+	listAddRate = 2.5
+	// maxListAdd is that endpoint's limit of profiles per call.
+	maxListAdd = 1000
 	// MaxJobProfiles and MaxJobBody are a bulk import job's limits (10,000
 	// profiles, 5 MB; a margin is kept under the latter).
 	MaxJobProfiles = 10_000
@@ -119,7 +130,7 @@ type Destination struct {
 	ownClient                            bool
 	sleep                                func(context.Context, time.Duration) error
 	verifyWait                           time.Duration
-	profiles, jobs, lists                *apiclient.Client
+	profiles, jobs, lists, listAdds      *apiclient.Client
 }
 
 var (
@@ -216,10 +227,11 @@ func New(p Params) (*Destination, error) {
 		})
 	}
 	// The job and list endpoints are paced in proportion to the profile
-	// endpoints (Klaviyo's steady limits: 150 and 60 against 750 a minute),
-	// so rate_limit raises or lowers them all alike.
+	// endpoints (Klaviyo's steady limits: 150, 60 and 150 against 750 a
+	// minute), so rate_limit raises or lowers them all alike.
 	scale := rate / DefaultRateLimit
 	d.profiles, d.jobs, d.lists = newClient("profiles", rate), newClient("jobs", jobRate*scale), newClient("lists", listsRate*scale)
+	d.listAdds = newClient("list-adds", listAddRate*scale)
 	return d, nil
 }
 
@@ -281,6 +293,9 @@ type request struct {
 	route  string
 	query  url.Values
 	body   []byte
+	// idempotent: a write that changes nothing when applied twice, so its
+	// lost answer is retried rather than read back.
+	idempotent bool
 }
 
 // do sends req. It returns the 2xx answer, an *APIError for a 4xx the
@@ -305,7 +320,7 @@ func (d *Destination) do(ctx context.Context, req request) (*apiclient.Response,
 	res, err := c.Do(ctx, apiclient.Request{Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
 		// A read is safe to repeat; a write whose answer was lost is read
 		// back instead (docs/guide.md#the-ledger-and-its-retention).
-		Idempotent: req.method == http.MethodGet})
+		Idempotent: req.method == http.MethodGet || req.idempotent})
 	if err != nil {
 		return nil, err
 	}

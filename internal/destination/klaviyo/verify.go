@@ -138,7 +138,8 @@ func (d *Destination) readError(err error) error {
 // job that never reached Klaviyo. Its lists are read (GET
 // /api/profiles/{id}/relationships/lists, one request a profile at 60 a
 // minute, as Remove reads them) only then: a job that reached Klaviyo
-// updated its profiles after since.
+// updated its profiles after since. (The profile imports that stand in for
+// a job Klaviyo refused whole leave no record in doubt: writeFallback.)
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {

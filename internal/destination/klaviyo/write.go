@@ -214,7 +214,7 @@ func (d *Destination) updateOne(ctx context.Context, r destination.Record, p pro
 // MaxJobBody each). Each is Accepted with its job id as Ref. A job Klaviyo
 // refuses whole for its content (400, 413, 422) is resent one profile
 // import per record, so that only the bad record is rejected with
-// Klaviyo's message (those profiles are then not added to list_id).
+// Klaviyo's message (writeFallback).
 func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
 	recs, out, err := d.clearFirst(ctx, recs, ps)
 	if err != nil || len(recs) == 0 {
@@ -251,9 +251,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 			return append(out, notSent(recs[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
 				"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
 		case errors.As(err, &e) && err == error(e) && recordLevel(e):
-			res, err := d.writeEach(ctx, chunk, func(ctx context.Context, r destination.Record) (destination.Result, error) {
-				return d.importOne(ctx, r, ps[r.Key])
-			})
+			res, err := d.writeFallback(ctx, chunk, ps)
 			out = append(out, res...)
 			if err != nil {
 				return append(out, notSent(recs[to:])...), err
@@ -283,6 +281,85 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 		from = to
 	}
 	return out, nil
+}
+
+// writeFallback sends recs, whose job Klaviyo refused whole, one profile
+// import each, then adds the profiles imported to list_id, which a job
+// would have done and a profile import does not (POST
+// /api/lists/{id}/relationships/profiles, by profile id). A record is
+// Delivered only once its profile is in the list, or Rejected with
+// Klaviyo's reason; any other is NotSent, to go out again (in a job, which
+// adds it to the list). That includes an import or a list addition whose
+// outcome is unknown: read back, such a record would be taken for landed
+// without the list, as Verify reads a profile updated since the write as
+// one a job wrote (docs/guide.md#klaviyo-bulk-import-jobs-accepted-then-delivered-or-rejected).
+// Sending it again writes the same values a second time at worst.
+func (d *Destination) writeFallback(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
+	res, err := d.writeEach(ctx, recs, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+		return d.importOne(ctx, r, ps[r.Key])
+	})
+	got := make(map[string]destination.Result, len(res))
+	var ids []string // once each: records may share an e-mail
+	seen := map[string]bool{}
+	for _, x := range res {
+		got[x.Key] = x
+		if x.Outcome == destination.Delivered && !seen[x.Ref] {
+			seen[x.Ref] = true
+			ids = append(ids, x.Ref)
+		}
+	}
+	var listed map[string]bool
+	if err == nil {
+		listed, err = d.addToList(ctx, ids)
+	}
+	out := make([]destination.Result, 0, len(recs))
+	for _, r := range recs {
+		x, ok := got[r.Key]
+		switch {
+		case ok && x.Outcome == destination.Rejected,
+			ok && x.Outcome == destination.Delivered && listed[x.Ref]:
+			out = append(out, x)
+		default:
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+		}
+	}
+	return out, err
+}
+
+// addToList adds the profiles ids to list_id, maxListAdd a call, and
+// returns those it added before an error. Adding a profile already in the
+// list changes nothing, so a lost answer is retried in-run.
+func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]bool, error) {
+	const route = "POST /api/lists/{id}/relationships/profiles"
+	added := make(map[string]bool, len(ids))
+	for from := 0; from < len(ids); from += maxListAdd {
+		chunk := ids[from:min(from+maxListAdd, len(ids))]
+		data := make([]map[string]string, len(chunk))
+		for i, id := range chunk {
+			data[i] = map[string]string{"type": "profile", "id": id}
+		}
+		res, err := d.do(ctx, request{client: d.listAdds, method: http.MethodPost, route: route,
+			path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
+			body: marshal(map[string]any{"data": data}), idempotent: true})
+		var e *APIError
+		switch {
+		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+			return added, failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
+				"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
+		case errors.As(err, &e) && err == error(e):
+			return added, d.pageFailure(e)
+		case err != nil:
+			return added, err
+		case res.Status != http.StatusNoContent:
+			// Klaviyo answers 204; anything else is not its answer.
+			return added, failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
+				"klaviyo answered %s with HTTP %d, not 204; check the destination's base_url", route, res.Status)
+		}
+		for _, id := range chunk {
+			added[id] = true
+		}
+	}
+	return added, nil
 }
 
 // clearFirst clears, before recs go out in jobs, each field a record
