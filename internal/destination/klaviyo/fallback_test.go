@@ -2,6 +2,7 @@ package klaviyo_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -92,20 +93,75 @@ func TestFallbackListAdditionRetried(t *testing.T) {
 	}
 }
 
-// TestFallbackNeverDeliveredOutsideTheList: when the records cannot join
-// list_id (Klaviyo has no such list), or a profile import's outcome is
-// unknown, no record is counted delivered and none is left in doubt: each
-// is not sent (to go out again) or rejected, and the page fails.
+// TestFallbackNeverDeliveredOutsideTheList: a record whose profile import
+// landed but whose profile could not join list_id is never counted
+// delivered, and never sent again (its write landed): it is accepted under
+// a list reference, and Outcomes adds it to the list once it can. With no
+// such list, the page fails with the fix to make. An import answered 500
+// (applied, outcome unknown) has no result: the runner reads it back.
 func TestFallbackNeverDeliveredOutsideTheList(t *testing.T) {
 	t.Parallel()
+	t.Run("list addition fails, then succeeds", func(t *testing.T) {
+		t.Parallel()
+		var failing atomic.Bool
+		failing.Store(true)
+		b := setup(t, fakeklaviyo.Options{JobRefuseRate: 1}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+		// Klaviyo's list endpoint answers 503 (nothing applied) for a while.
+		wrap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/api/lists/") && failing.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			b.fake.ServeHTTP(w, r)
+		}))
+		t.Cleanup(wrap.Close)
+		dest, err := klaviyo.New(klaviyo.Params{APIKey: apiKey, BaseURL: wrap.URL, Clock: b.clk, Sleep: b.sleeps.sleep,
+			ListID: listID, Mode: klaviyo.ModeBulk, MaxRetries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dest.Close() })
+		b.dest = dest
+		recs := records(4)
+		res, err := b.dest.Write(t.Context(), recs)
+		if err != nil {
+			t.Fatalf("Write: %v (the records are accounted for: accepted)", err)
+		}
+		refs := map[string][]destination.Record{}
+		for _, r := range recs {
+			g := byKey(t, recs, res)[r.Key]
+			if g.Outcome != destination.Accepted || !strings.HasPrefix(g.Ref, "list-add:") {
+				t.Fatalf("%+v, want accepted under a list reference", g)
+			}
+			refs[g.Ref] = append(refs[g.Ref], r)
+		}
+		failing.Store(false)
+		for ref, rs := range refs {
+			out, done, err := b.dest.Outcomes(t.Context(), ref, rs)
+			if err != nil || !done || len(out) != len(rs) || out[0].Outcome != destination.Delivered {
+				t.Fatalf("Outcomes(%s) = %+v, %v, %v; want delivered", ref, out, done, err)
+			}
+		}
+		for _, r := range recs {
+			if p, _ := b.fake.Profile(emailOf(r)); !slices.Contains(p.Lists, listID) {
+				t.Errorf("%s not in list_id after Outcomes: %v", emailOf(r), p.Lists)
+			}
+		}
+		if st := b.fake.Stats(); st.ByRoute["POST /api/profile-import"] != int64(len(recs)) || st.DuplicateWrites != 0 {
+			t.Errorf("stats %+v: want each profile imported once", st)
+		}
+	})
 	for _, tc := range []struct {
 		name string
 		opts fakeklaviyo.Options
 		p    klaviyo.Params
 		code failure.Code
+		// accepted: every record is accepted under a list reference; else
+		// none has a result.
+		accepted bool
 	}{
-		{"no such list", fakeklaviyo.Options{Lists: []string{"Real"}}, klaviyo.Params{ListID: "Nope"}, failure.InvalidSyncDefinition},
-		{"import answered 500", fakeklaviyo.Options{ErrorAfterWriteRate: 1}, klaviyo.Params{}, failure.DestinationUnavailable},
+		{"no such list", fakeklaviyo.Options{Lists: []string{"Real"}}, klaviyo.Params{ListID: "Nope"}, failure.InvalidSyncDefinition, true},
+		{"import answered 500", fakeklaviyo.Options{ErrorAfterWriteRate: 1}, klaviyo.Params{}, failure.DestinationUnavailable, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,10 +173,13 @@ func TestFallbackNeverDeliveredOutsideTheList(t *testing.T) {
 			if failure.CodeOf(err) != tc.code {
 				t.Fatalf("Write error %v, want %s", err, tc.code)
 			}
-			for _, r := range byKey(t, recs, res) {
-				if r.Outcome != destination.NotSent {
-					t.Errorf("%+v, want not sent", r)
+			for _, r := range res {
+				if !tc.accepted || r.Outcome != destination.Accepted || !strings.HasPrefix(r.Ref, "list-add:") {
+					t.Errorf("%+v: want accepted under a list reference (never delivered outside the list)", r)
 				}
+			}
+			if want := map[bool]int{true: len(recs)}[tc.accepted]; len(res) != want {
+				t.Errorf("%d results, want %d (an import whose outcome is unknown is read back)", len(res), want)
 			}
 		})
 	}

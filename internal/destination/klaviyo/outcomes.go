@@ -83,6 +83,9 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	if strings.TrimSpace(ref) == "" {
 		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")
 	}
+	if strings.HasPrefix(ref, listRefPrefix) {
+		return d.listOutcomes(ctx, ref, recs)
+	}
 	j, err := d.getJob(ctx, ref)
 	if err != nil {
 		return nil, false, err

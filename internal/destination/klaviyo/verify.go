@@ -138,8 +138,11 @@ func (d *Destination) readError(err error) error {
 // job that never reached Klaviyo. Its lists are read (GET
 // /api/profiles/{id}/relationships/lists, one request a profile at 60 a
 // minute, as Remove reads them) only then: a job that reached Klaviyo
-// updated its profiles after since. (The profile imports that stand in for
-// a job Klaviyo refused whole leave no record in doubt: writeFallback.)
+// updated its profiles after since. Not covered: a profile import standing
+// in for a job Klaviyo refused whole (writeFallback) whose answer was lost
+// and that landed reads back as delivered without list_id, since it
+// updated the profile; it needs a refused job and a lost answer at once
+// (docs/RELIABILITY.md#not-covered-yet).
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -286,23 +287,22 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 // writeFallback sends recs, whose job Klaviyo refused whole, one profile
 // import each, then adds the profiles imported to list_id, which a job
 // would have done and a profile import does not (POST
-// /api/lists/{id}/relationships/profiles, by profile id). A record is
-// Delivered only once its profile is in the list, or Rejected with
-// Klaviyo's reason; any other is NotSent, to go out again (in a job, which
-// adds it to the list). That includes an import or a list addition whose
-// outcome is unknown: read back, such a record would be taken for landed
-// without the list, as Verify reads a profile updated since the write as
-// one a job wrote (docs/guide.md#klaviyo-bulk-import-jobs-accepted-then-delivered-or-rejected).
-// Sending it again writes the same values a second time at worst.
+// /api/lists/{id}/relationships/profiles, by profile id). A record whose
+// profile is in the list is Delivered; one refused is Rejected. One whose
+// profile was written but not yet added (the addition failed, or the page
+// failed before it) is Accepted under a list reference (listRef): the
+// write landed and must not be sent again, and Outcomes settles it by
+// adding it to the list, in this run's poller or the next run's
+// (docs/guide.md#klaviyo-bulk-import-jobs-accepted-then-delivered-or-rejected).
+// An import whose outcome is unknown has no result and is read back, as on
+// the single path.
 func (d *Destination) writeFallback(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
 	res, err := d.writeEach(ctx, recs, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 		return d.importOne(ctx, r, ps[r.Key])
 	})
-	got := make(map[string]destination.Result, len(res))
 	var ids []string // once each: records may share an e-mail
 	seen := map[string]bool{}
 	for _, x := range res {
-		got[x.Key] = x
 		if x.Outcome == destination.Delivered && !seen[x.Ref] {
 			seen[x.Ref] = true
 			ids = append(ids, x.Ref)
@@ -310,20 +310,43 @@ func (d *Destination) writeFallback(ctx context.Context, recs []destination.Reco
 	}
 	var listed map[string]bool
 	if err == nil {
-		listed, err = d.addToList(ctx, ids)
-	}
-	out := make([]destination.Result, 0, len(recs))
-	for _, r := range recs {
-		x, ok := got[r.Key]
-		switch {
-		case ok && x.Outcome == destination.Rejected,
-			ok && x.Outcome == destination.Delivered && listed[x.Ref]:
-			out = append(out, x)
-		default:
-			out = append(out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+		var lerr error
+		listed, lerr = d.addToList(ctx, ids)
+		if failure.CodeOf(lerr) == failure.InvalidSyncDefinition {
+			err = lerr // no such list: the page fails with the fix to make
 		}
+		// Any other failure leaves the records accepted, added by Outcomes.
+	}
+	out := make([]destination.Result, 0, len(res))
+	for _, x := range res {
+		if x.Outcome == destination.Delivered && !listed[x.Ref] {
+			x = destination.Result{Key: x.Key, Outcome: destination.Accepted, Ref: listRefPrefix + x.Ref}
+		}
+		out = append(out, x)
 	}
 	return out, err
+}
+
+// listRefPrefix marks an Accepted record's reference as a profile written
+// by a profile import and still to be added to list_id (the rest is the
+// profile's id), where a bulk job's reference is the job's id.
+const listRefPrefix = "list-add:"
+
+// listOutcomes settles records accepted under a list reference: once their
+// profile is added to list_id they are Delivered.
+func (d *Destination) listOutcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
+	id := strings.TrimPrefix(ref, listRefPrefix)
+	if id == "" {
+		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for a list reference without a profile id")
+	}
+	if _, err := d.addToList(ctx, []string{id}); err != nil {
+		return nil, false, err
+	}
+	out := make([]destination.Result, len(recs))
+	for i, r := range recs {
+		out[i] = destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: id}
+	}
+	return out, true, nil
 }
 
 // addToList adds the profiles ids to list_id, maxListAdd a call, and
