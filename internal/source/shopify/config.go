@@ -20,18 +20,26 @@ type Config struct {
 	ShopURL     string
 	AccessToken string
 	APIVersion  string
+	// Lookback is cursor_lookback (DefaultLookback when not set; 0 is none).
+	Lookback config.OptionalDuration
 }
 
 func (Kind) Type() string               { return "shopify" }
 func (Kind) NewSpec() config.SourceSpec { return &Config{} }
-func (Kind) SourceKeys() []string       { return []string{"shop_url", "access_token", "api_version"} }
-func (Kind) SecretKeys() []string       { return []string{"access_token"} }
+func (Kind) SourceKeys() []string {
+	return []string{"shop_url", "access_token", "api_version", "cursor_lookback"}
+}
+func (Kind) SecretKeys() []string { return []string{"access_token"} }
 
 // New builds a sync's shopify source (nothing is requested yet).
 func (Kind) New(_ context.Context, s config.Source, _ string) (source.Source, error) {
 	c := s.Spec.(*Config)
+	lookback := c.Lookback.Or(DefaultLookback)
+	if lookback == 0 {
+		lookback = -1 // cursor_lookback: 0 is none
+	}
 	return New(Params{ShopURL: c.ShopURL, Token: c.AccessToken, APIVersion: c.APIVersion, Identity: s.Identity,
-		MaxRecordBytes: s.MaxRecordBytes})
+		MaxRecordBytes: s.MaxRecordBytes, Lookback: lookback})
 }
 
 func (c *Config) Decode(key string, v config.Value) {
@@ -42,6 +50,8 @@ func (c *Config) Decode(key string, v config.Value) {
 		c.AccessToken = v.String()
 	case "api_version":
 		c.APIVersion = v.String()
+	case "cursor_lookback":
+		c.Lookback.Decode(v)
 	}
 }
 
@@ -58,6 +68,9 @@ func (c *Config) Check(s *config.Source, k *config.Checker) {
 	k.Required("source.access_token", c.AccessToken, "is required for shopify sources (an Admin API access token, e.g. ${SHOPIFY_TOKEN})")
 	if k.Has("source.api_version") && !versionRE.MatchString(c.APIVersion) {
 		k.Report("source.api_version", "must be a Shopify API version like "+DefaultAPIVersion+" (YYYY-01, -04, -07 or -10) or unstable, got "+k.Show("source.api_version", c.APIVersion))
+	}
+	if c.Lookback.Set && c.Lookback.D < 0 {
+		k.Report("source.cursor_lookback", "must be 0 (off) or a duration like 15m, got "+c.Lookback.String())
 	}
 	switch strings.TrimSpace(s.Identity) {
 	case "":
@@ -132,7 +145,8 @@ func (c *Config) Redacted() config.SourceSpec {
 // of it.
 func (c *Config) Definition(common []config.Field) []config.Field {
 	out := common
-	for _, f := range []config.Field{{Key: "shop_url", Value: c.ShopURL}, {Key: "api_version", Value: c.APIVersion}} {
+	for _, f := range []config.Field{{Key: "shop_url", Value: c.ShopURL}, {Key: "api_version", Value: c.APIVersion},
+		{Key: "cursor_lookback", Value: c.Lookback.String()}} {
 		if f.Value != "" {
 			out = append(out, f)
 		}

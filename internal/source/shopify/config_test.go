@@ -51,6 +51,30 @@ func TestConfigDefaultsAndSecrets(t *testing.T) {
 	}
 }
 
+// TestConfigLookback: cursor_lookback is read, kept in the definition when
+// written, and absent from it otherwise (definitions written before it
+// existed do not change).
+func TestConfigLookback(t *testing.T) {
+	cfg, err := parse(t, `{type: shopify, shop_url: https://acme.myshopify.com, access_token: x, cursor_lookback: 30m}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Syncs[0].Source.Spec.(*shopify.Config)
+	if !c.Lookback.Set || c.Lookback.D.Minutes() != 30 {
+		t.Fatalf("lookback %+v", c.Lookback)
+	}
+	if def, _ := cfg.Syncs[0].DefinitionJSON(); !strings.Contains(def, "cursor_lookback") {
+		t.Fatalf("definition %s lacks cursor_lookback", def)
+	}
+	cfg, err = parse(t, `{type: shopify, shop_url: https://acme.myshopify.com, access_token: x}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def, _ := cfg.Syncs[0].DefinitionJSON(); strings.Contains(def, "cursor_lookback") {
+		t.Fatalf("definition %s holds an unwritten cursor_lookback", def)
+	}
+}
+
 func TestConfigProblems(t *testing.T) {
 	for _, tc := range []struct{ source, want string }{
 		{`{type: shopify, access_token: x}`, "syncs[0].source.shop_url: is required"},
@@ -58,6 +82,7 @@ func TestConfigProblems(t *testing.T) {
 		{`{type: shopify, shop_url: http://a.myshopify.com, access_token: x}`, "must be https://"},
 		{`{type: shopify, shop_url: https://a.myshopify.com/admin, access_token: x}`, "the shop's address only"},
 		{`{type: shopify, shop_url: https://a.myshopify.com, access_token: x, api_version: "2025-13"}`, "source.api_version: must be a Shopify API version"},
+		{`{type: shopify, shop_url: https://a.myshopify.com, access_token: x, cursor_lookback: -1m}`, "source.cursor_lookback: must be 0 (off) or a duration"},
 		{`{type: shopify, shop_url: https://a.myshopify.com, access_token: x, identity: email}`, "source.identity: must be id"},
 		{`{type: shopify, shop_url: https://a.myshopify.com, access_token: x, page_size: 500}`, "source.page_size: must be at most 250"},
 		{`{type: shopify, shop_url: https://a.myshopify.com, access_token: x, path: a.csv}`, "source.path: is not used by shopify sources"},

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,14 +23,15 @@ const cursorPrefix = "shopify1:"
 // Encoded as "shopify1:" + unpadded base64url of its JSON.
 type position struct {
 	// Floor is the instant this pass starts from (RFC 3339), "" for every
-	// customer; the pass asks for customers updated from lookBack before it.
+	// customer; the pass asks for customers updated from Params.Lookback
+	// before it.
 	Floor string `json:"f,omitempty"`
 	// After is Shopify's cursor after the last customer read in this pass,
 	// "" at the pass's start.
 	After string `json:"a,omitempty"`
 	// Last is the latest updatedAt read.
 	Last string `json:"u,omitempty"`
-	// Seen are the customers read whose updatedAt is within lookBack of
+	// Seen are the customers read whose updatedAt is within window of
 	// Last, as "unixtime:id:hash" (the newest maxSeen): the next pass skips
 	// those it reads unchanged.
 	Seen []string `json:"s,omitempty"`
@@ -39,6 +41,9 @@ type position struct {
 	// read costs, only those still in the window when the cursor is written
 	// need it.
 	pending []pendingRec
+	// window is how far before Last Seen reaches: the source's look-back
+	// (Params.Lookback), at least seenWindow; not saved.
+	window time.Duration
 }
 
 type pendingRec struct {
@@ -89,9 +94,13 @@ func parseCursor(s string) (position, error) {
 			}
 		}
 	}
+	// Re-encoded with a window that prunes nothing: the cursor was pruned
+	// to its writer's look-back, which may be longer than this one's.
+	p.window = math.MaxInt64
 	if p.String() != s {
 		return bad("not in canonical form")
 	}
+	p.window = 0
 	return p, nil
 }
 
@@ -128,7 +137,7 @@ func (p *position) saw(rec source.Record, key string, at time.Time) {
 // prune forgets what fell out of the window before Last, and keeps the
 // newest maxSeen; with hash, it moves pending customers into Seen.
 func (p *position) prune(hash bool) {
-	from := p.last().Add(-lookBack)
+	from := p.last().Add(-max(p.window, seenWindow))
 	seen := p.Seen[:0:0]
 	for _, k := range p.Seen {
 		unix, _, _ := strings.Cut(k, ":")
@@ -182,7 +191,7 @@ func (p *position) flush() {
 func (p position) nextPass() position {
 	p.flush()
 	if p.Last == "" {
-		return position{Floor: p.Floor}
+		return position{Floor: p.Floor, window: p.window}
 	}
-	return position{Floor: p.Last, Last: p.Last, Prev: p.Seen}
+	return position{Floor: p.Last, Last: p.Last, Prev: p.Seen, window: p.window}
 }

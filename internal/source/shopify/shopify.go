@@ -52,13 +52,21 @@ const (
 	maxBody = 32 << 20
 	// maxThrottled bounds THROTTLED answers in a row for one request.
 	maxThrottled = 20
-	// lookBack is how far before the last instant read the next pass
-	// starts: the query filter reads Shopify's search index, which follows
-	// writes with a delay that is not the same for every customer, so a
-	// customer updated just before that instant may be indexed after the
-	// pass went by. Those customers are read again (the ledger finds the
-	// unchanged ones and sends nothing).
-	lookBack = time.Minute
+	// DefaultLookback is how far before the last instant read the next
+	// pass starts (cursor_lookback): the query filter reads Shopify's
+	// search index, which follows writes with a delay that is not the same
+	// for every customer and that Shopify does not bound, so a customer
+	// updated before that instant may be indexed after the pass went by.
+	// Those customers are read again (the ledger finds the unchanged ones
+	// and sends nothing). One minute lost a customer indexed three minutes
+	// late (TestIndexLagWithinTheLookback); lags of many minutes are
+	// reported (docs/guide.md#sources).
+	DefaultLookback = 15 * time.Minute
+	// seenWindow is the least a cursor's memory of the customers read
+	// reaches before the last instant read (else the look-back), so that
+	// the next pass skips those it reads unchanged; more than maxSeen of
+	// them are read again and replayed from the ledger.
+	seenWindow = time.Minute
 	// maxSeen bounds the customers of the look-back window a cursor
 	// remembers (the newest); the others are read again at the next run
 	// (the ledger finds them unchanged and sends nothing).
@@ -78,6 +86,9 @@ type Params struct {
 	// MaxRecordBytes bounds each record's JSON size (0 = 1 MiB); a larger
 	// customer fails the page with source.ErrInvalid.
 	MaxRecordBytes int
+	// Lookback is how far before the last customer read a pass starts
+	// (cursor_lookback; 0 = DefaultLookback, negative = none).
+	Lookback time.Duration
 	// Client, Clock, Sleep, Backoff and MaxRetries are apiclient's (tests
 	// inject a fake clock and a Sleep that advances it).
 	Client     *http.Client
@@ -110,6 +121,12 @@ func New(p Params) (*Source, error) {
 	}
 	if p.MaxRecordBytes <= 0 {
 		p.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	switch {
+	case p.Lookback == 0:
+		p.Lookback = DefaultLookback
+	case p.Lookback < 0:
+		p.Lookback = 0
 	}
 	if p.Clock == nil {
 		p.Clock = clock.Real{}
@@ -247,6 +264,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 	if err != nil {
 		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
 	}
+	pos.window = s.p.Lookback
 	size = min(max(size, 1), MaxPageSize)
 	page := source.Page{Cursor: cursor}
 	for {
@@ -256,7 +274,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		}
 		if pos.Floor != "" {
 			floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
-			vars["query"] = "updated_at:>='" + floor.Add(-lookBack).UTC().Format(time.RFC3339) + "'"
+			vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
 		}
 		var data struct {
 			Customers *struct {

@@ -333,7 +333,7 @@ func TestMaxRecordBytes(t *testing.T) {
 // changed since, each once, including changes in the very second the
 // previous pass ended at, and never an unchanged one.
 func TestIncrementalRuns(t *testing.T) {
-	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{Lookback: time.Minute})
 	seeded := e.fake.Seed(30)
 	id := func(i int) int64 { return seeded[i].ID }
 	recs, next := e.readAll(t, "", 7)
@@ -410,9 +410,9 @@ func TestChangedDuringAPass(t *testing.T) {
 // TestManyCustomersAtTheBoundary: more customers share the last instant
 // than a cursor remembers (64): the next pass reads the others again
 // rather than miss one, and once the instant is out of the look-back
-// window nothing is read.
+// window (a minute here) nothing is read.
 func TestManyCustomersAtTheBoundary(t *testing.T) {
-	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{Lookback: time.Minute})
 	e.fake.Seed(100)
 	recs, next := e.readAll(t, "", 30)
 	if len(recs) != 100 {
@@ -536,5 +536,43 @@ func TestDescribeCursor(t *testing.T) {
 		if got := c.DescribeCursor(nil, cursor); got != want {
 			t.Errorf("DescribeCursor(%q) = %q, want %q", cursor, got, want)
 		}
+	}
+}
+
+// TestIndexLagWithinTheLookback: Shopify's search index follows writes with
+// a delay it does not bound. A customer updated at U but indexed three
+// minutes later, while a customer updated after U+1m was indexed at once,
+// must still be read by a later pass: with the one-minute look-back it was
+// never read again (an independent check, 2026-12-04); cursor_lookback
+// (default 15m) covers it, and a configured one-minute look-back does not.
+func TestIndexLagWithinTheLookback(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		lookback time.Duration
+		wantRead bool
+	}{
+		{"default", 0, true},
+		{"one minute", time.Minute, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, fakeshopify.Options{}, shopify.Params{Lookback: tt.lookback})
+			seeded := e.fake.Seed(10)
+			_, next := e.readAll(t, "", 4)
+			e.clock.Advance(10 * time.Minute)
+			late := seeded[3].ID
+			e.fake.Update(late, func(c *fakeshopify.Customer) { c.FirstName = "Indexed 3 minutes late" })
+			e.fake.DelayIndex(late, e.clock.Now().Add(3*time.Minute))
+			e.clock.Advance(70 * time.Second)
+			e.fake.Update(seeded[7].ID, func(c *fakeshopify.Customer) { c.FirstName = "Indexed at once" })
+			recs, next := e.readAll(t, next, 4)
+			if got := ids(recs); !slices.Equal(got, []string{itoa(seeded[7].ID)}) {
+				t.Fatalf("second pass read %v", got)
+			}
+			e.clock.Advance(5 * time.Minute) // now indexed
+			recs, _ = e.readAll(t, next, 4)
+			if got := slices.Contains(ids(recs), itoa(late)); got != tt.wantRead {
+				t.Fatalf("customer %d indexed 3 min late: read by the third pass %v, want %v (it read %v)", late, got, tt.wantRead, ids(recs))
+			}
+		})
 	}
 }
