@@ -72,6 +72,9 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 	if ck, ok := built.Source.(source.CursorKind); ok {
 		if col, typ, lb := ck.CursorKind(); typ != "" {
 			lines = append(lines, cursorLine(built.Source.ID(), col, typ, lb))
+			if l := localTimeLine(built.Source.ID(), col, typ); l != "" {
+				lines = append(lines, l)
+			}
 		}
 	}
 	c, ok := built.Destination.(destination.Checker)
@@ -83,6 +86,21 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		lines = append(lines, "ok  "+l)
 	}
 	return lines, err
+}
+
+// localTimeLine is a notice for a cursor column that holds a time without
+// a zone (MySQL DATETIME, PostgreSQL timestamp): a writer stamping it with
+// its local clock (ON UPDATE CURRENT_TIMESTAMP, now()) in a zone that
+// leaves summer time stamps the next hour's rows below rows already read,
+// and a lookback shorter than that hour does not read them again
+// (docs/guide.md#rows-committed-late). "" for other types.
+func localTimeLine(id, column, typ string) string {
+	if typ != "DATETIME" && typ != "timestamp" {
+		return ""
+	}
+	return fmt.Sprintf("--  source %s: cursor_column %s is a %s, a time without a zone: if it is stamped in a zone with summer time, "+
+		"rows written in the hour after the clocks go back sort below rows already read and are not read again; "+
+		"store UTC (TIMESTAMP in MySQL, timestamptz in PostgreSQL) or set cursor_lookback to 65m", id, column, typ)
 }
 
 // cursorLine says whether a keyset source reads rows committed late again

@@ -62,4 +62,11 @@ func TestCursorLine(t *testing.T) {
 	if got := cursorLine("mysql:db:3306/crm/people", "id", "BIGINT", ""); !strings.HasPrefix(got, "--  source mysql:db:3306/crm/people: cursor_column id is a BIGINT: no lookback applies") {
 		t.Errorf("without: %q", got)
 	}
+	// A time without a zone (an independent check, 2026-12-04: a DATETIME
+	// stamped in local time lost rows when summer time ended).
+	for typ, want := range map[string]bool{"DATETIME": true, "timestamp": true, "TIMESTAMP": false, "timestamptz": false, "BIGINT": false} {
+		if got := localTimeLine("s", "updated_at", typ); (got != "") != want || (want && !strings.Contains(got, "summer time")) {
+			t.Errorf("localTimeLine(%s) = %q", typ, got)
+		}
+	}
 }
