@@ -167,6 +167,35 @@ func TestReadPageErrors(t *testing.T) {
 			t.Fatalf("page at the tie: %v, want ErrInvalid", err)
 		}
 	})
+	t.Run("a tie in the collation fails, never skips", func(t *testing.T) {
+		// 'BOB@x.io' and 'bob@x.io' differ in bytes and are one value in a
+		// _ci collation, which the next page's ">" compares in: the second
+		// was skipped without an error (an independent check, 2026-12-04).
+		// Values that differ in the collation too are read, all of them.
+		b.exec(t, "CREATE TABLE ci (email VARCHAR(100) COLLATE utf8mb4_general_ci NOT NULL, v INT, KEY (email))",
+			"INSERT INTO ci VALUES ('BOB@x.io', 1), ('bob@x.io', 2), ('carol@x.io', 3), ('Dave@x.io', 4), ('eve@x.io', 5)")
+		src := b.newSource(t, mysql.Params{Table: "ci", CursorColumn: "email"})
+		page, err := src.ReadPage(ctx, "", 1)
+		if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "share the key") {
+			t.Fatalf("page at the tie: %v (read %v), want ErrInvalid", err, column(page.Records, "v"))
+		}
+		b.exec(t, "DELETE FROM ci WHERE v = 2")
+		var vs []string
+		for cursor := ""; ; {
+			page, err := src.ReadPage(ctx, cursor, 1)
+			if err != nil {
+				t.Fatalf("after the tie was gone: %v", err)
+			}
+			vs = append(vs, column(page.Records, "v")...)
+			if page.End {
+				break
+			}
+			cursor = page.Next
+		}
+		if len(vs) != 4 {
+			t.Fatalf("read v=%v; want the 4 rows", vs)
+		}
+	})
 	t.Run("a cursor of another type", func(t *testing.T) {
 		b.exec(t, "CREATE TABLE retyped (k INT NOT NULL PRIMARY KEY)", "INSERT INTO retyped VALUES (1), (2), (3)")
 		src := b.newSource(t, mysql.Params{Table: "retyped", CursorColumn: "k"})

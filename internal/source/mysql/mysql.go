@@ -691,6 +691,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	last := pos
 	more := false
+	maybeTie := false // the row after the page may equal the last in a text key's collation
 	sc := newScanner(len(r.names))
 	for rows.Next() {
 		if err := sc.scan(rows); err != nil {
@@ -705,9 +706,9 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 			// The row after the page: if it has the page's last key, the
 			// keys are not unique and the next page would skip it.
 			if sameKey(last, key) {
-				return source.Page{}, fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
-					strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+				return source.Page{}, s.tieError()
 			}
+			maybeTie = collatedOnly(last, key)
 			more = true
 			break
 		}
@@ -721,6 +722,23 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return source.Page{}, err
+	}
+	if maybeTie {
+		// 'bob' and 'BOB' differ in bytes but are one value in a _ci
+		// collation, which the next page's ">" compares in: ask the server
+		// whether two rows hold the last key (an independent check,
+		// 2026-12-04, skipped a row here without an error).
+		lastLits, err := s.literals(last)
+		if err != nil {
+			return source.Page{}, err
+		}
+		var n int
+		if err := conn.QueryRowContext(ctx, s.tieSQL(cond, lastLits)).Scan(&n); err != nil {
+			return source.Page{}, err
+		}
+		if n > 1 {
+			return source.Page{}, s.tieError()
+		}
 	}
 	page.Next = last.String()
 	if more {
@@ -816,6 +834,49 @@ func (s *Source) lookbackFrom(p position) position {
 	out := slices.Clone(p)
 	out[0].Text = text
 	return out
+}
+
+// tieError is the failure of two rows sharing the key at a page boundary.
+func (s *Source) tieError() error {
+	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
+		strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+}
+
+// tieSQL counts (up to 2) the rows that match cond whose key equals the
+// literals lits, compared as the page's keyset compares: in the columns'
+// collations.
+func (s *Source) tieSQL(cond string, lits []string) string {
+	var b strings.Builder
+	b.WriteString("SELECT COUNT(*) FROM (" + s.base)
+	if cond != "" {
+		b.WriteString(" AND (" + cond + ")")
+	}
+	for k, lit := range lits {
+		b.WriteString(" AND " + col(s.keys[k]) + " = " + lit)
+	}
+	b.WriteString(" LIMIT 2) AS `tie`")
+	return b.String()
+}
+
+// collatedOnly reports whether a and b differ only in text keys (CHAR,
+// VARCHAR, TEXT, ENUM, SET), which a collation may compare equal although
+// their bytes differ (case, accents, trailing spaces); every other key type
+// prints one value one way.
+func collatedOnly(a, b position) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	differ := false
+	for i := range a {
+		if a[i] == b[i] {
+			continue
+		}
+		if t := a[i].Type; kindOf(t) != kindText || t == "DATE" || t == "TIME" || t != b[i].Type {
+			return false
+		}
+		differ = true
+	}
+	return differ
 }
 
 func sameKey(a, b position) bool {
