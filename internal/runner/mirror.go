@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -227,8 +228,9 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Keys: keys, Results: results}); err != nil {
 		return 0, storeFailure(ctx, err, "claim the removals")
 	}
-	res, werr := r.remover.Remove(r.destCtx(ctx), rms)
-	r.rec.Requests++
+	var requests atomic.Int64
+	res, werr := r.remover.Remove(destination.WithRequestCount(r.destCtx(ctx), &requests), rms)
+	r.rec.Requests += requests.Load()
 	var (
 		fin     []store.LedgerFinish
 		removed int64
