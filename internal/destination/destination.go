@@ -289,6 +289,18 @@ type Remover interface {
 }
 
 // Removal is one record to remove.
+// QueuedRemover is a Remover whose destination queues a removal and
+// applies it after answering (Klaviyo's unsubscribe job), where applying
+// one twice can do harm (Klaviyo unsubscribes globally a profile its job
+// finds outside the list, as an earlier job of the same removal leaves
+// it). A removal an earlier run sent, whose answer was not recorded, is not
+// sent again until RemovalGrace has passed since that run claimed it: by
+// then the earlier one has run, or never will (docs/guide.md#write-modes).
+type QueuedRemover interface {
+	Remover
+	RemovalGrace() time.Duration
+}
+
 type Removal struct {
 	// Key is the removal's delivery key (hex, no personal data).
 	Key string

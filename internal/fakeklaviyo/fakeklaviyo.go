@@ -53,7 +53,9 @@
 //     the spec documents, including its warnings: a profile not in the list
 //     is unsubscribed globally, a profile not found is created and then
 //     unsubscribed (both counted: GlobalUnsubscribes). The job is applied
-//     before the 202 (the spec gives it no id to poll).
+//     before the 202, or UnsubscribeDelay after it, as Klaviyo queues it
+//     (the spec gives it no id to poll); whether a profile is in the list is
+//     decided when it is applied.
 //   - GET /api/profiles/{id}/relationships/lists lists a profile's lists.
 //   - POST /api/lists/{id}/relationships/profiles adds profiles, by id, to a
 //     list (204). The embedded spec has no list endpoints: this one is
@@ -137,6 +139,12 @@ type Options struct {
 	// JobDelay is how long a bulk import job runs before it is applied (0:
 	// applied before the 202).
 	JobDelay time.Duration
+	// UnsubscribeDelay is how long an unsubscribe job (POST
+	// /api/profile-subscription-bulk-delete-jobs) waits before it is
+	// applied (0: before the 202). Klaviyo queues it: a profile it finds
+	// outside the list then, because an earlier job took it out, is
+	// unsubscribed globally.
+	UnsubscribeDelay time.Duration
 	// JobSkipRate is the fraction of a job's valid profiles it refuses
 	// (listed as import errors).
 	JobSkipRate float64

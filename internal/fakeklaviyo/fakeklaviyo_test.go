@@ -277,6 +277,30 @@ func TestUnsubscribeOnlyFromTheListAndCountsGlobalOnes(t *testing.T) {
 	}
 }
 
+// TestQueuedUnsubscribeSentTwiceUnsubscribesGlobally: Klaviyo queues an
+// unsubscribe job; a second one for a profile still in the list (the first
+// not applied yet) finds it outside the list when it runs, and unsubscribes
+// it globally: the harm a removal sent again too soon does.
+func TestQueuedUnsubscribeSentTwiceUnsubscribesGlobally(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	s, c := start(t, fakeklaviyo.Options{UnsubscribeDelay: time.Minute, Clock: clk})
+	s.AddProfile("in@example.com", nil, "L1")
+	body := `{"data":{"type":"profile-subscription-bulk-delete-job","attributes":{"profiles":{"data":[{"type":"profile","attributes":{"email":"in@example.com",` +
+		`"subscriptions":{"email":{"marketing":{"consent":"UNSUBSCRIBED"}}}}}]}},"relationships":{"list":{"data":{"type":"list","id":"L1"}}}}}`
+	for range 2 {
+		if status, _, _ := c.do(http.MethodPost, "/api/profile-subscription-bulk-delete-jobs", body); status != http.StatusAccepted {
+			t.Fatalf("unsubscribe: %d", status)
+		}
+	}
+	if p, _ := s.Profile("in@example.com"); len(p.Lists) != 1 || p.Unsubscribed {
+		t.Fatalf("profile %+v before the jobs ran: want still in L1", p)
+	}
+	clk.Advance(2 * time.Minute)
+	if st := s.Stats(); st.ListRemovals != 1 || st.GlobalUnsubs != 1 {
+		t.Fatalf("stats %+v: want 1 list removal, then 1 global unsubscribe", st)
+	}
+}
+
 // TestResponsesAreCheckedToo: the validator the fake checks its answers
 // with refuses an answer off the spec (a profile without its links, a job
 // status the spec does not list).

@@ -123,6 +123,15 @@ func (s *Server) createJob(c *call) {
 // advanceLocked applies every job whose delay is over, in the order they
 // were created.
 func (s *Server) advanceLocked(now time.Time) {
+	unsubs := s.st.unsubs[:0]
+	for _, u := range s.st.unsubs {
+		if now.Before(u.readyAt) {
+			unsubs = append(unsubs, u)
+			continue
+		}
+		s.applyUnsubLocked(u, u.readyAt)
+	}
+	s.st.unsubs = unsubs
 	rest := s.st.scheduled[:0]
 	for _, j := range s.st.scheduled {
 		if now.Before(j.readyAt) {
@@ -348,16 +357,44 @@ func (s *Server) unsubscribe(c *call) {
 			return
 		}
 	}
+	emails := make([]string, len(ps))
+	for i, p := range ps {
+		emails[i] = normEmail(p.Attributes["email"].(string))
+	}
+	u := unsubJob{emails: emails, list: list, readyAt: c.now.Add(s.opts.UnsubscribeDelay)}
 	s.mu.Lock()
-	for _, p := range ps {
-		email := normEmail(p.Attributes["email"].(string))
+	if s.opts.UnsubscribeDelay > 0 {
+		s.advanceLocked(c.now)
+		s.st.unsubs = append(s.st.unsubs, u)
+	} else {
+		s.applyUnsubLocked(u, c.now)
+	}
+	s.mu.Unlock()
+	if !s.afterWrite(c) {
+		return
+	}
+	s.respond(c, http.StatusAccepted, nil)
+}
+
+// unsubJob is an unsubscribe job queued (Options.UnsubscribeDelay).
+type unsubJob struct {
+	emails  []string
+	list    string
+	readyAt time.Time
+}
+
+// applyUnsubLocked applies an unsubscribe job: each profile leaves the
+// list, or, not in it (or not found: created first), is unsubscribed
+// globally, as the spec warns.
+func (s *Server) applyUnsubLocked(u unsubJob, now time.Time) {
+	for _, email := range u.emails {
 		prof := s.st.byEmail[email]
 		if prof == nil {
 			// As documented: a profile not found is created, then unsubscribed.
-			prof = s.createLocked(map[string]any{"email": email}, c.now, "unsubscribe")
+			prof = s.createLocked(map[string]any{"email": email}, now, "unsubscribe")
 		}
-		if list != "" && prof.lists[list] {
-			delete(prof.lists, list)
+		if u.list != "" && prof.lists[u.list] {
+			delete(prof.lists, u.list)
 			s.stats.ListRemovals++
 		} else {
 			// As documented: not in the list, it is unsubscribed globally.
@@ -367,13 +404,8 @@ func (s *Server) unsubscribe(c *call) {
 			prof.unsubbed = true
 			s.stats.Unsubscribed++
 		}
-		prof.updated = c.now
+		prof.updated = now
 	}
-	s.mu.Unlock()
-	if !s.afterWrite(c) {
-		return
-	}
-	s.respond(c, http.StatusAccepted, nil)
 }
 
 // Job returns a job's status, counts and errors' details (tests).

@@ -28,7 +28,8 @@ type state struct {
 	byPhone   map[string]*profile
 	jobs      map[string]*job
 	jobOrder  []*job
-	scheduled []*job // not applied yet
+	scheduled []*job     // not applied yet
+	unsubs    []unsubJob // unsubscribe jobs not applied yet, in order
 }
 
 func newState() *state {

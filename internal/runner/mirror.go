@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -196,6 +197,11 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, 
 			"%d of the sync's %d delivered records are gone from the source; max_removals %s allows %d",
 			len(gs), total, r.Sync.Mirror.Bound, allowed))
 	}
+	if qr, ok := r.remover.(destination.QueuedRemover); ok {
+		if gs, err = r.deferQueued(ctx, gs, qr.RemovalGrace()); err != nil {
+			return 0, err
+		}
+	}
 	for rest := gs; len(rest) > 0; {
 		n := min(len(rest), r.Sync.PageSize)
 		batch := rest[:n]
@@ -208,6 +214,37 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, 
 	}
 	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
 	return removed, nil
+}
+
+// deferQueued drops from gs the removals an earlier run claimed less than
+// grace ago and left pending (sent, its answer never recorded): the
+// destination may still hold that request in its queue
+// (destination.QueuedRemover). A later run sends them once the grace has
+// passed, or finds them done.
+func (r *run) deferQueued(ctx context.Context, gs []gone, grace time.Duration) ([]gone, error) {
+	keys := make([]string, len(gs))
+	for i, g := range gs {
+		keys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
+	}
+	es, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+	if err != nil {
+		return nil, storeFailure(ctx, err, "read the removals in flight")
+	}
+	now := r.Clock.Now()
+	out := gs[:0:0]
+	waiting := 0
+	for i, g := range gs {
+		if e, ok := es[keys[i]]; ok && e.State == store.LedgerPending && e.RunID != r.rec.ID && now.Sub(e.ClaimedAt) < grace {
+			waiting++
+			continue
+		}
+		out = append(out, g)
+	}
+	if waiting > 0 {
+		r.Logger.Info("removals an earlier run sent may still be queued at the destination; sent again once their grace has passed",
+			"sync", r.Sync.ID, "run", r.rec.ID, "removals", waiting, "grace", grace)
+	}
+	return out, nil
 }
 
 func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {

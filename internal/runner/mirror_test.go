@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -320,5 +321,69 @@ func writeMirrorRows(t *testing.T, path string, rows map[int]string) {
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// queuedMirror is memMirror at a destination that queues removals
+// (destination.QueuedRemover), counting the removals it is asked for.
+type queuedMirror struct {
+	*memMirror
+	grace time.Duration
+	asked int
+}
+
+func (d *queuedMirror) RemovalGrace() time.Duration { return d.grace }
+
+func (d *queuedMirror) Remove(ctx context.Context, rms []destination.Removal) ([]destination.Result, error) {
+	d.mu.Lock()
+	d.asked += len(rms)
+	d.mu.Unlock()
+	return d.memMirror.Remove(ctx, rms)
+}
+
+// TestQueuedRemovalsWaitForTheirGrace: at a destination that queues
+// removals (Klaviyo's unsubscribe jobs), a removal whose answer was lost is
+// not sent again by the next run while the earlier one may still be queued
+// (Klaviyo would find the profile gone from the list and unsubscribe it
+// globally); a run after the grace sends it.
+func TestQueuedRemovalsWaitForTheirGrace(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 100, destination.CapVerify)
+	d := &queuedMirror{memMirror: &memMirror{memDest: tb.dest, present: map[string]bool{}, removed: map[string]int{}}, grace: 10 * time.Minute}
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.Destination = d
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		return p
+	}
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= 90; i++ {
+		fmt.Fprintf(&b, "%d,c%05d@example.com,N%d\n", i, i, i)
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.loseNext = true
+	if _, err := Run(context.Background(), params()); failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("the run whose removal answer was lost: %v", err)
+	}
+	if d.asked != 10 {
+		t.Fatalf("%d removals asked for, want 10", d.asked)
+	}
+	tb.clock.Advance(time.Minute)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if d.asked != 10 {
+		t.Fatalf("a run a minute later sent %d removals again; want none within the grace", d.asked-10)
+	}
+	tb.clock.Advance(10 * time.Minute)
+	r, err := Run(context.Background(), params())
+	if err != nil || !strings.Contains(r.FailureDetail, "removed 10") || d.asked != 20 {
+		t.Fatalf("the run after the grace: %v %+v, %d asked; want the 10 sent again and recorded", err, r, d.asked)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -13,6 +14,16 @@ import (
 
 // maxUnsubscribe is Klaviyo's limit of profiles per unsubscribe call.
 const maxUnsubscribe = 100
+
+// unsubscribeGrace is how long a removal sent by an earlier run, whose answer
+// was not recorded, waits before it is sent again (RemovalGrace): Klaviyo
+// queues an unsubscribe job, and a second job that runs after the first took
+// the profile out of the list unsubscribes it globally.
+const unsubscribeGrace = 10 * time.Minute
+
+// RemovalGrace makes the runner wait unsubscribeGrace before it sends again
+// a removal an earlier run may have queued (destination.QueuedRemover).
+func (d *Destination) RemovalGrace() time.Duration { return unsubscribeGrace }
 
 // Handle is the record's e-mail address, lower-cased: what Remove finds
 // the profile by.

@@ -367,6 +367,13 @@ func TestMirrorRemovesFromTheListOnly(t *testing.T) {
 	if err != nil || h != "user3@example.com" {
 		t.Errorf("Handle = %q, %v", h, err)
 	}
+	// Klaviyo queues unsubscribe jobs: a removal sent again before the first
+	// ran would unsubscribe the profile globally (fakeklaviyo
+	// TestQueuedUnsubscribeSentTwiceUnsubscribesGlobally), so the runner
+	// must wait before sending one again.
+	if qr, ok := any(b.dest).(destination.QueuedRemover); !ok || qr.RemovalGrace() < 5*time.Minute {
+		t.Errorf("klaviyo is not a QueuedRemover with a grace of minutes (ok %v)", ok)
+	}
 }
 
 func TestRateLimitIsWaitedOut(t *testing.T) {
