@@ -28,7 +28,11 @@ steady rate limits per API key (429 with Retry-After).
 Bulk import jobs are asynchronous: 202 with a job id, queued then processing
 for --job-delay, then complete; profiles they refuse (an invalid or
 --refuse-email address, a share set by --job-skip-rate) are listed as import
-errors; --job-fail-rate makes jobs fail whole (cancelled, nothing applied).
+errors; --job-fail-rate makes jobs fail whole (cancelled, nothing applied);
+--job-refuse-rate refuses job requests whole (400). Unsubscribe jobs are queued
+for --unsubscribe-delay too, and a profile one finds out of its list then is
+unsubscribed globally, as Klaviyo's spec warns. Profiles are added to a list
+with POST /api/lists/{id}/relationships/profiles.
 
 GET /_stats returns JSON counters: requests, profiles_written, profiles,
 duplicate_writes (a profile written again with exactly what it had),

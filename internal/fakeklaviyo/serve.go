@@ -16,11 +16,14 @@ import (
 const DefaultJobDelay = 50 * time.Millisecond
 
 // RegisterFlags registers the fake's options on fs, writing into o. Request
-// validation and rate limits are on by default; --job-delay defaults to
-// DefaultJobDelay.
+// validation and rate limits are on by default; --job-delay and
+// --unsubscribe-delay default to DefaultJobDelay.
 func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	if o.JobDelay == 0 {
 		o.JobDelay = DefaultJobDelay
+	}
+	if o.UnsubscribeDelay == 0 {
+		o.UnsubscribeDelay = DefaultJobDelay
 	}
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "the only private API key accepted (401 otherwise); empty accepts any")
 	fs.BoolVar(&o.Validate, "validate", true, "check every /api request against Klaviyo's API spec (400 when it does not conform)")
@@ -39,6 +42,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.Float64Var(&o.JobSkipRate, "job-skip-rate", o.JobSkipRate, "fraction (0..1) of a job's valid profiles it refuses (import errors)")
 	fs.Float64Var(&o.JobFailRate, "job-fail-rate", o.JobFailRate, "fraction (0..1) of jobs that fail whole (cancelled, nothing applied)")
 	fs.Float64Var(&o.JobRefuseRate, "job-refuse-rate", o.JobRefuseRate, "fraction (0..1) of bulk import job requests refused whole with 400 (the client falls back to one profile import per record)")
+	fs.DurationVar(&o.UnsubscribeDelay, "unsubscribe-delay", o.UnsubscribeDelay, "how long an unsubscribe job waits before it is applied (0 = before the 202); one that then finds a profile out of the list unsubscribes it globally")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 }
 
