@@ -288,7 +288,6 @@ type Remover interface {
 	Remove(ctx context.Context, rms []Removal) ([]Result, error)
 }
 
-// Removal is one record to remove.
 // QueuedRemover is a Remover whose destination queues a removal and
 // applies it after answering (Klaviyo's unsubscribe job), where applying
 // one twice can do harm (Klaviyo unsubscribes globally a profile its job
@@ -301,6 +300,7 @@ type QueuedRemover interface {
 	RemovalGrace() time.Duration
 }
 
+// Removal is one record to remove.
 type Removal struct {
 	// Key is the removal's delivery key (hex, no personal data).
 	Key string

@@ -364,8 +364,7 @@ func (s *Server) unsubscribe(c *call) {
 	u := unsubJob{emails: emails, list: list, readyAt: c.now.Add(s.opts.UnsubscribeDelay)}
 	s.mu.Lock()
 	if s.opts.UnsubscribeDelay > 0 {
-		s.advanceLocked(c.now)
-		s.st.unsubs = append(s.st.unsubs, u)
+		s.st.unsubs = append(s.st.unsubs, u) // after the jobs serveAPI applied for c.now
 	} else {
 		s.applyUnsubLocked(u, c.now)
 	}

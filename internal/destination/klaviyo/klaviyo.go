@@ -18,8 +18,9 @@
 //     e-mail address in it), or NotSent for a job that failed whole. A job
 //     Klaviyo refuses whole (400, 413, 422) is resent one profile import
 //     per record, and the profiles imported are then added to list_id (POST
-//     /api/lists/{id}/relationships/profiles, 1000 a call): Delivered only
-//     once in the list, Rejected, or NotSent (writeFallback).
+//     /api/lists/{id}/relationships/profiles, 1000 a call): Delivered once
+//     in the list, Rejected, or Accepted under a list-add: reference until
+//     Outcomes adds it (writeFallback).
 //   - update: the profile is looked up by e-mail (GET /api/profiles with
 //     filter equals(email,...)) and patched (PATCH /api/profiles/{id}); none:
 //     Delivered, skipped. create: POST /api/profiles; 409 duplicate:

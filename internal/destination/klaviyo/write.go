@@ -249,8 +249,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 		var e *APIError
 		switch {
 		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
-			return append(out, notSent(recs[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
-				"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
+			return append(out, notSent(recs[from:])...), d.noList(e)
 		case errors.As(err, &e) && err == error(e) && recordLevel(e):
 			res, err := d.writeFallback(ctx, chunk, ps)
 			out = append(out, res...)
@@ -367,8 +366,7 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 		var e *APIError
 		switch {
 		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
-			return added, failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
-				"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
+			return added, d.noList(e)
 		case errors.As(err, &e) && err == error(e):
 			return added, d.pageFailure(e)
 		case err != nil:
@@ -383,6 +381,13 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 		}
 	}
 	return added, nil
+}
+
+// noList is the failure of a write naming a list_id Klaviyo does not have
+// (its 404 e).
+func (d *Destination) noList(e *APIError) error {
+	return failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
+		"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
 }
 
 // clearFirst clears, before recs go out in jobs, each field a record
