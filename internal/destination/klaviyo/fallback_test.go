@@ -184,3 +184,41 @@ func TestFallbackNeverDeliveredOutsideTheList(t *testing.T) {
 		})
 	}
 }
+
+// TestFallbackReadBackJoinsTheList: the profile imports standing in for a
+// refused job land but their answers are lost, so the records have no
+// result and are read back. The profiles hold the values and were updated
+// since the write: the read-back must not count them delivered outside
+// list_id, it adds them to the list (and writes no profile again).
+func TestFallbackReadBackJoinsTheList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{JobRefuseRate: 1, AfterWrite: func(r *http.Request) {
+		if r.URL.Path == "/api/profile-import" || r.URL.Path == "/api/profile-import/" {
+			panic(http.ErrAbortHandler) // applied, its answer cut
+		}
+	}}, klaviyo.Params{Mode: klaviyo.ModeBulk, MaxRetries: 1})
+	recs := records(3)
+	since := b.clk.Now()
+	res, err := b.dest.Write(t.Context(), recs)
+	if err == nil || len(res) != 0 {
+		t.Fatalf("Write = %+v, %v; want no result and an error (every answer lost)", res, err)
+	}
+	for _, r := range recs {
+		if p, ok := b.fake.Profile(emailOf(r)); !ok || slices.Contains(p.Lists, listID) {
+			t.Fatalf("%s: found %v, lists %v; want written outside the list before the read-back", emailOf(r), ok, p.Lists)
+		}
+	}
+	landed, err := b.dest.Verify(t.Context(), recs, since)
+	if err != nil || len(landed) != len(recs) {
+		t.Fatalf("Verify = %d of %d landed, %v", len(landed), len(recs), err)
+	}
+	for _, r := range recs {
+		if p, _ := b.fake.Profile(emailOf(r)); !slices.Contains(p.Lists, listID) {
+			t.Errorf("%s read back as landed but its lists are %v, want %s among them", emailOf(r), p.Lists, listID)
+		}
+	}
+	checkValues(t, b.fake, recs)
+	if st := b.fake.Stats(); st.DuplicateWrites != 0 {
+		t.Errorf("stats %+v: want no profile written twice", st)
+	}
+}

@@ -2,6 +2,7 @@ package klaviyo_test
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -469,7 +470,11 @@ func TestUnknownListFailsTheBulkWrite(t *testing.T) {
 // records landed, so they are not sent twice.
 func TestVerifyWaitsForARunningJob(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Second, DropResponseRate: 1}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Second, AfterWrite: func(r *http.Request) {
+		if r.URL.Path == "/api/profile-bulk-import-jobs" {
+			panic(http.ErrAbortHandler) // the job's answer is lost
+		}
+	}}, klaviyo.Params{Mode: klaviyo.ModeBulk})
 	recs := records(20)
 	res, err := b.dest.Write(t.Context(), recs)
 	if !errors.Is(err, klaviyo.ErrOutcomeUnknown) || len(res) != 0 {

@@ -137,12 +137,12 @@ func (d *Destination) readError(err error) error {
 // until a job of ours adds it, so values alone would settle as delivered a
 // job that never reached Klaviyo. Its lists are read (GET
 // /api/profiles/{id}/relationships/lists, one request a profile at 60 a
-// minute, as Remove reads them) only then: a job that reached Klaviyo
-// updated its profiles after since. Not covered: a profile import standing
-// in for a job Klaviyo refused whole (writeFallback) whose answer was lost
-// and that landed reads back as delivered without list_id, since it
-// updated the profile; it needs a refused job and a lost answer at once
-// (docs/RELIABILITY.md#not-covered-yet).
+// minute, as Remove reads them) only then. A profile that holds the values
+// and was updated after since is added to list_id (1,000 a request, a
+// no-op for a member): a job that reached Klaviyo added it already, but a
+// profile import standing in for a refused job (writeFallback) or a
+// clearing import (clearFirst) whose answer was lost, or another tool,
+// updated it without adding it, and a record is delivered only in the list.
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {
@@ -159,11 +159,31 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 			return nil, err
 		}
 	}
-	var listed func(found) bool
+	var (
+		listed func(found) bool
+		join   []string // profiles updated since: added to the list below
+		seen   = map[string]bool{}
+	)
 	if d.bulk() && d.listID != "" {
-		listed = func(f found) bool { return !updatedBefore(f, since) }
+		listed = func(f found) bool {
+			if updatedBefore(f, since) {
+				return false
+			}
+			if !seen[f.id] {
+				seen[f.id] = true
+				join = append(join, f.id)
+			}
+			return true
+		}
 	}
-	return d.readBack(ctx, recs, listed)
+	landed, err := d.readBack(ctx, recs, listed)
+	if err != nil || len(join) == 0 {
+		return landed, err
+	}
+	if _, err := d.addToList(ctx, join); err != nil {
+		return nil, err
+	}
+	return landed, nil
 }
 
 // updatedBefore says whether Klaviyo last updated f before t (Klaviyo's
