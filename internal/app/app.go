@@ -48,7 +48,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 		}
 		return st, nil
 	case postgres.IsURL(cfg.Store):
-		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk, Schema: StoreSchema(cfg.Store)})
+		// Machines' clocks may disagree: leases go on the server's, unless a
+		// test's fake clock drives them.
+		_, wall := clk.(clock.Real)
+		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk, Schema: StoreSchema(cfg.Store),
+			ServerTime: wall})
 		if err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
 		}

@@ -539,12 +539,12 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 			return lease.Grant{}, m.mapErr(ctx, "acquire", p.SyncID, err)
 		}
 		if status(res) == 1 && len(res) == 5 {
-			fence, sec, usec := toInt(res[1]), toInt(res[2]), toInt(res[3])
+			fence := toInt(res[1]) // res[2], res[3]: Redis's time, not compared with ours (ownClock)
 			return lease.Grant{
 				SyncID:    p.SyncID,
 				Token:     token,
 				Fence:     fence,
-				ExpiresAt: redisTime(sec, usec).Add(time.Duration(ttlMS) * time.Millisecond),
+				ExpiresAt: ownClock(ttlMS),
 				FreeFor:   time.Duration(max(toInt(res[4]), 0)) * time.Microsecond,
 			}, nil
 		}
@@ -628,8 +628,8 @@ func (m *Manager) quarantine(ctx context.Context, g lease.Grant, quarantineMS in
 }
 
 // Renew extends g by ttl if g still holds the lease; the new expiry is
-// Redis's time plus ttl. An expired, released or taken lease gives an error
-// wrapping lease.ErrLost.
+// this machine's time plus ttl (ownClock). An expired, released or taken
+// lease gives an error wrapping lease.ErrLost.
 func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
 	ttlMS, err := m.check(g.SyncID, ttl)
 	if err != nil {
@@ -640,7 +640,7 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 		return g, m.mapErr(ctx, "renew", g.SyncID, err)
 	}
 	if status(res) == 1 && len(res) == 3 {
-		g.ExpiresAt = redisTime(toInt(res[1]), toInt(res[2])).Add(time.Duration(ttlMS) * time.Millisecond)
+		g.ExpiresAt = ownClock(ttlMS)
 		return g, nil
 	}
 	why := "expired or released"
@@ -662,8 +662,8 @@ func (m *Manager) Release(ctx context.Context, g lease.Grant) error {
 	return nil
 }
 
-// Get returns syncID's current lease (ExpiresAt from Redis's time and the
-// key's remaining TTL), or an error wrapping store.ErrNotFound when it is free
+// Get returns syncID's current lease (ExpiresAt: the key's remaining TTL
+// from now, on this machine's clock), or an error wrapping store.ErrNotFound when it is free
 // or expired, or a *lease.QuarantineError when Redis lost the sync's lease
 // data less than one TTL ago (the holder from before the loss may still be
 // writing): a missing lease is proved free in the store first, and a loss
@@ -744,7 +744,7 @@ func heldLease(syncID string, res []any) store.Lease {
 	runID, _ := strconv.ParseInt(toString(res[4]), 10, 64)
 	l := store.Lease{SyncID: syncID, Token: toString(res[1]), Fence: fence, Holder: toString(res[3]), RunID: runID}
 	if pttl := toInt(res[5]); pttl >= 0 {
-		l.ExpiresAt = redisTime(toInt(res[6]), toInt(res[7])).Add(time.Duration(pttl) * time.Millisecond)
+		l.ExpiresAt = ownClock(pttl)
 	}
 	return l
 }
@@ -822,6 +822,17 @@ func status(res []any) int64 {
 }
 
 func redisTime(sec, usec int64) time.Time { return time.Unix(sec, usec*int64(time.Microsecond)) }
+
+// ownClock is the end of a lease that Redis gave leftMS more milliseconds,
+// on this machine's clock: now (the reply is in) plus leftMS. Redis's time
+// (in the scripts' replies) is not compared with this machine's:
+// the two clocks may disagree by more than a lease (no NTP, a VM resumed),
+// and a holder whose clock runs ahead would read its fresh lease as nearly
+// over, another machine a live lease as expired (docs/guide.md#the-store-and-the-leases).
+// Reading the end after the reply puts it at most one round trip late.
+func ownClock(leftMS int64) time.Time {
+	return time.Now().Add(time.Duration(leftMS) * time.Millisecond)
+}
 
 func toInt(v any) int64 {
 	switch x := v.(type) {

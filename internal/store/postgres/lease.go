@@ -13,16 +13,53 @@ import (
 
 const leaseColumns = `sync_id, token, fence, holder, run_id, expires_at`
 
-func scanLease(sc pgx.Row) (store.Lease, error) {
+// serverNowSQL is the server's clock in unix microseconds (the resolution
+// of its timestamps), read when the statement evaluates it: after the locks
+// its statement took.
+const serverNowSQL = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
+func scanLease(sc pgx.Row, dest ...any) (store.Lease, error) {
 	var (
 		l       store.Lease
 		expires int64
 	)
-	if err := sc.Scan(&l.SyncID, &l.Token, &l.Fence, &l.Holder, &l.RunID, &expires); err != nil {
+	if err := sc.Scan(append([]any{&l.SyncID, &l.Token, &l.Fence, &l.Holder, &l.RunID, &expires}, dest...)...); err != nil {
 		return store.Lease{}, err
 	}
 	l.ExpiresAt = fromNanos(expires)
 	return l, nil
+}
+
+// leaseClock is what one lease transaction judges expiry by. With
+// ServerTime, leases are written and judged on the server's clock, which
+// every machine shares: a machine whose clock runs ahead would otherwise
+// see a live lease as expired and take it while its holder still writes
+// (docs/guide.md#the-store-and-the-leases). The leases returned are put on
+// the Store's clock (toLocal), where their callers compare them.
+type leaseClock struct {
+	now     time.Time     // the server's time, or the Store's clock without ServerTime
+	toLocal time.Duration // added to a stored lease time to put it on the Store's clock
+}
+
+// leaseClockAt is the leaseClock of a statement that read the server's
+// time serverUS (serverNowSQL), sent at before and answered at after on the
+// Store's clock: the server read it in between, so the offset is known
+// within half the round trip.
+func (s *Store) leaseClockAt(before, after time.Time, serverUS int64) leaseClock {
+	if !s.serverTime {
+		return leaseClock{now: after}
+	}
+	server := time.UnixMicro(serverUS)
+	mid := before.Add(after.Sub(before) / 2)
+	return leaseClock{now: server, toLocal: mid.Sub(server)}
+}
+
+// local puts l's times on the Store's clock.
+func (c leaseClock) local(l store.Lease) store.Lease {
+	if !l.ExpiresAt.IsZero() {
+		l.ExpiresAt = l.ExpiresAt.Add(c.toLocal)
+	}
+	return l
 }
 
 // LeaseAcquire grants the lease to p.Token when it is free, expired (by the
@@ -44,11 +81,14 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 	}
 	var out store.Lease
 	err := s.tx(ctx, "lease acquire", func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO fences AS fe (sync_id, fence) VALUES ($1, 0)
-			ON CONFLICT (sync_id) DO UPDATE SET fence = fe.fence`, p.SyncID); err != nil {
+		var serverUS int64
+		before := s.now()
+		if err := tx.QueryRow(ctx, `INSERT INTO fences AS fe (sync_id, fence) VALUES ($1, 0)
+			ON CONFLICT (sync_id) DO UPDATE SET fence = fe.fence RETURNING `+serverNowSQL, p.SyncID).Scan(&serverUS); err != nil {
 			return err
 		}
-		now := s.now()
+		lc := s.leaseClockAt(before, s.now(), serverUS)
+		now := lc.now
 		cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, p.SyncID))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -56,7 +96,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 			return err
 		case cur.Token != p.Token && cur.ExpiresAt.After(now) && (p.TakeOver == "" || p.TakeOver != cur.Token):
 			return fmt.Errorf("sync %q: %w: holder %s, fence %d, expires %s",
-				p.SyncID, store.ErrLeaseHeld, cur.Holder, cur.Fence, cur.ExpiresAt.Format(time.RFC3339))
+				p.SyncID, store.ErrLeaseHeld, cur.Holder, cur.Fence, lc.local(cur).ExpiresAt.Format(time.RFC3339))
 		}
 		freeFor := store.FreeFor(cur, err == nil, p.Token, now)
 		out, err = scanLease(tx.QueryRow(ctx, `WITH f AS (
@@ -68,6 +108,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p store.LeaseAcquireParams) (s
 				holder = excluded.holder, run_id = excluded.run_id, expires_at = excluded.expires_at
 			RETURNING `+leaseColumns,
 			p.SyncID, p.Token, p.Holder, p.RunID, nanos(now.Add(p.TTL))))
+		out = lc.local(out)
 		out.FreeFor = freeFor
 		return err
 	})
@@ -99,9 +140,11 @@ func (s *Store) LeaseRenew(ctx context.Context, syncID, token string, ttl time.D
 // can raise the fence before the renewal commits, and the holder's claims
 // do not wait for its checkpoint. Errors are the driver's, unmapped.
 func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string, ttl time.Duration) (store.Lease, error) {
-	var registered int64
-	err := tx.QueryRow(ctx, `SELECT fence FROM fences WHERE sync_id = $1 FOR SHARE`, syncID).Scan(&registered)
-	now := s.now()
+	var registered, serverUS int64
+	before := s.now()
+	err := tx.QueryRow(ctx, `SELECT fence, `+serverNowSQL+` FROM fences WHERE sync_id = $1 FOR SHARE`, syncID).Scan(&registered, &serverUS)
+	lc := s.leaseClockAt(before, s.now(), serverUS)
+	now := lc.now
 	var cur store.Lease
 	if err == nil {
 		cur, err = scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
@@ -110,11 +153,12 @@ func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string,
 	if found && err != nil {
 		return store.Lease{}, err
 	}
-	if why := store.RenewRefusal(cur, found, token, now, registered); why != "" {
+	if why := store.RenewRefusal(lc.local(cur), found, token, lc.local(store.Lease{ExpiresAt: now}).ExpiresAt, registered); why != "" {
 		return store.Lease{}, store.LeaseLostError(syncID, why)
 	}
-	return scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
+	l, err := scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
 		nanos(now.Add(ttl)), syncID))
+	return lc.local(l), err
 }
 
 // LeaseRelease frees the lease if token holds it (no error if it does not).
@@ -128,9 +172,11 @@ func (s *Store) LeaseRelease(ctx context.Context, syncID, token string) error {
 
 // LeaseGet returns the current lease row (possibly expired), or ErrNotFound.
 func (s *Store) LeaseGet(ctx context.Context, syncID string) (store.Lease, error) {
-	l, err := scanLease(s.pool.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE sync_id = $1`, syncID))
+	var serverUS int64
+	before := s.now()
+	l, err := scanLease(s.pool.QueryRow(ctx, `SELECT `+leaseColumns+`, `+serverNowSQL+` FROM leases WHERE sync_id = $1`, syncID), &serverUS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Lease{}, fmt.Errorf("lease of sync %q: %w", syncID, store.ErrNotFound)
 	}
-	return l, mapErr("lease get", err)
+	return s.leaseClockAt(before, s.now(), serverUS).local(l), mapErr("lease get", err)
 }

@@ -73,14 +73,21 @@ type OpenParams struct {
 	// Schema holds the store's tables; created if missing. Empty means
 	// DefaultSchema. It must be a plain lower-case identifier.
 	Schema string
+	// ServerTime judges lease expiry on the server's clock instead of
+	// Clock, so that machines whose clocks disagree never see a live lease
+	// as expired (docs/guide.md#the-store-and-the-leases); the leases it
+	// returns are on Clock's time, translated. Off, Clock judges them,
+	// which lets a fake clock drive leases in tests.
+	ServerTime bool
 }
 
 // Store is store.Store on a PostgreSQL schema. It is safe for concurrent use,
 // and several processes may share one schema.
 type Store struct {
-	pool   *pgxpool.Pool
-	clock  clock.Clock
-	schema string
+	pool       *pgxpool.Pool
+	clock      clock.Clock
+	schema     string
+	serverTime bool // OpenParams.ServerTime
 
 	pruneWindow int // rows per LedgerPrune statement
 }
@@ -134,7 +141,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	if err != nil {
 		return nil, mapErr("open", err)
 	}
-	s := &Store{pool: pool, clock: clk, schema: schema, pruneWindow: defaultPruneWindow}
+	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, mapErr("migrate", err)
