@@ -37,6 +37,24 @@
 //     exists. Existing ID: N" for that input): HubSpot's contacts guide calls
 //     the e-mail "the primary unique identifier to avoid duplicate contacts".
 //   - batch/archive answers 204 and ignores ids already archived or unknown.
+//   - Secondary e-mail addresses and merges (Server.Merge, POST
+//     /crm/v3/objects/contacts/merge {primaryObjectId, objectIdToMerge}):
+//     merging keeps the primary contact's e-mail and adds the other's as a
+//     secondary address in hs_additional_emails (HubSpot's "Merge contacts"
+//     article: "The secondary contact's email address will be added as a
+//     secondary email address"); the most recent value of each other
+//     property is kept. A secondary address finds its contact as the
+//     primary one does ("Secondary email addresses can be used to look up
+//     contacts in the same way primary email addresses can", a HubSpot
+//     developer's answer on the developer forum): batch/read by email
+//     answers the contact (its email property the primary address),
+//     batch/upsert and batch/update by email write to it, and batch/create
+//     refuses the address with 409 ("you would not be able to create a new
+//     contact record with the email address of the old contact record that
+//     was merged"). A read by a merged-away contact's id answers the
+//     contact it was merged into, under that contact's id (HubSpot's
+//     community: batch/read "id in the response ... is different from the
+//     id in my original request ... the contact was merged").
 //   - GET /crm/v3/properties/contacts[/{name}]: HubSpot's default contact
 //     properties plus Options.Properties (for `oncesync check`).
 //   - Authorization: Bearer <private app token>; anything else is 401
@@ -168,6 +186,7 @@ type Stats struct {
 	DuplicateWrites int64            `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
 	Contacts        int64            `json:"contacts"`         // contacts stored, not archived
 	Archived        int64            `json:"archived"`         // contacts archived
+	Merged          int64            `json:"merged"`           // contacts merged into another
 	Rejected        int64            `json:"rejected"`         // inputs refused for their content
 	RateLimited     int64            `json:"rate_limited"`     // 429 answers
 	Dropped         int64            `json:"dropped_responses"`
@@ -189,6 +208,10 @@ type Contact struct {
 	ID         string
 	Properties map[string]string
 	Archived   bool
+	// MergedInto is the id of the contact this one was merged into (Merge):
+	// it is no contact of its own any more, and a read by its id answers
+	// the contact it was merged into.
+	MergedInto string
 	Created    time.Time
 	Updated    time.Time
 	// Writes counts the writes applied to it.
@@ -213,6 +236,10 @@ var defaultProperties = []Property{
 	{Name: "lifecyclestage", Type: "enumeration"},
 	{Name: "date_of_birth", Type: "date"},
 	{Name: "hs_object_id", Type: "number", Unique: true, ReadOnly: true},
+	// HubSpot keeps a contact's secondary e-mail addresses here, ";"
+	// separated; it is set by merges and the secondary-email endpoints,
+	// not by a property write.
+	{Name: "hs_additional_emails", Type: "enumeration", ReadOnly: true},
 	{Name: "createdate", Type: "datetime", ReadOnly: true},
 	{Name: "lastmodifieddate", Type: "datetime", ReadOnly: true},
 }
