@@ -387,9 +387,11 @@ func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apic
 		}
 	}
 	// Results that do not show the id_property (HubSpot returns the
-	// properties it chooses) are matched in order, when they account for
-	// exactly the inputs left.
-	if len(left) > 0 && len(left) == len(unmatched) && len(br.Errors) == 0 {
+	// properties it chooses), or show another one (a write by a secondary
+	// address answers the contact under its primary one), are matched in
+	// order, when they account for exactly the inputs left and every error
+	// named its inputs (so the inputs left are the ones applied).
+	if len(left) > 0 && len(left) == len(unmatched) && len(anonymous) == 0 {
 		for n, i := range left {
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: unmatched[n].ID})
 		}
