@@ -182,8 +182,7 @@ func (s *Server) checkValue(p Property, v string) string {
 			return fmt.Sprintf("%q is not midnight UTC, as a value of date property %s must be", v, p.Name)
 		}
 	case "enumeration":
-		if p.Name == "lifecyclestage" && !slices.Contains([]string{"subscriber", "lead", "marketingqualifiedlead",
-			"salesqualifiedlead", "opportunity", "customer", "evangelist", "other"}, v) {
+		if len(p.Options) > 0 && !slices.Contains(p.Options, v) {
 			return fmt.Sprintf("%s was not one of the allowed options for property %s", v, p.Name)
 		}
 	}

@@ -95,6 +95,13 @@
 //     YYYY-MM-DD and a datetime as an ISO 8601 instant in UTC whichever form
 //     was sent ("Time values are represented in ISO 8601 format in
 //     responses"), and lower-cases e-mail addresses as HubSpot does.
+//   - lifecyclestage only moves forward: a write of an earlier stage than the
+//     contact's is ignored, the rest of the input applied and the answer a
+//     success. A HubSpot developer on its developer forum ("Update Lifecycle
+//     Stage Using API": a 204 and no change): "Normally the lifecycle stage
+//     cannot move backwards ... You'd need to first set the value to ""
+//     (empty string), then (in a separate request) set the earlier
+//     lifecycle stage value." The order is the options' display order.
 //   - The daily limit is not modelled.
 package fakehubspot
 
@@ -177,22 +184,33 @@ type Property struct {
 	Unique bool `json:"hasUniqueValue"`
 	// ReadOnly: modificationMetadata.readOnlyValue.
 	ReadOnly bool `json:"-"`
+	// Options are an enumeration's values, in their display order (its
+	// options[].value and displayOrder); another value is refused.
+	Options []string `json:"-"`
 }
+
+// lifecycleStages are the default options of lifecyclestage, in their
+// order.
+var lifecycleStages = []string{"subscriber", "lead", "marketingqualifiedlead", "salesqualifiedlead",
+	"opportunity", "customer", "evangelist", "other"}
 
 // Stats are the fake's counters (GET /_stats).
 type Stats struct {
-	Requests        int64            `json:"requests"`         // every API request
-	ContactsWritten int64            `json:"contacts_written"` // contact writes applied (created or updated)
-	DuplicateWrites int64            `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
-	Contacts        int64            `json:"contacts"`         // contacts stored, not archived
-	Archived        int64            `json:"archived"`         // contacts archived
-	Merged          int64            `json:"merged"`           // contacts merged into another
-	Rejected        int64            `json:"rejected"`         // inputs refused for their content
-	RateLimited     int64            `json:"rate_limited"`     // 429 answers
-	Dropped         int64            `json:"dropped_responses"`
-	Invalid         int64            `json:"invalid_requests"` // malformed requests (400 for the whole body)
-	ByRoute         map[string]int64 `json:"by_route"`
-	ByStatus        map[string]int64 `json:"by_status"`
+	Requests        int64 `json:"requests"`         // every API request
+	ContactsWritten int64 `json:"contacts_written"` // contact writes applied (created or updated)
+	DuplicateWrites int64 `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
+	Contacts        int64 `json:"contacts"`         // contacts stored, not archived
+	Archived        int64 `json:"archived"`         // contacts archived
+	Merged          int64 `json:"merged"`           // contacts merged into another
+	// StagesKept counts lifecyclestage values ignored because they would
+	// have moved a contact's stage backward.
+	StagesKept  int64            `json:"stages_kept"`
+	Rejected    int64            `json:"rejected"`     // inputs refused for their content
+	RateLimited int64            `json:"rate_limited"` // 429 answers
+	Dropped     int64            `json:"dropped_responses"`
+	Invalid     int64            `json:"invalid_requests"` // malformed requests (400 for the whole body)
+	ByRoute     map[string]int64 `json:"by_route"`
+	ByStatus    map[string]int64 `json:"by_status"`
 	// DuplicateExamples names the first duplicate writes (contact id, route).
 	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
 
@@ -233,7 +251,7 @@ var defaultProperties = []Property{
 	{Name: "state", Type: "string"},
 	{Name: "zip", Type: "string"},
 	{Name: "country", Type: "string"},
-	{Name: "lifecyclestage", Type: "enumeration"},
+	{Name: "lifecyclestage", Type: "enumeration", Options: lifecycleStages},
 	{Name: "date_of_birth", Type: "date"},
 	{Name: "hs_object_id", Type: "number", Unique: true, ReadOnly: true},
 	// HubSpot keeps a contact's secondary e-mail addresses here, ";"

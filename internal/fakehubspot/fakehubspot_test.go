@@ -416,3 +416,28 @@ func TestMergedContactsAndSecondaryEmails(t *testing.T) {
 		t.Errorf("after the upsert by the secondary address: %v, %+v; want one contact, firstname Annie", got.Properties, st)
 	}
 }
+
+// TestLifecycleStageOnlyMovesForward: a write of an earlier stage is
+// ignored (a success, the rest applied); clearing it first lets it move.
+func TestLifecycleStageOnlyMovesForward(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	c.s.Put(map[string]string{"email": "ann@example.com", "lifecyclestage": "customer"})
+	if code, _, b := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"lead","firstname":"Ann"}}]}`); code != http.StatusOK {
+		t.Fatalf("upsert: %d %v", code, b)
+	}
+	if got, _ := c.s.Contact("ann@example.com"); got.Properties["lifecyclestage"] != "customer" || got.Properties["firstname"] != "Ann" {
+		t.Fatalf("after a backward write: %v, want customer kept and firstname Ann", got.Properties)
+	}
+	for _, v := range []string{"", "lead"} {
+		if code, _, b := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"`+v+`"}}]}`); code != http.StatusOK {
+			t.Fatalf("upsert %q: %d %v", v, code, b)
+		}
+	}
+	if got, _ := c.s.Contact("ann@example.com"); got.Properties["lifecyclestage"] != "lead" || c.s.Stats().StagesKept != 1 {
+		t.Errorf("after clearing then lead: %v (%d kept), want lead", got.Properties, c.s.Stats().StagesKept)
+	}
+	if code, _, _ := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"nope"}}]}`); code != http.StatusMultiStatus {
+		t.Errorf("an unknown stage: %d, want 207 with an error", code)
+	}
+}

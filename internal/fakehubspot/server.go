@@ -306,6 +306,12 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	for k, v := range props {
 		k = strings.ToLower(k)
 		nv := s.stored(k, v)
+		if k == "lifecyclestage" && s.backward(c.Properties[k], nv) {
+			// Kept, silently (the package comment cites HubSpot).
+			s.stats.StagesKept++
+			same = false
+			continue
+		}
 		if c.Properties[k] != nv {
 			same = false
 		}
@@ -320,6 +326,15 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	c.Writes++
 	c.Updated = s.clk.Now().UTC()
 	return c, false
+}
+
+// backward reports whether lifecyclestage moving from cur to v goes back
+// in the options' order (clearing it, or setting it on a contact without
+// one, does not).
+func (s *Server) backward(cur, v string) bool {
+	opts := s.props["lifecyclestage"].Options
+	i, j := slices.Index(opts, cur), slices.Index(opts, v)
+	return cur != "" && v != "" && i >= 0 && j >= 0 && j < i
 }
 
 // stored is v as HubSpot keeps and returns property k: an e-mail address
@@ -644,8 +659,12 @@ func propertyJSON(p Property) map[string]any {
 	case "enumeration":
 		field = "select"
 	}
+	opts := make([]map[string]any, len(p.Options))
+	for i, o := range p.Options {
+		opts[i] = map[string]any{"label": o, "value": o, "displayOrder": i, "hidden": false}
+	}
 	return map[string]any{
-		"name": p.Name, "label": p.Name, "type": p.Type, "fieldType": field, "groupName": "contactinformation",
+		"name": p.Name, "label": p.Name, "type": p.Type, "fieldType": field, "groupName": "contactinformation", "options": opts,
 		"hasUniqueValue": p.Unique, "hidden": false, "formField": true,
 		"modificationMetadata": map[string]any{"archivable": true, "readOnlyDefinition": true, "readOnlyValue": p.ReadOnly},
 	}
