@@ -14,6 +14,9 @@
 // with 409: it is split into batches of one, and an existing contact is
 // Delivered, skipped). Mirror removes contacts by archiving them (Remove),
 // never a contact a person merged (it holds another record's data).
+// HubSpot ignores a lifecyclestage that moves a contact back: such a stage
+// is cleared first (batch/update by contact id), after a batch/read of the
+// page's contacts' stages.
 //
 // Failures map to oncesync's catalog: 401/403 → destination_auth at once; a
 // 3xx is never followed; 429 waits for Retry-After (HubSpot's ten-second
