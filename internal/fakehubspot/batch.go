@@ -182,8 +182,7 @@ func (s *Server) checkValue(p Property, v string) string {
 			return fmt.Sprintf("%q is not midnight UTC, as a value of date property %s must be", v, p.Name)
 		}
 	case "enumeration":
-		if p.Name == "lifecyclestage" && !slices.Contains([]string{"subscriber", "lead", "marketingqualifiedlead",
-			"salesqualifiedlead", "opportunity", "customer", "evangelist", "other"}, v) {
+		if len(p.Options) > 0 && !slices.Contains(p.Options, v) {
 			return fmt.Sprintf("%s was not one of the allowed options for property %s", v, p.Name)
 		}
 	}
@@ -443,7 +442,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request, in []idInput) {
 	s.beforeWrite(r)
 	s.mu.Lock()
 	for _, x := range in {
-		if c := s.contacts[*x.ID]; c != nil && !c.Archived {
+		if c := s.contacts[*x.ID]; c != nil && !c.Archived && c.MergedInto == "" {
 			s.archiveContact(c)
 			c.Updated = s.clk.Now().UTC()
 		}
@@ -486,7 +485,7 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b readBody) {
 		var c *Contact
 		if archived {
 			for _, a := range s.contacts {
-				if a.Archived && (a.ID == *x.ID || (prop != "hs_object_id" && a.Properties[prop] == normalize(prop, *x.ID))) {
+				if a.Archived && a.MergedInto == "" && (a.ID == *x.ID || (prop != "hs_object_id" && a.Properties[prop] == normalize(prop, *x.ID))) {
 					c = a
 				}
 			}
@@ -510,4 +509,28 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, b readBody) {
 		s.mu.Unlock()
 	}
 	s.batchAnswer(w, http.StatusOK, results, errs)
+}
+
+// merge serves POST /crm/v3/objects/contacts/merge.
+func (s *Server) merge(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		PrimaryObjectID *string `json:"primaryObjectId"`
+		ObjectIDToMerge *string `json:"objectIdToMerge"`
+	}
+	if !s.decode(w, r, &b) {
+		return
+	}
+	if b.PrimaryObjectID == nil || b.ObjectIDToMerge == nil {
+		s.badRequest(w, "primaryObjectId and objectIdToMerge are required", nil)
+		return
+	}
+	id, err := s.Merge(*b.PrimaryObjectID, *b.ObjectIDToMerge)
+	if err != nil {
+		s.badRequest(w, err.Error(), nil)
+		return
+	}
+	s.mu.Lock()
+	out := s.objectJSON(s.contacts[id], nil, nil)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
 }

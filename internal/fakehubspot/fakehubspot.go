@@ -37,6 +37,24 @@
 //     exists. Existing ID: N" for that input): HubSpot's contacts guide calls
 //     the e-mail "the primary unique identifier to avoid duplicate contacts".
 //   - batch/archive answers 204 and ignores ids already archived or unknown.
+//   - Secondary e-mail addresses and merges (Server.Merge, POST
+//     /crm/v3/objects/contacts/merge {primaryObjectId, objectIdToMerge}):
+//     merging keeps the primary contact's e-mail and adds the other's as a
+//     secondary address in hs_additional_emails (HubSpot's "Merge contacts"
+//     article: "The secondary contact's email address will be added as a
+//     secondary email address"); the most recent value of each other
+//     property is kept. A secondary address finds its contact as the
+//     primary one does ("Secondary email addresses can be used to look up
+//     contacts in the same way primary email addresses can", a HubSpot
+//     developer's answer on the developer forum): batch/read by email
+//     answers the contact (its email property the primary address),
+//     batch/upsert and batch/update by email write to it, and batch/create
+//     refuses the address with 409 ("you would not be able to create a new
+//     contact record with the email address of the old contact record that
+//     was merged"). A read by a merged-away contact's id answers the
+//     contact it was merged into, under that contact's id (HubSpot's
+//     community: batch/read "id in the response ... is different from the
+//     id in my original request ... the contact was merged").
 //   - GET /crm/v3/properties/contacts[/{name}]: HubSpot's default contact
 //     properties plus Options.Properties (for `oncesync check`).
 //   - Authorization: Bearer <private app token>; anything else is 401
@@ -77,6 +95,13 @@
 //     YYYY-MM-DD and a datetime as an ISO 8601 instant in UTC whichever form
 //     was sent ("Time values are represented in ISO 8601 format in
 //     responses"), and lower-cases e-mail addresses as HubSpot does.
+//   - lifecyclestage only moves forward: a write of an earlier stage than the
+//     contact's is ignored, the rest of the input applied and the answer a
+//     success. A HubSpot developer on its developer forum ("Update Lifecycle
+//     Stage Using API": a 204 and no change): "Normally the lifecycle stage
+//     cannot move backwards ... You'd need to first set the value to ""
+//     (empty string), then (in a separate request) set the earlier
+//     lifecycle stage value." The order is the options' display order.
 //   - The daily limit is not modelled.
 package fakehubspot
 
@@ -159,21 +184,33 @@ type Property struct {
 	Unique bool `json:"hasUniqueValue"`
 	// ReadOnly: modificationMetadata.readOnlyValue.
 	ReadOnly bool `json:"-"`
+	// Options are an enumeration's values, in their display order (its
+	// options[].value and displayOrder); another value is refused.
+	Options []string `json:"-"`
 }
+
+// lifecycleStages are the default options of lifecyclestage, in their
+// order.
+var lifecycleStages = []string{"subscriber", "lead", "marketingqualifiedlead", "salesqualifiedlead",
+	"opportunity", "customer", "evangelist", "other"}
 
 // Stats are the fake's counters (GET /_stats).
 type Stats struct {
-	Requests        int64            `json:"requests"`         // every API request
-	ContactsWritten int64            `json:"contacts_written"` // contact writes applied (created or updated)
-	DuplicateWrites int64            `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
-	Contacts        int64            `json:"contacts"`         // contacts stored, not archived
-	Archived        int64            `json:"archived"`         // contacts archived
-	Rejected        int64            `json:"rejected"`         // inputs refused for their content
-	RateLimited     int64            `json:"rate_limited"`     // 429 answers
-	Dropped         int64            `json:"dropped_responses"`
-	Invalid         int64            `json:"invalid_requests"` // malformed requests (400 for the whole body)
-	ByRoute         map[string]int64 `json:"by_route"`
-	ByStatus        map[string]int64 `json:"by_status"`
+	Requests        int64 `json:"requests"`         // every API request
+	ContactsWritten int64 `json:"contacts_written"` // contact writes applied (created or updated)
+	DuplicateWrites int64 `json:"duplicate_writes"` // writes of a contact with exactly the properties it had
+	Contacts        int64 `json:"contacts"`         // contacts stored, not archived
+	Archived        int64 `json:"archived"`         // contacts archived
+	Merged          int64 `json:"merged"`           // contacts merged into another
+	// StagesKept counts lifecyclestage values ignored because they would
+	// have moved a contact's stage backward.
+	StagesKept  int64            `json:"stages_kept"`
+	Rejected    int64            `json:"rejected"`     // inputs refused for their content
+	RateLimited int64            `json:"rate_limited"` // 429 answers
+	Dropped     int64            `json:"dropped_responses"`
+	Invalid     int64            `json:"invalid_requests"` // malformed requests (400 for the whole body)
+	ByRoute     map[string]int64 `json:"by_route"`
+	ByStatus    map[string]int64 `json:"by_status"`
 	// DuplicateExamples names the first duplicate writes (contact id, route).
 	DuplicateExamples []string `json:"duplicate_examples,omitempty"`
 
@@ -189,6 +226,10 @@ type Contact struct {
 	ID         string
 	Properties map[string]string
 	Archived   bool
+	// MergedInto is the id of the contact this one was merged into (Merge):
+	// it is no contact of its own any more, and a read by its id answers
+	// the contact it was merged into.
+	MergedInto string
 	Created    time.Time
 	Updated    time.Time
 	// Writes counts the writes applied to it.
@@ -210,9 +251,13 @@ var defaultProperties = []Property{
 	{Name: "state", Type: "string"},
 	{Name: "zip", Type: "string"},
 	{Name: "country", Type: "string"},
-	{Name: "lifecyclestage", Type: "enumeration"},
+	{Name: "lifecyclestage", Type: "enumeration", Options: lifecycleStages},
 	{Name: "date_of_birth", Type: "date"},
 	{Name: "hs_object_id", Type: "number", Unique: true, ReadOnly: true},
+	// HubSpot keeps a contact's secondary e-mail addresses here, ";"
+	// separated; it is set by merges and the secondary-email endpoints,
+	// not by a property write.
+	{Name: "hs_additional_emails", Type: "enumeration", ReadOnly: true},
 	{Name: "createdate", Type: "datetime", ReadOnly: true},
 	{Name: "lastmodifieddate", Type: "datetime", ReadOnly: true},
 }

@@ -376,3 +376,68 @@ func TestTypedValues(t *testing.T) {
 		}
 	}
 }
+
+// TestMergedContactsAndSecondaryEmails: after a merge, the merged-away
+// contact's address is a secondary one of the primary contact, and finds it
+// as its primary address does: a read answers the primary contact, an upsert
+// writes to it, a create is refused; a read by the merged-away id answers
+// the primary contact.
+func TestMergedContactsAndSecondaryEmails(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	keep := c.s.Put(map[string]string{"email": "ann@example.com", "firstname": "Ann"})
+	gone := c.s.Put(map[string]string{"email": "ann.old@example.com", "lastname": "Smith"})
+	code, _, b := c.post("/crm/v3/objects/contacts/merge", `{"primaryObjectId":"`+keep+`","objectIdToMerge":"`+gone+`"}`)
+	if code != http.StatusOK || b["id"] != keep {
+		t.Fatalf("merge: %d %v", code, b)
+	}
+	props := b["properties"].(map[string]any)
+	if props["email"] != "ann@example.com" || props["hs_additional_emails"] != "ann.old@example.com" || props["lastname"] != "Smith" {
+		t.Fatalf("merged contact %v", props)
+	}
+	code, _, b = c.post(read, `{"idProperty":"email","inputs":[{"id":"Ann.Old@example.com"}],"properties":["email","firstname"]}`)
+	res := b["results"].([]any)
+	if code != http.StatusOK || len(res) != 1 || res[0].(map[string]any)["id"] != keep ||
+		res[0].(map[string]any)["properties"].(map[string]any)["email"] != "ann@example.com" {
+		t.Fatalf("read by the secondary address: %d %v", code, b)
+	}
+	code, _, b = c.post(read, `{"inputs":[{"id":"`+gone+`"}]}`)
+	if res := b["results"].([]any); code != http.StatusOK || len(res) != 1 || res[0].(map[string]any)["id"] != keep {
+		t.Fatalf("read by the merged-away id: %d %v", code, b)
+	}
+	if code, _, b = c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann.old@example.com","properties":{"firstname":"Annie"}}]}`); code != http.StatusOK {
+		t.Fatalf("upsert: %d %v", code, b)
+	}
+	if code, _, _ = c.post(create, `{"inputs":[{"properties":{"email":"ann.old@example.com"}}]}`); code != http.StatusConflict {
+		t.Errorf("create of a secondary address: %d, want 409", code)
+	}
+	st := c.s.Stats()
+	if got, _ := c.s.Contact("ann@example.com"); got.Properties["firstname"] != "Annie" || st.Contacts != 1 || st.Merged != 1 {
+		t.Errorf("after the upsert by the secondary address: %v, %+v; want one contact, firstname Annie", got.Properties, st)
+	}
+}
+
+// TestLifecycleStageOnlyMovesForward: a write of an earlier stage is
+// ignored (a success, the rest applied); clearing it first lets it move.
+func TestLifecycleStageOnlyMovesForward(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	c.s.Put(map[string]string{"email": "ann@example.com", "lifecyclestage": "customer"})
+	if code, _, b := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"lead","firstname":"Ann"}}]}`); code != http.StatusOK {
+		t.Fatalf("upsert: %d %v", code, b)
+	}
+	if got, _ := c.s.Contact("ann@example.com"); got.Properties["lifecyclestage"] != "customer" || got.Properties["firstname"] != "Ann" {
+		t.Fatalf("after a backward write: %v, want customer kept and firstname Ann", got.Properties)
+	}
+	for _, v := range []string{"", "lead"} {
+		if code, _, b := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"`+v+`"}}]}`); code != http.StatusOK {
+			t.Fatalf("upsert %q: %d %v", v, code, b)
+		}
+	}
+	if got, _ := c.s.Contact("ann@example.com"); got.Properties["lifecyclestage"] != "lead" || c.s.Stats().StagesKept != 1 {
+		t.Errorf("after clearing then lead: %v (%d kept), want lead", got.Properties, c.s.Stats().StagesKept)
+	}
+	if code, _, _ := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"lifecyclestage":"nope"}}]}`); code != http.StatusMultiStatus {
+		t.Errorf("an unknown stage: %d, want 207 with an error", code)
+	}
+}

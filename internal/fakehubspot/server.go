@@ -23,6 +23,7 @@ const (
 	basePath       = "/crm/v3/"
 	contactsBatch  = "/crm/v3/objects/contacts/batch/"
 	propertiesPath = "/crm/v3/properties/contacts"
+	mergePath      = "/crm/v3/objects/contacts/merge"
 	maxBodyBytes   = 10 << 20
 )
 
@@ -36,12 +37,15 @@ type Server struct {
 	rng      *mrand.Rand
 	contacts map[string]*Contact // by hs_object_id
 	// index finds live contacts by email and by each unique property's value.
-	index  map[string]map[string]*Contact
-	nextID int64
-	window []time.Time // the rolling window's requests
-	passed int         // API requests past auth and rate limit
-	writes int         // writes applied
-	stats  Stats
+	index map[string]map[string]*Contact
+	// secondary finds live contacts by a secondary e-mail address
+	// (hs_additional_emails), lower-cased.
+	secondary map[string]*Contact
+	nextID    int64
+	window    []time.Time // the rolling window's requests
+	passed    int         // API requests past auth and rate limit
+	writes    int         // writes applied
+	stats     Stats
 }
 
 // New returns a fake configured by o.
@@ -64,7 +68,8 @@ func New(o Options) *Server {
 		o: o, clk: clk, props: map[string]Property{},
 		rng:      mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		contacts: map[string]*Contact{}, nextID: 100, index: map[string]map[string]*Contact{},
-		stats: Stats{ByRoute: map[string]int64{}, ByStatus: map[string]int64{}},
+		secondary: map[string]*Contact{},
+		stats:     Stats{ByRoute: map[string]int64{}, ByStatus: map[string]int64{}},
 	}
 	for _, p := range append(slices.Clone(defaultProperties), o.Properties...) {
 		p.Name = strings.ToLower(p.Name)
@@ -87,8 +92,12 @@ func (s *Server) Stats() Stats {
 		st.ByStatus[k] = v
 	}
 	st.DuplicateExamples = slices.Clone(s.stats.DuplicateExamples)
-	st.Contacts, st.Archived = 0, 0
+	st.Contacts, st.Archived, st.Merged = 0, 0, 0
 	for _, c := range s.contacts {
+		if c.MergedInto != "" {
+			st.Merged++
+			continue
+		}
 		if c.Archived {
 			st.Archived++
 		} else {
@@ -140,7 +149,11 @@ func (s *Server) findAny(v string) *Contact {
 // case-insensitive; hs_object_id is the id).
 func (s *Server) find(prop, v string) *Contact {
 	if prop == "hs_object_id" {
-		if c := s.contacts[v]; c != nil && !c.Archived {
+		c := s.contacts[v]
+		for c != nil && c.MergedInto != "" {
+			c = s.contacts[c.MergedInto]
+		}
+		if c != nil && !c.Archived {
 			return c
 		}
 		return nil
@@ -152,10 +165,16 @@ func (s *Server) find(prop, v string) *Contact {
 		return nil
 	}
 	if s.indexed(prop) {
-		return s.index[prop][v]
+		if c := s.index[prop][v]; c != nil || prop != "email" {
+			return c
+		}
+		if c := s.secondary[v]; c != nil && !c.Archived {
+			return c
+		}
+		return nil
 	}
 	for _, c := range s.contacts {
-		if !c.Archived && c.Properties[prop] == v {
+		if !c.Archived && c.MergedInto == "" && c.Properties[prop] == v {
 			return c
 		}
 	}
@@ -189,7 +208,77 @@ func (s *Server) archiveContact(c *Contact) {
 			delete(s.index[k], v)
 		}
 	}
+	for e, o := range s.secondary {
+		if o == c {
+			delete(s.secondary, e)
+		}
+	}
 	c.Archived = true
+}
+
+// Merge merges the contact objectIdToMerge into primaryObjectId, as
+// POST /crm/v3/objects/contacts/merge does (the package comment says how),
+// and returns the primary contact's id.
+func (s *Server) Merge(primaryObjectID, objectIDToMerge string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, m := s.find("hs_object_id", primaryObjectID), s.find("hs_object_id", objectIDToMerge)
+	switch {
+	case p == nil || m == nil:
+		return "", fmt.Errorf("contact %s or %s not found", primaryObjectID, objectIDToMerge)
+	case p == m:
+		return "", fmt.Errorf("contacts %s and %s are one contact", primaryObjectID, objectIDToMerge)
+	}
+	// The merged contact's addresses become the primary's secondary ones.
+	emails := splitEmails(p.Properties["hs_additional_emails"])
+	emails = append(emails, m.Properties["email"])
+	emails = append(emails, splitEmails(m.Properties["hs_additional_emails"])...)
+	recent := m.Updated.After(p.Updated)
+	props := make(map[string]string, len(m.Properties))
+	for k, v := range m.Properties {
+		props[k] = v
+	}
+	for k := range m.Properties {
+		if s.indexed(k) && s.index[k][m.Properties[k]] == m {
+			delete(s.index[k], m.Properties[k])
+		}
+	}
+	for e, o := range s.secondary {
+		if o == m {
+			delete(s.secondary, e)
+		}
+	}
+	m.MergedInto = p.ID
+	for k, v := range props {
+		switch k {
+		case "email", "hs_object_id", "hs_additional_emails":
+			continue
+		}
+		// The most recent value of each property is kept (HubSpot's "Merge
+		// contacts" article); a unique value only where the primary has none.
+		if v != "" && (p.Properties[k] == "" || (recent && !s.indexed(k))) {
+			s.setProp(p, k, v)
+		}
+	}
+	var kept []string
+	for _, e := range emails {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if e == "" || e == p.Properties["email"] || slices.Contains(kept, e) {
+			continue
+		}
+		kept = append(kept, e)
+		s.secondary[e] = p
+	}
+	p.Properties["hs_additional_emails"] = strings.Join(kept, ";")
+	p.Updated = s.clk.Now().UTC()
+	return p.ID, nil
+}
+
+func splitEmails(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ";")
 }
 
 func (s *Server) create(props map[string]string) *Contact {
@@ -217,6 +306,12 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	for k, v := range props {
 		k = strings.ToLower(k)
 		nv := s.stored(k, v)
+		if k == "lifecyclestage" && s.backward(c.Properties[k], nv) {
+			// Kept, silently (the package comment cites HubSpot).
+			s.stats.StagesKept++
+			same = false
+			continue
+		}
 		if c.Properties[k] != nv {
 			same = false
 		}
@@ -231,6 +326,15 @@ func (s *Server) write(c *Contact, props map[string]string, route string) (*Cont
 	c.Writes++
 	c.Updated = s.clk.Now().UTC()
 	return c, false
+}
+
+// backward reports whether lifecyclestage moving from cur to v goes back
+// in the options' order (clearing it, or setting it on a contact without
+// one, does not).
+func (s *Server) backward(cur, v string) bool {
+	opts := s.props["lifecyclestage"].Options
+	i, j := slices.Index(opts, cur), slices.Index(opts, v)
+	return cur != "" && v != "" && i >= 0 && j >= 0 && j < i
 }
 
 // stored is v as HubSpot keeps and returns property k: an e-mail address
@@ -334,6 +438,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.listProperties(w)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, propertiesPath+"/"):
 		s.getProperty(w, strings.TrimPrefix(r.URL.Path, propertiesPath+"/"))
+	case r.Method == http.MethodPost && r.URL.Path == mergePath:
+		s.merge(w, r)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, contactsBatch):
 		op := strings.TrimPrefix(r.URL.Path, contactsBatch)
 		if s.holdWrite(r, op) {
@@ -553,8 +659,12 @@ func propertyJSON(p Property) map[string]any {
 	case "enumeration":
 		field = "select"
 	}
+	opts := make([]map[string]any, len(p.Options))
+	for i, o := range p.Options {
+		opts[i] = map[string]any{"label": o, "value": o, "displayOrder": i, "hidden": false}
+	}
 	return map[string]any{
-		"name": p.Name, "label": p.Name, "type": p.Type, "fieldType": field, "groupName": "contactinformation",
+		"name": p.Name, "label": p.Name, "type": p.Type, "fieldType": field, "groupName": "contactinformation", "options": opts,
 		"hasUniqueValue": p.Unique, "hidden": false, "formField": true,
 		"modificationMetadata": map[string]any{"archivable": true, "readOnlyDefinition": true, "readOnlyValue": p.ReadOnly},
 	}

@@ -1,10 +1,12 @@
 package hubspot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -52,6 +54,8 @@ const propertiesRoute = "GET /crm/v3/properties/contacts"
 type property struct {
 	typ              string // string, number, bool, date, datetime, enumeration
 	unique, readOnly bool
+	// options are an enumeration's values in their display order.
+	options []string
 }
 
 // readProperties reads the account's contact properties by name.
@@ -71,6 +75,10 @@ func (d *Destination) readProperties(ctx context.Context) (map[string]property, 
 			ModificationMetadata struct {
 				ReadOnlyValue bool `json:"readOnlyValue"`
 			} `json:"modificationMetadata"`
+			Options []struct {
+				Value        string `json:"value"`
+				DisplayOrder int    `json:"displayOrder"`
+			} `json:"options"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(resp.Body, &list); err != nil {
@@ -78,7 +86,18 @@ func (d *Destination) readProperties(ctx context.Context) (map[string]property, 
 	}
 	props := make(map[string]property, len(list.Results))
 	for _, p := range list.Results {
-		props[p.Name] = property{typ: p.Type, unique: p.HasUniqueValue, readOnly: p.ModificationMetadata.ReadOnlyValue}
+		opts := slices.Clone(p.Options)
+		slices.SortStableFunc(opts, func(a, b struct {
+			Value        string `json:"value"`
+			DisplayOrder int    `json:"displayOrder"`
+		}) int {
+			return cmp.Compare(a.DisplayOrder, b.DisplayOrder)
+		})
+		pr := property{typ: p.Type, unique: p.HasUniqueValue, readOnly: p.ModificationMetadata.ReadOnlyValue}
+		for _, o := range opts {
+			pr.options = append(pr.options, o.Value)
+		}
+		props[p.Name] = pr
 	}
 	return props, nil
 }

@@ -12,7 +12,11 @@
 // update batch/update (a contact not found is Delivered, skipped), create
 // batch/create (HubSpot refuses a whole batch holding an existing contact
 // with 409: it is split into batches of one, and an existing contact is
-// Delivered, skipped). Mirror removes contacts by archiving them (Remove).
+// Delivered, skipped). Mirror removes contacts by archiving them (Remove),
+// never a contact a person merged (it holds another record's data).
+// HubSpot ignores a lifecyclestage that moves a contact back: such a stage
+// is cleared first (batch/update by contact id), after a batch/read of the
+// page's contacts' stages.
 //
 // Failures map to oncesync's catalog: 401/403 → destination_auth at once; a
 // 3xx is never followed; 429 waits for Retry-After (HubSpot's ten-second
@@ -21,7 +25,8 @@
 // connections that never carried the request are retried; a write whose
 // answer was lost (or answered 500, 502, 504, 408) is not resent but left
 // in doubt, settled by Verify (batch/read by id_property, comparing every
-// mapped property). A 207 answer settles its inputs one by one: an input
+// mapped property; an e-mail also finds the contact it was merged into, as
+// a secondary address). A 207 answer settles its inputs one by one: an input
 // HubSpot refused is Rejected with HubSpot's message, e-mail addresses
 // redacted. A 400 for a batch of several inputs is resent as batches of one
 // so only the bad record is rejected. Error texts never hold the token or

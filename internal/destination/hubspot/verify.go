@@ -25,10 +25,22 @@ type readInput struct {
 	ID string `json:"id"`
 }
 
+// additionalEmails is the contact property of a contact's secondary e-mail
+// addresses, ";" separated: a merged-away contact's address is kept there,
+// and finds the contact as its primary address does (fakehubspot's package
+// comment cites HubSpot).
+const additionalEmails = "hs_additional_emails"
+
 // read looks ids up by id_property, at most MaxBatch per request, asking
-// for props; it returns the contacts found by idKey.
+// for props (and additionalEmails); it returns the contacts found by the
+// idKey of their id_property value and, by e-mail, of each secondary
+// address: HubSpot answers a read by a secondary address with the contact
+// under its primary one, and does not say which input found it.
 func (d *Destination) read(ctx context.Context, ids []string, props []string) (map[string]object, error) {
 	found := make(map[string]object, len(ids))
+	if !slices.Contains(props, additionalEmails) {
+		props = append(slices.Clone(props), additionalEmails)
+	}
 	for from := 0; from < len(ids); from += MaxBatch {
 		chunk := ids[from:min(from+MaxBatch, len(ids))]
 		in := make([]readInput, len(chunk))
@@ -57,6 +69,14 @@ func (d *Destination) read(ctx context.Context, ids []string, props []string) (m
 			if v := o.Properties[d.idProp]; v != nil {
 				found[d.idKey(*v)] = o
 			}
+			if d.idProp != "email" {
+				continue
+			}
+			for _, e := range secondaryEmails(o) {
+				if _, ok := found[d.idKey(e)]; !ok {
+					found[d.idKey(e)] = o
+				}
+			}
 		}
 	}
 	return found, nil
@@ -68,7 +88,9 @@ func (d *Destination) read(ctx context.Context, ids []string, props []string) (m
 // compares each: values equal as strings; in a number property as the same
 // decimal number ("42" == "42.0"), in a bool property case-insensitively,
 // in a date or datetime property as the same day or instant (sameValue);
-// e-mail addresses case-insensitively. A mapped null or "" holds when HubSpot's property is
+// e-mail addresses case-insensitively; the id_property is not compared
+// (the contact was found by it, an e-mail maybe as a secondary address of a
+// contact it was merged into). A mapped null or "" holds when HubSpot's property is
 // empty or absent, and only then.
 // Anything else is "not landed": the record is sent again, which at worst
 // repeats a write and never loses one. since is not needed: a contact
@@ -115,7 +137,10 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 	defs := d.propertyDefs(ctx)
 	for _, c := range cands {
 		o, ok := found[d.idKey(c.c.id)]
-		if !ok || !sameProps(defs, c.c.props, o.Properties) {
+		// The contact was found by the id_property's value: it holds it (an
+		// e-mail maybe as a secondary address, after a merge), so only the
+		// other properties are compared.
+		if !ok || !sameProps(defs, withoutKey(c.c.props, d.idProp), o.Properties) {
 			continue
 		}
 		landed[c.key] = o.ID
@@ -202,6 +227,21 @@ func parseTime(v string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// secondaryEmails are o's secondary e-mail addresses.
+func secondaryEmails(o object) []string {
+	v := o.Properties[additionalEmails]
+	if v == nil || strings.TrimSpace(*v) == "" {
+		return nil
+	}
+	var out []string
+	for _, e := range strings.Split(*v, ";") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Handle is the record's id_property value: what Remove looks it up by.
 func (d *Destination) Handle(rec destination.Record) (string, error) {
 	c := d.parseRecord(rec)
@@ -220,6 +260,12 @@ type archiveBody struct {
 // ids up with batch/read by id_property, then archives those found with
 // batch/archive. A contact already gone (archived, deleted, never there) is
 // Delivered: a removal is idempotent, so one left in doubt is sent again.
+// A contact a person merged is never archived, as it holds another
+// record's data (another row's of the sync, or none of the sync's): a
+// handle found only as a secondary address (its contact was merged into
+// another) is Delivered, its own contact being gone; a contact that holds
+// secondary addresses besides the handle is Rejected, for a person to
+// archive it or not (docs/guide.md#write-modes).
 func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]destination.Result, error) {
 	if len(rms) == 0 {
 		return nil, nil
@@ -242,9 +288,22 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 		if err != nil {
 			return out, err
 		}
-		var arch []readInput
-		for _, o := range found {
-			arch = append(arch, readInput{ID: o.ID})
+		var (
+			arch    []readInput
+			refused = map[string]bool{}
+			queued  = map[string]bool{}
+		)
+		for _, r := range chunk {
+			o, ok := found[d.idKey(r.Handle)]
+			switch {
+			case !ok || !d.isPrimary(o, r.Handle):
+				// gone, or merged into another contact
+			case len(secondaryEmails(o)) > 0:
+				refused[r.Key] = true
+			case !queued[o.ID]:
+				queued[o.ID] = true
+				arch = append(arch, readInput{ID: o.ID})
+			}
 		}
 		if len(arch) > 0 {
 			const route = "POST /crm/v3/objects/contacts/batch/archive"
@@ -266,12 +325,28 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			}
 		}
 		for _, r := range chunk {
+			if refused[r.Key] {
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: mergedContact})
+				continue
+			}
 			res := destination.Result{Key: r.Key, Outcome: destination.Delivered}
-			if o, ok := found[d.idKey(r.Handle)]; ok {
+			if o, ok := found[d.idKey(r.Handle)]; ok && d.isPrimary(o, r.Handle) {
 				res.Ref = o.ID
 			}
 			out = append(out, res)
 		}
 	}
 	return out, nil
+}
+
+// mergedContact is the reason a mirror removal of a contact that holds
+// other e-mail addresses is refused.
+const mergedContact = "the contact also holds other e-mail addresses (hs_additional_emails: merged or added in HubSpot), " +
+	"so it holds more than this record; oncesync does not archive it: archive it in HubSpot if it should go"
+
+// isPrimary reports whether o's id_property value is handle (not one of its
+// secondary addresses).
+func (d *Destination) isPrimary(o object, handle string) bool {
+	v := o.Properties[d.idProp]
+	return v != nil && d.idKey(*v) == d.idKey(handle)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,14 +181,19 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		todo = append(todo, i)
 	}
 	var err error
-	if d.mode == ModeSingle {
+	if d.writeMode != destination.Create {
+		err = w.clearBackwardStages(ctx, todo)
+	}
+	switch {
+	case err != nil:
+	case d.mode == ModeSingle:
 		err = apiclient.FanOut(ctx, len(todo), d.conc, func(ctx context.Context, n int) error {
 			return w.batch(ctx, todo[n:n+1])
 		})
 		if err != nil && failure.CodeOf(err) == failure.Internal {
 			err = d.interrupted(ctx, err)
 		}
-	} else {
+	default:
 		for _, b := range d.batches(w.contacts, todo) {
 			if err = w.batch(ctx, b); err != nil {
 				break
@@ -387,9 +393,11 @@ func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apic
 		}
 	}
 	// Results that do not show the id_property (HubSpot returns the
-	// properties it chooses) are matched in order, when they account for
-	// exactly the inputs left.
-	if len(left) > 0 && len(left) == len(unmatched) && len(br.Errors) == 0 {
+	// properties it chooses), or show another one (a write by a secondary
+	// address answers the contact under its primary one), are matched in
+	// order, when they account for exactly the inputs left and every error
+	// named its inputs (so the inputs left are the ones applied).
+	if len(left) > 0 && len(left) == len(unmatched) && len(anonymous) == 0 {
 		for n, i := range left {
 			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: unmatched[n].ID})
 		}
@@ -420,6 +428,89 @@ func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apic
 	if len(left) > 0 {
 		return w.failed(left, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
 			"HubSpot's answer to batch/%s did not account for %d of its inputs", op, len(left)))
+	}
+	return nil
+}
+
+// lifecycleStage is the contact property HubSpot only moves forward: a
+// write of an earlier stage than the contact's is ignored, with a success
+// (fakehubspot's package comment cites HubSpot). Counted delivered, the
+// contact would keep its old stage, so such a stage is cleared first.
+const lifecycleStage = "lifecyclestage"
+
+// defaultStages are lifecyclestage's default options in their order, for
+// when the account's cannot be read.
+var defaultStages = []string{"subscriber", "lead", "marketingqualifiedlead", "salesqualifiedlead",
+	"opportunity", "customer", "evangelist", "other"}
+
+// clearBackwardStages clears the lifecycle stage of the contacts among idx
+// whose record sets an earlier stage than they hold (read with batch/read;
+// the order is the property's options'), with batch/update by contact id,
+// so that the write that follows sets it. A clear whose outcome is unknown
+// leaves its records in doubt: a read-back then finds the stage not set,
+// and the record is sent again.
+func (w *pageWrite) clearBackwardStages(ctx context.Context, idx []int) error {
+	var (
+		ids  []string
+		seen = map[string]bool{}
+	)
+	for _, i := range idx {
+		c := w.contacts[i]
+		if c.props[lifecycleStage] == "" || seen[w.d.idKey(c.id)] {
+			continue
+		}
+		seen[w.d.idKey(c.id)] = true
+		ids = append(ids, c.id)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	order := w.d.propertyDefs(ctx)[lifecycleStage].options
+	if len(order) == 0 {
+		order = defaultStages
+	}
+	found, err := w.d.read(ctx, ids, []string{w.d.idProp, lifecycleStage})
+	if err != nil {
+		return err
+	}
+	var (
+		clear   []idInput
+		touched []int
+		queued  = map[string]bool{}
+	)
+	for _, i := range idx {
+		want := w.contacts[i].props[lifecycleStage]
+		o, ok := found[w.d.idKey(w.contacts[i].id)]
+		if want == "" || !ok || o.Properties[lifecycleStage] == nil {
+			continue
+		}
+		cur, next := slices.Index(order, *o.Properties[lifecycleStage]), slices.Index(order, want)
+		if cur < 0 || next < 0 || next >= cur {
+			continue
+		}
+		touched = append(touched, i)
+		if !queued[o.ID] {
+			queued[o.ID] = true
+			clear = append(clear, idInput{ID: o.ID, Properties: map[string]string{lifecycleStage: ""}})
+		}
+	}
+	const route = "POST /crm/v3/objects/contacts/batch/update"
+	for from := 0; from < len(clear); from += MaxBatch {
+		resp, err := w.d.do(ctx, call{path: "/crm/v3/objects/contacts/batch/update", route: route,
+			body: inputs[idInput]{Inputs: clear[from:min(from+MaxBatch, len(clear))]}})
+		if err != nil {
+			return w.failed(touched, err)
+		}
+		var br batchResponse
+		if resp.Status < 200 || resp.Status > 299 || json.Unmarshal(resp.Body, &br) != nil {
+			return w.failed(touched, w.d.unexpected(decodeAPIError(route, resp.Status, resp.Body)))
+		}
+		for _, e := range br.Errors {
+			// A contact gone since the read is created by the write.
+			if e.Category != "OBJECT_NOT_FOUND" {
+				return w.failed(touched, w.d.unexpected(&APIError{Route: route, Status: resp.Status, Category: e.Category, Message: e.Message}))
+			}
+		}
 	}
 	return nil
 }
