@@ -17,7 +17,11 @@
 // value at a page boundary would be skipped (a page reads one row ahead, and
 // fails with source.ErrInvalid when that row repeats the page's last key, so
 // such a tie is reported, not skipped). With an identity (a primary key) the
-// pair must be unique, and ties on cursor_column are broken by it.
+// pair must be unique, and ties on cursor_column are broken by it. Keys are
+// equal as PostgreSQL compares them, which is not always as they print: in a
+// nondeterministic collation 'BOB' and 'bob' are one value, in numeric 1.0
+// and 1.00. When the row ahead differs from the last only in such columns,
+// the page asks the server, in its snapshot, whether two rows hold the key.
 // An empty cursor_column defaults to the identity. Names are exact, as stored
 // in the catalog (quoted identifiers: "Contacts" is not contacts).
 //
@@ -132,6 +136,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncesync/oncesync/internal/source"
 )
@@ -197,12 +202,15 @@ type Source struct {
 	// found it (slice.go's predicates depend on it).
 	identity string
 	identOID uint32
+	// textEqual[k] reports that two values of key k that the column
+	// compares equal always print alike (see tieFree), as check found.
+	textEqual []bool
 
-	firstSQL, nextSQL, nullSQL, versionSQL string
-	versionQuery                           string        // Params.VersionQuery
-	maxRecord                              int64         // Params.MaxRecordBytes
-	lookback                               time.Duration // Params.Lookback
-	lookbackValues                         int64         // Params.LookbackValues
+	firstSQL, nextSQL, tieSQL, nullSQL, versionSQL string
+	versionQuery                                   string        // Params.VersionQuery
+	maxRecord                                      int64         // Params.MaxRecordBytes
+	lookback                                       time.Duration // Params.Lookback
+	lookbackValues                                 int64         // Params.LookbackValues
 
 	mu         sync.Mutex
 	cursorType string // the cursor column's type tag, as the last page read it
@@ -316,15 +324,17 @@ func (s *Source) buildSQL() {
 		refs[i] = col(k)
 		isNull[i] = refs[i] + " IS NULL"
 	}
-	s.firstSQL, s.nextSQL = s.pageSQL("", "")
+	s.firstSQL, s.nextSQL, s.tieSQL = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
 	s.versionSQL = "SELECT count(*), max(" + refs[0] + ") FROM " + s.from + " AS src"
 }
 
 // pageSQL returns the statements of a first page and of the pages after a
 // cursor, keeping the rows that match pred (every row when "") and joining
-// lateral (a LATERAL subquery pred reads) to the relation.
-func (s *Source) pageSQL(lateral, pred string) (first, next string) {
+// lateral (a LATERAL subquery pred reads) to the relation, and the one
+// counting (up to 2) those rows whose key equals $1, ... as the pages'
+// ">" compares it: in the columns' types and collations.
+func (s *Source) pageSQL(lateral, pred string) (first, next, tie string) {
 	refs := make([]string, len(s.keys))
 	params := make([]string, len(s.keys))
 	conds := make([]string, len(s.keys), len(s.keys)+1)
@@ -343,7 +353,12 @@ func (s *Source) pageSQL(lateral, pred string) (first, next string) {
 		base = "SELECT src.* FROM " + s.from + " AS src" + lateral + " WHERE " + strings.Join(conds, " AND ")
 	}
 	tail := " ORDER BY " + order + " LIMIT $1"
-	return base + tail, base + " AND (" + order + ") > (" + strings.Join(params, ", ") + ")" + tail
+	first, next = base+tail, base+" AND ("+order+") > ("+strings.Join(params, ", ")+")"+tail
+	for i := range params {
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	tie = "SELECT count(*) FROM (" + base + " AND (" + order + ") = (" + strings.Join(params, ", ") + ") LIMIT 2) AS oncesync_tie"
+	return first, next, tie
 }
 
 // ID returns "postgres:<host>:<port>/<database>/" followed by the table as
@@ -436,6 +451,9 @@ func (s *Source) check(ctx context.Context) error {
 			if fd.Name == s.identity {
 				s.identOID = fd.DataTypeOID
 			}
+		}
+		if s.textEqual, err = s.tieFree(ctx, tx, fds); err != nil {
+			return err
 		}
 		if !s.isTable {
 			return nil
@@ -551,7 +569,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 	defer s.mu.Unlock()
 	q, ok := query()
 	if !ok {
-		q = sliceQuery{first: s.firstSQL, next: s.nextSQL}
+		q = sliceQuery{first: s.firstSQL, next: s.nextSQL, tie: s.tieSQL}
 	}
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
@@ -564,7 +582,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 			}
 		}
 		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, tie: q.tie, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
 		return err
 	})
 	if err != nil {
@@ -576,6 +594,8 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 // pageSQL is the statements a page is read with.
 type pageSQL struct {
 	first, next string
+	// tie counts the rows holding a key (see Source.pageSQL).
+	tie string
 	// checkIdent: the statements were built for an identity column of
 	// type identOID (a slice's predicate), which the result must still have.
 	checkIdent bool
@@ -625,15 +645,16 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	last := pos
 	more := false
+	maybeTie := false // the row after the page may equal the last in its columns' equality
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(page.Records) == size {
 			// The row after the page: if it has the page's last key, the
 			// keys are not unique and the next page would skip it.
 			if sameKey(last, keyIdx, raw) {
-				return source.Page{}, fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
-					strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+				return source.Page{}, s.tieError()
 			}
+			maybeTie = s.differOnlyInText(last, keyIdx, raw)
 			more = true
 			break
 		}
@@ -651,6 +672,23 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return source.Page{}, err
+	}
+	if maybeTie {
+		// 'bob' and 'BOB' print apart but are one value in a
+		// nondeterministic collation or citext (1.0 and 1.00 in numeric),
+		// and the next page's ">" compares values: ask the server, in this
+		// snapshot, whether another row holds the last key.
+		args := make([]any, len(last))
+		for k, kv := range last {
+			args[k] = kv.Text
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, q.tie, args...).Scan(&n); err != nil {
+			return source.Page{}, err
+		}
+		if n > 1 {
+			return source.Page{}, s.tieError()
+		}
 	}
 	page.Next = last.String()
 	if more {
@@ -738,6 +776,64 @@ func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (posit
 	}
 	out := slices.Clone(p)
 	out[0].Text = text
+	return out, nil
+}
+
+// tieError is the failure of two rows sharing the key at a page boundary.
+func (s *Source) tieError() error {
+	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
+		strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+}
+
+// differOnlyInText reports whether raw's key differs from p only in
+// columns whose equal values may print apart (see tieFree), so that only
+// the server can tell whether they are one key.
+func (s *Source) differOnlyInText(p position, keyIdx []int, raw [][]byte) bool {
+	if len(p) != len(keyIdx) || len(s.textEqual) != len(keyIdx) {
+		return len(p) == len(keyIdx) // not known: ask
+	}
+	for k, i := range keyIdx {
+		if string(raw[i]) != p[k].Text && s.textEqual[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// printsOnce are the types whose equal values always print alike, so that
+// keys that print apart are apart.
+var printsOnce = map[uint32]bool{
+	pgtype.BoolOID: true, pgtype.Int2OID: true, pgtype.Int4OID: true, pgtype.Int8OID: true, pgtype.OIDOID: true,
+	pgtype.UUIDOID: true, pgtype.DateOID: true, pgtype.TimeOID: true, pgtype.TimestampOID: true,
+	pgtype.TimestamptzOID: true, pgtype.ByteaOID: true, pgtype.NameOID: true, pgtype.QCharOID: true,
+}
+
+// tieFree reports, for each key column of a result, whether its equal
+// values always print alike: the types of printsOnce, and text and
+// varchar in a deterministic collation (the database's default is one).
+// Other types (numeric's scale, citext, char(n)'s blanks, a
+// nondeterministic collation's case or accents) can hold values that
+// print apart and compare equal.
+func (s *Source) tieFree(ctx context.Context, tx pgx.Tx, fds []pgconn.FieldDescription) ([]bool, error) {
+	idx, _, err := s.columns(fds)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(s.keys))
+	for k, i := range idx {
+		switch oid := fds[i].DataTypeOID; {
+		case printsOnce[oid]:
+			out[k] = true
+		case oid == pgtype.TextOID || oid == pgtype.VarcharOID:
+			// The column's collation, which the pages' ORDER BY and ">"
+			// compare in, is the scalar subquery's.
+			err := tx.QueryRow(ctx, `SELECT coalesce((SELECT c.collisdeterministic FROM pg_catalog.pg_collation c
+				WHERE c.oid = pg_catalog.to_regcollation(pg_catalog.pg_collation_for((SELECT `+col(s.keys[k])+` FROM `+s.from+` AS src LIMIT 0)))), false)`).Scan(&out[k])
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
