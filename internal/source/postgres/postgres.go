@@ -12,7 +12,12 @@
 //
 // so a page costs one index range scan, however deep into the source it is
 // (index (cursor_column, identity) for a table; a query should let PostgreSQL
-// push the condition down to such an index). Without an identity the
+// push the condition down to such an index). ORDER BY sorts by the key types'
+// default btree operator classes, found through the type; a plain ">" is
+// found through the search_path. For a type whose operators are not on it
+// (citext installed in a schema "extensions"), ">" would be text's and
+// disagree with the order, so the comparison is spelled column by column
+// with OPERATOR(schema.>) and OPERATOR(schema.=). Without an identity the
 // cursor_column alone orders the rows and MUST be unique: rows sharing the
 // value at a page boundary would be skipped (a page reads one row ahead, and
 // fails with source.ErrInvalid when that row repeats the page's last key, so
@@ -205,6 +210,9 @@ type Source struct {
 	// textEqual[k] reports that two values of key k that the column
 	// compares equal always print alike (see tieFree), as check found.
 	textEqual []bool
+	// opSchemas[k] is the schema of key k's comparison operators when a
+	// plain ">" would not find them (see operatorSchemas), else "".
+	opSchemas []string
 
 	firstSQL, nextSQL, tieSQL, nullSQL, versionSQL string
 	versionQuery                                   string        // Params.VersionQuery
@@ -282,6 +290,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	s.buildSQL() // with the operators check found
 	return s, nil
 }
 
@@ -336,29 +345,57 @@ func (s *Source) buildSQL() {
 // ">" compares it: in the columns' types and collations.
 func (s *Source) pageSQL(lateral, pred string) (first, next, tie string) {
 	refs := make([]string, len(s.keys))
-	params := make([]string, len(s.keys))
 	conds := make([]string, len(s.keys), len(s.keys)+1)
 	for i, k := range s.keys {
 		refs[i] = col(k)
-		params[i] = "$" + strconv.Itoa(i+2)
 		conds[i] = refs[i] + " IS NOT NULL"
 	}
 	if pred != "" {
 		conds = append(conds, "("+pred+")")
 	}
-	order := strings.Join(refs, ", ")
 	base := "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(conds, " AND ")
 	if lateral != "" {
 		// Only src's columns: the subquery's are not the source's.
 		base = "SELECT src.* FROM " + s.from + " AS src" + lateral + " WHERE " + strings.Join(conds, " AND ")
 	}
-	tail := " ORDER BY " + order + " LIMIT $1"
-	first, next = base+tail, base+" AND ("+order+") > ("+strings.Join(params, ", ")+")"+tail
-	for i := range params {
-		params[i] = "$" + strconv.Itoa(i+1)
+	tail := " ORDER BY " + strings.Join(refs, ", ") + " LIMIT $1"
+	after, _ := s.keyset(refs, 2)
+	_, equal := s.keyset(refs, 1)
+	return base + tail, base + " AND " + after + tail,
+		"SELECT count(*) FROM (" + base + " AND " + equal + " LIMIT 2) AS oncesync_tie"
+}
+
+// keyset returns the conditions "key after" and "key equal to" the
+// parameters $from, $from+1, ... Row comparisons when every key's
+// operators are found by their plain names (an index on the keys serves
+// them); otherwise column by column, each with its type's own operators
+// (see operatorSchemas), the first key bounded below for the index.
+func (s *Source) keyset(refs []string, from int) (after, equal string) {
+	params := make([]string, len(refs))
+	for i := range refs {
+		params[i] = "$" + strconv.Itoa(from+i)
 	}
-	tie = "SELECT count(*) FROM (" + base + " AND (" + order + ") = (" + strings.Join(params, ", ") + ") LIMIT 2) AS oncesync_tie"
-	return first, next, tie
+	if !slices.ContainsFunc(s.opSchemas, func(sch string) bool { return sch != "" }) {
+		order, keys := strings.Join(refs, ", "), strings.Join(params, ", ")
+		return "(" + order + ") > (" + keys + ")", "(" + order + ") = (" + keys + ")"
+	}
+	op := func(i int, name string) string {
+		if i < len(s.opSchemas) && s.opSchemas[i] != "" {
+			return " OPERATOR(" + s.opSchemas[i] + "." + name + ") "
+		}
+		return " " + name + " "
+	}
+	n := len(refs)
+	after = refs[n-1] + op(n-1, ">") + params[n-1]
+	eqs := []string{refs[n-1] + op(n-1, "=") + params[n-1]}
+	for i := n - 2; i >= 0; i-- {
+		after = "(" + refs[i] + op(i, ">") + params[i] + " OR (" + refs[i] + op(i, "=") + params[i] + " AND " + after + "))"
+		eqs = append([]string{refs[i] + op(i, "=") + params[i]}, eqs...)
+	}
+	if n > 1 {
+		after = refs[0] + op(0, ">=") + params[0] + " AND " + after
+	}
+	return "(" + after + ")", "(" + strings.Join(eqs, " AND ") + ")"
 }
 
 // ID returns "postgres:<host>:<port>/<database>/" followed by the table as
@@ -444,7 +481,8 @@ func (s *Source) check(ctx context.Context) error {
 			return err
 		}
 		fds := rows.FieldDescriptions()
-		if _, _, err := s.columns(fds); err != nil {
+		idx, _, err := s.columns(fds)
+		if err != nil {
 			return err
 		}
 		for _, fd := range fds {
@@ -452,7 +490,16 @@ func (s *Source) check(ctx context.Context) error {
 				s.identOID = fd.DataTypeOID
 			}
 		}
-		if s.textEqual, err = s.tieFree(ctx, tx, fds); err != nil {
+		// fds are the connection's until its next query: keep the keys'
+		// types first.
+		keyOIDs := make([]uint32, len(idx))
+		for k, i := range idx {
+			keyOIDs[k] = fds[i].DataTypeOID
+		}
+		if s.textEqual, err = s.tieFree(ctx, tx, keyOIDs); err != nil {
+			return err
+		}
+		if s.opSchemas, err = s.operatorSchemas(ctx, tx, keyOIDs); err != nil {
 			return err
 		}
 		if !s.isTable {
@@ -808,20 +855,16 @@ var printsOnce = map[uint32]bool{
 	pgtype.TimestamptzOID: true, pgtype.ByteaOID: true, pgtype.NameOID: true, pgtype.QCharOID: true,
 }
 
-// tieFree reports, for each key column of a result, whether its equal
+// tieFree reports, for each key column's type, whether its equal
 // values always print alike: the types of printsOnce, and text and
 // varchar in a deterministic collation (the database's default is one).
 // Other types (numeric's scale, citext, char(n)'s blanks, a
 // nondeterministic collation's case or accents) can hold values that
 // print apart and compare equal.
-func (s *Source) tieFree(ctx context.Context, tx pgx.Tx, fds []pgconn.FieldDescription) ([]bool, error) {
-	idx, _, err := s.columns(fds)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]bool, len(s.keys))
-	for k, i := range idx {
-		switch oid := fds[i].DataTypeOID; {
+func (s *Source) tieFree(ctx context.Context, tx pgx.Tx, keyOIDs []uint32) ([]bool, error) {
+	out := make([]bool, len(keyOIDs))
+	for k, oid := range keyOIDs {
+		switch {
 		case printsOnce[oid]:
 			out[k] = true
 		case oid == pgtype.TextOID || oid == pgtype.VarcharOID:
@@ -832,6 +875,40 @@ func (s *Source) tieFree(ctx context.Context, tx pgx.Tx, fds []pgconn.FieldDescr
 			if err != nil {
 				return nil, err
 			}
+		}
+	}
+	return out, nil
+}
+
+// operatorSchemas returns, for each key column's type, the schema of
+// its type's comparison operators (the default btree operator class's,
+// which ORDER BY sorts by) when the session's search_path does not find
+// them by name, else "". A type of an extension installed off the
+// search_path (citext in a schema "extensions") sorts by its own order,
+// while a plain ">" finds the one of a type it casts to (text's), and the
+// next page would skip rows that sort after the last and compare below it.
+func (s *Source) operatorSchemas(ctx context.Context, tx pgx.Tx, keyOIDs []uint32) ([]string, error) {
+	out := make([]string, len(keyOIDs))
+	for k, oid := range keyOIDs {
+		var (
+			schema  string
+			visible bool
+		)
+		err := tx.QueryRow(ctx, `SELECT n.nspname, pg_catalog.pg_operator_is_visible(o.oid)
+			FROM pg_catalog.pg_opclass c
+			JOIN pg_catalog.pg_am m ON m.oid = c.opcmethod AND m.amname = 'btree'
+			JOIN pg_catalog.pg_amop a ON a.amopfamily = c.opcfamily AND a.amopstrategy = 5
+				AND a.amoplefttype = c.opcintype AND a.amoprighttype = c.opcintype
+			JOIN pg_catalog.pg_operator o ON o.oid = a.amopopr
+			JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+			WHERE c.opcdefault AND c.opcintype = $1::oid`, strconv.FormatUint(uint64(oid), 10)).Scan(&schema, &visible)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Text's class serves varchar, anyenum's every enum: built in.
+		case err != nil:
+			return nil, err
+		case !visible:
+			out[k] = pgx.Identifier{schema}.Sanitize()
 		}
 	}
 	return out, nil
