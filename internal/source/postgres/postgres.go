@@ -335,7 +335,11 @@ func (s *Source) buildSQL() {
 	}
 	s.firstSQL, s.nextSQL, s.tieSQL = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
-	s.versionSQL = "SELECT count(*), max(" + refs[0] + ") FROM " + s.from + " AS src"
+	// The largest cursor_column by its ORDER BY, not max(): uuid has no
+	// max(), and the keyset already needs the order. Named max, so the
+	// result hashes as max()'s did.
+	s.versionSQL = "SELECT count(*), (SELECT " + refs[0] + " FROM " + s.from + " AS src WHERE " + refs[0] + " IS NOT NULL ORDER BY " +
+		refs[0] + " DESC LIMIT 1) AS max FROM " + s.from + " AS src"
 }
 
 // pageSQL returns the statements of a first page and of the pages after a
@@ -957,10 +961,12 @@ func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 // versionQuery, read in one REPEATABLE READ snapshot: the snapshot a
 // partitioned run pins (docs/guide.md#the-checkpoint-barrier). An empty versionQuery means
 //
-//	SELECT count(*), max(cursor_column) FROM <source>
+//	SELECT count(*), (SELECT cursor_column ... ORDER BY cursor_column DESC LIMIT 1) AS max FROM <source>
 //
-// which changes when rows are added or removed or the cursor column grows
-// (with cursor_column updated_at: on every update). The hash covers the
+// (the largest cursor_column taken by ORDER BY ... DESC LIMIT 1, so that
+// a type without max(), such as uuid, has one) which changes when rows are
+// added or removed or the cursor column grows (with cursor_column
+// updated_at: on every update). The hash covers the
 // result's column names and types and every value's text (NULL distinct from
 // any text), length-prefixed, so two different results never hash alike.
 func (s *Source) Version(ctx context.Context, versionQuery string) (string, error) {
