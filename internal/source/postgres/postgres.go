@@ -58,10 +58,12 @@
 // the lookback (and one microsecond, or one day for a date, so the row at
 // the window's edge is not skipped on a tie of identity): the next run reads
 // the rows of that window again, and those unchanged since their delivery are
-// skipped by the ledger (docs/guide.md#rows-committed-late). A transaction
-// that commits more than the lookback after it stamped its rows, a key that
-// moved backwards, or a cursor_column of another type is not covered: those
-// rows wait until the cursor is reset.
+// skipped by the ledger (docs/guide.md#rows-committed-late). A pass whose
+// last page reads no row (the row ahead of the page before was deleted in
+// between) ends moved back from the last row at or before its cursor. A
+// transaction that commits more than the lookback after it stamped its
+// rows, a key that moved backwards, or a cursor_column of another type is
+// not covered: those rows wait until the cursor is reset.
 //
 // Rows whose cursor_column or identity is NULL cannot be paged; rather than
 // skip them silently, reaching the end of the source fails with
@@ -214,11 +216,12 @@ type Source struct {
 	// plain ">" would not find them (see operatorSchemas), else "".
 	opSchemas []string
 
-	firstSQL, nextSQL, tieSQL, nullSQL, versionSQL string
-	versionQuery                                   string        // Params.VersionQuery
-	maxRecord                                      int64         // Params.MaxRecordBytes
-	lookback                                       time.Duration // Params.Lookback
-	lookbackValues                                 int64         // Params.LookbackValues
+	pages               statements // ReadPage's
+	nullSQL, versionSQL string
+	versionQuery        string        // Params.VersionQuery
+	maxRecord           int64         // Params.MaxRecordBytes
+	lookback            time.Duration // Params.Lookback
+	lookbackValues      int64         // Params.LookbackValues
 
 	mu         sync.Mutex
 	cursorType string // the cursor column's type tag, as the last page read it
@@ -333,7 +336,7 @@ func (s *Source) buildSQL() {
 		refs[i] = col(k)
 		isNull[i] = refs[i] + " IS NULL"
 	}
-	s.firstSQL, s.nextSQL, s.tieSQL = s.pageSQL("", "")
+	s.pages = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
 	// The largest cursor_column by its ORDER BY, not max(): uuid has no
 	// max(), and the keyset already needs the order. Named max, so the
@@ -342,16 +345,27 @@ func (s *Source) buildSQL() {
 		refs[0] + " DESC LIMIT 1) AS max FROM " + s.from + " AS src"
 }
 
-// pageSQL returns the statements of a first page and of the pages after a
-// cursor, keeping the rows that match pred (every row when "") and joining
-// lateral (a LATERAL subquery pred reads) to the relation, and the one
-// counting (up to 2) those rows whose key equals $1, ... as the pages'
-// ">" compares it: in the columns' types and collations.
-func (s *Source) pageSQL(lateral, pred string) (first, next, tie string) {
+// statements are the SQL of pages over the rows of one predicate.
+type statements struct {
+	// first reads the first page ($1 the LIMIT), next the page after the
+	// key $2, ... .
+	first, next string
+	// tie counts (up to 2) the rows whose key equals $1, ... as the
+	// pages' ">" compares it: in the columns' types and collations.
+	tie string
+	// atOrBefore reads the last row whose key is not after $1, ... .
+	atOrBefore string
+}
+
+// pageSQL returns the statements of the rows that match pred (every row
+// when "") joined to lateral (a LATERAL subquery pred reads).
+func (s *Source) pageSQL(lateral, pred string) statements {
 	refs := make([]string, len(s.keys))
+	desc := make([]string, len(s.keys))
 	conds := make([]string, len(s.keys), len(s.keys)+1)
 	for i, k := range s.keys {
 		refs[i] = col(k)
+		desc[i] = refs[i] + " DESC"
 		conds[i] = refs[i] + " IS NOT NULL"
 	}
 	if pred != "" {
@@ -364,9 +378,14 @@ func (s *Source) pageSQL(lateral, pred string) (first, next, tie string) {
 	}
 	tail := " ORDER BY " + strings.Join(refs, ", ") + " LIMIT $1"
 	after, _ := s.keyset(refs, 2)
-	_, equal := s.keyset(refs, 1)
-	return base + tail, base + " AND " + after + tail,
-		"SELECT count(*) FROM (" + base + " AND " + equal + " LIMIT 2) AS oncesync_tie"
+	after1, equal := s.keyset(refs, 1)
+	return statements{
+		first: base + tail,
+		next:  base + " AND " + after + tail,
+		tie:   "SELECT count(*) FROM (" + base + " AND " + equal + " LIMIT 2) AS oncesync_tie",
+		// The keys are NOT NULL here, so "not after" is "at or before".
+		atOrBefore: base + " AND NOT " + after1 + " ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1",
+	}
 }
 
 // keyset returns the conditions "key after" and "key equal to" the
@@ -476,7 +495,7 @@ func (s *Source) check(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snapshot(ctx, "check", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.firstSQL, "0")
+		rows, err := tx.Query(ctx, s.pages.first, "0")
 		if err != nil {
 			return err
 		}
@@ -620,7 +639,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 	defer s.mu.Unlock()
 	q, ok := query()
 	if !ok {
-		q = sliceQuery{first: s.firstSQL, next: s.nextSQL, tie: s.tieSQL}
+		q = sliceQuery{statements: s.pages}
 	}
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
@@ -633,7 +652,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 			}
 		}
 		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, tie: q.tie, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{statements: q.statements, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
 		return err
 	})
 	if err != nil {
@@ -644,9 +663,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 
 // pageSQL is the statements a page is read with.
 type pageSQL struct {
-	first, next string
-	// tie counts the rows holding a key (see Source.pageSQL).
-	tie string
+	statements
 	// checkIdent: the statements were built for an identity column of
 	// type identOID (a slice's predicate), which the result must still have.
 	checkIdent bool
@@ -746,10 +763,23 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		return page, nil
 	}
 	page.End = true
-	if len(page.Records) > 0 {
-		// Only after rows were read: a pass that read none ends where it
-		// began, already moved back, and must not move back again.
-		back, err := s.lookbackFrom(ctx, tx, last)
+	from := last
+	if len(page.Records) == 0 && pos != nil && s.looksBack(pos[0].Type) {
+		// The page began where an earlier one of the pass stopped, or
+		// where the last pass ended, and the rows read there, or the row
+		// ahead of them, are gone (deleted, or their key moved back).
+		// Moving back from the cursor itself would move back again on
+		// every pass without rows; not moving back would leave unread the
+		// rows committed late behind the earlier page's last row. So the
+		// pass ends moved back from the last row at or before the cursor,
+		// which the next pass reads again, and ends at again.
+		if from, err = s.lastAtOrBefore(ctx, tx, q.atOrBefore, pos); err != nil {
+			return source.Page{}, err
+		}
+		page.Next = "" // without such a row: whatever comes, from the start
+	}
+	if len(from) > 0 {
+		back, err := s.lookbackFrom(ctx, tx, from)
 		if err != nil {
 			return source.Page{}, err
 		}
@@ -916,6 +946,44 @@ func (s *Source) operatorSchemas(ctx context.Context, tx pgx.Tx, keyOIDs []uint3
 		}
 	}
 	return out, nil
+}
+
+// looksBack reports whether a lookback applies to a cursor_column of type
+// typ (see "Rows committed late").
+func (s *Source) looksBack(typ string) bool {
+	if _, isInt := intLeast[typ]; isInt {
+		return s.lookbackValues > 0
+	}
+	_, isTime := lookbackSQL[typ]
+	return isTime && s.lookback > 0
+}
+
+// lastAtOrBefore returns the key of the last row, in page order, whose key
+// is not after p (sql is statements.atOrBefore), or nil when there is none.
+func (s *Source) lastAtOrBefore(ctx context.Context, tx pgx.Tx, sql string, p position) (position, error) {
+	args := make([]any, len(p))
+	for k, kv := range p {
+		args[k] = kv.Text
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keyIdx, keyTags, err := s.columns(rows.FieldDescriptions())
+	if err != nil {
+		return nil, err
+	}
+	var out position
+	for rows.Next() {
+		raw := rows.RawValues()
+		out = make(position, len(keyIdx))
+		for k, i := range keyIdx {
+			out[k] = keyValue{Type: keyTags[k], Text: string(raw[i])}
+		}
+	}
+	rows.Close()
+	return out, rows.Err()
 }
 
 // sameKey reports whether raw's key columns print as p.
