@@ -12,12 +12,21 @@
 //
 // so a page costs one index range scan, however deep into the source it is
 // (index (cursor_column, identity) for a table; a query should let PostgreSQL
-// push the condition down to such an index). Without an identity the
+// push the condition down to such an index). ORDER BY sorts by the key types'
+// default btree operator classes, found through the type; a plain ">" is
+// found through the search_path. For a type whose operators are not on it
+// (citext installed in a schema "extensions"), ">" would be text's and
+// disagree with the order, so the comparison is spelled column by column
+// with OPERATOR(schema.>) and OPERATOR(schema.=). Without an identity the
 // cursor_column alone orders the rows and MUST be unique: rows sharing the
 // value at a page boundary would be skipped (a page reads one row ahead, and
 // fails with source.ErrInvalid when that row repeats the page's last key, so
 // such a tie is reported, not skipped). With an identity (a primary key) the
-// pair must be unique, and ties on cursor_column are broken by it.
+// pair must be unique, and ties on cursor_column are broken by it. Keys are
+// equal as PostgreSQL compares them, which is not always as they print: in a
+// nondeterministic collation 'BOB' and 'bob' are one value, in numeric 1.0
+// and 1.00. When the row ahead differs from the last only in such columns,
+// the page asks the server, in its snapshot, whether two rows hold the key.
 // An empty cursor_column defaults to the identity. Names are exact, as stored
 // in the catalog (quoted identifiers: "Contacts" is not contacts).
 //
@@ -49,10 +58,12 @@
 // the lookback (and one microsecond, or one day for a date, so the row at
 // the window's edge is not skipped on a tie of identity): the next run reads
 // the rows of that window again, and those unchanged since their delivery are
-// skipped by the ledger (docs/guide.md#rows-committed-late). A transaction
-// that commits more than the lookback after it stamped its rows, a key that
-// moved backwards, or a cursor_column of another type is not covered: those
-// rows wait until the cursor is reset.
+// skipped by the ledger (docs/guide.md#rows-committed-late). A pass whose
+// last page reads no row (the row ahead of the page before was deleted in
+// between) ends moved back from the last row at or before its cursor. A
+// transaction that commits more than the lookback after it stamped its
+// rows, a key that moved backwards, or a cursor_column of another type is
+// not covered: those rows wait until the cursor is reset.
 //
 // Rows whose cursor_column or identity is NULL cannot be paged; rather than
 // skip them silently, reaching the end of the source fails with
@@ -132,6 +143,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oncesync/oncesync/internal/source"
 )
@@ -197,12 +209,19 @@ type Source struct {
 	// found it (slice.go's predicates depend on it).
 	identity string
 	identOID uint32
+	// textEqual[k] reports that two values of key k that the column
+	// compares equal always print alike (see tieFree), as check found.
+	textEqual []bool
+	// opSchemas[k] is the schema of key k's comparison operators when a
+	// plain ">" would not find them (see operatorSchemas), else "".
+	opSchemas []string
 
-	firstSQL, nextSQL, nullSQL, versionSQL string
-	versionQuery                           string        // Params.VersionQuery
-	maxRecord                              int64         // Params.MaxRecordBytes
-	lookback                               time.Duration // Params.Lookback
-	lookbackValues                         int64         // Params.LookbackValues
+	pages               statements // ReadPage's
+	nullSQL, versionSQL string
+	versionQuery        string        // Params.VersionQuery
+	maxRecord           int64         // Params.MaxRecordBytes
+	lookback            time.Duration // Params.Lookback
+	lookbackValues      int64         // Params.LookbackValues
 
 	mu         sync.Mutex
 	cursorType string // the cursor column's type tag, as the last page read it
@@ -274,6 +293,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	s.buildSQL() // with the operators check found
 	return s, nil
 }
 
@@ -316,34 +336,89 @@ func (s *Source) buildSQL() {
 		refs[i] = col(k)
 		isNull[i] = refs[i] + " IS NULL"
 	}
-	s.firstSQL, s.nextSQL = s.pageSQL("", "")
+	s.pages = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
-	s.versionSQL = "SELECT count(*), max(" + refs[0] + ") FROM " + s.from + " AS src"
+	// The largest cursor_column by its ORDER BY, not max(): uuid has no
+	// max(), and the keyset already needs the order. Named max, so the
+	// result hashes as max()'s did.
+	s.versionSQL = "SELECT count(*), (SELECT " + refs[0] + " FROM " + s.from + " AS src WHERE " + refs[0] + " IS NOT NULL ORDER BY " +
+		refs[0] + " DESC LIMIT 1) AS max FROM " + s.from + " AS src"
 }
 
-// pageSQL returns the statements of a first page and of the pages after a
-// cursor, keeping the rows that match pred (every row when "") and joining
-// lateral (a LATERAL subquery pred reads) to the relation.
-func (s *Source) pageSQL(lateral, pred string) (first, next string) {
+// statements are the SQL of pages over the rows of one predicate.
+type statements struct {
+	// first reads the first page ($1 the LIMIT), next the page after the
+	// key $2, ... .
+	first, next string
+	// tie counts (up to 2) the rows whose key equals $1, ... as the
+	// pages' ">" compares it: in the columns' types and collations.
+	tie string
+	// atOrBefore reads the last row whose key is not after $1, ... .
+	atOrBefore string
+}
+
+// pageSQL returns the statements of the rows that match pred (every row
+// when "") joined to lateral (a LATERAL subquery pred reads).
+func (s *Source) pageSQL(lateral, pred string) statements {
 	refs := make([]string, len(s.keys))
-	params := make([]string, len(s.keys))
+	desc := make([]string, len(s.keys))
 	conds := make([]string, len(s.keys), len(s.keys)+1)
 	for i, k := range s.keys {
 		refs[i] = col(k)
-		params[i] = "$" + strconv.Itoa(i+2)
+		desc[i] = refs[i] + " DESC"
 		conds[i] = refs[i] + " IS NOT NULL"
 	}
 	if pred != "" {
 		conds = append(conds, "("+pred+")")
 	}
-	order := strings.Join(refs, ", ")
 	base := "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(conds, " AND ")
 	if lateral != "" {
 		// Only src's columns: the subquery's are not the source's.
 		base = "SELECT src.* FROM " + s.from + " AS src" + lateral + " WHERE " + strings.Join(conds, " AND ")
 	}
-	tail := " ORDER BY " + order + " LIMIT $1"
-	return base + tail, base + " AND (" + order + ") > (" + strings.Join(params, ", ") + ")" + tail
+	tail := " ORDER BY " + strings.Join(refs, ", ") + " LIMIT $1"
+	after, _ := s.keyset(refs, 2)
+	after1, equal := s.keyset(refs, 1)
+	return statements{
+		first: base + tail,
+		next:  base + " AND " + after + tail,
+		tie:   "SELECT count(*) FROM (" + base + " AND " + equal + " LIMIT 2) AS oncesync_tie",
+		// The keys are NOT NULL here, so "not after" is "at or before".
+		atOrBefore: base + " AND NOT " + after1 + " ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1",
+	}
+}
+
+// keyset returns the conditions "key after" and "key equal to" the
+// parameters $from, $from+1, ... Row comparisons when every key's
+// operators are found by their plain names (an index on the keys serves
+// them); otherwise column by column, each with its type's own operators
+// (see operatorSchemas), the first key bounded below for the index.
+func (s *Source) keyset(refs []string, from int) (after, equal string) {
+	params := make([]string, len(refs))
+	for i := range refs {
+		params[i] = "$" + strconv.Itoa(from+i)
+	}
+	if !slices.ContainsFunc(s.opSchemas, func(sch string) bool { return sch != "" }) {
+		order, keys := strings.Join(refs, ", "), strings.Join(params, ", ")
+		return "(" + order + ") > (" + keys + ")", "(" + order + ") = (" + keys + ")"
+	}
+	op := func(i int, name string) string {
+		if i < len(s.opSchemas) && s.opSchemas[i] != "" {
+			return " OPERATOR(" + s.opSchemas[i] + "." + name + ") "
+		}
+		return " " + name + " "
+	}
+	n := len(refs)
+	after = refs[n-1] + op(n-1, ">") + params[n-1]
+	eqs := []string{refs[n-1] + op(n-1, "=") + params[n-1]}
+	for i := n - 2; i >= 0; i-- {
+		after = "(" + refs[i] + op(i, ">") + params[i] + " OR (" + refs[i] + op(i, "=") + params[i] + " AND " + after + "))"
+		eqs = append([]string{refs[i] + op(i, "=") + params[i]}, eqs...)
+	}
+	if n > 1 {
+		after = refs[0] + op(0, ">=") + params[0] + " AND " + after
+	}
+	return "(" + after + ")", "(" + strings.Join(eqs, " AND ") + ")"
 }
 
 // ID returns "postgres:<host>:<port>/<database>/" followed by the table as
@@ -420,7 +495,7 @@ func (s *Source) check(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snapshot(ctx, "check", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.firstSQL, "0")
+		rows, err := tx.Query(ctx, s.pages.first, "0")
 		if err != nil {
 			return err
 		}
@@ -429,13 +504,26 @@ func (s *Source) check(ctx context.Context) error {
 			return err
 		}
 		fds := rows.FieldDescriptions()
-		if _, _, err := s.columns(fds); err != nil {
+		idx, _, err := s.columns(fds)
+		if err != nil {
 			return err
 		}
 		for _, fd := range fds {
 			if fd.Name == s.identity {
 				s.identOID = fd.DataTypeOID
 			}
+		}
+		// fds are the connection's until its next query: keep the keys'
+		// types first.
+		keyOIDs := make([]uint32, len(idx))
+		for k, i := range idx {
+			keyOIDs[k] = fds[i].DataTypeOID
+		}
+		if s.textEqual, err = s.tieFree(ctx, tx, keyOIDs); err != nil {
+			return err
+		}
+		if s.opSchemas, err = s.operatorSchemas(ctx, tx, keyOIDs); err != nil {
+			return err
 		}
 		if !s.isTable {
 			return nil
@@ -551,7 +639,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 	defer s.mu.Unlock()
 	q, ok := query()
 	if !ok {
-		q = sliceQuery{first: s.firstSQL, next: s.nextSQL}
+		q = sliceQuery{statements: s.pages}
 	}
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(tx pgx.Tx) error {
@@ -564,7 +652,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 			}
 		}
 		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{first: q.first, next: q.next, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{statements: q.statements, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
 		return err
 	})
 	if err != nil {
@@ -575,7 +663,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 
 // pageSQL is the statements a page is read with.
 type pageSQL struct {
-	first, next string
+	statements
 	// checkIdent: the statements were built for an identity column of
 	// type identOID (a slice's predicate), which the result must still have.
 	checkIdent bool
@@ -625,15 +713,16 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 	page := source.Page{Cursor: cursor, Records: make([]source.Record, 0, min(size, 4096))}
 	last := pos
 	more := false
+	maybeTie := false // the row after the page may equal the last in its columns' equality
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(page.Records) == size {
 			// The row after the page: if it has the page's last key, the
 			// keys are not unique and the next page would skip it.
 			if sameKey(last, keyIdx, raw) {
-				return source.Page{}, fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
-					strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+				return source.Page{}, s.tieError()
 			}
+			maybeTie = s.differOnlyInText(last, keyIdx, raw)
 			more = true
 			break
 		}
@@ -652,15 +741,45 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 	if err := rows.Err(); err != nil {
 		return source.Page{}, err
 	}
+	if maybeTie {
+		// 'bob' and 'BOB' print apart but are one value in a
+		// nondeterministic collation or citext (1.0 and 1.00 in numeric),
+		// and the next page's ">" compares values: ask the server, in this
+		// snapshot, whether another row holds the last key.
+		args := make([]any, len(last))
+		for k, kv := range last {
+			args[k] = kv.Text
+		}
+		var n int64
+		if err := tx.QueryRow(ctx, q.tie, args...).Scan(&n); err != nil {
+			return source.Page{}, err
+		}
+		if n > 1 {
+			return source.Page{}, s.tieError()
+		}
+	}
 	page.Next = last.String()
 	if more {
 		return page, nil
 	}
 	page.End = true
-	if len(page.Records) > 0 {
-		// Only after rows were read: a pass that read none ends where it
-		// began, already moved back, and must not move back again.
-		back, err := s.lookbackFrom(ctx, tx, last)
+	from := last
+	if len(page.Records) == 0 && pos != nil && s.looksBack(pos[0].Type) {
+		// The page began where an earlier one of the pass stopped, or
+		// where the last pass ended, and the rows read there, or the row
+		// ahead of them, are gone (deleted, or their key moved back).
+		// Moving back from the cursor itself would move back again on
+		// every pass without rows; not moving back would leave unread the
+		// rows committed late behind the earlier page's last row. So the
+		// pass ends moved back from the last row at or before the cursor,
+		// which the next pass reads again, and ends at again.
+		if from, err = s.lastAtOrBefore(ctx, tx, q.atOrBefore, pos); err != nil {
+			return source.Page{}, err
+		}
+		page.Next = "" // without such a row: whatever comes, from the start
+	}
+	if len(from) > 0 {
+		back, err := s.lookbackFrom(ctx, tx, from)
 		if err != nil {
 			return source.Page{}, err
 		}
@@ -741,6 +860,132 @@ func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (posit
 	return out, nil
 }
 
+// tieError is the failure of two rows sharing the key at a page boundary.
+func (s *Source) tieError() error {
+	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
+		strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+}
+
+// differOnlyInText reports whether raw's key differs from p only in
+// columns whose equal values may print apart (see tieFree), so that only
+// the server can tell whether they are one key.
+func (s *Source) differOnlyInText(p position, keyIdx []int, raw [][]byte) bool {
+	if len(p) != len(keyIdx) || len(s.textEqual) != len(keyIdx) {
+		return len(p) == len(keyIdx) // not known: ask
+	}
+	for k, i := range keyIdx {
+		if string(raw[i]) != p[k].Text && s.textEqual[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// printsOnce are the types whose equal values always print alike, so that
+// keys that print apart are apart.
+var printsOnce = map[uint32]bool{
+	pgtype.BoolOID: true, pgtype.Int2OID: true, pgtype.Int4OID: true, pgtype.Int8OID: true, pgtype.OIDOID: true,
+	pgtype.UUIDOID: true, pgtype.DateOID: true, pgtype.TimeOID: true, pgtype.TimestampOID: true,
+	pgtype.TimestamptzOID: true, pgtype.ByteaOID: true, pgtype.NameOID: true, pgtype.QCharOID: true,
+}
+
+// tieFree reports, for each key column's type, whether its equal
+// values always print alike: the types of printsOnce, and text and
+// varchar in a deterministic collation (the database's default is one).
+// Other types (numeric's scale, citext, char(n)'s blanks, a
+// nondeterministic collation's case or accents) can hold values that
+// print apart and compare equal.
+func (s *Source) tieFree(ctx context.Context, tx pgx.Tx, keyOIDs []uint32) ([]bool, error) {
+	out := make([]bool, len(keyOIDs))
+	for k, oid := range keyOIDs {
+		switch {
+		case printsOnce[oid]:
+			out[k] = true
+		case oid == pgtype.TextOID || oid == pgtype.VarcharOID:
+			// The column's collation, which the pages' ORDER BY and ">"
+			// compare in, is the scalar subquery's.
+			err := tx.QueryRow(ctx, `SELECT coalesce((SELECT c.collisdeterministic FROM pg_catalog.pg_collation c
+				WHERE c.oid = pg_catalog.to_regcollation(pg_catalog.pg_collation_for((SELECT `+col(s.keys[k])+` FROM `+s.from+` AS src LIMIT 0)))), false)`).Scan(&out[k])
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// operatorSchemas returns, for each key column's type, the schema of
+// its type's comparison operators (the default btree operator class's,
+// which ORDER BY sorts by) when the session's search_path does not find
+// them by name, else "". A type of an extension installed off the
+// search_path (citext in a schema "extensions") sorts by its own order,
+// while a plain ">" finds the one of a type it casts to (text's), and the
+// next page would skip rows that sort after the last and compare below it.
+func (s *Source) operatorSchemas(ctx context.Context, tx pgx.Tx, keyOIDs []uint32) ([]string, error) {
+	out := make([]string, len(keyOIDs))
+	for k, oid := range keyOIDs {
+		var (
+			schema  string
+			visible bool
+		)
+		err := tx.QueryRow(ctx, `SELECT n.nspname, pg_catalog.pg_operator_is_visible(o.oid)
+			FROM pg_catalog.pg_opclass c
+			JOIN pg_catalog.pg_am m ON m.oid = c.opcmethod AND m.amname = 'btree'
+			JOIN pg_catalog.pg_amop a ON a.amopfamily = c.opcfamily AND a.amopstrategy = 5
+				AND a.amoplefttype = c.opcintype AND a.amoprighttype = c.opcintype
+			JOIN pg_catalog.pg_operator o ON o.oid = a.amopopr
+			JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+			WHERE c.opcdefault AND c.opcintype = $1::oid`, strconv.FormatUint(uint64(oid), 10)).Scan(&schema, &visible)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			// Text's class serves varchar, anyenum's every enum: built in.
+		case err != nil:
+			return nil, err
+		case !visible:
+			out[k] = pgx.Identifier{schema}.Sanitize()
+		}
+	}
+	return out, nil
+}
+
+// looksBack reports whether a lookback applies to a cursor_column of type
+// typ (see "Rows committed late").
+func (s *Source) looksBack(typ string) bool {
+	if _, isInt := intLeast[typ]; isInt {
+		return s.lookbackValues > 0
+	}
+	_, isTime := lookbackSQL[typ]
+	return isTime && s.lookback > 0
+}
+
+// lastAtOrBefore returns the key of the last row, in page order, whose key
+// is not after p (sql is statements.atOrBefore), or nil when there is none.
+func (s *Source) lastAtOrBefore(ctx context.Context, tx pgx.Tx, sql string, p position) (position, error) {
+	args := make([]any, len(p))
+	for k, kv := range p {
+		args[k] = kv.Text
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keyIdx, keyTags, err := s.columns(rows.FieldDescriptions())
+	if err != nil {
+		return nil, err
+	}
+	var out position
+	for rows.Next() {
+		raw := rows.RawValues()
+		out = make(position, len(keyIdx))
+		for k, i := range keyIdx {
+			out[k] = keyValue{Type: keyTags[k], Text: string(raw[i])}
+		}
+	}
+	rows.Close()
+	return out, rows.Err()
+}
+
 // sameKey reports whether raw's key columns print as p.
 func sameKey(p position, keyIdx []int, raw [][]byte) bool {
 	if len(p) != len(keyIdx) {
@@ -784,10 +1029,12 @@ func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 // versionQuery, read in one REPEATABLE READ snapshot: the snapshot a
 // partitioned run pins (docs/guide.md#the-checkpoint-barrier). An empty versionQuery means
 //
-//	SELECT count(*), max(cursor_column) FROM <source>
+//	SELECT count(*), (SELECT cursor_column ... ORDER BY cursor_column DESC LIMIT 1) AS max FROM <source>
 //
-// which changes when rows are added or removed or the cursor column grows
-// (with cursor_column updated_at: on every update). The hash covers the
+// (the largest cursor_column taken by ORDER BY ... DESC LIMIT 1, so that
+// a type without max(), such as uuid, has one) which changes when rows are
+// added or removed or the cursor column grows (with cursor_column
+// updated_at: on every update). The hash covers the
 // result's column names and types and every value's text (NULL distinct from
 // any text), length-prefixed, so two different results never hash alike.
 func (s *Source) Version(ctx context.Context, versionQuery string) (string, error) {

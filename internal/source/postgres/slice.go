@@ -54,7 +54,7 @@ func kindOf(oid uint32) identityKind {
 
 // sliceQuery is the page statements of one slice.
 type sliceQuery struct {
-	first, next string
+	statements
 	// exact reports a predicate that keeps exactly the slice's rows.
 	exact bool
 }
@@ -87,7 +87,7 @@ func (s *Source) sliceQueryOf(slice source.Slice) (sliceQuery, bool) {
 	var q sliceQuery
 	if slice.N >= 2 && slice.K >= 1 && slice.K <= slice.N && slice.Identity != "" && slice.Identity == s.identity {
 		if pred, lateral, exact, ok := slicePredicate(kindOf(s.identOID), col(slice.Identity), slice.N, slice.K); ok {
-			q.first, q.next = s.pageSQL(lateral, pred)
+			q.statements = s.pageSQL(lateral, pred)
 			q.exact = exact
 		}
 	}
