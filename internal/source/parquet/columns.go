@@ -18,6 +18,16 @@ type columns struct {
 	leaves int
 	// nested says whether a field is a group or repeated (the slow path).
 	nested bool
+	// parts are the partition columns of the file's directories that the
+	// file does not hold itself.
+	parts []partition
+}
+
+// partition is a column named by a directory: dt=2026-12-01. value is
+// any so Hive's null partition is nil.
+type partition struct {
+	name  string
+	value any
 }
 
 // field is one top-level field: its leaf columns start at first.
@@ -53,14 +63,23 @@ type shape struct {
 	key, value int
 }
 
-func newColumns(schema *pq.Schema) *columns {
+func newColumns(schema *pq.Schema, parts []partition) *columns {
 	c := &columns{}
+	have := map[string]bool{}
 	for _, f := range schema.Fields() {
 		s := newShape(f.Name(), f)
 		c.fields = append(c.fields, field{name: f.Name(), first: c.leaves, shape: s})
 		c.leaves += s.leaves
 		if s.kind != leafShape || s.repeated {
 			c.nested = true
+		}
+		have[f.Name()] = true
+	}
+	// A column in the file wins over its directory's (a writer that kept it).
+	for _, p := range parts {
+		if !have[p.name] {
+			have[p.name] = true
+			c.parts = append(c.parts, p)
 		}
 	}
 	return c
@@ -146,7 +165,10 @@ var errLevels = errors.New("the repetition and definition levels do not match th
 
 // record decodes one row.
 func (c *columns) record(r pq.Row) (map[string]any, error) {
-	fields := make(map[string]any, len(c.fields))
+	fields := make(map[string]any, len(c.fields)+len(c.parts))
+	for _, p := range c.parts {
+		fields[p.name] = p.value
+	}
 	if !c.nested {
 		if len(r) != c.leaves {
 			return nil, fmt.Errorf("%d values, the schema has %d columns", len(r), c.leaves)
