@@ -62,3 +62,35 @@ func TestHivePartitions(t *testing.T) {
 		t.Fatalf("read %v, then %v from its cursor; want %v", read, rest, ids(all))
 	}
 }
+
+// TestFilesWithoutTheExtension: Hive names its files 000000_0, Impala
+// x.parq, and a BigQuery EXPORT DATA whose URI had no extension writes
+// 000000000000: a complete Parquet file (its magic bytes at both ends) is
+// read whatever its name; other files, and one still being written (no
+// footer yet), are left out.
+func TestFilesWithoutTheExtension(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeParts(t, dir, map[string][]contact{
+		"000000000000":       people(1, 2, "A"),
+		"000000_0":           people(3, 4, "B"),
+		"5d4c_data.0.parq":   people(5, 6, "C"),
+		"part-1.parquet.tmp": people(90, 99, "X"),
+	})
+	whole, err := os.ReadFile(filepath.Join(dir, "part-1.parquet.tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"part-1.parquet.tmp": whole[:len(whole)/2], // a writer half-way
+		"manifest":           []byte(`{"entries":[]}`),
+		"PAR1":               []byte("PAR"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := ids(readAll(t, open(t, dir), "", 4)), []string{"1", "2", "3", "4", "5", "6"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("read %v, want %v", got, want)
+	}
+}

@@ -95,7 +95,8 @@ type listing struct {
 func (l listing) path(name string) string { return filepath.Join(l.dir, filepath.FromSlash(name)) }
 
 // list finds the files: the path itself, or the directory's *.parquet files
-// and those of its subdirectories (partitions, as Spark, Hive, Redshift and
+// (and complete Parquet files of other names) and those of its
+// subdirectories (partitions, as Spark, Hive, Redshift and
 // DuckDB write them: dt=2026-12-01/), by their slash-separated paths in it,
 // sorted. Hidden names are left out as Spark's reader leaves them out: "."
 // first, or "_" first without "=" (files and directories being written,
@@ -123,7 +124,7 @@ func (s *Source) list() (listing, error) {
 			}
 			return nil
 		}
-		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".parquet") {
+		if e.IsDir() || (!strings.HasSuffix(strings.ToLower(n), ".parquet") && !complete(p)) {
 			return nil
 		}
 		rel, err := filepath.Rel(s.path, p)
@@ -138,6 +139,30 @@ func (s *Source) list() (listing, error) {
 	}
 	slices.Sort(l.names)
 	return l, nil
+}
+
+// complete says whether the file at p starts and ends with Parquet's magic
+// bytes: a file named otherwise (Hive's 000000_0, Impala's .parq, a
+// BigQuery export's 000000000000) whose writer has finished it. One still
+// being written has no footer yet, so it is left out, not misread.
+func complete(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < 12 {
+		return false
+	}
+	var head, tail [4]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return false
+	}
+	if _, err := f.ReadAt(tail[:], fi.Size()-4); err != nil {
+		return false
+	}
+	return string(head[:]) == "PAR1" && string(tail[:]) == "PAR1"
 }
 
 // hidden says whether Spark's reader leaves a file or directory out.
