@@ -271,7 +271,7 @@ func openParquet(f *os.File, size int64) (*pq.File, error) {
 	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
 	if err != nil {
 		// parquet-go's message may quote the file's first or last bytes.
-		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged", source.ErrInvalid)
+		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged or not written yet (a file still being written?)", source.ErrInvalid)
 	}
 	return pf, nil
 }
