@@ -20,11 +20,13 @@ const sumLen = 16
 // position is a decoded cursor: a row of one file of the source and the
 // digest of every file up to and including that one.
 //
-// Encoded as "q1:<file>:<row>:<recno>:<sum>": file is the file's base name,
-// query-escaped (no ':' is left in it); row and recno in canonical decimal;
-// sum as 32 lower-case hex digits.
+// Encoded as "q1:<file>:<row>:<recno>:<sum>": file is the file's path in the
+// source's directory (slash-separated; its base name when it is not in a
+// subdirectory, so older cursors stay valid), query-escaped (no ':' is left
+// in it); row and recno in canonical decimal; sum as 32 lower-case hex
+// digits.
 type position struct {
-	// file is the base name of the file the position is in.
+	// file is the path of the file the position is in, see validName.
 	file string
 	// row is the number of rows of file before the position.
 	row int64
@@ -49,6 +51,21 @@ func (p position) String() string {
 	return b.String()
 }
 
+// validName says whether name is a file's slash-separated path inside the
+// source's directory (a base name, or dt=2026-12-01/part-0.parquet): no
+// empty, "." or ".." step, no leading slash.
+func validName(name string) bool {
+	if name == "" || strings.ContainsRune(name, 0) {
+		return false
+	}
+	for _, step := range strings.Split(name, "/") {
+		if step == "" || step == "." || step == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // parseCursor decodes a cursor made by position.String. Only the canonical
 // encoding is accepted. Errors wrap source.ErrBadCursor and never repeat the
 // cursor.
@@ -59,7 +76,7 @@ func parseCursor(s string) (position, error) {
 		return p, fmt.Errorf("%w: not a parquet cursor of version %s", source.ErrBadCursor, cursorVersion)
 	}
 	name, err := url.QueryUnescape(parts[1])
-	if err != nil || name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+	if err != nil || !validName(name) {
 		return p, fmt.Errorf("%w: bad file name", source.ErrBadCursor)
 	}
 	p.file = name

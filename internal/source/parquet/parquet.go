@@ -1,6 +1,7 @@
 // Package parquet reads Parquet files as an oncesync source: one file, or a
-// directory of *.parquet files read in the order of their names, as
-// warehouses export them (part-00000.parquet, part-00001.parquet, ...).
+// directory of *.parquet files, partition subdirectories included, read in
+// the order of their paths, as warehouses export them (part-00000.parquet,
+// dt=2026-12-01/part-00000.parquet, ...).
 //
 // Files are read with parquet-go (pure Go) row group by row group, a few
 // rows at a time: memory is bounded by a page of each column, not by the
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,11 +92,15 @@ type listing struct {
 	base string
 }
 
-func (l listing) path(name string) string { return filepath.Join(l.dir, name) }
+func (l listing) path(name string) string { return filepath.Join(l.dir, filepath.FromSlash(name)) }
 
 // list finds the files: the path itself, or the directory's *.parquet files
-// sorted by name. Hidden files ("." or "_" first, as Spark and Hive mark
-// files being written or metadata) are left out.
+// (and complete Parquet files of other names) and those of its
+// subdirectories (partitions, as Spark, Hive, Redshift and
+// DuckDB write them: dt=2026-12-01/), by their slash-separated paths in it,
+// sorted. Hidden names are left out as Spark's reader leaves them out: "."
+// first, or "_" first without "=" (files and directories being written,
+// _temporary, _SUCCESS, .crc), see docs/config.md#parquet-source.
 func (s *Source) list() (listing, error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
@@ -103,20 +109,88 @@ func (s *Source) list() (listing, error) {
 	if !fi.IsDir() {
 		return listing{dir: filepath.Dir(s.path), names: []string{filepath.Base(s.path)}, base: filepath.Base(s.path)}, nil
 	}
-	entries, err := os.ReadDir(s.path)
+	l := listing{dir: s.path, base: filepath.Base(s.path)}
+	err = filepath.WalkDir(s.path, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == s.path {
+			return nil
+		}
+		n := e.Name()
+		if hidden(n) {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() || (!strings.HasSuffix(strings.ToLower(n), ".parquet") && !complete(p)) {
+			return nil
+		}
+		rel, err := filepath.Rel(s.path, p)
+		if err != nil {
+			return err
+		}
+		l.names = append(l.names, filepath.ToSlash(rel))
+		return nil
+	})
 	if err != nil {
 		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
-	l := listing{dir: s.path, base: filepath.Base(s.path)}
-	for _, e := range entries {
-		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(strings.ToLower(n), ".parquet") || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") {
-			continue
-		}
-		l.names = append(l.names, n)
-	}
 	slices.Sort(l.names)
 	return l, nil
+}
+
+// complete says whether the file at p starts and ends with Parquet's magic
+// bytes: a file named otherwise (Hive's 000000_0, Impala's .parq, a
+// BigQuery export's 000000000000) whose writer has finished it. One still
+// being written has no footer yet, so it is left out, not misread.
+func complete(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < 12 {
+		return false
+	}
+	var head, tail [4]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return false
+	}
+	if _, err := f.ReadAt(tail[:], fi.Size()-4); err != nil {
+		return false
+	}
+	return string(head[:]) == "PAR1" && string(tail[:]) == "PAR1"
+}
+
+// hidden says whether Spark's reader leaves a file or directory out.
+func hidden(name string) bool {
+	return strings.HasPrefix(name, ".") || (strings.HasPrefix(name, "_") && !strings.Contains(name, "="))
+}
+
+// partitions are the columns the directories of a file's path name
+// (dt=2026-12-01/region=eu/part-0.parquet), values unescaped as Hive
+// escapes them; Hive's default partition is null.
+func partitions(name string) []partition {
+	dirs := strings.Split(name, "/")
+	var out []partition
+	for _, d := range dirs[:len(dirs)-1] {
+		k, v, ok := strings.Cut(d, "=")
+		if !ok || k == "" {
+			continue
+		}
+		p := partition{name: k}
+		if v != "__HIVE_DEFAULT_PARTITION__" {
+			if u, err := url.PathUnescape(v); err == nil {
+				v = u
+			}
+			p.value = v
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // chain extends the prefix digest prev with one file: its name and the
@@ -197,7 +271,7 @@ func openParquet(f *os.File, size int64) (*pq.File, error) {
 	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
 	if err != nil {
 		// parquet-go's message may quote the file's first or last bytes.
-		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged", source.ErrInvalid)
+		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged or not written yet (a file still being written?)", source.ErrInvalid)
 	}
 	return pf, nil
 }
@@ -491,7 +565,7 @@ func (st *stream) openFile(ctx context.Context, i int, want *[sumLen]byte) error
 	if st.pf, err = openParquet(f, st.fi.Size()); err != nil {
 		return fmt.Errorf("%s: %s: %w", s.id, st.name(), err)
 	}
-	st.cols = newColumns(st.pf.Schema())
+	st.cols = newColumns(st.pf.Schema(), partitions(st.name()))
 	return nil
 }
 
