@@ -45,6 +45,16 @@ type mirrorSeen struct {
 	slots map[slotID]struct{}
 }
 
+// restart forgets the rows seen: the pass starts over from the source's
+// start, so it reads the whole source after all.
+func (m *mirrorSeen) restart() {
+	if m == nil {
+		return
+	}
+	m.full = true
+	clear(m.slots)
+}
+
 func (m *mirrorSeen) add(its []item) {
 	if m == nil || !m.full {
 		return

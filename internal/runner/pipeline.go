@@ -54,11 +54,24 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 				return
 			}
 		}
+		resumed := cursor != "" // the pass starts at a saved cursor
 		for {
 			var p prepared
 			reg := trace.StartRegion(ctx, "prefetch.read")
 			page, err := r.readPage(ctx, cursor)
 			reg.End()
+			if resumed && r.restartable(ctx, err) {
+				// The source changed under the saved cursor (an export
+				// replaced while a run was part-way): read it from its
+				// start, which with an identity sends only what changed
+				// (docs/recovery.md#source_changed_during_run).
+				r.Logger.Info("the source changed since the saved cursor was taken (a file rewritten or replaced while a run was part-way): reading it from its start; rows delivered with these values are not sent again",
+					"sync", r.Sync.ID, "run", r.rec.ID)
+				r.seen.restart()
+				cursor, resumed = "", false
+				continue
+			}
+			resumed = false
 			if err != nil {
 				p.err = sourceFailure(ctx, err)
 			} else {
@@ -90,6 +103,17 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		}
 	}()
 	return pf
+}
+
+// restartable reports whether err, the first read at a saved cursor, lets
+// the pass start over from the source's start instead of failing: the
+// source changed under the cursor (source.ErrChanged), and rows are known
+// by an identity, so the ledger skips those delivered with their values. A
+// slice of a partitioned run keeps its failure (its cursor is its own); so
+// do positional keys (without an identity a row's key is its place, and
+// every row after a change would be new).
+func (r *run) restartable(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && errors.Is(err, source.ErrChanged) && r.Sync.Identity != "" && r.Slice.N <= 1
 }
 
 // readPage reads the page at cursor: of the run's slice only when the
