@@ -392,16 +392,35 @@ func (s *Source) pageSQLWhere(cond string, lits []string, size int) string {
 		b.WriteString(" AND (" + cond + ")")
 	}
 	if lits != nil {
-		k0, v0 := col(s.keys[0]), lits[0]
-		if len(lits) == 1 {
-			b.WriteString(" AND " + k0 + " > " + v0)
-		} else {
-			k1, v1 := col(s.keys[1]), lits[1]
-			b.WriteString(" AND " + k0 + " >= " + v0 + " AND (" + k0 + " > " + v0 +
-				" OR (" + k0 + " = " + v0 + " AND " + k1 + " > " + v1 + "))")
-		}
+		b.WriteString(" AND " + s.after(lits))
 	}
 	b.WriteString(" ORDER BY " + s.order + " LIMIT " + strconv.Itoa(size))
+	return b.String()
+}
+
+// after is the condition "the key is after the literals lits".
+func (s *Source) after(lits []string) string {
+	k0, v0 := col(s.keys[0]), lits[0]
+	if len(lits) == 1 {
+		return k0 + " > " + v0
+	}
+	k1, v1 := col(s.keys[1]), lits[1]
+	return k0 + " >= " + v0 + " AND (" + k0 + " > " + v0 + " OR (" + k0 + " = " + v0 + " AND " + k1 + " > " + v1 + "))"
+}
+
+// atOrBeforeSQL reads the last row that matches cond whose key is not after
+// the literals lits.
+func (s *Source) atOrBeforeSQL(cond string, lits []string) string {
+	var b strings.Builder
+	b.WriteString(s.base)
+	if cond != "" {
+		b.WriteString(" AND (" + cond + ")")
+	}
+	desc := make([]string, len(s.keys))
+	for k, key := range s.keys {
+		desc[k] = col(key) + " DESC"
+	}
+	b.WriteString(" AND NOT (" + s.after(lits) + ") ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1")
 	return b.String()
 }
 
@@ -745,10 +764,27 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		return page, nil
 	}
 	page.End = true
-	if len(page.Records) > 0 {
-		// Only after rows were read: a pass that read none ends where it
-		// began, already moved back, and must not move back again.
+	switch {
+	case len(page.Records) > 0:
 		page.Next = s.lookbackFrom(last).String()
+	case pos != nil && s.looksBack(pos[0].Type):
+		// The page began where an earlier one of the pass stopped, or
+		// where the last pass ended, and the rows read there, or the row
+		// ahead of them, are gone (deleted, or their key moved back).
+		// Moving back from the cursor itself would move back again on
+		// every pass without rows; not moving back would leave unread the
+		// rows committed late behind the earlier page's last row. So the
+		// pass ends moved back from the last row at or before the cursor,
+		// which the next pass reads again, and ends at again; without such
+		// a row, at the start.
+		from, err := s.lastAtOrBefore(ctx, conn, cond, lits)
+		if err != nil {
+			return source.Page{}, err
+		}
+		page.Next = ""
+		if from != nil {
+			page.Next = s.lookbackFrom(from).String()
+		}
 	}
 	if !s.keysNotNull {
 		var nulls int64
@@ -787,6 +823,44 @@ func isTime(typ string) bool { return typ == "DATETIME" || typ == "TIMESTAMP" ||
 var intLeast = map[string]int64{
 	"TINYINT": math.MinInt8, "SMALLINT": math.MinInt16, "MEDIUMINT": -1 << 23, "INT": math.MinInt32, "BIGINT": math.MinInt64,
 	"UNSIGNED TINYINT": 0, "UNSIGNED SMALLINT": 0, "UNSIGNED MEDIUMINT": 0, "UNSIGNED INT": 0, "UNSIGNED BIGINT": 0,
+}
+
+// looksBack reports whether a cursor_column of type typ is moved back at
+// the end of a pass (lookbackFrom).
+func (s *Source) looksBack(typ string) bool {
+	_, isInt := intLeast[typ]
+	return isTime(typ) && s.lookback > 0 || isInt && s.lookbackN > 0
+}
+
+// lastAtOrBefore returns the key of the last row that matches cond whose
+// key is not after the literals lits, nil when there is none.
+func (s *Source) lastAtOrBefore(ctx context.Context, conn *sql.Conn, cond string, lits []string) (position, error) {
+	rows, err := conn.QueryContext(ctx, s.atOrBeforeSQL(cond, lits))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	r, err := columnsOf(rows)
+	if err != nil {
+		return nil, err
+	}
+	keyIdx, err := s.keyColumns(r)
+	if err != nil {
+		return nil, err
+	}
+	var key position
+	sc := newScanner(len(r.names))
+	if rows.Next() {
+		if err := sc.scan(rows); err != nil {
+			return nil, err
+		}
+		key = make(position, len(keyIdx))
+		for k, i := range keyIdx {
+			t, _ := text(r.kinds[i], sc.vals[i])
+			key[k] = keyValue{Type: r.types[i], Text: t}
+		}
+	}
+	return key, rows.Err()
 }
 
 // lookbackFrom is p with its cursor_column value moved back: by the
