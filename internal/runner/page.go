@@ -128,6 +128,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		}
 		it.gen = 1
 		if ok {
+			if found && e.RunID == r.rec.ID && r.Sync.Identity != "" {
+				r.repeated++ // delivered by an earlier page of this run
+			}
 			it.gen = st.Gen + 1
 			if r.remover != nil {
 				it.prevRef = st.Ref // the handle its last delivery went to

@@ -190,6 +190,9 @@ type run struct {
 	rec         store.Run
 	lease       *lease.Held // the sync's lease, from Hold on
 	inDoubtLeft int64       // in-doubt records left for a person (CapNone)
+	// repeated counts the records whose identity an earlier page of this
+	// run delivered with other values (ledger stage only).
+	repeated int64
 	// outstanding are the entries earlier runs left in flight, by slot tag
 	// (ledger.SlotTag; loadOutstanding); read and emptied by the ledger
 	// stage only.
@@ -294,6 +297,10 @@ func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
 // finish stores the final state; it uses a context that outlives ctx so that a
 // cancelled run is still recorded.
 func (r *run) finish(ctx context.Context, state store.RunState, err error) store.Run {
+	if r.repeated > 0 {
+		r.Logger.Warn("records repeated an identity that an earlier page of this run delivered with other values: the one read last is what the destination holds, but every run writes the earlier ones again; give each identity one row in the source (docs/guide.md#an-identity-in-the-source-twice)",
+			"sync", r.Sync.ID, "run", r.rec.ID, "identity", r.Sync.Identity, "records", r.repeated)
+	}
 	r.rec.State = state
 	r.rec.FinishedAt = r.Clock.Now()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -1222,5 +1223,49 @@ func TestReplacedFileRestartsWithIdentity(t *testing.T) {
 				t.Fatalf("next run: %v %+v; want nothing written", err, r2)
 			}
 		})
+	}
+}
+
+// TestRepeatedIdentityIsTold: an identity twice in the source, on two
+// pages, with other values. The one read last is what the destination
+// holds, but every run writes the earlier one again before it: the run
+// says so (a warning naming the count), so that the person fixes the
+// export instead of paying those writes, and a stale value for a moment,
+// on every run.
+func TestRepeatedIdentityIsTold(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	f, err := os.OpenFile(tb.csv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("7,c00007@example.com,Later\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for run := 1; run <= 2; run++ {
+		var logs strings.Builder
+		p := tb.params(t, "id")
+		p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		r, err := Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int]int64{1: 301, 2: 2}[run]; r.Written != want {
+			t.Fatalf("run %d: written %d, want %d", run, r.Written, want)
+		}
+		if got := tb.dest.value("c00007@example.com"); got != "Later" {
+			t.Fatalf("run %d: row 7 at the destination %v, want the last one read", run, got)
+		}
+		if !strings.Contains(logs.String(), "repeated an identity") || !strings.Contains(logs.String(), "records=1") {
+			t.Fatalf("run %d logged %q; want the repeated identity told, with its count", run, logs.String())
+		}
+	}
+	var logs strings.Builder
+	tb2 := setup(t, 300, destination.CapVerify)
+	p := tb2.params(t, "id")
+	p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if _, err := Run(context.Background(), p); err != nil || strings.Contains(logs.String(), "repeated") {
+		t.Fatalf("a source without repeats: %v, logged %q", err, logs.String())
 	}
 }
