@@ -58,9 +58,12 @@
 //     decided when it is applied.
 //   - GET /api/profiles/{id}/relationships/lists lists a profile's lists.
 //   - POST /api/lists/{id}/relationships/profiles adds profiles, by id, to a
-//     list (204). The embedded spec has no list endpoints: this one is
-//     modelled on Klaviyo's API reference ("Add Profiles to List"), its
-//     request checked by hand (lists.go).
+//     list (204); GET /api/lists/{id} reads a list; GET
+//     /api/lists/{id}/relationships/profiles lists a list's members, by
+//     e-mail filter. The embedded spec has no list endpoints: these are
+//     modelled on Klaviyo's API reference ("Add Profiles to List", "Get
+//     List", "Get Profile IDs for List"), their requests checked by hand
+//     (lists.go).
 //   - Faults: 503 storms (ErrorRate), injected 429s (RateLimitRate), slow
 //     answers (Latency), slow writes whose answer comes after the write
 //     (WriteLatency), writes held past their client's timeout and applied

@@ -97,8 +97,23 @@ func TestRequestsAreCheckedAgainstTheSpec(t *testing.T) {
 	if got := s.Stats().Invalid; got < 3 {
 		t.Errorf("invalid_requests = %d, want at least 3", got)
 	}
-	if status, _, _ := c.do(http.MethodGet, "/api/lists/L1", ""); status != http.StatusBadRequest {
-		t.Errorf("a route not in the spec: status %d, want 400", status)
+	if status, _, _ := c.do(http.MethodGet, "/api/lists", ""); status != http.StatusBadRequest {
+		t.Errorf("a route neither in the spec nor modelled: status %d, want 400", status)
+	}
+}
+
+// TestGetList: GET /api/lists/{id} (modelled on Klaviyo's "Get List")
+// answers a list of the account as a JSON:API resource, and 404 for one it
+// does not have.
+func TestGetList(t *testing.T) {
+	_, c := start(t, fakeklaviyo.Options{Lists: []string{"L1"}})
+	status, _, doc := c.do(http.MethodGet, "/api/lists/L1", "")
+	data, _ := doc["data"].(map[string]any)
+	if status != http.StatusOK || data["type"] != "list" || data["id"] != "L1" {
+		t.Errorf("GET /api/lists/L1: %d %v", status, doc)
+	}
+	if status, _, _ := c.do(http.MethodGet, "/api/lists/L2", ""); status != http.StatusNotFound {
+		t.Errorf("a list the account does not have: status %d, want 404", status)
 	}
 }
 

@@ -5,27 +5,132 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 )
 
 // opAddProfilesToList is Klaviyo's operationId of POST
 // /api/lists/{id}/relationships/profiles.
 const opAddProfilesToList = "add_profiles_to_list"
 
+// opGetList is Klaviyo's operationId of GET /api/lists/{id}.
+const opGetList = "get_list"
+
+// opGetListProfileIDs is Klaviyo's operationId of GET
+// /api/lists/{id}/relationships/profiles.
+const opGetListProfileIDs = "get_profile_ids_for_list"
+
 // maxListAdd is Klaviyo's limit of profiles per call to add_profiles_to_list.
 const maxListAdd = 1000
 
 // modelledLimits are the rate limits of the operations the fake models
 // outside the embedded spec, as Klaviyo's API reference gives them.
-var modelledLimits = map[string]RateLimit{opAddProfilesToList: {Burst: 10, Steady: 150}}
+var modelledLimits = map[string]RateLimit{opAddProfilesToList: {Burst: 10, Steady: 150}, opGetList: {Burst: 75, Steady: 700},
+	opGetListProfileIDs: {Burst: 75, Steady: 700}}
 
 // modelledOp names a request to an operation the fake models outside the
 // embedded spec, or "".
 func modelledOp(method string, segs []string) string {
-	if method == http.MethodPost && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
-		segs[2] == "relationships" && segs[3] == "profiles" {
+	switch {
+	case method == http.MethodPost && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
+		segs[2] == "relationships" && segs[3] == "profiles":
 		return opAddProfilesToList
+	case method == http.MethodGet && len(segs) == 2 && segs[0] == "lists" && segs[1] != "":
+		return opGetList
+	case method == http.MethodGet && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
+		segs[2] == "relationships" && segs[3] == "profiles":
+		return opGetListProfileIDs
 	}
 	return ""
+}
+
+// listProfileIDs: GET /api/lists/{id}/relationships/profiles
+// (get_profile_ids_for_list), as Klaviyo's API reference gives it ("Get
+// Profile IDs for List": scopes lists:read and profiles:read, rate limits
+// 75/s burst and 700/m steady, a filter on email with any or equals,
+// cursor pagination): the list's members among the filter's, as profile
+// resource identifiers, in pages of page[size] (default 20; the fake takes
+// at most 100, the reference's maximum for the profiles listing, as its own
+// is not stated) with a next link. 404 when the account has no such list.
+func (s *Server) listProfileIDs(c *call, list string) {
+	if s.lists != nil && !s.lists[list] {
+		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "A list with id "+list+" does not exist.", nil)
+		return
+	}
+	q := c.r.URL.Query()
+	size, offset := 20, 0
+	if v := q.Get("page[size]"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[size] must be between 1 and 100.", map[string]any{"parameter": "page[size]"})
+			return
+		}
+		size = n
+	}
+	if v := q.Get("page[cursor]"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[cursor] is not a cursor of this listing.", map[string]any{"parameter": "page[cursor]"})
+			return
+		}
+		offset = n
+	}
+	var want map[string]bool
+	if f := q.Get("filter"); f != "" {
+		field, vals, ok := parseFilter(f)
+		if !ok || field != "email" {
+			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "The filter is not supported.", map[string]any{"parameter": "filter"})
+			return
+		}
+		want = map[string]bool{}
+		for _, v := range vals {
+			want[normEmail(v)] = true
+		}
+	}
+	s.mu.Lock()
+	var ids []string
+	for _, p := range s.st.profiles {
+		if !p.lists[list] {
+			continue
+		}
+		if e, _ := p.attrs["email"].(string); want != nil && !want[normEmail(e)] {
+			continue
+		}
+		ids = append(ids, p.id)
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	data := []map[string]any{}
+	for i := offset; i < len(ids) && i < offset+size; i++ {
+		data = append(data, map[string]any{"type": "profile", "id": ids[i]})
+	}
+	links := map[string]any{"self": c.base + c.r.URL.RequestURI()}
+	if offset+size < len(ids) {
+		nq := c.r.URL.Query()
+		nq.Set("page[cursor]", strconv.Itoa(offset+size))
+		links["next"] = c.base + "/api/lists/" + url.PathEscape(list) + "/relationships/profiles/?" + nq.Encode()
+	}
+	s.respond(c, http.StatusOK, map[string]any{"data": data, "links": links})
+}
+
+// getList: GET /api/lists/{id} (get_list), as Klaviyo's API reference
+// gives it ("Get List": scope lists:read, rate limits 75/s burst and 700/m
+// steady): the list as a JSON:API resource {type list, id, attributes
+// {name, created, updated, opt_in_process}}, or 404 in Klaviyo's error
+// document when the account has no such list. The fake names a list by its
+// id and gives it the request's time as created and updated.
+func (s *Server) getList(c *call, list string) {
+	if s.lists != nil && !s.lists[list] {
+		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "A list with id "+list+" does not exist.", nil)
+		return
+	}
+	created := ts(c.now)
+	s.respond(c, http.StatusOK, map[string]any{"data": map[string]any{
+		"type": "list", "id": list,
+		"attributes": map[string]any{"name": "List " + list, "created": created, "updated": created, "opt_in_process": "single_opt_in"},
+		"links":      map[string]any{"self": c.base + "/api/lists/" + url.PathEscape(list) + "/"},
+	}})
 }
 
 // addProfilesToList: POST /api/lists/{id}/relationships/profiles

@@ -367,6 +367,10 @@ func (s *Server) route(c *call) {
 		s.unsubscribe(c)
 	case c.op == opAddProfilesToList:
 		s.addProfilesToList(c, g[1])
+	case c.op == opGetList:
+		s.getList(c, g[1])
+	case c.op == opGetListProfileIDs:
+		s.listProfileIDs(c, g[1])
 	default:
 		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "The fake Klaviyo does not implement "+c.route+".", nil)
 	}

@@ -2,7 +2,6 @@ package klaviyo_test
 
 import (
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -441,11 +440,21 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk})
 	lines, err := b.dest.Check(t.Context())
-	if err != nil || len(lines) != 1 || !strings.Contains(lines[0], klaviyo.DefaultRevision) {
-		t.Errorf("Check = %q, %v", lines, err)
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], klaviyo.DefaultRevision) || !strings.Contains(lines[1], listID) {
+		t.Errorf("Check = %q, %v; want the key and the list", lines, err)
 	}
 	if n := b.fake.Stats().ProfilesWritten; n != 0 {
 		t.Errorf("check wrote %d profiles", n)
+	}
+	// A list_id the account does not have is found before a run (the
+	// sync's first job would fail on it).
+	noList := setup(t, fakeklaviyo.Options{Lists: []string{"Real"}}, klaviyo.Params{Mode: klaviyo.ModeBulk, ListID: "Nope"})
+	if _, err := noList.dest.Check(t.Context()); failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "list_id") {
+		t.Errorf("a list_id Klaviyo does not have: %v, want invalid_sync_definition naming list_id", err)
+	}
+	single := setup(t, fakeklaviyo.Options{Lists: []string{"Real"}}, klaviyo.Params{Mode: klaviyo.ModeSingle})
+	if lines, err := single.dest.Check(t.Context()); err != nil || len(lines) != 1 {
+		t.Errorf("without list_id: %q, %v; want the key only", lines, err)
 	}
 	bad := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk, Revision: "2099-01-01"})
 	if _, err := bad.dest.Check(t.Context()); failure.CodeOf(err) != failure.InvalidSyncDefinition {
@@ -470,11 +479,7 @@ func TestUnknownListFailsTheBulkWrite(t *testing.T) {
 // records landed, so they are not sent twice.
 func TestVerifyWaitsForARunningJob(t *testing.T) {
 	t.Parallel()
-	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Second, AfterWrite: func(r *http.Request) {
-		if r.URL.Path == "/api/profile-bulk-import-jobs" {
-			panic(http.ErrAbortHandler) // the job's answer is lost
-		}
-	}}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Second, DropResponseRate: 1}, klaviyo.Params{Mode: klaviyo.ModeBulk})
 	recs := records(20)
 	res, err := b.dest.Write(t.Context(), recs)
 	if !errors.Is(err, klaviyo.ErrOutcomeUnknown) || len(res) != 0 {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,17 +46,8 @@ func quote(s string) string { return strconv.Quote(s) }
 func (d *Destination) findByEmail(ctx context.Context, emails []string) (map[string]found, error) {
 	out := map[string]found{}
 	for from := 0; from < len(emails); from += filterBatch {
-		batch := emails[from:min(from+filterBatch, len(emails))]
 		q := url.Values{}
-		if len(batch) == 1 {
-			q.Set("filter", "equals(email,"+quote(batch[0])+")")
-		} else {
-			qs := make([]string, len(batch))
-			for i, e := range batch {
-				qs[i] = quote(e)
-			}
-			q.Set("filter", "any(email,["+strings.Join(qs, ",")+"])")
-		}
+		q.Set("filter", emailFilter(emails[from:min(from+filterBatch, len(emails))]))
 		q.Set("page[size]", strconv.Itoa(filterBatch))
 		for page := 0; ; page++ {
 			if page == 100 {
@@ -86,6 +78,66 @@ func (d *Destination) findByEmail(ctx context.Context, emails []string) (map[str
 			// Only the cursor of links.next is used: the request stays on
 			// base_url whatever origin the link names.
 			next := cursorOf(doc.Links.Next)
+			if next == "" {
+				break
+			}
+			q.Set("page[cursor]", next)
+		}
+	}
+	return out, nil
+}
+
+// emailFilter is Klaviyo's filter of the profiles with one of emails (at
+// most filterBatch): equals(email,...) or any(email,[...]).
+func emailFilter(emails []string) string {
+	if len(emails) == 1 {
+		return "equals(email," + quote(emails[0]) + ")"
+	}
+	qs := make([]string, len(emails))
+	for i, e := range emails {
+		qs[i] = quote(e)
+	}
+	return "any(email,[" + strings.Join(qs, ",") + "])"
+}
+
+// membersAmong returns the ids of the profiles with one of emails that are
+// in list_id (GET /api/lists/{id}/relationships/profiles, Klaviyo's "Get
+// Profile IDs for List", filtered by e-mail, 100 a request).
+func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[string]bool, error) {
+	const route = "GET /api/lists/{id}/relationships/profiles"
+	out := map[string]bool{}
+	for from := 0; from < len(emails); from += filterBatch {
+		q := url.Values{}
+		q.Set("filter", emailFilter(emails[from:min(from+filterBatch, len(emails))]))
+		q.Set("page[size]", strconv.Itoa(filterBatch))
+		for page := 0; ; page++ {
+			if page == 100 {
+				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging GET /api/lists/{id}/relationships/profiles")
+			}
+			res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
+				route: route, query: q})
+			var e *APIError
+			if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+				return nil, d.noList(e)
+			}
+			if err != nil {
+				return nil, d.readError(err)
+			}
+			var doc struct {
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+				Links struct {
+					Next string `json:"next"`
+				} `json:"links"`
+			}
+			if err := json.Unmarshal(res.Body, &doc); err != nil {
+				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/lists/{id}/relationships/profiles with an unexpected body")
+			}
+			for _, p := range doc.Data {
+				out[p.ID] = true
+			}
+			next := cursorOf(doc.Links.Next) // on base_url, as findByEmail
 			if next == "" {
 				break
 			}
@@ -138,11 +190,14 @@ func (d *Destination) readError(err error) error {
 // job that never reached Klaviyo. Its lists are read (GET
 // /api/profiles/{id}/relationships/lists, one request a profile at 60 a
 // minute, as Remove reads them) only then. A profile that holds the values
-// and was updated after since is added to list_id (1,000 a request, a
-// no-op for a member): a job that reached Klaviyo added it already, but a
-// profile import standing in for a refused job (writeFallback) or a
-// clearing import (clearFirst) whose answer was lost, or another tool,
-// updated it without adding it, and a record is delivered only in the list.
+// and was updated after since is in list_id when a job of ours reached
+// Klaviyo, but not when a profile import standing in for a refused job
+// (writeFallback) or a clearing import (clearFirst) whose answer was lost,
+// or another tool, updated it; a record is delivered only in the list. So
+// the list's members among those profiles are read (GET
+// /api/lists/{id}/relationships/profiles by e-mail, 100 a request) and the
+// others added to it (addToList) before they count as landed: only a
+// landed import that skipped the list costs a write.
 func (d *Destination) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
 	valid := false
 	for _, r := range recs {
@@ -160,26 +215,39 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		}
 	}
 	var (
-		listed func(found) bool
-		join   []string // profiles updated since: added to the list below
-		seen   = map[string]bool{}
+		listed  func(found) bool
+		updated = map[string]string{} // profiles updated since: id -> e-mail
 	)
 	if d.bulk() && d.listID != "" {
 		listed = func(f found) bool {
 			if updatedBefore(f, since) {
 				return false
 			}
-			if !seen[f.id] {
-				seen[f.id] = true
-				join = append(join, f.id)
-			}
+			e, _ := f.attrs["email"].(string)
+			updated[f.id] = e
 			return true
 		}
 	}
 	landed, err := d.readBack(ctx, recs, listed)
-	if err != nil || len(join) == 0 {
+	if err != nil || len(updated) == 0 {
 		return landed, err
 	}
+	emails := make([]string, 0, len(updated))
+	for _, e := range updated {
+		emails = append(emails, e)
+	}
+	slices.Sort(emails)
+	members, err := d.membersAmong(ctx, emails)
+	if err != nil {
+		return nil, err
+	}
+	var join []string
+	for id := range updated {
+		if !members[id] {
+			join = append(join, id)
+		}
+	}
+	slices.Sort(join)
 	if _, err := d.addToList(ctx, join); err != nil {
 		return nil, err
 	}
