@@ -54,10 +54,17 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 				return
 			}
 		}
+		start := cursor
 		for {
 			var p prepared
 			reg := trace.StartRegion(ctx, "prefetch.read")
 			page, err := r.readPage(ctx, cursor)
+			if err != nil && start != "" && cursor == start && r.rereads(err) {
+				r.Logger.Warn("the file changed since the saved cursor (a new export after a run stopped part-way): reading it from its start; rows already delivered are not sent again",
+					"sync", r.Sync.ID, "run", r.rec.ID, "err", err)
+				cursor, start = "", ""
+				page, err = r.readPage(ctx, cursor)
+			}
 			reg.End()
 			if err != nil {
 				p.err = sourceFailure(ctx, err)
@@ -90,6 +97,17 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 		}
 	}()
 	return pf
+}
+
+// rereads says whether err, met reading the run's first page at a saved
+// cursor, is a source read whole every run that changed under the cursor,
+// which the run then reads from its start (source.Rereader). Only with an
+// identity: without one a row's slot is its place, which the new export
+// moved, so a person decides (docs/recovery.md#source_changed_during_run); a
+// partition leaves the change to the checkpoint barrier's pinned snapshot.
+func (r *run) rereads(err error) bool {
+	_, ok := r.Source.(source.Rereader)
+	return ok && errors.Is(err, source.ErrChanged) && r.Sync.Identity != "" && r.Slice.N <= 1
 }
 
 // readPage reads the page at cursor: of the run's slice only when the

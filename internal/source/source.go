@@ -106,6 +106,18 @@ type Refetcher interface {
 	ReadIdentities(ctx context.Context, identity string, ids []string) ([]Record, error)
 }
 
+// Rereader is implemented by a source that every run reads whole (a CSV or
+// JSONL file): its saved cursor only spares a run resumed part-way the pages
+// before it. When a new export replaced the data under that cursor
+// (ErrChanged), a sync with an identity reads the source again from its
+// start instead of failing: the next run would have read it whole anyway,
+// and the ledger knows every row it delivered by its identity
+// (docs/recovery.md#source_changed_during_run).
+type Rereader interface {
+	// ReadsWhole marks the source; it does nothing.
+	ReadsWhole()
+}
+
 // Snapshotter is implemented by a source that can say which version of its
 // data it would read: equal snapshots, equal data. A partitioned run pins
 // its source's snapshot at the checkpoint barrier, and each partition

@@ -116,6 +116,11 @@ func New(p Params) (*Source, error) {
 // ID returns "csv:" or "jsonl:" followed by the cleaned absolute path.
 func (s *Source) ID() string { return s.id }
 
+var _ source.Rereader = (*Source)(nil)
+
+// ReadsWhole implements source.Rereader: every run reads the file whole.
+func (s *Source) ReadsWhole() {}
+
 var _ source.Snapshotter = (*Source)(nil)
 
 // Snapshot is the SHA-256 of the file's content: {"sha256": hex}.
