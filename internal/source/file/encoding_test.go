@@ -3,6 +3,7 @@ package file_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -60,5 +61,38 @@ func TestHeaderNotUTF8(t *testing.T) {
 	_, err := b.src.ReadPage(context.Background(), "", 10)
 	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "UTF-8") {
 		t.Fatalf("ReadPage: %v; want an invalid-data error naming line 1 and UTF-8", err)
+	}
+}
+
+// TestSemicolonSeparated: Excel in a locale whose decimal mark is a comma
+// (most of Europe) saves "CSV" with `;` between fields, and tab-separated
+// exports are common too. The header's separator is the file's: the
+// fields come out by name, also when a run resumes mid-file. Read with a
+// comma, the header was one column and every record failed with "the
+// mapping names column "email", which the source does not have".
+func TestSemicolonSeparated(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, data string }{
+		{"semicolon", "\xef\xbb\xbfid;email;name\r\n1;a@x.io;\"Doe; Ann\"\r\n2;b@x.io;\"1,5 \"\"B\"\"\"\r\n3;c@x.io;Cy\r\n"},
+		{"quoted header", "\"id\";\"email\";\"name\"\n1;a@x.io;\"Doe; Ann\"\n2;b@x.io;\"1,5 \"\"B\"\"\"\n3;c@x.io;Cy\n"},
+		{"tab", "id\temail\tname\n1\ta@x.io\tDoe; Ann\n2\tb@x.io\t\"1,5 \"\"B\"\"\"\n3\tc@x.io\tCy\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, file.CSV, tt.data)
+			want := rows(
+				map[string]any{"id": "1", "email": "a@x.io", "name": "Doe; Ann"},
+				map[string]any{"id": "2", "email": "b@x.io", "name": `1,5 "B"`},
+				map[string]any{"id": "3", "email": "c@x.io", "name": "Cy"},
+			)
+			got, nexts := mustReadAll(t, b.src, "", 1)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("records %q, want %q", got, want)
+			}
+			rest, _ := mustReadAll(t, newSource(t, b.path, file.CSV), nexts[0], 1)
+			if !reflect.DeepEqual(rest, want[1:]) {
+				t.Fatalf("resumed: records %q, want %q", rest, want[1:])
+			}
+		})
 	}
 }

@@ -155,11 +155,45 @@ type csvParser struct {
 	line int64
 }
 
-func newCSVReader(r io.Reader) *csv.Reader {
+func newCSVReader(r io.Reader, comma rune) *csv.Reader {
 	cr := csv.NewReader(r)
+	cr.Comma = comma
 	cr.FieldsPerRecord = -1 // checked against the header here, with our message
 	cr.ReuseRecord = true
 	return cr
+}
+
+// separator is the field separator of a CSV file whose first bytes are
+// head (after any BOM): the header line's, outside quotes. Excel writes `;`
+// where the decimal mark is a comma (most of Europe), and tab-separated
+// exports are common; a header without a comma but with one of those is
+// taken to use it. Every other file is comma-separated, as RFC 4180 says.
+func separator(head []byte) rune {
+	var commas, semis, tabs int
+	quoted := false
+scan:
+	for _, c := range head {
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '\n' || c == '\r':
+			break scan
+		case c == ',':
+			commas++
+		case c == ';':
+			semis++
+		case c == '\t':
+			tabs++
+		}
+	}
+	switch {
+	case commas == 0 && semis > 0:
+		return ';'
+	case commas == 0 && tabs > 0:
+		return '\t'
+	}
+	return ','
 }
 
 // csvError turns an error of encoding/csv into a *ParseError or returns it;
