@@ -354,7 +354,16 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 	case JSONL:
 		st.p = &jsonlParser{r: br, off: max(pos.offset, start), line: lines, lim: lim}
 	case CSV:
-		p := &csvParser{r: newCSVReader(br), base: max(pos.offset, start), baseLine: lines + 1, lim: lim, line: lines + 1}
+		// The separator is the header line's (of its first bufSize bytes:
+		// a longer header is comma-separated as far as this goes), read
+		// aside so that the stream's reader and limiter are untouched.
+		head := make([]byte, bufSize)
+		n, err := f.ReadAt(head, start)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		sep := separator(head[:n])
+		p := &csvParser{r: newCSVReader(br, sep), base: max(pos.offset, start), baseLine: lines + 1, lim: lim, line: lines + 1}
 		if pos.offset == 0 {
 			header, err := readHeader(p.r, 1, lim)
 			switch {
@@ -370,7 +379,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			}
 		} else {
 			// The header is in the verified prefix: read it from there.
-			hr := newCSVReader(bufio.NewReaderSize(io.NewSectionReader(f, start, 1<<62), 4096))
+			hr := newCSVReader(bufio.NewReaderSize(io.NewSectionReader(f, start, 1<<62), 4096), sep)
 			header, err := readHeader(hr, 1, nil)
 			if err != nil || start+hr.InputOffset() > pos.offset {
 				return nil, fmt.Errorf("%s: %w: no header before the position", s.id, source.ErrBadCursor)

@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/source"
 )
@@ -117,6 +118,11 @@ func tooLong(line, max int64) *ParseError {
 	return &ParseError{Line: line, Reason: fmt.Sprintf("record is larger than max_record_bytes (%d bytes)", max)}
 }
 
+// notUTF8 says what to do about bytes that are not UTF-8: a file saved as
+// Latin-1 or Windows-1252 (Excel's plain "CSV"). Read anyway, they would
+// reach the destination as U+FFFD, a wrong value written without a word.
+const notUTF8 = "is not UTF-8 text: save the file as UTF-8 (Excel: \"CSV UTF-8\"; iconv -f WINDOWS-1252 -t UTF-8)"
+
 // record is one parsed record and the offset just past it.
 type record struct {
 	fields map[string]any
@@ -149,11 +155,45 @@ type csvParser struct {
 	line int64
 }
 
-func newCSVReader(r io.Reader) *csv.Reader {
+func newCSVReader(r io.Reader, comma rune) *csv.Reader {
 	cr := csv.NewReader(r)
+	cr.Comma = comma
 	cr.FieldsPerRecord = -1 // checked against the header here, with our message
 	cr.ReuseRecord = true
 	return cr
+}
+
+// separator is the field separator of a CSV file whose first bytes are
+// head (after any BOM): the header line's, outside quotes. Excel writes `;`
+// where the decimal mark is a comma (most of Europe), and tab-separated
+// exports are common; a header without a comma but with one of those is
+// taken to use it. Every other file is comma-separated, as RFC 4180 says.
+func separator(head []byte) rune {
+	var commas, semis, tabs int
+	quoted := false
+scan:
+	for _, c := range head {
+		switch {
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '\n' || c == '\r':
+			break scan
+		case c == ',':
+			commas++
+		case c == ';':
+			semis++
+		case c == '\t':
+			tabs++
+		}
+	}
+	switch {
+	case commas == 0 && semis > 0:
+		return ';'
+	case commas == 0 && tabs > 0:
+		return '\t'
+	}
+	return ','
 }
 
 // csvError turns an error of encoding/csv into a *ParseError or returns it;
@@ -202,6 +242,9 @@ func readHeader(r *csv.Reader, baseLine int64, lim *limiter) ([]string, error) {
 		if strings.TrimSpace(name) == "" {
 			return nil, &ParseError{Line: line, Reason: fmt.Sprintf("header column %d has no name", i+1)}
 		}
+		if !utf8.ValidString(name) {
+			return nil, &ParseError{Line: line, Reason: fmt.Sprintf("header column %d %s", i+1, notUTF8)}
+		}
 		if j, dup := seen[name]; dup {
 			return nil, &ParseError{Line: line, Reason: fmt.Sprintf("header columns %d and %d have the same name", j+1, i+1)}
 		}
@@ -229,6 +272,10 @@ func (p *csvParser) next() (record, error) {
 	}
 	fields := make(map[string]any, len(row))
 	for i, v := range row {
+		if !utf8.ValidString(v) {
+			rel, _ := p.r.FieldPos(i)
+			return record{end: end, invalid: fmt.Sprintf("line %d: column %q %s", p.baseLine+int64(rel)-1, p.header[i], notUTF8)}, nil
+		}
 		fields[p.header[i]] = v
 	}
 	return record{fields: fields, end: end}, nil
@@ -294,6 +341,10 @@ func (p *jsonlParser) next() (record, error) {
 		invalid := record{end: p.off, invalid: fmt.Sprintf("line %d: not a JSON object", p.line)}
 		if text[0] != '{' {
 			return invalid, nil
+		}
+		if !utf8.Valid(text) {
+			// encoding/json would decode the bytes as U+FFFD.
+			return record{end: p.off, invalid: fmt.Sprintf("line %d: the line %s", p.line, notUTF8)}, nil
 		}
 		p.rd.Reset(text)
 		dec := json.NewDecoder(&p.rd)

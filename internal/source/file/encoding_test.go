@@ -1,0 +1,98 @@
+package file_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/source/file"
+)
+
+// TestNotUTF8IsRejected: a record with bytes that are not UTF-8 (a file
+// saved as Latin-1 or Windows-1252, as Excel's plain "CSV" does) is
+// rejected, naming its line and saying to save the file as UTF-8. Read as
+// it was, encoding/json turned "Zoë" into "Zo\uFFFD" on its way to the
+// destination: a wrong value written, without a word.
+func TestNotUTF8IsRejected(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		format file.Format
+		data   string
+		line   string // the rejected record's line
+	}{
+		{"csv", file.CSV, "id,name\r\n1,Ann\r\n2,Zo\xeb\r\n3,Cy\r\n", "line 3: "},
+		{"csv quoted", file.CSV, "id,name\n1,Ann\n2,\"Zo\xeb,\n \"\"Z\"\"\"\n3,Cy\n", "line 3: "},
+		{"jsonl", file.JSONL, "{\"id\":1,\"name\":\"Ann\"}\n{\"id\":2,\"name\":\"Zo\xeb\"}\n{\"id\":3,\"name\":\"Cy\"}\n", "line 2: "},
+		{"jsonl key", file.JSONL, "{\"id\":1,\"name\":\"Ann\"}\n{\"id\":2,\"n\xe4me\":\"Zo\"}\n{\"id\":3,\"name\":\"Cy\"}\n", "line 2: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tt.format, tt.data)
+			page, err := b.src.ReadPage(context.Background(), "", 10)
+			if err != nil || len(page.Records) != 3 {
+				t.Fatalf("ReadPage: %d records, %v; want 3", len(page.Records), err)
+			}
+			for i, r := range page.Records {
+				if i == 1 {
+					if !strings.HasPrefix(r.Invalid, tt.line) ||
+						!strings.Contains(r.Invalid, "UTF-8") || strings.Contains(r.Invalid, "Zo") {
+						t.Fatalf("record 2: Invalid %q, fields %q; want it rejected, naming its line and UTF-8, not its value", r.Invalid, r.Fields)
+					}
+					continue
+				}
+				if r.Invalid != "" {
+					t.Fatalf("record %d: Invalid %q", i+1, r.Invalid)
+				}
+			}
+		})
+	}
+}
+
+// TestHeaderNotUTF8: a header that is not UTF-8 fails the read with a
+// message that says to save the file as UTF-8.
+func TestHeaderNotUTF8(t *testing.T) {
+	t.Parallel()
+	b := setup(t, file.CSV, "id,pr\xe9nom\n1,Ann\n")
+	_, err := b.src.ReadPage(context.Background(), "", 10)
+	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "line 1: ") || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("ReadPage: %v; want an invalid-data error naming line 1 and UTF-8", err)
+	}
+}
+
+// TestSemicolonSeparated: Excel in a locale whose decimal mark is a comma
+// (most of Europe) saves "CSV" with `;` between fields, and tab-separated
+// exports are common too. The header's separator is the file's: the
+// fields come out by name, also when a run resumes mid-file. Read with a
+// comma, the header was one column and every record failed with "the
+// mapping names column "email", which the source does not have".
+func TestSemicolonSeparated(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, data string }{
+		{"semicolon", "\xef\xbb\xbfid;email;name\r\n1;a@x.io;\"Doe; Ann\"\r\n2;b@x.io;\"1,5 \"\"B\"\"\"\r\n3;c@x.io;Cy\r\n"},
+		{"quoted header", "\"id\";\"email\";\"name\"\n1;a@x.io;\"Doe; Ann\"\n2;b@x.io;\"1,5 \"\"B\"\"\"\n3;c@x.io;Cy\n"},
+		{"tab", "id\temail\tname\n1\ta@x.io\tDoe; Ann\n2\tb@x.io\t\"1,5 \"\"B\"\"\"\n3\tc@x.io\tCy\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, file.CSV, tt.data)
+			want := rows(
+				map[string]any{"id": "1", "email": "a@x.io", "name": "Doe; Ann"},
+				map[string]any{"id": "2", "email": "b@x.io", "name": `1,5 "B"`},
+				map[string]any{"id": "3", "email": "c@x.io", "name": "Cy"},
+			)
+			got, nexts := mustReadAll(t, b.src, "", 1)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("records %q, want %q", got, want)
+			}
+			rest, _ := mustReadAll(t, newSource(t, b.path, file.CSV), nexts[0], 1)
+			if !reflect.DeepEqual(rest, want[1:]) {
+				t.Fatalf("resumed: records %q, want %q", rest, want[1:])
+			}
+		})
+	}
+}
