@@ -65,7 +65,7 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 				// replaced while a run was part-way): read it from its
 				// start, which with an identity sends only what changed
 				// (docs/recovery.md#source_changed_during_run).
-				r.Logger.Info("the source changed since the saved cursor was taken (a file rewritten or replaced while a run was part-way): reading it from its start; rows delivered with these values are not sent again",
+				r.Logger.Warn("the source changed since the saved cursor was taken (a file rewritten or replaced while a run was part-way): reading it from its start; rows delivered with these values are not sent again",
 					"sync", r.Sync.ID, "run", r.rec.ID)
 				r.seen.restart()
 				cursor, resumed = "", false
