@@ -80,7 +80,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	c, err := deadman.New(deadman.Params{
 		Store: ds, Markers: markers, Notifier: notifier, Clock: p.Clock, Logger: p.Logger,
 		DefaultWindow: p.Config.Settings.DeadmanWindow, Window: deadman.ConfigWindow(p.Config), Link: p.Link,
-		Who: p.Who,
+		Who: p.Who, Configured: deadman.ConfigSyncs(p.Config),
 	})
 	if err != nil {
 		return nil, err

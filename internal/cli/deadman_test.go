@@ -262,3 +262,45 @@ func TestConcreteHint(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestDeadmanCheckIgnoresSyncsRemovedFromTheConfig: a sync taken out of the
+// config stays in the store (its runs, its ledger), but nothing runs it any
+// more, by design: the dead-man check must not call that silence, nor keep
+// an earlier incident's marker of it. A person who removed a sync is told
+// nothing (docs/guide.md#telling-silence-from-outside).
+func TestDeadmanCheckIgnoresSyncsRemovedFromTheConfig(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	if out, code := b.check(t); code != ExitOK {
+		t.Fatalf("first check: exit %d\n%s", code, out)
+	}
+	b.clk.Advance(25 * time.Hour)
+	b.succeed(t, "busy")
+	if out, code := b.check(t); code != ExitSilent || !strings.Contains(out, "SILENT  sync acme/quiet") {
+		t.Fatalf("quiet never ran: exit %d\n%s", code, out)
+	}
+	if got := b.hook.take(); len(got) != 1 || got[0].Sync != "quiet" {
+		t.Fatalf("alerts %+v, want quiet's", got)
+	}
+
+	// quiet leaves the config; busy keeps succeeding.
+	writeFile(t, b.config, `store: sqlite://`+b.db+`
+alerts: {webhook: {url: "`+b.hook.srv.URL+`/alerts"}}
+syncs:
+  - id: busy
+    workspace: acme
+    source: {type: csv, path: contacts.csv}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+`)
+	for range 3 {
+		b.clk.Advance(24 * time.Hour)
+		b.succeed(t, "busy")
+		out, code := b.check(t)
+		if code != ExitOK || strings.Contains(out, "quiet") {
+			t.Errorf("a sync removed from the config is judged: exit %d\n%s", code, out)
+		}
+	}
+	if got := b.hook.take(); len(got) != 0 {
+		t.Errorf("alerts %+v, want none: the silent sync was removed", got)
+	}
+}

@@ -130,6 +130,12 @@ type Params struct {
 	// Who names this checker in the record ("serve host:pid", "oncesync
 	// deadman check"); shown by `oncesync deadman check`.
 	Who string
+	// Configured reports whether the deployment still runs a sync (it is in
+	// the config); nil means every sync of the store. A sync removed from
+	// the config keeps its row and runs in the store, but nothing schedules
+	// it any more: its quiet is no silence, and its marker is dropped
+	// (docs/guide.md#telling-silence-from-outside).
+	Configured func(syncID string) bool
 }
 
 // DefaultMaxAlerts is Params.MaxAlerts' default: below alert.DefaultQueueSize.
@@ -149,6 +155,7 @@ type Checker struct {
 	max      int
 	checks   CheckLog
 	who      string
+	known    func(string) bool
 }
 
 // ErrInvalidParams is returned by New when a required parameter is missing.
@@ -162,7 +169,7 @@ func New(p Params) (*Checker, error) {
 	c := &Checker{
 		st: p.Store, markers: p.Markers, notifier: p.Notifier,
 		clock: p.Clock, log: p.Logger, window: p.DefaultWindow, windowOf: p.Window, link: p.Link,
-		max: p.MaxAlerts, checks: p.Checks, who: p.Who,
+		max: p.MaxAlerts, checks: p.Checks, who: p.Who, known: p.Configured,
 	}
 	if c.checks == nil {
 		c.checks, _ = p.Markers.(CheckLog)
@@ -324,6 +331,11 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	acts, err := c.st.SyncActivity(ctx)
 	if err != nil {
 		return rep, storeErr("read sync activity", err)
+	}
+	if c.known != nil {
+		// Syncs removed from the config are judged as gone: neither they
+		// nor their workspace's aggregate count, and their markers drop.
+		acts = slices.DeleteFunc(acts, func(a Activity) bool { return !c.known(a.SyncID) })
 	}
 	list, err := c.markers.ListDeadmanMarkers(ctx)
 	if err != nil {

@@ -577,6 +577,64 @@ func TestMarkersOfVanishedTargetsAreDropped(t *testing.T) {
 	})
 }
 
+// TestSyncsOutsideTheConfigAreNotJudged: a sync the store keeps but the
+// config no longer lists (Params.Configured) is neither judged nor counted
+// in its workspace, and the markers of its earlier silence, and of a
+// workspace left with no configured sync, are dropped without a notice.
+func TestSyncsOutsideTheConfigAreNotJudged(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			inConfig := map[string]bool{"kept": true, "removed": true, "alone": true}
+			var mu sync.Mutex
+			tb := setup(t, f, bundleOpts{configured: func(id string) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return inConfig[id]
+			}})
+			tb.sync(t, "kept", "acme")
+			tb.sync(t, "removed", "acme")
+			tb.sync(t, "alone", "solo")
+			tb.sync(t, "stranger", "acme") // another deployment's, or long gone
+			tb.clk.Advance(25 * time.Hour)
+			tb.run(t, "kept", store.RunSucceeded, "")
+			rep := tb.check(t)
+			if _, ok := rep.Find(deadman.ScopeSync, "stranger"); ok {
+				t.Errorf("a sync outside the config was judged: %+v", rep.Verdicts)
+			}
+			got := map[string]bool{}
+			for _, a := range tb.rec.take() {
+				got[a.Workspace+"/"+a.SyncID] = true
+			}
+			if want := map[string]bool{"acme/removed": true, "solo/": true, "solo/alone": true}; len(got) != len(want) ||
+				!got["acme/removed"] || !got["solo/"] || !got["solo/alone"] {
+				t.Fatalf("alerts %v, want %v", got, want)
+			}
+
+			// removed and alone leave the config.
+			mu.Lock()
+			delete(inConfig, "removed")
+			delete(inConfig, "alone")
+			mu.Unlock()
+			tb.clk.Advance(time.Hour)
+			rep = tb.check(t)
+			if n := rep.Count("", deadman.StatusSilent); n != 0 {
+				t.Errorf("%d silent verdicts, want none: %+v", n, rep.Verdicts)
+			}
+			if len(rep.Dropped) != 3 {
+				t.Errorf("dropped %+v, want the markers of removed, alone and solo", rep.Dropped)
+			}
+			if ms, _ := tb.markers.ListDeadmanMarkers(tb.ctx); len(ms) != 0 {
+				t.Errorf("markers left: %+v", ms)
+			}
+			if got := tb.rec.take(); len(got) != 0 {
+				t.Errorf("alerts %+v, want none", got)
+			}
+		})
+	}
+}
+
 // TestMarkerStoreContract: every MarkerStore creates with NX semantics,
 // round-trips every field and deletes once.
 func TestMarkerStoreContract(t *testing.T) {
