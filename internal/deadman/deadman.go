@@ -13,8 +13,10 @@
 // notice and so re-arms the alert.
 //
 // The per-sync check exists because a workspace check alone lets a healthy
-// sync hide a silent sibling. The window is per-sync overridable; workspaces
-// use the deployment's window.
+// sync hide a silent sibling. The window is per-sync overridable; a
+// workspace's is the longest of its active syncs' (the deployment's when
+// none overrides it), so a workspace of weekly syncs is not silent while
+// each of them is within its window.
 //
 // Everything the check reads comes from one query (Store.SyncActivity), so
 // its cost is one scan of the syncs with a few index probes each, whatever
@@ -108,7 +110,8 @@ type Params struct {
 	// Logger receives one summary line per check (nil: discarded).
 	Logger *slog.Logger
 	// DefaultWindow is the deployment's window (config settings.deadman_window;
-	// 0: DefaultWindow). Workspaces are checked with it.
+	// 0: DefaultWindow). A workspace is checked with the longest window of
+	// its active syncs.
 	DefaultWindow time.Duration
 	// Window returns a sync's window (its override or the deployment's, see
 	// config.Sync.EffectiveDeadmanWindow); nil or a result <= 0 means
@@ -302,9 +305,10 @@ type markerKey struct {
 type workspaceAgg struct {
 	id            string
 	anyActive     bool
-	oldestActive  time.Time // min changed_at of its active syncs
-	lastSuccessAt time.Time // over all its syncs
-	lastRunAt     time.Time // over all its syncs
+	oldestActive  time.Time     // min changed_at of its active syncs
+	window        time.Duration // the longest window of its active syncs
+	lastSuccessAt time.Time     // over all its syncs
+	lastRunAt     time.Time     // over all its syncs
 }
 
 // Check runs the dead-man check once: it records the check (CheckLog), alerts
@@ -366,6 +370,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 				w.oldestActive = a.ChangedAt
 			}
 			w.anyActive = true
+			w.window = max(w.window, c.windowFor(a.SyncID))
 		}
 		w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
 		w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
@@ -386,7 +391,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	for i := range workspaces {
 		w := &workspaces[i]
 		judge(target{
-			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: c.window,
+			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: cmp.Or(w.window, c.window),
 			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt,
 		})
 	}

@@ -409,6 +409,51 @@ func TestPerSyncWindowOverride(t *testing.T) {
 	}
 }
 
+// TestWorkspaceOfLongWindowsIsNotSilentEarly: a workspace whose syncs
+// may all go quiet longer than the deployment's window (a weekly export with
+// deadman_window: 192h) is not silent while each of them is within its own
+// window: the workspace check must not cry wolf where every sync is fine.
+func TestWorkspaceOfLongWindowsIsNotSilentEarly(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			week := 8 * day
+			tb := setup(t, f, bundleOpts{windows: map[string]time.Duration{"weekly": week, "biweekly": 3 * day}})
+			tb.sync(t, "weekly", "exports")
+			tb.sync(t, "biweekly", "exports")
+			tb.clk.Advance(time.Hour)
+			tb.run(t, "weekly", store.RunSucceeded, "")
+			tb.run(t, "biweekly", store.RunSucceeded, "")
+			tb.clk.Advance(2 * day) // 2 days quiet: within both windows
+
+			rep := tb.check(t)
+			for _, v := range rep.Verdicts {
+				if v.Status != deadman.StatusOK {
+					t.Errorf("%s %s: %s (window %s), want ok", v.Scope, v.ID, v.Status, v.Window)
+				}
+			}
+			if v := tb.verdict(t, rep, deadman.ScopeWorkspace, "exports"); v.Window != week {
+				t.Errorf("workspace window %s, want its longest sync window %s", v.Window, week)
+			}
+			if got := tb.rec.take(); len(got) != 0 {
+				t.Fatalf("alerts %+v, want none: every sync is within its window", got)
+			}
+
+			// Past the longest window, the workspace is silent too.
+			tb.clk.Advance(7 * day)
+			tb.check(t)
+			got := map[string]string{}
+			for _, a := range tb.rec.take() {
+				got[a.Workspace+"/"+a.SyncID] = a.Kind
+			}
+			if len(got) != 3 || got["exports/"] != alert.KindDeadmanNoRuns {
+				t.Errorf("alerts %v, want the workspace's and both syncs'", got)
+			}
+		})
+	}
+}
+
 // TestPausedSyncsAreNotChecked: a paused sync is not judged, and a
 // workspace whose syncs are all paused is not either.
 func TestPausedSyncsAreNotChecked(t *testing.T) {
