@@ -24,9 +24,10 @@ import (
 // alertHook is a webhook alert sink's endpoint recording the alerts' kinds
 // and syncs.
 type alertHook struct {
-	mu  sync.Mutex
-	got []alert.WebhookData
-	srv *httptest.Server
+	mu   sync.Mutex
+	got  []alert.WebhookData
+	srv  *httptest.Server
+	down bool // answer 503 and record nothing
 }
 
 func newAlertHook(t *testing.T) *alertHook {
@@ -39,11 +40,21 @@ func newAlertHook(t *testing.T) *alertHook {
 			t.Errorf("alert webhook body: %v: %s", err, b)
 		}
 		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		h.got = append(h.got, p.Data)
-		h.mu.Unlock()
 	}))
 	t.Cleanup(h.srv.Close)
 	return h
+}
+
+func (h *alertHook) setDown(down bool) {
+	h.mu.Lock()
+	h.down = down
+	h.mu.Unlock()
 }
 
 func (h *alertHook) take() []alert.WebhookData {
@@ -302,5 +313,40 @@ syncs:
 	}
 	if got := b.hook.take(); len(got) != 0 {
 		t.Errorf("alerts %+v, want none: the silent sync was removed", got)
+	}
+}
+
+// TestDeadmanAlertNotLostWhenTheSinkIsDown: the alert sink is down while the
+// check finds a silence (the receiver is being redeployed, a proxy answers
+// 503). The alert is retried, but it must not be marked as told: the check
+// says it was not delivered (exit 1), and the next check, with the sink
+// back, sends it. Before, the marker was set when the alert was queued, the
+// cron check exited 6 "alerted now" and nobody outside the log was ever
+// told of that incident.
+func TestDeadmanAlertNotLostWhenTheSinkIsDown(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	if out, code := b.check(t); code != ExitOK {
+		t.Fatalf("first check: exit %d\n%s", code, out)
+	}
+	b.clk.Advance(25 * time.Hour)
+	b.succeed(t, "busy")
+
+	b.hook.setDown(true)
+	out, code := b.check(t)
+	if code != ExitFailed || strings.Contains(out, "alerted now") || !strings.Contains(out, "SILENT  sync acme/quiet") ||
+		!strings.Contains(out, "failed: alert_undelivered") || !strings.Contains(out, "webhook") {
+		t.Errorf("check with the sink down: exit %d, want %d and no \"alerted now\"\n%s", code, ExitFailed, out)
+	}
+
+	b.hook.setDown(false)
+	b.clk.Advance(time.Hour)
+	out, code = b.check(t)
+	if code != ExitSilent || !strings.Contains(out, "SILENT  sync acme/quiet: no_runs since 2026-03-03 10:13 UTC (window 24h); alerted now") {
+		t.Errorf("check with the sink back: exit %d\n%s", code, out)
+	}
+	got := b.hook.take()
+	if len(got) != 1 || got[0].Kind != alert.KindDeadmanNoRuns || got[0].Sync != "quiet" {
+		t.Fatalf("alerts received %+v, want quiet's deadman_no_runs once the sink is back", got)
 	}
 }

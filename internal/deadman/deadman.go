@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/alert"
@@ -100,6 +101,19 @@ type Notifier interface {
 	Notify(ctx context.Context, a alert.Alert) (alert.Alert, error)
 }
 
+// Confirmer is a Notifier that tells how an alert fared at its sinks
+// (*alert.Dispatcher). With one, a silence counts as alerted only once the
+// alert reached somebody (alert.Delivery.Told); without, once it was
+// queued.
+type Confirmer interface {
+	Send(ctx context.Context, a alert.Alert) (alert.Alert, *alert.Delivery, error)
+}
+
+// DefaultDeliveryWait is Params.DeliveryWait's default: long enough for
+// the dispatcher's retries of a sink that answers (alert.DefaultAttempts),
+// well within the hourly job's JobTimeout.
+const DefaultDeliveryWait = 3 * time.Minute
+
 // Params configure a Checker.
 type Params struct {
 	Store    Store       // required
@@ -133,6 +147,13 @@ type Params struct {
 	// Who names this checker in the record ("serve host:pid", "oncesync
 	// deadman check"); shown by `oncesync deadman check`.
 	Who string
+	// DeliveryWait bounds how long a check waits for its alerts to reach
+	// somebody when the Notifier is a Confirmer (0: DefaultDeliveryWait).
+	// A silence whose alert reached no sink but the log by then (every
+	// sink down, refusing, or still retrying) is not marked: the check
+	// returns an error and the next one sends the alert again, so a sink
+	// that is down for a moment cannot swallow an incident's only alert.
+	DeliveryWait time.Duration
 	// Configured reports whether the deployment still runs a sync (it is in
 	// the config); nil means every sync of the store. A sync removed from
 	// the config keeps its row and runs in the store, but nothing schedules
@@ -159,6 +180,7 @@ type Checker struct {
 	checks   CheckLog
 	who      string
 	known    func(string) bool
+	wait     time.Duration
 }
 
 // ErrInvalidParams is returned by New when a required parameter is missing.
@@ -173,6 +195,7 @@ func New(p Params) (*Checker, error) {
 		st: p.Store, markers: p.Markers, notifier: p.Notifier,
 		clock: p.Clock, log: p.Logger, window: p.DefaultWindow, windowOf: p.Window, link: p.Link,
 		max: p.MaxAlerts, checks: p.Checks, who: p.Who, known: p.Configured,
+		wait: cmp.Or(p.DeliveryWait, DefaultDeliveryWait),
 	}
 	if c.checks == nil {
 		c.checks, _ = p.Markers.(CheckLog)
@@ -378,12 +401,16 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
 
 	var errs []error
+	var sent []sentAlert
 	judge := func(t target) {
-		v, err := c.judge(ctx, now, t, markers[markerKey{t.scope, t.id}], apply, &rep)
+		v, d, err := c.judge(ctx, now, t, markers[markerKey{t.scope, t.id}], apply, &rep)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if v != nil {
+			if d != nil {
+				sent = append(sent, sentAlert{verdict: len(rep.Verdicts), delivery: d})
+			}
 			rep.Verdicts = append(rep.Verdicts, *v)
 		}
 	}
@@ -404,6 +431,8 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a,
 		})
 	}
+
+	errs = append(errs, c.confirm(ctx, &rep, sent)...)
 
 	// Markers whose workspace or sync is gone from the store.
 	for _, m := range list {
@@ -461,7 +490,7 @@ type target struct {
 // judge resolves t's ended silence, then judges t when it is active. It
 // returns nil for an inactive target (a paused sync, a workspace without an
 // active sync).
-func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker, apply bool, rep *Report) (*Verdict, error) {
+func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker, apply bool, rep *Report) (*Verdict, *alert.Delivery, error) {
 	var errs []error
 	resolved, deferred := false, false
 	if m != nil && t.lastSuccessAt.After(m.Since) {
@@ -487,7 +516,7 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 		}
 	}
 	if !t.active {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
 	v := &Verdict{
 		Scope: t.scope, ID: t.id, Workspace: t.workspace, Window: t.window, ChangedAt: t.changedAt,
@@ -514,20 +543,23 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 		case c.capped(rep):
 			v.Deferred = true
 		default:
-			if err := c.raise(ctx, now, t, v); err != nil {
+			d, err := c.raise(ctx, now, t, v)
+			if err != nil {
 				errs = append(errs, err)
 			} else if v.Alerted {
 				rep.Sent++
 			}
+			return v, d, errors.Join(errs...)
 		}
 	}
-	return v, errors.Join(errs...)
+	return v, nil, errors.Join(errs...)
 }
 
 // raise creates the marker of a new silence and, if this check created it,
-// sends the alert. If the alert cannot be handed to the notifier, the
+// sends the alert, returning its Delivery when the notifier is a Confirmer
+// (confirm waits on it). If the alert cannot be handed to the notifier, the
 // marker is removed again so the next check retries.
-func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) error {
+func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) (*alert.Delivery, error) {
 	a := c.silenceAlert(t, v)
 	a.ID = alert.NewID()
 	a.At = now
@@ -537,7 +569,7 @@ func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict
 	}
 	created, err := c.markers.PutDeadmanMarker(ctx, m)
 	if err != nil {
-		return fmt.Errorf("deadman: mark the silence of %s %s: %w", t.scope, t.id, err)
+		return nil, fmt.Errorf("deadman: mark the silence of %s %s: %w", t.scope, t.id, err)
 	}
 	if !created { // another checker raised it a moment ago
 		if ms, err := c.markers.ListDeadmanMarkers(ctx); err == nil {
@@ -547,14 +579,60 @@ func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict
 				}
 			}
 		}
-		return nil
+		return nil, nil
 	}
-	if _, err := c.notifier.Notify(ctx, a); err != nil {
+	var d *alert.Delivery
+	if cf, ok := c.notifier.(Confirmer); ok {
+		_, d, err = cf.Send(ctx, a)
+	} else {
+		_, err = c.notifier.Notify(ctx, a)
+	}
+	if err != nil {
 		_, derr := c.markers.DeleteDeadmanMarker(ctx, t.scope, t.id)
-		return errors.Join(fmt.Errorf("deadman: alert the silence of %s %s: %w", t.scope, t.id, err), derr)
+		return nil, errors.Join(fmt.Errorf("deadman: alert the silence of %s %s: %w", t.scope, t.id, err), derr)
 	}
 	v.Marker, v.Alerted = &m, true
-	return nil
+	return d, nil
+}
+
+// sentAlert is a silence's alert whose delivery confirm awaits.
+type sentAlert struct {
+	verdict  int // index in Report.Verdicts
+	delivery *alert.Delivery
+}
+
+// confirm waits (DeliveryWait at most, for all of them together) until the
+// alerts this check sent reached somebody. A silence whose alert reached no
+// sink but the log loses its marker, so the next check alerts it again: an
+// alert that only a log line kept is one nobody was told of.
+func (c *Checker) confirm(ctx context.Context, rep *Report, sent []sentAlert) []error {
+	if len(sent) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	var errs []error
+	for _, s := range sent {
+		_ = s.delivery.Wait(wctx)
+		if s.delivery.Told() {
+			continue
+		}
+		v := &rep.Verdicts[s.verdict]
+		var whys []string
+		if failed := s.delivery.Failed(); len(failed) > 0 {
+			whys = append(whys, "gave up: "+strings.Join(failed, ", "))
+		}
+		if pending := s.delivery.Pending(); len(pending) > 0 {
+			whys = append(whys, "still retrying after "+c.wait.String()+": "+strings.Join(pending, ", "))
+		}
+		why := strings.Join(whys, "; ")
+		_, derr := c.markers.DeleteDeadmanMarker(ctx, v.Scope, v.ID)
+		errs = append(errs, failure.Wrap(failure.AlertUndelivered, derr,
+			"the alert of the silence of %s %s reached nobody: %s; the next check sends it again", v.Scope, v.ID, why))
+		v.Marker, v.Alerted = nil, false
+		rep.Sent--
+	}
+	return errs
 }
 
 // resolve removes an ended silence's marker and, when this check removed it,

@@ -1,7 +1,9 @@
 package deadman_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -549,6 +551,90 @@ func TestNotifyFailureRetriesAtNextCheck(t *testing.T) {
 			t.Errorf("retry sent %d alerts, want 2", len(got))
 		}
 	})
+}
+
+// flakySink is an alert sink that refuses every alert while down, and
+// keeps those it delivers.
+type flakySink struct {
+	mu   sync.Mutex
+	down bool
+	got  []alert.Alert
+}
+
+func (s *flakySink) Name() string { return "webhook" }
+
+func (s *flakySink) Send(_ context.Context, a alert.Alert) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("status 503")
+	}
+	s.got = append(s.got, a)
+	return nil
+}
+
+func (s *flakySink) set(down bool) []alert.Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	out := s.got
+	s.got = nil
+	return out
+}
+
+// TestUndeliveredAlertIsSentAgain: with a real dispatcher whose one sink
+// besides the log gives up on the alert (down through all its retries), the
+// silence is not marked: the check says alert_undelivered, and the next
+// one, with the sink back, sends the alert. A marker set when the alert was
+// merely queued swallowed the incident's only alert.
+func TestUndeliveredAlertIsSentAgain(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, f, bundleOpts{})
+			sink := &flakySink{down: true}
+			d := alert.NewDispatcher(alert.DispatcherParams{
+				Sinks:  []alert.Sink{alert.NewLogSink(slog.New(slog.DiscardHandler)), sink},
+				Logger: slog.New(slog.DiscardHandler), Clock: tb.clk,
+				Retry: alert.RetryPolicy{Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }},
+			})
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			p := tb.params
+			p.Notifier = d
+			checker, err := deadman.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.sync(t, "s1", "acme")
+			tb.clk.Advance(25 * time.Hour)
+
+			rep, err := checker.Check(tb.ctx)
+			var fe *failure.Error
+			if !errors.As(err, &fe) || fe.Code != failure.AlertUndelivered || !strings.Contains(fe.Detail, "webhook") {
+				t.Fatalf("Check = %v, want alert_undelivered naming the webhook", err)
+			}
+			if len(rep.Alerted()) != 0 || rep.Sent != 0 {
+				t.Errorf("report %+v: want nothing alerted", rep)
+			}
+			if _, ok := tb.marker(t, deadman.ScopeSync, "s1"); ok {
+				t.Error("marker kept for an alert that reached nobody")
+			}
+
+			sink.set(false)
+			tb.clk.Advance(time.Hour)
+			rep, err = checker.Check(tb.ctx)
+			if err != nil || len(rep.Alerted()) != 2 {
+				t.Fatalf("second check: %v, alerted %+v: want the workspace's and s1's", err, rep.Alerted())
+			}
+			if got := sink.set(false); len(got) != 2 {
+				t.Errorf("the sink got %d alerts, want 2", len(got))
+			}
+			if _, ok := tb.marker(t, deadman.ScopeSync, "s1"); !ok {
+				t.Error("no marker once the alert was delivered")
+			}
+		})
+	}
 }
 
 // TestConcurrentChecksAlertOnce: two checkers (two leaders for a moment)
