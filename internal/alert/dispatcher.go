@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,7 +113,13 @@ type Dispatcher struct {
 
 type worker struct {
 	sink  Sink
-	queue chan Alert
+	queue chan queued
+}
+
+// queued is an alert waiting for a sink, with the Delivery it reports to.
+type queued struct {
+	a Alert
+	d *Delivery
 }
 
 // NewDispatcher starts one goroutine per sink; Close stops them.
@@ -130,7 +137,7 @@ func NewDispatcher(p DispatcherParams) *Dispatcher {
 	}
 	d.ctx, d.cancel = context.WithCancelCause(context.Background())
 	for _, s := range p.Sinks {
-		w := &worker{sink: s, queue: make(chan Alert, size)}
+		w := &worker{sink: s, queue: make(chan queued, size)}
 		d.workers = append(d.workers, w)
 		d.wg.Add(1)
 		go d.run(w)
@@ -154,6 +161,14 @@ func (d *Dispatcher) Sinks() []string {
 // ctx only carries request-scoped values for logging: delivery outlives it,
 // since an alert must not be lost because the run that raised it ended.
 func (d *Dispatcher) Notify(ctx context.Context, a Alert) (Alert, error) {
+	a, _, err := d.Send(ctx, a)
+	return a, err
+}
+
+// Send is Notify that also returns the alert's Delivery, which tells when
+// every sink delivered it or gave up: a caller that must know somebody was
+// told (the dead-man check's one alert per incident) waits on it.
+func (d *Dispatcher) Send(ctx context.Context, a Alert) (Alert, *Delivery, error) {
 	if a.ID == "" {
 		a.ID = NewID()
 	}
@@ -163,28 +178,31 @@ func (d *Dispatcher) Notify(ctx context.Context, a Alert) (Alert, error) {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed {
-		return a, ErrClosed
+		return a, nil, ErrClosed
 	}
+	dl := newDelivery(d.workers)
 	for _, w := range d.workers {
 		select {
-		case w.queue <- a:
+		case w.queue <- queued{a: a, d: dl}:
 		default:
 			d.logger.LogAttrs(ctx, slog.LevelError, "alert dropped: sink queue full",
 				slog.String("sink", w.sink.Name()), slog.String("alert_id", a.ID), slog.String("kind", a.Kind))
+			dl.report(w.sink, false)
 		}
 	}
-	return a, nil
+	return a, dl, nil
 }
 
 func (d *Dispatcher) run(w *worker) {
 	defer d.wg.Done()
-	for a := range w.queue {
-		d.deliver(w.sink, a)
+	for q := range w.queue {
+		q.d.report(w.sink, d.deliver(w.sink, q.a))
 	}
 }
 
-// deliver sends a to s, retrying per the policy, and logs a final failure.
-func (d *Dispatcher) deliver(s Sink, a Alert) {
+// deliver sends a to s, retrying per the policy, logs a final failure and
+// reports whether a was delivered.
+func (d *Dispatcher) deliver(s Sink, a Alert) bool {
 	var err error
 	attempt := 0
 	for attempt < d.retry.Attempts {
@@ -193,7 +211,7 @@ func (d *Dispatcher) deliver(s Sink, a Alert) {
 		err = s.Send(actx, a)
 		cancel()
 		if err == nil {
-			return
+			return true
 		}
 		if errors.Is(err, ErrPermanent) || d.ctx.Err() != nil || attempt == d.retry.Attempts {
 			break
@@ -213,6 +231,97 @@ func (d *Dispatcher) deliver(s Sink, a Alert) {
 		slog.String("sink", s.Name()), slog.String("alert_id", a.ID), slog.String("kind", a.Kind),
 		slog.String("severity", string(a.Severity)), slog.String("workspace", a.Workspace),
 		slog.String("sync", a.SyncID), slog.Int("attempts", attempt), slog.String("error", err.Error()))
+	return false
+}
+
+// Delivery is how one alert fares at the sinks of a Dispatcher (Send).
+type Delivery struct {
+	done chan struct{}
+
+	mu        sync.Mutex
+	pending   int
+	sinks     []string
+	people    int // sinks other than the log: a webhook, e-mail, Sentry
+	delivered []string
+	failed    []string
+	toldOne   bool // a sink other than the log delivered it
+}
+
+func newDelivery(ws []*worker) *Delivery {
+	dl := &Delivery{done: make(chan struct{}), pending: len(ws)}
+	for _, w := range ws {
+		dl.sinks = append(dl.sinks, w.sink.Name())
+		if !isLog(w.sink) {
+			dl.people++
+		}
+	}
+	if dl.pending == 0 {
+		close(dl.done)
+	}
+	return dl
+}
+
+func isLog(s Sink) bool {
+	_, ok := s.(*LogSink)
+	return ok
+}
+
+func (dl *Delivery) report(s Sink, ok bool) {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if ok {
+		dl.delivered = append(dl.delivered, s.Name())
+		dl.toldOne = dl.toldOne || !isLog(s)
+	} else {
+		dl.failed = append(dl.failed, s.Name())
+	}
+	if dl.pending--; dl.pending == 0 {
+		close(dl.done)
+	}
+}
+
+// Wait returns when every sink has delivered the alert or given up on it
+// (nil), or when ctx ends first (ctx's error).
+func (dl *Delivery) Wait(ctx context.Context) error {
+	select {
+	case <-dl.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Told reports whether the alert reached somebody: a sink other than the
+// log delivered it, or the log is the only sink there is (a deployment
+// without alerts configured reads its log). A sink still trying does not
+// count.
+func (dl *Delivery) Told() bool {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	if dl.people == 0 {
+		return len(dl.delivered) > 0
+	}
+	return dl.toldOne
+}
+
+// Pending names the sinks still trying to deliver the alert.
+func (dl *Delivery) Pending() []string {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	var out []string
+	for _, n := range dl.sinks {
+		if !slices.Contains(dl.delivered, n) && !slices.Contains(dl.failed, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Failed names the sinks that gave up on the alert so far.
+func (dl *Delivery) Failed() []string {
+	dl.mu.Lock()
+	defer dl.mu.Unlock()
+	return append([]string(nil), dl.failed...)
 }
 
 // Close stops accepting alerts and waits until every queued alert has been

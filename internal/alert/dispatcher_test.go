@@ -468,3 +468,70 @@ func TestFromConfig(t *testing.T) {
 		})
 	}
 }
+
+// errSink fails every delivery with err.
+type errSink struct {
+	name string
+	err  error
+}
+
+func (s errSink) Name() string                      { return s.name }
+func (s errSink) Send(context.Context, Alert) error { return s.err }
+
+// TestDeliveryTellsWhetherSomebodyWasTold: Send's Delivery says, once every
+// sink is done, whether a sink other than the log delivered the alert (the
+// log alone counts only when it is the only sink), and names the sinks
+// that gave up.
+func TestDeliveryTellsWhetherSomebodyWasTold(t *testing.T) {
+	t.Parallel()
+	logger, _ := newTestLogger()
+	down := errSink{"webhook", errors.New("status 503")}
+	up := newChanSink("email")
+	tests := []struct {
+		name   string
+		sinks  []Sink
+		told   bool
+		failed []string
+	}{
+		{"the log alone", []Sink{NewLogSink(logger)}, true, nil},
+		{"the log and a sink that is down", []Sink{NewLogSink(logger), down}, false, []string{"webhook"}},
+		{"one sink down, one up", []Sink{NewLogSink(logger), down, up}, true, []string{"webhook"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := NewDispatcher(DispatcherParams{Sinks: tt.sinks, Logger: logger, Retry: RetryPolicy{Sleep: (&noSleep{}).Sleep}})
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			_, dl, err := d.Send(context.Background(), testAlert())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dl.Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if dl.Told() != tt.told || !slices.Equal(dl.Failed(), tt.failed) || len(dl.Pending()) != 0 {
+				t.Errorf("Told %v, Failed %v, Pending %v; want %v, %v, none", dl.Told(), dl.Failed(), dl.Pending(), tt.told, tt.failed)
+			}
+		})
+	}
+
+	// A sink still trying is pending, and tells nobody yet.
+	slow := newChanSink("sentry")
+	slow.block = make(chan struct{})
+	d := NewDispatcher(DispatcherParams{Sinks: []Sink{NewLogSink(logger), slow}, Logger: logger})
+	_, dl, err := d.Send(context.Background(), testAlert())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-slow.started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := dl.Wait(ctx); err == nil || dl.Told() || !slices.Equal(dl.Pending(), []string{"sentry"}) {
+		t.Errorf("Wait %v, Told %v, Pending %v: want a timeout, not told, sentry pending", err, dl.Told(), dl.Pending())
+	}
+	close(slow.block)
+	if err := dl.Wait(context.Background()); err != nil || !dl.Told() {
+		t.Errorf("after the slow sink delivered: Wait %v, Told %v", err, dl.Told())
+	}
+	_ = d.Close(context.Background())
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,8 @@ type DeadmanParams struct {
 	Redis *redis.Client
 	// Who names the checker in that record (deadman.Params.Who).
 	Who string
+	// DeliveryWait is deadman.Params.DeliveryWait (0: its default).
+	DeliveryWait time.Duration
 }
 
 // countingNotifier counts the dead-man alerts it passes on.
@@ -46,6 +49,21 @@ func (n countingNotifier) Notify(ctx context.Context, a alert.Alert) (alert.Aler
 		n.count.WithLabelValues(a.Kind).Inc()
 	}
 	return out, err
+}
+
+// Send passes deadman.Confirmer on, so counting keeps the check's wait for
+// delivery (without one, it is Notify with no Delivery to wait on).
+func (n countingNotifier) Send(ctx context.Context, a alert.Alert) (alert.Alert, *alert.Delivery, error) {
+	cf, ok := n.next.(deadman.Confirmer)
+	if !ok {
+		out, err := n.Notify(ctx, a)
+		return out, nil, err
+	}
+	out, d, err := cf.Send(ctx, a)
+	if err == nil {
+		n.count.WithLabelValues(a.Kind).Inc()
+	}
+	return out, d, err
 }
 
 // Deadman returns the dead-man checker for the config: markers in Redis when
@@ -80,7 +98,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	c, err := deadman.New(deadman.Params{
 		Store: ds, Markers: markers, Notifier: notifier, Clock: p.Clock, Logger: p.Logger,
 		DefaultWindow: p.Config.Settings.DeadmanWindow, Window: deadman.ConfigWindow(p.Config), Link: p.Link,
-		Who: p.Who,
+		Who: p.Who, Configured: deadman.ConfigSyncs(p.Config), DeliveryWait: p.DeliveryWait,
 	})
 	if err != nil {
 		return nil, err

@@ -49,12 +49,15 @@ run do), so a sync that never ran is found silent once it is a window old.
 Every check is recorded; workers run the check themselves when none was recorded
 for 70 minutes.
 
-The process waits up to 10 s for the alerts to be delivered before it exits.
+The check waits up to 10 s for each new silence's alert to reach a sink
+other than the log (webhook, e-mail, Sentry; the log when no other is
+configured). One that reached nobody is not marked: the check exits 1 and the
+next check sends it again.
 
 Exit codes: 0 nothing is silent; 6 silence found (alerted now, or already
 alerted earlier in the same incident); 1 the check could not run (store or
-Redis unreachable) or an alert could not be queued (the next check retries
-it); 2 bad flags or config.`,
+Redis unreachable) or an alert reached nobody (the next check sends it
+again); 2 bad flags or config.`,
 		Example: `  oncesync deadman check --config oncesync.yaml
 
   # crontab: runs every 15 minutes, and the dead-man check every hour
@@ -85,6 +88,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	st, rdb, alerts := a.Store, a.Redis, a.Alerts
 	checker, err := app.Deadman(app.DeadmanParams{
 		Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: rdb, Who: "oncesync deadman check",
+		DeliveryWait: app.AlertWait,
 	})
 	if err != nil {
 		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
@@ -153,7 +157,7 @@ func printDeadmanReport(w io.Writer, rep deadman.Report, prev deadman.LastCheck)
 		case v.Deferred:
 			alerted = "not alerted yet: this check reached its cap of alerts; the next check sends it"
 		default:
-			alerted = "not alerted (the alert could not be queued; the next check retries)"
+			alerted = "not alerted (the alert reached nobody: see the last line; the next check sends it again)"
 		}
 		fmt.Fprintf(w, "SILENT  %s: %s since %s (window %s); %s\n", target(v.Scope, v.Workspace, v.ID), v.Kind, fmtUTC(v.SilentSince), deadman.FormatWindow(v.Window), alerted)
 	}

@@ -24,9 +24,10 @@ import (
 // alertHook is a webhook alert sink's endpoint recording the alerts' kinds
 // and syncs.
 type alertHook struct {
-	mu  sync.Mutex
-	got []alert.WebhookData
-	srv *httptest.Server
+	mu   sync.Mutex
+	got  []alert.WebhookData
+	srv  *httptest.Server
+	down bool // answer 503 and record nothing
 }
 
 func newAlertHook(t *testing.T) *alertHook {
@@ -39,11 +40,21 @@ func newAlertHook(t *testing.T) *alertHook {
 			t.Errorf("alert webhook body: %v: %s", err, b)
 		}
 		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		h.got = append(h.got, p.Data)
-		h.mu.Unlock()
 	}))
 	t.Cleanup(h.srv.Close)
 	return h
+}
+
+func (h *alertHook) setDown(down bool) {
+	h.mu.Lock()
+	h.down = down
+	h.mu.Unlock()
 }
 
 func (h *alertHook) take() []alert.WebhookData {
@@ -260,5 +271,82 @@ func TestConcreteHint(t *testing.T) {
 	want := "Fix the cause shown by `oncesync status --config /etc/oncesync.yaml crm`, then resume the sync with `oncesync resume --config /etc/oncesync.yaml crm --by NAME --reason TEXT`."
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestDeadmanCheckIgnoresSyncsRemovedFromTheConfig: a sync taken out of the
+// config stays in the store (its runs, its ledger), but nothing runs it any
+// more, by design: the dead-man check must not call that silence, nor keep
+// an earlier incident's marker of it. A person who removed a sync is told
+// nothing (docs/guide.md#telling-silence-from-outside).
+func TestDeadmanCheckIgnoresSyncsRemovedFromTheConfig(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	if out, code := b.check(t); code != ExitOK {
+		t.Fatalf("first check: exit %d\n%s", code, out)
+	}
+	b.clk.Advance(25 * time.Hour)
+	b.succeed(t, "busy")
+	if out, code := b.check(t); code != ExitSilent || !strings.Contains(out, "SILENT  sync acme/quiet") {
+		t.Fatalf("quiet never ran: exit %d\n%s", code, out)
+	}
+	if got := b.hook.take(); len(got) != 1 || got[0].Sync != "quiet" {
+		t.Fatalf("alerts %+v, want quiet's", got)
+	}
+
+	// quiet leaves the config; busy keeps succeeding.
+	writeFile(t, b.config, `store: sqlite://`+b.db+`
+alerts: {webhook: {url: "`+b.hook.srv.URL+`/alerts"}}
+syncs:
+  - id: busy
+    workspace: acme
+    source: {type: csv, path: contacts.csv}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+`)
+	for range 3 {
+		b.clk.Advance(24 * time.Hour)
+		b.succeed(t, "busy")
+		out, code := b.check(t)
+		if code != ExitOK || strings.Contains(out, "quiet") {
+			t.Errorf("a sync removed from the config is judged: exit %d\n%s", code, out)
+		}
+	}
+	if got := b.hook.take(); len(got) != 0 {
+		t.Errorf("alerts %+v, want none: the silent sync was removed", got)
+	}
+}
+
+// TestDeadmanAlertNotLostWhenTheSinkIsDown: the alert sink is down while the
+// check finds a silence (the receiver is being redeployed, a proxy answers
+// 503). The alert is retried, but it must not be marked as told: the check
+// says it was not delivered (exit 1), and the next check, with the sink
+// back, sends it. Before, the marker was set when the alert was queued, the
+// cron check exited 6 "alerted now" and nobody outside the log was ever
+// told of that incident.
+func TestDeadmanAlertNotLostWhenTheSinkIsDown(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	if out, code := b.check(t); code != ExitOK {
+		t.Fatalf("first check: exit %d\n%s", code, out)
+	}
+	b.clk.Advance(25 * time.Hour)
+	b.succeed(t, "busy")
+
+	b.hook.setDown(true)
+	out, code := b.check(t)
+	if code != ExitFailed || strings.Contains(out, "alerted now") || !strings.Contains(out, "SILENT  sync acme/quiet") ||
+		!strings.Contains(out, "failed: alert_undelivered") || !strings.Contains(out, "webhook") {
+		t.Errorf("check with the sink down: exit %d, want %d and no \"alerted now\"\n%s", code, ExitFailed, out)
+	}
+
+	b.hook.setDown(false)
+	b.clk.Advance(time.Hour)
+	out, code = b.check(t)
+	if code != ExitSilent || !strings.Contains(out, "SILENT  sync acme/quiet: no_runs since 2026-03-03 10:13 UTC (window 24h); alerted now") {
+		t.Errorf("check with the sink back: exit %d\n%s", code, out)
+	}
+	got := b.hook.take()
+	if len(got) != 1 || got[0].Kind != alert.KindDeadmanNoRuns || got[0].Sync != "quiet" {
+		t.Fatalf("alerts received %+v, want quiet's deadman_no_runs once the sink is back", got)
 	}
 }

@@ -17,3 +17,17 @@ func ConfigWindow(cfg *config.Config) func(syncID string) time.Duration {
 		return 0
 	}
 }
+
+// ConfigSyncs returns the Params.Configured of cfg: whether a sync id is one
+// of cfg's syncs.
+func ConfigSyncs(cfg *config.Config) func(syncID string) bool {
+	// A set, built once: a check asks about every sync of the store.
+	ids := make(map[string]struct{}, len(cfg.Syncs))
+	for i := range cfg.Syncs {
+		ids[cfg.Syncs[i].ID] = struct{}{}
+	}
+	return func(syncID string) bool {
+		_, ok := ids[syncID]
+		return ok
+	}
+}

@@ -13,8 +13,10 @@
 // notice and so re-arms the alert.
 //
 // The per-sync check exists because a workspace check alone lets a healthy
-// sync hide a silent sibling. The window is per-sync overridable; workspaces
-// use the deployment's window.
+// sync hide a silent sibling. The window is per-sync overridable; a
+// workspace's is the longest of its active syncs' (the deployment's when
+// none overrides it), so a workspace of weekly syncs is not silent while
+// each of them is within its window.
 //
 // Everything the check reads comes from one query (Store.SyncActivity), so
 // its cost is one scan of the syncs with a few index probes each, whatever
@@ -29,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/alert"
@@ -98,6 +101,19 @@ type Notifier interface {
 	Notify(ctx context.Context, a alert.Alert) (alert.Alert, error)
 }
 
+// Confirmer is a Notifier that tells how an alert fared at its sinks
+// (*alert.Dispatcher). With one, a silence counts as alerted only once the
+// alert reached somebody (alert.Delivery.Told); without, once it was
+// queued.
+type Confirmer interface {
+	Send(ctx context.Context, a alert.Alert) (alert.Alert, *alert.Delivery, error)
+}
+
+// DefaultDeliveryWait is Params.DeliveryWait's default: long enough for
+// the dispatcher's retries of a sink that answers (alert.DefaultAttempts),
+// well within the hourly job's JobTimeout.
+const DefaultDeliveryWait = 3 * time.Minute
+
 // Params configure a Checker.
 type Params struct {
 	Store    Store       // required
@@ -108,7 +124,8 @@ type Params struct {
 	// Logger receives one summary line per check (nil: discarded).
 	Logger *slog.Logger
 	// DefaultWindow is the deployment's window (config settings.deadman_window;
-	// 0: DefaultWindow). Workspaces are checked with it.
+	// 0: DefaultWindow). A workspace is checked with the longest window of
+	// its active syncs.
 	DefaultWindow time.Duration
 	// Window returns a sync's window (its override or the deployment's, see
 	// config.Sync.EffectiveDeadmanWindow); nil or a result <= 0 means
@@ -130,6 +147,19 @@ type Params struct {
 	// Who names this checker in the record ("serve host:pid", "oncesync
 	// deadman check"); shown by `oncesync deadman check`.
 	Who string
+	// DeliveryWait bounds how long a check waits for its alerts to reach
+	// somebody when the Notifier is a Confirmer (0: DefaultDeliveryWait).
+	// A silence whose alert reached no sink but the log by then (every
+	// sink down, refusing, or still retrying) is not marked: the check
+	// returns an error and the next one sends the alert again, so a sink
+	// that is down for a moment cannot swallow an incident's only alert.
+	DeliveryWait time.Duration
+	// Configured reports whether the deployment still runs a sync (it is in
+	// the config); nil means every sync of the store. A sync removed from
+	// the config keeps its row and runs in the store, but nothing schedules
+	// it any more: its quiet is no silence, and its marker is dropped
+	// (docs/guide.md#telling-silence-from-outside).
+	Configured func(syncID string) bool
 }
 
 // DefaultMaxAlerts is Params.MaxAlerts' default: below alert.DefaultQueueSize.
@@ -149,6 +179,8 @@ type Checker struct {
 	max      int
 	checks   CheckLog
 	who      string
+	known    func(string) bool
+	wait     time.Duration
 }
 
 // ErrInvalidParams is returned by New when a required parameter is missing.
@@ -162,7 +194,8 @@ func New(p Params) (*Checker, error) {
 	c := &Checker{
 		st: p.Store, markers: p.Markers, notifier: p.Notifier,
 		clock: p.Clock, log: p.Logger, window: p.DefaultWindow, windowOf: p.Window, link: p.Link,
-		max: p.MaxAlerts, checks: p.Checks, who: p.Who,
+		max: p.MaxAlerts, checks: p.Checks, who: p.Who, known: p.Configured,
+		wait: cmp.Or(p.DeliveryWait, DefaultDeliveryWait),
 	}
 	if c.checks == nil {
 		c.checks, _ = p.Markers.(CheckLog)
@@ -295,9 +328,10 @@ type markerKey struct {
 type workspaceAgg struct {
 	id            string
 	anyActive     bool
-	oldestActive  time.Time // min changed_at of its active syncs
-	lastSuccessAt time.Time // over all its syncs
-	lastRunAt     time.Time // over all its syncs
+	oldestActive  time.Time     // min changed_at of its active syncs
+	window        time.Duration // the longest window of its active syncs
+	lastSuccessAt time.Time     // over all its syncs
+	lastRunAt     time.Time     // over all its syncs
 }
 
 // Check runs the dead-man check once: it records the check (CheckLog), alerts
@@ -324,6 +358,11 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	acts, err := c.st.SyncActivity(ctx)
 	if err != nil {
 		return rep, storeErr("read sync activity", err)
+	}
+	if c.known != nil {
+		// Syncs removed from the config are judged as gone: neither they
+		// nor their workspace's aggregate count, and their markers drop.
+		acts = slices.DeleteFunc(acts, func(a Activity) bool { return !c.known(a.SyncID) })
 	}
 	list, err := c.markers.ListDeadmanMarkers(ctx)
 	if err != nil {
@@ -354,6 +393,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 				w.oldestActive = a.ChangedAt
 			}
 			w.anyActive = true
+			w.window = max(w.window, c.windowFor(a.SyncID))
 		}
 		w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
 		w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
@@ -361,12 +401,16 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
 
 	var errs []error
+	var sent []sentAlert
 	judge := func(t target) {
-		v, err := c.judge(ctx, now, t, markers[markerKey{t.scope, t.id}], apply, &rep)
+		v, d, err := c.judge(ctx, now, t, markers[markerKey{t.scope, t.id}], apply, &rep)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if v != nil {
+			if d != nil {
+				sent = append(sent, sentAlert{verdict: len(rep.Verdicts), delivery: d})
+			}
 			rep.Verdicts = append(rep.Verdicts, *v)
 		}
 	}
@@ -374,7 +418,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	for i := range workspaces {
 		w := &workspaces[i]
 		judge(target{
-			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: c.window,
+			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: cmp.Or(w.window, c.window),
 			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt,
 		})
 	}
@@ -387,6 +431,8 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a,
 		})
 	}
+
+	errs = append(errs, c.confirm(ctx, &rep, sent)...)
 
 	// Markers whose workspace or sync is gone from the store.
 	for _, m := range list {
@@ -444,7 +490,7 @@ type target struct {
 // judge resolves t's ended silence, then judges t when it is active. It
 // returns nil for an inactive target (a paused sync, a workspace without an
 // active sync).
-func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker, apply bool, rep *Report) (*Verdict, error) {
+func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker, apply bool, rep *Report) (*Verdict, *alert.Delivery, error) {
 	var errs []error
 	resolved, deferred := false, false
 	if m != nil && t.lastSuccessAt.After(m.Since) {
@@ -470,7 +516,7 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 		}
 	}
 	if !t.active {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
 	v := &Verdict{
 		Scope: t.scope, ID: t.id, Workspace: t.workspace, Window: t.window, ChangedAt: t.changedAt,
@@ -497,20 +543,23 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 		case c.capped(rep):
 			v.Deferred = true
 		default:
-			if err := c.raise(ctx, now, t, v); err != nil {
+			d, err := c.raise(ctx, now, t, v)
+			if err != nil {
 				errs = append(errs, err)
 			} else if v.Alerted {
 				rep.Sent++
 			}
+			return v, d, errors.Join(errs...)
 		}
 	}
-	return v, errors.Join(errs...)
+	return v, nil, errors.Join(errs...)
 }
 
 // raise creates the marker of a new silence and, if this check created it,
-// sends the alert. If the alert cannot be handed to the notifier, the
+// sends the alert, returning its Delivery when the notifier is a Confirmer
+// (confirm waits on it). If the alert cannot be handed to the notifier, the
 // marker is removed again so the next check retries.
-func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) error {
+func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) (*alert.Delivery, error) {
 	a := c.silenceAlert(t, v)
 	a.ID = alert.NewID()
 	a.At = now
@@ -520,7 +569,7 @@ func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict
 	}
 	created, err := c.markers.PutDeadmanMarker(ctx, m)
 	if err != nil {
-		return fmt.Errorf("deadman: mark the silence of %s %s: %w", t.scope, t.id, err)
+		return nil, fmt.Errorf("deadman: mark the silence of %s %s: %w", t.scope, t.id, err)
 	}
 	if !created { // another checker raised it a moment ago
 		if ms, err := c.markers.ListDeadmanMarkers(ctx); err == nil {
@@ -530,14 +579,60 @@ func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict
 				}
 			}
 		}
-		return nil
+		return nil, nil
 	}
-	if _, err := c.notifier.Notify(ctx, a); err != nil {
+	var d *alert.Delivery
+	if cf, ok := c.notifier.(Confirmer); ok {
+		_, d, err = cf.Send(ctx, a)
+	} else {
+		_, err = c.notifier.Notify(ctx, a)
+	}
+	if err != nil {
 		_, derr := c.markers.DeleteDeadmanMarker(ctx, t.scope, t.id)
-		return errors.Join(fmt.Errorf("deadman: alert the silence of %s %s: %w", t.scope, t.id, err), derr)
+		return nil, errors.Join(fmt.Errorf("deadman: alert the silence of %s %s: %w", t.scope, t.id, err), derr)
 	}
 	v.Marker, v.Alerted = &m, true
-	return nil
+	return d, nil
+}
+
+// sentAlert is a silence's alert whose delivery confirm awaits.
+type sentAlert struct {
+	verdict  int // index in Report.Verdicts
+	delivery *alert.Delivery
+}
+
+// confirm waits (DeliveryWait at most, for all of them together) until the
+// alerts this check sent reached somebody. A silence whose alert reached no
+// sink but the log loses its marker, so the next check alerts it again: an
+// alert that only a log line kept is one nobody was told of.
+func (c *Checker) confirm(ctx context.Context, rep *Report, sent []sentAlert) []error {
+	if len(sent) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	var errs []error
+	for _, s := range sent {
+		_ = s.delivery.Wait(wctx)
+		if s.delivery.Told() {
+			continue
+		}
+		v := &rep.Verdicts[s.verdict]
+		var whys []string
+		if failed := s.delivery.Failed(); len(failed) > 0 {
+			whys = append(whys, "gave up: "+strings.Join(failed, ", "))
+		}
+		if pending := s.delivery.Pending(); len(pending) > 0 {
+			whys = append(whys, "still retrying after "+c.wait.String()+": "+strings.Join(pending, ", "))
+		}
+		why := strings.Join(whys, "; ")
+		_, derr := c.markers.DeleteDeadmanMarker(ctx, v.Scope, v.ID)
+		errs = append(errs, failure.Wrap(failure.AlertUndelivered, derr,
+			"the alert of the silence of %s %s reached nobody: %s; the next check sends it again", v.Scope, v.ID, why))
+		v.Marker, v.Alerted = nil, false
+		rep.Sent--
+	}
+	return errs
 }
 
 // resolve removes an ended silence's marker and, when this check removed it,

@@ -1,7 +1,9 @@
 package deadman_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -409,6 +411,51 @@ func TestPerSyncWindowOverride(t *testing.T) {
 	}
 }
 
+// TestWorkspaceOfLongWindowsIsNotSilentEarly: a workspace whose syncs
+// may all go quiet longer than the deployment's window (a weekly export with
+// deadman_window: 192h) is not silent while each of them is within its own
+// window: the workspace check must not cry wolf where every sync is fine.
+func TestWorkspaceOfLongWindowsIsNotSilentEarly(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			week := 8 * day
+			tb := setup(t, f, bundleOpts{windows: map[string]time.Duration{"weekly": week, "biweekly": 3 * day}})
+			tb.sync(t, "weekly", "exports")
+			tb.sync(t, "biweekly", "exports")
+			tb.clk.Advance(time.Hour)
+			tb.run(t, "weekly", store.RunSucceeded, "")
+			tb.run(t, "biweekly", store.RunSucceeded, "")
+			tb.clk.Advance(2 * day) // 2 days quiet: within both windows
+
+			rep := tb.check(t)
+			for _, v := range rep.Verdicts {
+				if v.Status != deadman.StatusOK {
+					t.Errorf("%s %s: %s (window %s), want ok", v.Scope, v.ID, v.Status, v.Window)
+				}
+			}
+			if v := tb.verdict(t, rep, deadman.ScopeWorkspace, "exports"); v.Window != week {
+				t.Errorf("workspace window %s, want its longest sync window %s", v.Window, week)
+			}
+			if got := tb.rec.take(); len(got) != 0 {
+				t.Fatalf("alerts %+v, want none: every sync is within its window", got)
+			}
+
+			// Past the longest window, the workspace is silent too.
+			tb.clk.Advance(7 * day)
+			tb.check(t)
+			got := map[string]string{}
+			for _, a := range tb.rec.take() {
+				got[a.Workspace+"/"+a.SyncID] = a.Kind
+			}
+			if len(got) != 3 || got["exports/"] != alert.KindDeadmanNoRuns {
+				t.Errorf("alerts %v, want the workspace's and both syncs'", got)
+			}
+		})
+	}
+}
+
 // TestPausedSyncsAreNotChecked: a paused sync is not judged, and a
 // workspace whose syncs are all paused is not either.
 func TestPausedSyncsAreNotChecked(t *testing.T) {
@@ -506,6 +553,90 @@ func TestNotifyFailureRetriesAtNextCheck(t *testing.T) {
 	})
 }
 
+// flakySink is an alert sink that refuses every alert while down, and
+// keeps those it delivers.
+type flakySink struct {
+	mu   sync.Mutex
+	down bool
+	got  []alert.Alert
+}
+
+func (s *flakySink) Name() string { return "webhook" }
+
+func (s *flakySink) Send(_ context.Context, a alert.Alert) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("status 503")
+	}
+	s.got = append(s.got, a)
+	return nil
+}
+
+func (s *flakySink) set(down bool) []alert.Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	out := s.got
+	s.got = nil
+	return out
+}
+
+// TestUndeliveredAlertIsSentAgain: with a real dispatcher whose one sink
+// besides the log gives up on the alert (down through all its retries), the
+// silence is not marked: the check says alert_undelivered, and the next
+// one, with the sink back, sends the alert. A marker set when the alert was
+// merely queued swallowed the incident's only alert.
+func TestUndeliveredAlertIsSentAgain(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, f, bundleOpts{})
+			sink := &flakySink{down: true}
+			d := alert.NewDispatcher(alert.DispatcherParams{
+				Sinks:  []alert.Sink{alert.NewLogSink(slog.New(slog.DiscardHandler)), sink},
+				Logger: slog.New(slog.DiscardHandler), Clock: tb.clk,
+				Retry: alert.RetryPolicy{Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }},
+			})
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			p := tb.params
+			p.Notifier = d
+			checker, err := deadman.New(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.sync(t, "s1", "acme")
+			tb.clk.Advance(25 * time.Hour)
+
+			rep, err := checker.Check(tb.ctx)
+			var fe *failure.Error
+			if !errors.As(err, &fe) || fe.Code != failure.AlertUndelivered || !strings.Contains(fe.Detail, "webhook") {
+				t.Fatalf("Check = %v, want alert_undelivered naming the webhook", err)
+			}
+			if len(rep.Alerted()) != 0 || rep.Sent != 0 {
+				t.Errorf("report %+v: want nothing alerted", rep)
+			}
+			if _, ok := tb.marker(t, deadman.ScopeSync, "s1"); ok {
+				t.Error("marker kept for an alert that reached nobody")
+			}
+
+			sink.set(false)
+			tb.clk.Advance(time.Hour)
+			rep, err = checker.Check(tb.ctx)
+			if err != nil || len(rep.Alerted()) != 2 {
+				t.Fatalf("second check: %v, alerted %+v: want the workspace's and s1's", err, rep.Alerted())
+			}
+			if got := sink.set(false); len(got) != 2 {
+				t.Errorf("the sink got %d alerts, want 2", len(got))
+			}
+			if _, ok := tb.marker(t, deadman.ScopeSync, "s1"); !ok {
+				t.Error("no marker once the alert was delivered")
+			}
+		})
+	}
+}
+
 // TestConcurrentChecksAlertOnce: two checkers (two leaders for a moment)
 // racing on the same markers send each alert once.
 func TestConcurrentChecksAlertOnce(t *testing.T) {
@@ -575,6 +706,64 @@ func TestMarkersOfVanishedTargetsAreDropped(t *testing.T) {
 			t.Errorf("dropping sent %+v", got)
 		}
 	})
+}
+
+// TestSyncsOutsideTheConfigAreNotJudged: a sync the store keeps but the
+// config no longer lists (Params.Configured) is neither judged nor counted
+// in its workspace, and the markers of its earlier silence, and of a
+// workspace left with no configured sync, are dropped without a notice.
+func TestSyncsOutsideTheConfigAreNotJudged(t *testing.T) {
+	t.Parallel()
+	for _, f := range flavours() {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			inConfig := map[string]bool{"kept": true, "removed": true, "alone": true}
+			var mu sync.Mutex
+			tb := setup(t, f, bundleOpts{configured: func(id string) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return inConfig[id]
+			}})
+			tb.sync(t, "kept", "acme")
+			tb.sync(t, "removed", "acme")
+			tb.sync(t, "alone", "solo")
+			tb.sync(t, "stranger", "acme") // another deployment's, or long gone
+			tb.clk.Advance(25 * time.Hour)
+			tb.run(t, "kept", store.RunSucceeded, "")
+			rep := tb.check(t)
+			if _, ok := rep.Find(deadman.ScopeSync, "stranger"); ok {
+				t.Errorf("a sync outside the config was judged: %+v", rep.Verdicts)
+			}
+			got := map[string]bool{}
+			for _, a := range tb.rec.take() {
+				got[a.Workspace+"/"+a.SyncID] = true
+			}
+			if want := map[string]bool{"acme/removed": true, "solo/": true, "solo/alone": true}; len(got) != len(want) ||
+				!got["acme/removed"] || !got["solo/"] || !got["solo/alone"] {
+				t.Fatalf("alerts %v, want %v", got, want)
+			}
+
+			// removed and alone leave the config.
+			mu.Lock()
+			delete(inConfig, "removed")
+			delete(inConfig, "alone")
+			mu.Unlock()
+			tb.clk.Advance(time.Hour)
+			rep = tb.check(t)
+			if n := rep.Count("", deadman.StatusSilent); n != 0 {
+				t.Errorf("%d silent verdicts, want none: %+v", n, rep.Verdicts)
+			}
+			if len(rep.Dropped) != 3 {
+				t.Errorf("dropped %+v, want the markers of removed, alone and solo", rep.Dropped)
+			}
+			if ms, _ := tb.markers.ListDeadmanMarkers(tb.ctx); len(ms) != 0 {
+				t.Errorf("markers left: %+v", ms)
+			}
+			if got := tb.rec.take(); len(got) != 0 {
+				t.Errorf("alerts %+v, want none", got)
+			}
+		})
+	}
 }
 
 // TestMarkerStoreContract: every MarkerStore creates with NX semantics,

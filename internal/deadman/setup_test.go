@@ -211,6 +211,8 @@ func (r *recorder) setFail(err error) {
 type bundleOpts struct {
 	windows   map[string]time.Duration // per-sync overrides
 	maxAlerts int
+	// configured, when set, is Params.Configured.
+	configured func(syncID string) bool
 }
 
 // bundle is one test's checker on its store, markers, clock and recorder.
@@ -242,6 +244,7 @@ func setup(t *testing.T, f flavour, o bundleOpts) *bundle {
 		Window:        func(id string) time.Duration { return o.windows[id] },
 		Link:          link,
 		MaxAlerts:     o.maxAlerts,
+		Configured:    o.configured,
 	}
 	var err error
 	if tb.checker, err = deadman.New(tb.params); err != nil {

@@ -46,6 +46,7 @@ const (
 	StoreUnavailable           Code = "store_unavailable"
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
 	SyncPaused                 Code = "sync_paused"
+	AlertUndelivered           Code = "alert_undelivered"
 	Internal                   Code = "internal_error"
 )
 
@@ -135,6 +136,10 @@ var catalog = map[Code]Entry{
 		"The sync is paused by a person, so it does not run.",
 		"Resume it with `oncesync resume --config FILE SYNC --by NAME --reason TEXT` once it may run again (`oncesync status SYNC` says who paused it and why).",
 		OwnerYou, false},
+	AlertUndelivered: {AlertUndelivered,
+		"A dead-man alert reached no alert sink but the log (the webhook, e-mail or Sentry was down or refused it).",
+		"Restore the alert sink named in the detail; the next dead-man check sends the alert again. Meanwhile `oncesync deadman check --config FILE` prints the silences.",
+		OwnerOperator, true},
 	Internal: {Internal,
 		"oncesync hit an internal error.",
 		"Run the sync again; if it persists, report it with the run id (`oncesync runs SYNC`) and the log (`--log-level debug`).",
