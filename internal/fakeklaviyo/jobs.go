@@ -262,24 +262,9 @@ func (s *Server) getJob(c *call, id string) {
 
 // jobErrors: GET /api/profile-bulk-import-jobs/{id}/import-errors, paged.
 func (s *Server) jobErrors(c *call, id string) {
-	q := c.r.URL.Query()
-	size := defaultPageSize
-	if v := q.Get("page[size]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPageSize {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[size] must be between 1 and 100.", map[string]any{"parameter": "page[size]"})
-			return
-		}
-		size = n
-	}
-	offset := 0
-	if v := q.Get("page[cursor]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[cursor] is not a cursor of this listing.", map[string]any{"parameter": "page[cursor]"})
-			return
-		}
-		offset = n
+	size, offset, ok := s.page(c, defaultPageSize)
+	if !ok {
+		return
 	}
 	s.mu.Lock()
 	j := s.st.jobs[id]

@@ -59,22 +59,9 @@ func (s *Server) listProfileIDs(c *call, list string) {
 		return
 	}
 	q := c.r.URL.Query()
-	size, offset := 20, 0
-	if v := q.Get("page[size]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPageSize {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[size] must be between 1 and 100.", map[string]any{"parameter": "page[size]"})
-			return
-		}
-		size = n
-	}
-	if v := q.Get("page[cursor]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[cursor] is not a cursor of this listing.", map[string]any{"parameter": "page[cursor]"})
-			return
-		}
-		offset = n
+	size, offset, ok := s.page(c, 20)
+	if !ok {
+		return
 	}
 	var want map[string]bool
 	if f := q.Get("filter"); f != "" {
@@ -199,4 +186,29 @@ func (s *Server) addProfilesToList(c *call, list string) {
 		return
 	}
 	s.respond(c, http.StatusNoContent, nil)
+}
+
+// page reads a listing's page[size] (1 to maxPageSize, def when absent)
+// and page[cursor] (the fake's cursors are offsets); false when it
+// answered 400 for them.
+func (s *Server) page(c *call, def int) (size, offset int, ok bool) {
+	q := c.r.URL.Query()
+	size = def
+	if v := q.Get("page[size]"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[size] must be between 1 and 100.", map[string]any{"parameter": "page[size]"})
+			return 0, 0, false
+		}
+		size = n
+	}
+	if v := q.Get("page[cursor]"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[cursor] is not a cursor of this listing.", map[string]any{"parameter": "page[cursor]"})
+			return 0, 0, false
+		}
+		offset = n
+	}
+	return size, offset, true
 }

@@ -484,23 +484,9 @@ func parseFilter(f string) (field string, values []string, ok bool) {
 // getProfiles: GET /api/profiles (get_profiles) with an optional filter.
 func (s *Server) getProfiles(c *call) {
 	q := c.r.URL.Query()
-	size := defaultPageSize
-	if v := q.Get("page[size]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxPageSize {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[size] must be between 1 and 100.", map[string]any{"parameter": "page[size]"})
-			return
-		}
-		size = n
-	}
-	offset := 0
-	if v := q.Get("page[cursor]"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "page[cursor] is not a cursor of this listing.", map[string]any{"parameter": "page[cursor]"})
-			return
-		}
-		offset = n
+	size, offset, ok := s.page(c, defaultPageSize)
+	if !ok {
+		return
 	}
 	var field string
 	var want map[string]bool

@@ -49,14 +49,7 @@ func (d *Destination) findByEmail(ctx context.Context, emails []string) (map[str
 		q := url.Values{}
 		q.Set("filter", emailFilter(emails[from:min(from+filterBatch, len(emails))]))
 		q.Set("page[size]", strconv.Itoa(filterBatch))
-		for page := 0; ; page++ {
-			if page == 100 {
-				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging GET /api/profiles")
-			}
-			res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
-			if err != nil {
-				return nil, d.readError(err)
-			}
+		err := d.eachPage(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q}, func(body []byte) (string, error) {
 			var doc struct {
 				Data []struct {
 					ID         string         `json:"id"`
@@ -66,22 +59,18 @@ func (d *Destination) findByEmail(ctx context.Context, emails []string) (map[str
 					Next string `json:"next"`
 				} `json:"links"`
 			}
-			if err := decodeNumbers(res.Body, &doc); err != nil {
-				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profiles with an unexpected body")
+			if err := decodeNumbers(body, &doc); err != nil {
+				return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profiles with an unexpected body")
 			}
 			for _, p := range doc.Data {
-				e, _ := p.Attributes["email"].(string)
-				if e != "" {
+				if e, _ := p.Attributes["email"].(string); e != "" {
 					out[lower(e)] = found{id: p.ID, attrs: p.Attributes}
 				}
 			}
-			// Only the cursor of links.next is used: the request stays on
-			// base_url whatever origin the link names.
-			next := cursorOf(doc.Links.Next)
-			if next == "" {
-				break
-			}
-			q.Set("page[cursor]", next)
+			return doc.Links.Next, nil
+		})
+		if err != nil {
+			return nil, d.readError(err)
 		}
 	}
 	return out, nil
@@ -110,19 +99,8 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 		q := url.Values{}
 		q.Set("filter", emailFilter(emails[from:min(from+filterBatch, len(emails))]))
 		q.Set("page[size]", strconv.Itoa(filterBatch))
-		for page := 0; ; page++ {
-			if page == 100 {
-				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging GET /api/lists/{id}/relationships/profiles")
-			}
-			res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
-				route: route, query: q})
-			var e *APIError
-			if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
-				return nil, d.noList(e)
-			}
-			if err != nil {
-				return nil, d.readError(err)
-			}
+		err := d.eachPage(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
+			route: route, query: q}, func(body []byte) (string, error) {
 			var doc struct {
 				Data []struct {
 					ID string `json:"id"`
@@ -131,20 +109,48 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 					Next string `json:"next"`
 				} `json:"links"`
 			}
-			if err := json.Unmarshal(res.Body, &doc); err != nil {
-				return nil, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/lists/{id}/relationships/profiles with an unexpected body")
+			if err := json.Unmarshal(body, &doc); err != nil {
+				return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
 			}
 			for _, p := range doc.Data {
 				out[p.ID] = true
 			}
-			next := cursorOf(doc.Links.Next) // on base_url, as findByEmail
-			if next == "" {
-				break
-			}
-			q.Set("page[cursor]", next)
+			return doc.Links.Next, nil
+		})
+		var e *APIError
+		if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+			return nil, d.noList(e)
+		}
+		if err != nil {
+			return nil, d.readError(err)
 		}
 	}
 	return out, nil
+}
+
+// eachPage sends req and the requests of the pages after it, handing each
+// answer's body to each, which returns the body's links.next; only that
+// link's cursor is used, so every request stays on base_url whatever
+// origin the link names. At most 100 pages.
+func (d *Destination) eachPage(ctx context.Context, req request, each func(body []byte) (next string, err error)) error {
+	for page := 0; ; page++ {
+		if page == 100 {
+			return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging %s", req.route)
+		}
+		res, err := d.do(ctx, req)
+		if err != nil {
+			return err
+		}
+		link, err := each(res.Body)
+		if err != nil {
+			return err
+		}
+		next := cursorOf(link)
+		if next == "" {
+			return nil
+		}
+		req.query.Set("page[cursor]", next)
+	}
 }
 
 func cursorOf(link string) string {
