@@ -16,9 +16,9 @@ func newSignOutCmd(env Env) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use:   "signout --config FILE USER",
-		Short: "End every web UI session of a person (a web.users name, or oidc:NAME)",
+		Short: "End every web UI session of a person (a web.users name, or oidc:NAME#DIGEST)",
 		Example: `  oncesync signout --config oncesync.yaml alice
-  oncesync signout --config oncesync.yaml oidc:jane.doe`,
+  oncesync signout --config oncesync.yaml 'oidc:jane.doe#1a2b3c4d'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(_ *config.Config, st store.Store) error {

@@ -12,7 +12,7 @@ import (
 type Session struct {
 	// ID is the hex SHA-256 of the cookie's secret.
 	ID string
-	// User is the principal's name (a web.users name, or "oidc:NAME").
+	// User is the principal's name (a web.users name, or "oidc:NAME#DIGEST").
 	User string
 	// Provider is how the user signed in: "password" or "oidc".
 	Provider string

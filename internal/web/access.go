@@ -272,18 +272,33 @@ func (s *Server) workspaces(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-// visibleAudit keeps the audit entries of syncs p sees; entries about no
-// sync are for principals who see every workspace.
-func (s *Server) visibleAudit(ctx context.Context, p *Principal, es []store.AuditEntry) ([]store.AuditEntry, error) {
+// listAudit lists the newest audit entries (of syncID, or of every sync
+// when "") that p sees, at most limit. Entries about no sync are for
+// principals who see every workspace. For others the entries are read
+// sync by sync: the newest entries of all, filtered afterwards, could be
+// another workspace's only and hide p's own.
+func (s *Server) listAudit(ctx context.Context, p *Principal, syncID string, limit int) ([]store.AuditEntry, error) {
 	if p == nil || p.everywhere() {
-		return es, nil
+		return s.p.Store.ListAudit(ctx, syncID, limit)
 	}
 	ws, err := s.workspaces(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(es, func(e store.AuditEntry) bool {
-		w, ok := ws[e.SyncID]
-		return !ok || !p.Sees(w)
-	}), nil
+	var out []store.AuditEntry
+	for id, w := range ws {
+		if !p.Sees(w) || (syncID != "" && id != syncID) {
+			continue
+		}
+		es, err := s.p.Store.ListAudit(ctx, id, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

@@ -187,10 +187,7 @@ func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) {
 		s.apiFail(w, r, err)
 		return
 	}
-	es, err := s.p.Store.ListAudit(r.Context(), r.URL.Query().Get("sync"), limit)
-	if err == nil {
-		es, err = s.visibleAudit(r.Context(), principalFrom(r.Context()), es)
-	}
+	es, err := s.listAudit(r.Context(), principalFrom(r.Context()), r.URL.Query().Get("sync"), limit)
 	if err != nil {
 		s.apiFail(w, r, err)
 		return

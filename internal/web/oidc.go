@@ -206,20 +206,23 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 // oidcName is who a person signed in with OIDC is in sessions, the audit
-// log and the pages: "oidc:" and the preferred_username (else the subject).
-// A username that is an e-mail address (Azure AD's UPN, many others) keeps
-// only its local part and a short digest of the whole, so that no e-mail
-// address is stored or shown while two people stay apart.
+// log and the pages: "oidc:", the preferred_username (else the subject),
+// "#" and a short digest of the subject. The username alone would not do:
+// it is not unique and often its owner's to edit (docs/guide.md#running-oncesync-for-several-teams),
+// so one person could act in the audit log, or sign out everywhere, as
+// another; the subject is the provider's own stable id. A username that is
+// an e-mail address (Azure AD's UPN, many others) keeps only its local
+// part, so that no e-mail address is stored or shown.
 func oidcName(subject string, claims map[string]any) string {
 	u, _ := claims["preferred_username"].(string)
 	if u == "" {
 		u = subject
 	}
 	if local, _, ok := strings.Cut(u, "@"); ok {
-		sum := sha256.Sum256([]byte(strings.ToLower(u)))
-		u = local + "#" + hex.EncodeToString(sum[:3])
+		u = local
 	}
-	return "oidc:" + u
+	sum := sha256.Sum256([]byte(subject))
+	return "oidc:" + u + "#" + hex.EncodeToString(sum[:4])
 }
 
 // mapClaims reads a principal from ID-token claims: each value of the

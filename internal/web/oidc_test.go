@@ -47,7 +47,7 @@ func browserClient(t *testing.T) *http.Client {
 // and PKCE against a local provider; the groups claim
 // "oncesync:operator:marketing" makes an operator of marketing, whose
 // session is in the store, who reaches marketing's syncs and not data's,
-// and whose actions are audited as oidc:NAME.
+// and whose actions are audited as oidc:NAME#DIGEST.
 func TestOIDCSignInEndToEnd(t *testing.T) {
 	t.Parallel()
 	b, m, ts := oidcProvider(t)
@@ -74,7 +74,8 @@ func TestOIDCSignInEndToEnd(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Request.URL.Path != "/syncs/"+b.d.Healthy {
 		t.Fatalf("after sign-in: %d at %s: %.300s", res.StatusCode, res.Request.URL, body)
 	}
-	if !strings.Contains(string(body), "oidc:olga") || !strings.Contains(string(body), `action="/syncs/`+b.d.Healthy+`/pause"`) {
+	olga := oidcName("u-1", map[string]any{"preferred_username": "olga"})
+	if !strings.Contains(string(body), olga) || !strings.Contains(string(body), `action="/syncs/`+b.d.Healthy+`/pause"`) {
 		t.Errorf("the operator's sync page lacks the name or the pause form")
 	}
 	if strings.Contains(string(body), "olga@example.com") {
@@ -91,7 +92,7 @@ func TestOIDCSignInEndToEnd(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(secret))
 	se, err := b.st.GetSession(b.ctx, hex.EncodeToString(sum[:]))
-	if err != nil || se.User != "oidc:olga" || se.Provider != providerOIDC || se.Access != "operator:marketing viewer:nowhere" {
+	if err != nil || se.User != olga || se.Provider != providerOIDC || se.Access != "operator:marketing viewer:nowhere" {
 		t.Fatalf("stored session %+v: %v", se, err)
 	}
 
@@ -106,8 +107,8 @@ func TestOIDCSignInEndToEnd(t *testing.T) {
 		t.Fatalf("pause: %v %v", res, err)
 	}
 	a, _ := b.st.ListAudit(b.ctx, b.d.Healthy, 1)
-	if len(a) != 1 || a[0].Action != "pause" || a[0].By != "oidc:olga" {
-		t.Errorf("audit %+v, want a pause by oidc:olga", a)
+	if len(a) != 1 || a[0].Action != "pause" || a[0].By != olga {
+		t.Errorf("audit %+v, want a pause by %s", a, olga)
 	}
 }
 
@@ -128,7 +129,7 @@ func TestOIDCRefusals(t *testing.T) {
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "no oncesync role") {
 		t.Errorf("no role: %d %.300s", res.StatusCode, body)
 	}
-	if n, _ := b.st.DeleteUserSessions(b.ctx, "oidc:nora"); n != 0 {
+	if n, _ := b.st.DeleteUserSessions(b.ctx, oidcName("u-2", map[string]any{"preferred_username": "nora"})); n != 0 {
 		t.Error("a session was created for a person without a role")
 	}
 
@@ -154,19 +155,22 @@ func TestOIDCRefusals(t *testing.T) {
 	}
 }
 
-// TestOIDCName: a username that is an e-mail address is not kept whole.
+// TestOIDCName: the name is the username and a digest of the subject; a
+// username that is an e-mail address is not kept whole.
 func TestOIDCName(t *testing.T) {
 	t.Parallel()
-	if got := oidcName("s", map[string]any{"preferred_username": "olga"}); got != "oidc:olga" {
+	if got := oidcName("s", map[string]any{"preferred_username": "olga"}); !strings.HasPrefix(got, "oidc:olga#") || len(got) != len("oidc:olga#")+8 {
 		t.Errorf("plain name: %q", got)
 	}
-	if got := oidcName("sub-1", map[string]any{}); got != "oidc:sub-1" {
+	if got := oidcName("sub-1", map[string]any{}); !strings.HasPrefix(got, "oidc:sub-1#") {
 		t.Errorf("no username: %q", got)
 	}
+	if a, b := oidcName("s1", map[string]any{"preferred_username": "olga"}), oidcName("s2", map[string]any{"preferred_username": "olga"}); a == b {
+		t.Errorf("two subjects, one name %q", a)
+	}
 	a := oidcName("s", map[string]any{"preferred_username": "jane@example.com"})
-	b := oidcName("s", map[string]any{"preferred_username": "jane@other.example"})
-	if !strings.HasPrefix(a, "oidc:jane#") || strings.Contains(a, "example") || a == b {
-		t.Errorf("e-mail usernames: %q, %q", a, b)
+	if !strings.HasPrefix(a, "oidc:jane#") || strings.Contains(a, "example") {
+		t.Errorf("e-mail username: %q", a)
 	}
 }
 
@@ -190,5 +194,64 @@ func TestMapClaims(t *testing.T) {
 		if got := mapClaims("x", tc.claims, tc.roles, tc.wsc).encode(); got != tc.want {
 			t.Errorf("%v (%s, %s) = %q, want %q", tc.claims, tc.roles, tc.wsc, got, tc.want)
 		}
+	}
+}
+
+// TestOIDCSameUsernameTwoPeople: preferred_username is not unique and
+// often editable by its owner (OpenID Connect Core 5.1: "MUST NOT rely
+// upon this value being unique"), so two people (two subjects) who share
+// one must stay two principals: neither acts in the audit log as the
+// other, and one's "sign out everywhere" leaves the other's sessions alone.
+func TestOIDCSameUsernameTwoPeople(t *testing.T) {
+	t.Parallel()
+	b, m, ts := oidcProvider(t)
+	signIn := func(sub string) (*http.Client, string) {
+		m.QueueUser(&mockoidc.MockUser{Subject: sub, PreferredUsername: "olga", Groups: []string{"oncesync:operator:marketing"}})
+		c := browserClient(t)
+		res, err := c.Get(ts.URL + "/auth/oidc/start")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("sign-in of %s: %d", sub, res.StatusCode)
+		}
+		u, _ := url.Parse(ts.URL)
+		for _, ck := range c.Jar.Cookies(u) {
+			if ck.Name == b.srv.cookieName() {
+				return c, ck.Value
+			}
+		}
+		t.Fatalf("no session cookie for %s", sub)
+		return nil, ""
+	}
+	_, realSecret := signIn("u-real-olga")
+	impostor, impSecret := signIn("u-impostor")
+
+	real, err := b.srv.sessionFor(b.ctx, realSecret)
+	if err != nil || real == nil {
+		t.Fatalf("real session: %v", err)
+	}
+	imp, err := b.srv.sessionFor(b.ctx, impSecret)
+	if err != nil || imp == nil {
+		t.Fatalf("impostor session: %v", err)
+	}
+	if real.principal.Name == imp.principal.Name {
+		t.Errorf("two subjects are one principal %q: the audit log cannot tell them apart", real.principal.Name)
+	}
+
+	req, _ := http.NewRequest("POST", ts.URL+"/logout/everywhere", strings.NewReader(url.Values{"csrf": {csrfOf(impSecret)}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", ts.URL)
+	res, err := impostor.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if s, _ := b.srv.sessionFor(b.ctx, impSecret); s != nil {
+		t.Error("sign out everywhere left the impostor signed in")
+	}
+	if s, _ := b.srv.sessionFor(b.ctx, realSecret); s == nil {
+		t.Error("another person's sign out everywhere ended this person's session")
 	}
 }

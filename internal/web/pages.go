@@ -397,10 +397,7 @@ type auditData struct {
 
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	syncID := r.URL.Query().Get("sync")
-	es, err := s.p.Store.ListAudit(r.Context(), syncID, listLimit)
-	if err == nil {
-		es, err = s.visibleAudit(r.Context(), principalFrom(r.Context()), es)
-	}
+	es, err := s.listAudit(r.Context(), principalFrom(r.Context()), syncID, listLimit)
 	if err != nil {
 		s.errorPage(w, r, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -315,5 +316,36 @@ func TestTwentyWrongSignIns(t *testing.T) {
 	b.clk.Advance(throttleMax)
 	if got := submit(testPassword, 31); got.code != http.StatusSeeOther {
 		t.Errorf("right password after the pause: %d", got.code)
+	}
+}
+
+// TestScopedAuditNotCrowdedOut: a principal of one workspace sees its
+// workspace's audit entries even when another workspace wrote many more
+// since (the list is not the newest entries of every workspace, filtered
+// afterwards).
+func TestScopedAuditNotCrowdedOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withTeams(t))
+	for i := range 2 * listLimit {
+		if err := b.st.InsertAudit(b.ctx, store.AuditEntry{SyncID: b.d.Failing, Action: AuditRunNow, By: "dora", Why: fmt.Sprint("busy ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := b.api(mktToken, "GET", "/api/v1/audit", "")
+	var got AuditList
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil || r.code != http.StatusOK {
+		t.Fatalf("audit: %d %v %.200s", r.code, err, r.body)
+	}
+	if len(got.Entries) == 0 {
+		t.Error("marketing's operator sees no audit entry: data's newer ones crowded marketing's out")
+	}
+	for _, e := range got.Entries {
+		if e.SyncID == b.d.Failing {
+			t.Fatalf("data's entry shown to marketing: %+v", e)
+		}
+	}
+	page := b.as(viewerMkt, "GET", "/audit", false)
+	if !strings.Contains(page.body, b.d.Person) {
+		t.Error("the audit page of marketing's viewer lacks marketing's entries")
 	}
 }
