@@ -30,7 +30,7 @@ func newCheckCmd(env Env) *cobra.Command {
 Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 every check passed;
 1 one failed (the last line says which, what to do and who owns it); 2 bad flags or config.`,
 		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
-		Args:    cobra.ExactArgs(1),
+		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig(env, path)
 			if err != nil {

@@ -41,7 +41,7 @@ func newRecordsCmd(env Env) *cobra.Command {
 Without --rejected, --in-doubt or --removed, all three are listed. --format csv or json for a spreadsheet or a script.`,
 		Example: `  oncesync records --config oncesync.yaml contacts-to-brevo
   oncesync records --config oncesync.yaml contacts-to-brevo --rejected --format csv > rejected.csv`,
-		Args: cobra.ExactArgs(1),
+		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch f.format {
 			case "table", "csv", "json":

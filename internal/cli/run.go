@@ -91,7 +91,7 @@ what such a run would send.`,
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
   oncesync run --config oncesync.yaml contacts-to-brevo --resend
   oncesync run --config oncesync.yaml crm-mirror --allow-removals`,
-		Args: cobra.ExactArgs(1),
+		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.dryRun {
 				return dryRun(cmd.Context(), env, f, args[0])
