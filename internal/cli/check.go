@@ -12,6 +12,8 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
 )
 
@@ -22,7 +24,8 @@ func newCheckCmd(env Env) *cobra.Command {
 		Short: "Test a sync's connections: read one record, check the destination's credentials; nothing is written",
 		Long: `Test what a run of SYNC needs, writing nothing anywhere:
   source       it can be opened and its first record read (a PostgreSQL source: the server,
-               the table or query, the key columns)
+               the table or query, the key columns), and that record has every column the
+               mapping and the identity name
   destination  Brevo: the api key is accepted (GET /account) and every list in list_ids exists;
                webhook: its host accepts connections (and its TLS certificate is valid); no request
                is sent, since any request to a webhook is a delivery
@@ -30,7 +33,7 @@ func newCheckCmd(env Env) *cobra.Command {
 Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 every check passed;
 1 one failed (the last line says which, what to do and who owns it); 2 bad flags or config.`,
 		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
-		Args:    cobra.ExactArgs(1),
+		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig(env, path)
 			if err != nil {
@@ -64,11 +67,20 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		return nil, err
 	}
 	defer built.Close()
-	line, err := checkSource(ctx, built.Source)
+	line, first, err := checkSource(ctx, built.Source)
 	if err != nil {
 		return nil, err
 	}
 	lines := []string{"ok  " + line}
+	if first != nil {
+		// The run refuses a record that lacks the identity or a mapped
+		// column as invalid_sync_definition; the check says so first.
+		l, err := checkColumns(built.Source.ID(), built.Sync, *first)
+		if err != nil {
+			return lines, err
+		}
+		lines = append(lines, "ok  "+l)
+	}
 	if ck, ok := built.Source.(source.CursorKind); ok {
 		if col, typ, lb := ck.CursorKind(); typ != "" {
 			lines = append(lines, cursorLine(built.Source.ID(), col, typ, lb))
@@ -114,19 +126,35 @@ func cursorLine(id, column, typ, window string) string {
 	return fmt.Sprintf("--  source %s: cursor_column %s is a %s: no lookback applies (cursor_lookback or cursor_lookback_values off, or not a time or integer column), so a row committed after a later one was read is not read again", id, column, typ)
 }
 
-// checkSource reads the source's first record: one page of one.
-func checkSource(ctx context.Context, src source.Source) (string, error) {
+// checkSource reads the source's first record: one page of one. first is
+// nil when the source is empty.
+func checkSource(ctx context.Context, src source.Source) (line string, first *source.Record, err error) {
 	page, err := src.ReadPage(ctx, "", 1)
 	switch {
 	case errors.Is(err, source.ErrAuth):
-		return "", failure.Wrap(failure.SourceAuth, err, "the source could not be read: %v", err)
+		return "", nil, failure.Wrap(failure.SourceAuth, err, "the source could not be read: %v", err)
 	case errors.Is(err, source.ErrInvalid):
-		return "", failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
+		return "", nil, failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
 	case err != nil:
-		return "", failure.Wrap(failure.SourceUnavailable, err, "the source could not be read: %v", err)
+		return "", nil, failure.Wrap(failure.SourceUnavailable, err, "the source could not be read: %v", err)
 	}
 	if len(page.Records) == 0 {
-		return fmt.Sprintf("source %s: readable, and empty", src.ID()), nil
+		return fmt.Sprintf("source %s: readable, and empty", src.ID()), nil, nil
 	}
-	return fmt.Sprintf("source %s: its first record was read", src.ID()), nil
+	return fmt.Sprintf("source %s: its first record was read", src.ID()), &page.Records[0], nil
+}
+
+// checkColumns maps rec as a run would and takes its identity: a column
+// the mapping or the identity names and rec lacks fails the check with the
+// run's code.
+func checkColumns(id string, s runner.Sync, rec source.Record) (string, error) {
+	if _, err := s.Mapping.Apply(rec); err != nil {
+		return "", failure.Wrap(failure.InvalidSyncDefinition, err, "the source's first record: %s", err.Error())
+	}
+	if s.Identity != "" {
+		if _, err := mapping.Identity(rec, s.Identity); err != nil {
+			return "", failure.Wrap(failure.InvalidSyncDefinition, err, "the source's first record (identity): %s", err.Error())
+		}
+	}
+	return fmt.Sprintf("source %s: its first record has every column the mapping and the identity name", id), nil
 }

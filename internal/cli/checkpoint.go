@@ -26,9 +26,10 @@ func newCheckpointCmd(env Env, rf *rootFlags) *cobra.Command {
 		Long: `The checkpoint barrier lets parallel workers agree on one reference point, a
 snapshot hash of their inputs, before they act (docs/guide.md, "The checkpoint
 barrier"). See "oncesync checkpoint check --help".`,
+		Example: `  oncesync checkpoint check --redis redis://127.0.0.1:6379/0 --key nightly --token w1 --inputs inputs.json`,
 	}
 	cmd.AddCommand(newCheckpointCheckCmd(env, rf))
-	return cmd
+	return asGroup(cmd)
 }
 
 type checkpointFlags struct {
@@ -82,7 +83,7 @@ Exit codes: 0 created or aligned; 4 mismatch; 5 dead-lettered (--wait);
   # a known snapshot hash, a 5-minute barrier, waiting out a mismatch
   oncesync checkpoint check --redis redis://127.0.0.1:6379/0 --key nightly --token w3 \
       --snapshot 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 --ttl 5m --wait --config oncesync.yaml`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return checkpointCheck(cmd.Context(), env, rf, f)
 		},

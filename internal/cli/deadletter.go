@@ -31,9 +31,11 @@ func newDeadLetterCmd(env Env, rf *rootFlags) *cobra.Command {
 in the store's dead-letter list after 3 retries, with the reason, both tokens and both
 snapshots. A person decides: fix the cause, then re-queue it (docs/guide.md, "Dead letters
 and re-queueing").`,
+		Example: `  oncesync deadletter list --config oncesync.yaml
+  oncesync deadletter requeue --config oncesync.yaml 12`,
 	}
 	cmd.AddCommand(newDeadLetterListCmd(env), newDeadLetterRequeueCmd(env, rf))
-	return cmd
+	return asGroup(cmd)
 }
 
 func deadLetterStore(st store.Store) (barrier.DeadLetters, error) {
@@ -54,7 +56,7 @@ func newDeadLetterListCmd(env Env) *cobra.Command {
 		Short: "List parked dead letters, newest first",
 		Example: `  oncesync deadletter list --config oncesync.yaml
   oncesync deadletter list --config oncesync.yaml --sync contacts-to-brevo --all`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd.Context(), env, path, func(st store.Store) error {
 				dl, err := deadLetterStore(st)
@@ -143,7 +145,7 @@ Each re-queued entry prints one line:
 		Example: `  oncesync deadletter requeue --config oncesync.yaml 12
   oncesync deadletter requeue --config oncesync.yaml --by alice 12 13
   oncesync deadletter requeue --config oncesync.yaml --no-enqueue 14`,
-		Args: cobra.MinimumNArgs(1),
+		Args: argsNamed("ID", 1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids := make([]int64, len(args))
 			for i, a := range args {

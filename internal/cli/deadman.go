@@ -22,10 +22,9 @@ func newDeadmanCmd(env Env, rf *rootFlags) *cobra.Command {
 		Long: `The dead-man check of serve's leader (every hour at minute 13), for deployments
 that run syncs from cron with ` + "`oncesync run`" + ` and no serve.`,
 		Example: `  oncesync deadman check --config oncesync.yaml`,
-		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newDeadmanCheckCmd(env, rf))
-	return cmd
+	return asGroup(cmd)
 }
 
 func newDeadmanCheckCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -63,7 +62,7 @@ again); 2 bad flags or config.`,
   # crontab: runs every 15 minutes, and the dead-man check every hour
   */15 * * * * oncesync run --config /etc/oncesync/oncesync.yaml contacts-to-brevo
   13 * * * *   oncesync deadman check --config /etc/oncesync/oncesync.yaml`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return deadmanCheck(cmd.Context(), env, rf, path)
 		},

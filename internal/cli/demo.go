@@ -26,7 +26,7 @@ doubt, recovery time.
 Exit code 0 when every contact arrived exactly once.`,
 		Example: `  oncesync demo
   oncesync demo --records 20000 --mode single`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exe, err := os.Executable()
 			if err != nil {

@@ -50,7 +50,7 @@ Point a sync's destination base_url at http://ADDR/v3 to use it.`,
   oncesync fake-brevo --attribute PLAN --attribute SCORE
   oncesync fake-brevo --process-delay 2s --import-skip-rate 0.02 --import-fail-rate 0.1 --report-listen 127.0.0.1:8027
   curl -s http://127.0.0.1:8026/_stats`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

@@ -32,7 +32,7 @@ Point a sync's destination base_url at http://ADDR to use it.`,
 		Example: `  oncesync fake-hubspot --listen 127.0.0.1:8028
   oncesync fake-hubspot --rate-limit 190 --error-rate 0.05 --property customer_id:string:unique
   curl -s http://127.0.0.1:8028/_stats`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

@@ -41,7 +41,7 @@ Point a sync's destination base_url at http://ADDR to use it.`,
 		Example: `  oncesync fake-klaviyo --listen 127.0.0.1:8028
   oncesync fake-klaviyo --error-rate 0.05 --job-delay 2s --job-skip-rate 0.02 --job-fail-rate 0.1
   curl -s http://127.0.0.1:8028/_stats`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

@@ -36,7 +36,7 @@ Point a sync's source shop_url at http://ADDR to use it.`,
   oncesync fake-shopify --token shpat_test --error-rate 0.05 --rate-limit-rate 0.02 --drop-rate 0.01
   curl -s -XPOST http://127.0.0.1:8027/_customers -d '{"seed": 500}'
   curl -s http://127.0.0.1:8027/_stats`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

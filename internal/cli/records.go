@@ -23,6 +23,7 @@ type recordsFlags struct {
 	removed           bool
 	format            string
 	limit             int
+	search            string
 }
 
 func newRecordsCmd(env Env) *cobra.Command {
@@ -38,10 +39,12 @@ func newRecordsCmd(env Env) *cobra.Command {
   removed    (write_mode mirror) the record's source row is gone and a run removed it from the
              destination; the row, should it come back, is sent again
 
-Without --rejected, --in-doubt or --removed, all three are listed. --format csv or json for a spreadsheet or a script.`,
+Without --rejected, --in-doubt or --removed, all three are listed. --search narrows them as the
+sync's records page does. --format csv or json for a spreadsheet or a script.`,
 		Example: `  oncesync records --config oncesync.yaml contacts-to-brevo
-  oncesync records --config oncesync.yaml contacts-to-brevo --rejected --format csv > rejected.csv`,
-		Args: cobra.ExactArgs(1),
+  oncesync records --config oncesync.yaml contacts-to-brevo --rejected --format csv > rejected.csv
+  oncesync records --config oncesync.yaml contacts-to-brevo --search 4711`,
+		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch f.format {
 			case "table", "csv", "json":
@@ -69,6 +72,7 @@ Without --rejected, --in-doubt or --removed, all three are listed. --format csv 
 	cmd.Flags().BoolVar(&f.removed, "removed", false, "only records a mirror run removed from the destination")
 	cmd.Flags().StringVar(&f.format, "format", "table", "table, csv or json")
 	cmd.Flags().IntVar(&f.limit, "limit", 10000, "at most this many records of each state")
+	cmd.Flags().StringVar(&f.search, "search", "", "only records whose identity contains TEXT (any case), or whose delivery key starts with it")
 	return cmd
 }
 
@@ -100,9 +104,11 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 				return nil, err
 			}
 			for _, e := range es {
-				if state != store.LedgerComplete {
-					out = append(out, ledger.RecordOf(e))
-				} else if r, ok := ledger.RemovedRecord(e); ok {
+				r, ok := ledger.RecordOf(e), true
+				if state == store.LedgerComplete {
+					r, ok = ledger.RemovedRecord(e)
+				}
+				if ok && r.Matches(f.search) {
 					out = append(out, r)
 				}
 			}

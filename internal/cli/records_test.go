@@ -58,6 +58,15 @@ func TestRecordsCommand(t *testing.T) {
 	if out, _ = records("--rejected"); strings.Contains(out, "43") || !strings.Contains(out, "42") {
 		t.Fatalf("--rejected:\n%s", out)
 	}
+	// Searchable as the sync's records page is (?q=): a part of the
+	// identity, or the start of the delivery key (an independent check,
+	// 2026-12-04: the command had no search).
+	if out, _ = records("--search", "3"); strings.Contains(out, "42") || !strings.Contains(out, "43") {
+		t.Fatalf("--search 3:\n%s", out)
+	}
+	if out, _ = records("--search", "aaaa"); strings.Contains(out, "43") || !strings.Contains(out, "42") {
+		t.Fatalf("--search aaaa:\n%s", out)
+	}
 	out, _ = records("--in-doubt", "--format", "json")
 	var got []ledger.Record
 	if err := json.Unmarshal([]byte(out), &got); err != nil {

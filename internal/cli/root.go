@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -136,4 +138,52 @@ func (rf *rootFlags) logger(w io.Writer) *slog.Logger {
 		lvl = slog.LevelWarn
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+}
+
+// argsNamed checks a command's positional arguments, from min to max (max
+// < 0: no limit), and names what is missing or extra with the command's
+// usage line: cobra's own "accepts 1 arg(s), received 0" does not say that
+// the argument is a sync's id.
+func argsNamed(what string, min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		usage := strings.TrimSuffix(cmd.UseLine(), " [flags]")
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = strconv.Quote(a)
+		}
+		switch {
+		case len(args) < min && what == "SYNC":
+			return fmt.Errorf("%s needs SYNC, the id of a sync in the config (usage: %s; `oncesync status --config FILE` lists them)", cmd.CommandPath(), usage)
+		case len(args) < min:
+			return fmt.Errorf("%s needs %s (usage: %s)", cmd.CommandPath(), what, usage)
+		case max == 0 && len(args) > 0:
+			return fmt.Errorf("%s takes no argument, not %d (%s) (usage: %s)", cmd.CommandPath(), len(args), strings.Join(quoted, " "), usage)
+		case max >= 0 && len(args) > max && min == max:
+			return fmt.Errorf("%s takes one %s, not %d (%s) (usage: %s)", cmd.CommandPath(), what, len(args), strings.Join(quoted, " "), usage)
+		case max >= 0 && len(args) > max:
+			return fmt.Errorf("%s takes at most one %s, not %d (%s) (usage: %s)", cmd.CommandPath(), what, len(args), strings.Join(quoted, " "), usage)
+		}
+		return nil
+	}
+}
+
+// asGroup makes cmd a group of subcommands that refuses one it does not
+// have (exit 2): cobra would print the group's help and exit 0, so a typo
+// in a script (`oncesync deadman chek`) would pass for a check that ran.
+// Alone, the group prints its help.
+func asGroup(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		var names []string
+		for _, s := range c.Commands() {
+			if s.IsAvailableCommand() {
+				names = append(names, s.Name())
+			}
+		}
+		return fmt.Errorf("unknown command %q for %q (commands: %s; see `%s --help`)", args[0], c.CommandPath(), strings.Join(names, ", "), c.CommandPath())
+	}
+	return cmd
 }

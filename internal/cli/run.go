@@ -91,7 +91,7 @@ what such a run would send.`,
   oncesync run --config oncesync.yaml contacts-to-brevo --reset-cursor
   oncesync run --config oncesync.yaml contacts-to-brevo --resend
   oncesync run --config oncesync.yaml crm-mirror --allow-removals`,
-		Args: cobra.ExactArgs(1),
+		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.dryRun {
 				return dryRun(cmd.Context(), env, f, args[0])
@@ -311,12 +311,15 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 
-	// The bar counts the source's bytes when it can tell its position
-	// (files), else records read (a spinner with the count on a terminal).
+	// The bar counts what the source's position is told in (bytes of a
+	// CSV or JSONL file, rows of a Parquet export), else records read (a
+	// spinner with the count on a terminal).
 	locator, _ := built.Source.(source.Progressor)
 	unit := progress.Records
 	if locator != nil {
-		unit = progress.Bytes
+		if pos, err := locator.Progress(ctx, ""); err == nil && pos.InBytes {
+			unit = progress.Bytes
+		}
 	}
 	bar := progress.Open(progress.Params{W: env.Stdout, Desc: sc.ID, Unit: unit, Interval: 2 * time.Second})
 	var barAt int64 // the bar's position (Progress calls come one at a time)

@@ -99,7 +99,7 @@ resumes it at once) within 15 s; the process exits by 25 s whatever still
 runs. A second signal stops at once.`,
 		Example: `  oncesync serve --config oncesync.yaml
   oncesync serve --config /etc/oncesync/oncesync.yaml --listen 0.0.0.0:8080 --workers 8`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.listenSet = cmd.Flags().Changed("listen")
 			return runDaemon(cmd.Context(), env, rf, f, true)

@@ -19,7 +19,7 @@ func newSignOutCmd(env Env) *cobra.Command {
 		Short: "End every web UI session of a person (a web.users name, or oidc:NAME#DIGEST)",
 		Example: `  oncesync signout --config oncesync.yaml alice
   oncesync signout --config oncesync.yaml 'oidc:jane.doe#1a2b3c4d'`,
-		Args: cobra.ExactArgs(1),
+		Args: argsNamed("USER", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(_ *config.Config, st store.Store) error {
 				ss, ok := st.(store.Sessions)

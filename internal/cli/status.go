@@ -277,7 +277,7 @@ next step and owner, the lease (and whether its holder is still alive), the curs
 dead-man verdict.`,
 		Example: `  oncesync status --config oncesync.yaml
   oncesync status --config oncesync.yaml contacts-to-brevo`,
-		Args: cobra.MaximumNArgs(1),
+		Args: argsNamed("SYNC", 0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
 				if len(args) == 0 {
@@ -360,7 +360,7 @@ func newRunsCmd(env Env) *cobra.Command {
 		Use:     "runs --config FILE SYNC",
 		Short:   "List a sync's recent runs with their figures and failure codes",
 		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20`,
-		Args:    cobra.ExactArgs(1),
+		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
 				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
@@ -407,7 +407,7 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 		Use:     verb + " --config FILE SYNC --by NAME --reason TEXT",
 		Short:   short,
 		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason "fixed the mapping"`, verb),
-		Args:    cobra.ExactArgs(1),
+		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.by == "" || f.reason == "" {
 				return exit(ExitUsage, fmt.Errorf("%s needs --by NAME and --reason TEXT: they go into the audit log", verb))

@@ -27,7 +27,7 @@ again).
 Exit codes: 0 valid; 2 problems found.`,
 		Example: `  oncesync validate --config oncesync.yaml
   BREVO_API_KEY=xkeysib-... oncesync validate -c sync.yaml`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Validate(path, env.LookupEnv, connector.Default().Kinds())
 			if err != nil {

@@ -28,7 +28,7 @@ resumes it at once) within 15 s; the process exits by 25 s whatever still
 runs. A second signal stops at once.`,
 		Example: `  oncesync worker --config oncesync.yaml
   oncesync worker --config /etc/oncesync/oncesync.yaml --workers 8 --listen 127.0.0.1:8081`,
-		Args: cobra.NoArgs,
+		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDaemon(cmd.Context(), env, rf, f, false)
 		},

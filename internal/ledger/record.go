@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/store"
@@ -26,6 +27,14 @@ const (
 	RecordInDoubt  = "in doubt"
 	RecordRemoved  = "removed"
 )
+
+// Matches says whether r answers a search of the records lists (the
+// sync's records page's q, `oncesync records --search`): a case-insensitive
+// part of its identity, or the start of its delivery key. "" matches all.
+func (r Record) Matches(q string) bool {
+	q = strings.ToLower(strings.TrimSpace(q))
+	return q == "" || strings.Contains(strings.ToLower(r.Identity), q) || strings.HasPrefix(r.Key, q)
+}
 
 // RemovedReason is the reason of every removed record.
 const RemovedReason = "its source row is gone: removed from the destination by the sync's write_mode mirror"

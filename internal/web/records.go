@@ -85,7 +85,6 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		return RecordList{}, err
 	}
 	out := RecordList{Records: []ledger.Record{}}
-	q := strings.ToLower(f.Q)
 	states := []store.LedgerState{store.LedgerRejected, store.LedgerInDoubt}
 	if mirrors(sy.Definition) {
 		// A removed record is a slot's complete entry (docs/guide.md#write-modes).
@@ -119,7 +118,7 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 					continue
 				}
 			}
-			if q != "" && !strings.Contains(strings.ToLower(r.Identity), q) && !strings.HasPrefix(r.Key, q) {
+			if !r.Matches(f.Q) {
 				continue
 			}
 			out.Total++

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestMissingArgumentNamed: a command run without its argument (`oncesync
+// run --config F`, a new user's first mistake) names what is missing and
+// shows the command's usage, exit 2, instead of cobra's "accepts 1 arg(s),
+// received 0" (an independent check, 2026-12-04).
+func TestMissingArgumentNamed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--config", "x.yaml"}, "oncesync run needs SYNC, the id of a sync in the config (usage: oncesync run --config FILE SYNC"},
+		{[]string{"check", "--config", "x.yaml"}, "oncesync check needs SYNC"},
+		{[]string{"records", "--config", "x.yaml"}, "oncesync records needs SYNC"},
+		{[]string{"runs", "--config", "x.yaml"}, "oncesync runs needs SYNC"},
+		{[]string{"pause", "--config", "x.yaml"}, "oncesync pause needs SYNC"},
+		{[]string{"resume", "--config", "x.yaml"}, "oncesync resume needs SYNC"},
+		{[]string{"signout", "--config", "x.yaml"}, "oncesync signout needs USER"},
+		{[]string{"deadletter", "requeue", "--config", "x.yaml"}, "oncesync deadletter requeue needs ID"},
+		{[]string{"run", "--config", "x.yaml", "a", "b"}, `oncesync run takes one SYNC, not 2 ("a" "b")`},
+		{[]string{"status", "--config", "x.yaml", "a", "b"}, `oncesync status takes at most one SYNC, not 2`},
+		{[]string{"validate", "--config", "x.yaml", "a"}, `oncesync validate takes no argument, not 1 ("a")`},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), tc.args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		if code != ExitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut.String(), ExitUsage, tc.want)
+		}
+	}
+}
+
+// TestGroupCommands: a command group (checkpoint, deadletter, deadman) run
+// with a subcommand it does not have is an error, exit 2, not its help with
+// exit 0 (a script's typo must not pass for a check that ran); its help
+// shows examples like every other command's.
+func TestGroupCommands(t *testing.T) {
+	t.Parallel()
+	for _, group := range []string{"checkpoint", "deadletter", "deadman"} {
+		var out, errOut bytes.Buffer
+		env := Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }}
+		code := Main(t.Context(), []string{group, "chek"}, env)
+		if want := `unknown command "chek" for "oncesync ` + group + `"`; code != ExitUsage || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s chek: exit %d, stderr %q; want exit %d and %q", group, code, errOut.String(), ExitUsage, want)
+		}
+		out.Reset()
+		if code := Main(t.Context(), []string{group, "--help"}, env); code != ExitOK || !strings.Contains(out.String(), "Examples:\n  oncesync "+group+" ") {
+			t.Errorf("%s --help: exit %d, no examples:\n%s", group, code, out.String())
+		}
+		out.Reset()
+		if code := Main(t.Context(), []string{group}, env); code != ExitOK || !strings.Contains(out.String(), "Available Commands:") {
+			t.Errorf("%s alone: exit %d, want its help:\n%s", group, code, out.String())
+		}
+	}
+}

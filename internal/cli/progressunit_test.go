@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pq "github.com/parquet-go/parquet-go"
+)
+
+// TestRunBarUnitOfParquet: a Parquet source tells its position in rows, not
+// bytes, so the bar of `oncesync run` counts records (an independent check,
+// 2026-12-04: it printed "30/30 bytes" for 30 rows).
+func TestRunBarUnitOfParquet(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	type row struct {
+		ID    int64  `parquet:"id"`
+		Email string `parquet:"email"`
+	}
+	rows := []row{{1, "a@example.com"}, {2, "b@example.com"}, {3, "c@example.com"}}
+	if err := pq.WriteFile(filepath.Join(dir, "part-1.parquet"), rows); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: exports
+    source: {type: parquet, path: `+dir+`/, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"run", "--config", cfg, "exports"},
+		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "3/3 records") || strings.Contains(out.String(), "bytes") {
+		t.Fatalf("the bar should count 3/3 records:\n%s", out.String())
+	}
+}
