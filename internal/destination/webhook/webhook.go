@@ -381,6 +381,8 @@ func classify(status int) apiclient.Class {
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited
+	case status == http.StatusGone:
+		return apiclient.Gone
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
 		return apiclient.Final
 	}
