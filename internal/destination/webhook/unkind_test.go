@@ -208,3 +208,35 @@ func TestRejectionMessageHoldsNoHeaderValue(t *testing.T) {
 		t.Errorf("message %q holds the Authorization header's value", res[0].Message)
 	}
 }
+
+// A 410 after an attempt that timed out (the receiver may have applied it,
+// then been switched off) leaves the record in doubt, never not sent.
+func TestGoneAfterATimeoutIsInDoubt(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-release // applied, the answer never comes in time
+			return
+		}
+		w.WriteHeader(http.StatusGone)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for the handler
+	d, err := webhook.New(webhook.Params{
+		URL: srv.URL, MaxRetries: 2, Timeout: 50 * time.Millisecond,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	res, err := d.Write(t.Context(), records(1))
+	if err == nil || errors.Is(err, destination.ErrNotSent) {
+		t.Fatalf("Write error %v, want a failure not wrapping ErrNotSent", err)
+	}
+	if len(res) != 0 {
+		t.Errorf("results %+v, want none (in doubt)", res)
+	}
+}
