@@ -74,6 +74,10 @@ const (
 	// MaybeApplied: the server may have processed the request (500, 502,
 	// 504, 408): retried only when the request is idempotent.
 	MaybeApplied
+	// Gone: the server takes no more requests at this address (410 Gone,
+	// which Standard Webhooks asks senders to take as "stop sending"); not
+	// retried; the request was not processed.
+	Gone
 )
 
 // Pacer paces requests (a client-side rate limit, in-process or shared
@@ -262,7 +266,7 @@ type state struct {
 // attempt deadline leaves no time for an attempt. The error wraps
 // destination.ErrNotSent when the request was provably not applied: no
 // attempt was completely written, or each that was got an answer saying it
-// was not processed (Auth, RateLimited, NotApplied, 307, 308).
+// was not processed (Auth, Gone, RateLimited, NotApplied, 307, 308).
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	var (
 		st      state
@@ -318,6 +322,10 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				return resp, nil
 			case Auth:
 				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
+			case Gone:
+				return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+					"%s answered %d to %s: it takes no more requests at this address; check the destination's %s",
+					c.p.Subject, resp.Status, req.Route, c.p.URLSetting)
 			case RateLimited:
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {

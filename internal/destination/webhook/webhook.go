@@ -9,8 +9,11 @@
 // never followed → destination_unavailable (check url); 408, 409, 5xx,
 // timeouts and connection errors → retried in-run with backoff (exponential
 // from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
-// Retry-After (or backs off), then destination_rate_limited; any other 4xx
-// rejects the record(s) with the response body (first 500 bytes) as message.
+// Retry-After (or backs off), then destination_rate_limited; 410 fails at
+// once with destination_unavailable, not sent; any other 4xx rejects the
+// record(s) with the response body (first 500 bytes, secrets taken out) as
+// message, after a bulk page refused with 400, 413 or 422 was split down to
+// the records refused alone.
 // Every attempt and wait fits the attempt deadline
 // (destination.WithAttemptDeadline). Records whose request provably never
 // reached the endpoint are returned NotSent. Errors never hold the URL's path
@@ -276,9 +279,8 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 
 func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
 	var (
-		b    bulkBody
 		out  = make([]destination.Result, 0, len(recs))
-		sent []string
+		page []bulkRecord
 	)
 	for _, r := range recs {
 		if _, err := json.Marshal(r.Data); err != nil {
@@ -286,35 +288,72 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record) 
 				Message: "record data cannot be encoded as JSON"})
 			continue
 		}
-		b.Records = append(b.Records, bulkRecord{Key: r.Key, Data: r.Data})
-		sent = append(sent, r.Key)
+		page = append(page, bulkRecord{Key: r.Key, Data: r.Data})
 	}
-	if len(sent) == 0 {
+	if len(page) == 0 {
 		return out, nil
 	}
-	body, err := json.Marshal(b)
+	return d.postPage(ctx, page, out)
+}
+
+// postPage posts page as one bulk POST and appends its records' results to
+// out. A page the receiver refused for its size or its content (splitBulk)
+// is sent again as two halves, each its own POST with its own key, until a
+// refusal is one record's: a bad record never blocks its page, and a page
+// over the receiver's body limit still arrives (docs/guide.md#destinations).
+// The refused POST was not processed, so the halves cannot write twice. On
+// an error, the records of halves not yet posted are NotSent.
+func (d *Destination) postPage(ctx context.Context, page []bulkRecord, out []destination.Result) ([]destination.Result, error) {
+	keys := make([]string, len(page))
+	for i, r := range page {
+		keys[i] = r.Key
+	}
+	body, err := json.Marshal(bulkBody{Records: page})
 	if err != nil {
 		// Each record encoded alone, so the page does too.
 		return out, interrupted(ctx, err)
 	}
-	res, err := d.post(ctx, body, BulkIdempotencyKey(sent))
+	res, err := d.post(ctx, body, BulkIdempotencyKey(keys))
 	if err != nil {
 		if errors.Is(err, destination.ErrNotSent) {
-			for _, k := range sent {
-				out = append(out, destination.Result{Key: k, Outcome: destination.NotSent})
-			}
+			out = appendNotSent(out, keys)
 		}
 		return out, err
 	}
-	for _, k := range sent {
+	if res.rejected && len(page) > 1 && splitBulk(res.status) {
+		half := len(page) / 2
+		out, err = d.postPage(ctx, page[:half], out)
+		if err != nil {
+			return appendNotSent(out, keys[half:]), err
+		}
+		return d.postPage(ctx, page[half:], out)
+	}
+	for _, k := range keys {
 		out = append(out, res.result(k))
 	}
 	return out, nil
 }
 
+// splitBulk reports whether a bulk page refused with status is sent again
+// in halves: 413 (the body is over the receiver's limit) and the answers
+// of a receiver validating the records (400, 422). Other refusals (404,
+// 405) are the address's, and would be the halves' too.
+func splitBulk(status int) bool {
+	return status == http.StatusRequestEntityTooLarge || status == http.StatusBadRequest ||
+		status == http.StatusUnprocessableEntity
+}
+
+func appendNotSent(out []destination.Result, keys []string) []destination.Result {
+	for _, k := range keys {
+		out = append(out, destination.Result{Key: k, Outcome: destination.NotSent})
+	}
+	return out
+}
+
 // answer is a final (non-retried) answer to one POST.
 type answer struct {
 	rejected bool
+	status   int
 	message  string
 	ref      string
 }
@@ -369,10 +408,11 @@ func (d *Destination) post(ctx context.Context, body []byte, idemKey string) (an
 	if res.Status >= 200 && res.Status < 300 {
 		return answer{ref: refOf(res.Body)}, nil
 	}
-	return answer{rejected: true, message: message(res.Status, res.Body)}, nil
+	return answer{rejected: true, status: res.Status, message: d.message(res.Status, res.Body)}, nil
 }
 
-// classify: 401/403 are auth; 429 is rate limited; any other 4xx but 408
+// classify: 401/403 are auth; 429 is rate limited; 410 stops the run (the
+// receiver asks the sender to stop, as Standard Webhooks says); any other 4xx but 408
 // and 409 (a request with this key is in progress) rejects the record(s);
 // the rest may have been applied and is retried (the key makes it safe).
 func classify(status int) apiclient.Class {
@@ -381,6 +421,8 @@ func classify(status int) apiclient.Class {
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited
+	case status == http.StatusGone:
+		return apiclient.Gone
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
 		return apiclient.Final
 	}
@@ -419,9 +461,14 @@ func refOf(body []byte) string {
 }
 
 // message is a rejected record's message: the response body, cut to
-// MaxMessageLen bytes.
-func message(status int, body []byte) string {
-	m := truncate(strings.TrimSpace(string(body)), MaxMessageLen)
+// MaxMessageLen bytes. A receiver's error page may echo the request, so the
+// header values, the secret and the URL's password are taken out.
+func (d *Destination) message(status int, body []byte) string {
+	s := string(body)
+	for _, sec := range d.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	m := truncate(strings.TrimSpace(s), MaxMessageLen)
 	if m == "" {
 		return fmt.Sprintf("HTTP %d", status)
 	}

@@ -289,9 +289,12 @@ func TestBulk(t *testing.T) {
 		name    string
 		refuse  bool
 		outcome destination.Outcome
+		reqs    int64
 	}{
-		{"accepted", false, destination.Delivered},
-		{"refused page", true, destination.Rejected},
+		{"accepted", false, destination.Delivered, 1},
+		// A refused page is split until each refusal is one record's:
+		// 1 page, 2 halves, 4 records.
+		{"refused page", true, destination.Rejected, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,6 +303,11 @@ func TestBulk(t *testing.T) {
 			b := setup(t, webhook.ModeBulk, f)
 			if tt.refuse {
 				b.rv.refuse[wantKey] = true
+				b.rv.refuse[webhook.BulkIdempotencyKey(keys[:2])] = true
+				b.rv.refuse[webhook.BulkIdempotencyKey(keys[2:])] = true
+				for _, k := range keys {
+					b.rv.refuse[webhook.BulkIdempotencyKey([]string{k})] = true
+				}
 			}
 			res, err := b.dest.Write(t.Context(), recs)
 			if err != nil {
@@ -313,8 +321,8 @@ func TestBulk(t *testing.T) {
 					t.Errorf("%s: outcome %v, want %v", r.Key[:8], r.Outcome, tt.outcome)
 				}
 			}
-			if n := b.rv.requests.Load(); n != 1 {
-				t.Errorf("%d requests, want 1 per page", n)
+			if n := b.rv.requests.Load(); n != tt.reqs {
+				t.Errorf("%d requests, want %d", n, tt.reqs)
 			}
 			if tt.refuse {
 				return
