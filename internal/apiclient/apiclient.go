@@ -323,7 +323,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			case Auth:
 				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
 			case Gone:
-				return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+				// Asking again will not help, and the fix (the address) is
+				// the sync's: not retried by the queue, counted by the breaker.
+				return nil, c.fail(failure.InvalidSyncDefinition, &st, serr,
 					"%s answered %d to %s: it takes no more requests at this address; check the destination's %s",
 					c.p.Subject, resp.Status, req.Route, c.p.URLSetting)
 			case RateLimited:

@@ -61,8 +61,8 @@ func TestGoneStopsTheRun(t *testing.T) {
 			})
 			recs := records(20)
 			res, err := d.Write(t.Context(), recs)
-			if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, destination.ErrNotSent) {
-				t.Fatalf("Write error %v, want destination_unavailable wrapping ErrNotSent (the receiver took nothing)", err)
+			if failure.CodeOf(err) != failure.InvalidSyncDefinition || !errors.Is(err, destination.ErrNotSent) {
+				t.Fatalf("Write error %v, want invalid_sync_definition wrapping ErrNotSent (the receiver took nothing)", err)
 			}
 			if !strings.Contains(err.Error(), "410") {
 				t.Errorf("error %q does not name the 410", err)
