@@ -92,14 +92,16 @@ type safeError struct {
 	secrets []string
 }
 
-func (e *safeError) Error() string {
-	s := e.err.Error()
-	for _, sec := range e.secrets {
+func (e *safeError) Error() string { return Redact(HideSecrets(e.err.Error(), e.secrets)) }
+
+// HideSecrets replaces every non-empty secret in s with "[redacted]".
+func HideSecrets(s string, secrets []string) string {
+	for _, sec := range secrets {
 		if sec != "" {
 			s = strings.ReplaceAll(s, sec, "[redacted]")
 		}
 	}
-	return Redact(s)
+	return s
 }
 
 func (e *safeError) Unwrap() error { return e.err }

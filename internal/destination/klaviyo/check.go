@@ -53,13 +53,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 // checkFailure is the failure Check reports for err, a request's (nil for
 // none).
 func (d *Destination) checkFailure(err error, what string) error {
-	var e *APIError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &e) && err == error(e):
-		return d.pageFailure(e)
-	case failure.CodeOf(err) == failure.Internal:
+	if err = d.readError(err); err != nil && failure.CodeOf(err) == failure.Internal {
 		return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "%s", what)
 	}
 	return err

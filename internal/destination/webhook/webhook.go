@@ -10,7 +10,7 @@
 // timeouts and connection errors → retried in-run with backoff (exponential
 // from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
 // Retry-After (or backs off), then destination_rate_limited; 410 fails at
-// once with destination_unavailable, not sent; any other 4xx rejects the
+// once with invalid_sync_definition, not sent; any other 4xx rejects the
 // record(s) with the response body (first 500 bytes, secrets taken out) as
 // message, after a bulk page refused with 400, 413 or 422 was split down to
 // the records refused alone.
@@ -464,11 +464,7 @@ func refOf(body []byte) string {
 // MaxMessageLen bytes. A receiver's error page may echo the request, so the
 // header values, the secret and the URL's password are taken out.
 func (d *Destination) message(status int, body []byte) string {
-	s := string(body)
-	for _, sec := range d.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	m := truncate(strings.TrimSpace(s), MaxMessageLen)
+	m := truncate(strings.TrimSpace(apiclient.HideSecrets(string(body), d.secrets)), MaxMessageLen)
 	if m == "" {
 		return fmt.Sprintf("HTTP %d", status)
 	}

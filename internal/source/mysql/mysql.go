@@ -716,11 +716,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		if err := sc.scan(rows); err != nil {
 			return source.Page{}, err
 		}
-		key := make(position, len(keyIdx))
-		for k, i := range keyIdx {
-			t, _ := text(r.kinds[i], sc.vals[i])
-			key[k] = keyValue{Type: r.types[i], Text: t}
-		}
+		key := keyOf(r, keyIdx, sc)
 		if len(page.Records) == size {
 			// The row after the page: if it has the page's last key, the
 			// keys are not unique and the next page would skip it.
@@ -854,13 +850,19 @@ func (s *Source) lastAtOrBefore(ctx context.Context, conn *sql.Conn, cond string
 		if err := sc.scan(rows); err != nil {
 			return nil, err
 		}
-		key = make(position, len(keyIdx))
-		for k, i := range keyIdx {
-			t, _ := text(r.kinds[i], sc.vals[i])
-			key[k] = keyValue{Type: r.types[i], Text: t}
-		}
+		key = keyOf(r, keyIdx, sc)
 	}
 	return key, rows.Err()
+}
+
+// keyOf is the key of the row sc scanned, its columns at keyIdx of r.
+func keyOf(r result, keyIdx []int, sc *scanner) position {
+	key := make(position, len(keyIdx))
+	for k, i := range keyIdx {
+		t, _ := text(r.kinds[i], sc.vals[i])
+		key[k] = keyValue{Type: r.types[i], Text: t}
+	}
+	return key
 }
 
 // lookbackFrom is p with its cursor_column value moved back: by the

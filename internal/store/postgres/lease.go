@@ -153,7 +153,8 @@ func (s *Store) leaseRenew(ctx context.Context, tx pgx.Tx, syncID, token string,
 	if found && err != nil {
 		return store.Lease{}, err
 	}
-	if why := store.RenewRefusal(lc.local(cur), found, token, lc.local(store.Lease{ExpiresAt: now}).ExpiresAt, registered); why != "" {
+	// Judged on the server's clock; said (an expiry in the message) on ours.
+	if why := store.RenewRefusal(lc.local(cur), found, token, now.Add(lc.toLocal), registered); why != "" {
 		return store.Lease{}, store.LeaseLostError(syncID, why)
 	}
 	l, err := scanLease(tx.QueryRow(ctx, `UPDATE leases SET expires_at = $1 WHERE sync_id = $2 RETURNING `+leaseColumns,
