@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
@@ -110,15 +111,15 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 }
 
 // Leases returns the lease manager: Redis when client is set (several
-// machines; see Redis), else the store's SQL lease (embedded mode). ttl is
+// machines; see Redis), under keys, else the store's SQL lease (embedded mode). ttl is
 // the deployment's lease TTL (settings.lease_ttl), which a Redis lease
 // waits after noticing that Redis lost its data. inRedis is the manager
 // again when it is Redis's, nil otherwise.
-func Leases(st store.Store, client *redis.Client, ttl time.Duration) (m lease.Manager, inRedis *redislease.Manager) {
+func Leases(st store.Store, client *redis.Client, keys rediskey.Space, ttl time.Duration) (m lease.Manager, inRedis *redislease.Manager) {
 	if client == nil {
 		return &lease.SQL{Store: st}, nil
 	}
-	rl := redislease.New(redislease.Params{Client: client, Store: st, TTL: ttl})
+	rl := redislease.New(redislease.Params{Client: client, Store: st, Keys: keys, TTL: ttl})
 	return rl, rl
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/deadman"
-	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -75,7 +74,7 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 	}
 	var markers deadman.MarkerStore
 	if p.Redis != nil {
-		markers = deadman.NewRedisMarkers(p.Redis, rediskey.Default())
+		markers = deadman.NewRedisMarkers(p.Redis, p.Config.RedisKeys())
 	} else if ms, ok := p.Store.(deadman.MarkerStore); ok {
 		markers = ms
 	} else {

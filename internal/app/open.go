@@ -80,7 +80,7 @@ func Open(ctx context.Context, p OpenParams) (_ *App, err error) {
 	if a.Redis, err = Redis(ctx, p.Config); err != nil {
 		return nil, err
 	}
-	a.Leases, a.RedisLeases = Leases(a.Store, a.Redis, p.Config.Settings.LeaseTTL)
+	a.Leases, a.RedisLeases = Leases(a.Store, a.Redis, p.Config.RedisKeys(), p.Config.Settings.LeaseTTL)
 	a.Accounts = Accounts(a.Redis, clk)
 	if a.Alerts, err = alert.FromConfig(p.Config.Alerts, p.Logger, clk); err != nil {
 		return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the alert sinks")
@@ -109,6 +109,8 @@ func (a *App) Close(ctx context.Context) {
 // (docs/guide.md#one-rate-limit-per-account).
 func Accounts(rdb *redis.Client, clk clock.Clock) destination.AccountPacer {
 	if rdb != nil {
+		// Not under the config's redis_namespace: a vendor counts every
+		// deployment with the same credentials together.
 		return ratelimit.NewFallback(ratelimit.NewRedis(rdb, rediskey.Default()), ratelimit.NewMemory(clk))
 	}
 	return ratelimit.NewMemory(clk)

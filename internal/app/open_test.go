@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
@@ -58,5 +60,45 @@ func TestOpenPublishesBeforeRedis(t *testing.T) {
 	_, err = app.Open(ctx, app.OpenParams{Config: cfg})
 	if failure.CodeOf(err) != failure.StoreUnavailable {
 		t.Fatalf("Open with Redis down = %v, want store_unavailable", err)
+	}
+}
+
+// TestDeploymentsApartOnOneRedis: two deployments (two stores) on one Redis
+// with a sync of the same id share its lease unless redis_namespace sets
+// them apart; then each takes its own.
+func TestDeploymentsApartOnOneRedis(t *testing.T) {
+	ctx := context.Background()
+	testenv.RedisOptions(t) // skips or fails when Redis does not answer
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	syncID := "contacts-" + suffix
+	open := func(namespace string) *app.App {
+		t.Helper()
+		cfg := embeddedConfig(t)
+		cfg.Redis = testenv.RedisURL()
+		cfg.RedisNamespace = namespace
+		a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(ctx) })
+		return a
+	}
+	acquire := func(a *app.App) error {
+		t.Helper()
+		g, err := a.Leases.Acquire(ctx, lease.AcquireParams{SyncID: syncID, RunID: 1, TTL: time.Minute})
+		if err == nil {
+			t.Cleanup(func() { _ = a.Leases.Release(ctx, g) })
+		}
+		return err
+	}
+
+	if err := acquire(open("")); err != nil {
+		t.Fatalf("first deployment, default namespace: %v", err)
+	}
+	if err := acquire(open("")); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second deployment, default namespace: %v, want the first's lease held (one key space)", err)
+	}
+	if err := acquire(open("staging-" + suffix)); err != nil {
+		t.Fatalf("deployment with its own redis_namespace: %v, want its own lease", err)
 	}
 }

@@ -253,7 +253,7 @@ func printLease(ctx context.Context, w io.Writer, cfg *config.Config, st store.S
 	defer rdb.Close()
 	// TTL zero: a read reports a loss of Redis's data without starting the
 	// quarantine itself (a read-only command changes nothing).
-	l, err := redislease.New(redislease.Params{Client: rdb, Store: st}).Get(ctx, id)
+	l, err := redislease.New(redislease.Params{Client: rdb, Store: st, Keys: cfg.RedisKeys()}).Get(ctx, id)
 	var qe *lease.QuarantineError
 	switch {
 	case err == nil:

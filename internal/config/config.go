@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/rediskey"
 )
 
 // Destination write modes (docs/guide.md#what-a-run-does step 4).
@@ -64,6 +66,10 @@ type Config struct {
 	// Redis is the optional Redis URL (redis:// or rediss://) for leases and
 	// the checkpoint barrier when several machines run syncs.
 	Redis string
+	// RedisNamespace names this deployment's keys in Redis ("" is
+	// rediskey.DefaultNamespace), so that deployments sharing one Redis do
+	// not share leases, barriers or dead-man markers (RedisKeys).
+	RedisNamespace string
 	// Settings are the deployment settings.
 	Settings Settings
 	// Alerts configures the alert sinks (docs/config.md).
@@ -389,6 +395,23 @@ func (s Sync) EffectiveMaxRemovals(set Settings) Removals {
 		return set.MaxRemovals
 	}
 	return DefaultMaxRemovals
+}
+
+// RedisKeys is the key space of this deployment's leases, barriers and
+// dead-man markers in Redis (docs/config.md#top-level). Destination
+// accounts' request budgets are not in it: a vendor counts every deployment
+// using the same credentials together.
+func (c *Config) RedisKeys() rediskey.Space {
+	if c.RedisNamespace == "" {
+		return rediskey.Default()
+	}
+	ks, err := rediskey.New(c.RedisNamespace)
+	if err != nil {
+		// Validation refused it; a Config built in code falls back to the
+		// default rather than writing keys under a bad prefix.
+		return rediskey.Default()
+	}
+	return ks
 }
 
 // Sync returns the sync with the given id.

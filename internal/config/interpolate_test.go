@@ -47,7 +47,7 @@ syncs:
 	}
 
 	_, err = config.Parse("i.yaml", []byte("${KEY}: 1\n"), envMap(map[string]string{"KEY": "store"}), kinds)
-	if got := problemsOf(t, err); len(got) != 2 || got[0] != `i.yaml:1: ${KEY}: unknown key "${KEY}" (valid keys: alerts, allow_evicting_redis, redis, settings, store, syncs, web)` {
+	if got := problemsOf(t, err); len(got) != 2 || got[0] != `i.yaml:1: ${KEY}: unknown key "${KEY}" (valid keys: alerts, allow_evicting_redis, redis, redis_namespace, settings, store, syncs, web)` {
 		t.Errorf("keys must not be interpolated: %q", got)
 	}
 }

@@ -703,6 +703,7 @@ func (l *loader) config(root *yaml.Node) *Config {
 	l.fields(root, "", handlers{
 		"store":                func(v *yaml.Node, p string) { c.Store = l.str(v, p) },
 		"redis":                func(v *yaml.Node, p string) { c.Redis = l.str(v, p) },
+		"redis_namespace":      func(v *yaml.Node, p string) { c.RedisNamespace = l.str(v, p) },
 		"settings":             func(v *yaml.Node, p string) { c.Settings = l.settings(v, p) },
 		"alerts":               func(v *yaml.Node, p string) { c.Alerts = l.alerts(v, p) },
 		"web":                  func(v *yaml.Node, p string) { c.Web = l.web(v, p) },

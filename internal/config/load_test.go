@@ -79,7 +79,7 @@ syncs:
     destination: {type: brevo, api_key: ${KEY}, list_ids: [1]}
     mapping: {email: email}
 `,
-			want: []string{`oncesync.yaml:1: frobnicate: unknown key "frobnicate" (valid keys: alerts, allow_evicting_redis, redis, settings, store, syncs, web)`},
+			want: []string{`oncesync.yaml:1: frobnicate: unknown key "frobnicate" (valid keys: alerts, allow_evicting_redis, redis, redis_namespace, settings, store, syncs, web)`},
 		},
 		{
 			name: "page size zero",
@@ -574,6 +574,7 @@ syncs:
 		{
 			name: "ids and settings ranges",
 			yaml: `settings: {breaker_failures: 0, in_doubt_grace: 11m}
+redis_namespace: "prod:eu"
 syncs:
   - id: "bad id!"
     workspace: "-acme"
@@ -584,9 +585,10 @@ syncs:
 			want: []string{
 				`oncesync.yaml:1: settings.breaker_failures: must be between 1 and 1000, got 0`,
 				`oncesync.yaml:1: settings.in_doubt_grace: must be between 0s and 10m0s, got 11m0s`,
-				`oncesync.yaml:3: syncs[0].id: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "bad id!"`,
-				`oncesync.yaml:4: syncs[0].workspace: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "-acme"`,
-				`oncesync.yaml:5: syncs[0].breaker_failures: must be between 1 and 1000, got 1001`,
+				`oncesync.yaml:2: redis_namespace: must be 1 to 64 letters, digits, '.', '_' or '-', got "prod:eu"`,
+				`oncesync.yaml:4: syncs[0].id: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "bad id!"`,
+				`oncesync.yaml:5: syncs[0].workspace: must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit, got "-acme"`,
+				`oncesync.yaml:6: syncs[0].breaker_failures: must be between 1 and 1000, got 1001`,
 			},
 		},
 		{

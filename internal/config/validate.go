@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/rediskey"
 )
 
 var (
@@ -100,6 +102,11 @@ func (l *loader) validate(c *Config) {
 	if c.Redis != "" {
 		if msg := checkURL(c.Redis, "redis", "rediss"); msg != "" {
 			l.check("redis", msg)
+		}
+	}
+	if l.has("redis_namespace") && !l.bad["redis_namespace"] {
+		if _, err := rediskey.New(c.RedisNamespace); err != nil {
+			l.check("redis_namespace", fmt.Sprintf("must be 1 to 64 letters, digits, '.', '_' or '-', got %q", c.RedisNamespace))
 		}
 	}
 	l.validateSettings(&c.Settings)

@@ -128,8 +128,8 @@ type Params struct {
 	// Nil means a client of Config.Redis, opened when a sync of the config
 	// has partitions > 1 (and closed by Shutdown).
 	Redis redis.Scripter
-	// RedisKeys is the key space of the barriers (the zero Space is the
-	// default namespace).
+	// RedisKeys is the key space of the barriers (the zero Space is
+	// Config.RedisKeys).
 	RedisKeys rediskey.Space
 	// BarrierMetrics, if set, counts the barrier's outcomes.
 	BarrierMetrics *barrier.Metrics
@@ -352,6 +352,9 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 // openBarrier sets up the checkpoint barrier of partitioned syncs.
 func (s *Service) openBarrier(ctx context.Context, p Params) error {
 	s.keys = p.RedisKeys
+	if s.keys == (rediskey.Space{}) && p.Config != nil {
+		s.keys = p.Config.RedisKeys()
+	}
 	s.closeRedis = func() error { return nil }
 	if dl, ok := p.Store.(barrier.DeadLetters); ok {
 		s.deadLetters = dl
