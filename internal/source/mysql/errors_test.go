@@ -50,7 +50,11 @@ func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.loadRecords(t, "contacts", sourcetest.Records(5))
-	b.exec(t, "CREATE TABLE floats (f FLOAT NOT NULL PRIMARY KEY)")
+	b.exec(t, "CREATE TABLE floats (f FLOAT NOT NULL PRIMARY KEY)",
+		// Sorted new, active, closed (their positions) but compared as
+		// text: after 'new' a keyset would find nothing.
+		"CREATE TABLE enums (id INT PRIMARY KEY, st ENUM('new', 'active', 'closed') NOT NULL, tags SET('b', 'a') NOT NULL)",
+		"INSERT INTO enums VALUES (1, 'new', 'b'), (2, 'active', 'a'), (3, 'closed', 'a,b'), (4, 'new', '')")
 	user := b.randomUser(t)
 	withUser := func(name, pw string) string {
 		return b.withDSN(t, func(u *url.URL) { u.User = url.UserPassword(name, pw) })
@@ -91,6 +95,12 @@ func TestNewErrors(t *testing.T) {
 			source.ErrInvalid, "Duplicate column name"},
 		{"float key", mysql.Params{Table: "floats", CursorColumn: "f"},
 			source.ErrInvalid, "FLOAT"},
+		{"enum cursor column", mysql.Params{Table: "enums", CursorColumn: "st", Identity: "id"},
+			source.ErrInvalid, "CAST(`st` AS CHAR)"},
+		{"set identity", mysql.Params{Table: "enums", CursorColumn: "id", Identity: "tags"},
+			source.ErrInvalid, "is an SET"},
+		{"enum in a query", mysql.Params{Query: "SELECT * FROM enums", CursorColumn: "st", Identity: "id"},
+			source.ErrInvalid, "is an ENUM"},
 		{"query and table", mysql.Params{Query: "SELECT 1 AS id", Table: "contacts", CursorColumn: "id"},
 			source.ErrInvalid, "not both"},
 		{"neither query nor table", mysql.Params{CursorColumn: "id"},

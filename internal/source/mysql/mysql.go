@@ -22,7 +22,9 @@
 // with a case- or accent-insensitive collation, the (cursor_column,
 // identity) pair must be unique in that collation. A FLOAT key is refused
 // (MySQL prints FLOAT values rounded, so a cursor would not read them back);
-// use DOUBLE or DECIMAL.
+// use DOUBLE or DECIMAL. An ENUM or SET key is refused too: ORDER BY sorts
+// it by the position of its values in the definition, while a comparison
+// with the cursor's value compares text.
 //
 // Each page is read in its own transaction, START TRANSACTION WITH
 // CONSISTENT SNAPSHOT, READ ONLY at REPEATABLE READ, in a session that is
@@ -534,10 +536,18 @@ func (s *Source) keyColumns(r result) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("the result has no column %q: %w", name, source.ErrInvalid)
 		}
-		switch r.kinds[i] {
-		case kindFloat, kindJSON:
+		switch {
+		case r.kinds[i] == kindFloat, r.kinds[i] == kindJSON:
 			return nil, fmt.Errorf("column %q is of type %s, which cannot order a keyset (use DOUBLE, DECIMAL, an integer, a string or a date): %w",
 				name, r.types[i], source.ErrInvalid)
+		case r.types[i] == "ENUM", r.types[i] == "SET":
+			// ORDER BY sorts an ENUM or SET by the position of its values
+			// in the column's definition, but "> 'new'" compares their
+			// text: a page would skip the rows whose value sorts after the
+			// cursor's yet compares below it (an independent check,
+			// 2026-12-04, read 2 rows of 4).
+			return nil, fmt.Errorf("column %q is an %s, which MySQL sorts by the position of its values in the definition but compares as text, so pages would skip rows: "+
+				"read it as text in a query (CAST(%s AS CHAR) AS %s): %w", name, r.types[i], quoteIdent(name), quoteIdent(name), source.ErrInvalid)
 		}
 		idx[k] = i
 	}
