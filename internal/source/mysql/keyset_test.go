@@ -41,6 +41,8 @@ func TestKeysetTies(t *testing.T) {
 		{"date/binary text", "DATE", "DATE('2024-02-28') + INTERVAL (g % 3) DAY", "VARCHAR(32) COLLATE utf8mb4_bin", "MD5(g)"},
 		{"varbinary/unsigned", "VARBINARY(8)", "UNHEX(LPAD(HEX(g % 3), 4, '0'))", "BIGINT UNSIGNED", "18446744073709551615 - g"},
 		{"time/int", "TIME(6)", "SEC_TO_TIME((g % 3) * 3600 - 3600)", "INT", "g"},
+		{"bit/bigint", "BIT(16)", "(g % 3) * 1000", "BIGINT", "g"},
+		{"int/bit", "INT", "g % 3", "BIT(64)", "18446744073709551615 - g * 7"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
