@@ -88,9 +88,10 @@
 // # Errors
 //
 // An unreachable server, a dropped connection, a timeout, a deadlock or a
-// server shutting down wrap source.ErrUnavailable (retryable). The server's
-// refusals (syntax, unknown table or column, access denied) wrap
-// source.ErrInvalid with its message, error number and SQLSTATE; data errors
+// server shutting down wrap source.ErrUnavailable (retryable). Refused
+// credentials and missing grants wrap source.ErrAuth; the server's other
+// refusals (syntax, unknown table or column) wrap source.ErrInvalid; both
+// with its message, error number and SQLSTATE; data errors
 // keep only the number, as their messages can quote row values. A record
 // larger than Params.MaxRecordBytes wraps source.ErrInvalid. A cursor that
 // cannot be decoded wraps source.ErrBadCursor; a cursor whose key types no
@@ -287,7 +288,8 @@ func configure(cfg *mysqldrv.Config) {
 
 // New returns a Source for p after checking, on the server, that the query or
 // table can be read and has the key columns. Errors wrap source.ErrInvalid
-// (bad parameters, bad SQL, unknown columns, access denied) or
+// (bad parameters, bad SQL, unknown columns), source.ErrAuth (access
+// denied) or
 // source.ErrUnavailable (the server cannot be reached).
 func New(ctx context.Context, p Params) (*Source, error) {
 	invalid := func(format string, args ...any) (*Source, error) {
