@@ -83,7 +83,9 @@
 // MySQL has no boolean type: a BOOLEAN column is TINYINT(1) and reads as
 // int64 0 or 1. CHAR values lose their trailing spaces (MySQL strips them).
 // Zero dates ("0000-00-00") keep MySQL's text. Every session runs with
-// time_zone '+00:00', so TIMESTAMP values read the same on every worker.
+// time_zone '+00:00', so TIMESTAMP values read the same on every worker, and
+// with SET NAMES utf8mb4 (utf8mb4's default collation, the one of the
+// _utf8mb4 literals cursors are written in, see configure).
 //
 // # Errors
 //
@@ -284,6 +286,15 @@ func configure(cfg *mysqldrv.Config) {
 		}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// SET NAMES utf8mb4, without COLLATE: the connection's collation is
+	// then utf8mb4's default, the one of the _utf8mb4 literals a cursor is
+	// written in. Text a query computes from numbers and literals
+	// (CONCAT(a, '-', b)) takes the connection's collation, and compared
+	// with a literal of another one it fails with "Illegal mix of
+	// collations" (error 1267): the driver's utf8mb4_general_ci against
+	// MySQL 8's utf8mb4_0900_ai_ci, or a DSN's collation=. Results are
+	// utf8mb4 either way.
+	_ = cfg.Apply(mysqldrv.Charset("utf8mb4", ""))
 }
 
 // New returns a Source for p after checking, on the server, that the query or
