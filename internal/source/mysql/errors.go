@@ -60,6 +60,7 @@ var authErrors = map[uint16]bool{
 	1820: true, // the password must be reset before any statement
 	1862: true, // the password has expired
 	3118: true, // the account is locked (MySQL)
+	3955: true, // the account is blocked after failed logins (MySQL)
 	4151: true, // the account is locked (MariaDB)
 }
 
