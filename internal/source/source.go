@@ -162,7 +162,8 @@ var (
 	// ErrUnavailable: the source cannot be reached or opened (retryable).
 	ErrUnavailable = errors.New("source unavailable")
 	// ErrAuth: the source refused the credentials or the access (a SaaS
-	// API's token); permanent until the credentials change.
+	// API's token, a database user's password or grants); permanent until
+	// the credentials change.
 	ErrAuth = errors.New("source refused the credentials")
 	// ErrInvalid: the data or the query is malformed (permanent).
 	ErrInvalid = errors.New("source data or query invalid")

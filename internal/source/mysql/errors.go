@@ -46,6 +46,28 @@ var transientErrors = map[uint16]bool{
 	4031: true, // disconnected by the server for inactivity (MySQL)
 }
 
+// authErrors are the server's refusals of the account or of its access to
+// the data: only new credentials or grants cure them (source_auth).
+var authErrors = map[uint16]bool{
+	1044: true, // access denied to the database
+	1045: true, // access denied (wrong user or password)
+	1142: true, // command denied on a table (no SELECT grant)
+	1143: true, // command denied on a column
+	1227: true, // a privilege is missing
+	1251: true, // the account's authentication plugin is not one the client speaks
+	1370: true, // EXECUTE denied on a routine the query calls
+	1698: true, // access denied to an account without a password (MariaDB, unix_socket)
+	1820: true, // the password must be reset before any statement
+	1862: true, // the password has expired
+	3118: true, // the account is locked (MySQL)
+	3955: true, // the account is blocked after failed logins (MySQL)
+	4151: true, // the account is locked (MariaDB)
+}
+
+// authDriverErrors are the driver's refusals of the account's
+// authentication method, which a retry cannot cure either.
+var authDriverErrors = []error{mysqldrv.ErrCleartextPassword, mysqldrv.ErrNativePassword, mysqldrv.ErrOldPassword, mysqldrv.ErrUnknownPlugin}
+
 // dataErrors are errors whose messages quote row values (`Truncated
 // incorrect DOUBLE value: 'ada@example.com'`); only their numbers are kept.
 var dataErrors = map[uint16]bool{
@@ -56,9 +78,11 @@ var dataErrors = map[uint16]bool{
 // classify wraps err, met while doing what, with the source sentinel a runner
 // maps to a failure code:
 //   - the context's error when ctx is done (not a source failure);
-//   - source.ErrInvalid for the server's refusals that a retry cannot cure
-//     (syntax, unknown table or column, access denied, data errors), with
-//     the server's message, error number and SQLSTATE;
+//   - source.ErrAuth for refused credentials and missing grants (wrong
+//     password, no SELECT on the table, expired password, locked account),
+//     with the server's message, error number and SQLSTATE;
+//   - source.ErrInvalid for the server's other refusals that a retry cannot
+//     cure (syntax, unknown table or column, data errors), likewise;
 //   - source.ErrUnavailable for everything else (network, server shutting
 //     down, timeouts, too many connections, deadlocks).
 //
@@ -82,10 +106,18 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		}
 		safe := &safeError{msg: s.scrub(detail + ")"), err: err}
 		sentinel := source.ErrInvalid
-		if transientErrors[me.Number] || class == "08" || class == "40" {
+		switch {
+		case transientErrors[me.Number] || class == "08" || class == "40":
 			sentinel = source.ErrUnavailable
+		case authErrors[me.Number] || class == "28":
+			sentinel = source.ErrAuth
 		}
 		return fmt.Errorf("%s: %s: %w: %w", s.id, what, sentinel, safe)
+	}
+	for _, auth := range authDriverErrors {
+		if errors.Is(err, auth) {
+			return fmt.Errorf("%s: %s: %w: %w", s.id, what, source.ErrAuth, &safeError{msg: s.scrub(err.Error()), err: err})
+		}
 	}
 	if errors.Is(err, source.ErrInvalid) || errors.Is(err, source.ErrChanged) ||
 		errors.Is(err, source.ErrBadCursor) || errors.Is(err, source.ErrUnavailable) {

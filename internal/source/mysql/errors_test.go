@@ -50,8 +50,14 @@ func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.loadRecords(t, "contacts", sourcetest.Records(5))
-	b.exec(t, "CREATE TABLE floats (f FLOAT NOT NULL PRIMARY KEY)")
+	b.exec(t, "CREATE TABLE floats (f FLOAT NOT NULL PRIMARY KEY)",
+		// Sorted new, active, closed (their positions) but compared as
+		// text: after 'new' a keyset would find nothing.
+		"CREATE TABLE enums (id INT PRIMARY KEY, st ENUM('new', 'active', 'closed') NOT NULL, tags SET('b', 'a') NOT NULL)",
+		"INSERT INTO enums VALUES (1, 'new', 'b'), (2, 'active', 'a'), (3, 'closed', 'a,b'), (4, 'new', '')")
 	user := b.randomUser(t)
+	tableUser := b.randomUser(t)
+	b.exec(t, fmt.Sprintf("GRANT SELECT ON `%s`.floats TO '%s'@'%%'", strings.TrimPrefix(must(url.Parse(b.dsn)).Path, "/"), tableUser))
 	withUser := func(name, pw string) string {
 		return b.withDSN(t, func(u *url.URL) { u.User = url.UserPassword(name, pw) })
 	}
@@ -71,10 +77,14 @@ func TestNewErrors(t *testing.T) {
 			source.ErrInvalid, "dsn cannot be parsed"},
 		{"not a DSN", mysql.Params{DSN: "root:" + secret + "@127.0.0.1", Table: "contacts", CursorColumn: "id"},
 			source.ErrInvalid, "dsn cannot be parsed"},
+		// Refused credentials and grants are source_auth, whose next step
+		// is the credentials, not the query.
 		{"wrong password", mysql.Params{DSN: withUser(user, secret+"x"), Table: "contacts", CursorColumn: "id"},
-			source.ErrInvalid, "Access denied"},
+			source.ErrAuth, "Access denied"},
 		{"no privileges", mysql.Params{DSN: withUser(user, secret), Table: "contacts", CursorColumn: "id"},
-			source.ErrInvalid, "denied"},
+			source.ErrAuth, "denied"},
+		{"no SELECT on the table", mysql.Params{DSN: withUser(tableUser, secret), Table: "contacts", CursorColumn: "id"},
+			source.ErrAuth, "error 1142"},
 		{"syntax error", mysql.Params{DSN: withUser("root", ""), Query: "SELEC id FROM contacts", CursorColumn: "id"},
 			source.ErrInvalid, "error 1064"},
 		{"unknown table", mysql.Params{Table: "nope", CursorColumn: "id"},
@@ -91,6 +101,12 @@ func TestNewErrors(t *testing.T) {
 			source.ErrInvalid, "Duplicate column name"},
 		{"float key", mysql.Params{Table: "floats", CursorColumn: "f"},
 			source.ErrInvalid, "FLOAT"},
+		{"enum cursor column", mysql.Params{Table: "enums", CursorColumn: "st", Identity: "id"},
+			source.ErrInvalid, "CAST(`st` AS CHAR)"},
+		{"set identity", mysql.Params{Table: "enums", CursorColumn: "id", Identity: "tags"},
+			source.ErrInvalid, "is an SET"},
+		{"enum in a query", mysql.Params{Query: "SELECT * FROM enums", CursorColumn: "st", Identity: "id"},
+			source.ErrInvalid, "is an ENUM"},
 		{"query and table", mysql.Params{Query: "SELECT 1 AS id", Table: "contacts", CursorColumn: "id"},
 			source.ErrInvalid, "not both"},
 		{"neither query nor table", mysql.Params{CursorColumn: "id"},
@@ -272,7 +288,11 @@ func TestClassify(t *testing.T) {
 		has, not string
 	}{
 		{&mysqldrv.MySQLError{Number: 1064, SQLState: state("42000"), Message: "You have an error in your SQL syntax"}, source.ErrInvalid, "error 1064, SQLSTATE 42000", ""},
-		{&mysqldrv.MySQLError{Number: 1045, SQLState: state("28000"), Message: "Access denied for user 'u'@'h' (using password: YES) " + secret}, source.ErrInvalid, "Access denied", secret},
+		{&mysqldrv.MySQLError{Number: 1045, SQLState: state("28000"), Message: "Access denied for user 'u'@'h' (using password: YES) " + secret}, source.ErrAuth, "Access denied", secret},
+		{&mysqldrv.MySQLError{Number: 1142, SQLState: state("42000"), Message: "SELECT command denied to user 'u'@'h' for table `db`.`contacts`"}, source.ErrAuth, "error 1142", ""},
+		{&mysqldrv.MySQLError{Number: 1862, SQLState: state("HY000"), Message: "Your password has expired."}, source.ErrAuth, "expired", ""},
+		{&mysqldrv.MySQLError{Number: 4151, SQLState: state("HY000"), Message: "Access denied, this account is locked"}, source.ErrAuth, "locked", ""},
+		{mysqldrv.ErrCleartextPassword, source.ErrAuth, "clear text", ""},
 		{&mysqldrv.MySQLError{Number: 1292, SQLState: state("22007"), Message: "Truncated incorrect DOUBLE value: 'ada@example.test'"}, source.ErrInvalid, "error 1292", "ada@"},
 		{&mysqldrv.MySQLError{Number: 1366, SQLState: state("HY000"), Message: "Incorrect integer value: 'ada@example.test'"}, source.ErrInvalid, "error 1366", "ada@"},
 		{&mysqldrv.MySQLError{Number: 1213, SQLState: state("40001"), Message: "Deadlock found"}, source.ErrUnavailable, "Deadlock", ""},

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"testing"
 
@@ -41,6 +42,8 @@ func TestKeysetTies(t *testing.T) {
 		{"date/binary text", "DATE", "DATE('2024-02-28') + INTERVAL (g % 3) DAY", "VARCHAR(32) COLLATE utf8mb4_bin", "MD5(g)"},
 		{"varbinary/unsigned", "VARBINARY(8)", "UNHEX(LPAD(HEX(g % 3), 4, '0'))", "BIGINT UNSIGNED", "18446744073709551615 - g"},
 		{"time/int", "TIME(6)", "SEC_TO_TIME((g % 3) * 3600 - 3600)", "INT", "g"},
+		{"bit/bigint", "BIT(16)", "(g % 3) * 1000", "BIGINT", "g"},
+		{"int/bit", "INT", "g % 3", "BIT(64)", "18446744073709551615 - g * 7"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,6 +80,52 @@ func TestKeysetTies(t *testing.T) {
 				if err != nil || !page.End || len(page.Records) != 0 || page.Next != nexts[len(nexts)-1] {
 					t.Fatalf("size %d: read at the final Next: End=%v, %d records, Next changed %v, err %v",
 						size, page.End, len(page.Records), page.Next != nexts[len(nexts)-1], err)
+				}
+			}
+		})
+	}
+}
+
+// TestKeysetComputedTextKey pages a query whose keys are text computed from
+// numbers and literals (a composite identity, CONCAT(a, '-', b)): such text
+// takes the connection's collation, and a cursor's literal must compare with
+// it. With a connection collation that is not utf8mb4's default (a DSN's
+// collation=, or MySQL 8's default connection from the driver,
+// utf8mb4_general_ci, against its utf8mb4_0900_ai_ci) the second page failed
+// with "Illegal mix of collations" (error 1267; an independent check,
+// 2026-12-04).
+func TestKeysetComputedTextKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 40
+	b.seq(t, n)
+	want := b.queryStrings(t, "SELECT g FROM seq ORDER BY CONCAT(g DIV 7, '-', g), CONCAT('id-', g)")
+	for _, params := range []string{"", "collation=utf8mb4_unicode_ci", "charset=utf8mb4&collation=utf8mb4_unicode_ci"} {
+		t.Run(params, func(t *testing.T) {
+			dsn := b.withDSN(t, func(u *url.URL) { u.RawQuery = params })
+			for _, p := range []mysql.Params{
+				{DSN: dsn, Query: "SELECT CONCAT(g DIV 7, '-', g) AS k, CONCAT('id-', g) AS id, g FROM seq", CursorColumn: "k", Identity: "id"},
+				{DSN: dsn, Query: "SELECT CONCAT('c-', g) AS k, g FROM seq", CursorColumn: "k"},
+			} {
+				src := b.newSource(t, p)
+				got, _ := readAll(t, src, "", 3)
+				if len(got) != n {
+					t.Fatalf("%s: read %d rows, want %d", p.Query, len(got), n)
+				}
+				if p.Identity != "" && !slices.Equal(column(got, "g"), want) {
+					t.Fatalf("%s: order %v, want %v", p.Query, column(got, "g"), want)
+				}
+				ids := column(got, "g")
+				slices.Sort(ids)
+				if len(slices.Compact(ids)) != n {
+					t.Fatalf("%s: a row read twice", p.Query)
+				}
+				// Rows read again by identity compare in the same collation.
+				if p.Identity != "" {
+					recs, err := src.ReadIdentities(context.Background(), "id", []string{"id-1", "id-40"})
+					if err != nil || len(recs) != 2 {
+						t.Fatalf("ReadIdentities: %d records, %v", len(recs), err)
+					}
 				}
 			}
 		})

@@ -22,7 +22,9 @@
 // with a case- or accent-insensitive collation, the (cursor_column,
 // identity) pair must be unique in that collation. A FLOAT key is refused
 // (MySQL prints FLOAT values rounded, so a cursor would not read them back);
-// use DOUBLE or DECIMAL.
+// use DOUBLE or DECIMAL. An ENUM or SET key is refused too: ORDER BY sorts
+// it by the position of its values in the definition, while a comparison
+// with the cursor's value compares text.
 //
 // Each page is read in its own transaction, START TRANSACTION WITH
 // CONSISTENT SNAPSHOT, READ ONLY at REPEATABLE READ, in a session that is
@@ -81,14 +83,17 @@
 // MySQL has no boolean type: a BOOLEAN column is TINYINT(1) and reads as
 // int64 0 or 1. CHAR values lose their trailing spaces (MySQL strips them).
 // Zero dates ("0000-00-00") keep MySQL's text. Every session runs with
-// time_zone '+00:00', so TIMESTAMP values read the same on every worker.
+// time_zone '+00:00', so TIMESTAMP values read the same on every worker, and
+// with SET NAMES utf8mb4 (utf8mb4's default collation, the one of the
+// _utf8mb4 literals cursors are written in, see configure).
 //
 // # Errors
 //
 // An unreachable server, a dropped connection, a timeout, a deadlock or a
-// server shutting down wrap source.ErrUnavailable (retryable). The server's
-// refusals (syntax, unknown table or column, access denied) wrap
-// source.ErrInvalid with its message, error number and SQLSTATE; data errors
+// server shutting down wrap source.ErrUnavailable (retryable). Refused
+// credentials and missing grants wrap source.ErrAuth; the server's other
+// refusals (syntax, unknown table or column) wrap source.ErrInvalid; both
+// with its message, error number and SQLSTATE; data errors
 // keep only the number, as their messages can quote row values. A record
 // larger than Params.MaxRecordBytes wraps source.ErrInvalid. A cursor that
 // cannot be decoded wraps source.ErrBadCursor; a cursor whose key types no
@@ -281,11 +286,21 @@ func configure(cfg *mysqldrv.Config) {
 		}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	// SET NAMES utf8mb4, without COLLATE: the connection's collation is
+	// then utf8mb4's default, the one of the _utf8mb4 literals a cursor is
+	// written in. Text a query computes from numbers and literals
+	// (CONCAT(a, '-', b)) takes the connection's collation, and compared
+	// with a literal of another one it fails with "Illegal mix of
+	// collations" (error 1267): the driver's utf8mb4_general_ci against
+	// MySQL 8's utf8mb4_0900_ai_ci, or a DSN's collation=. Results are
+	// utf8mb4 either way.
+	_ = cfg.Apply(mysqldrv.Charset("utf8mb4", ""))
 }
 
 // New returns a Source for p after checking, on the server, that the query or
 // table can be read and has the key columns. Errors wrap source.ErrInvalid
-// (bad parameters, bad SQL, unknown columns, access denied) or
+// (bad parameters, bad SQL, unknown columns), source.ErrAuth (access
+// denied) or
 // source.ErrUnavailable (the server cannot be reached).
 func New(ctx context.Context, p Params) (*Source, error) {
 	invalid := func(format string, args ...any) (*Source, error) {
@@ -534,10 +549,18 @@ func (s *Source) keyColumns(r result) ([]int, error) {
 		if !ok {
 			return nil, fmt.Errorf("the result has no column %q: %w", name, source.ErrInvalid)
 		}
-		switch r.kinds[i] {
-		case kindFloat, kindJSON:
+		switch {
+		case r.kinds[i] == kindFloat, r.kinds[i] == kindJSON:
 			return nil, fmt.Errorf("column %q is of type %s, which cannot order a keyset (use DOUBLE, DECIMAL, an integer, a string or a date): %w",
 				name, r.types[i], source.ErrInvalid)
+		case r.types[i] == "ENUM", r.types[i] == "SET":
+			// ORDER BY sorts an ENUM or SET by the position of its values
+			// in the column's definition, but "> 'new'" compares their
+			// text: a page would skip the rows whose value sorts after the
+			// cursor's yet compares below it (an independent check,
+			// 2026-12-04, read 2 rows of 4).
+			return nil, fmt.Errorf("column %q is an %s, which MySQL sorts by the position of its values in the definition but compares as text, so pages would skip rows: "+
+				"read it as text in a query (CAST(%s AS CHAR) AS %s): %w", name, r.types[i], quoteIdent(name), quoteIdent(name), source.ErrInvalid)
 		}
 		idx[k] = i
 	}

@@ -137,7 +137,8 @@ func convertBytes(k kind, b []byte) any {
 }
 
 // text is a value as a cursor or a version hash keeps it: MySQL's text for
-// numbers and text, standard base64 for binary strings. ok is false for NULL.
+// numbers and text, a BIT's number in decimal, standard base64 for binary
+// strings. ok is false for NULL.
 func text(k kind, v any) (string, bool) {
 	switch v := v.(type) {
 	case nil:
@@ -151,8 +152,18 @@ func text(k kind, v any) (string, bool) {
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64), true
 	case []byte:
-		if k == kindBinary {
+		switch k {
+		case kindBinary:
 			return base64.StdEncoding.EncodeToString(v), true
+		case kindBit:
+			// The driver gives a BIT's bits; its literal is its number (an
+			// independent check, 2026-12-04: a BIT key's raw bytes made a
+			// cursor no page could read).
+			if len(v) <= 8 {
+				var buf [8]byte
+				copy(buf[8-len(v):], v)
+				return strconv.FormatUint(binary.BigEndian.Uint64(buf[:]), 10), true
+			}
 		}
 		return string(v), true
 	}
