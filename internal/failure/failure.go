@@ -98,7 +98,7 @@ var catalog = map[Code]Entry{
 		OwnerYou, false},
 	SourceAuth: {SourceAuth,
 		"The source refused oncesync's credentials, or they lack access to the data.",
-		"Check the credentials in the sync's source (a MySQL `dsn`'s user, password and grants; Shopify `access_token` and its `read_customers` scope) and the environment variables they come from, then run the sync again.",
+		"Check the credentials in the sync's source (a PostgreSQL or MySQL `dsn`'s user, password and grants; Shopify `access_token` and its `read_customers` scope) and the environment variables they come from, then run the sync again.",
 		OwnerYou, false},
 	InvalidSyncDefinition: {InvalidSyncDefinition,
 		"The sync's definition is invalid.",

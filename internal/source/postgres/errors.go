@@ -45,6 +45,14 @@ func transientClass(c string) bool {
 	return false
 }
 
+// authState reports whether SQLSTATE code is a refusal of the credentials
+// or of their access to the data: only new credentials or grants cure it
+// (source_auth), and its next step says where to look.
+func authState(code string) bool {
+	return strings.HasPrefix(code, "28") || // invalid authorization specification, invalid password
+		code == "42501" // insufficient privilege
+}
+
 // dataClass reports whether messages of SQLSTATE class c may quote row values
 // (`invalid input syntax for type integer: "..."`); only the code is kept.
 func dataClass(c string) bool {
@@ -54,9 +62,11 @@ func dataClass(c string) bool {
 // classify wraps err, met while doing what, with the source sentinel a runner
 // maps to a failure code:
 //   - the context's error when ctx is done (not a source failure);
-//   - source.ErrInvalid for PostgreSQL's refusals that a retry cannot cure
-//     (syntax, unknown table or column, permission, authentication, data
-//     errors), with PostgreSQL's message and SQLSTATE;
+//   - source.ErrAuth for refused credentials and missing privileges
+//     (class 28: unknown role, wrong password; 42501: no SELECT on the
+//     table), with PostgreSQL's message and SQLSTATE;
+//   - source.ErrInvalid for PostgreSQL's other refusals that a retry cannot
+//     cure (syntax, unknown table or column, data errors), likewise;
 //   - source.ErrUnavailable for everything else (network, server shutting
 //     down, timeouts, resource limits).
 //
@@ -75,8 +85,11 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		}
 		safe := &safeError{msg: s.scrub(fmt.Sprintf("%s (SQLSTATE %s)", msg, pe.Code)), err: err}
 		sentinel := source.ErrInvalid
-		if transientClass(class) {
+		switch {
+		case transientClass(class):
 			sentinel = source.ErrUnavailable
+		case authState(pe.Code):
+			sentinel = source.ErrAuth
 		}
 		return fmt.Errorf("%s: %s: %w: %w", s.id, what, sentinel, safe)
 	}

@@ -118,9 +118,10 @@
 // # Errors
 //
 // An unreachable server, a dropped connection, a timeout or a server shutting
-// down wrap source.ErrUnavailable (retryable). PostgreSQL's refusals (syntax,
-// unknown table or column, permission, authentication, read-only violation)
-// wrap source.ErrInvalid with PostgreSQL's message and SQLSTATE; data errors
+// down wrap source.ErrUnavailable (retryable). Refused credentials and missing
+// privileges wrap source.ErrAuth; PostgreSQL's other refusals (syntax,
+// unknown table or column, read-only violation) wrap source.ErrInvalid; both
+// with PostgreSQL's message and SQLSTATE; data errors
 // (classes 22 and 23) keep only the SQLSTATE, as their messages can quote row
 // values. A cursor that cannot be decoded wraps source.ErrBadCursor; a cursor
 // whose key types no longer match the columns wraps source.ErrChanged. The
@@ -233,7 +234,8 @@ var _ source.Source = (*Source)(nil)
 
 // New returns a Source for p after checking, on the server, that the query or
 // table can be read and has the key columns. Errors wrap source.ErrInvalid
-// (bad parameters, bad SQL, unknown columns, permission) or
+// (bad parameters, bad SQL, unknown columns), source.ErrAuth (credentials,
+// permission) or
 // source.ErrUnavailable (the server cannot be reached).
 func New(ctx context.Context, p Params) (*Source, error) {
 	invalid := func(format string, args ...any) (*Source, error) {
