@@ -38,6 +38,9 @@ type item struct {
 	// keys (a value since changed in the source): this item's delivery, or
 	// its verified presence, settles them, and they are released with it.
 	release []string
+	// refusedBefore: the destination refused this very value on an earlier
+	// write (its key is rejected in the ledger).
+	refusedBefore bool
 	// invalid, when set, is why the record could not be read or mapped:
 	// it is rejected without a write (its slot is its position).
 	invalid string
@@ -186,6 +189,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				}
 			}
 		}
+		it.refusedBefore = found && e.State == store.LedgerRejected
 		switch {
 		case found && e.State == store.LedgerComplete:
 			// A ledger from before slots: this very value was delivered.
@@ -410,12 +414,26 @@ func (r *run) writeStage(ctx context.Context, c claimed, s *sending, pl *poller)
 		return delta, nil, nil, failure.New(failure.Internal, fmt.Sprintf("the destination answered for %d of %d records", len(out), len(c.send)))
 	}
 	// A page refused whole says the mapping is wrong; rows read again
-	// because they were refused before say nothing of it when refused again.
-	if rejected > 0 && rejected == c.read && !c.again {
+	// because they were refused before say nothing of it when refused again,
+	// nor does a value refused before, read again by the pass (a customer
+	// without an e-mail alone on an incremental page would otherwise fail
+	// every run, and the breaker pause the sync).
+	if rejected > 0 && rejected == c.read && !c.again && refusedAnew(out) {
 		return delta, marks, nil, failure.New(failure.DestinationRejectedRecords,
 			fmt.Sprintf("the destination refused all %d records of page %d", rejected, c.pageNo))
 	}
 	return delta, marks, batches, nil
+}
+
+// refusedAnew reports whether the destination refused a record of out whose
+// value it had not refused before.
+func refusedAnew(out []outcome) bool {
+	for _, o := range out {
+		if o.res.Outcome == destination.Rejected && !o.it.refusedBefore {
+			return true
+		}
+	}
+	return false
 }
 
 // outcome is one written record and what the destination said of it.

@@ -684,6 +684,23 @@ func TestRejected(t *testing.T) {
 			t.Fatalf("owner %s", e.Owner)
 		}
 	})
+	t.Run("a value refused before, alone on its page again, does not fail the run", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 1, destination.CapVerify)
+		tb.dest.reject = func(destination.Record) bool { return true }
+		if _, err := Run(context.Background(), tb.params(t, "")); failure.CodeOf(err) != failure.DestinationRejectedRecords {
+			t.Fatalf("first refusal: %v, want destination_rejected_records", err)
+		}
+		// The same value refused again says nothing new of the mapping:
+		// failing each run would let the breaker pause the sync over one
+		// record (a Shopify customer without an e-mail).
+		for i := 0; i < 2; i++ {
+			r, err := Run(context.Background(), tb.params(t, ""))
+			if err != nil || r.Rejected != 1 || r.State != store.RunSucceeded {
+				t.Fatalf("run %d with the same refusal: %v %+v", i+2, err, r)
+			}
+		}
+	})
 }
 
 func TestCursorOlderThanLedger(t *testing.T) {
