@@ -181,7 +181,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
 	if err := migrateFresh(ctx, w, clk); err != nil {
 		_ = w.Close()
-		return nil, s.mapErr("migrate", err)
+		return nil, whyNotOpen(path, s.mapErr("migrate", err))
 	}
 	// migrate opened (or created) the file: the identity every write
 	// checks (checkFile).
