@@ -86,3 +86,49 @@ func wantGone(t *testing.T, err error, how string) {
 		t.Fatalf("detail %q does not say the file was %s and what to do", detail, how)
 	}
 }
+
+// TestWALGoneUnderAProcess: the -wal file is deleted while a process has the
+// store open. Its writes since the last checkpoint (here all of them) live
+// only in the deleted file it still has open: it must refuse to write more,
+// a process started later must not open the store and must say why, and a
+// clean close of the first process keeps its writes (SQLite's last close
+// copies the WAL into the database).
+func TestWALGoneUnderAProcess(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "oncesync.db")
+	a, err := Open(ctx, OpenParams{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s", Token: "a", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.LeaseRenew(ctx, "s", "a", time.Hour)
+	wantGone(t, err, "lost its -wal file")
+	if _, err := a.ListSyncs(ctx); err == nil {
+		t.Fatal("readiness read of a store without its -wal file succeeded")
+	}
+
+	_, err = Open(ctx, OpenParams{Path: path})
+	if err == nil {
+		t.Fatal("a second process opened the store whose -wal file is gone")
+	}
+	if d := failure.Wrap(failure.StoreUnavailable, err, "open the SQLite store").Detail; !strings.Contains(d, "-wal file was deleted") {
+		t.Fatalf("detail %q does not say the -wal file was deleted", d)
+	}
+
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, OpenParams{Path: path})
+	if err != nil {
+		t.Fatalf("after the clean close: %v", err)
+	}
+	defer b.Close()
+	if l, err := b.LeaseGet(ctx, "s"); err != nil || l.Token != "a" {
+		t.Fatalf("lease after the clean close: %+v, %v; want the write kept", l, err)
+	}
+}

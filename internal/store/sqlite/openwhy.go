@@ -33,6 +33,10 @@ func whyNotOpen(path string, err error) error {
 		advice = fmt.Sprintf("the store's directory %s does not exist; create it, or set store: to a file in a directory that exists", dir)
 	} else if serr != nil {
 		advice = fmt.Sprintf("the user running oncesync (uid %d) may not reach the store's directory %s: %v", os.Getuid(), dir, errors.Unwrap(serr))
+	} else if walGone(path, err) {
+		advice = fmt.Sprintf("the store file %s has a -shm file but no -wal file: the -wal file was deleted while a process had the store open, "+
+			"and holds writes only that process can still see; stop every oncesync process using the store with SIGTERM, not kill -9 "+
+			"(the last one to close copies them into the store), then start them again", path)
 	} else if notADatabase(err) {
 		advice = fmt.Sprintf("the store file %s is not a SQLite database; set store: to oncesync's database file, or to a new path to start an empty store", path)
 	} else {
@@ -60,4 +64,18 @@ func whyNotOpen(path string, err error) error {
 func notADatabase(err error) bool {
 	var se *sqlitedrv.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_NOTADB
+}
+
+// walGone reports whether an open of path failed on I/O (err) with its -shm
+// file there and its -wal file absent or empty: the index of a WAL deleted
+// under a process that still has it (the failed open itself may have created
+// an empty -wal file).
+func walGone(path string, err error) bool {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlitelib.SQLITE_IOERR {
+		return false
+	}
+	_, shm := os.Stat(path + "-shm")
+	wal, werr := os.Stat(path + "-wal")
+	return shm == nil && (errors.Is(werr, fs.ErrNotExist) || (werr == nil && wal.Size() == 0))
 }
