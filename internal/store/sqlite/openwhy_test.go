@@ -47,3 +47,27 @@ func TestOpenSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenNewerSchemaSaysUpgrade: an older binary on a store a newer one
+// migrated is refused; the person reads why and what to run, not a bare
+// "open the SQLite store".
+func TestOpenNewerSchemaSaysUpgrade(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "oncesync.db")
+	s, err := Open(t.Context(), OpenParams{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	_, err = Open(t.Context(), OpenParams{Path: path})
+	if err == nil {
+		t.Fatal("opened a store of a newer schema")
+	}
+	d := failure.Wrap(failure.StoreUnavailable, err, "open the SQLite store").Detail
+	if !strings.Contains(d, "written by a newer oncesync (schema version 999") {
+		t.Fatalf("detail %q does not say a newer oncesync wrote the store", d)
+	}
+}
