@@ -482,7 +482,7 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 		return nil, false, &TransportError{Prefix: c.p.Name, Route: req.Route, Err: errors.New("cannot build request")}
 	}
 	var late atomic.Bool
-	if req.Body != nil {
+	if len(req.Body) > 0 { // an empty body stays http.NoBody, sent with Content-Length: 0
 		// The lease was checked before the attempt; a process stopped
 		// (SIGSTOP, a frozen VM) after that check wakes with the request
 		// still to send, maybe before the context's timer fires. The body
