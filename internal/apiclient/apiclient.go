@@ -291,6 +291,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		resp, wrote, err := c.send(ctx, req, timeout)
 		var wait time.Duration
 		switch {
+		case errors.Is(err, errSendPastDeadline):
+			// Cut before its body's end: no server processes it, but its
+			// first bytes may have left; the caller settles it as in doubt.
+			st.mayHaveApplied = st.mayHaveApplied || wrote
+			return nil, c.noLeaseTime(&st, req, 0, err)
 		case err != nil:
 			if ctx.Err() != nil {
 				if wrote {
@@ -476,6 +481,20 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 	if err != nil {
 		return nil, false, &TransportError{Prefix: c.p.Name, Route: req.Route, Err: errors.New("cannot build request")}
 	}
+	var late atomic.Bool
+	if len(req.Body) > 0 { // an empty body stays http.NoBody, sent with Content-Length: 0
+		// The lease was checked before the attempt; a process stopped
+		// (SIGSTOP, a frozen VM) after that check wakes with the request
+		// still to send, maybe before the context's timer fires. The body
+		// checks the attempt deadline on every read, its last just before
+		// the transport sends the request's end, so a request is never
+		// completed after the lease's deadline
+		// (docs/guide.md#a-run-that-was-frozen).
+		hr.GetBody = func() (io.ReadCloser, error) {
+			return &deadlineBody{r: bytes.NewReader(req.Body), ctx: ctx, clk: c.p.Clock, late: &late}, nil
+		}
+		hr.Body, _ = hr.GetBody()
+	}
 	for k, vs := range req.Header {
 		hr.Header[k] = append([]string(nil), vs...)
 	}
@@ -485,6 +504,12 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 	res, err := c.client.Do(hr)
 	if written.Load() {
 		destination.CountRequest(ctx) // the run's request figure
+	}
+	if late.Load() {
+		if res != nil {
+			_ = res.Body.Close()
+		}
+		return nil, written.Load(), &TransportError{Prefix: c.p.Name, Route: req.Route, Err: errSendPastDeadline}
 	}
 	if err != nil {
 		return nil, written.Load(), &TransportError{Prefix: c.p.Name, Route: req.Route, Err: unwrapURL(err)}
@@ -631,3 +656,31 @@ func WriteEach(ctx context.Context, recs []destination.Record, conc int,
 	}
 	return out, err
 }
+
+// errSendPastDeadline: the request's body was still being sent when the
+// attempt deadline passed, and was cut there (deadlineBody).
+var errSendPastDeadline = errors.New("the run's lease ran out while the request was being sent; it was cut before its end")
+
+// deadlineBody is a request body that refuses to be read once the attempt
+// deadline of ctx has passed (or ctx ended), so the transport abandons the
+// request before its last byte: a server does not process a request whose
+// body never ended.
+type deadlineBody struct {
+	r    *bytes.Reader
+	ctx  context.Context
+	clk  clock.Clock
+	late *atomic.Bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	if until, ok := destination.AttemptDeadline(b.ctx); ok && !b.clk.Now().Before(until) {
+		b.late.Store(true)
+		return 0, errSendPastDeadline
+	}
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *deadlineBody) Close() error { return nil }

@@ -19,6 +19,10 @@ import (
 // at the earliest (or one TTL after the lease store noticed it lost its
 // data), so it never overlaps a request of the old holder.
 
+// wallCheck is how often a holder guarding its work looks at the wall
+// clock for a step that ended its lease (arm).
+const wallCheck = time.Second
+
 // maxAttemptMargin caps AttemptMargin for long TTLs (the seed's 15 min).
 const maxAttemptMargin = 10 * time.Second
 
@@ -257,9 +261,15 @@ func (h *Held) arm() {
 	if old != nil {
 		old.Stop()
 	}
+	// A timer counts on the monotonic clock, the lease store (SQLite's
+	// rows, on this machine's wall clock) and every other process on the
+	// wall clock: a step of the wall clock forward while armed makes the
+	// lease expired for them at once, and another run may take it. So the
+	// timer fires at least every wallCheck to look at the wall clock again
+	// (expired re-arms it while the deadline is ahead).
 	// The call may run at once (a fake clock, a deadline already past), so
 	// no lock is held across AfterFunc; expired ignores a stale timer.
-	t := clock.AfterFunc(h.clk, at.Sub(h.clk.Now()), func() { h.expired(gen) })
+	t := clock.AfterFunc(h.clk, min(at.Sub(h.clk.Now()), wallCheck), func() { h.expired(gen) })
 	h.mu.Lock()
 	if h.gen == gen {
 		h.timer = t
@@ -278,6 +288,10 @@ func (h *Held) expired(gen int) {
 	current, stop := gen == h.gen, h.stopWork
 	h.mu.Unlock()
 	if !current || stop == nil {
+		return
+	}
+	if h.clk.Now().Before(h.WriteDeadline()) {
+		h.arm() // a wallCheck tick, the deadline still ahead
 		return
 	}
 	exp := h.Expiry()

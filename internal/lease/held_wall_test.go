@@ -79,3 +79,38 @@ func TestHeldAfterSleep(t *testing.T) {
 		cancel(nil)
 	}
 }
+
+// TestHeldWallStepWhileKept: the wall clock steps forward past the lease
+// (an NTP correction, a clock set by hand) while Keep guards the work. The
+// lease store and every other process on the machine count on the wall
+// clock, so another run may take the sync at once; the holder must cancel
+// its work, and with it every destination call in flight, within about a
+// second, not at the monotonic expiry or the next renewal.
+func TestHeldWallStepWhileKept(t *testing.T) {
+	t.Parallel()
+	h, err := Hold(t.Context(), HoldParams{Manager: wallManager{}, SyncID: "s", RunID: 1, TTL: 30 * time.Second, Clock: clock.Real{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	stop := h.Keep(work, cancel)
+	defer stop()
+	time.Sleep(50 * time.Millisecond) // armed before the step
+	if work.Err() != nil {
+		t.Fatalf("work cancelled before the step: %v", context.Cause(work))
+	}
+	// The step: the wall clock is an hour further from the ask than the
+	// monotonic clock (moved on the lease's wall expiry, as above).
+	h.mu.Lock()
+	h.wallAt = h.wallAt.Add(-time.Hour)
+	h.mu.Unlock()
+	select {
+	case <-work.Done():
+	case <-time.After(3 * wallCheck):
+		t.Fatal("the work goes on after a wall-clock step ended the lease")
+	}
+	if !errors.Is(context.Cause(work), ErrLost) {
+		t.Errorf("cause %v, want ErrLost", context.Cause(work))
+	}
+}

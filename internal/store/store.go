@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -29,6 +30,20 @@ var (
 	// the detail).
 	ErrDiskFull error = diskFull{}
 )
+
+// SchemaNewerError: the store's schema carries a migration this binary does
+// not know, so it belongs to a newer oncesync and is refused. Its Advice
+// (which failure.Wrap adds to the detail) says to upgrade.
+type SchemaNewerError struct{ Version, Known int }
+
+func (e *SchemaNewerError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", e.Version, e.Known)
+}
+
+func (e *SchemaNewerError) Advice() string {
+	return fmt.Sprintf("the store was written by a newer oncesync (schema version %d, this one knows up to %d): "+
+		"run that version or a later one, never an older one, on this store", e.Version, e.Known)
+}
 
 type diskFull struct{}
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 //go:embed migrations/*.sql
@@ -120,7 +122,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			known = ms[len(ms)-1].Version
 		}
 		if newest > known {
-			return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", newest, known)
+			return &store.SchemaNewerError{Version: newest, Known: known}
 		}
 		for _, m := range ms {
 			if done[m.Version] {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 //go:embed migrations/*.sql
@@ -115,7 +117,7 @@ func migrateList(ctx context.Context, db *sql.DB, now time.Time, ms []migration)
 		known = ms[len(ms)-1].Version
 	}
 	if newest > known {
-		return fmt.Errorf("database schema version %d is newer than this oncesync (knows %d): upgrade oncesync", newest, known)
+		return &store.SchemaNewerError{Version: newest, Known: known}
 	}
 	for _, m := range ms {
 		if applied[m.Version] {

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +89,9 @@ type Store struct {
 	syncMerge    bool // merge inline at mergeEntries (tests), not in the background
 	fg           foreground
 	entryPool    sync.Pool // *[]memEntry, zero up to cap (getEntries)
+
+	path string      // the file opened
+	file os.FileInfo // its identity when opened (checkFile)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -176,7 +181,17 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
 	if err := migrateFresh(ctx, w, clk); err != nil {
 		_ = w.Close()
-		return nil, s.mapErr("migrate", err)
+		return nil, whyNotOpen(path, s.mapErr("migrate", err))
+	}
+	// migrate opened (or created) the file: the identity every write
+	// checks (checkFile).
+	if s.path, err = filepath.Abs(path); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if s.file, err = os.Stat(s.path); err != nil {
+		_ = w.Close()
+		return nil, s.mapErr("open", err)
 	}
 
 	rq := url.Values{}
@@ -229,6 +244,10 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 func (s *Store) commit(op string, tx *sql.Tx, err error, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return s.mapErr(op, err)
+	}
+	if err := s.checkFile(op); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()

@@ -166,6 +166,10 @@ func (s *Store) GetSync(ctx context.Context, id string) (store.Sync, error) {
 
 // ListSyncs returns every sync ordered by id.
 func (s *Store) ListSyncs(ctx context.Context) ([]store.Sync, error) {
+	// Behind /readyz: a process whose file is gone is not ready.
+	if err := s.checkFile("list syncs"); err != nil {
+		return nil, err
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT `+syncColumns+` FROM syncs ORDER BY id`)
 	if err != nil {
 		return nil, s.mapErr("list syncs", err)
