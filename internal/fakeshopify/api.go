@@ -42,6 +42,9 @@ func errAt(line, col int, code, format string, args ...any) gqlError {
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	// Date is the shop's clock, the one updatedAt is on (net/http would
+	// write the wall clock's).
+	w.Header().Set("Date", s.clock.Now().UTC().Format(http.TimeFormat))
 	m := apiPathRE.FindStringSubmatch(r.URL.Path)
 	if m == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"errors": "Not Found"})

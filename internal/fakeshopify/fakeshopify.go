@@ -8,7 +8,8 @@
 // What it models:
 //   - POST /admin/api/{version}/graphql.json with a JSON body {query,
 //     variables, operationName}; any YYYY-MM version or "unstable" (the
-//     answer's X-Shopify-API-Version names it). The X-Shopify-Access-Token
+//     answer's X-Shopify-API-Version names it; its Date is the fake's
+//     clock, as Shopify's is its own). The X-Shopify-Access-Token
 //     header must be present (and equal Options.Token when set): else 401
 //     with Shopify's body {"errors":"[API] Invalid API key or access token
 //     (unrecognized login or wrong password)"}. Other paths: 404

@@ -7,7 +7,9 @@
 // minute before it (id, updatedAt, hash of the record); at the end of a
 // pass it becomes the start of the next one: query "updated_at:>='T-1m'"
 // (the search index lags writes), skipping the customers read then whose
-// record has not changed since (docs/guide.md#shopify-customers). A
+// record has not changed since (docs/guide.md#shopify-customers); once a
+// pass began (Shopify's Date) more than the look-back after T, the next
+// asks for "updated_at:>'T'" only. A
 // customer updated during a pass moves to the end of the sort and is read
 // again before the pass ends, so nothing changed is missed.
 //
@@ -274,8 +276,15 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		}
 		if pos.Floor != "" {
 			floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
-			vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
+			if pos.Settled {
+				vars["query"] = "updated_at:>'" + floor.UTC().Format(time.RFC3339) + "'"
+			} else {
+				vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
+			}
 		}
+		// Only a pass's first request dates it: a pass resumed later must
+		// not seem to have begun then.
+		first := pos.After == "" && pos.Start == ""
 		var data struct {
 			Customers *struct {
 				Nodes    []json.RawMessage `json:"nodes"`
@@ -285,8 +294,12 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 				} `json:"pageInfo"`
 			} `json:"customers"`
 		}
-		if err := s.query(ctx, pageQuery, vars, 2+size*nodeCost, &data); err != nil {
+		date, err := s.queryDated(ctx, pageQuery, vars, 2+size*nodeCost, &data)
+		if err != nil {
 			return source.Page{}, err
+		}
+		if first && !date.IsZero() {
+			pos.Start = date.UTC().Format(time.RFC3339)
 		}
 		if data.Customers == nil {
 			return source.Page{}, fmt.Errorf("%s: %w: Shopify answered without customers", s.id, source.ErrUnavailable)
@@ -386,13 +399,20 @@ func (e *apiError) Unwrap() error { return e.err }
 // its data into out, waiting for the cost bucket first and after THROTTLED
 // answers.
 func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cost int, out any) error {
+	_, err := s.queryDated(ctx, doc, vars, cost, out)
+	return err
+}
+
+// queryDated is query, also returning the Date of Shopify's answer (zero
+// when it has none): Shopify's clock, the one updatedAt is on.
+func (s *Source) queryDated(ctx context.Context, doc string, vars map[string]any, cost int, out any) (time.Time, error) {
 	body, err := json.Marshal(map[string]any{"query": doc, "variables": vars})
 	if err != nil {
-		return fmt.Errorf("%s: %w: %w", s.id, source.ErrInvalid, err)
+		return time.Time{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrInvalid, err)
 	}
 	for throttled := 0; ; throttled++ {
 		if err := s.waitFor(ctx, float64(cost)); err != nil {
-			return err
+			return time.Time{}, err
 		}
 		resp, err := s.api.Do(ctx, apiclient.Request{
 			Method: http.MethodPost, URL: s.endpoint, Route: "POST graphql.json",
@@ -404,22 +424,22 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 			Body: body, Idempotent: true, // a query reads only
 		})
 		if err != nil {
-			return s.apiFailure(ctx, err)
+			return time.Time{}, s.apiFailure(ctx, err)
 		}
 		if resp.Status != http.StatusOK {
-			return s.statusFailure(resp)
+			return time.Time{}, s.statusFailure(resp)
 		}
 		g := gqlResponse{Data: out}
 		err = json.Unmarshal(resp.Body, &g)
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && len(g.Errors) == 0 {
-			return fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
+			return time.Time{}, fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
 		}
 		if err != nil && !errors.As(err, &typeErr) {
 			if len(resp.Body) >= maxBody {
-				return fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
+				return time.Time{}, fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
 			}
-			return fmt.Errorf("%s: %w: Shopify's answer is not GraphQL JSON", s.id, source.ErrUnavailable)
+			return time.Time{}, fmt.Errorf("%s: %w: Shopify's answer is not GraphQL JSON", s.id, source.ErrUnavailable)
 		}
 		if c := g.Extensions.Cost; c != nil && c.ThrottleStatus != nil {
 			ts := c.ThrottleStatus
@@ -431,20 +451,21 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 		if len(g.Errors) > 0 {
 			if g.Errors[0].Extensions.Code == "THROTTLED" {
 				if throttled >= maxThrottled {
-					return fmt.Errorf("%s: %w: Shopify kept answering THROTTLED after %d waits", s.id, source.ErrUnavailable, throttled)
+					return time.Time{}, fmt.Errorf("%s: %w: Shopify kept answering THROTTLED after %d waits", s.id, source.ErrUnavailable, throttled)
 				}
 				if s.throttleWait(float64(cost)) <= 0 {
 					// No throttleStatus to wait by (or it says the bucket
 					// is full): a second, as the bucket restores per second.
 					if err := s.sleep(ctx, time.Second); err != nil {
-						return err
+						return time.Time{}, err
 					}
 				}
 				continue
 			}
-			return s.graphQLFailure(g)
+			return time.Time{}, s.graphQLFailure(g)
 		}
-		return nil
+		date, _ := http.ParseTime(resp.Header.Get("Date"))
+		return date, nil
 	}
 }
 

@@ -555,3 +555,60 @@ func TestDescribeCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledWindowIsNotReadAgain: a quiet store whose last look-back
+// window holds more customers than a cursor remembers (a bulk import, all
+// in one second) is read again by the pass that follows, and no more: that
+// pass began more than the look-back after the import (by Shopify's Date),
+// so every customer of it was indexed and read, and the next passes ask
+// only for customers updated after it. A customer updated later and
+// indexed late is still read once indexed.
+func TestSettledWindowIsNotReadAgain(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	seeded := e.fake.Seed(300)
+	if recs, _ := e.readAll(t, "", 250); len(recs) != 300 {
+		t.Fatalf("first pass: %d records", len(recs))
+	}
+	recs, next := e.readAll(t, "", 250)
+	if len(recs) != 300 {
+		t.Fatalf("first pass again: %d records", len(recs))
+	}
+	// Within the look-back: the 236 the cursor does not remember, again.
+	if recs, _ := e.readAll(t, next, 250); len(recs) != 236 {
+		t.Fatalf("second pass at once: %d records; want 236", len(recs))
+	}
+	e.clock.Advance(20 * time.Minute)
+	recs, next = e.readAll(t, next, 250)
+	if len(recs) != 236 {
+		t.Fatalf("second pass 20 minutes later: %d records; want 236", len(recs))
+	}
+	for i := range 3 {
+		e.clock.Advance(time.Hour)
+		if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+			t.Fatalf("pass %d after the window settled read %d records again", i+3, len(recs))
+		}
+	}
+	st := e.fake.Stats()
+	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>'2026-12-01T08:00:00Z'" {
+		t.Fatalf("last search query %q", last)
+	}
+	// Updated now, indexed ten minutes later: not read until then, then once.
+	late := seeded[42].ID
+	e.fake.Update(late, func(c *fakeshopify.Customer) { c.FirstName = "Indexed late" })
+	e.fake.DelayIndex(late, e.clock.Now().Add(10*time.Minute))
+	e.clock.Advance(5 * time.Minute)
+	if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+		t.Fatalf("read %v before it was indexed", ids(recs))
+	}
+	e.clock.Advance(10 * time.Minute)
+	recs, next = e.readAll(t, next, 250)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(late)}) || recs[0].Fields["firstName"] != "Indexed late" {
+		t.Fatalf("read %v once indexed; want the late-indexed customer", got)
+	}
+	for range 2 {
+		e.clock.Advance(20 * time.Minute)
+		if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+			t.Fatalf("read %v again", ids(recs))
+		}
+	}
+}
