@@ -108,7 +108,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("X-Shopify-API-Version", m[1])
+	// A version no longer supported is served as the oldest supported one
+	// ("falls forward"), and the answer's header names the version served.
+	served := m[1]
+	if opts.OldestVersion != "" && served != "unstable" && served < opts.OldestVersion {
+		served = opts.OldestVersion
+	}
+	w.Header().Set("X-Shopify-API-Version", served)
 	token := r.Header.Get("X-Shopify-Access-Token")
 	if token == "" || (opts.Token != "" && token != opts.Token) {
 		s.mu.Lock()
@@ -144,7 +150,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"errors": "Bad Request: the body must be JSON with a query"})
 		return
 	}
-	status, answer := s.execute(req.Query, req.Variables, fault != nil && fault.Throttle)
+	status, answer := s.execute(served, req.Query, req.Variables, fault != nil && fault.Throttle)
 	s.count(status)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
@@ -188,6 +194,7 @@ func (o obj) MarshalJSON() ([]byte, error) {
 // execution is one request's state.
 type execution struct {
 	s        *Server
+	version  string // the API version served
 	vars     map[string]any
 	declared map[string]varDef
 	used     map[string]bool
@@ -195,7 +202,7 @@ type execution struct {
 	warnings []any
 }
 
-func (s *Server) execute(query string, rawVars map[string]json.RawMessage, forceThrottle bool) (int, []byte) {
+func (s *Server) execute(version, query string, rawVars map[string]json.RawMessage, forceThrottle bool) (int, []byte) {
 	answer := func(v obj) []byte { b, _ := json.Marshal(v); return b }
 	fail := func(errs ...gqlError) (int, []byte) {
 		s.mu.Lock()
@@ -211,7 +218,7 @@ func (s *Server) execute(query string, rawVars map[string]json.RawMessage, force
 		}
 		return fail(gqlError{Message: pe.msg, Locations: []location{{pe.line, pe.col}}})
 	}
-	ex := &execution{s: s, vars: map[string]any{}, declared: map[string]varDef{}, used: map[string]bool{}}
+	ex := &execution{s: s, version: version, vars: map[string]any{}, declared: map[string]varDef{}, used: map[string]bool{}}
 	for _, d := range doc.Vars {
 		ex.declared[d.Name] = d
 		raw, ok := rawVars[d.Name]

@@ -9,7 +9,10 @@
 //   - POST /admin/api/{version}/graphql.json with a JSON body {query,
 //     variables, operationName}; any YYYY-MM version or "unstable" (the
 //     answer's X-Shopify-API-Version names it; its Date is the fake's
-//     clock, as Shopify's is its own). The X-Shopify-Access-Token
+//     clock, as Shopify's is its own). A version older than
+//     Options.OldestVersion is served as that one ("falls forward", as
+//     Shopify does for versions no longer supported); defaultEmailAddress
+//     and defaultPhoneNumber exist from 2025-04 on. The X-Shopify-Access-Token
 //     header must be present (and equal Options.Token when set): else 401
 //     with Shopify's body {"errors":"[API] Invalid API key or access token
 //     (unrecognized login or wrong password)"}. Other paths: 404
@@ -113,6 +116,10 @@ type Options struct {
 	DropRate float64
 	// RedirectTo, when set, answers every API request 301 to this origin.
 	RedirectTo string
+	// OldestVersion, when set, is the oldest supported stable API version:
+	// a request for an older one is served as it (Shopify "falls forward"
+	// and names the version served in X-Shopify-API-Version).
+	OldestVersion string
 	// IndexLag is how long after an update a customer becomes visible to
 	// filtered (query:) searches.
 	IndexLag time.Duration

@@ -462,7 +462,7 @@ func (s *Source) queryDated(ctx context.Context, doc string, vars map[string]any
 				}
 				continue
 			}
-			return time.Time{}, s.graphQLFailure(g)
+			return time.Time{}, s.graphQLFailure(g, resp.Header.Get("X-Shopify-API-Version"))
 		}
 		date, _ := http.ParseTime(resp.Header.Get("Date"))
 		return date, nil
@@ -514,9 +514,15 @@ func (s *Source) statusFailure(resp *apiclient.Response) error {
 	return fmt.Errorf("%s: %w: Shopify answered HTTP %d", s.id, source.ErrUnavailable, resp.Status)
 }
 
+// minAPIVersion is the first version with the fields customerFields reads
+// (defaultEmailAddress and defaultPhoneNumber came in 2025-04).
+const minAPIVersion = "2025-04"
+
 // graphQLFailure maps a GraphQL error answer: a missing scope is refused
 // access; anything else means the query is wrong for this shop or version.
-func (s *Source) graphQLFailure(g gqlResponse) error {
+// served is the version Shopify says it used (X-Shopify-API-Version): for
+// one it no longer supports, Shopify answers as the oldest it does.
+func (s *Source) graphQLFailure(g gqlResponse, served string) error {
 	msgs := make([]string, 0, len(g.Errors))
 	codes := map[string]bool{}
 	for i, e := range g.Errors {
@@ -532,7 +538,19 @@ func (s *Source) graphQLFailure(g gqlResponse) error {
 	case codes["INTERNAL_SERVER_ERROR"]:
 		return fmt.Errorf("%s: %w: Shopify failed the query: %s", s.id, source.ErrUnavailable, msg)
 	}
-	return fmt.Errorf("%s: %w: Shopify refused the query (api_version %s): %s", s.id, source.ErrInvalid, s.p.APIVersion, msg)
+	version := s.p.APIVersion
+	if !versionRE.MatchString(served) {
+		served = "" // not a version: not shown
+	}
+	if served != "" && served != version {
+		version += ", served as " + served + " as Shopify no longer supports " + s.p.APIVersion
+	} else {
+		served = version
+	}
+	if served != "unstable" && served < minAPIVersion {
+		msg += "; the shopify source needs api_version " + minAPIVersion + " or later"
+	}
+	return fmt.Errorf("%s: %w: Shopify refused the query (api_version %s): %s", s.id, source.ErrInvalid, version, msg)
 }
 
 // throttle is the source's model of Shopify's cost bucket, from the last

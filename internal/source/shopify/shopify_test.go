@@ -612,3 +612,40 @@ func TestSettledWindowIsNotReadAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIVersionTooOldOrRetired: the fields the source reads came in
+// 2025-04; an older api_version is refused by Shopify with a message that
+// says which version is needed, and one Shopify no longer supports is
+// served as the oldest it does ("falls forward"), which the message names.
+func TestAPIVersionTooOldOrRetired(t *testing.T) {
+	for _, tc := range []struct {
+		name, version, oldest string
+		want                  []string // in the error; none: the read succeeds
+	}{
+		{"supported old version", "2025-01", "", []string{"api_version 2025-01)", "needs api_version 2025-04 or later", "defaultEmailAddress"}},
+		{"retired, falls forward", "2024-10", "2026-01", nil},
+		{"retired, falls forward to a version without the fields", "2024-07", "2025-01",
+			[]string{"api_version 2024-07, served as 2025-01 as Shopify no longer supports 2024-07)", "needs api_version 2025-04 or later"}},
+		{"current", "2025-07", "2025-04", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, fakeshopify.Options{OldestVersion: tc.oldest}, shopify.Params{APIVersion: tc.version})
+			e.fake.Seed(3)
+			_, err := e.src.ReadPage(context.Background(), "", 10)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, source.ErrInvalid) {
+				t.Fatalf("%v; want ErrInvalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("%v; want %q in it", err, w)
+				}
+			}
+		})
+	}
+}
