@@ -66,6 +66,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			fault = &Fault{Status: []int{500, 502, 503, 504}[s.rng.IntN(4)]}
 		case opts.RateLimitRate > 0 && x < opts.DropRate+opts.ErrorRate+opts.RateLimitRate:
 			fault = &Fault{Status: http.StatusTooManyRequests, RetryAfter: strconv.FormatFloat(opts.RetryAfter.Seconds(), 'f', 1, 64)}
+		case opts.CutRate > 0 && x < opts.DropRate+opts.ErrorRate+opts.RateLimitRate+opts.CutRate:
+			fault = &Fault{Cut: true}
 		}
 	}
 	s.mu.Unlock()
@@ -82,7 +84,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
-	if fault != nil && !fault.Throttle {
+	if fault != nil && !fault.Throttle && !fault.Cut {
 		switch {
 		case fault.Drop:
 			s.mu.Lock()
@@ -153,6 +155,20 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	status, answer := s.execute(served, req.Query, req.Variables, fault != nil && fault.Throttle)
 	s.count(status)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if fault != nil && fault.Cut {
+		// The whole length announced, half of it sent: the client reads
+		// an unexpected EOF.
+		s.mu.Lock()
+		s.stats.Dropped++
+		s.mu.Unlock()
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(status)
+		_, _ = w.Write(answer[:len(answer)/2])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
 }

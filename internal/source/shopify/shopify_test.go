@@ -192,12 +192,15 @@ func Test429WaitsRetryAfter(t *testing.T) {
 func Test5xxAndDropsRetried(t *testing.T) {
 	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
 	e.fake.Seed(5)
-	e.fake.Inject(fakeshopify.Fault{Status: 503}, fakeshopify.Fault{Drop: true}, fakeshopify.Fault{Status: 500})
+	e.fake.Inject(fakeshopify.Fault{Status: 503}, fakeshopify.Fault{Drop: true}, fakeshopify.Fault{Status: 500}, fakeshopify.Fault{Cut: true})
 	recs, _ := e.readAll(t, "", 10)
 	if len(recs) != 5 {
 		t.Fatalf("%d records", len(recs))
 	}
-	if got, want := e.sleeps(), []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !slices.Equal(got, want) {
+	if st := e.fake.Stats(); st.Dropped != 2 || st.CostCharged != 2*(2+5*3) {
+		t.Fatalf("dropped %d, cost charged %d: want the cut answer served and charged", st.Dropped, st.CostCharged)
+	}
+	if got, want := e.sleeps(), []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}; !slices.Equal(got, want) {
 		t.Fatalf("backoffs %v, want %v", got, want)
 	}
 }
