@@ -546,11 +546,14 @@ func TestDescribeCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, next := e.readAll(t, p.Next, 2)
+	e.clock.Advance(time.Hour)
+	_, settled := e.readAll(t, next, 2)
 	c := &shopify.Config{}
 	for cursor, want := range map[string]string{
 		"":           "start of the shop's customers",
 		p.Next:       "after a customer updated 2026-12-01 08:00:00 UTC",
 		next:         "customers updated from 2026-12-01 08:00:00 UTC on",
+		settled:      "customers updated after 2026-12-01 08:00:00 UTC",
 		"shopify1:x": "a cursor this oncesync cannot read",
 	} {
 		if got := c.DescribeCursor(nil, cursor); got != want {
