@@ -42,6 +42,9 @@ func errAt(line, col int, code, format string, args ...any) gqlError {
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	// Date is the shop's clock, the one updatedAt is on (net/http would
+	// write the wall clock's).
+	w.Header().Set("Date", s.clock.Now().UTC().Format(http.TimeFormat))
 	m := apiPathRE.FindStringSubmatch(r.URL.Path)
 	if m == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"errors": "Not Found"})
@@ -63,6 +66,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			fault = &Fault{Status: []int{500, 502, 503, 504}[s.rng.IntN(4)]}
 		case opts.RateLimitRate > 0 && x < opts.DropRate+opts.ErrorRate+opts.RateLimitRate:
 			fault = &Fault{Status: http.StatusTooManyRequests, RetryAfter: strconv.FormatFloat(opts.RetryAfter.Seconds(), 'f', 1, 64)}
+		case opts.CutRate > 0 && x < opts.DropRate+opts.ErrorRate+opts.RateLimitRate+opts.CutRate:
+			fault = &Fault{Cut: true}
 		}
 	}
 	s.mu.Unlock()
@@ -79,7 +84,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
-	if fault != nil && !fault.Throttle {
+	if fault != nil && !fault.Throttle && !fault.Cut {
 		switch {
 		case fault.Drop:
 			s.mu.Lock()
@@ -105,7 +110,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("X-Shopify-API-Version", m[1])
+	// A version no longer supported is served as the oldest supported one
+	// ("falls forward"), and the answer's header names the version served.
+	served := m[1]
+	if opts.OldestVersion != "" && served != "unstable" && served < opts.OldestVersion {
+		served = opts.OldestVersion
+	}
+	w.Header().Set("X-Shopify-API-Version", served)
 	token := r.Header.Get("X-Shopify-Access-Token")
 	if token == "" || (opts.Token != "" && token != opts.Token) {
 		s.mu.Lock()
@@ -141,9 +152,23 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"errors": "Bad Request: the body must be JSON with a query"})
 		return
 	}
-	status, answer := s.execute(req.Query, req.Variables, fault != nil && fault.Throttle)
+	status, answer := s.execute(served, req.Query, req.Variables, fault != nil && fault.Throttle)
 	s.count(status)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if fault != nil && fault.Cut {
+		// The whole length announced, half of it sent: the client reads
+		// an unexpected EOF.
+		s.mu.Lock()
+		s.stats.Dropped++
+		s.mu.Unlock()
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(status)
+		_, _ = w.Write(answer[:len(answer)/2])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(answer)
 }
@@ -185,6 +210,7 @@ func (o obj) MarshalJSON() ([]byte, error) {
 // execution is one request's state.
 type execution struct {
 	s        *Server
+	version  string // the API version served
 	vars     map[string]any
 	declared map[string]varDef
 	used     map[string]bool
@@ -192,7 +218,7 @@ type execution struct {
 	warnings []any
 }
 
-func (s *Server) execute(query string, rawVars map[string]json.RawMessage, forceThrottle bool) (int, []byte) {
+func (s *Server) execute(version, query string, rawVars map[string]json.RawMessage, forceThrottle bool) (int, []byte) {
 	answer := func(v obj) []byte { b, _ := json.Marshal(v); return b }
 	fail := func(errs ...gqlError) (int, []byte) {
 		s.mu.Lock()
@@ -208,7 +234,7 @@ func (s *Server) execute(query string, rawVars map[string]json.RawMessage, force
 		}
 		return fail(gqlError{Message: pe.msg, Locations: []location{{pe.line, pe.col}}})
 	}
-	ex := &execution{s: s, vars: map[string]any{}, declared: map[string]varDef{}, used: map[string]bool{}}
+	ex := &execution{s: s, version: version, vars: map[string]any{}, declared: map[string]varDef{}, used: map[string]bool{}}
 	for _, d := range doc.Vars {
 		ex.declared[d.Name] = d
 		raw, ok := rawVars[d.Name]

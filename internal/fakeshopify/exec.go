@@ -39,7 +39,10 @@ var (
 		"defaultPhoneNumber":  {"phoneNumber": true, "marketingState": true, "__typename": true},
 		"amountSpent":         {"amount": true, "currencyCode": true, "__typename": true},
 	}
-	objectTypes = map[string]string{"defaultEmailAddress": "CustomerEmailAddress", "defaultPhoneNumber": "CustomerPhoneNumber", "amountSpent": "MoneyV2"}
+	// customerSince: fields added by a version (shopify.dev changelog,
+	// "Adding defaultEmailAddress field to Customer", 2025-04).
+	customerSince = map[string]string{"defaultEmailAddress": "2025-04", "defaultPhoneNumber": "2025-04"}
+	objectTypes   = map[string]string{"defaultEmailAddress": "CustomerEmailAddress", "defaultPhoneNumber": "CustomerPhoneNumber", "amountSpent": "MoneyV2"}
 )
 
 type rootPlan struct {
@@ -287,6 +290,9 @@ func (ex *execution) checkCustomerSel(sel []field) int {
 			continue
 		}
 		sub, ok := customerObjects[f.Name]
+		if since := customerSince[f.Name]; ok && ex.version < since {
+			ok = false
+		}
 		if !ok {
 			ex.errf(f, "undefinedField", "Field '%s' doesn't exist on type 'Customer'", f.Name)
 			continue

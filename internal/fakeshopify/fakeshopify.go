@@ -8,7 +8,11 @@
 // What it models:
 //   - POST /admin/api/{version}/graphql.json with a JSON body {query,
 //     variables, operationName}; any YYYY-MM version or "unstable" (the
-//     answer's X-Shopify-API-Version names it). The X-Shopify-Access-Token
+//     answer's X-Shopify-API-Version names it; its Date is the fake's
+//     clock, as Shopify's is its own). A version older than
+//     Options.OldestVersion is served as that one ("falls forward", as
+//     Shopify does for versions no longer supported); defaultEmailAddress
+//     and defaultPhoneNumber exist from 2025-04 on. The X-Shopify-Access-Token
 //     header must be present (and equal Options.Token when set): else 401
 //     with Shopify's body {"errors":"[API] Invalid API key or access token
 //     (unrecognized login or wrong password)"}. Other paths: 404
@@ -49,7 +53,8 @@
 //     type (argumentLiteralsIncompatible), an undeclared or missing
 //     variable, first above 250, neither first nor last.
 //   - faults: 5xx answers, 429 with Retry-After, slow answers, connections
-//     dropped before the answer, a redirect to another origin; random (by
+//     dropped before the answer or cut halfway through a served (and
+//     charged) one, a redirect to another origin; random (by
 //     rate) or queued one by one (Server.Inject), settable from Go and flags.
 //
 // Where it departs from Shopify (deliberately): only forward pagination
@@ -110,8 +115,15 @@ type Options struct {
 	// DropRate is the fraction of API requests whose connection is cut
 	// before any answer.
 	DropRate float64
+	// CutRate is the fraction of API requests that are served (and
+	// charged) but whose answer is cut halfway through its body.
+	CutRate float64
 	// RedirectTo, when set, answers every API request 301 to this origin.
 	RedirectTo string
+	// OldestVersion, when set, is the oldest supported stable API version:
+	// a request for an older one is served as it (Shopify "falls forward"
+	// and names the version served in X-Shopify-API-Version).
+	OldestVersion string
 	// IndexLag is how long after an update a customer becomes visible to
 	// filtered (query:) searches.
 	IndexLag time.Duration
@@ -131,6 +143,9 @@ type Fault struct {
 	RetryAfter string
 	// Drop cuts the connection without an answer.
 	Drop bool
+	// Cut runs the query (its cost is charged) and cuts the connection
+	// halfway through the answer's body.
+	Cut bool
 	// Throttle answers THROTTLED (HTTP 200) whatever the bucket holds.
 	Throttle bool
 }
@@ -231,6 +246,7 @@ func (s *Server) SetFaults(o Options) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.opts.Latency, s.opts.ErrorRate, s.opts.RateLimitRate, s.opts.DropRate = o.Latency, o.ErrorRate, o.RateLimitRate, o.DropRate
+	s.opts.CutRate = o.CutRate
 	s.opts.RedirectTo = o.RedirectTo
 	if o.RetryAfter > 0 {
 		s.opts.RetryAfter = o.RetryAfter

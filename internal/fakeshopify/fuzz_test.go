@@ -23,7 +23,7 @@ func FuzzExecute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, query, vars string) {
 		var raw map[string]json.RawMessage
 		_ = json.Unmarshal([]byte(vars), &raw)
-		_, body := s.execute(query, raw, false)
+		_, body := s.execute("2025-07", query, raw, false)
 		var out map[string]json.RawMessage
 		if err := json.Unmarshal(body, &out); err != nil {
 			t.Fatalf("answer is not JSON: %s", body)

@@ -26,8 +26,10 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options, seed *int) {
 	fs.Float64Var(&o.RateLimitRate, "rate-limit-rate", o.RateLimitRate, "fraction (0..1) of API requests answered 429 with Retry-After")
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "the Retry-After of those 429s (0 = 1s)")
 	fs.Float64Var(&o.DropRate, "drop-rate", o.DropRate, "fraction (0..1) of API requests whose connection is cut before any answer")
+	fs.Float64Var(&o.CutRate, "cut-rate", o.CutRate, "fraction (0..1) of API requests served (and charged) whose answer is cut halfway through its body")
 	fs.StringVar(&o.RedirectTo, "redirect-to", o.RedirectTo, "answer every API request 301 to this origin (a moved shop)")
 	fs.DurationVar(&o.IndexLag, "index-lag", o.IndexLag, "how long after an update a customer shows up in filtered (query:) searches, e.g. 2s")
+	fs.StringVar(&o.OldestVersion, "oldest-version", o.OldestVersion, "the oldest supported API version, e.g. 2026-01: older ones are served as it, as Shopify falls forward (empty serves every version as asked)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 	if seed != nil {
 		fs.IntVar(seed, "customers", *seed, "customers to generate at start (POST /_customers adds and changes more)")

@@ -115,6 +115,8 @@ func (c *Config) DescribeCursor(_ *config.Source, cursor string) string {
 		return "a cursor this oncesync cannot read"
 	}
 	switch {
+	case p.After == "" && p.Settled:
+		return "customers updated after " + human(p.Floor)
 	case p.After == "" && p.Floor != "":
 		return "customers updated from " + human(p.Floor) + " on"
 	case p.Floor != "":

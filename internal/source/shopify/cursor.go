@@ -37,6 +37,13 @@ type position struct {
 	Seen []string `json:"s,omitempty"`
 	// Prev is the previous pass's Seen, which this pass skips by.
 	Prev []string `json:"p,omitempty"`
+	// Start is when this pass began: the Date of Shopify's answer to its
+	// first page (Shopify's clock), "" when unknown.
+	Start string `json:"t,omitempty"`
+	// Settled: every customer updated up to Floor was read by the previous
+	// pass, so this one asks for those updated after it, without look-back
+	// (see nextPass).
+	Settled bool `json:"x,omitempty"`
 	// pending are customers read but not yet in Seen: hashing every record
 	// read costs, only those still in the window when the cursor is written
 	// need it.
@@ -87,7 +94,7 @@ func parseCursor(s string) (position, error) {
 	if err := dec.Decode(&p); err != nil || dec.More() {
 		return bad("not a shopify cursor's JSON")
 	}
-	for _, t := range []string{p.Floor, p.Last} {
+	for _, t := range []string{p.Floor, p.Last, p.Start} {
 		if t != "" {
 			if _, err := time.Parse(time.RFC3339, t); err != nil {
 				return bad("a time in it is not RFC 3339")
@@ -186,12 +193,27 @@ func (p *position) flush() {
 	}
 }
 
+// settleMargin is how much later than the look-back after the last
+// instant read a pass must have begun for the next one to skip the
+// look-back: Shopify's Date says when its answer left, the search ran a
+// little before, and both clocks are read to the second.
+const settleMargin = time.Minute
+
 // nextPass is where the next run starts: from the last instant read,
-// looking back, less the customers read unchanged.
+// looking back, less the customers read unchanged. When this pass began
+// more than the look-back after that instant, every customer updated up to
+// it was indexed before the pass began (the look-back bounds the index's
+// lag) and so was read by it: the next pass asks only for customers
+// updated after it. Otherwise a quiet store would read again, at every run,
+// the customers of its last look-back window beyond the maxSeen the cursor
+// remembers (a bulk import of thousands in the same second).
 func (p position) nextPass() position {
 	p.flush()
 	if p.Last == "" {
-		return position{Floor: p.Floor, window: p.window}
+		return position{Floor: p.Floor, Settled: p.Settled, window: p.window}
+	}
+	if start, err := time.Parse(time.RFC3339, p.Start); err == nil && !start.Before(p.last().Add(p.window+settleMargin)) {
+		return position{Floor: p.Last, Last: p.Last, Settled: true, window: p.window}
 	}
 	return position{Floor: p.Last, Last: p.Last, Prev: p.Seen, window: p.window}
 }

@@ -7,7 +7,9 @@
 // minute before it (id, updatedAt, hash of the record); at the end of a
 // pass it becomes the start of the next one: query "updated_at:>='T-1m'"
 // (the search index lags writes), skipping the customers read then whose
-// record has not changed since (docs/guide.md#shopify-customers). A
+// record has not changed since (docs/guide.md#shopify-customers); once a
+// pass began (Shopify's Date) more than the look-back after T, the next
+// asks for "updated_at:>'T'" only. A
 // customer updated during a pass moves to the end of the sort and is read
 // again before the pass ends, so nothing changed is missed.
 //
@@ -274,8 +276,15 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		}
 		if pos.Floor != "" {
 			floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
-			vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
+			if pos.Settled {
+				vars["query"] = "updated_at:>'" + floor.UTC().Format(time.RFC3339) + "'"
+			} else {
+				vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
+			}
 		}
+		// Only a pass's first request dates it: a pass resumed later must
+		// not seem to have begun then.
+		first := pos.After == "" && pos.Start == ""
 		var data struct {
 			Customers *struct {
 				Nodes    []json.RawMessage `json:"nodes"`
@@ -285,8 +294,12 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 				} `json:"pageInfo"`
 			} `json:"customers"`
 		}
-		if err := s.query(ctx, pageQuery, vars, 2+size*nodeCost, &data); err != nil {
+		date, err := s.queryDated(ctx, pageQuery, vars, 2+size*nodeCost, &data)
+		if err != nil {
 			return source.Page{}, err
+		}
+		if first && !date.IsZero() {
+			pos.Start = date.UTC().Format(time.RFC3339)
 		}
 		if data.Customers == nil {
 			return source.Page{}, fmt.Errorf("%s: %w: Shopify answered without customers", s.id, source.ErrUnavailable)
@@ -386,13 +399,20 @@ func (e *apiError) Unwrap() error { return e.err }
 // its data into out, waiting for the cost bucket first and after THROTTLED
 // answers.
 func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cost int, out any) error {
+	_, err := s.queryDated(ctx, doc, vars, cost, out)
+	return err
+}
+
+// queryDated is query, also returning the Date of Shopify's answer (zero
+// when it has none): Shopify's clock, the one updatedAt is on.
+func (s *Source) queryDated(ctx context.Context, doc string, vars map[string]any, cost int, out any) (time.Time, error) {
 	body, err := json.Marshal(map[string]any{"query": doc, "variables": vars})
 	if err != nil {
-		return fmt.Errorf("%s: %w: %w", s.id, source.ErrInvalid, err)
+		return time.Time{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrInvalid, err)
 	}
 	for throttled := 0; ; throttled++ {
 		if err := s.waitFor(ctx, float64(cost)); err != nil {
-			return err
+			return time.Time{}, err
 		}
 		resp, err := s.api.Do(ctx, apiclient.Request{
 			Method: http.MethodPost, URL: s.endpoint, Route: "POST graphql.json",
@@ -404,22 +424,22 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 			Body: body, Idempotent: true, // a query reads only
 		})
 		if err != nil {
-			return s.apiFailure(ctx, err)
+			return time.Time{}, s.apiFailure(ctx, err)
 		}
 		if resp.Status != http.StatusOK {
-			return s.statusFailure(resp)
+			return time.Time{}, s.statusFailure(resp)
 		}
 		g := gqlResponse{Data: out}
 		err = json.Unmarshal(resp.Body, &g)
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && len(g.Errors) == 0 {
-			return fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
+			return time.Time{}, fmt.Errorf("%s: %w: Shopify's data does not have the shape asked for", s.id, source.ErrInvalid)
 		}
 		if err != nil && !errors.As(err, &typeErr) {
 			if len(resp.Body) >= maxBody {
-				return fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
+				return time.Time{}, fmt.Errorf("%s: %w: Shopify's answer is larger than %d MiB; lower page_size", s.id, source.ErrInvalid, maxBody>>20)
 			}
-			return fmt.Errorf("%s: %w: Shopify's answer is not GraphQL JSON", s.id, source.ErrUnavailable)
+			return time.Time{}, fmt.Errorf("%s: %w: Shopify's answer is not GraphQL JSON", s.id, source.ErrUnavailable)
 		}
 		if c := g.Extensions.Cost; c != nil && c.ThrottleStatus != nil {
 			ts := c.ThrottleStatus
@@ -431,20 +451,21 @@ func (s *Source) query(ctx context.Context, doc string, vars map[string]any, cos
 		if len(g.Errors) > 0 {
 			if g.Errors[0].Extensions.Code == "THROTTLED" {
 				if throttled >= maxThrottled {
-					return fmt.Errorf("%s: %w: Shopify kept answering THROTTLED after %d waits", s.id, source.ErrUnavailable, throttled)
+					return time.Time{}, fmt.Errorf("%s: %w: Shopify kept answering THROTTLED after %d waits", s.id, source.ErrUnavailable, throttled)
 				}
 				if s.throttleWait(float64(cost)) <= 0 {
 					// No throttleStatus to wait by (or it says the bucket
 					// is full): a second, as the bucket restores per second.
 					if err := s.sleep(ctx, time.Second); err != nil {
-						return err
+						return time.Time{}, err
 					}
 				}
 				continue
 			}
-			return s.graphQLFailure(g)
+			return time.Time{}, s.graphQLFailure(g, resp.Header.Get("X-Shopify-API-Version"))
 		}
-		return nil
+		date, _ := http.ParseTime(resp.Header.Get("Date"))
+		return date, nil
 	}
 }
 
@@ -493,9 +514,15 @@ func (s *Source) statusFailure(resp *apiclient.Response) error {
 	return fmt.Errorf("%s: %w: Shopify answered HTTP %d", s.id, source.ErrUnavailable, resp.Status)
 }
 
+// minAPIVersion is the first version with the fields customerFields reads
+// (defaultEmailAddress and defaultPhoneNumber came in 2025-04).
+const minAPIVersion = "2025-04"
+
 // graphQLFailure maps a GraphQL error answer: a missing scope is refused
 // access; anything else means the query is wrong for this shop or version.
-func (s *Source) graphQLFailure(g gqlResponse) error {
+// served is the version Shopify says it used (X-Shopify-API-Version): for
+// one it no longer supports, Shopify answers as the oldest it does.
+func (s *Source) graphQLFailure(g gqlResponse, served string) error {
 	msgs := make([]string, 0, len(g.Errors))
 	codes := map[string]bool{}
 	for i, e := range g.Errors {
@@ -511,7 +538,19 @@ func (s *Source) graphQLFailure(g gqlResponse) error {
 	case codes["INTERNAL_SERVER_ERROR"]:
 		return fmt.Errorf("%s: %w: Shopify failed the query: %s", s.id, source.ErrUnavailable, msg)
 	}
-	return fmt.Errorf("%s: %w: Shopify refused the query (api_version %s): %s", s.id, source.ErrInvalid, s.p.APIVersion, msg)
+	version := s.p.APIVersion
+	if !versionRE.MatchString(served) {
+		served = "" // not a version: not shown
+	}
+	if served != "" && served != version {
+		version += ", served as " + served + " as Shopify no longer supports " + s.p.APIVersion
+	} else {
+		served = version
+	}
+	if served != "unstable" && served < minAPIVersion {
+		msg += "; the shopify source needs api_version " + minAPIVersion + " or later"
+	}
+	return fmt.Errorf("%s: %w: Shopify refused the query (api_version %s): %s", s.id, source.ErrInvalid, version, msg)
 }
 
 // throttle is the source's model of Shopify's cost bucket, from the last

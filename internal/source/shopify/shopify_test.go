@@ -192,12 +192,15 @@ func Test429WaitsRetryAfter(t *testing.T) {
 func Test5xxAndDropsRetried(t *testing.T) {
 	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
 	e.fake.Seed(5)
-	e.fake.Inject(fakeshopify.Fault{Status: 503}, fakeshopify.Fault{Drop: true}, fakeshopify.Fault{Status: 500})
+	e.fake.Inject(fakeshopify.Fault{Status: 503}, fakeshopify.Fault{Drop: true}, fakeshopify.Fault{Status: 500}, fakeshopify.Fault{Cut: true})
 	recs, _ := e.readAll(t, "", 10)
 	if len(recs) != 5 {
 		t.Fatalf("%d records", len(recs))
 	}
-	if got, want := e.sleeps(), []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !slices.Equal(got, want) {
+	if st := e.fake.Stats(); st.Dropped != 2 || st.CostCharged != 2*(2+5*3) {
+		t.Fatalf("dropped %d, cost charged %d: want the cut answer served and charged", st.Dropped, st.CostCharged)
+	}
+	if got, want := e.sleeps(), []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}; !slices.Equal(got, want) {
 		t.Fatalf("backoffs %v, want %v", got, want)
 	}
 }
@@ -543,15 +546,112 @@ func TestDescribeCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, next := e.readAll(t, p.Next, 2)
+	e.clock.Advance(time.Hour)
+	_, settled := e.readAll(t, next, 2)
 	c := &shopify.Config{}
 	for cursor, want := range map[string]string{
 		"":           "start of the shop's customers",
 		p.Next:       "after a customer updated 2026-12-01 08:00:00 UTC",
 		next:         "customers updated from 2026-12-01 08:00:00 UTC on",
+		settled:      "customers updated after 2026-12-01 08:00:00 UTC",
 		"shopify1:x": "a cursor this oncesync cannot read",
 	} {
 		if got := c.DescribeCursor(nil, cursor); got != want {
 			t.Errorf("DescribeCursor(%q) = %q, want %q", cursor, got, want)
 		}
+	}
+}
+
+// TestSettledWindowIsNotReadAgain: a quiet store whose last look-back
+// window holds more customers than a cursor remembers (a bulk import, all
+// in one second) is read again by the pass that follows, and no more: that
+// pass began more than the look-back after the import (by Shopify's Date),
+// so every customer of it was indexed and read, and the next passes ask
+// only for customers updated after it. A customer updated later and
+// indexed late is still read once indexed.
+func TestSettledWindowIsNotReadAgain(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	seeded := e.fake.Seed(300)
+	if recs, _ := e.readAll(t, "", 250); len(recs) != 300 {
+		t.Fatalf("first pass: %d records", len(recs))
+	}
+	recs, next := e.readAll(t, "", 250)
+	if len(recs) != 300 {
+		t.Fatalf("first pass again: %d records", len(recs))
+	}
+	// Within the look-back: the 236 the cursor does not remember, again.
+	if recs, _ := e.readAll(t, next, 250); len(recs) != 236 {
+		t.Fatalf("second pass at once: %d records; want 236", len(recs))
+	}
+	e.clock.Advance(20 * time.Minute)
+	recs, next = e.readAll(t, next, 250)
+	if len(recs) != 236 {
+		t.Fatalf("second pass 20 minutes later: %d records; want 236", len(recs))
+	}
+	for i := range 3 {
+		e.clock.Advance(time.Hour)
+		if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+			t.Fatalf("pass %d after the window settled read %d records again", i+3, len(recs))
+		}
+	}
+	st := e.fake.Stats()
+	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>'2026-12-01T08:00:00Z'" {
+		t.Fatalf("last search query %q", last)
+	}
+	// Updated now, indexed ten minutes later: not read until then, then once.
+	late := seeded[42].ID
+	e.fake.Update(late, func(c *fakeshopify.Customer) { c.FirstName = "Indexed late" })
+	e.fake.DelayIndex(late, e.clock.Now().Add(10*time.Minute))
+	e.clock.Advance(5 * time.Minute)
+	if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+		t.Fatalf("read %v before it was indexed", ids(recs))
+	}
+	e.clock.Advance(10 * time.Minute)
+	recs, next = e.readAll(t, next, 250)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(late)}) || recs[0].Fields["firstName"] != "Indexed late" {
+		t.Fatalf("read %v once indexed; want the late-indexed customer", got)
+	}
+	for range 2 {
+		e.clock.Advance(20 * time.Minute)
+		if recs, next = e.readAll(t, next, 250); len(recs) != 0 {
+			t.Fatalf("read %v again", ids(recs))
+		}
+	}
+}
+
+// TestAPIVersionTooOldOrRetired: the fields the source reads came in
+// 2025-04; an older api_version is refused by Shopify with a message that
+// says which version is needed, and one Shopify no longer supports is
+// served as the oldest it does ("falls forward"), which the message names.
+func TestAPIVersionTooOldOrRetired(t *testing.T) {
+	for _, tc := range []struct {
+		name, version, oldest string
+		want                  []string // in the error; none: the read succeeds
+	}{
+		{"supported old version", "2025-01", "", []string{"api_version 2025-01)", "needs api_version 2025-04 or later", "defaultEmailAddress"}},
+		{"retired, falls forward", "2024-10", "2026-01", nil},
+		{"retired, falls forward to a version without the fields", "2024-07", "2025-01",
+			[]string{"api_version 2024-07, served as 2025-01 as Shopify no longer supports 2024-07)", "needs api_version 2025-04 or later"}},
+		{"current", "2025-07", "2025-04", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, fakeshopify.Options{OldestVersion: tc.oldest}, shopify.Params{APIVersion: tc.version})
+			e.fake.Seed(3)
+			_, err := e.src.ReadPage(context.Background(), "", 10)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, source.ErrInvalid) {
+				t.Fatalf("%v; want ErrInvalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("%v; want %q in it", err, w)
+				}
+			}
+		})
 	}
 }
