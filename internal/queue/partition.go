@@ -144,18 +144,6 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	if err != nil {
 		return err
 	}
-	if l, lerr := s.inspector.LeaseGet(ctx, sc.ID); lerr == nil && lease.Live(l, s.clock.Now(), lease.ThisProcess()) {
-		// A run by hand holds the sync's own lease while it works the
-		// partitions one after another (docs/guide.md#commands): partition
-		// jobs queued now would meet its partitions' leases and end
-		// without finishing this run.
-		_ = built.Close()
-		ferr := failure.New(failure.AlreadyRunning, runner.SentenceAlreadyRunning)
-		if run, err := s.st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt}); err == nil {
-			s.finishCoordinated(ctx, run, store.RunSkipped, ferr)
-		}
-		return ferr
-	}
 	snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
 	_ = built.Close()
 	if err != nil {

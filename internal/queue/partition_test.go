@@ -50,14 +50,6 @@ type partitionBundle struct {
 
 func setupPartitioned(t *testing.T, afterWrite func(*http.Request)) *partitionBundle {
 	t.Helper()
-	return setupPartitionedLeases(t, afterWrite, false)
-}
-
-// setupPartitionedLeases is setupPartitioned; with inspectRedis the
-// services read the sync's lease in Redis, where its runs take it, as serve
-// and worker do (cli's queue.Params.LeaseInspector).
-func setupPartitionedLeases(t *testing.T, afterWrite func(*http.Request), inspectRedis bool) *partitionBundle {
-	t.Helper()
 	ctx := t.Context()
 	dbURL := testDatabaseURL(t)
 	redisURL := testRedisURL(t)
@@ -114,13 +106,8 @@ func setupPartitionedLeases(t *testing.T, afterWrite func(*http.Request), inspec
 		t.Cleanup(func() { st.Close() })
 		rc := redis.NewClient(opt)
 		t.Cleanup(func() { _ = rc.Close() })
-		rl := redislease.New(redislease.Params{Client: rc, Store: st})
-		var inspector queue.LeaseInspector
-		if inspectRedis {
-			inspector = queue.LeaseInspectorFunc(rl.Get)
-		}
 		svc, err := queue.New(ctx, queue.Params{
-			Config: cfg, Store: st, Leases: rl, LeaseInspector: inspector,
+			Config: cfg, Store: st, Leases: redislease.New(redislease.Params{Client: rc, Store: st}),
 			Redis: rc, Workers: 2, FetchPollInterval: 20 * time.Millisecond,
 			// The barrier's backoff (1 s, 2 s, 4 s) without its waits.
 			Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
@@ -346,63 +333,5 @@ func TestPartitionedCSVSync(t *testing.T) {
 	}
 	if s := fake.Stats(); s.Contacts != 3000 || s.ContactsWritten != 3000 || s.DuplicateWrites != 0 {
 		t.Fatalf("fake: %+v", s)
-	}
-}
-
-// TestPartitionedRunWaitsForARunByHand: `oncesync run` of a partitioned
-// sync holds the sync's own lease while it works the partitions one after
-// another (docs/guide.md#commands). A scheduled or "run now" coordinator
-// meanwhile records a skipped run (already_running) and queues no
-// partition: its partition jobs would meet the run by hand's partition
-// leases, complete without a run and leave its run to be closed
-// partitions_unfinished. Once the lease is free the next run delivers.
-func TestPartitionedRunWaitsForARunByHand(t *testing.T) {
-	t.Parallel()
-	b := setupPartitionedLeases(t, nil, true)
-	opt, err := redis.ParseURL(testRedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rc.Close() })
-	byHand := redislease.New(redislease.Params{Client: rc, Store: b.st})
-	g, err := byHand.Acquire(t.Context(), lease.AcquireParams{SyncID: b.syncID, RunID: 1, TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fin := b.run(t)
-	if fin.State != store.RunSkipped || fin.FailureCode != string(failure.AlreadyRunning) {
-		t.Fatalf("the run while a run by hand holds the sync: %+v, want skipped, already_running", fin)
-	}
-	if st := b.fake.Stats(); st.ContactsWritten != 0 {
-		t.Fatalf("%d contacts written while the run by hand held the sync", st.ContactsWritten)
-	}
-	if err := byHand.Release(t.Context(), g); err != nil {
-		t.Fatal(err)
-	}
-	// The skipped run is recorded before its job completes: until then a
-	// new one is a duplicate of it.
-	waitFor(t, 30*time.Second, "a new run queued", func() bool {
-		enq, err := b.svcs[0].Enqueue(t.Context(), b.syncID, queue.ReasonManual)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return !enq.Duplicate
-	})
-	deadline := time.Now().Add(3 * time.Minute)
-	for ok := false; !ok; time.Sleep(100 * time.Millisecond) {
-		for _, r := range runsOf(t, b.st, b.syncID) {
-			ok = ok || r.State == store.RunSucceeded
-		}
-		if !ok && time.Now().After(deadline) {
-			t.Logf("runs: %+v", runsOf(t, b.st, b.syncID))
-			for k := 1; k <= partitionCount; k++ {
-				t.Logf("partition %d: %+v", k, runsOf(t, b.st, partition.SyncID(b.syncID, k)))
-			}
-			t.Fatal("no run succeeded after the run by hand released the sync")
-		}
-	}
-	if st := b.fake.Stats(); st.ContactsWritten != partitionRows || st.DuplicateWrites != 0 {
-		t.Fatalf("fake: want %d contacts written once; got %+v", partitionRows, st)
 	}
 }
