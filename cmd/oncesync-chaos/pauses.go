@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -89,9 +88,10 @@ func pauses(ctx context.Context, e *env) (*Row, error) {
 		case !ok:
 			row.problemf("%s did not exit within 2 minutes", h.name)
 			h.stop()
-		case code != 0 && !strings.Contains(h.lastLine(), "already running"):
-			// A run by hand may meet the workers' lease (exit 3, "already
-			// running"); anything else is a failure a person would see.
+		case code != 0 && code != 3:
+			// A run by hand may meet the workers' lease (exit 3, another
+			// run in progress); anything else is a failure a person would
+			// see.
 			row.problemf("%s exited %d: %s", h.name, code, h.lastLine())
 		default:
 			row.notef("%s exited %d", h.name, code)
