@@ -57,6 +57,7 @@ func scenarios() []scenario {
 		{"redis-partitioned", "serve + 2 workers, one sync with partitions: 4 over 100,000 PostgreSQL rows (40,000 with --short); Redis SIGKILLed a third of the way in, down 15 s, restarted empty: no write while it is down, the same run converges", redisPartitioned},
 		{"destination-faults", "serve + 2 workers; 5xx bursts, 429 storms, slow responses, and responses cut after the write was applied", destinationFaults},
 		{"zombie", "a worker frozen (SIGSTOP) once a write has fully left it, past its 3 s lease; another takes over; SIGCONT: the zombie is fenced", zombie},
+		{"pauses", "serve x2 + 2 workers, lease 3 s: a worker frozen (SIGSTOP) with no request at the fake, past its lease, then thawed; runs by hand beside the workers; a long lock on the cursors table: no write after a thaw, nothing twice or lost", pauses},
 		{"pg-restart", "serve + 2 workers on a throwaway PostgreSQL restarted mid-run (fallback: pg_terminate_backend of the store's connections)", pgRestart},
 		{"rejected-then-accepted", "oncesync run, PostgreSQL source of 1,000 rows, single path: 10 rows refused for their content, then accepted: the next runs deliver all 10", rejectedThenAccepted},
 		{"cut-off-worker", "serve + 2 workers; worker1 silently cut off from PostgreSQL and Redis (bytes held, connections open) as its write meets a slow or rate-limited Brevo: none of its writes lands past its lease TTL, its syncs resume elsewhere", cutOffWorker},

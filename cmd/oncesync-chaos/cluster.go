@@ -70,6 +70,9 @@ type clusterParams struct {
 	// RateLimit is every Brevo sync's rate_limit (default 1000: the fake
 	// limits nothing unless Fake.RateLimitPerSecond says so).
 	RateLimit int
+	// TagWorkers gives every worker an API key of its own (dest.keyFor its
+	// name), so the writes each one lands can be told apart.
+	TagWorkers bool
 }
 
 // recoverySweep is the lease-expiry recovery's period (docs/guide.md#running-on-a-schedule-serve-and-worker).
@@ -338,6 +341,8 @@ func (c *cluster) startWorker(i int) (*proc, error) {
 	config, env := c.config, []string(nil)
 	if i == 0 && c.cutConfig != "" {
 		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
+	} else if c.p.TagWorkers {
+		env = []string{"BREVO_API_KEY=" + c.dest.keyFor(fmt.Sprintf("worker%d", i+1))}
 	}
 	args := []string{"worker", "--config", config, "--workers", fmt.Sprint(c.p.Slots), "--log-level", "info"}
 	if !c.p.Machines {

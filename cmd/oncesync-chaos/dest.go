@@ -54,6 +54,9 @@ type dest struct {
 	// the requests the fake is serving now.
 	calls    []contactCall
 	inFlight int
+	// active counts, per sync, the requests whose headers arrived and whose
+	// answer is not written yet (a body may still be on its way).
+	active map[string]int
 }
 
 // contactCall is one /v3/contacts* request and the fake's answer.
@@ -202,6 +205,18 @@ func (d *dest) contactCalls(from, to time.Time) (n, limited int) {
 		}
 	}
 	return n, limited
+}
+
+// activeFor is how many requests of syncs have arrived (their headers) and
+// not been answered yet.
+func (d *dest) activeFor(syncs []string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, id := range syncs {
+		n += d.active[id]
+	}
+	return n
 }
 
 // busy is how many requests the fake is serving now.
@@ -374,6 +389,17 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	arrived := time.Now()
+	d.mu.Lock()
+	if d.active == nil {
+		d.active = map[string]int{}
+	}
+	d.active[syncID]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.active[syncID]--
+		d.mu.Unlock()
+	}()
 	if ic != nil && ic(syncID, w, r2) {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,6 +22,8 @@ import (
 	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/progress"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/runner"
@@ -321,25 +324,136 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			unit = progress.Bytes
 		}
 	}
-	bar := progress.Open(progress.Params{W: env.Stdout, Desc: sc.ID, Unit: unit, Interval: 2 * time.Second})
-	var barAt int64 // the bar's position (Progress calls come one at a time)
-	start := time.Now()
-	run, runErr := runner.Run(runCtx, runner.Params{
-		Store:         st,
-		Leases:        leases,
-		Source:        built.Source,
-		Destination:   built.Destination,
-		Clock:         clk,
-		Logger:        log,
-		Sync:          built.Sync,
-		LeaseTTL:      cfg.Settings.LeaseTTL,
-		LeaseRenew:    cfg.Settings.LeaseRenew,
-		InDoubtGrace:  cfg.Settings.InDoubtGrace,
-		ResetCursor:   f.resetCursor,
-		Resend:        f.resend,
-		Drain:         drain,
-		AllowRemovals: f.allowRemovals,
-		AfterFailure: func(ctx context.Context, r store.Run) {
+	// A partitioned sync is run one partition after another, each under
+	// its partition's own lease, cursor and ledger, as serve's partition
+	// jobs run it: under the sync's own ledger a run by hand would know
+	// nothing of what the partitions delivered, write every record again
+	// beside them and leave the partitions' last delivered states behind
+	// the destination (docs/guide.md#commands).
+	parts := []runPart{{sync: built.Sync, desc: sc.ID}}
+	workCtx := runCtx
+	var whole *wholeRun
+	if sc.Partitions > 1 {
+		parts = partitionParts(sc, built.Sync)
+		var err error
+		if workCtx, whole, err = startWhole(runCtx, st, leases, cfg, sc, clk); err != nil {
+			if failure.CodeOf(err) == failure.AlreadyRunning {
+				fmt.Fprintln(env.Stdout, runner.SentenceAlreadyRunning)
+				return exit(ExitSkipped, nil)
+			}
+			return failed(env.Stdout, err)
+		}
+	}
+	var (
+		last, worst   store.Run
+		worstErr      error
+		skipped, done bool
+		total         store.Counters
+	)
+	for i, part := range parts {
+		if i > 0 {
+			select {
+			case <-drain:
+				done = true // draining: the next partitions wait for the next run
+			default:
+			}
+			if done || workCtx.Err() != nil {
+				done = true
+				break
+			}
+		}
+		run, runErr := runOnePart(workCtx, part, func(bar progress.Bar, barAt *int64) runner.Params {
+			return runner.Params{
+				Store:         st,
+				Leases:        leases,
+				Source:        built.Source,
+				Destination:   built.Destination,
+				Clock:         clk,
+				Logger:        log,
+				Sync:          part.sync,
+				Filter:        part.filter,
+				Slice:         part.slice,
+				LeaseTTL:      cfg.Settings.LeaseTTL,
+				LeaseRenew:    cfg.Settings.LeaseRenew,
+				InDoubtGrace:  cfg.Settings.InDoubtGrace,
+				ResetCursor:   f.resetCursor,
+				Resend:        f.resend,
+				Drain:         drain,
+				AllowRemovals: f.allowRemovals,
+				AfterFailure: func(ctx context.Context, r store.Run) {
+					if r.SyncID != sc.ID {
+						return // a partition's streak is not the sync's (serve evaluates none either)
+					}
+					trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
+					if err != nil {
+						log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+					}
+					if trip != nil {
+						fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+					}
+				},
+				Resumed: func(o store.Run) {
+					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
+						o.ID, o.Pages, o.Written)
+				},
+				Progress: func(p runner.Progress) {
+					detail := fmt.Sprintf("(page %d: %d read, %d written, %d replayed)", p.Counters.Pages, p.Counters.Read, p.Counters.Written, p.Counters.Replayed)
+					if locator == nil {
+						bar.Set(p.Counters.Read, detail)
+						return
+					}
+					// A position that cannot be read (the file went away) leaves
+					// the bar where it was; the run itself reports the cause.
+					if p.Cursor == "" && !p.Done {
+						// The cursor has not moved past the first page yet (a
+						// bulk import still accepted holds it), or it came back to
+						// the start at the end, which the final report (Done) says:
+						// the bar stays where it was.
+						bar.Set(*barAt, detail)
+						return
+					}
+					if pos, err := locator.Progress(runCtx, p.Cursor); err == nil {
+						if p.Done {
+							pos.Done = pos.Total // the end of the source: the cursor starts over ("")
+						}
+						*barAt = pos.Done
+						bar.SetTotal(pos.Total)
+						bar.Set(pos.Done, detail)
+					}
+				},
+			}
+		}, env.Stdout, unit)
+		if run.ID != 0 {
+			last = run
+			total.Add(run.Counters)
+		}
+		if runErr != nil && whole != nil {
+			runErr = whole.lost(workCtx, runErr)
+		}
+		switch {
+		case runErr == nil:
+			if run.FailureDetail != "" {
+				// A succeeded run's detail says what it did beyond its
+				// counters (a mirror's removals).
+				fmt.Fprintln(env.Stdout, run.FailureDetail)
+			}
+		case failure.CodeOf(runErr) == failure.AlreadyRunning:
+			skipped = true
+		case worstErr == nil:
+			worst, worstErr = run, runErr
+		}
+		if worstErr != nil && failure.CodeOf(worstErr) != failure.AlreadyRunning {
+			break // the next partitions wait for the next run
+		}
+	}
+	if worstErr != nil {
+		last = worst
+	}
+	if whole != nil {
+		if done && worstErr == nil {
+			worstErr = failure.New(failure.Interrupted, "stopped before every partition was run")
+		}
+		last = whole.finish(ctx, total, skipped, worstErr, func(ctx context.Context, r store.Run) {
 			trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
 			if err != nil {
 				log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
@@ -347,56 +461,148 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			if trip != nil {
 				fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
 			}
-		},
-		Resumed: func(o store.Run) {
-			fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
-				o.ID, o.Pages, o.Written)
-		},
-		Progress: func(p runner.Progress) {
-			detail := fmt.Sprintf("(page %d: %d read, %d written, %d replayed)", p.Counters.Pages, p.Counters.Read, p.Counters.Written, p.Counters.Replayed)
-			if locator == nil {
-				bar.Set(p.Counters.Read, detail)
-				return
-			}
-			// A position that cannot be read (the file went away) leaves
-			// the bar where it was; the run itself reports the cause.
-			if p.Cursor == "" && !p.Done {
-				// The cursor has not moved past the first page yet (a
-				// bulk import still accepted holds it), or it came back to
-				// the start at the end, which the final report (Done) says:
-				// the bar stays where it was.
-				bar.Set(barAt, detail)
-				return
-			}
-			if pos, err := locator.Progress(runCtx, p.Cursor); err == nil {
-				if p.Done {
-					pos.Done = pos.Total // the end of the source: the cursor starts over ("")
-				}
-				barAt = pos.Done
-				bar.SetTotal(pos.Total)
-				bar.Set(pos.Done, detail)
-			}
-		},
-	})
-	bar.Finish()
+		}, log)
+		fmt.Fprintf(env.Stdout, "run %d of sync %s %s: its %d partitions' runs together: read %d, written %d, replayed from ledger %d, rejected %d\n",
+			last.ID, sc.ID, last.State, sc.Partitions, last.Read, last.Written, last.Replayed, last.Rejected)
+	}
 	cancel()
-	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
-	if run.ID != 0 {
-		printSummary(env.Stdout, run, time.Since(start))
-	}
-	if runErr == nil {
-		if run.FailureDetail != "" {
-			// A succeeded run's detail says what it did beyond its
-			// counters (a mirror's removals).
-			fmt.Fprintln(env.Stdout, run.FailureDetail)
-		}
-		return nil
-	}
-	if failure.CodeOf(runErr) == failure.AlreadyRunning {
+	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
+	switch {
+	case worstErr != nil:
+		return failed(env.Stdout, worstErr)
+	case skipped:
 		fmt.Fprintln(env.Stdout, runner.SentenceAlreadyRunning)
 		return exit(ExitSkipped, nil)
 	}
-	return failed(env.Stdout, runErr)
+	return nil
+}
+
+// wholeRun is the run of a partitioned sync itself that a run by hand
+// records, as serve's coordinator does, so that the sync's status, breaker
+// and dead-man check see it. It holds the sync's own lease while its
+// partitions run: lease-expiry recovery then takes it for a live foreground
+// run (not a coordinated run whose partition jobs are gone), and no
+// coordinator resumes it.
+type wholeRun struct {
+	st   store.Store
+	rec  store.Run
+	held *lease.Held
+	stop func()
+	clk  clock.Clock
+}
+
+// startWhole records the run and takes the sync's lease; ctx is then the
+// partitions' work, cancelled when the lease is lost. A lease another run
+// holds is already_running (the run is recorded skipped).
+func startWhole(ctx context.Context, st store.Store, leases lease.Manager, cfg *config.Config, sc *config.Sync, clk clock.Clock) (context.Context, *wholeRun, error) {
+	rec, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		return ctx, nil, failure.Wrap(failure.StoreUnavailable, err, "record the run")
+	}
+	w := &wholeRun{st: st, rec: rec, clk: clk}
+	held, err := lease.Hold(ctx, lease.HoldParams{Manager: leases, SyncID: sc.ID, RunID: rec.ID,
+		TTL: cfg.Settings.LeaseTTL, RenewEvery: cfg.Settings.LeaseRenew, Clock: clk})
+	if err != nil {
+		ferr := failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
+		state := store.RunFailed
+		if errors.Is(err, lease.ErrHeld) {
+			ferr, state = failure.New(failure.AlreadyRunning, runner.SentenceAlreadyRunning), store.RunSkipped
+		}
+		w.record(ctx, state, ferr)
+		return ctx, nil, ferr
+	}
+	w.held = held
+	work, cancel := context.WithCancelCause(ctx)
+	w.stop = held.Keep(work, cancel)
+	return work, w, nil
+}
+
+// lost is err, or lease_lost when the sync's own lease was lost meanwhile.
+func (w *wholeRun) lost(work context.Context, err error) error {
+	if c := context.Cause(work); errors.Is(c, lease.ErrLost) {
+		return failure.Wrap(failure.LeaseLost, c, runner.SentenceLeaseLost)
+	}
+	return err
+}
+
+// finish releases the sync's lease and records how the partitions ended:
+// succeeded, skipped (some partition was another run's), or the first
+// failure; afterFailure runs for a failed run.
+func (w *wholeRun) finish(ctx context.Context, total store.Counters, skipped bool, err error, afterFailure func(context.Context, store.Run), log *slog.Logger) store.Run {
+	w.stop()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if rerr := w.held.Release(rctx); rerr != nil {
+		log.Warn("could not release the sync's lease; it expires by itself", "sync", w.rec.SyncID, "err", rerr)
+	}
+	w.rec.Counters = total
+	state := store.RunSucceeded
+	switch code := failure.CodeOf(err); {
+	case err == nil && skipped:
+		state, err = store.RunSkipped, failure.New(failure.AlreadyRunning, runner.SentenceAlreadyRunning)
+	case err == nil:
+	case code == failure.Interrupted:
+		state = store.RunInterrupted
+	default:
+		state = store.RunFailed
+	}
+	if w.record(rctx, state, err) && state == store.RunFailed {
+		afterFailure(rctx, w.rec)
+	}
+	return w.rec
+}
+
+// record saves the run's end; false if it could not.
+func (w *wholeRun) record(ctx context.Context, state store.RunState, err error) bool {
+	w.rec.State = state
+	w.rec.FinishedAt = w.clk.Now()
+	if err != nil {
+		w.rec.FailureCode = string(failure.CodeOf(err))
+		w.rec.FailureDetail = failure.Detail(err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return w.st.UpdateRun(sctx, w.rec) == nil
+}
+
+// runPart is one runner.Run of a foreground run: the sync's, or one
+// partition's.
+type runPart struct {
+	sync   runner.Sync
+	desc   string // the progress bar's label
+	filter func(source.Record) bool
+	slice  source.Slice
+}
+
+// partitionParts are the partitions of sc, each as serve's partition job
+// runs it: its own sync id (lease, fence, cursor, ledger), and its rows.
+func partitionParts(sc *config.Sync, whole runner.Sync) []runPart {
+	parts := make([]runPart, sc.Partitions)
+	for k := 1; k <= sc.Partitions; k++ {
+		ps := whole
+		ps.ID = partition.SyncID(sc.ID, k)
+		parts[k-1] = runPart{
+			sync:   ps,
+			desc:   fmt.Sprintf("%s (partition %d of %d)", sc.ID, k, sc.Partitions),
+			filter: partition.Filter(sc.Source.Identity, k, sc.Partitions),
+			slice:  source.Slice{Identity: sc.Source.Identity, K: k, N: sc.Partitions},
+		}
+	}
+	return parts
+}
+
+// runOnePart runs part with the params params builds around its progress bar,
+// and prints its summary.
+func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar, barAt *int64) runner.Params, w io.Writer, unit progress.Unit) (store.Run, error) {
+	bar := progress.Open(progress.Params{W: w, Desc: part.desc, Unit: unit, Interval: 2 * time.Second})
+	var barAt int64 // the bar's position (Progress calls come one at a time)
+	start := time.Now()
+	run, err := runner.Run(ctx, params(bar, &barAt))
+	bar.Finish()
+	if run.ID != 0 {
+		printSummary(w, run, time.Since(start))
+	}
+	return run, err
 }
 
 // failed prints the docs/guide.md#commands last line and exits 1.

@@ -22,9 +22,46 @@ func Wrap(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if Unavailable(err) {
+		if adv := advice(err); adv != "" {
+			err = store.WithAdvice(err, adv)
+		}
 		return fmt.Errorf("%s: %w: %w", what, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// advices say, for the replies of a Redis that answers but cannot be used,
+// what is wrong and what to do: a run fails store_unavailable, whose
+// catalog entry speaks of a Redis that "could not be reached", which would
+// send a person to look at the network.
+var advices = []struct{ prefix, advice string }{
+	{"OOM", "Redis is out of memory (used memory above maxmemory, which its maxmemory-policy does not free): raise maxmemory or free memory on that Redis"},
+	{"READONLY", "Redis answered as a read-only replica: point redis at the primary (after a failover, the promoted one)"},
+	{"MASTERDOWN", "the Redis replica lost its primary: point redis at the primary"},
+	{"NOREPLICAS", "Redis refused the write: fewer replicas answer than its min-replicas-to-write"},
+	{"LOADING", "Redis is still loading its data after a restart: wait until it has"},
+	{"BUSY", "Redis is busy running a long script"},
+	{"NOAUTH", "Redis asks for credentials: give the user and password in redis"},
+	{"WRONGPASS", "Redis refused the user or password in redis"},
+	{"CLUSTERDOWN", "the Redis Cluster is down"},
+}
+
+// advice is what to do about err, a reply of a Redis that cannot be used
+// now, or "" (a network error, which the catalog's words describe).
+func advice(err error) string {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return ""
+	}
+	for _, a := range advices {
+		if redis.HasErrorPrefix(err, a.prefix) {
+			return a.advice
+		}
+	}
+	if strings.Contains(err.Error(), "max number of clients reached") {
+		return "Redis has as many clients as its maxclients allows: raise maxclients or close other clients"
+	}
+	return ""
 }
 
 // unavailablePrefixes are the replies of a Redis that is loading, read-only,

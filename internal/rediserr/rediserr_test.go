@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/rediserr"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -49,6 +51,40 @@ func TestWrap(t *testing.T) {
 		}
 		if !errors.Is(got, tt.err) || got.Error()[:len("lease renew: ")] != "lease renew: " {
 			t.Errorf("%s: Wrap = %v, want %q wrapped under \"lease renew: \"", tt.name, got, tt.err)
+		}
+	}
+}
+
+// TestWrapAdvises: a Redis that answers but cannot be used (out of memory,
+// a read-only replica, wrong credentials) is store_unavailable like one that
+// does not answer, whose catalog words speak of Redis not being reached; the
+// detail a person reads says what Redis answered and what to do. Before, a
+// run against a Redis at maxmemory failed "could not be reached" with the
+// detail "take the sync's lease" and nothing else, anywhere.
+func TestWrapAdvises(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{replyError("OOM command not allowed when used memory > 'maxmemory'."), "out of memory"},
+		{replyError("READONLY You can't write against a read only replica."), "read-only replica"},
+		{replyError("WRONGPASS invalid username-password pair or user is disabled."), "refused the user or password"},
+		{replyError("ERR max number of clients reached"), "maxclients"},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, ""},
+	} {
+		err := failure.Wrap(failure.StoreUnavailable, rediserr.Wrap(ctx, "lease acquire", tt.err), "take the sync's lease")
+		if tt.want == "" {
+			if err.Detail != "take the sync's lease" {
+				t.Errorf("%v: detail %q, want no advice", tt.err, err.Detail)
+			}
+			continue
+		}
+		if !strings.HasPrefix(err.Detail, "take the sync's lease: ") || !strings.Contains(err.Detail, tt.want) {
+			t.Errorf("%v: detail %q, want the advice naming %q", tt.err, err.Detail, tt.want)
+		}
+		if !errors.Is(err, tt.err) || !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%v: the advice hides the reply or ErrUnavailable: %v", tt.err, err)
 		}
 	}
 }

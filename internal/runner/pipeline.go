@@ -108,12 +108,14 @@ func (r *run) startPrefetch(ctx context.Context, cursor string, again [][]source
 // restartable reports whether err, the first read at a saved cursor, lets
 // the pass start over from the source's start instead of failing: the
 // source changed under the cursor (source.ErrChanged), and rows are known
-// by an identity, so the ledger skips those delivered with their values. A
-// slice of a partitioned run keeps its failure (its cursor is its own); so
-// do positional keys (without an identity a row's key is its place, and
-// every row after a change would be new).
+// by an identity, so the ledger skips those delivered with their values.
+// A partition's slice starts over too: its run's coordinator pinned the
+// source it reads now, and every write is checked against that pin
+// (BeforeWrite), so a source that changes again during the run is still
+// refused there. Positional keys keep the failure (without an identity a
+// row's key is its place, and every row after a change would be new).
 func (r *run) restartable(ctx context.Context, err error) bool {
-	return ctx.Err() == nil && errors.Is(err, source.ErrChanged) && r.Sync.Identity != "" && r.Slice.N <= 1
+	return ctx.Err() == nil && errors.Is(err, source.ErrChanged) && r.Sync.Identity != ""
 }
 
 // readPage reads the page at cursor: of the run's slice only when the

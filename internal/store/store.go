@@ -53,6 +53,21 @@ func (diskFull) Advice() string {
 	return "the store's disk is full; free space where the store keeps its files, then run the sync again"
 }
 
+// WithAdvice wraps err, a store or Redis failure a person can act on, with
+// advice: what is wrong and what to do, in words safe to show (no secrets,
+// no personal data). failure.Wrap adds it to the detail a person reads;
+// errors.Is and errors.As still see err.
+func WithAdvice(err error, advice string) error { return &advised{err: err, advice: advice} }
+
+type advised struct {
+	err    error
+	advice string
+}
+
+func (a *advised) Error() string  { return a.err.Error() }
+func (a *advised) Unwrap() error  { return a.err }
+func (a *advised) Advice() string { return a.advice }
+
 // SyncState is whether a sync runs on schedule.
 type SyncState string
 

@@ -187,9 +187,33 @@ func mapErr(op string, err error) error {
 		return fmt.Errorf("postgres %s: %w: %w: %w", op, store.ErrUnavailable, store.ErrDiskFull, err)
 	}
 	if unavailable(err) {
+		if adv := pgAdvice(err); adv != "" {
+			err = store.WithAdvice(err, adv)
+		}
 		return fmt.Errorf("postgres %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("postgres %s: %w", op, err)
+}
+
+// pgAdvice says, for a PostgreSQL that answers but cannot be used now,
+// what is wrong and what to do (the catalog's store_unavailable speaks of a
+// store that "could not be reached"); "" for the rest.
+func pgAdvice(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	switch pe.Code {
+	case "53300":
+		return "PostgreSQL has no connection slot left (max_connections, or the role's or database's connection limit): raise it, or give fewer processes or workers to this store"
+	case "57P03":
+		return "PostgreSQL is starting up, shutting down or recovering: wait until it accepts connections"
+	case "25006":
+		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
+	case "55P03":
+		return "a lock another session holds on a store table outlasted lock_timeout"
+	}
+	return ""
 }
 
 // diskFull reports whether err is the server's disk_full (53100).
