@@ -115,6 +115,12 @@ type Options struct {
 	// ReportListen, for Serve only: an address on which to serve the import
 	// reports as another origin (it sets ReportBaseURL).
 	ReportListen string
+	// ConflictAnswer is the form of the answer to an identifier conflict (an
+	// e-mail, ext_id or SMS number another contact holds): ConflictCurrent
+	// (duplicate_parameter with metadata.duplicate_identifiers),
+	// ConflictInvalidParameter (the same with invalid_parameter) or
+	// ConflictLegacy ("Contact already exist", no metadata). See conflict.go.
+	ConflictAnswer string
 	// Validate checks every /v3 request against Brevo's embedded API spec and
 	// answers 400 with the validation error when it does not conform.
 	Validate bool

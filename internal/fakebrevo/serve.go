@@ -56,6 +56,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
 		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
+	fs.StringVar(&o.ConflictAnswer, "conflict-answer", o.ConflictAnswer,
+		"how an identifier conflict (an e-mail, ext_id or SMS number another contact holds) is answered, as Brevo has: empty for duplicate_parameter with metadata.duplicate_identifiers, invalid_parameter for the same with that code, legacy for \"Contact already exist\" without metadata")
 	if o.Attributes == nil {
 		o.AnyAttribute = true // until --attribute models an account
 	}

@@ -203,6 +203,9 @@ func (o Options) Check() error {
 			return fmt.Errorf("%w: refused e-mail #%d is empty", ErrBadOptions, i+1)
 		}
 	}
+	if err := checkConflictAnswer(o.ConflictAnswer); err != nil {
+		return err
+	}
 	if o.Validate {
 		if _, err := NewValidator(); err != nil {
 			return err
@@ -287,13 +290,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_stats":
 		if r.Method != http.MethodGet {
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{CodeMethodNotAllowed, "use GET"})
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: CodeMethodNotAllowed, Message: "use GET"})
 			return
 		}
 		writeJSON(w, http.StatusOK, s.Stats())
 	case r.URL.Path == "/_reset":
 		if r.Method != http.MethodPost {
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{CodeMethodNotAllowed, "use POST"})
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: CodeMethodNotAllowed, Message: "use POST"})
 			return
 		}
 		s.Reset()
@@ -317,10 +320,12 @@ type call struct {
 	now   time.Time
 }
 
-// errorBody is Brevo's errorModel.
+// errorBody is Brevo's errorModel, with the metadata Brevo adds to an
+// identifier conflict (conflict.go).
 type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code     string         `json:"code"`
+	Message  string         `json:"message"`
+	Metadata *errorMetadata `json:"metadata,omitempty"`
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -732,18 +737,18 @@ func (s *Server) createContact(c *call) {
 	if wr.extID != nil && *wr.extID != "" {
 		if other := st.byExtID[*wr.extID]; other != nil && other != existing {
 			s.mu.Unlock()
-			s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateExtID)
+			s.conflict(c, identExtID, msgDuplicateExtID)
 			return
 		}
 	}
 	if st.smsOwner(sms, existing) != nil {
 		s.mu.Unlock()
-		s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateSMS)
+		s.conflict(c, identSMS, msgDuplicateSMS)
 		return
 	}
 	if existing != nil && !req.UpdateEnabled {
 		s.mu.Unlock()
-		s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateEmail)
+		s.conflict(c, identEmail, msgDuplicateEmail)
 		return
 	}
 	var id int64
@@ -783,16 +788,16 @@ func (s *Server) lookupLocked(c *call) (*contact, *errorBody) {
 	case "contact_id":
 		id, err := strconv.ParseInt(ident, 10, 64)
 		if err != nil {
-			return nil, &errorBody{CodeInvalidParameter, "identifier must be a contact ID when identifierType is contact_id"}
+			return nil, &errorBody{Code: CodeInvalidParameter, Message: "identifier must be a contact ID when identifierType is contact_id"}
 		}
 		found = s.st.byID[id]
 	case "ext_id":
 		found = s.st.byExtID[ident]
 	default:
-		return nil, &errorBody{CodeInvalidParameter, "identifierType " + strconv.Quote(typ) + " is not supported by the fake (email_id, contact_id, ext_id)"}
+		return nil, &errorBody{Code: CodeInvalidParameter, Message: "identifierType " + strconv.Quote(typ) + " is not supported by the fake (email_id, contact_id, ext_id)"}
 	}
 	if found == nil {
-		return nil, &errorBody{CodeDocumentNotFound, msgContactNotFound}
+		return nil, &errorBody{Code: CodeDocumentNotFound, Message: msgContactNotFound}
 	}
 	return found, nil
 }
@@ -879,20 +884,20 @@ func (s *Server) updateContact(c *call) {
 	found, e := s.lookupLocked(c)
 	if e == nil && wr.newEmail != "" {
 		if other := s.st.byEmail[wr.newEmail]; other != nil && other != found {
-			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, email is already associated with another Contact"}
+			e = s.conflictBody(identEmail, "Unable to update contact, email is already associated with another Contact")
 		}
 	}
 	if e == nil && wr.extID != nil && *wr.extID != "" {
 		if other := s.st.byExtID[*wr.extID]; other != nil && other != found {
-			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, ext_id is already associated with another Contact"}
+			e = s.conflictBody(identExtID, "Unable to update contact, ext_id is already associated with another Contact")
 		}
 	}
 	if e == nil && s.st.smsOwner(normSMS(wr.attrs), found) != nil {
-		e = &errorBody{CodeDuplicateParameter, msgDuplicateSMS}
+		e = s.conflictBody(identSMS, msgDuplicateSMS)
 	}
 	if e != nil {
 		s.mu.Unlock()
-		s.fail(c, statusOf(e), e.Code, e.Message)
+		s.respond(c, statusOf(e), *e)
 		return
 	}
 	s.writeLocked(found, wr, c.now)
@@ -1115,10 +1120,10 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, *errorBody) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, &errorBody{CodeInvalidParameter, name + " must be an integer"}
+		return 0, &errorBody{Code: CodeInvalidParameter, Message: name + " must be an integer"}
 	}
 	if n < lo || n > hi {
-		return 0, &errorBody{CodeInvalidParameter, fmt.Sprintf("%s must be between %d and %d", name, lo, hi)}
+		return 0, &errorBody{Code: CodeInvalidParameter, Message: fmt.Sprintf("%s must be between %d and %d", name, lo, hi)}
 	}
 	return n, nil
 }
@@ -1130,7 +1135,7 @@ func sortParam(q url.Values) (desc bool, e *errorBody) {
 	case "asc":
 		return false, nil
 	}
-	return false, &errorBody{CodeInvalidParameter, "sort must be asc or desc"}
+	return false, &errorBody{Code: CodeInvalidParameter, Message: "sort must be asc or desc"}
 }
 
 func normEmail(e string) string { return strings.ToLower(strings.TrimSpace(e)) }

@@ -383,6 +383,7 @@ func (d *Destination) apiError(route string, r *response) *APIError {
 	e := &APIError{Route: route, Status: r.status}
 	if code, msg, ok := DecodeError(r.body); ok {
 		e.Code, e.Message = code, msg
+		e.Duplicates = decodeDuplicates(r.body)
 	} else {
 		e.Message = truncate(strings.TrimSpace(string(r.body)), 200)
 	}
