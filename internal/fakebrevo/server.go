@@ -192,6 +192,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("%w: import row delay must not be negative", ErrBadOptions)
 	case o.RateLimitPerSecond < 0:
 		return fmt.Errorf("%w: rate limit must not be negative", ErrBadOptions)
+	case o.OtherRateLimitPerHour < 0:
+		return fmt.Errorf("%w: other rate limit must not be negative", ErrBadOptions)
 	}
 	if o.ReportBaseURL != "" {
 		if u, err := url.Parse(o.ReportBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -549,17 +551,25 @@ func (s *Server) authorized(r *http.Request) bool {
 	return s.opts.APIKey == "" || key == s.opts.APIKey
 }
 
-// takeSlotLocked counts a request in its group's one-second window and
-// returns the rate-limit header values and whether the request is over the
-// limit. Only the contacts group is enforced, and only when
-// RateLimitPerSecond > 0; otherwise the headers report a generous limit.
+// takeSlotLocked counts a request in its group's window and returns the
+// rate-limit header values and whether the request is over the limit.
+// Brevo limits /v3/contacts* per second (RateLimitPerSecond) and every
+// other endpoint (/v3/account, /v3/processes...) per hour
+// (OtherRateLimitPerHour: "All other endpoints: 100 RPH" on the general
+// tier, developers.brevo.com/docs/api-limits), each group with its own
+// headers. A group is enforced only when its limit is set; otherwise the
+// headers report a generous limit.
 func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, reset int, over bool) {
-	enforced := s.opts.RateLimitPerSecond > 0 && group == "contacts"
-	limit = unenforcedRateLimit
-	if enforced {
-		limit = s.opts.RateLimitPerSecond
+	size := time.Second
+	limit = s.opts.RateLimitPerSecond
+	if group != "contacts" {
+		size, limit = time.Hour, s.opts.OtherRateLimitPerHour
 	}
-	start := now.Truncate(time.Second)
+	enforced := limit > 0
+	if !enforced {
+		limit = unenforcedRateLimit
+	}
+	start := now.Truncate(size)
 	win := s.win[group]
 	if win == nil || !win.start.Equal(start) {
 		win = &rateWindow{start: start}
@@ -567,7 +577,7 @@ func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, 
 	}
 	win.count++
 	remaining = max(0, limit-win.count)
-	reset = int(math.Ceil(start.Add(time.Second).Sub(now).Seconds()))
+	reset = int(math.Ceil(start.Add(size).Sub(now).Seconds()))
 	reset = max(reset, 1)
 	return limit, remaining, reset, enforced && win.count > limit
 }

@@ -110,7 +110,8 @@ type Destination struct {
 	sleep      func(context.Context, time.Duration) error
 	verifyWait time.Duration
 	limiter    *apiclient.AccountLimiter
-	api        *apiclient.Client
+	api        *apiclient.Client // /contacts routes, whose rate-limit headers pace the limiter
+	other      *apiclient.Client // the other routes (/account, /processes): another budget (rateBucket)
 	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
 	writeMode  destination.WriteMode
@@ -212,7 +213,7 @@ func New(p Params) (*Destination, error) {
 	if maxRetries == 0 {
 		maxRetries = DefaultMaxRetries
 	}
-	d.api = apiclient.New(apiclient.Params{
+	api := apiclient.Params{
 		Name:       "brevo",
 		URLSetting: "base_url",
 		AuthDetail: "brevo refused the account's credentials or plan",
@@ -231,7 +232,12 @@ func New(p Params) (*Destination, error) {
 			return d.apiError(route, &response{status: r.Status, body: r.Body, header: r.Header})
 		},
 		Secrets: []string{d.apiKey},
-	})
+	}
+	d.api = apiclient.New(api)
+	// The other routes' headers count their own (hourly) budget: they never
+	// pause the contacts' limiter (rateBucket).
+	api.Observe = nil
+	d.other = apiclient.New(api)
 	d.reports = apiclient.New(apiclient.Params{
 		Name:       "brevo",
 		URLSetting: "base_url",
@@ -311,7 +317,7 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 	if req.body != nil {
 		h.Set("Content-Type", "application/json")
 	}
-	res, err := d.api.Do(ctx, apiclient.Request{
+	res, err := d.client(req.path).Do(ctx, apiclient.Request{
 		Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
 		// A read is safe to repeat; a write whose answer was lost is not
 		// (it may have been applied): Brevo is read back first (docs/guide.md#the-ledger-and-its-retention).
@@ -325,6 +331,36 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 		return nil, d.apiError(req.route, r)
 	}
 	return r, nil
+}
+
+// Brevo has one rate limit for the routes under /contacts (10 requests a
+// second on its general tier) and another for every other route (100
+// requests an hour: /account, /processes), each answered with its own
+// x-sib-ratelimit-* headers (developers.brevo.com/docs/api-limits). So only
+// the /contacts routes' headers pause the limiter that paces the contact
+// writes: a spent hourly budget of process reads says nothing of them.
+
+// client is the HTTP client of path's rate-limit bucket.
+func (d *Destination) client(path string) *apiclient.Client {
+	if rateBucket(path) == bucketContacts {
+		return d.api
+	}
+	return d.other
+}
+
+// Rate-limit buckets of Brevo's routes.
+const (
+	bucketContacts = "contacts"
+	bucketOther    = "other"
+)
+
+// rateBucket is the rate-limit bucket of an API path (relative to the base
+// URL).
+func rateBucket(path string) string {
+	if path == "/contacts" || strings.HasPrefix(path, "/contacts/") {
+		return bucketContacts
+	}
+	return bucketOther
 }
 
 // classify: 401, 402 (plan) and 403 are auth; 503 means Brevo did not take

@@ -1,0 +1,43 @@
+package brevo_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/fakebrevo"
+)
+
+// TestOtherEndpointsLimitDoesNotStallContacts: Brevo limits /v3/contacts*
+// per second and every other endpoint (/v3/processes, /v3/account) per hour,
+// each with its own x-sib-ratelimit-* headers. An hourly budget spent on
+// process reads says nothing of the contacts' window: the next import is
+// sent at once, not after a pause.
+func TestOtherEndpointsLimitDoesNotStallContacts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{OtherRateLimitPerHour: 1}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+		p.RateLimit = 1000
+	})
+	ctx := t.Context()
+	page := recs(3)
+	res, err := b.dest.Write(ctx, page)
+	if err != nil || len(res) != 3 || res[0].Outcome != destination.Accepted {
+		t.Fatalf("first import: %+v, %v", res, err)
+	}
+	// The hour's only process read: answered, remaining 0, reset in an hour.
+	if _, _, err := b.dest.Outcomes(ctx, res[0].Ref, page); err != nil {
+		t.Fatalf("outcomes: %v", err)
+	}
+	before := len(b.sleeps.all())
+	next := []destination.Record{rec(10, nil), rec(11, nil)}
+	if res, err := b.dest.Write(ctx, next); err != nil || len(res) != 2 || res[0].Outcome != destination.Accepted {
+		t.Fatalf("second import: %+v, %v", res, err)
+	}
+	for _, d := range b.sleeps.all()[before:] {
+		if d >= 5*time.Second {
+			t.Fatalf("the next import waited %v: the hourly budget of /v3/processes paused the contacts", d)
+		}
+	}
+}
