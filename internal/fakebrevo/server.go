@@ -577,8 +577,12 @@ func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, 
 	}
 	win.count++
 	remaining = max(0, limit-win.count)
-	reset = int(math.Ceil(start.Add(size).Sub(now).Seconds()))
-	reset = max(reset, 1)
+	// Whole seconds, rounded down: Brevo documents the reset as the "time
+	// remaining until the rate limit resets, expressed in the granularity
+	// unit (typically seconds)", so in a window's last second it may say 0
+	// (developers.brevo.com/docs/limit-headers). A client must not take 0
+	// as "send now".
+	reset = int(math.Floor(start.Add(size).Sub(now).Seconds()))
 	return limit, remaining, reset, enforced && win.count > limit
 }
 

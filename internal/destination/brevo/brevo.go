@@ -399,7 +399,7 @@ func (d *Destination) observeRateLimit(r *apiclient.Response) {
 	if n, err := strconv.ParseFloat(rem, 64); err != nil || n > 0 {
 		return
 	}
-	reset, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset"))
+	reset, ok := sibReset(r.Header)
 	if !ok {
 		reset = time.Second
 	}
@@ -409,10 +409,23 @@ func (d *Destination) observeRateLimit(r *apiclient.Response) {
 // resetAfter reads how long to wait after a 429: x-sib-ratelimit-reset
 // (seconds), else Retry-After.
 func resetAfter(r *apiclient.Response, now time.Time) (time.Duration, bool) {
-	if d, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset")); ok {
+	if d, ok := sibReset(r.Header); ok {
 		return d, true
 	}
 	return apiclient.RetryAfter(r.Header.Get("Retry-After"), now)
+}
+
+// minReset is the shortest wait an x-sib-ratelimit-reset asks for. Brevo
+// gives the time left in the window in whole seconds
+// (developers.brevo.com/docs/limit-headers): "0" is the window's last
+// second, not "send now", and a request sent at once meets the same spent
+// window (as `oncesync fake-brevo` answers it).
+const minReset = time.Second
+
+// sibReset reads x-sib-ratelimit-reset, at least minReset.
+func sibReset(h http.Header) (time.Duration, bool) {
+	d, ok := apiclient.ParseSeconds(h.Get("x-sib-ratelimit-reset"))
+	return max(d, minReset), ok
 }
 
 func (d *Destination) apiError(route string, r *response) *APIError {

@@ -41,3 +41,25 @@ func TestOtherEndpointsLimitDoesNotStallContacts(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitResetZeroIsNotNow: in a window's last second Brevo's
+// x-sib-ratelimit-reset says 0 (whole seconds left, rounded down). A 429
+// with it is waited out, at least a second, not retried at once into the
+// same spent window until the retries run out.
+func TestRateLimitResetZeroIsNotNow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{RateLimitPerSecond: 1})
+	b.clock.Set(t0.Add(500 * time.Millisecond))
+	other := b.newDest(t, brevo.Params{BaseURL: b.url, APIKey: apiKey, Clock: b.clock, Sleep: (&sleepLog{}).sleep})
+	if _, err := other.Write(t.Context(), recs(1)); err != nil {
+		t.Fatalf("other Write: %v", err)
+	}
+	rs := []destination.Record{rec(1, nil)}
+	res, err := b.dest.Write(t.Context(), rs)
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
+		t.Fatalf("Write after a 429 with reset 0: %+v, %v; want delivered", res, err)
+	}
+	if n := b.fake.Stats().ByStatus["429"]; n != 1 {
+		t.Errorf("%d answers 429, want 1", n)
+	}
+}
