@@ -109,10 +109,11 @@ type Destination struct {
 	ownClient  bool
 	sleep      func(context.Context, time.Duration) error
 	verifyWait time.Duration
-	limiter    *apiclient.AccountLimiter
-	api        *apiclient.Client // /contacts routes, whose rate-limit headers pace the limiter
-	other      *apiclient.Client // the other routes (/account, /processes): another budget (rateBucket)
-	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
+	limiter    *apiclient.AccountLimiter // the /contacts routes' budget
+	others     *apiclient.AccountLimiter // the other routes' budget (rateBucket)
+	api        *apiclient.Client         // /contacts routes, whose rate-limit headers pace the limiter
+	other      *apiclient.Client         // the other routes (/account, /processes): another budget (rateBucket)
+	reports    *apiclient.Client         // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
 	writeMode  destination.WriteMode
 	attrs      []string // mapped attribute names, sorted
@@ -205,6 +206,8 @@ func New(p Params) (*Destination, error) {
 	// every sync and process writing to one shares its budget.
 	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("brevo", d.base, d.apiKey),
 		destination.Limit{Rate: rl, Burst: 1})
+	d.others = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("brevo-other-routes", d.base, d.apiKey),
+		destination.Limit{Rate: rl, Burst: 1})
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -227,16 +230,17 @@ func New(p Params) (*Destination, error) {
 		Pacer:      d.limiter,
 		Classify:   classify,
 		Wait:       resetAfter,
-		Observe:    d.observeRateLimit,
+		Observe:    func(r *apiclient.Response) { observeRateLimit(d.limiter, r) },
 		StatusError: func(route string, r *apiclient.Response) error {
 			return d.apiError(route, &response{status: r.Status, body: r.Body, header: r.Header})
 		},
 		Secrets: []string{d.apiKey},
 	}
 	d.api = apiclient.New(api)
-	// The other routes' headers count their own (hourly) budget: they never
-	// pause the contacts' limiter (rateBucket).
-	api.Observe = nil
+	// The other routes' headers count their own (hourly) budget: they pause
+	// their own limiter, never the contacts' (rateBucket).
+	api.Pacer = d.others
+	api.Observe = func(r *apiclient.Response) { observeRateLimit(d.others, r) }
 	d.other = apiclient.New(api)
 	d.reports = apiclient.New(apiclient.Params{
 		Name:       "brevo",
@@ -336,9 +340,10 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 // Brevo has one rate limit for the routes under /contacts (10 requests a
 // second on its general tier) and another for every other route (100
 // requests an hour: /account, /processes), each answered with its own
-// x-sib-ratelimit-* headers (developers.brevo.com/docs/api-limits). So only
-// the /contacts routes' headers pause the limiter that paces the contact
-// writes: a spent hourly budget of process reads says nothing of them.
+// x-sib-ratelimit-* headers (developers.brevo.com/docs/api-limits). So each
+// bucket has its own limiter, paused by its own headers: a spent hourly
+// budget of process reads holds the next process read (a minute at most,
+// then Brevo is asked again), never the contact writes.
 
 // client is the HTTP client of path's rate-limit bucket.
 func (d *Destination) client(path string) *apiclient.Client {
@@ -389,9 +394,9 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 
-// observeRateLimit pauses the limiter until the reset when Brevo says the
-// window is spent.
-func (d *Destination) observeRateLimit(r *apiclient.Response) {
+// observeRateLimit pauses l (the limiter of the bucket r answers for)
+// until the reset, a minute at most, when Brevo says the window is spent.
+func observeRateLimit(l *apiclient.AccountLimiter, r *apiclient.Response) {
 	rem := strings.TrimSpace(r.Header.Get("x-sib-ratelimit-remaining"))
 	if rem == "" {
 		return
@@ -403,7 +408,7 @@ func (d *Destination) observeRateLimit(r *apiclient.Response) {
 	if !ok {
 		reset = time.Second
 	}
-	d.limiter.Pause(min(reset, maxRateLimitWait))
+	l.Pause(min(reset, maxRateLimitWait))
 }
 
 // resetAfter reads how long to wait after a 429: x-sib-ratelimit-reset

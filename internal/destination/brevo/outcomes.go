@@ -175,10 +175,9 @@ func (d *Destination) fetchReport(ctx context.Context, raw string) ([]byte, erro
 		// Only Brevo's own origin gets the key; a report elsewhere (a
 		// storage service) is fetched without it.
 		h.Set("api-key", d.apiKey)
-		// Brevo's own origin counts against the account's rate limit
-		// (whose headers there are those of its routes outside /contacts,
-		// which never pause the contact writes: brevo.go).
-		wait, err := d.limiter.Reserve(ctx)
+		// Brevo's own origin counts against the account's budget of its
+		// routes outside /contacts (brevo.go).
+		wait, err := d.others.Reserve(ctx)
 		if err == nil {
 			err = d.sleep(ctx, wait)
 		}
@@ -195,6 +194,9 @@ func (d *Destination) fetchReport(ctx context.Context, raw string) ([]byte, erro
 		}
 		return nil, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", ErrReport, err),
 			"an import report of brevo could not be fetched")
+	}
+	if own {
+		observeRateLimit(d.others, res)
 	}
 	if res.Status != http.StatusOK {
 		return nil, fail("an import report of brevo answered HTTP %d", res.Status)

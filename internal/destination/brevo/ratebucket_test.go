@@ -63,3 +63,33 @@ func TestRateLimitResetZeroIsNotNow(t *testing.T) {
 		t.Errorf("%d answers 429, want 1", n)
 	}
 }
+
+// TestSpentHourlyBudgetHoldsProcessReads: once Brevo says the hourly budget
+// of its routes outside /contacts is spent (remaining 0, reset in up to an
+// hour), the next process read waits (up to a minute), instead of being
+// sent at once into the spent budget, poll after poll.
+func TestSpentHourlyBudgetHoldsProcessReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{OtherRateLimitPerHour: 1, ProcessDelay: time.Hour}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+		p.RateLimit = 1000
+	})
+	ctx := t.Context()
+	page := recs(2)
+	res, err := b.dest.Write(ctx, page)
+	if err != nil || len(res) != 2 || res[0].Outcome != destination.Accepted {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	if _, done, err := b.dest.Outcomes(ctx, res[0].Ref, page); done || err != nil {
+		t.Fatalf("first outcomes: %v, %v; want not done", done, err)
+	}
+	before := len(b.sleeps.all())
+	_, _, _ = b.dest.Outcomes(ctx, res[0].Ref, page) // its answer: a 429, or not done
+	waited := time.Duration(0)
+	for _, d := range b.sleeps.all()[before:] {
+		waited += d
+	}
+	if waited < 30*time.Second {
+		t.Fatalf("the next process read waited %v: sent at once into a spent hourly budget", waited)
+	}
+}
