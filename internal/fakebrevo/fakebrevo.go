@@ -39,8 +39,9 @@
 //     take an email or a numeric ID, as the embedded spec says, and also
 //     honour newer Brevo's identifierType query parameter (email_id,
 //     contact_id, ext_id). GET returns empty statistics. GET /v3/contacts refuses segmentId and filter.
-//   - Only /v3/contacts* is rate-limited (RateLimitPerSecond, a fixed
-//     one-second window); other routes and an unenforced limit report
+//   - Rate limits are fixed windows: one second for /v3/contacts*
+//     (RateLimitPerSecond), one hour for the other routes
+//     (OtherRateLimitPerHour); an unenforced limit reports
 //     x-sib-ratelimit-limit 1000000. No Retry-After header: the spec does not
 //     document one.
 package fakebrevo
@@ -66,6 +67,10 @@ type Options struct {
 	// RateLimitPerSecond, when > 0, enforces Brevo's per-second limit on
 	// /v3/contacts* (429 past it); x-sib-ratelimit-* headers are always sent.
 	RateLimitPerSecond int
+	// OtherRateLimitPerHour, when > 0, enforces Brevo's hourly limit on the
+	// endpoints outside /v3/contacts* (/v3/account, /v3/processes...): 100
+	// requests an hour on Brevo's general tier, 200 on the advanced one.
+	OtherRateLimitPerHour int
 	// DropResponseRate is the fraction of write requests whose write is
 	// applied and whose connection is then cut before any response.
 	DropResponseRate float64
@@ -115,6 +120,12 @@ type Options struct {
 	// ReportListen, for Serve only: an address on which to serve the import
 	// reports as another origin (it sets ReportBaseURL).
 	ReportListen string
+	// ConflictAnswer is the form of the answer to an identifier conflict (an
+	// e-mail, ext_id or SMS number another contact holds): ConflictCurrent
+	// (duplicate_parameter with metadata.duplicate_identifiers),
+	// ConflictInvalidParameter (the same with invalid_parameter) or
+	// ConflictLegacy ("Contact already exist", no metadata). See conflict.go.
+	ConflictAnswer string
 	// Validate checks every /v3 request against Brevo's embedded API spec and
 	// answers 400 with the validation error when it does not conform.
 	Validate bool

@@ -85,7 +85,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{CodeBadRequest, "request body could not be read"})
+			writeJSON(w, http.StatusBadRequest, errorBody{Code: CodeBadRequest, Message: "request body could not be read"})
 			return
 		}
 		_ = r.Body.Close()
@@ -95,7 +95,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := p.v.ValidateRequest(r, body); err != nil {
 		p.record(err)
-		writeJSON(w, http.StatusBadRequest, errorBody{CodeInvalidParameter, err.Error()})
+		writeJSON(w, http.StatusBadRequest, errorBody{Code: CodeInvalidParameter, Message: err.Error()})
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -48,6 +48,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"fraction (0..1) of /v3 requests answered 429 too_many_requests, on top of --rate-limit")
 	fs.IntVar(&o.RateLimitPerSecond, "rate-limit", o.RateLimitPerSecond,
 		"requests per second allowed on /v3/contacts* before 429 (0 = unlimited)")
+	fs.IntVar(&o.OtherRateLimitPerHour, "other-rate-limit", o.OtherRateLimitPerHour,
+		"requests per hour allowed on the /v3 routes outside /v3/contacts* (/v3/account, /v3/processes) before 429, as Brevo's general tier allows 100 (0 = unlimited)")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,
 		"fraction (0..1) of write requests whose write is applied and whose connection is then cut without a response")
 	fs.Float64Var(&o.HoldWriteRate, "hold-write-rate", o.HoldWriteRate,
@@ -56,6 +58,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"how long a held write waits, e.g. 40s (see --hold-write-rate)")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails,
 		"e-mail address refused with 400 invalid_parameter by POST/PUT /v3/contacts (repeatable); an import row with it is skipped and listed in the import's invalid_emails report")
+	fs.StringVar(&o.ConflictAnswer, "conflict-answer", o.ConflictAnswer,
+		"how an identifier conflict (an e-mail, ext_id or SMS number another contact holds) is answered, as Brevo has: empty for duplicate_parameter with metadata.duplicate_identifiers, invalid_parameter for the same with that code, legacy for \"Contact already exist\" without metadata")
 	if o.Attributes == nil {
 		o.AnyAttribute = true // until --attribute models an account
 	}

@@ -192,6 +192,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("%w: import row delay must not be negative", ErrBadOptions)
 	case o.RateLimitPerSecond < 0:
 		return fmt.Errorf("%w: rate limit must not be negative", ErrBadOptions)
+	case o.OtherRateLimitPerHour < 0:
+		return fmt.Errorf("%w: other rate limit must not be negative", ErrBadOptions)
 	}
 	if o.ReportBaseURL != "" {
 		if u, err := url.Parse(o.ReportBaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -202,6 +204,9 @@ func (o Options) Check() error {
 		if strings.TrimSpace(e) == "" {
 			return fmt.Errorf("%w: refused e-mail #%d is empty", ErrBadOptions, i+1)
 		}
+	}
+	if err := checkConflictAnswer(o.ConflictAnswer); err != nil {
+		return err
 	}
 	if o.Validate {
 		if _, err := NewValidator(); err != nil {
@@ -287,13 +292,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/_stats":
 		if r.Method != http.MethodGet {
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{CodeMethodNotAllowed, "use GET"})
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: CodeMethodNotAllowed, Message: "use GET"})
 			return
 		}
 		writeJSON(w, http.StatusOK, s.Stats())
 	case r.URL.Path == "/_reset":
 		if r.Method != http.MethodPost {
-			writeJSON(w, http.StatusMethodNotAllowed, errorBody{CodeMethodNotAllowed, "use POST"})
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: CodeMethodNotAllowed, Message: "use POST"})
 			return
 		}
 		s.Reset()
@@ -317,10 +322,12 @@ type call struct {
 	now   time.Time
 }
 
-// errorBody is Brevo's errorModel.
+// errorBody is Brevo's errorModel, with the metadata Brevo adds to an
+// identifier conflict (conflict.go).
 type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code     string         `json:"code"`
+	Message  string         `json:"message"`
+	Metadata *errorMetadata `json:"metadata,omitempty"`
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -544,17 +551,25 @@ func (s *Server) authorized(r *http.Request) bool {
 	return s.opts.APIKey == "" || key == s.opts.APIKey
 }
 
-// takeSlotLocked counts a request in its group's one-second window and
-// returns the rate-limit header values and whether the request is over the
-// limit. Only the contacts group is enforced, and only when
-// RateLimitPerSecond > 0; otherwise the headers report a generous limit.
+// takeSlotLocked counts a request in its group's window and returns the
+// rate-limit header values and whether the request is over the limit.
+// Brevo limits /v3/contacts* per second (RateLimitPerSecond) and every
+// other endpoint (/v3/account, /v3/processes...) per hour
+// (OtherRateLimitPerHour: "All other endpoints: 100 RPH" on the general
+// tier, developers.brevo.com/docs/api-limits), each group with its own
+// headers. A group is enforced only when its limit is set; otherwise the
+// headers report a generous limit.
 func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, reset int, over bool) {
-	enforced := s.opts.RateLimitPerSecond > 0 && group == "contacts"
-	limit = unenforcedRateLimit
-	if enforced {
-		limit = s.opts.RateLimitPerSecond
+	size := time.Second
+	limit = s.opts.RateLimitPerSecond
+	if group != "contacts" {
+		size, limit = time.Hour, s.opts.OtherRateLimitPerHour
 	}
-	start := now.Truncate(time.Second)
+	enforced := limit > 0
+	if !enforced {
+		limit = unenforcedRateLimit
+	}
+	start := now.Truncate(size)
 	win := s.win[group]
 	if win == nil || !win.start.Equal(start) {
 		win = &rateWindow{start: start}
@@ -562,8 +577,12 @@ func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, 
 	}
 	win.count++
 	remaining = max(0, limit-win.count)
-	reset = int(math.Ceil(start.Add(time.Second).Sub(now).Seconds()))
-	reset = max(reset, 1)
+	// Whole seconds, rounded down: Brevo documents the reset as the "time
+	// remaining until the rate limit resets, expressed in the granularity
+	// unit (typically seconds)", so in a window's last second it may say 0
+	// (developers.brevo.com/docs/limit-headers). A client must not take 0
+	// as "send now".
+	reset = int(math.Floor(start.Add(size).Sub(now).Seconds()))
 	return limit, remaining, reset, enforced && win.count > limit
 }
 
@@ -732,18 +751,18 @@ func (s *Server) createContact(c *call) {
 	if wr.extID != nil && *wr.extID != "" {
 		if other := st.byExtID[*wr.extID]; other != nil && other != existing {
 			s.mu.Unlock()
-			s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateExtID)
+			s.conflict(c, identExtID, msgDuplicateExtID)
 			return
 		}
 	}
 	if st.smsOwner(sms, existing) != nil {
 		s.mu.Unlock()
-		s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateSMS)
+		s.conflict(c, identSMS, msgDuplicateSMS)
 		return
 	}
 	if existing != nil && !req.UpdateEnabled {
 		s.mu.Unlock()
-		s.fail(c, http.StatusBadRequest, CodeDuplicateParameter, msgDuplicateEmail)
+		s.conflict(c, identEmail, msgDuplicateEmail)
 		return
 	}
 	var id int64
@@ -783,16 +802,16 @@ func (s *Server) lookupLocked(c *call) (*contact, *errorBody) {
 	case "contact_id":
 		id, err := strconv.ParseInt(ident, 10, 64)
 		if err != nil {
-			return nil, &errorBody{CodeInvalidParameter, "identifier must be a contact ID when identifierType is contact_id"}
+			return nil, &errorBody{Code: CodeInvalidParameter, Message: "identifier must be a contact ID when identifierType is contact_id"}
 		}
 		found = s.st.byID[id]
 	case "ext_id":
 		found = s.st.byExtID[ident]
 	default:
-		return nil, &errorBody{CodeInvalidParameter, "identifierType " + strconv.Quote(typ) + " is not supported by the fake (email_id, contact_id, ext_id)"}
+		return nil, &errorBody{Code: CodeInvalidParameter, Message: "identifierType " + strconv.Quote(typ) + " is not supported by the fake (email_id, contact_id, ext_id)"}
 	}
 	if found == nil {
-		return nil, &errorBody{CodeDocumentNotFound, msgContactNotFound}
+		return nil, &errorBody{Code: CodeDocumentNotFound, Message: msgContactNotFound}
 	}
 	return found, nil
 }
@@ -879,20 +898,20 @@ func (s *Server) updateContact(c *call) {
 	found, e := s.lookupLocked(c)
 	if e == nil && wr.newEmail != "" {
 		if other := s.st.byEmail[wr.newEmail]; other != nil && other != found {
-			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, email is already associated with another Contact"}
+			e = s.conflictBody(identEmail, "Unable to update contact, email is already associated with another Contact")
 		}
 	}
 	if e == nil && wr.extID != nil && *wr.extID != "" {
 		if other := s.st.byExtID[*wr.extID]; other != nil && other != found {
-			e = &errorBody{CodeDuplicateParameter, "Unable to update contact, ext_id is already associated with another Contact"}
+			e = s.conflictBody(identExtID, "Unable to update contact, ext_id is already associated with another Contact")
 		}
 	}
 	if e == nil && s.st.smsOwner(normSMS(wr.attrs), found) != nil {
-		e = &errorBody{CodeDuplicateParameter, msgDuplicateSMS}
+		e = s.conflictBody(identSMS, msgDuplicateSMS)
 	}
 	if e != nil {
 		s.mu.Unlock()
-		s.fail(c, statusOf(e), e.Code, e.Message)
+		s.respond(c, statusOf(e), *e)
 		return
 	}
 	s.writeLocked(found, wr, c.now)
@@ -1115,10 +1134,10 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, *errorBody) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return 0, &errorBody{CodeInvalidParameter, name + " must be an integer"}
+		return 0, &errorBody{Code: CodeInvalidParameter, Message: name + " must be an integer"}
 	}
 	if n < lo || n > hi {
-		return 0, &errorBody{CodeInvalidParameter, fmt.Sprintf("%s must be between %d and %d", name, lo, hi)}
+		return 0, &errorBody{Code: CodeInvalidParameter, Message: fmt.Sprintf("%s must be between %d and %d", name, lo, hi)}
 	}
 	return n, nil
 }
@@ -1130,7 +1149,7 @@ func sortParam(q url.Values) (desc bool, e *errorBody) {
 	case "asc":
 		return false, nil
 	}
-	return false, &errorBody{CodeInvalidParameter, "sort must be asc or desc"}
+	return false, &errorBody{Code: CodeInvalidParameter, Message: "sort must be asc or desc"}
 }
 
 func normEmail(e string) string { return strings.ToLower(strings.TrimSpace(e)) }

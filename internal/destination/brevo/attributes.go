@@ -67,16 +67,30 @@ func (d *Destination) accountAttributes(ctx context.Context) (attrs map[string]a
 	return attrs, true, nil
 }
 
-// attributeProblem is the failure for the first mapped attribute that the
-// account's attributes lack or that Brevo computes itself; nil if none.
+// attributeProblem is the failure for the mapped attributes that the
+// account's attributes lack (every one named), else for the first that
+// Brevo computes itself; nil if none.
 func (d *Destination) attributeProblem(attrs map[string]attribute) error {
+	var missing []string
 	for _, name := range d.attrs {
-		a, ok := attrs[strings.ToUpper(name)]
+		if _, ok := attrs[strings.ToUpper(name)]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
+			"brevo: attribute %s does not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
+				"create it (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", missing[0]))
+	default:
+		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
+			"brevo: attributes %s do not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
+				"create them (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", strings.Join(missing, ", ")))
+	}
+	for _, name := range d.attrs {
+		a := attrs[strings.ToUpper(name)]
 		switch {
-		case !ok:
-			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
-				"brevo: attribute %s does not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
-					"create it (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", name))
 		case slices.Contains(readOnlyCategories, a.category):
 			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
 				"brevo: attribute %s is a %s attribute, which Brevo computes itself: remove it from mapping.attributes", name, a.category))

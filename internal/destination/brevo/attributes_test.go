@@ -270,3 +270,17 @@ func setupTyped(t *testing.T, mode string) *bundle {
 		p.Attributes = []string{"BIRTHDAY", "SCORE", "VIP"}
 	})
 }
+
+// TestEveryMissingAttributeIsNamed: check names every mapped attribute the
+// account lacks at once, so that one round of creating them in Brevo is
+// enough.
+func TestEveryMissingAttributeIsNamed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{Attributes: fakebrevo.DefaultAttributes}, func(p *brevo.Params) {
+		p.Attributes = []string{"FIRSTNAME", "SCORE", "PLAN"}
+	})
+	_, err := b.dest.Check(context.Background())
+	if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "attributes PLAN, SCORE do not exist in this account") {
+		t.Fatalf("check: %v; want both missing attributes named", err)
+	}
+}

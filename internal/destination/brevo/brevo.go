@@ -109,9 +109,11 @@ type Destination struct {
 	ownClient  bool
 	sleep      func(context.Context, time.Duration) error
 	verifyWait time.Duration
-	limiter    *apiclient.AccountLimiter
-	api        *apiclient.Client
-	reports    *apiclient.Client // import reports: larger bodies, maybe another origin (outcomes.go)
+	limiter    *apiclient.AccountLimiter // the /contacts routes' budget
+	others     *apiclient.AccountLimiter // the other routes' budget (rateBucket)
+	api        *apiclient.Client         // /contacts routes, whose rate-limit headers pace the limiter
+	other      *apiclient.Client         // the other routes (/account, /processes): another budget (rateBucket)
+	reports    *apiclient.Client         // import reports: larger bodies, maybe another origin (outcomes.go)
 	maxBody    int
 	writeMode  destination.WriteMode
 	attrs      []string // mapped attribute names, sorted
@@ -204,6 +206,8 @@ func New(p Params) (*Destination, error) {
 	// every sync and process writing to one shares its budget.
 	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("brevo", d.base, d.apiKey),
 		destination.Limit{Rate: rl, Burst: 1})
+	d.others = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("brevo-other-routes", d.base, d.apiKey),
+		destination.Limit{Rate: rl, Burst: 1})
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -212,7 +216,7 @@ func New(p Params) (*Destination, error) {
 	if maxRetries == 0 {
 		maxRetries = DefaultMaxRetries
 	}
-	d.api = apiclient.New(apiclient.Params{
+	api := apiclient.Params{
 		Name:       "brevo",
 		URLSetting: "base_url",
 		AuthDetail: "brevo refused the account's credentials or plan",
@@ -226,12 +230,18 @@ func New(p Params) (*Destination, error) {
 		Pacer:      d.limiter,
 		Classify:   classify,
 		Wait:       resetAfter,
-		Observe:    d.observeRateLimit,
+		Observe:    func(r *apiclient.Response) { observeRateLimit(d.limiter, r) },
 		StatusError: func(route string, r *apiclient.Response) error {
 			return d.apiError(route, &response{status: r.Status, body: r.Body, header: r.Header})
 		},
 		Secrets: []string{d.apiKey},
-	})
+	}
+	d.api = apiclient.New(api)
+	// The other routes' headers count their own (hourly) budget: they pause
+	// their own limiter, never the contacts' (rateBucket).
+	api.Pacer = d.others
+	api.Observe = func(r *apiclient.Response) { observeRateLimit(d.others, r) }
+	d.other = apiclient.New(api)
 	d.reports = apiclient.New(apiclient.Params{
 		Name:       "brevo",
 		URLSetting: "base_url",
@@ -311,7 +321,7 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 	if req.body != nil {
 		h.Set("Content-Type", "application/json")
 	}
-	res, err := d.api.Do(ctx, apiclient.Request{
+	res, err := d.client(req.path).Do(ctx, apiclient.Request{
 		Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
 		// A read is safe to repeat; a write whose answer was lost is not
 		// (it may have been applied): Brevo is read back first (docs/guide.md#the-ledger-and-its-retention).
@@ -325,6 +335,37 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 		return nil, d.apiError(req.route, r)
 	}
 	return r, nil
+}
+
+// Brevo has one rate limit for the routes under /contacts (10 requests a
+// second on its general tier) and another for every other route (100
+// requests an hour: /account, /processes), each answered with its own
+// x-sib-ratelimit-* headers (developers.brevo.com/docs/api-limits). So each
+// bucket has its own limiter, paused by its own headers: a spent hourly
+// budget of process reads holds the next process read (a minute at most,
+// then Brevo is asked again), never the contact writes.
+
+// client is the HTTP client of path's rate-limit bucket.
+func (d *Destination) client(path string) *apiclient.Client {
+	if rateBucket(path) == bucketContacts {
+		return d.api
+	}
+	return d.other
+}
+
+// Rate-limit buckets of Brevo's routes.
+const (
+	bucketContacts = "contacts"
+	bucketOther    = "other"
+)
+
+// rateBucket is the rate-limit bucket of an API path (relative to the base
+// URL).
+func rateBucket(path string) string {
+	if path == "/contacts" || strings.HasPrefix(path, "/contacts/") {
+		return bucketContacts
+	}
+	return bucketOther
 }
 
 // classify: 401, 402 (plan) and 403 are auth; 503 means Brevo did not take
@@ -353,9 +394,9 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 
-// observeRateLimit pauses the limiter until the reset when Brevo says the
-// window is spent.
-func (d *Destination) observeRateLimit(r *apiclient.Response) {
+// observeRateLimit pauses l (the limiter of the bucket r answers for)
+// until the reset, a minute at most, when Brevo says the window is spent.
+func observeRateLimit(l *apiclient.AccountLimiter, r *apiclient.Response) {
 	rem := strings.TrimSpace(r.Header.Get("x-sib-ratelimit-remaining"))
 	if rem == "" {
 		return
@@ -363,26 +404,40 @@ func (d *Destination) observeRateLimit(r *apiclient.Response) {
 	if n, err := strconv.ParseFloat(rem, 64); err != nil || n > 0 {
 		return
 	}
-	reset, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset"))
+	reset, ok := sibReset(r.Header)
 	if !ok {
 		reset = time.Second
 	}
-	d.limiter.Pause(min(reset, maxRateLimitWait))
+	l.Pause(min(reset, maxRateLimitWait))
 }
 
 // resetAfter reads how long to wait after a 429: x-sib-ratelimit-reset
 // (seconds), else Retry-After.
 func resetAfter(r *apiclient.Response, now time.Time) (time.Duration, bool) {
-	if d, ok := apiclient.ParseSeconds(r.Header.Get("x-sib-ratelimit-reset")); ok {
+	if d, ok := sibReset(r.Header); ok {
 		return d, true
 	}
 	return apiclient.RetryAfter(r.Header.Get("Retry-After"), now)
+}
+
+// minReset is the shortest wait an x-sib-ratelimit-reset asks for. Brevo
+// gives the time left in the window in whole seconds
+// (developers.brevo.com/docs/limit-headers): "0" is the window's last
+// second, not "send now", and a request sent at once meets the same spent
+// window (as `oncesync fake-brevo` answers it).
+const minReset = time.Second
+
+// sibReset reads x-sib-ratelimit-reset, at least minReset.
+func sibReset(h http.Header) (time.Duration, bool) {
+	d, ok := apiclient.ParseSeconds(h.Get("x-sib-ratelimit-reset"))
+	return max(d, minReset), ok
 }
 
 func (d *Destination) apiError(route string, r *response) *APIError {
 	e := &APIError{Route: route, Status: r.status}
 	if code, msg, ok := DecodeError(r.body); ok {
 		e.Code, e.Message = code, msg
+		e.Duplicates = decodeDuplicates(r.body)
 	} else {
 		e.Message = truncate(strings.TrimSpace(string(r.body)), 200)
 	}

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/oncesync/oncesync/internal/destination"
+	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
+	"github.com/oncesync/oncesync/internal/destination"
 )
 
 // maxMessageLen bounds a decoded Brevo message (bytes, cut on a rune boundary).
@@ -37,6 +39,9 @@ type APIError struct {
 	Code string
 	// Message is Brevo's readable message, as sent (may name a contact).
 	Message string
+	// Duplicates are the identifiers metadata.duplicate_identifiers names,
+	// lower-cased ("email", "ext_id", ...): an identifier conflict.
+	Duplicates []string
 }
 
 func (e *APIError) Error() string {
@@ -77,6 +82,83 @@ func DecodeError(body []byte) (code, message string, ok bool) {
 	}
 	return code, message, true
 }
+
+// decodeDuplicates reads metadata.duplicate_identifiers of a Brevo error
+// body, lower-cased; nil when there is none.
+func decodeDuplicates(body []byte) []string {
+	var m struct {
+		Metadata struct {
+			DuplicateIdentifiers []string `json:"duplicate_identifiers"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	var out []string
+	for _, id := range m.Metadata.DuplicateIdentifiers {
+		if id = strings.ToLower(strings.TrimSpace(id)); id != "" && len(out) < 10 {
+			out = append(out, truncate(id, 40))
+		}
+	}
+	return out
+}
+
+// Brevo has answered an identifier conflict (a write naming an e-mail,
+// ext_id or SMS number another contact holds) in several forms:
+// duplicate_parameter with metadata.duplicate_identifiers listing the
+// identifiers, the same with invalid_parameter (since 2026), and
+// duplicate_parameter with "Contact already exist" and no metadata for a
+// taken e-mail (fakebrevo/conflict.go cites the public reports).
+
+// conflicts reports whether e is an identifier conflict, and on which
+// identifiers when Brevo says ("email", "ext_id", "sms"; none when it
+// does not).
+func (e *APIError) conflicts() (idents []string, ok bool) {
+	if e.Status != http.StatusBadRequest {
+		return nil, false
+	}
+	if len(e.Duplicates) > 0 {
+		return e.Duplicates, true
+	}
+	msg := strings.ToLower(e.Message)
+	switch {
+	case e.Code == codeDuplicateParameter:
+	case e.Code == codeInvalidParameter && (strings.Contains(msg, "already associated") || strings.Contains(msg, "already exist")):
+	default:
+		return nil, false
+	}
+	if strings.Contains(msg, "contact already exist") {
+		return []string{identEmail}, true
+	}
+	for _, id := range []string{identEmail, identExtID, identSMS} {
+		if strings.Contains(msg, id) {
+			idents = append(idents, id)
+		}
+	}
+	return idents, true
+}
+
+// conflictOn reports whether e is an identifier conflict on ident; when
+// Brevo does not say on which, unnamed decides.
+func (e *APIError) conflictOn(ident string, unnamed bool) bool {
+	idents, ok := e.conflicts()
+	switch {
+	case !ok:
+		return false
+	case len(idents) == 0:
+		return unnamed
+	}
+	return slices.Contains(idents, ident)
+}
+
+// Error codes and identifier names of Brevo's conflicts.
+const (
+	codeDuplicateParameter = "duplicate_parameter"
+	codeInvalidParameter   = "invalid_parameter"
+	identEmail             = "email"
+	identExtID             = "ext_id"
+	identSMS               = "sms"
+)
 
 // truncate cuts s to at most n bytes without splitting a rune and makes it
 // valid UTF-8.

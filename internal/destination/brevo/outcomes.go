@@ -175,8 +175,9 @@ func (d *Destination) fetchReport(ctx context.Context, raw string) ([]byte, erro
 		// Only Brevo's own origin gets the key; a report elsewhere (a
 		// storage service) is fetched without it.
 		h.Set("api-key", d.apiKey)
-		// Brevo's own origin counts against the account's rate limit.
-		wait, err := d.limiter.Reserve(ctx)
+		// Brevo's own origin counts against the account's budget of its
+		// routes outside /contacts (brevo.go).
+		wait, err := d.others.Reserve(ctx)
 		if err == nil {
 			err = d.sleep(ctx, wait)
 		}
@@ -195,7 +196,7 @@ func (d *Destination) fetchReport(ctx context.Context, raw string) ([]byte, erro
 			"an import report of brevo could not be fetched")
 	}
 	if own {
-		d.observeRateLimit(res)
+		observeRateLimit(d.others, res)
 	}
 	if res.Status != http.StatusOK {
 		return nil, fail("an import report of brevo answered HTTP %d", res.Status)

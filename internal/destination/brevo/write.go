@@ -340,22 +340,19 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 	return err
 }
 
-// codeDuplicateParameter is Brevo's error code for an identifier (e-mail,
-// ext_id, SMS) that another contact holds.
-const codeDuplicateParameter = "duplicate_parameter"
-
 // moved reports whether Brevo's refusal e of c may mean that c's address
 // changed while its ext_id stayed (docs/guide.md#an-address-that-changes):
 // an upsert finds no contact at the new address and refuses an ext_id
 // another contact holds ("a 4xx error is returned on identifier
-// conflict"); an update finds no contact at the new address (404).
+// conflict", in any of its forms: errors.go); an update finds no contact
+// at the new address (404).
 func (d *Destination) moved(c contact, e *APIError) bool {
 	if c.extID == "" || c.email == "" {
 		return false
 	}
 	switch d.writeMode {
 	case destination.Upsert, destination.Mirror:
-		return e.Code == codeDuplicateParameter
+		return e.conflictOn(identExtID, true)
 	case destination.Update:
 		return e.Status == http.StatusNotFound
 	}
@@ -407,13 +404,13 @@ type updateContact struct {
 
 // skipped says why the write mode leaves a record as Brevo has it, from
 // Brevo's refusal: update finds no contact (404), create finds the e-mail
-// taken (duplicate_parameter naming the email); "" for any other answer.
+// taken (a conflict on the email, in any of its forms: errors.go); "" for
+// any other answer.
 func (d *Destination) skipped(e *APIError) string {
 	switch {
 	case d.writeMode == destination.Update && e.Status == http.StatusNotFound:
 		return destination.SkipNotFound
-	case d.writeMode == destination.Create && e.Status == http.StatusBadRequest && e.Code == codeDuplicateParameter &&
-		strings.Contains(strings.ToLower(e.Message), "email"):
+	case d.writeMode == destination.Create && e.conflictOn(identEmail, false):
 		return destination.SkipExists
 	}
 	return ""
