@@ -337,8 +337,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
 					if d > c.p.MaxWait {
+						// The route names the budget: a vendor can have
+						// several (Brevo: contacts per second, its other
+						// routes per hour).
 						return nil, c.fail(failure.DestinationRateLimited, &st, serr,
-							"%s's rate limit resets in %s", c.p.Subject, d.Round(time.Second))
+							"%s's rate limit for %s resets in %s", c.p.Subject, req.Route, d.Round(time.Second))
 					}
 					wait = d
 				}

@@ -285,6 +285,9 @@ func TestNotAppliedAnswers(t *testing.T) {
 			if !errors.Is(err, destination.ErrNotSent) {
 				t.Errorf("error %v does not wrap ErrNotSent: the server said it did not process the request", err)
 			}
+			if tt.name == "429 beyond MaxWait" && !strings.Contains(err.Error(), "rate limit for POST /contacts resets in 1h0m0s") {
+				t.Errorf("error %q does not name the route whose budget is spent", err)
+			}
 			if n.Load() != tt.reqs || len(s.all()) != tt.sleeps {
 				t.Errorf("%d requests, slept %v; want %d requests, %d sleeps", n.Load(), s.all(), tt.reqs, tt.sleeps)
 			}
