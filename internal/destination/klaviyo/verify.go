@@ -180,10 +180,11 @@ func (d *Destination) readError(err error) error {
 // before reading the profiles, Verify notes the account's jobs then queued
 // or processing (the newest 100) and polls them, by id, every 2 s until
 // they ended or VerifyWait passed. A job started later cannot be the
-// page's. The residual risk: past VerifyWait (behind a long job), a record
-// reads as not landed and is sent again; when the old job then runs, it
-// writes the same values a second time (a duplicate write, never a lost
-// record).
+// page's. One created after since that still runs then fails Verify
+// (ErrJobsRunning, destination_unavailable) and the page stays in doubt:
+// sent again now, the records would be written over by that job when it
+// runs, with the values of the write in doubt (a stale record when the row
+// changed since). Older jobs (another tool's) are not waited for longer.
 //
 // A record landed when a profile has its e-mail (case-insensitive) and
 // every mapped attribute has an equal value: a mapped null or "" equals an
@@ -216,7 +217,7 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		return map[string]string{}, nil
 	}
 	if d.bulk() {
-		if err := d.waitJobs(ctx); err != nil {
+		if err := d.waitJobs(ctx, since); err != nil {
 			return nil, err
 		}
 	}
@@ -318,9 +319,22 @@ func (d *Destination) readBack(ctx context.Context, recs []destination.Record, l
 	return landed, nil
 }
 
+// jobSkew is how much earlier than since, by Klaviyo's clock, a job of the
+// write in doubt may say it was created (the two clocks differ).
+const jobSkew = 5 * time.Minute
+
+// ErrJobsRunning: a bulk import job that may hold the write in doubt was
+// still queued or processing after VerifyWait.
+var ErrJobsRunning = errors.New("klaviyo: a bulk import job that may hold the write in doubt is still running")
+
 // waitJobs polls the jobs queued or processing now until they end, within
-// VerifyWait.
-func (d *Destination) waitJobs(ctx context.Context) error {
+// VerifyWait. A job still running then that was created after since (less
+// jobSkew) may be the write in doubt's: waitJobs fails rather than let its
+// records be read back and sent again, since that job would later write its
+// values over the resend (a clearing profile import, at once, or a later
+// job Klaviyo may run first): a stale record. The page stays in doubt for a
+// later run. Older jobs (another tool's) are not waited for past VerifyWait.
+func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 	q := url.Values{}
 	q.Set("filter", `any(status,["queued","processing"])`)
 	q.Set("sort", "-created_at")
@@ -332,15 +346,21 @@ func (d *Destination) waitJobs(ctx context.Context) error {
 	}
 	var doc struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID         string `json:"id"`
+			Attributes struct {
+				CreatedAt string `json:"created_at"`
+			} `json:"attributes"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(res.Body, &doc); err != nil {
 		return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs with an unexpected body")
 	}
 	ids := make([]string, 0, len(doc.Data))
+	mayBeOurs := map[string]bool{}
 	for _, j := range doc.Data {
 		ids = append(ids, j.ID)
+		created, err := time.Parse(time.RFC3339, j.Attributes.CreatedAt)
+		mayBeOurs[j.ID] = since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew))
 	}
 	for poll := 0; len(ids) > 0 && poll < int(d.verifyWait/jobPollInterval); poll++ {
 		if err := d.sleep(ctx, jobPollInterval); err != nil {
@@ -358,6 +378,13 @@ func (d *Destination) waitJobs(ctx context.Context) error {
 			}
 		}
 		ids = still
+	}
+	for _, id := range ids {
+		if mayBeOurs[id] {
+			return failure.Wrap(failure.DestinationUnavailable, ErrJobsRunning,
+				"klaviyo bulk import job %s, which may hold a write in doubt, was still running after %s; a later run settles the page once it ended",
+				truncate(id, 40), d.verifyWait)
+		}
 	}
 	return nil
 }

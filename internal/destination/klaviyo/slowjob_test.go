@@ -1,0 +1,74 @@
+package klaviyo_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/destination/klaviyo"
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/fakeklaviyo"
+)
+
+// TestVerifyDoesNotResendBehindAJobStillRunning: a bulk page's 202 was lost
+// and its job (first_name "Mid") is queued longer than VerifyWait; the row
+// has since cleared first_name. Verify must not report the new value as
+// not landed while that job may still run: the resend clears the field by a
+// profile import at once, and the old job would then write "Mid" over it (a
+// stale record). Verify fails instead (the page stays in doubt), and once
+// the job ended, the read-back and resend leave the field cleared.
+func TestVerifyDoesNotResendBehindAJobStillRunning(t *testing.T) {
+	t.Parallel()
+	var jobPosts atomic.Int32
+	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Minute, AfterWrite: func(r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/profile-bulk-import-jobs") && jobPosts.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // the job is queued, its 202 lost
+		}
+	}}, klaviyo.Params{Mode: klaviyo.ModeBulk, VerifyWait: 10 * time.Second})
+	email := emailOf(record(1))
+	b.fake.AddProfile(email, map[string]any{"first_name": "Old"}, listID)
+	since := b.clk.Now()
+
+	mid := destination.Record{Key: strings.Repeat("a", 64), Data: map[string]any{"email": email,
+		"attributes": map[string]any{"first_name": "Mid"}}}
+	if res, err := b.dest.Write(t.Context(), []destination.Record{mid}); !errors.Is(err, klaviyo.ErrOutcomeUnknown) || len(res) != 0 {
+		t.Fatalf("Write = %v, %v; want the page in doubt", res, err)
+	}
+	cleared := destination.Record{Key: strings.Repeat("b", 64), Data: map[string]any{"email": email,
+		"attributes": map[string]any{"first_name": nil}}}
+
+	landed, err := b.dest.Verify(t.Context(), []destination.Record{cleared}, since)
+	if err == nil {
+		// What the runner does with a record not landed: send it again.
+		if _, ok := landed[cleared.Key]; !ok {
+			if _, werr := b.dest.Write(t.Context(), []destination.Record{cleared}); werr != nil {
+				t.Fatalf("resend: %v", werr)
+			}
+		}
+	} else if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Verify = %v; want destination_unavailable while the job may run", err)
+	} else {
+		b.clk.Advance(11 * time.Minute) // a later run: the job has ended
+		landed, err = b.dest.Verify(t.Context(), []destination.Record{cleared}, since)
+		if err != nil {
+			t.Fatalf("Verify after the job: %v", err)
+		}
+		if _, ok := landed[cleared.Key]; !ok {
+			if _, werr := b.dest.Write(t.Context(), []destination.Record{cleared}); werr != nil {
+				t.Fatalf("resend: %v", werr)
+			}
+		}
+	}
+	b.clk.Advance(time.Hour) // every job has run
+	p, ok := b.fake.Profile(email)
+	if !ok {
+		t.Fatal("profile missing")
+	}
+	if v := p.Attributes["first_name"]; v != nil && v != "" {
+		t.Errorf("first_name = %v after the row cleared it; the job left in doubt wrote over the resend", v)
+	}
+}
