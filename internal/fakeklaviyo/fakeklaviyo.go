@@ -39,7 +39,7 @@
 //     with a fake clock need no sleep). A job does not clear a field sent
 //     as null (Klaviyo's bulk import guide: "does not support setting fields
 //     to null to clear them"); a profile import does. Profiles it refuses (an invalid or
-//     Options.RefuseEmails address, no identifier, a share picked by
+//     Options.RefuseEmails address, a phone_number not in E.164 form, no identifier, a share picked by
 //     Options.JobSkipRate) are listed by GET
 //     /api/profile-bulk-import-jobs/{id}/import-errors with a JSON pointer to
 //     the profile in the job and its original payload, and counted in

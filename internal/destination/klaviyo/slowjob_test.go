@@ -72,3 +72,59 @@ func TestVerifyDoesNotResendBehindAJobStillRunning(t *testing.T) {
 		t.Errorf("first_name = %v after the row cleared it; the job left in doubt wrote over the resend", v)
 	}
 }
+
+// TestPhoneNumberNotInE164IsRejected: Klaviyo takes phone_number in E.164
+// form only. A record with another form is rejected with Klaviyo's reason on
+// every path (a job's import error, a profile import's or PATCH's 400), the
+// others delivered with their values, and the refused one is not in Klaviyo.
+func TestPhoneNumberNotInE164IsRejected(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		p    klaviyo.Params
+	}{
+		{"single", klaviyo.Params{Mode: klaviyo.ModeSingle}},
+		{"bulk", klaviyo.Params{Mode: klaviyo.ModeBulk}},
+		{"update", klaviyo.Params{Mode: klaviyo.ModeSingle, WriteMode: destination.Update}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakeklaviyo.Options{}, tc.p)
+			recs := records(3)
+			phones := []string{"+33612345678", "06 12 34 56 78", "+1 (555) 010-0000"}
+			for i, r := range recs {
+				r.Data["attributes"].(map[string]any)["phone_number"] = phones[i]
+				if tc.p.WriteMode == destination.Update {
+					b.fake.AddProfile(emailOf(r), map[string]any{"first_name": "Old"})
+				}
+			}
+			res, err := b.dest.Write(t.Context(), recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.Outcome == destination.Accepted {
+					got, done, err := b.dest.Outcomes(t.Context(), r.Ref, recs[i:i+1])
+					if err != nil || !done || len(got) != 1 {
+						t.Fatalf("Outcomes = %v, %v, %v", got, done, err)
+					}
+					res[i] = got[0]
+				}
+			}
+			got := byKey(t, recs, res)
+			if x := got[recs[0].Key]; x.Outcome != destination.Delivered {
+				t.Errorf("E.164 phone: %+v, want delivered", x)
+			}
+			checkValues(t, b.fake, recs[:1])
+			for _, r := range recs[1:] {
+				x := got[r.Key]
+				if x.Outcome != destination.Rejected || !strings.Contains(x.Message, "phone number") {
+					t.Errorf("phone %q: %+v, want rejected naming the phone number", r.Data["attributes"].(map[string]any)["phone_number"], x)
+				}
+				if p, ok := b.fake.Profile(emailOf(r)); ok && p.Attributes["phone_number"] != nil {
+					t.Errorf("Klaviyo holds %v for a refused phone number", p.Attributes["phone_number"])
+				}
+			}
+		})
+	}
+}
