@@ -236,6 +236,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			"The revision header must name a known API revision (YYYY-MM-DD), up to "+SpecRevision+".", map[string]any{"parameter": "revision"})
 		return
 	}
+	if m := revisionRE.FindStringSubmatch(rev); m[1] < FirstRevision {
+		// Klaviyo serves each operation from the revision it appeared in;
+		// asked for an earlier one it answers 404 "No valid revisions found
+		// for method" (seen live, klaviyo/klaviyo-swift-sdk#730). None of
+		// the operations is older than the first revision.
+		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "No valid revisions found for method.", nil)
+		return
+	}
 
 	s.mu.Lock()
 	s.advanceLocked(c.now)

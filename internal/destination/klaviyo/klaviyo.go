@@ -341,12 +341,29 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 // pageFailure turns a 4xx that is not about one record into a page-level
 // failure: a revision Klaviyo refuses is the configuration's fault.
 func (d *Destination) pageFailure(e *APIError) error {
-	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+	if revisionRefused(e) {
 		return failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
 			"klaviyo refused revision %q: fix destination.revision (Klaviyo's API reference lists the revisions)", d.revision)
 	}
 	return failure.Wrap(failure.DestinationUnavailable, d.safe(e), "klaviyo answered HTTP %d to %s; check the destination's base_url", e.Status, e.Route)
 }
+
+// revisionRefused says whether e is Klaviyo refusing the revision header:
+// its error names the parameter, or, for a revision earlier than the
+// operation's first, a 404 "No valid revisions found for method" (seen
+// live, klaviyo/klaviyo-swift-sdk#730) that must not read as a missing
+// list or an outage.
+func revisionRefused(e *APIError) bool {
+	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+		return true
+	}
+	return (e.Status == http.StatusBadRequest || e.Status == http.StatusNotFound) &&
+		strings.Contains(strings.ToLower(e.Detail+" "+e.Title), "revision")
+}
+
+// notFound says whether e is a 404 about the resource (a list, a profile,
+// a job), not Klaviyo refusing the revision for the operation.
+func notFound(e *APIError) bool { return e.Status == http.StatusNotFound && !revisionRefused(e) }
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 

@@ -44,7 +44,7 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 	res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet, path: "/api/profile-bulk-import-jobs/" + url.PathEscape(id),
 		route: "GET /api/profile-bulk-import-jobs/{job_id}"})
 	var e *APIError
-	if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && err == error(e) && notFound(e) {
 		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrJobNotFound, "klaviyo does not know bulk import job %s", truncate(id, 40))
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package klaviyo_test
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,70 @@ func TestPhoneNumberNotInE164IsRejected(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRevisionKlaviyoDoesNotServe: Klaviyo answers a revision earlier than
+// an operation's first with 404 "No valid revisions found for method". That
+// is the revision's fault, not a missing list_id nor an outage: check and a
+// bulk write fail with invalid_sync_definition naming the revision, and no
+// record is rejected.
+func TestRevisionKlaviyoDoesNotServe(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{klaviyo.ModeBulk, klaviyo.ModeSingle} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: mode, Revision: "2021-06-01"})
+			_, err := b.dest.Check(t.Context())
+			if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "revision") {
+				t.Errorf("Check = %v; want invalid_sync_definition naming the revision", err)
+			}
+			recs := records(3)
+			res, err := b.dest.Write(t.Context(), recs)
+			if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "revision") || strings.Contains(err.Error(), "list_id") {
+				t.Errorf("Write = %v; want invalid_sync_definition naming the revision", err)
+			}
+			for _, r := range res {
+				if r.Outcome != destination.NotSent {
+					t.Errorf("%+v; want not sent", r)
+				}
+			}
+		})
+	}
+}
+
+// TestPatchRefusedForItsRevisionIsNotASkip: Klaviyo serves each operation
+// from its own first revision, so the profile read may be served and the
+// PATCH answered 404 "No valid revisions found for method". That 404 is not
+// "the profile was deleted since": the record must not be counted
+// delivered (skipped) while Klaviyo never updated it.
+func TestPatchRefusedForItsRevisionIsNotASkip(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeSingle, WriteMode: destination.Update})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch {
+			w.Header().Set("Content-Type", "application/vnd.api+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"errors":[{"id":"e1","status":404,"code":"not_found","title":"Not found.","detail":"No valid revisions found for method.","source":{}}]}`))
+			return
+		}
+		b.fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	d, err := klaviyo.New(klaviyo.Params{BaseURL: front.URL, APIKey: apiKey, Mode: klaviyo.ModeSingle, WriteMode: destination.Update,
+		Clock: b.clk, Sleep: b.sleeps.sleep, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(1)
+	b.fake.AddProfile(emailOf(recs[0]), map[string]any{"first_name": "Old"})
+	res, err := d.Write(t.Context(), recs)
+	for _, r := range res {
+		if r.Outcome == destination.Delivered {
+			t.Errorf("%+v: counted delivered, Klaviyo still holds first_name Old", r)
+		}
+	}
+	if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "revision") {
+		t.Errorf("Write = %v; want invalid_sync_definition naming the revision", err)
 	}
 }

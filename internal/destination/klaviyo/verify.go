@@ -118,7 +118,7 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 			return doc.Links.Next, nil
 		})
 		var e *APIError
-		if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+		if errors.As(err, &e) && err == error(e) && notFound(e) {
 			return nil, d.noList(e)
 		}
 		if err != nil {
