@@ -145,13 +145,14 @@ func (s *Server) advanceLocked(now time.Time) {
 
 func (s *Server) runLocked(j *job, now time.Time) {
 	j.done = j.readyAt
+	profiles := j.profiles
+	j.status = JobComplete
 	if j.fail {
 		j.status = JobCancelled
 		s.stats.JobsFailed++
-		return
+		profiles = profiles[:int(s.opts.JobFailApplies*float64(len(profiles)))]
 	}
-	j.status = JobComplete
-	for i, a := range j.profiles {
+	for i, a := range profiles {
 		ptr := "/data/attributes/profiles/data/" + strconv.Itoa(i) + "/attributes"
 		detail, p, ok := s.checkAttrs(a, ptr)
 		if ok && j.skip[i] {
@@ -232,7 +233,7 @@ func (j *job) json(base string, now time.Time) map[string]any {
 	case JobComplete:
 		attrs["completed_count"], attrs["failed_count"], attrs["completed_at"] = j.ok, len(j.errs), ts(j.done)
 	case JobCancelled:
-		attrs["completed_count"], attrs["failed_count"] = 0, 0
+		attrs["completed_count"], attrs["failed_count"] = j.ok, len(j.errs)
 	}
 	lists := []map[string]any{}
 	for _, l := range j.lists {

@@ -95,7 +95,7 @@ func (o Options) Check() error {
 		v    float64
 	}{{"error rate", o.ErrorRate}, {"rate-limit rate", o.RateLimitRate}, {"drop-response rate", o.DropResponseRate}, {"error-after-write rate", o.ErrorAfterWriteRate},
 		{"hold-write rate", o.HoldWriteRate},
-		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}, {"job refuse rate", o.JobRefuseRate}} {
+		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}, {"job fail applies", o.JobFailApplies}, {"job refuse rate", o.JobRefuseRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return fmt.Errorf("fakeklaviyo: %s must be between 0 and 1, got %v", r.name, r.v)
 		}

@@ -33,8 +33,9 @@ const maxErrorPages = 110
 var ErrJobNotFound = errors.New("klaviyo: the bulk import job is not found")
 
 type jobInfo struct {
-	Status string
-	Failed *int
+	Status    string
+	Failed    *int
+	Completed *int
 }
 
 func (j jobInfo) running() bool { return j.Status == jobQueued || j.Status == jobProcessing }
@@ -53,15 +54,17 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 	var doc struct {
 		Data struct {
 			Attributes struct {
-				Status      string `json:"status"`
-				FailedCount *int   `json:"failed_count"`
+				Status         string `json:"status"`
+				FailedCount    *int   `json:"failed_count"`
+				CompletedCount *int   `json:"completed_count"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
 	if json.Unmarshal(res.Body, &doc) != nil || doc.Data.Attributes.Status == "" {
 		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs/{job_id} with an unexpected body")
 	}
-	return jobInfo{Status: doc.Data.Attributes.Status, Failed: doc.Data.Attributes.FailedCount}, nil
+	a := doc.Data.Attributes
+	return jobInfo{Status: a.Status, Failed: a.FailedCount, Completed: a.CompletedCount}, nil
 }
 
 // Outcomes reports what became of recs, accepted by bulk import job ref
@@ -75,10 +78,14 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 //     sharing an e-mail, by the payload itself: refusedRecords) and that
 //     record is Rejected with Klaviyo's reason, redacted of e-mail
 //     addresses. The others are Delivered, with ref as Ref.
-//   - cancelled or failed: every record is NotSent, to be sent again.
-//     Klaviyo does not document what a job that stopped applied; oncesync
-//     takes it that nothing was (as the fake models it): a profile it did
-//     apply is written again with the same values.
+//   - cancelled or failed: every record is NotSent, to be sent again,
+//     unless the job says it completed some profiles (completed_count
+//     above 0, or absent): Klaviyo does not document what a job that
+//     stopped applied, so those records are read back (appliedBefore) and
+//     the ones Klaviyo holds, values and list, are Delivered. Reported not
+//     sent, a landed record would make the runner take Klaviyo for
+//     holding the row's earlier value (a stale record once the row changes
+//     back to it).
 func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")
@@ -95,8 +102,17 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	case jobQueued, jobProcessing:
 		return nil, false, nil
 	case jobCancelled, jobFailed:
+		var applied map[string]string
+		if j.Completed == nil || *j.Completed > 0 {
+			if applied, err = d.appliedBefore(ctx, recs); err != nil {
+				return nil, false, err
+			}
+		}
 		for i, r := range recs {
 			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent, Ref: ref}
+			if _, ok := applied[r.Key]; ok {
+				out[i].Outcome = destination.Delivered
+			}
 		}
 		return out, true, nil
 	case jobComplete:
@@ -139,6 +155,37 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		}
 	}
 	return out, true, nil
+}
+
+// appliedBefore returns the records of recs, with their profile id, that
+// Klaviyo holds as sent and in list_id, when a job stopped before its end:
+// profiles read back by e-mail (100 a request), then the list's members
+// among them (100 a request).
+func (d *Destination) appliedBefore(ctx context.Context, recs []destination.Record) (map[string]string, error) {
+	landed, err := d.readBack(ctx, recs, nil)
+	if err != nil || len(landed) == 0 {
+		return landed, err
+	}
+	var emails []string
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if _, ok := landed[r.Key]; ok {
+			if e := parseRecord(r).email; !seen[lower(e)] {
+				seen[lower(e)] = true
+				emails = append(emails, e)
+			}
+		}
+	}
+	members, err := d.membersAmong(ctx, emails)
+	if err != nil {
+		return nil, err
+	}
+	for key, id := range landed {
+		if !members[id] {
+			delete(landed, key)
+		}
+	}
+	return landed, nil
 }
 
 // importError is one profile a job refused: the stored message and the

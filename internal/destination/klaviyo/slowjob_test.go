@@ -194,3 +194,43 @@ func TestPatchRefusedForItsRevisionIsNotASkip(t *testing.T) {
 		t.Errorf("Write = %v; want invalid_sync_definition naming the revision", err)
 	}
 }
+
+// TestCancelledJobThatAppliedSomeProfiles: Klaviyo does not document that
+// a cancelled job applied nothing, and its completed_count can say it
+// applied some. A record whose profile the job wrote (its values, in
+// list_id) must not be reported not sent: the runner would take Klaviyo
+// for holding the row's earlier value, and a row changed back to that
+// value would never be sent again (a stale record). Those are delivered;
+// the others are not sent.
+func TestCancelledJobThatAppliedSomeProfiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{JobFailRate: 1, JobFailApplies: 0.5, JobDelay: time.Second}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	recs := records(6)
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(time.Second)
+	got, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, recs)
+	if err != nil || !done {
+		t.Fatalf("Outcomes: %v %v", done, err)
+	}
+	out := byKey(t, recs, got)
+	delivered := 0
+	for _, r := range recs {
+		p, held := b.fake.Profile(emailOf(r))
+		x := out[r.Key]
+		switch {
+		case held && x.Outcome != destination.Delivered:
+			t.Errorf("%s: Klaviyo holds the profile (lists %v) and the record is %s", emailOf(r), p.Lists, x.Outcome)
+		case !held && x.Outcome != destination.NotSent:
+			t.Errorf("%s: not in Klaviyo and the record is %s", emailOf(r), x.Outcome)
+		case held:
+			delivered++
+		}
+	}
+	if delivered != 3 {
+		t.Errorf("%d delivered, want the 3 the job applied", delivered)
+	}
+	checkValues(t, b.fake, recs[:3])
+}
