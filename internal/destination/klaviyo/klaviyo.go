@@ -45,6 +45,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -132,6 +133,31 @@ type Destination struct {
 	sleep                                func(context.Context, time.Duration) error
 	verifyWait                           time.Duration
 	profiles, jobs, lists, listAdds      *apiclient.Client
+
+	// answered holds the ids of the bulk import jobs whose 202 this
+	// Destination read: their records are accepted under them, so none can
+	// be the job of a write in doubt (waitJobs).
+	mu       sync.Mutex
+	answered map[string]bool
+}
+
+// maxAnswered bounds answered; past it the set starts over, which only
+// makes waitJobs more careful.
+const maxAnswered = 100_000
+
+func (d *Destination) noteAnswered(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.answered == nil || len(d.answered) >= maxAnswered {
+		d.answered = map[string]bool{}
+	}
+	d.answered[id] = true
+}
+
+func (d *Destination) wasAnswered(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.answered[id]
 }
 
 var (

@@ -234,3 +234,21 @@ func TestCancelledJobThatAppliedSomeProfiles(t *testing.T) {
 	}
 	checkValues(t, b.fake, recs[:3])
 }
+
+// TestVerifyDoesNotWaitForJobsItWasAnswered: a job of this run's earlier
+// page, accepted under its id, cannot be the job of a write in doubt: a
+// slow one does not fail the read-back of an earlier run's page.
+func TestVerifyDoesNotWaitForJobsItWasAnswered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{JobDelay: 10 * time.Minute}, klaviyo.Params{Mode: klaviyo.ModeBulk, VerifyWait: 10 * time.Second})
+	since := b.clk.Now()
+	recs := records(4)
+	res, err := b.dest.Write(t.Context(), recs[:2])
+	if err != nil || len(res) != 2 || res[0].Outcome != destination.Accepted {
+		t.Fatalf("Write = %v, %v", res, err)
+	}
+	landed, err := b.dest.Verify(t.Context(), recs[2:], since)
+	if err != nil || len(landed) != 0 {
+		t.Fatalf("Verify = %v, %v; want nothing landed, no error", landed, err)
+	}
+}

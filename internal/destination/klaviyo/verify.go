@@ -329,7 +329,8 @@ var ErrJobsRunning = errors.New("klaviyo: a bulk import job that may hold the wr
 
 // waitJobs polls the jobs queued or processing now until they end, within
 // VerifyWait. A job still running then that was created after since (less
-// jobSkew) may be the write in doubt's: waitJobs fails rather than let its
+// jobSkew), and whose 202 this Destination did not read (a job of this
+// run's earlier pages, accepted under its id), may be the write in doubt's: waitJobs fails rather than let its
 // records be read back and sent again, since that job would later write its
 // values over the resend (a clearing profile import, at once, or a later
 // job Klaviyo may run first): a stale record. The page stays in doubt for a
@@ -360,7 +361,7 @@ func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 	for _, j := range doc.Data {
 		ids = append(ids, j.ID)
 		created, err := time.Parse(time.RFC3339, j.Attributes.CreatedAt)
-		mayBeOurs[j.ID] = since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew))
+		mayBeOurs[j.ID] = !d.wasAnswered(j.ID) && (since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew)))
 	}
 	for poll := 0; len(ids) > 0 && poll < int(d.verifyWait/jobPollInterval); poll++ {
 		if err := d.sleep(ctx, jobPollInterval); err != nil {

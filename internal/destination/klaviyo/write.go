@@ -274,6 +274,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 				return append(out, notSent(recs[to:])...), failure.Wrap(failure.DestinationUnavailable, ErrOutcomeUnknown,
 					"klaviyo accepted a bulk import job without its id")
 			}
+			d.noteAnswered(doc.Data.ID)
 			for _, r := range chunk {
 				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Accepted, Ref: doc.Data.ID})
 			}
