@@ -46,7 +46,9 @@
 //     failed_count. A job may fail whole (Options.JobFailRate): it ends
 //     "cancelled" (the spec's statuses are queued, processing, complete and
 //     cancelled) with nothing of it applied, or its first profiles
-//     (Options.JobFailApplies, counted in completed_count). A job may also be refused whole
+//     (Options.JobFailApplies, counted in completed_count). GET
+//     /api/profile-bulk-import-jobs/{id}/relationships/profiles lists the
+//     profiles a job created or updated, a cancelled one's too. A job may also be refused whole
 //     before it is queued (Options.JobRefuseRate): 400, as Klaviyo answers a
 //     job whose body it will not take. Profiles are added to the job's lists.
 //   - POST /api/profile-subscription-bulk-delete-jobs (at most 100 profiles)

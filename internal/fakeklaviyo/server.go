@@ -371,6 +371,8 @@ func (s *Server) route(c *call) {
 		s.getJob(c, g[1])
 	case len(g) == 3 && g[0] == "profile-bulk-import-jobs" && g[2] == "import-errors" && m == http.MethodGet:
 		s.jobErrors(c, g[1])
+	case len(g) == 4 && g[0] == "profile-bulk-import-jobs" && g[2] == "relationships" && g[3] == "profiles" && m == http.MethodGet:
+		s.jobProfileIDs(c, g[1])
 	case len(g) == 1 && g[0] == "profile-subscription-bulk-delete-jobs" && m == http.MethodPost:
 		s.unsubscribe(c)
 	case c.op == opAddProfilesToList:

@@ -81,11 +81,11 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 //   - cancelled or failed: every record is NotSent, to be sent again,
 //     unless the job says it completed some profiles (completed_count
 //     above 0, or absent): Klaviyo does not document what a job that
-//     stopped applied, so those records are read back (appliedBefore) and
-//     the ones Klaviyo holds, values and list, are Delivered. Reported not
-//     sent, a landed record would make the runner take Klaviyo for
-//     holding the row's earlier value (a stale record once the row changes
-//     back to it).
+//     stopped applied, so the job's profiles are read (appliedBefore) and
+//     the records whose profile it created or updated are Delivered.
+//     Reported not sent, a landed record would be sent twice, and make the
+//     runner take Klaviyo for holding the row's earlier value (a stale
+//     record once the row changes back to it).
 func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")
@@ -104,7 +104,7 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	case jobCancelled, jobFailed:
 		var applied map[string]string
 		if j.Completed == nil || *j.Completed > 0 {
-			if applied, err = d.appliedBefore(ctx, recs); err != nil {
+			if applied, err = d.appliedBefore(ctx, ref, recs); err != nil {
 				return nil, false, err
 			}
 		}
@@ -157,35 +157,63 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	return out, true, nil
 }
 
-// appliedBefore returns the records of recs, with their profile id, that
-// Klaviyo holds as sent and in list_id, when a job stopped before its end:
-// profiles read back by e-mail (100 a request), then the list's members
-// among them (100 a request).
-func (d *Destination) appliedBefore(ctx context.Context, recs []destination.Record) (map[string]string, error) {
-	landed, err := d.readBack(ctx, recs, nil)
-	if err != nil || len(landed) == 0 {
-		return landed, err
+// appliedBefore returns the records of recs, with their profile id, whose
+// profile a job that stopped before its end created or updated: the job's
+// profiles (GET /api/profile-bulk-import-jobs/{id}/relationships/profiles,
+// 100 a page), matched to the records by e-mail (GET /api/profiles, 100 a
+// request). It goes by the profile, not the values: asked about a record
+// with a later value of the row (the runner asking about an earlier run's
+// job), a profile the job touched still counts, so that the row is sent
+// again rather than taken for holding its older delivered value.
+func (d *Destination) appliedBefore(ctx context.Context, ref string, recs []destination.Record) (map[string]string, error) {
+	const route = "GET /api/profile-bulk-import-jobs/{id}/relationships/profiles"
+	touched := map[string]bool{}
+	q := url.Values{}
+	q.Set("page[size]", "100")
+	err := d.eachPageOf(ctx, request{client: d.jobs, method: http.MethodGet, route: route, query: q,
+		path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/relationships/profiles"}, maxErrorPages, func(body []byte) (string, error) {
+		var doc struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+			Links struct {
+				Next string `json:"next"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
+		}
+		for _, p := range doc.Data {
+			touched[p.ID] = true
+		}
+		return doc.Links.Next, nil
+	})
+	if err != nil {
+		return nil, d.readError(err)
+	}
+	out := map[string]string{}
+	if len(touched) == 0 {
+		return out, nil
 	}
 	var emails []string
 	seen := map[string]bool{}
 	for _, r := range recs {
-		if _, ok := landed[r.Key]; ok {
-			if e := parseRecord(r).email; !seen[lower(e)] {
-				seen[lower(e)] = true
-				emails = append(emails, e)
-			}
+		p := parseRecord(r)
+		if p.invalid == "" && !seen[lower(p.email)] {
+			seen[lower(p.email)] = true
+			emails = append(emails, p.email)
 		}
 	}
-	members, err := d.membersAmong(ctx, emails)
+	held, err := d.findByEmail(ctx, emails)
 	if err != nil {
 		return nil, err
 	}
-	for key, id := range landed {
-		if !members[id] {
-			delete(landed, key)
+	for _, r := range recs {
+		if f, ok := held[lower(parseRecord(r).email)]; ok && touched[f.id] {
+			out[r.Key] = f.id
 		}
 	}
-	return landed, nil
+	return out, nil
 }
 
 // importError is one profile a job refused: the stored message and the

@@ -252,3 +252,36 @@ func TestVerifyDoesNotWaitForJobsItWasAnswered(t *testing.T) {
 		t.Fatalf("Verify = %v, %v; want nothing landed, no error", landed, err)
 	}
 }
+
+// TestCancelledJobAskedWithALaterValue: the runner asks about an earlier
+// run's job with the row's current value (another value than the job
+// sent). A profile the cancelled job wrote must still count: reported not
+// sent, the runner would take Klaviyo for holding the row's delivered value
+// and, the row having changed back to it, never send it again while
+// Klaviyo holds the job's value.
+func TestCancelledJobAskedWithALaterValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{JobFailRate: 1, JobFailApplies: 0.5, JobDelay: time.Second}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	recs := records(4)
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(time.Second)
+	back := make([]destination.Record, len(recs))
+	for i, r := range recs {
+		back[i] = destination.Record{Key: r.Key, Data: map[string]any{"email": emailOf(r),
+			"attributes": map[string]any{"first_name": "Original"}}}
+	}
+	got, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, back)
+	if err != nil || !done {
+		t.Fatalf("Outcomes: %v %v", done, err)
+	}
+	out := byKey(t, back, got)
+	for _, r := range recs {
+		_, held := b.fake.Profile(emailOf(r))
+		if x := out[r.Key]; held != (x.Outcome == destination.Delivered) {
+			t.Errorf("%s: in Klaviyo %v, outcome %s", emailOf(r), held, x.Outcome)
+		}
+	}
+}

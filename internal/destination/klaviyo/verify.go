@@ -133,8 +133,13 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 // link's cursor is used, so every request stays on base_url whatever
 // origin the link names. At most 100 pages.
 func (d *Destination) eachPage(ctx context.Context, req request, each func(body []byte) (next string, err error)) error {
+	return d.eachPageOf(ctx, req, 100, each)
+}
+
+// eachPageOf is eachPage with at most maxPages pages.
+func (d *Destination) eachPageOf(ctx context.Context, req request, maxPages int, each func(body []byte) (next string, err error)) error {
 	for page := 0; ; page++ {
-		if page == 100 {
+		if page == maxPages {
 			return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging %s", req.route)
 		}
 		res, err := d.do(ctx, req)
