@@ -285,3 +285,28 @@ func TestCancelledJobAskedWithALaterValue(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyDoesNotWaitForOlderJobs: a job created well before the write in
+// doubt (another tool's, still running) cannot be that write's: Verify
+// reads the profiles back without polling it for VerifyWait.
+func TestVerifyDoesNotWaitForOlderJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{JobDelay: time.Hour}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	other, err := klaviyo.New(klaviyo.Params{BaseURL: b.url, APIKey: apiKey, ListID: listID, Clock: b.clk, Sleep: b.sleeps.sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(4)
+	if res, err := other.Write(t.Context(), recs[:2]); err != nil || res[0].Outcome != destination.Accepted {
+		t.Fatalf("Write = %v, %v", res, err)
+	}
+	b.clk.Advance(10 * time.Minute)
+	since := b.clk.Now()
+	landed, err := b.dest.Verify(t.Context(), recs[2:], since)
+	if err != nil || len(landed) != 0 {
+		t.Fatalf("Verify = %v, %v", landed, err)
+	}
+	if n := b.fake.Stats().ByRoute["GET /api/profile-bulk-import-jobs/{id}"]; n != 0 {
+		t.Errorf("%d polls of a job created 10 minutes before the write in doubt", n)
+	}
+}

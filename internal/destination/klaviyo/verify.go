@@ -183,13 +183,14 @@ func (d *Destination) readError(err error) error {
 //
 // In bulk mode an in-doubt page's job (its 202 lost) may still be running:
 // before reading the profiles, Verify notes the account's jobs then queued
-// or processing (the newest 100) and polls them, by id, every 2 s until
-// they ended or VerifyWait passed. A job started later cannot be the
-// page's. One created after since that still runs then fails Verify
+// or processing (the newest 100) that may be the page's (waitJobs: created
+// after since, not answered to this Destination) and polls them, by id,
+// every 2 s until they ended or VerifyWait passed. A job started later
+// cannot be the page's. One still running then fails Verify
 // (ErrJobsRunning, destination_unavailable) and the page stays in doubt:
 // sent again now, the records would be written over by that job when it
 // runs, with the values of the write in doubt (a stale record when the row
-// changed since). Older jobs (another tool's) are not waited for longer.
+// changed since).
 //
 // A record landed when a profile has its e-mail (case-insensitive) and
 // every mapped attribute has an equal value: a mapped null or "" equals an
@@ -332,14 +333,15 @@ const jobSkew = 5 * time.Minute
 // still queued or processing after VerifyWait.
 var ErrJobsRunning = errors.New("klaviyo: a bulk import job that may hold the write in doubt is still running")
 
-// waitJobs polls the jobs queued or processing now until they end, within
-// VerifyWait. A job still running then that was created after since (less
-// jobSkew), and whose 202 this Destination did not read (a job of this
-// run's earlier pages, accepted under its id), may be the write in doubt's: waitJobs fails rather than let its
-// records be read back and sent again, since that job would later write its
-// values over the resend (a clearing profile import, at once, or a later
-// job Klaviyo may run first): a stale record. The page stays in doubt for a
-// later run. Older jobs (another tool's) are not waited for past VerifyWait.
+// waitJobs waits, within VerifyWait, for the jobs queued or processing now
+// that may be the write in doubt's: created after since (less jobSkew),
+// and not one whose 202 this Destination read (a job of this run's earlier
+// pages, accepted under its id). An older job (another tool's, another
+// run's) cannot be, and is not waited for. One still running after
+// VerifyWait fails waitJobs rather than let the records be read back and
+// sent again: that job would later write its values over the resend (a
+// clearing profile import, at once, or a later job Klaviyo may run first),
+// a stale record. The page stays in doubt for a later run.
 func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 	q := url.Values{}
 	q.Set("filter", `any(status,["queued","processing"])`)
@@ -361,12 +363,12 @@ func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 	if err := json.Unmarshal(res.Body, &doc); err != nil {
 		return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs with an unexpected body")
 	}
-	ids := make([]string, 0, len(doc.Data))
-	mayBeOurs := map[string]bool{}
+	var ids []string // the jobs that may be the write in doubt's
 	for _, j := range doc.Data {
-		ids = append(ids, j.ID)
 		created, err := time.Parse(time.RFC3339, j.Attributes.CreatedAt)
-		mayBeOurs[j.ID] = !d.wasAnswered(j.ID) && (since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew)))
+		if !d.wasAnswered(j.ID) && (since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew))) {
+			ids = append(ids, j.ID)
+		}
 	}
 	for poll := 0; len(ids) > 0 && poll < int(d.verifyWait/jobPollInterval); poll++ {
 		if err := d.sleep(ctx, jobPollInterval); err != nil {
@@ -385,12 +387,10 @@ func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 		}
 		ids = still
 	}
-	for _, id := range ids {
-		if mayBeOurs[id] {
-			return failure.Wrap(failure.DestinationUnavailable, ErrJobsRunning,
-				"klaviyo bulk import job %s, which may hold a write in doubt, was still running after %s; a later run settles the page once it ended",
-				truncate(id, 40), d.verifyWait)
-		}
+	if len(ids) > 0 {
+		return failure.Wrap(failure.DestinationUnavailable, ErrJobsRunning,
+			"klaviyo bulk import job %s, which may hold a write in doubt, was still running after %s; a later run settles the page once it ended",
+			truncate(ids[0], 40), d.verifyWait)
 	}
 	return nil
 }
