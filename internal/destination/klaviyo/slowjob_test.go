@@ -2,6 +2,7 @@ package klaviyo_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -308,5 +309,42 @@ func TestVerifyDoesNotWaitForOlderJobs(t *testing.T) {
 	}
 	if n := b.fake.Stats().ByRoute["GET /api/profile-bulk-import-jobs/{id}"]; n != 0 {
 		t.Errorf("%d polls of a job created 10 minutes before the write in doubt", n)
+	}
+}
+
+// TestJobLimitsSplitAPage: a page larger than a job's limits (10,000
+// profiles; 5 MB) goes out as several jobs Klaviyo takes, never as a job
+// refused whole (which would cost one profile import per record).
+func TestJobLimitsSplitAPage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		n, bytes int
+		jobs     int64
+	}{
+		{"profiles", klaviyo.MaxJobProfiles + 1, 0, 2},
+		{"bytes", 120, 60 << 10, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+			recs := make([]destination.Record, tc.n)
+			for i := range recs {
+				recs[i] = destination.Record{Key: fmt.Sprintf("%064x", i), Data: map[string]any{
+					"email": fmt.Sprintf("u%d@example.com", i), "attributes": map[string]any{
+						"first_name": "F", "properties.blob": strings.Repeat("x", tc.bytes)}}}
+			}
+			res, err := b.dest.Write(t.Context(), recs)
+			if err != nil || len(res) != len(recs) {
+				t.Fatalf("Write: %d results, %v", len(res), err)
+			}
+			st := b.fake.Stats()
+			if st.JobsCreated != tc.jobs || st.ByRoute["POST /api/profile-import"] != 0 || st.ByStatus["400"]+st.ByStatus["413"] != 0 {
+				t.Errorf("jobs %d (want %d), profile imports %d, by status %v", st.JobsCreated, tc.jobs, st.ByRoute["POST /api/profile-import"], st.ByStatus)
+			}
+			if st.Profiles != int64(len(recs)) {
+				t.Errorf("%d profiles, want %d", st.Profiles, len(recs))
+			}
+		})
 	}
 }
