@@ -23,10 +23,12 @@ const (
 	jsonAPI = "application/vnd.api+json"
 	// maxBodyBytes bounds a request body: the bulk import's 5 MB, plus room
 	// to answer 413 rather than cut the connection.
-	maxBodyBytes     = 6 << 20
-	maxBulkBody      = 5 << 20
+	maxBodyBytes = 6 << 20
+	// maxBulkBody and maxProfileBytes are the spec's "5MB" and "100KB"
+	// read in decimal units, the stricter reading.
+	maxBulkBody      = 5_000_000
 	maxBulkProfiles  = 10_000
-	maxProfileBytes  = 100 << 10
+	maxProfileBytes  = 100_000
 	maxUnsubProfiles = 100
 	maxPageSize      = 100
 	defaultPageSize  = 20

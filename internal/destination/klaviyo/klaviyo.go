@@ -77,8 +77,9 @@ const (
 	// profiles, 5 MB; a margin is kept under the latter).
 	MaxJobProfiles = 10_000
 	MaxJobBody     = 4_900_000
-	// maxProfileBytes is Klaviyo's limit of one profile's payload.
-	maxProfileBytes  = 100 << 10
+	// maxProfileBytes is Klaviyo's limit of one profile's payload ("100KB",
+	// read in decimal units, the stricter reading).
+	maxProfileBytes  = 100_000
 	maxRateLimitWait = time.Minute
 	maxResponseBody  = 4 << 20
 )

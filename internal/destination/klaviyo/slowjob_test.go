@@ -348,3 +348,26 @@ func TestJobLimitsSplitAPage(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileOverTheLimitIsRejectedBeforeTheJob: Klaviyo's "100KB" a
+// profile, read in decimal units: a profile of 100,500 bytes is rejected
+// without a request, and the page's other profiles go out in one job that
+// Klaviyo takes, not refused whole (one profile import per record).
+func TestProfileOverTheLimitIsRejectedBeforeTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	recs := records(5)
+	recs[2].Data["attributes"].(map[string]any)["properties.blob"] = strings.Repeat("x", 100_500)
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byKey(t, recs, res)
+	if x := got[recs[2].Key]; x.Outcome != destination.Rejected || !strings.Contains(x.Message, "100 KB") {
+		t.Errorf("large profile: %+v, want rejected before sending", x)
+	}
+	st := b.fake.Stats()
+	if st.JobsCreated != 1 || st.ByRoute["POST /api/profile-import"] != 0 || st.ByStatus["413"] != 0 {
+		t.Errorf("jobs %d, profile imports %d, by status %v", st.JobsCreated, st.ByRoute["POST /api/profile-import"], st.ByStatus)
+	}
+}
