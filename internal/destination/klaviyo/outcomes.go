@@ -138,10 +138,11 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		rest = append(rest, r)
 	}
 	if unnamed > 0 && len(rest) > 0 {
-		// Some import errors carry no e-mail to match: the records they
-		// may name are read back, and those not there as sent are
-		// rejected rather than taken for delivered.
-		landed, err := d.readBack(ctx, rest, nil) // the job ran: it added them to the list
+		// Some import errors carry no e-mail to match: the records whose
+		// profile the job did not create or update (appliedBefore, by
+		// profile, not by value: the runner may ask with a later value of
+		// the row) are rejected rather than taken for delivered.
+		landed, err := d.appliedBefore(ctx, ref, rest)
 		if err != nil {
 			return nil, false, err
 		}
@@ -149,7 +150,7 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 			if out[i].Outcome == destination.Delivered {
 				if _, ok := landed[r.Key]; !ok {
 					out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected,
-						Message: "klaviyo's bulk import refused a profile without naming it, and this one is not in Klaviyo as sent"}
+						Message: "klaviyo's bulk import refused a profile without naming it, and this one's profile is not among those it wrote"}
 				}
 			}
 		}
@@ -158,7 +159,8 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 }
 
 // appliedBefore returns the records of recs, with their profile id, whose
-// profile a job that stopped before its end created or updated: the job's
+// profile the job ref created or updated (a job that stopped before its
+// end, or one whose import errors do not all name their profile): the job's
 // profiles (GET /api/profile-bulk-import-jobs/{id}/relationships/profiles,
 // 100 a page), matched to the records by e-mail (GET /api/profiles, 100 a
 // request). It goes by the profile, not the values: asked about a record

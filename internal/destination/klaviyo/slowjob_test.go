@@ -371,3 +371,40 @@ func TestProfileOverTheLimitIsRejectedBeforeTheJob(t *testing.T) {
 		t.Errorf("jobs %d, profile imports %d, by status %v", st.JobsCreated, st.ByRoute["POST /api/profile-import"], st.ByStatus)
 	}
 }
+
+// TestUnnamedImportErrorAskedWithALaterValue: import errors without their
+// payload name no e-mail. Asked with the row's later value (the runner
+// asking about an earlier run's job), a record whose profile the job wrote
+// must not read as refused because Klaviyo holds the job's value, not the
+// later one: the runner would take Klaviyo for holding the row's delivered
+// value (stale once the row changed back to it).
+func TestUnnamedImportErrorAskedWithALaterValue(t *testing.T) {
+	t.Parallel()
+	recs := records(4)
+	b := setup(t, fakeklaviyo.Options{OmitErrorPayload: true, RefuseEmails: []string{emailOf(recs[2])}, JobDelay: time.Second},
+		klaviyo.Params{Mode: klaviyo.ModeBulk})
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(time.Second)
+	back := make([]destination.Record, len(recs))
+	for i, r := range recs {
+		back[i] = destination.Record{Key: r.Key, Data: map[string]any{"email": emailOf(r),
+			"attributes": map[string]any{"first_name": "Original"}}}
+	}
+	got, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, back)
+	if err != nil || !done {
+		t.Fatalf("Outcomes: %v %v", done, err)
+	}
+	out := byKey(t, back, got)
+	for i, r := range recs {
+		want := destination.Delivered
+		if i == 2 {
+			want = destination.Rejected
+		}
+		if x := out[r.Key]; x.Outcome != want {
+			t.Errorf("%s: %s, want %s", emailOf(r), x.Outcome, want)
+		}
+	}
+}
