@@ -83,9 +83,10 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 //     above 0, or absent): Klaviyo does not document what a job that
 //     stopped applied, so the job's profiles are read (appliedBefore) and
 //     the records whose profile it created or updated are Delivered.
-//     Reported not sent, a landed record would be sent twice, and make the
-//     runner take Klaviyo for holding the row's earlier value (a stale
-//     record once the row changes back to it).
+//     Reported not sent, a landed record would be written a second time
+//     (a duplicate write), and the runner, asking about an earlier run's
+//     job for a later value of the row, would take that job for having
+//     written nothing.
 func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")

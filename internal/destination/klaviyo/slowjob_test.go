@@ -199,10 +199,8 @@ func TestPatchRefusedForItsRevisionIsNotASkip(t *testing.T) {
 // TestCancelledJobThatAppliedSomeProfiles: Klaviyo does not document that
 // a cancelled job applied nothing, and its completed_count can say it
 // applied some. A record whose profile the job wrote (its values, in
-// list_id) must not be reported not sent: the runner would take Klaviyo
-// for holding the row's earlier value, and a row changed back to that
-// value would never be sent again (a stale record). Those are delivered;
-// the others are not sent.
+// list_id) must not be reported not sent: it would be written a second
+// time (a duplicate write). Those are delivered; the others are not sent.
 func TestCancelledJobThatAppliedSomeProfiles(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeklaviyo.Options{JobFailRate: 1, JobFailApplies: 0.5, JobDelay: time.Second}, klaviyo.Params{Mode: klaviyo.ModeBulk})
@@ -256,10 +254,9 @@ func TestVerifyDoesNotWaitForJobsItWasAnswered(t *testing.T) {
 
 // TestCancelledJobAskedWithALaterValue: the runner asks about an earlier
 // run's job with the row's current value (another value than the job
-// sent). A profile the cancelled job wrote must still count: reported not
-// sent, the runner would take Klaviyo for holding the row's delivered value
-// and, the row having changed back to it, never send it again while
-// Klaviyo holds the job's value.
+// sent), to learn whether Klaviyo holds the job's value. A profile the
+// cancelled job wrote must still count as written, whatever the values
+// asked with.
 func TestCancelledJobAskedWithALaterValue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakeklaviyo.Options{JobFailRate: 1, JobFailApplies: 0.5, JobDelay: time.Second}, klaviyo.Params{Mode: klaviyo.ModeBulk})
@@ -376,8 +373,8 @@ func TestProfileOverTheLimitIsRejectedBeforeTheJob(t *testing.T) {
 // payload name no e-mail. Asked with the row's later value (the runner
 // asking about an earlier run's job), a record whose profile the job wrote
 // must not read as refused because Klaviyo holds the job's value, not the
-// later one: the runner would take Klaviyo for holding the row's delivered
-// value (stale once the row changed back to it).
+// later one: the answer is about the job, whose profiles say what it
+// wrote.
 func TestUnnamedImportErrorAskedWithALaterValue(t *testing.T) {
 	t.Parallel()
 	recs := records(4)
