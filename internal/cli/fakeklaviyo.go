@@ -21,14 +21,16 @@ func newFakeKlaviyoCmd(env Env) *cobra.Command {
 		Long: `Serve a Klaviyo-compatible API (the profile endpoints oncesync uses, checked against
 Klaviyo's public OpenAPI spec, revision ` + fakeklaviyo.SpecRevision + `): /api/profile-import, /api/profiles,
 /api/profiles/{id}, /api/profiles/{id}/relationships/lists, /api/profile-bulk-import-jobs,
-/api/profile-bulk-import-jobs/{id}, its import-errors, and
+/api/profile-bulk-import-jobs/{id}, its import-errors and relationships/profiles, and
 /api/profile-subscription-bulk-delete-jobs, with Klaviyo's per-endpoint burst and
 steady rate limits per API key (429 with Retry-After).
 
 Bulk import jobs are asynchronous: 202 with a job id, queued then processing
 for --job-delay, then complete; profiles they refuse (an invalid or
---refuse-email address, a share set by --job-skip-rate) are listed as import
-errors; --job-fail-rate makes jobs fail whole (cancelled, nothing applied);
+--refuse-email address, a phone number not in E.164 form, a share set by
+--job-skip-rate) are listed as import errors; --job-fail-rate makes jobs fail
+whole (cancelled, nothing applied, or their first profiles with
+--job-fail-applies);
 --job-refuse-rate refuses job requests whole (400). Unsubscribe jobs are queued
 for --unsubscribe-delay too, and a profile one finds out of its list then is
 unsubscribed globally, as Klaviyo's spec warns. Profiles are added to a list

@@ -39,13 +39,16 @@
 //     with a fake clock need no sleep). A job does not clear a field sent
 //     as null (Klaviyo's bulk import guide: "does not support setting fields
 //     to null to clear them"); a profile import does. Profiles it refuses (an invalid or
-//     Options.RefuseEmails address, no identifier, a share picked by
+//     Options.RefuseEmails address, a phone_number not in E.164 form, no identifier, a share picked by
 //     Options.JobSkipRate) are listed by GET
 //     /api/profile-bulk-import-jobs/{id}/import-errors with a JSON pointer to
 //     the profile in the job and its original payload, and counted in
 //     failed_count. A job may fail whole (Options.JobFailRate): it ends
 //     "cancelled" (the spec's statuses are queued, processing, complete and
-//     cancelled) with nothing of it applied. A job may also be refused whole
+//     cancelled) with nothing of it applied, or its first profiles
+//     (Options.JobFailApplies, counted in completed_count). GET
+//     /api/profile-bulk-import-jobs/{id}/relationships/profiles lists the
+//     profiles a job created or updated, a cancelled one's too. A job may also be refused whole
 //     before it is queued (Options.JobRefuseRate): 400, as Klaviyo answers a
 //     job whose body it will not take. Profiles are added to the job's lists.
 //   - POST /api/profile-subscription-bulk-delete-jobs (at most 100 profiles)
@@ -152,8 +155,13 @@ type Options struct {
 	// (listed as import errors).
 	JobSkipRate float64
 	// JobFailRate is the fraction of jobs that fail whole (cancelled,
-	// nothing applied).
+	// nothing applied unless JobFailApplies).
 	JobFailRate float64
+	// JobFailApplies is the fraction of a failing job's profiles (its
+	// first ones) applied before it is cancelled: Klaviyo does not document
+	// that a cancelled job applied nothing, and its completed_count says
+	// how many it did.
+	JobFailApplies float64
 	// JobRefuseRate is the fraction of bulk import job requests refused
 	// whole with 400 before anything is queued (a client then has to send
 	// the profiles another way).

@@ -30,6 +30,7 @@ type job struct {
 	done     time.Time
 	errs     []importError
 	ok       int
+	applied  []string // ids of the profiles it created or updated, in order
 }
 
 type importError struct {
@@ -145,13 +146,14 @@ func (s *Server) advanceLocked(now time.Time) {
 
 func (s *Server) runLocked(j *job, now time.Time) {
 	j.done = j.readyAt
+	profiles := j.profiles
+	j.status = JobComplete
 	if j.fail {
 		j.status = JobCancelled
 		s.stats.JobsFailed++
-		return
+		profiles = profiles[:int(s.opts.JobFailApplies*float64(len(profiles)))]
 	}
-	j.status = JobComplete
-	for i, a := range j.profiles {
+	for i, a := range profiles {
 		ptr := "/data/attributes/profiles/data/" + strconv.Itoa(i) + "/attributes"
 		detail, p, ok := s.checkAttrs(a, ptr)
 		if ok && j.skip[i] {
@@ -175,8 +177,10 @@ func (s *Server) runLocked(j *job, now time.Time) {
 			for _, l := range j.lists {
 				prof.lists[l] = true
 			}
+			j.applied = append(j.applied, prof.id)
 		default:
 			s.writeLocked(prof, a, j.lists, j.readyAt, "bulk import job "+j.id)
+			j.applied = append(j.applied, prof.id)
 		}
 	}
 }
@@ -232,7 +236,7 @@ func (j *job) json(base string, now time.Time) map[string]any {
 	case JobComplete:
 		attrs["completed_count"], attrs["failed_count"], attrs["completed_at"] = j.ok, len(j.errs), ts(j.done)
 	case JobCancelled:
-		attrs["completed_count"], attrs["failed_count"] = 0, 0
+		attrs["completed_count"], attrs["failed_count"] = j.ok, len(j.errs)
 	}
 	lists := []map[string]any{}
 	for _, l := range j.lists {
@@ -293,6 +297,38 @@ func (s *Server) jobErrors(c *call, id string) {
 		nq := c.r.URL.Query()
 		nq.Set("page[cursor]", strconv.Itoa(offset+size))
 		links["next"] = c.base + "/api/profile-bulk-import-jobs/" + id + "/import-errors/?" + nq.Encode()
+	}
+	s.respond(c, http.StatusOK, map[string]any{"data": data, "links": links})
+}
+
+// jobProfileIDs: GET /api/profile-bulk-import-jobs/{id}/relationships/profiles
+// (get_profile_ids_for_bulk_import_profiles_job), paged: the profiles the
+// job created or updated, a cancelled job's too.
+func (s *Server) jobProfileIDs(c *call, id string) {
+	size, offset, ok := s.page(c, defaultPageSize)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	j := s.st.jobs[id]
+	data := []map[string]any{}
+	more := false
+	if j != nil {
+		for i := offset; i < len(j.applied) && i < offset+size; i++ {
+			data = append(data, map[string]any{"type": "profile", "id": j.applied[i]})
+		}
+		more = offset+size < len(j.applied)
+	}
+	s.mu.Unlock()
+	if j == nil {
+		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "A bulk import job with id "+id+" does not exist.", nil)
+		return
+	}
+	links := map[string]any{"self": c.base + c.r.URL.RequestURI()}
+	if more {
+		nq := c.r.URL.Query()
+		nq.Set("page[cursor]", strconv.Itoa(offset+size))
+		links["next"] = c.base + "/api/profile-bulk-import-jobs/" + id + "/relationships/profiles/?" + nq.Encode()
 	}
 	s.respond(c, http.StatusOK, map[string]any{"data": data, "links": links})
 }

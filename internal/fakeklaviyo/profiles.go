@@ -158,8 +158,12 @@ func decodeResource(body []byte) (resource, error) {
 	return *doc.Data, nil
 }
 
+// e164RE is a phone number in E.164 form: "+", then at most 15 digits, the
+// first not 0.
+var e164RE = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
+
 // checkAttrs returns the problem with a profile's attributes (an invalid or
-// refused e-mail address, no identifier), as an error item's code, detail
+// refused e-mail address, a phone number not in E.164 form, no identifier), as an error item's code, detail
 // and pointer under prefix.
 func (s *Server) checkAttrs(a map[string]any, prefix string) (detail, pointer string, ok bool) {
 	for _, f := range scalarFields {
@@ -178,6 +182,12 @@ func (s *Server) checkAttrs(a map[string]any, prefix string) (detail, pointer st
 	}
 	ext, _ := a["external_id"].(string)
 	phone, _ := a["phone_number"].(string)
+	if phone != "" && !e164RE.MatchString(phone) {
+		// The spec: "Individual's phone number in E.164 format"; Klaviyo
+		// refuses any other form (spaces, dashes, no "+" and country code)
+		// rather than reformat it.
+		return "Invalid phone number format (Example of a valid format: +12345678901)", prefix + "/phone_number", false
+	}
 	if email == "" && ext == "" && phone == "" {
 		return "At least one identifier (email, phone_number, external_id) is required", prefix, false
 	}
@@ -409,6 +419,10 @@ func (s *Server) patchProfile(c *call, id string) {
 			s.refused(c, "Invalid email address", "/data/attributes/email")
 			return
 		}
+	}
+	if ph, _ := res.Attributes["phone_number"].(string); ph != "" && !e164RE.MatchString(ph) {
+		s.refused(c, "Invalid phone number format (Example of a valid format: +12345678901)", "/data/attributes/phone_number")
+		return
 	}
 	s.mu.Lock()
 	p := s.st.byID[id]

@@ -23,10 +23,12 @@ const (
 	jsonAPI = "application/vnd.api+json"
 	// maxBodyBytes bounds a request body: the bulk import's 5 MB, plus room
 	// to answer 413 rather than cut the connection.
-	maxBodyBytes     = 6 << 20
-	maxBulkBody      = 5 << 20
+	maxBodyBytes = 6 << 20
+	// maxBulkBody and maxProfileBytes are the spec's "5MB" and "100KB"
+	// read in decimal units, the stricter reading.
+	maxBulkBody      = 5_000_000
 	maxBulkProfiles  = 10_000
-	maxProfileBytes  = 100 << 10
+	maxProfileBytes  = 100_000
 	maxUnsubProfiles = 100
 	maxPageSize      = 100
 	defaultPageSize  = 20
@@ -95,7 +97,7 @@ func (o Options) Check() error {
 		v    float64
 	}{{"error rate", o.ErrorRate}, {"rate-limit rate", o.RateLimitRate}, {"drop-response rate", o.DropResponseRate}, {"error-after-write rate", o.ErrorAfterWriteRate},
 		{"hold-write rate", o.HoldWriteRate},
-		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}, {"job refuse rate", o.JobRefuseRate}} {
+		{"job skip rate", o.JobSkipRate}, {"job fail rate", o.JobFailRate}, {"job fail applies", o.JobFailApplies}, {"job refuse rate", o.JobRefuseRate}} {
 		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
 			return fmt.Errorf("fakeklaviyo: %s must be between 0 and 1, got %v", r.name, r.v)
 		}
@@ -236,6 +238,14 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			"The revision header must name a known API revision (YYYY-MM-DD), up to "+SpecRevision+".", map[string]any{"parameter": "revision"})
 		return
 	}
+	if m := revisionRE.FindStringSubmatch(rev); m[1] < FirstRevision {
+		// Klaviyo serves each operation from the revision it appeared in;
+		// asked for an earlier one it answers 404 "No valid revisions found
+		// for method" (seen live, klaviyo/klaviyo-swift-sdk#730). None of
+		// the operations is older than the first revision.
+		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "No valid revisions found for method.", nil)
+		return
+	}
 
 	s.mu.Lock()
 	s.advanceLocked(c.now)
@@ -363,6 +373,8 @@ func (s *Server) route(c *call) {
 		s.getJob(c, g[1])
 	case len(g) == 3 && g[0] == "profile-bulk-import-jobs" && g[2] == "import-errors" && m == http.MethodGet:
 		s.jobErrors(c, g[1])
+	case len(g) == 4 && g[0] == "profile-bulk-import-jobs" && g[2] == "relationships" && g[3] == "profiles" && m == http.MethodGet:
+		s.jobProfileIDs(c, g[1])
 	case len(g) == 1 && g[0] == "profile-subscription-bulk-delete-jobs" && m == http.MethodPost:
 		s.unsubscribe(c)
 	case c.op == opAddProfilesToList:

@@ -28,6 +28,9 @@ var klaviyoSpec []byte
 // info.version): the revision header value the fake accepts by default.
 const SpecRevision = "2026-07-15"
 
+// FirstRevision is Klaviyo's first revision of its date-versioned API.
+const FirstRevision = "2022-10-17"
+
 var (
 	// ErrNotInSpec: the request's method and path match no operation of the spec.
 	ErrNotInSpec = errors.New("fakeklaviyo: no operation of the Klaviyo API spec matches the request")

@@ -29,7 +29,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	}
 	res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID), route: "GET /api/lists/{id}"})
 	var e *APIError
-	if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && err == error(e) && notFound(e) {
 		return nil, d.noList(e)
 	}
 	if err = d.checkFailure(err, "klaviyo: could not read list_id"); err != nil {

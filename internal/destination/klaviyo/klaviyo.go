@@ -45,6 +45,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -76,8 +77,9 @@ const (
 	// profiles, 5 MB; a margin is kept under the latter).
 	MaxJobProfiles = 10_000
 	MaxJobBody     = 4_900_000
-	// maxProfileBytes is Klaviyo's limit of one profile's payload.
-	maxProfileBytes  = 100 << 10
+	// maxProfileBytes is Klaviyo's limit of one profile's payload ("100KB",
+	// read in decimal units, the stricter reading).
+	maxProfileBytes  = 100_000
 	maxRateLimitWait = time.Minute
 	maxResponseBody  = 4 << 20
 )
@@ -132,6 +134,31 @@ type Destination struct {
 	sleep                                func(context.Context, time.Duration) error
 	verifyWait                           time.Duration
 	profiles, jobs, lists, listAdds      *apiclient.Client
+
+	// answered holds the ids of the bulk import jobs whose 202 this
+	// Destination read: their records are accepted under them, so none can
+	// be the job of a write in doubt (waitJobs).
+	mu       sync.Mutex
+	answered map[string]bool
+}
+
+// maxAnswered bounds answered; past it the set starts over, which only
+// makes waitJobs more careful.
+const maxAnswered = 100_000
+
+func (d *Destination) noteAnswered(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.answered == nil || len(d.answered) >= maxAnswered {
+		d.answered = map[string]bool{}
+	}
+	d.answered[id] = true
+}
+
+func (d *Destination) wasAnswered(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.answered[id]
 }
 
 var (
@@ -341,12 +368,29 @@ func (d *Destination) interrupted(ctx context.Context, err error) error {
 // pageFailure turns a 4xx that is not about one record into a page-level
 // failure: a revision Klaviyo refuses is the configuration's fault.
 func (d *Destination) pageFailure(e *APIError) error {
-	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+	if revisionRefused(e) {
 		return failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
 			"klaviyo refused revision %q: fix destination.revision (Klaviyo's API reference lists the revisions)", d.revision)
 	}
 	return failure.Wrap(failure.DestinationUnavailable, d.safe(e), "klaviyo answered HTTP %d to %s; check the destination's base_url", e.Status, e.Route)
 }
+
+// revisionRefused says whether e is Klaviyo refusing the revision header:
+// its error names the parameter, or, for a revision earlier than the
+// operation's first, a 404 "No valid revisions found for method" (seen
+// live, klaviyo/klaviyo-swift-sdk#730) that must not read as a missing
+// list or an outage.
+func revisionRefused(e *APIError) bool {
+	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+		return true
+	}
+	return (e.Status == http.StatusBadRequest || e.Status == http.StatusNotFound) &&
+		strings.Contains(strings.ToLower(e.Detail+" "+e.Title), "revision")
+}
+
+// notFound says whether e is a 404 about the resource (a list, a profile,
+// a job), not Klaviyo refusing the revision for the operation.
+func notFound(e *APIError) bool { return e.Status == http.StatusNotFound && !revisionRefused(e) }
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 

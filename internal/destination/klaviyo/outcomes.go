@@ -33,8 +33,9 @@ const maxErrorPages = 110
 var ErrJobNotFound = errors.New("klaviyo: the bulk import job is not found")
 
 type jobInfo struct {
-	Status string
-	Failed *int
+	Status    string
+	Failed    *int
+	Completed *int
 }
 
 func (j jobInfo) running() bool { return j.Status == jobQueued || j.Status == jobProcessing }
@@ -44,7 +45,7 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 	res, err := d.do(ctx, request{client: d.jobs, method: http.MethodGet, path: "/api/profile-bulk-import-jobs/" + url.PathEscape(id),
 		route: "GET /api/profile-bulk-import-jobs/{job_id}"})
 	var e *APIError
-	if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && err == error(e) && notFound(e) {
 		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrJobNotFound, "klaviyo does not know bulk import job %s", truncate(id, 40))
 	}
 	if err != nil {
@@ -53,15 +54,17 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 	var doc struct {
 		Data struct {
 			Attributes struct {
-				Status      string `json:"status"`
-				FailedCount *int   `json:"failed_count"`
+				Status         string `json:"status"`
+				FailedCount    *int   `json:"failed_count"`
+				CompletedCount *int   `json:"completed_count"`
 			} `json:"attributes"`
 		} `json:"data"`
 	}
 	if json.Unmarshal(res.Body, &doc) != nil || doc.Data.Attributes.Status == "" {
 		return jobInfo{}, failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs/{job_id} with an unexpected body")
 	}
-	return jobInfo{Status: doc.Data.Attributes.Status, Failed: doc.Data.Attributes.FailedCount}, nil
+	a := doc.Data.Attributes
+	return jobInfo{Status: a.Status, Failed: a.FailedCount, Completed: a.CompletedCount}, nil
 }
 
 // Outcomes reports what became of recs, accepted by bulk import job ref
@@ -75,10 +78,15 @@ func (d *Destination) getJob(ctx context.Context, id string) (jobInfo, error) {
 //     sharing an e-mail, by the payload itself: refusedRecords) and that
 //     record is Rejected with Klaviyo's reason, redacted of e-mail
 //     addresses. The others are Delivered, with ref as Ref.
-//   - cancelled or failed: every record is NotSent, to be sent again.
-//     Klaviyo does not document what a job that stopped applied; oncesync
-//     takes it that nothing was (as the fake models it): a profile it did
-//     apply is written again with the same values.
+//   - cancelled or failed: every record is NotSent, to be sent again,
+//     unless the job says it completed some profiles (completed_count
+//     above 0, or absent): Klaviyo does not document what a job that
+//     stopped applied, so the job's profiles are read (appliedBefore) and
+//     the records whose profile it created or updated are Delivered.
+//     Reported not sent, a landed record would be written a second time
+//     (a duplicate write), and the runner, asking about an earlier run's
+//     job for a later value of the row, would take that job for having
+//     written nothing.
 func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, false, failure.New(failure.Internal, "klaviyo outcomes asked for an empty job reference")
@@ -95,8 +103,17 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	case jobQueued, jobProcessing:
 		return nil, false, nil
 	case jobCancelled, jobFailed:
+		var applied map[string]string
+		if j.Completed == nil || *j.Completed > 0 {
+			if applied, err = d.appliedBefore(ctx, ref, recs); err != nil {
+				return nil, false, err
+			}
+		}
 		for i, r := range recs {
 			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent, Ref: ref}
+			if _, ok := applied[r.Key]; ok {
+				out[i].Outcome = destination.Delivered
+			}
 		}
 		return out, true, nil
 	case jobComplete:
@@ -122,10 +139,11 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 		rest = append(rest, r)
 	}
 	if unnamed > 0 && len(rest) > 0 {
-		// Some import errors carry no e-mail to match: the records they
-		// may name are read back, and those not there as sent are
-		// rejected rather than taken for delivered.
-		landed, err := d.readBack(ctx, rest, nil) // the job ran: it added them to the list
+		// Some import errors carry no e-mail to match: the records whose
+		// profile the job did not create or update (appliedBefore, by
+		// profile, not by value: the runner may ask with a later value of
+		// the row) are rejected rather than taken for delivered.
+		landed, err := d.appliedBefore(ctx, ref, rest)
 		if err != nil {
 			return nil, false, err
 		}
@@ -133,12 +151,72 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 			if out[i].Outcome == destination.Delivered {
 				if _, ok := landed[r.Key]; !ok {
 					out[i] = destination.Result{Key: r.Key, Outcome: destination.Rejected,
-						Message: "klaviyo's bulk import refused a profile without naming it, and this one is not in Klaviyo as sent"}
+						Message: "klaviyo's bulk import refused a profile without naming it, and this one's profile is not among those it wrote"}
 				}
 			}
 		}
 	}
 	return out, true, nil
+}
+
+// appliedBefore returns the records of recs, with their profile id, whose
+// profile the job ref created or updated (a job that stopped before its
+// end, or one whose import errors do not all name their profile): the job's
+// profiles (GET /api/profile-bulk-import-jobs/{id}/relationships/profiles,
+// 100 a page), matched to the records by e-mail (GET /api/profiles, 100 a
+// request). It goes by the profile, not the values: asked about a record
+// with a later value of the row (the runner asking about an earlier run's
+// job), a profile the job touched still counts, so that the row is sent
+// again rather than taken for holding its older delivered value.
+func (d *Destination) appliedBefore(ctx context.Context, ref string, recs []destination.Record) (map[string]string, error) {
+	const route = "GET /api/profile-bulk-import-jobs/{id}/relationships/profiles"
+	touched := map[string]bool{}
+	q := url.Values{}
+	q.Set("page[size]", "100")
+	err := d.eachPageOf(ctx, request{client: d.jobs, method: http.MethodGet, route: route, query: q,
+		path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/relationships/profiles"}, maxErrorPages, func(body []byte) (string, error) {
+		var doc struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+			Links struct {
+				Next string `json:"next"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
+		}
+		for _, p := range doc.Data {
+			touched[p.ID] = true
+		}
+		return doc.Links.Next, nil
+	})
+	if err != nil {
+		return nil, d.readError(err)
+	}
+	out := map[string]string{}
+	if len(touched) == 0 {
+		return out, nil
+	}
+	var emails []string
+	seen := map[string]bool{}
+	for _, r := range recs {
+		p := parseRecord(r)
+		if p.invalid == "" && !seen[lower(p.email)] {
+			seen[lower(p.email)] = true
+			emails = append(emails, p.email)
+		}
+	}
+	held, err := d.findByEmail(ctx, emails)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if f, ok := held[lower(parseRecord(r).email)]; ok && touched[f.id] {
+			out[r.Key] = f.id
+		}
+	}
+	return out, nil
 }
 
 // importError is one profile a job refused: the stored message and the

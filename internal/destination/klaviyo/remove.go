@@ -114,7 +114,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: e.message()})
 			}
 			continue
-		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+		case errors.As(err, &e) && err == error(e) && notFound(e):
 			return append(out, notSentRemovals(inList[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
 				"klaviyo has no list %q: fix destination.list_id", d.listID)
 		case errors.As(err, &e) && err == error(e):
@@ -138,7 +138,7 @@ func (d *Destination) inList(ctx context.Context, id string) (bool, error) {
 	res, err := d.do(ctx, request{client: d.lists, method: http.MethodGet,
 		path: "/api/profiles/" + url.PathEscape(id) + "/relationships/lists", route: "GET /api/profiles/{id}/relationships/lists"})
 	var e *APIError
-	if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && err == error(e) && notFound(e) {
 		return false, nil
 	}
 	if err != nil {

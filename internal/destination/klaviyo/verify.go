@@ -118,7 +118,7 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 			return doc.Links.Next, nil
 		})
 		var e *APIError
-		if errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound {
+		if errors.As(err, &e) && err == error(e) && notFound(e) {
 			return nil, d.noList(e)
 		}
 		if err != nil {
@@ -133,8 +133,13 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 // link's cursor is used, so every request stays on base_url whatever
 // origin the link names. At most 100 pages.
 func (d *Destination) eachPage(ctx context.Context, req request, each func(body []byte) (next string, err error)) error {
+	return d.eachPageOf(ctx, req, 100, each)
+}
+
+// eachPageOf is eachPage with at most maxPages pages.
+func (d *Destination) eachPageOf(ctx context.Context, req request, maxPages int, each func(body []byte) (next string, err error)) error {
 	for page := 0; ; page++ {
-		if page == 100 {
+		if page == maxPages {
 			return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo kept paging %s", req.route)
 		}
 		res, err := d.do(ctx, req)
@@ -178,12 +183,14 @@ func (d *Destination) readError(err error) error {
 //
 // In bulk mode an in-doubt page's job (its 202 lost) may still be running:
 // before reading the profiles, Verify notes the account's jobs then queued
-// or processing (the newest 100) and polls them, by id, every 2 s until
-// they ended or VerifyWait passed. A job started later cannot be the
-// page's. The residual risk: past VerifyWait (behind a long job), a record
-// reads as not landed and is sent again; when the old job then runs, it
-// writes the same values a second time (a duplicate write, never a lost
-// record).
+// or processing (the newest 100) that may be the page's (waitJobs: created
+// after since, not answered to this Destination) and polls them, by id,
+// every 2 s until they ended or VerifyWait passed. A job started later
+// cannot be the page's. One still running then fails Verify
+// (ErrJobsRunning, destination_unavailable) and the page stays in doubt:
+// sent again now, the records would be written over by that job when it
+// runs, with the values of the write in doubt (a stale record when the row
+// changed since).
 //
 // A record landed when a profile has its e-mail (case-insensitive) and
 // every mapped attribute has an equal value: a mapped null or "" equals an
@@ -216,7 +223,7 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		return map[string]string{}, nil
 	}
 	if d.bulk() {
-		if err := d.waitJobs(ctx); err != nil {
+		if err := d.waitJobs(ctx, since); err != nil {
 			return nil, err
 		}
 	}
@@ -318,9 +325,24 @@ func (d *Destination) readBack(ctx context.Context, recs []destination.Record, l
 	return landed, nil
 }
 
-// waitJobs polls the jobs queued or processing now until they end, within
-// VerifyWait.
-func (d *Destination) waitJobs(ctx context.Context) error {
+// jobSkew is how much earlier than since, by Klaviyo's clock, a job of the
+// write in doubt may say it was created (the two clocks differ).
+const jobSkew = 5 * time.Minute
+
+// ErrJobsRunning: a bulk import job that may hold the write in doubt was
+// still queued or processing after VerifyWait.
+var ErrJobsRunning = errors.New("klaviyo: a bulk import job that may hold the write in doubt is still running")
+
+// waitJobs waits, within VerifyWait, for the jobs queued or processing now
+// that may be the write in doubt's: created after since (less jobSkew),
+// and not one whose 202 this Destination read (a job of this run's earlier
+// pages, accepted under its id). An older job (another tool's, another
+// run's) cannot be, and is not waited for. One still running after
+// VerifyWait fails waitJobs rather than let the records be read back and
+// sent again: that job would later write its values over the resend (a
+// clearing profile import, at once, or a later job Klaviyo may run first),
+// a stale record. The page stays in doubt for a later run.
+func (d *Destination) waitJobs(ctx context.Context, since time.Time) error {
 	q := url.Values{}
 	q.Set("filter", `any(status,["queued","processing"])`)
 	q.Set("sort", "-created_at")
@@ -332,15 +354,21 @@ func (d *Destination) waitJobs(ctx context.Context) error {
 	}
 	var doc struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID         string `json:"id"`
+			Attributes struct {
+				CreatedAt string `json:"created_at"`
+			} `json:"attributes"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(res.Body, &doc); err != nil {
 		return failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered GET /api/profile-bulk-import-jobs with an unexpected body")
 	}
-	ids := make([]string, 0, len(doc.Data))
+	var ids []string // the jobs that may be the write in doubt's
 	for _, j := range doc.Data {
-		ids = append(ids, j.ID)
+		created, err := time.Parse(time.RFC3339, j.Attributes.CreatedAt)
+		if !d.wasAnswered(j.ID) && (since.IsZero() || err != nil || !created.Before(since.Add(-jobSkew))) {
+			ids = append(ids, j.ID)
+		}
 	}
 	for poll := 0; len(ids) > 0 && poll < int(d.verifyWait/jobPollInterval); poll++ {
 		if err := d.sleep(ctx, jobPollInterval); err != nil {
@@ -358,6 +386,11 @@ func (d *Destination) waitJobs(ctx context.Context) error {
 			}
 		}
 		ids = still
+	}
+	if len(ids) > 0 {
+		return failure.Wrap(failure.DestinationUnavailable, ErrJobsRunning,
+			"klaviyo bulk import job %s, which may hold a write in doubt, was still running after %s; a later run settles the page once it ended",
+			truncate(ids[0], 40), d.verifyWait)
 	}
 	return nil
 }

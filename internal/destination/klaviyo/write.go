@@ -85,7 +85,7 @@ func (d *Destination) writeEach(ctx context.Context, recs []destination.Record,
 
 // recordLevel reports whether a 4xx is about the record's content.
 func recordLevel(e *APIError) bool {
-	if e.Parameter == "revision" || e.Code == "invalid_revision" {
+	if revisionRefused(e) {
 		return false
 	}
 	switch e.Status {
@@ -198,7 +198,7 @@ func (d *Destination) updateOne(ctx context.Context, r destination.Record, p pro
 	res, err := d.do(ctx, request{method: http.MethodPatch, path: "/api/profiles/" + url.PathEscape(got.id),
 		route: "PATCH /api/profiles/{id}", body: body})
 	var e *APIError
-	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && notFound(e) {
 		// Deleted since it was looked up.
 		return destination.Result{Key: r.Key, Outcome: destination.Delivered, Skipped: destination.SkipNotFound}, nil
 	}
@@ -248,7 +248,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 			route: "POST /api/profile-bulk-import-jobs", body: body.Bytes()})
 		var e *APIError
 		switch {
-		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+		case errors.As(err, &e) && err == error(e) && notFound(e):
 			return append(out, notSent(recs[from:])...), d.noList(e)
 		case errors.As(err, &e) && err == error(e) && recordLevel(e):
 			res, err := d.writeFallback(ctx, chunk, ps)
@@ -274,6 +274,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 				return append(out, notSent(recs[to:])...), failure.Wrap(failure.DestinationUnavailable, ErrOutcomeUnknown,
 					"klaviyo accepted a bulk import job without its id")
 			}
+			d.noteAnswered(doc.Data.ID)
 			for _, r := range chunk {
 				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Accepted, Ref: doc.Data.ID})
 			}
@@ -365,7 +366,7 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 			body: marshal(map[string]any{"data": data}), idempotent: true})
 		var e *APIError
 		switch {
-		case errors.As(err, &e) && err == error(e) && e.Status == http.StatusNotFound:
+		case errors.As(err, &e) && err == error(e) && notFound(e):
 			return added, d.noList(e)
 		case errors.As(err, &e) && err == error(e):
 			return added, d.pageFailure(e)
