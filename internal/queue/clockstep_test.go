@@ -14,8 +14,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/source/file"
@@ -131,5 +133,74 @@ func TestSchedulesSurviveABackwardClockStep(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	if s := sweeps(); s < s1+3 {
 		t.Fatalf("in the 2.5 s after the wall clock stepped back 4 s into periods already swept: %d recovery sweeps (every 300 ms), want 3 at least", s-s1)
+	}
+}
+
+// discard is an alert notifier that keeps nothing.
+type discard struct{}
+
+func (discard) Notify(_ context.Context, a alert.Alert) (alert.Alert, error) { return a, nil }
+
+// TestDeadmanCheckRunsInAnHourTheClockReplays: the dead-man check of
+// hh:13 runs after the wall clock stepped back into an hour that was
+// already checked before the step. Before, River refused it as a duplicate
+// of the completed check of that hour: no check until the clock left the
+// hours it replays, and the fallback's record, stamped before the step,
+// looked fresh as long.
+func TestDeadmanCheckRunsInAnHourTheClockReplays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	cfg := &config.Config{
+		Path:     filepath.Join(dir, "oncesync.yaml"),
+		Store:    "sqlite://./oncesync.db",
+		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
+	}
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clock.Real{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	checker, err := deadman.New(deadman.Params{Store: st, Markers: st, Notifier: discard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wall clock reads hh:12:45: this hour's check is 15 s away.
+	now := time.Now()
+	wall := &steppedTime{offset: now.Truncate(time.Hour).Add(12*time.Minute + 45*time.Second).Sub(now)}
+	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true, Deadman: checker,
+		FetchPollInterval: 50 * time.Millisecond, riverTime: wall, clockWatch: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	rb := svc.b.(*riverBackend[*sql.Tx])
+	checks := func() int {
+		res, err := rb.client.JobList(ctx, river.NewJobListParams().Kinds(deadman.JobKind).States(rivertype.JobStateCompleted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Jobs)
+	}
+	eventually(t, 40*time.Second, "this hour's check", func() bool { return checks() == 1 })
+
+	// The clock steps back to hh:12:58 of the same hour.
+	w := wall.Now()
+	wall.step(w.Truncate(time.Hour).Add(13*time.Minute - 2*time.Second).Sub(w))
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) && checks() < 2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := checks(); n < 2 {
+		t.Fatalf("%d dead-man checks completed 8 s after the wall clock stepped back to 2 s before hh:13, want 2", n)
 	}
 }
