@@ -268,6 +268,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	river.AddWorker(workers, &runPartitionedWorker{s: s})
 	river.AddWorker(workers, &runPartitionWorker{s: s})
 	river.AddWorker(workers, &pruneWorker{s: s})
+	river.AddWorker(workers, &catchUpWorker{s: s})
 	if p.Deadman != nil {
 		deadman.Register(workers, p.Deadman)
 	}
@@ -353,7 +354,7 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs = append(jobs, prune)
+	jobs = append(jobs, prune, s.catchUpPeriodicJob())
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
 		if sc.Schedule == "" {
