@@ -25,6 +25,11 @@ const (
 	FallbackAfter = 70 * time.Minute
 	// FallbackEvery is how often a process looks at the last check.
 	FallbackEvery = 5 * time.Minute
+	// FutureSkew is how far ahead of this process's clock a recorded check
+	// may be and still count as recent: the clocks of two machines. Further
+	// ahead, its clock has since stepped back (or runs that far ahead): its
+	// age cannot be told, and it does not hold the fallback off.
+	FutureSkew = 10 * time.Minute
 )
 
 // ErrNoCheckLog is returned by CheckIfDue and LastCheck of a Checker
@@ -64,7 +69,18 @@ func (c *Checker) CheckIfDue(ctx context.Context, after time.Duration) (rep Repo
 		after = FallbackAfter
 	}
 	now := c.clock.Now()
-	claimed, err := c.checks.MarkDeadmanCheck(ctx, now, now.Add(-after), c.who+" (fallback)")
+	notBefore := now.Add(-after)
+	lc, err := c.checks.LastDeadmanCheck(ctx)
+	if err != nil {
+		return Report{}, false, storeErr("read the last check", err)
+	}
+	if lc.At.After(now.Add(FutureSkew)) {
+		// Claim that record, replacing it with this clock's time. Of
+		// several fallbacks that find it at once, more than one may check:
+		// the markers keep alerts to one per incident.
+		notBefore = lc.At.Add(time.Nanosecond)
+	}
+	claimed, err := c.checks.MarkDeadmanCheck(ctx, now, notBefore, c.who+" (fallback)")
 	if err != nil {
 		return Report{}, false, storeErr("claim the check", err)
 	}

@@ -203,3 +203,35 @@ func TestRunFallbackLoop(t *testing.T) {
 		t.Fatalf("alerts %+v, want the silent workspace's and sync's, once", got)
 	}
 }
+
+// TestFallbackAfterClockStepBack: a check recorded by a clock that ran
+// ahead (the machine's, before NTP stepped it back; or another machine's)
+// does not hold the fallback off until that clock's time plus 70 min: its
+// age cannot be told, so the fallback checks and records its own time. A
+// record a few minutes ahead (clocks of two machines) still holds it off.
+func TestFallbackAfterClockStepBack(t *testing.T) {
+	t.Parallel()
+	forEachFlavour(t, func(t *testing.T, tb *bundle) {
+		tb.sync(t, "s", "acme")
+		tb.clk.Set(t0.Add(3 * time.Hour))
+		tb.check(t) // the leader's, its clock 2 h ahead
+		tb.clk.Set(t0.Add(time.Hour + 5*time.Minute))
+		rep, ran, err := tb.checker.CheckIfDue(tb.ctx, 0)
+		if err != nil || !ran {
+			t.Fatalf("CheckIfDue with the last check recorded 1h55m ahead: ran %v, %v; want it run", ran, err)
+		}
+		if len(rep.Verdicts) == 0 {
+			t.Fatal("the fallback check judged nothing")
+		}
+		if lc, err := tb.checker.LastCheck(tb.ctx); err != nil || !lc.At.Equal(tb.clk.Now()) {
+			t.Fatalf("last check %+v, %v; want the fallback's, at %s", lc, err, tb.clk.Now())
+		}
+		// A few minutes ahead: the clocks of two machines.
+		tb.clk.Set(t0.Add(2 * time.Hour))
+		tb.check(t)
+		tb.clk.Set(t0.Add(2*time.Hour - 5*time.Minute))
+		if _, ran, err := tb.checker.CheckIfDue(tb.ctx, 0); err != nil || ran {
+			t.Fatalf("CheckIfDue with the last check recorded 5 min ahead: ran %v, %v; want not run", ran, err)
+		}
+	})
+}

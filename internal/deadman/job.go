@@ -2,6 +2,7 @@ package deadman
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -80,8 +81,23 @@ func CronSchedule() cron.Schedule {
 // PeriodicJob is the check's River periodic job, for river.Config.PeriodicJobs
 // of a client whose leader election is enabled: River enqueues periodic jobs
 // on the elected leader only.
+//
+// Its ticks, unlike a check queued by hand, are not refused by a completed
+// check of the same hour: after the wall clock stepped back, the hours it
+// replays were checked already, and the check must go on (the markers keep
+// alerts to one per incident whatever the number of checks). A tick is
+// still refused while a check of its hour waits or runs.
 func PeriodicJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(CronSchedule(),
-		func() (river.JobArgs, *river.InsertOpts) { return JobArgs{}, nil },
+		func() (river.JobArgs, *river.InsertOpts) {
+			return JobArgs{}, &river.InsertOpts{UniqueOpts: tickUnique()}
+		},
 		&river.PeriodicJobOpts{ID: JobKind})
+}
+
+// tickUnique is JobArgs' uniqueness without the completed state.
+func tickUnique() river.UniqueOpts {
+	u := JobArgs{}.InsertOpts().UniqueOpts
+	u.ByState = slices.DeleteFunc(slices.Clone(u.ByState), func(s rivertype.JobState) bool { return s == rivertype.JobStateCompleted })
+	return u
 }

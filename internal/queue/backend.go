@@ -51,6 +51,12 @@ type backend interface {
 	countByState(ctx context.Context) (map[rivertype.JobState]int, error)
 	// where names the queue's database for the start line (no secrets).
 	where() string
+	// reschedule replaces the client's periodic jobs with jobs: their next
+	// ticks are computed again from now.
+	reschedule(jobs []*river.PeriodicJob) error
+	// releaseAfter makes every waiting job (available, scheduled or
+	// retryable) due after after available at once, and counts them.
+	releaseAfter(ctx context.Context, after time.Time) (int, error)
 	// ui returns River's web UI over this queue, served under prefix.
 	ui(ctx context.Context, logger *slog.Logger, prefix string) (http.Handler, error)
 	close() error
@@ -99,6 +105,32 @@ func (b *riverBackend[TTx]) ui(ctx context.Context, logger *slog.Logger, prefix 
 }
 
 func (b *riverBackend[TTx]) stop(ctx context.Context) error { return b.client.Stop(ctx) }
+
+func (b *riverBackend[TTx]) releaseAfter(ctx context.Context, after time.Time) (int, error) {
+	res, err := b.client.JobList(ctx, river.NewJobListParams().
+		States(rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable).First(10000))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, j := range res.Jobs {
+		if !j.ScheduledAt.After(after) {
+			continue
+		}
+		if _, err := b.client.JobRetry(ctx, j.ID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (b *riverBackend[TTx]) reschedule(jobs []*river.PeriodicJob) error {
+	pj := b.client.PeriodicJobs()
+	pj.Clear()
+	_, err := pj.AddManySafely(jobs)
+	return err
+}
 
 func (b *riverBackend[TTx]) insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
 	return b.client.Insert(ctx, args, opts)

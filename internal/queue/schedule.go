@@ -137,3 +137,87 @@ func (s *Service) stopValidation(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
+
+// A backward step of the wall clock (NTP setting right a clock that ran
+// ahead) stops River's periodic jobs: its enqueuer sleeps until the wall
+// clock is back at the tick it computed before the step, so a step of H
+// hours stops every schedule, the recovery sweep, the ledger prune and the
+// dead-man check for H hours (docs/guide.md#running-on-a-schedule-serve-and-worker).
+// The leader's process therefore compares the wall clock with the
+// monotonic one, which no step moves, and gives River its periodic jobs
+// again when the wall clock fell behind: their next ticks are then computed
+// from the new time. A forward step needs nothing: River runs the ticks it
+// finds past at once, once each per sync thanks to the jobs' uniqueness.
+const (
+	// clockWatchEvery is how often the wall clock is compared.
+	clockWatchEvery = 10 * time.Second
+	// clockStepTolerance is the backward step left to River: its ticks
+	// come that much late.
+	clockStepTolerance = 2 * time.Second
+)
+
+// wallNow is the wall clock River's schedules read, without its monotonic
+// reading.
+func (s *Service) wallNow() time.Time {
+	if s.riverTime != nil {
+		return s.riverTime.Now().Round(0)
+	}
+	return time.Now().Round(0)
+}
+
+// startClockWatch watches the wall clock until stopClockWatch.
+func (s *Service) startClockWatch(ctx context.Context) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	s.stopWatch = func() { cancel(); <-done }
+	every := s.clockWatch
+	if every <= 0 {
+		every = clockWatchEvery
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		prevWall, prevMono := s.wallNow(), time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			wall, mono := s.wallNow(), time.Now()
+			back := mono.Sub(prevMono) - wall.Sub(prevWall)
+			prevWall, prevMono = wall, mono
+			if back < clockStepTolerance {
+				continue
+			}
+			jobs, err := s.periodicJobs()
+			if err == nil {
+				err = s.b.reschedule(jobs)
+			}
+			// Jobs queued before the step wait for their time on the old
+			// clock, and a sync's waiting job keeps its later ticks out:
+			// those due further than the step away (they were due before
+			// it, or within the wait they had) are made due now.
+			released := 0
+			if err == nil {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				released, err = s.b.releaseAfter(rctx, wall.Add(back-clockStepTolerance))
+				cancel()
+			}
+			if err != nil {
+				s.log.Error("the wall clock stepped back; the schedules could not all be set again and wait for the clock", "step", back.Round(time.Second), "err", err)
+				continue
+			}
+			s.log.Warn("the wall clock stepped back; schedules, recovery sweep, prune and dead-man check were set again from the new time",
+				"step", back.Round(time.Second), "jobs_made_due", released)
+		}
+	}()
+}
+
+// stopClockWatch stops the watch started by startClockWatch, if any.
+func (s *Service) stopClockWatch() {
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+}

@@ -138,6 +138,14 @@ type Params struct {
 	// end (docs/guide.md#telling-silence-from-outside, runEnded); nil sends none. The caller closes it after
 	// Shutdown.
 	Heartbeats *deadman.Heartbeats
+
+	// riverTime, in tests, is River's wall clock (river.TestConfig.Time):
+	// a clock stepped there steps the queue's schedules as a step of the
+	// machine's clock would, without touching the machine's.
+	riverTime rivertype.TimeGenerator
+	// clockWatch, in tests, is how often the wall clock is compared with
+	// the monotonic one (default clockWatchEvery).
+	clockWatch time.Duration
 }
 
 // Service is a River client working runs of the config's syncs and, when it
@@ -178,6 +186,12 @@ type Service struct {
 
 	// ticker is the leader's state across its schedules' ticks.
 	ticker *ticker
+
+	// riverTime and clockWatch: Params'; stopWatch stops the clock
+	// watch (schedule.go).
+	riverTime  rivertype.TimeGenerator
+	clockWatch time.Duration
+	stopWatch  func()
 }
 
 // New validates p, opens the queue (applying River's migrations) and builds
@@ -197,6 +211,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		ticker:   newTicker(),
 	}
 	s.heartbeats = p.Heartbeats
+	s.riverTime, s.clockWatch = p.riverTime, p.clockWatch
 	if s.inspector == nil {
 		s.inspector = p.Store
 	}
@@ -253,6 +268,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	river.AddWorker(workers, &runPartitionedWorker{s: s})
 	river.AddWorker(workers, &runPartitionWorker{s: s})
 	river.AddWorker(workers, &pruneWorker{s: s})
+	river.AddWorker(workers, &catchUpWorker{s: s})
 	if p.Deadman != nil {
 		deadman.Register(workers, p.Deadman)
 	}
@@ -267,6 +283,7 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		LeaderElectionDisabled: !s.scheduler,
 		Middleware:             []rivertype.Middleware{&insertRecorder{s: s}},
 	}
+	rc.Test.Time = p.riverTime
 	if !s.enqueueOnly { // an insert-only River client has neither
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}}
 		rc.Workers = workers
@@ -319,11 +336,14 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	jobs := []*river.PeriodicJob{
 		// One sweep per period, not one at a time: a sweep whose worker
 		// died stays "running" until River's 24 h rescue, and must not keep
-		// every later sweep out (it is the rescue of every other job).
+		// every later sweep out (it is the rescue of every other job). A
+		// completed sweep does not count: after the wall clock stepped back,
+		// the periods it replays were swept already.
 		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
 			func() (river.JobArgs, *river.InsertOpts) {
 				return RecoverArgs{}, &river.InsertOpts{MaxAttempts: 1,
-					UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: max(s.recovery, time.Second)}}
+					UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: max(s.recovery, time.Second),
+						ByState: RecoverArgs{}.InsertOpts().UniqueOpts.ByState}}
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
@@ -334,7 +354,7 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs = append(jobs, prune)
+	jobs = append(jobs, prune, s.catchUpPeriodicJob())
 	for i := range s.cfg.Syncs {
 		sc := &s.cfg.Syncs[i]
 		if sc.Schedule == "" {
@@ -418,6 +438,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	if s.scheduler {
 		s.startValidation(ctx) // done long before a leader's first tick, usually
+		s.startClockWatch(ctx)
 	}
 	return nil
 }
@@ -431,6 +452,7 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.drainOnce.Do(func() { close(s.drain) })
 	s.stopValidation(ctx)
+	s.stopClockWatch()
 	if err := s.b.stop(ctx); err != nil {
 		return fmt.Errorf("queue shutdown: %w", err)
 	}

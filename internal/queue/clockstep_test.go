@@ -1,0 +1,206 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
+	"github.com/oncesync/oncesync/internal/destination/webhook"
+	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/source/file"
+	"github.com/oncesync/oncesync/internal/store/sqlite"
+)
+
+// steppedTime is River's wall clock in a test: the machine's wall time moved
+// by an offset a test can step, as ntpd or chrony steps a machine's clock.
+// Its times carry no monotonic reading, so River's arithmetic on them is
+// wall-clock arithmetic, as it is on cron ticks (robfig/cron builds them
+// with time.Date) whatever the machine.
+type steppedTime struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (s *steppedTime) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Round(0).Add(s.offset)
+}
+
+func (s *steppedTime) NowOrNil() *time.Time { now := s.Now(); return &now }
+
+func (s *steppedTime) step(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offset += d
+}
+
+// TestSchedulesSurviveABackwardClockStep: the wall clock of a leading
+// serve steps back an hour (a VM whose clock ran ahead, set right by NTP).
+// The sync's schedule and the recovery sweep go on ticking within seconds.
+// Before, River's enqueuer slept until the wall clock was back at the tick
+// it had computed before the step: no scheduled run, no sweep, no dead-man
+// check and no prune for an hour.
+func TestSchedulesSurviveABackwardClockStep(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.csv"), []byte("id,email\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	cfg := &config.Config{
+		Path:     filepath.Join(dir, "oncesync.yaml"),
+		Store:    "sqlite://./oncesync.db",
+		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
+		Syncs: []config.Sync{{ID: "a", Workspace: "w", Schedule: "@every 1s",
+			Source:      config.Source{Type: "csv", Spec: &file.Config{Path: "a.csv"}, PageSize: 10, Identity: "id"},
+			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: hook.URL}, Mode: "single", Concurrency: 1, Timeout: time.Second}}},
+	}
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clock.Real{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	wall := &steppedTime{}
+	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true,
+		FetchPollInterval: 50 * time.Millisecond, RecoveryInterval: 300 * time.Millisecond,
+		riverTime: wall, clockWatch: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	rb := svc.b.(*riverBackend[*sql.Tx])
+	sweeps := func() int {
+		res, err := rb.client.JobList(ctx, river.NewJobListParams().Kinds(KindRecover).States(rivertype.JobStateCompleted).First(10000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Jobs)
+	}
+	runs := func() int {
+		rs, err := st.ListRuns(ctx, "a", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	eventually(t, 30*time.Second, "the first scheduled run and sweep", func() bool { return runs() > 0 && sweeps() > 0 })
+
+	wall.step(-time.Hour)
+	time.Sleep(time.Second) // what was due before the step
+	r0, s0 := runs(), sweeps()
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) && (runs() < r0+2 || sweeps() < s0+2) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r, s := runs(), sweeps(); r < r0+2 || s < s0+2 {
+		t.Fatalf("in the 6 s after the wall clock stepped back an hour: %d scheduled runs (every 1 s) and %d recovery sweeps (every 300 ms), want 2 of each at least",
+			r-r0, s-s0)
+	}
+
+	// A step back over time this process already swept: the sweeps of the
+	// replayed periods are not refused as duplicates of the completed
+	// ones (before, the sweep stopped until the clock left the periods it
+	// had already swept, an hour for a step of an hour).
+	time.Sleep(5 * time.Second)
+	wall.step(-4 * time.Second)
+	time.Sleep(500 * time.Millisecond)
+	s1 := sweeps()
+	time.Sleep(2500 * time.Millisecond)
+	if s := sweeps(); s < s1+3 {
+		t.Fatalf("in the 2.5 s after the wall clock stepped back 4 s into periods already swept: %d recovery sweeps (every 300 ms), want 3 at least", s-s1)
+	}
+}
+
+// discard is an alert notifier that keeps nothing.
+type discard struct{}
+
+func (discard) Notify(_ context.Context, a alert.Alert) (alert.Alert, error) { return a, nil }
+
+// TestDeadmanCheckRunsInAnHourTheClockReplays: the dead-man check of
+// hh:13 runs after the wall clock stepped back into an hour that was
+// already checked before the step. Before, River refused it as a duplicate
+// of the completed check of that hour: no check until the clock left the
+// hours it replays, and the fallback's record, stamped before the step,
+// looked fresh as long.
+func TestDeadmanCheckRunsInAnHourTheClockReplays(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	cfg := &config.Config{
+		Path:     filepath.Join(dir, "oncesync.yaml"),
+		Store:    "sqlite://./oncesync.db",
+		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
+	}
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clock.Real{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	checker, err := deadman.New(deadman.Params{Store: st, Markers: st, Notifier: discard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wall clock reads hh:12:45: this hour's check is 15 s away.
+	now := time.Now()
+	wall := &steppedTime{offset: now.Truncate(time.Hour).Add(12*time.Minute + 45*time.Second).Sub(now)}
+	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true, Deadman: checker,
+		FetchPollInterval: 50 * time.Millisecond, riverTime: wall, clockWatch: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	rb := svc.b.(*riverBackend[*sql.Tx])
+	checks := func() int {
+		res, err := rb.client.JobList(ctx, river.NewJobListParams().Kinds(deadman.JobKind).States(rivertype.JobStateCompleted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Jobs)
+	}
+	eventually(t, 40*time.Second, "this hour's check", func() bool { return checks() == 1 })
+
+	// The clock steps back to hh:12:58 of the same hour.
+	w := wall.Now()
+	wall.step(w.Truncate(time.Hour).Add(13*time.Minute - 2*time.Second).Sub(w))
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) && checks() < 2 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := checks(); n < 2 {
+		t.Fatalf("%d dead-man checks completed 8 s after the wall clock stepped back to 2 s before hh:13, want 2", n)
+	}
+}
