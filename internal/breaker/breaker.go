@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -87,9 +88,13 @@ func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int
 	trip := &Trip{SyncID: syncID, Failures: k.Failures, LastCode: last.FailureCode}
 	why := fmt.Sprintf("failure streak reached %d (breaker_failures %d; failures the operator owns are not counted); last error %s: %s",
 		k.Failures, threshold, trip.LastCode, last.FailureDetail)
+	// Only from active: of several evaluations at once (a worker after its
+	// run, recovery closing another), one pauses, audits and alerts.
 	if _, err := b.p.Store.SetSyncState(ctx, store.SetSyncStateParams{
-		ID: syncID, State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: why,
-	}); err != nil {
+		ID: syncID, State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: why, From: store.SyncActive,
+	}); errors.Is(err, store.ErrStateChanged) {
+		return nil, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("breaker: pause %s: %w", syncID, err)
 	}
 	if err := b.p.Store.InsertAudit(ctx, store.AuditEntry{
