@@ -345,3 +345,47 @@ func TestConcurrentEvaluationsTripOnce(t *testing.T) {
 		t.Errorf("%d trips, %d alerts, %d audit entries, want one of each", n, len(tb.alerts.alerts), trippedEntries)
 	}
 }
+
+// TestOperatorAlertSurvivesAMissedEvaluation: the operator's alert fired only
+// on the evaluation of exactly breaker_failures operator failures, so when
+// that one evaluation did not happen (the process died after recording the
+// run, the store flapped while reading the streak) the outage was never
+// told. A later evaluation of the same streak sends it, once, and says so in
+// the audit log.
+func TestOperatorAlertSurvivesAMissedEvaluation(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+	for range 5 { // recorded, never evaluated
+		tb.clock.Advance(time.Minute)
+		if _, err := tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunFailed,
+			FailureCode: string(failure.DestinationUnavailable), Detail: "503"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	}
+	if len(tb.alerts.alerts) != 1 || tb.alerts.alerts[0].Kind != alert.KindOperatorFailures {
+		t.Fatalf("alerts %+v, want one operator_failures alert", tb.alerts.alerts)
+	}
+	audit, _ := tb.store.ListAudit(ctx, "s", 100)
+	n := 0
+	for _, a := range audit {
+		if a.Action == alert.KindOperatorFailures {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d operator_failures audit entries, want 1: %+v", n, audit)
+	}
+	// A success re-arms it: the next outage is told again.
+	tb.alerts.alerts = nil
+	tb.record(t, store.RunSucceeded, "")
+	for range 7 {
+		tb.record(t, store.RunFailed, failure.StoreUnavailable)
+	}
+	if len(tb.alerts.alerts) != 1 {
+		t.Fatalf("after a success and 7 failures: %+v, want one new alert", tb.alerts.alerts)
+	}
+}
