@@ -29,6 +29,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	ib "github.com/oncesync/oncesync/internal/barrier"
@@ -40,8 +41,12 @@ type (
 	// Barrier runs the checkpoint scripts; safe for concurrent use.
 	Barrier = ib.Barrier
 	// Params configure New: Client is required (any redis.Scripter, such
-	// as a redis.UniversalClient); Logger, Metrics and Clock are optional.
+	// as a redis.UniversalClient); Logger, Metrics (NewMetrics) and Clock
+	// (anything with a Now() time.Time method) are optional.
 	Params = ib.Params
+	// Metrics count a Barrier's outcomes and latencies on your Prometheus
+	// registry (NewMetrics); one may serve several Barriers.
+	Metrics = ib.Metrics
 	// Result is the answer of Check or Verify: the outcome, and the key's
 	// token and snapshot.
 	Result = ib.Result
@@ -74,6 +79,15 @@ const (
 	Missing  = ib.Missing
 )
 
+// ReasonMismatch is the Reason of a DeadLetter Wait parked after repeated
+// mismatches (WaitParams.Entry's default).
+const ReasonMismatch = ib.ReasonMismatch
+
+// HitRatioAlert is the PromQL of the alert on the key hit ratio over 10
+// minutes (below 95 %): frequent misses mean keys expire too early or are
+// evicted, and an evicted barrier reads as a fresh start.
+const HitRatioAlert = ib.HitRatioAlert
+
 // Defaults.
 const (
 	// DefaultTTL is a barrier's TTL when a call passes ttl <= 0.
@@ -99,10 +113,22 @@ var (
 	// ErrUnavailable is wrapped by every error of a Redis that cannot be
 	// used right now.
 	ErrUnavailable = store.ErrUnavailable
+	// ErrNotFound: what your DeadLetters wraps for an unknown id.
+	ErrNotFound = store.ErrNotFound
+	// ErrAlreadyRequeued: what your DeadLetters returns when an entry was
+	// re-queued already.
+	ErrAlreadyRequeued = store.ErrAlreadyRequeued
 )
 
 // New returns a Barrier over p.Client.
 func New(p Params) *Barrier { return ib.New(p) }
+
+// NewMetrics registers the barrier's metrics on reg (required; never the
+// global registry unless you pass it): oncesync_checkpoint_checks_total{op,
+// outcome}, oncesync_checkpoint_key_hit_ratio,
+// oncesync_checkpoint_duration_seconds{op} and
+// oncesync_checkpoint_dead_letters_total. Set Params.Metrics to the result.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) { return ib.NewMetrics(reg) }
 
 // Key is the Redis key of the named barrier name: hash-tagged, under
 // oncesync's namespace (the key `oncesync checkpoint check NAME` uses).

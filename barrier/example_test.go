@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/barrier"
@@ -92,6 +93,38 @@ func ExampleBarrier_Wait() {
 	// Output:
 	// parked: checkpoint_mismatch after 1 check; stored: false
 	// the barrier holds snapshot-a
+}
+
+// A Barrier counts its checks on your Prometheus registry; alert on
+// HitRatioAlert to learn that barrier keys expire or are evicted.
+func ExampleNewMetrics() {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	m, err := barrier.NewMetrics(reg)
+	if err != nil {
+		panic(err)
+	}
+	b := barrier.New(barrier.Params{Client: client, Metrics: m})
+	key := barrier.Key(run + "hourly-sync")
+
+	_, _ = b.Check(ctx, key, "worker-1", "snapshot-a", time.Minute)
+	_, _ = b.Check(ctx, key, "worker-2", "snapshot-a", time.Minute)
+	_ = b.Release(ctx, key, "worker-1")
+
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "oncesync_checkpoint_checks_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			if v := s.GetCounter().GetValue(); v > 0 {
+				fmt.Println(s.GetLabel()[0].GetValue(), s.GetLabel()[1].GetValue(), v) // op, outcome
+			}
+		}
+	}
+	// Output:
+	// check aligned 1
+	// check created 1
 }
 
 // Equal inputs give equal snapshots on every machine: map order does not

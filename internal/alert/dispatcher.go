@@ -9,7 +9,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/oncesync/oncesync/internal/clock"
+)
+
+// Outcomes, the values of oncesync_alerts_total's outcome label: what became
+// of each alert at each sink.
+const (
+	// OutcomeDelivered: the sink took the alert.
+	OutcomeDelivered = "delivered"
+	// OutcomeFailed: the sink gave up on it (its retries ran out, it refused
+	// it for good, or the process stopped before it went out).
+	OutcomeFailed = "failed"
+	// OutcomeDropped: the sink's queue was full; it was never tried.
+	OutcomeDropped = "dropped"
 )
 
 // Retry defaults.
@@ -102,6 +116,9 @@ type Dispatcher struct {
 	clock   clock.Clock
 	retry   RetryPolicy
 	workers []*worker
+	// outcomes counts oncesync_alerts_total{sink,outcome}: the one figure
+	// that says from outside that alerts are being lost (Collector).
+	outcomes *prometheus.CounterVec
 
 	ctx    context.Context // canceled when Close gives up
 	cancel context.CancelCauseFunc
@@ -135,8 +152,16 @@ func NewDispatcher(p DispatcherParams) *Dispatcher {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}
+	d.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncesync_alerts_total",
+		Help: "Alerts this process handed to each alert sink, by sink (log, webhook, email, sentry) and outcome: " +
+			"delivered, failed (retries ran out, refused, or abandoned at shutdown), dropped (the sink's queue was full).",
+	}, []string{"sink", "outcome"})
 	d.ctx, d.cancel = context.WithCancelCause(context.Background())
 	for _, s := range p.Sinks {
+		for _, o := range []string{OutcomeDelivered, OutcomeFailed, OutcomeDropped} {
+			d.outcomes.WithLabelValues(s.Name(), o) // every series from the start, at 0
+		}
 		w := &worker{sink: s, queue: make(chan queued, size)}
 		d.workers = append(d.workers, w)
 		d.wg.Add(1)
@@ -144,6 +169,11 @@ func NewDispatcher(p DispatcherParams) *Dispatcher {
 	}
 	return d
 }
+
+// Collector returns oncesync_alerts_total{sink,outcome}, for the caller's
+// registry: an alerting rule on its failed and dropped series tells that
+// alerts stop reaching people even when every sink is down.
+func (d *Dispatcher) Collector() prometheus.Collector { return d.outcomes }
 
 // Sinks returns the names of the dispatcher's sinks, in order.
 func (d *Dispatcher) Sinks() []string {
@@ -187,6 +217,7 @@ func (d *Dispatcher) Send(ctx context.Context, a Alert) (Alert, *Delivery, error
 		default:
 			d.logger.LogAttrs(ctx, slog.LevelError, "alert dropped: sink queue full",
 				slog.String("sink", w.sink.Name()), slog.String("alert_id", a.ID), slog.String("kind", a.Kind))
+			d.outcomes.WithLabelValues(w.sink.Name(), OutcomeDropped).Inc()
 			dl.report(w.sink, false)
 		}
 	}
@@ -196,7 +227,13 @@ func (d *Dispatcher) Send(ctx context.Context, a Alert) (Alert, *Delivery, error
 func (d *Dispatcher) run(w *worker) {
 	defer d.wg.Done()
 	for q := range w.queue {
-		q.d.report(w.sink, d.deliver(w.sink, q.a))
+		ok := d.deliver(w.sink, q.a)
+		outcome := OutcomeFailed
+		if ok {
+			outcome = OutcomeDelivered
+		}
+		d.outcomes.WithLabelValues(w.sink.Name(), outcome).Inc()
+		q.d.report(w.sink, ok)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
@@ -534,4 +537,81 @@ func TestDeliveryTellsWhetherSomebodyWasTold(t *testing.T) {
 		t.Errorf("after the slow sink delivered: Wait %v, Told %v", err, dl.Told())
 	}
 	_ = d.Close(context.Background())
+}
+
+// TestDispatcherCountsOutcomes: what became of every alert at every sink is
+// counted (oncesync_alerts_total{sink,outcome}), so that a rule outside
+// oncesync sees alerts being lost while the sinks that would say so are down.
+func TestDispatcherCountsOutcomes(t *testing.T) {
+	t.Parallel()
+	instant := RetryPolicy{Attempts: 2, Sleep: func(context.Context, time.Duration) error { return nil }}
+	logger, _ := newTestLogger()
+
+	// A sink that delivers and one that is down.
+	ok := newChanSink("webhook")
+	down := &errSink{name: "email", err: errors.New("connection refused")}
+	d := NewDispatcher(DispatcherParams{Sinks: []Sink{ok, down}, Logger: logger, Retry: instant})
+	for range 3 {
+		if _, err := d.Notify(context.Background(), testAlert()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"email/delivered": 0, "email/failed": 3, "email/dropped": 0,
+		"webhook/delivered": 3, "webhook/failed": 0, "webhook/dropped": 0,
+	}
+	if got := alertCounts(t, d); !maps.Equal(got, want) {
+		t.Errorf("oncesync_alerts_total = %v, want %v", got, want)
+	}
+
+	// A stuck sink whose queue is full drops what does not fit.
+	stuck := newChanSink("sentry")
+	stuck.block = make(chan struct{})
+	d = NewDispatcher(DispatcherParams{Sinks: []Sink{stuck}, Logger: logger, Retry: instant, QueueSize: 1})
+	for i := range 3 {
+		if _, err := d.Notify(context.Background(), testAlert()); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			<-stuck.started // the sink holds the first alert, its queue takes one more
+		}
+	}
+	close(stuck.block)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]float64{"sentry/delivered": 2, "sentry/failed": 0, "sentry/dropped": 1}
+	if got := alertCounts(t, d); !maps.Equal(got, want) {
+		t.Errorf("oncesync_alerts_total = %v, want %v", got, want)
+	}
+}
+
+// alertCounts gathers d's oncesync_alerts_total as "sink/outcome" → value.
+func alertCounts(t *testing.T, d *Dispatcher) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(d.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "oncesync_alerts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got[labels["sink"]+"/"+labels["outcome"]] = m.GetCounter().GetValue()
+		}
+	}
+	return got
 }

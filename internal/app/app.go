@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/connector"
@@ -106,6 +107,13 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr)
+	}
+	// An evicted lease or barrier reads as a fresh start: refuse a Redis
+	// that may evict keys unless the config accepts it (docs/config.md,
+	// allow_evicting_redis).
+	if err := barrier.CheckEvictionPolicy(ctx, client, cfg.AllowEvictingRedis); err != nil {
+		client.Close()
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "check Redis at %s", opts.Addr)
 	}
 	return client, nil
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/app"
+	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -101,4 +103,40 @@ func TestDeploymentsApartOnOneRedis(t *testing.T) {
 	if err := acquire(open("staging-" + suffix)); err != nil {
 		t.Fatalf("deployment with its own redis_namespace: %v, want its own lease", err)
 	}
+}
+
+// TestOpenRefusesAnEvictingRedis: docs/config.md's allow_evicting_redis
+// (false by default) means a command does not start on a Redis whose
+// maxmemory-policy may evict keys: an evicted lease or barrier reads as a
+// fresh start. With it, the command starts.
+func TestOpenRefusesAnEvictingRedis(t *testing.T) {
+	var servers testenv.RedisServers
+	t.Cleanup(servers.Stop)
+	dir, err := servers.Dir("app-evicting-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _, err := servers.Start(dir, "--maxmemory-policy", "volatile-lru") // a managed service's default
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		testenv.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := embeddedConfig(t)
+	cfg.Redis = "redis://" + addr + "/0"
+	_, err = app.Open(ctx, app.OpenParams{Config: cfg})
+	if failure.CodeOf(err) != failure.StoreUnavailable || !errors.Is(err, barrier.ErrEvictingRedis) {
+		t.Fatalf("Open on an evicting Redis = %v, want store_unavailable wrapping barrier.ErrEvictingRedis", err)
+	}
+	if d := failure.Detail(err); !strings.Contains(d, "maxmemory-policy volatile-lru") {
+		t.Errorf("detail %q does not say what to change", d)
+	}
+	cfg.AllowEvictingRedis = true
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+	if err != nil {
+		t.Fatalf("Open with allow_evicting_redis = %v", err)
+	}
+	a.Close(ctx)
 }

@@ -34,6 +34,12 @@ func (e *EvictionPolicyError) Error() string {
 // Unwrap returns ErrEvictingRedis.
 func (e *EvictionPolicyError) Unwrap() error { return ErrEvictingRedis }
 
+// Advice is what a command's failure line says of it (failure.Adviser).
+func (e *EvictionPolicyError) Advice() string {
+	return fmt.Sprintf("Redis at %s has maxmemory-policy %s, which may evict leases and barriers: set maxmemory-policy "+
+		"noeviction, or allow_evicting_redis: true in the config to accept the risk", e.Addr, e.Policy)
+}
+
 // CheckEvictionPolicy refuses a Redis that may evict keys: it reads the
 // maxmemory-policy of every server behind client (each Ring shard, every
 // Cluster master and replica) and returns an *EvictionPolicyError unless all

@@ -13,8 +13,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -87,9 +89,13 @@ func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int
 	trip := &Trip{SyncID: syncID, Failures: k.Failures, LastCode: last.FailureCode}
 	why := fmt.Sprintf("failure streak reached %d (breaker_failures %d; failures the operator owns are not counted); last error %s: %s",
 		k.Failures, threshold, trip.LastCode, last.FailureDetail)
+	// Only from active: of several evaluations at once (a worker after its
+	// run, recovery closing another), one pauses, audits and alerts.
 	if _, err := b.p.Store.SetSyncState(ctx, store.SetSyncStateParams{
-		ID: syncID, State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: why,
-	}); err != nil {
+		ID: syncID, State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: why, From: store.SyncActive,
+	}); errors.Is(err, store.ErrStateChanged) {
+		return nil, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("breaker: pause %s: %w", syncID, err)
 	}
 	if err := b.p.Store.InsertAudit(ctx, store.AuditEntry{
@@ -116,10 +122,18 @@ func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int
 // made it exactly threshold, so a longer outage sends one alert per sync and
 // the next success re-arms it; the alert's id is derived from that run, so a
 // second evaluation of the same failure (recovery re-evaluates) repeats the
-// same id, which every sink lets its receiver deduplicate.
+// same id, which every sink lets its receiver deduplicate. The alert is
+// audited (action operator_failures): when the evaluation at threshold did
+// not happen (a process that died after recording the run, a store that did
+// not answer), a later evaluation of the same streak finds no such entry
+// since the streak began and sends it then.
 func (b *Breaker) operatorAlert(ctx context.Context, s store.Sync, k Streak, threshold int) error {
-	if b.p.Notifier == nil || k.Operator != threshold || k.Newest.ID == 0 || k.Newest.ID != k.LastOperator.ID {
+	if b.p.Notifier == nil || k.Operator < threshold || k.Newest.ID == 0 || k.Newest.ID != k.LastOperator.ID {
 		return nil
+	}
+	audited, err := b.operatorAudited(ctx, s.ID, k.Since)
+	if k.Operator > threshold && (err != nil || audited) {
+		return err
 	}
 	r := k.LastOperator
 	code := failure.Code(r.FailureCode)
@@ -141,8 +155,40 @@ func (b *Breaker) operatorAlert(ctx context.Context, s store.Sync, k Streak, thr
 	if _, err := b.p.Notifier.Notify(ctx, a); err != nil {
 		return fmt.Errorf("breaker: operator alert for %s: %w", s.ID, err)
 	}
+	if audited {
+		return nil
+	}
+	if err := b.p.Store.InsertAudit(ctx, store.AuditEntry{
+		SyncID: s.ID, Action: alert.KindOperatorFailures, By: "oncesync",
+		Why: fmt.Sprintf("%d failures the operator owns since the last success (last: %s); alerted, not paused", k.Operator, code),
+	}); err != nil {
+		return fmt.Errorf("breaker: audit the operator alert for %s: %w", s.ID, err)
+	}
 	return nil
 }
+
+// operatorAudited reports whether the operator's alert of syncID was
+// audited after since (the start of the current streak).
+func (b *Breaker) operatorAudited(ctx context.Context, syncID string, since time.Time) (bool, error) {
+	entries, err := b.p.Store.ListAudit(ctx, syncID, auditWindow)
+	if err != nil {
+		return false, fmt.Errorf("breaker: read the audit log of %s: %w", syncID, err)
+	}
+	for _, e := range entries { // newest first
+		if e.At.Before(since) {
+			break
+		}
+		if e.Action == alert.KindOperatorFailures {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// auditWindow bounds the audit entries operatorAudited reads, newest first:
+// far more than a streak writes (its operator alert, a person's "run now"s);
+// a resume or a changed definition ends the streak.
+const auditWindow = 50
 
 func (b *Breaker) link(syncID string) string {
 	if b.p.Link == nil {

@@ -297,3 +297,95 @@ func TestPerSyncThreshold(t *testing.T) {
 		t.Fatalf("threshold 1 did not trip: %v", err)
 	}
 }
+
+// TestConcurrentEvaluationsTripOnce: several processes evaluate the same
+// streak at once (a worker after its run, recovery closing another, the
+// scheduler's enqueue-time failure): the sync is paused, audited and alerted
+// once, not once per evaluation.
+func TestConcurrentEvaluationsTripOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+	for range 5 {
+		tb.clock.Advance(time.Minute)
+		if _, err := tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunFailed,
+			FailureCode: string(failure.DestinationAuth), Detail: "401"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	trips := make(chan *Trip, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			trip, err := tb.breaker.AfterFailure(ctx, "s", 5)
+			if err != nil {
+				t.Error(err)
+			}
+			trips <- trip
+		}()
+	}
+	wg.Wait()
+	close(trips)
+	n := 0
+	for trip := range trips {
+		if trip != nil {
+			n++
+		}
+	}
+	audit, _ := tb.store.ListAudit(ctx, "s", 100)
+	var trippedEntries int
+	for _, a := range audit {
+		if a.Action == string(failure.CircuitBreakerTripped) {
+			trippedEntries++
+		}
+	}
+	if n != 1 || len(tb.alerts.alerts) != 1 || trippedEntries != 1 {
+		t.Errorf("%d trips, %d alerts, %d audit entries, want one of each", n, len(tb.alerts.alerts), trippedEntries)
+	}
+}
+
+// TestOperatorAlertSurvivesAMissedEvaluation: the operator's alert fired only
+// on the evaluation of exactly breaker_failures operator failures, so when
+// that one evaluation did not happen (the process died after recording the
+// run, the store flapped while reading the streak) the outage was never
+// told. A later evaluation of the same streak sends it, once, and says so in
+// the audit log.
+func TestOperatorAlertSurvivesAMissedEvaluation(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+	for range 5 { // recorded, never evaluated
+		tb.clock.Advance(time.Minute)
+		if _, err := tb.store.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunFailed,
+			FailureCode: string(failure.DestinationUnavailable), Detail: "503"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		tb.record(t, store.RunFailed, failure.DestinationUnavailable)
+	}
+	if len(tb.alerts.alerts) != 1 || tb.alerts.alerts[0].Kind != alert.KindOperatorFailures {
+		t.Fatalf("alerts %+v, want one operator_failures alert", tb.alerts.alerts)
+	}
+	audit, _ := tb.store.ListAudit(ctx, "s", 100)
+	n := 0
+	for _, a := range audit {
+		if a.Action == alert.KindOperatorFailures {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d operator_failures audit entries, want 1: %+v", n, audit)
+	}
+	// A success re-arms it: the next outage is told again.
+	tb.alerts.alerts = nil
+	tb.record(t, store.RunSucceeded, "")
+	for range 7 {
+		tb.record(t, store.RunFailed, failure.StoreUnavailable)
+	}
+	if len(tb.alerts.alerts) != 1 {
+		t.Fatalf("after a success and 7 failures: %+v, want one new alert", tb.alerts.alerts)
+	}
+}

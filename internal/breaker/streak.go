@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
@@ -34,6 +35,9 @@ type Streak struct {
 	// Newest is the newest finished or interrupted run since changed_at
 	// (zero ID: none): the run an evaluation is about.
 	Newest store.Run
+	// Since is when the span began: the sync's changed_at, or the end of
+	// its last success when later.
+	Since time.Time
 	// Ended: the runs read reached where the streak ends (a success, a run
 	// before changed_at, or, from Read, the sync's first run). When false
 	// the counts are lower bounds: older runs were not read.
@@ -43,7 +47,7 @@ type Streak struct {
 // Compute folds runs (newest first, as store.ListRuns returns them) into the
 // streak of s. Skipped, queued and running runs neither count nor reset.
 func Compute(s store.Sync, runs []store.Run) Streak {
-	var st Streak
+	st := Streak{Since: s.ChangedAt}
 	for _, r := range runs {
 		if r.StartedAt.Before(s.ChangedAt) {
 			st.Ended = true // older than the last publish or resume: re-armed
@@ -52,6 +56,9 @@ func Compute(s store.Sync, runs []store.Run) Streak {
 		switch r.State {
 		case store.RunSucceeded:
 			st.notice(r)
+			if r.FinishedAt.After(st.Since) {
+				st.Since = r.FinishedAt
+			}
 			st.Ended = true
 			return st
 		case store.RunFailed:

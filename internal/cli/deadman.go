@@ -173,7 +173,7 @@ func printDeadmanReport(w io.Writer, rep deadman.Report, prev deadman.LastCheck)
 		}
 	}
 	silent := rep.Count("", deadman.StatusSilent)
-	fmt.Fprintf(w, "checked %d workspaces and %d active syncs: %d silent, %d ok, %d young (enabled less than a window ago)\n",
+	fmt.Fprintf(w, "checked %d workspaces and %d syncs (active, or paused by the circuit breaker): %d silent, %d ok, %d young (enabled less than a window ago)\n",
 		ws, syncs, silent, rep.Count("", deadman.StatusOK), rep.Count("", deadman.StatusYoung))
 }
 

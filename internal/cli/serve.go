@@ -148,7 +148,8 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		alerts.Collector())
 
 	// The dead-man check (docs/guide.md#telling-silence-from-outside): the leader runs it at minute 13 of every
 	// hour; any process may work the job.

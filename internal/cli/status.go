@@ -101,7 +101,7 @@ func printDeadman(ctx context.Context, w io.Writer, cfg *config.Config, st store
 	v, ok := rep.Find(deadman.ScopeSync, id)
 	switch {
 	case !ok:
-		fmt.Fprintln(w, "dead-man:   not checked (paused, or not in this config)")
+		fmt.Fprintln(w, "dead-man:   not checked (paused by a person, or not in this config)")
 	case v.Status == deadman.StatusSilent:
 		alerted := "not alerted yet (the next dead-man check will)"
 		if v.Marker != nil {

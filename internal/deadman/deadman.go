@@ -18,6 +18,11 @@
 // none overrides it), so a workspace of weekly syncs is not silent while
 // each of them is within its window.
 //
+// A sync the circuit breaker paused is judged like an active one (alone, not
+// in its workspace's aggregate): it stays silent until a person resumes it,
+// and the trip's own alert is sent once, to sinks that may be down. A sync a
+// person paused is not judged.
+//
 // Everything the check reads comes from one query (Store.SyncActivity), so
 // its cost is one scan of the syncs with a few index probes each, whatever
 // the number of runs. Markers live in Redis when one is configured
@@ -426,7 +431,8 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 	for i := range acts {
 		a := &acts[i]
 		judge(target{
-			scope: ScopeSync, id: a.SyncID, workspace: a.Workspace, active: a.State == store.SyncActive,
+			scope: ScopeSync, id: a.SyncID, workspace: a.Workspace,
+			active: a.State == store.SyncActive || tripped(a), tripped: tripped(a),
 			window: c.windowFor(a.SyncID), changedAt: a.ChangedAt,
 			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a,
 		})
@@ -479,12 +485,18 @@ type target struct {
 	scope         Scope
 	id            string
 	workspace     string
-	active        bool // a sync: active; a workspace: has an active sync
+	active        bool // a sync: active or tripped; a workspace: has an active sync
+	tripped       bool // a sync paused by the circuit breaker
 	window        time.Duration
 	changedAt     time.Time
 	lastSuccessAt time.Time
 	lastRunAt     time.Time
 	last          *Activity // a sync's latest run (nil for a workspace)
+}
+
+// tripped reports whether the circuit breaker paused a's sync.
+func tripped(a *Activity) bool {
+	return a.State == store.SyncPaused && a.PauseReason == "breaker"
 }
 
 // judge resolves t's ended silence, then judges t when it is active. It
@@ -531,7 +543,8 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 	default:
 		v.Status = StatusSilent
 		v.Kind = KindNoRuns
-		if !t.lastRunAt.IsZero() && !t.lastRunAt.Before(horizon) {
+		if t.tripped || (!t.lastRunAt.IsZero() && !t.lastRunAt.Before(horizon)) {
+			// A tripped sync's runs failed; no scheduler is at fault.
 			v.Kind = KindRunsWithoutSuccess
 		}
 		v.SilentSince = t.changedAt

@@ -489,6 +489,48 @@ func TestPausedSyncsAreNotChecked(t *testing.T) {
 	})
 }
 
+// TestBreakerPausedSyncsAreChecked: a sync the circuit breaker paused is
+// silent until a person resumes it, and the trip's own alert may have been
+// lost (a sink down, a process that exited before delivering it), so the
+// check judges it like an active sync and its alert says it is paused
+// (docs/guide.md#guardrails). A person's pause stays unjudged.
+func TestBreakerPausedSyncsAreChecked(t *testing.T) {
+	t.Parallel()
+	forEachFlavour(t, func(t *testing.T, tb *bundle) {
+		tb.sync(t, "tripped", "acme")
+		tb.sync(t, "held", "acme")
+		tb.clk.Advance(time.Hour)
+		tb.run(t, "tripped", store.RunFailed, string(failure.DestinationAuth))
+		for id, reason := range map[string]string{"tripped": "breaker", "held": "person"} {
+			if _, err := tb.st.SetSyncState(tb.ctx, store.SetSyncStateParams{ID: id, State: store.SyncPaused, Reason: reason, By: "oncesync", Why: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tb.clk.Advance(25 * time.Hour)
+		rep := tb.check(t)
+		v := tb.verdict(t, rep, deadman.ScopeSync, "tripped")
+		if v.Status != deadman.StatusSilent || !v.Alerted {
+			t.Fatalf("verdict of the breaker-paused sync %+v, want silent and alerted", v)
+		}
+		if _, ok := rep.Find(deadman.ScopeSync, "held"); ok {
+			t.Error("a sync a person paused was judged")
+		}
+		got := tb.rec.take()
+		if len(got) != 1 || got[0].SyncID != "tripped" {
+			t.Fatalf("alerts %+v, want one for sync tripped", got)
+		}
+		if !strings.Contains(got[0].WhatHappened, "paused by the circuit breaker") || !strings.Contains(got[0].NextStep, "oncesync resume") {
+			t.Errorf("alert %q / %q, want it to say the breaker paused the sync and how to resume it", got[0].WhatHappened, got[0].NextStep)
+		}
+		// One alert per incident: the next check does not repeat it.
+		tb.clk.Advance(time.Hour)
+		tb.check(t)
+		if got := tb.rec.take(); len(got) != 0 {
+			t.Errorf("second check sent %+v, want nothing", got)
+		}
+	})
+}
+
 // TestEvaluateChangesNothing: Evaluate reports the silence without alerting
 // or marking; after a Check it shows the marker.
 func TestEvaluateChangesNothing(t *testing.T) {

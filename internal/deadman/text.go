@@ -22,6 +22,8 @@ const (
 		"run the sync again (`oncesync run %s`) to confirm."
 	nextWorkspaceRunsFailed = "Open the workspace's syncs: each failed run says what happened and what to do; " +
 		"fix the causes, then run the syncs again to confirm."
+	nextTripped = "Fix the cause shown by `oncesync status --config FILE %s` (or the sync page), then resume the sync " +
+		"with `oncesync resume --config FILE %s --by NAME --reason TEXT` or from the sync page."
 	nextResolved = "Nothing to do: the dead-man alert is re-armed for the next silence."
 )
 
@@ -31,8 +33,12 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 	if v.Kind == KindNoRuns {
 		recorded = "no run"
 	}
+	head := fmt.Sprintf("%s recorded %s in the last %s", name(t), recorded, fmtWindow(t.window))
+	if t.tripped {
+		head = fmt.Sprintf("%s has had no successful run in the last %s", name(t), fmtWindow(t.window))
+	}
 	clauses := []string{
-		fmt.Sprintf("%s recorded %s in the last %s", name(t), recorded, fmtWindow(t.window)),
+		head,
 		sinceClause(t, v.SilentSince),
 	}
 	var next string
@@ -48,6 +54,12 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 			id = "SYNC"
 		}
 		next = fmt.Sprintf(nextNoRuns, id)
+	case t.tripped:
+		clauses = append(clauses, "it is paused by the circuit breaker: no run starts until a person resumes it")
+		if code := t.last.LastFailureCode; code != "" {
+			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) failed with %s", t.last.LastRunID, code))
+		}
+		next = fmt.Sprintf(nextTripped, t.id, t.id)
 	case t.scope == ScopeWorkspace:
 		next = nextWorkspaceRunsFailed
 	default:

@@ -234,3 +234,72 @@ func (q *queueDepth) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 }
+
+// syncStates are the figures of every configured sync that a rule outside
+// oncesync needs to tell a silent or paused sync without oncesync's own
+// dead-man check (docs/guide.md#telling-silence-from-outside), read from the
+// store at each scrape (the same figures from every process):
+//
+//	oncesync_sync_last_success_timestamp_seconds{sync,workspace}
+//	oncesync_sync_paused{sync,workspace,by}
+//
+// A scrape while the store does not answer, or once the service is
+// shutting down, reports no series rather than failing the whole scrape.
+type syncStates struct {
+	lastSuccess, paused *prometheus.Desc
+	read                func(ctx context.Context) ([]store.Activity, error)
+	configured          map[string]bool
+	done                <-chan struct{}
+	log                 *slog.Logger
+}
+
+// Pause causes as oncesync_sync_paused's by label.
+var pausedBy = []string{"breaker", "person"}
+
+func newSyncStates(read func(ctx context.Context) ([]store.Activity, error), configured map[string]bool, done <-chan struct{}, log *slog.Logger) *syncStates {
+	return &syncStates{
+		lastSuccess: prometheus.NewDesc("oncesync_sync_last_success_timestamp_seconds",
+			"When the sync's latest successful run finished (Unix seconds; 0 = never), from the store: alert on time() minus it.",
+			syncLabels, nil),
+		paused: prometheus.NewDesc("oncesync_sync_paused",
+			"1 when the sync is paused by the circuit breaker (by=breaker) or by a person (by=person), else 0, from the store.",
+			append(append([]string(nil), syncLabels...), "by"), nil),
+		read: read, configured: configured, done: done, log: log,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *syncStates) Describe(ch chan<- *prometheus.Desc) { ch <- c.lastSuccess; ch <- c.paused }
+
+// Collect implements prometheus.Collector.
+func (c *syncStates) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), queueDepthTimeout)
+	defer cancel()
+	acts, err := c.read(ctx)
+	if err != nil {
+		c.log.Warn("sync states not reported: the store did not answer", "err", err)
+		return
+	}
+	for _, a := range acts {
+		if !c.configured[a.SyncID] {
+			continue // a partition's own sync, or one no longer in the config
+		}
+		last := 0.0
+		if !a.LastSuccessAt.IsZero() {
+			last = float64(a.LastSuccessAt.UnixNano()) / 1e9
+		}
+		ch <- prometheus.MustNewConstMetric(c.lastSuccess, prometheus.GaugeValue, last, a.SyncID, a.Workspace)
+		for _, by := range pausedBy {
+			v := 0.0
+			if a.State == store.SyncPaused && a.PauseReason == by {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, v, a.SyncID, a.Workspace, by)
+		}
+	}
+}

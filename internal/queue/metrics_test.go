@@ -254,6 +254,20 @@ syncs:
 	if v, _ := before.value("oncesync_records_total", "outcome", "read"); v != 0 {
 		t.Fatalf("records read before any run: %v", v)
 	}
+	// The figures a rule outside oncesync tells silence and pauses by,
+	// from the store: never succeeded, not paused.
+	for _, tc := range []struct {
+		name   string
+		labels []string
+	}{
+		{"oncesync_sync_last_success_timestamp_seconds", []string{"sync", syncID, "workspace", "acme"}},
+		{"oncesync_sync_paused", []string{"sync", syncID, "workspace", "acme", "by", "breaker"}},
+		{"oncesync_sync_paused", []string{"sync", syncID, "workspace", "acme", "by", "person"}},
+	} {
+		if v, ok := before.value(tc.name, tc.labels...); !ok || v != 0 {
+			t.Errorf("before the first run %s%v = %v (present %v), want 0", tc.name, tc.labels, v, ok)
+		}
+	}
 
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/api/v1/syncs/"+syncID+"/run",
 		strings.NewReader(`{"by":"metrics test","why":"scripted run"}`))
@@ -285,6 +299,9 @@ syncs:
 		return okA && okR && a == 0 && r == 0
 	})
 	stats := e.fake.Stats()
+	if v, ok := m.value("oncesync_sync_last_success_timestamp_seconds", "sync", syncID); !ok || time.Since(time.Unix(int64(v), 0)) > time.Minute {
+		t.Errorf("oncesync_sync_last_success_timestamp_seconds after the run = %v (present %v), want about now", v, ok)
+	}
 
 	// The run, from the store, agrees with the fake.
 	st := e.store()

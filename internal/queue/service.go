@@ -315,6 +315,16 @@ func New(ctx context.Context, p Params) (*Service, error) {
 			_ = s.b.close()
 			return nil, err
 		}
+		if ar, ok := p.Store.(store.ActivityReader); ok {
+			configured := make(map[string]bool, len(s.cfg.Syncs))
+			for i := range s.cfg.Syncs {
+				configured[s.cfg.Syncs[i].ID] = true
+			}
+			if err := p.Registerer.Register(newSyncStates(ar.SyncActivity, configured, s.drain, s.log)); err != nil {
+				_ = s.b.close()
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }

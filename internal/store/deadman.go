@@ -42,6 +42,9 @@ type Activity struct {
 	SyncID    string
 	Workspace string
 	State     SyncState
+	// PauseReason is "breaker" or "person" when the sync is paused: the
+	// dead-man check judges a sync the breaker paused (docs/guide.md#guardrails).
+	PauseReason string
 	// ChangedAt is the sync's last publish, enable or resume.
 	ChangedAt time.Time
 	// LastSuccessAt is when the sync's latest successful run finished; zero

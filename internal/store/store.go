@@ -18,6 +18,10 @@ var (
 	// ErrFenced: the write carried a fence lower than the sync's registered
 	// fence: a newer run owns the sync and this write is refused.
 	ErrFenced = errors.New("write refused: a newer run holds the sync (stale fence)")
+	// ErrStateChanged: SetSyncState with From found the sync in another
+	// state (another process or a person changed it first) and changed
+	// nothing.
+	ErrStateChanged = errors.New("sync state changed meanwhile")
 	// ErrLeaseHeld: another live run holds the lease.
 	ErrLeaseHeld = errors.New("lease held by another run")
 	// ErrLeaseLost: the lease is no longer this token's (expired and taken, or released).
@@ -113,6 +117,11 @@ type SetSyncStateParams struct {
 	Reason string // "breaker" | "person" (pause only)
 	By     string // who
 	Why    string // why
+	// From, when set, makes the change conditional: a sync in another
+	// state is left as it is (no audit entry) and the call returns an
+	// error wrapping ErrStateChanged. The breaker pauses only an active
+	// sync, so of several evaluations at once one trips it.
+	From SyncState
 }
 
 // RunState is a run's state (docs/guide.md#what-a-run-does).

@@ -23,7 +23,7 @@ var (
 // succeeded (the common case; a sync's runs are serialised by its lease),
 // else max over the partial index runs_sync_succeeded. A nested loop of one
 // or two index probes per sync, however many runs there are.
-const sqlSyncActivity = `SELECT s.id, s.workspace, s.state, s.changed_at,
+const sqlSyncActivity = `SELECT s.id, s.workspace, s.state, s.pause_reason, s.changed_at,
 	coalesce(r.id, 0), coalesce(r.state, ''), greatest(r.started_at, r.finished_at), coalesce(r.failure_code, ''),
 	CASE WHEN r.state = 'succeeded' THEN r.finished_at
 		ELSE (SELECT max(x.finished_at) FROM runs x WHERE x.sync_id = s.id AND x.state = 'succeeded') END
@@ -64,7 +64,7 @@ func scanActivity(ctx context.Context, tx pgx.Tx) ([]store.Activity, error) {
 			changed         int64
 			lastRun, ok     pgtype.Int8 // no allocation per NULL-able value
 		)
-		if err := rows.Scan(&a.SyncID, &a.Workspace, &state, &changed,
+		if err := rows.Scan(&a.SyncID, &a.Workspace, &state, &a.PauseReason, &changed,
 			&a.LastRunID, &runState, &lastRun, &a.LastFailureCode, &ok); err != nil {
 			return nil, err
 		}

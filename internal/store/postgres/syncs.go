@@ -224,7 +224,7 @@ func (s *Store) ListSyncs(ctx context.Context) ([]store.Sync, error) {
 const sqlSetSyncState = `WITH u AS (
 		UPDATE syncs SET state = $2::text, pause_reason = $3, paused_by = $4, paused_why = $5,
 			changed_at = CASE WHEN $2::text = 'active' THEN $6::bigint ELSE changed_at END
-		WHERE id = $1::text
+		WHERE id = $1::text AND ($10::text = '' OR state = $10::text)
 		RETURNING ` + syncColumns + `
 	), a AS (
 		INSERT INTO audit (at, sync_id, action, by_who, why) SELECT $6::bigint, u.id, $7, $8, $9 FROM u
@@ -252,8 +252,16 @@ func (s *Store) SetSyncState(ctx context.Context, p store.SetSyncStateParams) (s
 		return store.Sync{}, invalidf("sync state %q", p.State)
 	}
 	out, err := scanSync(s.pool.QueryRow(ctx, sqlSetSyncState,
-		p.ID, string(p.State), reason, by, why, nanos(s.now()), action, p.By, p.Why))
+		p.ID, string(p.State), reason, by, why, nanos(s.now()), action, p.By, p.Why, string(p.From)))
 	if errors.Is(err, pgx.ErrNoRows) {
+		if p.From != "" {
+			// Nothing changed: the sync is missing or in another state.
+			cur, gerr := s.GetSync(ctx, p.ID)
+			if gerr != nil {
+				return store.Sync{}, gerr
+			}
+			return store.Sync{}, fmt.Errorf("sync %q is %s, not %s: %w", p.ID, cur.State, p.From, store.ErrStateChanged)
+		}
 		return store.Sync{}, fmt.Errorf("sync %q: %w", p.ID, store.ErrNotFound)
 	}
 	return out, mapErr("set sync state", err)

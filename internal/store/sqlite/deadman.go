@@ -21,7 +21,7 @@ var (
 // finish when it succeeded (the common case; a sync's runs are serialised by
 // its lease), else max over the partial index runs_sync_succeeded. Two or
 // three index probes per sync, however many runs there are.
-const sqlSyncActivity = `SELECT s.id, s.workspace, s.state, s.changed_at,
+const sqlSyncActivity = `SELECT s.id, s.workspace, s.state, s.pause_reason, s.changed_at,
 	r.id, r.state, max(r.started_at, coalesce(r.finished_at, r.started_at)), r.failure_code,
 	CASE WHEN r.state = 'succeeded' THEN r.finished_at
 		ELSE (SELECT max(x.finished_at) FROM runs x WHERE x.sync_id = s.id AND x.state = 'succeeded') END
@@ -46,7 +46,7 @@ func (s *Store) SyncActivity(ctx context.Context) ([]store.Activity, error) {
 			runState, code sql.NullString
 			lastRun, ok    sql.NullInt64
 		)
-		if err := rows.Scan(&a.SyncID, &a.Workspace, &state, &changed,
+		if err := rows.Scan(&a.SyncID, &a.Workspace, &state, &a.PauseReason, &changed,
 			&runID, &runState, &lastRun, &code, &ok); err != nil {
 			return nil, s.mapErr("sync activity", err)
 		}

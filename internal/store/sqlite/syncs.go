@@ -209,8 +209,12 @@ func (s *Store) SetSyncState(ctx context.Context, p store.SetSyncStateParams) (s
 	var out store.Sync
 	err := s.write(ctx, "set sync state", func(tx *sql.Tx) error {
 		now := s.now()
-		if _, err := getSync(ctx, tx, p.ID); err != nil {
+		cur, err := getSync(ctx, tx, p.ID)
+		if err != nil {
 			return err
+		}
+		if p.From != "" && cur.State != p.From {
+			return fmt.Errorf("sync %q is %s, not %s: %w", p.ID, cur.State, p.From, store.ErrStateChanged)
 		}
 		q := `UPDATE syncs SET state = ?, pause_reason = ?, paused_by = ?, paused_why = ? WHERE id = ?`
 		args := []any{string(p.State), reason, by, why, p.ID}
@@ -224,7 +228,6 @@ func (s *Store) SetSyncState(ctx context.Context, p store.SetSyncStateParams) (s
 		if err := insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: action, By: p.By, Why: p.Why}); err != nil {
 			return err
 		}
-		var err error
 		out, err = getSync(ctx, tx, p.ID)
 		return err
 	})

@@ -235,6 +235,24 @@ func testSyncState(t *testing.T, open OpenFunc) {
 	equal(t, "audit[1].Why", audit[1].Why, "5 failures in a row")
 	sameTime(t, "audit[1].At", audit[1].At, Start.Add(time.Hour))
 	equal(t, "audit[2].Action", audit[2].Action, "publish")
+
+	// A conditional change applies only from the state it names.
+	_, err = b.st.SetSyncState(ctx, store.SetSyncStateParams{
+		ID: "s1", State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: "again", From: store.SyncPaused,
+	})
+	wantErr(t, err, store.ErrStateChanged)
+	if got := must(b.st.GetSync(ctx, "s1"))(t); got != resumed {
+		t.Fatalf("a refused conditional pause changed the sync: %+v, want %+v", got, resumed)
+	}
+	if n := len(auditActions(t, b, "s1")); n != 3 {
+		t.Fatalf("a refused conditional pause left an audit entry (%d entries)", n)
+	}
+	_, err = b.st.SetSyncState(ctx, store.SetSyncStateParams{ID: "ghost", State: store.SyncPaused, Reason: "breaker", From: store.SyncActive})
+	wantErr(t, err, store.ErrNotFound)
+	repaused := must(b.st.SetSyncState(ctx, store.SetSyncStateParams{
+		ID: "s1", State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: "again", From: store.SyncActive,
+	}))(t)
+	equal(t, "State after a conditional pause", repaused.State, store.SyncPaused)
 }
 
 // ---- runs ----
