@@ -174,23 +174,7 @@ func (d *Destination) appliedBefore(ctx context.Context, ref string, recs []dest
 	q := url.Values{}
 	q.Set("page[size]", "100")
 	err := d.eachPageOf(ctx, request{client: d.jobs, method: http.MethodGet, route: route, query: q,
-		path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/relationships/profiles"}, maxErrorPages, func(body []byte) (string, error) {
-		var doc struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-			Links struct {
-				Next string `json:"next"`
-			} `json:"links"`
-		}
-		if err := json.Unmarshal(body, &doc); err != nil {
-			return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
-		}
-		for _, p := range doc.Data {
-			touched[p.ID] = true
-		}
-		return doc.Links.Next, nil
-	})
+		path: "/api/profile-bulk-import-jobs/" + url.PathEscape(ref) + "/relationships/profiles"}, maxErrorPages, relatedIDs(route, touched))
 	if err != nil {
 		return nil, d.readError(err)
 	}

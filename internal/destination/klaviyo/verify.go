@@ -100,23 +100,7 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 		q.Set("filter", emailFilter(emails[from:min(from+filterBatch, len(emails))]))
 		q.Set("page[size]", strconv.Itoa(filterBatch))
 		err := d.eachPage(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
-			route: route, query: q}, func(body []byte) (string, error) {
-			var doc struct {
-				Data []struct {
-					ID string `json:"id"`
-				} `json:"data"`
-				Links struct {
-					Next string `json:"next"`
-				} `json:"links"`
-			}
-			if err := json.Unmarshal(body, &doc); err != nil {
-				return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
-			}
-			for _, p := range doc.Data {
-				out[p.ID] = true
-			}
-			return doc.Links.Next, nil
-		})
+			route: route, query: q}, relatedIDs(route, out))
 		var e *APIError
 		if errors.As(err, &e) && err == error(e) && notFound(e) {
 			return nil, d.noList(e)
@@ -481,4 +465,27 @@ func decodeNumbers(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	return dec.Decode(v)
+}
+
+// relatedIDs is the page callback of a relationships endpoint (a list's or
+// a job's profiles): it adds each page's ids to into and returns the next
+// page's link.
+func relatedIDs(route string, into map[string]bool) func(body []byte) (string, error) {
+	return func(body []byte) (string, error) {
+		var doc struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+			Links struct {
+				Next string `json:"next"`
+			} `json:"links"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return "", failure.Wrap(failure.DestinationUnavailable, ErrNoVerify, "klaviyo answered %s with an unexpected body", route)
+		}
+		for _, p := range doc.Data {
+			into[p.ID] = true
+		}
+		return doc.Links.Next, nil
+	}
 }
