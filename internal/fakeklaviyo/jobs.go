@@ -288,17 +288,7 @@ func (s *Server) jobErrors(c *call, id string) {
 		more = offset+size < len(j.errs)
 	}
 	s.mu.Unlock()
-	if j == nil {
-		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "A bulk import job with id "+id+" does not exist.", nil)
-		return
-	}
-	links := map[string]any{"self": c.base + c.r.URL.RequestURI()}
-	if more {
-		nq := c.r.URL.Query()
-		nq.Set("page[cursor]", strconv.Itoa(offset+size))
-		links["next"] = c.base + "/api/profile-bulk-import-jobs/" + id + "/import-errors/?" + nq.Encode()
-	}
-	s.respond(c, http.StatusOK, map[string]any{"data": data, "links": links})
+	s.jobPage(c, id, "import-errors", j != nil, data, more, offset+size)
 }
 
 // jobProfileIDs: GET /api/profile-bulk-import-jobs/{id}/relationships/profiles
@@ -320,15 +310,22 @@ func (s *Server) jobProfileIDs(c *call, id string) {
 		more = offset+size < len(j.applied)
 	}
 	s.mu.Unlock()
-	if j == nil {
+	s.jobPage(c, id, "relationships/profiles", j != nil, data, more, offset+size)
+}
+
+// jobPage answers one page of a job's sub-resource (sub, relative to the
+// job): not found when the job does not exist, else data with a next link
+// at cursor next when there is more.
+func (s *Server) jobPage(c *call, id, sub string, found bool, data []map[string]any, more bool, next int) {
+	if !found {
 		s.fail(c, http.StatusNotFound, "not_found", "Not found.", "A bulk import job with id "+id+" does not exist.", nil)
 		return
 	}
 	links := map[string]any{"self": c.base + c.r.URL.RequestURI()}
 	if more {
 		nq := c.r.URL.Query()
-		nq.Set("page[cursor]", strconv.Itoa(offset+size))
-		links["next"] = c.base + "/api/profile-bulk-import-jobs/" + id + "/relationships/profiles/?" + nq.Encode()
+		nq.Set("page[cursor]", strconv.Itoa(next))
+		links["next"] = c.base + "/api/profile-bulk-import-jobs/" + id + "/" + sub + "/?" + nq.Encode()
 	}
 	s.respond(c, http.StatusOK, map[string]any{"data": data, "links": links})
 }
