@@ -111,6 +111,13 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 			if healths[b.d.Breaker] != HealthPausedBreaker || healths[b.d.Silent] != HealthSilent || healths[b.d.Healthy] != HealthHealthy {
 				t.Errorf("healths %v", healths)
 			}
+			// The dead-man judges a sync the breaker paused, not one a
+			// person paused.
+			for _, s := range l.Syncs {
+				if want := map[string]string{b.d.Breaker: "runs_without_success", b.d.Silent: "runs_without_success", b.d.NoRuns: "no_runs"}[s.ID]; s.Silence != want {
+					t.Errorf("sync %s: silence %q, want %q", s.ID, s.Silence, want)
+				}
+			}
 		}},
 		{"GET", "/api/v1/syncs/" + b.d.Breaker, "", 200, func(t *testing.T, body string) {
 			var d SyncDetail

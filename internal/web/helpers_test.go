@@ -293,7 +293,8 @@ func setup(t *testing.T, opts ...option) *bundle {
 			return nil
 		},
 		Silence: func(context.Context) (map[string]string, error) {
-			return map[string]string{b.d.Silent: "runs_without_success", b.d.NoRuns: "no_runs"}, nil
+			return map[string]string{b.d.Silent: "runs_without_success", b.d.NoRuns: "no_runs",
+				b.d.Breaker: "runs_without_success", b.d.Person: "no_runs"}, nil
 		},
 	}
 	for _, o := range opts {

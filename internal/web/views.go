@@ -289,7 +289,9 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 		rv := s.runView(st.LastRun)
 		v.LastRun = &rv
 	}
-	if sy.State == store.SyncActive {
+	// The dead-man judges a sync the breaker paused too (its trip alert may
+	// have reached nobody); a person's pause is not silence.
+	if sy.State == store.SyncActive || sy.State == store.SyncPaused && sy.PauseReason == "breaker" {
 		v.Silence = silence[sy.ID]
 	}
 	if v.Schedule != "" && sy.State == store.SyncActive {
