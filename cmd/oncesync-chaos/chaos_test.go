@@ -213,3 +213,20 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("selectScenarios: %v %v", got, err)
 	}
 }
+
+// TestRunStartedAfter: pauses tells a thawed worker's new run (a lease of
+// its own) from its frozen one by the worker's "run started" lines.
+func TestRunStartedAfter(t *testing.T) {
+	log := `time=2026-12-04T22:52:14.042Z level=INFO msg="run started" reason=schedule sync=s-p00 run=133 fence=26
+time=2026-12-04T22:52:27.498Z level=WARN msg="run ended" sync=s-p00 run=133 fence=26 state=failed code=lease_lost
+time=2026-12-04T22:52:28.000Z level=INFO msg="run started" reason=schedule sync=s-p001 run=140 fence=28
+time=2026-12-04T22:52:29.027Z level=INFO msg="run started" reason=schedule sync=s-p00 run=143 fence=29`
+	thawed := time.Date(2026, 12, 4, 22, 52, 27, 400_000_000, time.UTC)
+	at, ok := runStartedAfter(log, "s-p00", thawed)
+	if want := time.Date(2026, 12, 4, 22, 52, 29, 27_000_000, time.UTC); !ok || !at.Equal(want) {
+		t.Fatalf("runStartedAfter = %v %v, want %v", at, ok, want)
+	}
+	if _, ok := runStartedAfter(log, "s-p02", thawed); ok {
+		t.Fatal("a run of another sync was taken for one of s-p02")
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -186,8 +187,14 @@ func freezeIdleWorker(ctx context.Context, c *cluster, row *Row, ttl time.Durati
 	if err := sleep(ctx, 3*time.Second); err != nil {
 		return err
 	}
+	log := w.output()
 	for _, l := range c.dest.landings(w.name, thawed) {
 		for _, id := range held {
+			// A run the thawed worker starts afterwards takes a lease of
+			// its own (a new fence): its writes are not the frozen run's.
+			if next, ok := runStartedAfter(log, id, thawed); ok && !l.Arrived.Before(next) {
+				continue
+			}
 			if l.SyncID == id && l.Arrived.After(thawed) {
 				row.problemf("%s landed a write of %s %s after its thaw (its lease ended while it was frozen)",
 					w.name, id, l.Arrived.Sub(thawed).Round(time.Millisecond))
@@ -218,4 +225,24 @@ func lockCursors(ctx context.Context, dbURL string, hold time.Duration) error {
 		return fmt.Errorf("lock: %w", err)
 	}
 	return sleep(ctx, hold)
+}
+
+// runStartedAfter is when the first run of syncID that a process's log
+// (slog text) says started after t started.
+func runStartedAfter(log, syncID string, t time.Time) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="run started"`) || !strings.Contains(line+" ", " sync="+syncID+" ") {
+			continue
+		}
+		ts, ok := strings.CutPrefix(line, "time=")
+		if !ok {
+			continue
+		}
+		ts, _, _ = strings.Cut(ts, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err == nil && at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
