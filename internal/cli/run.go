@@ -330,6 +330,17 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	// nothing of what the partitions delivered, write every record again
 	// beside them and leave the partitions' last delivered states behind
 	// the destination (docs/guide.md#commands).
+	// afterFailure evaluates the sync's breaker after a failed run of the
+	// sync itself.
+	afterFailure := func(ctx context.Context, r store.Run) {
+		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
+		if err != nil {
+			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+		}
+		if trip != nil {
+			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+		}
+	}
 	parts := []runPart{{sync: built.Sync, desc: sc.ID}}
 	workCtx := runCtx
 	var whole *wholeRun
@@ -384,13 +395,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					if r.SyncID != sc.ID {
 						return // a partition's streak is not the sync's (serve evaluates none either)
 					}
-					trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
-					if err != nil {
-						log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
-					}
-					if trip != nil {
-						fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
-					}
+					afterFailure(ctx, r)
 				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
@@ -453,15 +458,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		if done && worstErr == nil {
 			worstErr = failure.New(failure.Interrupted, "stopped before every partition was run")
 		}
-		last = whole.finish(ctx, total, skipped, worstErr, func(ctx context.Context, r store.Run) {
-			trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
-			if err != nil {
-				log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
-			}
-			if trip != nil {
-				fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
-			}
-		}, log)
+		last = whole.finish(ctx, total, skipped, worstErr, afterFailure, log)
 		fmt.Fprintf(env.Stdout, "run %d of sync %s %s: its %d partitions' runs together: read %d, written %d, replayed from ledger %d, rejected %d\n",
 			last.ID, sc.ID, last.State, sc.Partitions, last.Read, last.Written, last.Replayed, last.Rejected)
 	}
