@@ -202,7 +202,22 @@ func (s *Server) recordsCSV(w http.ResponseWriter, r *http.Request) {
 	cw := csv.NewWriter(w)
 	_ = cw.Write(ledger.RecordCSVHeader)
 	for _, rec := range l.Records {
-		_ = cw.Write(rec.CSVRow())
+		row := rec.CSVRow()
+		for i, v := range row {
+			row[i] = spreadsheetText(v)
+		}
+		_ = cw.Write(row)
 	}
 	cw.Flush()
+}
+
+// spreadsheetText keeps a downloaded cell from being read as a formula by the
+// spreadsheet a person opens it in: identities come from the source and
+// reasons from the destination, so either may start with "=HYPERLINK(".
+// OWASP's rule: a leading = + - @ tab or CR gets a quote in front.
+func spreadsheetText(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
 }

@@ -91,6 +91,16 @@ func TestRemovedRecords(t *testing.T) {
 	}
 	mustContain(t, b.get("/syncs/"+id+"/records").body, "row-7", "removed")
 	mustContain(t, b.get("/syncs/"+id+"/records.csv").body, "row-7,removed")
+	// An identity a spreadsheet would run as a formula is downloaded as text.
+	formula := ledger.Slot(id, "csv:/seed.csv", "=HYPERLINK(1)")
+	if err := b.st.LedgerFinish(b.ctx, store.LedgerFinishParams{SyncID: id, Fence: l.Fence, RunID: run.ID, Entries: []store.LedgerFinish{
+		{Key: formula, State: store.LedgerComplete, Result: ledger.SlotState{Gen: 2, Ref: ledger.RemovedRef("=HYPERLINK(1)")}.Encode()},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if body := b.get("/syncs/" + id + "/records.csv").body; !strings.Contains(body, "'=HYPERLINK(1),removed") {
+		t.Errorf("records.csv starts a cell with a formula:\n%s", body)
+	}
 	// Not a mirror: complete entries are not read as removals.
 	var l2 RecordList
 	mustJSON(t, apiCall(t, b, router, "GET", "/api/v1/syncs/"+b.d.Healthy+"/records?state=removed", "").body, &l2)
