@@ -88,11 +88,17 @@ func Open(ctx context.Context, p OpenParams) (_ *App, err error) {
 	return a, nil
 }
 
-// Close gives queued alerts up to AlertWait to go out, then closes Redis and
-// the store.
+// Close gives queued alerts up to AlertWait to go out, less if ctx's
+// deadline comes first (a daemon's exit deadline, docs/guide.md#commands),
+// then closes Redis and the store. ctx being canceled does not cut the wait:
+// a run stopped by a signal still sends the alert it queued.
 func (a *App) Close(ctx context.Context) {
 	if a.Alerts != nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AlertWait)
+		wait := AlertWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait)
 		_ = a.Alerts.Close(actx) // an alert still undelivered is logged by its sink
 		cancel()
 	}

@@ -3,12 +3,15 @@ package app_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
@@ -139,4 +142,37 @@ func TestOpenRefusesAnEvictingRedis(t *testing.T) {
 		t.Fatalf("Open with allow_evicting_redis = %v", err)
 	}
 	a.Close(ctx)
+}
+
+// TestCloseKeepsToTheDeadline: a daemon's exit deadline (docs/guide.md#commands)
+// bounds the wait for queued alerts, so an alert sink that never answers
+// cannot hold the process past it; without a deadline Close waits
+// AlertWait.
+func TestCloseKeepsToTheDeadline(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	ctx := context.Background()
+	cfg := embeddedConfig(t)
+	cfg.Alerts.Webhook = config.WebhookAlert{URL: srv.URL + "/alerts", Secret: "whsec_" + strings.Repeat("a", 32)}
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alerts.Notify(ctx, alert.Alert{Kind: "test", Severity: alert.SeverityCritical, WhatHappened: "a test alert."}); err != nil {
+		t.Fatal(err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	a.Close(dctx)
+	if took := time.Since(start); took >= app.AlertWait/2 {
+		t.Fatalf("Close took %s past a deadline of 200ms (AlertWait %s)", took, app.AlertWait)
+	}
 }

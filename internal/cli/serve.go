@@ -140,7 +140,21 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
-	defer a.Close(ctx)
+	// exitBy is when the process must be gone once a stop signal came
+	// (docs/guide.md#commands): every wait on the way out (runs, heartbeats,
+	// alerts, HTTP) fits before it.
+	var exitBy time.Time
+	outWait := func(wait time.Duration) (context.Context, context.CancelFunc) {
+		if !exitBy.IsZero() {
+			wait = min(wait, exitBy.Sub(clk.Now()))
+		}
+		return context.WithTimeout(context.WithoutCancel(ctx), wait)
+	}
+	defer func() {
+		actx, cancel := outWait(app.AlertWait)
+		defer cancel()
+		a.Close(actx)
+	}()
 	st, rdb, leases, alerts := a.Store, a.Redis, a.Leases, a.Alerts
 	var inspector queue.LeaseInspector // nil: the store's SQL lease
 	if a.RedisLeases != nil {
@@ -165,7 +179,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	// ones in flight a moment, after the runs stopped.
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
 	defer func() {
-		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		hctx, hcancel := outWait(5 * time.Second)
 		defer hcancel()
 		_ = beats.Close(hctx)
 	}()
@@ -323,7 +337,8 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	fbStop()
 	fmt.Fprintf(env.Stderr, "stopping: runs in flight finish their page and checkpoint (up to %s); exit by %s\n",
 		queue.DrainDeadline, queue.ExitDeadline)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queue.ExitDeadline)
+	exitBy = clk.Now().Add(queue.ExitDeadline)
+	sctx, cancel := outWait(queue.ExitDeadline)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- svc.Shutdown(sctx) }()
@@ -339,7 +354,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		os.Exit(ExitFailed)
 	}
 	if httpSrv != nil {
-		hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+		hctx, hcancel := outWait(time.Second)
 		_ = httpSrv.Shutdown(hctx)
 		hcancel()
 	}
