@@ -174,9 +174,33 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 	}
 	defer built.Close()
 	judge, _ := built.Destination.(destination.Judge)
-	return runner.RunPreview(ctx, runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
-		ResetCursor: o.reset, Resend: o.resend, Progress: progress, Judge: judge})
+	params := runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
+		ResetCursor: o.reset, Resend: o.resend, Progress: progress, Judge: judge, Sample: previewSample}
+	if sc.Partitions <= 1 {
+		return runner.RunPreview(ctx, params)
+	}
+	// A partitioned sync's records live in its partitions' cursors and
+	// ledgers, as its runs (serve's or by hand) work them: the sync's own
+	// ledger would count every record as never delivered.
+	var all runner.Preview
+	for _, part := range partitionParts(sc, built.Sync) {
+		pp := params
+		pp.Sync, pp.Filter, pp.Slice = part.sync, part.filter, part.slice
+		if progress != nil {
+			before := all.Read
+			pp.Progress = func(read int64) { progress(before + read) }
+		}
+		pv, err := runner.RunPreview(ctx, pp)
+		if err != nil {
+			return all, err
+		}
+		all.Add(pv, previewSample)
+	}
+	return all, nil
 }
+
+// previewSample is how many records of each action a preview names.
+const previewSample = 10
 
 // previewFrom says where a dry run started.
 func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {

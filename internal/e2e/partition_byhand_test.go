@@ -75,7 +75,24 @@ syncs:
 			st.ContactsWritten, records, st.DuplicateWrites)
 	}
 
+	// A dry run reads the partitions' ledgers, as their runs do: the
+	// sync's own ledger would count every record a create.
+	dry := func(step string, want ...string) {
+		t.Helper()
+		p := tb.start("run", "--dry-run", "--config", tb.config, ls.syncID)
+		if code := p.Wait(t, time.Minute); code != 0 {
+			t.Fatalf("%s: dry run exited %d:\n%s", step, code, p.Out)
+		}
+		for _, w := range want {
+			if !strings.Contains(p.Out.String(), w) {
+				t.Fatalf("%s: the dry run does not say %q:\n%s", step, w, p.Out)
+			}
+		}
+	}
+	dry("nothing changed", fmt.Sprintf("  read       %d\n", records), "  create     0  ", "  update     0  ", fmt.Sprintf("  unchanged  %d  ", records))
+
 	tb.rewriteCSV(t, map[int]string{7: "Changed7"})
+	dry("row 7 changed", "  create     0  ", "  update     1  ", fmt.Sprintf("  unchanged  %d  ", records-1))
 	byHand("row 7 changed")
 	if c, _ := tb.fake.Contact(tb.emails[6]); c.Attributes["FIRSTNAME"] != "Changed7" {
 		t.Fatalf("after the run by hand Brevo holds %v for row 7, want Changed7", c.Attributes["FIRSTNAME"])

@@ -41,6 +41,11 @@ type PreviewParams struct {
 	// reject without a write (counted as Rejected, not as creates or
 	// updates).
 	Judge destination.Judge
+	// Filter and Slice are a partition's, as in Params: the preview of a
+	// partitioned sync is its partitions' previews, each read against the
+	// partition's own cursor and ledger (Sync.ID is the partition's).
+	Filter func(source.Record) bool
+	Slice  source.Slice
 }
 
 // Preview is what a run would do.
@@ -79,6 +84,35 @@ type Preview struct {
 	Removals, RemovalsAllowed, Delivered int64
 }
 
+// Add counts q's records into p, as one run of p's and q's slices would
+// (a partitioned sync's partitions, docs/guide.md#commands): p starts
+// where q starts when p starts at the source's start, and names up to
+// sample records of each action.
+func (p *Preview) Add(q Preview, sample int) {
+	if p.From == "" {
+		p.From = q.From
+	}
+	p.Changed = p.Changed || q.Changed
+	p.Read += q.Read
+	p.Creates += q.Creates
+	p.Updates += q.Updates
+	p.Unchanged += q.Unchanged
+	p.Settling += q.Settling
+	p.Duplicates += q.Duplicates
+	p.Invalid += q.Invalid
+	p.Rejected += q.Rejected
+	p.Removals += q.Removals
+	p.RemovalsAllowed += q.RemovalsAllowed
+	p.Delivered += q.Delivered
+	more := func(to, from []string) []string {
+		return append(to, from[:min(len(from), max(sample-len(to), 0))]...)
+	}
+	p.RejectedSample = more(p.RejectedSample, q.RejectedSample)
+	p.CreateSample = more(p.CreateSample, q.CreateSample)
+	p.UpdateSample = more(p.UpdateSample, q.UpdateSample)
+	p.SettlingSample = more(p.SettlingSample, q.SettlingSample)
+}
+
 // RunPreview computes p's preview.
 func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if p.Sample <= 0 {
@@ -87,7 +121,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if p.Sync.PageSize <= 0 {
 		p.Sync.PageSize = 500
 	}
-	r := &run{Params: Params{Source: p.Source, Sync: p.Sync}}
+	r := &run{Params: Params{Source: p.Source, Sync: p.Sync, Filter: p.Filter, Slice: p.Slice}}
 	var out Preview
 	// The base a first run would record, without recording it.
 	base, found, err := p.Store.GetPayloadBase(ctx, p.Sync.ID)
@@ -111,7 +145,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
 	}
 	for {
-		page, err := p.Source.ReadPage(ctx, cursor, p.Sync.PageSize)
+		page, err := r.readPage(ctx, cursor)
 		if err != nil {
 			return out, sourceFailure(ctx, err)
 		}
