@@ -60,8 +60,11 @@ func (w *catchUpWorker) Work(ctx context.Context, _ *river.Job[CatchUpArgs]) err
 
 // CatchUp queues a run of every scheduled sync whose last tick passed
 // without a run of it since, and which was published before that tick; it
-// returns their ids. `@every` schedules have no last tick (they count from
-// the leader's start) and are left alone; so are paused syncs.
+// returns their ids. Paused syncs are left alone. An `@every D` schedule
+// counts from the leader's start, so a leader that restarts more often
+// than D (a deploy every hour under `@every 6h`) would never run it: its
+// last tick is taken to be D ago, and a sync with no run in that long is
+// late.
 func (s *Service) CatchUp(ctx context.Context) ([]string, error) {
 	ar, ok := s.st.(store.ActivityReader)
 	if !ok {
@@ -111,11 +114,11 @@ func (s *Service) CatchUp(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// lastTick is the latest tick of sched at or before now (false for an
-// `@every` schedule, or none within a year).
+// lastTick is the latest tick of sched at or before now (false when none
+// within a year); an `@every D` schedule's is now less D (see CatchUp).
 func lastTick(sched cron.Schedule, now time.Time) (time.Time, bool) {
-	if _, ok := sched.(cron.ConstantDelaySchedule); ok {
-		return time.Time{}, false
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		return now.Add(-every.Delay), every.Delay > 0
 	}
 	for _, back := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 8 * 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour} {
 		t := sched.Next(now.Add(-back))

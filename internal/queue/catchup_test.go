@@ -65,3 +65,46 @@ func TestCatchUpLostTicks(t *testing.T) {
 		t.Fatalf("queued %+v after a second catch-up, want the one run of a", q)
 	}
 }
+
+// TestCatchUpEverySchedule: an `@every D` schedule counts from the leader's
+// start, so a serve restarted more often than D (a deploy every hour under
+// `@every 6h`) never ran its sync. The catch-up queues a sync with no run
+// for D; one that ran within D, or was published within D, waits.
+func TestCatchUpEverySchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Syncs = append(b.cfg.Syncs[:1], b.cfg.Syncs[0], b.cfg.Syncs[0])
+	for i, id := range []string{"late", "ran", "young"} {
+		b.cfg.Syncs[i].ID = id
+		b.cfg.Syncs[i].Schedule = "@every 6h"
+	}
+	b.clk.Set(time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC))
+	if _, err := b.st.PutSyncs(b.ctx, []store.PutSyncParams{{ID: "late", Workspace: "w", Definition: "{}"}, {ID: "ran", Workspace: "w", Definition: "{}"}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Set(time.Date(2025, 6, 1, 3, 0, 0, 0, time.UTC))
+	for _, id := range []string{"late", "ran"} {
+		if _, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: id, State: store.RunSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clk.Set(time.Date(2025, 6, 1, 8, 0, 0, 0, time.UTC))
+	if _, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: "ran", State: store.RunSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.PutSyncs(b.ctx, []store.PutSyncParams{{ID: "young", Workspace: "w", Definition: "{}"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Every serve since 03:00 was restarted within 6 h of its start.
+	b.clk.Set(time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC))
+	ids, err := b.svc.CatchUp(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"late"}) {
+		t.Fatalf("caught up %v, want [late]", ids)
+	}
+	if q := b.queued(t); len(q) != 1 || q["late"].Reason != ReasonSchedule {
+		t.Fatalf("queued %+v, want a run of late", q)
+	}
+}
