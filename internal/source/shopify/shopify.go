@@ -44,7 +44,7 @@ import (
 
 // Defaults.
 const (
-	DefaultAPIVersion = "2025-07"
+	DefaultAPIVersion = "2026-10"
 	// MaxPageSize is the largest first Shopify takes.
 	MaxPageSize = 250
 	// DefaultMaxRecordBytes bounds one record (its JSON encoding).
@@ -141,7 +141,7 @@ func New(p Params) (*Source, error) {
 		return nil, fmt.Errorf("shopify: %w: shop_url must be https://NAME.myshopify.com", source.ErrInvalid)
 	}
 	if !versionRE.MatchString(p.APIVersion) {
-		return nil, fmt.Errorf("shopify: %w: api_version must look like 2025-07", source.ErrInvalid)
+		return nil, fmt.Errorf("shopify: %w: api_version must look like "+DefaultAPIVersion, source.ErrInvalid)
 	}
 	if p.Token == "" {
 		return nil, fmt.Errorf("shopify: %w: access_token is empty", source.ErrInvalid)
