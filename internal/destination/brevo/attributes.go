@@ -207,10 +207,13 @@ func typeValues(c *contact, types map[string]string) string {
 	return ""
 }
 
-// textValue is a number or boolean v as the text a text attribute keeps;
-// ok is false for any other value, sent as mapped. Brevo keeps a JSON
-// number as a double: an id above 2^53 (a bigint key) sent as one lost its
-// last digits, where its text keeps them all.
+// textValue is a number, boolean, object or array v as the text a text
+// attribute keeps (an object or array as its JSON); ok is false for a
+// string or null, sent as mapped. Brevo keeps a JSON number as a double:
+// an id above 2^53 (a bigint key) sent as one lost its last digits, where
+// its text keeps them all. And it ignores a value that does not match its
+// attribute's type (swagger.yaml, createContact): a JSON column's object
+// is not text.
 func textValue(v any) (string, bool) {
 	switch x := v.(type) {
 	case json.Number:
@@ -225,7 +228,7 @@ func textValue(v any) (string, bool) {
 		return strconv.FormatInt(x, 10), true
 	case uint64:
 		return strconv.FormatUint(x, 10), true
-	case float64, float32:
+	case float64, float32, map[string]any, []any:
 		b, err := json.Marshal(x)
 		return string(b), err == nil
 	}

@@ -288,8 +288,10 @@ func TestEveryMissingAttributeIsNamed(t *testing.T) {
 // TestNumbersInTextAttributesKeepTheirDigits: Brevo keeps a JSON number as
 // a double (the fake too), so an id above 2^53 mapped to a text attribute
 // (a bigint customer id) lost its last digits at the destination, and a
-// read-back of the write never matched it. A number or boolean of a text
-// attribute is sent as its text, which Brevo keeps as written; a float
+// read-back of the write never matched it. A number, boolean, object or
+// array of a text attribute is sent as its text (an object as its JSON: a
+// value not of the attribute's type is one Brevo may ignore), which Brevo
+// keeps as written; a float
 // attribute holds the double nearest a value with more digits than a
 // double has, which a read-back takes as landed.
 func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
@@ -307,6 +309,7 @@ func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
 			rs := []destination.Record{
 				rec(0, map[string]any{"CUSTOMER_ID": int64(9007199254740993), "FLAG": true, "SCORE": json.Number("0.12345678901234567890123")}),
 				rec(1, map[string]any{"CUSTOMER_ID": json.Number("12345678901234567890123"), "FLAG": json.Number("1e21"), "SCORE": json.Number("9007199254740993")}),
+				rec(2, map[string]any{"CUSTOMER_ID": map[string]any{"b": json.Number("1"), "a": []any{"x"}}, "FLAG": []any{"x", true}}),
 			}
 			res, err := b.dest.Write(ctx, rs)
 			if err != nil {
@@ -326,6 +329,7 @@ func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
 			for i, want := range []map[string]any{
 				{"CUSTOMER_ID": "9007199254740993", "FLAG": "true"},
 				{"CUSTOMER_ID": "12345678901234567890123", "FLAG": "1e21"},
+				{"CUSTOMER_ID": `{"a":["x"],"b":1}`, "FLAG": `["x",true]`},
 			} {
 				c, _ := b.fake.Contact(emailOf(rs[i]))
 				for k, v := range want {
@@ -335,8 +339,8 @@ func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
 				}
 			}
 			landed, err := b.dest.Verify(ctx, rs, time.Time{})
-			if err != nil || len(landed) != 2 {
-				t.Errorf("verify: %v, %d of 2 landed", err, len(landed))
+			if err != nil || len(landed) != 3 {
+				t.Errorf("verify: %v, %d of 3 landed", err, len(landed))
 			}
 			other := rec(0, map[string]any{"CUSTOMER_ID": int64(9007199254740995), "FLAG": true, "SCORE": json.Number("0.12345678901234567890123")})
 			other.Key = "k-other"

@@ -409,6 +409,11 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 		if types[k] == "float" && ok && sameDouble(w, g) {
 			continue
 		}
+		if types[k] == "text" {
+			if tv, isText := textValue(w); isText {
+				w = tv // as it was sent (typeValues)
+			}
+		}
 		if !ok || !ValuesEqual(w, g) {
 			return false
 		}
