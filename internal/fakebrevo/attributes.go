@@ -24,7 +24,10 @@ import (
 // that is not a date written YYYY-MM-DD, a float's that is not a JSON number
 // and a boolean's that is not true or false (the unkindest reading: a
 // numeric string is not a number). Text, id and category attributes take
-// any value. Stats.ValuesDropped counts both kinds of drop.
+// any value. Stats.ValuesDropped counts both kinds of drop. A JSON number
+// is kept as a double (float64), whatever the attribute's type: Brevo
+// documents float attributes, no integers, so an integer above 2^53 comes
+// back cut.
 
 // Attribute is one of the account's contact attributes.
 type Attribute struct {

@@ -26,7 +26,10 @@
 //   - POST /api/profile-import creates (201) or updates (200) the profile
 //     found by email, else external_id, else phone_number; a field set to
 //     null is cleared, an absent one left alone; properties are merged key
-//     by key. POST /api/profiles creates, or answers 409 duplicate_profile
+//     by key; a custom property's integer keeps every digit, other numbers
+//     are doubles (the property types of Klaviyo's data model guide:
+//     "strings, integers, floats, dates, booleans, arrays/lists, or
+//     JSON"). POST /api/profiles creates, or answers 409 duplicate_profile
 //     with the existing profile's id in meta.duplicate_profile_id. PATCH
 //     /api/profiles/{id} updates (404 when unknown).
 //   - GET /api/profiles filters with equals(field,"v") and any(field,["a","b"])

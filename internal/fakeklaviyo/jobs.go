@@ -64,7 +64,7 @@ func (s *Server) createJob(c *call) {
 			} `json:"relationships"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(c.body, &doc); err != nil || doc.Data == nil || doc.Data.Type != "profile-bulk-import-job" {
+	if err := decodeNumbers(c.body, &doc); err != nil || doc.Data == nil || doc.Data.Type != "profile-bulk-import-job" {
 		s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "A profile-bulk-import-job resource object is required.", map[string]any{"pointer": "/data"})
 		return
 	}

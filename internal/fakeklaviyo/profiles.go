@@ -1,6 +1,7 @@
 package fakeklaviyo
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -149,7 +150,7 @@ func decodeResource(body []byte) (resource, error) {
 	var doc struct {
 		Data *resource `json:"data"`
 	}
-	if err := json.Unmarshal(body, &doc); err != nil || doc.Data == nil {
+	if err := decodeNumbers(body, &doc); err != nil || doc.Data == nil {
 		return resource{}, fmt.Errorf("body is not a JSON:API document with data")
 	}
 	if doc.Data.Attributes == nil {
@@ -252,6 +253,42 @@ func (s *Server) writeLocked(p *profile, a map[string]any, addLists []string, no
 	}
 }
 
+// decodeNumbers is json.Unmarshal keeping numbers as json.Number, for
+// stored (see keptNumber).
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// stored is v as Klaviyo keeps it: a custom property's integer (integers
+// are one of its documented property types, "strings, integers, floats,
+// dates, booleans, arrays/lists, or JSON") keeps every digit, any other
+// number (a float, a location's coordinates) is a double.
+func stored(v any, integers bool) any {
+	switch x := v.(type) {
+	case json.Number:
+		if integers && !strings.ContainsAny(x.String(), ".eE") {
+			return x
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = stored(e, integers)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = stored(e, integers)
+		}
+		return out
+	}
+	return v
+}
+
 // applyLocked sets a's attributes on p (null clears; absent is left alone;
 // location and properties are merged key by key) and reports whether
 // anything changed.
@@ -272,6 +309,7 @@ func (s *Server) applyLocked(p *profile, a map[string]any, now time.Time) bool {
 		}
 	}
 	for k, v := range a {
+		v = stored(v, k == "properties")
 		switch k {
 		case "location", "properties":
 			m := p.location

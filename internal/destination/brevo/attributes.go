@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,13 +101,15 @@ func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 }
 
 // typedAttributes are the mapped attributes whose values Brevo drops unless
-// they are of a type (typedValue), by name as mapped (as records carry
-// them); nil when there are none, so that a page's records need no look.
+// they are of a type (typedValue), and the text attributes, whose numbers
+// and booleans are sent as text (textValue), by name as mapped (as records
+// carry them); nil when there are none, so that a page's records need no
+// look.
 func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]string {
 	var out map[string]string
 	for _, name := range d.attrs {
 		switch t := attrs[strings.ToUpper(name)].typ; t {
-		case "date", "float", "boolean":
+		case "date", "float", "boolean", "text":
 			if out == nil {
 				out = make(map[string]string)
 			}
@@ -166,6 +169,15 @@ func typeValues(c *contact, types map[string]string) string {
 		if !ok || v == nil {
 			continue // untyped, or a cleared value sent as null
 		}
+		if typ == "text" {
+			if tv, ok := textValue(v); ok {
+				if out == nil {
+					out = maps.Clone(c.attrs)
+				}
+				out[k] = tv
+			}
+			continue
+		}
 		if v == "" {
 			// A cleared value: "" is text, which Brevo ignores in a typed
 			// attribute, leaving the old value; null erases it. (An import
@@ -193,6 +205,34 @@ func typeValues(c *contact, types map[string]string) string {
 		return c.encode()
 	}
 	return ""
+}
+
+// textValue is a number, boolean, object or array v as the text a text
+// attribute keeps (an object or array as its JSON); ok is false for a
+// string or null, sent as mapped. Brevo keeps a JSON number as a double:
+// an id above 2^53 (a bigint key) sent as one lost its last digits, where
+// its text keeps them all. And it ignores a value that does not match its
+// attribute's type (swagger.yaml, createContact): a JSON column's object
+// is not text.
+func textValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	case int:
+		return strconv.Itoa(x), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	case float64, float32, map[string]any, []any:
+		b, err := json.Marshal(x)
+		return string(b), err == nil
+	}
+	return "", false
 }
 
 // typeWants says what a value of each typed attribute must be.

@@ -284,3 +284,69 @@ func TestEveryMissingAttributeIsNamed(t *testing.T) {
 		t.Fatalf("check: %v; want both missing attributes named", err)
 	}
 }
+
+// TestNumbersInTextAttributesKeepTheirDigits: Brevo keeps a JSON number as
+// a double (the fake too), so an id above 2^53 mapped to a text attribute
+// (a bigint customer id) lost its last digits at the destination, and a
+// read-back of the write never matched it. A number, boolean, object or
+// array of a text attribute is sent as its text (an object as its JSON: a
+// value not of the attribute's type is one Brevo may ignore), which Brevo
+// keeps as written; a float
+// attribute holds the double nearest a value with more digits than a
+// double has, which a read-back takes as landed.
+func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			attrs := append(fakebrevo.WithAttributes("CUSTOMER_ID", "FLAG"),
+				fakebrevo.Attribute{Name: "SCORE", Category: "normal", Type: "float"})
+			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"CUSTOMER_ID", "FLAG", "SCORE"}
+			})
+			ctx := context.Background()
+			rs := []destination.Record{
+				rec(0, map[string]any{"CUSTOMER_ID": int64(9007199254740993), "FLAG": true, "SCORE": json.Number("0.12345678901234567890123")}),
+				rec(1, map[string]any{"CUSTOMER_ID": json.Number("12345678901234567890123"), "FLAG": json.Number("1e21"), "SCORE": json.Number("9007199254740993")}),
+				rec(2, map[string]any{"CUSTOMER_ID": map[string]any{"b": json.Number("1"), "a": []any{"x"}}, "FLAG": []any{"x", true}}),
+			}
+			res, err := b.dest.Write(ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == brevo.ModeBulk {
+				b.clock.Advance(time.Second)
+				if res, _, err = b.dest.Outcomes(ctx, res[0].Ref, rs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, r := range res {
+				if r.Outcome != destination.Delivered {
+					t.Fatalf("record %d: %+v", i, r)
+				}
+			}
+			for i, want := range []map[string]any{
+				{"CUSTOMER_ID": "9007199254740993", "FLAG": "true"},
+				{"CUSTOMER_ID": "12345678901234567890123", "FLAG": "1e21"},
+				{"CUSTOMER_ID": `{"a":["x"],"b":1}`, "FLAG": `["x",true]`},
+			} {
+				c, _ := b.fake.Contact(emailOf(rs[i]))
+				for k, v := range want {
+					if c.Attributes[k] != v {
+						t.Errorf("record %d: Brevo holds %s = %#v, want %#v", i, k, c.Attributes[k], v)
+					}
+				}
+			}
+			landed, err := b.dest.Verify(ctx, rs, time.Time{})
+			if err != nil || len(landed) != 3 {
+				t.Errorf("verify: %v, %d of 3 landed", err, len(landed))
+			}
+			other := rec(0, map[string]any{"CUSTOMER_ID": int64(9007199254740995), "FLAG": true, "SCORE": json.Number("0.12345678901234567890123")})
+			other.Key = "k-other"
+			if landed, _ := b.dest.Verify(ctx, []destination.Record{other}, time.Time{}); len(landed) != 0 {
+				t.Error("another id counted as landed")
+			}
+		})
+	}
+}

@@ -230,26 +230,61 @@ func portOf(u *url.URL) string {
 // rowIndex finds the records a report row names.
 type rowIndex struct {
 	byEmail, byExtID, bySMS map[string][]int
+	// noEmail are the records without an e-mail (SMS-only contacts).
+	noEmail map[int]bool
 }
 
 func newRowIndex(recs []destination.Record) *rowIndex {
-	x := &rowIndex{byEmail: map[string][]int{}, byExtID: map[string][]int{}, bySMS: map[string][]int{}}
+	x := &rowIndex{byEmail: map[string][]int{}, byExtID: map[string][]int{}, bySMS: map[string][]int{}, noEmail: map[int]bool{}}
 	for i, r := range recs {
 		c := parseRecord(r)
 		if c.email != "" {
 			e := strings.ToLower(c.email)
 			x.byEmail[e] = append(x.byEmail[e], i)
+		} else {
+			x.noEmail[i] = true
 		}
 		if c.extID != "" {
 			x.byExtID[c.extID] = append(x.byExtID[c.extID], i)
 		}
-		if sms, ok := c.attrs[smsAttribute].(string); ok {
-			if s := phoneKey(sms); s != "" {
-				x.bySMS[s] = append(x.bySMS[s], i) // as Brevo reports it (phone.go)
-			}
+		if s := phoneKey(smsText(c.attrs)); s != "" {
+			x.bySMS[s] = append(x.bySMS[s], i) // as Brevo reports it (phone.go)
 		}
 	}
 	return x
+}
+
+// smsText is the SMS number of attrs (the attribute named in any case) as
+// it is sent: a number from a numeric column as its digits (textValue),
+// so that a report row naming it finds its record; "" when there is none.
+func smsText(attrs map[string]any) string {
+	for k, v := range attrs {
+		if !strings.EqualFold(k, smsAttribute) {
+			continue
+		}
+		if s, ok := v.(string); ok {
+			return s
+		}
+		if s, ok := textValue(v); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// withoutEmail is the records of hits that have no e-mail, or hits when
+// none of them lacks one.
+func (x *rowIndex) withoutEmail(hits []int) []int {
+	var out []int
+	for _, i := range hits {
+		if x.noEmail[i] {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return hits
+	}
+	return out
 }
 
 // reject marks in rejected (record index -> message) every record a report
@@ -310,6 +345,12 @@ func (x *rowIndex) reject(report []byte, kind string, rejected map[int]string) e
 			}
 			if e := phoneKey(cell(smsCol)); e != "" && len(hits) == 0 {
 				hits = x.bySMS[e]
+			}
+			if emailCol >= 0 && cell(emailCol) == "" {
+				// A row without an e-mail is an SMS-only record's: not
+				// the contact of the page's that shares its number or
+				// ext_id and was applied.
+				hits = x.withoutEmail(hits)
 			}
 		default:
 			for i := range row {

@@ -84,3 +84,28 @@ func TestImportReportNamesTheSkippedRow(t *testing.T) {
 		t.Fatalf("results %+v; want the first delivered and the second rejected", res)
 	}
 }
+
+// TestNumericSMSOnlyRecordSkippedIsRejected: an SMS-only record (no
+// e-mail) whose number comes from a numeric column, and which the import
+// skips because another contact holds that number, is rejected: the
+// report names the row by its SMS number, which must find the record
+// whatever the type of its value.
+func TestNumericSMSOnlyRecordSkippedIsRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+		p.Attributes = []string{"SMS"}
+	})
+	ctx := context.Background()
+	rs := []destination.Record{rec(0, map[string]any{"SMS": "+33 6 12 34 56 78"}), rec(1, map[string]any{"SMS": int64(33612345678)})}
+	delete(rs[1].Data, "email")
+	written, err := b.dest.Write(ctx, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	res := b.settle(t, rs, written)
+	if res[0].Outcome != destination.Delivered || res[1].Outcome != destination.Rejected {
+		t.Fatalf("results %+v; want the first delivered and the numeric SMS-only one rejected", res)
+	}
+}

@@ -92,6 +92,8 @@ type contactDetails struct {
 //     is sent so: attributes.go);
 //   - an SMS number equals Brevo's form of it (samePhone: "+33 6 12 34 56
 //     78" is kept as 33612345678);
+//   - a float attribute's value equals the double nearest it (Brevo keeps
+//     a double: 0.1234567890123456789 comes back as 0.12345678901234568);
 //   - other strings compare exactly; objects and arrays deeply.
 //
 // Anything else (a missing contact, a differing value, a record without an
@@ -110,6 +112,9 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 	if len(cands) == 0 {
 		return landed, nil
 	}
+	// The attributes' types, for comparing a float attribute's value as
+	// the double Brevo keeps (matches); a failure here is met by the reads.
+	_, _ = d.ensureAttributes(ctx)
 	if d.mode == ModeSingle && len(cands) <= verifyEachMax {
 		if err := d.verifyEach(ctx, cands, landed); err != nil {
 			return nil, err
@@ -372,6 +377,9 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			return false
 		}
 	}
+	d.attrMu.Lock()
+	types := d.attrTypes
+	d.attrMu.Unlock()
 	upper := make(map[string]any, len(got.Attributes))
 	for k, v := range got.Attributes {
 		upper[strings.ToUpper(k)] = v
@@ -398,11 +406,42 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			}
 			continue
 		}
+		if types[k] == "float" && ok && sameDouble(w, g) {
+			continue
+		}
+		if types[k] == "text" {
+			if tv, isText := textValue(w); isText {
+				w = tv // as it was sent (typeValues)
+			}
+		}
 		if !ok || !ValuesEqual(w, g) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameDouble reports whether a float attribute's mapped value and Brevo's
+// are the same double: Brevo keeps a float attribute as one, so a value
+// with more digits than a double holds (a NUMERIC(30,20), an integer
+// above 2^53) comes back as its nearest double.
+func sameDouble(want, got any) bool {
+	double := func(v any) (float64, bool) {
+		var s string
+		switch x := v.(type) {
+		case json.Number:
+			s = x.String()
+		case string:
+			s = strings.TrimSpace(x)
+		default:
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		return f, err == nil && validNumber(s)
+	}
+	a, ok1 := double(want)
+	b, ok2 := double(got)
+	return ok1 && ok2 && a == b
 }
 
 // ValuesEqual reports whether a mapped attribute value and the value Brevo

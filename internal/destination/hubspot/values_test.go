@@ -112,3 +112,24 @@ func TestCustomIDPropertySharedEmail(t *testing.T) {
 		t.Error("a second contact of ann's e-mail was made")
 	}
 }
+
+// TestDatetimeFinerThanMilliseconds: HubSpot keeps a datetime as epoch
+// milliseconds (its timestamps FAQ), so a PostgreSQL timestamptz with
+// microseconds comes back cut to the millisecond. A write of it in doubt
+// that landed is landed, not written again on every read-back.
+func TestDatetimeFinerThanMilliseconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "seen", Type: "datetime"}}},
+		func(p *hubspot.Params) { p.Properties = []string{"seen"} })
+	rec := contactRec("k-us", "us@example.com", map[string]any{"seen": "2026-03-29T01:30:00.123456Z"})
+	if res, err := b.dest.Write(t.Context(), []destination.Record{rec}); err != nil || res[0].Outcome != destination.Delivered {
+		t.Fatalf("write: %+v %v", res, err)
+	}
+	if landed, err := b.dest.Verify(t.Context(), []destination.Record{rec}, time.Now()); err != nil || len(landed) != 1 {
+		t.Errorf("verify: %v, %d of 1 landed; HubSpot holds the instant to its millisecond", err, len(landed))
+	}
+	later := contactRec("k-later", "us@example.com", map[string]any{"seen": "2026-03-29T01:30:00.124Z"})
+	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{later}, time.Now()); len(landed) != 0 {
+		t.Error("another millisecond counted as landed")
+	}
+}

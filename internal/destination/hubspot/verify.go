@@ -183,7 +183,8 @@ func (d *Destination) propertyDefs(ctx context.Context) map[string]property {
 // sameValue says whether HubSpot's value got of property k, of type typ, is
 // the mapped value want. HubSpot keeps every value as text; it answers a
 // number as written or normalised, a date as YYYY-MM-DD and a datetime as
-// an ISO 8601 instant whichever accepted form was sent (its API FAQ), so
+// an ISO 8601 instant to the millisecond whichever accepted form was sent
+// (its API FAQ), so
 // those compare as what they are, and only those: "02134" in a text
 // property is not 2134.
 func sameValue(typ, k, want, got string) bool {
@@ -205,9 +206,12 @@ func sameValue(typ, k, want, got string) bool {
 		b, ok2 := parseTime(got)
 		return ok1 && ok2 && a.UTC().Format(time.DateOnly) == b.UTC().Format(time.DateOnly)
 	case "datetime":
+		// HubSpot keeps a datetime in epoch milliseconds (its timestamps
+		// FAQ): a finer instant (a PostgreSQL timestamptz's microseconds)
+		// comes back cut or rounded to its millisecond.
 		a, ok1 := parseTime(want)
 		b, ok2 := parseTime(got)
-		return ok1 && ok2 && a.Equal(b)
+		return ok1 && ok2 && (a.Equal(b) || a.Truncate(time.Millisecond).Equal(b) || a.Round(time.Millisecond).Equal(b))
 	}
 	return false
 }
