@@ -199,10 +199,11 @@ func removalText(pv runner.Preview) string {
 	case pv.From != "":
 		return "0  (the run resumes mid-source; removals are found by a run that reads the source from its start)"
 	case pv.Removals > pv.RemovalsAllowed:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
-			pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  delivered records whose source rows are gone%s: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
+			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	default:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone (max_removals allows %d of %d)", pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  delivered records whose source rows are gone%s (max_removals allows %d of %d)",
+			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	}
 }
 
