@@ -126,3 +126,14 @@ func TestDocsFragmentsLoad(t *testing.T) {
 		t.Errorf("checked only %d examples", n)
 	}
 }
+
+// TestMissingConfigSaysWhatToDo: a command run where there is no config
+// (the default --config oncesync.yaml) names the next step, not only the
+// operating system's error.
+func TestMissingConfigSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(t.TempDir()+"/oncesync.yaml", envMap(nil), kinds)
+	if err == nil || !strings.Contains(err.Error(), "no such file or directory; write one (docs/config.md) or name yours with --config FILE") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
