@@ -715,7 +715,21 @@ func TestCursorOlderThanLedger(t *testing.T) {
 	if calls, _, _ := tb.dest.stats(); calls != 3 {
 		t.Fatalf("the refused run wrote: %d calls", calls)
 	}
+	// --reset-cursor is no way out: read from the start, the run meets the
+	// same page in doubt (docs/recovery.md#cursor_older_than_ledger once
+	// said it was, and a user who followed it failed again).
 	p := tb.params(t, "")
+	p.ResetCursor = true
+	if _, err := Run(context.Background(), p); failure.CodeOf(err) != failure.CursorOlderThanLedger {
+		t.Fatalf("--reset-cursor: want cursor_older_than_ledger, got %v", err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 3 {
+		t.Fatalf("the refused run with --reset-cursor wrote: %d calls", calls)
+	}
+	if strings.Contains(failure.Lookup(failure.CursorOlderThanLedger).NextStep, "--reset-cursor") {
+		t.Errorf("cursor_older_than_ledger's next step offers --reset-cursor, which does not settle it")
+	}
+	p = tb.params(t, "")
 	p.Sync.AllowRewriteAfterRetention = true
 	if _, err := Run(context.Background(), p); err != nil {
 		t.Fatalf("allowed rewrite: %v", err)
