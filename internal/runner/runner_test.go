@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -919,6 +920,8 @@ func TestInDoubtGrace(t *testing.T) {
 		tb.dest.cut = []int{0} // nothing applied, answer lost
 		p := tb.params(t, "id")
 		p.InDoubtGrace = 300 * time.Millisecond
+		var waited atomic.Int64 // records the run said it waits for
+		p.Waiting = func(n int, until time.Time) { waited.Add(int64(n)) }
 		start := time.Now()
 		r, err := Run(context.Background(), p)
 		if err != nil {
@@ -926,6 +929,9 @@ func TestInDoubtGrace(t *testing.T) {
 		}
 		if took := time.Since(start); took < p.InDoubtGrace {
 			t.Fatalf("the run took %s, less than the grace", took)
+		}
+		if waited.Load() != 100 {
+			t.Errorf("the run said it waits for %d records, want 100: `oncesync run` shows nothing while it waits", waited.Load())
 		}
 		if _, recs, dups := tb.dest.stats(); r.Written != 100 || r.InDoubt != 100 || r.Settled != 0 || recs != 100 || dups != 0 || tb.dest.verifies != 2 {
 			t.Fatalf("written %d, in doubt %d, settled %d, records %d, duplicates %d, read-backs %d; want 100, 100, 0, 100, 0, 2",
