@@ -29,9 +29,9 @@ GET /_stats returns JSON counters: requests, contacts_written, duplicate_writes
 (a contact written again with exactly the properties it had), contacts,
 archived, rejected, rate_limited, dropped_responses, invalid_requests.
 Point a sync's destination base_url at http://ADDR to use it.`,
-		Example: `  oncesync fake-hubspot --listen 127.0.0.1:8028
+		Example: `  oncesync fake-hubspot --listen 127.0.0.1:8029
   oncesync fake-hubspot --rate-limit 190 --error-rate 0.05 --property customer_id:string:unique
-  curl -s http://127.0.0.1:8028/_stats`,
+  curl -s http://127.0.0.1:8029/_stats`,
 		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -41,7 +41,7 @@ Point a sync's destination base_url at http://ADDR to use it.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8028", "address to listen on (port 0 picks a free one)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8029", "address to listen on (port 0 picks a free one)")
 	fakehubspot.RegisterFlags(cmd.Flags(), &opts)
 	return cmd
 }

@@ -56,3 +56,58 @@ syncs:
 		t.Error("the paused sync sent a request")
 	}
 }
+
+// TestPauseBeforeTheFirstRun: a sync of the config that never ran can be
+// paused (before the cron line that would start it). It answered "has not
+// run on this store yet; start it with `oncesync run`", exit 2: the one
+// thing the person meant to prevent. The run that follows is refused.
+func TestPauseBeforeTheFirstRun(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	cmd := func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String() + errOut.String(), code
+	}
+	if out, code := cmd("resume", "crm", "--by", "Bo", "--reason", "x"); code != ExitUsage {
+		t.Errorf("resume of a sync that never ran: exit %d, want %d\n%s", code, ExitUsage, out)
+	}
+	if out, code := cmd("pause", "nosuch", "--by", "Bo", "--reason", "x"); code != ExitUsage || !strings.Contains(out, `no sync with id "nosuch"`) {
+		t.Errorf("pause of a sync not in the config: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("pause", "crm", "--by", "Bo", "--reason", "not before Monday"); code != ExitOK {
+		t.Fatalf("pause before the first run: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("run", "crm"); code != ExitFailed || !strings.Contains(out, "failed: sync_paused: ") {
+		t.Fatalf("run after the pause: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("status", "crm"); code != ExitOK || !strings.Contains(out, "paused (person, by Bo: not before Monday)") {
+		t.Errorf("status after the pause: exit %d\n%s", code, out)
+	}
+	if posts.Load() != 0 {
+		t.Error("the paused sync sent a request")
+	}
+	if out, code := cmd("resume", "crm", "--by", "Bo", "--reason", "Monday"); code != ExitOK {
+		t.Fatalf("resume: exit %d\n%s", code, out)
+	}
+	if out, code := cmd("run", "crm"); code != ExitOK || posts.Load() != 1 {
+		t.Fatalf("run after the resume: exit %d, %d requests\n%s", code, posts.Load(), out)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -223,10 +224,11 @@ func removalText(pv runner.Preview) string {
 	case pv.From != "":
 		return "0  (the run resumes mid-source; removals are found by a run that reads the source from its start)"
 	case pv.Removals > pv.RemovalsAllowed:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
-			pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  delivered records whose source rows are gone%s: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
+			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	default:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone (max_removals allows %d of %d)", pv.Removals, pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  delivered records whose source rows are gone%s (max_removals allows %d of %d)",
+			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	}
 }
 
@@ -397,6 +399,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				break
 			}
 		}
+		var outMu sync.Mutex // the bar and the Waiting lines come from two goroutines
 		run, runErr := runOnePart(workCtx, part, func(bar progress.Bar, barAt *int64) runner.Params {
 			return runner.Params{
 				Store:         st,
@@ -421,11 +424,24 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					}
 					afterFailure(ctx, r)
 				},
+				Waiting: func(n int, until time.Time) {
+					// Up to settings.in_doubt_grace (10 s) of silence
+					// otherwise, right after a resumed run's first line.
+					outMu.Lock()
+					defer outMu.Unlock()
+					if progress.IsTerminal(env.Stdout) {
+						fmt.Fprintln(env.Stdout) // end the bar's line
+					}
+					fmt.Fprintf(env.Stdout, "%d record(s) of a write in doubt are not at the destination yet: reading them again at %s (settings.in_doubt_grace after the write), then sending those still missing\n",
+						n, until.UTC().Format("15:04:05"))
+				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
 						o.ID, o.Pages, o.Written)
 				},
 				Progress: func(p runner.Progress) {
+					outMu.Lock()
+					defer outMu.Unlock()
 					detail := fmt.Sprintf("(page %d: %d read, %d written, %d replayed)", p.Counters.Pages, p.Counters.Read, p.Counters.Written, p.Counters.Replayed)
 					if locator == nil {
 						bar.Set(p.Counters.Read, detail)

@@ -413,6 +413,17 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 				return exit(ExitUsage, fmt.Errorf("%s needs --by NAME and --reason TEXT: they go into the audit log", verb))
 			}
 			return withConfigStore(cmd.Context(), env, f.path, func(cfg *config.Config, st store.Store) error {
+				// A sync of the config that never ran can be paused before
+				// its first run (a cron line about to start it): publish it,
+				// as serve and the dead-man check do, rather than tell the
+				// person to run what they mean to stop.
+				_, err := st.GetSync(cmd.Context(), args[0])
+				sc, ok := cfg.Sync(args[0])
+				if errors.Is(err, store.ErrNotFound) && ok && to == store.SyncPaused {
+					if err := publishNew(cmd.Context(), []config.Sync{*sc}, st); err != nil {
+						return err
+					}
+				}
 				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
 					return err
 				}

@@ -77,3 +77,63 @@ func TestDocsExampleLoads(t *testing.T) {
 		t.Errorf("example decoded to %+v", cfg.Syncs)
 	}
 }
+
+// TestDocsFragmentsLoad: every YAML example of README.md and docs/guide.md
+// is valid as written, completed into a config where it is a fragment (a
+// sync, a source, the web block). A new user pastes them.
+func TestDocsFragmentsLoad(t *testing.T) {
+	t.Parallel()
+	anyEnv := func(k string) (string, bool) {
+		if v, ok := specEnv[k]; ok {
+			return v, true
+		}
+		if k == "CRM_DSN" {
+			return "postgres://reader@crm.internal:5432/crm?sslmode=verify-full", true
+		}
+		return "value-of-" + k, true
+	}
+	const sync = "syncs:\n  - id: s\n    workspace: acme\n"
+	const rest = "    destination: {type: brevo, api_key: k, list_ids: [2]}\n    mapping: {email: email}\n"
+	n := 0
+	for _, doc := range []string{"../../README.md", "../../docs/guide.md", "../../docs/config.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?s)\n```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+		for _, m := range blocks {
+			y := m[1]
+			switch first := strings.TrimLeft(y, "# \n"); {
+			case strings.Contains(y, "\nsyncs:\n") || strings.HasPrefix(first, "store:"):
+				// a whole config
+			case strings.HasPrefix(first, "- id:"):
+				y = "syncs:\n" + y
+			case strings.HasPrefix(first, "source:"):
+				y = sync + "    " + strings.TrimSpace(y) + "\n" + rest
+			case strings.HasPrefix(first, "web:"):
+				y += "\n" + sync + "    source: {type: csv, path: c.csv, identity: id}\n" + rest
+			default:
+				t.Errorf("%s: a YAML example this test cannot complete:\n%s", doc, y)
+				continue
+			}
+			n++
+			if _, err := config.Parse(doc, []byte(y), anyEnv, kinds); err != nil {
+				t.Errorf("%s: the example\n%s\ndoes not load:\n%v", doc, m[1], err)
+			}
+		}
+	}
+	if n < 9 {
+		t.Errorf("checked only %d examples", n)
+	}
+}
+
+// TestMissingConfigSaysWhatToDo: a command run where there is no config
+// (the default --config oncesync.yaml) names the next step, not only the
+// operating system's error.
+func TestMissingConfigSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(t.TempDir()+"/oncesync.yaml", envMap(nil), kinds)
+	if err == nil || !strings.Contains(err.Error(), "no such file or directory; write one (docs/config.md) or name yours with --config FILE") {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}

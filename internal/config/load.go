@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"slices"
@@ -42,6 +43,11 @@ func Load(path string, env func(string) (string, bool), kinds Kinds) (*Config, e
 // says when it is too large).
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A new user's first command, run where no oncesync.yaml is (the
+		// default --config): say what to do, not only what failed.
+		return nil, fmt.Errorf("config: %w; write one (docs/config.md) or name yours with --config FILE", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}

@@ -166,6 +166,11 @@ func TestBrevoMirror(t *testing.T) {
 			if code := dry.Wait(t, time.Minute); code != 0 || !strings.Contains(dry.Out.String(), "remove     10 ") {
 				t.Fatalf("dry run exited %d, want it to count 10 removals:\n%s", code, dry.Out)
 			}
+			// docs/recovery.md#mirror_removals_refused: the dry run names
+			// them, so a person tells a cleanup from a truncated source.
+			if !strings.Contains(dry.Out.String(), "gone (91, 92, 93, 94, 95, 96, 97, 98, 99, 100) (max_removals") {
+				t.Errorf("the dry run does not name the removals by identity:\n%s", dry.Out)
+			}
 			out := tb.runOK(t)
 			if !strings.Contains(out, "removed 10 record(s)") {
 				t.Errorf("the run's summary does not say what it removed:\n%s", out)

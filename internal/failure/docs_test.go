@@ -161,6 +161,13 @@ func TestRecoveryGuideLinksAndExamples(t *testing.T) {
 			t.Errorf("link to #%s: no such heading", l[1])
 		}
 	}
+	// The quick index at the top names every code (sync_paused was missing).
+	for _, e := range failure.All() {
+		if !strings.Contains(g.intro, "["+string(e.Code)+"](#"+failure.Anchor(e.Code)+") ·") &&
+			!strings.Contains(g.intro, "["+string(e.Code)+"](#"+failure.Anchor(e.Code)+")\n\n") {
+			t.Errorf("the quick index lacks [%s](#%s)", e.Code, failure.Anchor(e.Code))
+		}
+	}
 	// Example failure lines are what LastLine prints.
 	examples := 0
 	for _, line := range strings.Split(g.text, "\n") {
@@ -186,16 +193,19 @@ func TestRecoveryGuideLinksAndExamples(t *testing.T) {
 	}
 }
 
-// TestDocumentedCommandsExist runs every oncesync command line that the
-// guide or a catalog next step shows, with --help: an unknown command or
-// flag makes the command line fail.
-func TestDocumentedCommandsExist(t *testing.T) {
-	t.Parallel()
-	g := readGuide(t)
+// userDocs are the pages a new user follows to the letter, besides
+// docs/recovery.md.
+var userDocs = []string{"../../README.md", "../../docs/guide.md", "../../docs/config.md"}
+
+// commandLines are the oncesync command lines text shows: the lines of its
+// ```sh blocks that start with oncesync (or `go run ./cmd/oncesync`), and
+// every `oncesync ...` code span.
+func commandLines(text string) []string {
 	var lines []string
 	inShell := false
-	for _, line := range strings.Split(g.text, "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
+		trimmed = strings.TrimPrefix(trimmed, "go run ./cmd/")
 		switch {
 		case strings.HasPrefix(trimmed, "```"):
 			inShell = trimmed == "```sh"
@@ -204,31 +214,138 @@ func TestDocumentedCommandsExist(t *testing.T) {
 		}
 	}
 	spans := regexp.MustCompile("`(oncesync [^`]*)`")
-	for _, m := range spans.FindAllStringSubmatch(g.text, -1) {
-		lines = append(lines, m[1])
+	for _, m := range spans.FindAllStringSubmatch(text, -1) {
+		// A span may wrap; Markdown reads its line break as a space.
+		lines = append(lines, strings.ReplaceAll(m[1], "\n", " "))
 	}
-	for _, e := range failure.All() {
-		for _, m := range spans.FindAllStringSubmatch(e.NextStep, -1) {
-			lines = append(lines, m[1])
+	return lines
+}
+
+var (
+	optionalRE = regexp.MustCompile(`\s*\[[^\]]*\]`)               // [--rejected\|--in-doubt]
+	choiceRE   = regexp.MustCompile(`\(([^()|]*?)\s*\\\|[^()]*\)`) // (--snapshot H \| --inputs F)
+)
+
+// synopsisLines turns a synopsis of the guide's command table into the
+// command lines it stands for: optional [parts] dropped, the first of
+// (A \| B), every command of `list\|requeue` and `pause/resume`.
+func synopsisLines(line string) []string {
+	line = optionalRE.ReplaceAllString(line, "")
+	line = choiceRE.ReplaceAllString(line, "$1")
+	words := strings.Fields(line)
+	for i, w := range words {
+		if i > 2 || strings.HasPrefix(w, "-") {
+			break
 		}
-	}
-	if len(lines) < 20 {
-		t.Fatalf("found only %d command lines: %q", len(lines), lines)
-	}
-	slices.Sort(lines)
-	for _, line := range slices.Compact(lines) {
-		args, err := shellWords(line)
-		if err != nil {
-			t.Errorf("%q: %v", line, err)
+		var alts []string
+		switch {
+		case strings.Contains(w, `\|`):
+			alts = strings.Split(w, `\|`)
+		case i == 1 && strings.Contains(w, "/"):
+			alts = strings.Split(w, "/")
+		default:
 			continue
 		}
+		var out []string
+		for _, a := range alts {
+			out = append(out, synopsisLines(strings.Join(slices.Concat(words[:i], []string{a}, words[i+1:]), " "))...)
+		}
+		return out
+	}
+	return []string{line}
+}
+
+// TestDocumentedCommandsExist runs every oncesync command line that the
+// recovery guide, a catalog next step, the README, the guide or the config
+// reference shows, with --help: an unknown command or flag makes the command
+// line fail. A new user runs them as written.
+func TestDocumentedCommandsExist(t *testing.T) {
+	t.Parallel()
+	g := readGuide(t)
+	type docLine struct{ doc, line string }
+	var lines []docLine
+	for _, l := range commandLines(g.text) {
+		lines = append(lines, docLine{recoveryDoc, l})
+	}
+	spans := regexp.MustCompile("`(oncesync [^`]*)`")
+	for _, e := range failure.All() {
+		for _, m := range spans.FindAllStringSubmatch(e.NextStep, -1) {
+			lines = append(lines, docLine{"the catalog's " + string(e.Code), m[1]})
+		}
+	}
+	perDoc := map[string]int{}
+	for _, doc := range userDocs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range commandLines(string(b)) {
+			for _, s := range synopsisLines(l) {
+				lines = append(lines, docLine{doc, s})
+				perDoc[doc]++
+			}
+		}
+	}
+	if len(lines) < 60 || perDoc[userDocs[0]] < 10 || perDoc[userDocs[1]] < 20 {
+		t.Fatalf("found only %d command lines (%v): %q", len(lines), perDoc, lines)
+	}
+	slices.SortFunc(lines, func(a, b docLine) int { return strings.Compare(a.line, b.line) })
+	lines = slices.CompactFunc(lines, func(a, b docLine) bool { return a.line == b.line })
+	for _, l := range lines {
+		args, err := shellWords(l.line)
+		if err != nil {
+			t.Errorf("%s: %q: %v", l.doc, l.line, err)
+			continue
+		}
+		args = append(args[1:], "--help")
+		if len(args) > 1 && strings.HasPrefix(args[len(args)-2], "--") {
+			// A flag named without its value ("`--conflict-answer` picks
+			// ..."): give it one, or it would take --help for it.
+			args = slices.Insert(args, len(args)-1, "VALUE")
+		}
 		var out bytes.Buffer
-		code := cli.Main(context.Background(), append(args[1:], "--help"), cli.Env{
+		code := cli.Main(context.Background(), args, cli.Env{
 			Stdout: &out, Stderr: &out, LookupEnv: func(string) (string, bool) { return "", false },
 		})
 		if code != cli.ExitOK {
-			t.Errorf("documented command %q does not exist (exit %d): %s", line, code, strings.TrimSpace(out.String()))
+			t.Errorf("%s: documented command %q does not exist (exit %d): %s", l.doc, l.line, code, strings.TrimSpace(out.String()))
 		}
+	}
+}
+
+// TestGuideListsEveryCommand: every command `oncesync --help` lists has a
+// row in docs/guide.md#commands, and every row names a command that exists.
+func TestGuideListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	guide, err := os.ReadFile("../../docs/guide.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(guide), "\n## Commands\n")
+	if !ok {
+		t.Fatal("docs/guide.md has no ## Commands section")
+	}
+	table, _, _ = strings.Cut(table, "\n\n`oncesync run` options")
+	var out bytes.Buffer
+	if code := cli.Main(context.Background(), []string{"--help"}, cli.Env{Stdout: &out, Stderr: &out,
+		LookupEnv: func(string) (string, bool) { return "", false }}); code != cli.ExitOK {
+		t.Fatalf("oncesync --help: exit %d: %s", code, out.String())
+	}
+	_, cmds, _ := strings.Cut(out.String(), "Available Commands:\n")
+	cmds, _, _ = strings.Cut(cmds, "\n\n")
+	n := 0
+	for _, line := range strings.Split(cmds, "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if name == "" || name == "help" || name == "completion" {
+			continue
+		}
+		n++
+		if !regexp.MustCompile("\\| `oncesync [a-z/]*\\b" + regexp.QuoteMeta(name) + "\\b").MatchString(table) {
+			t.Errorf("docs/guide.md#commands has no row for `oncesync %s`", name)
+		}
+	}
+	if n < 15 {
+		t.Fatalf("read only %d commands from oncesync --help:\n%s", n, out.String())
 	}
 }
 

@@ -106,7 +106,7 @@ var catalog = map[Code]Entry{
 		OwnerYou, false},
 	CursorOlderThanLedger: {CursorOlderThanLedger,
 		"A page left in doubt is older than the ledger's retention, so settling it could write its records twice.",
-		"Check the destination for those records, then set `allow_rewrite_after_retention: true` on the sync for one run (or run it with `--reset-cursor`).",
+		"Check the destination for those records, then set `allow_rewrite_after_retention: true` on the sync for one run, then remove it.",
 		OwnerYou, false},
 	SourceChangedDuringRun: {SourceChangedDuringRun,
 		"The source changed since the saved cursor was taken, so the saved position no longer points at the same data.",

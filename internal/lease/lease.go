@@ -7,6 +7,7 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -250,9 +251,27 @@ func (p Process) SameMachine(q Process) bool {
 	return p.Boot != "" && p.PIDNS != "" && p.Host == q.Host && p.Boot == q.Boot && p.PIDNS == q.PIDNS
 }
 
-// Alive reports whether the process exists (signal 0). Errors other than
-// "no such process" count as alive: when unsure, wait for the TTL.
+// Alive reports whether the process exists (signal 0) and is not a zombie.
+// A worker killed with SIGKILL stays a zombie until its parent reaps it (a
+// supervisor that waits later, a shell that never does), and signal 0 still
+// finds it, though it can write nothing more: read as alive, its sync waited
+// for the lease TTL instead of being taken over at once
+// (docs/guide.md#why-a-dead-worker-costs-nothing). Errors other than "no such
+// process" count as alive: when unsure, wait for the TTL.
 func (p Process) Alive() bool {
-	err := syscall.Kill(p.PID, 0)
-	return !errors.Is(err, syscall.ESRCH)
+	if err := syscall.Kill(p.PID, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/stat")
+	if err != nil {
+		return true // no /proc, or gone since the signal: the TTL decides
+	}
+	// "PID (comm) S ...": comm may hold spaces and parentheses, so the state
+	// is the field after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	s := b[i+2]
+	return s != 'Z' && s != 'X'
 }

@@ -544,6 +544,9 @@ func (r *run) verifyInDoubt(ctx context.Context, recs []destination.Record, sinc
 	}
 	r.Logger.Info("records of a write in doubt are not at the destination yet; reading them again once settings.in_doubt_grace has passed since the write",
 		"sync", r.Sync.ID, "run", r.rec.ID, "missing", len(missing), "wait", time.Until(until).Round(time.Millisecond))
+	if r.Waiting != nil {
+		r.Waiting(len(missing), until)
+	}
 	// The lease is kept by its background renewal meanwhile, as while an
 	// accepted process is polled (awaitAccepted).
 	if err := clock.Sleep(ctx, time.Until(until)); err != nil {

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -81,7 +84,11 @@ type Preview struct {
 	// delivered earlier whose rows are gone: a run would remove them
 	// (docs/guide.md#write-modes), unless they are more than
 	// RemovalsAllowed (max_removals of the sync's Delivered records).
+	// RemovalSample names some by identity, so that a person can tell a
+	// cleanup from a truncated source before allowing it
+	// (docs/recovery.md#mirror_removals_refused).
 	Removals, RemovalsAllowed, Delivered int64
+	RemovalSample                        []string
 }
 
 // Add counts q's records into p, as one run of p's and q's slices would
@@ -111,6 +118,7 @@ func (p *Preview) Add(q Preview, sample int) {
 	p.CreateSample = more(p.CreateSample, q.CreateSample)
 	p.UpdateSample = more(p.UpdateSample, q.UpdateSample)
 	p.SettlingSample = more(p.SettlingSample, q.SettlingSample)
+	p.RemovalSample = more(p.RemovalSample, q.RemovalSample)
 }
 
 // RunPreview computes p's preview.
@@ -201,6 +209,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				}
 				out.Removals, out.Delivered = int64(len(gs)), int64(total)
 				out.RemovalsAllowed = int64(p.Sync.Mirror.MaxRemovals(total))
+				out.RemovalSample = removalSample(gs, p.Sample)
 			}
 			return out, nil
 		}
@@ -293,6 +302,19 @@ func sample(s []string, n int, it *item) []string {
 		return s
 	}
 	return append(s, sampleName(it))
+}
+
+// removalSample names the first n removals, by identity, shortest first so
+// that numeric identities read in their order.
+func removalSample(gs []gone, n int) []string {
+	ids := make([]string, 0, len(gs))
+	for _, g := range gs {
+		ids = append(ids, g.identity)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+	})
+	return ids[:min(n, len(ids))]
 }
 
 // sampleName names it in a sample: its identity, or its place.

@@ -102,6 +102,11 @@ type Params struct {
 	// without finishing) and closed as interrupted: this run resumes its
 	// work and settles what it left in flight.
 	Resumed func(orphan store.Run)
+	// Waiting, if set, is called when a read-back did not find records of
+	// a write in doubt and the run waits until until (settings.in_doubt_grace
+	// after the write) to read them again before it sends them: a person
+	// watching `oncesync run` learns why nothing moves meanwhile.
+	Waiting func(records int, until time.Time)
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -715,7 +716,21 @@ func TestCursorOlderThanLedger(t *testing.T) {
 	if calls, _, _ := tb.dest.stats(); calls != 3 {
 		t.Fatalf("the refused run wrote: %d calls", calls)
 	}
+	// --reset-cursor is no way out: read from the start, the run meets the
+	// same page in doubt (docs/recovery.md#cursor_older_than_ledger once
+	// said it was, and a user who followed it failed again).
 	p := tb.params(t, "")
+	p.ResetCursor = true
+	if _, err := Run(context.Background(), p); failure.CodeOf(err) != failure.CursorOlderThanLedger {
+		t.Fatalf("--reset-cursor: want cursor_older_than_ledger, got %v", err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 3 {
+		t.Fatalf("the refused run with --reset-cursor wrote: %d calls", calls)
+	}
+	if strings.Contains(failure.Lookup(failure.CursorOlderThanLedger).NextStep, "--reset-cursor") {
+		t.Errorf("cursor_older_than_ledger's next step offers --reset-cursor, which does not settle it")
+	}
+	p = tb.params(t, "")
 	p.Sync.AllowRewriteAfterRetention = true
 	if _, err := Run(context.Background(), p); err != nil {
 		t.Fatalf("allowed rewrite: %v", err)
@@ -905,6 +920,8 @@ func TestInDoubtGrace(t *testing.T) {
 		tb.dest.cut = []int{0} // nothing applied, answer lost
 		p := tb.params(t, "id")
 		p.InDoubtGrace = 300 * time.Millisecond
+		var waited atomic.Int64 // records the run said it waits for
+		p.Waiting = func(n int, until time.Time) { waited.Add(int64(n)) }
 		start := time.Now()
 		r, err := Run(context.Background(), p)
 		if err != nil {
@@ -912,6 +929,9 @@ func TestInDoubtGrace(t *testing.T) {
 		}
 		if took := time.Since(start); took < p.InDoubtGrace {
 			t.Fatalf("the run took %s, less than the grace", took)
+		}
+		if waited.Load() != 100 {
+			t.Errorf("the run said it waits for %d records, want 100: `oncesync run` shows nothing while it waits", waited.Load())
 		}
 		if _, recs, dups := tb.dest.stats(); r.Written != 100 || r.InDoubt != 100 || r.Settled != 0 || recs != 100 || dups != 0 || tb.dest.verifies != 2 {
 			t.Fatalf("written %d, in doubt %d, settled %d, records %d, duplicates %d, read-backs %d; want 100, 100, 0, 100, 0, 2",

@@ -195,6 +195,9 @@ type loginData struct {
 	Error string
 	User  string
 	OIDC  bool
+	// NoOne: the config names no user and no single sign-on, so nobody
+	// can sign in; the page says how to add one (README's config has none).
+	NoOne bool
 }
 
 // loginForm shows the sign-in form with a login CSRF token (double submit:
@@ -216,6 +219,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 		SameSite: http.SameSiteStrictMode, Secure: s.p.Secure, MaxAge: 3600,
 	})
 	d.OIDC = s.oidc != nil
+	d.NoOne = len(s.users) == 0 && s.oidc == nil
 	s.render(w, r, status, "login", page{Title: "Sign in", Body: d})
 }
 

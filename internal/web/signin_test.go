@@ -96,3 +96,19 @@ func TestSecureCookiesAndHSTS(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInWithNoUsers: serve started with README's config (no web.users,
+// no web.oidc) showed a sign-in form nobody could pass, with no word on
+// why. The page now says how to add a user.
+func TestSignInWithNoUsers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(p *Params) { p.Users = nil })
+	got := b.do(httptest.NewRequest("GET", "/login", nil))
+	if !strings.Contains(got.body, `id="no-users"`) || !strings.Contains(got.body, "htpasswd -nbBC 12 NAME PASSWORD") {
+		t.Errorf("the sign-in page of a config without users does not say how to add one:\n%s", got.body)
+	}
+	b = setup(t)
+	if got := b.do(httptest.NewRequest("GET", "/login", nil)); strings.Contains(got.body, `id="no-users"`) {
+		t.Errorf("the sign-in page says no one can sign in though web.users has a user")
+	}
+}
