@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
@@ -137,6 +139,59 @@ func TestOpenRefusesAnEvictingRedis(t *testing.T) {
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg})
 	if err != nil {
 		t.Fatalf("Open with allow_evicting_redis = %v", err)
+	}
+	a.Close(ctx)
+}
+
+// TestOpenSaysWhyRedisRefuses: a Redis that asks for a password, or a
+// rediss:// URL to a Redis without TLS, failed with the detail "reach Redis
+// at HOST:PORT" alone, and store_unavailable's words send a person to the
+// network; the detail now says what to change.
+func TestOpenSaysWhyRedisRefuses(t *testing.T) {
+	var servers testenv.RedisServers
+	t.Cleanup(servers.Stop)
+	dir, err := servers.Dir("app-refuses-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _, err := servers.Start(dir)
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		testenv.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	err = admin.ConfigSet(ctx, "requirepass", "s3cret").Err()
+	admin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ url, want string }{
+		{"redis://" + addr + "/0", "Redis asks for credentials"},
+		{"redis://:wrong@" + addr + "/0", "Redis refused the user or password"},
+		{"rediss://:s3cret@" + addr + "/0?dial_timeout=300ms&max_retries=-1", "use redis://"},
+	} {
+		cfg := embeddedConfig(t)
+		cfg.Redis = tt.url
+		a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+		if err == nil {
+			a.Close(ctx)
+			t.Fatalf("Open with redis %s succeeded", strings.Replace(tt.url, "s3cret", "xxx", 1))
+		}
+		if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(failure.Detail(err), tt.want) {
+			t.Errorf("Open = %v; want store_unavailable whose detail says %q", err, tt.want)
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") {
+			t.Errorf("the error holds the password: %v", err)
+		}
+	}
+	cfg := embeddedConfig(t)
+	cfg.Redis = "redis://:s3cret@" + addr + "/0"
+	a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+	if err != nil {
+		t.Fatalf("Open with the password = %v", err)
 	}
 	a.Close(ctx)
 }
