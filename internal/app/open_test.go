@@ -143,8 +143,9 @@ func TestOpenRefusesAnEvictingRedis(t *testing.T) {
 	a.Close(ctx)
 }
 
-// TestOpenSaysWhyRedisRefuses: a Redis that asks for a password, or a
-// rediss:// URL to a Redis without TLS, failed with the detail "reach Redis
+// TestOpenSaysWhyRedisRefuses: a Redis that asks for a password, a
+// rediss:// URL to a Redis without TLS, or a user that may not run INFO or
+// CONFIG failed with the detail "reach Redis at HOST:PORT" or "check Redis
 // at HOST:PORT" alone, and store_unavailable's words send a person to the
 // network; the detail now says what to change.
 func TestOpenSaysWhyRedisRefuses(t *testing.T) {
@@ -163,7 +164,12 @@ func TestOpenSaysWhyRedisRefuses(t *testing.T) {
 	}
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: addr})
-	err = admin.ConfigSet(ctx, "requirepass", "s3cret").Err()
+	// A user hardened as Redis's ACL docs suggest: every command but the
+	// dangerous ones, INFO and CONFIG among them.
+	err = admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">apppw", "~*", "&*", "+@all", "-@dangerous").Err()
+	if err == nil {
+		err = admin.ConfigSet(ctx, "requirepass", "s3cret").Err()
+	}
 	admin.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +178,7 @@ func TestOpenSaysWhyRedisRefuses(t *testing.T) {
 		{"redis://" + addr + "/0", "Redis asks for credentials"},
 		{"redis://:wrong@" + addr + "/0", "Redis refused the user or password"},
 		{"rediss://:s3cret@" + addr + "/0?dial_timeout=300ms&max_retries=-1", "use redis://"},
+		{"redis://app:apppw@" + addr + "/0", "allow that user INFO (ACL SETUSER USER +info)"},
 	} {
 		cfg := embeddedConfig(t)
 		cfg.Redis = tt.url
@@ -187,11 +194,19 @@ func TestOpenSaysWhyRedisRefuses(t *testing.T) {
 			t.Errorf("the error holds the password: %v", err)
 		}
 	}
-	cfg := embeddedConfig(t)
-	cfg.Redis = "redis://:s3cret@" + addr + "/0"
-	a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+	admin = redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret"})
+	err = admin.Do(ctx, "ACL", "SETUSER", "app", "+info").Err()
+	admin.Close()
 	if err != nil {
-		t.Fatalf("Open with the password = %v", err)
+		t.Fatal(err)
 	}
-	a.Close(ctx)
+	for _, u := range []string{"redis://:s3cret@" + addr + "/0", "redis://app:apppw@" + addr + "/0"} {
+		cfg := embeddedConfig(t)
+		cfg.Redis = u
+		a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+		if err != nil {
+			t.Fatalf("Open with the password (and the user allowed INFO) = %v", err)
+		}
+		a.Close(ctx)
+	}
 }
