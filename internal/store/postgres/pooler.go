@@ -11,10 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// startupParams are the startup parameters PgBouncer passes on to the
-// server (its own list, lower-cased): it refuses a connection that sends any
-// other ("unsupported startup parameter"), in every pool mode.
+// startupParams stay in the startup packet: those PgBouncer passes on to
+// the server (its own list, lower-cased; it refuses a connection that sends
+// any other, "unsupported startup parameter", in every pool mode), and
+// options, which only a startup packet can carry.
 var startupParams = map[string]bool{
+	"options":                     true,
 	"application_name":            true,
 	"client_encoding":             true,
 	"datestyle":                   true,

@@ -128,3 +128,28 @@ func TestOpenSaysWhy(t *testing.T) {
 		t.Errorf("sslmode=require without TLS: %v; detail %q", err, d)
 	}
 }
+
+// TestSessionSettingsFromTheURL: settings in the store URL reach the
+// session, set after connecting, and options (a startup packet's only) stays
+// in the startup packet.
+func TestSessionSettingsFromTheURL(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := newSchema(t)
+	// %20, not the + that url.Values writes: pgx reads the query with
+	// PathUnescape.
+	u := withParams(t, storeURL(t, schema), "lock_timeout", "4321") + "&options=-c%20statement_timeout%3D1234"
+	s, err := Open(ctx, OpenParams{URL: u, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var lock, stmt, app string
+	err = s.pool.QueryRow(ctx, `SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), current_setting('application_name')`).Scan(&lock, &stmt, &app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lock != "4321ms" || stmt != "1234ms" || app != schema {
+		t.Fatalf("lock_timeout %q, statement_timeout %q, application_name %q; want 4321ms, 1234ms, %s", lock, stmt, app, schema)
+	}
+}
