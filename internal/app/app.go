@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/internal/barrier"
@@ -24,6 +25,7 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/rediserr"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
@@ -63,6 +65,13 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 		return nil, failure.New(failure.InvalidSyncDefinition, "store must be a sqlite:// or postgres:// URL")
 	}
 }
+
+// PostgresSessionSettings moves a PostgreSQL pool's session settings (a
+// search_path in the store URL, ...) out of its startup packet, as the
+// store's own pool does, for the queue's pool on the same URL: PgBouncer
+// refuses startup parameters it does not know
+// (docs/guide.md#postgresql-behind-a-connection-pooler).
+func PostgresSessionSettings(cfg *pgxpool.Config) { postgres.SetAfterConnect(cfg) }
 
 // SQLitePath is the file of cfg's sqlite:// store, a relative path resolved
 // against the config file's directory.
@@ -106,6 +115,14 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()
+		// rediserr says what a refusal means (a password, a loading Redis):
+		// "reach" alone sends a person to look at the network.
+		err = rediserr.Wrap(ctx, "ping", err)
+		var a failure.Adviser
+		if opts.TLSConfig != nil && !errors.As(err, &a) {
+			// A plain Redis answers nothing to a TLS hello: the dial times out.
+			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis://")
+		}
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr)
 	}
 	// An evicted lease or barrier reads as a fresh start: refuse a Redis

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
@@ -174,5 +176,73 @@ func TestCloseKeepsToTheDeadline(t *testing.T) {
 	a.Close(dctx)
 	if took := time.Since(start); took >= app.AlertWait/2 {
 		t.Fatalf("Close took %s past a deadline of 200ms (AlertWait %s)", took, app.AlertWait)
+	}
+}
+
+// TestOpenSaysWhyRedisRefuses: a Redis that asks for a password, a
+// rediss:// URL to a Redis without TLS, or a user that may not run INFO or
+// CONFIG failed with the detail "reach Redis at HOST:PORT" or "check Redis
+// at HOST:PORT" alone, and store_unavailable's words send a person to the
+// network; the detail now says what to change.
+func TestOpenSaysWhyRedisRefuses(t *testing.T) {
+	var servers testenv.RedisServers
+	t.Cleanup(servers.Stop)
+	dir, err := servers.Dir("app-refuses-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, _, err := servers.Start(dir)
+	if errors.Is(err, testenv.ErrNoRedisServer) {
+		testenv.Unavailable(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	// A user hardened as Redis's ACL docs suggest: every command but the
+	// dangerous ones, INFO and CONFIG among them.
+	err = admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">apppw", "~*", "&*", "+@all", "-@dangerous").Err()
+	if err == nil {
+		err = admin.ConfigSet(ctx, "requirepass", "s3cret").Err()
+	}
+	admin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ url, want string }{
+		{"redis://" + addr + "/0", "Redis asks for credentials"},
+		{"redis://:wrong@" + addr + "/0", "Redis refused the user or password"},
+		{"rediss://:s3cret@" + addr + "/0?dial_timeout=300ms&max_retries=-1", "use redis://"},
+		{"redis://app:apppw@" + addr + "/0", "allow that user INFO (ACL SETUSER USER +info)"},
+	} {
+		cfg := embeddedConfig(t)
+		cfg.Redis = tt.url
+		a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+		if err == nil {
+			a.Close(ctx)
+			t.Fatalf("Open with redis %s succeeded", strings.Replace(tt.url, "s3cret", "xxx", 1))
+		}
+		if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(failure.Detail(err), tt.want) {
+			t.Errorf("Open = %v; want store_unavailable whose detail says %q", err, tt.want)
+		}
+		if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") {
+			t.Errorf("the error holds the password: %v", err)
+		}
+	}
+	admin = redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret"})
+	err = admin.Do(ctx, "ACL", "SETUSER", "app", "+info").Err()
+	admin.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"redis://:s3cret@" + addr + "/0", "redis://app:apppw@" + addr + "/0"} {
+		cfg := embeddedConfig(t)
+		cfg.Redis = u
+		a, err := app.Open(ctx, app.OpenParams{Config: cfg})
+		if err != nil {
+			t.Fatalf("Open with the password (and the user allowed INFO) = %v", err)
+		}
+		a.Close(ctx)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/oncesync/oncesync/internal/rediserr"
 )
 
 // ErrEvictingRedis: a Redis server's maxmemory-policy may evict keys (see
@@ -40,6 +42,27 @@ func (e *EvictionPolicyError) Advice() string {
 		"noeviction, or allow_evicting_redis: true in the config to accept the risk", e.Addr, e.Policy)
 }
 
+// PolicyUnreadableError names a server that refused to tell its
+// maxmemory-policy to oncesync's user: it cannot be shown not to evict, and
+// is refused.
+type PolicyUnreadableError struct {
+	Addr string
+	Err  error // the replies to INFO memory and CONFIG GET
+}
+
+func (e *PolicyUnreadableError) Error() string {
+	return fmt.Sprintf("redis at %s refused to tell its maxmemory-policy: %v", e.Addr, e.Err)
+}
+
+func (e *PolicyUnreadableError) Unwrap() error { return e.Err }
+
+// Advice is what a command's failure line says of it (failure.Adviser).
+func (e *PolicyUnreadableError) Advice() string {
+	return fmt.Sprintf("Redis at %s refused INFO and CONFIG GET to oncesync's user, so oncesync cannot check that it never "+
+		"evicts leases and barriers: allow that user INFO (ACL SETUSER USER +info), or, once maxmemory-policy is "+
+		"noeviction, set allow_evicting_redis: true in the config", e.Addr)
+}
+
 // CheckEvictionPolicy refuses a Redis that may evict keys: it reads the
 // maxmemory-policy of every server behind client (each Ring shard, every
 // Cluster master and replica) and returns an *EvictionPolicyError unless all
@@ -63,6 +86,11 @@ func CheckEvictionPolicy(ctx context.Context, client redis.UniversalClient, allo
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
+		case err != nil && !rediserr.Unavailable(err):
+			// The server refused both reads (an ACL user without INFO and
+			// CONFIG, "+@all -@dangerous"; CONFIG renamed): say so, and how
+			// to let the check pass.
+			errs = append(errs, &PolicyUnreadableError{Addr: c.Options().Addr, Err: err})
 		case err != nil:
 			errs = append(errs, mapErr(ctx, "read maxmemory-policy of", c.Options().Addr, err))
 		case policy != "noeviction":

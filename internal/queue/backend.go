@@ -256,6 +256,7 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		if pcfg.ConnConfig.RuntimeParams["application_name"] == "" {
 			pcfg.ConnConfig.RuntimeParams["application_name"] = "oncesync-queue"
 		}
+		app.PostgresSessionSettings(pcfg)
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))

@@ -94,6 +94,13 @@ func (s Space) Lease(syncID string) string { return s.syncKey(syncID, "lease") }
 // fence registered in the store before handing out a grant.
 func (s Space) Fence(syncID string) string { return s.syncKey(syncID, "fence") }
 
+// FenceStored is the key of the highest fence of a sync that redislease saw
+// registered in the store (docs/guide.md#a-store-that-went-back-in-time): an
+// integer, only raised, no expiry. A store whose registered fence is below
+// it lost committed writes (restored from a backup, failed over to a standby
+// that missed them), and redislease grants no lease of the sync on it.
+func (s Space) FenceStored(syncID string) string { return s.syncKey(syncID, "fence-stored") }
+
 // LeaseLoss is the key of a sync's lease quarantine (docs/guide.md#the-store-and-the-leases): a string,
 // the Redis time (µs since the epoch) at which redislease noticed that
 // Redis had lost the sync's lease data (its fence counter behind the fence

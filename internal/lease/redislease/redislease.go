@@ -4,7 +4,7 @@
 //
 // # Keys
 //
-// Per sync, four keys sharing one hash tag (see package rediskey), so every
+// Per sync, five keys sharing one hash tag (see package rediskey), so every
 // script touches one Redis Cluster slot / one go-redis Ring shard:
 //
 //   - lease: a hash {token, fence, holder, run_id, granted_at_us} with a PX
@@ -19,6 +19,11 @@
 //     last grant, and to notice a server switch (below).
 //   - lease-loss: while it exists, the quarantine after a loss of Redis's
 //     data: the Redis time the loss was noticed, with a PX expiry of one TTL.
+//   - fence-stored: the highest fence seen registered in the store (raised
+//     by the confirm script). No expiry. A store whose fence is below it
+//     went back in time (a backup restored, a lagging standby promoted):
+//     Acquire refuses it with a *StoreBehindError
+//     (docs/guide.md#a-store-that-went-back-in-time).
 //
 // # Fences: the store is the source of truth
 //
@@ -348,16 +353,24 @@ redis.call('HSET', KEYS[1], 'fence', fence)
 return tonumber(fence)
 `)
 
-	// confirmScript checks that the lease is held by ARGV[1] under fence ARGV[2].
+	// confirmScript checks that the lease is held by ARGV[1] under fence
+	// ARGV[2], whose registration in the store has committed, and raises the
+	// fence-stored key to it.
 	//
-	// KEYS: lease. ARGV: token, fence. Returns 1 or 0.
+	// KEYS: lease, fence-stored. ARGV: token, fence. Returns 1 or 0.
 	confirmScript = redis.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'token', 'fence')
 if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  if tonumber(redis.call('GET', KEYS[2]) or '0') < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
+  end
   return 1
 end
 return 0
 `)
+
+	// readScript reads a key (Manager's client runs scripts only).
+	readScript = redis.NewScript(`return redis.call('GET', KEYS[1])`)
 
 	// quarantineScript turns the grant ARGV[1] (fence ARGV[2]), found to
 	// come from a counter behind the store, into a quarantine: it deletes
@@ -571,6 +584,9 @@ func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64)
 // of quarantineMS once its fence is registered, and the error is a
 // *lease.QuarantineError.
 func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int64) (lease.Grant, error) {
+	if err := m.storeNotBehind(ctx, g.SyncID); err != nil {
+		return g, err
+	}
 	step := int64(1)
 	lost := false // the store was ahead of Redis's counter
 	for range maxRaises {
@@ -582,7 +598,7 @@ func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int6
 		case err == nil && lost:
 			return g, m.quarantine(ctx, g, quarantineMS)
 		case err == nil:
-			ok, err := confirmScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID)}, g.Token, g.Fence).Int64()
+			ok, err := confirmScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.FenceStored(g.SyncID)}, g.Token, g.Fence).Int64()
 			if err != nil {
 				return g, m.mapErr(ctx, "confirm", g.SyncID, err)
 			}
@@ -611,6 +627,55 @@ func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int6
 	}
 	return g, fmt.Errorf("redis lease of sync %q: the store's fence is more than 2^%d above Redis's fence counter; refusing to raise it further",
 		g.SyncID, maxRaises)
+}
+
+// ErrStoreBehind: the store lost committed writes: its registered fence of a
+// sync is below one it registered before (see *StoreBehindError).
+var ErrStoreBehind = errors.New("the store lost writes it had committed")
+
+// StoreBehindError names the sync whose fence the store forgot, and the
+// Redis key that remembers it.
+type StoreBehindError struct {
+	SyncID string
+	Fence  int64  // registered in the store before, missing from it now
+	Key    string // rediskey.Space.FenceStored
+}
+
+func (e *StoreBehindError) Error() string {
+	return fmt.Sprintf("redis lease of sync %q: %v: fence %d was registered in it, and it no longer is", e.SyncID, ErrStoreBehind, e.Fence)
+}
+
+func (e *StoreBehindError) Unwrap() error { return ErrStoreBehind }
+
+// Advice says what happened and the two ways on (failure.Adviser).
+func (e *StoreBehindError) Advice() string {
+	return fmt.Sprintf("the store lost writes it had committed (fence %d of sync %s is gone from it): it was restored from a backup, "+
+		"or failed over to a standby that had not received them, and its ledger may have forgotten deliveries that a run would "+
+		"send again. Bring back the store that has them (the latest backup, the standby that had them); or, to go on and "+
+		"accept that records delivered since may be written again, delete the Redis key %s",
+		e.Fence, e.SyncID, e.Key)
+}
+
+// storeNotBehind refuses a store whose registered fence of syncID is below
+// the highest Redis saw it register (confirmScript records it): such a
+// store went back in time (docs/guide.md#a-store-that-went-back-in-time).
+// RaiseFence(f-1) succeeds only when the store holds no fence >= f.
+func (m *Manager) storeNotBehind(ctx context.Context, syncID string) error {
+	key := m.keys.FenceStored(syncID)
+	f, err := readScript.Run(ctx, m.client, []string{key}).Int64()
+	if errors.Is(err, redis.Nil) || err == nil && f < 2 {
+		return nil
+	}
+	if err != nil {
+		return m.mapErr(ctx, "read the stored fence", syncID, err)
+	}
+	switch err := m.store.RaiseFence(ctx, syncID, f-1); {
+	case errors.Is(err, store.ErrFenced):
+		return nil
+	case err != nil:
+		return fmt.Errorf("redis lease of sync %q: check fence %d against the store: %w", syncID, f, err)
+	}
+	return &StoreBehindError{SyncID: syncID, Fence: f, Key: key}
 }
 
 // quarantine deletes the grant g, whose counter was behind the store, and

@@ -24,6 +24,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -133,6 +135,7 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	if params["idle_in_transaction_session_timeout"] == "" {
 		params["idle_in_transaction_session_timeout"] = strconv.Itoa(int(IdleInTransactionTimeout / time.Millisecond))
 	}
+	SetAfterConnect(cfg)
 	clk := p.Clock
 	if clk == nil {
 		clk = clock.Real{}
@@ -142,6 +145,10 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, mapErr("open", err)
 	}
 	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
+	if err := s.checkSessions(ctx, cfg.ConnConfig); err != nil {
+		pool.Close()
+		return nil, mapErr("open", err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, mapErr("migrate", err)
@@ -186,24 +193,48 @@ func mapErr(op string, err error) error {
 	if diskFull(err) {
 		return fmt.Errorf("postgres %s: %w: %w: %w", op, store.ErrUnavailable, store.ErrDiskFull, err)
 	}
+	if adv := pgAdvice(err); adv != "" {
+		err = store.WithAdvice(err, adv)
+	}
 	if unavailable(err) {
-		if adv := pgAdvice(err); adv != "" {
-			err = store.WithAdvice(err, adv)
-		}
 		return fmt.Errorf("postgres %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("postgres %s: %w", op, err)
 }
 
-// pgAdvice says, for a PostgreSQL that answers but cannot be used now,
-// what is wrong and what to do (the catalog's store_unavailable speaks of a
-// store that "could not be reached"); "" for the rest.
+// pgAdvice says, for a PostgreSQL that answers but cannot be used now or
+// refuses oncesync, what is wrong and what to do (the catalog's
+// store_unavailable speaks of a store that "could not be reached", which
+// would send a person to look at the network); "" for the rest.
 func pgAdvice(err error) string {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		var (
+			unknownCA *x509.UnknownAuthorityError
+			hostname  x509.HostnameError
+			verify    *tls.CertificateVerificationError
+		)
+		switch {
+		case strings.Contains(err.Error(), "server refused TLS connection"):
+			return "the store URL asks for TLS (its sslmode) but the PostgreSQL server does not offer it: enable ssl on the server, or change sslmode in store"
+		case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &verify):
+			return "oncesync did not accept the PostgreSQL server's TLS certificate: give the certificate of its authority in sslrootcert, or check the host name in store"
+		}
 		return ""
 	}
 	switch pe.Code {
+	case "28P01", "28000":
+		return "PostgreSQL refused the user or password in store (or its pg_hba.conf has no entry for this host, user and TLS setting)"
+	case "3D000":
+		return "the database named in store does not exist on that PostgreSQL server"
+	case "42P05", "26000":
+		return "a prepared statement of oncesync's was found on another session or missing from its own: " + (&sessionsError{}).Advice()
+	case "57014":
+		return "PostgreSQL cancelled a store statement (statement_timeout, set for oncesync's role or database, is shorter than it took, or an administrator cancelled it): set statement_timeout=0 in store, or raise it"
+	case "57P01":
+		return "PostgreSQL ended oncesync's connection (a shutdown or restart, or an administrator's pg_terminate_backend)"
+	case "25P03":
+		return "PostgreSQL ended a store transaction idle longer than its idle_in_transaction_session_timeout: the worker was paused (a frozen VM, SIGSTOP), or the timeout is shorter than a store call takes"
 	case "53300":
 		return "PostgreSQL has no connection slot left (max_connections, or the role's or database's connection limit): raise it, or give fewer processes or workers to this store"
 	case "57P03":

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// startupParams stay in the startup packet: those PgBouncer passes on to
+// the server (its own list, lower-cased; it refuses a connection that sends
+// any other, "unsupported startup parameter", in every pool mode), and
+// options, which only a startup packet can carry.
+var startupParams = map[string]bool{
+	"options":                     true,
+	"application_name":            true,
+	"client_encoding":             true,
+	"datestyle":                   true,
+	"timezone":                    true,
+	"standard_conforming_strings": true,
+}
+
+// SetAfterConnect moves cfg's session settings that are not among the
+// startup parameters a pooler passes on (search_path,
+// idle_in_transaction_session_timeout, statement_timeout, ...) out of the
+// startup packet into one set_config statement run on every new connection,
+// so a store or queue behind PgBouncer in session mode gets them as a direct
+// connection does (docs/guide.md#postgresql-behind-a-connection-pooler).
+func SetAfterConnect(cfg *pgxpool.Config) {
+	params := cfg.ConnConfig.RuntimeParams
+	var names []string
+	for k := range params {
+		if !startupParams[strings.ToLower(k)] {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	sort.Strings(names)
+	var (
+		sql  strings.Builder
+		args = []any{pgx.QueryExecModeSimpleProtocol}
+	)
+	sql.WriteString("SELECT ")
+	for i, k := range names {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		fmt.Fprintf(&sql, "set_config($%d, $%d, false)", 2*i+1, 2*i+2)
+		args = append(args, k, params[k])
+		delete(params, k)
+	}
+	stmt := sql.String()
+	next := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, stmt, args...); err != nil {
+			return fmt.Errorf("set the session's settings: %w", err)
+		}
+		if next != nil {
+			return next(ctx, conn)
+		}
+		return nil
+	}
+}
+
+// ErrSessionsNotKept: the store's client connections do not each keep one
+// server session (a pooler in transaction or statement mode between
+// oncesync and PostgreSQL), so its session settings and prepared statements
+// would land on other clients' sessions, or be missing from its own.
+var ErrSessionsNotKept = errors.New("the store's connections do not keep their PostgreSQL session")
+
+// sessionsError is ErrSessionsNotKept with what was seen.
+type sessionsError struct{ seen string }
+
+func (e *sessionsError) Error() string { return ErrSessionsNotKept.Error() + ": " + e.seen }
+func (e *sessionsError) Unwrap() error { return ErrSessionsNotKept }
+
+// Advice names the likely cause and the supported setups.
+func (e *sessionsError) Advice() string {
+	return "a connection pooler in transaction or statement mode (PgBouncer's pool_mode) stands between oncesync and PostgreSQL: " +
+		"point store at PostgreSQL itself or at a pool in session mode (docs/guide.md#postgresql-behind-a-connection-pooler)"
+}
+
+// checkSessions refuses a store whose connections do not keep a session of
+// their own: a pooler in transaction mode hands one server session to many
+// clients in turn, so a setting made on connecting (search_path) may be
+// missing from the next statement's session and pgx's named prepared
+// statements clash ("prepared statement ... already exists"), failing runs
+// part-way with errors that name neither cause. Two connections are compared
+// (the pool's and one of its own, whatever the pool's size): while one holds
+// a transaction, the other must keep its own server process.
+func (s *Store) checkSessions(ctx context.Context, cc *pgx.ConnConfig) error {
+	const probe = `SELECT pg_backend_pid()`
+	simple := pgx.QueryExecModeSimpleProtocol
+	a, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.Release()
+	var pidA, pidB, pidA2 int32
+	if err := a.QueryRow(ctx, probe, simple).Scan(&pidA); err != nil {
+		return err
+	}
+	b, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close(context.WithoutCancel(ctx)) }()
+	tx, err := b.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := tx.QueryRow(ctx, probe, simple).Scan(&pidB); err != nil {
+		return err
+	}
+	if pidB == pidA {
+		return &sessionsError{seen: fmt.Sprintf("two connections were served by one server process (pid %d)", pidA)}
+	}
+	if err := a.QueryRow(ctx, probe, simple).Scan(&pidA2); err != nil {
+		return err
+	}
+	if pidA2 != pidA {
+		return &sessionsError{seen: fmt.Sprintf("one connection was served by server processes %d, then %d", pidA, pidA2)}
+	}
+	return nil
+}
