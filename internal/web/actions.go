@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -319,7 +320,9 @@ func (s *Server) settle(ctx context.Context, runID int64, in SettleInput) (int, 
 		return 0, fmt.Errorf("ledger finish: %w", err)
 	}
 	why := fmt.Sprintf("run %d: %d in-doubt records marked %s: %s", runID, len(entries), in.Outcome, ai.Why)
-	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: run.SyncID, Action: AuditSettle, By: ai.By, Why: why}); err != nil {
+	// Audited under the sync, whose page and audit log a partition's run
+	// shows under.
+	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: partition.Parent(run.SyncID), Action: AuditSettle, By: ai.By, Why: why}); err != nil {
 		return len(entries), fmt.Errorf("audit settle: %w", err)
 	}
 	return len(entries), nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -68,7 +69,10 @@ type page struct {
 
 var funcs = template.FuncMap{
 	"syncURL": func(id string) string { return "/syncs/" + url.PathEscape(id) },
-	"runURL":  func(id int64) string { return "/runs/" + strconv.FormatInt(id, 10) },
+	// syncOf is the sync a run's sync id belongs to: a partition's run is
+	// stored under partition.SyncID ("contacts#p2"), whose page is its sync's.
+	"syncOf": partition.Parent,
+	"runURL": func(id int64) string { return "/runs/" + strconv.FormatInt(id, 10) },
 	"ts": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:
@@ -378,7 +382,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws := ""
-	if sy, err := s.p.Store.GetSync(r.Context(), d.Run.SyncID); err == nil {
+	if sy, err := s.p.Store.GetSync(r.Context(), partition.Parent(d.Run.SyncID)); err == nil {
 		ws = sy.Workspace
 	}
 	s.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d", id), Body: runPageData{

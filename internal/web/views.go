@@ -462,7 +462,7 @@ func (s *Server) runDetail(ctx context.Context, id int64) (RunDetail, error) {
 			Replayed: p.Replayed, Rejected: p.Rejected, InDoubt: p.InDoubt, Requests: p.Requests,
 			CheckpointedAt: p.CheckpointedAt.UTC()})
 	}
-	if sy, err := s.p.Store.GetSync(ctx, r.SyncID); err == nil {
+	if sy, err := s.p.Store.GetSync(ctx, partition.Parent(r.SyncID)); err == nil {
 		d.Workspace = sy.Workspace
 	}
 	for _, f := range []struct {
