@@ -84,6 +84,11 @@ func (s *Server) openapiDoc(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowed(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		writeAPIError(w, http.StatusMethodNotAllowed, "method_not_allowed", "this route takes "+allow)
+		return
+	}
 	writeAPIError(w, http.StatusNotFound, "not_found", "no such API route")
 }
 

@@ -239,6 +239,11 @@ func (s *Server) forbidden(w http.ResponseWriter, r *http.Request, msg string) {
 }
 
 func (s *Server) notFoundPage(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowed(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		s.render(w, r, http.StatusMethodNotAllowed, "error", page{Title: "Method not allowed", Body: errorData{Status: http.StatusMethodNotAllowed, Message: "This address takes " + allow + " only."}})
+		return
+	}
 	s.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Body: errorData{Status: http.StatusNotFound, Message: "There is no such page."}})
 }
 

@@ -1,0 +1,62 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestWrongMethod: a route that exists, asked with a method it does not
+// take, answers 405 with Allow (a JSON error under /api/), not "no such
+// route": a client that sent PUT where POST was meant learns what to fix.
+// Paths that exist under no method still answer 404.
+func TestWrongMethod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		method, path, allow string
+	}{
+		{"GET", "/api/v1/syncs/" + b.d.Healthy + "/run", "POST"},
+		{"PUT", "/api/v1/syncs/" + b.d.Healthy + "/pause", "POST"},
+		{"DELETE", "/api/v1/syncs/" + b.d.Healthy, "GET, HEAD"},
+		{"POST", "/api/v1/syncs", "GET, HEAD"},
+	} {
+		got := b.api(testToken, tc.method, tc.path, "")
+		if got.code != http.StatusMethodNotAllowed || got.hdr.Get("Allow") != tc.allow ||
+			!strings.Contains(got.body, `"error":"method_not_allowed"`) || got.hdr.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d Allow %q %s", tc.method, tc.path, got.code, got.hdr.Get("Allow"), got.body)
+		}
+	}
+	if got := b.api(testToken, "GET", "/api/v1/nope", ""); got.code != http.StatusNotFound {
+		t.Errorf("unknown API route: %d", got.code)
+	}
+	// Without a token, the API says nothing about its routes.
+	req := httptest.NewRequest("PUT", "/api/v1/syncs/"+b.d.Healthy+"/pause", nil)
+	if got := b.do(req); got.code != http.StatusUnauthorized {
+		t.Errorf("wrong method without a token: %d", got.code)
+	}
+	// Pages: a GET of a form's action.
+	got := b.get("/syncs/" + b.d.Healthy + "/pause")
+	if got.code != http.StatusMethodNotAllowed || got.hdr.Get("Allow") != "POST" {
+		t.Errorf("GET of a page action: %d Allow %q", got.code, got.hdr.Get("Allow"))
+	}
+	for _, p := range []string{"/nope", "/runs/0", "/runs/abc"} {
+		if got := b.get(p); got.code != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", p, got.code)
+		}
+	}
+}
+
+// TestForbiddenMatchesOpenAPI: a role too weak for an action answers 403
+// with the error code "forbidden", which the document's Error lists (a
+// client generated from it refused the body).
+func TestForbiddenMatchesOpenAPI(t *testing.T) {
+	t.Parallel()
+	_, router := loadDoc(t)
+	b := setup(t, withTeams(t))
+	got := apiCallAs(t, b, router, viewerToken, "POST", "/api/v1/syncs/"+b.d.Healthy+"/pause", `{"why":"try"}`)
+	if got.code != http.StatusForbidden {
+		t.Errorf("viewer pause: %d %s", got.code, got.body)
+	}
+}
