@@ -1,0 +1,37 @@
+package web
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestLastSuccessIsWhenItFinished: "last success" on the pages and in the
+// API is when the newest successful run finished, as `oncesync status`,
+// the dead-man check and oncesync_sync_last_success_timestamp_seconds say
+// it: a run of an hour that just succeeded is not an hour-old success.
+func TestLastSuccessIsWhenItFinished(t *testing.T) {
+	t.Parallel()
+	_, router := loadDoc(t)
+	b := setup(t)
+	want := b.d.RecordsRun.FinishedAt.UTC()
+	if want.IsZero() || !want.After(b.d.RecordsRun.StartedAt) {
+		t.Fatalf("fixture run %+v", b.d.RecordsRun)
+	}
+	got := apiCall(t, b, router, "GET", "/api/v1/syncs/"+b.d.Healthy, "")
+	if got.code != http.StatusOK {
+		t.Fatalf("%d %s", got.code, got.body)
+	}
+	var d SyncDetail
+	mustJSON(t, got.body, &d)
+	if d.LastSuccessAt == nil || !d.LastSuccessAt.Equal(want) {
+		t.Errorf("sync detail: last success %v, want %v (the run finished)", d.LastSuccessAt, want)
+	}
+	var l SyncList
+	mustJSON(t, apiCall(t, b, router, "GET", "/api/v1/syncs", "").body, &l)
+	for _, s := range l.Syncs {
+		if s.ID == b.d.Healthy && (s.LastSuccessAt == nil || !s.LastSuccessAt.Equal(want)) {
+			t.Errorf("overview: last success %v, want %v", s.LastSuccessAt, want)
+		}
+	}
+	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "Last success</dt><dd>"+want.Format("2006-01-02 15:04:05")+" UTC")
+}
