@@ -35,3 +35,22 @@ func TestLastSuccessIsWhenItFinished(t *testing.T) {
 	}
 	mustContain(t, b.get("/syncs/"+b.d.Healthy).body, "Last success</dt><dd>"+want.Format("2006-01-02 15:04:05")+" UTC")
 }
+
+// TestSilenceSameOnEveryView: the dead-man's silence of a sync the breaker
+// paused (its trip alert may have reached nobody) shows on the sync's own
+// page and API view as on the overview; a person's pause shows none.
+func TestSilenceSameOnEveryView(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var l SyncList
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs", "").body, &l)
+	for _, s := range l.Syncs {
+		var d SyncDetail
+		mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+s.ID, "").body, &d)
+		if d.Silence != s.Silence || d.Health != s.Health {
+			t.Errorf("sync %s: detail silence %q health %s, overview %q %s", s.ID, d.Silence, d.Health, s.Silence, s.Health)
+		}
+	}
+	mustContain(t, b.get("/syncs/"+b.d.Breaker).body, `id="silence"`)
+	mustNotContain(t, b.get("/syncs/"+b.d.Person).body, `id="silence"`)
+}

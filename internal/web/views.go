@@ -367,10 +367,9 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 		return SyncDetail{}, fmt.Errorf("list runs: %w", err)
 	}
 	st := statsFromRuns(sy, runs)
-	var sil map[string]string
-	if sy.State == store.SyncActive {
-		sil = s.silence(ctx)
-	}
+	// summary keeps the silence it applies to (a breaker's pause too), as
+	// the overview does.
+	sil := s.silence(ctx)
 	d := SyncDetail{
 		SyncSummary: s.summary(st, sil, s.clock.Now(), map[string]cron.Schedule{}),
 		ChangedAt:   sy.ChangedAt.UTC(),
