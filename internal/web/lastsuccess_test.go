@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -53,4 +54,16 @@ func TestSilenceSameOnEveryView(t *testing.T) {
 	}
 	mustContain(t, b.get("/syncs/"+b.d.Breaker).body, `id="silence"`)
 	mustNotContain(t, b.get("/syncs/"+b.d.Person).body, `id="silence"`)
+}
+
+// TestRunInDoubtWording: a run's in-doubt figure counts the records whose
+// answer this run lost as well as those earlier runs left (the runner's
+// outcomes and settle); the run page said "left by earlier runs" of a
+// first run whose 26 dropped answers it read back itself.
+func TestRunInDoubtWording(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	page := b.get(fmt.Sprintf("/runs/%d", b.d.RecordsRun.ID))
+	mustNotContain(t, page.body, "left by earlier runs:")
+	mustContain(t, page.body, "whose write's answer was lost, in this run or left by an earlier one")
 }
