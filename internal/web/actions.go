@@ -111,6 +111,9 @@ func (s *Server) runNow(ctx context.Context, id string, rin RunInput) error {
 		return err
 	}
 	if err := s.p.Enqueue(ctx, id, ReasonManual); err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, store.ErrNotFound) {
+			return err // the person's to read, as resendAll's
+		}
 		return &enqueueError{err: err}
 	}
 	why := in.Why

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -58,5 +60,24 @@ func TestForbiddenMatchesOpenAPI(t *testing.T) {
 	got := apiCallAs(t, b, router, viewerToken, "POST", "/api/v1/syncs/"+b.d.Healthy+"/pause", `{"why":"try"}`)
 	if got.code != http.StatusForbidden {
 		t.Errorf("viewer pause: %d %s", got.code, got.body)
+	}
+}
+
+// TestRunNowConflictSaysWhy: a run the server refuses as a conflict (a sync
+// the store shows that is not in this server's config) answers 409 with
+// the reason, not "the run could not be queued".
+func TestRunNowConflictSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(p *Params) {
+		p.Enqueue = func(_ context.Context, id, _ string) error {
+			return fmt.Errorf("%w: sync %s is not in this server's config", ErrConflict, id)
+		}
+	})
+	got := b.api(testToken, "POST", "/api/v1/syncs/"+b.d.Healthy+"/run", "")
+	if got.code != http.StatusConflict || !strings.Contains(got.body, "not in this server's config") {
+		t.Errorf("run now: %d %s", got.code, got.body)
+	}
+	if a, _ := b.st.ListAudit(b.ctx, b.d.Healthy, 1); len(a) == 1 && a[0].Action == AuditRunNow {
+		t.Errorf("a refused run was audited: %+v", a[0])
 	}
 }
