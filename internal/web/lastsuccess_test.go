@@ -67,3 +67,26 @@ func TestRunInDoubtWording(t *testing.T) {
 	mustNotContain(t, page.body, "left by earlier runs:")
 	mustContain(t, page.body, "whose write's answer was lost, in this run or left by an earlier one")
 }
+
+// TestEveryScheduleNextRun: an @every schedule counts from the moment a
+// serve became the leader (docs/config.md#syncs), which the pages do not
+// know: they showed "next run in 90 min" at every reload, whenever the
+// run was due. They now say the interval and give no time.
+func TestEveryScheduleNextRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := seeder{tb: t, ctx: b.ctx, st: b.st, clk: b.clk}
+	s.sync("every-90m", "data", "@every 90m")
+	var d SyncDetail
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/every-90m", "").body, &d)
+	if d.NextRunAt != nil {
+		t.Errorf("next run %v for @every 90m", d.NextRunAt)
+	}
+	mustContain(t, b.get("/syncs/every-90m").body, "every 1h30m, counted from the leader")
+	mustContain(t, b.get("/").body, "every 1h30m")
+	// A cron schedule keeps its next time.
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+b.d.Healthy, "").body, &d)
+	if d.NextRunAt == nil {
+		t.Error("no next run for a cron schedule")
+	}
+}

@@ -69,6 +69,7 @@ type page struct {
 
 var funcs = template.FuncMap{
 	"syncURL": func(id string) string { return "/syncs/" + url.PathEscape(id) },
+	"every":   everyInterval,
 	// syncOf is the sync a run's sync id belongs to: a partition's run is
 	// stored under partition.SyncID ("contacts#p2"), whose page is its sync's.
 	"syncOf": partition.Parent,
@@ -479,4 +480,24 @@ func (s *Server) settleForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/runs/%d?done=settled", id), http.StatusSeeOther)
+}
+
+// everyInterval is the interval of an @every schedule ("1h30m"), else "".
+func everyInterval(schedule string) string {
+	v, ok := strings.CutPrefix(strings.TrimSpace(schedule), "@every ")
+	if !ok {
+		return ""
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return ""
+	}
+	out := d.Round(time.Second).String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }

@@ -303,7 +303,10 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 			}
 			scheds[v.Schedule] = sched
 		}
-		if sched != nil {
+		// An @every schedule counts from when a serve became the leader
+		// (docs/config.md#syncs), which is not known here: now plus the
+		// interval would be a time the run is not due at.
+		if _, every := sched.(cron.ConstantDelaySchedule); sched != nil && !every {
 			v.NextRunAt = timePtr(sched.Next(now))
 		}
 	}
