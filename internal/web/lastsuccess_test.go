@@ -90,3 +90,13 @@ func TestEveryScheduleNextRun(t *testing.T) {
 		t.Error("no next run for a cron schedule")
 	}
 }
+
+// TestOverviewLastRunRejected: a last run that succeeded but had records
+// rejected says so on the overview, with a link to them, rather than a
+// bare "succeeded" beside "healthy".
+func TestOverviewLastRunRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := b.get("/").body
+	mustContain(t, body, fmt.Sprintf(`href="/syncs/%s/records?run=%d">2 rejected</a>`, b.d.Healthy, b.d.RecordsRun.ID))
+}
