@@ -228,7 +228,10 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				Store:       st, Logger: log, Clock: clk,
 				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.HTTPS(),
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
-					_, err := svc.Enqueue(ctx, syncID, reason)
+					e, err := svc.Enqueue(ctx, syncID, reason)
+					if err == nil && e.Duplicate {
+						return web.ErrAlreadyQueued
+					}
 					return webQueueError(syncID, err)
 				},
 				Resend: func(ctx context.Context, syncID string) error {

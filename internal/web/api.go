@@ -218,11 +218,16 @@ func (s *Server) apiRunNow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.runNow(r.Context(), id, in); err != nil {
+	joined, err := s.runNow(r.Context(), id, in)
+	if err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Accepted{SyncID: id, Status: "queued"})
+	status := "queued"
+	if joined {
+		status = "already_queued"
+	}
+	writeJSON(w, http.StatusAccepted, Accepted{SyncID: id, Status: status})
 }
 
 func (s *Server) apiPause(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -80,4 +81,39 @@ func TestRunNowConflictSaysWhy(t *testing.T) {
 	if a, _ := b.st.ListAudit(b.ctx, b.d.Healthy, 1); len(a) == 1 && a[0].Action == AuditRunNow {
 		t.Errorf("a refused run was audited: %+v", a[0])
 	}
+}
+
+// TestRunNowTwice: "run now" while a run of the sync is queued or running
+// queues none (the queue deduplicates) and says so, in the API's answer,
+// on the page and in the audit log, rather than "queued" each time with
+// one audit entry per click for one run.
+func TestRunNowTwice(t *testing.T) {
+	t.Parallel()
+	_, router := loadDoc(t)
+	queued := false
+	b := setup(t, func(p *Params) {
+		p.Enqueue = func(context.Context, string, string) error {
+			if queued {
+				return ErrAlreadyQueued
+			}
+			queued = true
+			return nil
+		}
+	})
+	path := "/api/v1/syncs/" + b.d.Healthy + "/run"
+	for i, want := range []string{`"status":"queued"`, `"status":"already_queued"`} {
+		got := apiCall(t, b, router, "POST", path, `{"why":"try"}`)
+		if got.code != http.StatusAccepted || !strings.Contains(got.body, want) {
+			t.Errorf("run now %d: %d %s, want %s", i+1, got.code, got.body, want)
+		}
+	}
+	a, _ := b.st.ListAudit(b.ctx, b.d.Healthy, 2)
+	if len(a) != 2 || a[0].Why != "try (a run was already queued or running: none added)" || a[1].Why != "try" {
+		t.Errorf("audit %+v", a)
+	}
+	got := b.post("/syncs/"+b.d.Healthy+"/run", url.Values{})
+	if loc := got.hdr.Get("Location"); got.code != http.StatusSeeOther || !strings.HasSuffix(loc, "?done=run_joined") {
+		t.Errorf("page run now: %d %s", got.code, loc)
+	}
+	mustContain(t, b.get("/syncs/"+b.d.Healthy+"?done=run_joined").body, "already queued or running")
 }

@@ -195,6 +195,7 @@ func num(v any) string {
 // flashes are the fixed messages shown after an action (?done=...).
 var flashes = map[string]string{
 	"run_now":    "Run queued.",
+	"run_joined": "A run of this sync was already queued or running: that is the run; no other was queued.",
 	"resend_all": "A run that writes every record again is queued.",
 	"paused":     "Sync paused.",
 	"resumed":    "Sync resumed; the circuit breaker is re-armed.",
@@ -430,13 +431,17 @@ func actor(r *http.Request) ActionInput {
 func (s *Server) runNowForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	in := RunInput{ActionInput: actor(r), Resend: r.PostFormValue("resend") == "all"}
-	if err := s.runNow(r.Context(), id, in); err != nil {
+	joined, err := s.runNow(r.Context(), id, in)
+	if err != nil {
 		s.errorPage(w, r, err)
 		return
 	}
 	done := "run_now"
-	if in.Resend {
+	switch {
+	case in.Resend:
 		done = "resend_all"
+	case joined:
+		done = "run_joined"
 	}
 	http.Redirect(w, r, "/syncs/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
 }

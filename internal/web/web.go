@@ -32,6 +32,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrDisabled: the action is not available in this deployment (404).
 	ErrDisabled = errors.New("action not available")
+	// ErrAlreadyQueued: Params.Enqueue queued no run because one of the
+	// sync is already queued or running (that run is the one asked for).
+	ErrAlreadyQueued = errors.New("a run of the sync is already queued or running")
 )
 
 // DefaultDocsBase is where failure codes link when Params.DocsBase is empty.
@@ -81,7 +84,9 @@ type Params struct {
 	Sessions store.Sessions
 	// OIDC, when set, offers sign-in with an OpenID Connect provider.
 	OIDC *OIDCParams
-	// Enqueue queues a run of a sync now ("run now"); nil disables the action.
+	// Enqueue queues a run of a sync now ("run now"); nil disables the
+	// action. It returns ErrAlreadyQueued when a run of the sync is already
+	// queued or running, so it queued none.
 	Enqueue func(ctx context.Context, syncID, reason string) error
 	// Resend queues a run that writes every record of a sync again ("send
 	// everything again": docs/guide.md#sending-everything-again); nil
