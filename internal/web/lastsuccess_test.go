@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -99,4 +100,20 @@ func TestOverviewLastRunRejected(t *testing.T) {
 	b := setup(t)
 	body := b.get("/").body
 	mustContain(t, body, fmt.Sprintf(`href="/syncs/%s/records?run=%d">2 rejected</a>`, b.d.Healthy, b.d.RecordsRun.ID))
+}
+
+// TestOverviewOperatorFailures: a sync failing only for reasons the
+// operator owns (the destination down) shows them beside its streak on the
+// overview: "failing" with a bare streak of 0 read as a contradiction.
+func TestOverviewOperatorFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	body := b.get("/").body
+	i := strings.Index(body, `href="/syncs/`+b.d.Failing+`"`)
+	if i < 0 {
+		t.Fatal("no row for the failing sync")
+	}
+	row := body[i:]
+	row = row[:strings.Index(row, "</tr>")]
+	mustContain(t, row, `<small class="operator"`, ">+2</small>")
 }
