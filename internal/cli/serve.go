@@ -228,21 +228,15 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				Store:       st, Logger: log, Clock: clk,
 				APITokens: webTokens(cfg.Web), Users: webUsers(cfg.Web), OIDC: webOIDC(cfg.Web), Secure: cfg.Web.HTTPS(),
 				Enqueue: func(ctx context.Context, syncID, reason string) error {
-					_, err := svc.Enqueue(ctx, syncID, reason)
-					if errors.Is(err, queue.ErrUnknownSync) {
-						return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+					e, err := svc.Enqueue(ctx, syncID, reason)
+					if err == nil && e.Duplicate {
+						return web.ErrAlreadyQueued
 					}
-					return err
+					return webQueueError(syncID, err)
 				},
 				Resend: func(ctx context.Context, syncID string) error {
 					_, err := svc.EnqueueResend(ctx, syncID)
-					switch {
-					case errors.Is(err, queue.ErrUnknownSync):
-						return fmt.Errorf("%w: %w", store.ErrNotFound, err)
-					case errors.Is(err, queue.ErrRunPending), errors.Is(err, queue.ErrPartitionedResend):
-						return fmt.Errorf("%w: %w", web.ErrConflict, err)
-					}
-					return err
+					return webQueueError(syncID, err)
 				},
 				Metrics:        reg,
 				DescribeCursor: cfg.DescribeCursor,
@@ -495,14 +489,32 @@ func queueRedis(c *redis.Client) redis.Scripter {
 	return c
 }
 
-// configured is sync id of the server's config, or store.ErrNotFound (a
-// sync the store knows that was removed from the config).
+// configured is sync id of the server's config, or web.ErrConflict for a
+// sync the store knows that was removed from the config: its page shows
+// it (the web answers a sync the store does not know before this), so
+// "no such sync" would be untrue.
 func configured(cfg *config.Config, id string) (*config.Sync, error) {
 	sc, ok := cfg.Sync(id)
 	if !ok {
-		return nil, fmt.Errorf("%w: sync %s is not in this server's config", store.ErrNotFound, id)
+		return nil, notConfigured(id)
 	}
 	return sc, nil
+}
+
+func notConfigured(id string) error {
+	return fmt.Errorf("%w: sync %s is not in this server's config (removed from it?); add it back to run, check or preview it", web.ErrConflict, id)
+}
+
+// webQueueError maps the queue's refusals of a run to the web's: conflicts
+// the person can act on, with the reason.
+func webQueueError(syncID string, err error) error {
+	switch {
+	case errors.Is(err, queue.ErrUnknownSync):
+		return notConfigured(syncID)
+	case errors.Is(err, queue.ErrRunPending), errors.Is(err, queue.ErrPartitionedResend):
+		return fmt.Errorf("%w: %w", web.ErrConflict, err)
+	}
+	return err
 }
 
 // webTokens, webUsers and webOIDC hand serve's web.api_tokens, web.users

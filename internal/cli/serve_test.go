@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/barrier"
@@ -73,5 +75,26 @@ func TestWebDeadLetters(t *testing.T) {
 	}
 	if n := len(queuedJobs(t, filepath.Join(dir, "s.db.queue"))); n != 1 {
 		t.Fatalf("%d jobs, want 1", n)
+	}
+}
+
+// TestWebQueueError: serve tells the web a run of a sync that is in the
+// store but not in the config is a conflict with the reason (its page
+// shows the sync, so "no such sync" was untrue), and Check and Preview
+// say the same.
+func TestWebQueueError(t *testing.T) {
+	for _, err := range []error{
+		webQueueError("gone", fmt.Errorf("enqueue: %w", queue.ErrUnknownSync)),
+		func() error { _, err := configured(&config.Config{}, "gone"); return err }(),
+	} {
+		if !errors.Is(err, web.ErrConflict) || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "not in this server's config") {
+			t.Errorf("got %v", err)
+		}
+	}
+	if err := webQueueError("x", queue.ErrRunPending); !errors.Is(err, web.ErrConflict) {
+		t.Errorf("run pending: %v", err)
+	}
+	if err := webQueueError("x", nil); err != nil {
+		t.Errorf("nil: %v", err)
 	}
 }

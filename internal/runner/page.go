@@ -200,6 +200,10 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		case found && e.State == store.LedgerAccepted:
 			ref := ledger.AcceptedRef(e)
 			accepted[ref] = append(accepted[ref], it)
+		case found && e.State == store.LedgerRejected && e.RunID == r.rec.ID && e.Fence == r.lease.Fence():
+			// This very value was refused earlier in this run: read again
+			// by identity, then by the cursor's lookback. Once is enough.
+			c.delta.Replayed++
 		case found && e.State == store.LedgerInDoubt:
 			// Left for a person on an earlier run; never resent automatically.
 		case found && e.State == store.LedgerPending && e.Fence < r.lease.Fence():

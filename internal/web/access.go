@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -227,7 +228,9 @@ func (s *Server) authorize(r *http.Request, p *Principal, ru rule) error {
 		if err != nil {
 			return err
 		}
-		syncID = run.SyncID
+		// A partition's run is stored under partition.SyncID, which has
+		// no sync row: it belongs to its sync (and workspace).
+		syncID = partition.Parent(run.SyncID)
 	case scopeNone:
 		have := p.Top()
 		if ru.need == RoleAdmin {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -94,32 +95,44 @@ func (in ActionInput) clean(ctx context.Context, whyRequired bool) (ActionInput,
 	return in, nil
 }
 
-// runNow queues a run of the sync and audits it.
-func (s *Server) runNow(ctx context.Context, id string, rin RunInput) error {
+// runNow queues a run of the sync and audits it. joined: a run of the
+// sync was already queued or running, so none was added (a second click,
+// a page reloaded, a schedule's run under way).
+func (s *Server) runNow(ctx context.Context, id string, rin RunInput) (joined bool, err error) {
 	if rin.Resend {
-		return s.resendAll(ctx, id, rin.ActionInput)
+		return false, s.resendAll(ctx, id, rin.ActionInput)
 	}
 	if s.p.Enqueue == nil {
-		return fmt.Errorf("%w: run now is not enabled on this server", ErrDisabled)
+		return false, fmt.Errorf("%w: run now is not enabled on this server", ErrDisabled)
 	}
 	in, err := rin.ActionInput.clean(ctx, false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := s.notPaused(ctx, id); err != nil {
-		return err
+		return false, err
 	}
 	if err := s.p.Enqueue(ctx, id, ReasonManual); err != nil {
-		return &enqueueError{err: err}
+		switch {
+		case errors.Is(err, ErrAlreadyQueued):
+			joined = true
+		case errors.Is(err, ErrConflict) || errors.Is(err, store.ErrNotFound):
+			return false, err // the person's to read, as resendAll's
+		default:
+			return false, &enqueueError{err: err}
+		}
 	}
 	why := in.Why
 	if why == "" {
 		why = "run now"
 	}
-	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: id, Action: AuditRunNow, By: in.By, Why: why}); err != nil {
-		return fmt.Errorf("audit run now: %w", err)
+	if joined {
+		why += " (a run was already queued or running: none added)"
 	}
-	return nil
+	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: id, Action: AuditRunNow, By: in.By, Why: why}); err != nil {
+		return joined, fmt.Errorf("audit run now: %w", err)
+	}
+	return joined, nil
 }
 
 // notPaused refuses a run of a paused sync (ErrConflict).
@@ -319,7 +332,9 @@ func (s *Server) settle(ctx context.Context, runID int64, in SettleInput) (int, 
 		return 0, fmt.Errorf("ledger finish: %w", err)
 	}
 	why := fmt.Sprintf("run %d: %d in-doubt records marked %s: %s", runID, len(entries), in.Outcome, ai.Why)
-	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: run.SyncID, Action: AuditSettle, By: ai.By, Why: why}); err != nil {
+	// Audited under the sync, whose page and audit log a partition's run
+	// shows under.
+	if err := s.p.Store.InsertAudit(ctx, store.AuditEntry{SyncID: partition.Parent(run.SyncID), Action: AuditSettle, By: ai.By, Why: why}); err != nil {
 		return len(entries), fmt.Errorf("audit settle: %w", err)
 	}
 	return len(entries), nil

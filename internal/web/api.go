@@ -84,6 +84,11 @@ func (s *Server) openapiDoc(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowed(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		writeAPIError(w, http.StatusMethodNotAllowed, "method_not_allowed", "this route takes "+allow)
+		return
+	}
 	writeAPIError(w, http.StatusNotFound, "not_found", "no such API route")
 }
 
@@ -213,11 +218,16 @@ func (s *Server) apiRunNow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := s.runNow(r.Context(), id, in); err != nil {
+	joined, err := s.runNow(r.Context(), id, in)
+	if err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Accepted{SyncID: id, Status: "queued"})
+	status := "queued"
+	if joined {
+		status = "already_queued"
+	}
+	writeJSON(w, http.StatusAccepted, Accepted{SyncID: id, Status: status})
 }
 
 func (s *Server) apiPause(w http.ResponseWriter, r *http.Request) {

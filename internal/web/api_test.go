@@ -41,12 +41,18 @@ func loadDoc(t *testing.T) (*openapi3.T, routers.Router) {
 // against the OpenAPI document, and returns the response.
 func apiCall(t *testing.T, b *bundle, router routers.Router, method, path, body string) resp {
 	t.Helper()
+	return apiCallAs(t, b, router, testToken, method, path, body)
+}
+
+// apiCallAs is apiCall with another token.
+func apiCallAs(t *testing.T, b *bundle, router routers.Router, token, method, path, body string) resp {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, "http://oncesync.test"+path, rd)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -68,7 +69,11 @@ type page struct {
 
 var funcs = template.FuncMap{
 	"syncURL": func(id string) string { return "/syncs/" + url.PathEscape(id) },
-	"runURL":  func(id int64) string { return "/runs/" + strconv.FormatInt(id, 10) },
+	"every":   everyInterval,
+	// syncOf is the sync a run's sync id belongs to: a partition's run is
+	// stored under partition.SyncID ("contacts#p2"), whose page is its sync's.
+	"syncOf": partition.Parent,
+	"runURL": func(id int64) string { return "/runs/" + strconv.FormatInt(id, 10) },
 	"ts": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:
@@ -190,6 +195,7 @@ func num(v any) string {
 // flashes are the fixed messages shown after an action (?done=...).
 var flashes = map[string]string{
 	"run_now":    "Run queued.",
+	"run_joined": "A run of this sync was already queued or running: that is the run; no other was queued.",
 	"resend_all": "A run that writes every record again is queued.",
 	"paused":     "Sync paused.",
 	"resumed":    "Sync resumed; the circuit breaker is re-armed.",
@@ -235,6 +241,11 @@ func (s *Server) forbidden(w http.ResponseWriter, r *http.Request, msg string) {
 }
 
 func (s *Server) notFoundPage(w http.ResponseWriter, r *http.Request) {
+	if allow := s.allowed(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		s.render(w, r, http.StatusMethodNotAllowed, "error", page{Title: "Method not allowed", Body: errorData{Status: http.StatusMethodNotAllowed, Message: "This address takes " + allow + " only."}})
+		return
+	}
 	s.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Body: errorData{Status: http.StatusNotFound, Message: "There is no such page."}})
 }
 
@@ -378,7 +389,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws := ""
-	if sy, err := s.p.Store.GetSync(r.Context(), d.Run.SyncID); err == nil {
+	if sy, err := s.p.Store.GetSync(r.Context(), partition.Parent(d.Run.SyncID)); err == nil {
 		ws = sy.Workspace
 	}
 	s.render(w, r, http.StatusOK, "run", page{Title: fmt.Sprintf("Run %d", id), Body: runPageData{
@@ -420,13 +431,17 @@ func actor(r *http.Request) ActionInput {
 func (s *Server) runNowForm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	in := RunInput{ActionInput: actor(r), Resend: r.PostFormValue("resend") == "all"}
-	if err := s.runNow(r.Context(), id, in); err != nil {
+	joined, err := s.runNow(r.Context(), id, in)
+	if err != nil {
 		s.errorPage(w, r, err)
 		return
 	}
 	done := "run_now"
-	if in.Resend {
+	switch {
+	case in.Resend:
 		done = "resend_all"
+	case joined:
+		done = "run_joined"
 	}
 	http.Redirect(w, r, "/syncs/"+url.PathEscape(id)+"?done="+done, http.StatusSeeOther)
 }
@@ -470,4 +485,24 @@ func (s *Server) settleForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/runs/%d?done=settled", id), http.StatusSeeOther)
+}
+
+// everyInterval is the interval of an @every schedule ("1h30m"), else "".
+func everyInterval(schedule string) string {
+	v, ok := strings.CutPrefix(strings.TrimSpace(schedule), "@every ")
+	if !ok {
+		return ""
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return ""
+	}
+	out := d.Round(time.Second).String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }

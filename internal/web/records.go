@@ -165,6 +165,7 @@ type recordsPageData struct {
 	F      recordFilter
 	L      RecordList
 	CSVURL string
+	Max    int // recordsMax: what a state's list stops at
 }
 
 func (s *Server) recordsPage(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +181,7 @@ func (s *Server) recordsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "records", page{Title: "Records of " + id, Body: recordsPageData{
-		SyncID: id, F: f, L: l, CSVURL: "/syncs/" + url.PathEscape(id) + "/records.csv" + f.query(),
+		SyncID: id, F: f, L: l, CSVURL: "/syncs/" + url.PathEscape(id) + "/records.csv" + f.query(), Max: recordsMax,
 	}})
 }
 

@@ -108,3 +108,29 @@ func TestRemovedRecords(t *testing.T) {
 		t.Errorf("a sync that is not a mirror lists %d removed records", l2.Total)
 	}
 }
+
+// TestRecordsCappedSaysSo: a sync with more records of a state than a
+// request reads (recordsMax) says so on the records page, instead of
+// "Showing 500 of 10,000; the CSV holds them all" when neither holds
+// them all.
+func TestRecordsCappedSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const id = "many-rejected"
+	if _, err := b.st.PutSync(b.ctx, store.PutSyncParams{ID: id, Workspace: "data", Definition: fmt.Sprintf(`{"id":%q,"workspace":"data"}`, id)}); err != nil {
+		t.Fatal(err)
+	}
+	s := seeder{tb: t, ctx: b.ctx, st: b.st, clk: b.clk}
+	run := s.run(id, store.RunSucceeded, "", "", store.Counters{}, time.Second)
+	var rejected []string
+	for i := range recordsMax + 1 {
+		rejected = append(rejected, key("many", i))
+	}
+	s.records(id, run.ID, rejected, nil, "offset:1")
+	page := b.get("/syncs/" + id + "/records")
+	if page.code != 200 {
+		t.Fatalf("records page: %d", page.code)
+	}
+	mustNotContain(t, page.body, "the CSV holds them all")
+	mustContain(t, page.body, `id="capped"`, "of at least 10,000", "at most 10,000 records of each state")
+}

@@ -16,8 +16,9 @@ type SyncStats struct {
 	Sync store.Sync
 	// LastRun is the newest run (zero ID: none).
 	LastRun store.Run
-	// LastSuccessAt is when the newest succeeded run started (zero: none
-	// within the runs looked at).
+	// LastSuccessAt is when the latest succeeded run finished (zero: none
+	// within the runs looked at), as `oncesync status`, the dead-man check
+	// and oncesync_sync_last_success_timestamp_seconds have it.
 	LastSuccessAt time.Time
 	// LastFailure is the newest failed run (zero ID: none within the window).
 	LastFailure store.Run
@@ -109,7 +110,10 @@ func statsFromRuns(s store.Sync, runs []store.Run) SyncStats {
 			out.Running = true
 		case store.RunSucceeded:
 			if out.LastSuccessAt.IsZero() {
-				out.LastSuccessAt = r.StartedAt
+				out.LastSuccessAt = r.FinishedAt
+				if out.LastSuccessAt.IsZero() {
+					out.LastSuccessAt = r.StartedAt
+				}
 			}
 		case store.RunFailed:
 			if out.LastFailure.ID == 0 {

@@ -303,7 +303,10 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 			}
 			scheds[v.Schedule] = sched
 		}
-		if sched != nil {
+		// An @every schedule counts from when a serve became the leader
+		// (docs/config.md#syncs), which is not known here: now plus the
+		// interval would be a time the run is not due at.
+		if _, every := sched.(cron.ConstantDelaySchedule); sched != nil && !every {
 			v.NextRunAt = timePtr(sched.Next(now))
 		}
 	}
@@ -367,10 +370,9 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 		return SyncDetail{}, fmt.Errorf("list runs: %w", err)
 	}
 	st := statsFromRuns(sy, runs)
-	var sil map[string]string
-	if sy.State == store.SyncActive {
-		sil = s.silence(ctx)
-	}
+	// summary keeps the silence it applies to (a breaker's pause too), as
+	// the overview does.
+	sil := s.silence(ctx)
 	d := SyncDetail{
 		SyncSummary: s.summary(st, sil, s.clock.Now(), map[string]cron.Schedule{}),
 		ChangedAt:   sy.ChangedAt.UTC(),
@@ -462,7 +464,7 @@ func (s *Server) runDetail(ctx context.Context, id int64) (RunDetail, error) {
 			Replayed: p.Replayed, Rejected: p.Rejected, InDoubt: p.InDoubt, Requests: p.Requests,
 			CheckpointedAt: p.CheckpointedAt.UTC()})
 	}
-	if sy, err := s.p.Store.GetSync(ctx, r.SyncID); err == nil {
+	if sy, err := s.p.Store.GetSync(ctx, partition.Parent(r.SyncID)); err == nil {
 		d.Workspace = sy.Workspace
 	}
 	for _, f := range []struct {

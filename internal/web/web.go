@@ -32,6 +32,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrDisabled: the action is not available in this deployment (404).
 	ErrDisabled = errors.New("action not available")
+	// ErrAlreadyQueued: Params.Enqueue queued no run because one of the
+	// sync is already queued or running (that run is the one asked for).
+	ErrAlreadyQueued = errors.New("a run of the sync is already queued or running")
 )
 
 // DefaultDocsBase is where failure codes link when Params.DocsBase is empty.
@@ -81,7 +84,9 @@ type Params struct {
 	Sessions store.Sessions
 	// OIDC, when set, offers sign-in with an OpenID Connect provider.
 	OIDC *OIDCParams
-	// Enqueue queues a run of a sync now ("run now"); nil disables the action.
+	// Enqueue queues a run of a sync now ("run now"); nil disables the
+	// action. It returns ErrAlreadyQueued when a run of the sync is already
+	// queued or running, so it queued none.
 	Enqueue func(ctx context.Context, syncID, reason string) error
 	// Resend queues a run that writes every record of a sync again ("send
 	// everything again": docs/guide.md#sending-everything-again); nil
@@ -136,6 +141,9 @@ type Server struct {
 	cop      *http.CrossOriginProtection
 	handler  http.Handler
 	routes   []route
+	// methods finds the methods a path is routed for (allowed), so a
+	// known path asked with another method answers 405, not 404.
+	methods *http.ServeMux
 
 	decoy    string        // checked for unknown names (signin.go)
 	checks   chan struct{} // bounds concurrent password checks
@@ -247,6 +255,7 @@ func New(p Params) (*Server, error) {
 		s.routes = append(s.routes, route{"", pattern, kindExtra, rAdmin, h.ServeHTTP})
 	}
 	mux := http.NewServeMux()
+	s.methods = methodMux(s.routes)
 	for _, r := range s.routes {
 		if !r.rule.set() {
 			return nil, fmt.Errorf("web: route %s %s has no access rule", r.method, r.path)
@@ -260,6 +269,59 @@ func New(p Params) (*Server, error) {
 	s.handler = securityHeaders(mux, p.Extra, p.Secure)
 	return s, nil
 }
+
+// methodMux maps each path routed for some methods to a handler whose
+// pattern names them (allowed reads it).
+func methodMux(routes []route) *http.ServeMux {
+	byPath := map[string][]string{}
+	var paths []string
+	for _, r := range routes {
+		if r.method == "" {
+			continue
+		}
+		if byPath[r.path] == nil {
+			paths = append(paths, r.path)
+		}
+		byPath[r.path] = append(byPath[r.path], r.method)
+		if r.method == http.MethodGet {
+			byPath[r.path] = append(byPath[r.path], http.MethodHead)
+		}
+	}
+	m := http.NewServeMux()
+	for _, p := range paths {
+		allow := strings.Join(byPath[p], ", ")
+		m.Handle(p, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("Allow", allow) }))
+	}
+	return m
+}
+
+// allowed is the Allow header for a request whose path is routed for other
+// methods than its own; "" when no route has its path, or has it for the
+// request's method.
+func (s *Server) allowed(r *http.Request) string {
+	h, pattern := s.methods.Handler(r)
+	if pattern == "" {
+		return ""
+	}
+	rec := http.Header{}
+	h.ServeHTTP(headerOnly{rec}, r)
+	allow := rec.Get("Allow")
+	for _, m := range strings.Split(allow, ", ") {
+		if m == r.Method {
+			// The route takes the method and its handler found nothing
+			// (a run id that is no run's): not found, not 405.
+			return ""
+		}
+	}
+	return allow
+}
+
+// headerOnly is a ResponseWriter that keeps headers and drops the rest.
+type headerOnly struct{ h http.Header }
+
+func (w headerOnly) Header() http.Header         { return w.h }
+func (w headerOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (w headerOnly) WriteHeader(int)             {}
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
