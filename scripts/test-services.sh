@@ -13,7 +13,7 @@
 #      redis://127.0.0.1:6379/0 and mysql://root@127.0.0.1:3306/.
 #   2. If the probe fails (or ONCESYNC_TEST_FORCE_THROWAWAY=1), start a throwaway server on a free port in a
 #      temp dir and point the URL at it.
-#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli, mariadb/mariadbd, chromium) are
+#   Missing binaries (psql/pg_isready/initdb/pg_ctl, redis-server/redis-cli, mariadb/mariadbd, chromium, pgbouncer) are
 #   installed with apt-get (root, or passwordless sudo), waiting for another apt/dpkg to finish. redis-server and redis-cli are always made available: cluster tests start
 #   their own nodes with them.
 #
@@ -386,6 +386,8 @@ setup() {
 	[[ -n "$(mysql_client)" ]] || pkgs+=(mariadb-client)
 	# The web UI's browser tests drive Debian's Chromium (chromedp); no browser is downloaded at run time.
 	[[ "${ONCESYNC_TEST_NO_BROWSER:-}" == 1 ]] || have chromium || pkgs+=(chromium)
+	# The PostgreSQL store's pooler tests start their own pgbouncer (testenv.PgBouncer) from Debian's package.
+	have pgbouncer || [[ -x /usr/sbin/pgbouncer ]] || pkgs+=(pgbouncer)
 	[[ ${#pkgs[@]} -eq 0 ]] || apt_install "${pkgs[@]}"
 	ensure_redis
 	ensure_pg_client
