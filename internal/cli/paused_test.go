@@ -15,29 +15,7 @@ import (
 // you)`, naming who paused it and why; nothing is read or sent.
 func TestRunOfAPausedSync(t *testing.T) {
 	t.Parallel()
-	var posts atomic.Int64
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		posts.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(hook.Close)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "oncesync.yaml")
-	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
-	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
-syncs:
-  - id: crm
-    workspace: acme
-    source: {type: csv, path: contacts.csv, identity: id}
-    destination: {type: webhook, url: `+hook.URL+`}
-    mapping: {fields: {email: email}}
-`)
-	cmd := func(args ...string) (string, int) {
-		var out, errOut bytes.Buffer
-		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
-			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
-		return out.String() + errOut.String(), code
-	}
+	posts, cmd := webhookSync(t)
 	if out, code := cmd("run", "crm"); code != ExitOK {
 		t.Fatalf("first run: exit %d\n%s", code, out)
 	}
@@ -63,29 +41,7 @@ syncs:
 // thing the person meant to prevent. The run that follows is refused.
 func TestPauseBeforeTheFirstRun(t *testing.T) {
 	t.Parallel()
-	var posts atomic.Int64
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		posts.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	t.Cleanup(hook.Close)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "oncesync.yaml")
-	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
-	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
-syncs:
-  - id: crm
-    workspace: acme
-    source: {type: csv, path: contacts.csv, identity: id}
-    destination: {type: webhook, url: `+hook.URL+`}
-    mapping: {fields: {email: email}}
-`)
-	cmd := func(args ...string) (string, int) {
-		var out, errOut bytes.Buffer
-		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
-			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
-		return out.String() + errOut.String(), code
-	}
+	posts, cmd := webhookSync(t)
 	if out, code := cmd("resume", "crm", "--by", "Bo", "--reason", "x"); code != ExitUsage {
 		t.Errorf("resume of a sync that never ran: exit %d, want %d\n%s", code, ExitUsage, out)
 	}
@@ -109,5 +65,35 @@ syncs:
 	}
 	if out, code := cmd("run", "crm"); code != ExitOK || posts.Load() != 1 {
 		t.Fatalf("run after the resume: exit %d, %d requests\n%s", code, posts.Load(), out)
+	}
+}
+
+// webhookSync writes a config of one sync, crm, from a one-row CSV into a
+// webhook that answers 200; it returns the count of requests the webhook got
+// and a command runner (args[0] is the command, --config is added).
+func webhookSync(t *testing.T) (*atomic.Int64, func(args ...string) (string, int)) {
+	t.Helper()
+	posts := new(atomic.Int64)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	return posts, func(args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String() + errOut.String(), code
 	}
 }
