@@ -59,3 +59,36 @@ func TestGroupCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLevelRefusesAnUnknownLevel: `--log-level verbose` is a bad flag
+// (exit 2, named), not a run with warn-level logs that the person asking for
+// more never sees (an independent check, 2026-12-04); the levels it names
+// are accepted in any case.
+func TestLogLevelRefusesAnUnknownLevel(t *testing.T) {
+	t.Parallel()
+	env := func(out, errOut *bytes.Buffer) Env {
+		return Env{Stdout: out, Stderr: errOut, LookupEnv: func(string) (string, bool) { return "", false }}
+	}
+	for _, args := range [][]string{
+		{"validate", "--config", "x.yaml", "--log-level", "verbose"},
+		{"--log-level=trace", "run", "--config", "x.yaml", "s"},
+		{"deadman", "check", "--config", "x.yaml", "--log-level", ""},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, env(&out, &errOut))
+		if code != ExitUsage || !strings.Contains(errOut.String(), "--log-level") || !strings.Contains(errOut.String(), "want debug, info, warn or error") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming --log-level", args, code, errOut.String(), ExitUsage)
+		}
+		if strings.Contains(errOut.String(), "x.yaml") {
+			t.Errorf("%v: the config was read before the flags were checked: %q", args, errOut.String())
+		}
+	}
+	for _, lvl := range []string{"debug", "INFO", "warn", "Error"} {
+		var out, errOut bytes.Buffer
+		// validate of a missing file: exit 2 from the config, never from the level.
+		Main(t.Context(), []string{"validate", "--config", "missing.yaml", "--log-level", lvl}, env(&out, &errOut))
+		if strings.Contains(errOut.String(), "--log-level") {
+			t.Errorf("--log-level %s refused: %q", lvl, errOut.String())
+		}
+	}
+}
