@@ -47,7 +47,32 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 		return failed(env.Stdout, err)
 	}
 	defer st.Close()
-	return fn(cfg, st)
+	if err := fn(cfg, st); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		// A store read or write that failed after the store opened is a
+		// failure (exit 1 and the docs/guide.md#commands last line), not
+		// a bad flag: Main answers a plain error with exit 2.
+		return failed(env.Stdout, commandFailure(err))
+	}
+	return nil
+}
+
+// commandFailure is err with a catalog code: its own, store_unavailable
+// for a store that cannot be used now, else internal_error. The detail is
+// the error's text, which names the step and the store's answer.
+func commandFailure(err error) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	code := failure.Internal
+	if errors.Is(err, store.ErrUnavailable) {
+		code = failure.StoreUnavailable
+	}
+	return failure.Wrap(code, err, "%s", err.Error())
 }
 
 // unsetPlaceholder stands for an unset ${ENV} variable in the commands
