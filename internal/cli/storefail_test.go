@@ -48,7 +48,7 @@ syncs:
 	if _, err := h.Exec(`DROP TABLE audit`); err != nil {
 		t.Fatal(err)
 	}
-	h.Close()
+	defer h.Close()
 	out, errOut, code := cmd("pause", "crm", "--by", "Bo", "--reason", "test")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
@@ -56,5 +56,18 @@ syncs:
 		!strings.Contains(out, "detail: ") || !strings.Contains(out, "no such table: audit") {
 		t.Fatalf("pause on a damaged store: exit %d, stdout %q, stderr %q; want exit %d and a failed: last line with the detail",
 			code, out, errOut, ExitFailed)
+	}
+	// records --format json|csv: stdout is data for a program, so a
+	// failure (here the store no longer opens) is told on stderr and
+	// stdout stays empty.
+	if _, err := h.Exec(`DROP TABLE ledger_log`); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"json", "csv"} {
+		out, errOut, code := cmd("records", "crm", "--format", format)
+		if code != ExitFailed || out != "" || !strings.Contains(errOut, "failed: ") {
+			t.Errorf("records --format %s on a damaged store: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout, the failed: line on stderr",
+				format, code, out, errOut, ExitFailed)
+		}
 	}
 }
