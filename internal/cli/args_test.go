@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,35 @@ func TestLogLevelRefusesAnUnknownLevel(t *testing.T) {
 		if strings.Contains(errOut.String(), "--log-level") {
 			t.Errorf("--log-level %s refused: %q", lvl, errOut.String())
 		}
+	}
+}
+
+// TestDeadLetterListRefusesAnUnknownSync: `deadletter list --sync` of an id
+// neither the config nor the store knows is a typo (exit 2, naming the
+// config's syncs), not "no dead letters" (an independent check,
+// 2026-12-04); a sync of the config lists its entries, none here.
+func TestDeadLetterListRefusesAnUnknownSync(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, cfg, `store: sqlite://./oncesync.db
+syncs:
+  - id: contacts
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+    mapping: {fields: {email: email}}
+`)
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	run := func(args ...string) (string, string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String(), errOut.String(), code
+	}
+	out, errOut, code := run("deadletter", "list", "--config", cfg, "--sync", "contacs")
+	if code != ExitUsage || !strings.Contains(errOut, `no sync with id "contacs" (syncs: contacts)`) || strings.Contains(out, "no dead letters") {
+		t.Errorf("--sync contacs: exit %d, stdout %q, stderr %q; want exit %d naming the config's syncs", code, out, errOut, ExitUsage)
+	}
+	if out, errOut, code := run("deadletter", "list", "--config", cfg, "--sync", "contacts"); code != ExitOK || out != "no dead letters\n" {
+		t.Errorf("--sync contacts: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
