@@ -42,6 +42,9 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 	if err != nil {
 		return err
 	}
+	if err := unsetInStore(cfg); err != nil {
+		return err
+	}
 	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		return failed(env.Stdout, err)
@@ -80,6 +83,28 @@ func commandFailure(err error) error {
 // runs, records, pause, resume, deadletter list): a person on an operations
 // machine reads a sync without its API keys.
 const unsetPlaceholder = "oncesync-unset-variable"
+
+// unsetInStore refuses a store URL that holds an unset variable's
+// placeholder (readOnlyEnv): every one of those commands opens the store,
+// and a placeholder password would read as a wrong one ("refused the store
+// URL's user or password") where the cause is the unset variable. Redis is
+// left alone: most of them never reach it.
+func unsetInStore(cfg *config.Config) error {
+	for _, f := range []struct{ key, val string }{{"store", cfg.Store}} {
+		_, rest, ok := strings.Cut(f.val, unsetPlaceholder+"-")
+		if !ok {
+			continue
+		}
+		name := rest
+		if i := strings.IndexFunc(rest, func(r rune) bool {
+			return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		}); i >= 0 {
+			name = rest[:i]
+		}
+		return exit(ExitUsage, fmt.Errorf("%s: %s: environment variable %s is not set (this command may leave a source's or destination's variables unset, not the store's)", cfg.Path, f.key, name))
+	}
+	return nil
+}
 
 // readOnlyEnv is lookup, with every unset variable set to unsetPlaceholder
 // and its name: two unset variables do not read as one value (two API

@@ -71,3 +71,36 @@ syncs:
 		}
 	}
 }
+
+// TestUnsetStoreVariableIsNamed: status, runs and records accept unset
+// variables (a person reads a sync without its API keys), but not in store,
+// which they all open: an unset ${PGPW} in the store URL was
+// sent as a placeholder password, and the failure read as a wrong password
+// or an unreachable server (an independent check, 2026-12-04). It is a
+// usage error naming the variable; an unset destination key still is not.
+func TestUnsetStoreVariableIsNamed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	for _, tc := range []struct{ top, want string }{
+		{`store: "postgres://oncesync:${PGPW}@127.0.0.1:1/oncesync"`, "store: environment variable PGPW is not set"},
+		{`store: "sqlite://./${DB_NAME}.db"`, "store: environment variable DB_NAME is not set"},
+	} {
+		writeFile(t, cfg, tc.top+`
+syncs:
+  - id: crm
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: brevo, api_key: "${BREVO_API_KEY}", mode: single}
+    mapping: {email: email}
+`)
+		for _, args := range [][]string{{"status"}, {"runs", "crm"}, {"records", "crm"}} {
+			var out, errOut bytes.Buffer
+			code := Main(t.Context(), append(args[:1:1], append([]string{"--config", cfg}, args[1:]...)...),
+				Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+			if code != ExitUsage || !strings.Contains(errOut.String(), tc.want) || strings.Contains(out.String()+errOut.String(), "oncesync-unset-variable") {
+				t.Errorf("%v with %s: exit %d, stdout %q, stderr %q; want exit %d and %q", args, tc.top, code, out.String(), errOut.String(), ExitUsage, tc.want)
+			}
+		}
+	}
+}
