@@ -29,11 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
@@ -375,10 +377,47 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			"%s kept answering 429 after %d attempts", c.p.Subject, n)
 	case lastNS && !st.mayHaveApplied:
 		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
-			"%s could not be reached after %d attempts; nothing was sent", c.p.Subject, n)
+			"%s could not be reached after %d attempts%s; nothing was sent", c.p.Subject, n, unreachable(lastErr))
 	}
 	return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 		"%s did not answer successfully after %d attempts", c.p.Subject, n)
+}
+
+// unreachable says where and why a request never reached its server, as
+// " (HOST:PORT: why)": a wrong base_url or port, a typo'd host and a
+// firewall read alike otherwise, and `oncesync check` logs nothing else.
+// Only the URL's host and port are named, never its user, path or query.
+func unreachable(err error) string {
+	var (
+		op  *net.OpError
+		dns *net.DNSError
+		ne  net.Error
+	)
+	host := ""
+	if errors.As(err, &op) && op.Addr != nil {
+		host = op.Addr.String()
+	}
+	var why string
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		host, why = dns.Name, "no such host"
+	case errors.As(err, &dns):
+		host, why = dns.Name, "the host name could not be looked up"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		why = "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		why = "no route to the host"
+	case errors.As(err, &ne) && ne.Timeout():
+		why = "no answer in time"
+	default:
+		return ""
+	}
+	if host == "" {
+		return " (" + why + ")"
+	}
+	return " (" + host + ": " + why + ")"
 }
 
 // attemptTimeout returns the timeout of the next attempt: Params.Timeout,

@@ -189,6 +189,13 @@ func TestConnectionRefusedIsNotSentAndRetried(t *testing.T) {
 	if strings.Contains(err.Error(), "T0KEN") {
 		t.Errorf("error %q holds the URL's query", err)
 	}
+	// The detail says where and why (an independent check, 2026-12-04:
+	// `oncesync check` of a wrong base_url said only "could not be
+	// reached"), never the URL's user or password.
+	host := u[strings.LastIndex(u, "@")+1:]
+	if d := failure.Detail(err); !strings.Contains(d, "("+host+": connection refused)") || strings.Contains(d, secret) || strings.Contains(d, "jane") {
+		t.Errorf("detail %q does not say (%s: connection refused), or names the URL's user", d, host)
+	}
 	// Not written, so safe to retry even though POST is not idempotent.
 	if got := s.all(); len(got) != 2 {
 		t.Errorf("slept %v, want 2 backoffs (MaxRetries 2)", got)

@@ -57,6 +57,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 		_, wall := clk.(clock.Real)
 		st, err := postgres.Open(ctx, postgres.OpenParams{URL: cfg.Store, Clock: clk, Schema: StoreSchema(cfg.Store),
 			ServerTime: wall})
+		if reason, ok := postgres.InvalidReason(err); ok {
+			// A schema or URL the store refuses is the config's to fix, not
+			// a store to restore (docs/config.md#top-level).
+			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store: %s", reason)
+		}
 		if err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,68 @@ func TestGroupCommands(t *testing.T) {
 		if code := Main(t.Context(), []string{group}, env); code != ExitOK || !strings.Contains(out.String(), "Available Commands:") {
 			t.Errorf("%s alone: exit %d, want its help:\n%s", group, code, out.String())
 		}
+	}
+}
+
+// TestLogLevelRefusesAnUnknownLevel: `--log-level verbose` is a bad flag
+// (exit 2, named), not a run with warn-level logs that the person asking for
+// more never sees (an independent check, 2026-12-04); the levels it names
+// are accepted in any case.
+func TestLogLevelRefusesAnUnknownLevel(t *testing.T) {
+	t.Parallel()
+	env := func(out, errOut *bytes.Buffer) Env {
+		return Env{Stdout: out, Stderr: errOut, LookupEnv: func(string) (string, bool) { return "", false }}
+	}
+	for _, args := range [][]string{
+		{"validate", "--config", "x.yaml", "--log-level", "verbose"},
+		{"--log-level=trace", "run", "--config", "x.yaml", "s"},
+		{"deadman", "check", "--config", "x.yaml", "--log-level", ""},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, env(&out, &errOut))
+		if code != ExitUsage || !strings.Contains(errOut.String(), "--log-level") || !strings.Contains(errOut.String(), "want debug, info, warn or error") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming --log-level", args, code, errOut.String(), ExitUsage)
+		}
+		if strings.Contains(errOut.String(), "x.yaml") {
+			t.Errorf("%v: the config was read before the flags were checked: %q", args, errOut.String())
+		}
+	}
+	for _, lvl := range []string{"debug", "INFO", "warn", "Error"} {
+		var out, errOut bytes.Buffer
+		// validate of a missing file: exit 2 from the config, never from the level.
+		Main(t.Context(), []string{"validate", "--config", "missing.yaml", "--log-level", lvl}, env(&out, &errOut))
+		if strings.Contains(errOut.String(), "--log-level") {
+			t.Errorf("--log-level %s refused: %q", lvl, errOut.String())
+		}
+	}
+}
+
+// TestDeadLetterListRefusesAnUnknownSync: `deadletter list --sync` of an id
+// neither the config nor the store knows is a typo (exit 2, naming the
+// config's syncs), not "no dead letters" (an independent check,
+// 2026-12-04); a sync of the config lists its entries, none here.
+func TestDeadLetterListRefusesAnUnknownSync(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, cfg, `store: sqlite://./oncesync.db
+syncs:
+  - id: contacts
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: "http://127.0.0.1:1/hook"}
+    mapping: {fields: {email: email}}
+`)
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	run := func(args ...string) (string, string, int) {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		return out.String(), errOut.String(), code
+	}
+	out, errOut, code := run("deadletter", "list", "--config", cfg, "--sync", "contacs")
+	if code != ExitUsage || !strings.Contains(errOut, `no sync with id "contacs" (syncs: contacts)`) || strings.Contains(out, "no dead letters") {
+		t.Errorf("--sync contacs: exit %d, stdout %q, stderr %q; want exit %d naming the config's syncs", code, out, errOut, ExitUsage)
+	}
+	if out, errOut, code := run("deadletter", "list", "--config", cfg, "--sync", "contacts"); code != ExitOK || out != "no dead letters\n" {
+		t.Errorf("--sync contacts: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

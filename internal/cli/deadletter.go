@@ -58,10 +58,21 @@ func newDeadLetterListCmd(env Env) *cobra.Command {
   oncesync deadletter list --config oncesync.yaml --sync contacts-to-brevo --all`,
 		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd.Context(), env, path, func(st store.Store) error {
+			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
 				dl, err := deadLetterStore(st)
 				if err != nil {
 					return err
+				}
+				// A typo'd --sync would list "no dead letters" and pass for a
+				// sync with none; a sync the store knows (removed from the
+				// config since) keeps its entries.
+				if id := p.SyncID; id != "" {
+					if _, ok := cfg.Sync(id); !ok {
+						if _, err := st.GetSync(cmd.Context(), id); errors.Is(err, store.ErrNotFound) {
+							_, err := syncOf(cfg, id)
+							return err
+						}
+					}
 				}
 				ds, err := dl.ListDeadLetters(cmd.Context(), p)
 				if err != nil {

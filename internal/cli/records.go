@@ -54,7 +54,13 @@ sync's records page does. --format csv or json for a spreadsheet or a script.`,
 			if f.limit < 1 {
 				return exit(ExitUsage, fmt.Errorf("--limit %d: want 1 or more", f.limit))
 			}
-			return withConfigStore(cmd.Context(), env, f.config, func(cfg *config.Config, st store.Store) error {
+			// CSV and JSON on stdout are data for a program: a failure is
+			// told on stderr (and by the exit code), never mixed into them.
+			fenv := env
+			if f.format != "table" {
+				fenv.Stdout = env.Stderr
+			}
+			return withConfigStore(cmd.Context(), fenv, f.config, func(cfg *config.Config, st store.Store) error {
 				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
 					return err
 				}

@@ -108,6 +108,15 @@ Start with:
 	}
 	root.SetVersionTemplate("oncesync {{.Version}}\n")
 	root.PersistentFlags().StringVar(&rf.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	// A level that is not one is a bad flag (exit 2), not a silent warn: a
+	// person who asked for debug lines must not be left reading none.
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(rf.logLevel)); err != nil {
+			return exit(ExitUsage, fmt.Errorf("--log-level %q: want debug, info, warn or error", rf.logLevel))
+		}
+		return nil
+	}
 	root.AddCommand(
 		newRunCmd(env, &rf),
 		newValidateCmd(env),

@@ -673,7 +673,10 @@ func inDoubtPhrase(r store.Run) string {
 	case r.State == store.RunSucceeded:
 		fate = "not found there and written once"
 	default:
-		fate = "not found there: written once by this run or the next"
+		// A run stopped or failed part-way may not have read them back
+		// at all (a second Ctrl-C cancels the read): "not found" would
+		// claim a look that never happened.
+		fate = "not found there or not read back yet: written once by this run, or settled by the next"
 	}
 	return fmt.Sprintf("in doubt %d (%d found already delivered, %d %s)", r.InDoubt, r.Settled, rest, fate)
 }

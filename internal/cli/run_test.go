@@ -25,7 +25,12 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 		{store.Run{ID: 3, State: store.RunFailed, FailureCode: string(failure.RecordsInDoubt), Counters: store.Counters{InDoubt: 3}},
 			"in doubt 3 (0 found already delivered, 3 left for a person to settle"},
 		{store.Run{ID: 4, State: store.RunFailed, FailureCode: string(failure.DestinationUnavailable), Counters: store.Counters{InDoubt: 5, Settled: 1}},
-			"4 not found there: written once by this run or the next"},
+			"4 not found there or not read back yet: written once by this run, or settled by the next"},
+		// Stopped before it read its own lost writes back: nothing was
+		// looked for, so nothing may be said "not found" (an independent
+		// check, 2026-12-04: a second Ctrl-C).
+		{store.Run{ID: 5, State: store.RunInterrupted, FailureCode: string(failure.Interrupted), Counters: store.Counters{Read: 100, InDoubt: 100}},
+			"in doubt 100 (0 found already delivered, 100 not found there or not read back yet: written once by this run, or settled by the next)"},
 	} {
 		var b bytes.Buffer
 		printSummary(&b, tc.run, time.Second)

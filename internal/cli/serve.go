@@ -312,6 +312,9 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		return failed(env.Stdout, err)
 	}
 	fmt.Fprintln(env.Stdout, startLine(name, cfg, f, scheduler, svc.Where(), addr))
+	if n := signInNotice(cfg); scheduler && addr != "" && n != "" {
+		fmt.Fprintln(env.Stdout, n)
+	}
 
 	// The dead-man check's fallback (docs/guide.md#telling-silence-from-outside): whatever stopped the leader's
 	// hourly check, this process runs one when none was recorded for
@@ -410,6 +413,21 @@ func startLine(name string, cfg *config.Config, f daemonFlags, scheduler bool, q
 		}
 	}
 	return b.String()
+}
+
+// signInNotice says, when the config lets nobody in, that the web UI's
+// sign-in page and /api/v1 will refuse everyone, and what to set: a first
+// serve otherwise shows a sign-in form no name passes, with no word why.
+func signInNotice(cfg *config.Config) string {
+	ui := len(cfg.Web.Users) > 0 || cfg.Web.OIDC != nil
+	api := len(cfg.Web.APITokens) > 0
+	switch {
+	case !ui && !api:
+		return "notice: nobody can sign in to the web UI or call /api/v1 and /metrics: set web.users (or web.oidc) and web.api_tokens (docs/guide.md#the-sync-pages-and-the-api)"
+	case !ui:
+		return "notice: nobody can sign in to the web UI (only web.api_tokens are set, for /api/v1 and /metrics): set web.users or web.oidc (docs/guide.md#the-sync-pages-and-the-api)"
+	}
+	return ""
 }
 
 // leaseWhere names where leases live, without secrets.

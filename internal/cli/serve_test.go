@@ -98,3 +98,25 @@ func TestWebQueueError(t *testing.T) {
 		t.Errorf("nil: %v", err)
 	}
 }
+
+// TestSignInNotice: serve of a config that lets nobody in says so, and what
+// to set, next to its start line; a first `oncesync serve` otherwise showed
+// a sign-in form that no name passes, with no word why (an independent
+// check, 2026-12-04). A config with users says nothing more.
+func TestSignInNotice(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		web  config.Web
+		want string
+	}{
+		{config.Web{}, "notice: nobody can sign in to the web UI or call /api/v1 and /metrics: set web.users (or web.oidc) and web.api_tokens"},
+		{config.Web{APITokens: []config.APIToken{{Name: "ci", Token: "t"}}}, "notice: nobody can sign in to the web UI (only web.api_tokens are set, for /api/v1 and /metrics): set web.users or web.oidc"},
+		{config.Web{Users: map[string]config.User{"ada": {}}}, ""},
+		{config.Web{OIDC: &config.OIDC{}}, ""},
+	} {
+		got := signInNotice(&config.Config{Web: tc.web})
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("web %+v: notice %q, want %q", tc.web, got, tc.want)
+		}
+	}
+}

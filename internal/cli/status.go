@@ -42,12 +42,40 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 	if err != nil {
 		return err
 	}
+	if err := unsetInStore(cfg); err != nil {
+		return err
+	}
 	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		return failed(env.Stdout, err)
 	}
 	defer st.Close()
-	return fn(cfg, st)
+	if err := fn(cfg, st); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return err
+		}
+		// A store read or write that failed after the store opened is a
+		// failure (exit 1 and the docs/guide.md#commands last line), not
+		// a bad flag: Main answers a plain error with exit 2.
+		return failed(env.Stdout, commandFailure(err))
+	}
+	return nil
+}
+
+// commandFailure is err with a catalog code: its own, store_unavailable
+// for a store that cannot be used now, else internal_error. The detail is
+// the error's text, which names the step and the store's answer.
+func commandFailure(err error) error {
+	var fe *failure.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	code := failure.Internal
+	if errors.Is(err, store.ErrUnavailable) {
+		code = failure.StoreUnavailable
+	}
+	return failure.Wrap(code, err, "%s", err.Error())
 }
 
 // unsetPlaceholder stands for an unset ${ENV} variable in the commands
@@ -55,6 +83,28 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 // runs, records, pause, resume, deadletter list): a person on an operations
 // machine reads a sync without its API keys.
 const unsetPlaceholder = "oncesync-unset-variable"
+
+// unsetInStore refuses a store URL that holds an unset variable's
+// placeholder (readOnlyEnv): every one of those commands opens the store,
+// and a placeholder password would read as a wrong one ("refused the store
+// URL's user or password") where the cause is the unset variable. Redis is
+// left alone: most of them never reach it.
+func unsetInStore(cfg *config.Config) error {
+	for _, f := range []struct{ key, val string }{{"store", cfg.Store}} {
+		_, rest, ok := strings.Cut(f.val, unsetPlaceholder+"-")
+		if !ok {
+			continue
+		}
+		name := rest
+		if i := strings.IndexFunc(rest, func(r rune) bool {
+			return !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		}); i >= 0 {
+			name = rest[:i]
+		}
+		return exit(ExitUsage, fmt.Errorf("%s: %s: environment variable %s is not set (this command may leave a source's or destination's variables unset, not the store's)", cfg.Path, f.key, name))
+	}
+	return nil
+}
 
 // readOnlyEnv is lookup, with every unset variable set to unsetPlaceholder
 // and its name: two unset variables do not read as one value (two API

@@ -620,6 +620,21 @@ syncs:
 			},
 		},
 		{
+			// validate refused none of these until 2026-12-04; every command
+			// then failed with store_unavailable, "open the PostgreSQL store".
+			name: "a store schema the PostgreSQL store cannot use",
+			yaml: `store: "postgres://u:${PW}@db:5432/app?search_path=Bad-Schema"
+syncs:
+  - id: s1
+    source: {type: csv, path: a.csv}
+    destination: {type: webhook, url: https://example.com/h}
+`,
+			env: map[string]string{"PW": "pw-secret"},
+			want: []string{
+				`oncesync.yaml:1: store: search_path names schema "Bad-Schema" for oncesync's tables: want a lower-case identifier of at most 63 characters (letters, digits, _), not pg_*`,
+			},
+		},
+		{
 			name: "every problem is reported, not the first",
 			yaml: `store: mysql://x
 settings:

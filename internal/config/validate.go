@@ -522,12 +522,39 @@ func checkStoreURL(raw string) string {
 		}
 		return ""
 	case "postgres", "postgresql":
-		return checkURL(raw, "postgres", "postgresql")
+		if msg := checkURL(raw, "postgres", "postgresql"); msg != "" {
+			return msg
+		}
+		return checkStoreSchema(raw)
 	}
 	if schemeRE.MatchString(scheme) {
 		return fmt.Sprintf("%s, got %s://", want, scheme)
 	}
 	return want
+}
+
+// storeSchemaRE is the rule the PostgreSQL store applies to the schema its
+// tables live in (store/postgres, Open): checked here so that validate
+// finds what every command would refuse.
+var storeSchemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// checkStoreSchema checks the schema a postgres store URL names with its
+// search_path parameter (the first entry of the list).
+func checkStoreSchema(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return ""
+	}
+	sp := u.Query().Get("search_path")
+	if sp == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(sp, ",")
+	schema := strings.Trim(strings.TrimSpace(first), `"`)
+	if !storeSchemaRE.MatchString(schema) || strings.HasPrefix(schema, "pg_") {
+		return fmt.Sprintf("search_path names schema %q for oncesync's tables: want a lower-case identifier of at most 63 characters (letters, digits, _), not pg_*", schema)
+	}
+	return ""
 }
 
 // validateWriteMode checks destination.write_mode against what the kind

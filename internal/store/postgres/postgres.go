@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -147,13 +148,71 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
 	if err := s.checkSessions(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
-		return nil, mapErr("open", err)
+		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
 	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, mapErr("migrate", err)
+		return nil, withOpenAdvice(mapErr("migrate", err), &cfg.ConnConfig.Config, schema)
 	}
 	return s, nil
+}
+
+// withOpenAdvice is err, the first use of the store failing, with advice
+// that says where the store is and what was wrong there: store_unavailable
+// alone reads the same for a stopped server, a wrong password and a
+// missing database, and its cause (pgx's message) is kept out of what a
+// person is shown. The advice names the host, port, database and schema,
+// never the user or password.
+// It says more than pgAdvice (where), so it stands in for pgAdvice's words
+// when both have some.
+func withOpenAdvice(err error, cc *pgconn.Config, schema string) error {
+	if adv := openAdvice(err, cc, schema); adv != "" {
+		return store.WithAdvice(err, adv)
+	}
+	return err
+}
+
+func openAdvice(err error, cc *pgconn.Config, schema string) string {
+	where := "PostgreSQL at " + net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
+	if strings.HasPrefix(cc.Host, "/") {
+		where = "PostgreSQL at the socket in " + cc.Host
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "28P01" || pe.Code == "28000":
+			return fmt.Sprintf("%s refused the store URL's user or password (SQLSTATE %s): correct them in store (or the environment variables they come from), or let that user in (pg_hba.conf)", where, pe.Code)
+		case pe.Code == "3D000":
+			return fmt.Sprintf("the database named in store does not exist: %s has no database %q; create it (createdb %s), or point store at a database that exists", where, cc.Database, cc.Database)
+		case pe.Code == "42501":
+			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501): grant it CREATE on the database (or on the schema), or use a user that has it", schema, cc.Database, where)
+		case strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "08"):
+			return fmt.Sprintf("%s refused the connection (SQLSTATE %s): check store's URL and the server's settings for it", where, pe.Code)
+		}
+		return ""
+	}
+	var (
+		ce  *pgconn.ConnectError
+		dns *net.DNSError
+	)
+	switch {
+	case errors.As(err, &dns):
+		return fmt.Sprintf("the host %q of store cannot be resolved: correct store's host", cc.Host)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return where + " refused the connection (nothing listens there): start PostgreSQL, or correct store's host and port"
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return fmt.Sprintf("%s did not answer within %s: check that it runs and that the network lets this machine reach it", where, cc.ConnectTimeout)
+	case pgAdvice(err) != "":
+		return "" // a TLS refusal or certificate: pgAdvice's words say more
+	case errors.As(err, &ce):
+		return "could not connect to " + where + ": check that it runs and accepts connections from this machine"
+	}
+	return ""
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Schema returns the schema the store's tables live in.
@@ -297,6 +356,17 @@ func unavailable(err error) bool {
 type invalidError struct{ msg string }
 
 func (e *invalidError) Error() string { return "postgres: invalid argument: " + e.msg }
+
+// InvalidReason is what is wrong when err is a caller mistake (a store URL
+// or schema oncesync cannot use), in words safe to show (never the URL);
+// false for every other error (a store that cannot be reached).
+func InvalidReason(err error) (string, bool) {
+	var ie *invalidError
+	if errors.As(err, &ie) {
+		return ie.msg, true
+	}
+	return "", false
+}
 
 func invalidf(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
