@@ -43,10 +43,12 @@ func (e Env) clock() clock.Clock {
 	return e.Clock
 }
 
-// exitError carries an exit code through cobra.
+// exitError carries an exit code through cobra. cause is a failure the
+// command already printed (failed): its whole chain goes to the debug log.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	cause error
 }
 
 func (e *exitError) Error() string {
@@ -63,7 +65,8 @@ func exit(code int, err error) error { return &exitError{code: code, err: err} }
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, env Env) int {
-	root := newRoot(env)
+	var rf rootFlags
+	root := newRoot(env, &rf)
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
@@ -76,6 +79,12 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if ee.err != nil {
 			fmt.Fprintln(env.Stderr, ee.err)
 		}
+		if ee.cause != nil {
+			// The printed lines hold the catalog's words and a safe
+			// detail; the chain is for whoever debugs
+			// (docs/recovery.md#reading-a-failure).
+			rf.logger(env.Stderr).Debug("failure", "err", ee.cause)
+		}
 		return ee.code
 	}
 	fmt.Fprintln(env.Stderr, "error:", err)
@@ -86,8 +95,7 @@ type rootFlags struct {
 	logLevel string
 }
 
-func newRoot(env Env) *cobra.Command {
-	var rf rootFlags
+func newRoot(env Env, rf *rootFlags) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "oncesync",
 		Short: "Sync records into SaaS tools with no duplicate writes and no lost records",
@@ -118,25 +126,25 @@ Start with:
 		return nil
 	}
 	root.AddCommand(
-		newRunCmd(env, &rf),
+		newRunCmd(env, rf),
 		newValidateCmd(env),
 		newCheckCmd(env),
 		newFakeBrevoCmd(env),
 		newFakeKlaviyoCmd(env),
 		newFakeShopifyCmd(env),
 		newFakeHubSpotCmd(env),
-		newDemoCmd(env, &rf),
+		newDemoCmd(env, rf),
 		newStatusCmd(env),
 		newRunsCmd(env),
 		newRecordsCmd(env),
 		newPauseCmd(env),
 		newResumeCmd(env),
 		newSignOutCmd(env),
-		newServeCmd(env, &rf),
-		newWorkerCmd(env, &rf),
-		newCheckpointCmd(env, &rf),
-		newDeadLetterCmd(env, &rf),
-		newDeadmanCmd(env, &rf),
+		newServeCmd(env, rf),
+		newWorkerCmd(env, rf),
+		newCheckpointCmd(env, rf),
+		newDeadLetterCmd(env, rf),
+		newDeadmanCmd(env, rf),
 	)
 	return root
 }

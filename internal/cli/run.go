@@ -649,7 +649,7 @@ func failed(w io.Writer, err error) error {
 		fmt.Fprintf(w, "detail: %s\n", fe.Detail)
 	}
 	fmt.Fprintln(w, failure.LastLine(err))
-	return exit(ExitFailed, nil)
+	return &exitError{code: ExitFailed, cause: err}
 }
 
 func printSummary(w io.Writer, r store.Run, d time.Duration) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,32 @@ func TestCursorLine(t *testing.T) {
 	for typ, want := range map[string]bool{"DATETIME": true, "timestamp": true, "TIMESTAMP": false, "timestamptz": false, "BIGINT": false} {
 		if got := localTimeLine("s", "updated_at", typ); (got != "") != want || (want && !strings.Contains(got, "summer time")) {
 			t.Errorf("localTimeLine(%s) = %q", typ, got)
+		}
+	}
+}
+
+// TestDebugLogHoldsTheFailureChain: docs/recovery.md#reading-a-failure sends
+// a person to `--log-level debug` for a failure's whole chain; a command
+// that failed before any run logged nothing at any level.
+func TestDebugLogHoldsTheFailureChain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "no-such-dir", "s.db")+`
+syncs:
+  - id: crm
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: http://127.0.0.1:1/hook}
+    mapping: {fields: {email: email}}
+`)
+	for _, level := range []string{"debug", "warn"} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), []string{"run", "--config", cfg, "--log-level", level, "crm"},
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		logged := strings.Contains(errOut.String(), "level=DEBUG msg=failure err=") && strings.Contains(errOut.String(), "no-such-dir")
+		if code != ExitFailed || !strings.Contains(out.String(), "failed: store_unavailable: ") || logged != (level == "debug") {
+			t.Errorf("--log-level %s: exit %d, chain logged %v\nstdout:\n%s\nstderr:\n%s", level, code, logged, out.String(), errOut.String())
 		}
 	}
 }
