@@ -285,7 +285,9 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	}
 	rc.Test.Time = p.riverTime
 	if !s.enqueueOnly { // an insert-only River client has neither
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}}
+		// MaxWorkers is per queue: QueueV2's rare jobs (a resend, the
+		// catch-up) take one more at a time, beside the runs of --workers.
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}, QueueV2: {MaxWorkers: 1}}
 		rc.Workers = workers
 	}
 	if p.FetchPollInterval > 0 && p.FetchPollInterval < river.FetchCooldownDefault {
