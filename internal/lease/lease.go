@@ -7,6 +7,7 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -250,9 +251,29 @@ func (p Process) SameMachine(q Process) bool {
 	return p.Boot != "" && p.PIDNS != "" && p.Host == q.Host && p.Boot == q.Boot && p.PIDNS == q.PIDNS
 }
 
-// Alive reports whether the process exists (signal 0). Errors other than
-// "no such process" count as alive: when unsure, wait for the TTL.
+// Alive reports whether the process exists (signal 0) and has not exited:
+// a zombie (killed, its parent not having reaped it yet) writes nothing
+// more. Errors other than "no such process" count as alive: when unsure,
+// wait for the TTL.
 func (p Process) Alive() bool {
-	err := syscall.Kill(p.PID, 0)
-	return !errors.Is(err, syscall.ESRCH)
+	if err := syscall.Kill(p.PID, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	return !zombie(p.PID)
+}
+
+// zombie reports whether /proc says pid has exited and waits to be reaped
+// (state Z, or X while it goes). No /proc: false.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses, the state
+	// follows the last ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
