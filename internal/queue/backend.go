@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -70,12 +71,19 @@ type riverBackend[TTx any] struct {
 	closeFn func() error
 }
 
-func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg *river.Config, desc string, closeFn func() error) (*riverBackend[TTx], error) {
+// migrateFunc applies River's pending migrations with m, serialised across
+// every process opening the same queue: River's migrator takes no lock, so
+// processes starting together on a fresh queue (or after an upgrade that
+// brings a River migration) would each find the migrations pending and all
+// but one fail on the tables the first created.
+type migrateFunc[TTx any] func(ctx context.Context, m *rivermigrate.Migrator[TTx]) error
+
+func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], cfg *river.Config, desc string, closeFn func() error, migrate migrateFunc[TTx]) (*riverBackend[TTx], error) {
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: cfg.Schema, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("queue migrations: %w", err)
 	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	if err := migrate(ctx, migrator); err != nil {
 		return nil, fmt.Errorf("queue migrations: %w", err)
 	}
 	client, err := river.NewClient(driver, cfg)
@@ -238,7 +246,7 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		// River's advice for SQLite: one connection, so its concurrent
 		// internal operations queue in Go instead of failing SQLITE_BUSY.
 		db.SetMaxOpenConns(1)
-		b, err := newRiverBackend[*sql.Tx](ctx, riversqlite.New(db), rc, "sqlite "+path, db.Close)
+		b, err := newRiverBackend(ctx, riversqlite.New(db), rc, "sqlite "+path, db.Close, migrateSQLite(db))
 		if err != nil {
 			_ = db.Close()
 			return nil, err
@@ -261,7 +269,8 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		if err != nil {
 			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))
 		}
-		b, err := newRiverBackend[pgx.Tx](ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil })
+		b, err := newRiverBackend(ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil },
+			migratePostgres(pool, rc.Schema))
 		if err != nil {
 			pool.Close()
 			return nil, redactURLError(err, storeURL)
@@ -270,6 +279,62 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 	default:
 		return nil, errors.New("the store URL must start with sqlite:// or postgres://")
 	}
+}
+
+// migrateSQLite runs River's migrations in one BEGIN IMMEDIATE transaction
+// (the queue's _txlock): the file's write lock is taken before the applied
+// versions are read, so a second process waits (busy_timeout) and then
+// finds nothing to do. SQLite's DDL is transactional: a failed migration
+// leaves nothing behind.
+func migrateSQLite(db *sql.DB) migrateFunc[*sql.Tx] {
+	return func(ctx context.Context, m *rivermigrate.Migrator[*sql.Tx]) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, nil); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+}
+
+// migratePostgres runs River's migrations (each in its own transaction, as
+// River wants: some need an earlier one committed) while holding a session
+// advisory lock of the queue's schema on one connection of pool.
+func migratePostgres(pool *pgxpool.Pool, schema string) migrateFunc[pgx.Tx] {
+	return func(ctx context.Context, m *rivermigrate.Migrator[pgx.Tx]) error {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		key := queueMigrationLockKey(schema)
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+			conn.Release()
+			return err
+		}
+		_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		// Unlock on a context of its own: a cancelled ctx must not leave the
+		// lock held by a connection going back to the pool.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key); uerr != nil {
+			// The lock's fate is unknown: close the connection, which ends it.
+			_ = conn.Conn().Close(uctx)
+		}
+		conn.Release()
+		return err
+	}
+}
+
+// queueMigrationLockKey is the advisory lock that serialises River's
+// migrations of one schema ("" is the connection's search_path) across
+// every process sharing the database; the store's migrations take another.
+func queueMigrationLockKey(schema string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("oncesync river migrate " + schema))
+	return int64(h.Sum64())
 }
 
 // connectTimeout bounds each connection attempt of the queue's pool when the

@@ -34,9 +34,10 @@ type CatchUpArgs struct{}
 func (CatchUpArgs) Kind() string { return KindCatchUp }
 
 // InsertOpts implements river.JobArgsWithInsertOpts: one at a time, not
-// retried (the next one comes within the hour).
+// retried (the next one comes within the hour), on QueueV2 (older workers
+// would discard it).
 func (CatchUpArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+	return river.InsertOpts{Queue: QueueV2, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
 	}}}
 }

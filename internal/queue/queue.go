@@ -71,9 +71,26 @@ type RunSyncArgs struct {
 // Kind implements river.JobArgs.
 func (RunSyncArgs) Kind() string { return KindRunSync }
 
+// QueueV2 is the River queue of jobs a worker of an oncesync older than
+// 2026-12-05 would misread or not know: a resend (it ignores the resend
+// fields, runs an ordinary run and completes the job) and the catch-up of
+// lost ticks (it has no worker for it and discards it). Those workers poll
+// only River's default queue, so during a rolling upgrade they never take
+// these jobs; every worker from this version on polls both
+// (docs/guide.md#upgrading-oncesync). A later job kind or argument that
+// this version would misread goes to a queue of its own the same way.
+// Uniqueness does not depend on the queue: a resend and an ordinary run of
+// one sync are still one job.
+const QueueV2 = "oncesync_v2"
+
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (RunSyncArgs) InsertOpts() river.InsertOpts {
+func (a RunSyncArgs) InsertOpts() river.InsertOpts {
+	queue := river.QueueDefault
+	if a.Resend {
+		queue = QueueV2
+	}
 	return river.InsertOpts{
+		Queue:       queue,
 		MaxAttempts: MaxAttempts,
 		UniqueOpts: river.UniqueOpts{
 			ByArgs: true,

@@ -285,7 +285,11 @@ func New(ctx context.Context, p Params) (*Service, error) {
 	}
 	rc.Test.Time = p.riverTime
 	if !s.enqueueOnly { // an insert-only River client has neither
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}}
+		// MaxWorkers is per queue: QueueV2's rare jobs (a resend, the
+		// catch-up) run beside the runs of --workers, as many at once, so
+		// that one long resend holds up neither another sync's resend nor
+		// the catch-up of lost ticks.
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}, QueueV2: {MaxWorkers: s.workers}}
 		rc.Workers = workers
 	}
 	if p.FetchPollInterval > 0 && p.FetchPollInterval < river.FetchCooldownDefault {

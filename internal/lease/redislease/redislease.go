@@ -78,7 +78,15 @@
 // during the quarantine takes it too, and the next Acquire or Get notices
 // the loss afresh (the counter is behind the store again), starting a new
 // quarantine. A fresh deployment (no fence ever registered in the store for
-// the sync) has nothing to lose and waits for nothing. A change of key
+// the sync) has nothing to lose and waits for nothing.
+//
+// The argument above needs the old holder's renewals to fail, as they do
+// when Redis lost its lease. Two key spaces on one store (processes of one
+// deployment with different redis_namespace or redis URLs) break it: the
+// old holder renews in its own space. So Renew also checks the holder's
+// fence against the store (RaiseFence(fence), refused once a higher one is
+// registered) and reports the lease lost: the holder stops within one
+// renewal interval, inside the other space's quarantine. A change of key
 // namespace or of rediskey.Version, or a switch from the SQL lease to Redis,
 // looks like a loss and costs one TTL once.
 //
@@ -706,6 +714,17 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 	}
 	if status(res) == 1 && len(res) == 3 {
 		g.ExpiresAt = ownClock(ttlMS)
+		if err := m.store.RaiseFence(ctx, g.SyncID, g.Fence); errors.Is(err, store.ErrFenced) {
+			// Redis renewed a lease the store has fenced: another key space
+			// granted the sync (a process of this deployment with another
+			// redis or redis_namespace). Stop now, not at the next store
+			// write: the other grant waits only one TTL (docs/guide.md#upgrading-oncesync).
+			return g, fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (a higher fence is registered in the store: "+
+				"another process of this deployment takes leases with another redis or redis_namespace)",
+				g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost)
+		}
+		// Any other store error leaves the renewal as Redis granted it: the
+		// run's own store writes stop it if the store is gone.
 		return g, nil
 	}
 	why := "expired or released"
