@@ -46,7 +46,8 @@ func (e *SchemaNewerError) Error() string {
 
 func (e *SchemaNewerError) Advice() string {
 	return fmt.Sprintf("the store was written by a newer oncesync (schema version %d, this one knows up to %d): "+
-		"run that version or a later one, never an older one, on this store", e.Version, e.Known)
+		"run that version or a later one, never an older one, on this store; do not restore an older backup of the store "+
+		"to suit this binary either, as records delivered since would be written again (docs/guide.md#upgrading-oncesync)", e.Version, e.Known)
 }
 
 type diskFull struct{}
