@@ -135,7 +135,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 		if f.wait {
 			st, err := app.OpenStore(ctx, cfg, clock.Real{})
 			if err != nil {
-				return failed(env.Stdout, err)
+				return failed(env, err)
 			}
 			defer st.Close()
 			dl, ok := st.(barrier.DeadLetters)
@@ -157,7 +157,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 
 	if err := barrier.CheckEvictionPolicy(ctx, client, allowEvicting); err != nil {
 		if errors.Is(err, store.ErrUnavailable) {
-			return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
+			return failed(env, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
 		}
 		return exit(ExitFailed, err)
 	}
@@ -180,7 +180,7 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 	case errors.Is(err, barrier.ErrInvalid):
 		return exit(ExitUsage, err)
 	case errors.Is(err, store.ErrUnavailable):
-		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
+		return failed(env, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr))
 	case err != nil:
 		return exit(ExitFailed, err)
 	}

@@ -81,7 +81,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
 		Published: func(ctx context.Context, st store.Store) error { return publishNew(ctx, cfg.Syncs, st) }})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	defer a.Close(ctx)
 	st, rdb, alerts := a.Store, a.Redis, a.Alerts
@@ -90,16 +90,16 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 		DeliveryWait: app.AlertWait,
 	})
 	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
+		return failed(env, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
 	prev, err := checker.LastCheck(ctx)
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	rep, err := checker.Check(ctx)
 	printDeadmanReport(env.Stdout, rep, prev)
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	if rep.Count("", deadman.StatusSilent) > 0 {
 		return exit(ExitSilent, nil)

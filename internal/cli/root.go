@@ -34,6 +34,9 @@ type Env struct {
 	LookupEnv      func(string) (string, bool)
 	// Clock tells commands that take it the time (nil: the wall clock).
 	Clock clock.Clock
+	// debug logs a failure's whole chain at debug level (Main sets it;
+	// nil: not logged).
+	debug func(err error)
 }
 
 func (e Env) clock() clock.Clock {
@@ -43,12 +46,10 @@ func (e Env) clock() clock.Clock {
 	return e.Clock
 }
 
-// exitError carries an exit code through cobra. cause is a failure the
-// command already printed (failed): its whole chain goes to the debug log.
+// exitError carries an exit code through cobra.
 type exitError struct {
-	code  int
-	err   error
-	cause error
+	code int
+	err  error
 }
 
 func (e *exitError) Error() string {
@@ -66,6 +67,10 @@ func exit(code int, err error) error { return &exitError{code: code, err: err} }
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, env Env) int {
 	var rf rootFlags
+	// The log level is known once the flags are parsed, when a command
+	// fails: the chain is logged then, before the failed: line that must
+	// stay last (docs/recovery.md#reading-a-failure).
+	env.debug = func(err error) { rf.logger(env.Stderr).Debug("failure", "err", err) }
 	root := newRoot(env, &rf)
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
@@ -78,12 +83,6 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if errors.As(err, &ee) {
 		if ee.err != nil {
 			fmt.Fprintln(env.Stderr, ee.err)
-		}
-		if ee.cause != nil {
-			// The printed lines hold the catalog's words and a safe
-			// detail; the chain is for whoever debugs
-			// (docs/recovery.md#reading-a-failure).
-			rf.logger(env.Stderr).Debug("failure", "err", ee.cause)
 		}
 		return ee.code
 	}

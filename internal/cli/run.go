@@ -124,7 +124,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		pv, err := previewSync(ctx, cfg, st, sc, previewOpts{reset: f.resetCursor, resend: f.resend}, func(n int64) { bar.Set(n, "") })
 		bar.Finish()
 		if err != nil {
-			return failed(env.Stdout, err)
+			return failed(env, err)
 		}
 		from := previewFrom(cfg, sc.ID, pv)
 		w := env.Stdout
@@ -288,13 +288,13 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			return nil
 		}})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	defer a.Close(ctx)
 	st, leases, alerts := a.Store, a.Leases, a.Alerts
 	built, err := app.Build(cfg, sc, app.Options{Clock: clk, Accounts: a.Accounts})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	defer built.Close()
 
@@ -378,7 +378,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				fmt.Fprintln(env.Stdout, runner.SentenceAlreadyRunning)
 				return exit(ExitSkipped, nil)
 			}
-			return failed(env.Stdout, err)
+			return failed(env, err)
 		}
 	}
 	var (
@@ -506,7 +506,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
 	switch {
 	case worstErr != nil:
-		return failed(env.Stdout, worstErr)
+		return failed(env, worstErr)
 	case skipped:
 		fmt.Fprintln(env.Stdout, runner.SentenceAlreadyRunning)
 		return exit(ExitSkipped, nil)
@@ -643,13 +643,19 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 }
 
 // failed prints the docs/guide.md#commands last line and exits 1.
-func failed(w io.Writer, err error) error {
+func failed(env Env, err error) error {
+	if env.debug != nil {
+		// The printed lines hold the catalog's words and a safe detail;
+		// the chain is for whoever debugs.
+		env.debug(err)
+	}
+	w := env.Stdout
 	var fe *failure.Error
 	if errors.As(err, &fe) && fe.Detail != "" && fe.Detail != failure.Lookup(fe.Code).WhatHappened {
 		fmt.Fprintf(w, "detail: %s\n", fe.Detail)
 	}
 	fmt.Fprintln(w, failure.LastLine(err))
-	return &exitError{code: ExitFailed, cause: err}
+	return exit(ExitFailed, nil)
 }
 
 func printSummary(w io.Writer, r store.Run, d time.Duration) {

@@ -138,7 +138,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	// and one alert dispatcher the circuit breaker.
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	// exitBy is when the process must be gone once a stop signal came
 	// (docs/guide.md#commands): every wait on the way out (runs, heartbeats,
@@ -173,7 +173,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		Who: fmt.Sprintf("%s %s pid %d", name, host, os.Getpid()),
 	})
 	if err != nil {
-		return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
+		return failed(env, failure.Wrap(failure.StoreUnavailable, err, "set up the dead-man check"))
 	}
 	// Heartbeats (docs/guide.md#telling-silence-from-outside) go out in the background; the way out gives the
 	// ones in flight a moment, after the runs stopped.
@@ -201,7 +201,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		Accounts:       a.Accounts,
 	})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 
 	var httpSrv *http.Server
@@ -216,7 +216,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		if scheduler {
 			riverUI, err := svc.RiverUI(ctx, "/riverui")
 			if err != nil {
-				return failed(env.Stdout, failure.Wrap(failure.StoreUnavailable, err, "set up River's UI"))
+				return failed(env, failure.Wrap(failure.StoreUnavailable, err, "set up River's UI"))
 			}
 			deadLetters, requeue := webDeadLetters(st, svc.Enqueue)
 			ui, err = web.New(web.Params{
@@ -273,7 +273,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				},
 			})
 			if err != nil {
-				return failed(env.Stdout, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the web UI"))
+				return failed(env, failure.Wrap(failure.InvalidSyncDefinition, err, "set up the web UI"))
 			}
 		}
 		// A stalled client cannot hold a connection: headers in 10 s, the
@@ -295,7 +295,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		// served: a sync's page answers 404 only for a sync there is not.
 		if ui != nil {
 			if err := svc.Publish(ctx); err != nil {
-				return failed(env.Stdout, err)
+				return failed(env, err)
 			}
 		}
 		go func() { _ = httpSrv.Serve(ln) }()
@@ -309,7 +309,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	defer signal.Stop(sigs)
 
 	if err := svc.Start(ctx); err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	fmt.Fprintln(env.Stdout, startLine(name, cfg, f, scheduler, svc.Where(), addr))
 	if n := signInNotice(cfg); scheduler && addr != "" && n != "" {

@@ -47,7 +47,7 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 	}
 	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
-		return failed(env.Stdout, err)
+		return failed(env, err)
 	}
 	defer st.Close()
 	if err := fn(cfg, st); err != nil {
@@ -58,7 +58,7 @@ func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (strin
 		// A store read or write that failed after the store opened is a
 		// failure (exit 1 and the docs/guide.md#commands last line), not
 		// a bad flag: Main answers a plain error with exit 2.
-		return failed(env.Stdout, commandFailure(err))
+		return failed(env, commandFailure(err))
 	}
 	return nil
 }
