@@ -122,6 +122,13 @@ func accountsMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		return err
 	}
+	ids := make([]string, *syncs)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("s%d", i+1)
+	}
+	if err := forgetStoredFences(ctx, *rdURL, ids...); err != nil {
+		return err
+	}
 
 	procs := []*child{}
 	defer func() {

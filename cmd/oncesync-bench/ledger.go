@@ -428,6 +428,9 @@ func (lb *ledgerBench) timedRun(ctx context.Context, storeURL string, i int, inp
 	redis := ""
 	if lb.kind == "postgres" {
 		redis = "redis: " + lb.redisURL + "\n"
+		if err := forgetStoredFences(ctx, lb.redisURL, lb.syncID); err != nil {
+			return sample{}, err
+		}
 	}
 	cfg := fmt.Sprintf(`store: %s
 %ssettings: {lease_ttl: 30s, lease_renew: 10s}

@@ -285,6 +285,9 @@ func (b *bench) storeRun(ctx context.Context, dir, storeURL, redisURL string) (s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return sample{}, err
 	}
+	if err := forgetStoredFences(ctx, redisURL, syncID); err != nil {
+		return sample{}, err
+	}
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "store: %s\n", storeURL)
 	if redisURL != "" {

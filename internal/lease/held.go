@@ -184,6 +184,18 @@ func (h *Held) Renew(ctx context.Context) error {
 	return nil
 }
 
+// checkFence asks a FenceChecker whether the held fence is still the
+// store's, within a third of the TTL.
+func (h *Held) checkFence(ctx context.Context) error {
+	fc, ok := h.m.(FenceChecker)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := clock.WithDeadline(ctx, h.clk, h.clk.Now().Add(h.ttl/3))
+	defer cancel()
+	return fc.CheckFence(cctx, h.grant)
+}
+
 // RenewedAt records a renewal the lease store granted when asked at asked
 // (in a checkpoint's transaction, see Store).
 func (h *Held) RenewedAt(asked time.Time) { h.setExpiry(asked, LocalExpiry(asked, h.ttl, time.Time{})) }
@@ -329,6 +341,10 @@ func (h *Held) renewer(ctx context.Context, cancel context.CancelCauseFunc) (sto
 			}
 			t = arm()
 			if err := h.Renew(ctx); errors.Is(err, ErrLost) {
+				cancel(err)
+				return
+			}
+			if err := h.checkFence(ctx); errors.Is(err, ErrLost) {
 				cancel(err)
 				return
 			}

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,70 @@ func TestLocalExpiryIsMonotonic(t *testing.T) {
 		if got == got.Round(0) {
 			t.Errorf("%s: LocalExpiry = %v has no monotonic reading", tc.name, got)
 		}
+	}
+}
+
+// fencedManager is a grantingManager that is a lease.FenceChecker: its
+// check answers ErrLost once fenced is set.
+type fencedManager struct {
+	grantingManager
+	fenced atomicBool
+	checks atomicInt
+}
+
+func (m *fencedManager) CheckFence(context.Context, lease.Grant) error {
+	m.checks.add()
+	if m.fenced.get() {
+		return fmt.Errorf("a higher fence is registered: %w", lease.ErrLost)
+	}
+	return nil
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) set(v bool) { b.mu.Lock(); b.v = v; b.mu.Unlock() }
+func (b *atomicBool) get() bool  { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+
+type atomicInt struct {
+	mu sync.Mutex
+	v  int
+}
+
+func (n *atomicInt) add()     { n.mu.Lock(); n.v++; n.mu.Unlock() }
+func (n *atomicInt) get() int { n.mu.Lock(); defer n.mu.Unlock(); return n.v }
+
+// TestRenewerChecksTheFence: a Manager that is a FenceChecker (Redis, whose
+// other key spaces may grant the sync on the same store) is asked after
+// every background renewal whether the held fence is still the store's;
+// once it is not, the work stops with ErrLost, within one renewal interval.
+func TestRenewerChecksTheFence(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	m := &fencedManager{grantingManager: grantingManager{clk: clk}}
+	h, err := lease.Hold(t.Context(), lease.HoldParams{Manager: m, SyncID: "s", RunID: 1, TTL: 30 * time.Second, RenewEvery: 10 * time.Second, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	stop := h.Keep(work, cancel)
+	defer stop()
+
+	waitUntil(t, func() bool { return clk.Pending() == 2 }, "the expiry and renewal timers")
+	clk.Advance(10 * time.Second)
+	waitUntil(t, func() bool { return m.checks.get() == 1 }, "the fence check after the first renewal")
+	if work.Err() != nil {
+		t.Fatalf("work stopped while the fence was the store's: %v", context.Cause(work))
+	}
+	m.fenced.set(true)
+	waitUntil(t, func() bool { return clk.Pending() == 2 }, "the re-armed timers")
+	clk.Advance(10 * time.Second)
+	waitUntil(t, func() bool { return work.Err() != nil }, "the stop after the store registered a higher fence")
+	if !errors.Is(context.Cause(work), lease.ErrLost) {
+		t.Fatalf("cause %v, want ErrLost", context.Cause(work))
 	}
 }

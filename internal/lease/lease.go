@@ -112,6 +112,16 @@ type Manager interface {
 	Release(ctx context.Context, g Grant) error
 }
 
+// FenceChecker is a Manager whose grants the store's fence does not follow
+// alone (Redis: another key space on the same store may grant the sync
+// too). CheckFence answers ErrLost once the store registered a fence above
+// g's; any other error leaves the lease as it is. Held's background
+// renewal calls it, so that a holder stops within one renewal interval; a
+// checkpoint needs none (its own transaction is fenced).
+type FenceChecker interface {
+	CheckFence(ctx context.Context, g Grant) error
+}
+
 // HeldError is ErrHeld with the current holder (host and pid; no secrets).
 type HeldError struct{ Holder string }
 

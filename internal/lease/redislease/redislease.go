@@ -83,9 +83,9 @@
 // The argument above needs the old holder's renewals to fail, as they do
 // when Redis lost its lease. Two key spaces on one store (processes of one
 // deployment with different redis_namespace or redis URLs) break it: the
-// old holder renews in its own space. So Renew also checks the holder's
-// fence against the store (RaiseFence(fence), refused once a higher one is
-// registered) and reports the lease lost: the holder stops within one
+// old holder renews in its own space. So the background renewal also checks the holder's
+// fence against the store (CheckFence: RaiseFence(fence), refused once a
+// higher one is registered) and reports the lease lost: the holder stops within one
 // renewal interval, inside the other space's quarantine. A change of key
 // namespace or of rediskey.Version, or a switch from the SQL lease to Redis,
 // looks like a loss and costs one TTL once.
@@ -637,6 +637,23 @@ func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int6
 		g.SyncID, maxRaises)
 }
 
+// CheckFence reports lease.ErrLost when the store registered a fence above
+// g's (lease.FenceChecker): Redis renews a lease the store has fenced when
+// another key space granted the sync (a process of this deployment with
+// another redis or redis_namespace). Held's background renewal asks, so the
+// holder stops within one renewal interval, not at its next store write:
+// the other grant waits only one TTL (docs/guide.md#upgrading-oncesync). Any
+// other store error leaves the lease as Redis granted it: the run's own
+// store writes stop it if the store is gone.
+func (m *Manager) CheckFence(ctx context.Context, g lease.Grant) error {
+	if err := m.store.RaiseFence(ctx, g.SyncID, g.Fence); errors.Is(err, store.ErrFenced) {
+		return fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (a higher fence is registered in the store: "+
+			"another process of this deployment takes leases with another redis or redis_namespace)",
+			g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost)
+	}
+	return nil
+}
+
 // ErrStoreBehind: the store lost committed writes: its registered fence of a
 // sync is below one it registered before (see *StoreBehindError).
 var ErrStoreBehind = errors.New("the store lost writes it had committed")
@@ -658,7 +675,7 @@ func (e *StoreBehindError) Unwrap() error { return ErrStoreBehind }
 // Advice says what happened and the two ways on (failure.Adviser).
 func (e *StoreBehindError) Advice() string {
 	return fmt.Sprintf("the store lost writes it had committed (fence %d of sync %s is gone from it): it was restored from a backup, "+
-		"or failed over to a standby that had not received them, and its ledger may have forgotten deliveries that a run would "+
+		"failed over to a standby that had not received them, or replaced by a new, empty store, and its ledger may have forgotten deliveries that a run would "+
 		"send again. Bring back the store that has them (the latest backup, the standby that had them); or, to go on and "+
 		"accept that records delivered since may be written again, delete the Redis key %s",
 		e.Fence, e.SyncID, e.Key)
@@ -714,17 +731,6 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 	}
 	if status(res) == 1 && len(res) == 3 {
 		g.ExpiresAt = ownClock(ttlMS)
-		if err := m.store.RaiseFence(ctx, g.SyncID, g.Fence); errors.Is(err, store.ErrFenced) {
-			// Redis renewed a lease the store has fenced: another key space
-			// granted the sync (a process of this deployment with another
-			// redis or redis_namespace). Stop now, not at the next store
-			// write: the other grant waits only one TTL (docs/guide.md#upgrading-oncesync).
-			return g, fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (a higher fence is registered in the store: "+
-				"another process of this deployment takes leases with another redis or redis_namespace)",
-				g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost)
-		}
-		// Any other store error leaves the renewal as Redis granted it: the
-		// run's own store writes stop it if the store is gone.
 		return g, nil
 	}
 	why := "expired or released"
