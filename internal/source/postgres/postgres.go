@@ -300,7 +300,11 @@ func New(ctx context.Context, p Params) (*Source, error) {
 }
 
 // configure fixes the session settings that shape the values' text, so the
-// same row prints (and keys) the same on every worker.
+// same row prints (and keys) the same on every worker. Only the settings
+// PgBouncer tracks (DateStyle, TimeZone, application_name) go in the startup
+// packet: PgBouncer refuses a connection that names any other ("unsupported
+// startup parameter"), in every pool mode. The others are set in each read's
+// transaction (beginSnapshot), which holds in transaction pooling too.
 func configure(cfg *pgx.ConnConfig) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec // text parameters and results, one round trip
 	if cfg.ConnectTimeout == 0 {
@@ -321,12 +325,26 @@ func configure(cfg *pgx.ConnConfig) {
 		cfg.RuntimeParams[name] = value
 	}
 	set("DateStyle", "ISO", true)
-	set("IntervalStyle", "postgres", true)
-	set("extra_float_digits", "3", true)
-	set("bytea_output", "hex", true)
+	for _, name := range perTransaction {
+		for k := range cfg.RuntimeParams {
+			if strings.EqualFold(k, name) {
+				delete(cfg.RuntimeParams, k)
+			}
+		}
+	}
 	set("TimeZone", "UTC", false)
 	set("application_name", "oncesync", false)
 }
+
+// perTransaction are the settings beginSnapshot sets in every read's
+// transaction, not on connecting (see configure).
+var perTransaction = []string{"IntervalStyle", "extra_float_digits", "bytea_output"}
+
+// beginSnapshot starts a read: a REPEATABLE READ, READ ONLY transaction with
+// the value-shaping settings PgBouncer does not carry, in the one round trip
+// of BEGIN (a simple-protocol query of several statements).
+const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
+	"SET LOCAL IntervalStyle = postgres; SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = hex"
 
 // col is the quoted reference to column name of the relation src.
 func col(name string) string { return pgx.Identifier{"src", name}.Sanitize() }
@@ -465,7 +483,7 @@ func (s *Source) snapshot(ctx context.Context, what string, fn func(tx pgx.Tx) e
 		}
 		s.conn = conn
 	}
-	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: beginSnapshot})
 	if err != nil {
 		s.dropIfBroken()
 		return s.classify(ctx, what, err)
