@@ -25,7 +25,11 @@ type Spec struct {
 type MissingColumnError struct{ Column string }
 
 func (e *MissingColumnError) Error() string {
-	return fmt.Sprintf("the mapping names column %q, which the source does not have", e.Column)
+	// A JSON line may leave a key out where its exporter had no value: the
+	// record is refused rather than read as null, since a misspelt column
+	// read as null would clear that field at the destination for every
+	// record (docs/guide.md#sources).
+	return fmt.Sprintf("the mapping names column %q, which the source does not have (a JSON line needs the key, null for no value)", e.Column)
 }
 
 // Apply maps rec.

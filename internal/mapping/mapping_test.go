@@ -3,6 +3,7 @@ package mapping
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/source"
@@ -33,6 +34,10 @@ func TestApply(t *testing.T) {
 				var me *MissingColumnError
 				if !errors.As(err, &me) || me.Column != tt.missing {
 					t.Fatalf("want missing column %q, got %v", tt.missing, err)
+				}
+				// The refusal says how a JSON line without a value passes.
+				if !strings.Contains(err.Error(), "null for no value") {
+					t.Fatalf("message %q does not say to write null", err)
 				}
 				return
 			}
