@@ -157,7 +157,10 @@ func (s *Source) Close() error {
 
 // stream is an open file read sequentially from one position onwards.
 type stream struct {
-	f   *os.File
+	f *os.File
+	// fi is the file's size and time of change when its bytes read so far
+	// were last known to be the file's (see Source.checkUnchanged).
+	fi  os.FileInfo
 	tap *tap
 	p   parser
 	// recno counts the records before tap.base.
@@ -254,7 +257,7 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		rec, err := st.take()
 		if err == io.EOF {
 			page.End = true
-			return page, nil
+			return page, s.checkUnchanged()
 		}
 		if err != nil {
 			return source.Page{}, s.readError(err)
@@ -276,7 +279,40 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 	default:
 		st.peeked = &rec
 	}
-	return page, nil
+	return page, s.checkUnchanged()
+}
+
+// checkUnchanged fails the page when the file was written in place while
+// the page was read (truncated and written again: an export that rewrites
+// its file), so that no record is made of old bytes followed by new ones,
+// and no page of the old file's first part is followed by one of the new
+// file's rest (docs/guide.md#rows-committed-late, on file cursors). A file
+// whose size and time of change did not move costs one fstat a page; one
+// that did (an append) costs reading again the bytes read since the last
+// page, which must be the file's. A file replaced by a rename is not seen:
+// the stream reads the file it opened to its end.
+func (s *Source) checkUnchanged() error {
+	st := s.st
+	fi, err := st.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	if st.fi != nil && fi.Size() == st.fi.Size() && fi.ModTime().Equal(st.fi.ModTime()) {
+		st.tap.release()
+		return nil
+	}
+	off, read := st.tap.read()
+	now := make([]byte, len(read))
+	n, err := st.f.ReadAt(now, off)
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	if n < len(read) || !bytes.Equal(now, read) {
+		return fmt.Errorf("%s: %w: the file was written over while it was read", s.id, source.ErrChanged)
+	}
+	st.fi = fi
+	st.tap.release()
+	return nil
 }
 
 func (s *Source) readError(err error) error {
@@ -303,16 +339,17 @@ func (s *Source) open(pos position) (*stream, error) {
 }
 
 func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
+	// Before any byte is read: a write after it shows in the next check.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
 	h := sha256.New()
 	var (
 		lines int64 // '\n' bytes before pos
 		start int64 // where the data starts (after a BOM)
 	)
 	if pos.offset > 0 {
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
-		}
 		if fi.Size() < pos.offset {
 			return nil, fmt.Errorf("%s: %w: the file is shorter than the saved position", s.id, source.ErrChanged)
 		}
@@ -349,7 +386,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			start = int64(len(bom))
 		}
 	}
-	st := &stream{f: f, tap: t, recno: pos.recno}
+	st := &stream{f: f, fi: fi, tap: t, recno: pos.recno}
 	switch s.format {
 	case JSONL:
 		st.p = &jsonlParser{r: br, off: max(pos.offset, start), line: lines, lim: lim}

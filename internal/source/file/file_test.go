@@ -631,3 +631,87 @@ func TestCloseThenReadAgain(t *testing.T) {
 		t.Fatalf("after Close: %v, want %v", got, want)
 	}
 }
+
+// TestWrittenOverMidPass: an export rewrites the file in place (truncated and
+// written again, longer, in another order) between two pages of a pass.
+// Every record the pass returns is one of the old file's, and the pass
+// fails with ErrChanged rather than go on in the new file's bytes at the
+// old offset: before, it returned records of the new file's second part
+// (some written a second time, the first part never), one made of old and
+// new bytes, and ended as if it had read the file. Rows appended, and a
+// file replaced by a rename, do not fail the pass.
+func TestWrittenOverMidPass(t *testing.T) {
+	t.Parallel()
+	csvOf := func(n int, name func(int) string, reverse bool) string {
+		var sb strings.Builder
+		sb.WriteString("id,name\n")
+		for i := 1; i <= n; i++ {
+			id := i
+			if reverse {
+				id = n + 1 - i
+			}
+			fmt.Fprintf(&sb, "%d,%s\n", id, name(id))
+		}
+		return sb.String()
+	}
+	oldName := func(id int) string { return fmt.Sprintf("old-%d", id) }
+	const rows = 20000 // far more than the reader's 64 KiB buffer
+	for _, tc := range []struct {
+		name    string
+		change  func(t *testing.T, path string)
+		wantErr bool
+	}{
+		{"written over", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte(csvOf(rows, func(id int) string { return fmt.Sprintf("new-name-%d", id) }, true)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"appended", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fmt.Fprintf(f, "%d,%s\n", rows+1, oldName(rows+1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"renamed over", func(t *testing.T, path string) {
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, []byte(csvOf(10, func(id int) string { return "new" }, false)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, file.CSV, csvOf(rows, oldName, false))
+			first, err := b.src.ReadPage(context.Background(), "", 100)
+			if err != nil || first.End {
+				t.Fatalf("first page: End %v, %v", first.End, err)
+			}
+			tc.change(t, b.path)
+			got, _, err := readAll(t, b.src, first.Next, 100)
+			for _, r := range got {
+				var id int
+				if _, serr := fmt.Sscan(fmt.Sprint(r["id"]), &id); serr != nil || r["name"] != oldName(id) {
+					t.Fatalf("the pass returned %v, not a row of the file it began reading", r)
+				}
+			}
+			if tc.wantErr {
+				if !errors.Is(err, source.ErrChanged) {
+					t.Fatalf("after %d more records: %v, want ErrChanged", len(got), err)
+				}
+				return
+			}
+			if err != nil || len(got) < rows-100 {
+				t.Fatalf("read %d more records: %v", len(got), err)
+			}
+		})
+	}
+}

@@ -48,6 +48,9 @@ type tap struct {
 	buf   []byte
 	start int
 	base  int64
+	// buf[from:start] are bytes hashed but kept until the page they belong
+	// to is checked against the file (see Source.checkUnchanged).
+	from int
 	// hashed counts every byte hashed (tests check a pass hashes the file once).
 	hashed *int64
 }
@@ -55,14 +58,29 @@ type tap struct {
 func (t *tap) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 {
-		if t.start > 0 && len(t.buf)+n > cap(t.buf) {
-			m := copy(t.buf, t.buf[t.start:])
+		if t.from > 0 && len(t.buf)+n > cap(t.buf) {
+			m := copy(t.buf, t.buf[t.from:])
 			t.buf = t.buf[:m]
-			t.start = 0
+			t.start -= t.from
+			t.from = 0
 		}
 		t.buf = append(t.buf, p[:n]...)
 	}
 	return n, err
+}
+
+// read returns the bytes read from the file since the last release, and
+// the offset of the first.
+func (t *tap) read() (int64, []byte) {
+	return t.base - int64(t.start-t.from), t.buf[t.from:]
+}
+
+// release lets the bytes hashed so far go.
+func (t *tap) release() {
+	t.from = t.start
+	if t.start == len(t.buf) {
+		t.buf, t.start, t.from = t.buf[:0], 0, 0
+	}
 }
 
 // advance hashes the bytes before offset to, which the parser has read.
@@ -72,10 +90,6 @@ func (t *tap) advance(to int64) {
 	*t.hashed += int64(n)
 	t.start += n
 	t.base = to
-	if t.start == len(t.buf) {
-		t.buf = t.buf[:0]
-		t.start = 0
-	}
 }
 
 // errTooLong is what limiter returns once a record has run past the limit.
