@@ -262,6 +262,12 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		if err != nil {
 			return source.Page{}, s.readError(err)
 		}
+		if torn, err := s.torn(rec); err != nil || torn {
+			// The file's last line, still being appended: the run ends
+			// before it, and the next run reads it whole.
+			page.End = true
+			return page, errors.Join(err, s.checkUnchanged())
+		}
 		st.tap.advance(rec.end)
 		st.recno++
 		page.Records = append(page.Records, source.Record{Fields: rec.fields, Invalid: rec.invalid})
@@ -280,6 +286,24 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		st.peeked = &rec
 	}
 	return page, s.checkUnchanged()
+}
+
+// torn reports whether rec is a last line that has no line end yet while
+// the file has grown past it: a writer appending the file wrote part of the
+// line when it was read (a buffered writer flushes at any byte), so its
+// values are cut (an address "ann@example.c"). A file whose last line has
+// no line end and that does not grow is read as it is.
+func (s *Source) torn(rec record) (bool, error) {
+	t := s.st.tap
+	i := t.start + int(rec.end-t.base) - 1
+	if i < t.start || i >= len(t.buf) || t.buf[i] == '\n' {
+		return false, nil
+	}
+	fi, err := s.st.f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	return fi.Size() > rec.end, nil
 }
 
 // checkUnchanged fails the page when the file was written in place while

@@ -715,3 +715,57 @@ func TestWrittenOverMidPass(t *testing.T) {
 		})
 	}
 }
+
+// TestTornLastLine: a writer appending the file had written part of its
+// last line when the pass read it ("2,bo" of "2,bob"). The pass ends before
+// that line instead of returning a record cut short (before, {2 bo}, and in
+// JSONL a rejected record), and the next pass reads it whole. A last line
+// without a line end in a file that does not grow is a record.
+func TestTornLastLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		format         file.Format
+		data, rest     string
+		first, torn    map[string]any
+		whole, another map[string]any
+	}{
+		{file.CSV, "id,name\n1,a\n2,bo", "b\n3,c\n",
+			map[string]any{"id": "1", "name": "a"}, nil,
+			map[string]any{"id": "2", "name": "bob"}, map[string]any{"id": "3", "name": "c"}},
+		{file.JSONL, "{\"id\":1}\n{\"id\":2,\"name\":\"bo", "b\"}\n{\"id\":3}\n",
+			map[string]any{"id": jsonNumber("1")}, nil,
+			map[string]any{"id": jsonNumber("2"), "name": "bob"}, map[string]any{"id": jsonNumber("3")}},
+	} {
+		t.Run(tc.format.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.format, tc.data)
+			first, err := b.src.ReadPage(context.Background(), "", 1)
+			if err != nil || first.End || len(first.Records) != 1 || !reflect.DeepEqual(first.Records[0].Fields, tc.first) {
+				t.Fatalf("first page: %+v, %v", first, err)
+			}
+			f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tc.rest); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			page, err := b.src.ReadPage(context.Background(), first.Next, 1)
+			if err != nil || !page.End || len(page.Records) != 0 {
+				t.Fatalf("the page of the torn line: End %v, records %+v, %v; want the end, no record", page.End, page.Records, err)
+			}
+			got, _ := mustReadAll(t, b.src, "", 10)
+			if want := rows(tc.first, tc.whole, tc.another); !reflect.DeepEqual(got, want) {
+				t.Fatalf("next pass: %v, want %v", got, want)
+			}
+		})
+	}
+	// Not growing: the last line is a record.
+	b := setup(t, file.CSV, "id,name\n1,a\n2,bo")
+	if got, _ := mustReadAll(t, b.src, "", 1); len(got) != 2 || got[1]["name"] != "bo" {
+		t.Fatalf("a file without a last line end: %v", got)
+	}
+}
