@@ -52,8 +52,8 @@
 // a DATETIME, TIMESTAMP or DATE cursor_column, the cursor a pass ends at is
 // the last row's value less the lookback (and one microsecond, or one day
 // for a DATE), and the next run reads that window again; the ledger skips
-// the rows unchanged since their delivery. A pass of several pages moves
-// back from the largest cursor_column value when it began instead, if that
+// the rows unchanged since their delivery. With an identity, a pass of
+// several pages moves back from the largest cursor_column value when it began instead, if that
 // is lower (its first page reads it; later pages' cursors carry it as the
 // high mark), so a long or resumed pass does not end past a row hidden from
 // it. Other cursor types, and rows
@@ -789,9 +789,13 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		high = keyValue{} // none, or the column changed type: this page begins the count
 	}
 	if more {
-		if high.Type == "" && s.looksBack(s.cursorType) {
+		if high.Type == "" && s.looksBack(s.cursorType) && s.identity != "" {
 			// The first page of a pass that goes on: the largest key now
 			// bounds the rows this pass may miss (see "Rows committed late").
+			// Only with an identity: without one, a row's delivery key
+			// holds its page's cursor, which must be the same when a run
+			// reads the page again after a kill, whatever was written
+			// since (docs/guide.md#what-a-run-does).
 			top, err := s.lastAtOrBefore(ctx, conn, "", nil)
 			if err != nil {
 				return source.Page{}, err

@@ -58,8 +58,8 @@
 // the lookback (and one microsecond, or one day for a date, so the row at
 // the window's edge is not skipped on a tie of identity): the next run reads
 // the rows of that window again, and those unchanged since their delivery are
-// skipped by the ledger (docs/guide.md#rows-committed-late). A pass of
-// several pages ends moved back from the largest cursor_column value when
+// skipped by the ledger (docs/guide.md#rows-committed-late). With an
+// identity, a pass of several pages ends moved back from the largest cursor_column value when
 // it began instead, if that is lower: its first page reads it (highSQL) and
 // every later page's cursor carries it (the high mark). A row hidden from
 // the pass committed after that value was, so within the lookback of its
@@ -770,9 +770,13 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		high = keyValue{} // the column changed type: this page begins the count
 	}
 	if more {
-		if high.Type == "" && s.looksBack(keyTags[0]) {
+		if high.Type == "" && s.looksBack(keyTags[0]) && s.identity != "" {
 			// The first page of a pass that goes on: the largest key now
 			// bounds the rows this pass may miss (see "Rows committed late").
+			// Only with an identity: without one, a row's delivery key
+			// holds its page's cursor, which must be the same when a run
+			// reads the page again after a kill, whatever was written
+			// since (docs/guide.md#what-a-run-does).
 			if high, err = s.highMark(ctx, tx, keyTags[0]); err != nil {
 				return source.Page{}, err
 			}
