@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -322,20 +323,20 @@ func (s *Source) checkUnchanged() error {
 		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
 	if st.fi != nil && fi.Size() == st.fi.Size() && fi.ModTime().Equal(st.fi.ModTime()) {
-		st.tap.release()
+		st.tap.checked()
 		return nil
 	}
-	off, read := st.tap.read()
-	now := make([]byte, len(read))
-	n, err := st.f.ReadAt(now, off)
-	if err != nil && err != io.EOF {
+	off, n, sum := st.tap.read()
+	h := crc32.New(castagnoli)
+	m, err := io.Copy(h, io.NewSectionReader(st.f, off, n))
+	if err != nil {
 		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
-	if n < len(read) || !bytes.Equal(now, read) {
+	if m < n || h.Sum32() != sum {
 		return fmt.Errorf("%s: %w: the file was written over while it was read", s.id, source.ErrChanged)
 	}
 	st.fi = fi
-	st.tap.release()
+	st.tap.checked()
 	return nil
 }
 
@@ -396,7 +397,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 		}
 	}
-	t := &tap{r: f, h: h, base: pos.offset, hashed: &s.hashed}
+	t := &tap{r: f, h: h, base: pos.offset, since: pos.offset, hashed: &s.hashed}
 	lim := &limiter{r: t, off: pos.offset, max: s.maxRecord}
 	lim.bound(pos.offset)
 	br := bufio.NewReaderSize(lim, bufSize)

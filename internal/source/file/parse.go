@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -48,39 +49,41 @@ type tap struct {
 	buf   []byte
 	start int
 	base  int64
-	// buf[from:start] are bytes hashed but kept until the page they belong
-	// to is checked against the file (see Source.checkUnchanged).
-	from int
+	// sum is the CRC-32C of the bytes read from offset since, the start of
+	// the first record not consumed at the last check (see
+	// Source.checkUnchanged): what the file must still hold there.
+	sum   uint32
+	since int64
 	// hashed counts every byte hashed (tests check a pass hashes the file once).
 	hashed *int64
 }
 
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 func (t *tap) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 {
-		if t.from > 0 && len(t.buf)+n > cap(t.buf) {
-			m := copy(t.buf, t.buf[t.from:])
+		if t.start > 0 && len(t.buf)+n > cap(t.buf) {
+			m := copy(t.buf, t.buf[t.start:])
 			t.buf = t.buf[:m]
-			t.start -= t.from
-			t.from = 0
+			t.start = 0
 		}
 		t.buf = append(t.buf, p[:n]...)
+		t.sum = crc32.Update(t.sum, castagnoli, p[:n])
 	}
 	return n, err
 }
 
-// read returns the bytes read from the file since the last release, and
-// the offset of the first.
-func (t *tap) read() (int64, []byte) {
-	return t.base - int64(t.start-t.from), t.buf[t.from:]
+// read returns where the bytes read since the last check begin, how many
+// there are and their CRC-32C.
+func (t *tap) read() (off, n int64, sum uint32) {
+	return t.since, t.base + int64(len(t.buf)-t.start) - t.since, t.sum
 }
 
-// release lets the bytes hashed so far go.
-func (t *tap) release() {
-	t.from = t.start
-	if t.start == len(t.buf) {
-		t.buf, t.start, t.from = t.buf[:0], 0, 0
-	}
+// checked starts the next check's bytes at the first record not consumed.
+func (t *tap) checked() {
+	t.since = t.base
+	t.sum = crc32.Checksum(t.buf[t.start:], castagnoli)
 }
 
 // advance hashes the bytes before offset to, which the parser has read.
@@ -90,6 +93,10 @@ func (t *tap) advance(to int64) {
 	*t.hashed += int64(n)
 	t.start += n
 	t.base = to
+	if t.start == len(t.buf) {
+		t.buf = t.buf[:0]
+		t.start = 0
+	}
 }
 
 // errTooLong is what limiter returns once a record has run past the limit.
