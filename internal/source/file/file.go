@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -157,7 +158,10 @@ func (s *Source) Close() error {
 
 // stream is an open file read sequentially from one position onwards.
 type stream struct {
-	f   *os.File
+	f *os.File
+	// fi is the file's size and time of change when its bytes read so far
+	// were last known to be the file's (see Source.checkUnchanged).
+	fi  os.FileInfo
 	tap *tap
 	p   parser
 	// recno counts the records before tap.base.
@@ -254,10 +258,16 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		rec, err := st.take()
 		if err == io.EOF {
 			page.End = true
-			return page, nil
+			return page, s.checkUnchanged()
 		}
 		if err != nil {
 			return source.Page{}, s.readError(err)
+		}
+		if torn, err := s.torn(rec); err != nil || torn {
+			// The file's last line, still being appended: the run ends
+			// before it, and the next run reads it whole.
+			page.End = true
+			return page, errors.Join(err, s.checkUnchanged())
 		}
 		st.tap.advance(rec.end)
 		st.recno++
@@ -276,7 +286,58 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 	default:
 		st.peeked = &rec
 	}
-	return page, nil
+	return page, s.checkUnchanged()
+}
+
+// torn reports whether rec is a last line that has no line end yet while
+// the file has grown past it: a writer appending the file wrote part of the
+// line when it was read (a buffered writer flushes at any byte), so its
+// values are cut (an address "ann@example.c"). A file whose last line has
+// no line end and that does not grow is read as it is.
+func (s *Source) torn(rec record) (bool, error) {
+	t := s.st.tap
+	i := t.start + int(rec.end-t.base) - 1
+	if i < t.start || i >= len(t.buf) || t.buf[i] == '\n' {
+		return false, nil
+	}
+	fi, err := s.st.f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	return fi.Size() > rec.end, nil
+}
+
+// checkUnchanged fails the page when the file was written in place while
+// the page was read (truncated and written again: an export that rewrites
+// its file), so that no record is made of old bytes followed by new ones,
+// and no page of the old file's first part is followed by one of the new
+// file's rest (docs/guide.md#rows-committed-late, on file cursors). A file
+// whose size and time of change did not move costs one fstat a page; one
+// that did (an append) costs reading again the bytes read since the last
+// page, which must be the file's. A file replaced by a rename is not seen:
+// the stream reads the file it opened to its end.
+func (s *Source) checkUnchanged() error {
+	st := s.st
+	fi, err := st.f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	if st.fi != nil && fi.Size() == st.fi.Size() && fi.ModTime().Equal(st.fi.ModTime()) {
+		st.tap.checked()
+		return nil
+	}
+	off, n, sum := st.tap.read()
+	h := crc32.New(castagnoli)
+	m, err := io.Copy(h, io.NewSectionReader(st.f, off, n))
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	if m < n || h.Sum32() != sum {
+		return fmt.Errorf("%s: %w: the file was written over while it was read", s.id, source.ErrChanged)
+	}
+	st.fi = fi
+	st.tap.checked()
+	return nil
 }
 
 func (s *Source) readError(err error) error {
@@ -303,16 +364,17 @@ func (s *Source) open(pos position) (*stream, error) {
 }
 
 func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
+	// Before any byte is read: a write after it shows in the next check.
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
 	h := sha256.New()
 	var (
 		lines int64 // '\n' bytes before pos
 		start int64 // where the data starts (after a BOM)
 	)
 	if pos.offset > 0 {
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
-		}
 		if fi.Size() < pos.offset {
 			return nil, fmt.Errorf("%s: %w: the file is shorter than the saved position", s.id, source.ErrChanged)
 		}
@@ -335,7 +397,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 		}
 	}
-	t := &tap{r: f, h: h, base: pos.offset, hashed: &s.hashed}
+	t := &tap{r: f, h: h, base: pos.offset, since: pos.offset, hashed: &s.hashed}
 	lim := &limiter{r: t, off: pos.offset, max: s.maxRecord}
 	lim.bound(pos.offset)
 	br := bufio.NewReaderSize(lim, bufSize)
@@ -349,7 +411,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			start = int64(len(bom))
 		}
 	}
-	st := &stream{f: f, tap: t, recno: pos.recno}
+	st := &stream{f: f, fi: fi, tap: t, recno: pos.recno}
 	switch s.format {
 	case JSONL:
 		st.p = &jsonlParser{r: br, off: max(pos.offset, start), line: lines, lim: lim}

@@ -631,3 +631,141 @@ func TestCloseThenReadAgain(t *testing.T) {
 		t.Fatalf("after Close: %v, want %v", got, want)
 	}
 }
+
+// TestWrittenOverMidPass: an export rewrites the file in place (truncated and
+// written again, longer, in another order) between two pages of a pass.
+// Every record the pass returns is one of the old file's, and the pass
+// fails with ErrChanged rather than go on in the new file's bytes at the
+// old offset: before, it returned records of the new file's second part
+// (some written a second time, the first part never), one made of old and
+// new bytes, and ended as if it had read the file. Rows appended, and a
+// file replaced by a rename, do not fail the pass.
+func TestWrittenOverMidPass(t *testing.T) {
+	t.Parallel()
+	csvOf := func(n int, name func(int) string, reverse bool) string {
+		var sb strings.Builder
+		sb.WriteString("id,name\n")
+		for i := 1; i <= n; i++ {
+			id := i
+			if reverse {
+				id = n + 1 - i
+			}
+			fmt.Fprintf(&sb, "%d,%s\n", id, name(id))
+		}
+		return sb.String()
+	}
+	oldName := func(id int) string { return fmt.Sprintf("old-%d", id) }
+	const rows = 20000 // far more than the reader's 64 KiB buffer
+	for _, tc := range []struct {
+		name    string
+		change  func(t *testing.T, path string)
+		wantErr bool
+	}{
+		{"written over", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte(csvOf(rows, func(id int) string { return fmt.Sprintf("new-name-%d", id) }, true)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"appended", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fmt.Fprintf(f, "%d,%s\n", rows+1, oldName(rows+1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"renamed over", func(t *testing.T, path string) {
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, []byte(csvOf(10, func(id int) string { return "new" }, false)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, file.CSV, csvOf(rows, oldName, false))
+			first, err := b.src.ReadPage(context.Background(), "", 100)
+			if err != nil || first.End {
+				t.Fatalf("first page: End %v, %v", first.End, err)
+			}
+			tc.change(t, b.path)
+			got, _, err := readAll(t, b.src, first.Next, 100)
+			for _, r := range got {
+				var id int
+				if _, serr := fmt.Sscan(fmt.Sprint(r["id"]), &id); serr != nil || r["name"] != oldName(id) {
+					t.Fatalf("the pass returned %v, not a row of the file it began reading", r)
+				}
+			}
+			if tc.wantErr {
+				if !errors.Is(err, source.ErrChanged) {
+					t.Fatalf("after %d more records: %v, want ErrChanged", len(got), err)
+				}
+				return
+			}
+			if err != nil || len(got) < rows-100 {
+				t.Fatalf("read %d more records: %v", len(got), err)
+			}
+		})
+	}
+}
+
+// TestTornLastLine: a writer appending the file had written part of its
+// last line when the pass read it ("2,bo" of "2,bob"). The pass ends before
+// that line instead of returning a record cut short (before, {2 bo}, and in
+// JSONL a rejected record), and the next pass reads it whole. A last line
+// without a line end in a file that does not grow is a record.
+func TestTornLastLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		format         file.Format
+		data, rest     string
+		first, torn    map[string]any
+		whole, another map[string]any
+	}{
+		{file.CSV, "id,name\n1,a\n2,bo", "b\n3,c\n",
+			map[string]any{"id": "1", "name": "a"}, nil,
+			map[string]any{"id": "2", "name": "bob"}, map[string]any{"id": "3", "name": "c"}},
+		{file.JSONL, "{\"id\":1}\n{\"id\":2,\"name\":\"bo", "b\"}\n{\"id\":3}\n",
+			map[string]any{"id": jsonNumber("1")}, nil,
+			map[string]any{"id": jsonNumber("2"), "name": "bob"}, map[string]any{"id": jsonNumber("3")}},
+	} {
+		t.Run(tc.format.String(), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, tc.format, tc.data)
+			first, err := b.src.ReadPage(context.Background(), "", 1)
+			if err != nil || first.End || len(first.Records) != 1 || !reflect.DeepEqual(first.Records[0].Fields, tc.first) {
+				t.Fatalf("first page: %+v, %v", first, err)
+			}
+			f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tc.rest); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			page, err := b.src.ReadPage(context.Background(), first.Next, 1)
+			if err != nil || !page.End || len(page.Records) != 0 {
+				t.Fatalf("the page of the torn line: End %v, records %+v, %v; want the end, no record", page.End, page.Records, err)
+			}
+			got, _ := mustReadAll(t, b.src, "", 10)
+			if want := rows(tc.first, tc.whole, tc.another); !reflect.DeepEqual(got, want) {
+				t.Fatalf("next pass: %v, want %v", got, want)
+			}
+		})
+	}
+	// Not growing: the last line is a record.
+	b := setup(t, file.CSV, "id,name\n1,a\n2,bo")
+	if got, _ := mustReadAll(t, b.src, "", 1); len(got) != 2 || got[1]["name"] != "bo" {
+		t.Fatalf("a file without a last line end: %v", got)
+	}
+}

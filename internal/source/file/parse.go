@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -48,9 +49,16 @@ type tap struct {
 	buf   []byte
 	start int
 	base  int64
+	// sum is the CRC-32C of the bytes read from offset since, the start of
+	// the first record not consumed at the last check (see
+	// Source.checkUnchanged): what the file must still hold there.
+	sum   uint32
+	since int64
 	// hashed counts every byte hashed (tests check a pass hashes the file once).
 	hashed *int64
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func (t *tap) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
@@ -61,8 +69,21 @@ func (t *tap) Read(p []byte) (int, error) {
 			t.start = 0
 		}
 		t.buf = append(t.buf, p[:n]...)
+		t.sum = crc32.Update(t.sum, castagnoli, p[:n])
 	}
 	return n, err
+}
+
+// read returns where the bytes read since the last check begin, how many
+// there are and their CRC-32C.
+func (t *tap) read() (off, n int64, sum uint32) {
+	return t.since, t.base + int64(len(t.buf)-t.start) - t.since, t.sum
+}
+
+// checked starts the next check's bytes at the first record not consumed.
+func (t *tap) checked() {
+	t.since = t.base
+	t.sum = crc32.Checksum(t.buf[t.start:], castagnoli)
 }
 
 // advance hashes the bytes before offset to, which the parser has read.

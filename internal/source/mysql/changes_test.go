@@ -177,3 +177,35 @@ func (b *bundle) holdLate(sql string) func(t *testing.T) func() {
 func (b *bundle) commitNow(sql string) func(t *testing.T) {
 	return func(t *testing.T) { b.exec(t, sql) }
 }
+
+// TestLateCommitInLongPass: a transaction stamps row 3 and stays open while
+// a pass reads past it and goes on reading rows stamped more than the
+// lookback later (a long pass, or one stopped and resumed later); it
+// commits well within the lookback of its stamp. The next pass reads it:
+// before, the pass ended at its last row less the lookback, past row 3's
+// stamp, and the row's new values never reached the destination.
+func TestLateCommitInLongPass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		typ, before, now, later string
+		lookback                time.Duration
+		values                  int64
+	}{
+		{"DATETIME(6)", "NOW(6) - INTERVAL 1 HOUR + INTERVAL id MINUTE", "NOW(6)", "NOW(6) + INTERVAL 20 MINUTE", 10 * time.Minute, 0},
+		{"TIMESTAMP(6)", "NOW(6) - INTERVAL 1 HOUR + INTERVAL id MINUTE", "NOW(6)", "NOW(6) + INTERVAL 20 MINUTE", 10 * time.Minute, 0},
+		{"DATE", "CURDATE() - INTERVAL 10 DAY + INTERVAL id DAY", "CURDATE()", "CURDATE() + INTERVAL 5 DAY", 24 * time.Hour, 0},
+		{"BIGINT", "90 + id", "100", "2000", 0, 100},
+	} {
+		table := "long_" + strings.TrimSuffix(strings.ToLower(tc.typ), "(6)")
+		b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id BIGINT PRIMARY KEY, email VARCHAR(100) NOT NULL, updated_at %s NOT NULL)`, table, tc.typ))
+		for id := 1; id <= 5; id++ {
+			b.exec(t, fmt.Sprintf(`INSERT INTO %s VALUES (%d, 'user%d@example.test', %s)`, table, id, id, strings.ReplaceAll(tc.before, "id", fmt.Sprint(id))))
+		}
+		src := b.newSource(t, mysql.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: tc.lookback, LookbackValues: tc.values})
+		sourcetest.CheckLongPass(t, src, "", sourcetest.LongPass{Name: tc.typ,
+			Hold:      b.holdLate(fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)),
+			Later:     b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s), (7, 'user7@example.test', %s)`, table, tc.later, tc.later)),
+			LateEmail: "late3@example.test"})
+	}
+}

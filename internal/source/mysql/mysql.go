@@ -52,7 +52,11 @@
 // a DATETIME, TIMESTAMP or DATE cursor_column, the cursor a pass ends at is
 // the last row's value less the lookback (and one microsecond, or one day
 // for a DATE), and the next run reads that window again; the ledger skips
-// the rows unchanged since their delivery. Other cursor types, and rows
+// the rows unchanged since their delivery. With an identity, a pass of
+// several pages moves back from the largest cursor_column value when it began instead, if that
+// is lower (its first page reads it; later pages' cursors carry it as the
+// high mark), so a long or resumed pass does not end past a row hidden from
+// it. Other cursor types, and rows
 // committed more than the lookback after they were stamped, are not
 // covered: they wait until the cursor is reset.
 //
@@ -424,7 +428,7 @@ func (s *Source) after(lits []string) string {
 }
 
 // atOrBeforeSQL reads the last row that matches cond whose key is not after
-// the literals lits.
+// the literals lits (nil: the last row).
 func (s *Source) atOrBeforeSQL(cond string, lits []string) string {
 	var b strings.Builder
 	b.WriteString(s.base)
@@ -435,7 +439,10 @@ func (s *Source) atOrBeforeSQL(cond string, lits []string) string {
 	for k, key := range s.keys {
 		desc[k] = col(key) + " DESC"
 	}
-	b.WriteString(" AND NOT (" + s.after(lits) + ") ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1")
+	if lits != nil {
+		b.WriteString(" AND NOT (" + s.after(lits) + ")")
+	}
+	b.WriteString(" ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1")
 	return b.String()
 }
 
@@ -664,7 +671,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, cond func() 
 	if err := ctx.Err(); err != nil {
 		return source.Page{}, err
 	}
-	pos, err := parseCursor(cursor, len(s.keys))
+	pos, high, err := parsePass(cursor, len(s.keys))
 	if err != nil {
 		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
 	}
@@ -678,7 +685,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, cond func() 
 	var page source.Page
 	err = s.snapshot(ctx, "read page", func(conn *sql.Conn) error {
 		var err error
-		page, err = s.readPage(ctx, conn, c, cursor, pos, lits, size)
+		page, err = s.readPage(ctx, conn, c, cursor, pos, high, lits, size)
 		return err
 	})
 	if err != nil {
@@ -702,7 +709,7 @@ func (s *Source) literals(pos position) ([]string, error) {
 
 // readPage reads the page at cursor of the rows that match cond ("": all
 // rows; a slice's condition, built for an identity of type s.identType).
-func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor string, pos position, lits []string, size int) (source.Page, error) {
+func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor string, pos position, high keyValue, lits []string, size int) (source.Page, error) {
 	rows, err := conn.QueryContext(ctx, s.pageSQLWhere(cond, lits, size+1))
 	if err != nil {
 		return source.Page{}, err
@@ -778,14 +785,33 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 			return source.Page{}, s.tieError()
 		}
 	}
-	page.Next = last.String()
+	if high.Type != s.cursorType {
+		high = keyValue{} // none, or the column changed type: this page begins the count
+	}
 	if more {
+		if high.Type == "" && s.looksBack(s.cursorType) && s.identity != "" {
+			// The first page of a pass that goes on: the largest key now
+			// bounds the rows this pass may miss (see "Rows committed late").
+			// Only with an identity: without one, a row's delivery key
+			// holds its page's cursor, which must be the same when a run
+			// reads the page again after a kill, whatever was written
+			// since (docs/guide.md#what-a-run-does).
+			top, err := s.lastAtOrBefore(ctx, conn, "", nil)
+			if err != nil {
+				return source.Page{}, err
+			}
+			if top != nil {
+				high = top[0]
+			}
+		}
+		page.Next = last.withHigh(high)
 		return page, nil
 	}
+	page.Next = last.String()
 	page.End = true
 	switch {
 	case len(page.Records) > 0:
-		page.Next = s.lookbackFrom(last).String()
+		page.Next = s.lookbackFrom(last, high).String()
 	case pos != nil && s.looksBack(pos[0].Type):
 		// The page began where an earlier one of the pass stopped, or
 		// where the last pass ended, and the rows read there, or the row
@@ -802,7 +828,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		}
 		page.Next = ""
 		if from != nil {
-			page.Next = s.lookbackFrom(from).String()
+			page.Next = s.lookbackFrom(from, high).String()
 		}
 	}
 	if !s.keysNotNull {
@@ -852,7 +878,8 @@ func (s *Source) looksBack(typ string) bool {
 }
 
 // lastAtOrBefore returns the key of the last row that matches cond whose
-// key is not after the literals lits, nil when there is none.
+// key is not after the literals lits (nil: the last row), nil when there is
+// none.
 func (s *Source) lastAtOrBefore(ctx context.Context, conn *sql.Conn, cond string, lits []string) (position, error) {
 	rows, err := conn.QueryContext(ctx, s.atOrBeforeSQL(cond, lits))
 	if err != nil {
@@ -888,18 +915,22 @@ func keyOf(r result, keyIdx []int, sc *scanner) position {
 	return key
 }
 
-// lookbackFrom is p with its cursor_column value moved back: by the
-// lookback and the type's smallest step when it is a DATETIME, TIMESTAMP or
-// DATE (zero dates and values before the year 1000 stay as they are), by
-// the values' lookback and one when it is an integer (the start of the
-// source when that is below the type's smallest value); p otherwise.
-func (s *Source) lookbackFrom(p position) position {
+// lookbackFrom is p with its cursor_column value, or the pass's high mark
+// when that is lower, moved back: by the lookback and the type's smallest
+// step when it is a DATETIME, TIMESTAMP or DATE (zero dates and values
+// before the year 1000 stay as they are), by the values' lookback and one
+// when it is an integer (the start of the source when that is below the
+// type's smallest value); p otherwise.
+func (s *Source) lookbackFrom(p position, high keyValue) position {
 	var text string
 	switch p[0].Type {
 	case "DATETIME", "TIMESTAMP":
 		t, err := time.Parse(myDatetimeLayout, p[0].Text)
 		if err != nil || s.lookback == 0 {
 			return p
+		}
+		if h, err := time.Parse(myDatetimeLayout, high.Text); err == nil && high.Type == p[0].Type && h.Before(t) && h.Year() >= 1000 {
+			t = h
 		}
 		t = t.Add(-s.lookback - time.Microsecond)
 		if t.Year() < 1000 {
@@ -911,6 +942,9 @@ func (s *Source) lookbackFrom(p position) position {
 		if err != nil || s.lookback == 0 {
 			return p
 		}
+		if h, err := time.Parse(time.DateOnly, high.Text); err == nil && high.Type == p[0].Type && h.Before(t) && h.Year() >= 1000 {
+			t = h
+		}
 		t = t.Add(-s.lookback).AddDate(0, 0, -1)
 		if t.Year() < 1000 {
 			return p
@@ -921,7 +955,13 @@ func (s *Source) lookbackFrom(p position) position {
 		if !isInt || s.lookbackN == 0 {
 			return p
 		}
-		back, start, ok := source.IntLookback(p[0].Text, s.lookbackN, least)
+		from := p[0].Text
+		if h, err := strconv.ParseInt(high.Text, 10, 64); err == nil && high.Type == p[0].Type {
+			if v, err := strconv.ParseInt(from, 10, 64); err == nil && h < v {
+				from = high.Text
+			}
+		}
+		back, start, ok := source.IntLookback(from, s.lookbackN, least)
 		switch {
 		case !ok:
 			return p

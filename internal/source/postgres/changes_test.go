@@ -175,3 +175,33 @@ func (b *bundle) holdLate(sql string) func(t *testing.T) func() {
 func (b *bundle) commitNow(sql string) func(t *testing.T) {
 	return func(t *testing.T) { b.exec(t, sql) }
 }
+
+// TestLateCommitInLongPass: a transaction stamps row 3 and stays open while
+// a pass reads past it and goes on reading rows stamped more than the
+// lookback later (a long pass, or one stopped and resumed later); it
+// commits well within the lookback of its stamp. The next pass reads it:
+// before, the pass ended at its last row less the lookback, past row 3's
+// stamp, and the row's new values never reached the destination.
+func TestLateCommitInLongPass(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		typ, before, now, later string
+		lookback                time.Duration
+		values                  int64
+	}{
+		{"timestamptz", "now() - interval '1 hour' + g * interval '1 minute'", "now()", "now() + interval '20 minutes'", 10 * time.Minute, 0},
+		{"timestamp", "localtimestamp - interval '1 hour' + g * interval '1 minute'", "localtimestamp", "localtimestamp + interval '20 minutes'", 10 * time.Minute, 0},
+		{"date", "current_date - 10 + g", "current_date", "current_date + 5", 24 * time.Hour, 0},
+		{"bigint", "90 + g", "100", "2000", 0, 100},
+	} {
+		table := b.table("long_" + tc.typ)
+		b.exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, email text NOT NULL, updated_at %s NOT NULL)`, table, tc.typ),
+			fmt.Sprintf(`INSERT INTO %s SELECT g, 'user' || g || '@example.test', %s FROM generate_series(1, 5) g`, table, tc.before))
+		src := b.newSource(t, postgres.Params{Table: table, CursorColumn: "updated_at", Identity: "id", Lookback: tc.lookback, LookbackValues: tc.values})
+		sourcetest.CheckLongPass(t, src, "", sourcetest.LongPass{Name: tc.typ,
+			Hold:      b.holdLate(fmt.Sprintf(`UPDATE %s SET email = 'late3@example.test', updated_at = %s WHERE id = 3`, table, tc.now)),
+			Later:     b.commitNow(fmt.Sprintf(`INSERT INTO %s VALUES (6, 'user6@example.test', %s), (7, 'user7@example.test', %s)`, table, tc.later, tc.later)),
+			LateEmail: "late3@example.test"})
+	}
+}

@@ -30,13 +30,25 @@ type keyValue struct {
 // reads back exactly, so timestamps, numerics and text round-trip without loss.
 type position []keyValue
 
-func (p position) String() string {
+func (p position) String() string { return p.withHigh(keyValue{}) }
+
+// highTag prefixes the type of a cursor's optional last pair: the largest
+// cursor_column value when the pass began (see "Rows committed late" in the
+// package documentation), kept in the cursors of the pass's later pages.
+const highTag = "high:"
+
+// withHigh is p's cursor carrying the pass's high mark (none when
+// high.Type is ""): [..., ["high:timestamptz", "2024-05-01 10:00:00+00"]].
+func (p position) withHigh(high keyValue) string {
 	if len(p) == 0 {
 		return ""
 	}
-	pairs := make([][2]string, len(p))
+	pairs := make([][2]string, len(p), len(p)+1)
 	for i, kv := range p {
 		pairs[i] = [2]string{kv.Type, kv.Text}
+	}
+	if high.Type != "" {
+		pairs = append(pairs, [2]string{highTag + high.Type, high.Text})
 	}
 	b, err := json.Marshal(pairs)
 	if err != nil {
@@ -50,11 +62,19 @@ func (p position) String() string {
 // canonical encoding is accepted, so one position has one cursor string (the
 // cursor is part of positional delivery keys).
 func parseCursor(s string, want int) (position, error) {
+	p, _, err := parsePass(s, want)
+	return p, err
+}
+
+// parsePass is parseCursor that also returns the pass's high mark (Type ""
+// when the cursor has none: the start of a pass, or a cursor of an earlier
+// oncesync).
+func parsePass(s string, want int) (position, keyValue, error) {
 	if s == "" {
-		return nil, nil
+		return nil, keyValue{}, nil
 	}
-	bad := func(why string) (position, error) {
-		return nil, fmt.Errorf("%w: %s", source.ErrBadCursor, why)
+	bad := func(why string) (position, keyValue, error) {
+		return nil, keyValue{}, fmt.Errorf("%w: %s", source.ErrBadCursor, why)
 	}
 	rest, ok := strings.CutPrefix(s, cursorPrefix)
 	if !ok {
@@ -70,18 +90,25 @@ func parseCursor(s string, want int) (position, error) {
 	if err := dec.Decode(&pairs); err != nil || dec.More() {
 		return bad("not a JSON array of [type, value] pairs")
 	}
+	var high keyValue
+	if n := len(pairs); n == want+1 && len(pairs[n-1]) == 2 && pairs[n-1][0] != nil && pairs[n-1][1] != nil {
+		if typ, ok := strings.CutPrefix(*pairs[n-1][0], highTag); ok && typ != "" {
+			high = keyValue{Type: typ, Text: *pairs[n-1][1]}
+			pairs = pairs[:want]
+		}
+	}
 	if len(pairs) != want {
 		return bad(fmt.Sprintf("%d key values, want %d (cursor_column and identity changed?)", len(pairs), want))
 	}
 	p := make(position, len(pairs))
 	for i, pair := range pairs {
-		if len(pair) != 2 || pair[0] == nil || pair[1] == nil || *pair[0] == "" {
+		if len(pair) != 2 || pair[0] == nil || pair[1] == nil || *pair[0] == "" || strings.HasPrefix(*pair[0], highTag) {
 			return bad("not a JSON array of [type, value] pairs")
 		}
 		p[i] = keyValue{Type: *pair[0], Text: *pair[1]}
 	}
-	if p.String() != s {
+	if p.withHigh(high) != s {
 		return bad("not in canonical form")
 	}
-	return p, nil
+	return p, high, nil
 }

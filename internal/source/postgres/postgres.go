@@ -58,8 +58,13 @@
 // the lookback (and one microsecond, or one day for a date, so the row at
 // the window's edge is not skipped on a tie of identity): the next run reads
 // the rows of that window again, and those unchanged since their delivery are
-// skipped by the ledger (docs/guide.md#rows-committed-late). A pass whose
-// last page reads no row (the row ahead of the page before was deleted in
+// skipped by the ledger (docs/guide.md#rows-committed-late). With an
+// identity, a pass of several pages ends moved back from the largest cursor_column value when
+// it began instead, if that is lower: its first page reads it (highSQL) and
+// every later page's cursor carries it (the high mark). A row hidden from
+// the pass committed after that value was, so within the lookback of its
+// stamp the row is within the window, however long the pass read on (or
+// how late a stopped pass was resumed). A pass whose last page reads no row (the row ahead of the page before was deleted in
 // between) ends moved back from the last row at or before its cursor. A
 // transaction that commits more than the lookback after it stamped its
 // rows, a key that moved backwards, or a cursor_column of another type is
@@ -219,6 +224,7 @@ type Source struct {
 
 	pages               statements // ReadPage's
 	nullSQL, versionSQL string
+	highSQL             string        // the largest cursor_column (a pass's high mark)
 	versionQuery        string        // Params.VersionQuery
 	maxRecord           int64         // Params.MaxRecordBytes
 	lookback            time.Duration // Params.Lookback
@@ -361,8 +367,8 @@ func (s *Source) buildSQL() {
 	// The largest cursor_column by its ORDER BY, not max(): uuid has no
 	// max(), and the keyset already needs the order. Named max, so the
 	// result hashes as max()'s did.
-	s.versionSQL = "SELECT count(*), (SELECT " + refs[0] + " FROM " + s.from + " AS src WHERE " + refs[0] + " IS NOT NULL ORDER BY " +
-		refs[0] + " DESC LIMIT 1) AS max FROM " + s.from + " AS src"
+	s.highSQL = "SELECT " + refs[0] + " FROM " + s.from + " AS src WHERE " + refs[0] + " IS NOT NULL ORDER BY " + refs[0] + " DESC LIMIT 1"
+	s.versionSQL = "SELECT count(*), (" + s.highSQL + ") AS max FROM " + s.from + " AS src"
 }
 
 // statements are the SQL of pages over the rows of one predicate.
@@ -651,7 +657,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 	if err := ctx.Err(); err != nil {
 		return source.Page{}, err
 	}
-	pos, err := parseCursor(cursor, len(s.keys))
+	pos, high, err := parsePass(cursor, len(s.keys))
 	if err != nil {
 		return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
 	}
@@ -672,7 +678,7 @@ func (s *Source) read(ctx context.Context, cursor string, size int, query func()
 			}
 		}
 		var err error
-		page, err = s.readPageSQL(ctx, tx, pageSQL{statements: q.statements, identOID: s.identOID, checkIdent: ok}, cursor, pos, size)
+		page, err = s.readPageSQL(ctx, tx, pageSQL{statements: q.statements, identOID: s.identOID, checkIdent: ok}, cursor, pos, high, size)
 		return err
 	})
 	if err != nil {
@@ -690,7 +696,7 @@ type pageSQL struct {
 	identOID   uint32
 }
 
-func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor string, pos position, size int) (source.Page, error) {
+func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor string, pos position, high keyValue, size int) (source.Page, error) {
 	sql, args := q.first, []any{strconv.Itoa(size + 1)}
 	if pos != nil {
 		sql = q.next
@@ -778,10 +784,25 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 			return source.Page{}, s.tieError()
 		}
 	}
-	page.Next = last.String()
+	if high.Type != "" && high.Type != keyTags[0] {
+		high = keyValue{} // the column changed type: this page begins the count
+	}
 	if more {
+		if high.Type == "" && s.looksBack(keyTags[0]) && s.identity != "" {
+			// The first page of a pass that goes on: the largest key now
+			// bounds the rows this pass may miss (see "Rows committed late").
+			// Only with an identity: without one, a row's delivery key
+			// holds its page's cursor, which must be the same when a run
+			// reads the page again after a kill, whatever was written
+			// since (docs/guide.md#what-a-run-does).
+			if high, err = s.highMark(ctx, tx, keyTags[0]); err != nil {
+				return source.Page{}, err
+			}
+		}
+		page.Next = last.withHigh(high)
 		return page, nil
 	}
+	page.Next = last.String()
 	page.End = true
 	from := last
 	if len(page.Records) == 0 && pos != nil && s.looksBack(pos[0].Type) {
@@ -799,7 +820,7 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 		page.Next = "" // without such a row: whatever comes, from the start
 	}
 	if len(from) > 0 {
-		back, err := s.lookbackFrom(ctx, tx, from)
+		back, err := s.lookbackFrom(ctx, tx, from, high)
 		if err != nil {
 			return source.Page{}, err
 		}
@@ -838,25 +859,37 @@ func (s *Source) CursorKind() (column, typ, window string) {
 
 // lookbackSQL moves a time value back by an interval (the lookback and the
 // type's smallest step), printing it as the column's own values print.
+// The earlier of the value and the pass's high mark ($3, NULL for none).
 var lookbackSQL = map[string]string{
-	"timestamptz": `SELECT ($1::timestamptz - $2::interval - interval '1 microsecond')::text`,
-	"timestamp":   `SELECT ($1::timestamp - $2::interval - interval '1 microsecond')::text`,
-	"date":        `SELECT ($1::date - $2::interval - interval '1 day')::date::text`,
+	"timestamptz": `SELECT (LEAST($1::timestamptz, $3::timestamptz) - $2::interval - interval '1 microsecond')::text`,
+	"timestamp":   `SELECT (LEAST($1::timestamp, $3::timestamp) - $2::interval - interval '1 microsecond')::text`,
+	"date":        `SELECT (LEAST($1::date, $3::date) - $2::interval - interval '1 day')::date::text`,
 }
 
 // intLeast is the smallest value of each integer type a cursor can follow.
 var intLeast = map[string]int64{"int2": math.MinInt16, "int4": math.MinInt32, "int8": math.MinInt64}
 
-// lookbackFrom is p with its cursor_column value moved back by the lookback
-// when it is a time, or by the values' lookback when it is an integer (see
-// "Rows committed late"; the start of the source when that is below the
-// type's smallest value); p itself otherwise.
-func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (position, error) {
+// lookbackFrom is p with its cursor_column value, or the pass's high mark
+// when that is lower, moved back by the lookback when it is a time, or by
+// the values' lookback when it is an integer (see "Rows committed late";
+// the start of the source when that is below the type's smallest value); p
+// itself otherwise.
+func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position, high keyValue) (position, error) {
+	var highText any // NULL: no mark
+	if high.Type == p[0].Type {
+		highText = high.Text
+	}
 	if least, isInt := intLeast[p[0].Type]; isInt {
 		if s.lookbackValues == 0 {
 			return p, nil
 		}
-		back, start, ok := source.IntLookback(p[0].Text, s.lookbackValues, least)
+		from := p[0].Text
+		if h, err := strconv.ParseInt(high.Text, 10, 64); err == nil && highText != nil {
+			if v, err := strconv.ParseInt(from, 10, 64); err == nil && h < v {
+				from = high.Text
+			}
+		}
+		back, start, ok := source.IntLookback(from, s.lookbackValues, least)
 		switch {
 		case !ok:
 			return p, nil
@@ -872,12 +905,30 @@ func (s *Source) lookbackFrom(ctx context.Context, tx pgx.Tx, p position) (posit
 		return p, nil
 	}
 	var text string
-	if err := tx.QueryRow(ctx, q, p[0].Text, fmt.Sprintf("%d microseconds", s.lookback.Microseconds())).Scan(&text); err != nil {
+	if err := tx.QueryRow(ctx, q, p[0].Text, fmt.Sprintf("%d microseconds", s.lookback.Microseconds()), highText).Scan(&text); err != nil {
 		return nil, err
 	}
 	out := slices.Clone(p)
 	out[0].Text = text
 	return out, nil
+}
+
+// highMark is the largest cursor_column value, of type tag typ, in tx's
+// snapshot, as PostgreSQL prints it (Type "" when there are no rows).
+func (s *Source) highMark(ctx context.Context, tx pgx.Tx, typ string) (keyValue, error) {
+	rows, err := tx.Query(ctx, s.highSQL)
+	if err != nil {
+		return keyValue{}, err
+	}
+	defer rows.Close()
+	var high keyValue
+	if rows.Next() {
+		if raw := rows.RawValues(); len(raw) == 1 && raw[0] != nil {
+			high = keyValue{Type: typ, Text: string(raw[0])}
+		}
+	}
+	rows.Close()
+	return high, rows.Err()
 }
 
 // tieError is the failure of two rows sharing the key at a page boundary.

@@ -74,3 +74,42 @@ func fields(recs []source.Record, col string) []string {
 	}
 	return out
 }
+
+// LongPass is a row committed late while a pass goes on for longer than the
+// lookback: Hold stamps the late row just after the rows committed so far
+// and leaves its transaction open; the pass reads its first page, Later
+// commits rows stamped more than the lookback after the late row (the pass
+// kept reading rows written meanwhile, or it stopped and was resumed
+// later), the pass reads them, then the late row commits.
+type LongPass struct {
+	Name      string
+	Hold      func(t *testing.T) (commit func())
+	Later     func(t *testing.T)
+	LateEmail string
+}
+
+// CheckLongPass reads a pass of lp over src from start in pages of 2 (the
+// first must not be the last), then checks that the pass after the late
+// commit reads the late row: the lookback counts from where the pass
+// began, not only from the last row it read.
+func CheckLongPass(t *testing.T, src source.Source, start string, lp LongPass) {
+	t.Helper()
+	commit := lp.Hold(t)
+	first, err := src.ReadPage(context.Background(), start, 2)
+	if err != nil || first.End {
+		t.Fatalf("%s: first page: End %v, err %v", lp.Name, first.End, err)
+	}
+	lp.Later(t)
+	got, next := readPass(t, src, first.Next)
+	if slices.Contains(fields(append(first.Records, got...), "email"), lp.LateEmail) {
+		t.Fatalf("%s: the pass before the commit read the late row", lp.Name)
+	}
+	commit()
+	got, next = readPass(t, src, next)
+	if !slices.Contains(fields(got, "email"), lp.LateEmail) {
+		t.Fatalf("%s: the pass after the commit read %v (emails %v), not the late row: it is lost", lp.Name, fields(got, "id"), fields(got, "email"))
+	}
+	if _, last := readPass(t, src, next); last != next {
+		t.Fatalf("%s: a pass without changes moved the cursor from %s to %s", lp.Name, next, last)
+	}
+}
