@@ -486,6 +486,10 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 					return err
 				}
 				fmt.Fprintf(env.Stdout, "sync %s is now %s (by %s: %s)\n", s.ID, s.State, f.by, f.reason)
+				if to == store.SyncPaused {
+					// docs/guide.md#running-on-a-schedule-serve-and-worker: what a pause does to a run in flight.
+					fmt.Fprintln(env.Stdout, "a run of it that serve or a worker is working stops at its next page boundary, within a few seconds; a foreground oncesync run goes on to its end (stop it with Ctrl-C)")
+				}
 				return nil
 			})
 		},

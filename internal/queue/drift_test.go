@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,44 +43,8 @@ func TestWorkerWithAnotherConfigWritesNothing(t *testing.T) {
 	}
 
 	// The process of record: it queues runs as serve's "run now" does.
-	cfg, err := config.Load(e.config, func(k string) (string, bool) {
-		if k == "BREVO_API_KEY" {
-			return apiKey, true
-		}
-		return os.LookupEnv(k)
-	}, connector.Default().Kinds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := app.OpenStore(t.Context(), cfg, clock.Real{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := queue.New(t.Context(), queue.Params{Config: cfg, Store: st, EnqueueOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svc.Shutdown(t.Context()) })
-
-	// runOnce queues a run and returns the run that ends it.
-	runOnce := func(t *testing.T) store.Run {
-		t.Helper()
-		before := runsOf(t, st, syncID)
-		if _, err := svc.Enqueue(t.Context(), syncID, queue.ReasonManual); err != nil {
-			t.Fatal(err)
-		}
-		var last store.Run
-		waitFor(t, 30*time.Second, "the queued run to end", func() bool {
-			runs := runsOf(t, st, syncID)
-			if len(runs) <= len(before) {
-				return false
-			}
-			last = runs[len(runs)-1]
-			return last.State != store.RunRunning
-		})
-		return last
-	}
+	st, svc := e.enqueuer(t)
+	runOnce := func(t *testing.T) store.Run { t.Helper(); return e.runNow(t, st, svc, syncID) }
 
 	for _, tc := range []struct {
 		name   string
@@ -126,4 +91,49 @@ func TestWorkerWithAnotherConfigWritesNothing(t *testing.T) {
 		}
 	}
 	e.checkNoSecrets(t)
+}
+
+// enqueuer opens the env's store and an enqueue-only queue service on its
+// config: a process that queues runs as serve's "run now" does.
+func (e *env) enqueuer(t *testing.T) (store.Store, *queue.Service) {
+	t.Helper()
+	cfg, err := config.Load(e.config, func(k string) (string, bool) {
+		if k == "BREVO_API_KEY" {
+			return apiKey, true
+		}
+		return os.LookupEnv(k)
+	}, connector.Default().Kinds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := app.OpenStore(t.Context(), cfg, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := queue.New(t.Context(), queue.Params{Config: cfg, Store: st, EnqueueOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
+	return st, svc
+}
+
+// runNow queues a run of syncID and returns the run that ends it.
+func (e *env) runNow(t *testing.T, st store.Store, svc *queue.Service, syncID string) store.Run {
+	t.Helper()
+	before := runsOf(t, st, syncID)
+	if _, err := svc.Enqueue(t.Context(), syncID, queue.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	var last store.Run
+	waitFor(t, 60*time.Second, "the queued run of "+syncID+" to end", func() bool {
+		runs := runsOf(t, st, syncID)
+		if len(runs) <= len(before) {
+			return false
+		}
+		last = runs[len(runs)-1]
+		return last.State != store.RunRunning
+	})
+	return last
 }

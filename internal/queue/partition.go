@@ -267,6 +267,19 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	if err := s.checkDrift(sc, args.Config); err != nil {
 		return s.partitionEnded(ctx, args, err)
 	}
+	switch row, err := s.st.GetSync(ctx, sc.ID); {
+	case err == nil && row.State == store.SyncPaused:
+		// A paused sync's partitions do not start: the run they belong to
+		// ends interrupted, and the first run after a resume goes on from
+		// every partition's checkpoint.
+		if run, err := s.st.GetRun(ctx, args.RunID); err == nil && run.State == store.RunRunning {
+			s.finishCoordinated(ctx, run, store.RunInterrupted, failure.New(failure.Interrupted, pausedDetail(row)))
+		}
+		s.log.Info("sync is paused; partition not started", "sync", sc.ID, "partition", args.Partition)
+		return errSyncPaused
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
+	}
 	if s.barrier == nil {
 		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s is partitioned, which needs redis", sc.ID))
 	}
@@ -279,6 +292,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	partSync.ID = partition.SyncID(sc.ID, args.Partition)
 	payload, _ := json.Marshal(args)
 	token := "p" + strconv.Itoa(args.Partition) + "-job" + strconv.FormatInt(jobID, 10)
+	pw := s.watchPause(ctx, sc.ID)
 	run, runErr := runner.Run(ctx, runner.Params{
 		Store:        s.st,
 		Leases:       s.leases,
@@ -291,7 +305,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
-		Drain:        s.drain,
+		Drain:        pw.drain,
 		Filter:       partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
 		Slice:        source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
@@ -321,6 +335,8 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 			return err
 		},
 	})
+	pw.stop()
+	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(partSync.ID, run, runErr)
 	return s.partitionEnded(ctx, args, runErr)
 }

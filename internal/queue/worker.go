@@ -123,6 +123,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		return err
 	}
 	defer built.Close()
+	pw := s.watchPause(ctx, args.SyncID)
 	run, runErr := runner.Run(ctx, runner.Params{
 		Store:        s.st,
 		Leases:       s.leases,
@@ -137,10 +138,12 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
-		Drain:        s.drain,
+		Drain:        pw.drain,
 		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
+	pw.stop()
+	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(built.Sync.ID, run, runErr)
 	s.runEnded(ctx, run)
 	return runErr
