@@ -2,6 +2,7 @@ package queue
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/rediskey"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 // Configuration drift between machines (docs/guide.md#one-config-on-every-machine).
@@ -75,4 +77,44 @@ func (s *Service) missingSync(what string) error {
 func workerName() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("host %s, pid %d", host, os.Getpid())
+}
+
+// keepPublished is what a worker (a process that never leads) publishes of
+// defs: the syncs the store does not have yet, so that their pages exist.
+// A published definition it would change is the leading serve's (or a
+// foreground run's) and stays: a worker started with another config file
+// used to overwrite it, so the sync page showed that worker's definition
+// while serve queued runs with its own. Those syncs are logged, as the
+// drift that runs queued by serve will be refused for (config_drift).
+func (s *Service) keepPublished(ctx context.Context, defs []store.PutSyncParams) ([]store.PutSyncParams, error) {
+	have, err := s.st.ListSyncs(ctx)
+	if err != nil {
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "read the published syncs")
+	}
+	published := make(map[string]string, len(have))
+	for _, sy := range have {
+		published[sy.ID] = sy.Definition
+	}
+	var fresh []store.PutSyncParams
+	var differ []string
+	for _, d := range defs {
+		cur, ok := published[d.ID]
+		switch {
+		case !ok:
+			fresh = append(fresh, d)
+		case cur != d.Definition:
+			differ = append(differ, d.ID)
+		}
+	}
+	if len(differ) > 0 {
+		const shown = 20
+		ids := strings.Join(differ[:min(len(differ), shown)], ", ")
+		if len(differ) > shown {
+			ids += fmt.Sprintf(" and %d more", len(differ)-shown)
+		}
+		s.log.Warn("this worker's config defines syncs otherwise than their published definitions (a serve's or a foreground run's config file differs from this one): "+
+			"runs of them queued by a process with another config are refused with config_drift, and nothing is written (docs/guide.md#one-config-on-every-machine)",
+			"syncs", ids, "config", s.cfg.Path)
+	}
+	return fresh, nil
 }

@@ -433,6 +433,12 @@ func (s *Service) Publish(ctx context.Context) error {
 		}
 		defs[i] = store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}
 	}
+	if !s.scheduler {
+		var err error
+		if defs, err = s.keepPublished(ctx, defs); err != nil {
+			return err
+		}
+	}
 	if _, err := s.st.PutSyncs(ctx, defs); err != nil {
 		return failure.Wrap(failure.StoreUnavailable, err, "publish the syncs")
 	}
