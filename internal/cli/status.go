@@ -287,33 +287,61 @@ func leaseLine(l store.Lease, now time.Time) string {
 
 // printLease prints the sync's lease from where the deployment keeps it:
 // the store, or Redis when `redis` is set (docs/config.md). Nothing when
-// the sync is free.
-func printLease(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string, now time.Time) {
+// the sync is free. It returns the lease and whether one was read, for
+// printRunning; known is false when it could not be read.
+func printLease(ctx context.Context, w io.Writer, cfg *config.Config, st store.Store, id string, now time.Time) (l store.Lease, held, known bool) {
 	if cfg.Redis == "" {
-		if l, err := st.LeaseGet(ctx, id); err == nil {
+		l, err := st.LeaseGet(ctx, id)
+		if err == nil {
 			fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
 		}
-		return
+		return l, err == nil, err == nil || errors.Is(err, store.ErrNotFound)
 	}
 	rdb, err := app.Redis(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(w, "lease:      unknown (%v)\n", err)
-		return
+		return store.Lease{}, false, false
 	}
 	defer rdb.Close()
 	// TTL zero: a read reports a loss of Redis's data without starting the
 	// quarantine itself (a read-only command changes nothing).
-	l, err := redislease.New(redislease.Params{Client: rdb, Store: st, Keys: cfg.RedisKeys()}).Get(ctx, id)
+	l, err = redislease.New(redislease.Params{Client: rdb, Store: st, Keys: cfg.RedisKeys()}).Get(ctx, id)
 	var qe *lease.QuarantineError
 	switch {
 	case err == nil:
 		fmt.Fprintf(w, "lease:      %s\n", leaseLine(l, now))
+		return l, true, true
 	case errors.As(err, &qe):
 		fmt.Fprintf(w, "lease:      none granted: %v\n", qe)
 	case errors.Is(err, store.ErrNotFound):
+		return store.Lease{}, false, true
 	default:
 		fmt.Fprintf(w, "lease:      unknown (%v)\n", err)
 	}
+	return store.Lease{}, false, false
+}
+
+// printRunning says that the sync's newest run is recorded running and,
+// when no live process holds the sync's lease for it past one lease TTL,
+// that its worker is gone and who closes it: without this line a run
+// whose worker died while no serve led (the recovery sweep runs on the
+// leader) showed only as "running" in the overview, for as long as no
+// serve came back (docs/guide.md#running-on-a-schedule-serve-and-worker).
+func printRunning(w io.Writer, cfg *config.Config, id string, runs []store.Run, l store.Lease, held, known bool, now time.Time) {
+	if len(runs) == 0 || runs[0].State != store.RunRunning {
+		return
+	}
+	r := runs[0]
+	line := fmt.Sprintf("running:    run %d since %s", r.ID, r.StartedAt.UTC().Format(time.RFC3339))
+	sc, ok := cfg.Sync(id)
+	partitioned := ok && sc.Partitions > 1 // its partitions hold the leases
+	live := held && l.RunID == r.ID && l.ExpiresAt.After(now) && !lease.DeadHere(l.Holder, lease.ThisProcess())
+	if known && !partitioned && !live && now.Sub(r.StartedAt) > cfg.Settings.LeaseTTL {
+		line += "; no live process holds the sync's lease for it: its worker stopped without recording the end. " +
+			"The recovery sweep of the leading serve (every 10 s) marks it interrupted and queues it again; if it stays like this, " +
+			"no serve is running: start one. The next run resumes from the cursor"
+	}
+	fmt.Fprintln(w, line)
 }
 
 func newStatusCmd(env Env) *cobra.Command {
@@ -387,7 +415,8 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 		fmt.Fprintf(w, "last error: run %d: %s: %s\n  next: %s\n  owner: %s\n", lastRun.ID, e.Code, lastRun.FailureDetail,
 			concreteHint(e.NextStep, cfg.Path, id), e.Owner)
 	}
-	printLease(ctx, w, cfg, st, id, now)
+	l, held, known := printLease(ctx, w, cfg, st, id, now)
+	printRunning(w, cfg, id, runs, l, held, known, now)
 	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
 		if c.Value != "" {
@@ -486,6 +515,10 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 					return err
 				}
 				fmt.Fprintf(env.Stdout, "sync %s is now %s (by %s: %s)\n", s.ID, s.State, f.by, f.reason)
+				if to == store.SyncPaused {
+					// docs/guide.md#running-on-a-schedule-serve-and-worker: what a pause does to a run in flight.
+					fmt.Fprintln(env.Stdout, "a run of it that serve or a worker is working stops at its next page boundary, within a few seconds; a foreground oncesync run goes on to its end (stop it with Ctrl-C)")
+				}
 				return nil
 			})
 		},

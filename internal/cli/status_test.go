@@ -138,3 +138,41 @@ syncs:
 		t.Fatalf("released: still a lease line in\n%s", out)
 	}
 }
+
+// TestStatusSaysARunsWorkerIsGone: a run recorded running whose worker died
+// while no serve led (no recovery sweep) holds no lease. `status SYNC`
+// showed nothing of it; it now names the run and says that its worker is
+// gone and who closes it, but only once the run is older than a lease TTL
+// (a run that just started may not hold its lease yet).
+func TestStatusSaysARunsWorkerIsGone(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	ctx := context.Background()
+	st := b.openStore(t)
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: "busy", State: store.RunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	status := func() string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := Main(t.Context(), []string{"status", "--config", b.config, "busy"},
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk}); code != ExitOK {
+			t.Fatalf("status: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	running := fmt.Sprintf("running:    run %d since ", r.ID)
+	if out := status(); !strings.Contains(out, running) || strings.Contains(out, "no live process") {
+		t.Fatalf("a run just started: want %q without a verdict in\n%s", running, out)
+	}
+	b.clk.Advance(time.Minute)
+	if out := status(); !strings.Contains(out, running) || !strings.Contains(out, "no live process holds the sync's lease for it") ||
+		!strings.Contains(out, "no serve is running: start one") {
+		t.Fatalf("a run without a lease for a minute: want the verdict in\n%s", out)
+	}
+}

@@ -41,6 +41,7 @@ const (
 	CursorOlderThanLedger      Code = "cursor_older_than_ledger"
 	SourceChangedDuringRun     Code = "source_changed_during_run"
 	PartitionsUnfinished       Code = "partitions_unfinished"
+	ConfigDrift                Code = "config_drift"
 	RecordsInDoubt             Code = "records_in_doubt"
 	MirrorRemovalsRefused      Code = "mirror_removals_refused"
 	StoreUnavailable           Code = "store_unavailable"
@@ -116,6 +117,10 @@ var catalog = map[Code]Entry{
 		"Some partitions of the run will never finish: their jobs were cancelled, discarded after their last attempt, or are missing from the queue.",
 		"Nothing to undo: every partition resumes from its own checkpoint in the next run. Fix what stopped the partitions named in the run's detail (River's UI at /riverui/ shows their jobs' errors), then let the next run start or queue one from the sync page.",
 		OwnerOperator, true},
+	ConfigDrift: {ConfigDrift,
+		"The worker that took the run has another definition of the sync than the process that queued it (their config files differ), so it wrote nothing.",
+		"Give every `serve` and `worker` the same config file (the run's detail names the machine and the parts that differ), then let the next run start or queue one from the sync page.",
+		OwnerOperator, false},
 	RecordsInDoubt: {RecordsInDoubt,
 		"Some records may or may not have reached the destination and it cannot be asked which.",
 		"Check at the destination whether those records arrived (`oncesync runs SYNC` shows how many); oncesync never resends them by itself.",

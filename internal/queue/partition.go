@@ -59,6 +59,8 @@ const (
 type RunPartitionedArgs struct {
 	SyncID string `json:"sync_id" river:"unique"`
 	Reason string `json:"reason"`
+	// Config: RunSyncArgs.Config.
+	Config string `json:"config,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -80,6 +82,9 @@ type RunPartitionArgs struct {
 	// Snapshot is the one the coordinator pinned (recorded on dead letters).
 	Snapshot string `json:"snapshot"`
 	Reason   string `json:"reason"`
+	// Config: RunSyncArgs.Config, the coordinator's (which matched the
+	// job that queued the run).
+	Config string `json:"config,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -124,18 +129,19 @@ func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartiti
 }
 
 // runArgsFor is the job of one run of sc: the coordinator for a partitioned
-// sync, else RunSyncArgs.
-func runArgsFor(sc *config.Sync, reason string) river.JobArgs {
+// sync, else RunSyncArgs; either carries sc's fingerprint in this process's
+// config (drift.go).
+func (s *Service) runArgsFor(sc *config.Sync, reason string) river.JobArgs {
 	if sc.Partitions > 1 {
-		return RunPartitionedArgs{SyncID: sc.ID, Reason: reason}
+		return RunPartitionedArgs{SyncID: sc.ID, Reason: reason, Config: s.fingerprint(sc)}
 	}
-	return RunSyncArgs{SyncID: sc.ID, Reason: reason}
+	return RunSyncArgs{SyncID: sc.ID, Reason: reason, Config: s.fingerprint(sc)}
 }
 
 // coordinate is the coordinator of a partitioned run (see the top of this
 // file).
 func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attempt int) error {
-	sc, built, err := s.startJob(ctx, args.SyncID, attempt, func(sc *config.Sync) error {
+	sc, built, err := s.startJob(ctx, args.SyncID, args.Config, attempt, func(sc *config.Sync) error {
 		if s.barrier == nil {
 			return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s has partitions: %d, which needs redis (the checkpoint barrier lives there)", sc.ID, sc.Partitions))
 		}
@@ -183,6 +189,7 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 		parts[k-1] = RunPartitionArgs{
 			SyncID: sc.ID, Partition: k, Partitions: sc.Partitions, RunID: run.ID,
 			Barrier: key, Token: token, Snapshot: snap, Reason: args.Reason,
+			Config: s.fingerprint(sc),
 		}
 	}
 	// One transaction: a run has all of its partitions queued or none, so
@@ -251,8 +258,27 @@ func (s *Service) unsplitRun(ctx context.Context, sc *config.Sync) (store.Run, b
 // runPartition runs one partition of a partitioned run.
 func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attempt int, jobID int64) error {
 	sc, ok := s.cfg.Sync(args.SyncID)
-	if !ok || args.Partitions < 2 || args.Partition < 1 || args.Partition > args.Partitions {
-		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("partition %d/%d of sync %q is not in this worker's config", args.Partition, args.Partitions, args.SyncID))
+	if !ok {
+		return s.partitionEnded(ctx, args, s.missingSync(fmt.Sprintf("partitioned sync %q", args.SyncID)))
+	}
+	if args.Partitions < 2 || args.Partition < 1 || args.Partition > args.Partitions {
+		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("partition %d/%d of sync %q is not a partition", args.Partition, args.Partitions, args.SyncID))
+	}
+	if err := s.checkDrift(sc, args.Config); err != nil {
+		return s.partitionEnded(ctx, args, err)
+	}
+	switch row, err := s.st.GetSync(ctx, sc.ID); {
+	case err == nil && row.State == store.SyncPaused:
+		// A paused sync's partitions do not start: the run they belong to
+		// ends interrupted, and the first run after a resume goes on from
+		// every partition's checkpoint.
+		if run, err := s.st.GetRun(ctx, args.RunID); err == nil && run.State == store.RunRunning {
+			s.finishCoordinated(ctx, run, store.RunInterrupted, failure.New(failure.Interrupted, pausedDetail(row)))
+		}
+		s.log.Info("sync is paused; partition not started", "sync", sc.ID, "partition", args.Partition)
+		return errSyncPaused
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return failure.Wrap(failure.StoreUnavailable, err, "read sync %s", sc.ID)
 	}
 	if s.barrier == nil {
 		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %s is partitioned, which needs redis", sc.ID))
@@ -266,6 +292,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 	partSync.ID = partition.SyncID(sc.ID, args.Partition)
 	payload, _ := json.Marshal(args)
 	token := "p" + strconv.Itoa(args.Partition) + "-job" + strconv.FormatInt(jobID, 10)
+	pw := s.watchPause(ctx, sc.ID)
 	run, runErr := runner.Run(ctx, runner.Params{
 		Store:        s.st,
 		Leases:       s.leases,
@@ -278,7 +305,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
-		Drain:        s.drain,
+		Drain:        pw.drain,
 		Filter:       partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
 		Slice:        source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
@@ -308,6 +335,8 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 			return err
 		},
 	})
+	pw.stop()
+	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(partSync.ID, run, runErr)
 	return s.partitionEnded(ctx, args, runErr)
 }

@@ -66,6 +66,9 @@ type RunSyncArgs struct {
 	// of the job resumes the same resend (runner.Params.ResendBefore).
 	Resend       bool  `json:"resend,omitempty"`
 	ResendBefore int64 `json:"resend_before,omitempty"`
+	// Config is the sync's fingerprint in the config of the process that
+	// queued the run (drift.go); a worker whose config differs refuses it.
+	Config string `json:"config,omitempty"`
 }
 
 // Kind implements river.JobArgs.

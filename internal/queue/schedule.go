@@ -95,7 +95,7 @@ func (s *Service) scheduledRun(sc *config.Sync) river.PeriodicJobConstructor {
 			}
 			// A retryable problem: queued, its worker retries the build.
 		}
-		return runArgsFor(sc, ReasonSchedule), nil
+		return s.runArgsFor(sc, ReasonSchedule), nil
 	}
 }
 

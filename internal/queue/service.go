@@ -192,6 +192,9 @@ type Service struct {
 	riverTime  rivertype.TimeGenerator
 	clockWatch time.Duration
 	stopWatch  func()
+
+	// prints: each sync's fingerprint in cfg (drift.go).
+	prints fingerprints
 }
 
 // New validates p, opens the queue (applying River's migrations) and builds
@@ -430,6 +433,12 @@ func (s *Service) Publish(ctx context.Context) error {
 		}
 		defs[i] = store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}
 	}
+	if !s.scheduler {
+		var err error
+		if defs, err = s.keepPublished(ctx, defs); err != nil {
+			return err
+		}
+	}
 	if _, err := s.st.PutSyncs(ctx, defs); err != nil {
 		return failure.Wrap(failure.StoreUnavailable, err, "publish the syncs")
 	}
@@ -493,7 +502,7 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 	if err := s.checkDefinition(ctx, sc); err != nil {
 		return Enqueued{}, err
 	}
-	res, err := s.b.insert(ctx, runArgsFor(sc, reason), nil)
+	res, err := s.b.insert(ctx, s.runArgsFor(sc, reason), nil)
 	if err != nil {
 		ferr := failure.Wrap(failure.StoreUnavailable, err, "queue a run of sync %s", syncID)
 		if re := (*recordedError)(nil); !errors.As(err, &re) {
@@ -529,7 +538,7 @@ func (s *Service) EnqueueResend(ctx context.Context, syncID string) (Enqueued, e
 	if len(runs) > 0 {
 		before = runs[0].ID + 1
 	}
-	res, err := s.b.insert(ctx, RunSyncArgs{SyncID: sc.ID, Reason: ReasonManual, Resend: true, ResendBefore: before}, nil)
+	res, err := s.b.insert(ctx, RunSyncArgs{SyncID: sc.ID, Reason: ReasonManual, Resend: true, ResendBefore: before, Config: s.fingerprint(sc)}, nil)
 	if err != nil {
 		return Enqueued{}, failure.Wrap(failure.StoreUnavailable, err, "queue a resend of sync %s", syncID)
 	}

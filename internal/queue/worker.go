@@ -77,14 +77,20 @@ func quarantineWait(qe *lease.QuarantineError, now time.Time) time.Duration {
 	return min(max(qe.Until.Sub(now)+least, least), most)
 }
 
-// startJob is the start every run job shares: the sync's definition
-// (check, when set, refuses one this job cannot run), not paused, assembled.
+// startJob is the start every run job shares: the sync's definition, the
+// same as the one of the process that queued the job (queued, its
+// fingerprint: drift.go; check, when set, refuses one this job cannot run),
+// not paused, assembled.
 // A failure is recorded as the sync's; a paused sync returns errSyncPaused.
-func (s *Service) startJob(ctx context.Context, syncID string, attempt int, check func(*config.Sync) error) (*config.Sync, *app.Built, error) {
+func (s *Service) startJob(ctx context.Context, syncID, queued string, attempt int, check func(*config.Sync) error) (*config.Sync, *app.Built, error) {
 	sc, ok := s.cfg.Sync(syncID)
 	if !ok {
-		err := failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("sync %q is not in this worker's config", syncID))
+		err := s.missingSync(fmt.Sprintf("sync %q", syncID))
 		s.recordFailure(ctx, syncID, attempt, err)
+		return nil, nil, err
+	}
+	if err := s.checkDrift(sc, queued); err != nil {
+		s.recordFailure(ctx, sc.ID, attempt, err)
 		return nil, nil, err
 	}
 	if check != nil {
@@ -112,11 +118,12 @@ func (s *Service) startJob(ctx context.Context, syncID string, attempt int, chec
 
 // runSync executes one run of args.SyncID.
 func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) error {
-	_, built, err := s.startJob(ctx, args.SyncID, attempt, nil)
+	_, built, err := s.startJob(ctx, args.SyncID, args.Config, attempt, nil)
 	if err != nil {
 		return err
 	}
 	defer built.Close()
+	pw := s.watchPause(ctx, args.SyncID)
 	run, runErr := runner.Run(ctx, runner.Params{
 		Store:        s.st,
 		Leases:       s.leases,
@@ -131,10 +138,12 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
-		Drain:        s.drain,
+		Drain:        pw.drain,
 		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
+	pw.stop()
+	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(built.Sync.ID, run, runErr)
 	s.runEnded(ctx, run)
 	return runErr
@@ -180,7 +189,7 @@ func runArgs(kind string, args any, encoded []byte) (RunSyncArgs, bool) {
 	case RunSyncArgs:
 		return a, true
 	case RunPartitionedArgs:
-		return RunSyncArgs{SyncID: a.SyncID, Reason: a.Reason}, true
+		return RunSyncArgs{SyncID: a.SyncID, Reason: a.Reason, Config: a.Config}, true
 	}
 	var a RunSyncArgs
 	if err := json.Unmarshal(encoded, &a); err != nil || a.SyncID == "" {
