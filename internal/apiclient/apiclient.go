@@ -260,6 +260,11 @@ type state struct {
 	// with a status saying it was not processed, so the request may have
 	// been applied. Until then every failure wraps destination.ErrNotSent.
 	mayHaveApplied bool
+	// body is the request's: its values (records' names, phone numbers)
+	// are hidden from a failure's text, read only when one is made (an
+	// error page may echo them, and the text is logged and kept in the
+	// queue's job errors).
+	body []byte
 }
 
 // Do sends req. It returns the answer for a 2xx or a Final status (the
@@ -271,7 +276,7 @@ type state struct {
 // was not processed (Auth, Gone, RateLimited, NotApplied, 307, 308).
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	var (
-		st      state
+		st      = state{body: req.Body}
 		lastErr error // the last retried attempt's error
 		lastCls Class // and its class (RateLimited or not)
 		lastNS  bool  // the last retried attempt was never written
@@ -558,11 +563,17 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 	}
 	defer res.Body.Close()
 	b, rerr := io.ReadAll(io.LimitReader(res.Body, c.p.MaxBody))
+	ok := res.StatusCode >= 200 && res.StatusCode < 300
+	if !ok || res.StatusCode == http.StatusMultiStatus {
+		// An error page may echo the request's headers (the API key, a
+		// token): the connector reads it for the records' messages, which
+		// are stored and shown. Only refusals pay for it.
+		b = hideSecretBytes(b, c.p.Secrets)
+	}
 	r := &Response{Status: res.StatusCode, Header: res.Header, Body: b}
 	if c.p.Observe != nil {
 		c.p.Observe(r)
 	}
-	ok := res.StatusCode >= 200 && res.StatusCode < 300
 	if rerr != nil && ok && !req.PartialBodyOK {
 		// The server answered (so the request was written) but the body
 		// the caller needs is lost.
@@ -614,10 +625,12 @@ func (c *Client) fail(code failure.Code, st *state, cause error, format string, 
 	if !st.mayHaveApplied {
 		cause = &notSentError{err: cause}
 	}
-	return failure.Wrap(code, c.safe(cause), format, args...)
+	return failure.Wrap(code, c.safe(cause, destination.JSONValues(st.body)), format, args...)
 }
 
-func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
+func (c *Client) safe(err error, values []string) error {
+	return &safeError{err: err, secrets: c.p.Secrets, values: values}
+}
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops
 // starting new calls once one fails; it returns the first error (or the

@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -90,9 +91,23 @@ func Redact(s string) string { return destination.Redact(s) }
 type safeError struct {
 	err     error
 	secrets []string
+	values  []string // the request's values (destination.RedactValues)
 }
 
-func (e *safeError) Error() string { return Redact(HideSecrets(e.err.Error(), e.secrets)) }
+func (e *safeError) Error() string {
+	return destination.RedactValues(Redact(HideSecrets(e.err.Error(), e.secrets)), e.values)
+}
+
+// hideSecretBytes is HideSecrets of a response body; b itself when it
+// holds none.
+func hideSecretBytes(b []byte, secrets []string) []byte {
+	for _, sec := range secrets {
+		if sec != "" && bytes.Contains(b, []byte(sec)) {
+			b = bytes.ReplaceAll(b, []byte(sec), []byte("[redacted]"))
+		}
+	}
+	return b
+}
 
 // HideSecrets replaces every non-empty secret in s with "[redacted]".
 func HideSecrets(s string, secrets []string) string {
