@@ -260,11 +260,6 @@ type state struct {
 	// with a status saying it was not processed, so the request may have
 	// been applied. Until then every failure wraps destination.ErrNotSent.
 	mayHaveApplied bool
-	// body is the request's: its values (records' names, phone numbers)
-	// are hidden from a failure's text, read only when one is made (an
-	// error page may echo them, and the text is logged and kept in the
-	// queue's job errors).
-	body []byte
 }
 
 // Do sends req. It returns the answer for a 2xx or a Final status (the
@@ -276,7 +271,7 @@ type state struct {
 // was not processed (Auth, Gone, RateLimited, NotApplied, 307, 308).
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	var (
-		st      = state{body: req.Body}
+		st      state
 		lastErr error // the last retried attempt's error
 		lastCls Class // and its class (RateLimited or not)
 		lastNS  bool  // the last retried attempt was never written
@@ -328,10 +323,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return nil, c.redirect(&st, req, resp)
 		default:
 			cls := c.p.Classify(resp.Status)
-			serr := c.p.StatusError(req.Route, resp)
-			switch cls {
-			case Final:
+			if cls == Final {
 				return resp, nil
+			}
+			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
+			switch cls {
 			case Auth:
 				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
 			case Gone:
@@ -625,11 +621,23 @@ func (c *Client) fail(code failure.Code, st *state, cause error, format string, 
 	if !st.mayHaveApplied {
 		cause = &notSentError{err: cause}
 	}
-	return failure.Wrap(code, c.safe(cause, destination.JSONValues(st.body)), format, args...)
+	return failure.Wrap(code, c.safe(cause), format, args...)
 }
 
-func (c *Client) safe(err error, values []string) error {
-	return &safeError{err: err, secrets: c.p.Secrets, values: values}
+func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
+
+// withoutSentValues is r for a failure's text: its body without the values
+// the request carried (records' names, phone numbers), which an error
+// page may echo; the text is logged and kept in the queue's job errors.
+// Only the body is changed, never the route or the connector's words.
+func withoutSentValues(r *Response, sent []byte) *Response {
+	vals := destination.JSONValues(sent)
+	if len(vals) == 0 || len(r.Body) == 0 {
+		return r
+	}
+	c := *r
+	c.Body = []byte(destination.RedactValues(destination.Redact(string(r.Body)), vals))
+	return &c
 }
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops

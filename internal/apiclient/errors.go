@@ -91,12 +91,9 @@ func Redact(s string) string { return destination.Redact(s) }
 type safeError struct {
 	err     error
 	secrets []string
-	values  []string // the request's values (destination.RedactValues)
 }
 
-func (e *safeError) Error() string {
-	return destination.RedactValues(Redact(HideSecrets(e.err.Error(), e.secrets)), e.values)
-}
+func (e *safeError) Error() string { return Redact(HideSecrets(e.err.Error(), e.secrets)) }
 
 // hideSecretBytes is HideSecrets of a response body; b itself when it
 // holds none.
