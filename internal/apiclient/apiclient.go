@@ -98,6 +98,9 @@ type Params struct {
 	// URLSetting is the configuration key of the server's address, named
 	// when a redirect shows it is wrong (default "url").
 	URLSetting string
+	// Side is the configuration block URLSetting is in: "destination"
+	// (the default) or "source" (a source that reads an API: Shopify).
+	Side string
 	// AuthDetail is the failure detail of an Auth answer (default
 	// "<Subject> refused oncesync's credentials").
 	AuthDetail string
@@ -158,6 +161,9 @@ func New(p Params) *Client {
 	}
 	if p.URLSetting == "" {
 		p.URLSetting = "url"
+	}
+	if p.Side == "" {
+		p.Side = "destination"
 	}
 	if p.AuthDetail == "" {
 		p.AuthDetail = p.Subject + " refused oncesync's credentials"
@@ -334,8 +340,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				// Asking again will not help, and the fix (the address) is
 				// the sync's: not retried by the queue, counted by the breaker.
 				return nil, c.fail(failure.InvalidSyncDefinition, &st, serr,
-					"%s answered %d to %s: it takes no more requests at this address; check the destination's %s",
-					c.p.Subject, resp.Status, req.Route, c.p.URLSetting)
+					"%s answered %d to %s: it takes no more requests at this address; check the %s's %s",
+					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
 			case RateLimited:
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
@@ -602,8 +608,8 @@ func (c *Client) redirect(st *state, req Request, resp *Response) error {
 		where = re.Location
 	}
 	return c.fail(failure.DestinationUnavailable, st, re,
-		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the destination's %s",
-		c.p.Subject, resp.Status, where, c.p.URLSetting)
+		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the %s's %s",
+		c.p.Subject, resp.Status, where, c.p.Side, c.p.URLSetting)
 }
 
 // interrupted fails a request whose context ended (or whose Sleep or Pacer
