@@ -2,9 +2,9 @@ package alert
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log"
