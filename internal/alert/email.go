@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -177,8 +178,15 @@ func (s *EmailSink) dialer(ctx context.Context, stops *[]func() bool) mail.DialC
 	}
 }
 
-// fail wraps err without the password or any e-mail address.
+// fail wraps err without the password or any e-mail address, nor the
+// credentials as AUTH encodes them (PLAIN's base64 of "\x00user\x00pass",
+// LOGIN's of each), which a refusing server may echo.
 func (s *EmailSink) fail(step string, err error) error {
 	secrets := append([]string{s.p.Password, s.p.Username, s.p.From}, s.p.To...)
+	if s.p.Password != "" {
+		b64 := base64.StdEncoding.EncodeToString
+		secrets = append(secrets, b64([]byte("\x00"+s.p.Username+"\x00"+s.p.Password)),
+			b64([]byte(s.p.Username+"\x00"+s.p.Username+"\x00"+s.p.Password)), b64([]byte(s.p.Password)))
+	}
 	return fmt.Errorf("alert: email via %s: %s: %w", net.JoinHostPort(s.p.Host, strconv.Itoa(s.p.Port)), step, scrub(err, secrets...))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log"
@@ -47,6 +48,9 @@ type smtpServerOpts struct {
 	pass string
 	// insecureAuth advertises AUTH before TLS.
 	insecureAuth bool
+	// echoAuth refuses every AUTH with a reply that echoes the
+	// credentials as the client encoded them (base64 of "\x00user\x00pass").
+	echoAuth bool
 }
 
 func startSMTP(t *testing.T, o smtpServerOpts) *smtpServer {
@@ -89,6 +93,10 @@ func (s *smtpSession) Auth(string) (sasl.Server, error) {
 		s.srv.mu.Lock()
 		s.srv.auths++
 		s.srv.mu.Unlock()
+		if s.opts.echoAuth {
+			enc := base64.StdEncoding.EncodeToString([]byte("\x00" + user + "\x00" + pass))
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "bad credentials " + enc}
+		}
 		if user != s.opts.user || pass != s.opts.pass {
 			return errors.New("invalid credentials")
 		}
@@ -286,6 +294,37 @@ func TestEmailFailuresHideSecrets(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestEmailRefusedAuthHidesEncodedPassword: a server refusing AUTH with
+// a reply that echoes the client's (base64) credentials must not put the
+// password, so encoded, in the error that is logged.
+func TestEmailRefusedAuthHidesEncodedPassword(t *testing.T) {
+	t.Parallel()
+	cert, pool := testCert(t)
+	const user, pass = "alerts", "smtp-pa55word-echo"
+	srv := startSMTP(t, smtpServerOpts{tls: &tls.Config{Certificates: []tls.Certificate{cert}}, user: user, pass: pass, echoAuth: true})
+	sink, err := NewEmailSink(EmailSinkParams{
+		Host: "127.0.0.1", Port: srv.port, Username: user, Password: pass,
+		From: "oncesync@example.com", To: []string{"ops@example.com"},
+		StartTLS: true, TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sink.Send(context.Background(), testAlert())
+	if err == nil {
+		t.Fatal("Send succeeded")
+	}
+	if !strings.Contains(err.Error(), "535") {
+		t.Errorf("error %q does not say the server refused", err)
+	}
+	enc := base64.StdEncoding.EncodeToString([]byte("\x00" + user + "\x00" + pass))
+	for _, leak := range []string{pass, enc, base64.StdEncoding.EncodeToString([]byte(pass))} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("error %q shows %q", err, leak)
+		}
 	}
 }
 

@@ -98,6 +98,9 @@ type Params struct {
 	// URLSetting is the configuration key of the server's address, named
 	// when a redirect shows it is wrong (default "url").
 	URLSetting string
+	// Side is the configuration block URLSetting is in: "destination"
+	// (the default) or "source" (a source that reads an API: Shopify).
+	Side string
 	// AuthDetail is the failure detail of an Auth answer (default
 	// "<Subject> refused oncesync's credentials").
 	AuthDetail string
@@ -158,6 +161,9 @@ func New(p Params) *Client {
 	}
 	if p.URLSetting == "" {
 		p.URLSetting = "url"
+	}
+	if p.Side == "" {
+		p.Side = "destination"
 	}
 	if p.AuthDetail == "" {
 		p.AuthDetail = p.Subject + " refused oncesync's credentials"
@@ -323,18 +329,19 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return nil, c.redirect(&st, req, resp)
 		default:
 			cls := c.p.Classify(resp.Status)
-			serr := c.p.StatusError(req.Route, resp)
-			switch cls {
-			case Final:
+			if cls == Final {
 				return resp, nil
+			}
+			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
+			switch cls {
 			case Auth:
 				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
 			case Gone:
 				// Asking again will not help, and the fix (the address) is
 				// the sync's: not retried by the queue, counted by the breaker.
 				return nil, c.fail(failure.InvalidSyncDefinition, &st, serr,
-					"%s answered %d to %s: it takes no more requests at this address; check the destination's %s",
-					c.p.Subject, resp.Status, req.Route, c.p.URLSetting)
+					"%s answered %d to %s: it takes no more requests at this address; check the %s's %s",
+					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
 			case RateLimited:
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
@@ -558,11 +565,17 @@ func (c *Client) send(ctx context.Context, req Request, timeout time.Duration) (
 	}
 	defer res.Body.Close()
 	b, rerr := io.ReadAll(io.LimitReader(res.Body, c.p.MaxBody))
+	ok := res.StatusCode >= 200 && res.StatusCode < 300
+	if !ok || res.StatusCode == http.StatusMultiStatus {
+		// An error page may echo the request's headers (the API key, a
+		// token): the connector reads it for the records' messages, which
+		// are stored and shown. Only refusals pay for it.
+		b = hideSecretBytes(b, c.p.Secrets)
+	}
 	r := &Response{Status: res.StatusCode, Header: res.Header, Body: b}
 	if c.p.Observe != nil {
 		c.p.Observe(r)
 	}
-	ok := res.StatusCode >= 200 && res.StatusCode < 300
 	if rerr != nil && ok && !req.PartialBodyOK {
 		// The server answered (so the request was written) but the body
 		// the caller needs is lost.
@@ -595,8 +608,8 @@ func (c *Client) redirect(st *state, req Request, resp *Response) error {
 		where = re.Location
 	}
 	return c.fail(failure.DestinationUnavailable, st, re,
-		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the destination's %s",
-		c.p.Subject, resp.Status, where, c.p.URLSetting)
+		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the %s's %s",
+		c.p.Subject, resp.Status, where, c.p.Side, c.p.URLSetting)
 }
 
 // interrupted fails a request whose context ended (or whose Sleep or Pacer
@@ -618,6 +631,20 @@ func (c *Client) fail(code failure.Code, st *state, cause error, format string, 
 }
 
 func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
+
+// withoutSentValues is r for a failure's text: its body without the values
+// the request carried (records' names, phone numbers), which an error
+// page may echo; the text is logged and kept in the queue's job errors.
+// Only the body is changed, never the route or the connector's words.
+func withoutSentValues(r *Response, sent []byte) *Response {
+	vals := destination.JSONValues(sent)
+	if len(vals) == 0 || len(r.Body) == 0 {
+		return r
+	}
+	c := *r
+	c.Body = []byte(destination.RedactValues(destination.Redact(string(r.Body)), vals))
+	return &c
+}
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops
 // starting new calls once one fails; it returns the first error (or the

@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -563,4 +564,64 @@ func TestRequestsAreCounted(t *testing.T) {
 			t.Fatalf("counted %d requests for a destination that refused every connection", counted.Load())
 		}
 	})
+}
+
+// echo answers code with a body that echoes the request (its api-key
+// header and its body), as some error pages do.
+func echo(t *testing.T, code int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"message":"bad request %s with key %s"}`, b, r.Header.Get("api-key"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A refusal's body reaches the connector (which makes the records'
+// stored messages of it) without the client's secrets.
+func TestRefusalBodyHidesSecrets(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusBadRequest, http.StatusMultiStatus} {
+		srv := echo(t, code)
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk})
+		res, err := c.Do(t.Context(), post(srv.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(res.Body), secret) || !strings.Contains(string(res.Body), "[redacted]") {
+			t.Errorf("HTTP %d: body %s, want the secret hidden", code, res.Body)
+		}
+	}
+}
+
+// A failure's text (logged, kept in the queue's job errors) shows neither
+// the secret nor the values the request carried, which an error page may
+// echo.
+func TestFailureHidesRequestValues(t *testing.T) {
+	t.Parallel()
+	srv := echo(t, http.StatusUnauthorized)
+	clk := clock.NewFake(t0)
+	c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+		p.StatusError = func(route string, r *apiclient.Response) error {
+			return errors.New(route + ": " + string(r.Body))
+		}
+	})
+	req := post(srv.URL)
+	req.Route = "POST /contacts/import"
+	req.Body = []byte(`{"email":"jane@example.com","attributes":{"FIRSTNAME":"Janeth","SMS":"+15550199887"},"type":"contacts"}`)
+	_, err := c.Do(t.Context(), req)
+	wantCode(t, err, failure.DestinationAuth)
+	for _, leak := range []string{secret, "jane@example.com", "Janeth", "+15550199887"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("error %q shows %q", err, leak)
+		}
+	}
+	// The route is the connector's, not the server's: a value equal to
+	// one of its words ("contacts") leaves it alone.
+	if !strings.Contains(err.Error(), "POST /contacts/import: ") || !strings.Contains(err.Error(), "FIRSTNAME") {
+		t.Errorf("error %q, want the route and the rest of the message kept", err)
+	}
 }

@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -93,6 +94,17 @@ type safeError struct {
 }
 
 func (e *safeError) Error() string { return Redact(HideSecrets(e.err.Error(), e.secrets)) }
+
+// hideSecretBytes is HideSecrets of a response body; b itself when it
+// holds none.
+func hideSecretBytes(b []byte, secrets []string) []byte {
+	for _, sec := range secrets {
+		if sec != "" && bytes.Contains(b, []byte(sec)) {
+			b = bytes.ReplaceAll(b, []byte(sec), []byte("[redacted]"))
+		}
+	}
+	return b
+}
 
 // HideSecrets replaces every non-empty secret in s with "[redacted]".
 func HideSecrets(s string, secrets []string) string {

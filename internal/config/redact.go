@@ -131,9 +131,22 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
+// secretParam: a query parameter whose value is a credential. Besides
+// the words, the names webhook and function URLs carry keys under (Azure
+// SAS's sig, Azure Functions' code, signature and auth parameters). The
+// list only grows: the redacted DSN is a source's fingerprint, so a
+// parameter redacted once stays so (docs/guide.md#changing-a-sync).
 func secretParam(k string) bool {
 	k = strings.ToLower(k)
-	return strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token") || k == "key" || k == "api_key" || k == "apikey"
+	if strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token") ||
+		strings.Contains(k, "signature") || strings.Contains(k, "credential") {
+		return true
+	}
+	switch k {
+	case "key", "api_key", "apikey", "api-key", "x-api-key", "sig", "code", "auth", "pwd", "passwd", "hmac":
+		return true
+	}
+	return false
 }
 
 // redactDSN hides the password of a postgres:// URL or key=value DSN.

@@ -325,3 +325,25 @@ func TestSourceReadJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestURLQueryCredentials: webhook and function URLs carry their keys in
+// query parameters of other names than password or token (Azure SAS's
+// sig, Azure Functions' code); the stored definition hides them too, and
+// they are secrets for scrubbing. Settings stay.
+func TestURLQueryCredentials(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=s3cretSAS", "https://acct.blob.core.windows.net/c?sig=xxxxx&sv=2022-11-02"},
+		{"https://fn.azurewebsites.net/api/hook?code=s3cretFN", "https://fn.azurewebsites.net/api/hook?code=xxxxx"},
+		{"https://h.example.com/in?X-Signature=s3cretX&page=2", "https://h.example.com/in?X-Signature=xxxxx&page=2"},
+		{"https://h.example.com/in?page=2", "https://h.example.com/in?page=2"},
+	} {
+		if got := config.RedactURL(c.in); got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		secrets := config.URLSecrets(c.in)
+		if strings.Contains(c.in, "s3cret") && (len(secrets) != 1 || !strings.HasPrefix(secrets[0], "s3cret")) {
+			t.Errorf("URLSecrets(%q) = %q", c.in, secrets)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 // backend is the part of a River client the service uses, whatever its
@@ -239,6 +240,7 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Set("_txlock", "immediate")
+		_ = store.CreatePrivateFile(path) // its jobs' errors name syncs and their failures; SQLite reports a path it cannot open
 		db, err := sql.Open("sqlite", path+"?"+q.Encode())
 		if err != nil {
 			return nil, fmt.Errorf("open the queue %s: %w", path, err)

@@ -34,6 +34,9 @@ type memDest struct {
 	writes map[string]int // key -> times written
 	calls  int
 	reject func(destination.Record) bool
+	// rejectMsg, when set, is a rejected record's message (else "invalid
+	// email ADDRESS").
+	rejectMsg func(destination.Record) string
 	// lose is how many more writes are applied but answered with an error,
 	// as when the connection is cut after the destination committed.
 	lose int
@@ -195,7 +198,11 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 	for _, r := range recs {
 		if d.reject != nil && d.reject(r) {
 			// Like a real destination, the message names the contact.
-			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: fmt.Sprintf("invalid email %v", r.Data["email"])})
+			msg := fmt.Sprintf("invalid email %v", r.Data["email"])
+			if d.rejectMsg != nil {
+				msg = d.rejectMsg(r)
+			}
+			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: msg})
 			continue
 		}
 		if proc != nil {
@@ -671,6 +678,24 @@ func TestRejected(t *testing.T) {
 		r2, err := Run(context.Background(), tb.params(t, "id"))
 		if err != nil || r2.Written != 1 || r2.Replayed != 499 {
 			t.Fatalf("retry run: %v %+v", err, r2)
+		}
+	})
+	t.Run("the stored message shows none of the record's values", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t, 50, destination.CapVerify)
+		tb.dest.reject = func(r destination.Record) bool { return r.Data["email"] == "c00042@example.com" }
+		// A server's error page echoes what it was sent.
+		tb.dest.rejectMsg = func(r destination.Record) string {
+			attrs, _ := r.Data["attributes"].(map[string]any)
+			return fmt.Sprintf(`bad request {"FIRSTNAME":"%v","NAME2":"%vX"} for %v`, attrs["FIRSTNAME"], attrs["FIRSTNAME"], r.Data["email"])
+		}
+		if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+			t.Fatal(err)
+		}
+		rej, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 10)
+		want := `bad request {"FIRSTNAME":"[value]","NAME2":"N42X"} for [email]`
+		if len(rej) != 1 || rej[0].Message != want {
+			t.Fatalf("rejected entries: %+v, want the message %s", rej, want)
 		}
 	})
 	t.Run("a page refused whole fails the run", func(t *testing.T) {

@@ -142,7 +142,7 @@ func (s *Server) oidcStart(w http.ResponseWriter, r *http.Request) {
 func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, msg string, err error) {
 		if err != nil {
-			s.log.Warn("web: OIDC sign-in refused", "err", err)
+			s.log.Warn("web: OIDC sign-in refused", "err", s.oidcLogErr(err))
 		}
 		s.renderLogin(w, r, status, loginData{Error: msg})
 	}
@@ -203,6 +203,25 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+}
+
+// oidcLogErr is err as logged: a token endpoint's refusal by its HTTP
+// status and OAuth error code only, since its description and body may
+// echo the request (the client secret, the code and its PKCE verifier), and
+// any other error without the client secret.
+func (s *Server) oidcLogErr(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		return fmt.Errorf("the provider's token endpoint refused the code: HTTP %d, error %.60q", status, re.ErrorCode)
+	}
+	if sec := s.oidc.p.ClientSecret; sec != "" && strings.Contains(err.Error(), sec) {
+		return errors.New(strings.ReplaceAll(err.Error(), sec, "[redacted]"))
+	}
+	return err
 }
 
 // oidcName is who a person signed in with OIDC is in sessions, the audit

@@ -2,13 +2,18 @@ package web
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,5 +258,77 @@ func TestOIDCSameUsernameTwoPeople(t *testing.T) {
 	}
 	if s, _ := b.srv.sessionFor(b.ctx, realSecret); s == nil {
 		t.Error("another person's sign out everywhere ended this person's session")
+	}
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestOIDCRefusedCodeLogsNoSecret: a token endpoint whose refusal echoes
+// the request (as some providers' error descriptions do) must not put the
+// client secret, the code or its PKCE verifier in the log.
+func TestOIDCRefusedCodeLogsNoSecret(t *testing.T) {
+	t.Parallel()
+	const clientSecret = "client-SECRET-0123456789"
+	var idp *httptest.Server
+	idp = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/.well-known/openid-configuration" {
+			fmt.Fprintf(w, `{"issuer":%q,"authorization_endpoint":"%[1]s/auth","token_endpoint":"%[1]s/token","jwks_uri":"%[1]s/jwks"}`, idp.URL)
+			return
+		}
+		_ = r.ParseForm()
+		w.WriteHeader(http.StatusUnauthorized)
+		desc := "bad client: " + r.PostForm.Encode() + " " + r.Header.Get("Authorization")
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client", "error_description": desc})
+	}))
+	t.Cleanup(idp.Close)
+	logs := &lockedBuffer{}
+	setupOIDC := func(p *Params) {
+		p.OIDC = &OIDCParams{Issuer: idp.URL, ClientID: "oncesync", ClientSecret: clientSecret, RolesClaim: "groups"}
+		p.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	b := setup(t, setupOIDC)
+	ts := httptest.NewServer(b.srv)
+	t.Cleanup(ts.Close)
+	c := browserClient(t)
+	nf := &http.Client{Jar: c.Jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	start, err := nf.Get(ts.URL + "/auth/oidc/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := url.Parse(start.Header.Get("Location"))
+	res, err := nf.Get(ts.URL + "/auth/oidc/callback?code=the-code-42&state=" + loc.Query().Get("state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("refused code: %d", res.StatusCode)
+	}
+	got := logs.String()
+	if !strings.Contains(got, "invalid_client") {
+		t.Errorf("the log does not say why: %s", got)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte("oncesync:" + clientSecret))
+	for _, leak := range []string{clientSecret, basic, "the-code-42", "code_verifier"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("the log shows %q: %s", leak, got)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"encoding/base64"
 	"maps"
 	"net/textproto"
 	"net/url"
@@ -87,6 +88,13 @@ var reservedHeaders = map[string]bool{
 func (c *Config) Check(_ *config.Destination, k *config.Checker) {
 	if k.Required("destination.url", c.URL, "is required for webhook destinations") {
 		k.URL("destination.url", c.URL, "http", "https")
+	}
+	if rest, ok := strings.CutPrefix(c.Secret, "whsec_"); ok {
+		// The run would refuse it (New): validate says so first, without
+		// echoing the secret.
+		if b, err := base64.StdEncoding.DecodeString(rest); err != nil || len(b) == 0 {
+			k.Report("destination.secret", "has Standard Webhooks' whsec_ prefix but what follows is not base64 (whsec_BASE64); drop the prefix to sign with the text as it is")
+		}
 	}
 	for name := range c.Headers {
 		hp := k.Key("destination.headers", name)

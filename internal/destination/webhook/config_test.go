@@ -1,10 +1,13 @@
 package webhook_test
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/connector"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 )
 
@@ -25,5 +28,35 @@ func TestPathTokenRedacted(t *testing.T) {
 	plain := &webhook.Config{URL: "https://example.com/hooks/events"}
 	if got := plain.Redacted().(*webhook.Config).URL; got != plain.URL {
 		t.Fatalf("a URL without a token changed: %q", got)
+	}
+}
+
+// TestWhsecSecretChecked: a secret with Standard Webhooks' whsec_ prefix
+// that is not base64 is named by validate (a run would refuse it), and
+// the message does not show it.
+func TestWhsecSecretChecked(t *testing.T) {
+	t.Parallel()
+	parse := func(secret string) error {
+		yaml := `store: sqlite://./x.db
+syncs:
+  - id: s
+    source: {type: csv, path: c.csv, identity: id}
+    destination: {type: webhook, url: "https://example.com/hook", secret: "` + secret + `"}
+`
+		_, err := config.Parse(filepath.Join(t.TempDir(), "oncesync.yaml"), []byte(yaml), func(string) (string, bool) { return "", false }, connector.Default().Kinds())
+		return err
+	}
+	const bad = "whsec_not!base64-s3cret"
+	err := parse(bad)
+	if err == nil || !strings.Contains(err.Error(), "destination.secret: has Standard Webhooks' whsec_ prefix") {
+		t.Fatalf("whsec_ secret not base64: %v", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the problem shows the secret: %v", err)
+	}
+	for _, ok := range []string{"whsec_c2lnbmluZy1zZWNyZXQ=", "plain-text-secret"} {
+		if err := parse(ok); err != nil {
+			t.Errorf("secret %q: %v", ok, err)
+		}
 	}
 }

@@ -152,7 +152,7 @@ func New(p Params) (*Source, error) {
 		endpoint: u.String() + "/admin/api/" + p.APIVersion + "/graphql.json",
 	}
 	s.api = apiclient.New(apiclient.Params{
-		Name: "shopify", Subject: "Shopify", URLSetting: "shop_url",
+		Name: "shopify", Subject: "Shopify", URLSetting: "shop_url", Side: "source",
 		AuthDetail: "Shopify refused the access token",
 		Client:     p.Client, Clock: p.Clock, Sleep: p.Sleep, Backoff: p.Backoff, MaxRetries: p.MaxRetries,
 		Secrets: []string{p.Token}, MaxBody: maxBody,

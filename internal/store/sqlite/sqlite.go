@@ -169,6 +169,9 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	}
 	wq.Set("_txlock", "immediate")
 	wq.Add("_pragma", fmt.Sprintf("cache_size(%d)", -CacheKiB))
+	// A new store is its owner's only (it holds identities and messages);
+	// a path it cannot create is reported by SQLite's own open, below.
+	_ = store.CreatePrivateFile(path)
 	w, err := sql.Open("sqlite", path+"?"+wq.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -1,0 +1,207 @@
+package destination
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MinValueLen is the shortest value RedactValues hides: shorter ones ("1",
+// "US") name no one, and hiding them would blank ordinary words of a
+// message.
+const MinValueLen = 3
+
+// RecordValues returns the text of every string and number in v (a
+// record's Data, or a decoded JSON request body), nested maps and lists
+// included: what a server could echo back in a message.
+func RecordValues(v any) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			out = append(out, x)
+		case json.Number:
+			out = append(out, x.String())
+		case float64:
+			out = append(out, strconv.FormatFloat(x, 'f', -1, 64))
+		case float32:
+			out = append(out, strconv.FormatFloat(float64(x), 'f', -1, 32))
+		case int:
+			out = append(out, strconv.Itoa(x))
+		case int64:
+			out = append(out, strconv.FormatInt(x, 10))
+		case int32:
+			out = append(out, strconv.FormatInt(int64(x), 10))
+		case uint64:
+			out = append(out, strconv.FormatUint(x, 10))
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []string:
+			out = append(out, x...)
+		}
+	}
+	walk(v)
+	return out
+}
+
+// JSONValues returns RecordValues of a JSON document (a request body), or
+// nil when body is not JSON.
+func JSONValues(body []byte) []string {
+	if len(body) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil
+	}
+	return RecordValues(v)
+}
+
+// RedactValues replaces in s every occurrence of one of values (of at
+// least MinValueLen bytes, standing as a whole word: not inside a longer
+// run of letters and digits) with "[value]", as written or JSON-escaped,
+// and a value's start cut off at the end of s (a message truncated in the
+// middle of an echoed value). A server echoes what it was sent (names,
+// phone numbers) in its messages, and those are stored and shown
+// (docs/guide.md#the-sync-pages-and-the-api).
+func RedactValues(s string, values []string) string {
+	if s == "" || len(values) == 0 {
+		return s
+	}
+	vs := make([]string, 0, len(values))
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if len(v) < MinValueLen {
+			continue
+		}
+		vs = append(vs, v)
+		if e := jsonEscaped(v); e != v {
+			vs = append(vs, e)
+		}
+	}
+	// Longest first: a value inside a longer one is hidden with it.
+	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
+	for _, v := range vs {
+		s = replaceWord(s, v)
+	}
+	for _, v := range vs {
+		s = redactCutTail(s, v)
+	}
+	return s
+}
+
+// RedactRecord is the stored message of a record a destination refused:
+// Redact, and RedactValues of the record's own values (data).
+func RedactRecord(s string, data map[string]any) string {
+	if s == "" {
+		return s
+	}
+	s = Redact(s)
+	if len(data) > 0 {
+		s = RedactValues(s, RecordValues(data))
+	}
+	return s
+}
+
+const valueToken = "[value]"
+
+// replaceWord replaces every occurrence of v in s that is not part of a
+// longer word.
+func replaceWord(s, v string) string {
+	var b strings.Builder
+	from := 0
+	for {
+		i := strings.Index(s[from:], v)
+		if i < 0 {
+			break
+		}
+		i += from
+		end := i + len(v)
+		if wordEdge(s, i, v) && wordEdgeAfter(s, end, v) && !inToken(s, i, end) {
+			b.WriteString(s[from:i])
+			b.WriteString(valueToken)
+		} else {
+			b.WriteString(s[from:end])
+		}
+		from = end
+	}
+	if from == 0 {
+		return s
+	}
+	b.WriteString(s[from:])
+	return b.String()
+}
+
+// redactCutTail hides a start of v (at least MinValueLen bytes) that ends
+// s.
+func redactCutTail(s, v string) string {
+	for k := len(v) - 1; k >= MinValueLen; k-- {
+		if !utf8.RuneStart(v[k]) {
+			continue
+		}
+		if p := v[:k]; strings.HasSuffix(s, p) && wordEdge(s, len(s)-k, v) {
+			return s[:len(s)-k] + valueToken
+		}
+	}
+	return s
+}
+
+// wordEdge: the match of v at i does not continue a word (v's own first
+// character is not a letter or digit, or the one before it is not).
+func wordEdge(s string, i int, v string) bool {
+	first, _ := utf8.DecodeRuneInString(v)
+	if !isWord(first) || i == 0 {
+		return true
+	}
+	prev, _ := utf8.DecodeLastRuneInString(s[:i])
+	return !isWord(prev)
+}
+
+func wordEdgeAfter(s string, end int, v string) bool {
+	last, _ := utf8.DecodeLastRuneInString(v)
+	if !isWord(last) || end >= len(s) {
+		return true
+	}
+	next, _ := utf8.DecodeRuneInString(s[end:])
+	return !isWord(next)
+}
+
+// inToken: s[i:end] is the word of a redaction's own token ("[email]",
+// "[redacted]"), which is left alone.
+func inToken(s string, i, end int) bool {
+	if i == 0 || end >= len(s) || s[i-1] != '[' || s[end] != ']' {
+		return false
+	}
+	switch s[i:end] {
+	case "email", "value", "redacted":
+		return true
+	}
+	return false
+}
+
+func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// jsonEscaped is v as it appears inside a JSON string.
+func jsonEscaped(v string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return v
+	}
+	e := bytes.TrimSpace(b.Bytes())
+	return string(e[1 : len(e)-1])
+}
