@@ -209,11 +209,20 @@ func New(p Params) *Client {
 // transport (shared with Params.Client).
 func (c *Client) CloseIdleConnections() { c.client.CloseIdleConnections() }
 
-// DefaultClassify: 401 and 403 are Auth, 429 RateLimited, 408 and 5xx
-// MaybeApplied, anything else Final.
+// AccountRefused reports whether status refuses the account rather than a
+// record: 401 (credentials), 402 (the account's plan or credits: a lapsed
+// payment, a suspended account) and 403 (its permissions). Such an answer
+// says nothing of the records, so none is rejected for it: it is Auth in
+// every connector's Classify (docs/recovery.md#destination_auth).
+func AccountRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusPaymentRequired || status == http.StatusForbidden
+}
+
+// DefaultClassify: 401, 402 and 403 are Auth (AccountRefused), 429
+// RateLimited, 408 and 5xx MaybeApplied, anything else Final.
 func DefaultClassify(status int) Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case AccountRefused(status):
 		return Auth
 	case status == http.StatusTooManyRequests:
 		return RateLimited

@@ -74,7 +74,7 @@ var catalog = map[Code]Entry{
 		OwnerOperator, true},
 	DestinationAuth: {DestinationAuth,
 		"The destination refused oncesync's credentials, or the account lacks access.",
-		"Check the credentials in the sync's destination (Brevo or Klaviyo `api_key`, HubSpot `token`, webhook `headers`) and the environment variables they come from, then run the sync again.",
+		"Check the credentials in the sync's destination (Brevo or Klaviyo `api_key`, HubSpot `token`, webhook `headers`) and the environment variables they come from, and that the account is in good standing (its plan, credits and permissions: the detail says what the destination answered), then run the sync again.",
 		OwnerYou, false},
 	DestinationRejectedRecords: {DestinationRejectedRecords,
 		"The destination refused every record of a page, so the mapping is most likely wrong.",
