@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -337,7 +338,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			case Final:
 				return resp, nil
 			case Auth:
-				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
+				// The answer says which of the account's credentials,
+				// plan or permissions was refused (a revoked key, no
+				// credits left, a missing scope, an IP address not
+				// allowed): the detail keeps it, scrubbed, so that
+				// `oncesync status` tells them apart (docs/recovery.md#destination_auth).
+				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s (%s)", c.p.AuthDetail, c.reason(serr))
 			case Gone:
 				// Asking again will not help, and the fix (the address) is
 				// the sync's: not retried by the queue, counted by the breaker.
@@ -627,6 +633,23 @@ func (c *Client) fail(code failure.Code, st *state, cause error, format string, 
 }
 
 func (c *Client) safe(err error) error { return &safeError{err: err, secrets: c.p.Secrets} }
+
+// maxReason bounds the server's answer quoted in a failure's detail.
+const maxReason = 300
+
+// reason is err's text as a failure detail may quote it: scrubbed like
+// every error text, and cut to maxReason bytes on a rune boundary.
+func (c *Client) reason(err error) string {
+	r := c.safe(err).Error()
+	if len(r) <= maxReason {
+		return r
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut] + "..."
+}
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops
 // starting new calls once one fails; it returns the first error (or the

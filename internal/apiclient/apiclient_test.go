@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -434,6 +435,48 @@ func TestSecretsAreScrubbed(t *testing.T) {
 	wantCode(t, err, failure.DestinationAuth)
 	if !strings.Contains(err.Error(), "[redacted]") || !strings.Contains(err.Error(), "[email]") {
 		t.Errorf("error %q, want the secret and the address replaced", err)
+	}
+}
+
+// TestAuthDetailSaysWhatWasRefused: a revoked key, an account out of
+// credits and a missing scope all fail destination_auth; the detail a
+// person reads (`oncesync status`, the sync page) quotes the server's
+// answer, scrubbed and bounded, so that they are told apart. It used to be
+// the connector's fixed sentence alone.
+func TestAuthDetailSaysWhatWasRefused(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		text   string
+		long   bool // an answer longer than a detail quotes
+	}{
+		{401, "unauthorized: Key not found", false},
+		{402, "not_enough_credits: You don't have enough credit", false},
+		{403, "permission_denied: unrecognised IP address 192.0.2.7", true},
+	} {
+		pad := ""
+		if tt.long {
+			pad = strings.Repeat(".", 400)
+		}
+		srv, _ := server(t, status(tt.status))
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+			p.StatusError = func(route string, r *apiclient.Response) error {
+				return fmt.Errorf("%s: HTTP %d %s (key %s, contact jane@example.com)%s", route, r.Status, tt.text, secret, pad)
+			}
+		})
+		_, err := c.Do(t.Context(), post(srv.URL))
+		wantCode(t, err, failure.DestinationAuth)
+		d := failure.Detail(err)
+		if !strings.Contains(d, fmt.Sprintf("HTTP %d %s", tt.status, tt.text)) {
+			t.Errorf("detail %q does not say what the server answered", d)
+		}
+		if strings.Contains(d, secret) || strings.Contains(d, "jane@example.com") || len(d) > 400 {
+			t.Errorf("detail %q (%d bytes) holds the secret or the address, or is not bounded", d, len(d))
+		}
+		if !tt.long && strings.Count(err.Error(), tt.text) != 1 {
+			t.Errorf("error %q repeats the server's answer", err)
+		}
 	}
 }
 

@@ -180,7 +180,9 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}
-	if e.Err != nil && e.Err.Error() != e.Detail {
+	// A detail that already quotes its cause (a destination's answer) is
+	// not followed by it again.
+	if e.Err != nil && !strings.Contains(e.Detail, e.Err.Error()) {
 		msg += ": " + e.Err.Error()
 	}
 	return msg
