@@ -26,6 +26,8 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +35,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -325,6 +328,13 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}
 			}
+			if why, ok := tlsRefused(err); ok && !wrote {
+				// The server's certificate (or its want of TLS) will be
+				// the same on the next attempt: retrying only delays
+				// the failure, and "could not be reached" hid its cause.
+				return nil, c.fail(failure.DestinationUnavailable, &st, err,
+					"%s's TLS connection was refused (%s: %s); nothing was sent", c.p.Subject, hostOf(req.URL), why)
+			}
 			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
 			wait = c.p.Backoff(attempt)
 		case resp.Status >= 200 && resp.Status < 300:
@@ -433,6 +443,48 @@ func unreachable(err error) string {
 		return " (" + why + ")"
 	}
 	return " (" + host + ": " + why + ")"
+}
+
+// tlsRefused reports whether err is a TLS handshake this client refused or
+// could not make, a failure no retry changes: a certificate not accepted
+// (expired, self-signed, signed by an authority the worker does not trust,
+// for another name), or an answer that is not TLS (https:// to a plain
+// HTTP port). why says which, without the URL.
+func tlsRefused(err error) (why string, ok bool) {
+	var (
+		cv   *tls.CertificateVerificationError
+		ua   x509.UnknownAuthorityError
+		hn   x509.HostnameError
+		ci   x509.CertificateInvalidError
+		rh   tls.RecordHeaderError
+		cert error
+	)
+	switch {
+	case errors.As(err, &cv):
+		cert = cv.Err
+	case errors.As(err, &ua):
+		cert = ua
+	case errors.As(err, &hn):
+		cert = hn
+	case errors.As(err, &ci):
+		cert = ci
+	case errors.As(err, &rh), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// net/http replaces the RecordHeaderError of an HTTP answer
+		// with its own error, known by its text only.
+		return "the server did not answer in TLS: check that the URL's scheme and port are right", true
+	default:
+		return "", false
+	}
+	return "its certificate was not accepted: " + cert.Error(), true
+}
+
+// hostOf returns the host and port of rawURL, never its user, path or query.
+func hostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "the server"
+	}
+	return u.Host
 }
 
 // attemptTimeout returns the timeout of the next attempt: Params.Timeout,

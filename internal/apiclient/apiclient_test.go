@@ -480,6 +480,45 @@ func TestAuthDetailSaysWhatWasRefused(t *testing.T) {
 	}
 }
 
+// TestTLSRefusedIsNamedAndNotRetried: a server whose certificate the
+// worker does not accept (self-signed here), and https:// to a plain HTTP
+// port. Both used to be retried with backoff (six attempts, 23 s in a run)
+// and then reported as "could not be reached after 6 attempts" without
+// the cause. Now the first attempt fails, not sent, naming the cause.
+func TestTLSRefusedIsNamedAndNotRetried(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int64
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	t.Cleanup(tlsSrv.Close)
+	plain, _ := server(t, status(200))
+	for _, tt := range []struct {
+		name, url, want string
+	}{
+		{"self-signed", tlsSrv.URL, "its certificate was not accepted: x509: "},
+		{"not TLS", "https://" + strings.TrimPrefix(plain.URL, "http://"), "the server did not answer in TLS"},
+	} {
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		c := newClient(clk, s)
+		_, err := c.Do(t.Context(), post(tt.url))
+		wantCode(t, err, failure.DestinationUnavailable)
+		d := failure.Detail(err)
+		host := strings.TrimPrefix(strings.TrimPrefix(tt.url, "https://"), "http://")
+		if !strings.Contains(d, tt.want) || !strings.Contains(d, host) {
+			t.Errorf("%s: detail %q, want the host %s and %q", tt.name, d, host, tt.want)
+		}
+		if !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("%s: error %v does not wrap ErrNotSent", tt.name, err)
+		}
+		if len(s.all()) != 0 {
+			t.Errorf("%s: slept %v: a refused TLS connection was retried", tt.name, s.all())
+		}
+	}
+	if served.Load() != 0 {
+		t.Errorf("the TLS server served %d requests", served.Load())
+	}
+}
+
 func TestResponseBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	srv, _ := server(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, strings.Repeat("x", 10000)) })
