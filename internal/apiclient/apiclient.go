@@ -288,6 +288,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		lastErr error // the last retried attempt's error
 		lastCls Class // and its class (RateLimited or not)
 		lastNS  bool  // the last retried attempt was never written
+		// lastTimeout: the last retried attempt got no answer within
+		// this timeout (0: it failed otherwise).
+		lastTimeout time.Duration
 	)
 	for attempt := 0; ; attempt++ {
 		if c.p.Pacer != nil {
@@ -324,6 +327,10 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 					// It may have been applied and only its answer lost:
 					// resending could write twice. The caller settles it
 					// (docs/guide.md#the-ledger-and-its-retention: read back, or left in doubt).
+					if errors.Is(err, context.DeadlineExceeded) {
+						return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
+							"%s did not answer %s %s", c.p.Subject, req.Route, c.noAnswer(timeout))
+					}
 					return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}
@@ -336,6 +343,10 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 					"%s's TLS connection was refused (%s: %s); nothing was sent", c.p.Subject, hostOf(req.URL), why)
 			}
 			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
+			lastTimeout = 0
+			if errors.Is(err, context.DeadlineExceeded) {
+				lastTimeout = timeout
+			}
 			wait = c.p.Backoff(attempt)
 		case resp.Status >= 200 && resp.Status < 300:
 			return resp, nil
@@ -382,7 +393,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				}
 				wait = c.p.Backoff(attempt)
 			}
-			lastErr, lastCls, lastNS = serr, cls, false
+			lastErr, lastCls, lastNS, lastTimeout = serr, cls, false, 0
 		}
 		if attempt >= c.p.MaxRetries {
 			break
@@ -404,8 +415,29 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 			"%s could not be reached after %d attempts%s; nothing was sent", c.p.Subject, n, unreachable(lastErr))
 	}
+	if lastTimeout > 0 {
+		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
+			"%s did not answer successfully after %d attempts: the last had no answer %s", c.p.Subject, n, c.noAnswer(lastTimeout))
+	}
 	return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 		"%s did not answer successfully after %d attempts", c.p.Subject, n)
+}
+
+// noAnswer says that an attempt timed out after timeout, and, when the
+// run's lease cut it below Params.Timeout, that raising the timeout alone
+// cannot help: every attempt ends before the lease would
+// (docs/config.md#settings, lease_ttl).
+func (c *Client) noAnswer(timeout time.Duration) string {
+	r := time.Second
+	if timeout < time.Second {
+		r = 10 * time.Millisecond
+	}
+	s := "within " + timeout.Round(r).String()
+	if timeout < c.p.Timeout {
+		s += fmt.Sprintf(" (its timeout of %s was cut to what the run's lease had left: a destination this slow needs a longer settings.lease_ttl)",
+			c.p.Timeout)
+	}
+	return s
 }
 
 // unreachable says where and why a request never reached its server, as

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -516,6 +517,47 @@ func TestTLSRefusedIsNamedAndNotRetried(t *testing.T) {
 	}
 	if served.Load() != 0 {
 		t.Errorf("the TLS server served %d requests", served.Load())
+	}
+}
+
+// TestSlowAnswerSaysTheLeaseCutTheTimeout: a destination slower than what
+// the run's lease leaves an attempt (14 to 24 s under the default
+// lease_ttl, whatever `timeout` says). Its write used to fail with "the
+// answer to POST /contacts was lost", and a person who raised `timeout`
+// saw no change; the detail now says no answer came in the time the lease
+// left, and what setting governs it.
+func TestSlowAnswerSaysTheLeaseCutTheTimeout(t *testing.T) {
+	t.Parallel()
+	slow := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if tr := httptrace.ContextClientTrace(r.Context()); tr != nil && tr.GotConn != nil {
+			tr.GotConn(httptrace.GotConnInfo{}) // the request is on the wire
+		}
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	for _, idempotent := range []bool{false, true} {
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+			p.Client = &http.Client{Transport: slow}
+			p.Timeout = 90 * time.Second
+			p.MinAttempt = 10 * time.Millisecond
+			if idempotent {
+				p.MaxRetries = -1 // retried, it would meet the backoff's own limit first
+			}
+		})
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(50 * time.Millisecond) })
+		req := post("http://api.example")
+		req.Idempotent = idempotent
+		_, err := c.Do(ctx, req)
+		wantCode(t, err, failure.DestinationUnavailable)
+		d := failure.Detail(err)
+		if !strings.Contains(d, "within 50ms (its timeout of 1m30s was cut to what the run's lease had left") ||
+			!strings.Contains(d, "settings.lease_ttl") {
+			t.Errorf("idempotent %v: detail %q does not say the lease cut the timeout", idempotent, d)
+		}
+		if !idempotent && !errors.Is(err, apiclient.ErrOutcomeUnknown) {
+			t.Errorf("error %v: want the outcome unknown (in doubt)", err)
+		}
 	}
 }
 
