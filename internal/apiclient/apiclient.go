@@ -26,6 +26,8 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -33,10 +35,12 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -215,11 +219,20 @@ func New(p Params) *Client {
 // transport (shared with Params.Client).
 func (c *Client) CloseIdleConnections() { c.client.CloseIdleConnections() }
 
-// DefaultClassify: 401 and 403 are Auth, 429 RateLimited, 408 and 5xx
-// MaybeApplied, anything else Final.
+// AccountRefused reports whether status refuses the account rather than a
+// record: 401 (credentials), 402 (the account's plan or credits: a lapsed
+// payment, a suspended account) and 403 (its permissions). Such an answer
+// says nothing of the records, so none is rejected for it: it is Auth in
+// every connector's Classify (docs/recovery.md#destination_auth).
+func AccountRefused(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusPaymentRequired || status == http.StatusForbidden
+}
+
+// DefaultClassify: 401, 402 and 403 are Auth (AccountRefused), 429
+// RateLimited, 408 and 5xx MaybeApplied, anything else Final.
 func DefaultClassify(status int) Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case AccountRefused(status):
 		return Auth
 	case status == http.StatusTooManyRequests:
 		return RateLimited
@@ -281,6 +294,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		lastErr error // the last retried attempt's error
 		lastCls Class // and its class (RateLimited or not)
 		lastNS  bool  // the last retried attempt was never written
+		// lastTimeout: the last retried attempt got no answer within
+		// this timeout (0: it failed otherwise).
+		lastTimeout time.Duration
 	)
 	for attempt := 0; ; attempt++ {
 		if c.p.Pacer != nil {
@@ -317,11 +333,26 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 					// It may have been applied and only its answer lost:
 					// resending could write twice. The caller settles it
 					// (docs/guide.md#the-ledger-and-its-retention: read back, or left in doubt).
+					if errors.Is(err, context.DeadlineExceeded) {
+						return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
+							"%s did not answer %s %s", c.p.Subject, req.Route, c.noAnswer(timeout))
+					}
 					return nil, c.fail(failure.DestinationUnavailable, &st, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err),
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}
 			}
+			if why, ok := tlsRefused(err); ok && !wrote {
+				// The server's certificate (or its want of TLS) will be
+				// the same on the next attempt: retrying only delays
+				// the failure, and "could not be reached" hid its cause.
+				return nil, c.fail(failure.DestinationUnavailable, &st, err,
+					"%s's TLS connection was refused (%s: %s); nothing was sent", c.p.Subject, hostOf(req.URL), why)
+			}
 			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
+			lastTimeout = 0
+			if errors.Is(err, context.DeadlineExceeded) {
+				lastTimeout = timeout
+			}
 			wait = c.p.Backoff(attempt)
 		case resp.Status >= 200 && resp.Status < 300:
 			return resp, nil
@@ -335,7 +366,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
 			switch cls {
 			case Auth:
-				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s", c.p.AuthDetail)
+				// The answer says which of the account's credentials,
+				// plan or permissions was refused (a revoked key, no
+				// credits left, a missing scope, an IP address not
+				// allowed): the detail keeps it, scrubbed, so that
+				// `oncesync status` tells them apart (docs/recovery.md#destination_auth).
+				return nil, c.fail(failure.DestinationAuth, &st, serr, "%s (%s)", c.p.AuthDetail, c.reason(serr))
 			case Gone:
 				// Asking again will not help, and the fix (the address) is
 				// the sync's: not retried by the queue, counted by the breaker.
@@ -364,7 +400,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				}
 				wait = c.p.Backoff(attempt)
 			}
-			lastErr, lastCls, lastNS = serr, cls, false
+			lastErr, lastCls, lastNS, lastTimeout = serr, cls, false, 0
 		}
 		if attempt >= c.p.MaxRetries {
 			break
@@ -386,8 +422,29 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 			"%s could not be reached after %d attempts%s; nothing was sent", c.p.Subject, n, unreachable(lastErr))
 	}
+	if lastTimeout > 0 {
+		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
+			"%s did not answer successfully after %d attempts: the last had no answer %s", c.p.Subject, n, c.noAnswer(lastTimeout))
+	}
 	return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 		"%s did not answer successfully after %d attempts", c.p.Subject, n)
+}
+
+// noAnswer says that an attempt timed out after timeout, and, when the
+// run's lease cut it below Params.Timeout, that raising the timeout alone
+// cannot help: every attempt ends before the lease would
+// (docs/config.md#settings, lease_ttl).
+func (c *Client) noAnswer(timeout time.Duration) string {
+	r := time.Second
+	if timeout < time.Second {
+		r = 10 * time.Millisecond
+	}
+	s := "within " + timeout.Round(r).String()
+	if timeout < c.p.Timeout {
+		s += fmt.Sprintf(" (its timeout of %s was cut to what the run's lease had left: a destination this slow needs a longer settings.lease_ttl)",
+			c.p.Timeout)
+	}
+	return s
 }
 
 // unreachable says where and why a request never reached its server, as
@@ -425,6 +482,48 @@ func unreachable(err error) string {
 		return " (" + why + ")"
 	}
 	return " (" + host + ": " + why + ")"
+}
+
+// tlsRefused reports whether err is a TLS handshake this client refused or
+// could not make, a failure no retry changes: a certificate not accepted
+// (expired, self-signed, signed by an authority the worker does not trust,
+// for another name), or an answer that is not TLS (https:// to a plain
+// HTTP port). why says which, without the URL.
+func tlsRefused(err error) (why string, ok bool) {
+	var (
+		cv   *tls.CertificateVerificationError
+		ua   x509.UnknownAuthorityError
+		hn   x509.HostnameError
+		ci   x509.CertificateInvalidError
+		rh   tls.RecordHeaderError
+		cert error
+	)
+	switch {
+	case errors.As(err, &cv):
+		cert = cv.Err
+	case errors.As(err, &ua):
+		cert = ua
+	case errors.As(err, &hn):
+		cert = hn
+	case errors.As(err, &ci):
+		cert = ci
+	case errors.As(err, &rh), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// net/http replaces the RecordHeaderError of an HTTP answer
+		// with its own error, known by its text only.
+		return "the server did not answer in TLS: check that the URL's scheme and port are right", true
+	default:
+		return "", false
+	}
+	return "its certificate was not accepted: " + cert.Error(), true
+}
+
+// hostOf returns the host and port of rawURL, never its user, path or query.
+func hostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "the server"
+	}
+	return u.Host
 }
 
 // attemptTimeout returns the timeout of the next attempt: Params.Timeout,
@@ -644,6 +743,23 @@ func withoutSentValues(r *Response, sent []byte) *Response {
 	c := *r
 	c.Body = []byte(destination.RedactValues(destination.Redact(string(r.Body)), vals))
 	return &c
+}
+
+// maxReason bounds the server's answer quoted in a failure's detail.
+const maxReason = 300
+
+// reason is err's text as a failure detail may quote it: scrubbed like
+// every error text, and cut to maxReason bytes on a rune boundary.
+func (c *Client) reason(err error) string {
+	r := c.safe(err).Error()
+	if len(r) <= maxReason {
+		return r
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(r[cut]) {
+		cut--
+	}
+	return r[:cut] + "..."
 }
 
 // FanOut calls fn(i) for i in [0,n) with at most conc in flight and stops

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -435,6 +436,128 @@ func TestSecretsAreScrubbed(t *testing.T) {
 	wantCode(t, err, failure.DestinationAuth)
 	if !strings.Contains(err.Error(), "[redacted]") || !strings.Contains(err.Error(), "[email]") {
 		t.Errorf("error %q, want the secret and the address replaced", err)
+	}
+}
+
+// TestAuthDetailSaysWhatWasRefused: a revoked key, an account out of
+// credits and a missing scope all fail destination_auth; the detail a
+// person reads (`oncesync status`, the sync page) quotes the server's
+// answer, scrubbed and bounded, so that they are told apart. It used to be
+// the connector's fixed sentence alone.
+func TestAuthDetailSaysWhatWasRefused(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		text   string
+		long   bool // an answer longer than a detail quotes
+	}{
+		{401, "unauthorized: Key not found", false},
+		{402, "not_enough_credits: You don't have enough credit", false},
+		{403, "permission_denied: unrecognised IP address 192.0.2.7", true},
+	} {
+		pad := ""
+		if tt.long {
+			pad = strings.Repeat(".", 400)
+		}
+		srv, _ := server(t, status(tt.status))
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+			p.StatusError = func(route string, r *apiclient.Response) error {
+				return fmt.Errorf("%s: HTTP %d %s (key %s, contact jane@example.com)%s", route, r.Status, tt.text, secret, pad)
+			}
+		})
+		_, err := c.Do(t.Context(), post(srv.URL))
+		wantCode(t, err, failure.DestinationAuth)
+		d := failure.Detail(err)
+		if !strings.Contains(d, fmt.Sprintf("HTTP %d %s", tt.status, tt.text)) {
+			t.Errorf("detail %q does not say what the server answered", d)
+		}
+		if strings.Contains(d, secret) || strings.Contains(d, "jane@example.com") || len(d) > 400 {
+			t.Errorf("detail %q (%d bytes) holds the secret or the address, or is not bounded", d, len(d))
+		}
+		if !tt.long && strings.Count(err.Error(), tt.text) != 1 {
+			t.Errorf("error %q repeats the server's answer", err)
+		}
+	}
+}
+
+// TestTLSRefusedIsNamedAndNotRetried: a server whose certificate the
+// worker does not accept (self-signed here), and https:// to a plain HTTP
+// port. Both used to be retried with backoff (six attempts, 23 s in a run)
+// and then reported as "could not be reached after 6 attempts" without
+// the cause. Now the first attempt fails, not sent, naming the cause.
+func TestTLSRefusedIsNamedAndNotRetried(t *testing.T) {
+	t.Parallel()
+	var served atomic.Int64
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Add(1) }))
+	t.Cleanup(tlsSrv.Close)
+	plain, _ := server(t, status(200))
+	for _, tt := range []struct {
+		name, url, want string
+	}{
+		{"self-signed", tlsSrv.URL, "its certificate was not accepted: x509: "},
+		{"not TLS", "https://" + strings.TrimPrefix(plain.URL, "http://"), "the server did not answer in TLS"},
+	} {
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		c := newClient(clk, s)
+		_, err := c.Do(t.Context(), post(tt.url))
+		wantCode(t, err, failure.DestinationUnavailable)
+		d := failure.Detail(err)
+		host := strings.TrimPrefix(strings.TrimPrefix(tt.url, "https://"), "http://")
+		if !strings.Contains(d, tt.want) || !strings.Contains(d, host) {
+			t.Errorf("%s: detail %q, want the host %s and %q", tt.name, d, host, tt.want)
+		}
+		if !errors.Is(err, destination.ErrNotSent) {
+			t.Errorf("%s: error %v does not wrap ErrNotSent", tt.name, err)
+		}
+		if len(s.all()) != 0 {
+			t.Errorf("%s: slept %v: a refused TLS connection was retried", tt.name, s.all())
+		}
+	}
+	if served.Load() != 0 {
+		t.Errorf("the TLS server served %d requests", served.Load())
+	}
+}
+
+// TestSlowAnswerSaysTheLeaseCutTheTimeout: a destination slower than what
+// the run's lease leaves an attempt (14 to 24 s under the default
+// lease_ttl, whatever `timeout` says). Its write used to fail with "the
+// answer to POST /contacts was lost", and a person who raised `timeout`
+// saw no change; the detail now says no answer came in the time the lease
+// left, and what setting governs it.
+func TestSlowAnswerSaysTheLeaseCutTheTimeout(t *testing.T) {
+	t.Parallel()
+	slow := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if tr := httptrace.ContextClientTrace(r.Context()); tr != nil && tr.GotConn != nil {
+			tr.GotConn(httptrace.GotConnInfo{}) // the request is on the wire
+		}
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	for _, idempotent := range []bool{false, true} {
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+			p.Client = &http.Client{Transport: slow}
+			p.Timeout = 90 * time.Second
+			p.MinAttempt = 10 * time.Millisecond
+			if idempotent {
+				p.MaxRetries = -1 // retried, it would meet the backoff's own limit first
+			}
+		})
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(50 * time.Millisecond) })
+		req := post("http://api.example")
+		req.Idempotent = idempotent
+		_, err := c.Do(ctx, req)
+		wantCode(t, err, failure.DestinationUnavailable)
+		d := failure.Detail(err)
+		if !strings.Contains(d, "within 50ms (its timeout of 1m30s was cut to what the run's lease had left") ||
+			!strings.Contains(d, "settings.lease_ttl") {
+			t.Errorf("idempotent %v: detail %q does not say the lease cut the timeout", idempotent, d)
+		}
+		if !idempotent && !errors.Is(err, apiclient.ErrOutcomeUnknown) {
+			t.Errorf("error %v: want the outcome unknown (in doubt)", err)
+		}
 	}
 }
 

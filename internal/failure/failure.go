@@ -75,7 +75,7 @@ var catalog = map[Code]Entry{
 		OwnerOperator, true},
 	DestinationAuth: {DestinationAuth,
 		"The destination refused oncesync's credentials, or the account lacks access.",
-		"Check the credentials in the sync's destination (Brevo or Klaviyo `api_key`, HubSpot `token`, webhook `headers`) and the environment variables they come from, then run the sync again.",
+		"Check the credentials in the sync's destination (Brevo or Klaviyo `api_key`, HubSpot `token`, webhook `headers`) and the environment variables they come from, and that the account is in good standing (its plan, credits and permissions: the detail says what the destination answered), then run the sync again.",
 		OwnerYou, false},
 	DestinationRejectedRecords: {DestinationRejectedRecords,
 		"The destination refused every record of a page, so the mapping is most likely wrong.",
@@ -185,7 +185,9 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}
-	if e.Err != nil && e.Err.Error() != e.Detail {
+	// A detail that already quotes its cause (a destination's answer) is
+	// not followed by it again.
+	if e.Err != nil && !strings.Contains(e.Detail, e.Err.Error()) {
 		msg += ": " + e.Err.Error()
 	}
 	return msg

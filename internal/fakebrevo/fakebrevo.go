@@ -9,6 +9,7 @@
 //	srv.Stats() Stats                               // also GET /_stats as JSON
 //	srv.Contact(email) (Contact, bool)              // a stored contact
 //	srv.Reset()                                     // also POST /_reset
+//	srv.SetStanding(state) error                    // also POST /_standing?state=STATE (standing.go)
 //	srv.Reports()                                   // import reports, for another origin
 //	fakebrevo.Serve(ctx, addr, opts, ready)         // `oncesync fake-brevo`
 //	fakebrevo.RegisterFlags(fs, &opts)              // its flags
@@ -129,6 +130,11 @@ type Options struct {
 	// Validate checks every /v3 request against Brevo's embedded API spec and
 	// answers 400 with the validation error when it does not conform.
 	Validate bool
+	// Standing is the account's standing from the start (standing.go):
+	// "" or "ok", revoked (401), no-credits (402), forbidden (403
+	// permission_denied) or unvalidated (403 account_under_validation).
+	// Server.SetStanding and POST /_standing?state=STATE change it mid-run.
+	Standing string
 	// Seed makes fault injection reproducible (0 = a random seed).
 	Seed int64
 	// AfterWrite, when set, is called after a write is applied and before its

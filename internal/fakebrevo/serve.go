@@ -77,6 +77,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"serve import reports on this second address (another origin, as Brevo's file storage is); empty serves them on --listen under /_reports")
 	fs.BoolVar(&o.Validate, "validate", o.Validate,
 		"check every /v3 request against Brevo's API spec and answer 400 invalid_parameter when it does not conform")
+	fs.StringVar(&o.Standing, "standing", o.Standing,
+		"the account's standing: ok, revoked (401), no-credits (402 not_enough_credits), forbidden (403 permission_denied) or unvalidated (403 account_under_validation), answered to every /v3 call; POST /_standing?state=STATE changes it while the fake runs (a key revoked mid-run, then restored)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed,
 		"seed for fault injection, for reproducible runs (0 = random)")
 }

@@ -101,7 +101,9 @@ type Server struct {
 	st    *state
 	stats Stats
 	win   map[string]*rateWindow
-	attrs map[string]Attribute // by upper-case name (attributes.go)
+	// standing is the account's standing (standing.go), "" when good.
+	standing string
+	attrs    map[string]Attribute // by upper-case name (attributes.go)
 }
 
 type state struct {
@@ -158,6 +160,7 @@ func New(opts Options) *Server {
 	if opts.Validate {
 		s.validator, s.specErr = NewValidator()
 	}
+	s.standing, _ = checkStanding(opts.Standing) // Check refuses a wrong one
 	s.resetLocked()
 	s.initAttributesLocked()
 	return s
@@ -206,6 +209,9 @@ func (o Options) Check() error {
 		}
 	}
 	if err := checkConflictAnswer(o.ConflictAnswer); err != nil {
+		return err
+	}
+	if _, err := checkStanding(o.Standing); err != nil {
 		return err
 	}
 	if o.Validate {
@@ -296,6 +302,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, s.Stats())
+	case r.URL.Path == "/_standing":
+		s.serveStanding(w, r)
 	case r.URL.Path == "/_reset":
 		if r.Method != http.MethodPost {
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: CodeMethodNotAllowed, Message: "use POST"})
@@ -359,6 +367,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	limit, remaining, reset, over := s.takeSlotLocked(group, c.now)
 	injected429 := s.opts.RateLimitRate > 0 && s.rng.Float64() < s.opts.RateLimitRate
 	injected503 := s.opts.ErrorRate > 0 && s.rng.Float64() < s.opts.ErrorRate
+	standing := s.standing
 	s.mu.Unlock()
 
 	h := w.Header()
@@ -368,6 +377,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 	if !s.authorized(r) {
 		s.fail(c, http.StatusUnauthorized, CodeUnauthorized, msgUnauthorized)
+		return
+	}
+	if status, code, msg := standingAnswer(standing); status != 0 {
+		s.fail(c, status, code, msg)
 		return
 	}
 	if over || injected429 {

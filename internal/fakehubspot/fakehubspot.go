@@ -102,7 +102,9 @@
 //     cannot move backwards ... You'd need to first set the value to ""
 //     (empty string), then (in a separate request) set the earlier
 //     lifecycle stage value." The order is the options' display order.
-//   - The daily limit is not modelled.
+//   - The daily limit is not counted: Options.Standing "daily" (and POST
+//     /_standing?state=daily) answers as an account whose limit is spent
+//     (standing.go), with revoked (401) and forbidden (403) beside it.
 package fakehubspot
 
 import (
@@ -171,6 +173,10 @@ type Options struct {
 	// Clock tells the time of the rate-limit window and timestamps (nil:
 	// the wall clock). Latency always sleeps for real.
 	Clock clock.Clock
+	// Standing is the account's standing from the start (standing.go): ""
+	// or "ok", revoked (401), forbidden (403 MISSING_SCOPES) or daily (429
+	// DAILY). Server.SetStanding and POST /_standing change it mid-run.
+	Standing string
 	// Seed makes fault injection reproducible (0: random).
 	Seed int64
 }

@@ -441,3 +441,46 @@ func TestLifecycleStageOnlyMovesForward(t *testing.T) {
 		t.Errorf("an unknown stage: %d, want 207 with an error", code)
 	}
 }
+
+// TestStandingChangesMidRun: the token revoked, a scope removed and the
+// daily limit spent after a sync started: every call is answered as
+// HubSpot does (standing.go) and nothing is applied; restored, writes work.
+func TestStandingChangesMidRun(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	one := `{"inputs":[{"idProperty":"email","id":"a@example.com","properties":{"email":"a@example.com"}}]}`
+	if code, _, body := c.post(upsert, one); code != http.StatusOK {
+		t.Fatalf("upsert: %d %v", code, body)
+	}
+	for _, tt := range []struct {
+		state, key, want string
+		status           int
+	}{
+		{fakehubspot.StandingRevoked, "category", "INVALID_AUTHENTICATION", http.StatusUnauthorized},
+		{fakehubspot.StandingForbidden, "category", "MISSING_SCOPES", http.StatusForbidden},
+		{fakehubspot.StandingDaily, "policyName", "DAILY", http.StatusTooManyRequests},
+	} {
+		if code, _, _ := c.do(http.MethodPost, "/_standing?state="+tt.state, "", ""); code != http.StatusNoContent {
+			t.Fatalf("POST /_standing?state=%s: %d", tt.state, code)
+		}
+		code, h, body := c.post(upsert, one)
+		if code != tt.status || body[tt.key] != tt.want {
+			t.Errorf("%s: %d %v, want %d with %s %s", tt.state, code, body, tt.status, tt.key, tt.want)
+		}
+		if tt.state == fakehubspot.StandingDaily && h.Get("Retry-After") != "" {
+			t.Errorf("daily: Retry-After %q; HubSpot sends none for the daily limit", h.Get("Retry-After"))
+		}
+	}
+	if code, _, _ := c.do(http.MethodPost, "/_standing?state=broke", "", ""); code != http.StatusBadRequest {
+		t.Errorf("an unknown standing: %d, want 400", code)
+	}
+	if err := c.s.SetStanding("ok"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := c.post(upsert, one); code != http.StatusOK {
+		t.Fatalf("upsert after the account was restored: %d %v", code, body)
+	}
+	if st := c.s.Stats(); st.ContactsWritten != 2 || st.Contacts != 1 {
+		t.Errorf("stats %+v: want the two accepted writes only", st)
+	}
+}

@@ -38,6 +38,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails, "e-mail address refused as invalid (repeatable)")
 	fs.StringArrayVar(&o.PropertyFlags, "property", o.PropertyFlags,
 		"a custom contact property NAME[:TYPE][:unique] (TYPE string, number, bool, date; repeatable), e.g. customer_id:string:unique")
+	fs.StringVar(&o.Standing, "standing", o.Standing,
+		"the account's standing: ok, revoked (401), forbidden (403 MISSING_SCOPES) or daily (429, policy DAILY), answered to every API call; POST /_standing?state=STATE changes it while the fake runs")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 }
 
@@ -66,6 +68,9 @@ func ParseProperty(s string) (Property, error) {
 func Serve(ctx context.Context, addr string, opts Options, ready func(addr string)) error {
 	if math.IsNaN(opts.HoldWriteRate) || opts.HoldWriteRate < 0 || opts.HoldWriteRate > 1 || opts.HoldWrite < 0 {
 		return fmt.Errorf("fakehubspot: --hold-write-rate must be between 0 and 1 and --hold-write not negative")
+	}
+	if _, err := checkStanding(opts.Standing); err != nil {
+		return err
 	}
 	for _, c := range opts.PropertyFlags {
 		p, err := ParseProperty(c)

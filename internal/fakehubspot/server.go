@@ -46,6 +46,7 @@ type Server struct {
 	passed    int         // API requests past auth and rate limit
 	writes    int         // writes applied
 	stats     Stats
+	standing  string // the account's standing (standing.go), "" when good
 }
 
 // New returns a fake configured by o.
@@ -75,6 +76,7 @@ func New(o Options) *Server {
 		p.Name = strings.ToLower(p.Name)
 		s.props[p.Name] = p
 	}
+	s.standing, _ = checkStanding(o.Standing) // Serve refuses a wrong one
 	return s
 }
 
@@ -389,6 +391,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(s.Stats())
 		return
 	}
+	if r.URL.Path == "/_standing" {
+		s.serveStanding(w, r)
+		return
+	}
 	if !strings.HasPrefix(r.URL.Path, basePath) {
 		s.error(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "Page not found", nil)
 		return
@@ -420,6 +426,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		s.error(w, http.StatusUnauthorized, "INVALID_AUTHENTICATION",
 			"Authentication credentials not found. This API supports OAuth 2.0 authentication and you can find more details at https://developers.hubspot.com/docs/methods/auth/oauth-overview", nil)
+		return
+	}
+	if s.refuseForStanding(w) {
 		return
 	}
 	if !s.admit(w) {

@@ -172,6 +172,10 @@ type Options struct {
 	// OmitErrorPayload leaves import errors' original_payload null (the
 	// spec makes it nullable): the profile is named by its JSON pointer only.
 	OmitErrorPayload bool
+	// Standing is the account's standing from the start (standing.go): ""
+	// or "ok", revoked (401) or forbidden (403). Server.SetStanding and
+	// POST /_standing change it mid-run.
+	Standing string
 	// Seed makes fault injection reproducible (0: random).
 	Seed int64
 	// Clock tells the time of windows, jobs and timestamps (nil: the wall

@@ -424,3 +424,41 @@ func TestAddProfilesToList(t *testing.T) {
 		t.Errorf("past 10 a second: %d, want 429 with Retry-After", status)
 	}
 }
+
+// TestStandingChangesMidRun: a key deleted, or a scope removed, after a
+// sync started: every call is answered with Klaviyo's error document
+// (checked against the spec) and nothing is applied; restored, it works.
+func TestStandingChangesMidRun(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{})
+	if status, _, doc := c.do(http.MethodPost, "/api/profile-import", importBody("ann@example.com", "Ann")); status != http.StatusCreated {
+		t.Fatalf("import: %d %v", status, doc)
+	}
+	for _, tt := range []struct {
+		state, code string
+		status      int
+	}{
+		{fakeklaviyo.StandingRevoked, "authentication_failed", http.StatusUnauthorized},
+		{fakeklaviyo.StandingForbidden, "permission_denied", http.StatusForbidden},
+	} {
+		if err := s.SetStanding(tt.state); err != nil {
+			t.Fatal(err)
+		}
+		status, _, doc := c.do(http.MethodPost, "/api/profile-import", importBody("bob@example.com", "Bob"))
+		errs, _ := doc["errors"].([]any)
+		if status != tt.status || len(errs) != 1 || errs[0].(map[string]any)["code"] != tt.code {
+			t.Errorf("%s: %d %v, want %d %s", tt.state, status, doc, tt.status, tt.code)
+		}
+	}
+	if err := s.SetStanding("broke"); err == nil {
+		t.Error("SetStanding accepted an unknown standing")
+	}
+	if err := s.SetStanding("ok"); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, doc := c.do(http.MethodPost, "/api/profile-import", importBody("bob@example.com", "Bob")); status != http.StatusCreated {
+		t.Fatalf("import after the account was restored: %d %v", status, doc)
+	}
+	if st := s.Stats(); st.Profiles != 2 || st.ProfilesWritten != 2 {
+		t.Errorf("stats %+v: want the two accepted writes only", st)
+	}
+}

@@ -44,6 +44,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	fs.Float64Var(&o.JobFailApplies, "job-fail-applies", o.JobFailApplies, "fraction (0..1) of a failing job's profiles applied before it is cancelled (counted in completed_count)")
 	fs.Float64Var(&o.JobRefuseRate, "job-refuse-rate", o.JobRefuseRate, "fraction (0..1) of bulk import job requests refused whole with 400 (the client falls back to one profile import per record)")
 	fs.DurationVar(&o.UnsubscribeDelay, "unsubscribe-delay", o.UnsubscribeDelay, "how long an unsubscribe job waits before it is applied (0 = before the 202); one that then finds a profile out of the list unsubscribes it globally")
+	fs.StringVar(&o.Standing, "standing", o.Standing, "the account's standing: ok, revoked (401 authentication_failed) or forbidden (403 permission_denied), answered to every /api call; POST /_standing?state=STATE changes it while the fake runs")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 }
 

@@ -48,6 +48,7 @@ type Server struct {
 	rng      *rand.Rand
 	st       *state
 	stats    Stats
+	standing string // the account's standing (standing.go), "" when good
 	win      map[string]*window
 	specErrs []error
 }
@@ -86,12 +87,16 @@ func New(opts Options) *Server {
 	for op, rl := range modelledLimits {
 		s.limits[op] = rl
 	}
+	s.standing, _ = checkStanding(opts.Standing) // Check refuses a wrong one
 	s.resetLocked()
 	return s
 }
 
 // Check reports the first invalid option.
 func (o Options) Check() error {
+	if _, err := checkStanding(o.Standing); err != nil {
+		return err
+	}
 	for _, r := range []struct {
 		name string
 		v    float64
@@ -157,6 +162,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(s.Stats())
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(b)
+	case r.URL.Path == "/_standing":
+		s.serveStanding(w, r)
 	case r.URL.Path == "/_reset" && r.Method == http.MethodPost:
 		s.Reset()
 		w.WriteHeader(http.StatusNoContent)
@@ -230,6 +237,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.fail(c, http.StatusUnauthorized, "not_authenticated", "Authentication credentials were not provided.",
 			"Missing or invalid private key.", nil)
+		return
+	}
+	if s.refuseForStanding(c) {
 		return
 	}
 	rev := r.Header.Get("revision")

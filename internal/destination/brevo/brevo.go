@@ -373,7 +373,7 @@ func rateBucket(path string) string {
 // an applied write.
 func classify(status int) apiclient.Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusPaymentRequired || status == http.StatusForbidden:
+	case apiclient.AccountRefused(status):
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited

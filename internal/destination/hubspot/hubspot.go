@@ -18,7 +18,7 @@
 // is cleared first (batch/update by contact id), after a batch/read of the
 // page's contacts' stages.
 //
-// Failures map to oncesync's catalog: 401/403 → destination_auth at once; a
+// Failures map to oncesync's catalog: 401/402/403 → destination_auth at once; a
 // 3xx is never followed; 429 waits for Retry-After (HubSpot's ten-second
 // rolling limit; the DAILY policy fails the page as rate limited at once)
 // and X-HubSpot-RateLimit-Remaining 0 pauses the client's limiter; 503 and
@@ -222,12 +222,12 @@ func (d *Destination) Close() error {
 	return nil
 }
 
-// classify: 401 and 403 are auth; 429 the rate limit; 503 says HubSpot did
+// classify: 401, 402 and 403 are auth; 429 the rate limit; 503 says HubSpot did
 // not take the request, so even a write is retried; 500, 502, 504 (HubSpot's
 // documented timeouts) and 408 may follow an applied write.
 func classify(status int) apiclient.Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case apiclient.AccountRefused(status):
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited

@@ -633,6 +633,31 @@ func TestForbiddenIsAuth(t *testing.T) {
 	}
 }
 
+// TestPaymentRequiredIsAuth: a 402 (the account's plan or payment) says
+// nothing of the contacts: it fails at once as destination_auth and no
+// record is rejected for it.
+func TestPaymentRequiredIsAuth(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusPaymentRequired)
+		_, _ = io.WriteString(w, `{"status":"error","message":"Payment required.","category":"PAYMENT_REQUIRED"}`)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := hubspot.New(hubspot.Params{BaseURL: srv.URL, Token: token, Sleep: destinationtest.NoSleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Write(t.Context(), records(2))
+	if failure.CodeOf(err) != failure.DestinationAuth {
+		t.Fatalf("Write error %v: want %s", err, failure.DestinationAuth)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.NotSent {
+			t.Errorf("results %v: want both records not sent", res)
+		}
+	}
+}
+
 // TestClearedValueClearsTheProperty: a mapped null (a NULL column) is sent as
 // "", which clears the property in HubSpot, and Verify holds it landed only
 // once HubSpot's property is empty.

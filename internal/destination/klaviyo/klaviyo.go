@@ -28,7 +28,7 @@
 //     Klaviyo's bulk job always upserts.
 //   - mirror's removals (Remover) unsubscribe a profile from list_id.
 //
-// Failures map to oncesync's catalog: 401 and 403 → destination_auth at
+// Failures map to oncesync's catalog: 401, 402 and 403 → destination_auth at
 // once; a 3xx is never followed; 503 and connections that never carried the
 // request are retried in-run; a write whose answer was lost (or answered
 // 500, 502, 504, 408) is not resent but read back (Verify); 429 waits for
@@ -278,12 +278,12 @@ func (d *Destination) Close() error {
 	return nil
 }
 
-// classify: 401 and 403 are auth; 429 rate limited; 503 says Klaviyo did
+// classify: 401, 402 and 403 are auth; 429 rate limited; 503 says Klaviyo did
 // not take the request, so even a write is retried; 500, 502, 504 and 408
 // may follow an applied write.
 func classify(status int) apiclient.Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case apiclient.AccountRefused(status):
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited

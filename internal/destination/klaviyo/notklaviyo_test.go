@@ -46,3 +46,36 @@ func TestSuccessThatIsNotKlaviyosIsNotDelivered(t *testing.T) {
 		})
 	}
 }
+
+// TestPaymentRequiredIsAuth: a 402 (the account's plan or payment) says
+// nothing of the profiles: it fails at once as destination_auth, on both
+// paths, and no profile is rejected for it.
+func TestPaymentRequiredIsAuth(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/vnd.api+json")
+		w.WriteHeader(http.StatusPaymentRequired)
+		fmt.Fprint(w, `{"errors":[{"id":"e1","status":402,"code":"payment_required","title":"Payment required.","detail":"Payment required."}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, mode := range []string{klaviyo.ModeSingle, klaviyo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			d, err := klaviyo.New(klaviyo.Params{BaseURL: srv.URL, APIKey: apiKey, Mode: mode, ListID: "Xy12Ab", MaxRetries: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			res, err := d.Write(t.Context(), records(3))
+			if failure.CodeOf(err) != failure.DestinationAuth {
+				t.Fatalf("Write error %v: want %s", err, failure.DestinationAuth)
+			}
+			for _, r := range res {
+				if r.Outcome == destination.Rejected || r.Outcome == destination.Delivered {
+					t.Fatalf("results %+v: want no profile rejected or delivered", res)
+				}
+			}
+		})
+	}
+}

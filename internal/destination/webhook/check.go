@@ -46,7 +46,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	}
 	tc := tls.Client(conn, &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12})
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return checked, failure.Wrap(failure.DestinationUnavailable, err, "webhook: the TLS handshake with %s failed", d.host)
+		return checked, failure.Wrap(failure.DestinationUnavailable, err, "webhook: the TLS handshake with %s failed (%v)", d.host, err)
 	}
 	return append(checked, fmt.Sprintf("webhook: %s's TLS certificate is valid", d.host)), nil
 }

@@ -5,7 +5,7 @@
 // way (webhook-id, webhook-timestamp, webhook-signature "v1,<base64 HMAC-SHA256>").
 // Requests go through the shared HTTP layer (internal/apiclient).
 //
-// Answers: 2xx → delivered; 401/403 → destination_auth at once; a 3xx is
+// Answers: 2xx → delivered; 401/402/403 → destination_auth at once; a 3xx is
 // never followed → destination_unavailable (check url); 408, 409, 5xx,
 // timeouts and connection errors → retried in-run with backoff (exponential
 // from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
@@ -411,13 +411,13 @@ func (d *Destination) post(ctx context.Context, body []byte, idemKey string) (an
 	return answer{rejected: true, status: res.Status, message: d.message(res.Status, res.Body)}, nil
 }
 
-// classify: 401/403 are auth; 429 is rate limited; 410 stops the run (the
+// classify: 401, 402 and 403 are auth (the account, not the records); 429 is rate limited; 410 stops the run (the
 // receiver asks the sender to stop, as Standard Webhooks says); any other 4xx but 408
 // and 409 (a request with this key is in progress) rejects the record(s);
 // the rest may have been applied and is retried (the key makes it safe).
 func classify(status int) apiclient.Class {
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case apiclient.AccountRefused(status):
 		return apiclient.Auth
 	case status == http.StatusTooManyRequests:
 		return apiclient.RateLimited

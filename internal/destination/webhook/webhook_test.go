@@ -363,6 +363,11 @@ func TestAnswers(t *testing.T) {
 		{name: "404 rejects", status: 404, wantReject: true, wantReqs: 1},
 		{name: "401 is auth", status: 401, wantCode: failure.DestinationAuth, wantReqs: 1},
 		{name: "403 is auth", status: 403, wantCode: failure.DestinationAuth, wantReqs: 1},
+		// 402 Payment Required: the receiver's account lapsed or was
+		// suspended. It says nothing of the record, which must not be
+		// rejected for its content (a whole page refused would blame the
+		// mapping).
+		{name: "402 is auth", status: 402, wantCode: failure.DestinationAuth, wantReqs: 1},
 		{name: "408 retried", status: 408, wantCode: failure.DestinationUnavailable, wantReqs: 4},
 		{name: "409 retried", status: 409, wantCode: failure.DestinationUnavailable, wantReqs: 4},
 		{name: "500 retried", status: 500, wantCode: failure.DestinationUnavailable, wantReqs: 4},
