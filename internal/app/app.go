@@ -226,6 +226,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 			Mirror:                     mirrorOf(cfg, s),
 			DestinationPayload:         config.DestinationPayload(s.Destination),
+			DestinationAddress:         config.DestinationAddress(s.Destination),
 		},
 	}, nil
 }

@@ -44,15 +44,24 @@ func startCursor(cur store.Cursor, print string, reset bool) (cursor string, cha
 	return cur.Value, false
 }
 
-// setSalt sets r.salt from the sync's payload base and folds it into
-// r.payload. Under the base settings a record's hash is its mapped values'
-// alone, as before payload bases existed; under any others it includes
-// them, so every slot delivered under other settings differs
+// setSalt sets r.salt from the sync's payload base and its first
+// destination address, and folds it into r.payload. Under the base settings
+// and address a record's hash is its mapped values' alone, as before
+// payload bases existed; under any others it includes them, so every slot
+// delivered under other settings, or to another account, differs
 // (docs/guide.md#changing-a-sync).
-func (r *run) setSalt(base string) {
+func (r *run) setSalt(base, addr string) {
 	r.salt = ""
 	if r.Sync.DestinationPayload != base {
 		r.salt = "dest:" + r.Sync.DestinationPayload
 	}
+	if r.Sync.DestinationAddress != addr {
+		r.salt += " at:" + r.Sync.DestinationAddress
+	}
 	r.payload = payloadPrint(r.Params, r.salt)
 }
+
+// addressBaseID is the id the sync's first destination address is kept
+// under, beside its payload base (store.Cursors.PayloadBase). Sync ids
+// never hold "#" (partition.SyncID), so it names no sync.
+func addressBaseID(syncID string) string { return syncID + "#address" }

@@ -119,3 +119,53 @@ func TestDestinationPayloadChangeResends(t *testing.T) {
 		t.Fatalf("payload base = %q, %v, %v; want the first run's list_ids=2", base, found, err)
 	}
 }
+
+// TestDestinationAddressChangeResends: records delivered to one account are
+// not at another; a sync pointed at another account (another API key or
+// base_url) sends every record there once, on a keyset source too, and so
+// does the change back. The first address is the base: a sync recorded
+// before addresses were kept sends nothing again.
+func TestDestinationAddressChangeResends(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		addr          string
+		read, written int64
+		changed       bool
+	}{
+		{"brevo https://api.brevo.com/v3 key:aaaa", 250, 250, false}, // first run: the base
+		{"brevo https://api.brevo.com/v3 key:aaaa", 0, 0, false},
+		{"brevo https://api.brevo.com/v3 key:bbbb", 250, 250, true}, // another account: everything there, once
+		{"brevo https://api.brevo.com/v3 key:bbbb", 0, 0, false},
+		{"brevo https://api.brevo.com/v3 key:aaaa", 250, 250, true}, // and back
+		{"brevo https://api.brevo.com/v3 key:aaaa", 0, 0, false},
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.DestinationPayload = "list_ids=2"
+		p.Sync.DestinationAddress = step.addr
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+		if err != nil || pv.Changed != step.changed || pv.Read != step.read {
+			t.Fatalf("dry run before run %d: %v changed %v read %d; want changed %v read %d", i+1, err, pv.Changed, pv.Read, step.changed, step.read)
+		}
+		r, err := Run(ctx, p)
+		if err != nil || r.Read != step.read || r.Written != step.written {
+			t.Fatalf("run %d (%q): %v read %d written %d; want read %d written %d",
+				i+1, step.addr, err, r.Read, r.Written, step.read, step.written)
+		}
+	}
+	// Under its first address and settings, a record's hash is its mapped
+	// values' alone, as before addresses were kept.
+	p := tb.params(t, "id")
+	p.Sync.DestinationPayload, p.Sync.DestinationAddress = "list_ids=2", "brevo https://api.brevo.com/v3 key:aaaa"
+	r := &run{Params: p}
+	r.setSalt("list_ids=2", "brevo https://api.brevo.com/v3 key:aaaa")
+	if r.salt != "" {
+		t.Fatalf("salt under the base settings and address = %q, want none", r.salt)
+	}
+}

@@ -139,7 +139,14 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
-	r.setSalt(base)
+	addr, found, err := p.Store.GetPayloadBase(ctx, addressBaseID(p.Sync.ID))
+	if err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
+	}
+	if !found {
+		addr = p.Sync.DestinationAddress
+	}
+	r.setSalt(base, addr)
 	if !p.ResetCursor && !p.Resend {
 		cur, err := p.Store.GetCursor(ctx, p.Sync.ID)
 		if err != nil {

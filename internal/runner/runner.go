@@ -50,6 +50,12 @@ type Sync struct {
 	// part of each record's hash and of payloadPrint, so a change of them
 	// sends every record again (docs/guide.md#changing-a-sync).
 	DestinationPayload string
+	// DestinationAddress says which account records go to
+	// (config.DestinationAddress: type, endpoint, a digest of the key).
+	// Another than the sync's first is part of each record's hash like
+	// DestinationPayload: what the ledger says was delivered went to the
+	// first account (docs/guide.md#changing-a-sync).
+	DestinationAddress string
 }
 
 // Store is what a run needs of the store: its run rows and pages, the
@@ -210,7 +216,9 @@ type run struct {
 	// cursor.
 	payload string
 	// salt is "dest:" and Sync.DestinationPayload when they differ from the
-	// sync's payload base, else "" (setSalt): mixed into every record hash.
+	// sync's payload base, and " at:" and Sync.DestinationAddress when it
+	// differs from the sync's first, else "" (setSalt): mixed into every
+	// record hash.
 	salt string
 	// freeSince is when the previous holder's lease ended, on the wall
 	// clock: the grant's time less lease.Held.FreeFor (the grant's time
@@ -340,14 +348,18 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
 	}
-	r.setSalt(base)
+	addr, err := r.Store.PayloadBase(ctx, addressBaseID(r.Sync.ID), r.Sync.DestinationAddress)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
+	}
+	r.setSalt(base, addr)
 	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor || r.Resend)
 	if changed {
-		r.Logger.Info("the mapping, the identity, what the source reads or the destination's settings (lists, how empty values are written) changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
+		r.Logger.Info("the mapping, the identity, what the source reads, the destination's settings (lists, how empty values are written) or its account changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):
