@@ -162,6 +162,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		accepted = map[string][]*item{} // ref -> items accepted by an earlier run, in this run's key
 		since    time.Time
 		now      = r.Clock.Now()
+		unknown  = map[string]bool{} // refs the destination does not know: asked once a page
 	)
 	for _, it := range changed {
 		e, found := entries[it.Key]
@@ -171,7 +172,22 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			case store.LedgerAccepted:
 				// An earlier run's import of another value of this row:
 				// learn what became of it before this value is judged.
-				res, err := r.awaitAccepted(ctx, ledger.AcceptedRef(f), []*item{withKey(it, f.Key)})
+				ref := ledger.AcceptedRef(f)
+				var res []destination.Result
+				err := errUnknownRef
+				if !unknown[ref] {
+					res, err = r.awaitAccepted(ctx, ref, []*item{withKey(it, f.Key)})
+				}
+				if errors.Is(err, destination.ErrUnknownRef) {
+					unknown[ref] = true
+					// Its process is not known there (another account's):
+					// what it wrote is in doubt, settled with this value.
+					it.release = append(it.release, f.Key)
+					if since.IsZero() || f.ClaimedAt.Before(since) {
+						since = f.ClaimedAt
+					}
+					continue
+				}
 				if err != nil {
 					return c, err
 				}
@@ -225,6 +241,22 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	// Imports an earlier run left accepted (docs/guide.md#the-ledger-and-its-retention): ask their processes.
 	for ref, its := range accepted {
 		res, err := r.awaitAccepted(ctx, ref, its)
+		if errors.Is(err, destination.ErrUnknownRef) {
+			// The destination does not know the process (another
+			// account's, the api key having changed): what became of its
+			// records is unknown, so they are settled as writes in doubt,
+			// read back before any is sent again. The accepted entry is
+			// released first, so that a resend can claim its key.
+			for _, it := range its {
+				marks = append(marks, store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
+				it.ownInDoubt = true
+				inDoubt = append(inDoubt, it)
+				if e := entries[it.Key]; since.IsZero() || e.ClaimedAt.Before(since) {
+					since = e.ClaimedAt
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return c, err
 		}
@@ -828,6 +860,10 @@ func recordKeys(recs []destination.Record) []string {
 	}
 	return out
 }
+
+// errUnknownRef stands for an answer already had: the destination does not
+// know the process.
+var errUnknownRef = fmt.Errorf("asked before: %w", destination.ErrUnknownRef)
 
 // storeFailure maps a store error: a refused fence means the lease was lost.
 func storeFailure(ctx context.Context, err error, what string) error {

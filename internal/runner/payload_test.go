@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/mapping"
@@ -167,5 +168,67 @@ func TestDestinationAddressChangeResends(t *testing.T) {
 	r.setSalt("list_ids=2", "brevo https://api.brevo.com/v3 key:aaaa")
 	if r.salt != "" {
 		t.Fatalf("salt under the base settings and address = %q, want none", r.salt)
+	}
+}
+
+// TestAcceptedUnderAnotherAccount: a run killed while its imports were
+// still processing, and the sync pointed at another account before the
+// next run (or its processes gone from the account): the next run cannot
+// learn what became of them, since the destination does not know those
+// processes. It settles their records as writes in doubt (read back, then
+// sent) instead of failing every run, and the new account gets every
+// record, with its value, once.
+func TestAcceptedUnderAnotherAccount(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		address string // the second run's; the first's is "brevo key:a"
+	}{
+		{"address changed", "brevo key:b"},
+		{"same address, processes gone", "brevo key:a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 300, destination.CapVerify)
+			tb.dest.async, tb.dest.pollsToDone = true, 1_000_000
+			p := tb.params(t, "id")
+			p.Sync.DestinationAddress = "brevo key:a"
+			p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+			if _, err := Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if accepted, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerAccepted, 0); len(accepted) != 300 {
+				t.Fatalf("%d records left accepted by the first run, want 300", len(accepted))
+			}
+
+			other := newMemDest(destination.CapVerify) // the other account: none of the processes
+			other.async = true
+			tb.dest = other
+			p = tb.params(t, "id")
+			p.Sync.DestinationAddress = tc.address
+			p.PollInterval = time.Millisecond
+			r, err := Run(context.Background(), p)
+			if err != nil {
+				t.Fatalf("run against the other account: %v", err)
+			}
+			if r.Read != 300 || r.Written != 300 {
+				t.Fatalf("run against the other account: read %d written %d, want 300 and 300", r.Read, r.Written)
+			}
+			if _, recs, dups := other.stats(); recs != 300 || dups != 0 {
+				t.Fatalf("other account: %d records, %d duplicates; want 300, 0", recs, dups)
+			}
+			if got := other.value(email(42)); fmt.Sprint(got) != "N42" {
+				t.Fatalf("row 42 at the other account: %v, want N42", got)
+			}
+			for _, st := range []store.LedgerState{store.LedgerAccepted, store.LedgerPending, store.LedgerInDoubt} {
+				if left, _ := tb.store.LedgerList(context.Background(), "s1", st, 0); len(left) != 0 {
+					t.Fatalf("%d entries left %s", len(left), st)
+				}
+			}
+			r3, err := Run(context.Background(), p)
+			if err != nil || r3.Written != 0 {
+				t.Fatalf("the run after: %v, written %d; want nothing", err, r3.Written)
+			}
+		})
 	}
 }
