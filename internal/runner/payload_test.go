@@ -181,11 +181,13 @@ func TestDestinationAddressChangeResends(t *testing.T) {
 func TestAcceptedUnderAnotherAccount(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name    string
-		address string // the second run's; the first's is "brevo key:a"
+		name     string
+		address  string // the second run's; the first's is "brevo key:a"
+		notAsync bool   // the second run's destination cannot be asked at all
 	}{
-		{"address changed", "brevo key:b"},
-		{"same address, processes gone", "brevo key:a"},
+		{"address changed", "brevo key:b", false},
+		{"same address, processes gone", "brevo key:a", false},
+		{"another type of destination", "webhook http://x", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -206,6 +208,9 @@ func TestAcceptedUnderAnotherAccount(t *testing.T) {
 			tb.dest = other
 			p = tb.params(t, "id")
 			p.Sync.DestinationAddress = tc.address
+			if tc.notAsync {
+				p.Destination = notAsync{other}
+			}
 			p.PollInterval = time.Millisecond
 			r, err := Run(context.Background(), p)
 			if err != nil {
@@ -232,3 +237,19 @@ func TestAcceptedUnderAnotherAccount(t *testing.T) {
 		})
 	}
 }
+
+// notAsync is d without its Outcomes: a destination that accepts nothing
+// for later (a webhook).
+type notAsync struct{ d *memDest }
+
+func (n notAsync) Capability() destination.Capability { return n.d.Capability() }
+func (n notAsync) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	n.d.mu.Lock()
+	n.d.async = false
+	n.d.mu.Unlock()
+	return n.d.Write(ctx, recs)
+}
+func (n notAsync) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
+	return n.d.Verify(ctx, recs, since)
+}
+func (n notAsync) Close() error { return nil }
