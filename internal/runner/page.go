@@ -364,9 +364,9 @@ func legacyRef(result string) string { return result }
 // deliveryKey is it's delivery key for its generation.
 func (r *run) deliveryKey(it *item) string {
 	if it.id != "" || r.Sync.Identity != "" {
-		return ledger.IdentityGen(r.Sync.ID, r.Source.ID(), it.id, it.hash, it.gen)
+		return ledger.IdentityGen(r.Sync.ID, r.sourceID(), it.id, it.hash, it.gen)
 	}
-	return ledger.PositionalGen(r.Sync.ID, r.Source.ID(), it.cursor, it.pos, it.hash, it.gen)
+	return ledger.PositionalGen(r.Sync.ID, r.sourceID(), it.cursor, it.pos, it.hash, it.gen)
 }
 
 // appendDeliveredMarks appends to out the marks that record it as delivered
@@ -757,8 +757,8 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 		}
 		it := item{cursor: page.Cursor, pos: i, invalid: ferr.Detail}
 		it.hash = sha256.Sum256([]byte(ferr.Detail))
-		it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
-		it.Key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, it.hash)
+		it.slot = ledger.PositionSlot(r.Sync.ID, r.sourceID(), page.Cursor, i)
+		it.Key = ledger.Positional(r.Sync.ID, r.sourceID(), page.Cursor, i, it.hash)
 		out = append(out, it)
 	}
 	for i, rec := range page.Records {
@@ -790,9 +790,9 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
 				continue
 			}
-			it.slot = ledger.Slot(r.Sync.ID, r.Source.ID(), it.id)
+			it.slot = ledger.Slot(r.Sync.ID, r.sourceID(), it.id)
 		} else {
-			it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
+			it.slot = ledger.PositionSlot(r.Sync.ID, r.sourceID(), page.Cursor, i)
 		}
 		if j, dup := seen[it.slot]; dup {
 			dups++

@@ -65,3 +65,19 @@ func (r *run) setSalt(base, addr string) {
 // under, beside its payload base (store.Cursors.PayloadBase). Sync ids
 // never hold "#" (partition.SyncID), so it names no sync.
 func addressBaseID(syncID string) string { return syncID + "#address" }
+
+// sourceBaseID is the id the source id the sync's keys are made with is
+// kept under (run.sourceKey), like addressBaseID.
+func sourceBaseID(syncID string) string { return syncID + "#source" }
+
+// sourceID is the source id of the run's slot and delivery keys: the one
+// the sync first ran with, not necessarily its source's now. A slot says
+// what the destination holds for a row; a row read from the file's new
+// path, or from the same table through another server, is the same row,
+// and its values decide whether it is sent (docs/guide.md#changing-a-sync).
+func (r *run) sourceID() string {
+	if r.sourceKey != "" {
+		return r.sourceKey
+	}
+	return r.Source.ID()
+}

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -253,3 +256,47 @@ func (n notAsync) Verify(ctx context.Context, recs []destination.Record, since t
 	return n.d.Verify(ctx, recs, since)
 }
 func (n notAsync) Close() error { return nil }
+
+// TestSourceMovedSendsOnlyChanges: the sync's file moved (or its table is
+// read through another server): the run reads it from its start, and a row
+// is sent only when its values are not what the destination holds, as the
+// slots of the sync's first source id are kept (docs/guide.md#changing-a-sync).
+// With an identity and without one.
+func TestSourceMovedSendsOnlyChanges(t *testing.T) {
+	t.Parallel()
+	for _, identity := range []string{"id", ""} {
+		t.Run("identity="+identity, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 250, destination.CapVerify)
+			if r, err := Run(context.Background(), tb.params(t, identity)); err != nil || r.Written != 250 {
+				t.Fatalf("first run: %v, written %d", err, r.Written)
+			}
+			raw, err := os.ReadFile(tb.csv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.csv = filepath.Join(t.TempDir(), "moved.csv")
+			// Row 240 changes in a value of its length, so no page's place moves.
+			raw = bytes.Replace(raw, []byte(",N240\n"), []byte(",X240\n"), 1)
+			if err := os.WriteFile(tb.csv, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := tb.params(t, identity)
+			pv, err := RunPreview(context.Background(), PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+			if err != nil || pv.Creates != 0 || pv.Updates != 1 {
+				t.Fatalf("dry run after the move: %v create %d update %d; want 0 and 1", err, pv.Creates, pv.Updates)
+			}
+			calls, _, _ := tb.dest.stats()
+			r, err := Run(context.Background(), p)
+			if err != nil || r.Read != 250 || r.Written != 1 {
+				t.Fatalf("run after the move: %v read %d written %d; want 250 read, 1 written", err, r.Read, r.Written)
+			}
+			if calls2, _, dups := tb.dest.stats(); dups != 0 || calls2 != calls+1 {
+				t.Fatalf("after the move: %d more calls, %d duplicates; want 1 call, 0 duplicates", calls2-calls, dups)
+			}
+			if got := tb.dest.value(email(240)); fmt.Sprint(got) != "X240" {
+				t.Fatalf("row 240 at the destination: %v, want X240", got)
+			}
+		})
+	}
+}

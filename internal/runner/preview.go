@@ -147,6 +147,11 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		addr = p.Sync.DestinationAddress
 	}
 	r.setSalt(base, addr)
+	if key, found, err := p.Store.GetPayloadBase(ctx, sourceBaseID(p.Sync.ID)); err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
+	} else if found {
+		r.sourceKey = key
+	}
 	if !p.ResetCursor && !p.Resend {
 		cur, err := p.Store.GetCursor(ctx, p.Sync.ID)
 		if err != nil {

@@ -220,6 +220,11 @@ type run struct {
 	// differs from the sync's first, else "" (setSalt): mixed into every
 	// record hash.
 	salt string
+	// sourceKey is the source id the sync's keys are made with: its
+	// source's id at its first run, kept beside its payload base, so that
+	// moving what it reads (a file's path, the server in dsn, a table for
+	// a query) leaves its slots where they are (sourceID).
+	sourceKey string
 	// freeSince is when the previous holder's lease ended, on the wall
 	// clock: the grant's time less lease.Held.FreeFor (the grant's time
 	// when unknown). A write never outlives its lease, so every request of
@@ -353,6 +358,9 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
 	}
 	r.setSalt(base, addr)
+	if r.sourceKey, err = r.Store.PayloadBase(ctx, sourceBaseID(r.Sync.ID), r.Source.ID()); err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
+	}
 	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
