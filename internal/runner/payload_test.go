@@ -300,3 +300,50 @@ func TestSourceMovedSendsOnlyChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestLayoutChangeBackLeavesNothingStale: a sync's slots are kept under its
+// partitions' ledgers (and named by its identity), so a sync run with 1
+// partition, then 2, then 1 again meets its first slots again; a row that
+// changed while it ran partitioned, and changed back, must not be judged
+// delivered by the slot its first runs left: the destination holds the
+// partitioned run's value. Each change of the layout sends every record
+// once; the run after it sends nothing.
+func TestLayoutChangeBackLeavesNothingStale(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	if _, err := tb.store.PutSync(context.Background(), store.PutSyncParams{ID: "s1#p1", Workspace: "w", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		id, layout    string
+		row42         string
+		read, written int64
+	}{
+		{"s1", "partitions=1", "N42", 250, 250},
+		{"s1", "partitions=1", "N42", 0, 0},
+		{"s1#p1", "partitions=2", "N42", 250, 250}, // its own ledger: every record once
+		{"s1#p1", "partitions=2", "X42", 250, 1},   // row 42 changes (read from the start: ResetCursor)
+		{"s1", "partitions=1", "N42", 250, 250},    // back: every record once, row 42 among them
+		{"s1", "partitions=1", "N42", 0, 0},
+	} {
+		src.mu.Lock()
+		src.rows[42] = step.row42
+		src.mu.Unlock()
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.ID, p.Sync.Layout = step.id, step.layout
+		p.ResetCursor = i == 3 // the test source has no lookback: read row 42 again
+		r, err := Run(ctx, p)
+		if err != nil || r.Written != step.written {
+			t.Fatalf("run %d (%s, %s): %v read %d written %d; want written %d", i+1, step.id, step.layout, err, r.Read, r.Written, step.written)
+		}
+		if got := tb.dest.value(email(42)); fmt.Sprint(got) != step.row42 {
+			t.Fatalf("after run %d (%s, %s): row 42 at the destination is %v, the source's %s", i+1, step.id, step.layout, got, step.row42)
+		}
+	}
+}

@@ -146,7 +146,11 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		addr = p.Sync.DestinationAddress
 	}
-	r.setSalt(base, addr)
+	epoch, err := r.layoutEpoch(ctx, p.Store, false)
+	if err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
+	}
+	r.setSaltEpoch(base, addr, epoch)
 	if key, found, err := p.Store.GetPayloadBase(ctx, sourceBaseID(p.Sync.ID)); err != nil {
 		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
 	} else if found {

@@ -56,6 +56,10 @@ type Sync struct {
 	// DestinationPayload: what the ledger says was delivered went to the
 	// first account (docs/guide.md#changing-a-sync).
 	DestinationAddress string
+	// Layout says how the sync's slots are named and where they are kept
+	// (its identity column and partition count; "" to keep no epochs): a
+	// change of it starts a new epoch (layoutEpoch).
+	Layout string
 }
 
 // Store is what a run needs of the store: its run rows and pages, the
@@ -357,7 +361,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
 	}
-	r.setSalt(base, addr)
+	epoch, err := r.layoutEpoch(ctx, r.Store, true)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
+	}
+	r.setSaltEpoch(base, addr, epoch)
 	if r.sourceKey, err = r.Store.PayloadBase(ctx, sourceBaseID(r.Sync.ID), r.Source.ID()); err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
 	}
