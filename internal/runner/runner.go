@@ -375,7 +375,7 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor || r.Resend)
 	if changed {
-		r.Logger.Info("the mapping, the identity, what the source reads, the destination's settings (lists, how empty values are written) or its account changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
+		r.Logger.Info("the mapping, the identity, the partitions, what the source reads, the destination's settings (lists, how empty values are written) or its account changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):
