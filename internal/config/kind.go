@@ -76,22 +76,18 @@ type Addresser interface {
 }
 
 // DestinationAddress says where d's records go, to tell another account
-// from the one a sync delivered to: the type, the endpoint and a digest of
-// the credential (never the credential). A change of it sends every record
-// again (docs/guide.md#changing-a-sync): the ledger's record of what was
-// delivered is the old account's.
+// from the one a sync delivered to: the type and a digest of the endpoint
+// and the credential (neither in clear: a webhook's URL may hold a token).
+// A change of it sends every record again (docs/guide.md#changing-a-sync):
+// the ledger's record of what was delivered is the old account's.
 func DestinationAddress(d Destination) string {
 	a, ok := d.Spec.(Addresser)
 	if !ok {
 		return d.Type
 	}
 	endpoint, credential := a.Address()
-	s := d.Type + " " + strings.TrimRight(endpoint, "/")
-	if credential != "" {
-		sum := sha256.Sum256([]byte("oncesync destination credential\x00" + credential))
-		s += " key:" + hex.EncodeToString(sum[:6])
-	}
-	return s
+	sum := sha256.Sum256([]byte("oncesync destination\x00" + strings.TrimRight(endpoint, "/") + "\x00" + credential))
+	return d.Type + " " + hex.EncodeToString(sum[:8])
 }
 
 // DestinationSpec is one sync's decoded kind-owned keys.

@@ -106,7 +106,8 @@ syncs:
 // TestDestinationAddress: another API key, token, base_url, url or type is
 // another address (the records may go to another account); the same
 // destination written otherwise (a default spelt out, a trailing slash, the
-// webhook's secret) is the same; the credential itself never appears
+// webhook's secret) is the same; neither the credential nor the endpoint
+// (a webhook's URL may hold a token) appears in it
 // (docs/guide.md#changing-a-sync).
 func TestDestinationAddress(t *testing.T) {
 	reg := connector.Default()
@@ -123,7 +124,7 @@ func TestDestinationAddress(t *testing.T) {
 			t.Fatalf("%s: %v", dest, err)
 		}
 		a := config.DestinationAddress(cfg.Syncs[0].Destination)
-		for _, secret := range []string{"xkeysib-first", "xkeysib-second", "pat-na1-secret"} {
+		for _, secret := range []string{"xkeysib-first", "xkeysib-second", "pat-na1-secret", "example.com", "127.0.0.1"} {
 			if strings.Contains(a, secret) {
 				t.Fatalf("%s: address %q holds the credential", dest, a)
 			}
