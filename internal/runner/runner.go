@@ -51,7 +51,7 @@ type Sync struct {
 	// sends every record again (docs/guide.md#changing-a-sync).
 	DestinationPayload string
 	// DestinationAddress says which account records go to
-	// (config.DestinationAddress: type, endpoint, a digest of the key).
+	// (config.DestinationAddress: the type, a digest of endpoint and key).
 	// Another than the sync's first is part of each record's hash like
 	// DestinationPayload: what the ledger says was delivered went to the
 	// first account (docs/guide.md#changing-a-sync).
