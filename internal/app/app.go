@@ -226,8 +226,22 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 			Mirror:                     mirrorOf(cfg, s),
 			DestinationPayload:         config.DestinationPayload(s.Destination),
+			DestinationAddress:         config.DestinationAddress(s.Destination),
+			Layout:                     layoutOf(s),
 		},
 	}, nil
+}
+
+// layoutOf says how s's slots are named and where they are kept
+// (runner.Sync.Layout): its identity and partition count and, without an
+// identity, its page size, since a row's slot is then its page's cursor and
+// its place on the page.
+func layoutOf(s *config.Sync) string {
+	l := fmt.Sprintf("identity=%q partitions=%d", s.Source.Identity, max(s.Partitions, 1))
+	if s.Source.Identity == "" {
+		l += fmt.Sprintf(" page_size=%d", s.Source.PageSize)
+	}
+	return l
 }
 
 func buildSource(cfg *config.Config, s *config.Sync, reg *connector.Registry) (source.Source, error) {

@@ -207,7 +207,7 @@ const previewSample = 10
 func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
 	cursor := pv.From
 	if pv.Changed {
-		return "the start of the source (the mapping, the identity, what the source reads or the destination's settings changed since the cursor was saved: docs/guide.md#changing-a-sync)"
+		return "the start of the source (the mapping, the identity, the partitions, what the source reads, the destination's settings or its account changed since the cursor was saved: docs/guide.md#changing-a-sync)"
 	}
 	if cursor == "" {
 		return "the start of the source"

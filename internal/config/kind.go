@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -63,6 +65,29 @@ func DestinationPayload(d Destination) string {
 		return ps.PayloadSettings(&d)
 	}
 	return ""
+}
+
+// Addresser is implemented by a DestinationSpec whose records go to an
+// account named by more than its type: Address returns the endpoint
+// (base_url, url) and the credential that picks the account (an API key, a
+// token; "" when none does).
+type Addresser interface {
+	Address() (endpoint, credential string)
+}
+
+// DestinationAddress says where d's records go, to tell another account
+// from the one a sync delivered to: the type and a digest of the endpoint
+// and the credential (neither in clear: a webhook's URL may hold a token).
+// A change of it sends every record again (docs/guide.md#changing-a-sync):
+// the ledger's record of what was delivered is the old account's.
+func DestinationAddress(d Destination) string {
+	a, ok := d.Spec.(Addresser)
+	if !ok {
+		return d.Type
+	}
+	endpoint, credential := a.Address()
+	sum := sha256.Sum256([]byte("oncesync destination\x00" + strings.TrimRight(endpoint, "/") + "\x00" + credential))
+	return d.Type + " " + hex.EncodeToString(sum[:8])
 }
 
 // DestinationSpec is one sync's decoded kind-owned keys.

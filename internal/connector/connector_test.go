@@ -102,3 +102,55 @@ syncs:
 		}
 	}
 }
+
+// TestDestinationAddress: another API key, token, base_url, url or type is
+// another address (the records may go to another account); the same
+// destination written otherwise (a default spelt out, a trailing slash, the
+// webhook's secret) is the same; neither the credential nor the endpoint
+// (a webhook's URL may hold a token) appears in it
+// (docs/guide.md#changing-a-sync).
+func TestDestinationAddress(t *testing.T) {
+	reg := connector.Default()
+	address := func(dest string) string {
+		t.Helper()
+		mapping := "{email: email}"
+		if strings.Contains(dest, "webhook") {
+			mapping = "{fields: {id: id}}"
+		}
+		yaml := "store: sqlite://./x.db\nsyncs:\n  - id: s\n    source: {type: csv, path: x.csv, identity: id}\n" +
+			"    destination: " + dest + "\n    mapping: " + mapping + "\n"
+		cfg, err := config.Parse("x.yaml", []byte(yaml), func(string) (string, bool) { return "", false }, reg.Kinds())
+		if err != nil {
+			t.Fatalf("%s: %v", dest, err)
+		}
+		a := config.DestinationAddress(cfg.Syncs[0].Destination)
+		for _, secret := range []string{"xkeysib-first", "xkeysib-second", "pat-na1-secret", "example.com", "127.0.0.1"} {
+			if strings.Contains(a, secret) {
+				t.Fatalf("%s: address %q holds the credential", dest, a)
+			}
+		}
+		return a
+	}
+	same := [][2]string{
+		{`{type: brevo, api_key: xkeysib-first, list_ids: [2]}`, `{type: brevo, api_key: xkeysib-first, list_ids: [2, 7], base_url: "https://api.brevo.com/v3/"}`},
+		{`{type: webhook, url: "https://example.com/hook"}`, `{type: webhook, url: "https://example.com/hook", secret: s2}`},
+	}
+	other := [][2]string{
+		{`{type: brevo, api_key: xkeysib-first, list_ids: [2]}`, `{type: brevo, api_key: xkeysib-second, list_ids: [2]}`},
+		{`{type: brevo, api_key: xkeysib-first, list_ids: [2]}`, `{type: brevo, api_key: xkeysib-first, list_ids: [2], base_url: "http://127.0.0.1:8026/v3"}`},
+		{`{type: hubspot, token: pat-na1-secret}`, `{type: hubspot, token: pat-na1-other}`},
+		{`{type: klaviyo, api_key: pk_1, list_id: Ab1}`, `{type: klaviyo, api_key: pk_2, list_id: Ab1}`},
+		{`{type: webhook, url: "https://example.com/hook"}`, `{type: webhook, url: "https://example.com/other"}`},
+		{`{type: brevo, api_key: xkeysib-first, list_ids: [2]}`, `{type: klaviyo, api_key: xkeysib-first, list_id: Ab1}`},
+	}
+	for _, p := range same {
+		if a, b := address(p[0]), address(p[1]); a != b {
+			t.Errorf("%s and %s: addresses %q and %q, want one", p[0], p[1], a, b)
+		}
+	}
+	for _, p := range other {
+		if a, b := address(p[0]), address(p[1]); a == b {
+			t.Errorf("%s and %s: both address %q, want two", p[0], p[1], a)
+		}
+	}
+}

@@ -166,6 +166,12 @@ type Async interface {
 	Outcomes(ctx context.Context, ref string, recs []Record) (results []Result, done bool, err error)
 }
 
+// ErrUnknownRef is wrapped by an Async destination's Outcomes error when it
+// does not know ref (a process deleted, expired, or another account's, the
+// sync's api key having changed): what became of the records is unknown,
+// so the runner settles them as writes in doubt (docs/guide.md#changing-a-sync).
+var ErrUnknownRef = errors.New("the destination does not know the process the records were accepted under")
+
 // ErrNotSent is wrapped by errors about requests that provably never reached
 // the destination (connection refused, DNS failure, no lease time left).
 var ErrNotSent = errors.New("the request never reached the destination")

@@ -117,8 +117,11 @@ func (r *run) takeOutstanding(slot, key string) []store.LedgerEntry {
 func (r *run) awaitAccepted(ctx context.Context, ref string, its []*item) ([]destination.Result, error) {
 	async, ok := r.Destination.(destination.Async)
 	if !ok {
-		return nil, failure.New(failure.InvalidSyncDefinition,
-			"the ledger holds records accepted for processing, and this destination cannot be asked about them (was its mode changed?)")
+		// Another type of destination than the one that accepted them
+		// (docs/guide.md#changing-a-sync): it knows nothing of the
+		// process, and the records are settled as writes in doubt.
+		return nil, failure.Wrap(failure.DestinationUnavailable, destination.ErrUnknownRef,
+			"the ledger holds records accepted for processing by another destination than this one")
 	}
 	deadline := time.Now().Add(r.acceptedWait())
 	every := r.pollInterval()

@@ -162,6 +162,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		accepted = map[string][]*item{} // ref -> items accepted by an earlier run, in this run's key
 		since    time.Time
 		now      = r.Clock.Now()
+		unknown  = map[string]bool{} // refs the destination does not know: asked once a page
 	)
 	for _, it := range changed {
 		e, found := entries[it.Key]
@@ -171,7 +172,22 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			case store.LedgerAccepted:
 				// An earlier run's import of another value of this row:
 				// learn what became of it before this value is judged.
-				res, err := r.awaitAccepted(ctx, ledger.AcceptedRef(f), []*item{withKey(it, f.Key)})
+				ref := ledger.AcceptedRef(f)
+				var res []destination.Result
+				err := errUnknownRef
+				if !unknown[ref] {
+					res, err = r.awaitAccepted(ctx, ref, []*item{withKey(it, f.Key)})
+				}
+				if errors.Is(err, destination.ErrUnknownRef) {
+					unknown[ref] = true
+					// Its process is not known there (another account's):
+					// what it wrote is in doubt, settled with this value.
+					it.release = append(it.release, f.Key)
+					if since.IsZero() || f.ClaimedAt.Before(since) {
+						since = f.ClaimedAt
+					}
+					continue
+				}
 				if err != nil {
 					return c, err
 				}
@@ -225,6 +241,22 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	// Imports an earlier run left accepted (docs/guide.md#the-ledger-and-its-retention): ask their processes.
 	for ref, its := range accepted {
 		res, err := r.awaitAccepted(ctx, ref, its)
+		if errors.Is(err, destination.ErrUnknownRef) {
+			// The destination does not know the process (another
+			// account's, the api key having changed): what became of its
+			// records is unknown, so they are settled as writes in doubt,
+			// read back before any is sent again. The accepted entry is
+			// released first, so that a resend can claim its key.
+			for _, it := range its {
+				marks = append(marks, store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
+				it.ownInDoubt = true
+				inDoubt = append(inDoubt, it)
+				if e := entries[it.Key]; since.IsZero() || e.ClaimedAt.Before(since) {
+					since = e.ClaimedAt
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return c, err
 		}
@@ -332,9 +364,9 @@ func legacyRef(result string) string { return result }
 // deliveryKey is it's delivery key for its generation.
 func (r *run) deliveryKey(it *item) string {
 	if it.id != "" || r.Sync.Identity != "" {
-		return ledger.IdentityGen(r.Sync.ID, r.Source.ID(), it.id, it.hash, it.gen)
+		return ledger.IdentityGen(r.Sync.ID, r.sourceID(), it.id, it.hash, it.gen)
 	}
-	return ledger.PositionalGen(r.Sync.ID, r.Source.ID(), it.cursor, it.pos, it.hash, it.gen)
+	return ledger.PositionalGen(r.Sync.ID, r.sourceID(), it.cursor, it.pos, it.hash, it.gen)
 }
 
 // appendDeliveredMarks appends to out the marks that record it as delivered
@@ -725,8 +757,8 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 		}
 		it := item{cursor: page.Cursor, pos: i, invalid: ferr.Detail}
 		it.hash = sha256.Sum256([]byte(ferr.Detail))
-		it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
-		it.Key = ledger.Positional(r.Sync.ID, r.Source.ID(), page.Cursor, i, it.hash)
+		it.slot = ledger.PositionSlot(r.Sync.ID, r.sourceID(), page.Cursor, i)
+		it.Key = ledger.Positional(r.Sync.ID, r.sourceID(), page.Cursor, i, it.hash)
 		out = append(out, it)
 	}
 	for i, rec := range page.Records {
@@ -758,9 +790,9 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
 				continue
 			}
-			it.slot = ledger.Slot(r.Sync.ID, r.Source.ID(), it.id)
+			it.slot = ledger.Slot(r.Sync.ID, r.sourceID(), it.id)
 		} else {
-			it.slot = ledger.PositionSlot(r.Sync.ID, r.Source.ID(), page.Cursor, i)
+			it.slot = ledger.PositionSlot(r.Sync.ID, r.sourceID(), page.Cursor, i)
 		}
 		if j, dup := seen[it.slot]; dup {
 			dups++
@@ -828,6 +860,10 @@ func recordKeys(recs []destination.Record) []string {
 	}
 	return out
 }
+
+// errUnknownRef stands for an answer already had: the destination does not
+// know the process.
+var errUnknownRef = fmt.Errorf("asked before: %w", destination.ErrUnknownRef)
 
 // storeFailure maps a store error: a refused fence means the lease was lost.
 func storeFailure(ctx context.Context, err error, what string) error {

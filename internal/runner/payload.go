@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/store"
@@ -44,15 +47,99 @@ func startCursor(cur store.Cursor, print string, reset bool) (cursor string, cha
 	return cur.Value, false
 }
 
-// setSalt sets r.salt from the sync's payload base and folds it into
-// r.payload. Under the base settings a record's hash is its mapped values'
-// alone, as before payload bases existed; under any others it includes
-// them, so every slot delivered under other settings differs
+// setSalt sets r.salt from the sync's payload base and its first
+// destination address, and folds it into r.payload. Under the base settings
+// and address a record's hash is its mapped values' alone, as before
+// payload bases existed; under any others it includes them, so every slot
+// delivered under other settings, or to another account, differs
 // (docs/guide.md#changing-a-sync).
-func (r *run) setSalt(base string) {
+func (r *run) setSalt(base, addr string) {
+	r.setSaltEpoch(base, addr, 0)
+}
+
+// setSaltEpoch is setSalt under the sync's layout epoch (layoutEpoch): any
+// epoch but the first salts every record hash too.
+func (r *run) setSaltEpoch(base, addr string, epoch int) {
 	r.salt = ""
 	if r.Sync.DestinationPayload != base {
 		r.salt = "dest:" + r.Sync.DestinationPayload
 	}
+	if r.Sync.DestinationAddress != addr {
+		r.salt += " at:" + r.Sync.DestinationAddress
+	}
+	if epoch > 0 {
+		r.salt += " epoch:" + strconv.Itoa(epoch)
+	}
 	r.payload = payloadPrint(r.Params, r.salt)
+}
+
+// layoutEpoch is the sync's layout epoch: how many times its Sync.Layout
+// (the identity and partition count that name its slots and the ledgers
+// they are kept in) changed since it was first recorded. Slots written
+// under one layout are not met under another, so when a layout comes back
+// (partitions 1, 4, then 1 again) its slots say what the destination held
+// before the change, not now: a row that changed and changed back would be
+// judged delivered and left stale. Every change starts a new epoch, mixed
+// into every record hash, so slots of any earlier epoch differ and every
+// record is sent once (docs/guide.md#changing-a-sync). Epoch i's layout is
+// kept as the payload base of "<sync>#layout<i>" (sync ids never hold "#";
+// a partition's run reads its sync's); record false only reads.
+func (r *run) layoutEpoch(ctx context.Context, st interface {
+	PayloadBase(ctx context.Context, syncID, print string) (string, error)
+	GetPayloadBase(ctx context.Context, syncID string) (string, bool, error)
+}, record bool) (int, error) {
+	cur := r.Sync.Layout
+	if cur == "" {
+		return 0, nil
+	}
+	owner, _, _ := strings.Cut(r.Sync.ID, "#")
+	key := func(i int) string { return owner + "#layout" + strconv.Itoa(i) }
+	for attempt := 0; ; attempt++ {
+		n, last := 0, ""
+		for {
+			v, found, err := st.GetPayloadBase(ctx, key(n))
+			if err != nil {
+				return 0, err
+			}
+			if !found {
+				break
+			}
+			last, n = v, n+1
+		}
+		switch {
+		case n > 0 && last == cur:
+			return n - 1, nil
+		case !record:
+			return n, nil
+		}
+		// A new epoch; another run recording the same one at once agrees.
+		v, err := st.PayloadBase(ctx, key(n), cur)
+		if err != nil {
+			return 0, err
+		}
+		if v == cur || attempt == 3 {
+			return n, nil
+		}
+	}
+}
+
+// addressBaseID is the id the sync's first destination address is kept
+// under, beside its payload base (store.Cursors.PayloadBase). Sync ids
+// never hold "#" (partition.SyncID), so it names no sync.
+func addressBaseID(syncID string) string { return syncID + "#address" }
+
+// sourceBaseID is the id the source id the sync's keys are made with is
+// kept under (run.sourceKey), like addressBaseID.
+func sourceBaseID(syncID string) string { return syncID + "#source" }
+
+// sourceID is the source id of the run's slot and delivery keys: the one
+// the sync first ran with, not necessarily its source's now. A slot says
+// what the destination holds for a row; a row read from the file's new
+// path, or from the same table through another server, is the same row,
+// and its values decide whether it is sent (docs/guide.md#changing-a-sync).
+func (r *run) sourceID() string {
+	if r.sourceKey != "" {
+		return r.sourceKey
+	}
+	return r.Source.ID()
 }

@@ -1,9 +1,13 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/mapping"
@@ -117,5 +121,229 @@ func TestDestinationPayloadChangeResends(t *testing.T) {
 	}
 	if base, found, err := tb.store.GetPayloadBase(ctx, "s1"); err != nil || !found || base != "list_ids=2" {
 		t.Fatalf("payload base = %q, %v, %v; want the first run's list_ids=2", base, found, err)
+	}
+}
+
+// TestDestinationAddressChangeResends: records delivered to one account are
+// not at another; a sync pointed at another account (another API key or
+// base_url) sends every record there once, on a keyset source too, and so
+// does the change back. The first address is the base: a sync recorded
+// before addresses were kept sends nothing again.
+func TestDestinationAddressChangeResends(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		addr          string
+		read, written int64
+		changed       bool
+	}{
+		{"brevo https://api.brevo.com/v3 key:aaaa", 250, 250, false}, // first run: the base
+		{"brevo https://api.brevo.com/v3 key:aaaa", 0, 0, false},
+		{"brevo https://api.brevo.com/v3 key:bbbb", 250, 250, true}, // another account: everything there, once
+		{"brevo https://api.brevo.com/v3 key:bbbb", 0, 0, false},
+		{"brevo https://api.brevo.com/v3 key:aaaa", 250, 250, true}, // and back
+		{"brevo https://api.brevo.com/v3 key:aaaa", 0, 0, false},
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.DestinationPayload = "list_ids=2"
+		p.Sync.DestinationAddress = step.addr
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+		if err != nil || pv.Changed != step.changed || pv.Read != step.read {
+			t.Fatalf("dry run before run %d: %v changed %v read %d; want changed %v read %d", i+1, err, pv.Changed, pv.Read, step.changed, step.read)
+		}
+		r, err := Run(ctx, p)
+		if err != nil || r.Read != step.read || r.Written != step.written {
+			t.Fatalf("run %d (%q): %v read %d written %d; want read %d written %d",
+				i+1, step.addr, err, r.Read, r.Written, step.read, step.written)
+		}
+	}
+	// Under its first address and settings, a record's hash is its mapped
+	// values' alone, as before addresses were kept.
+	p := tb.params(t, "id")
+	p.Sync.DestinationPayload, p.Sync.DestinationAddress = "list_ids=2", "brevo https://api.brevo.com/v3 key:aaaa"
+	r := &run{Params: p}
+	r.setSalt("list_ids=2", "brevo https://api.brevo.com/v3 key:aaaa")
+	if r.salt != "" {
+		t.Fatalf("salt under the base settings and address = %q, want none", r.salt)
+	}
+}
+
+// TestAcceptedUnderAnotherAccount: a run killed while its imports were
+// still processing, and the sync pointed at another account before the
+// next run (or its processes gone from the account): the next run cannot
+// learn what became of them, since the destination does not know those
+// processes. It settles their records as writes in doubt (read back, then
+// sent) instead of failing every run, and the new account gets every
+// record, with its value, once.
+func TestAcceptedUnderAnotherAccount(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		address  string // the second run's; the first's is "brevo key:a"
+		notAsync bool   // the second run's destination cannot be asked at all
+	}{
+		{"address changed", "brevo key:b", false},
+		{"same address, processes gone", "brevo key:a", false},
+		{"another type of destination", "webhook http://x", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 300, destination.CapVerify)
+			tb.dest.async, tb.dest.pollsToDone = true, 1_000_000
+			p := tb.params(t, "id")
+			p.Sync.DestinationAddress = "brevo key:a"
+			p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+			if _, err := Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if accepted, _ := tb.store.LedgerList(context.Background(), "s1", store.LedgerAccepted, 0); len(accepted) != 300 {
+				t.Fatalf("%d records left accepted by the first run, want 300", len(accepted))
+			}
+
+			other := newMemDest(destination.CapVerify) // the other account: none of the processes
+			other.async = true
+			tb.dest = other
+			p = tb.params(t, "id")
+			p.Sync.DestinationAddress = tc.address
+			if tc.notAsync {
+				p.Destination = notAsync{other}
+			}
+			p.PollInterval = time.Millisecond
+			r, err := Run(context.Background(), p)
+			if err != nil {
+				t.Fatalf("run against the other account: %v", err)
+			}
+			if r.Read != 300 || r.Written != 300 {
+				t.Fatalf("run against the other account: read %d written %d, want 300 and 300", r.Read, r.Written)
+			}
+			if _, recs, dups := other.stats(); recs != 300 || dups != 0 {
+				t.Fatalf("other account: %d records, %d duplicates; want 300, 0", recs, dups)
+			}
+			if got := other.value(email(42)); fmt.Sprint(got) != "N42" {
+				t.Fatalf("row 42 at the other account: %v, want N42", got)
+			}
+			for _, st := range []store.LedgerState{store.LedgerAccepted, store.LedgerPending, store.LedgerInDoubt} {
+				if left, _ := tb.store.LedgerList(context.Background(), "s1", st, 0); len(left) != 0 {
+					t.Fatalf("%d entries left %s", len(left), st)
+				}
+			}
+			r3, err := Run(context.Background(), p)
+			if err != nil || r3.Written != 0 {
+				t.Fatalf("the run after: %v, written %d; want nothing", err, r3.Written)
+			}
+		})
+	}
+}
+
+// notAsync is d without its Outcomes: a destination that accepts nothing
+// for later (a webhook).
+type notAsync struct{ d *memDest }
+
+func (n notAsync) Capability() destination.Capability { return n.d.Capability() }
+func (n notAsync) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	n.d.mu.Lock()
+	n.d.async = false
+	n.d.mu.Unlock()
+	return n.d.Write(ctx, recs)
+}
+func (n notAsync) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
+	return n.d.Verify(ctx, recs, since)
+}
+func (n notAsync) Close() error { return nil }
+
+// TestSourceMovedSendsOnlyChanges: the sync's file moved (or its table is
+// read through another server): the run reads it from its start, and a row
+// is sent only when its values are not what the destination holds, as the
+// slots of the sync's first source id are kept (docs/guide.md#changing-a-sync).
+// With an identity and without one.
+func TestSourceMovedSendsOnlyChanges(t *testing.T) {
+	t.Parallel()
+	for _, identity := range []string{"id", ""} {
+		t.Run("identity="+identity, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 250, destination.CapVerify)
+			if r, err := Run(context.Background(), tb.params(t, identity)); err != nil || r.Written != 250 {
+				t.Fatalf("first run: %v, written %d", err, r.Written)
+			}
+			raw, err := os.ReadFile(tb.csv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb.csv = filepath.Join(t.TempDir(), "moved.csv")
+			// Row 240 changes in a value of its length, so no page's place moves.
+			raw = bytes.Replace(raw, []byte(",N240\n"), []byte(",X240\n"), 1)
+			if err := os.WriteFile(tb.csv, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := tb.params(t, identity)
+			pv, err := RunPreview(context.Background(), PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync})
+			if err != nil || pv.Creates != 0 || pv.Updates != 1 {
+				t.Fatalf("dry run after the move: %v create %d update %d; want 0 and 1", err, pv.Creates, pv.Updates)
+			}
+			calls, _, _ := tb.dest.stats()
+			r, err := Run(context.Background(), p)
+			if err != nil || r.Read != 250 || r.Written != 1 {
+				t.Fatalf("run after the move: %v read %d written %d; want 250 read, 1 written", err, r.Read, r.Written)
+			}
+			if calls2, _, dups := tb.dest.stats(); dups != 0 || calls2 != calls+1 {
+				t.Fatalf("after the move: %d more calls, %d duplicates; want 1 call, 0 duplicates", calls2-calls, dups)
+			}
+			if got := tb.dest.value(email(240)); fmt.Sprint(got) != "X240" {
+				t.Fatalf("row 240 at the destination: %v, want X240", got)
+			}
+		})
+	}
+}
+
+// TestLayoutChangeBackLeavesNothingStale: a sync's slots are kept under its
+// partitions' ledgers (and named by its identity), so a sync run with 1
+// partition, then 2, then 1 again meets its first slots again; a row that
+// changed while it ran partitioned, and changed back, must not be judged
+// delivered by the slot its first runs left: the destination holds the
+// partitioned run's value. Each change of the layout sends every record
+// once; the run after it sends nothing.
+func TestLayoutChangeBackLeavesNothingStale(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 250; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	if _, err := tb.store.PutSync(context.Background(), store.PutSyncParams{ID: "s1#p1", Workspace: "w", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		id, layout    string
+		row42         string
+		read, written int64
+	}{
+		{"s1", "partitions=1", "N42", 250, 250},
+		{"s1", "partitions=1", "N42", 0, 0},
+		{"s1#p1", "partitions=2", "N42", 250, 250}, // its own ledger: every record once
+		{"s1#p1", "partitions=2", "X42", 250, 1},   // row 42 changes (read from the start: ResetCursor)
+		{"s1", "partitions=1", "N42", 250, 250},    // back: every record once, row 42 among them
+		{"s1", "partitions=1", "N42", 0, 0},
+	} {
+		src.mu.Lock()
+		src.rows[42] = step.row42
+		src.mu.Unlock()
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Sync.ID, p.Sync.Layout = step.id, step.layout
+		p.ResetCursor = i == 3 // the test source has no lookback: read row 42 again
+		r, err := Run(ctx, p)
+		if err != nil || r.Written != step.written {
+			t.Fatalf("run %d (%s, %s): %v read %d written %d; want written %d", i+1, step.id, step.layout, err, r.Read, r.Written, step.written)
+		}
+		if got := tb.dest.value(email(42)); fmt.Sprint(got) != step.row42 {
+			t.Fatalf("after run %d (%s, %s): row 42 at the destination is %v, the source's %s", i+1, step.id, step.layout, got, step.row42)
+		}
 	}
 }

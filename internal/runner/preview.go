@@ -139,7 +139,23 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
-	r.setSalt(base)
+	addr, found, err := p.Store.GetPayloadBase(ctx, addressBaseID(p.Sync.ID))
+	if err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
+	}
+	if !found {
+		addr = p.Sync.DestinationAddress
+	}
+	epoch, err := r.layoutEpoch(ctx, p.Store, false)
+	if err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
+	}
+	r.setSaltEpoch(base, addr, epoch)
+	if key, found, err := p.Store.GetPayloadBase(ctx, sourceBaseID(p.Sync.ID)); err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
+	} else if found {
+		r.sourceKey = key
+	}
 	if !p.ResetCursor && !p.Resend {
 		cur, err := p.Store.GetCursor(ctx, p.Sync.ID)
 		if err != nil {

@@ -50,6 +50,16 @@ type Sync struct {
 	// part of each record's hash and of payloadPrint, so a change of them
 	// sends every record again (docs/guide.md#changing-a-sync).
 	DestinationPayload string
+	// DestinationAddress says which account records go to
+	// (config.DestinationAddress: the type, a digest of endpoint and key).
+	// Another than the sync's first is part of each record's hash like
+	// DestinationPayload: what the ledger says was delivered went to the
+	// first account (docs/guide.md#changing-a-sync).
+	DestinationAddress string
+	// Layout says how the sync's slots are named and where they are kept
+	// (its identity column and partition count; "" to keep no epochs): a
+	// change of it starts a new epoch (layoutEpoch).
+	Layout string
 }
 
 // Store is what a run needs of the store: its run rows and pages, the
@@ -210,8 +220,15 @@ type run struct {
 	// cursor.
 	payload string
 	// salt is "dest:" and Sync.DestinationPayload when they differ from the
-	// sync's payload base, else "" (setSalt): mixed into every record hash.
+	// sync's payload base, and " at:" and Sync.DestinationAddress when it
+	// differs from the sync's first, else "" (setSalt): mixed into every
+	// record hash.
 	salt string
+	// sourceKey is the source id the sync's keys are made with: its
+	// source's id at its first run, kept beside its payload base, so that
+	// moving what it reads (a file's path, the server in dsn, a table for
+	// a query) leaves its slots where they are (sourceID).
+	sourceKey string
 	// freeSince is when the previous holder's lease ended, on the wall
 	// clock: the grant's time less lease.Held.FreeFor (the grant's time
 	// when unknown). A write never outlives its lease, so every request of
@@ -340,14 +357,25 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
 	}
-	r.setSalt(base)
+	addr, err := r.Store.PayloadBase(ctx, addressBaseID(r.Sync.ID), r.Sync.DestinationAddress)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
+	}
+	epoch, err := r.layoutEpoch(ctx, r.Store, true)
+	if err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
+	}
+	r.setSaltEpoch(base, addr, epoch)
+	if r.sourceKey, err = r.Store.PayloadBase(ctx, sourceBaseID(r.Sync.ID), r.Source.ID()); err != nil {
+		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
+	}
 	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor || r.Resend)
 	if changed {
-		r.Logger.Info("the mapping, the identity, what the source reads or the destination's settings (lists, how empty values are written) changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
+		r.Logger.Info("the mapping, the identity, the partitions, what the source reads, the destination's settings (lists, how empty values are written) or its account changed since the cursor was saved: reading the source from its start (records whose mapped values and destination settings did not change are not sent again)",
 			"sync", r.Sync.ID, "run", r.rec.ID)
 	}
 	// A saved cursor older than the retention is fine (a monthly sync):

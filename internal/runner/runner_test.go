@@ -106,7 +106,8 @@ func (d *memDest) Outcomes(ctx context.Context, ref string, recs []destination.R
 	defer d.mu.Unlock()
 	p, ok := d.procs[ref]
 	if !ok {
-		return nil, false, failure.New(failure.DestinationUnavailable, "no such process")
+		// As Brevo and Klaviyo answer about a process they do not know.
+		return nil, false, failure.Wrap(failure.DestinationUnavailable, destination.ErrUnknownRef, "no such process")
 	}
 	p.polls++
 	if p.out == nil && p.polls >= d.pollsToDone {

@@ -211,3 +211,7 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 func (Kind) WriteModes() []string {
 	return []string{config.WriteUpsert, config.WriteUpdate, config.WriteCreate, config.WriteMirror}
 }
+
+// Address is base_url and api_key (config.Addresser): another key may be
+// another Brevo account, which holds none of the sync's contacts.
+func (c *Config) Address() (endpoint, credential string) { return c.BaseURL, c.APIKey }

@@ -39,7 +39,7 @@ var (
 	// ErrProcessNotFound: Brevo does not know the import process (deleted,
 	// or a reference of another account). What became of its records is
 	// unknown; settle them as in doubt (Verify).
-	ErrProcessNotFound = errors.New("brevo: the import process is not found")
+	ErrProcessNotFound = fmt.Errorf("brevo: the import process is not found (%w)", destination.ErrUnknownRef)
 	// ErrReport: an import's report of skipped rows could not be read, so
 	// which rows were skipped is not known yet.
 	ErrReport = errors.New("brevo: an import report could not be read")

@@ -156,3 +156,7 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 	}
 	return dest, mapping
 }
+
+// Address is base_url and token (config.Addresser): another token may be
+// another HubSpot account, which holds none of the sync's contacts.
+func (c *Config) Address() (endpoint, credential string) { return c.BaseURL, c.Token }

@@ -164,3 +164,7 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 	}
 	return dest, mapping
 }
+
+// Address is base_url and api_key (config.Addresser): another key may be
+// another Klaviyo account, which holds none of the sync's profiles.
+func (c *Config) Address() (endpoint, credential string) { return c.BaseURL, c.APIKey }

@@ -30,7 +30,7 @@ const maxErrorPages = 110
 // ErrJobNotFound: Klaviyo does not know the bulk import job (expired, or
 // another account's). What became of its records is unknown: they are
 // settled as in doubt (Verify).
-var ErrJobNotFound = errors.New("klaviyo: the bulk import job is not found")
+var ErrJobNotFound = fmt.Errorf("klaviyo: the bulk import job is not found (%w)", destination.ErrUnknownRef)
 
 type jobInfo struct {
 	Status    string

@@ -192,3 +192,7 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 	}
 	return dest, mapping
 }
+
+// Address is url (config.Addresser): the secret and headers sign and
+// authorise requests to the same receiver.
+func (c *Config) Address() (endpoint, credential string) { return c.URL, "" }
