@@ -53,12 +53,10 @@ func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop f
 		renew = ttl / 3
 	}
 	g, err := s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
-	if errors.Is(err, lease.ErrHeld) && s.otherJobsBeat(ctx, id, owner) && s.waitTail(ctx) {
+	if errors.Is(err, lease.ErrHeld) && s.waitTail(ctx) {
 		// Most likely the slot's previous job, whose heartbeat outlives its
 		// work by completionTail (stop): on a schedule shorter than a run
-		// plus that tail, the next tick's job starts inside it. (A retry
-		// of this job, held by its own earlier attempt's tail, does not
-		// wait: its backoff is the retry policy's.)
+		// plus that tail, the next tick's job starts inside it.
 		g, err = s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
 	}
 	if err != nil {
@@ -116,13 +114,6 @@ func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop f
 // completionTail is how long a job's heartbeat outlives its work: longer
 // than River takes to record the job completed.
 const completionTail = 2 * time.Second
-
-// otherJobsBeat reports whether the heartbeat id is held by another job
-// than the one owner is an attempt of (beatOwner).
-func (s *Service) otherJobsBeat(ctx context.Context, id string, owner int64) bool {
-	l, err := s.inspector.LeaseGet(ctx, id)
-	return err == nil && l.RunID/1000 != owner/1000
-}
 
 // waitTail waits, on the service's clock, for a previous job's heartbeat
 // tail to end (completionTail and a little more); false when ctx ended first.
