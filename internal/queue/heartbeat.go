@@ -8,7 +8,6 @@ import (
 
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/partition"
 )
@@ -53,12 +52,6 @@ func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop f
 		renew = ttl / 3
 	}
 	g, err := s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
-	if errors.Is(err, lease.ErrHeld) && s.waitTail(ctx) {
-		// Most likely the slot's previous job, whose heartbeat outlives its
-		// work by completionTail (stop): on a schedule shorter than a run
-		// plus that tail, the next tick's job starts inside it.
-		g, err = s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
-	}
 	if err != nil {
 		s.log.Warn("job heartbeat not taken; recovery judges the job by its run's lease alone", "heartbeat", id, "err", err)
 		return func() {}
@@ -114,20 +107,6 @@ func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop f
 // completionTail is how long a job's heartbeat outlives its work: longer
 // than River takes to record the job completed.
 const completionTail = 2 * time.Second
-
-// waitTail waits, on the service's clock, for a previous job's heartbeat
-// tail to end (completionTail and a little more); false when ctx ended first.
-func (s *Service) waitTail(ctx context.Context) bool {
-	done := make(chan struct{})
-	t := clock.AfterFunc(s.clock, completionTail+completionTail/4, func() { close(done) })
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // jobWork is what a running job of a run kind works, for recovery.
 type jobWork struct {
