@@ -278,6 +278,9 @@ type Report struct {
 	Dropped []Marker
 	// Sent is the number of alerts and notices sent.
 	Sent int
+	// First, on a check CheckIfDue ran, says that no check had been
+	// recorded before it (a new store): no leader's check was missed.
+	First bool
 }
 
 // Find returns the verdict of scope/id.

@@ -88,6 +88,7 @@ func (c *Checker) CheckIfDue(ctx context.Context, after time.Duration) (rep Repo
 		return Report{}, false, nil
 	}
 	rep, err = c.run(ctx, true)
+	rep.First = lc.At.IsZero()
 	return rep, true, err
 }
 
@@ -132,6 +133,11 @@ func (c *Checker) RunFallback(ctx context.Context, p FallbackParams) {
 		}
 		rep, ran, err := c.CheckIfDue(ctx, after)
 		switch {
+		case ran && rep.First:
+			// A new store: the leader's first hourly check may be up to an
+			// hour away, which is no sign of trouble.
+			c.log.LogAttrs(ctx, slog.LevelInfo, "deadman: the store's first check; this process ran it",
+				slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())), slog.Any("err", err))
 		case ran:
 			c.log.LogAttrs(ctx, slog.LevelWarn, "deadman: no check was recorded for "+fmtWindow(after)+"; this process ran it (is the leader's hourly job running?)",
 				slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())), slog.Any("err", err))

@@ -1,6 +1,8 @@
 package deadman_test
 
 import (
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,4 +236,47 @@ func TestFallbackAfterClockStepBack(t *testing.T) {
 			t.Fatalf("CheckIfDue with the last check recorded 5 min ahead: ran %v, %v; want not run", ran, err)
 		}
 	})
+}
+
+// TestRunFallbackFirstCheckIsNoWarning: on a new store no check was ever
+// recorded, so the fallback's first tick runs one; that is no missed
+// leader's check, and is not warned about as one. Once a check is recorded,
+// a fallback that finds it overdue warns. (Seen on a new deployment: five
+// minutes after serve first started, "no check was recorded for 1h10m0s; ...
+// is the leader's hourly job running?", twelve seconds before the leader's
+// first hourly check.)
+func TestRunFallbackFirstCheckIsNoWarning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, flavours()[0], bundleOpts{})
+	tb.sync(t, "s", "acme")
+	var logs strings.Builder
+	p := tb.params
+	p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := deadman.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func() {
+		t.Helper()
+		ticks := make(chan time.Time)
+		done := make(chan struct{})
+		go func() { defer close(done); c.RunFallback(tb.ctx, deadman.FallbackParams{Ticks: ticks}) }()
+		ticks <- tb.clk.Now()
+		ticks <- tb.clk.Now() // the first tick's check is done once the loop takes this one
+		close(ticks)
+		<-done
+	}
+	tb.clk.Advance(5 * time.Minute)
+	tick()
+	if lc, err := c.LastCheck(tb.ctx); err != nil || !lc.At.Equal(tb.clk.Now()) {
+		t.Fatalf("last check %+v, %v; want the fallback's first", lc, err)
+	}
+	if strings.Contains(logs.String(), "no check was recorded") {
+		t.Fatalf("the store's first check was warned about as a missed one:\n%s", logs.String())
+	}
+	tb.clk.Advance(deadman.FallbackAfter + time.Minute)
+	tick()
+	if !strings.Contains(logs.String(), "no check was recorded") {
+		t.Fatalf("an overdue check was not warned about:\n%s", logs.String())
+	}
 }

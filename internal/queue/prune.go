@@ -14,8 +14,10 @@ import (
 // The ledger's retention (docs/guide.md#the-ledger-and-its-retention): the leader queues a prune every hour,
 // any process works it, and it removes what Store.LedgerPrune removes (the
 // entries not seen since the retention) so that the ledger stays bounded,
-// and the runs' page rows older than the same cut (Store.PruneRunPages), of
-// which every run writes one per page.
+// the runs' page rows older than the same cut (Store.PruneRunPages), of
+// which every run writes one per page, and the runs themselves that ended
+// before it beyond each sync's newest (Store.PruneRuns), of which every tick
+// of a schedule writes one.
 
 // KindPruneLedger is the ledger prune job.
 const KindPruneLedger = "oncesync_ledger_prune"
@@ -89,6 +91,8 @@ type Pruned struct {
 	Entries int64
 	// RunPages is how many run page rows were removed.
 	RunPages int64
+	// Runs is how many runs were removed.
+	Runs int64
 	// Shorter are the syncs whose own retention is shorter than Retention:
 	// their entries are kept for Retention.
 	Shorter []string
@@ -112,7 +116,7 @@ func LedgerRetention(cfg *config.Config) time.Duration {
 }
 
 // PruneLedger removes the ledger entries not seen within LedgerRetention
-// (docs/guide.md#the-ledger-and-its-retention) and then the run page rows older than the same cut, logs
+// (docs/guide.md#the-ledger-and-its-retention) and then the run page rows and the runs older than the same cut, logs
 // how many (counts: never keys) and counts the entries in
 // oncesync_ledger_pruned_total. Errors carry store_unavailable.
 func (s *Service) PruneLedger(ctx context.Context) (Pruned, error) {
@@ -134,8 +138,11 @@ func (s *Service) PruneLedger(ctx context.Context) (Pruned, error) {
 	if p.RunPages, err = s.st.PruneRunPages(ctx, p.Before); err != nil {
 		return p, failure.Wrap(failure.StoreUnavailable, err, "prune the run pages (%d rows removed before the error)", p.RunPages)
 	}
+	if p.Runs, err = s.st.PruneRuns(ctx, p.Before); err != nil {
+		return p, failure.Wrap(failure.StoreUnavailable, err, "prune the runs (%d removed before the error)", p.Runs)
+	}
 	s.metrics.prunedAt.Set(float64(s.clock.Now().Unix()))
-	attrs := []any{"entries", n, "run_pages", p.RunPages, "retention", p.Retention, "before", p.Before}
+	attrs := []any{"entries", n, "run_pages", p.RunPages, "runs", p.Runs, "retention", p.Retention, "before", p.Before}
 	if len(p.Shorter) > 0 {
 		// Said on every prune: the shorter retention is not honoured.
 		attrs = append(attrs, "kept_longer", len(p.Shorter),

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -49,5 +51,31 @@ func TestRejectedReadTwiceInOneRun(t *testing.T) {
 	}
 	if r.Rejected != 1 || r.Written != 0 || r.Requests != 1 {
 		t.Errorf("second run: rejected %d, written %d, requests %d; want the refused row sent once and counted once", r.Rejected, r.Written, r.Requests)
+	}
+}
+
+// TestRejectedReadAgainIsNotInfo: every run of a sync with a refused record
+// reads it again; that is no news at info level, where it repeated on every
+// tick (a soak's sync @every 10s with 24 refused rows logged "reading
+// rejected records again" 172 times in 20 minutes).
+func TestRejectedReadAgainIsNotInfo(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 10; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	tb.dest.reject = func(r destination.Record) bool { return r.Data["email"] == email(7) }
+	var logs strings.Builder
+	for range 3 {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if _, err := Run(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "reading rejected records again"); n != 0 {
+		t.Fatalf("%d info lines about reading the refused record again over 3 runs, want none:\n%s", n, logs.String())
 	}
 }

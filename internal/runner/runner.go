@@ -432,7 +432,10 @@ func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
 		pages = append(pages, rest[:n])
 		rest = rest[n:]
 	}
-	r.Logger.Info("reading rejected records again", "sync", r.Sync.ID, "run", r.rec.ID, "rejected", len(ids), "found", len(recs))
+	// Debug: while a record stays refused, every run of the sync reads it
+	// again, and an info line would repeat on every tick (the run's figures
+	// and `oncesync records` say what matters).
+	r.Logger.Debug("reading rejected records again", "sync", r.Sync.ID, "run", r.rec.ID, "rejected", len(ids), "found", len(recs))
 	return pages, nil
 }
 

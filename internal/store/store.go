@@ -413,6 +413,14 @@ type Runs interface {
 	// later runs' pruning by at most its own length. The runs themselves
 	// (their totals) are kept.
 	PruneRunPages(ctx context.Context, before time.Time) (int64, error)
+	// PruneRuns deletes the runs that ended before before (any state but
+	// queued and running; an interrupted run's end is its start when it has
+	// none), with their page rows, and returns how many runs. It keeps each
+	// sync's KeepRunsPerSync newest runs and its latest succeeded run (the
+	// dead-man's last success) whatever their age, so that a sync on a short
+	// schedule does not add a row every tick forever
+	// (docs/guide.md#the-ledger-and-its-retention).
+	PruneRuns(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Cursors are the fenced cursors and the checkpoint that saves one with a

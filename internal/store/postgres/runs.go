@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,4 +144,41 @@ func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r) })
 	return out, mapErr("list runs by state", err)
+}
+
+// Run prune statements (store.Runs.PruneRuns, docs/guide.md#the-ledger-and-its-retention).
+// Each seeks on runs_sync_id_id or runs_sync_succeeded; the chunk's page rows
+// go in the same statement.
+const (
+	sqlRunsNextSync = `SELECT sync_id FROM runs WHERE sync_id > $1 ORDER BY sync_id LIMIT 1`
+	sqlRunsPrune    = `WITH keep AS (
+		SELECT (SELECT id FROM runs WHERE sync_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2 - 1) AS keep_from,
+			coalesce((SELECT id FROM runs WHERE sync_id = $1 AND state = 'succeeded'
+				ORDER BY finished_at DESC LIMIT 1), 0) AS last_ok),
+	old AS (
+		SELECT r.id FROM runs r, keep WHERE r.sync_id = $1 AND r.id < keep.keep_from AND r.id <> keep.last_ok
+			AND r.state NOT IN ('queued', 'running') AND coalesce(r.finished_at, r.started_at) < $3
+		ORDER BY r.id LIMIT $4),
+	pages AS (DELETE FROM run_pages WHERE run_id IN (SELECT id FROM old)),
+	gone AS (DELETE FROM runs WHERE id IN (SELECT id FROM old) RETURNING 1)
+	SELECT count(*) FROM gone`
+)
+
+// PruneRuns implements store.Runs (store.RunsPruner.Walk), one statement
+// per chunk.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time) (int64, error) {
+	return store.RunsPruner{
+		Next: func(after string) (string, bool, error) {
+			var syncID string
+			err := s.pool.QueryRow(ctx, sqlRunsNextSync, after).Scan(&syncID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return "", false, nil
+			}
+			return syncID, err == nil, mapErr("prune runs", err)
+		},
+		Delete: func(syncID string) (n int64, err error) {
+			err = s.pool.QueryRow(ctx, sqlRunsPrune, syncID, store.KeepRunsPerSync, nanos(before), store.PruneRunsChunk).Scan(&n)
+			return n, mapErr("prune runs", err)
+		},
+	}.Walk()
 }

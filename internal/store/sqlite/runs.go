@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -160,4 +161,59 @@ func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit
 		out = append(out, r)
 	}
 	return out, s.mapErr("list runs by state", rows.Err())
+}
+
+// Run prune statements (store.Runs.PruneRuns, docs/guide.md#the-ledger-and-its-retention).
+// Each seeks on runs_sync_id_id or runs_sync_succeeded.
+const (
+	sqlRunsNextSync = `SELECT sync_id FROM runs WHERE sync_id > ? ORDER BY sync_id LIMIT 1`
+	// sqlRunsKeepFrom is the oldest of the sync's newest ?2 runs.
+	sqlRunsKeepFrom = `SELECT id FROM runs WHERE sync_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2 - 1`
+	sqlRunsLastOK   = `SELECT coalesce((SELECT id FROM runs WHERE sync_id = ?1 AND state = 'succeeded'
+		ORDER BY finished_at DESC LIMIT 1), 0)`
+	sqlRunsPrunable = `SELECT id FROM runs WHERE sync_id = ?1 AND id < ?2 AND id <> ?3
+		AND state NOT IN ('queued', 'running') AND coalesce(finished_at, started_at) < ?4 ORDER BY id LIMIT ?5`
+)
+
+// PruneRuns implements store.Runs (store.RunsPruner.Walk), one write
+// transaction per chunk.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time) (int64, error) {
+	return store.RunsPruner{
+		Next: func(after string) (string, bool, error) {
+			var syncID string
+			err := s.r.QueryRowContext(ctx, sqlRunsNextSync, after).Scan(&syncID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return "", false, nil
+			}
+			return syncID, err == nil, s.mapErr("prune runs", err)
+		},
+		Delete: func(syncID string) (n int64, err error) {
+			err = s.write(ctx, "prune runs", func(tx *sql.Tx) error {
+				var keepFrom, lastOK int64
+				err := tx.QueryRowContext(ctx, sqlRunsKeepFrom, syncID, store.KeepRunsPerSync).Scan(&keepFrom)
+				if errors.Is(err, sql.ErrNoRows) {
+					return nil // no more runs than are kept
+				} else if err != nil {
+					return err
+				}
+				if err := tx.QueryRowContext(ctx, sqlRunsLastOK, syncID).Scan(&lastOK); err != nil {
+					return err
+				}
+				args := []any{syncID, keepFrom, lastOK, nanos(before), store.PruneRunsChunk}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM run_pages WHERE run_id IN (`+sqlRunsPrunable+`)`, args...); err != nil {
+					return err
+				}
+				res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+sqlRunsPrunable+`)`, args...)
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			if err != nil {
+				n = 0 // rolled back
+			}
+			return n, err
+		},
+	}.Walk()
 }

@@ -123,3 +123,41 @@ func testRunPagesPrune(t *testing.T, open OpenFunc) {
 	}
 	equal(t, "pruned again", must(b.st.PruneRunPages(ctx, Start))(t), int64(0))
 }
+
+// testRunsPrune: PruneRuns deletes the runs that ended before the cut, with
+// their pages, but keeps each sync's KeepRunsPerSync newest runs, its latest
+// success (the dead-man's) and any run not ended, so that a sync on a short
+// schedule does not add a row to runs every tick forever.
+func testRunsPrune(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	insert := func(sync string, state store.RunState) store.Run {
+		t.Helper()
+		return must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: sync, State: state, Attempt: 1}))(t)
+	}
+	ok := insert("s1", store.RunSucceeded)
+	running := insert("s1", store.RunRunning)
+	failed := make([]store.Run, store.KeepRunsPerSync+3)
+	for i := range failed {
+		failed[i] = insert("s1", store.RunFailed)
+	}
+	noErr(t, b.st.RecordRunPage(ctx, store.RunPage{RunID: failed[0].ID, Page: 1, Read: 1, CheckpointedAt: Start}))
+	few := []store.Run{insert("s2", store.RunFailed), insert("s2", store.RunFailed)}
+	equal(t, "pruned at the runs' end", must(b.st.PruneRuns(ctx, Start))(t), int64(0))
+
+	b.clk.Advance(10 * time.Hour)
+	young := insert("s1", store.RunFailed)
+	// s1 has KeepRunsPerSync+6 runs: the newest KeepRunsPerSync are young
+	// and failed[4:]; of the older, ok (the last success) and running stay.
+	equal(t, "pruned", must(b.st.PruneRuns(ctx, Start.Add(5*time.Hour)))(t), int64(4))
+	for _, r := range failed[:4] {
+		_, err := b.st.GetRun(ctx, r.ID)
+		wantErr(t, err, store.ErrNotFound)
+	}
+	equal(t, "pruned run's pages", len(must(b.st.ListRunPages(ctx, failed[0].ID, 0))(t)), 0)
+	for _, r := range append([]store.Run{ok, running, failed[4], young}, few...) {
+		equal(t, fmt.Sprintf("run %d kept", r.ID), must(b.st.GetRun(ctx, r.ID))(t).ID, r.ID)
+	}
+	equal(t, "s1's runs", len(must(b.st.ListRuns(ctx, "s1", 0))(t)), store.KeepRunsPerSync+2)
+	equal(t, "pruned again", must(b.st.PruneRuns(ctx, Start.Add(5*time.Hour)))(t), int64(0))
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, open OpenFunc) {
 	t.Run("Audit", func(t *testing.T) { t.Parallel(); testAudit(t, open) })
 	t.Run("RunPages", func(t *testing.T) { t.Parallel(); testRunPages(t, open) })
 	t.Run("RunPagesPrune", func(t *testing.T) { t.Parallel(); testRunPagesPrune(t, open) })
+	t.Run("RunsPrune", func(t *testing.T) { t.Parallel(); testRunsPrune(t, open) })
 	t.Run("Checkpoint", func(t *testing.T) { t.Parallel(); testCheckpoint(t, open) })
 }
 
