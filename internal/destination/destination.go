@@ -50,6 +50,12 @@ type Record struct {
 	// Data is the mapped record: the mapping's output (e.g. {"email": ...,
 	// "attributes": {...}} for Brevo).
 	Data map[string]any
+	// Redelivery: the sync delivered an earlier value of this record (its
+	// slot has a last delivered state). Only then may a destination read a
+	// conflict on the record's own id as the record having moved (Brevo's
+	// ext_id: docs/guide.md#an-address-that-changes); on a first delivery
+	// the id is another contact's (another sync's, a person's), not ours.
+	Redelivery bool
 }
 
 // Outcome is what happened to one record.

@@ -135,6 +135,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				r.repeated++ // delivered by an earlier page of this run
 			}
 			it.gen = st.Gen + 1
+			it.Redelivery = true
 			if r.remover != nil {
 				it.prevRef = st.Ref // the handle its last delivery went to
 			}
@@ -194,6 +195,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				if len(res) == 1 && res[0].Outcome == destination.Delivered {
 					// The destination holds that other value now.
 					it.gen++
+					it.Redelivery = true
 					it.Key = r.deliveryKey(it)
 					found = false
 				}

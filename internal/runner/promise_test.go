@@ -384,3 +384,49 @@ func TestNotSentAfterALostAnswerIsSent(t *testing.T) {
 		t.Fatalf("destination: %d records, %d duplicates", recs, dups)
 	}
 }
+
+// TestRedeliveryIsMarked: a destination learns whether the sync delivered
+// an earlier value of a record (destination.Record.Redelivery): only then
+// may Brevo read a conflict on the row's ext_id as the row's own contact
+// having moved (docs/guide.md#an-address-that-changes). A first delivery is
+// never marked, a changed row always.
+func TestRedeliveryIsMarked(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{1: "Ann", 2: "Bob", 3: "Cy"}}
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{} // e-mail -> Redelivery of its last write
+	)
+	tb.dest.onWrite = func(recs []destination.Record) func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			seen[fmt.Sprint(r.Data["email"])] = r.Redelivery
+		}
+		return func() {}
+	}
+	ctx := context.Background()
+	p := tb.params(t, "id")
+	p.Source = src
+	if r, err := Run(ctx, p); err != nil || r.Written != 3 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	for e, again := range seen {
+		if again {
+			t.Fatalf("%s marked a redelivery on its first delivery", e)
+		}
+	}
+	src.mu.Lock()
+	src.rows[2] = "Bobby"
+	src.mu.Unlock()
+	clear(seen)
+	p = tb.params(t, "id")
+	p.Source, p.ResetCursor = src, true
+	if r, err := Run(ctx, p); err != nil || r.Written != 1 {
+		t.Fatalf("second run: %+v, %v", r, err)
+	}
+	if again, ok := seen[email(2)]; !ok || !again || len(seen) != 1 {
+		t.Fatalf("writes of the second run: %v; want only %s, marked a redelivery", seen, email(2))
+	}
+}

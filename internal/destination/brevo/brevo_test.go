@@ -1215,6 +1215,7 @@ func TestAddressChangeWithExtID(t *testing.T) {
 	}
 	moved := rec(2, map[string]any{"FIRSTNAME": "Anne"})
 	moved.Data["ext_id"] = "crm-7"
+	moved.Redelivery = true // the sync delivered this row before, at its old address
 	res, err := b.dest.Write(ctx, []destination.Record{moved})
 	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
 		t.Fatalf("the moved row: %+v, %v; want delivered", res, err)
@@ -1235,6 +1236,7 @@ func TestAddressChangeWithExtID(t *testing.T) {
 
 	taken := rec(1, map[string]any{"FIRSTNAME": "Anne"}) // Bob's address
 	taken.Data["ext_id"] = "crm-7"
+	taken.Redelivery = true
 	res, err = b.dest.Write(ctx, []destination.Record{taken})
 	if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected || !strings.Contains(res[0].Message, "email is already associated") {
 		t.Fatalf("a new address another contact holds: %+v, %v; want rejected", res, err)
@@ -1265,8 +1267,10 @@ func TestUpdateFollowsAnAddressChangeByExtID(t *testing.T) {
 	t.Cleanup(func() { u.Close() })
 	moved := rec(1, map[string]any{"FIRSTNAME": "Anne"})
 	moved.Data["ext_id"] = "crm-7"
+	moved.Redelivery = true
 	nobody := rec(2, map[string]any{"FIRSTNAME": "Cy"})
 	nobody.Data["ext_id"] = "crm-9"
+	nobody.Redelivery = true
 	res, err := u.Write(t.Context(), []destination.Record{moved, nobody})
 	if err != nil {
 		t.Fatal(err)
@@ -1283,5 +1287,43 @@ func TestUpdateFollowsAnAddressChangeByExtID(t *testing.T) {
 	}
 	if st := b.fake.Stats(); st.Contacts != 1 {
 		t.Fatalf("%d contacts, want 1", st.Contacts)
+	}
+}
+
+// TestFirstDeliveryNeverTakesAnExtIDOver: two syncs of one Brevo account
+// whose rows share ext_ids (both map ext_id: id, each from its own table).
+// The second sync's first write of id 8 meets the first sync's contact
+// holding ext_id 8; read as an address change, it renamed that contact to
+// its own address (the first sync's contact gone, its ledger saying
+// delivered: a lost record). A record the sync never delivered is refused
+// with Brevo's conflict instead, and the other contact keeps its address.
+func TestFirstDeliveryNeverTakesAnExtIDOver(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []destination.WriteMode{destination.Upsert, destination.Update} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = brevo.ModeSingle })
+			ctx := t.Context()
+			theirs := rec(0, map[string]any{"FIRSTNAME": "Pa"})
+			theirs.Data["ext_id"] = "8"
+			if res, err := b.dest.Write(ctx, []destination.Record{theirs}); err != nil || res[0].Outcome != destination.Delivered {
+				t.Fatalf("the other sync's write: %+v, %v", res, err)
+			}
+			p := b.params
+			p.WriteMode = mode
+			ours := b.newDest(t, p)
+			mine := rec(1, map[string]any{"FIRSTNAME": "C1"})
+			mine.Data["ext_id"] = "8"
+			res, err := ours.Write(ctx, []destination.Record{mine})
+			if err != nil || len(res) != 1 || res[0].Outcome == destination.Delivered && res[0].Skipped == "" {
+				t.Fatalf("a first delivery whose ext_id another contact holds: %+v, %v; want refused or skipped", res, err)
+			}
+			if c, ok := b.fake.Contact(emailOf(theirs)); !ok || c.ExtID != "8" || c.Attributes["FIRSTNAME"] != "Pa" {
+				t.Fatalf("the other sync's contact: %v %+v; want it unchanged", ok, c)
+			}
+			if _, ok := b.fake.Contact(emailOf(mine)); ok {
+				t.Fatal("the other sync's contact was moved to this record's address")
+			}
+		})
 	}
 }

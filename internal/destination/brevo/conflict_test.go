@@ -29,6 +29,7 @@ func TestIdentifierConflictInEveryForm(t *testing.T) {
 			}
 			moved := rec(1, map[string]any{"FIRSTNAME": "Anne"})
 			moved.Data["ext_id"] = "crm-7"
+			moved.Redelivery = true // the sync delivered this row before, at its old address
 			res, err := b.dest.Write(ctx, []destination.Record{moved})
 			if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
 				t.Fatalf("the moved row: %+v, %v; want delivered", res, err)

@@ -299,7 +299,7 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 			})
 		}
 		resp, err := w.d.do(ctx, req)
-		if refused, ok := err.(*APIError); ok && w.d.moved(c, refused) {
+		if refused, ok := err.(*APIError); ok && w.recs[i].Redelivery && w.d.moved(c, refused) {
 			// The row's address changed: update its contact, found by
 			// its ext_id, e-mail included.
 			req = moveRequest(c, w.d.listIDs)
@@ -341,7 +341,10 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 }
 
 // moved reports whether Brevo's refusal e of c may mean that c's address
-// changed while its ext_id stayed (docs/guide.md#an-address-that-changes):
+// changed while its ext_id stayed (docs/guide.md#an-address-that-changes),
+// asked only of a record the sync delivered before (Record.Redelivery):
+// on a first delivery the ext_id's contact is not the row's, and updating
+// it would take another sync's (or a person's) contact over:
 // an upsert finds no contact at the new address and refuses an ext_id
 // another contact holds ("a 4xx error is returned on identifier
 // conflict", in any of its forms: errors.go); an update finds no contact
