@@ -227,6 +227,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Mirror:                     mirrorOf(cfg, s),
 			DestinationPayload:         config.DestinationPayload(s.Destination),
 			DestinationAddress:         config.DestinationAddress(s.Destination),
+			Account:                    s.Destination.Account,
 			Layout:                     layoutOf(s),
 		},
 	}, nil

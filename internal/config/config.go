@@ -365,6 +365,11 @@ type Destination struct {
 	// (docs/guide.md#write-modes); a kind lists the modes it supports
 	// (WriteModer).
 	WriteMode string
+	// Account names the account records go to, in the user's words
+	// (docs/guide.md#changing-a-sync): set, a new credential under the same
+	// name is the same account (a key rotation sends nothing again); unset,
+	// another credential is taken for another account.
+	Account string
 	// Spec is the kind's own keys; nil when the type is not a registered
 	// kind (the file then does not load).
 	Spec DestinationSpec

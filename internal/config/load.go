@@ -994,6 +994,7 @@ func (l *loader) destination(v *yaml.Node, path string) Destination {
 		"timeout":     func(v *yaml.Node, p string) { d.Timeout = l.duration(v, p) },
 		"rate_limit":  func(v *yaml.Node, p string) { d.RateLimit = l.float(v, p) },
 		"write_mode":  func(v *yaml.Node, p string) { d.WriteMode = l.str(v, p) },
+		"account":     func(v *yaml.Node, p string) { d.Account = l.str(v, p) },
 	}, keySets(l.kinds.Destinations, DestinationKind.DestinationKeys), func() ([]string, func(string, Value)) {
 		k := byType(l.kinds.Destinations, d.Type)
 		if k == nil {

@@ -278,7 +278,7 @@ func (s Sync) DefinitionJSON() (string, error) {
 	if wm == WriteUpsert {
 		wm = ""
 	}
-	common := nonEmpty([]Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}, {"write_mode", wm}})
+	common := nonEmpty([]Field{{"type", d.Type}, {"mode", d.Mode}, {"concurrency", d.Concurrency}, {"timeout", durString(d.Timeout)}, {"rate_limit", d.RateLimit}, {"write_mode", wm}, {"account", d.Account}})
 	destFields, mapFields := common, []Field(nil)
 	if d.Spec != nil {
 		destFields, mapFields = d.Spec.Definition(common)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/oncesync/oncesync/internal/rediskey"
 )
@@ -446,6 +447,11 @@ func (l *loader) validateDestination(sp string, s *Sync) {
 		return
 	}
 	l.validateWriteMode(sp, s, k)
+	if p := sp + ".destination.account"; l.has(p) {
+		if a := s.Destination.Account; a == "" || len(a) > 128 || strings.ContainsFunc(a, unicode.IsControl) {
+			l.check(p, "want the account's name, 1 to 128 characters (it is not a secret: never put a key here)")
+		}
+	}
 	// The keys of other kinds, in their registration order.
 	mp := sp + ".mapping"
 	for _, other := range l.kinds.Destinations {

@@ -154,3 +154,32 @@ func TestDestinationAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestDestinationAccount: destination.account is read on every kind, shown
+// in the definition (it is a name, not a secret), and refused empty or too
+// long.
+func TestDestinationAccount(t *testing.T) {
+	reg := connector.Default()
+	parse := func(account string) (*config.Config, error) {
+		yaml := "store: sqlite://./x.db\nsyncs:\n  - id: s\n    source: {type: csv, path: x.csv, identity: id}\n" +
+			"    destination: {type: brevo, api_key: xkeysib-first, list_ids: [2], account: " + account + "}\n    mapping: {email: email}\n"
+		return config.Parse("x.yaml", []byte(yaml), func(string) (string, bool) { return "", false }, reg.Kinds())
+	}
+	cfg, err := parse("acme-production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Syncs[0]
+	if s.Destination.Account != "acme-production" {
+		t.Fatalf("account = %q", s.Destination.Account)
+	}
+	def, err := s.DefinitionJSON()
+	if err != nil || !strings.Contains(def, `"account":"acme-production"`) || strings.Contains(def, "xkeysib-first") {
+		t.Fatalf("definition %s, %v: want the account's name and no key", def, err)
+	}
+	for _, bad := range []string{`""`, strings.Repeat("a", 129)} {
+		if _, err := parse(bad); err == nil || !strings.Contains(err.Error(), "destination.account") {
+			t.Errorf("account %s: %v; want a problem at destination.account", bad, err)
+		}
+	}
+}

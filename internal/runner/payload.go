@@ -128,6 +128,16 @@ func (r *run) layoutEpoch(ctx context.Context, st interface {
 // never hold "#" (partition.SyncID), so it names no sync.
 func addressBaseID(syncID string) string { return syncID + "#address" }
 
+// accountBaseID is the id the address a sync first reached under the
+// account name account (Sync.Account) is kept under, like addressBaseID:
+// a later credential under the same name stands for that address. The
+// owner's id, so a partitioned sync's partitions share it.
+func accountBaseID(syncID, account string) string {
+	owner, _, _ := strings.Cut(syncID, "#")
+	sum := sha256.Sum256([]byte(account))
+	return owner + "#account:" + hex.EncodeToString(sum[:8])
+}
+
 // sourceBaseID is the id the source id the sync's keys are made with is
 // kept under (run.sourceKey), like addressBaseID.
 func sourceBaseID(syncID string) string { return syncID + "#source" }

@@ -347,3 +347,44 @@ func TestLayoutChangeBackLeavesNothingStale(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedAccountKeepsItsAddress: with destination.account set, a key
+// rotation (another credential under the same name) is the same account:
+// nothing is sent again, also when the name was added after the sync's
+// first runs; another name is another account, where every record goes
+// once. Without the name, the rotation sent every record again.
+func TestNamedAccountKeepsItsAddress(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 50; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		account, addr string
+		written       int64
+	}{
+		{"", "brevo key:aaaa", 50},      // first run: the base
+		{"acme", "brevo key:aaaa", 0},   // the name added: the same account
+		{"acme", "brevo key:bbbb", 0},   // a rotated key under the name
+		{"acme", "brevo key:cccc", 0},   // and another
+		{"other", "brevo key:dddd", 50}, // another account, named so
+		{"other", "brevo key:eeee", 0},  // its key rotated
+		{"acme", "brevo key:ffff", 50},  // back to the first account
+		{"acme", "brevo key:ffff", 0},
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.ResetCursor = true // read every row: only the hashes decide
+		p.Sync.DestinationAddress, p.Sync.Account = step.addr, step.account
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync, ResetCursor: true})
+		if err != nil || pv.Creates+pv.Updates != step.written {
+			t.Fatalf("dry run before run %d: %+v, %v; want %d to send", i+1, pv, err, step.written)
+		}
+		r, err := Run(ctx, p)
+		if err != nil || r.Written != step.written {
+			t.Fatalf("run %d (account %q, %q): %v written %d; want %d", i+1, step.account, step.addr, err, r.Written, step.written)
+		}
+	}
+}

@@ -139,12 +139,21 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
+	if p.Sync.Account != "" {
+		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, p.Sync.Account))
+		if err != nil {
+			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		}
+		if found {
+			r.Sync.DestinationAddress = named
+		}
+	}
 	addr, found, err := p.Store.GetPayloadBase(ctx, addressBaseID(p.Sync.ID))
 	if err != nil {
 		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
 	}
 	if !found {
-		addr = p.Sync.DestinationAddress
+		addr = r.Sync.DestinationAddress
 	}
 	epoch, err := r.layoutEpoch(ctx, p.Store, false)
 	if err != nil {

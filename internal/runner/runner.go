@@ -56,6 +56,11 @@ type Sync struct {
 	// DestinationPayload: what the ledger says was delivered went to the
 	// first account (docs/guide.md#changing-a-sync).
 	DestinationAddress string
+	// Account is destination.account: the user's name of the account
+	// records go to. Set, the address the sync first reached under that
+	// name stands for DestinationAddress (accountAddress), so a new key of
+	// the same account sends nothing again.
+	Account string
 	// Layout says how the sync's slots are named and where they are kept
 	// (its identity column and partition count; "" to keep no epochs): a
 	// change of it starts a new epoch (layoutEpoch).
@@ -356,6 +361,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	base, err := r.Store.PayloadBase(ctx, r.Sync.ID, r.Sync.DestinationPayload)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
+	}
+	if r.Sync.Account != "" {
+		if r.Sync.DestinationAddress, err = r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, r.Sync.Account), r.Sync.DestinationAddress); err != nil {
+			return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		}
 	}
 	addr, err := r.Store.PayloadBase(ctx, addressBaseID(r.Sync.ID), r.Sync.DestinationAddress)
 	if err != nil {
