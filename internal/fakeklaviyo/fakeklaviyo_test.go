@@ -462,3 +462,34 @@ func TestStandingChangesMidRun(t *testing.T) {
 		t.Errorf("stats %+v: want the two accepted writes only", st)
 	}
 }
+
+// TestFollowsItsOwnNextLink: Klaviyo's links end in "/" (".../api/profiles/?
+// page[cursor]=..."), and a client that follows links.next as it is (as
+// Klaviyo documents pagination) gets the next page. The fake answered its own
+// link 400, as a path off the spec.
+func TestFollowsItsOwnNextLink(t *testing.T) {
+	t.Parallel()
+	_, c := start(t, fakeklaviyo.Options{})
+	for _, e := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+		if st, _, doc := c.do(http.MethodPost, "/api/profile-import", importBody(e, "X")); st/100 != 2 {
+			t.Fatalf("import %s: %d %v", e, st, doc)
+		}
+	}
+	seen := 0
+	path := "/api/profiles?page[size]=1"
+	for range 5 {
+		st, _, doc := c.do(http.MethodGet, path, "")
+		if st != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", path, st, doc)
+		}
+		seen += len(doc["data"].([]any))
+		next, _ := doc["links"].(map[string]any)["next"].(string)
+		if next == "" {
+			break
+		}
+		path = strings.TrimPrefix(next, c.url)
+	}
+	if seen != 3 {
+		t.Fatalf("followed links.next over %d profiles, want 3", seen)
+	}
+}

@@ -203,6 +203,16 @@ type apiError struct {
 var revisionRE = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2})(\.[a-z0-9]+)?$`)
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; len(p) > len("/api/") && strings.HasSuffix(p, "/") {
+		// Klaviyo's own links end in "/" (links.self, and links.next as
+		// ".../api/profiles/?page[cursor]=..."); its API answers them as
+		// the spec's paths, which have none.
+		u := *r.URL
+		u.Path, u.RawPath = strings.TrimSuffix(p, "/"), ""
+		r2 := *r
+		r2.URL = &u
+		r = &r2
+	}
 	segs := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/api"), "/"), "/")
 	c := &call{w: w, r: r, segs: segs, base: "http://" + r.Host}
 	c.route = routeOf(r.Method, segs)
