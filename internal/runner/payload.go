@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -92,7 +92,7 @@ func (r *run) layoutEpoch(ctx context.Context, st interface {
 	if cur == "" {
 		return 0, nil
 	}
-	owner, _, _ := strings.Cut(r.Sync.ID, "#")
+	owner := partition.Parent(r.Sync.ID)
 	key := func(i int) string { return owner + "#layout" + strconv.Itoa(i) }
 	for attempt := 0; ; attempt++ {
 		n, last := 0, ""
@@ -133,9 +133,8 @@ func addressBaseID(syncID string) string { return syncID + "#address" }
 // a later credential under the same name stands for that address. The
 // owner's id, so a partitioned sync's partitions share it.
 func accountBaseID(syncID, account string) string {
-	owner, _, _ := strings.Cut(syncID, "#")
 	sum := sha256.Sum256([]byte(account))
-	return owner + "#account:" + hex.EncodeToString(sum[:8])
+	return partition.Parent(syncID) + "#account:" + hex.EncodeToString(sum[:8])
 }
 
 // sourceBaseID is the id the source id the sync's keys are made with is
