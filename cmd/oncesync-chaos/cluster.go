@@ -54,8 +54,8 @@ type clusterParams struct {
 	// machine of its own (workers-kill9-machines).
 	Machines bool
 	// CutOff, when set, puts worker1's store and Redis connections
-	// behind cut proxies (cluster.cut) and gives it the API key of tag
-	// cutOffTag, so its writes can be told apart. Its sources (a sync's
+	// behind cut proxies (cluster.cut) and tags its writes cutOffTag (by
+	// the process owning each connection: connowner.go). Its sources (a sync's
 	// PostgreSQL dsn is part of its definition) and the destination stay
 	// direct.
 	CutOff bool
@@ -70,8 +70,9 @@ type clusterParams struct {
 	// RateLimit is every Brevo sync's rate_limit (default 1000: the fake
 	// limits nothing unless Fake.RateLimitPerSecond says so).
 	RateLimit int
-	// TagWorkers gives every worker an API key of its own (dest.keyFor its
-	// name), so the writes each one lands can be told apart.
+	// TagWorkers tags every worker's writes with its name (by the process
+	// owning each connection: connowner.go), so the writes each one lands
+	// can be told apart.
 	TagWorkers bool
 }
 
@@ -104,9 +105,8 @@ type cluster struct {
 	appendMu sync.Mutex
 	appendOn bool
 	// cutConfig is worker1's config when CutOff (its store and Redis URLs
-	// through cutProxies); cutKey its API key.
+	// through cutProxies).
 	cutConfig  string
-	cutKey     string
 	cutProxies []*cutProxy
 }
 
@@ -277,7 +277,6 @@ func (e *env) newCluster(ctx context.Context, p clusterParams) (*cluster, error)
 			return nil, err
 		}
 		c.cutConfig = filepath.Join(e.dir, "oncesync-cut-off.yaml")
-		c.cutKey = c.dest.keyFor(cutOffTag)
 		cfg := fmt.Sprintf("store: %s\nredis: %s\nsettings: %s\nsyncs:\n%s", storeURL, redisURL, p.Settings, syncs.String())
 		if err := os.WriteFile(c.cutConfig, []byte(cfg), 0o600); err != nil {
 			return nil, err
@@ -338,29 +337,38 @@ func (c *cluster) startServe() (*proc, error) {
 
 func (c *cluster) startWorker(i int) (*proc, error) {
 	c.started++
-	config, env := c.config, []string(nil)
+	config, tag := c.config, ""
 	if i == 0 && c.cutConfig != "" {
-		config, env = c.cutConfig, []string{"BREVO_API_KEY=" + c.cutKey}
+		config, tag = c.cutConfig, cutOffTag
 	} else if c.p.TagWorkers {
-		env = []string{"BREVO_API_KEY=" + c.dest.keyFor(fmt.Sprintf("worker%d", i+1))}
+		tag = fmt.Sprintf("worker%d", i+1)
 	}
 	args := []string{"worker", "--config", config, "--workers", fmt.Sprint(c.p.Slots), "--log-level", "info"}
+	var p *proc
+	var err error
 	if !c.p.Machines {
-		return c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), env, args...)
+		p, err = c.e.oncesyncEnv(fmt.Sprintf("worker%d", i+1), nil, args...)
+	} else {
+		// A PID namespace of its own: the worker's lease holders name another
+		// namespace, so the leader cannot see it die (lease.DeadHere), as with
+		// a worker on another machine.
+		p, err = c.e.oncesyncAttr(fmt.Sprintf("worker%d", i+1), nil, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, args...)
+		if err == nil {
+			// Pin the namespace until the scenario ends: the kernel reuses a dead
+			// namespace's inode, and a restarted worker (pid 1 in a namespace of the
+			// same inode) would then pass for its dead predecessor, in heldBy and in
+			// the leases it reads.
+			if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", p.pid())); err == nil {
+				c.e.onClose(func() { _ = f.Close() })
+			}
+		}
 	}
-	// A PID namespace of its own: the worker's lease holders name another
-	// namespace, so the leader cannot see it die (lease.DeadHere), as with
-	// a worker on another machine.
-	p, err := c.e.oncesyncAttr(fmt.Sprintf("worker%d", i+1), env, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, args...)
 	if err != nil {
 		return nil, err
 	}
-	// Pin the namespace until the scenario ends: the kernel reuses a dead
-	// namespace's inode, and a restarted worker (pid 1 in a namespace of the
-	// same inode) would then pass for its dead predecessor, in heldBy and in
-	// the leases it reads.
-	if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", p.pid())); err == nil {
-		c.e.onClose(func() { _ = f.Close() })
+	if tag != "" {
+		// Before its first connection: the worker is still starting.
+		c.dest.tagPID(p.pid(), tag)
 	}
 	return p, nil
 }

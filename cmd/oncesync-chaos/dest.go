@@ -42,10 +42,9 @@ type dest struct {
 	intercept func(syncID string, w http.ResponseWriter, r *http.Request) bool
 	after     func(syncID string)
 	fault     fault
-	// tags maps an API key to the client it names (keyFor): a scenario
-	// tells one process's writes from the others' without giving it a
-	// config of its own (the key is a secret: it is in no sync definition).
-	tags    map[string]string
+	// pidTags maps a process (its pid) to the tag its writes carry
+	// (tagPID, connowner.go).
+	pidTags map[int]string
 	landed  []landing
 	refused func(email string) bool // POST /contacts answered 400 for these
 	imports *importSeam             // nil: imports go to the fake as they are
@@ -78,19 +77,6 @@ type syncKey struct{}
 
 // tagKey is the context key of the client tag.
 type tagKey struct{}
-
-// keyFor is the API key a process tagged tag uses; the router answers it as
-// the fake's own key and records the tag on every write it lands.
-func (d *dest) keyFor(tag string) string {
-	k := apiKey + "-" + tag
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.tags == nil {
-		d.tags = map[string]string{}
-	}
-	d.tags[k] = tag
-	return k
-}
 
 // landings are the writes landed after t by clients tagged tag.
 func (d *dest) landings(tag string, after time.Time) []landing {
@@ -149,7 +135,7 @@ func (e *env) newDest(opts fakebrevo.Options) (*dest, error) {
 		return nil, err
 	}
 	d.base = "http://" + ln.Addr().String()
-	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
+	d.srv = &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second, ConnContext: d.connContext}
 	go func() { _ = d.srv.Serve(ln) }()
 	e.onClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -374,7 +360,7 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.mu.Lock()
-	tag, tagged := d.tags[r.Header.Get("api-key")]
+	tag := d.tagOf(r.Context())
 	ic, f, refused := d.intercept, d.fault, d.refused
 	d.mu.Unlock()
 	ctx := context.WithValue(r.Context(), syncKey{}, syncID)
@@ -383,10 +369,6 @@ func (d *dest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u := *r.URL
 	u.Path, u.RawPath = path, esc
 	r2.URL = &u
-	if tagged {
-		r2.Header = r.Header.Clone()
-		r2.Header.Set("api-key", apiKey)
-	}
 
 	arrived := time.Now()
 	d.mu.Lock()
