@@ -127,7 +127,7 @@ func (t *instrumentedTransport) CloseIdleConnections() {
 //
 //	brevo:  "POST /v3/contacts/import", "POST /v3/contacts",
 //	        "GET /v3/contacts/attributes", "GET /v3/contacts/{identifier}",
-//	        "GET /v3/processes/{processId}",
+//	        "GET /v3/processes/{processId}", "GET /v3/account",
 //	        "GET /v3/{other}" for any other path
 //	others: "POST {url}"
 func Route(destination string, r *http.Request) string {
@@ -145,7 +145,7 @@ func Route(destination string, r *http.Request) string {
 	}
 	tmpl := "/{other}"
 	switch {
-	case len(segs) == 1 && (segs[0] == "contacts" || segs[0] == "processes"):
+	case len(segs) == 1 && (segs[0] == "contacts" || segs[0] == "processes" || segs[0] == "account"):
 		tmpl = "/" + segs[0]
 	case len(segs) == 2 && segs[0] == "contacts" && (segs[1] == "import" || segs[1] == "attributes"):
 		tmpl = "/contacts/" + segs[1]

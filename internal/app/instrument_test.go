@@ -30,7 +30,8 @@ func TestRoute(t *testing.T) {
 		{"brevo", "GET", "https://api.brevo.com/v3/processes/42", "GET /v3/processes/{processId}"},
 		{"brevo", "GET", "http://127.0.0.1:9999/proxy/v3/processes", "GET /v3/processes"},
 		{"brevo", "DELETE", "https://api.brevo.com/v3/contacts/lists/2/contacts/jane@example.com", "DELETE /v3/{other}"},
-		{"brevo", "", "https://api.brevo.com/v3/account", "GET /v3/{other}"},
+		{"brevo", "", "https://api.brevo.com/v3/account", "GET /v3/account"},
+		{"brevo", "", "https://api.brevo.com/v3/senders", "GET /v3/{other}"},
 		{"brevo", "BREW", "https://api.brevo.com/v3/contacts", "OTHER /v3/contacts"},
 		{"webhook", "POST", "https://hooks.example.com/services/T000/B000/s3cr3t-token", "POST {url}"},
 	} {

@@ -116,6 +116,22 @@ type Checker interface {
 	Check(ctx context.Context) (checked []string, err error)
 }
 
+// AccountTeller is implemented by a destination whose vendor says which
+// account a credential reaches (docs/guide.md#changing-a-sync): a new API key
+// of the same account then sends nothing again, without destination.account.
+type AccountTeller interface {
+	// AccountID is the vendor's identifier of the account the destination's
+	// credential reaches (its id, or its login where the vendor has no id),
+	// prefixed with the vendor's name. The caller keeps only a digest of it. ErrNoAccountID when the vendor
+	// will not tell (no such endpoint, a key without the scope); any other
+	// error is a *failure.Error, as Write's.
+	AccountID(ctx context.Context) (string, error)
+}
+
+// ErrNoAccountID is AccountID's answer when the vendor will not say which
+// account the credential reaches.
+var ErrNoAccountID = errors.New("the destination does not say which account its credential reaches")
+
 // Judge is implemented by a destination that can tell, without a request,
 // which records its Write would reject before sending them (a dry run
 // counts them; it reads only the source and the ledger). refused[i] is why

@@ -6,8 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestAnotherAccountGetsEveryContact: a sync pointed at another Brevo
@@ -54,5 +56,31 @@ func TestAnotherAccountGetsEveryContact(t *testing.T) {
 				t.Fatalf("other account: %d contact writes (want 120), %d duplicates, %d invalid requests", st.ContactsWritten, st.DuplicateWrites, st.Invalid)
 			}
 		})
+	}
+}
+
+// TestKeyRotationSendsNothing: the same Brevo account reached with a new
+// API key (the old one revoked) is the same account, as GET /v3/account
+// says, without destination.account: nothing is written again, and a row
+// changed meanwhile is the only write.
+func TestKeyRotationSendsNothing(t *testing.T) {
+	t.Parallel()
+	const rotated = "xkeysib-e2e-rotated-9876543210"
+	tb := setup(t, setupParams{records: 120, pageSize: 50, mode: "single", opts: fakebrevo.Options{OtherAPIKeys: []string{rotated}}})
+	tb.runOK(t)
+	tb.checkDelivered(t)
+	tb.rewriteCSV(t, map[int]string{7: "Changed7"})
+	p := testenv.Start(t, testenv.StartParams{
+		Binary: binary, Args: []string{"run", "--config", tb.config, "contacts"}, Dir: tb.dir,
+		Env: []string{"BREVO_API_KEY=" + rotated}, Name: "oncesync run (rotated key)",
+	})
+	if code := p.Wait(t, 2*time.Minute); code != 0 || !strings.Contains(p.Out.String(), "written 1,") {
+		t.Fatalf("run with the rotated key exited %d; want the one changed contact written:\n%s", code, p.Out)
+	}
+	if c, ok := tb.fake.Contact(tb.emails[6]); !ok || fmt.Sprint(c.Attributes["FIRSTNAME"]) != "Changed7" {
+		t.Fatalf("the changed contact: found %v, FIRSTNAME %v; want Changed7", ok, c.Attributes["FIRSTNAME"])
+	}
+	if st := tb.fake.Stats(); st.ContactsWritten != 121 || st.DuplicateWrites != 0 {
+		t.Fatalf("after the rotation: %d contact writes (want 121), %d duplicates", st.ContactsWritten, st.DuplicateWrites)
 	}
 }

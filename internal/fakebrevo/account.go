@@ -43,10 +43,10 @@ type accountRelay struct {
 }
 
 func (s *Server) getAccount(c *call) {
-	a := accountJSON{Email: "owner@fake-brevo.invalid", FirstName: "Fake", LastName: "Brevo", CompanyName: "oncesync fake",
+	a := accountJSON{Email: s.opts.AccountLogin, FirstName: "Fake", LastName: "Brevo", CompanyName: "oncesync fake",
 		Address: addressJSON{Street: "-", City: "-", ZipCode: "-", Country: "-"},
 		Plan:    []accountPlan{{Type: "free", Credits: 300, CreditsType: "sendLimit"}}}
-	a.Relay.Data.UserName, a.Relay.Data.Relay, a.Relay.Data.Port = "owner@fake-brevo.invalid", "smtp-relay.fake-brevo.invalid", 587
+	a.Relay.Data.UserName, a.Relay.Data.Relay, a.Relay.Data.Port = s.opts.AccountLogin, "smtp-relay.fake-brevo.invalid", 587
 	s.respond(c, http.StatusOK, a)
 }
 

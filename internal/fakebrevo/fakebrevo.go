@@ -57,8 +57,16 @@ import (
 // Options configure the fake. The zero value is a well-behaved Brevo that
 // accepts any non-empty api-key.
 type Options struct {
-	// APIKey, when set, is the only api-key header value accepted (else 401).
+	// APIKey, when set, is the only api-key header value accepted (else 401),
+	// with OtherAPIKeys.
 	APIKey string
+	// OtherAPIKeys are more keys of the same account, as Brevo lets an
+	// account hold several (a key rotation: the old and the new key).
+	OtherAPIKeys []string
+	// AccountLogin is the account's login e-mail (GET /v3/account's email,
+	// which no two Brevo accounts share); empty: one made up for this
+	// Server, so that two fakes are two accounts.
+	AccountLogin string
 	// Latency is added to every request.
 	Latency time.Duration
 	// ErrorRate is the fraction of API requests answered 503 (0..1).

@@ -40,6 +40,12 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	}
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey,
 		"the only api-key header value accepted (401 otherwise); empty accepts any non-empty key")
+	fs.Func("other-api-key", "another key of the same account, accepted like --api-key (a key rotation); repeatable", func(v string) error {
+		o.OtherAPIKeys = append(o.OtherAPIKeys, v)
+		return nil
+	})
+	fs.StringVar(&o.AccountLogin, "account-login", o.AccountLogin,
+		"the account's login e-mail, GET /v3/account's email (default: one made up at start, so that two fakes are two accounts)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency,
 		"delay added to every /v3 request, e.g. 50ms")
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate,

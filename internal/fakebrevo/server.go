@@ -148,6 +148,9 @@ func New(opts Options) *Server {
 	if opts.Seed == 0 {
 		seed = rand.Uint64()
 	}
+	if opts.AccountLogin == "" {
+		opts.AccountLogin = fmt.Sprintf("owner-%016x@fake-brevo.invalid", rand.Uint64())
+	}
 	s := &Server{
 		opts:   opts,
 		clock:  clk,
@@ -561,7 +564,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	if key == "" {
 		return false
 	}
-	return s.opts.APIKey == "" || key == s.opts.APIKey
+	return s.opts.APIKey == "" || key == s.opts.APIKey || slices.Contains(s.opts.OtherAPIKeys, key)
 }
 
 // takeSlotLocked counts a request in its group's window and returns the

@@ -117,8 +117,16 @@ import (
 // Options configure the fake. The zero value is a well-behaved HubSpot
 // account accepting any non-empty bearer token, at 100 requests per 10 s.
 type Options struct {
-	// Token, when set, is the only bearer token accepted (else 401).
+	// Token, when set, is the only bearer token accepted (else 401), with
+	// OtherTokens.
 	Token string
+	// OtherTokens are more tokens of the same account (a private app's
+	// token rotated: the old and the new one).
+	OtherTokens []string
+	// PortalID is the account's id (GET /account-info/v3/details's
+	// portalId); 0: one made up for this Server, so that two fakes are two
+	// accounts.
+	PortalID int64
 	// Properties are custom contact properties the account defines, besides
 	// HubSpot's defaults (email, firstname, lastname, ...).
 	Properties []Property

@@ -23,6 +23,11 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 	}
 	fs.StringVar(&o.Token, "token", o.Token,
 		"the only bearer token accepted (401 otherwise); empty accepts any non-empty token")
+	fs.Func("other-token", "another token of the same account, accepted like --token (a rotation); repeatable", func(v string) error {
+		o.OtherTokens = append(o.OtherTokens, v)
+		return nil
+	})
+	fs.Int64Var(&o.PortalID, "portal-id", o.PortalID, "the account's portal id, GET /account-info/v3/details's portalId (default: one made up at start)")
 	fs.IntVar(&o.RateLimit, "rate-limit", o.RateLimit,
 		"requests allowed per rolling 10 s before 429 TEN_SECONDLY_ROLLING (100: Free/Starter private apps, 190: Professional/Enterprise; negative = unlimited)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every API request, e.g. 50ms")

@@ -24,7 +24,9 @@ const (
 	contactsBatch  = "/crm/v3/objects/contacts/batch/"
 	propertiesPath = "/crm/v3/properties/contacts"
 	mergePath      = "/crm/v3/objects/contacts/merge"
-	maxBodyBytes   = 10 << 20
+	// accountInfoPath is the account's details (Account information API).
+	accountInfoPath = "/account-info/v3/details"
+	maxBodyBytes    = 10 << 20
 )
 
 // Server is the fake. It is safe for concurrent use.
@@ -64,6 +66,9 @@ func New(o Options) *Server {
 	seed := uint64(o.Seed)
 	if seed == 0 {
 		seed = mrand.Uint64()
+	}
+	if o.PortalID == 0 {
+		o.PortalID = 10_000_000 + mrand.Int64N(90_000_000)
 	}
 	s := &Server{
 		o: o, clk: clk, props: map[string]Property{},
@@ -395,7 +400,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStanding(w, r)
 		return
 	}
-	if !strings.HasPrefix(r.URL.Path, basePath) {
+	if !strings.HasPrefix(r.URL.Path, basePath) && r.URL.Path != accountInfoPath {
 		s.error(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "Page not found", nil)
 		return
 	}
@@ -443,6 +448,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == accountInfoPath:
+		s.accountInfo(w)
 	case r.Method == http.MethodGet && r.URL.Path == propertiesPath:
 		s.listProperties(w)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, propertiesPath+"/"):
@@ -522,7 +529,19 @@ func (s *Server) authorized(r *http.Request) bool {
 	if !ok || strings.TrimSpace(tok) == "" {
 		return false
 	}
-	return s.o.Token == "" || tok == s.o.Token
+	return s.o.Token == "" || tok == s.o.Token || slices.Contains(s.o.OtherTokens, tok)
+}
+
+// accountInfo answers GET /account-info/v3/details as HubSpot documents it
+// (developers.hubspot.com, Account information API): the portal id and the
+// account's settings.
+func (s *Server) accountInfo(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"portalId": s.o.PortalID, "accountType": "STANDARD", "timeZone": "US/Eastern",
+		"companyCurrency": "USD", "additionalCurrencies": []string{}, "utcOffset": "-05:00",
+		"utcOffsetMilliseconds": -18000000, "uiDomain": "app.hubspot.com", "dataHostingLocation": "na1",
+	})
 }
 
 // admit applies the ten-second rolling limit and sets its headers; it

@@ -100,8 +100,18 @@ import (
 // Options configure the fake. The zero value is a well-behaved Klaviyo that
 // accepts any key and does not enforce rate limits.
 type Options struct {
-	// APIKey, when set, is the only private key accepted (else 401).
+	// APIKey, when set, is the only private key accepted (else 401), with
+	// OtherAPIKeys.
 	APIKey string
+	// OtherAPIKeys are more private keys of the same account (a rotation:
+	// the old key and the new); they share its rate limits.
+	OtherAPIKeys []string
+	// AccountID is the account's id (GET /api/accounts); empty: one made up
+	// for this Server, so that two fakes are two accounts.
+	AccountID string
+	// NoAccountsScope answers GET /api/accounts 403 permission_denied, as
+	// Klaviyo does for a key without the accounts:read scope.
+	NoAccountsScope bool
 	// Validate checks every /api request against the spec; one that does not
 	// conform is answered 400 and counted (Stats.Invalid).
 	Validate bool

@@ -27,7 +27,7 @@ const maxListAdd = 1000
 // modelledLimits are the rate limits of the operations the fake models
 // outside the embedded spec, as Klaviyo's API reference gives them.
 var modelledLimits = map[string]RateLimit{opAddProfilesToList: {Burst: 10, Steady: 150}, opGetList: {Burst: 75, Steady: 700},
-	opGetListProfileIDs: {Burst: 75, Steady: 700}}
+	opGetListProfileIDs: {Burst: 75, Steady: 700}, opGetAccounts: {Burst: 1, Steady: 15}}
 
 // modelledOp names a request to an operation the fake models outside the
 // embedded spec, or "".
@@ -36,6 +36,8 @@ func modelledOp(method string, segs []string) string {
 	case method == http.MethodPost && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
 		segs[2] == "relationships" && segs[3] == "profiles":
 		return opAddProfilesToList
+	case method == http.MethodGet && len(segs) == 1 && segs[0] == "accounts":
+		return opGetAccounts
 	case method == http.MethodGet && len(segs) == 2 && segs[0] == "lists" && segs[1] != "":
 		return opGetList
 	case method == http.MethodGet && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&

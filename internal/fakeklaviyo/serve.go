@@ -26,8 +26,14 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		o.UnsubscribeDelay = DefaultJobDelay
 	}
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "the only private API key accepted (401 otherwise); empty accepts any")
+	fs.Func("other-api-key", "another private key of the same account, accepted like --api-key (a rotation); repeatable", func(v string) error {
+		o.OtherAPIKeys = append(o.OtherAPIKeys, v)
+		return nil
+	})
+	fs.StringVar(&o.AccountID, "account-id", o.AccountID, "the account's id, GET /api/accounts (default: one made up at start)")
+	fs.BoolVar(&o.NoAccountsScope, "no-accounts-scope", o.NoAccountsScope, "answer GET /api/accounts 403 permission_denied, as for a key without the accounts:read scope")
 	fs.BoolVar(&o.Validate, "validate", true, "check every /api request against Klaviyo's API spec (400 when it does not conform)")
-	fs.BoolVar(&o.EnforceRateLimits, "rate-limits", true, "enforce Klaviyo's documented per-endpoint burst and steady limits per API key (429 with Retry-After)")
+	fs.BoolVar(&o.EnforceRateLimits, "rate-limits", true, "enforce Klaviyo's documented per-endpoint burst and steady limits per account (429 with Retry-After)")
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay added to every /api request, e.g. 50ms")
 	fs.DurationVar(&o.WriteLatency, "write-latency", o.WriteLatency, "delay between applying a write and answering it")
 	fs.Float64Var(&o.HoldWriteRate, "hold-write-rate", o.HoldWriteRate, "fraction (0..1) of writes held --hold-write before they are handled, even when the client gave up meanwhile")

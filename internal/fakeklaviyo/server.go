@@ -68,6 +68,9 @@ func New(opts Options) *Server {
 	if opts.Seed == 0 {
 		seed = rand.Uint64()
 	}
+	if opts.AccountID == "" {
+		opts.AccountID = newAccountID()
+	}
 	s := &Server{opts: opts, clock: clk, refuse: map[string]bool{},
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	for _, e := range opts.RefuseEmails {
@@ -401,6 +404,8 @@ func (s *Server) route(c *call) {
 		s.addProfilesToList(c, g[1])
 	case c.op == opGetList:
 		s.getList(c, g[1])
+	case c.op == opGetAccounts:
+		s.getAccounts(c)
 	case c.op == opGetListProfileIDs:
 		s.listProfileIDs(c, g[1])
 	default:
@@ -428,10 +433,15 @@ func (s *Server) authorized(r *http.Request) (string, bool) {
 		return "", false
 	}
 	key := strings.TrimSpace(strings.TrimPrefix(h, authPrefix))
-	if key == "" || (s.opts.APIKey != "" && key != s.opts.APIKey) {
+	switch {
+	case key == "":
 		return "", false
+	case s.opts.APIKey == "":
+		return key, true
+	case key == s.opts.APIKey || slices.Contains(s.opts.OtherAPIKeys, key):
+		return s.opts.APIKey, true // rate limits are the account's
 	}
-	return key, true
+	return "", false
 }
 
 // takeSlotLocked counts a request in its account's and operation's burst

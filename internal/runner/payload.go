@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/store"
@@ -135,6 +139,66 @@ func addressBaseID(syncID string) string { return syncID + "#address" }
 func accountBaseID(syncID, account string) string {
 	sum := sha256.Sum256([]byte(account))
 	return partition.Parent(syncID) + "#account:" + hex.EncodeToString(sum[:8])
+}
+
+// vendorBaseID is the id the account name the vendor gave for address (a
+// destination address, config.DestinationAddress) is kept under, like
+// addressBaseID: each address is asked about once.
+func vendorBaseID(syncID, address string) string {
+	sum := sha256.Sum256([]byte(address))
+	return partition.Parent(syncID) + "#vendor:" + hex.EncodeToString(sum[:8])
+}
+
+// noVendorAccount is kept under vendorBaseID when the vendor would not say.
+const noVendorAccount = "-"
+
+// vendorAccount names the account the destination's credential reaches,
+// as its vendor says (destination.AccountTeller), for a sync without
+// destination.account: the address first reached under that name then
+// stands for the address, so a new API key of the same account sends
+// nothing again (docs/guide.md#changing-a-sync). "" when the destination
+// cannot tell. The vendor is asked once per address: the answer is kept.
+// When it cannot be asked now (unavailable, rate limited), that matters
+// only if the address is not the sync's first: the run then fails, to be
+// retried, rather than send every record to what may be the same account.
+func (r *run) vendorAccount(ctx context.Context) (string, error) {
+	t, ok := r.Destination.(destination.AccountTeller)
+	if !ok {
+		return "", nil
+	}
+	key := vendorBaseID(r.Sync.ID, r.Sync.DestinationAddress)
+	name, found, err := r.Store.GetPayloadBase(ctx, key)
+	if err != nil {
+		return "", failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+	}
+	if !found {
+		id, err := t.AccountID(ctx)
+		switch {
+		case errors.Is(err, destination.ErrNoAccountID):
+			name = noVendorAccount
+		case failure.CodeOf(err) == failure.DestinationAuth:
+			return "", err // the key is refused: every write would be
+		case err != nil:
+			first, known, gerr := r.Store.GetPayloadBase(ctx, addressBaseID(r.Sync.ID))
+			if gerr != nil {
+				return "", failure.Wrap(failure.StoreUnavailable, gerr, "load the sync's destination address")
+			}
+			if known && first != r.Sync.DestinationAddress {
+				return "", fmt.Errorf("ask the destination which account its new credential reaches: %w", err)
+			}
+			return "", nil // the first address: nothing depends on the answer yet
+		default:
+			sum := sha256.Sum256([]byte("oncesync vendor account\x00" + id))
+			name = "vendor " + hex.EncodeToString(sum[:12])
+		}
+		if name, err = r.Store.PayloadBase(ctx, key, name); err != nil {
+			return "", failure.Wrap(failure.StoreUnavailable, err, "record the sync's destination account")
+		}
+	}
+	if name == noVendorAccount {
+		return "", nil
+	}
+	return name, nil
 }
 
 // sourceBaseID is the id the source id the sync's keys are made with is

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -385,6 +386,84 @@ func TestNamedAccountKeepsItsAddress(t *testing.T) {
 		r, err := Run(ctx, p)
 		if err != nil || r.Written != step.written {
 			t.Fatalf("run %d (account %q, %q): %v written %d; want %d", i+1, step.account, step.addr, err, r.Written, step.written)
+		}
+	}
+}
+
+// tellingDest is a memDest whose vendor says which account its key reaches.
+type tellingDest struct {
+	*memDest
+	id    string // "": ErrNoAccountID; "!": unavailable; "401": the key refused
+	asked int
+}
+
+func (d *tellingDest) AccountID(context.Context) (string, error) {
+	d.asked++
+	switch d.id {
+	case "":
+		return "", destination.ErrNoAccountID
+	case "!":
+		return "", failure.New(failure.DestinationUnavailable, "GET /account answered 503")
+	case "401":
+		return "", failure.New(failure.DestinationAuth, "GET /account answered 401")
+	}
+	return d.id, nil
+}
+
+// A new API key of the same account, as its vendor tells, sends nothing
+// again without destination.account; another account, or a vendor that
+// will not tell, sends every record (docs/guide.md#changing-a-sync).
+func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	dest := &tellingDest{memDest: tb.dest}
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 50; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		addr, id string
+		written  int64
+		fails    failure.Code // the run fails so, writing nothing
+		asked    int          // the vendor asked (once per address)
+	}{
+		{"brevo key:aaaa", "401", 0, failure.DestinationAuth, 1}, // a refused key fails at once
+		{"brevo key:aaaa", "!", 50, "", 1},                       // first run: nothing depends on the answer
+		{"brevo key:aaaa", "brevo login a", 0, "", 1},            // asked now, recorded
+		{"brevo key:bbbb", "brevo login a", 0, "", 1},            // a rotated key of the same account
+		{"brevo key:bbbb", "brevo login a", 0, "", 0},            // known: not asked again
+		{"brevo key:cccc", "", 50, "", 1},                        // the vendor will not tell: another account for all we know
+		{"brevo key:dddd", "brevo login b", 50, "", 1},
+		{"brevo key:eeee", "!", 0, failure.DestinationUnavailable, 1}, // cannot tell now: no guess
+		{"brevo key:eeee", "brevo login b", 0, "", 1},                 // b's key rotated
+		{"brevo key:aaaa", "brevo login a", 50, "", 0},                // back to a, which may be stale
+		{"brevo key:ffff", "brevo login a", 0, "", 1},
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Destination = dest
+		p.ResetCursor = true // read every row: only the hashes decide
+		p.Sync.DestinationAddress = step.addr
+		dest.id, dest.asked = step.id, 0
+		r, err := Run(ctx, p)
+		switch {
+		case step.fails != "":
+			if failure.CodeOf(err) != step.fails || r.Written != 0 {
+				t.Fatalf("run %d (%q): %v, written %d; want %s and nothing written", i+1, step.addr, err, r.Written, step.fails)
+			}
+		case err != nil || r.Written != step.written:
+			t.Fatalf("run %d (%q, vendor %q): %v written %d; want %d", i+1, step.addr, step.id, err, r.Written, step.written)
+		}
+		if dest.asked != step.asked {
+			t.Fatalf("run %d: the vendor was asked %d times, want %d", i+1, dest.asked, step.asked)
+		}
+		if step.fails == "" {
+			// A dry run after the run agrees with it: nothing left to send.
+			pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync, ResetCursor: true})
+			if err != nil || pv.Creates+pv.Updates != 0 {
+				t.Fatalf("dry run after run %d: %+v, %v; want nothing to send", i+1, pv, err)
+			}
 		}
 	}
 }

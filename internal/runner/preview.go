@@ -139,8 +139,20 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
-	if p.Sync.Account != "" {
-		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, p.Sync.Account))
+	account := p.Sync.Account
+	if account == "" {
+		// What the vendor said of this address on an earlier run; a dry run
+		// asks no one (a key never used yet reads as another account).
+		v, found, err := p.Store.GetPayloadBase(ctx, vendorBaseID(p.Sync.ID, p.Sync.DestinationAddress))
+		if err != nil {
+			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		}
+		if found && v != noVendorAccount {
+			account = v
+		}
+	}
+	if account != "" {
+		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, account))
 		if err != nil {
 			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
 		}

@@ -362,8 +362,14 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
 	}
-	if r.Sync.Account != "" {
-		if r.Sync.DestinationAddress, err = r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, r.Sync.Account), r.Sync.DestinationAddress); err != nil {
+	account := r.Sync.Account
+	if account == "" {
+		if account, err = r.vendorAccount(ctx); err != nil {
+			return store.RunFailed, err
+		}
+	}
+	if account != "" {
+		if r.Sync.DestinationAddress, err = r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, account), r.Sync.DestinationAddress); err != nil {
 			return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
 		}
 	}

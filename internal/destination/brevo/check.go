@@ -2,6 +2,7 @@ package brevo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,4 +68,38 @@ func (d *Destination) checkFailure(what string, err error) error {
 		return err
 	}
 	return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "brevo: could not %s", what)
+}
+
+var _ destination.AccountTeller = (*Destination)(nil)
+
+// AccountID is the account the api key reaches (GET /account): its
+// organization_id where Brevo sends one, else its login e-mail, which no two
+// accounts share. The runner keeps only a digest of it.
+func (d *Destination) AccountID(ctx context.Context) (string, error) {
+	res, err := d.do(ctx, request{method: http.MethodGet, path: "/account", route: "GET /account"})
+	var ae *APIError
+	switch {
+	case err == nil:
+	case failure.CodeOf(err) != failure.Internal:
+		return "", err // a refused key, an unavailable Brevo: its code says which
+	case errors.As(err, &ae):
+		return "", destination.ErrNoAccountID // a 4xx of this route: Brevo will not say
+	default:
+		return "", d.checkFailure("read the account", err)
+	}
+	var a struct {
+		OrganizationID json.RawMessage `json:"organization_id"` // a string or a number
+		Email          string          `json:"email"`
+	}
+	if json.Unmarshal(res.body, &a) != nil {
+		return "", destination.ErrNoAccountID
+	}
+	org := strings.Trim(string(a.OrganizationID), `"`)
+	switch {
+	case org != "" && org != "null":
+		return "brevo organization " + org, nil
+	case a.Email != "":
+		return "brevo login " + strings.ToLower(a.Email), nil
+	}
+	return "", destination.ErrNoAccountID
 }

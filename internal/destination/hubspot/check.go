@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
@@ -109,4 +110,31 @@ func (d *Destination) checkFailure(err error) error {
 		return err
 	}
 	return failure.Wrap(failure.DestinationUnavailable, err, "hubspot: could not read the contact properties")
+}
+
+var _ destination.AccountTeller = (*Destination)(nil)
+
+// accountInfoRoute is the account's details (Account information API).
+const accountInfoRoute = "GET /account-info/v3/details"
+
+// AccountID is the portal the token reaches (GET /account-info/v3/details'
+// portalId, HubSpot's account id). The runner keeps only a digest of it.
+func (d *Destination) AccountID(ctx context.Context) (string, error) {
+	resp, err := d.do(ctx, call{method: http.MethodGet, path: "/account-info/v3/details", route: accountInfoRoute, idempotent: true})
+	if err != nil {
+		if failure.CodeOf(err) != failure.Internal {
+			return "", err
+		}
+		return "", failure.Wrap(failure.DestinationUnavailable, err, "hubspot: could not read the account's details")
+	}
+	if resp.Status != http.StatusOK {
+		return "", destination.ErrNoAccountID
+	}
+	var info struct {
+		PortalID json.Number `json:"portalId"`
+	}
+	if json.Unmarshal(resp.Body, &info) != nil || info.PortalID == "" {
+		return "", destination.ErrNoAccountID
+	}
+	return "hubspot portal " + info.PortalID.String(), nil
 }

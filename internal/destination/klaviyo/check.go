@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
@@ -57,4 +58,33 @@ func (d *Destination) checkFailure(err error, what string) error {
 		return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "%s", what)
 	}
 	return err
+}
+
+var _ destination.AccountTeller = (*Destination)(nil)
+
+// AccountID is the account the private key reaches (GET /api/accounts: the
+// one account of the key, by its id). A key without the accounts:read
+// scope is answered 403: Klaviyo will not say (destination.ErrNoAccountID).
+func (d *Destination) AccountID(ctx context.Context) (string, error) {
+	res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/accounts", route: "GET /api/accounts"})
+	var e *APIError
+	switch {
+	case errors.As(err, &e) && e.Status == http.StatusForbidden:
+		return "", destination.ErrNoAccountID // a key without accounts:read: Klaviyo will not say
+	case errors.As(err, &e) && err == error(e):
+		return "", destination.ErrNoAccountID // another 4xx: not an answer to trust
+	}
+	if err = d.checkFailure(err, "klaviyo: could not read the account"); err != nil {
+		return "", err
+	}
+	var doc struct {
+		Data []struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(res.Body, &doc) != nil || len(doc.Data) != 1 || doc.Data[0].Type != "account" || doc.Data[0].ID == "" {
+		return "", destination.ErrNoAccountID
+	}
+	return "klaviyo account " + doc.Data[0].ID, nil
 }
