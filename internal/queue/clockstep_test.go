@@ -129,13 +129,19 @@ func TestSchedulesSurviveABackwardClockStep(t *testing.T) {
 	// replayed periods are not refused as duplicates of the completed
 	// ones (before, the sweep stopped until the clock left the periods it
 	// had already swept, an hour for a step of an hour).
-	time.Sleep(5 * time.Second)
-	wall.step(-4 * time.Second)
+	// The step (9 s) is longer than the window given to the sweeps (6 s,
+	// for a loaded machine: 3 sweeps take about 1 s), so a sweep that
+	// waits for the clock to leave the replayed periods still fails.
+	time.Sleep(10 * time.Second)
+	wall.step(-9 * time.Second)
 	time.Sleep(500 * time.Millisecond)
 	s1 := sweeps()
-	time.Sleep(2500 * time.Millisecond)
+	deadline = time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) && sweeps() < s1+3 {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if s := sweeps(); s < s1+3 {
-		t.Fatalf("in the 2.5 s after the wall clock stepped back 4 s into periods already swept: %d recovery sweeps (every 300 ms), want 3 at least", s-s1)
+		t.Fatalf("in the 6 s after the wall clock stepped back 9 s into periods already swept: %d recovery sweeps (every 300 ms), want 3 at least", s-s1)
 	}
 }
 
