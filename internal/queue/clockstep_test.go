@@ -3,10 +3,12 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,8 +123,15 @@ func TestSchedulesSurviveABackwardClockStep(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if r, s := runs(), sweeps(); r < r0+2 || s < s0+2 {
-		t.Fatalf("in the 15 s after the wall clock stepped back an hour: %d scheduled runs (every 1 s) and %d recovery sweeps (every 300 ms), want 2 of each at least",
-			r-r0, s-s0)
+		var jobs []string
+		if res, err := rb.client.JobList(ctx, river.NewJobListParams().Kinds(KindRunSync).First(100)); err == nil {
+			for _, j := range res.Jobs {
+				jobs = append(jobs, fmt.Sprintf("%d %s attempt %d scheduled %s errors %v", j.ID, j.State, j.Attempt,
+					j.ScheduledAt.Sub(wall.Now()).Round(time.Millisecond), j.Errors))
+			}
+		}
+		t.Fatalf("in the 15 s after the wall clock stepped back an hour: %d scheduled runs (every 1 s) and %d recovery sweeps (every 300 ms), want 2 of each at least; run jobs (scheduled relative to now):\n%s",
+			r-r0, s-s0, strings.Join(jobs, "\n"))
 	}
 
 	// A step back over time this process already swept: the sweeps of the
