@@ -297,6 +297,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		// lastTimeout: the last retried attempt got no answer within
 		// this timeout (0: it failed otherwise).
 		lastTimeout time.Duration
+		// asked: the last answer's Retry-After set the wait.
+		asked bool
 	)
 	for attempt := 0; ; attempt++ {
 		if c.p.Pacer != nil {
@@ -400,14 +402,34 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				}
 				wait = c.p.Backoff(attempt)
 			}
+			asked = false
+			if cls != RateLimited {
+				// A server shedding load (503) says when to come back
+				// (RFC 9110 §10.2.3): sooner hits it while it still
+				// sheds, and a return past MaxWait is not waited for in
+				// the run, nor worth the retries left
+				// (docs/guide.md#http-answers-proxies-and-tls).
+				if d, ok := RetryAfter(resp.Header.Get("Retry-After"), c.p.Clock.Now()); ok {
+					if d > c.p.MaxWait {
+						return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+							"%s answered %d to %s and asked to come back in %s", c.p.Subject, resp.Status, req.Route, d.Round(time.Second))
+					}
+					if d > 0 {
+						wait, asked = d, true
+					}
+				}
+			}
 			lastErr, lastCls, lastNS, lastTimeout = serr, cls, false, 0
 		}
 		if attempt >= c.p.MaxRetries {
 			break
 		}
 		kind := waitBackoff
-		if lastCls == RateLimited {
+		switch {
+		case lastCls == RateLimited:
 			kind = waitRateLimit
+		case asked:
+			kind = waitAsked
 		}
 		if err := c.wait(ctx, &st, req, wait, kind, lastErr); err != nil {
 			return nil, err
@@ -564,6 +586,8 @@ const (
 	waitPace waitKind = iota
 	waitRateLimit
 	waitBackoff
+	// waitAsked: a Retry-After on an answer other than 429 (a 503).
+	waitAsked
 )
 
 // wait sleeps d unless it would end less than MinAttempt before the
@@ -590,6 +614,8 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 				what = fmt.Sprintf("%s asked to wait %s", c.p.Subject, roundWait(d))
 			case waitBackoff:
 				code, what = failure.DestinationUnavailable, fmt.Sprintf("retrying %s needs a %s backoff", req.Route, roundWait(d))
+			case waitAsked:
+				code, what = failure.DestinationUnavailable, fmt.Sprintf("%s asked to wait %s before %s is retried", c.p.Subject, roundWait(d), req.Route)
 			}
 			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -746,5 +747,49 @@ func TestFailureHidesRequestValues(t *testing.T) {
 	// one of its words ("contacts") leaves it alone.
 	if !strings.Contains(err.Error(), "POST /contacts/import: ") || !strings.Contains(err.Error(), "FIRSTNAME") {
 		t.Errorf("error %q, want the route and the rest of the message kept", err)
+	}
+}
+
+// TestServiceUnavailableRetryAfter: a 503 (or another retried answer) that
+// says when to come back is retried then, not after a backoff of its own
+// (a server shedding load is hit again while it still sheds), and one that
+// says to come back later than MaxWait fails at once instead of being hit
+// MaxRetries more times for nothing (docs/RELIABILITY.md).
+func TestServiceUnavailableRetryAfter(t *testing.T) {
+	t.Parallel()
+	httpDate := t0.Add(20 * time.Second).Format(http.TimeFormat)
+	tests := []struct {
+		name   string
+		h      http.HandlerFunc
+		req    func(string) apiclient.Request
+		reqs   int64
+		sleeps []time.Duration
+		detail string
+	}{
+		{"503 seconds", status(503, "Retry-After", "7"), post, 3, []time.Duration{7 * time.Second, 7 * time.Second}, "did not answer successfully after 3 attempts"},
+		{"503 HTTP date", status(503, "Retry-After", httpDate), post, 3, []time.Duration{20 * time.Second, 4 * time.Second}, "did not answer successfully after 3 attempts"},
+		{"503 a day", status(503, "Retry-After", "86400"), post, 1, nil, "the test API answered 503 to POST /contacts and asked to come back in 24h0m0s"},
+		{"500 idempotent a day", status(500, "Retry-After", "86400"), func(u string) apiclient.Request {
+			r := post(u)
+			r.Idempotent = true
+			return r
+		}, 1, nil, "the test API answered 500 to POST /contacts and asked to come back in 24h0m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, tt.h)
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s)
+			_, err := c.Do(t.Context(), tt.req(srv.URL))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if !strings.Contains(err.Error(), tt.detail) {
+				t.Errorf("error %q does not say %q", err, tt.detail)
+			}
+			if got := s.all(); n.Load() != tt.reqs || !slices.Equal(got, tt.sleeps) {
+				t.Errorf("%d requests, slept %v; want %d requests, sleeps %v", n.Load(), got, tt.reqs, tt.sleeps)
+			}
+		})
 	}
 }
