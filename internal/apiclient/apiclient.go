@@ -84,6 +84,11 @@ const (
 	// which Standard Webhooks asks senders to take as "stop sending"); not
 	// retried; the request was not processed.
 	Gone
+	// NoEndpoint: nothing at this address takes the request (a webhook's
+	// 404 or 405): the address is wrong, not the records it carried, so
+	// none is rejected for it; not retried in the run; the request was not
+	// processed (docs/guide.md#http-answers-proxies-and-tls).
+	NoEndpoint
 )
 
 // Pacer paces requests (a client-side rate limit, in-process or shared
@@ -287,7 +292,8 @@ type state struct {
 // attempt deadline leaves no time for an attempt. The error wraps
 // destination.ErrNotSent when the request was provably not applied: no
 // attempt was completely written, or each that was got an answer saying it
-// was not processed (Auth, Gone, RateLimited, NotApplied, 307, 308).
+// was not processed (Auth, Gone, NoEndpoint, RateLimited, NotApplied, 307,
+// 308).
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	var (
 		st      state
@@ -379,6 +385,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				// the sync's: not retried by the queue, counted by the breaker.
 				return nil, c.fail(failure.InvalidSyncDefinition, &st, serr,
 					"%s answered %d to %s: it takes no more requests at this address; check the %s's %s",
+					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
+			case NoEndpoint:
+				// A receiver not deployed yet, or one moving, comes back:
+				// destination_unavailable lets the queue try again later.
+				return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+					"%s answered %d to %s: nothing takes requests at this address; check the %s's %s",
 					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
 			case RateLimited:
 				wait = c.p.Backoff(attempt)
