@@ -436,7 +436,7 @@ func sibReset(h http.Header) (time.Duration, bool) {
 func (d *Destination) apiError(route string, r *response) *APIError {
 	e := &APIError{Route: route, Status: r.status}
 	if code, msg, ok := DecodeError(r.body); ok {
-		e.Code, e.Message = code, msg
+		e.Code, e.Message, e.Brevos = code, msg, true
 		e.Duplicates = decodeDuplicates(r.body)
 	} else {
 		e.Message = truncate(strings.TrimSpace(string(r.body)), 200)
