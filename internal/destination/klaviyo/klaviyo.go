@@ -390,7 +390,9 @@ func revisionRefused(e *APIError) bool {
 
 // notFound says whether e is a 404 about the resource (a list, a profile,
 // a job), not Klaviyo refusing the revision for the operation.
-func notFound(e *APIError) bool { return e.Status == http.StatusNotFound && !revisionRefused(e) }
+func notFound(e *APIError) bool {
+	return e.Status == http.StatusNotFound && e.Klaviyos && !revisionRefused(e)
+}
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 
