@@ -349,6 +349,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}
 			}
+			if pe := (*ProxyError)(nil); errors.As(err, &pe) && pe.refusesOncesync() && !wrote {
+				// The proxy will answer the same on the next attempt.
+				return nil, c.fail(failure.DestinationUnavailable, &st, err,
+					"the proxy %s refused to connect oncesync to %s (HTTP %d %s); check HTTPS_PROXY, HTTP_PROXY and NO_PROXY (a proxy's user and password go in its URL); nothing was sent",
+					pe.Proxy, hostOf(req.URL), pe.Status, http.StatusText(pe.Status))
+			}
 			if why, ok := tlsRefused(err); ok && !wrote {
 				// The server's certificate (or its want of TLS) will be
 				// the same on the next attempt: retrying only delays
@@ -366,6 +372,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return resp, nil
 		case resp.Status >= 300 && resp.Status < 400:
 			return nil, c.redirect(&st, req, resp)
+		case resp.Status == http.StatusProxyAuthRequired:
+			// Only a proxy answers 407 (RFC 9110 §15.5.8): it forwarded
+			// nothing, and will not until it gets credentials.
+			return nil, c.fail(failure.DestinationUnavailable, &st, c.p.StatusError(req.Route, withoutSentValues(resp, req.Body)),
+				"a proxy between oncesync and %s answered %s with HTTP 407 Proxy Authentication Required; check HTTP_PROXY, HTTPS_PROXY and NO_PROXY (a proxy's user and password go in its URL); nothing was sent",
+				c.p.Subject, req.Route)
 		default:
 			cls := c.p.Classify(resp.Status)
 			if cls == Final {
@@ -491,12 +503,25 @@ func unreachable(err error) string {
 		dns *net.DNSError
 		ne  net.Error
 	)
-	host := ""
-	if errors.As(err, &op) && op.Addr != nil {
+	host, via := "", ""
+	if errors.As(err, &op) && op.Op == "proxyconnect" {
+		// The proxy (HTTPS_PROXY, HTTP_PROXY) was not reached: name it,
+		// not the destination, which the worker never tried.
+		via = "the proxy "
+		var inner *net.OpError
+		if errors.As(op.Err, &inner) && inner.Addr != nil {
+			host = inner.Addr.String()
+		}
+	} else if op != nil && op.Addr != nil {
 		host = op.Addr.String()
 	}
-	var why string
+	var (
+		why string
+		pe  *ProxyError
+	)
 	switch {
+	case errors.As(err, &pe):
+		host, via, why = pe.Proxy, "the proxy ", fmt.Sprintf("HTTP %d to CONNECT", pe.Status)
 	case errors.As(err, &dns) && dns.IsNotFound:
 		host, why = dns.Name, "no such host"
 	case errors.As(err, &dns):
@@ -513,9 +538,9 @@ func unreachable(err error) string {
 		return ""
 	}
 	if host == "" {
-		return " (" + why + ")"
+		return " (" + via + why + ")"
 	}
-	return " (" + host + ": " + why + ")"
+	return " (" + via + host + ": " + why + ")"
 }
 
 // tlsRefused reports whether err is a TLS handshake this client refused or
