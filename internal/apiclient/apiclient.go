@@ -143,6 +143,11 @@ type Params struct {
 	// Wait reads how long a RateLimited answer asks to wait (default:
 	// Retry-After, in seconds or as an HTTP date).
 	Wait func(r *Response, now time.Time) (time.Duration, bool)
+	// LongWait, when set, says what a RateLimited answer asking to wait d
+	// past MaxWait means, in the failure's detail ("" for the default:
+	// "<Subject>'s rate limit for <route> resets in d"): a vendor's daily
+	// quota resets at a time the answer does not give.
+	LongWait func(route string, r *Response, d time.Duration) string
 	// Observe, when set, sees every answer first (e.g. to pause a Limiter
 	// when the server says its window is spent).
 	Observe func(r *Response)
@@ -408,6 +413,11 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
 					if d > c.p.MaxWait {
+						if c.p.LongWait != nil {
+							if what := c.p.LongWait(req.Route, resp, d); what != "" {
+								return nil, c.fail(failure.DestinationRateLimited, &st, serr, "%s", what)
+							}
+						}
 						// The route names the budget: a vendor can have
 						// several (Brevo: contacts per second, its other
 						// routes per hour).
