@@ -424,7 +424,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 						return nil, c.fail(failure.DestinationRateLimited, &st, serr,
 							"%s's rate limit for %s resets in %s", c.p.Subject, req.Route, d.Round(time.Second))
 					}
-					wait = d
+					if d > 0 {
+						wait = d
+					} // else "now" (0, a date past): the backoff, so as not to hit it at once
 				}
 			case NotApplied:
 				wait = c.p.Backoff(attempt)

@@ -282,6 +282,9 @@ func TestNotAppliedAnswers(t *testing.T) {
 		{"401", status(401), failure.DestinationAuth, 1, 0},
 		{"429 kept", status(429, "Retry-After", "2"), failure.DestinationRateLimited, 3, 2},
 		{"429 beyond MaxWait", status(429, "Retry-After", "3600"), failure.DestinationRateLimited, 1, 0},
+		// "Retry-After: 0" (or a date past) was taken at its word: the
+		// retries went out back to back, no wait at all.
+		{"429 now", status(429, "Retry-After", "0"), failure.DestinationRateLimited, 3, 2},
 		{"503 not applied", status(503), failure.DestinationUnavailable, 3, 2},
 	}
 	for _, tt := range tests {
