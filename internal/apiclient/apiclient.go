@@ -143,6 +143,13 @@ type Params struct {
 	// Wait reads how long a RateLimited answer asks to wait (default:
 	// Retry-After, in seconds or as an HTTP date).
 	Wait func(r *Response, now time.Time) (time.Duration, bool)
+	// Own, when set, reports whether an answer is the server's own (its
+	// documented error body) rather than an intermediary's: a NotApplied
+	// status proves the request was not processed only then. An egress
+	// proxy (Envoy, Istio) answers 503 "upstream connect error or
+	// disconnect/reset before headers" after it forwarded the request,
+	// which the server may have applied (docs/guide.md#http-answers-proxies-and-tls).
+	Own func(r *Response) bool
 	// LongWait, when set, says what a RateLimited answer asking to wait d
 	// past MaxWait means, in the failure's detail ("" for the default:
 	// "<Subject>'s rate limit for <route> resets in d"): a vendor's daily
@@ -387,6 +394,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			cls := c.p.Classify(resp.Status)
 			if cls == Final {
 				return resp, nil
+			}
+			if cls == NotApplied && c.p.Own != nil && !c.p.Own(resp) {
+				cls = MaybeApplied
 			}
 			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
 			switch cls {

@@ -854,3 +854,43 @@ func TestProxyThatRefusesIsNamed(t *testing.T) {
 		}
 	})
 }
+
+// TestNotAppliedOnlyInTheServersOwnWords: a 503 is "not processed" when the
+// server says it; the same status from an egress proxy that forwarded the
+// request (Envoy's "upstream connect error or disconnect/reset before
+// headers") proves nothing, and a write resent on it may be written twice.
+// Such an answer is MaybeApplied: a write is not retried, and is in doubt.
+func TestNotAppliedOnlyInTheServersOwnWords(t *testing.T) {
+	t.Parallel()
+	own := func(r *apiclient.Response) bool { return strings.HasPrefix(string(r.Body), `{"code"`) }
+	for _, tc := range []struct {
+		name, body string
+		reqs       int64
+		notSent    bool
+	}{
+		{"the server's", `{"code":"service_unavailable","message":"try later"}`, 3, true},
+		{"an egress proxy's", "upstream connect error or disconnect/reset before headers. reset reason: connection termination", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, tc.body)
+			})
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s, func(p *apiclient.Params) { p.Own = own })
+			_, err := c.Do(t.Context(), post(srv.URL))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if got := errors.Is(err, destination.ErrNotSent); got != tc.notSent {
+				t.Errorf("not sent = %v, want %v (%v)", got, tc.notSent, err)
+			}
+			if !tc.notSent && !errors.Is(err, apiclient.ErrOutcomeUnknown) {
+				t.Errorf("error %v is not ErrOutcomeUnknown: the write may have been applied", err)
+			}
+			if n.Load() != tc.reqs {
+				t.Errorf("%d requests, want %d", n.Load(), tc.reqs)
+			}
+		})
+	}
+}

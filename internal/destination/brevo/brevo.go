@@ -229,6 +229,7 @@ func New(p Params) (*Destination, error) {
 		Sleep:      d.sleep,
 		Pacer:      d.limiter,
 		Classify:   classify,
+		Own:        own,
 		Wait:       resetAfter,
 		Observe:    func(r *apiclient.Response) { observeRateLimit(d.limiter, r) },
 		StatusError: func(route string, r *apiclient.Response) error {
@@ -383,6 +384,13 @@ func classify(status int) apiclient.Class {
 		return apiclient.MaybeApplied
 	}
 	return apiclient.Final
+}
+
+// own reports whether r is Brevo's own answer (its error model), so that
+// its 503 proves the write was not applied (apiclient.Params.Own).
+func own(r *apiclient.Response) bool {
+	_, _, ok := DecodeError(r.Body)
+	return ok
 }
 
 func (d *Destination) interrupted(ctx context.Context, err error) error {

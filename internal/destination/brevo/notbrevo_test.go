@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,5 +156,35 @@ func TestReadBackThatIsNotBrevosFindsNoneAbsent(t *testing.T) {
 	landed, err := newStubDest(t, srv, ModeSingle).Verify(t.Context(), notSentRecords(2), time.Time{})
 	if err == nil || failure.CodeOf(err) != failure.DestinationUnavailable {
 		t.Fatalf("Verify = %v, %v; want destination_unavailable (a 404 page that is not Brevo's proves no contact absent)", landed, err)
+	}
+}
+
+// TestUnavailableThatIsNotBrevosIsInDoubt: an egress proxy that forwarded
+// the write and lost Brevo's answer (Envoy's 503 "upstream connect error or
+// disconnect/reset before headers") was taken for Brevo's 503, which says
+// the write was not applied: it was sent again, and again (6 requests for
+// one record), a duplicate write if the first had landed. Now only Brevo's
+// own 503 is retried; the proxy's leaves the record in doubt for the
+// read-back.
+func TestUnavailableThatIsNotBrevosIsInDoubt(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "upstream connect error or disconnect/reset before headers. reset reason: connection termination")
+	}))
+	t.Cleanup(srv.Close)
+	recs := notSentRecords(1)
+	res, err := newStubDest(t, srv, ModeSingle).Write(t.Context(), recs)
+	if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Write error %v, want destination_unavailable", err)
+	}
+	if got := outcomes(recs, res)[0]; got != "in doubt" {
+		t.Errorf("the record is %s, want in doubt (the proxy may have forwarded it)", got)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("%d requests, want 1: a write that may have landed is not resent", n)
 	}
 }

@@ -201,6 +201,7 @@ func New(p Params) (*Destination, error) {
 		Sleep:      p.Sleep,
 		Pacer:      d.limiter,
 		Classify:   classify,
+		Own:        own,
 		Wait:       resetAfter,
 		LongWait:   longWait,
 		Observe:    d.observeRateLimit,
@@ -239,6 +240,10 @@ func classify(status int) apiclient.Class {
 	}
 	return apiclient.Final
 }
+
+// own reports whether r is HubSpot's own answer (its error JSON), so that
+// its 503 proves the write was not applied (apiclient.Params.Own).
+func own(r *apiclient.Response) bool { return decodeAPIError("", r.Status, r.Body).HubSpots }
 
 // dailyWait stands for "not before tomorrow": past MaxWait, so a DAILY 429
 // fails the page as rate limited at once.
