@@ -110,6 +110,7 @@ type Destination struct {
 	key       []byte
 	conc      int
 	ownClient bool
+	client    *http.Client // the requests' client: Check takes its proxy and TLS settings
 	clock     clock.Clock
 	api       *apiclient.Client
 	secrets   []string // strings redacted from error texts
@@ -180,6 +181,7 @@ func New(p Params) (*Destination, error) {
 		client = apiclient.NewHTTPClient()
 		d.ownClient = true
 	}
+	d.client = client
 	if d.clock == nil {
 		d.clock = clock.Real{}
 	}
