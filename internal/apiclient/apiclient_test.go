@@ -607,6 +607,11 @@ func TestRetryAfter(t *testing.T) {
 		{"", 0, false},
 		{"-1", 0, false},
 		{"soon", 0, false},
+		// A wait beyond ParseSeconds' bound (about 11 days) was read as
+		// none, and the request retried at once with backoff: it is as
+		// long as the bound, which no run waits.
+		{"99999999", 1e6 * time.Second, true},
+		{"1e300", 1e6 * time.Second, true},
 	}
 	for _, tt := range tests {
 		if got, ok := apiclient.RetryAfter(tt.v, now); got != tt.want || ok != tt.ok {

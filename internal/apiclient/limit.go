@@ -84,12 +84,20 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if d, ok := ParseSeconds(v); ok {
 		return d, true
 	}
+	if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > maxSeconds {
+		// Longer than any wait taken: as long as the bound, so that it
+		// fails at once rather than read as "no wait asked".
+		return maxSeconds * time.Second, true
+	}
 	t, err := http.ParseTime(strings.TrimSpace(v))
 	if err != nil {
 		return 0, false
 	}
 	return max(t.Sub(now), 0), true
 }
+
+// maxSeconds bounds a number of seconds read from a header (about 11 days).
+const maxSeconds = 1e6
 
 // ParseSeconds parses a non-negative number of seconds (up to 1e6) such as
 // a rate-limit reset header.
@@ -99,7 +107,7 @@ func ParseSeconds(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f > 1e6 {
+	if err != nil || f < 0 || f > maxSeconds {
 		return 0, false
 	}
 	return time.Duration(f * float64(time.Second)), true
