@@ -60,9 +60,10 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 			}
 			conn = tc
 		}
-		if u.Scheme != "https" {
-			// A plain-HTTP request goes to the proxy whole: reaching it
-			// is all that can be checked without sending one.
+		if u.Scheme != "https" || (proxy.Scheme != "http" && proxy.Scheme != "https") {
+			// A plain-HTTP request goes to the proxy whole, and a SOCKS
+			// proxy's tunnel is not asked for here: reaching the proxy
+			// is all that is checked.
 			conn.Close()
 			return []string{fmt.Sprintf("webhook: the proxy %s for %s accepts connections (nothing was sent)", proxy.Host, d.host)}, nil
 		}
@@ -140,14 +141,18 @@ func connect(ctx context.Context, conn net.Conn, proxy *url.URL, addr string) er
 	return nil
 }
 
-// hostPort is u's host with its scheme's default port when it has none.
+// hostPort is u's host with its scheme's default port when it has none
+// (as net/http has them: 80, 443, and 1080 for a SOCKS proxy).
 func hostPort(u *url.URL) string {
 	if u.Port() != "" {
 		return u.Host
 	}
 	port := "80"
-	if u.Scheme == "https" {
+	switch u.Scheme {
+	case "https":
 		port = "443"
+	case "socks5", "socks5h":
+		port = "1080"
 	}
 	return net.JoinHostPort(u.Hostname(), port)
 }
