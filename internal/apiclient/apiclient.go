@@ -84,6 +84,11 @@ const (
 	// which Standard Webhooks asks senders to take as "stop sending"); not
 	// retried; the request was not processed.
 	Gone
+	// NoEndpoint: nothing at this address takes the request (a webhook's
+	// 404 or 405): the address is wrong, not the records it carried, so
+	// none is rejected for it; not retried in the run; the request was not
+	// processed (docs/guide.md#http-answers-proxies-and-tls).
+	NoEndpoint
 )
 
 // Pacer paces requests (a client-side rate limit, in-process or shared
@@ -138,6 +143,18 @@ type Params struct {
 	// Wait reads how long a RateLimited answer asks to wait (default:
 	// Retry-After, in seconds or as an HTTP date).
 	Wait func(r *Response, now time.Time) (time.Duration, bool)
+	// Own, when set, reports whether an answer is the server's own (its
+	// documented error body) rather than an intermediary's: a NotApplied
+	// status proves the request was not processed only then. An egress
+	// proxy (Envoy, Istio) answers 503 "upstream connect error or
+	// disconnect/reset before headers" after it forwarded the request,
+	// which the server may have applied (docs/guide.md#http-answers-proxies-and-tls).
+	Own func(r *Response) bool
+	// LongWait, when set, says what a RateLimited answer asking to wait d
+	// past MaxWait means, in the failure's detail ("" for the default:
+	// "<Subject>'s rate limit for <route> resets in d"): a vendor's daily
+	// quota resets at a time the answer does not give.
+	LongWait func(route string, r *Response, d time.Duration) string
 	// Observe, when set, sees every answer first (e.g. to pause a Limiter
 	// when the server says its window is spent).
 	Observe func(r *Response)
@@ -287,7 +304,8 @@ type state struct {
 // attempt deadline leaves no time for an attempt. The error wraps
 // destination.ErrNotSent when the request was provably not applied: no
 // attempt was completely written, or each that was got an answer saying it
-// was not processed (Auth, Gone, RateLimited, NotApplied, 307, 308).
+// was not processed (Auth, Gone, NoEndpoint, RateLimited, NotApplied, 307,
+// 308).
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	var (
 		st      state
@@ -297,6 +315,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		// lastTimeout: the last retried attempt got no answer within
 		// this timeout (0: it failed otherwise).
 		lastTimeout time.Duration
+		// asked: the last answer's Retry-After set the wait.
+		asked bool
 	)
 	for attempt := 0; ; attempt++ {
 		if c.p.Pacer != nil {
@@ -341,6 +361,12 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 						"%s's answer to %s was lost", c.p.Subject, req.Route)
 				}
 			}
+			if pe := (*ProxyError)(nil); errors.As(err, &pe) && pe.refusesOncesync() && !wrote {
+				// The proxy will answer the same on the next attempt.
+				return nil, c.fail(failure.DestinationUnavailable, &st, err,
+					"the proxy %s refused to connect oncesync to %s (HTTP %d %s); check HTTPS_PROXY, HTTP_PROXY and NO_PROXY (a proxy's user and password go in its URL); nothing was sent",
+					pe.Proxy, hostOf(req.URL), pe.Status, http.StatusText(pe.Status))
+			}
 			if why, ok := tlsRefused(err); ok && !wrote {
 				// The server's certificate (or its want of TLS) will be
 				// the same on the next attempt: retrying only delays
@@ -358,10 +384,19 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 			return resp, nil
 		case resp.Status >= 300 && resp.Status < 400:
 			return nil, c.redirect(&st, req, resp)
+		case resp.Status == http.StatusProxyAuthRequired:
+			// Only a proxy answers 407 (RFC 9110 §15.5.8): it forwarded
+			// nothing, and will not until it gets credentials.
+			return nil, c.fail(failure.DestinationUnavailable, &st, c.p.StatusError(req.Route, withoutSentValues(resp, req.Body)),
+				"a proxy between oncesync and %s answered %s with HTTP 407 Proxy Authentication Required; check HTTP_PROXY, HTTPS_PROXY and NO_PROXY (a proxy's user and password go in its URL); nothing was sent",
+				c.p.Subject, req.Route)
 		default:
 			cls := c.p.Classify(resp.Status)
 			if cls == Final {
 				return resp, nil
+			}
+			if cls == NotApplied && c.p.Own != nil && !c.p.Own(resp) {
+				cls = MaybeApplied
 			}
 			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
 			switch cls {
@@ -378,17 +413,30 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				return nil, c.fail(failure.InvalidSyncDefinition, &st, serr,
 					"%s answered %d to %s: it takes no more requests at this address; check the %s's %s",
 					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
+			case NoEndpoint:
+				// A receiver not deployed yet, or one moving, comes back:
+				// destination_unavailable lets the queue try again later.
+				return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+					"%s answered %d to %s: nothing takes requests at this address; check the %s's %s",
+					c.p.Subject, resp.Status, req.Route, c.p.Side, c.p.URLSetting)
 			case RateLimited:
 				wait = c.p.Backoff(attempt)
 				if d, ok := c.p.Wait(resp, c.p.Clock.Now()); ok {
 					if d > c.p.MaxWait {
+						if c.p.LongWait != nil {
+							if what := c.p.LongWait(req.Route, resp, d); what != "" {
+								return nil, c.fail(failure.DestinationRateLimited, &st, serr, "%s", what)
+							}
+						}
 						// The route names the budget: a vendor can have
 						// several (Brevo: contacts per second, its other
 						// routes per hour).
 						return nil, c.fail(failure.DestinationRateLimited, &st, serr,
 							"%s's rate limit for %s resets in %s", c.p.Subject, req.Route, d.Round(time.Second))
 					}
-					wait = d
+					if d > 0 {
+						wait = d
+					} // else "now" (0, a date past): the backoff, so as not to hit it at once
 				}
 			case NotApplied:
 				wait = c.p.Backoff(attempt)
@@ -400,14 +448,34 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				}
 				wait = c.p.Backoff(attempt)
 			}
+			asked = false
+			if cls != RateLimited {
+				// A server shedding load (503) says when to come back
+				// (RFC 9110 §10.2.3): sooner hits it while it still
+				// sheds, and a return past MaxWait is not waited for in
+				// the run, nor worth the retries left
+				// (docs/guide.md#http-answers-proxies-and-tls).
+				if d, ok := RetryAfter(resp.Header.Get("Retry-After"), c.p.Clock.Now()); ok {
+					if d > c.p.MaxWait {
+						return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+							"%s answered %d to %s and asked to come back in %s", c.p.Subject, resp.Status, req.Route, d.Round(time.Second))
+					}
+					if d > 0 {
+						wait, asked = d, true
+					}
+				}
+			}
 			lastErr, lastCls, lastNS, lastTimeout = serr, cls, false, 0
 		}
 		if attempt >= c.p.MaxRetries {
 			break
 		}
 		kind := waitBackoff
-		if lastCls == RateLimited {
+		switch {
+		case lastCls == RateLimited:
 			kind = waitRateLimit
+		case asked:
+			kind = waitAsked
 		}
 		if err := c.wait(ctx, &st, req, wait, kind, lastErr); err != nil {
 			return nil, err
@@ -457,12 +525,25 @@ func unreachable(err error) string {
 		dns *net.DNSError
 		ne  net.Error
 	)
-	host := ""
-	if errors.As(err, &op) && op.Addr != nil {
+	host, via := "", ""
+	if errors.As(err, &op) && op.Op == "proxyconnect" {
+		// The proxy (HTTPS_PROXY, HTTP_PROXY) was not reached: name it,
+		// not the destination, which the worker never tried.
+		via = "the proxy "
+		var inner *net.OpError
+		if errors.As(op.Err, &inner) && inner.Addr != nil {
+			host = inner.Addr.String()
+		}
+	} else if op != nil && op.Addr != nil {
 		host = op.Addr.String()
 	}
-	var why string
+	var (
+		why string
+		pe  *ProxyError
+	)
 	switch {
+	case errors.As(err, &pe):
+		host, via, why = pe.Proxy, "the proxy ", fmt.Sprintf("HTTP %d to CONNECT", pe.Status)
 	case errors.As(err, &dns) && dns.IsNotFound:
 		host, why = dns.Name, "no such host"
 	case errors.As(err, &dns):
@@ -479,9 +560,9 @@ func unreachable(err error) string {
 		return ""
 	}
 	if host == "" {
-		return " (" + why + ")"
+		return " (" + via + why + ")"
 	}
-	return " (" + host + ": " + why + ")"
+	return " (" + via + host + ": " + why + ")"
 }
 
 // tlsRefused reports whether err is a TLS handshake this client refused or
@@ -564,6 +645,8 @@ const (
 	waitPace waitKind = iota
 	waitRateLimit
 	waitBackoff
+	// waitAsked: a Retry-After on an answer other than 429 (a 503).
+	waitAsked
 )
 
 // wait sleeps d unless it would end less than MinAttempt before the
@@ -590,6 +673,8 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 				what = fmt.Sprintf("%s asked to wait %s", c.p.Subject, roundWait(d))
 			case waitBackoff:
 				code, what = failure.DestinationUnavailable, fmt.Sprintf("retrying %s needs a %s backoff", req.Route, roundWait(d))
+			case waitAsked:
+				code, what = failure.DestinationUnavailable, fmt.Sprintf("%s asked to wait %s before %s is retried", c.p.Subject, roundWait(d), req.Route)
 			}
 			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
 		}

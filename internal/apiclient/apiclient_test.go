@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,6 +282,9 @@ func TestNotAppliedAnswers(t *testing.T) {
 		{"401", status(401), failure.DestinationAuth, 1, 0},
 		{"429 kept", status(429, "Retry-After", "2"), failure.DestinationRateLimited, 3, 2},
 		{"429 beyond MaxWait", status(429, "Retry-After", "3600"), failure.DestinationRateLimited, 1, 0},
+		// "Retry-After: 0" (or a date past) was taken at its word: the
+		// retries went out back to back, no wait at all.
+		{"429 now", status(429, "Retry-After", "0"), failure.DestinationRateLimited, 3, 2},
 		{"503 not applied", status(503), failure.DestinationUnavailable, 3, 2},
 	}
 	for _, tt := range tests {
@@ -602,6 +607,11 @@ func TestRetryAfter(t *testing.T) {
 		{"", 0, false},
 		{"-1", 0, false},
 		{"soon", 0, false},
+		// A wait beyond ParseSeconds' bound (about 11 days) was read as
+		// none, and the request retried at once with backoff: it is as
+		// long as the bound, which no run waits.
+		{"99999999", 1e6 * time.Second, true},
+		{"1e300", 1e6 * time.Second, true},
 	}
 	for _, tt := range tests {
 		if got, ok := apiclient.RetryAfter(tt.v, now); got != tt.want || ok != tt.ok {
@@ -746,5 +756,146 @@ func TestFailureHidesRequestValues(t *testing.T) {
 	// one of its words ("contacts") leaves it alone.
 	if !strings.Contains(err.Error(), "POST /contacts/import: ") || !strings.Contains(err.Error(), "FIRSTNAME") {
 		t.Errorf("error %q, want the route and the rest of the message kept", err)
+	}
+}
+
+// TestServiceUnavailableRetryAfter: a 503 (or another retried answer) that
+// says when to come back is retried then, not after a backoff of its own
+// (a server shedding load is hit again while it still sheds), and one that
+// says to come back later than MaxWait fails at once instead of being hit
+// MaxRetries more times for nothing (docs/RELIABILITY.md).
+func TestServiceUnavailableRetryAfter(t *testing.T) {
+	t.Parallel()
+	httpDate := t0.Add(20 * time.Second).Format(http.TimeFormat)
+	tests := []struct {
+		name   string
+		h      http.HandlerFunc
+		req    func(string) apiclient.Request
+		reqs   int64
+		sleeps []time.Duration
+		detail string
+	}{
+		{"503 seconds", status(503, "Retry-After", "7"), post, 3, []time.Duration{7 * time.Second, 7 * time.Second}, "did not answer successfully after 3 attempts"},
+		{"503 HTTP date", status(503, "Retry-After", httpDate), post, 3, []time.Duration{20 * time.Second, 4 * time.Second}, "did not answer successfully after 3 attempts"},
+		{"503 a day", status(503, "Retry-After", "86400"), post, 1, nil, "the test API answered 503 to POST /contacts and asked to come back in 24h0m0s"},
+		{"500 idempotent a day", status(500, "Retry-After", "86400"), func(u string) apiclient.Request {
+			r := post(u)
+			r.Idempotent = true
+			return r
+		}, 1, nil, "the test API answered 500 to POST /contacts and asked to come back in 24h0m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, tt.h)
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s)
+			_, err := c.Do(t.Context(), tt.req(srv.URL))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if !strings.Contains(err.Error(), tt.detail) {
+				t.Errorf("error %q does not say %q", err, tt.detail)
+			}
+			if got := s.all(); n.Load() != tt.reqs || !slices.Equal(got, tt.sleeps) {
+				t.Errorf("%d requests, slept %v; want %d requests, sleeps %v", n.Load(), got, tt.reqs, tt.sleeps)
+			}
+		})
+	}
+}
+
+// viaProxy returns a client of NewHTTPClient sending every request through
+// proxy (as HTTPS_PROXY would, loopback included).
+func viaProxy(t *testing.T, proxy string) *http.Client {
+	t.Helper()
+	u, err := url.Parse(proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := apiclient.NewHTTPClient()
+	c.Transport.(*http.Transport).Proxy = http.ProxyURL(u)
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// TestProxyThatRefusesIsNamed: behind a corporate proxy (HTTPS_PROXY) that
+// wants credentials, each call was tried 6 times (30 CONNECTs for a run of
+// 20 Brevo records, 38 s) and failed "could not be reached after 6
+// attempts; nothing was sent", naming neither the proxy nor its 407; a
+// plain-HTTP forward proxy's 407 was taken for the destination's answer
+// (Brevo: a page in doubt, read back through the same proxy). Now both
+// fail at the first attempt, not sent, naming the proxy; a proxy that is
+// down is named as the proxy.
+func TestProxyThatRefusesIsNamed(t *testing.T) {
+	t.Parallel()
+	proxy, n := server(t, status(http.StatusProxyAuthRequired, "Proxy-Authenticate", `Basic realm="corp"`))
+	for _, target := range []string{"https://api.example.com", "http://api.example.com"} {
+		t.Run(target, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s, func(p *apiclient.Params) { p.Client = viaProxy(t, proxy.URL) })
+			before := n.Load()
+			_, err := c.Do(t.Context(), post(target))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if !errors.Is(err, destination.ErrNotSent) {
+				t.Errorf("error %v does not wrap ErrNotSent: the proxy forwarded nothing", err)
+			}
+			if d := failure.Detail(err); !strings.Contains(d, "407") || !strings.Contains(d, "HTTPS_PROXY") {
+				t.Errorf("detail %q does not name the proxy's 407 and the setting", d)
+			}
+			if got := n.Load() - before; got != 1 || len(s.all()) != 0 {
+				t.Errorf("%d requests to the proxy, slept %v; want 1 and no retry", got, s.all())
+			}
+		})
+	}
+	t.Run("proxy down", func(t *testing.T) {
+		clk := clock.NewFake(t0)
+		s := &sleeps{clk: clk}
+		down := refusedURL(t)
+		c := newClient(clk, s, func(p *apiclient.Params) { p.Client = viaProxy(t, down) })
+		_, err := c.Do(t.Context(), post("https://api.example.com"))
+		wantCode(t, err, failure.DestinationUnavailable)
+		if d, want := failure.Detail(err), "(the proxy "+strings.TrimPrefix(down, "http://")+": connection refused)"; !strings.Contains(d, want) {
+			t.Errorf("detail %q does not say %q", d, want)
+		}
+	})
+}
+
+// TestNotAppliedOnlyInTheServersOwnWords: a 503 is "not processed" when the
+// server says it; the same status from an egress proxy that forwarded the
+// request (Envoy's "upstream connect error or disconnect/reset before
+// headers") proves nothing, and a write resent on it may be written twice.
+// Such an answer is MaybeApplied: a write is not retried, and is in doubt.
+func TestNotAppliedOnlyInTheServersOwnWords(t *testing.T) {
+	t.Parallel()
+	own := func(r *apiclient.Response) bool { return strings.HasPrefix(string(r.Body), `{"code"`) }
+	for _, tc := range []struct {
+		name, body string
+		reqs       int64
+		notSent    bool
+	}{
+		{"the server's", `{"code":"service_unavailable","message":"try later"}`, 3, true},
+		{"an egress proxy's", "upstream connect error or disconnect/reset before headers. reset reason: connection termination", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, n := server(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, tc.body)
+			})
+			clk := clock.NewFake(t0)
+			s := &sleeps{clk: clk}
+			c := newClient(clk, s, func(p *apiclient.Params) { p.Own = own })
+			_, err := c.Do(t.Context(), post(srv.URL))
+			wantCode(t, err, failure.DestinationUnavailable)
+			if got := errors.Is(err, destination.ErrNotSent); got != tc.notSent {
+				t.Errorf("not sent = %v, want %v (%v)", got, tc.notSent, err)
+			}
+			if !tc.notSent && !errors.Is(err, apiclient.ErrOutcomeUnknown) {
+				t.Errorf("error %v is not ErrOutcomeUnknown: the write may have been applied", err)
+			}
+			if n.Load() != tc.reqs {
+				t.Errorf("%d requests, want %d", n.Load(), tc.reqs)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,12 +84,20 @@ func RetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if d, ok := ParseSeconds(v); ok {
 		return d, true
 	}
+	if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f > maxSeconds {
+		// Longer than any wait taken: as long as the bound, so that it
+		// fails at once rather than read as "no wait asked".
+		return maxSeconds * time.Second, true
+	}
 	t, err := http.ParseTime(strings.TrimSpace(v))
 	if err != nil {
 		return 0, false
 	}
 	return max(t.Sub(now), 0), true
 }
+
+// maxSeconds bounds a number of seconds read from a header (about 11 days).
+const maxSeconds = 1e6
 
 // ParseSeconds parses a non-negative number of seconds (up to 1e6) such as
 // a rate-limit reset header.
@@ -98,7 +107,7 @@ func ParseSeconds(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f > 1e6 {
+	if err != nil || f < 0 || f > maxSeconds {
 		return 0, false
 	}
 	return time.Duration(f * float64(time.Second)), true
@@ -107,11 +116,45 @@ func ParseSeconds(v string) (time.Duration, bool) {
 // NewHTTPClient returns a client with its own connection pool (a clone of
 // http.DefaultTransport), so that closing its idle connections (a
 // destination's Close) cannot cut a connection another client is reusing.
+//
+// Like every Go tool it goes through HTTPS_PROXY, HTTP_PROXY and NO_PROXY
+// (the default transport's ProxyFromEnvironment); a proxy that refuses
+// to connect it (a CONNECT answered 407 or 403) fails with a
+// *ProxyError, which net/http would give as a bare status text.
 func NewHTTPClient() *http.Client {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return &http.Client{Transport: t.Clone()}
+		c := t.Clone()
+		c.OnProxyConnectResponse = proxyConnectResponse
+		return &http.Client{Transport: c}
 	}
 	return &http.Client{}
+}
+
+// ProxyError is a proxy's refusal to open a tunnel (its answer to
+// CONNECT): the request never reached the server.
+type ProxyError struct {
+	// Proxy is the proxy's host and port, never its user or password.
+	Proxy  string
+	Status int
+}
+
+func (e *ProxyError) Error() string {
+	return fmt.Sprintf("the proxy %s answered CONNECT with HTTP %d %s", e.Proxy, e.Status, http.StatusText(e.Status))
+}
+
+// refusesOncesync reports whether the proxy's answer will be the same on
+// every attempt: it wants credentials (407) or forbids the destination
+// (403), which only a change of HTTPS_PROXY, NO_PROXY or the proxy's
+// rules alters.
+func (e *ProxyError) refusesOncesync() bool {
+	return e.Status == http.StatusProxyAuthRequired || e.Status == http.StatusForbidden
+}
+
+func proxyConnectResponse(_ context.Context, proxy *url.URL, _ *http.Request, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	return &ProxyError{Proxy: proxy.Host, Status: resp.StatusCode}
 }
 
 // NoRedirects returns a copy of c (nil: a new client) that never follows a

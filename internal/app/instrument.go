@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 )
 
@@ -73,17 +74,20 @@ func NewDestinationMetrics(p DestinationMetricsParams) (*DestinationMetrics, err
 	return m, nil
 }
 
-// Client returns a copy of base (nil: a new http.Client) whose transport
+// Client returns a copy of base (nil: apiclient.NewHTTPClient) whose transport
 // records every call in m under destination (the destination type). With a
 // nil m it returns base unchanged.
 func (m *DestinationMetrics) Client(base *http.Client, destination string) *http.Client {
 	if m == nil {
 		return base
 	}
-	var c http.Client
-	if base != nil {
-		c = *base
+	if base == nil {
+		// Not http.DefaultTransport: a destination's own pool, whose
+		// transport tells a proxy's refusal apart (apiclient.ProxyError,
+		// docs/guide.md#http-answers-proxies-and-tls).
+		base = apiclient.NewHTTPClient()
 	}
+	c := *base
 	next := c.Transport
 	if next == nil {
 		next = http.DefaultTransport

@@ -229,6 +229,7 @@ func New(p Params) (*Destination, error) {
 		Sleep:      d.sleep,
 		Pacer:      d.limiter,
 		Classify:   classify,
+		Own:        own,
 		Wait:       resetAfter,
 		Observe:    func(r *apiclient.Response) { observeRateLimit(d.limiter, r) },
 		StatusError: func(route string, r *apiclient.Response) error {
@@ -385,6 +386,13 @@ func classify(status int) apiclient.Class {
 	return apiclient.Final
 }
 
+// own reports whether r is Brevo's own answer (its error model), so that
+// its 503 proves the write was not applied (apiclient.Params.Own).
+func own(r *apiclient.Response) bool {
+	_, _, ok := DecodeError(r.Body)
+	return ok
+}
+
 func (d *Destination) interrupted(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		err = cerr
@@ -436,7 +444,7 @@ func sibReset(h http.Header) (time.Duration, bool) {
 func (d *Destination) apiError(route string, r *response) *APIError {
 	e := &APIError{Route: route, Status: r.status}
 	if code, msg, ok := DecodeError(r.body); ok {
-		e.Code, e.Message = code, msg
+		e.Code, e.Message, e.Brevos = code, msg, true
 		e.Duplicates = decodeDuplicates(r.body)
 	} else {
 		e.Message = truncate(strings.TrimSpace(string(r.body)), 200)

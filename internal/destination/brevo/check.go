@@ -28,7 +28,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 		s := strconv.FormatInt(id, 10)
 		_, err := d.do(ctx, request{method: http.MethodGet, path: "/contacts/lists/" + s, route: "GET /contacts/lists/{listId}"})
 		var ae *APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		if errors.As(err, &ae) && ae.says(http.StatusNotFound) {
 			return checked, failure.New(failure.InvalidSyncDefinition,
 				fmt.Sprintf("brevo list %d does not exist in this account: fix destination.list_ids (Brevo: Contacts > Lists shows each list's id)", id))
 		}

@@ -42,6 +42,19 @@ type APIError struct {
 	// Duplicates are the identifiers metadata.duplicate_identifiers names,
 	// lower-cased ("email", "ext_id", ...): an identifier conflict.
 	Duplicates []string
+	// Brevos: the body was Brevo's error model ({code, message}, which
+	// every error response of ../shared/brevo/swagger.yaml has), not a
+	// web server's or a proxy's page at base_url.
+	Brevos bool
+}
+
+// says reports whether Brevo itself answered one of statuses. A 400 or 404
+// judges a record (refused, absent, not found for an update) only when it
+// is Brevo's: a proxy's or a web server's 404 page says nothing of a
+// contact, and reading it as "absent" would send an applied write again
+// (docs/guide.md#http-answers-proxies-and-tls).
+func (e *APIError) says(statuses ...int) bool {
+	return e.Brevos && slices.Contains(statuses, e.Status)
 }
 
 func (e *APIError) Error() string {

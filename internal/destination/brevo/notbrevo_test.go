@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -81,5 +83,108 @@ func TestRemovalThatIsNotBrevosIsNotDone(t *testing.T) {
 	}
 	if len(res) != 0 {
 		t.Fatalf("results %+v, want none (in doubt)", res)
+	}
+}
+
+// TestRefusalThatIsNotBrevosJudgesNoRecord: a 4xx that is not in Brevo's
+// error model (a plain-HTTP base_url on a TLS port answers Go's "Client
+// sent an HTTP request to an HTTPS server.", a proxy or web server its
+// own page) was judged as Brevo's: every record rejected with that page
+// (the run blamed the mapping), a 404 to an update counted the record
+// delivered as not found at Brevo. Now only Brevo's own {code, message}
+// judges a record; any other 4xx fails the page, nothing rejected or
+// skipped, and the records are read back.
+func TestRefusalThatIsNotBrevosJudgesNoRecord(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		writeMode  destination.WriteMode
+		status     int
+	}{
+		{"400 plain", "Client sent an HTTP request to an HTTPS server.\n", destination.Upsert, http.StatusBadRequest},
+		{"422 html", "<html><body>Unprocessable</body></html>", destination.Upsert, http.StatusUnprocessableEntity},
+		{"404 html to an update", "<html><body>404 Not Found</body></html>", destination.Update, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			d := newStubDest(t, srv, ModeSingle)
+			d.writeMode = tc.writeMode
+			recs := notSentRecords(3)
+			res, err := d.Write(t.Context(), recs)
+			if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+				t.Fatalf("Write error %v (detail %q), want destination_unavailable naming base_url", err, failure.Detail(err))
+			}
+			for _, r := range res {
+				if r.Outcome == destination.Rejected || r.Outcome == destination.Delivered {
+					t.Fatalf("a record was judged on a %d that is not Brevo's: %+v", tc.status, r)
+				}
+			}
+		})
+	}
+	// Brevo's own refusal still rejects the record.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"code":"invalid_parameter","message":"email is not valid"}`)
+	}))
+	t.Cleanup(srv.Close)
+	res, err := newStubDest(t, srv, ModeSingle).Write(t.Context(), notSentRecords(1))
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected {
+		t.Fatalf("Brevo's 400: %v %+v, want one rejected", err, res)
+	}
+}
+
+// TestReadBackThatIsNotBrevosFindsNoneAbsent: a read-back answered 404 by
+// something at base_url other than Brevo (a gateway during a deploy, a
+// proxy's page) was taken for "no such contact", and the write in doubt
+// was sent again although it may have landed. Now the read-back fails and
+// the records stay in doubt.
+func TestReadBackThatIsNotBrevosFindsNoneAbsent(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, "<html><body>404 Not Found</body></html>")
+	}))
+	t.Cleanup(srv.Close)
+	landed, err := newStubDest(t, srv, ModeSingle).Verify(t.Context(), notSentRecords(2), time.Time{})
+	if err == nil || failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Verify = %v, %v; want destination_unavailable (a 404 page that is not Brevo's proves no contact absent)", landed, err)
+	}
+}
+
+// TestUnavailableThatIsNotBrevosIsInDoubt: an egress proxy that forwarded
+// the write and lost Brevo's answer (Envoy's 503 "upstream connect error or
+// disconnect/reset before headers") was taken for Brevo's 503, which says
+// the write was not applied: it was sent again, and again (6 requests for
+// one record), a duplicate write if the first had landed. Now only Brevo's
+// own 503 is retried; the proxy's leaves the record in doubt for the
+// read-back.
+func TestUnavailableThatIsNotBrevosIsInDoubt(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		posts.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, "upstream connect error or disconnect/reset before headers. reset reason: connection termination")
+	}))
+	t.Cleanup(srv.Close)
+	recs := notSentRecords(1)
+	res, err := newStubDest(t, srv, ModeSingle).Write(t.Context(), recs)
+	if failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("Write error %v, want destination_unavailable", err)
+	}
+	if got := outcomes(recs, res)[0]; got != "in doubt" {
+		t.Errorf("the record is %s, want in doubt (the proxy may have forwarded it)", got)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Errorf("%d requests, want 1: a write that may have landed is not resent", n)
 	}
 }

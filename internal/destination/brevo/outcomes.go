@@ -145,7 +145,7 @@ func (d *Destination) getProcess(ctx context.Context, id int64) (processDetails,
 		route:  "GET /processes/{processId}",
 	})
 	if err != nil {
-		if apiErr, ok := err.(*APIError); ok && apiErr.Status == http.StatusNotFound { // do returns it bare for the caller to judge
+		if apiErr, ok := err.(*APIError); ok && apiErr.says(http.StatusNotFound) { // do returns it bare for the caller to judge
 			return p, failure.Wrap(failure.DestinationUnavailable, ErrProcessNotFound, "brevo does not know import process %d", id)
 		}
 		return p, d.verifyError(err)

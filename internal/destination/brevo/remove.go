@@ -50,7 +50,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			route: "PUT /contacts/{identifier}", body: marshal(updateContact{UnlinkListIDs: d.listIDs})})
 		if apiErr, ok := err.(*APIError); ok { // do returns it bare for the caller to judge
 			switch {
-			case apiErr.Status == http.StatusNotFound:
+			case apiErr.says(http.StatusNotFound):
 				// Deleted meanwhile: nothing left to take off a list.
 				results[i], done[i] = destination.Result{Key: rm.Key, Outcome: destination.Delivered}, true
 				return nil

@@ -249,7 +249,7 @@ func (d *Destination) getContact(ctx context.Context, email string) (contactDeta
 		route:  "GET /contacts/{identifier}",
 	})
 	if err != nil {
-		if apiErr, ok := err.(*APIError); ok && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusBadRequest) {
+		if apiErr, ok := err.(*APIError); ok && apiErr.says(http.StatusNotFound, http.StatusBadRequest) {
 			return got, false, nil
 		}
 		return got, false, d.verifyError(err)

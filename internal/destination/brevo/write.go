@@ -266,11 +266,10 @@ func (w *pageWrite) collect() []destination.Result {
 // recordLevel reports whether a 4xx answer is about the request's content
 // (a record's data) rather than the account or the configuration.
 func recordLevel(e *APIError) bool {
-	switch e.Status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return true
-	}
-	return false
+	// A body over the limit is the records' whoever says so (Brevo's
+	// gateway answers 413 with its own page); a 400 or 422 is a record's
+	// only in Brevo's words (APIError.says).
+	return e.Status == http.StatusRequestEntityTooLarge || e.says(http.StatusBadRequest, http.StatusUnprocessableEntity)
 }
 
 func (w *pageWrite) unexpected(e *APIError) error {
@@ -304,7 +303,7 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 			// its ext_id, e-mail included.
 			req = moveRequest(c, w.d.listIDs)
 			resp, err = w.d.do(ctx, req)
-			if ae, ok := err.(*APIError); ok && ae.Status == http.StatusNotFound {
+			if ae, ok := err.(*APIError); ok && ae.says(http.StatusNotFound) {
 				err = refused // no contact has that ext_id: the first refusal stands
 			}
 		}
@@ -357,7 +356,7 @@ func (d *Destination) moved(c contact, e *APIError) bool {
 	case destination.Upsert, destination.Mirror:
 		return e.conflictOn(identExtID, true)
 	case destination.Update:
-		return e.Status == http.StatusNotFound
+		return e.says(http.StatusNotFound)
 	}
 	return false
 }
@@ -411,7 +410,7 @@ type updateContact struct {
 // any other answer.
 func (d *Destination) skipped(e *APIError) string {
 	switch {
-	case d.writeMode == destination.Update && e.Status == http.StatusNotFound:
+	case d.writeMode == destination.Update && e.says(http.StatusNotFound):
 		return destination.SkipNotFound
 	case d.writeMode == destination.Create && e.conflictOn(identEmail, false):
 		return destination.SkipExists

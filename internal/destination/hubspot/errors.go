@@ -23,6 +23,10 @@ type APIError struct {
 	Category string
 	// Message is HubSpot's message, as sent (may name a contact).
 	Message string
+	// HubSpots: the body was HubSpot's error JSON, not a web server's or a
+	// proxy's page at base_url: only then does a 400, 409 or 422 judge the
+	// records (docs/guide.md#http-answers-proxies-and-tls).
+	HubSpots bool
 }
 
 func (e *APIError) Error() string {
@@ -45,6 +49,7 @@ func decodeAPIError(route string, status int, body []byte) *APIError {
 	}
 	if json.Unmarshal(body, &m) == nil && (m.Message != "" || m.Category != "") {
 		e.Message, e.Category = truncate(m.Message, maxMessageLen), truncate(m.Category, 100)
+		e.HubSpots = true
 		return e
 	}
 	e.Message = truncate(strings.TrimSpace(string(body)), 200)

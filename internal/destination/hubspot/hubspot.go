@@ -201,7 +201,9 @@ func New(p Params) (*Destination, error) {
 		Sleep:      p.Sleep,
 		Pacer:      d.limiter,
 		Classify:   classify,
+		Own:        own,
 		Wait:       resetAfter,
+		LongWait:   longWait,
 		Observe:    d.observeRateLimit,
 		StatusError: func(route string, r *apiclient.Response) error {
 			return decodeAPIError(route, r.Status, r.Body)
@@ -239,23 +241,45 @@ func classify(status int) apiclient.Class {
 	return apiclient.Final
 }
 
+// own reports whether r is HubSpot's own answer (its error JSON), so that
+// its 503 proves the write was not applied (apiclient.Params.Own).
+func own(r *apiclient.Response) bool { return decodeAPIError("", r.Status, r.Body).HubSpots }
+
 // dailyWait stands for "not before tomorrow": past MaxWait, so a DAILY 429
 // fails the page as rate limited at once.
 const dailyWait = 24 * time.Hour
 
-// resetAfter reads how long a 429 asks to wait: Retry-After; the DAILY
-// policy (in the body) waits until tomorrow; otherwise the backoff.
+// resetAfter reads how long a 429 asks to wait: the DAILY policy (in the
+// body) waits until tomorrow, whatever a Retry-After says of the
+// ten-second window; otherwise Retry-After; otherwise the backoff.
 func resetAfter(r *apiclient.Response, now time.Time) (time.Duration, bool) {
+	if daily(r) {
+		return dailyWait, true
+	}
 	if d, ok := apiclient.RetryAfter(r.Header.Get("Retry-After"), now); ok {
 		return d, true
 	}
+	return 0, false
+}
+
+// daily reports whether r is HubSpot's 429 for the account's spent daily
+// limit (policyName DAILY).
+func daily(r *apiclient.Response) bool {
 	var b struct {
 		PolicyName string `json:"policyName"`
 	}
-	if json.Unmarshal(r.Body, &b) == nil && strings.EqualFold(b.PolicyName, "DAILY") {
-		return dailyWait, true
+	return json.Unmarshal(r.Body, &b) == nil && strings.EqualFold(b.PolicyName, "DAILY")
+}
+
+// longWait is the failure's detail of a DAILY 429: HubSpot does not say
+// when the limit resets (midnight in the account's time zone), and
+// "resets in 24h" would be made up.
+func longWait(route string, r *apiclient.Response, _ time.Duration) string {
+	if !daily(r) {
+		return ""
 	}
-	return 0, false
+	return "HubSpot's daily request limit for this account is spent (policy DAILY, answered to " + route +
+		"): it resets at midnight in the HubSpot account's time zone"
 }
 
 // observeRateLimit pauses the limiter when HubSpot says the rolling window

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,7 +375,12 @@ func TestRateLimitHeadersPauseAndRetryAfterIsHonoured(t *testing.T) {
 
 func TestDailyLimitFailsAtOnce(t *testing.T) {
 	t.Parallel()
+	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		// A Retry-After, if HubSpot sent one, would be the ten-second
+		// window's: the daily limit stays spent.
+		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = io.WriteString(w, `{"status":"error","message":"You have reached your daily limit.","errorType":"RATE_LIMIT","policyName":"DAILY"}`)
 	}))
@@ -391,6 +397,14 @@ func TestDailyLimitFailsAtOnce(t *testing.T) {
 		if r.Outcome != destination.NotSent {
 			t.Errorf("record %s: %v, want not sent (a 429 applies nothing)", r.Key[:8], r.Outcome)
 		}
+	}
+	// HubSpot does not say when the day ends for the account: the detail
+	// says what is spent, never a made-up "resets in 24h0m0s".
+	if d := failure.Detail(err); !strings.Contains(d, "daily request limit") || strings.Contains(d, "24h") {
+		t.Errorf("detail %q: want the daily limit named, without a made-up reset time", d)
+	}
+	if calls := requests.Load(); calls != 1 {
+		t.Errorf("%d requests, want 1: the daily limit is not retried", calls)
 	}
 }
 

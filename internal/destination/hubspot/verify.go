@@ -319,7 +319,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			}
 			if resp.Status < 200 || resp.Status > 299 {
 				ae := decodeAPIError(route, resp.Status, resp.Body)
-				if resp.Status != http.StatusBadRequest {
+				if resp.Status != http.StatusBadRequest || !ae.HubSpots {
 					return out, d.unexpected(ae)
 				}
 				for _, r := range chunk {

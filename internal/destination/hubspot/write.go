@@ -293,7 +293,8 @@ func (w *pageWrite) batch(ctx context.Context, idx []int) error {
 	switch {
 	case resp.Status >= 200 && resp.Status < 300:
 		return w.settle(ctx, idx, op, resp)
-	case resp.Status == http.StatusBadRequest || resp.Status == http.StatusConflict || resp.Status == http.StatusUnprocessableEntity:
+	case (resp.Status == http.StatusBadRequest || resp.Status == http.StatusConflict || resp.Status == http.StatusUnprocessableEntity) &&
+		decodeAPIError(route, resp.Status, resp.Body).HubSpots:
 		ae := decodeAPIError(route, resp.Status, resp.Body)
 		if len(idx) > 1 {
 			// HubSpot refused the batch whole (nothing of it applied): one
@@ -337,6 +338,12 @@ func (w *pageWrite) settle(ctx context.Context, idx []int, op string, resp *apic
 	if err := json.Unmarshal(resp.Body, &br); err != nil {
 		return w.failed(idx, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
 			"HubSpot's answer to batch/%s could not be read", op))
+	}
+	if len(br.Errors) > 0 && resp.Status != http.StatusMultiStatus {
+		// HubSpot lists refused inputs in a 207 only: errors[] in another
+		// 2xx is not its answer, and rejects nothing.
+		return w.failed(idx, failure.Wrap(failure.DestinationUnavailable, apiclient.ErrOutcomeUnknown,
+			"HubSpot answered batch/%s with HTTP %d and errors; check the destination's base_url", op, resp.Status))
 	}
 	byID := make(map[string][]int, len(idx))
 	for _, i := range idx {

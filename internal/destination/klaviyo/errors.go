@@ -27,6 +27,11 @@ type APIError struct {
 	Parameter string
 	// DuplicateID is meta.duplicate_profile_id of a 409 duplicate_profile.
 	DuplicateID string
+	// Klaviyos: the body was Klaviyo's error document, not a web server's
+	// or a proxy's page at base_url: only then does a 400, 404, 409 or
+	// 422 judge a record or a resource
+	// (docs/guide.md#http-answers-proxies-and-tls).
+	Klaviyos bool
 }
 
 func (e *APIError) Error() string {
@@ -77,6 +82,7 @@ func decodeAPIError(route string, status int, body []byte) *APIError {
 		x := doc.Errors[0]
 		e.Code, e.Title, e.Detail = truncate(x.Code, 100), truncate(x.Title, 200), truncate(x.Detail, 1000)
 		e.Pointer, e.Parameter, e.DuplicateID = truncate(x.Source.Pointer, 200), truncate(x.Source.Parameter, 100), truncate(x.Meta.DuplicateProfileID, 100)
+		e.Klaviyos = true
 		return e
 	}
 	e.Detail = truncate(strings.TrimSpace(string(body)), 200)

@@ -246,7 +246,7 @@ func New(p Params) (*Destination, error) {
 			Name: "klaviyo", URLSetting: "base_url",
 			AuthDetail: "klaviyo refused the private API key (or its scopes: profiles, lists and subscriptions are needed)",
 			Client:     client, Timeout: timeout, MaxRetries: retries, MaxBody: maxResponseBody, MaxWait: maxRateLimitWait,
-			Clock: clk, Sleep: d.sleep, Pacer: lim, Classify: classify,
+			Clock: clk, Sleep: d.sleep, Pacer: lim, Classify: classify, Own: own,
 			Observe: func(r *apiclient.Response) { observe(lim, r) },
 			StatusError: func(route string, r *apiclient.Response) error {
 				return decodeAPIError(route, r.Status, r.Body)
@@ -294,6 +294,10 @@ func classify(status int) apiclient.Class {
 	}
 	return apiclient.Final
 }
+
+// own reports whether r is Klaviyo's own answer (its errors document), so
+// that its 503 proves the write was not applied (apiclient.Params.Own).
+func own(r *apiclient.Response) bool { return decodeAPIError("", r.Status, r.Body).Klaviyos }
 
 // observe pauses lim until the steady window resets when Klaviyo says it
 // is spent (RateLimit-Remaining 0).
@@ -390,7 +394,9 @@ func revisionRefused(e *APIError) bool {
 
 // notFound says whether e is a 404 about the resource (a list, a profile,
 // a job), not Klaviyo refusing the revision for the operation.
-func notFound(e *APIError) bool { return e.Status == http.StatusNotFound && !revisionRefused(e) }
+func notFound(e *APIError) bool {
+	return e.Status == http.StatusNotFound && e.Klaviyos && !revisionRefused(e)
+}
 
 func (d *Destination) safe(err error) error { return &safeError{err: err, secret: d.apiKey} }
 

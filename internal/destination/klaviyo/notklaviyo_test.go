@@ -79,3 +79,52 @@ func TestPaymentRequiredIsAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalThatIsNotKlaviyosJudgesNoProfile: a 400, 409 or 422 that is
+// not Klaviyo's error document (Go's "Client sent an HTTP request to an
+// HTTPS server." for http:// on a TLS port, a proxy's page) rejected each
+// profile with that page, and in write_mode update a 404 page to the PATCH
+// counted the profile delivered as deleted at Klaviyo. Now neither judges
+// a profile: the page fails destination_unavailable.
+func TestRefusalThatIsNotKlaviyosJudgesNoProfile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		mode       destination.WriteMode
+	}{
+		{"400 plain", "Client sent an HTTP request to an HTTPS server.\n", http.StatusBadRequest, destination.Upsert},
+		{"409 html", "<html><body>Conflict</body></html>", http.StatusConflict, destination.Create},
+		{"422 html", "<html><body>Unprocessable</body></html>", http.StatusUnprocessableEntity, destination.Upsert},
+		{"404 html to an update", "<html><body>404 Not Found</body></html>", http.StatusNotFound, destination.Update},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if r.Method == http.MethodGet { // the update's look-up finds the profile
+					w.Header().Set("Content-Type", "application/vnd.api+json")
+					fmt.Fprint(w, `{"data":[{"type":"profile","id":"01P0","attributes":{"email":"user0@example.com"}}],"links":{}}`)
+					return
+				}
+				w.WriteHeader(tc.status)
+				fmt.Fprint(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			d, err := klaviyo.New(klaviyo.Params{BaseURL: srv.URL, APIKey: apiKey, Mode: klaviyo.ModeSingle, WriteMode: tc.mode, MaxRetries: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			res, err := d.Write(t.Context(), records(1))
+			if failure.CodeOf(err) != failure.DestinationUnavailable {
+				t.Fatalf("Write error %v, want destination_unavailable", err)
+			}
+			for _, r := range res {
+				if r.Outcome == destination.Rejected || r.Outcome == destination.Delivered {
+					t.Fatalf("a profile was judged on a %d that is not Klaviyo's: %+v", tc.status, r)
+				}
+			}
+		})
+	}
+}

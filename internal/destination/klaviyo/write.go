@@ -89,8 +89,10 @@ func recordLevel(e *APIError) bool {
 		return false
 	}
 	switch e.Status {
-	case http.StatusBadRequest, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
-		return true
+	case http.StatusRequestEntityTooLarge:
+		return true // the body's size, whoever says it
+	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity:
+		return e.Klaviyos
 	}
 	return false
 }
@@ -156,7 +158,7 @@ func (d *Destination) createOne(ctx context.Context, r destination.Record, p pro
 	res, err := d.do(ctx, request{method: http.MethodPost, path: "/api/profiles", route: "POST /api/profiles",
 		body: marshal(map[string]any{"data": p.resource()})})
 	var e *APIError
-	if errors.As(err, &e) && e.Status == http.StatusConflict {
+	if errors.As(err, &e) && e.Status == http.StatusConflict && e.Klaviyos {
 		held, ferr := d.findByEmail(ctx, []string{p.email})
 		if ferr != nil {
 			return destination.Result{}, ferr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -76,6 +77,45 @@ func TestGoneStopsTheRun(t *testing.T) {
 				t.Errorf("%d requests to a receiver that answered 410 Gone", got)
 			}
 		})
+	}
+}
+
+// A 404 or 405 says nothing is at the sync's url (a typo'd path, a receiver
+// moved or not deployed yet), not that the records are bad: each record
+// was rejected for it, and the run failed destination_rejected_records,
+// whose advice is to fix the mapping. Now the page fails as the address's
+// (destination_unavailable, retried later), nothing rejected, nothing
+// taken as sent.
+func TestNoReceiverAtTheAddressRejectsNothing(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusNotFound, http.StatusMethodNotAllowed} {
+		for _, mode := range []string{webhook.ModeSingle, webhook.ModeBulk} {
+			t.Run(fmt.Sprintf("%d/%s", status, mode), func(t *testing.T) {
+				t.Parallel()
+				var n atomic.Int64
+				d := unkind(t, mode, func(w http.ResponseWriter, r *http.Request) {
+					n.Add(1)
+					w.WriteHeader(status)
+					io.WriteString(w, "<html><body>Not Found</body></html>")
+				})
+				recs := records(20)
+				res, err := d.Write(t.Context(), recs)
+				if failure.CodeOf(err) != failure.DestinationUnavailable || !errors.Is(err, destination.ErrNotSent) {
+					t.Fatalf("Write error %v, want destination_unavailable wrapping ErrNotSent", err)
+				}
+				if !strings.Contains(err.Error(), "check the destination's url") {
+					t.Errorf("error %q does not point at the url", err)
+				}
+				for _, r := range res {
+					if r.Outcome != destination.NotSent {
+						t.Errorf("%s: outcome %v, want not sent", r.Key[:8], r.Outcome)
+					}
+				}
+				if got := n.Load(); got > 4 {
+					t.Errorf("%d requests to an address that answered %d", got, status)
+				}
+			})
+		}
 	}
 }
 

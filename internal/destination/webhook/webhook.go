@@ -110,6 +110,7 @@ type Destination struct {
 	key       []byte
 	conc      int
 	ownClient bool
+	client    *http.Client // the requests' client: Check takes its proxy and TLS settings
 	clock     clock.Clock
 	api       *apiclient.Client
 	secrets   []string // strings redacted from error texts
@@ -180,6 +181,7 @@ func New(p Params) (*Destination, error) {
 		client = apiclient.NewHTTPClient()
 		d.ownClient = true
 	}
+	d.client = client
 	if d.clock == nil {
 		d.clock = clock.Real{}
 	}
@@ -336,8 +338,8 @@ func (d *Destination) postPage(ctx context.Context, page []bulkRecord, out []des
 
 // splitBulk reports whether a bulk page refused with status is sent again
 // in halves: 413 (the body is over the receiver's limit) and the answers
-// of a receiver validating the records (400, 422). Other refusals (404,
-// 405) are the address's, and would be the halves' too.
+// of a receiver validating the records (400, 422). Other refusals would
+// be the halves' too (404 and 405, the address's, fail before: classify).
 func splitBulk(status int) bool {
 	return status == http.StatusRequestEntityTooLarge || status == http.StatusBadRequest ||
 		status == http.StatusUnprocessableEntity
@@ -412,7 +414,8 @@ func (d *Destination) post(ctx context.Context, body []byte, idemKey string) (an
 }
 
 // classify: 401, 402 and 403 are auth (the account, not the records); 429 is rate limited; 410 stops the run (the
-// receiver asks the sender to stop, as Standard Webhooks says); any other 4xx but 408
+// receiver asks the sender to stop, as Standard Webhooks says); 404 and 405
+// fail the page as the url's; any other 4xx but 408
 // and 409 (a request with this key is in progress) rejects the record(s);
 // the rest may have been applied and is retried (the key makes it safe).
 func classify(status int) apiclient.Class {
@@ -423,6 +426,10 @@ func classify(status int) apiclient.Class {
 		return apiclient.RateLimited
 	case status == http.StatusGone:
 		return apiclient.Gone
+	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
+		// The url's, not the records': a receiver refuses a record with
+		// 400 or 422 (docs/guide.md#http-answers-proxies-and-tls).
+		return apiclient.NoEndpoint
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusConflict:
 		return apiclient.Final
 	}

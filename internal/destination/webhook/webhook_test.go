@@ -360,7 +360,13 @@ func TestAnswers(t *testing.T) {
 		wantReqs   int64
 	}{
 		{name: "400 rejects with the body cut to 500", status: 400, wantReject: true, wantReqs: 1},
-		{name: "404 rejects", status: 404, wantReject: true, wantReqs: 1},
+		{name: "422 rejects", status: 422, wantReject: true, wantReqs: 1},
+		{name: "404 is the address", status: 404, wantCode: failure.DestinationUnavailable, wantReqs: 1},
+		{name: "405 is the address", status: 405, wantCode: failure.DestinationUnavailable, wantReqs: 1},
+		{name: "503 honours Retry-After", status: 503, retryAfter: "5", wantCode: failure.DestinationUnavailable,
+			wantSleeps: []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second}, wantReqs: 4},
+		{name: "503 with a far Retry-After fails at once", status: 503, retryAfter: "86400", wantCode: failure.DestinationUnavailable,
+			wantSleeps: []time.Duration{}, wantReqs: 1},
 		{name: "401 is auth", status: 401, wantCode: failure.DestinationAuth, wantReqs: 1},
 		{name: "403 is auth", status: 403, wantCode: failure.DestinationAuth, wantReqs: 1},
 		// 402 Payment Required: the receiver's account lapsed or was
