@@ -710,7 +710,9 @@ func (e *StoreBehindError) Advice() string {
 	return fmt.Sprintf("the store lost writes it had committed (fence %d of sync %s is gone from it): it was restored from a backup, "+
 		"failed over to a standby that had not received them, or replaced by a new, empty store, and its ledger may have forgotten deliveries that a run would "+
 		"send again. Bring back the store that has them (the latest backup, the standby that had them); or, to go on and "+
-		"accept that records delivered since may be written again, delete the Redis key %s",
+		"accept that records delivered since may be written again, delete the Redis key %s. "+
+		"If instead another deployment with its own store (staging and production) uses this Redis with the same "+
+		"redis_namespace, nothing was lost: give each deployment its own redis_namespace, and delete nothing",
 		e.Fence, e.SyncID, e.Key)
 }
 
