@@ -117,6 +117,11 @@
 // Redis): the key expires with its lease-end, so a free lease whose
 // lease-end, written by this server for the counter's fence, lies ahead is
 // quarantined until that end (the lease-loss value ends in ":vanished").
+// Every script that moves the counter writes the lease-end of the new fence
+// (a quarantine's end included), so a lease-end missing or behind the
+// counter means it went with the lease (a DEL by pattern, allkeys
+// eviction) or with a quarantine's key: one TTL of quarantine, ":vanished"
+// too (docs/RELIABILITY.md#redis-as-production-runs-it).
 //
 // If the lease is lost during registration, Acquire starts over (and then
 // usually reports the new holder). If the store cannot be reached, the lease
