@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -124,7 +126,13 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 		// "reach" alone sends a person to look at the network.
 		err = rediserr.Wrap(ctx, "ping", err)
 		var a failure.Adviser
-		if opts.TLSConfig != nil && !errors.As(err, &a) {
+		switch {
+		case opts.TLSConfig != nil && untrustedCert(err):
+			// The advice below sent a person whose Redis speaks TLS with a
+			// private CA to turn TLS off.
+			err = store.WithAdvice(err, "redis is a rediss:// URL and Redis's TLS certificate was refused ("+certReason(err)+
+				"): give the CA that signed it with SSL_CERT_FILE or SSL_CERT_DIR (docs/guide.md#redis-in-production)")
+		case opts.TLSConfig != nil && !errors.As(err, &a):
 			// A plain Redis answers nothing to a TLS hello: the dial times out.
 			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis://")
 		}
@@ -137,7 +145,40 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 		client.Close()
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "check Redis at %s", opts.Addr)
 	}
+	// An ACL user without a command the scripts need failed every run's
+	// lease with "take the sync's lease"; say which at start
+	// (docs/guide.md#redis-in-production).
+	if err := redislease.CheckAccess(ctx, client, cfg.RedisKeys()); err != nil {
+		client.Close()
+		return nil, failure.Wrap(failure.StoreUnavailable, err, "check Redis at %s", opts.Addr)
+	}
 	return client, nil
+}
+
+// untrustedCert reports whether err is a TLS certificate this process
+// refused: an unknown authority, a name it does not hold, expired.
+func untrustedCert(err error) bool {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		verify   *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
+}
+
+// certReason is why the certificate was refused, in Go's words (they name
+// the certificate's subject and the host asked for, no secret).
+func certReason(err error) string {
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &verify) {
+		return verify.Err.Error()
+	}
+	var unknown x509.UnknownAuthorityError
+	if errors.As(err, &unknown) {
+		return unknown.Error()
+	}
+	return "not trusted"
 }
 
 // Leases returns the lease manager: Redis when client is set (several

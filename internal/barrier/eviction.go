@@ -59,8 +59,8 @@ func (e *PolicyUnreadableError) Unwrap() error { return e.Err }
 // Advice is what a command's failure line says of it (failure.Adviser).
 func (e *PolicyUnreadableError) Advice() string {
 	return fmt.Sprintf("Redis at %s refused INFO and CONFIG GET to oncesync's user, so oncesync cannot check that it never "+
-		"evicts leases and barriers: allow that user INFO (ACL SETUSER USER +info), or, once maxmemory-policy is "+
-		"noeviction, set allow_evicting_redis: true in the config", e.Addr)
+		"evicts leases and barriers: allow that user INFO (ACL SETUSER USER +info), which its lease scripts need too "+
+		"(they tell a Redis restart or failover by it)", e.Addr)
 }
 
 // CheckEvictionPolicy refuses a Redis that may evict keys: it reads the
@@ -86,7 +86,7 @@ func CheckEvictionPolicy(ctx context.Context, client redis.UniversalClient, allo
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case err != nil && !rediserr.Unavailable(err):
+		case err != nil && (!rediserr.Unavailable(err) || rediserr.ACLRefused(err)):
 			// The server refused both reads (an ACL user without INFO and
 			// CONFIG, "+@all -@dangerous"; CONFIG renamed): say so, and how
 			// to let the check pass.

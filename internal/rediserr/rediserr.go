@@ -61,7 +61,21 @@ func advice(err error) string {
 	if strings.Contains(err.Error(), "max number of clients reached") {
 		return "Redis has as many clients as its maxclients allows: raise maxclients or close other clients"
 	}
+	if ACLRefused(err) {
+		// Redis's words name the command ("... to run the 'evalsha'
+		// command"), never a key or a secret.
+		return "Redis's ACL refuses oncesync's user a command it needs (" + strings.TrimSpace(err.Error()) +
+			"): allow the commands docs/guide.md#redis-in-production lists to that user"
+	}
 	return ""
+}
+
+// ACLRefused: the reply of an ACL refusal, to a command (NOPERM) or to a
+// command a script called, whose reply names no command. Scripts do not
+// tell it apart from a bug otherwise.
+func ACLRefused(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM") ||
+		strings.Contains(err.Error(), "The user executing the script can't")
 }
 
 // unavailablePrefixes are the replies of a Redis that is loading, read-only,
@@ -71,7 +85,8 @@ var unavailablePrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTER
 
 // Unavailable reports whether err means Redis cannot be used right now:
 // every error that is not a Redis reply (dial, I/O, timeouts, a closed
-// client, an exhausted pool), and the replies in unavailablePrefixes.
+// client, an exhausted pool), the replies in unavailablePrefixes, and an
+// ACL's refusal (like WRONGPASS: the operator's to fix, not a bug).
 func Unavailable(err error) bool {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
@@ -82,5 +97,5 @@ func Unavailable(err error) bool {
 			return true
 		}
 	}
-	return strings.Contains(err.Error(), "max number of clients reached")
+	return strings.Contains(err.Error(), "max number of clients reached") || ACLRefused(err)
 }

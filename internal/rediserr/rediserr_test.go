@@ -71,6 +71,10 @@ func TestWrapAdvises(t *testing.T) {
 		{replyError("READONLY You can't write against a read only replica."), "read-only replica"},
 		{replyError("WRONGPASS invalid username-password pair or user is disabled."), "refused the user or password"},
 		{replyError("ERR max number of clients reached"), "maxclients"},
+		// An ACL user without EVALSHA, or whose script may not SET: the
+		// detail was "take the sync's lease" alone.
+		{replyError("NOPERM this user has no permissions to run the 'evalsha' command"), "refuses oncesync's user a command it needs (NOPERM this user has no permissions to run the 'evalsha' command)"},
+		{replyError("ERR The user executing the script can't run this command or subcommand script: 58ac34, on @user_script:96."), "docs/guide.md#redis-in-production"},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, ""},
 	} {
 		err := failure.Wrap(failure.StoreUnavailable, rediserr.Wrap(ctx, "lease acquire", tt.err), "take the sync's lease")

@@ -154,6 +154,12 @@ func (s Space) Checkpoint(name string) string {
 	return s.Prefix() + "{checkpoint:" + escapeID(name) + "}:barrier"
 }
 
+// AccessProbe is the key on which oncesync checks, at start, that Redis lets
+// its user run every command it needs (package redislease, CheckAccess): a
+// string, a hash or a set for a moment, deleted at once, with a PX expiry
+// should a delete be refused. Its hash tag is {probe}.
+func (s Space) AccessProbe() string { return s.Prefix() + "{probe}:access" }
+
 // escapeID returns id when it is plain, else "~" + hex SHA-256 of id.
 func escapeID(id string) string {
 	if id != "" && len(id) <= maxPlainID && plain(id) {

@@ -117,6 +117,11 @@
 // Redis): the key expires with its lease-end, so a free lease whose
 // lease-end, written by this server for the counter's fence, lies ahead is
 // quarantined until that end (the lease-loss value ends in ":vanished").
+// Every script that moves the counter writes the lease-end of the new fence
+// (a quarantine's end included), so a lease-end missing or behind the
+// counter means it went with the lease (a DEL by pattern, allkeys
+// eviction) or with a quarantine's key: one TTL of quarantine, ":vanished"
+// too (docs/RELIABILITY.md#redis-as-production-runs-it).
 //
 // If the lease is lost during registration, Acquire starts over (and then
 // usually reports the new holder). If the store cannot be reached, the lease
@@ -216,8 +221,24 @@ local function switched(fkey, losskey, endkey, id, now, ttl)
   local known = nil
   if f == prev then
     known = tonumber(e)
+  elseif f and tonumber(f) > tonumber(prev) then
+    -- The counter behind its lease-end: the counter was lost, which the
+    -- store's fence tells (the grant's registration quarantines).
+    known = nil
+  elseif ttl and ttl > 0 then
+    -- Every script that moves the counter writes the lease-end of its
+    -- fence: a lease-end gone or behind the counter was deleted or evicted
+    -- with the lease (a DEL by pattern, allkeys-lru), or the counter moved
+    -- by an oncesync older than lease-ends; its holder may write for one
+    -- more TTL (docs/RELIABILITY.md#redis-as-production-runs-it).
+    local notice = string.format('%d:vanished', now)
+    redis.call('SET', losskey, notice, 'PX', string.format('%d', ttl))
+    redis.call('SET', endkey, string.format('%s:%d:%d:%s', prev, now + ttl * 1000, ttl, id))
+    return notice, nil
+  else
+    return 'unknown', nil
   end
-  if id ~= '' and by == id and known and lttl ~= '' and lttl ~= '0' and known > now + 50000 then
+  if by == id and known and lttl ~= '' and lttl ~= '0' and known > now + 50000 then
     -- This server renewed the lease until known, yet its key is gone: deleted
     -- or evicted, not expired (it expires with its lease-end). Its holder
     -- may write until then.
@@ -348,9 +369,12 @@ return 0
 	// raiseScript moves the fence counter and the lease's fence to
 	// max(counter + 1, ARGV[2]) if ARGV[1] still holds the lease.
 	//
-	// KEYS: lease, fence. ARGV: token, floor. Returns the new fence, or 0 if
-	// the lease is not ARGV[1]'s.
-	raiseScript = redis.NewScript(`
+	// The lease-end follows the fence (its end is the lease's): a lease-end
+	// behind the counter reads as deleted with the lease (switchLua).
+	//
+	// KEYS: lease, fence, lease-end. ARGV: token, floor. Returns the new
+	// fence, or 0 if the lease is not ARGV[1]'s.
+	raiseScript = redis.NewScript(serverLua + `
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
   return 0
 end
@@ -358,6 +382,11 @@ local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 local fence = string.format('%d', math.max(cur + 1, tonumber(ARGV[2])))
 redis.call('SET', KEYS[2], fence)
 redis.call('HSET', KEYS[1], 'fence', fence)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local left = math.max(redis.call('PTTL', KEYS[1]), 0)
+local lttl = string.match(redis.call('GET', KEYS[3]) or '', '^%d+:%d+:(%d+)') or string.format('%d', left)
+redis.call('SET', KEYS[3], string.format('%s:%d:%s:%s', fence, now + left * 1000, lttl, server_id()))
 return tonumber(fence)
 `)
 
@@ -384,10 +413,14 @@ return 0
 	// come from a counter behind the store, into a quarantine: it deletes
 	// the lease and records the notice with Redis's time for ARGV[3] ms.
 	//
-	// KEYS: lease, lease-loss. ARGV: token, fence, quarantine ms.
+	// The quarantine's end is recorded as the lease-end of the fence too, so
+	// that a lease-loss key evicted or deleted before its PX (volatile-ttl
+	// evicts it first) reads as a vanished lease until then (switchLua).
+	//
+	// KEYS: lease, lease-loss, lease-end. ARGV: token, fence, quarantine ms.
 	// Returns {2, noticed at µs, quarantine ms, time sec, time µs}, or {0}
 	// if the lease is not ARGV[1]'s under ARGV[2].
-	quarantineScript = redis.NewScript(`
+	quarantineScript = redis.NewScript(serverLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'fence')
 if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then
   return {0}
@@ -396,6 +429,8 @@ redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local noticed = t[1] .. string.format('%06d', tonumber(t[2]))
 redis.call('SET', KEYS[2], noticed, 'PX', ARGV[3])
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('SET', KEYS[3], string.format('%s:%d:%d:%s', ARGV[2], now + tonumber(ARGV[3]) * 1000, tonumber(ARGV[3]), server_id()))
 return {2, noticed, tonumber(ARGV[3]), tonumber(t[1]), tonumber(t[2])}
 `)
 
@@ -423,9 +458,12 @@ local noticed = redis.call('GET', KEYS[3])
 if not noticed then
   noticed = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('SET', KEYS[3], noticed, 'PX', ARGV[2])
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  redis.call('SET', KEYS[4], string.format('%d:%d:%d:%s', cur, now + tonumber(ARGV[2]) * 1000, tonumber(ARGV[2]), server_id()))
 end
+-- The lease-end follows the counter to the quarantine's end (see
+-- quarantineScript).
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local left = math.max(redis.call('PTTL', KEYS[3]), 0)
+redis.call('SET', KEYS[4], string.format('%d:%d:%d:%s', cur, now + left * 1000, tonumber(ARGV[2]), server_id()))
 return {2, noticed, redis.call('PTTL', KEYS[3]), tonumber(t[1]), tonumber(t[2])}
 `)
 
@@ -619,7 +657,7 @@ func (m *Manager) register(ctx context.Context, g lease.Grant, quarantineMS int6
 		}
 		// The store already has a fence >= g.Fence: Redis lost its counter,
 		// or another grant raced us. Move past it and prove the new fence.
-		fence, err := raiseScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID)},
+		fence, err := raiseScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID), m.keys.LeaseEnd(g.SyncID)},
 			g.Token, g.Fence+step).Int64()
 		if err != nil {
 			return g, m.mapErr(ctx, "raise fence", g.SyncID, err)
@@ -677,7 +715,9 @@ func (e *StoreBehindError) Advice() string {
 	return fmt.Sprintf("the store lost writes it had committed (fence %d of sync %s is gone from it): it was restored from a backup, "+
 		"failed over to a standby that had not received them, or replaced by a new, empty store, and its ledger may have forgotten deliveries that a run would "+
 		"send again. Bring back the store that has them (the latest backup, the standby that had them); or, to go on and "+
-		"accept that records delivered since may be written again, delete the Redis key %s",
+		"accept that records delivered since may be written again, delete the Redis key %s. "+
+		"If instead another deployment with its own store (staging and production) uses this Redis with the same "+
+		"redis_namespace, nothing was lost: give each deployment its own redis_namespace, and delete nothing",
 		e.Fence, e.SyncID, e.Key)
 }
 
@@ -706,7 +746,7 @@ func (m *Manager) storeNotBehind(ctx context.Context, syncID string) error {
 // quarantine deletes the grant g, whose counter was behind the store, and
 // starts the quarantine of the package doc.
 func (m *Manager) quarantine(ctx context.Context, g lease.Grant, quarantineMS int64) error {
-	res, err := quarantineScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.LeaseLoss(g.SyncID)},
+	res, err := quarantineScript.Run(ctx, m.client, []string{m.keys.Lease(g.SyncID), m.keys.LeaseLoss(g.SyncID), m.keys.LeaseEnd(g.SyncID)},
 		g.Token, g.Fence, quarantineMS).Slice()
 	if err != nil {
 		return m.mapErr(ctx, "quarantine", g.SyncID, err)

@@ -52,7 +52,10 @@ func TestStoreThatWentBackInTime(t *testing.T) {
 			t.Fatalf("Acquire on the restored store = %v, want a *StoreBehindError at fence %d", err, g.Fence)
 		}
 		d := failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease").Detail
-		for _, want := range []string{"restored from a backup", tb.keys.FenceStored(tb.syncID)} {
+		// Two deployments with their own stores sharing one namespace read
+		// the same; deleting the key would let them take turns refusing
+		// each other, so the advice names that case too.
+		for _, want := range []string{"restored from a backup", tb.keys.FenceStored(tb.syncID), "its own redis_namespace, and delete nothing"} {
 			if !strings.Contains(d, want) {
 				t.Errorf("detail %q does not say %q", d, want)
 			}
