@@ -185,7 +185,9 @@ func openAdvice(err error, cc *pgconn.Config, schema string) string {
 		case pe.Code == "3D000":
 			return fmt.Sprintf("the database named in store does not exist: %s has no database %q; create it (createdb %s), or point store at a database that exists", where, cc.Database, cc.Database)
 		case pe.Code == "42501":
-			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501): grant it CREATE on the database (or on the schema), or use a user that has it", schema, cc.Database, where)
+			// PostgreSQL's message names the privilege's object ("permission
+			// denied for table syncs"), never a value.
+			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database (or on the schema), or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
 		case strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "08"):
 			return fmt.Sprintf("%s refused the connection (SQLSTATE %s): check store's URL and the server's settings for it", where, pe.Code)
 		}
@@ -302,6 +304,10 @@ func pgAdvice(err error) string {
 		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
 	case "55P03":
 		return "a lock another session holds on a store table outlasted lock_timeout"
+	case "42501":
+		// The message names the object ("permission denied for table
+		// ledger"), never a value.
+		return "PostgreSQL refused the store URL's user a privilege on oncesync's schema (" + pe.Message + "): grant it USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on its tables and USAGE, SELECT, UPDATE on its sequences, again after each upgrade's migrations (docs/guide.md#least-privilege-and-migrations)"
 	}
 	return ""
 }
