@@ -85,7 +85,7 @@ func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx
 		return nil, fmt.Errorf("queue migrations: %w", err)
 	}
 	if err := migrate(ctx, migrator); err != nil {
-		return nil, fmt.Errorf("queue migrations: %w", err)
+		return nil, fmt.Errorf("queue migrations: %w", migrationAdvice(err))
 	}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
