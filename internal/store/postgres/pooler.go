@@ -30,6 +30,14 @@ var startupParams = map[string]bool{
 // startup packet into one set_config statement run on every new connection,
 // so a store or queue behind PgBouncer in session mode gets them as a direct
 // connection does (docs/guide.md#postgresql-behind-a-connection-pooler).
+//
+// Unless cfg sets it, the same statement turns idle_session_timeout off:
+// the pools keep connections idle on purpose, and River's LISTEN connection
+// is idle between notifications, so a role's idle_session_timeout had the
+// server end it over and over (an ERROR logged each time, notifications
+// lost while River backed off). Set through pg_settings, a server older than
+// PostgreSQL 14, which has no such setting, is left alone
+// (docs/guide.md#a-dbas-settings-for-oncesyncs-role).
 func SetAfterConnect(cfg *pgxpool.Config) {
 	params := cfg.ConnConfig.RuntimeParams
 	var names []string
@@ -38,9 +46,7 @@ func SetAfterConnect(cfg *pgxpool.Config) {
 			names = append(names, k)
 		}
 	}
-	if len(names) == 0 {
-		return
-	}
+	_, ownIdle := params["idle_session_timeout"]
 	sort.Strings(names)
 	var (
 		sql  strings.Builder
@@ -54,6 +60,12 @@ func SetAfterConnect(cfg *pgxpool.Config) {
 		fmt.Fprintf(&sql, "set_config($%d, $%d, false)", 2*i+1, 2*i+2)
 		args = append(args, k, params[k])
 		delete(params, k)
+	}
+	if !ownIdle {
+		if len(names) > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString(`(SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout')`)
 	}
 	stmt := sql.String()
 	next := cfg.AfterConnect

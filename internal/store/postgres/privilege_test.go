@@ -46,6 +46,22 @@ func appRole(t *testing.T) (string, string) {
 	return role, u.String()
 }
 
+// grantUse grants role the use of schema's tables and sequences, as a DBA
+// gives it to oncesync's role (docs/guide.md#least-privilege-and-migrations).
+func grantUse(t *testing.T, role, schema string) {
+	t.Helper()
+	sch := pgx.Identifier{schema}.Sanitize()
+	for _, g := range []string{
+		`GRANT USAGE ON SCHEMA ` + sch + ` TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + sch + ` TO ` + role,
+		`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ` + sch + ` TO ` + role,
+	} {
+		if _, err := adminConn(t).Exec(t.Context(), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLeastPrivilegeRoleOpensAMigratedStore: a DBA applies the migrations
 // with the schema's owner and gives oncesync's own role only the use of the
 // tables. Open ran CREATE SCHEMA IF NOT EXISTS and CREATE TABLE IF NOT EXISTS
@@ -66,15 +82,7 @@ func TestLeastPrivilegeRoleOpensAMigratedStore(t *testing.T) {
 	role, appURL := appRole(t)
 	admin := adminConn(t)
 	sch := pgx.Identifier{schema}.Sanitize()
-	for _, g := range []string{
-		`GRANT USAGE ON SCHEMA ` + sch + ` TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + sch + ` TO ` + role,
-		`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA ` + sch + ` TO ` + role,
-	} {
-		if _, err := admin.Exec(ctx, g); err != nil {
-			t.Fatal(err)
-		}
-	}
+	grantUse(t, role, schema)
 	u := withParams(t, appURL, "pool_max_conns", "2")
 	s, err := Open(ctx, OpenParams{URL: u, Clock: clock.NewFake(storetest.Start), Schema: schema})
 	if err != nil {
