@@ -115,6 +115,9 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(p.URL)
 	if err != nil {
+		if reason := tlsFilesReason(err); reason != "" {
+			return nil, invalidf("%s", reason)
+		}
 		// The parse error quotes the URL, which may hold a password: say
 		// what is wrong without it.
 		return nil, invalidf("the store URL is not a valid PostgreSQL connection string")
@@ -155,6 +158,25 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, withOpenAdvice(mapErr("migrate", err), &cfg.ConnConfig.Config, schema)
 	}
 	return s, nil
+}
+
+// tlsFilesReason says what is wrong when err, pgx's parse error, is about
+// the TLS files the URL names (sslrootcert, sslcert, sslkey: read when the
+// URL is parsed), or "" for another error. A CA file at a wrong path was
+// reported as "not a valid PostgreSQL connection string", which sends a
+// person looking for a typo in the URL. The words are pgx's about the file
+// (its path, the system's reason), never the URL.
+func tlsFilesReason(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) || !strings.Contains(pce.Error(), "failed to configure TLS") {
+		return ""
+	}
+	inner := errors.Unwrap(pce)
+	if inner == nil {
+		return ""
+	}
+	return "the TLS files named in the store URL (sslrootcert, sslcert, sslkey) cannot be used: " + inner.Error() +
+		": correct the path, give a PEM file, or let the user oncesync runs as read it (docs/config.md#top-level)"
 }
 
 // withOpenAdvice is err, the first use of the store failing, with advice
