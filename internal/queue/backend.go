@@ -271,6 +271,10 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		if err != nil {
 			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))
 		}
+		if err := app.PostgresFirstAnswer(ctx, pool, pcfg.ConnConfig.ConnectTimeout); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open the queue database: %w", err)
+		}
 		b, err := newRiverBackend(ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil },
 			migratePostgres(pool, rc.Schema))
 		if err != nil {

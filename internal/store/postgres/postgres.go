@@ -149,7 +149,11 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, mapErr("open", err)
 	}
 	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
-	if err := s.checkSessions(ctx, cfg.ConnConfig); err != nil {
+	if err := FirstAnswer(ctx, pool, cfg.ConnConfig.ConnectTimeout); err != nil {
+		pool.Close()
+		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
+	}
+	if err := s.checkSessionsWithin(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
 		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
 	}
@@ -195,6 +199,10 @@ func withOpenAdvice(err error, cc *pgconn.Config, schema string) error {
 }
 
 func openAdvice(err error, cc *pgconn.Config, schema string) string {
+	var na *noAnswerError
+	if errors.As(err, &na) {
+		return "" // its own advice says more
+	}
 	where := "PostgreSQL at " + net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	if strings.HasPrefix(cc.Host, "/") {
 		where = "PostgreSQL at the socket in " + cc.Host
@@ -304,6 +312,9 @@ func pgAdvice(err error) string {
 			return "oncesync did not accept the PostgreSQL server's TLS certificate: give the certificate of its authority in sslrootcert, or check the host name in store"
 		}
 		return ""
+	}
+	if poolerWaitTimeout(err) {
+		return "a connection pooler in front of PostgreSQL gave no server connection within its query_wait_timeout: " + poolFullAdvice
 	}
 	switch pe.Code {
 	case "28P01", "28000":
