@@ -40,8 +40,15 @@ var startupParams = map[string]bool{
 // lost while River backed off). Set through pg_settings, a server older than
 // PostgreSQL 14, which has no such setting, is left alone
 // (docs/guide.md#a-dbas-settings-for-oncesyncs-role).
+//
+// default_transaction_isolation is always read committed: the store's
+// fences and leases are locked rows re-read by each statement (see the
+// package comment), and River's queries assume it too. Under a role's or
+// database's serializable (or repeatable read), a claim or a lease grant
+// racing another failed with "could not serialize access" (40001).
 func SetAfterConnect(cfg *pgxpool.Config) {
 	params := cfg.ConnConfig.RuntimeParams
+	params["default_transaction_isolation"] = "read committed"
 	var names []string
 	for k := range params {
 		if !startupParams[strings.ToLower(k)] {

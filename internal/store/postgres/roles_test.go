@@ -3,6 +3,8 @@ package postgres
 import (
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store/storetest"
 )
@@ -44,5 +46,41 @@ func TestRoleIdleSessionTimeoutIsOff(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("idle_session_timeout of a store connection, the role's being 2s, URL %s: %q, %v; want %q", redact(c.url), got, err, c.want)
 		}
+	}
+}
+
+// TestRoleSerializableIsReadCommitted: a DBA sets
+// default_transaction_isolation = serializable on oncesync's role (or
+// database). The store's locking is designed for read committed: under
+// serializable a ledger claim or a lease grant racing another failed with
+// "could not serialize access due to concurrent update" (40001), and so did
+// TestTwoPools, TestFenceRacesWrites, TestProcessesContendForLease and
+// TestConcurrentMigration with the isolation set in the test URL. The
+// store's and the queue's sessions use read committed whatever the role's.
+func TestRoleSerializableIsReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema := newSchema(t)
+	owner, err := Open(ctx, OpenParams{URL: storeURL(t, schema), Clock: clock.NewFake(storetest.Start), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner.Close()
+	role, appURL := appRole(t)
+	grantUse(t, role, schema)
+	if _, err := adminConn(t).Exec(ctx, `ALTER ROLE `+role+` SET default_transaction_isolation = 'serializable'`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, OpenParams{URL: withParams(t, appURL, "pool_max_conns", "2"), Clock: clock.NewFake(storetest.Start), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got string
+	err = s.tx(ctx, "isolation", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT current_setting('transaction_isolation')`).Scan(&got)
+	})
+	if err != nil || got != "read committed" {
+		t.Errorf("a store transaction's isolation, the role's default being serializable: %q, %v; want read committed", got, err)
 	}
 }
