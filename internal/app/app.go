@@ -80,6 +80,14 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 // (docs/guide.md#postgresql-behind-a-connection-pooler).
 func PostgresSessionSettings(cfg *pgxpool.Config) { postgres.SetAfterConnect(cfg) }
 
+// PostgresFirstAnswer runs a first statement on the queue's pool within
+// timeout, as the store does when it opens, so a pooler whose pool is full
+// is named in seconds rather than after its query_wait_timeout
+// (docs/guide.md#postgresql-behind-a-connection-pooler).
+func PostgresFirstAnswer(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
+	return postgres.FirstAnswer(ctx, pool, timeout)
+}
+
 // SQLitePath is the file of cfg's sqlite:// store, a relative path resolved
 // against the config file's directory.
 func SQLitePath(cfg *config.Config) (string, error) {

@@ -139,6 +139,7 @@ Start with:
 		newPauseCmd(env),
 		newResumeCmd(env),
 		newSignOutCmd(env),
+		newMigrateCmd(env),
 		newServeCmd(env, rf),
 		newWorkerCmd(env, rf),
 		newCheckpointCmd(env, rf),

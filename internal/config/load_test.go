@@ -635,6 +635,22 @@ syncs:
 			},
 		},
 		{
+			// Until 2026-12-05 oncesync overrode options' search_path with
+			// its own schema, oncesync, without a word: two deployments
+			// told apart this way shared their syncs, leases and ledger.
+			name: "a store schema in options",
+			yaml: `store: "postgres://u:${PW}@db:5432/app?options=-c%20search_path%3Dstaging"
+syncs:
+  - id: s1
+    source: {type: csv, path: a.csv}
+    destination: {type: webhook, url: https://example.com/h}
+`,
+			env: map[string]string{"PW": "pw-secret"},
+			want: []string{
+				`oncesync.yaml:1: store: options sets search_path, which oncesync does not use: its tables are in the schema of ?search_path=NAME (oncesync when absent); remove search_path from options, and name the schema with ?search_path=NAME (an existing deployment's tables are in oncesync, or in the ?search_path= schema)`,
+			},
+		},
+		{
 			name: "every problem is reported, not the first",
 			yaml: `store: mysql://x
 settings:

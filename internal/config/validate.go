@@ -551,6 +551,14 @@ func checkStoreSchema(raw string) string {
 	if err != nil {
 		return ""
 	}
+	// oncesync sets search_path itself after connecting (to the schema of
+	// ?search_path=, else oncesync), which overrides one in options: two
+	// deployments told apart only by options' search_path shared one schema,
+	// their syncs, leases and ledger (docs/config.md#top-level).
+	if opts := strings.ToLower(u.Query().Get("options")); strings.Contains(opts, "search_path") {
+		return "options sets search_path, which oncesync does not use: its tables are in the schema of ?search_path=NAME (oncesync when absent); " +
+			"remove search_path from options, and name the schema with ?search_path=NAME (an existing deployment's tables are in oncesync, or in the ?search_path= schema)"
+	}
 	sp := u.Query().Get("search_path")
 	if sp == "" {
 		return ""

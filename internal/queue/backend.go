@@ -85,7 +85,7 @@ func newRiverBackend[TTx any](ctx context.Context, driver riverdriver.Driver[TTx
 		return nil, fmt.Errorf("queue migrations: %w", err)
 	}
 	if err := migrate(ctx, migrator); err != nil {
-		return nil, fmt.Errorf("queue migrations: %w", err)
+		return nil, fmt.Errorf("queue migrations: %w", migrationAdvice(err))
 	}
 	client, err := river.NewClient(driver, cfg)
 	if err != nil {
@@ -270,6 +270,10 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("open the queue database: %w", redactURLError(err, storeURL))
+		}
+		if err := app.PostgresFirstAnswer(ctx, pool, pcfg.ConnConfig.ConnectTimeout); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open the queue database: %w", err)
 		}
 		b, err := newRiverBackend(ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil },
 			migratePostgres(pool, rc.Schema))

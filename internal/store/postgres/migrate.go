@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -82,6 +84,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	schema := pgx.Identifier{s.schema}.Sanitize()
+	// A store already at this binary's version is opened without DDL, so a
+	// role that may only use the tables (the migrations applied by their
+	// owner) opens it: CREATE SCHEMA and CREATE TABLE IF NOT EXISTS check
+	// the CREATE privilege before they look whether there is anything to
+	// create (docs/guide.md#least-privilege-and-migrations).
+	if current, err := s.upToDate(ctx, ms); err != nil || current {
+		return err
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(s.schema)); err != nil {
 			return err
@@ -138,6 +148,43 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// upToDate reports whether every migration of ms is applied in the store's
+// schema, reading schema_migrations only; a schema or table not there yet is
+// false, a schema newer than ms a *store.SchemaNewerError.
+func (s *Store) upToDate(ctx context.Context, ms []migration) (bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT version FROM `+pgx.Identifier{s.schema, "schema_migrations"}.Sanitize())
+	if err != nil {
+		return false, nil // not there yet, or not readable: migrate says which
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
+			return false, nil // undefined table or schema: a new store
+		}
+		return false, err
+	}
+	done := make(map[int]bool, len(applied))
+	newest := 0
+	for _, v := range applied {
+		done[int(v)] = true
+		newest = max(newest, int(v))
+	}
+	known := 0
+	if len(ms) > 0 {
+		known = ms[len(ms)-1].Version
+	}
+	if newest > known {
+		return false, &store.SchemaNewerError{Version: newest, Known: known}
+	}
+	for _, m := range ms {
+		if !done[m.Version] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // SchemaVersion returns the highest applied migration.

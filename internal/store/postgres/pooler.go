@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,17 +32,30 @@ var startupParams = map[string]bool{
 // startup packet into one set_config statement run on every new connection,
 // so a store or queue behind PgBouncer in session mode gets them as a direct
 // connection does (docs/guide.md#postgresql-behind-a-connection-pooler).
+//
+// Unless cfg sets it, the same statement turns idle_session_timeout off:
+// the pools keep connections idle on purpose, and River's LISTEN connection
+// is idle between notifications, so a role's idle_session_timeout had the
+// server end it over and over (an ERROR logged each time, notifications
+// lost while River backed off). Set through pg_settings, a server older than
+// PostgreSQL 14, which has no such setting, is left alone
+// (docs/guide.md#a-dbas-settings-for-oncesyncs-role).
+//
+// default_transaction_isolation is always read committed: the store's
+// fences and leases are locked rows re-read by each statement (see the
+// package comment), and River's queries assume it too. Under a role's or
+// database's serializable (or repeatable read), a claim or a lease grant
+// racing another failed with "could not serialize access" (40001).
 func SetAfterConnect(cfg *pgxpool.Config) {
 	params := cfg.ConnConfig.RuntimeParams
+	params["default_transaction_isolation"] = "read committed"
 	var names []string
 	for k := range params {
 		if !startupParams[strings.ToLower(k)] {
 			names = append(names, k)
 		}
 	}
-	if len(names) == 0 {
-		return
-	}
+	_, ownIdle := params["idle_session_timeout"]
 	sort.Strings(names)
 	var (
 		sql  strings.Builder
@@ -55,6 +70,12 @@ func SetAfterConnect(cfg *pgxpool.Config) {
 		args = append(args, k, params[k])
 		delete(params, k)
 	}
+	if !ownIdle {
+		if len(names) > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString(`(SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout')`)
+	}
 	stmt := sql.String()
 	next := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
@@ -66,6 +87,73 @@ func SetAfterConnect(cfg *pgxpool.Config) {
 		}
 		return nil
 	}
+}
+
+// FirstAnswer runs a first statement on pool within timeout (the connect
+// timeout). Behind PgBouncer in session mode, each client connection holds
+// a server connection for its life; when the pool for the database and user
+// (default_pool_size) is smaller than the connections of every oncesync
+// process, the client connects at once but its first statement waits for a
+// server connection that no process gives back, until PgBouncer's
+// query_wait_timeout (120 s), and then fails with words naming nothing: a
+// process started last hung for two minutes, then exited with "open the job
+// queue" alone. The error names the likely cause
+// (docs/guide.md#postgresql-behind-a-connection-pooler).
+func FirstAnswer(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := pool.Exec(qctx, `SELECT 1`, pgx.QueryExecModeSimpleProtocol)
+	if err != nil && ctx.Err() == nil && (qctx.Err() != nil || poolerWaitTimeout(err)) {
+		return &noAnswerError{err: err, timeout: timeout}
+	}
+	return err
+}
+
+// checkSessionsWithin is checkSessions within the connect timeout: its
+// second connection is one more server connection a full pool does not
+// have (FirstAnswer).
+func (s *Store) checkSessionsWithin(ctx context.Context, cc *pgx.ConnConfig) error {
+	timeout := cc.ConnectTimeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.checkSessions(cctx, cc)
+	if err != nil && ctx.Err() == nil && (cctx.Err() != nil || poolerWaitTimeout(err)) {
+		return &noAnswerError{err: err, timeout: timeout}
+	}
+	return err
+}
+
+// noAnswerError is FirstAnswer's error when nothing answered in time.
+type noAnswerError struct {
+	err     error
+	timeout time.Duration
+}
+
+func (e *noAnswerError) Error() string { return e.err.Error() }
+func (e *noAnswerError) Unwrap() error { return e.err }
+
+// Advice names the likely cause; it stands in for openAdvice's "did not
+// answer", which sends a person to the network.
+func (e *noAnswerError) Advice() string {
+	return fmt.Sprintf("PostgreSQL, or a connection pooler in front of it, accepted the connection but did not answer a first statement within %s: ", e.timeout) + poolFullAdvice
+}
+
+// poolFullAdvice is what to do when a pooler gives no server connection.
+const poolFullAdvice = "when PgBouncer (or another pooler) stands in front of PostgreSQL, its pool for this database and user is full: " +
+	"give it at least as many server connections (default_pool_size, max_db_connections, max_user_connections) as every oncesync process holds " +
+	"(pool_max_conns of the store and of the queue, each process), or lower pool_max_conns in store (docs/guide.md#postgresql-behind-a-connection-pooler)"
+
+// poolerWaitTimeout reports whether err is PgBouncer's query_wait_timeout
+// (or its query_timeout): no server connection came free in time.
+func poolerWaitTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "08P01" && strings.Contains(pe.Message, "query_wait_timeout")
 }
 
 // ErrSessionsNotKept: the store's client connections do not each keep one

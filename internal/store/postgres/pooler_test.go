@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"strings"
@@ -151,5 +152,48 @@ func TestSessionSettingsFromTheURL(t *testing.T) {
 	}
 	if lock != "4321ms" || stmt != "1234ms" || app != schema {
 		t.Fatalf("lock_timeout %q, statement_timeout %q, application_name %q; want 4321ms, 1234ms, %s", lock, stmt, app, schema)
+	}
+}
+
+// TestBehindAFullSessionPoolFailsInSeconds: in session mode each client
+// connection holds one of PgBouncer's server connections for its life. With
+// the pool for the database and user (default_pool_size) smaller than the
+// connections of every process, the process started last connected at once,
+// then its first statement waited for PgBouncer's query_wait_timeout (120 s)
+// and it exited with "open the job queue" alone (serve and a worker did,
+// with a pool of 6). The store (and the queue) now give a first statement
+// the connect timeout, and say which setting to raise.
+func TestBehindAFullSessionPoolFailsInSeconds(t *testing.T) {
+	t.Parallel()
+	adminConn(t)
+	// A pool of 1 is full at the store's first statement; of 2, at the
+	// second connection its open compares with the first.
+	for _, size := range []string{"1", "2"} {
+		t.Run("default_pool_size "+size, func(t *testing.T) {
+			t.Parallel()
+			bouncer := testenv.PgBouncer(t, testURL(), "session", "default_pool_size = "+size)
+			hog, err := pgx.Connect(t.Context(), bouncer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hog.Close(context.Background())
+			if _, err := hog.Exec(t.Context(), `SELECT 1`); err != nil { // takes one of the pool's server connections
+				t.Fatal(err)
+			}
+			schema := newSchema(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			s, err := Open(ctx, OpenParams{URL: withParams(t, bouncer, "search_path", schema, "connect_timeout", "2"),
+				Clock: clock.NewFake(storetest.Start), Schema: schema})
+			if err == nil {
+				s.Close()
+				t.Fatal("Open behind a full pool succeeded")
+			}
+			d := failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store").Detail
+			if took := time.Since(start); took > 15*time.Second || !strings.Contains(d, "default_pool_size") {
+				t.Errorf("Open behind a full session pool: after %s, detail %q", took.Round(time.Second), d)
+			}
+		})
 	}
 }

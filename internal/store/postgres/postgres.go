@@ -115,6 +115,9 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(p.URL)
 	if err != nil {
+		if reason := tlsFilesReason(err); reason != "" {
+			return nil, invalidf("%s", reason)
+		}
 		// The parse error quotes the URL, which may hold a password: say
 		// what is wrong without it.
 		return nil, invalidf("the store URL is not a valid PostgreSQL connection string")
@@ -146,7 +149,11 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, mapErr("open", err)
 	}
 	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
-	if err := s.checkSessions(ctx, cfg.ConnConfig); err != nil {
+	if err := FirstAnswer(ctx, pool, cfg.ConnConfig.ConnectTimeout); err != nil {
+		pool.Close()
+		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
+	}
+	if err := s.checkSessionsWithin(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
 		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
 	}
@@ -155,6 +162,25 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, withOpenAdvice(mapErr("migrate", err), &cfg.ConnConfig.Config, schema)
 	}
 	return s, nil
+}
+
+// tlsFilesReason says what is wrong when err, pgx's parse error, is about
+// the TLS files the URL names (sslrootcert, sslcert, sslkey: read when the
+// URL is parsed), or "" for another error. A CA file at a wrong path was
+// reported as "not a valid PostgreSQL connection string", which sends a
+// person looking for a typo in the URL. The words are pgx's about the file
+// (its path, the system's reason), never the URL.
+func tlsFilesReason(err error) string {
+	var pce *pgconn.ParseConfigError
+	if !errors.As(err, &pce) || !strings.Contains(pce.Error(), "failed to configure TLS") {
+		return ""
+	}
+	inner := errors.Unwrap(pce)
+	if inner == nil {
+		return ""
+	}
+	return "the TLS files named in the store URL (sslrootcert, sslcert, sslkey) cannot be used: " + inner.Error() +
+		": correct the path, give a PEM file, or let the user oncesync runs as read it (docs/config.md#top-level)"
 }
 
 // withOpenAdvice is err, the first use of the store failing, with advice
@@ -173,6 +199,10 @@ func withOpenAdvice(err error, cc *pgconn.Config, schema string) error {
 }
 
 func openAdvice(err error, cc *pgconn.Config, schema string) string {
+	var na *noAnswerError
+	if errors.As(err, &na) {
+		return "" // its own advice says more
+	}
 	where := "PostgreSQL at " + net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	if strings.HasPrefix(cc.Host, "/") {
 		where = "PostgreSQL at the socket in " + cc.Host
@@ -185,7 +215,9 @@ func openAdvice(err error, cc *pgconn.Config, schema string) string {
 		case pe.Code == "3D000":
 			return fmt.Sprintf("the database named in store does not exist: %s has no database %q; create it (createdb %s), or point store at a database that exists", where, cc.Database, cc.Database)
 		case pe.Code == "42501":
-			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501): grant it CREATE on the database (or on the schema), or use a user that has it", schema, cc.Database, where)
+			// PostgreSQL's message names the privilege's object ("permission
+			// denied for table syncs"), never a value.
+			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database (or on the schema), or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
 		case strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "08"):
 			return fmt.Sprintf("%s refused the connection (SQLSTATE %s): check store's URL and the server's settings for it", where, pe.Code)
 		}
@@ -281,6 +313,9 @@ func pgAdvice(err error) string {
 		}
 		return ""
 	}
+	if poolerWaitTimeout(err) {
+		return "a connection pooler in front of PostgreSQL gave no server connection within its query_wait_timeout: " + poolFullAdvice
+	}
 	switch pe.Code {
 	case "28P01", "28000":
 		return "PostgreSQL refused the user or password in store (or its pg_hba.conf has no entry for this host, user and TLS setting)"
@@ -302,6 +337,10 @@ func pgAdvice(err error) string {
 		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
 	case "55P03":
 		return "a lock another session holds on a store table outlasted lock_timeout"
+	case "42501":
+		// The message names the object ("permission denied for table
+		// ledger"), never a value.
+		return "PostgreSQL refused the store URL's user a privilege on oncesync's schema (" + pe.Message + "): grant it USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on its tables and USAGE, SELECT, UPDATE on its sequences, again after each upgrade's migrations (docs/guide.md#least-privilege-and-migrations)"
 	}
 	return ""
 }
