@@ -183,8 +183,11 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 
 	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
 	if err := migrateFresh(ctx, w, clk); err != nil {
+		// Asked before the pool's files are closed: a process at its
+		// open-files limit is one still (whyNotOpen's probe).
+		err = whyNotOpen(path, s.mapErr("migrate", err))
 		_ = w.Close()
-		return nil, whyNotOpen(path, s.mapErr("migrate", err))
+		return nil, err
 	}
 	// migrate opened (or created) the file: the identity every write
 	// checks (checkFile).
@@ -212,8 +215,9 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	r.SetMaxIdleConns(readConns)
 	s.r = r
 	if s.stmts, err = prepare(ctx, r, w); err != nil {
+		err = whyNotOpen(path, s.mapErr("open", err))
 		_ = s.Close()
-		return nil, s.mapErr("open", err)
+		return nil, err
 	}
 	return s, nil
 }
