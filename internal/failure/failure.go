@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Code identifies one entry of the catalog.
@@ -45,6 +46,7 @@ const (
 	RecordsInDoubt             Code = "records_in_doubt"
 	MirrorRemovalsRefused      Code = "mirror_removals_refused"
 	StoreUnavailable           Code = "store_unavailable"
+	TooManyOpenFiles           Code = "too_many_open_files"
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
 	SyncPaused                 Code = "sync_paused"
 	AlertUndelivered           Code = "alert_undelivered"
@@ -133,6 +135,10 @@ var catalog = map[Code]Entry{
 		"oncesync's store (SQLite or PostgreSQL) or Redis could not be reached.",
 		"Restore the store or Redis, then run the sync again; it resumes from the last checkpoint without writing twice.",
 		OwnerOperator, true},
+	TooManyOpenFiles: {TooManyOpenFiles,
+		"The process running the sync had as many files and connections open as its limit allows, so it could not open the source, the destination, the store or Redis.",
+		"Raise the open-files limit of oncesync's processes (`ulimit -n`, systemd's `LimitNOFILE`, a container's nofile ulimit) or run fewer workers per process; the queue retries the run, which resumes from the last checkpoint without writing twice.",
+		OwnerOperator, true},
 	CircuitBreakerTripped: {CircuitBreakerTripped,
 		"The sync failed too many times in a row and was paused.",
 		"Fix the cause shown by `oncesync status SYNC`, then resume the sync with `oncesync resume SYNC --by NAME --reason TEXT`.",
@@ -217,6 +223,32 @@ func Wrap(code Code, err error, format string, args ...any) *Error {
 // speaks of the kind of failure; the advice of this one.
 type Adviser interface {
 	Advice() string
+}
+
+// OutOfFiles returns err as too_many_open_files when the operating system
+// refused this process a file or a socket (EMFILE: the process's open-files
+// limit; ENFILE: the machine's) anywhere in its chain, and err itself
+// otherwise. Whichever step met the limit (the source's file, a connection to
+// the destination, the store or Redis) names its own code, but the cause is
+// the process's: owned by the operator, never counted by the circuit breaker
+// against the sync (docs/recovery.md#too_many_open_files). The detail stays the
+// step's, which says what could not be opened.
+func OutOfFiles(err error) error {
+	if err == nil || !(errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+		return err
+	}
+	var fe *Error
+	if !errors.As(err, &fe) {
+		return &Error{Code: TooManyOpenFiles, Detail: err.Error(), Err: err}
+	}
+	if fe.Code == TooManyOpenFiles {
+		return err
+	}
+	cause := fe.Err
+	if !errors.Is(cause, syscall.EMFILE) && !errors.Is(cause, syscall.ENFILE) {
+		cause = err
+	}
+	return &Error{Code: TooManyOpenFiles, Detail: fe.Detail, Err: cause}
 }
 
 // CodeOf returns the catalog code carried by err, or Internal.

@@ -7,12 +7,14 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/failure"
@@ -563,5 +565,41 @@ func TestDetail(t *testing.T) {
 	}
 	if got, want := failure.Detail(errors.New("boom")), failure.Lookup(failure.Internal).WhatHappened; got != want {
 		t.Errorf("plain error: %q, want %q", got, want)
+	}
+}
+
+// TestOutOfFiles: a cause the operating system refused for want of a file
+// descriptor, whichever step met it, is too_many_open_files (the operator's,
+// retried) with the step's detail; other failures keep their code.
+func TestOutOfFiles(t *testing.T) {
+	emfile := &os.PathError{Op: "open", Path: "/data/c.csv", Err: syscall.EMFILE}
+	enfile := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", syscall.ENFILE)}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		want   failure.Code
+		detail string
+	}{
+		{"source file", failure.Wrap(failure.SourceUnavailable, fmt.Errorf("csv:/data/c.csv: %w", emfile), "csv:/data/c.csv"), failure.TooManyOpenFiles, "csv:/data/c.csv"},
+		{"wrapped again", fmt.Errorf("page 3: %w", failure.Wrap(failure.DestinationUnavailable, enfile, "POST /contacts")), failure.TooManyOpenFiles, "POST /contacts"},
+		{"no code", fmt.Errorf("build: %w", emfile), failure.TooManyOpenFiles, "build: open /data/c.csv: too many open files"},
+		{"another cause", failure.Wrap(failure.SourceUnavailable, errors.New("no such file"), "csv:/data/c.csv"), failure.SourceUnavailable, "csv:/data/c.csv"},
+	} {
+		err := failure.OutOfFiles(tc.err)
+		if got := failure.CodeOf(err); got != tc.want {
+			t.Errorf("%s: code %s, want %s", tc.name, got, tc.want)
+		}
+		if got := failure.Detail(err); got != tc.detail {
+			t.Errorf("%s: detail %q, want %q", tc.name, got, tc.detail)
+		}
+		if tc.want == failure.TooManyOpenFiles && !(errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+			t.Errorf("%s: the cause is lost: %v", tc.name, err)
+		}
+	}
+	if failure.OutOfFiles(nil) != nil {
+		t.Error("OutOfFiles(nil) != nil")
+	}
+	if e := failure.Lookup(failure.TooManyOpenFiles); e.Owner != failure.OwnerOperator || !e.Retryable {
+		t.Errorf("too_many_open_files: owner %s, retryable %v", e.Owner, e.Retryable)
 	}
 }

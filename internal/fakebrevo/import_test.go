@@ -299,3 +299,39 @@ func TestImportScale(t *testing.T) {
 	}
 	t.Logf("%d imports of %d in %v", 2*total/page, page, time.Since(start))
 }
+
+// TestImportJSONBodyLimit: Brevo's spec allows a jsonBody of 10MB; the fake
+// refuses a larger one (400 invalid_parameter), as it stored one of up to
+// 12 MiB until 2026-12-05, and takes one just under the limit.
+func TestImportJSONBodyLimit(t *testing.T) {
+	t.Parallel()
+	srv := New(Options{})
+	body := func(size int) string {
+		row := func(i int, pad int) string {
+			return fmt.Sprintf(`{"email":"big%d@example.com","attributes":{"NOTE":"%s"}}`, i, strings.Repeat("x", pad))
+		}
+		var rows []string
+		n := 2
+		for i := 0; n < size; i++ {
+			r := row(i, 100_000)
+			if n+len(r)+1 > size {
+				r = row(i, max(0, 100_000-(n+len(r)+1-size)))
+			}
+			rows = append(rows, r)
+			n += len(r) + 1
+		}
+		return `{"listIds":[2],"jsonBody":[` + strings.Join(rows, ",") + `]}`
+	}
+	for _, tc := range []struct {
+		size int
+		want int
+	}{{MaxJSONBodyBytes - 1000, http.StatusAccepted}, {MaxJSONBodyBytes + 1000, http.StatusBadRequest}} {
+		req := httptest.NewRequest("POST", "/v3/contacts/import", strings.NewReader(body(tc.size)))
+		req.Header.Set("api-key", "k")
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("jsonBody of about %d bytes: status %d, want %d: %.200s", tc.size, rec.Code, tc.want, rec.Body)
+		}
+	}
+}

@@ -120,6 +120,18 @@ type importRowJSON struct {
 	Attributes map[string]any `json:"attributes"`
 }
 
+// MaxJSONBodyBytes is the largest jsonBody of an import Brevo takes.
+const MaxJSONBodyBytes = 10_000_000
+
+// jsonBodyBytes is the size of the jsonBody array as sent, without spaces.
+func jsonBodyBytes(rows []json.RawMessage) int {
+	n := 2 + max(len(rows)-1, 0)
+	for _, r := range rows {
+		n += len(r)
+	}
+	return n
+}
+
 // importContacts accepts an import and answers 202 with its process ID; the
 // process judges the rows later (see the comment at the top of this file).
 // Only a malformed request is refused (400).
@@ -139,6 +151,12 @@ func (s *Server) importContacts(c *call) {
 	}
 	if len(req.JSONBody) == 0 {
 		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "jsonBody is empty")
+		return
+	}
+	if n := jsonBodyBytes(req.JSONBody); n > MaxJSONBodyBytes {
+		// Brevo's spec: "Maximum allowed json body size is 10MB" (read as
+		// 10,000,000 bytes, the unkinder reading; oncesync sends at most 8 MB).
+		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, fmt.Sprintf("jsonBody is %d bytes: the maximum allowed json body size is 10MB", n))
 		return
 	}
 	if len(req.ListIDs) == 0 && (req.NewList == nil || req.NewList.ListName == "") {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Request bodies, as HubSpot's batch reference documents them. Pointers
@@ -160,6 +161,9 @@ var emailRE = regexp.MustCompile(`^[^\s@"<>(),;:\\\[\]]+@[^\s@"<>(),;:\\\[\]]+\.
 func (s *Server) checkValue(p Property, v string) string {
 	if v == "" {
 		return "" // clears the value
+	}
+	if n := utf8.RuneCountInString(v); n > MaxValueChars {
+		return fmt.Sprintf("the value of property %s is %d characters long, more than the %d allowed", p.Name, n, MaxValueChars)
 	}
 	switch p.Type {
 	case "number":

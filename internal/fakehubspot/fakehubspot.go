@@ -279,6 +279,14 @@ var defaultProperties = []Property{
 // MaxBatch is HubSpot's largest batch (inputs per request).
 const MaxBatch = 100
 
+// MaxValueChars is the longest property value HubSpot takes: its knowledge
+// base ("Property field types in HubSpot"): "When the value is added through
+// the CRM, the character limit is 65,536 characters" (only a form's are not
+// limited). A longer value is refused as a validation error of its input
+// (checkValue, as an invalid number is); the message's words are the fake's
+// own.
+const MaxValueChars = 65536
+
 // DefaultRateLimit is the private-app limit per 10 s of Free and Starter
 // accounts (Professional and Enterprise: 190).
 const DefaultRateLimit = 100

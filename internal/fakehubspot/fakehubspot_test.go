@@ -484,3 +484,31 @@ func TestStandingChangesMidRun(t *testing.T) {
 		t.Errorf("stats %+v: want the two accepted writes only", st)
 	}
 }
+
+// TestOverlongValueIsRefused: a property value of more than 65,536
+// characters is a validation error of its input, as HubSpot documents the
+// limit; one of exactly 65,536 (in two-byte characters) is stored.
+func TestOverlongValueIsRefused(t *testing.T) {
+	t.Parallel()
+	c := start(t, fakehubspot.Options{})
+	long := strings.Repeat("é", fakehubspot.MaxValueChars)
+	code, _, b := c.post(upsert, `{"inputs":[
+		{"idProperty":"email","id":"ada@example.com","properties":{"firstname":"`+long+`"}},
+		{"idProperty":"email","id":"bob@example.com","properties":{"firstname":"`+long+`x"}}]}`)
+	if code != http.StatusMultiStatus || b["numErrors"] != float64(1) {
+		t.Fatalf("%d %v, want 207 with 1 error", code, b["numErrors"])
+	}
+	if msg := fmt.Sprint(b["errors"]); !strings.Contains(msg, "65537 characters long") {
+		t.Errorf("errors %.300s: want the value's length", msg)
+	}
+	if _, ok := c.s.Contact("bob@example.com"); ok {
+		t.Error("the overlong value was stored")
+	}
+	if ct, ok := c.s.Contact("ada@example.com"); !ok || ct.Properties["firstname"] != long {
+		t.Error("a value of exactly the limit was not stored")
+	}
+	code, _, _ = c.post(create, `{"inputs":[{"properties":{"email":"cy@example.com","firstname":"`+long+`x"}}]}`)
+	if code != http.StatusBadRequest {
+		t.Errorf("create with an overlong value: %d, want 400", code)
+	}
+}

@@ -393,6 +393,7 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 	run.State = state
 	run.FinishedAt = s.clock.Now()
 	if err != nil {
+		err = failure.OutOfFiles(err)
 		run.FailureCode = string(failure.CodeOf(err))
 		run.FailureDetail = failure.Detail(err)
 	}

@@ -574,11 +574,13 @@ func (s *Service) buildCheck(sc *config.Sync) error {
 // buildFailure gives a build error its catalog code: from a validated config,
 // a sync that does not build has an invalid definition.
 func buildFailure(err error) error {
+	// A file or socket the process could not open is no fault of the
+	// definition: retried, and not counted against the sync.
 	var fe *failure.Error
 	if errors.As(err, &fe) {
-		return err
+		return failure.OutOfFiles(err)
 	}
-	return failure.Wrap(failure.InvalidSyncDefinition, err, "the sync could not be assembled from its definition")
+	return failure.OutOfFiles(failure.Wrap(failure.InvalidSyncDefinition, err, "the sync could not be assembled from its definition"))
 }
 
 // recordFailure stores a run that failed before it could start (enqueue
@@ -586,6 +588,7 @@ func buildFailure(err error) error {
 // §8). A store that cannot record it is logged: the caller returns the
 // original failure.
 func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int, err error) {
+	err = failure.OutOfFiles(err)
 	code, detail := failure.CodeOf(err), failure.Detail(err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

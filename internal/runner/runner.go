@@ -256,7 +256,7 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		return r.finish(ctx, store.RunSkipped, ferr), ferr
 	}
 	if err != nil {
-		ferr := acquireFailure(err)
+		ferr := failure.OutOfFiles(acquireFailure(err))
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.lease.Fence()
@@ -275,6 +275,9 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, lease.ErrLost) {
 		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
 	}
+	// A file or socket the process could not open is the process's limit,
+	// whichever step met it (docs/recovery.md#too_many_open_files).
+	runErr = failure.OutOfFiles(runErr)
 	if failure.CodeOf(runErr) == failure.Interrupted {
 		state = store.RunInterrupted
 	}

@@ -60,7 +60,11 @@ const (
 	// Professional and Enterprise).
 	DefaultRateLimit = 10
 	// MaxBatch is HubSpot's largest batch of inputs.
-	MaxBatch         = 100
+	MaxBatch = 100
+	// MaxValueChars is the longest property value HubSpot takes (its
+	// knowledge base, "Property field types in HubSpot": 65,536 characters
+	// for a value added through the CRM); a longer one is refused.
+	MaxValueChars    = 65536
 	maxRateLimitWait = time.Minute
 	maxResponseBody  = 8 << 20
 )

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -55,6 +56,12 @@ func (d *Destination) parseRecord(r destination.Record) contact {
 		}
 	default:
 		c.invalid = "attributes must be an object"
+		return c
+	}
+	if k, n := overLimit(c.props); k != "" {
+		// HubSpot refuses the value (a create batch whole): refused here,
+		// without a request, and without its value in the message.
+		c.invalid = fmt.Sprintf("property %s: the value is %d characters long, more than the %d HubSpot takes (refused by oncesync before sending)", k, n, MaxValueChars)
 		return c
 	}
 	c.id = c.props[d.idProp]
@@ -102,6 +109,22 @@ func propertyValue(v any) (string, error) {
 		return x.UTC().Format(time.RFC3339Nano), nil
 	}
 	return "", fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans and times only)", v)
+}
+
+// overLimit returns the first property, by name, whose value is
+// longer than MaxValueChars, and its length in characters ("" when none).
+func overLimit(props map[string]string) (string, int) {
+	var name string
+	var n int
+	for k, v := range props {
+		if len(v) <= MaxValueChars {
+			continue // bytes bound characters
+		}
+		if c := utf8.RuneCountInString(v); c > MaxValueChars && (name == "" || k < name) {
+			name, n = k, c
+		}
+	}
+	return name, n
 }
 
 // plausibleEmail is a loose syntax check; HubSpot stays the judge.

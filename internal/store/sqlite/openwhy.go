@@ -29,7 +29,10 @@ func whyNotOpen(path string, err error) error {
 	}
 	dir := filepath.Dir(path)
 	var advice string
-	if fi, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) || (serr == nil && !fi.IsDir()) {
+	if outOfFiles(path) {
+		// SQLite says only "unable to open database file" (14).
+		advice = "this process has as many files and connections open as its open-files limit allows (ulimit -n, systemd's LimitNOFILE): raise it, or run fewer workers (docs/recovery.md#too_many_open_files)"
+	} else if fi, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) || (serr == nil && !fi.IsDir()) {
 		advice = fmt.Sprintf("the store's directory %s does not exist; create it, or set store: to a file in a directory that exists", dir)
 	} else if serr != nil {
 		advice = fmt.Sprintf("the user running oncesync (uid %d) may not reach the store's directory %s: %v", os.Getuid(), dir, errors.Unwrap(serr))
@@ -59,6 +62,28 @@ func whyNotOpen(path string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", &openProblem{advice: advice}, err)
+}
+
+// outOfFiles reports whether the operating system refuses this process the
+// files a connection needs at once (the database, its -wal and -shm files,
+// and the directory: EMFILE, ENFILE), by opening path's directory as many
+// times. SQLite closes what it opened when one of them fails, so a single
+// free descriptor after its failure does not mean it had enough.
+func outOfFiles(path string) bool {
+	var opened []*os.File
+	defer func() {
+		for _, f := range opened {
+			_ = f.Close()
+		}
+	}()
+	for range 4 {
+		f, err := os.Open(filepath.Dir(path))
+		if err != nil {
+			return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+		}
+		opened = append(opened, f)
+	}
+	return false
 }
 
 func notADatabase(err error) bool {

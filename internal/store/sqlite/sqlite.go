@@ -183,8 +183,11 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 
 	s := &Store{w: w, clock: clk, pruneWindow: defaultPruneWindow, mem: newMemLedger(), mergeEntries: DefaultLedgerMergeEntries, merger: newMerger()}
 	if err := migrateFresh(ctx, w, clk); err != nil {
+		// Asked before the pool's files are closed: a process at its
+		// open-files limit is one still (whyNotOpen's probe).
+		err = whyNotOpen(path, s.mapErr("migrate", err))
 		_ = w.Close()
-		return nil, whyNotOpen(path, s.mapErr("migrate", err))
+		return nil, err
 	}
 	// migrate opened (or created) the file: the identity every write
 	// checks (checkFile).
@@ -212,8 +215,9 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 	r.SetMaxIdleConns(readConns)
 	s.r = r
 	if s.stmts, err = prepare(ctx, r, w); err != nil {
+		err = whyNotOpen(path, s.mapErr("open", err))
 		_ = s.Close()
-		return nil, s.mapErr("open", err)
+		return nil, err
 	}
 	return s, nil
 }
@@ -345,6 +349,12 @@ func (s *Store) mapErr(op string, err error) error {
 	if diskFull(err) {
 		return fmt.Errorf("sqlite %s: %w: %w: %w", op, store.ErrUnavailable, store.ErrDiskFull, err)
 	}
+	if writeFailed(err) {
+		// SQLite says only "disk I/O error" or "attempt to write a readonly
+		// database" (docs/recovery.md#store_unavailable).
+		err = store.WithAdvice(err, "the store's file could not be written: its disk failed or its file system went read-only "+
+			"(see dmesg and mount), or its permissions changed; once it is writable again, run the sync again")
+	}
 	if unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w: %w", op, store.ErrUnavailable, err)
 	}
@@ -356,6 +366,18 @@ func (s *Store) mapErr(op string, err error) error {
 func diskFull(err error) bool {
 	var se *sqlitedrv.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlitelib.SQLITE_FULL
+}
+
+// writeFailed reports whether err is SQLITE_IOERR or SQLITE_READONLY: the
+// operating system refused a read or write of the file (an I/O error, a file
+// system remounted read-only after an error).
+func writeFailed(err error) bool {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlitelib.SQLITE_IOERR || c == sqlitelib.SQLITE_READONLY
 }
 
 // migrateFresh applies the migrations, retrying SQLITE_BUSY for up to
