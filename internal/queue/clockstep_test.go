@@ -58,58 +58,9 @@ func (s *steppedTime) step(d time.Duration) {
 // check and no prune for an hour.
 func TestSchedulesSurviveABackwardClockStep(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.csv"), []byte("id,email\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	t.Cleanup(hook.Close)
-	cfg := &config.Config{
-		Path:     filepath.Join(dir, "oncesync.yaml"),
-		Store:    "sqlite://./oncesync.db",
-		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
-		Syncs: []config.Sync{{ID: "a", Workspace: "w", Schedule: "@every 1s",
-			Source:      config.Source{Type: "csv", Spec: &file.Config{Path: "a.csv"}, PageSize: 10, Identity: "id"},
-			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: hook.URL}, Mode: "single", Concurrency: 1, Timeout: time.Second}}},
-	}
-	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clock.Real{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	wall := &steppedTime{}
-	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true,
-		FetchPollInterval: 50 * time.Millisecond, RecoveryInterval: 300 * time.Millisecond,
-		riverTime: wall, clockWatch: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(sctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	rb := svc.b.(*riverBackend[*sql.Tx])
-	sweeps := func() int {
-		res, err := rb.client.JobList(ctx, river.NewJobListParams().Kinds(KindRecover).States(rivertype.JobStateCompleted).First(10000))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(res.Jobs)
-	}
-	runs := func() int {
-		rs, err := st.ListRuns(ctx, "a", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(rs)
-	}
+	tb := setupClockStep(t, "@every 1s")
+	ctx, wall, rb := t.Context(), tb.wall, tb.rb
+	sweeps, runs := tb.sweeps, func() int { return tb.runs("a") }
 	eventually(t, 30*time.Second, "the first scheduled run and sweep", func() bool { return runs() > 0 && sweeps() > 0 })
 
 	wall.step(-time.Hour)
@@ -221,4 +172,99 @@ func TestDeadmanCheckRunsInAnHourTheClockReplays(t *testing.T) {
 	if n := checks(); n < 2 {
 		t.Fatalf("%d dead-man checks completed 8 s after the wall clock stepped back to 2 s before hh:13, want 2", n)
 	}
+}
+
+// clockStepBundle is a leading serve whose River reads a wall clock the
+// test steps: sync "a" on a schedule, sync "b" without one.
+type clockStepBundle struct {
+	t    *testing.T
+	svc  *Service
+	st   *sqlite.Store
+	rb   *riverBackend[*sql.Tx]
+	wall *steppedTime
+}
+
+func setupClockStep(t *testing.T, schedule string) *clockStepBundle {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	for _, f := range []string{"a.csv", "b.csv"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("id,email\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	sync := func(id, schedule string) config.Sync {
+		return config.Sync{ID: id, Workspace: "w", Schedule: schedule,
+			Source:      config.Source{Type: "csv", Spec: &file.Config{Path: id + ".csv"}, PageSize: 10, Identity: "id"},
+			Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: hook.URL}, Mode: "single", Concurrency: 1, Timeout: time.Second}}
+	}
+	cfg := &config.Config{
+		Path:     filepath.Join(dir, "oncesync.yaml"),
+		Store:    "sqlite://./oncesync.db",
+		Settings: config.Settings{LeaseTTL: 30 * time.Second, LeaseRenew: 10 * time.Second, LedgerRetention: time.Hour, BreakerFailures: 5},
+		Syncs:    []config.Sync{sync("a", schedule), sync("b", "")},
+	}
+	st, err := sqlite.Open(ctx, sqlite.OpenParams{Path: filepath.Join(dir, "oncesync.db"), Clock: clock.Real{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	wall := &steppedTime{}
+	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true,
+		FetchPollInterval: 50 * time.Millisecond, RecoveryInterval: 300 * time.Millisecond,
+		riverTime: wall, clockWatch: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := svc.Shutdown(sctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return &clockStepBundle{t: t, svc: svc, st: st, rb: svc.b.(*riverBackend[*sql.Tx]), wall: wall}
+}
+
+// sweeps counts the completed recovery sweeps.
+func (tb *clockStepBundle) sweeps() int {
+	res, err := tb.rb.client.JobList(tb.t.Context(), river.NewJobListParams().Kinds(KindRecover).States(rivertype.JobStateCompleted).First(10000))
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	return len(res.Jobs)
+}
+
+// runs counts the recorded runs of syncID.
+func (tb *clockStepBundle) runs(syncID string) int {
+	rs, err := tb.st.ListRuns(tb.t.Context(), syncID, 0)
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	return len(rs)
+}
+
+// TestATickQueuedAcrossTheStepIsReleased: River's enqueuer computed a tick
+// before the wall clock stepped back an hour and inserted its job just after
+// the leader had released the waiting jobs: scheduled an hour away, it kept
+// the sync's later ticks out for that hour (the sync's unique job). The
+// leader releases the jobs due further than the step away again, a second
+// and five seconds later.
+func TestATickQueuedAcrossTheStepIsReleased(t *testing.T) {
+	t.Parallel()
+	tb := setupClockStep(t, "")
+	eventually(t, 30*time.Second, "the first sweep", func() bool { return tb.sweeps() > 0 })
+	tb.wall.step(-time.Hour)
+	time.Sleep(500 * time.Millisecond) // the step seen and handled (every 100 ms)
+	sc := &tb.svc.cfg.Syncs[1]
+	at := tb.wall.Now().Add(time.Hour) // the tick as computed before the step
+	if _, err := tb.rb.client.Insert(t.Context(), tb.svc.runArgsFor(sc, ReasonSchedule), &river.InsertOpts{ScheduledAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a run of the tick queued across the step", func() bool { return tb.runs("b") > 0 })
 }

@@ -156,6 +156,20 @@ const (
 	clockStepTolerance = 2 * time.Second
 )
 
+// clockStepAgain are the delays after a handled step past which the watch's
+// next comparisons release the jobs due further than the step away once
+// more: River's enqueuer may have computed a tick before the step and insert
+// it (scheduled at that tick, a step away now) just after the first release
+// read the jobs, and a sync's waiting job keeps its later ticks out for as
+// long.
+var clockStepAgain = [...]time.Duration{time.Second, 5 * time.Second}
+
+// clockStepAgainMin is the least step released again (clockStepAgain): a
+// job queued after the step and due further than the step away (a retry's
+// backoff, 8 minutes at most by default) is not made due early, and a
+// shorter step holds a raced tick out for less than itself.
+const clockStepAgainMin = 10 * time.Minute
+
 // wallNow is the wall clock River's schedules read, without its monotonic
 // reading.
 func (s *Service) wallNow() time.Time {
@@ -179,6 +193,13 @@ func (s *Service) startClockWatch(ctx context.Context) {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		prevWall, prevMono := s.wallNow(), time.Now()
+		// again are the times (monotonic) of the releases that follow a
+		// handled step (clockStepAgain), of the jobs due after againAfter.
+		var (
+			again      []time.Time
+			againAfter time.Time
+			againStep  time.Duration
+		)
 		for {
 			select {
 			case <-ctx.Done():
@@ -186,6 +207,18 @@ func (s *Service) startClockWatch(ctx context.Context) {
 			case <-t.C:
 			}
 			wall, mono := s.wallNow(), time.Now()
+			if len(again) > 0 && !mono.Before(again[0]) {
+				again = again[1:]
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				n, err := s.b.releaseAfter(rctx, againAfter)
+				cancel()
+				switch {
+				case err != nil:
+					s.log.Warn("the wall clock stepped back; jobs queued just before it could not be made due", "step", againStep.Round(time.Second), "err", err)
+				case n > 0:
+					s.log.Warn("the wall clock stepped back; jobs queued just before it were made due", "step", againStep.Round(time.Second), "jobs_made_due", n)
+				}
+			}
 			back := mono.Sub(prevMono) - wall.Sub(prevWall)
 			prevWall, prevMono = wall, mono
 			if back < clockStepTolerance {
@@ -200,10 +233,17 @@ func (s *Service) startClockWatch(ctx context.Context) {
 			// those due further than the step away (they were due before
 			// it, or within the wait they had) are made due now.
 			released := 0
+			after := wall.Add(back - clockStepTolerance)
 			if err == nil {
 				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				released, err = s.b.releaseAfter(rctx, wall.Add(back-clockStepTolerance))
+				released, err = s.b.releaseAfter(rctx, after)
 				cancel()
+			}
+			if err == nil && back >= clockStepAgainMin {
+				again, againAfter, againStep = nil, after, back
+				for _, d := range clockStepAgain {
+					again = append(again, mono.Add(d))
+				}
 			}
 			if err != nil {
 				s.log.Error("the wall clock stepped back; the schedules could not all be set again and wait for the clock", "step", back.Round(time.Second), "err", err)
