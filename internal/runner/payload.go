@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -184,7 +183,9 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 				return "", failure.Wrap(failure.StoreUnavailable, gerr, "load the sync's destination address")
 			}
 			if known && first != r.Sync.DestinationAddress {
-				return "", fmt.Errorf("ask the destination which account its new credential reaches: %w", err)
+				return "", failure.Wrap(failure.CodeOf(err), err,
+					"%s; it was asked which account the sync's new credential reaches, so as not to send every record again to the same account: the run is retried (destination.account, set, names the account and skips the question: docs/guide.md#changing-a-sync)",
+					failure.Detail(err))
 			}
 			return "", nil // the first address: nothing depends on the answer yet
 		default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -451,6 +452,9 @@ func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 		case step.fails != "":
 			if failure.CodeOf(err) != step.fails || r.Written != 0 {
 				t.Fatalf("run %d (%q): %v, written %d; want %s and nothing written", i+1, step.addr, err, r.Written, step.fails)
+			}
+			if step.id == "!" && !strings.Contains(failure.Detail(err), "destination.account") {
+				t.Fatalf("run %d: detail %q does not say how to skip the question", i+1, failure.Detail(err))
 			}
 		case err != nil || r.Written != step.written:
 			t.Fatalf("run %d (%q, vendor %q): %v written %d; want %d", i+1, step.addr, step.id, err, r.Written, step.written)
