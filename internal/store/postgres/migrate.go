@@ -121,23 +121,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		done := make(map[int]bool, len(applied))
-		newest := 0
-		for _, v := range applied {
-			done[int(v)] = true
-			newest = max(newest, int(v))
+		todo, err := pendingMigrations(applied, ms)
+		if err != nil {
+			return err
 		}
-		known := 0
-		if len(ms) > 0 {
-			known = ms[len(ms)-1].Version
-		}
-		if newest > known {
-			return &store.SchemaNewerError{Version: newest, Known: known}
-		}
-		for _, m := range ms {
-			if done[m.Version] {
-				continue
-			}
+		for _, m := range todo {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
@@ -166,6 +154,15 @@ func (s *Store) upToDate(ctx context.Context, ms []migration) (bool, error) {
 		}
 		return false, err
 	}
+	todo, err := pendingMigrations(applied, ms)
+	return len(todo) == 0 && err == nil, err
+}
+
+// pendingMigrations are the migrations of ms (in version order) not among
+// the applied versions: a migration that lands below an applied version
+// (0002 after 0003) is still pending. A version applied beyond ms's newest
+// is a *store.SchemaNewerError: a newer oncesync migrated the store.
+func pendingMigrations(applied []int32, ms []migration) ([]migration, error) {
 	done := make(map[int]bool, len(applied))
 	newest := 0
 	for _, v := range applied {
@@ -177,14 +174,15 @@ func (s *Store) upToDate(ctx context.Context, ms []migration) (bool, error) {
 		known = ms[len(ms)-1].Version
 	}
 	if newest > known {
-		return false, &store.SchemaNewerError{Version: newest, Known: known}
+		return nil, &store.SchemaNewerError{Version: newest, Known: known}
 	}
+	var todo []migration
 	for _, m := range ms {
 		if !done[m.Version] {
-			return false, nil
+			todo = append(todo, m)
 		}
 	}
-	return true, nil
+	return todo, nil
 }
 
 // SchemaVersion returns the highest applied migration.
