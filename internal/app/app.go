@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -140,9 +141,15 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 			// private CA to turn TLS off.
 			err = store.WithAdvice(err, "redis is a rediss:// URL and Redis's TLS certificate was refused ("+certReason(err)+
 				"): give the CA that signed it with SSL_CERT_FILE or SSL_CERT_DIR (docs/guide.md#redis-in-production)")
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nothing listens: with rediss:// the advice below sent a
+			// person to turn TLS off, with redis:// the detail named the
+			// address alone.
+			err = store.WithAdvice(err, "nothing listens at "+opts.Addr+
+				": start Redis, or correct the host and port in redis (docs/guide.md#redis-in-production)")
 		case opts.TLSConfig != nil && !errors.As(err, &a):
 			// A plain Redis answers nothing to a TLS hello: the dial times out.
-			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis://")
+			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis:// (docs/guide.md#redis-in-production)")
 		}
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr)
 	}
