@@ -217,7 +217,7 @@ func openAdvice(err error, cc *pgconn.Config, schema string) string {
 		case pe.Code == "42501":
 			// PostgreSQL's message names the privilege's object ("permission
 			// denied for table syncs"), never a value.
-			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database (or on the schema), or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
+			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database, which PostgreSQL asks for while migrations are pending even when the schema exists and this user owns it, or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
 		case strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "08"):
 			return fmt.Sprintf("%s refused the connection (SQLSTATE %s): check store's URL and the server's settings for it", where, pe.Code)
 		}
