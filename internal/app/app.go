@@ -65,6 +65,14 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 			// a store to restore (docs/config.md#top-level).
 			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store: %s", reason)
 		}
+		if err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+			// The store's own advice read "check that it runs and accepts
+			// connections": the socket was the process's to refuse. Said as
+			// the SQLite store says it (docs/recovery.md#too_many_open_files).
+			return nil, &failure.Error{Code: failure.StoreUnavailable, Err: err, Detail: "open the PostgreSQL store: " +
+				"this process has as many files and connections open as its open-files limit allows (ulimit -n, systemd's " +
+				"LimitNOFILE): raise it, or run fewer workers (docs/recovery.md#too_many_open_files)"}
+		}
 		if err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
 		}
