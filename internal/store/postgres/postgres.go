@@ -324,7 +324,7 @@ func pgAdvice(err error) string {
 	case "42P05", "26000":
 		return "a prepared statement of oncesync's was found on another session or missing from its own: " + (&sessionsError{}).Advice()
 	case "57014":
-		return "PostgreSQL cancelled a store statement (statement_timeout, set for oncesync's role or database, is shorter than it took, or an administrator cancelled it): set statement_timeout=0 in store, or raise it"
+		return "PostgreSQL cancelled a store statement (statement_timeout, set for oncesync's role or database, is shorter than it took, or an administrator cancelled it): set statement_timeout=0 in store, or raise it (docs/guide.md#a-dbas-settings-for-oncesyncs-role)"
 	case "57P01":
 		return "PostgreSQL ended oncesync's connection (a shutdown or restart, or an administrator's pg_terminate_backend)"
 	case "25P03":
@@ -336,7 +336,7 @@ func pgAdvice(err error) string {
 	case "25006":
 		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
 	case "55P03":
-		return "a lock another session holds on a store table outlasted lock_timeout"
+		return "a lock another session holds on a store table outlasted lock_timeout (set for oncesync's role or database): the run is retried; to let oncesync wait instead, set lock_timeout=0 in store (docs/guide.md#a-dbas-settings-for-oncesyncs-role)"
 	case "42501":
 		// The message names the object ("permission denied for table
 		// ledger"), never a value.
