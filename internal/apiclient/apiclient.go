@@ -399,6 +399,18 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				cls = MaybeApplied
 			}
 			serr := c.p.StatusError(req.Route, withoutSentValues(resp, req.Body))
+			if cls == Auth && c.p.Own != nil && !c.p.Own(resp) {
+				// A 401, 402 or 403 that is not the vendor's error (an
+				// egress proxy's or a gateway's page) says nothing of the
+				// account: as destination_auth, owned by the sync's
+				// author, it sent a person to the key and paused the sync
+				// after breaker_failures runs. Its body is not quoted: a
+				// proxy's page may echo the address, an e-mail in it
+				// (docs/guide.md#http-answers-proxies-and-tls).
+				return nil, c.fail(failure.DestinationUnavailable, &st, serr,
+					"something other than %s answered %s with HTTP %d %s, not in %s's words (a proxy's or a gateway's page): check HTTPS_PROXY, HTTP_PROXY and NO_PROXY and what stands between oncesync and %s (docs/guide.md#http-answers-proxies-and-tls)",
+					c.p.Subject, req.Route, resp.Status, http.StatusText(resp.Status), c.p.Subject, hostOf(req.URL))
+			}
 			switch cls {
 			case Auth:
 				// The answer says which of the account's credentials,

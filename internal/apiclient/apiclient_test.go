@@ -899,3 +899,39 @@ func TestNotAppliedOnlyInTheServersOwnWords(t *testing.T) {
 		})
 	}
 }
+
+// TestAccountRefusedOnlyInTheServersOwnWords: a 401, 402 or 403 whose body
+// is not the server's error (a proxy's "access denied" page) was
+// destination_auth, the sync author's to fix and counted by the circuit
+// breaker; it says nothing of the credentials, so it is
+// destination_unavailable, and its body (which may echo the address) is
+// not quoted. The server's own 403 stays destination_auth.
+func TestAccountRefusedOnlyInTheServersOwnWords(t *testing.T) {
+	t.Parallel()
+	own := func(r *apiclient.Response) bool { return strings.HasPrefix(string(r.Body), `{"code"`) }
+	for _, tc := range []struct {
+		name, body string
+		want       failure.Code
+	}{
+		{"the server's", `{"code":"permission_denied","message":"no access"}`, failure.DestinationAuth},
+		{"a proxy's", "<html>Access denied by policy for jane@example.com</html>", failure.DestinationUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := server(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusForbidden)
+				io.WriteString(w, tc.body)
+			})
+			clk := clock.NewFake(t0)
+			c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) { p.Own = own })
+			_, err := c.Do(t.Context(), post(srv.URL))
+			wantCode(t, err, tc.want)
+			if strings.Contains(failure.Detail(err), "jane@") {
+				t.Errorf("the detail quotes the proxy's page: %s", failure.Detail(err))
+			}
+			if tc.want == failure.DestinationUnavailable && !strings.Contains(failure.Detail(err), "docs/guide.md#http-answers-proxies-and-tls") {
+				t.Errorf("the detail names no doc anchor: %s", failure.Detail(err))
+			}
+		})
+	}
+}

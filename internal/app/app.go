@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,6 +64,14 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 			// A schema or URL the store refuses is the config's to fix, not
 			// a store to restore (docs/config.md#top-level).
 			return nil, failure.Wrap(failure.InvalidSyncDefinition, err, "store: %s", reason)
+		}
+		if err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)) {
+			// The store's own advice read "check that it runs and accepts
+			// connections": the socket was the process's to refuse. Said as
+			// the SQLite store says it (docs/recovery.md#too_many_open_files).
+			return nil, &failure.Error{Code: failure.StoreUnavailable, Err: err, Detail: "open the PostgreSQL store: " +
+				"this process has as many files and connections open as its open-files limit allows (ulimit -n, systemd's " +
+				"LimitNOFILE): raise it, or run fewer workers (docs/recovery.md#too_many_open_files)"}
 		}
 		if err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store")
@@ -140,9 +149,15 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 			// private CA to turn TLS off.
 			err = store.WithAdvice(err, "redis is a rediss:// URL and Redis's TLS certificate was refused ("+certReason(err)+
 				"): give the CA that signed it with SSL_CERT_FILE or SSL_CERT_DIR (docs/guide.md#redis-in-production)")
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Nothing listens: with rediss:// the advice below sent a
+			// person to turn TLS off, with redis:// the detail named the
+			// address alone.
+			err = store.WithAdvice(err, "nothing listens at "+opts.Addr+
+				": start Redis, or correct the host and port in redis (docs/guide.md#redis-in-production)")
 		case opts.TLSConfig != nil && !errors.As(err, &a):
 			// A plain Redis answers nothing to a TLS hello: the dial times out.
-			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis://")
+			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis:// (docs/guide.md#redis-in-production)")
 		}
 		return nil, failure.Wrap(failure.StoreUnavailable, err, "reach Redis at %s", opts.Addr)
 	}

@@ -39,7 +39,7 @@ func (e *EvictionPolicyError) Unwrap() error { return ErrEvictingRedis }
 // Advice is what a command's failure line says of it (failure.Adviser).
 func (e *EvictionPolicyError) Advice() string {
 	return fmt.Sprintf("Redis at %s has maxmemory-policy %s, which may evict leases and barriers: set maxmemory-policy "+
-		"noeviction, or allow_evicting_redis: true in the config to accept the risk", e.Addr, e.Policy)
+		"noeviction, or allow_evicting_redis: true in the config to accept the risk (docs/guide.md#redis-in-production)", e.Addr, e.Policy)
 }
 
 // PolicyUnreadableError names a server that refused to tell its
@@ -60,7 +60,7 @@ func (e *PolicyUnreadableError) Unwrap() error { return e.Err }
 func (e *PolicyUnreadableError) Advice() string {
 	return fmt.Sprintf("Redis at %s refused INFO and CONFIG GET to oncesync's user, so oncesync cannot check that it never "+
 		"evicts leases and barriers: allow that user INFO (ACL SETUSER USER +info), which its lease scripts need too "+
-		"(they tell a Redis restart or failover by it)", e.Addr)
+		"(they tell a Redis restart or failover by it) (docs/guide.md#redis-in-production)", e.Addr)
 }
 
 // CheckEvictionPolicy refuses a Redis that may evict keys: it reads the

@@ -55,11 +55,11 @@ func advice(err error) string {
 	}
 	for _, a := range advices {
 		if redis.HasErrorPrefix(err, a.prefix) {
-			return a.advice
+			return a.advice + " (docs/guide.md#redis-in-production)"
 		}
 	}
 	if strings.Contains(err.Error(), "max number of clients reached") {
-		return "Redis has as many clients as its maxclients allows: raise maxclients or close other clients"
+		return "Redis has as many clients as its maxclients allows: raise maxclients or close other clients (docs/guide.md#redis-in-production)"
 	}
 	if ACLRefused(err) {
 		// Redis's words name the command ("... to run the 'evalsha'

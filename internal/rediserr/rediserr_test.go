@@ -87,6 +87,11 @@ func TestWrapAdvises(t *testing.T) {
 		if !strings.HasPrefix(err.Detail, "take the sync's lease: ") || !strings.Contains(err.Detail, tt.want) {
 			t.Errorf("%v: detail %q, want the advice naming %q", tt.err, err.Detail, tt.want)
 		}
+		// Each advice names the guide's section on a production Redis:
+		// the failure line's own words are store_unavailable's, generic.
+		if !strings.Contains(err.Detail, "docs/guide.md#redis-in-production") {
+			t.Errorf("%v: detail %q names no doc anchor", tt.err, err.Detail)
+		}
 		if !errors.Is(err, tt.err) || !errors.Is(err, store.ErrUnavailable) {
 			t.Errorf("%v: the advice hides the reply or ErrUnavailable: %v", tt.err, err)
 		}

@@ -184,7 +184,7 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 			}
 			if known && first != r.Sync.DestinationAddress {
 				return "", failure.Wrap(failure.CodeOf(err), err,
-					"%s; it was asked which account the sync's new credential reaches, so as not to send every record again to the same account: the run is retried (destination.account, set, names the account and skips the question: docs/guide.md#changing-a-sync)",
+					"%s; it was asked which account the sync's new credential reaches, so as not to send every record again to the same account: the run is retried; let that request through (one per new credential): destination.account set now would take the new credential for another account and send every record again (docs/guide.md#changing-a-sync)",
 					failure.Detail(err))
 			}
 			return "", nil // the first address: nothing depends on the answer yet

@@ -217,7 +217,7 @@ func openAdvice(err error, cc *pgconn.Config, schema string) string {
 		case pe.Code == "42501":
 			// PostgreSQL's message names the privilege's object ("permission
 			// denied for table syncs"), never a value.
-			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database (or on the schema), or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
+			return fmt.Sprintf("the store URL's user may not create or use oncesync's schema %q in database %q of %s (SQLSTATE 42501: %s): grant it CREATE on the database, which PostgreSQL asks for while migrations are pending even when the schema exists and this user owns it, or apply the migrations as a user that has it (oncesync migrate) and grant this one the use of the schema's tables (docs/guide.md#least-privilege-and-migrations)", schema, cc.Database, where, pe.Message)
 		case strings.HasPrefix(pe.Code, "28") || strings.HasPrefix(pe.Code, "08"):
 			return fmt.Sprintf("%s refused the connection (SQLSTATE %s): check store's URL and the server's settings for it", where, pe.Code)
 		}
@@ -324,7 +324,7 @@ func pgAdvice(err error) string {
 	case "42P05", "26000":
 		return "a prepared statement of oncesync's was found on another session or missing from its own: " + (&sessionsError{}).Advice()
 	case "57014":
-		return "PostgreSQL cancelled a store statement (statement_timeout, set for oncesync's role or database, is shorter than it took, or an administrator cancelled it): set statement_timeout=0 in store, or raise it"
+		return "PostgreSQL cancelled a store statement (statement_timeout, set for oncesync's role or database, is shorter than it took, or an administrator cancelled it): set statement_timeout=0 in store, or raise it (docs/guide.md#a-dbas-settings-for-oncesyncs-role)"
 	case "57P01":
 		return "PostgreSQL ended oncesync's connection (a shutdown or restart, or an administrator's pg_terminate_backend)"
 	case "25P03":
@@ -336,7 +336,7 @@ func pgAdvice(err error) string {
 	case "25006":
 		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
 	case "55P03":
-		return "a lock another session holds on a store table outlasted lock_timeout"
+		return "a lock another session holds on a store table outlasted lock_timeout (set for oncesync's role or database): the run is retried; to let oncesync wait instead, set lock_timeout=0 in store (docs/guide.md#a-dbas-settings-for-oncesyncs-role)"
 	case "42501":
 		// The message names the object ("permission denied for table
 		// ledger"), never a value.

@@ -1,0 +1,38 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/app"
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// TestOpenSaysNothingListensAtRedis: a redis URL whose port nothing listens
+// on failed with the detail "reach Redis at HOST:PORT" alone, and with
+// rediss:// with the advice to turn TLS off; the detail now says that
+// nothing listens there and names the guide's section.
+func TestOpenSaysNothingListensAtRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // a port nothing listens on, for the rest of the test
+	for _, scheme := range []string{"redis", "rediss"} {
+		cfg := embeddedConfig(t)
+		cfg.Redis = scheme + "://" + addr + "/0?max_retries=-1"
+		a, err := app.Open(context.Background(), app.OpenParams{Config: cfg})
+		if err == nil {
+			a.Close(context.Background())
+			t.Fatalf("Open with %s://%s succeeded", scheme, addr)
+		}
+		d := failure.Detail(err)
+		if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, "nothing listens at "+addr) ||
+			!strings.Contains(d, "docs/guide.md#redis-in-production") || strings.Contains(d, "use redis://") {
+			t.Errorf("%s: Open = %v; want store_unavailable whose detail says nothing listens at %s", scheme, err, addr)
+		}
+	}
+}
