@@ -202,6 +202,50 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 	return name, nil
 }
 
+// accountAddress sets Sync.DestinationAddress to the address that stands
+// for the account records go to: the one first reached under the account's
+// name (Sync.Account), else under the account its vendor says the credential
+// reaches (vendorAccount). A name met for the first time takes the address
+// the vendor's account stands for, when the vendor can tell: a name set after
+// a rotation, or together with a new key, sends nothing again
+// (docs/guide.md#changing-a-sync).
+func (r *run) accountAddress(ctx context.Context) error {
+	keep := func(name string) error {
+		addr, err := r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, name), r.Sync.DestinationAddress)
+		if err != nil {
+			return failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		}
+		r.Sync.DestinationAddress = addr
+		return nil
+	}
+	name := r.Sync.Account
+	if name == "" {
+		vendor, err := r.vendorAccount(ctx)
+		if err != nil || vendor == "" {
+			return err
+		}
+		return keep(vendor)
+	}
+	named, found, err := r.Store.GetPayloadBase(ctx, accountBaseID(r.Sync.ID, name))
+	switch {
+	case err != nil:
+		return failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+	case found:
+		r.Sync.DestinationAddress = named // the name answers: the vendor is not asked
+		return nil
+	}
+	vendor, err := r.vendorAccount(ctx)
+	switch {
+	case failure.CodeOf(err) == failure.StoreUnavailable:
+		return err
+	case err == nil && vendor != "":
+		if err := keep(vendor); err != nil {
+			return err
+		}
+	} // the vendor cannot tell now: the name takes the address as it is
+	return keep(name)
+}
+
 // sourceBaseID is the id the source id the sync's keys are made with is
 // kept under (run.sourceKey), like addressBaseID.
 func sourceBaseID(syncID string) string { return syncID + "#source" }

@@ -471,3 +471,48 @@ func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 		}
 	}
 }
+
+// A destination.account name met for the first time takes the address the
+// vendor's account stands for: set after a rotation the vendor confirmed,
+// or together with a new key, it sends nothing again; once recorded, the
+// name answers and the vendor is not asked.
+func TestAccountNamedAfterARotation(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	dest := &tellingDest{memDest: tb.dest}
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 50; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	ctx := context.Background()
+	for i, step := range []struct {
+		account, addr, id string
+		written           int64
+		asked             int
+	}{
+		{"", "brevo key:aaaa", "brevo login a", 50, 1},
+		{"", "brevo key:bbbb", "brevo login a", 0, 1},       // a rotation the vendor confirmed
+		{"acme", "brevo key:bbbb", "brevo login a", 0, 0},   // the name set after it
+		{"acme", "brevo key:cccc", "!", 0, 0},               // the name answers: not asked
+		{"acme2", "brevo key:dddd", "brevo login a", 0, 1},  // a new name with a new key
+		{"other", "brevo key:eeee", "brevo login b", 50, 1}, // another account
+	} {
+		p := tb.params(t, "id")
+		p.Source = src
+		p.Destination = dest
+		p.ResetCursor = true
+		p.Sync.DestinationAddress, p.Sync.Account = step.addr, step.account
+		dest.id, dest.asked = step.id, 0
+		r, err := Run(ctx, p)
+		if err != nil || r.Written != step.written {
+			t.Fatalf("run %d (account %q, %q, vendor %q): %v written %d; want %d", i+1, step.account, step.addr, step.id, err, r.Written, step.written)
+		}
+		if dest.asked != step.asked {
+			t.Fatalf("run %d: the vendor was asked %d times, want %d", i+1, dest.asked, step.asked)
+		}
+		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync, ResetCursor: true})
+		if err != nil || pv.Creates+pv.Updates != 0 {
+			t.Fatalf("dry run after run %d: %+v, %v; want nothing to send", i+1, pv, err)
+		}
+	}
+}

@@ -139,25 +139,28 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
-	account := p.Sync.Account
-	if account == "" {
-		// What the vendor said of this address on an earlier run; a dry run
-		// asks no one (a key never used yet reads as another account).
-		v, found, err := p.Store.GetPayloadBase(ctx, vendorBaseID(p.Sync.ID, p.Sync.DestinationAddress))
-		if err != nil {
-			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+	// The address that stands for the account, as a run finds it
+	// (run.accountAddress), without recording it: the name's, else what the
+	// vendor said of this address on an earlier run (a dry run asks no one:
+	// a key never used yet reads as another account).
+	for _, name := range []string{p.Sync.Account, ""} {
+		if name == "" {
+			v, found, err := p.Store.GetPayloadBase(ctx, vendorBaseID(p.Sync.ID, p.Sync.DestinationAddress))
+			if err != nil {
+				return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+			}
+			if !found || v == noVendorAccount {
+				break
+			}
+			name = v
 		}
-		if found && v != noVendorAccount {
-			account = v
-		}
-	}
-	if account != "" {
-		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, account))
+		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, name))
 		if err != nil {
 			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
 		}
 		if found {
 			r.Sync.DestinationAddress = named
+			break
 		}
 	}
 	addr, found, err := p.Store.GetPayloadBase(ctx, addressBaseID(p.Sync.ID))

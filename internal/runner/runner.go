@@ -365,16 +365,8 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
 	}
-	account := r.Sync.Account
-	if account == "" {
-		if account, err = r.vendorAccount(ctx); err != nil {
-			return store.RunFailed, err
-		}
-	}
-	if account != "" {
-		if r.Sync.DestinationAddress, err = r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, account), r.Sync.DestinationAddress); err != nil {
-			return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
-		}
+	if err := r.accountAddress(ctx); err != nil {
+		return store.RunFailed, err
 	}
 	addr, err := r.Store.PayloadBase(ctx, addressBaseID(r.Sync.ID), r.Sync.DestinationAddress)
 	if err != nil {
