@@ -227,3 +227,58 @@ func TestStandbyReplayPaused(t *testing.T) {
 	}
 }
 
+// TestStandbyRecoveryConflict: a hot standby cancels a read that holds back
+// the replay of the primary's VACUUM longer than max_standby_streaming_delay
+// ("canceling statement due to conflict with recovery", SQLSTATE 40001).
+// It was source_unavailable with PostgreSQL's message alone, under a
+// sentence about unreachable databases: nothing told the user that the
+// standby's settings, not the network, fail the run. The detail now says
+// so and what to change; the failure stays retryable, and the next read
+// succeeds once the churn stops.
+func TestStandbyRecoveryConflict(t *testing.T) {
+	p := startPair(t, "max_standby_streaming_delay = 300ms", "hot_standby_feedback = off")
+	ctx := context.Background()
+	execOn(t, p.primary, "CREATE TABLE contacts (id bigint PRIMARY KEY, name text NOT NULL)",
+		"INSERT INTO contacts SELECT i, 'n' || i FROM generate_series(1, 20) i")
+	waitReplayed(t, p)
+	// 0.2 s a row, for every row before the LIMIT: seconds a page.
+	src, err := postgres.New(ctx, postgres.Params{DSN: p.standby, Query: "SELECT c.*, pg_sleep(0.2) AS z FROM contacts c", Identity: "id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := src.ReadPage(ctx, "", 5)
+		done <- err
+	}()
+	var got error
+churn:
+	for {
+		select {
+		case got = <-done:
+			break churn
+		case <-time.After(100 * time.Millisecond):
+			execOn(t, p.primary, "UPDATE contacts SET name = name || 'x'", "VACUUM contacts")
+		}
+	}
+	if got == nil {
+		t.Skip("no recovery conflict happened (the standby replayed around the read)")
+	}
+	if !errors.Is(got, source.ErrUnavailable) || !strings.Contains(got.Error(), "max_standby_streaming_delay") ||
+		!strings.Contains(got.Error(), "hot_standby_feedback") {
+		t.Fatalf("a read cancelled by a recovery conflict: %v; want source.ErrUnavailable naming max_standby_streaming_delay and hot_standby_feedback", got)
+	}
+	// The standby may still hold cleanup records of the last VACUUM that
+	// cancel the first read after the churn: a retry, as a run's, succeeds.
+	waitReplayed(t, p)
+	for try := 1; ; try++ {
+		page, err := src.ReadPage(ctx, "", 5)
+		if err == nil && len(page.Records) == 5 {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("the reads after the churn: %d rows, %v", len(page.Records), err)
+		}
+	}
+}
