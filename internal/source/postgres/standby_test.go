@@ -190,6 +190,14 @@ func TestStandbyReplayPaused(t *testing.T) {
 	if err != nil || page.End {
 		t.Fatalf("first page: End %v, %v", page.End, err)
 	}
+	// Re-reading by identity (a savepoint in a read-only transaction) and
+	// a partition's slice work on a standby too.
+	if recs, err := src.ReadIdentities(ctx, "id", []string{"2", "7", "x"}); err != nil || len(recs) != 2 {
+		t.Fatalf("ReadIdentities on a standby: %d records, %v", len(recs), err)
+	}
+	if _, err := src.ReadSlice(ctx, source.Slice{Identity: "id", K: 0, N: 2}, "", 4); err != nil {
+		t.Fatalf("ReadSlice on a standby: %v", err)
+	}
 
 	execOn(t, p.standby, "SELECT pg_wal_replay_pause()")
 	execOn(t, p.primary, "UPDATE contacts SET name = 'changed', updated_at = '2024-05-02 10:00:00Z' WHERE id = 3")
