@@ -45,6 +45,19 @@ func transientClass(c string) bool {
 	return false
 }
 
+// recoveryConflict is the SQLSTATE (serialization_failure) of a read a hot
+// standby cancelled to replay the primary's changes. The source's reads are
+// REPEATABLE READ, READ ONLY transactions, which a primary never fails with
+// it: on a source it means a recovery conflict.
+const recoveryConflict = "40001"
+
+// recoveryConflictHint follows PostgreSQL's message: what a user of a
+// replica changes so the read is not cancelled again
+// (docs/guide.md#reading-from-a-replica).
+const recoveryConflictHint = "; a hot standby cancels a read that holds back its replay of the primary's changes " +
+	"longer than max_standby_streaming_delay: raise it on the standby, turn on hot_standby_feedback, " +
+	"or lower the sync's page_size (a page is one read)"
+
 // authState reports whether SQLSTATE code is a refusal of the credentials
 // or of their access to the data: only new credentials or grants cure it
 // (source_auth), and its next step says where to look.
@@ -82,6 +95,9 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		msg := pe.Message
 		if dataClass(class) {
 			msg = "the query failed on a value of the data"
+		}
+		if pe.Code == recoveryConflict {
+			msg += recoveryConflictHint
 		}
 		safe := &safeError{msg: s.scrub(fmt.Sprintf("%s (SQLSTATE %s)", msg, pe.Code)), err: err}
 		sentinel := source.ErrInvalid

@@ -552,7 +552,7 @@ func (s *Source) check(ctx context.Context) error {
 			return err
 		}
 		if !s.isTable {
-			return nil
+			return replayPaused(ctx, tx)
 		}
 		names := make([]string, len(s.keys))
 		copy(names, s.keys)
@@ -567,7 +567,7 @@ func (s *Source) check(ctx context.Context) error {
 			return err
 		}
 		s.keysNotNull = n == int64(len(s.keys))
-		return nil
+		return replayPaused(ctx, tx)
 	})
 }
 
@@ -836,7 +836,43 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 				strings.Join(quoteAll(s.keys), " or "), source.ErrInvalid)
 		}
 	}
+	// Last: it may abort tx on a server without the functions.
+	if err := replayPaused(ctx, tx); err != nil {
+		return source.Page{}, err
+	}
 	return page, nil
+}
+
+// replayPausedSQL asks whether the server is a hot standby whose WAL replay
+// is paused (CASE: pg_is_wal_replay_paused fails outside recovery).
+const replayPausedSQL = `SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN pg_catalog.pg_is_wal_replay_paused() ELSE false END`
+
+// errReplayPaused is the refusal to end a pass on a paused standby.
+var errReplayPaused = errors.New("the source is a hot standby whose WAL replay is paused (pg_wal_replay_pause()), " +
+	"so its rows are as old as the pause and a run would report them as fresh: " +
+	"resume it with SELECT pg_wal_replay_resume(), or point the dsn at the primary or another standby")
+
+// replayPaused fails with source.ErrUnavailable when tx's server is a hot
+// standby whose replay is paused: its snapshot stays at the pause however
+// long the primary writes on, and a pass ending there would save a cursor
+// and report success on stale data (docs/guide.md#reading-from-a-replica).
+// A lagging standby is not refused: it is the primary's state some moments
+// ago, which the lookback covers like a late commit. A server without
+// the functions (a PostgreSQL-compatible one) is not a standby to ask.
+// It runs last in tx: an error aborts the transaction.
+func replayPaused(ctx context.Context, tx pgx.Tx) error {
+	var paused bool
+	err := tx.QueryRow(ctx, replayPausedSQL).Scan(&paused)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42883": // undefined_function
+		return nil
+	case err != nil:
+		return err
+	case paused:
+		return fmt.Errorf("%w: %w", source.ErrUnavailable, errReplayPaused)
+	}
+	return nil
 }
 
 var _ source.CursorKind = (*Source)(nil)
