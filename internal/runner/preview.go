@@ -139,29 +139,8 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if !found {
 		base = p.Sync.DestinationPayload
 	}
-	// The address that stands for the account, as a run finds it
-	// (run.accountAddress), without recording it: the name's, else what the
-	// vendor said of this address on an earlier run (a dry run asks no one:
-	// a key never used yet reads as another account).
-	for _, name := range []string{p.Sync.Account, ""} {
-		if name == "" {
-			v, found, err := p.Store.GetPayloadBase(ctx, vendorBaseID(p.Sync.ID, p.Sync.DestinationAddress))
-			if err != nil {
-				return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
-			}
-			if !found || v == noVendorAccount {
-				break
-			}
-			name = v
-		}
-		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, name))
-		if err != nil {
-			return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
-		}
-		if found {
-			r.Sync.DestinationAddress = named
-			break
-		}
+	if r.Sync.DestinationAddress, err = p.accountAddress(ctx); err != nil {
+		return out, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
 	}
 	addr, found, err := p.Store.GetPayloadBase(ctx, addressBaseID(p.Sync.ID))
 	if err != nil {
@@ -363,4 +342,27 @@ func sampleName(it *item) string {
 		return it.id
 	}
 	return "record " + strconv.Itoa(it.pos+1) + " of its page"
+}
+
+// accountAddress is the address that stands for the sync's account, as a
+// run finds it (run.accountAddress), without recording anything: the one
+// first reached under the account's name, else under the account the vendor
+// said this address reaches on an earlier run. A dry run asks no one: a key
+// never used yet reads as another account.
+func (p PreviewParams) accountAddress(ctx context.Context) (string, error) {
+	if p.Sync.Account != "" {
+		named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, p.Sync.Account))
+		if err != nil || found {
+			return named, err
+		}
+	}
+	vendor, found, err := p.Store.GetPayloadBase(ctx, vendorBaseID(p.Sync.ID, p.Sync.DestinationAddress))
+	if err != nil || !found || vendor == noVendorAccount {
+		return p.Sync.DestinationAddress, err
+	}
+	named, found, err := p.Store.GetPayloadBase(ctx, accountBaseID(p.Sync.ID, vendor))
+	if err != nil || !found {
+		return p.Sync.DestinationAddress, err
+	}
+	return named, nil
 }
