@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // countingSink counts the Send calls of the sink it wraps and renames it.
@@ -108,7 +109,7 @@ func TestDownSinkDelaysNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	downWH, err := NewWebhookSink(WebhookSinkParams{URL: "http://" + refusedAddr(t) + "/h/" + token, Secret: secret})
+	downWH, err := NewWebhookSink(WebhookSinkParams{URL: "http://" + testenv.RefusedAddr(t) + "/h/" + token, Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,18 +88,6 @@ func newTestLogger() (*slog.Logger, *logBuffer) {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
-// refusedAddr returns a 127.0.0.1 address nothing listens on.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // testCert returns a self-signed certificate for 127.0.0.1 and a pool
 // trusting it.
 func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // sentryEnvelope is one envelope received by the fake Sentry endpoint.
@@ -178,7 +180,7 @@ func TestSentryFailuresAreReported(t *testing.T) {
 	})
 	t.Run("connection refused", func(t *testing.T) {
 		t.Parallel()
-		dsn := "http://public@" + refusedAddr(t) + "/1"
+		dsn := "http://public@" + testenv.RefusedAddr(t) + "/1"
 		sink, err := NewSentrySink(SentrySinkParams{DSN: dsn})
 		if err != nil {
 			t.Fatal(err)

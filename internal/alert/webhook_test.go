@@ -16,6 +16,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // captured is one request received by a test webhook endpoint.
@@ -194,7 +195,7 @@ func TestWebhookStatusClassification(t *testing.T) {
 func TestWebhookErrorsHideURLAndSecret(t *testing.T) {
 	t.Parallel()
 	const token, secret = "tok-in-path-5ecret", "whsec-s3cret-value"
-	sink, err := NewWebhookSink(WebhookSinkParams{URL: "http://" + refusedAddr(t) + "/hooks/" + token + "?k=" + token, Secret: secret})
+	sink, err := NewWebhookSink(WebhookSinkParams{URL: "http://" + testenv.RefusedAddr(t) + "/hooks/" + token + "?k=" + token, Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -21,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const secret = "key-SECRET-0123456789"
@@ -69,18 +69,6 @@ func status(code int, header ...string) http.HandlerFunc {
 		}
 		w.WriteHeader(code)
 	}
-}
-
-// refusedURL returns a URL at which nothing listens.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }
 
 // newClient returns a client with its own transport: httptest.Server.Close
@@ -177,7 +165,7 @@ func TestConnectionRefusedIsNotSentAndRetried(t *testing.T) {
 	clk := clock.NewFake(t0)
 	s := &sleeps{clk: clk}
 	c := newClient(clk, s)
-	u := refusedURL(t)
+	u := "http://" + testenv.RefusedAddr(t)
 	// The URL's user information and query must not show either.
 	u = strings.Replace(u, "http://", "http://jane@example.com:"+secret+"@", 1)
 	req := post(u)
@@ -690,7 +678,7 @@ func TestRequestsAreCounted(t *testing.T) {
 		clk := clock.NewFake(t0)
 		var counted atomic.Int64
 		ctx := destination.WithRequestCount(t.Context(), &counted)
-		if _, err := newClient(clk, &sleeps{clk: clk}).Do(ctx, post(refusedURL(t))); err == nil {
+		if _, err := newClient(clk, &sleeps{clk: clk}).Do(ctx, post("http://"+testenv.RefusedAddr(t))); err == nil {
 			t.Fatal("a refused connection succeeded")
 		}
 		if counted.Load() != 0 {
@@ -850,7 +838,7 @@ func TestProxyThatRefusesIsNamed(t *testing.T) {
 	t.Run("proxy down", func(t *testing.T) {
 		clk := clock.NewFake(t0)
 		s := &sleeps{clk: clk}
-		down := refusedURL(t)
+		down := "http://" + testenv.RefusedAddr(t)
 		c := newClient(clk, s, func(p *apiclient.Params) { p.Client = viaProxy(t, down) })
 		_, err := c.Do(t.Context(), post("https://api.example.com"))
 		wantCode(t, err, failure.DestinationUnavailable)

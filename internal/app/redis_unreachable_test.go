@@ -2,12 +2,12 @@ package app_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestOpenSaysNothingListensAtRedis: a redis URL whose port nothing listens
@@ -15,12 +15,7 @@ import (
 // rediss:// with the advice to turn TLS off; the detail now says that
 // nothing listens there and names the guide's section.
 func TestOpenSaysNothingListensAtRedis(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // a port nothing listens on, for the rest of the test
+	addr := testenv.RefusedAddr(t)
 	for _, scheme := range []string{"redis", "rediss"} {
 		cfg := embeddedConfig(t)
 		cfg.Redis = scheme + "://" + addr + "/0?max_retries=-1"

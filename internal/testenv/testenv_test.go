@@ -3,9 +3,11 @@ package testenv
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,5 +152,19 @@ func TestDeletePrefixDeletesOnlyThePrefix(t *testing.T) {
 	}
 	if n, _ := c.Exists(ctx, other+"keep").Result(); n != 1 {
 		t.Fatal("DeletePrefix deleted a key of another namespace")
+	}
+}
+
+func TestRefusedAddrRefusesAndIsHeld(t *testing.T) {
+	addr := RefusedAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+		c.Close()
+		t.Fatalf("dial %s succeeded, want refused", addr)
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("listen on %s succeeded while the test holds it", addr)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/destinationtest"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const apiKey = "xkeysib-TEST-0123456789abcdef"
@@ -219,7 +220,7 @@ func TestAcceptance(t *testing.T) {
 					faults, answered := transportFaults(cfg.Faults, fake)
 					b.startProxy(t, faults)
 					if cfg.Faults.Refused {
-						b.url = refusedURL(t) + fakebrevo.BasePath
+						b.url = "http://" + testenv.RefusedAddr(t) + fakebrevo.BasePath
 					}
 					key := apiKey
 					if cfg.Faults.Unauthorized {

@@ -1,11 +1,9 @@
 package brevo_test
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
-	"testing"
 
 	"github.com/oncesync/oncesync/internal/destination/destinationtest"
 )
@@ -46,16 +44,4 @@ func transportFaults(f destinationtest.Faults, next http.Handler) (http.Handler,
 			next.ServeHTTP(w, r)
 		}
 	}), answered
-}
-
-// refusedURL returns an http URL at which nothing listens.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/example"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const token = "tok-EXAMPLE-s3cret"
@@ -84,15 +84,6 @@ func (rs *recordStore) count() int64 {
 	return int64(len(rs.stored))
 }
 
-func refusedURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
-}
-
 // TestAcceptance: the example passes the suite every destination passes.
 func TestAcceptance(t *testing.T) {
 	destinationtest.Run(t, destinationtest.Harness{
@@ -100,7 +91,7 @@ func TestAcceptance(t *testing.T) {
 			rs := newRecordStore(t, cfg.Faults)
 			base := rs.srv.URL
 			if cfg.Faults.Refused {
-				base = refusedURL(t)
+				base = "http://" + testenv.RefusedAddr(t)
 			}
 			d, err := example.New(example.Params{URL: base, Token: token, Clock: cfg.Clock, Sleep: cfg.Sleep, MaxRetries: cfg.MaxRetries})
 			if err != nil {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/hubspot"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakehubspot"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const token = "pat-na1-TEST-0123456789abcdef"
@@ -81,16 +81,6 @@ func holds(fake *fakehubspot.Server, r destination.Record) (present, same bool) 
 	return true, true
 }
 
-func refusedURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	_ = ln.Close()
-	return u
-}
-
 func TestAcceptance(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{hubspot.ModeBulk, hubspot.ModeSingle} {
@@ -133,7 +123,7 @@ func TestAcceptance(t *testing.T) {
 					t.Cleanup(srv.Close)
 					base := srv.URL
 					if f.Refused {
-						base = refusedURL(t)
+						base = "http://" + testenv.RefusedAddr(t)
 					}
 					tok := token
 					if f.Unauthorized {

@@ -3,7 +3,6 @@ package klaviyo_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/destinationtest"
 	"github.com/oncesync/oncesync/internal/destination/klaviyo"
 	"github.com/oncesync/oncesync/internal/fakeklaviyo"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const (
@@ -86,17 +86,6 @@ func transportFaults(f destinationtest.Faults, next http.Handler) (http.Handler,
 	}), answered
 }
 
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
-
 func TestAcceptance(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{klaviyo.ModeSingle, klaviyo.ModeBulk} {
@@ -148,7 +137,7 @@ func TestAcceptance(t *testing.T) {
 					t.Cleanup(srv.Close)
 					base := srv.URL
 					if cfg.Faults.Refused {
-						base = refusedURL(t)
+						base = "http://" + testenv.RefusedAddr(t)
 					}
 					key := apiKey
 					if cfg.Faults.Unauthorized {

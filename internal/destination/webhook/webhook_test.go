@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/destinationtest"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const (
@@ -168,7 +168,7 @@ func setupClock(t *testing.T, mode string, f destinationtest.Faults, clk clock.C
 	rv := newReceiver(t, f, clk)
 	base := rv.srv.URL
 	if f.Refused {
-		base = refusedURL(t)
+		base = "http://" + testenv.RefusedAddr(t)
 	}
 	var (
 		mu    sync.Mutex
@@ -220,18 +220,6 @@ func TestAcceptance(t *testing.T) {
 			}
 		},
 	})
-}
-
-// refusedURL returns an http URL at which nothing listens.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }
 
 func records(n int) []destination.Record {

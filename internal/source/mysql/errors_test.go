@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -19,18 +18,6 @@ import (
 
 // secret is a password put in DSNs; it must never show.
 const secret = "Pw-9zQ-s3cr3t"
-
-// closedPort returns a local TCP port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
-}
 
 // randomUser creates a user with password secret and no privileges,
 // dropped at cleanup.
@@ -69,9 +56,9 @@ func TestNewErrors(t *testing.T) {
 		// msg is a fragment of the error's text.
 		msg string
 	}{
-		{"unreachable", mysql.Params{DSN: fmt.Sprintf("mysql://root:%s@127.0.0.1:%d/db", secret, closedPort(t)), Table: "contacts", CursorColumn: "id"},
+		{"unreachable", mysql.Params{DSN: fmt.Sprintf("mysql://root:%s@127.0.0.1:%d/db", secret, testenv.RefusedPort(t)), Table: "contacts", CursorColumn: "id"},
 			source.ErrUnavailable, "connect"},
-		{"unreachable native DSN", mysql.Params{DSN: fmt.Sprintf("root:%s@tcp(127.0.0.1:%d)/db", secret, closedPort(t)), Table: "contacts", CursorColumn: "id"},
+		{"unreachable native DSN", mysql.Params{DSN: fmt.Sprintf("root:%s@tcp(127.0.0.1:%d)/db", secret, testenv.RefusedPort(t)), Table: "contacts", CursorColumn: "id"},
 			source.ErrUnavailable, "connect"},
 		{"bad DSN", mysql.Params{DSN: "mysql://root:" + secret + "@127.0.0.1:notaport/db", Table: "contacts", CursorColumn: "id"},
 			source.ErrInvalid, "dsn cannot be parsed"},

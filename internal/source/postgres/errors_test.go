@@ -7,29 +7,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/postgres"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // secret is a password put in DSNs; it must never show.
 const secret = "Pw-9zQ-s3cr3t"
-
-// closedPort returns a local TCP port nothing listens on.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
-}
 
 // randomRole creates a login role without privileges, dropped at cleanup.
 func (b *bundle) randomRole(t *testing.T) string {
@@ -62,9 +50,9 @@ func TestNewErrors(t *testing.T) {
 		// msg is a fragment of the error's text.
 		msg string
 	}{
-		{"unreachable", postgres.Params{DSN: fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", secret, closedPort(t)), Table: table, CursorColumn: "id"},
+		{"unreachable", postgres.Params{DSN: fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", secret, testenv.RefusedPort(t)), Table: table, CursorColumn: "id"},
 			source.ErrUnavailable, "connect"},
-		{"unreachable key=value DSN", postgres.Params{DSN: fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", closedPort(t), secret), Table: table, CursorColumn: "id"},
+		{"unreachable key=value DSN", postgres.Params{DSN: fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", testenv.RefusedPort(t), secret), Table: table, CursorColumn: "id"},
 			source.ErrUnavailable, "connect"},
 		{"bad DSN", postgres.Params{DSN: "postgres://postgres:" + secret + "@127.0.0.1:notaport/postgres", Table: table, CursorColumn: "id"},
 			source.ErrInvalid, "dsn cannot be parsed"},

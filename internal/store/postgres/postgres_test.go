@@ -22,6 +22,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/storetest"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // testURLEnv names the database the tests use; each test works in its own
@@ -257,13 +258,7 @@ func TestOpenInvalid(t *testing.T) {
 // closedPortURL returns a URL pointing at a local port nothing listens on.
 func closedPortURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return "postgres://oncesync:pw-not-shown@" + addr + "/oncesync?sslmode=disable&connect_timeout=5"
+	return "postgres://oncesync:pw-not-shown@" + testenv.RefusedAddr(t) + "/oncesync?sslmode=disable&connect_timeout=5"
 }
 
 func TestUnreachableIsUnavailable(t *testing.T) {
