@@ -22,7 +22,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	sqlitedrv "modernc.org/sqlite" // and database/sql driver "sqlite"
+	sqlitelib "modernc.org/sqlite/lib"
 	"riverqueue.com/riverui"
 
 	"github.com/oncesync/oncesync/internal/app"
@@ -236,7 +237,7 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 			return nil, err
 		}
 		q := url.Values{}
-		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", sqliteBusyTimeout.Milliseconds()))
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 		q.Set("_txlock", "immediate")
@@ -291,9 +292,12 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 // (the queue's _txlock): the file's write lock is taken before the applied
 // versions are read, so a second process waits (busy_timeout) and then
 // finds nothing to do. SQLite's DDL is transactional: a failed migration
-// leaves nothing behind.
+// leaves nothing behind. While another process turns a fresh file into WAL
+// mode (the first connection's pragma), SQLite answers SQLITE_BUSY at once
+// instead of calling the busy handler: that is retried for up to
+// sqliteBusyTimeout, as the store's own first open does.
 func migrateSQLite(db *sql.DB) migrateFunc[*sql.Tx] {
-	return func(ctx context.Context, m *rivermigrate.Migrator[*sql.Tx]) error {
+	once := func(ctx context.Context, m *rivermigrate.Migrator[*sql.Tx]) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -304,6 +308,35 @@ func migrateSQLite(db *sql.DB) migrateFunc[*sql.Tx] {
 		}
 		return tx.Commit()
 	}
+	return func(ctx context.Context, m *rivermigrate.Migrator[*sql.Tx]) error {
+		deadline := time.Now().Add(sqliteBusyTimeout)
+		for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+			err := once(ctx, m)
+			if err == nil || !sqliteBusy(err) || time.Now().Add(wait).After(deadline) {
+				return err
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return errors.Join(err, ctx.Err())
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// sqliteBusyTimeout is the queue file's busy_timeout.
+const sqliteBusyTimeout = 10 * time.Second
+
+// sqliteBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED.
+func sqliteBusy(err error) bool {
+	var se *sqlitedrv.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqlitelib.SQLITE_BUSY || c == sqlitelib.SQLITE_LOCKED
 }
 
 // migratePostgres runs River's migrations (each in its own transaction, as

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/fakeshopify"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/shopify"
@@ -60,7 +61,11 @@ func (s *shops) shop(t *testing.T, recs []map[string]string) string {
 	if s.fakes[token] == nil {
 		// A large bucket: the suite reads thousands of ids; the throttle
 		// has its own tests.
-		f := fakeshopify.New(fakeshopify.Options{Token: token, BucketSize: 1_000_000, RestoreRate: 1_000_000})
+		// A stopped clock: a pass's cursor holds the Date of the answer to
+		// its first page, so a real clock made two reads of one cursor
+		// differ when a second ticked between them.
+		f := fakeshopify.New(fakeshopify.Options{Token: token, BucketSize: 1_000_000, RestoreRate: 1_000_000,
+			Clock: clock.NewFake(t0.Add(96 * time.Hour))})
 		cs := make([]fakeshopify.Customer, len(recs))
 		for i, r := range recs {
 			id, err := strconv.ParseInt(r["id"], 10, 64)
