@@ -349,6 +349,15 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 				n = a.Partitions // the run's own split, should the config have changed since
 			}
 		}
+		// A partition whose lease is live is being worked, whatever its
+		// jobs say: an attempt made available again while the one before
+		// still ran completes its job as skipped (the partition is held),
+		// and the partition still running closes the run itself.
+		if slices.ContainsFunc(partitionSyncIDs(r.SyncID, n), func(id string) bool {
+			return s.leaseLive(ctx, id, s.clock.Now(), lease.ThisProcess())
+		}) {
+			continue
+		}
 		// Re-read: a partition may have closed the run since it was listed.
 		cur, err := s.st.GetRun(ctx, r.ID)
 		if err != nil {
@@ -387,6 +396,15 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// partitionSyncIDs are the sync IDs of syncID's n partitions.
+func partitionSyncIDs(syncID string, n int) []string {
+	ids := make([]string, n)
+	for k := range n {
+		ids[k] = partition.SyncID(syncID, k+1)
+	}
+	return ids
 }
 
 // partitionArgs decodes a partition job's arguments.

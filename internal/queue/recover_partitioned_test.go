@@ -341,3 +341,41 @@ func testRecoverClosesAbandonedPartitionedRun(t *testing.T, b *coordBundle) {
 		t.Fatalf("last sweep: %+v, want nothing", got)
 	}
 }
+
+// TestRecoverLeavesARunWhosePartitionIsHeld: every job of a run's
+// partitions has ended, but partition 2's lease is live: an attempt made
+// available again while the one before still ran (its renewals late on a
+// loaded machine) completed its job as skipped, and the attempt still
+// running will close the run. The sweep leaves the run open until no
+// partition is held (CI, 2026-12-05: the run was closed
+// partitions_unfinished while partition 2 still wrote).
+func TestRecoverLeavesARunWhosePartitionIsHeld(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinated(t, "sqlite://./oncesync.db")
+	c := b.insertRun(t, "c", store.RunRunning)
+	b.setJob(t, b.partJob(t, "c", c.ID, 1, 2), rivertype.JobStateCompleted, 1)
+	b.partitionRun(t, "c", 1, store.RunSucceeded, "", 3)
+	b.setJob(t, b.partJob(t, "c", c.ID, 2, 2), rivertype.JobStateCompleted, 2)
+	held := b.insertRun(t, partition.SyncID("c", 2), store.RunRunning)
+	if _, err := b.st.LeaseAcquire(b.ctx, store.LeaseAcquireParams{SyncID: partition.SyncID("c", 2), Token: "t2", Holder: "elsewhere",
+		RunID: held.ID, TTL: 3 * b.ttl}); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(b.ttl + time.Second)
+	if got := b.recover(t); len(got.Unfinished)+len(got.Completed) != 0 {
+		t.Fatalf("partition 2 held: Recover = %+v, want the run left open", got)
+	}
+	if r := b.run(t, c.ID); r.State != store.RunRunning {
+		t.Fatalf("partition 2 held: run of c is %s, want running", r.State)
+	}
+	// The holder is gone and its lease has expired: nothing is left to
+	// close the run.
+	b.clk.Advance(3 * b.ttl)
+	got := b.recover(t)
+	if !slices.Equal(got.Unfinished, []int64{c.ID}) {
+		t.Fatalf("partition 2 no longer held: Recover = %+v, want run %d of c closed", got, c.ID)
+	}
+	if r := b.run(t, c.ID); r.FailureCode != string(failure.PartitionsUnfinished) {
+		t.Fatalf("run of c: %+v, want %s", r, failure.PartitionsUnfinished)
+	}
+}
