@@ -155,6 +155,13 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 			// address alone.
 			err = store.WithAdvice(err, "nothing listens at "+opts.Addr+
 				": start Redis, or correct the host and port in redis (docs/guide.md#redis-in-production)")
+		case strings.Contains(err.Error(), "DB index is out of range"):
+			// Redis answered: "reach" and the catalog's "could not be
+			// reached" sent a person to the network.
+			err = store.WithAdvice(err, fmt.Sprintf("Redis at %s has no database %d (the number at the end of redis's URL): it has as many as its databases "+
+				"setting says (16 unless changed: 0 to 15); choose one of those, or raise databases (docs/guide.md#redis-in-production)", opts.Addr, opts.DB))
+		case strings.Contains(err.Error(), "SELECT is not allowed in cluster mode"):
+			err = store.WithAdvice(err, fmt.Sprintf("Redis at %s is a Redis Cluster node, which has only database 0: end redis's URL with /0 (docs/guide.md#redis-in-production)", opts.Addr))
 		case opts.TLSConfig != nil && !errors.As(err, &a):
 			// A plain Redis answers nothing to a TLS hello: the dial times out.
 			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis:// (docs/guide.md#redis-in-production)")

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -29,5 +30,30 @@ func TestOpenSaysNothingListensAtRedis(t *testing.T) {
 			!strings.Contains(d, "docs/guide.md#redis-in-production") || strings.Contains(d, "use redis://") {
 			t.Errorf("%s: Open = %v; want store_unavailable whose detail says nothing listens at %s", scheme, err, addr)
 		}
+	}
+}
+
+// TestOpenSaysRedisHasNoSuchDatabase: a redis URL naming a database the
+// server does not have (/16 on a default Redis) failed "reach Redis at
+// HOST:PORT", which sent a person to the network; the detail now names the
+// database and the setting.
+func TestOpenSaysRedisHasNoSuchDatabase(t *testing.T) {
+	testenv.RedisOptions(t) // skips (fails under CI) without the test Redis
+	u, err := url.Parse(testenv.RedisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/1000000"
+	cfg := embeddedConfig(t)
+	cfg.Redis = u.String()
+	a, err := app.Open(context.Background(), app.OpenParams{Config: cfg})
+	if err == nil {
+		a.Close(context.Background())
+		t.Fatalf("Open with database 1000000 succeeded")
+	}
+	d := failure.Detail(err)
+	if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, "has no database 1000000") ||
+		!strings.Contains(d, "databases") || !strings.Contains(d, "docs/guide.md#redis-in-production") {
+		t.Errorf("Open = %v; want store_unavailable whose detail says Redis has no database 1000000", err)
 	}
 }
