@@ -691,6 +691,16 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
 		}
 	}
+	why := "the rate limit"
+	switch kind {
+	case waitRateLimit:
+		why = "asked by " + c.p.Subject + " (429)"
+	case waitBackoff:
+		why = "a backoff after a failed attempt"
+	case waitAsked:
+		why = "asked by " + c.p.Subject + " (Retry-After)"
+	}
+	destination.NoteWait(ctx, destination.Wait{Route: req.Route, For: d, Why: why})
 	if err := c.p.Sleep(ctx, d); err != nil {
 		return c.interrupted(ctx, st, req, err)
 	}

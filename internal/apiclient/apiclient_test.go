@@ -923,3 +923,45 @@ func TestAccountRefusedOnlyInTheServersOwnWords(t *testing.T) {
 		})
 	}
 }
+
+// TestLongWaitsAreTold: a wait of destination.NoticeAfter or longer (a
+// 429's Retry-After, a 503's, a backoff) is told to the context's
+// WithWaitNotice function with its route and reason, so a run sleeping on
+// one says so; a shorter one is not.
+func TestLongWaitsAreTold(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		h       http.HandlerFunc
+		backoff time.Duration
+		want    []destination.Wait
+	}{
+		{"429 Retry-After", status(429, "Retry-After", "30"), time.Second, []destination.Wait{
+			{Route: "POST /contacts", For: 30 * time.Second, Why: "asked by the test API (429)"},
+			{Route: "POST /contacts", For: 30 * time.Second, Why: "asked by the test API (429)"}}},
+		{"503 Retry-After", status(503, "Retry-After", "7"), time.Second, []destination.Wait{
+			{Route: "POST /contacts", For: 7 * time.Second, Why: "asked by the test API (Retry-After)"},
+			{Route: "POST /contacts", For: 7 * time.Second, Why: "asked by the test API (Retry-After)"}}},
+		{"503 backoff", status(503), 4 * time.Second, []destination.Wait{
+			{Route: "POST /contacts", For: 4 * time.Second, Why: "a backoff after a failed attempt"},
+			{Route: "POST /contacts", For: 4 * time.Second, Why: "a backoff after a failed attempt"}}},
+		{"503 short backoff", status(503), time.Second, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := server(t, tt.h)
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+				p.Backoff = func(int) time.Duration { return tt.backoff }
+			})
+			var got []destination.Wait
+			ctx := destination.WithWaitNotice(t.Context(), func(w destination.Wait) { got = append(got, w) })
+			if _, err := c.Do(ctx, post(srv.URL)); err == nil {
+				t.Fatal("Do succeeded")
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("waits told %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

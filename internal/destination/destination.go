@@ -225,6 +225,33 @@ func AttemptDeadline(ctx context.Context) (t time.Time, ok bool) {
 	return f(), true
 }
 
+type waitKey struct{}
+
+// Wait is a pause a destination makes before its next request: a rate
+// limit's, a Retry-After's, or a backoff after a failure.
+type Wait struct {
+	Route string        // the request waited for, as "POST /v3/contacts/import"
+	For   time.Duration // how long
+	Why   string        // "the rate limit", "asked by the destination (Retry-After)", "a backoff after a failure"
+}
+
+// WithWaitNotice returns ctx carrying f, told of each wait of NoticeAfter or
+// longer a destination makes for a call with ctx: a run that sleeps a
+// minute on a 429's Retry-After says so, instead of looking hung.
+func WithWaitNotice(ctx context.Context, f func(Wait)) context.Context {
+	return context.WithValue(ctx, waitKey{}, f)
+}
+
+// NoticeAfter is the shortest wait told to WithWaitNotice's function.
+const NoticeAfter = 2 * time.Second
+
+// NoteWait tells ctx's WithWaitNotice function of w, if w is that long.
+func NoteWait(ctx context.Context, w Wait) {
+	if f, ok := ctx.Value(waitKey{}).(func(Wait)); ok && f != nil && w.For >= NoticeAfter {
+		f(w)
+	}
+}
+
 type requestsKey struct{}
 
 // WithRequestCount returns ctx counting in n every request a destination

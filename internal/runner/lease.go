@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -21,6 +22,12 @@ import (
 // ignores it is still stopped: ctx is the run's work, cancelled at the same
 // time (lease.Held.Keep).
 func (r *run) destCtx(ctx context.Context) context.Context {
+	ctx = destination.WithWaitNotice(ctx, func(w destination.Wait) {
+		// A run sleeping on a 429's Retry-After for up to a minute looked
+		// hung: nothing was logged and the progress stood still.
+		r.Logger.Info("waiting before the destination's next request", "sync", r.Sync.ID, "run", r.rec.ID,
+			"request", w.Route, "wait", w.For.Round(100*time.Millisecond).String(), "why", w.Why)
+	})
 	return destination.WithAttemptDeadline(ctx, r.lease.WriteDeadline)
 }
 
