@@ -47,3 +47,45 @@ syncs:
 		t.Fatalf("validate with the file there: %v", err)
 	}
 }
+
+// TestValidateChecksStoreTLSFiles: a postgres store URL's sslrootcert (or
+// sslcert, sslkey) that this machine lacks was "valid", and every command
+// then failed to open the store; Validate names it, without the URL's
+// password. sslrootcert=system names no file.
+func TestValidateChecksStoreTLSFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	cfgPath := filepath.Join(dir, "oncesync.yaml")
+	write := func(store string) {
+		t.Helper()
+		yaml := "store: \"" + store + "\"\nsyncs:\n  - id: a\n    source: {type: csv, path: c.csv}\n    destination: {type: webhook, url: \"http://127.0.0.1:1/hook\"}\n"
+		if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "c.csv"), []byte("id,email\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	write("postgres://u:pw-secret@db/app?sslmode=verify-full&sslrootcert=" + ca)
+	_, err := config.Validate(cfgPath, noEnv, kinds)
+	var probs *config.Problems
+	if !errors.As(err, &probs) || len(probs.List) != 1 {
+		t.Fatalf("validate: %v", err)
+	}
+	if p := probs.List[0]; p.Line != 1 || p.Field != "store" || !strings.Contains(p.Msg, "sslrootcert "+ca+" does not exist") ||
+		strings.Contains(p.Msg, "pw-secret") {
+		t.Fatalf("problem %+v", p)
+	}
+	if err := os.WriteFile(ca, []byte("-----BEGIN CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Validate(cfgPath, noEnv, kinds); err != nil {
+		t.Fatalf("validate with the file there: %v", err)
+	}
+	write("postgres://u:pw-secret@db/app?sslmode=verify-full&sslrootcert=system")
+	if _, err := config.Validate(cfgPath, noEnv, kinds); err != nil {
+		t.Fatalf("validate with sslrootcert=system: %v", err)
+	}
+}

@@ -1,11 +1,14 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/mail"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -98,6 +101,10 @@ func (l *loader) validate(c *Config) {
 	if l.has("store") && !l.bad["store"] {
 		if msg := checkStoreURL(c.Store); msg != "" {
 			l.check("store", msg+l.emptyHint("store"))
+		} else if l.preflight {
+			if msg := checkStoreTLSFiles(c.Store); msg != "" {
+				l.check("store", msg)
+			}
 		}
 	}
 	if c.Redis != "" {
@@ -567,6 +574,34 @@ func checkStoreSchema(raw string) string {
 	schema := strings.Trim(strings.TrimSpace(first), `"`)
 	if !storeSchemaRE.MatchString(schema) || strings.HasPrefix(schema, "pg_") {
 		return fmt.Sprintf("search_path names schema %q for oncesync's tables: want a lower-case identifier of at most 63 characters (letters, digits, _), not pg_*", schema)
+	}
+	return ""
+}
+
+// checkStoreTLSFiles reports a TLS file a postgres store URL names
+// (sslrootcert, sslcert, sslkey) that this machine cannot read: every
+// command would fail to open the store on it, and validate said "valid"
+// (the preflight, as a file source's path: on this machine, connecting
+// nowhere). The path is the file's, never the URL's other parts.
+func checkStoreTLSFiles(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return ""
+	}
+	for _, param := range []string{"sslrootcert", "sslcert", "sslkey"} {
+		path := u.Query().Get(param)
+		if path == "" || (param == "sslrootcert" && path == "system") {
+			continue
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Sprintf("%s %s does not exist on this machine (every command would fail to open the store): correct the path, relative to the directory oncesync runs in", param, path)
+		case err != nil:
+			return fmt.Sprintf("%s %s cannot be read: %v", param, path, errors.Unwrap(err))
+		case fi.IsDir():
+			return fmt.Sprintf("%s %s is a directory, not a PEM file", param, path)
+		}
 	}
 	return ""
 }
