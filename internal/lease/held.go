@@ -81,6 +81,11 @@ type Held struct {
 	stopWork  context.CancelCauseFunc // cancels the work; nil outside Keep
 	timer     clock.Timer             // fires at expiresAt less AttemptMargin
 	gen       int                     // counts arms, so a stale timer is ignored
+	// renewErr is the last background renewal's error, nil once one
+	// succeeds: a lease that runs out because its store refuses renewals
+	// (an ACL changed under the process) says why, not only that it ran
+	// out.
+	renewErr error
 }
 
 // Hold acquires the sync's lease. Its errors are Acquire's: ErrHeld (a
@@ -307,8 +312,20 @@ func (h *Held) expired(gen int) {
 		return
 	}
 	exp := h.Expiry()
-	stop(fmt.Errorf("%w: no renewal succeeded before the lease's local expiry (%s) less the %s margin for destination calls",
-		ErrLost, exp.UTC().Format(time.RFC3339Nano), AttemptMargin(h.ttl)))
+	cause := fmt.Errorf("%w: no renewal succeeded before the lease's local expiry (%s) less the %s margin for destination calls",
+		ErrLost, exp.UTC().Format(time.RFC3339Nano), AttemptMargin(h.ttl))
+	if rf := h.RenewFailure(); rf != nil {
+		cause = fmt.Errorf("%w; the last renewal failed: %w", cause, rf)
+	}
+	stop(cause)
+}
+
+// RenewFailure is the last background renewal's error while no renewal has
+// succeeded since, else nil.
+func (h *Held) RenewFailure() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewErr
 }
 
 // renewer renews every RenewEvery on the holder's clock until stopped.
@@ -340,7 +357,13 @@ func (h *Held) renewer(ctx context.Context, cancel context.CancelCauseFunc) (sto
 			case <-tick:
 			}
 			t = arm()
-			if err := h.Renew(ctx); errors.Is(err, ErrLost) {
+			err := h.Renew(ctx)
+			if ctx.Err() == nil {
+				h.mu.Lock()
+				h.renewErr = err
+				h.mu.Unlock()
+			}
+			if errors.Is(err, ErrLost) {
 				cancel(err)
 				return
 			}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -69,12 +70,27 @@ func (d *blockingDest) recorded() []destCall {
 type renewLeases struct {
 	lease.Manager
 	hang     bool
+	refuse   error // when set, every renewal fails with it
 	renewing chan context.Context
 	renewed  chan error
+	// checked, when set, is told of each fence check, which the
+	// background renewer makes once it has noted its renewal's outcome.
+	checked chan struct{}
+}
+
+func (m *renewLeases) CheckFence(ctx context.Context, g lease.Grant) error {
+	if m.checked != nil {
+		m.checked <- struct{}{}
+	}
+	return nil
 }
 
 func (m *renewLeases) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
 	m.renewing <- ctx
+	if m.refuse != nil {
+		m.renewed <- m.refuse
+		return g, m.refuse
+	}
 	if m.hang {
 		<-ctx.Done()
 		m.renewed <- ctx.Err()
@@ -267,5 +283,87 @@ func TestQuarantinedLeaseIsRetried(t *testing.T) {
 	}
 	if calls, _, _ := tb.dest.stats(); calls != 0 {
 		t.Fatal("a run without a lease wrote")
+	}
+}
+
+// shortDest's write blocks until its context ends, or until released: then
+// it fails as a destination call that stopped short of the lease's end
+// does (a 429's wait longer than the lease has left, nothing sent).
+type shortDest struct {
+	entered chan context.Context
+	release chan struct{}
+}
+
+func (d *shortDest) Capability() destination.Capability { return destination.CapVerify }
+func (d *shortDest) Close() error                       { return nil }
+
+func (d *shortDest) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
+	d.entered <- ctx
+	select {
+	case <-ctx.Done():
+		return nil, failure.Wrap(failure.DestinationUnavailable, ctx.Err(), "the request was abandoned")
+	case <-d.release:
+		out := make([]destination.Result, len(recs))
+		for i, r := range recs {
+			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
+		}
+		return out, failure.Wrap(failure.DestinationRateLimited, fmt.Errorf("%w (after %w)", destination.ErrNoLeaseTime, errors.New("HTTP 429")),
+			"the test API's rate limit holds the next request for 25s, longer than the run's lease has left (14s)")
+	}
+}
+
+func (d *shortDest) Verify(ctx context.Context, recs []destination.Record, since time.Time) (map[string]string, error) {
+	return nil, errors.New("not called")
+}
+
+// TestRefusedRenewalsAreTheRunsCause: renewals the lease store refuses (an
+// ACL changed under the process: Redis answers NOPERM) end the run
+// lease_lost with the refusal's advice, whether the lease ran out under a
+// write or a call stopped short of its end first. The second ended as
+// destination_rate_limited, naming the 429 it waited for (tried on
+// 2026-12-05: docs/guide.md#redis-in-production).
+func TestRefusedRenewalsAreTheRunsCause(t *testing.T) {
+	t.Parallel()
+	const ttl, every = 30 * time.Second, 10 * time.Second
+	const advice = "Redis's ACL refuses oncesync's user a command it needs"
+	acl := store.WithAdvice(errors.New("NOPERM this user has no permissions to run the 'evalsha' command"), advice)
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stopped short %v", cut), func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 500, destination.CapVerify)
+			t0 := tb.clock.Now()
+			leases := &renewLeases{Manager: &lease.SQL{Store: tb.store}, refuse: acl,
+				renewing: make(chan context.Context, 10), renewed: make(chan error, 10), checked: make(chan struct{}, 10)}
+			dest := &shortDest{entered: make(chan context.Context, 10), release: make(chan struct{})}
+			p := tb.params(t, "id")
+			p.Destination, p.Leases, p.LeaseTTL, p.LeaseRenew = dest, leases, ttl, every
+			done := make(chan struct{})
+			var (
+				run store.Run
+				err error
+			)
+			go func() {
+				defer close(done)
+				run, err = Run(context.Background(), p)
+			}()
+			receive(t, dest.entered, "the first write")
+			tb.clock.Advance(every)
+			receive(t, leases.renewing, "the first renewal")
+			receive(t, leases.renewed, "the first renewal's refusal")
+			receive(t, leases.checked, "the fence check after it") // the refusal is noted
+			if cut {
+				// With 20 s of the lease left, more than a third of its
+				// TTL: nothing before the run's end renews it again.
+				close(dest.release)
+			} else {
+				tb.clock.Advance(t0.Add(ttl - lease.AttemptMargin(ttl)).Sub(tb.clock.Now()))
+			}
+			receive(t, done, "the run's end")
+			d := failure.Detail(err)
+			if failure.CodeOf(err) != failure.LeaseLost || run.State != store.RunFailed || !strings.Contains(d, advice) ||
+				run.FailureCode != string(failure.LeaseLost) || !strings.Contains(run.FailureDetail, advice) {
+				t.Fatalf("run ended %v (detail %q), recorded %s %q; want lease_lost saying %q", err, d, run.FailureCode, run.FailureDetail, advice)
+			}
+		})
 	}
 }

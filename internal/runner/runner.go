@@ -274,6 +274,13 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	stopKeeping()
 	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, lease.ErrLost) {
 		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
+	} else if rf := r.lease.RenewFailure(); rf != nil && errors.Is(runErr, destination.ErrNoLeaseTime) {
+		// A call stopped short of the lease's end because renewals were
+		// refused (an ACL changed under the process, a store down): its
+		// code was what it waited for (a 429's wait "longer than the run's
+		// lease has left"), which sent a person to the destination.
+		runErr, state = failure.Wrap(failure.LeaseLost, errors.Join(rf, runErr),
+			"%s Its lease could not be renewed", SentenceLeaseLost), store.RunFailed
 	}
 	// A file or socket the process could not open is the process's limit,
 	// whichever step met it (docs/recovery.md#too_many_open_files).
