@@ -154,6 +154,20 @@ syncs:
 			want: []string{`oncesync.yaml:4: syncs[0].destination.api_key: is required for brevo destinations (environment variable KEY is set but empty)`},
 		},
 		{
+			// Brevo answers an SMTP key's every API call 401 "Key not
+			// found", which reads as a revoked key; the problem names
+			// the key's kind, never the key.
+			name: "a Brevo SMTP key",
+			yaml: `syncs:
+  - id: s1
+    source: {type: csv, path: a.csv}
+    destination: {type: brevo, api_key: ${KEY}, list_ids: [1]}
+    mapping: {email: email}
+`,
+			env:  map[string]string{"KEY": "xsmtpsib-0123456789abcdef-SECRETPART"},
+			want: []string{`oncesync.yaml:4: syncs[0].destination.api_key: is a Brevo SMTP key (xsmtpsib-...), which the API refuses: create an API key under SMTP & API > API Keys (it starts with xkeysib-)`},
+		},
+		{
 			name: "unterminated and invalid references",
 			yaml: `store: sqlite://${DIR
 redis: redis://${1X}/0

@@ -133,7 +133,11 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
 	}
-	k.Required("destination.api_key", c.APIKey, "is required for brevo destinations")
+	if k.Required("destination.api_key", c.APIKey, "is required for brevo destinations") && strings.HasPrefix(c.APIKey, "xsmtpsib-") {
+		// Brevo's SMTP keys authenticate its SMTP relay only; every API
+		// call answers 401 "Key not found", which reads as a revoked key.
+		k.Report("destination.api_key", "is a Brevo SMTP key (xsmtpsib-...), which the API refuses: create an API key under SMTP & API > API Keys (it starts with xkeysib-)")
+	}
 	if d.WriteMode == config.WriteMirror && len(c.ListIDs) == 0 && !k.Bad("destination.list_ids") {
 		k.Report("destination.list_ids", "is required with write_mode mirror: a removed record is taken off the sync's lists")
 	}
