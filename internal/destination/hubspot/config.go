@@ -2,6 +2,7 @@ package hubspot
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -104,7 +105,13 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
 	}
-	k.Required("destination.token", c.Token, "is required for hubspot destinations (a private app's access token)"+k.EmptyHint("destination.token"))
+	if k.Required("destination.token", c.Token, "is required for hubspot destinations (a private app's access token)"+k.EmptyHint("destination.token")) &&
+		legacyAPIKey.MatchString(c.Token) {
+		// HubSpot retired its API keys (a UUID, sent as ?hapikey=) on
+		// 2022-11-30: as a bearer token one answers 401 on every call,
+		// which reads as a revoked token.
+		k.Report("destination.token", "looks like a HubSpot API key (a UUID), which HubSpot retired in 2022: create a private app (Settings > Integrations > Private Apps) with the scopes crm.objects.contacts.read and crm.objects.contacts.write, and use its access token (pat-...)")
+	}
 	if k.Has("destination.id_property") && k.Required("destination.id_property", c.IDProperty, "") && c.IDProperty != "email" {
 		if _, ok := c.Attributes[c.IDProperty]; !ok {
 			k.Report("destination.id_property", "names "+k.Show("destination.id_property", c.IDProperty)+
@@ -156,6 +163,9 @@ func (c *Config) Definition(common []config.Field) (dest, mapping []config.Field
 	}
 	return dest, mapping
 }
+
+// legacyAPIKey is the form of HubSpot's retired API keys.
+var legacyAPIKey = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // Address is base_url and token (config.Addresser): another token may be
 // another HubSpot account, which holds none of the sync's contacts.
