@@ -27,6 +27,9 @@ type Config struct {
 	Attributes map[string]string
 }
 
+// publicKey is the form of a Klaviyo public API key (site ID).
+var publicKey = regexp.MustCompile(`^[A-Za-z0-9]{6}$`)
+
 func (Kind) Type() string                    { return "klaviyo" }
 func (Kind) NewSpec() config.DestinationSpec { return &Config{} }
 func (Kind) DestinationKeys() []string {
@@ -107,7 +110,12 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
 	}
-	k.Required("destination.api_key", c.APIKey, "is required for klaviyo destinations (a private API key: use ${KLAVIYO_KEY})")
+	if k.Required("destination.api_key", c.APIKey, "is required for klaviyo destinations (a private API key: use ${KLAVIYO_KEY})") &&
+		publicKey.MatchString(c.APIKey) {
+		// The public key (the site ID, six characters) identifies the
+		// account to Klaviyo's client APIs; the server API answers it 401.
+		k.Report("destination.api_key", "looks like Klaviyo's public API key (the six-character site ID), which the profiles API refuses: create a private API key (Settings > API keys; it starts with pk_) with the profiles, lists and subscriptions scopes")
+	}
 	if k.Has("destination.revision") && !revisionRE.MatchString(c.Revision) && !k.Bad("destination.revision") {
 		k.Report("destination.revision", "must be a Klaviyo API revision like "+DefaultRevision+", got "+k.Show("destination.revision", c.Revision))
 	}

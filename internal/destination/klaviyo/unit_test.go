@@ -506,8 +506,13 @@ func TestConfigChecks(t *testing.T) {
 		{"mirror needs bulk", "mode: single\n      write_mode: mirror\n      list_id: L1", "first_name: fn", "must be bulk"},
 		{"bad revision", "list_id: L1\n      revision: latest", "first_name: fn", "revision"},
 		{"update needs no list", "write_mode: update", "first_name: fn", ""},
+		{"public key", "list_id: L1\n      api_key: AbC123", "first_name: fn", "looks like Klaviyo's public API key"},
 	} {
-		yaml := "syncs:\n  - id: k\n    source: {type: csv, path: x.csv, identity: id}\n    destination:\n      type: klaviyo\n      api_key: k\n      " +
+		key := "api_key: k\n      "
+		if strings.Contains(tc.dest, "api_key") {
+			key = ""
+		}
+		yaml := "syncs:\n  - id: k\n    source: {type: csv, path: x.csv, identity: id}\n    destination:\n      type: klaviyo\n      " + key +
 			tc.dest + "\n    mapping:\n      email: email\n      attributes:\n        " + tc.attrs + "\n"
 		_, err := config.Parse("sync.yaml", []byte(yaml), func(string) (string, bool) { return "", false }, connector.Default().Kinds())
 		switch {
