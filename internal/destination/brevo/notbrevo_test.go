@@ -157,6 +157,12 @@ func TestReadBackThatIsNotBrevosFindsNoneAbsent(t *testing.T) {
 	if err == nil || failure.CodeOf(err) != failure.DestinationUnavailable {
 		t.Fatalf("Verify = %v, %v; want destination_unavailable (a 404 page that is not Brevo's proves no contact absent)", landed, err)
 	}
+	// It says where to look: a base_url without /v3 answers so, and
+	// "brevo refused a verification request" sent a person to Brevo.
+	if d := failure.Detail(err); !strings.Contains(d, "something other than Brevo's API answered HTTP 404 to GET /contacts/{identifier}") ||
+		!strings.Contains(d, "check the destination's base_url (Brevo's is https://api.brevo.com/v3)") {
+		t.Fatalf("detail %q, want one naming the answer and base_url", d)
+	}
 }
 
 // TestUnavailableThatIsNotBrevosIsInDoubt: an egress proxy that forwarded

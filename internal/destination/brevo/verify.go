@@ -235,7 +235,15 @@ func (d *Destination) verifyEach(ctx context.Context, cands []cand, landed map[s
 // verifyError turns a 4xx the caller must judge into a page-level failure.
 func (d *Destination) verifyError(err error) error {
 	if apiErr, ok := err.(*APIError); ok { // do returns it bare for the caller to judge
-		return failure.Wrap(failure.DestinationUnavailable, d.safe(apiErr), "brevo refused a verification request")
+		if !apiErr.Brevos {
+			// A base_url without /v3 (or another server's) answered
+			// "404 page not found" to the first read: "refused a
+			// verification request" sent a person to Brevo.
+			return failure.Wrap(failure.DestinationUnavailable, d.safe(apiErr),
+				"something other than Brevo's API answered HTTP %d to %s (not in Brevo's words): check the destination's base_url (Brevo's is %s) and what stands between oncesync and it",
+				apiErr.Status, apiErr.Route, DefaultBaseURL)
+		}
+		return failure.Wrap(failure.DestinationUnavailable, d.safe(apiErr), "brevo refused a verification request (HTTP %d to %s)", apiErr.Status, apiErr.Route)
 	}
 	return err
 }
