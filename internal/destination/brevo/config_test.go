@@ -47,3 +47,27 @@ func TestAttributeNamesAreSentUpperCase(t *testing.T) {
 		t.Errorf("an attribute mapped twice: %v", err)
 	}
 }
+
+// TestBaseURLOnBrevosHostNeedsV3: Brevo's own host answers every path
+// outside /v3 with a 404 that names nothing; validate says where the API
+// is. Another host (a fake, a proxy) is taken as given.
+func TestBaseURLOnBrevosHostNeedsV3(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ base, want string }{
+		{"https://api.brevo.com", "Brevo's API is under /v3: use https://api.brevo.com/v3"},
+		{"https://api.brevo.com/v2", "Brevo's API is under /v3: use https://api.brevo.com/v3"},
+		{"https://api.sendinblue.com/", "Brevo's API is under /v3: use https://api.sendinblue.com/v3"},
+		{"https://api.brevo.com/v3/", ""},
+		{"http://127.0.0.1:8080", ""},
+	} {
+		yaml := "store: sqlite://./x.db\nsyncs:\n  - id: s\n    source: {type: csv, path: c.csv, identity: id}\n" +
+			"    destination: {type: brevo, api_key: k, list_ids: [2], base_url: \"" + tc.base + "\"}\n    mapping: {email: email}\n"
+		_, err := config.Parse(filepath.Join(t.TempDir(), "oncesync.yaml"), []byte(yaml), func(string) (string, bool) { return "", false }, connector.Default().Kinds())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.base, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want a problem saying %q", tc.base, err, tc.want)
+		}
+	}
+}
