@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -298,6 +299,22 @@ func (c *Checker) Required(rel, value, msg string) bool { return c.l.required(c.
 func (c *Checker) URL(rel, raw string, schemes ...string) {
 	if msg := checkURL(raw, schemes...); msg != "" {
 		c.Report(rel, msg)
+	}
+}
+
+// APIRoot reports rel when raw, a URL that passed URL, is on a vendor's own
+// host (hosts: domain suffixes) with a path other than root (the API's root
+// path, "" for none): the connector appends the API's paths to it, and
+// there they answer 404 with a page that names nothing.
+func (c *Checker) APIRoot(rel, raw, vendor string, hosts []string, root string) {
+	u, err := url.Parse(raw)
+	if err != nil || c.Bad(rel) || !slices.ContainsFunc(hosts, func(h string) bool {
+		return u.Hostname() == h || strings.HasSuffix(u.Hostname(), "."+h)
+	}) {
+		return
+	}
+	if strings.TrimRight(u.Path, "/") != root {
+		c.Report(rel, fmt.Sprintf("%s's API root is %s://%s%s (its paths are added to it)", vendor, u.Scheme, u.Host, root))
 	}
 }
 

@@ -1,9 +1,7 @@
 package brevo
 
 import (
-	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,13 +132,7 @@ func (c *Config) Defaults(d *config.Destination, k *config.Checker) {
 func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
-		if u, err := url.Parse(c.BaseURL); err == nil && !k.Bad("destination.base_url") &&
-			(strings.HasSuffix(u.Hostname(), "brevo.com") || strings.HasSuffix(u.Hostname(), "sendinblue.com")) &&
-			strings.TrimRight(u.Path, "/") != "/v3" {
-			// Brevo's own host answers every path outside /v3 with a 404
-			// that names nothing.
-			k.Report("destination.base_url", fmt.Sprintf("Brevo's API is under /v3: use %s://%s/v3", u.Scheme, u.Host))
-		}
+		k.APIRoot("destination.base_url", c.BaseURL, "Brevo", []string{"brevo.com", "sendinblue.com"}, "/v3")
 	}
 	if k.Required("destination.api_key", c.APIKey, "is required for brevo destinations") && strings.HasPrefix(c.APIKey, "xsmtpsib-") {
 		// Brevo's SMTP keys authenticate its SMTP relay only; every API

@@ -54,9 +54,9 @@ func TestAttributeNamesAreSentUpperCase(t *testing.T) {
 func TestBaseURLOnBrevosHostNeedsV3(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ base, want string }{
-		{"https://api.brevo.com", "Brevo's API is under /v3: use https://api.brevo.com/v3"},
-		{"https://api.brevo.com/v2", "Brevo's API is under /v3: use https://api.brevo.com/v3"},
-		{"https://api.sendinblue.com/", "Brevo's API is under /v3: use https://api.sendinblue.com/v3"},
+		{"https://api.brevo.com", "Brevo's API root is https://api.brevo.com/v3"},
+		{"https://api.brevo.com/v2", "Brevo's API root is https://api.brevo.com/v3"},
+		{"https://api.sendinblue.com/", "Brevo's API root is https://api.sendinblue.com/v3"},
 		{"https://api.brevo.com/v3/", ""},
 		{"http://127.0.0.1:8080", ""},
 	} {

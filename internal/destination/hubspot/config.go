@@ -104,6 +104,7 @@ func (c *Config) Defaults(d *config.Destination, k *config.Checker) {
 func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
+		k.APIRoot("destination.base_url", c.BaseURL, "HubSpot", []string{"hubapi.com", "hubspot.com"}, "")
 	}
 	if k.Required("destination.token", c.Token, "is required for hubspot destinations (a private app's access token)"+k.EmptyHint("destination.token")) &&
 		legacyAPIKey.MatchString(c.Token) {

@@ -61,6 +61,7 @@ func TestConfigProblems(t *testing.T) {
 		{`{type: hubspot, token: x}`, `{email: email, attributes: {email: e}}`, "use mapping.email"},
 		{`{type: hubspot, token: x, base_url: "ftp://x"}`, `{email: email}`, "destination.base_url"},
 		{`{type: hubspot, token: x, list_ids: [2]}`, `{email: email}`, "destination.list_ids: is not used by hubspot destinations"},
+		{`{type: hubspot, token: x, base_url: "https://api.hubapi.com/crm/v3/"}`, `{email: email}`, "destination.base_url: HubSpot's API root is https://api.hubapi.com (its paths are added to it)"},
 		// A retired API key (2022) answers 401 as a bearer token.
 		{`{type: hubspot, token: "1a2b3c4d-0000-4e5f-8a9b-0123456789ab"}`, `{email: email}`, "destination.token: looks like a HubSpot API key (a UUID), which HubSpot retired in 2022"},
 	} {

@@ -109,6 +109,7 @@ var revisionRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(\.[a-z0-9]+)?$`)
 func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if k.Has("destination.base_url") && k.Required("destination.base_url", c.BaseURL, "") {
 		k.URL("destination.base_url", c.BaseURL, "http", "https")
+		k.APIRoot("destination.base_url", c.BaseURL, "Klaviyo", []string{"klaviyo.com"}, "")
 	}
 	if k.Required("destination.api_key", c.APIKey, "is required for klaviyo destinations (a private API key: use ${KLAVIYO_KEY})") &&
 		publicKey.MatchString(c.APIKey) {

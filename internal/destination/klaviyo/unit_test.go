@@ -506,6 +506,8 @@ func TestConfigChecks(t *testing.T) {
 		{"mirror needs bulk", "mode: single\n      write_mode: mirror\n      list_id: L1", "first_name: fn", "must be bulk"},
 		{"bad revision", "list_id: L1\n      revision: latest", "first_name: fn", "revision"},
 		{"update needs no list", "write_mode: update", "first_name: fn", ""},
+		{"api root", "list_id: L1\n      base_url: https://a.klaviyo.com/api", "first_name: fn", "Klaviyo's API root is https://a.klaviyo.com (its paths are added to it)"},
+		{"own root", "list_id: L1\n      base_url: https://a.klaviyo.com/", "first_name: fn", ""},
 		{"public key", "list_id: L1\n      api_key: AbC123", "first_name: fn", "looks like Klaviyo's public API key"},
 	} {
 		key := "api_key: k\n      "
