@@ -309,20 +309,7 @@ func migrateSQLite(db *sql.DB) migrateFunc[*sql.Tx] {
 		return tx.Commit()
 	}
 	return func(ctx context.Context, m *rivermigrate.Migrator[*sql.Tx]) error {
-		deadline := time.Now().Add(sqliteBusyTimeout)
-		for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-			err := once(ctx, m)
-			if err == nil || !sqliteBusy(err) || time.Now().Add(wait).After(deadline) {
-				return err
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return errors.Join(err, ctx.Err())
-			case <-t.C:
-			}
-		}
+		return store.RetryFor(ctx, sqliteBusyTimeout, sqliteBusy, func() error { return once(ctx, m) })
 	}
 }
 

@@ -385,20 +385,7 @@ func writeFailed(err error) bool {
 // SQLite answers SQLITE_BUSY at once instead of calling the busy handler, so
 // busy_timeout alone does not make concurrent first opens wait.
 func migrateFresh(ctx context.Context, w *sql.DB, clk clock.Clock) error {
-	deadline := time.Now().Add(BusyTimeout)
-	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
-		err := migrate(ctx, w, clk.Now())
-		if err == nil || !busy(err) || time.Now().Add(wait).After(deadline) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return store.RetryFor(ctx, BusyTimeout, busy, func() error { return migrate(ctx, w, clk.Now()) })
 }
 
 // busy reports whether err is SQLITE_BUSY or SQLITE_LOCKED.
