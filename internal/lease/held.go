@@ -81,10 +81,9 @@ type Held struct {
 	stopWork  context.CancelCauseFunc // cancels the work; nil outside Keep
 	timer     clock.Timer             // fires at expiresAt less AttemptMargin
 	gen       int                     // counts arms, so a stale timer is ignored
-	// renewErr is the last background renewal's error, nil once one
-	// succeeds: a lease that runs out because its store refuses renewals
-	// (an ACL changed under the process) says why, not only that it ran
-	// out.
+	// renewErr is the last renewal's error, nil once one succeeds: a
+	// lease that runs out because its store refuses renewals (an ACL
+	// changed under the process) says why, not only that it ran out.
 	renewErr error
 }
 
@@ -173,6 +172,11 @@ func (h *Held) Renew(ctx context.Context) error {
 	rctx, cancel := clock.WithDeadline(ctx, h.clk, deadline)
 	defer cancel()
 	g, err := h.m.Renew(rctx, h.grant, h.ttl)
+	if err == nil || ctx.Err() == nil {
+		h.mu.Lock()
+		h.renewErr = err
+		h.mu.Unlock()
+	}
 	switch {
 	case errors.Is(err, ErrLost):
 		return err
@@ -320,8 +324,8 @@ func (h *Held) expired(gen int) {
 	stop(cause)
 }
 
-// RenewFailure is the last background renewal's error while no renewal has
-// succeeded since, else nil.
+// RenewFailure is the last renewal's error while no renewal has succeeded
+// since, else nil.
 func (h *Held) RenewFailure() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -357,13 +361,7 @@ func (h *Held) renewer(ctx context.Context, cancel context.CancelCauseFunc) (sto
 			case <-tick:
 			}
 			t = arm()
-			err := h.Renew(ctx)
-			if ctx.Err() == nil {
-				h.mu.Lock()
-				h.renewErr = err
-				h.mu.Unlock()
-			}
-			if errors.Is(err, ErrLost) {
+			if err := h.Renew(ctx); errors.Is(err, ErrLost) {
 				cancel(err)
 				return
 			}

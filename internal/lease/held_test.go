@@ -255,3 +255,30 @@ func TestRenewerChecksTheFence(t *testing.T) {
 		t.Fatalf("cause %v, want ErrLost", context.Cause(work))
 	}
 }
+
+// TestRenewFailureIsTheLastRenewals: a refused renewal is kept until one
+// succeeds, so a run whose lease ran out can say why, and a refusal
+// followed by a success is not blamed for a later end.
+func TestRenewFailureIsTheLastRenewals(t *testing.T) {
+	t.Parallel()
+	b := setupHeld(t, 0)
+	if err := b.h.RenewFailure(); err != nil {
+		t.Fatalf("before any renewal: %v", err)
+	}
+	refused := errors.New("NOPERM this user has no permissions to run the 'evalsha' command")
+	b.m.fail(refused)
+	b.clk.Advance(time.Second)
+	if err := b.h.Renew(t.Context()); !errors.Is(err, refused) {
+		t.Fatalf("Renew = %v, want the refusal", err)
+	}
+	if err := b.h.RenewFailure(); !errors.Is(err, refused) {
+		t.Fatalf("after a refused renewal: RenewFailure = %v, want the refusal", err)
+	}
+	b.m.fail(nil)
+	if err := b.h.Renew(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.h.RenewFailure(); err != nil {
+		t.Fatalf("after a renewal that succeeded: RenewFailure = %v, want nil", err)
+	}
+}
