@@ -105,15 +105,15 @@ func TestRedisSharesTheAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at := time.Now().Add(d)
-		if i > 0 && at.Sub(last) < 15*time.Millisecond {
-			t.Fatalf("booking %d is %v after the previous one, want about 20ms (50/s shared)", i, at.Sub(last))
-		}
-		last = at
+		last = time.Now().Add(d)
 	}
-	// 20 bookings at 50/s span about 380 ms from the first.
+	// 20 bookings at 50/s on one schedule span about 380 ms from the
+	// first; two schedules, 10 bookings each, would span about 180 ms.
+	// (A booking's own gap to the one before is not checked: each is
+	// measured on this clock after its call returned, and on a loaded
+	// machine the calls' latencies differ by more than the 20 ms.)
 	if span := last.Sub(start); span < 300*time.Millisecond || span > 2*time.Second {
-		t.Fatalf("20 bookings at 50/s span %v", span)
+		t.Fatalf("20 bookings at 50/s shared by two pacers span %v, want about 380ms", span)
 	}
 	if err := p1.Pause(ctx, "brevo-y", 2*time.Second); err != nil {
 		t.Fatal(err)
