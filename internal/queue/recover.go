@@ -353,9 +353,11 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		// jobs say: an attempt made available again while the one before
 		// still ran completes its job as skipped (the partition is held),
 		// and the partition still running closes the run itself.
-		if slices.ContainsFunc(partitionSyncIDs(r.SyncID, n), func(id string) bool {
-			return s.leaseLive(ctx, id, s.clock.Now(), lease.ThisProcess())
-		}) {
+		held := false
+		for k := 1; k <= n && !held; k++ {
+			held = s.leaseLive(ctx, partition.SyncID(r.SyncID, k), s.clock.Now(), lease.ThisProcess())
+		}
+		if held {
 			continue
 		}
 		// Re-read: a partition may have closed the run since it was listed.
@@ -396,15 +398,6 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// partitionSyncIDs are the sync IDs of syncID's n partitions.
-func partitionSyncIDs(syncID string, n int) []string {
-	ids := make([]string, n)
-	for k := range n {
-		ids[k] = partition.SyncID(syncID, k+1)
-	}
-	return ids
 }
 
 // partitionArgs decodes a partition job's arguments.
