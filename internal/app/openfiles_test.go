@@ -2,17 +2,13 @@ package app_test
 
 import (
 	"context"
-	"net"
-	"net/url"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestOpenStoreAtTheOpenFilesLimit: `oncesync run` under `ulimit -n 8` with
@@ -22,15 +18,7 @@ import (
 // The detail now says so, as the SQLite store's does. Not parallel: it
 // lowers this test process's open-files limit for the length of one open.
 func TestOpenStoreAtTheOpenFilesLimit(t *testing.T) {
-	base, err := url.Parse(testenv.DatabaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.DialTimeout("tcp", base.Host, 2*time.Second)
-	if err != nil {
-		testenv.Unavailable(t, "PostgreSQL at %s: %v", base.Host, err)
-	}
-	c.Close()
+	base := reachableDatabaseURL(t)
 	// Nothing is opened there: the limit refuses the first connection.
 	// Were it not, the open would migrate the shared database's schema.
 	var old syscall.Rlimit

@@ -22,17 +22,7 @@ import (
 // --log-level debug (an independent check).
 func TestOpenStoreSaysWhatIsWrong(t *testing.T) {
 	ctx := context.Background()
-	base, err := url.Parse(testenv.DatabaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A dial, not an open: opening would create oncesync's schema in the
-	// shared server's database.
-	c, err := net.DialTimeout("tcp", base.Host, 2*time.Second)
-	if err != nil {
-		testenv.Unavailable(t, "PostgreSQL at %s: %v", base.Host, err)
-	}
-	c.Close()
+	base := reachableDatabaseURL(t)
 	with := func(f func(u *url.URL)) string {
 		u := *base
 		f(&u)
@@ -76,4 +66,21 @@ func TestOpenStoreSaysWhatIsWrong(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reachableDatabaseURL is the test PostgreSQL's URL once its port accepted
+// a connection. A dial, not an open: opening would create oncesync's schema
+// in the shared server's database.
+func reachableDatabaseURL(t *testing.T) *url.URL {
+	t.Helper()
+	base, err := url.Parse(testenv.DatabaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialTimeout("tcp", base.Host, 2*time.Second)
+	if err != nil {
+		testenv.Unavailable(t, "PostgreSQL at %s: %v", base.Host, err)
+	}
+	c.Close()
+	return base
 }

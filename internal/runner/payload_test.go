@@ -411,18 +411,59 @@ func (d *tellingDest) AccountID(context.Context) (string, error) {
 	return d.id, nil
 }
 
+// accounts runs a sync of 50 rows, read whole every run (only the hashes
+// decide), into a destination whose vendor tells which account a key
+// reaches.
+type accounts struct {
+	tb   *testBundle
+	dest *tellingDest
+	src  *keysetSource
+	p    Params // the last run's
+}
+
+func setupAccounts(t *testing.T) *accounts {
+	tb := setup(t, 0, destination.CapVerify)
+	a := &accounts{tb: tb, dest: &tellingDest{memDest: tb.dest}, src: &keysetSource{rows: map[int]string{}}}
+	for i := 1; i <= 50; i++ {
+		a.src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	return a
+}
+
+// run runs the sync with the destination.account name account, the
+// address addr, and a vendor that says its key reaches id ("!": cannot
+// tell now, "": will not tell, "401": refuses the key).
+func (a *accounts) run(t *testing.T, account, addr, id string) (store.Run, error) {
+	t.Helper()
+	a.p = a.tb.params(t, "id")
+	a.p.Source, a.p.Destination, a.p.ResetCursor = a.src, a.dest, true
+	a.p.Sync.DestinationAddress, a.p.Sync.Account = addr, account
+	a.dest.id, a.dest.asked = id, 0
+	return Run(context.Background(), a.p)
+}
+
+// check fails run n unless the vendor was asked asked times by it and, when
+// the run succeeded (ok), a dry run after it agrees: nothing left to send.
+func (a *accounts) check(t *testing.T, n, asked int, ok bool) {
+	t.Helper()
+	if a.dest.asked != asked {
+		t.Fatalf("run %d: the vendor was asked %d times, want %d", n, a.dest.asked, asked)
+	}
+	if !ok {
+		return
+	}
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: a.p.Store, Source: a.p.Source, Sync: a.p.Sync, ResetCursor: true})
+	if err != nil || pv.Creates+pv.Updates != 0 {
+		t.Fatalf("dry run after run %d: %+v, %v; want nothing to send", n, pv, err)
+	}
+}
+
 // A new API key of the same account, as its vendor tells, sends nothing
 // again without destination.account; another account, or a vendor that
 // will not tell, sends every record (docs/guide.md#changing-a-sync).
 func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 0, destination.CapVerify)
-	dest := &tellingDest{memDest: tb.dest}
-	src := &keysetSource{rows: map[int]string{}}
-	for i := 1; i <= 50; i++ {
-		src.rows[i] = fmt.Sprintf("N%d", i)
-	}
-	ctx := context.Background()
+	a := setupAccounts(t)
 	for i, step := range []struct {
 		addr, id string
 		written  int64
@@ -441,13 +482,7 @@ func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 		{"brevo key:aaaa", "brevo login a", 50, "", 0},                // back to a, which may be stale
 		{"brevo key:ffff", "brevo login a", 0, "", 1},
 	} {
-		p := tb.params(t, "id")
-		p.Source = src
-		p.Destination = dest
-		p.ResetCursor = true // read every row: only the hashes decide
-		p.Sync.DestinationAddress = step.addr
-		dest.id, dest.asked = step.id, 0
-		r, err := Run(ctx, p)
+		r, err := a.run(t, "", step.addr, step.id)
 		switch {
 		case step.fails != "":
 			if failure.CodeOf(err) != step.fails || r.Written != 0 {
@@ -459,16 +494,7 @@ func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 		case err != nil || r.Written != step.written:
 			t.Fatalf("run %d (%q, vendor %q): %v written %d; want %d", i+1, step.addr, step.id, err, r.Written, step.written)
 		}
-		if dest.asked != step.asked {
-			t.Fatalf("run %d: the vendor was asked %d times, want %d", i+1, dest.asked, step.asked)
-		}
-		if step.fails == "" {
-			// A dry run after the run agrees with it: nothing left to send.
-			pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync, ResetCursor: true})
-			if err != nil || pv.Creates+pv.Updates != 0 {
-				t.Fatalf("dry run after run %d: %+v, %v; want nothing to send", i+1, pv, err)
-			}
-		}
+		a.check(t, i+1, step.asked, step.fails == "")
 	}
 }
 
@@ -478,13 +504,7 @@ func TestVendorToldAccountKeepsItsAddress(t *testing.T) {
 // name answers and the vendor is not asked.
 func TestAccountNamedAfterARotation(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 0, destination.CapVerify)
-	dest := &tellingDest{memDest: tb.dest}
-	src := &keysetSource{rows: map[int]string{}}
-	for i := 1; i <= 50; i++ {
-		src.rows[i] = fmt.Sprintf("N%d", i)
-	}
-	ctx := context.Background()
+	a := setupAccounts(t)
 	for i, step := range []struct {
 		account, addr, id string
 		written           int64
@@ -497,22 +517,10 @@ func TestAccountNamedAfterARotation(t *testing.T) {
 		{"acme2", "brevo key:dddd", "brevo login a", 0, 1},  // a new name with a new key
 		{"other", "brevo key:eeee", "brevo login b", 50, 1}, // another account
 	} {
-		p := tb.params(t, "id")
-		p.Source = src
-		p.Destination = dest
-		p.ResetCursor = true
-		p.Sync.DestinationAddress, p.Sync.Account = step.addr, step.account
-		dest.id, dest.asked = step.id, 0
-		r, err := Run(ctx, p)
+		r, err := a.run(t, step.account, step.addr, step.id)
 		if err != nil || r.Written != step.written {
 			t.Fatalf("run %d (account %q, %q, vendor %q): %v written %d; want %d", i+1, step.account, step.addr, step.id, err, r.Written, step.written)
 		}
-		if dest.asked != step.asked {
-			t.Fatalf("run %d: the vendor was asked %d times, want %d", i+1, dest.asked, step.asked)
-		}
-		pv, err := RunPreview(ctx, PreviewParams{Store: p.Store, Source: p.Source, Sync: p.Sync, ResetCursor: true})
-		if err != nil || pv.Creates+pv.Updates != 0 {
-			t.Fatalf("dry run after run %d: %+v, %v; want nothing to send", i+1, pv, err)
-		}
+		a.check(t, i+1, step.asked, true)
 	}
 }
