@@ -25,10 +25,13 @@ func TestLeaseKeysGoneWithTheirEnd(t *testing.T) {
 		acquire := func(runID int64) (lease.Grant, error) {
 			return m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: runID, TTL: ttl})
 		}
+		asked := time.Now()
 		g, err := acquire(1)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// What the holder's writes stop by; g.ExpiresAt counts from the reply.
+		heldUntil := lease.LocalExpiry(asked, ttl, g.ExpiresAt)
 		del := func(keys ...string) {
 			t.Helper()
 			for _, k := range keys {
@@ -42,7 +45,7 @@ func TestLeaseKeysGoneWithTheirEnd(t *testing.T) {
 			t.Fatalf("Get with the lease and its end deleted = %v, want a quarantine", err)
 		}
 		_, err = acquire(2)
-		qe := wantQuarantine(t, "Acquire with the lease and its end deleted", err, lease.CauseVanished, g.ExpiresAt, time.Now().Add(ttl+time.Second))
+		qe := wantQuarantine(t, "Acquire with the lease and its end deleted", err, lease.CauseVanished, heldUntil, time.Now().Add(ttl+time.Second))
 
 		// The quarantine's own key deleted too: it still lasts until its end.
 		del(tb.keys.LeaseLoss(tb.syncID))

@@ -50,6 +50,28 @@ func (w *switchWorld) acquire(t *testing.T, m *redislease.Manager, syncID string
 	return g
 }
 
+// hold acquires syncID's lease and returns it with its holder's local expiry
+// (lease.LocalExpiry): the moment of asking plus the TTL, which is what the
+// holder's writes stop by and what a quarantine must outlast. The grant's
+// own ExpiresAt counts from the reply, a round trip later than Redis's end.
+func (w *switchWorld) hold(t *testing.T, m *redislease.Manager, syncID string) (lease.Grant, time.Time) {
+	t.Helper()
+	asked := time.Now()
+	g := w.acquire(t, m, syncID)
+	return g, lease.LocalExpiry(asked, switchTTL, g.ExpiresAt)
+}
+
+// renew renews g, and returns it with its holder's local expiry (hold).
+func (w *switchWorld) renew(t *testing.T, m *redislease.Manager, g lease.Grant) (lease.Grant, time.Time) {
+	t.Helper()
+	asked := time.Now()
+	renewed, err := m.Renew(w.ctx, g, switchTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renewed, lease.LocalExpiry(asked, switchTTL, renewed.ExpiresAt)
+}
+
 // wantSwitch checks that err is a server switch's quarantine lasting at
 // least until notBefore (the holder's last renewal's end) and ending by
 // notAfter.
@@ -102,8 +124,8 @@ func TestServerSwitch(t *testing.T) {
 		defer client.Close()
 		m := w.manager(client)
 
-		g := w.acquire(t, m, "busy")
-		w.acquire(t, m, "idle")
+		g, _ := w.hold(t, m, "busy")
+		_, idleEnd := w.hold(t, m, "idle")
 		if err := m.Release(w.ctx, w.acquire(t, m, "released")); err != nil {
 			t.Fatal(err)
 		}
@@ -111,11 +133,8 @@ func TestServerSwitch(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(switchTTL * 3 / 5)
-		renewed, err := m.Renew(w.ctx, g, switchTTL) // after the snapshot: lost with the restart
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop() // SIGKILL: nothing saved since the snapshot
+		renewed, renewedEnd := w.renew(t, m, g) // after the snapshot: lost with the restart
+		stop()                                  // SIGKILL: nothing saved since the snapshot
 		restart, err := servers.StartAt(addr, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -130,11 +149,11 @@ func TestServerSwitch(t *testing.T) {
 		notAfter := restarted.Add(switchTTL + 2*time.Second) // uptime is counted in whole seconds
 
 		_, err = m.Get(w.ctx, "busy")
-		qe := wantSwitch(t, "Get of the renewed lease", err, renewed.ExpiresAt, notAfter)
+		qe := wantSwitch(t, "Get of the renewed lease", err, renewedEnd, notAfter)
 		_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "busy", RunID: 2, TTL: switchTTL})
-		wantSwitch(t, "Acquire of the renewed lease", err, renewed.ExpiresAt, notAfter)
+		wantSwitch(t, "Acquire of the renewed lease", err, renewedEnd, notAfter)
 		_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "idle", RunID: 2, TTL: switchTTL})
-		wantSwitch(t, "Acquire of a lease held at the snapshot", err, g.ExpiresAt, notAfter)
+		wantSwitch(t, "Acquire of a lease held at the snapshot", err, idleEnd, notAfter)
 		if got := w.acquire(t, m, "released"); got.FreeFor <= 0 {
 			t.Errorf("lease released before the snapshot: FreeFor %s, want > 0", got.FreeFor)
 		}
@@ -198,16 +217,13 @@ func TestServerSwitch(t *testing.T) {
 		if err := replica.SlaveOf(w.ctx, "NO", "ONE").Err(); err != nil {
 			t.Fatal(err)
 		}
-		renewed, err := m.Renew(w.ctx, g, switchTTL) // on the old primary only
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, renewedEnd := w.renew(t, m, g) // on the old primary only
 		time.Sleep(time.Until(g.ExpiresAt.Add(100 * time.Millisecond)))
 		promoted := w.manager(replica)
 		_, err = promoted.Get(w.ctx, "busy")
-		qe := wantSwitch(t, "Get on the promoted replica", err, renewed.ExpiresAt, time.Now().Add(switchTTL+100*time.Millisecond))
+		qe := wantSwitch(t, "Get on the promoted replica", err, renewedEnd, time.Now().Add(switchTTL+100*time.Millisecond))
 		_, err = promoted.Acquire(w.ctx, lease.AcquireParams{SyncID: "busy", RunID: 2, TTL: switchTTL})
-		if got := wantSwitch(t, "Acquire on the promoted replica", err, renewed.ExpiresAt, qe.Until.Add(5*time.Millisecond)); got.Until.Before(qe.Until.Add(-5 * time.Millisecond)) {
+		if got := wantSwitch(t, "Acquire on the promoted replica", err, renewedEnd, qe.Until.Add(5*time.Millisecond)); got.Until.Before(qe.Until.Add(-5 * time.Millisecond)) {
 			t.Errorf("Acquire's quarantine ends %s, Get's %s: want one quarantine", got.Until, qe.Until)
 		}
 		if _, err := promoted.Acquire(w.ctx, lease.AcquireParams{SyncID: "released", RunID: 2, TTL: switchTTL}); err != nil {
@@ -241,7 +257,7 @@ func TestVanishedLease(t *testing.T) {
 	m := w.manager(client)
 	keys := rediskey.Default()
 
-	g := w.acquire(t, m, "evicted")
+	g, gEnd := w.hold(t, m, "evicted")
 	filler := strings.Repeat("x", 16<<10)
 	for i := 0; ; i++ {
 		n, err := client.Exists(w.ctx, keys.Lease("evicted")).Result()
@@ -259,21 +275,21 @@ func TestVanishedLease(t *testing.T) {
 		}
 	}
 	_, err = m.Get(w.ctx, "evicted")
-	qe := wantQuarantine(t, "Get of the evicted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	qe := wantQuarantine(t, "Get of the evicted lease", err, lease.CauseVanished, gEnd, g.ExpiresAt.Add(5*time.Millisecond))
 	_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "evicted", RunID: 2, TTL: switchTTL})
-	wantQuarantine(t, "Acquire of the evicted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	wantQuarantine(t, "Acquire of the evicted lease", err, lease.CauseVanished, gEnd, g.ExpiresAt.Add(5*time.Millisecond))
 	if err := client.FlushAll(w.ctx).Err(); err != nil { // this test's own server
 		t.Fatal(err)
 	}
 
 	// A DEL of the key alone reads the same; once the end has passed, the
 	// lease is granted.
-	g = w.acquire(t, m, "deleted")
+	g, gEnd = w.hold(t, m, "deleted")
 	if err := client.Del(w.ctx, keys.Lease("deleted")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, err = m.Acquire(w.ctx, lease.AcquireParams{SyncID: "deleted", RunID: 2, TTL: switchTTL})
-	qe = wantQuarantine(t, "Acquire of the deleted lease", err, lease.CauseVanished, g.ExpiresAt, g.ExpiresAt.Add(5*time.Millisecond))
+	qe = wantQuarantine(t, "Acquire of the deleted lease", err, lease.CauseVanished, gEnd, g.ExpiresAt.Add(5*time.Millisecond))
 	time.Sleep(time.Until(qe.Until.Add(20 * time.Millisecond)))
 	if after := w.acquire(t, m, "deleted"); after.Fence != g.Fence+1 {
 		t.Errorf("grant after the lease's end: fence %d, want %d", after.Fence, g.Fence+1)
