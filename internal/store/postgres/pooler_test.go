@@ -197,3 +197,35 @@ func TestBehindAFullSessionPoolFailsInSeconds(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenSaysWhichReadOnly: a primary with default_transaction_read_only
+// on (as managed services set it when the disk is nearly full) was called
+// "a read-only standby: point store at the primary", which sends its
+// operator looking for a server that does not exist. Open asks the server;
+// a refusal after the open names both causes.
+func TestOpenSaysWhichReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	detail := func(err error) string {
+		return failure.Wrap(failure.StoreUnavailable, err, "open the PostgreSQL store").Detail
+	}
+	readOnly := "&options=-c%20default_transaction_read_only%3Don"
+	schema := newSchema(t)
+	_, err := Open(ctx, OpenParams{URL: storeURL(t, schema) + readOnly, Schema: schema})
+	if d := detail(err); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(d, "not a standby") || strings.Contains(d, "point store at the primary") {
+		t.Errorf("a read-only primary at open: %v; detail %q", err, d)
+	}
+
+	// Migrated while writable, opened read-only: the first write refuses.
+	s, schema := openTest(t, clock.Real{})
+	s.Close()
+	s, err = Open(ctx, OpenParams{URL: storeURL(t, schema) + readOnly, Schema: schema})
+	if err != nil {
+		t.Fatalf("open of a migrated store, read-only: %v", err)
+	}
+	defer s.Close()
+	_, err = s.PutSync(ctx, store.PutSyncParams{ID: "s", Definition: "{}"})
+	if d := detail(err); !errors.Is(err, store.ErrUnavailable) || !strings.Contains(d, "standby") || !strings.Contains(d, "default_transaction_read_only") {
+		t.Errorf("a write refused as read-only: %v; detail %q", err, d)
+	}
+}

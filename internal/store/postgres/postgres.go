@@ -149,17 +149,21 @@ func Open(ctx context.Context, p OpenParams) (*Store, error) {
 		return nil, mapErr("open", err)
 	}
 	s := &Store{pool: pool, clock: clk, schema: schema, serverTime: p.ServerTime, pruneWindow: defaultPruneWindow}
+	fail := func(op string, err error) (*Store, error) {
+		defer pool.Close()
+		if adv := readOnlyCause(ctx, pool, err); adv != "" {
+			return nil, store.WithAdvice(mapErr(op, err), adv)
+		}
+		return nil, withOpenAdvice(mapErr(op, err), &cfg.ConnConfig.Config, schema)
+	}
 	if err := FirstAnswer(ctx, pool, cfg.ConnConfig.ConnectTimeout); err != nil {
-		pool.Close()
-		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
+		return fail("open", err)
 	}
 	if err := s.checkSessionsWithin(ctx, cfg.ConnConfig); err != nil {
-		pool.Close()
-		return nil, withOpenAdvice(mapErr("open", err), &cfg.ConnConfig.Config, schema)
+		return fail("open", err)
 	}
 	if err := s.migrate(ctx); err != nil {
-		pool.Close()
-		return nil, withOpenAdvice(mapErr("migrate", err), &cfg.ConnConfig.Config, schema)
+		return fail("migrate", err)
 	}
 	return s, nil
 }
@@ -334,7 +338,7 @@ func pgAdvice(err error) string {
 	case "57P03":
 		return "PostgreSQL is starting up, shutting down or recovering: wait until it accepts connections"
 	case "25006":
-		return "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
+		return readOnlyAdvice
 	case "55P03":
 		return "a lock another session holds on a store table outlasted lock_timeout (set for oncesync's role or database): the run is retried; to let oncesync wait instead, set lock_timeout=0 in store (docs/guide.md#a-dbas-settings-for-oncesyncs-role)"
 	case "42501":
@@ -343,6 +347,42 @@ func pgAdvice(err error) string {
 		return "PostgreSQL refused the store URL's user a privilege on oncesync's schema (" + pe.Message + "): grant it USAGE on the schema, SELECT, INSERT, UPDATE, DELETE on its tables and USAGE, SELECT, UPDATE on its sequences, again after each upgrade's migrations (docs/guide.md#least-privilege-and-migrations)"
 	}
 	return ""
+}
+
+// readOnlyAdvice, standbyAdvice and readOnlyPrimaryAdvice say why
+// PostgreSQL refused a write as read-only (25006): a standby, or a primary
+// whose default_transaction_read_only is on. Managed services (Azure,
+// Aiven, Neon, ...) turn that on when the disk is nearly full, and a DBA may
+// for maintenance; telling that server's operator to look for a primary
+// sends them the wrong way. Open asks the server which it is
+// (readOnlyCause); a refusal mid-run names both.
+const (
+	readOnlyAdvice = "PostgreSQL refused a write as read-only: it is a standby (point store at the primary; after a failover, the promoted one), " +
+		"or default_transaction_read_only is on (for the store's database or user, or in its URL's options; some managed services turn it on when the disk is nearly full)"
+	standbyAdvice         = "PostgreSQL answered as a read-only standby: point store at the primary (after a failover, the promoted one)"
+	readOnlyPrimaryAdvice = "PostgreSQL is not a standby but its transactions are read-only (default_transaction_read_only is on, for the store's database or user or in its URL's options; " +
+		"some managed services turn it on when the disk is nearly full): free space if that is why, or turn it off " +
+		"(ALTER DATABASE ... SET default_transaction_read_only = off, or the same for the role), then run again"
+)
+
+// readOnlyCause is standbyAdvice or readOnlyPrimaryAdvice for the server
+// behind pool when err is its read-only refusal (25006), "" otherwise or
+// when the server cannot say.
+func readOnlyCause(ctx context.Context, pool *pgxpool.Pool, err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var inRecovery bool
+	if pool.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery) != nil {
+		return ""
+	}
+	if inRecovery {
+		return standbyAdvice
+	}
+	return readOnlyPrimaryAdvice
 }
 
 // diskFull reports whether err is the server's disk_full (53100).
