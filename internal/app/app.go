@@ -341,6 +341,10 @@ func sourceSetupFailure(err error) error {
 		return failure.Wrap(failure.SourceAuth, err, "%s", err.Error())
 	case errors.Is(err, source.ErrInvalid):
 		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		// A setup that ran out of time: the source did not answer, the
+		// definition is not at fault.
+		return failure.Wrap(failure.SourceUnavailable, err, "%s", err.Error())
 	default:
 		return failure.Wrap(failure.InvalidSyncDefinition, err, "%s", err.Error())
 	}

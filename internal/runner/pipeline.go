@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/source"
@@ -118,9 +119,21 @@ func (r *run) restartable(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && errors.Is(err, source.ErrChanged) && r.Sync.Identity != ""
 }
 
+// readNoticeAfter is how long a page read may go unanswered before the
+// run says it is still waiting.
+const readNoticeAfter = 30 * time.Second
+
 // readPage reads the page at cursor: of the run's slice only when the
-// source can read one (source.Slicer), else of the whole source.
+// source can read one (source.Slicer), else of the whole source. A read
+// that goes unanswered for readNoticeAfter is told once: a read waiting on
+// another session's lock (an ALTER TABLE, a LOCK TABLE, a transaction left
+// open) keeps its run, and its lease, quiet for as long as the lock lasts.
 func (r *run) readPage(ctx context.Context, cursor string) (source.Page, error) {
+	notice := clock.AfterFunc(r.Clock, readNoticeAfter, func() {
+		r.Logger.Warn("the source has not answered a page read yet; still waiting (another session's lock on its table, or a slow query or server?)",
+			"sync", r.Sync.ID, "run", r.rec.ID, "source", r.Source.ID(), "waited", readNoticeAfter.String())
+	})
+	defer notice.Stop()
 	if sl, ok := r.Source.(source.Slicer); ok && r.Slice.N > 1 {
 		return sl.ReadSlice(ctx, r.Slice, cursor, r.Sync.PageSize)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -172,3 +173,31 @@ var (
 	// ErrBadCursor: the cursor string cannot be decoded.
 	ErrBadCursor = errors.New("cursor cannot be decoded")
 )
+
+// NoAnswerError is a source's setup that ran out of its time limit: the
+// source was reached but did not answer (a lock another session holds on
+// the table, an overloaded server). It is ErrUnavailable, retryable: the
+// definition is not wrong, and "context deadline exceeded" alone read as
+// an invalid sync definition.
+type NoAnswerError struct {
+	Err   error         // the source's error, ending with the context's
+	After time.Duration // the limit
+	Hint  string        // what may hold it, and how to see it
+}
+
+func (e *NoAnswerError) Error() string {
+	msg := strings.TrimSuffix(e.Err.Error(), ": "+context.DeadlineExceeded.Error())
+	return msg + ": no answer within " + e.After.String() + ": " + e.Hint
+}
+
+func (e *NoAnswerError) Unwrap() []error { return []error{e.Err, ErrUnavailable} }
+
+// SetupTimedOut is err as a *NoAnswerError when limited, the context a
+// source's setup ran under with limit after, ran out while its parent did
+// not; err otherwise.
+func SetupTimedOut(parent, limited context.Context, err error, after time.Duration, hint string) error {
+	if err == nil || parent.Err() != nil || !errors.Is(limited.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return &NoAnswerError{Err: err, After: after, Hint: hint}
+}

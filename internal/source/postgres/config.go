@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"regexp"
 	"strings"
@@ -12,7 +13,11 @@ import (
 
 // Kind is the postgres source's part of the configuration: dsn, query or
 // table, cursor_column and version_query under source:.
-type Kind struct{}
+type Kind struct {
+	// SetupTimeout bounds New's first connection and check (0:
+	// connectTimeout); tests shorten it.
+	SetupTimeout time.Duration
+}
 
 // Config is a sync's postgres keys.
 type Config struct {
@@ -39,17 +44,26 @@ func (Kind) SecretKeys() []string { return []string{"dsn"} }
 const connectTimeout = 30 * time.Second
 
 // New connects a sync's postgres source.
-func (Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, error) {
+func (k Kind) New(ctx context.Context, s config.Source, _ string) (source.Source, error) {
 	c := s.Spec.(*Config)
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	limit := cmp.Or(k.SetupTimeout, connectTimeout)
+	limited, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	return New(ctx, Params{
+	src, err := New(limited, Params{
 		DSN: c.DSN, Query: c.Query, Table: c.Table,
 		CursorColumn: c.CursorColumn, Identity: s.Identity, VersionQuery: c.VersionQuery, Lookback: c.Lookback.Or(source.DefaultLookback),
 		LookbackValues: c.LookbackValues.Or(source.DefaultLookbackValues),
 		MaxRecordBytes: int64(s.MaxRecordBytes),
 	})
+	if err != nil {
+		return nil, source.SetupTimedOut(ctx, limited, err, limit, noAnswerHint)
+	}
+	return src, nil
 }
+
+// noAnswerHint is what holds a first query that connected but got no answer.
+const noAnswerHint = "another session may hold a lock on the table (or on a table of the query): an ALTER TABLE or LOCK TABLE, running or waiting, or a transaction left open; " +
+	"SELECT pid, state, wait_event_type, query FROM pg_stat_activity shows who waits and who holds it"
 
 // DescribeCursor names the keyset a saved cursor follows:
 // "after updated_at = 2024-05-01 10:00:00+00, id = 42".

@@ -1,0 +1,69 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/source"
+	"github.com/oncesync/oncesync/internal/source/postgres"
+)
+
+// TestSetupOnALockedTable: a table another session holds an ACCESS
+// EXCLUSIVE lock on (an ALTER TABLE, a LOCK TABLE in a transaction left
+// open) made the source's setup run out of time with "check: context
+// deadline exceeded", which the run reported as invalid_sync_definition
+// (owner: you, fix the config). It is source.ErrUnavailable (retried),
+// and says what may hold it and how to see it.
+func TestSetupOnALockedTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	name := b.table("locked")
+	b.exec(t, "CREATE TABLE "+name+" (id bigint PRIMARY KEY, email text)", "INSERT INTO "+name+" VALUES (1, 'a@example.com')")
+	holder, err := pgx.Connect(t.Context(), b.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+name+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	kind := postgres.Kind{SetupTimeout: time.Second}
+	src, err := kind.New(t.Context(), config.Source{Identity: "id", Spec: &postgres.Config{DSN: b.dsn, Table: name}}, "")
+	if err == nil {
+		src.Close()
+		t.Fatal("New on a locked table succeeded")
+	}
+	var na *source.NoAnswerError
+	if !errors.As(err, &na) || !errors.Is(err, source.ErrUnavailable) || errors.Is(err, source.ErrInvalid) {
+		t.Fatalf("New on a locked table = %v, want a *source.NoAnswerError (source unavailable)", err)
+	}
+	for _, want := range []string{"check: no answer within 1s", "lock on the table", "pg_stat_activity"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("New on a locked table: %q, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "deadline exceeded") {
+		t.Errorf("New on a locked table: %q still reads as a bare timeout", err)
+	}
+
+	// The caller's own cancellation stays the caller's.
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	_, err = postgres.Kind{SetupTimeout: time.Minute}.New(ctx, config.Source{Identity: "id", Spec: &postgres.Config{DSN: b.dsn, Table: name}}, "")
+	var na2 *source.NoAnswerError
+	if err == nil || errors.As(err, &na2) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("New under the caller's deadline = %v, want the caller's deadline, not the source's", err)
+	}
+}
