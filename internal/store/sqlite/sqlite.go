@@ -355,11 +355,23 @@ func (s *Store) mapErr(op string, err error) error {
 		err = store.WithAdvice(err, "the store's file could not be written: its disk failed or its file system went read-only "+
 			"(see dmesg and mount), or its permissions changed; once it is writable again, run the sync again")
 	}
+	if busy(err) {
+		// SQLite says only "database is locked" (docs/recovery.md#store_unavailable).
+		err = store.WithAdvice(err, busyAdvice)
+	}
 	if unavailable(err) {
 		return fmt.Errorf("sqlite %s: %w: %w", op, store.ErrUnavailable, err)
 	}
 	return fmt.Errorf("sqlite %s: %w", op, err)
 }
+
+// busyAdvice says what holds the store's file when a statement waited
+// BusyTimeout for its lock: oncesync's own writes are short, so it is
+// most likely another program.
+var busyAdvice = "another process held the store's file locked for more than " + BusyTimeout.String() +
+	": a program with a transaction open on it (an sqlite3 shell, a database browser, a backup copying it " +
+	"without SQLite's backup API), or an oncesync process stopped in a write (SIGSTOP, a frozen VM); " +
+	"fuser or lsof on the file names the processes that have it open. The run is retried"
 
 // diskFull reports whether err is SQLITE_FULL: the file's disk has no room
 // for the write (or the WAL).

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/storetest"
 )
@@ -388,6 +389,10 @@ func TestLockedIsUnavailable(t *testing.T) {
 	err = s.RaiseFence(context.Background(), "s1", 1)
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("write under another's lock: %v, want ErrUnavailable", err)
+	}
+	// SQLite says only "database is locked"; the detail says what holds it.
+	if d := failure.Wrap(failure.StoreUnavailable, err, "save").Detail; !strings.Contains(d, "another process held the store's file locked") || !strings.Contains(d, "fuser") {
+		t.Errorf("write under another's lock: detail %q does not say what holds the file", d)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
