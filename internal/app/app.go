@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -162,6 +163,16 @@ func Redis(ctx context.Context, cfg *config.Config) (*redis.Client, error) {
 				"setting says (16 unless changed: 0 to 15); choose one of those, or raise databases (docs/guide.md#redis-in-production)", opts.Addr, opts.DB))
 		case strings.Contains(err.Error(), "SELECT is not allowed in cluster mode"):
 			err = store.WithAdvice(err, fmt.Sprintf("Redis at %s is a Redis Cluster node, which has only database 0: end redis's URL with /0 (docs/guide.md#redis-in-production)", opts.Addr))
+		case strings.Contains(err.Error(), "redis: invalid reply"):
+			// Another server's greeting (MySQL's) read as a reply.
+			err = store.WithAdvice(err, "something answers at "+opts.Addr+" but does not speak Redis's protocol: "+
+				"is that port another server's (3306 is MySQL's, 5432 PostgreSQL's)? correct the host and port in redis (docs/guide.md#redis-in-production)")
+		case opts.TLSConfig == nil && errors.Is(err, io.EOF):
+			// A server that reads a Redis command as garbage (PostgreSQL)
+			// hangs up without a word, as does a Redis that wants TLS.
+			err = store.WithAdvice(err, "something at "+opts.Addr+" accepted the connection and closed it without an answer: "+
+				"it may be another server (3306 is MySQL's, 5432 PostgreSQL's), a Redis that expects TLS there (use rediss://), "+
+				"or a proxy or firewall cutting it; correct the host and port in redis (docs/guide.md#redis-in-production)")
 		case opts.TLSConfig != nil && !errors.As(err, &a):
 			// A plain Redis answers nothing to a TLS hello: the dial times out.
 			err = store.WithAdvice(err, "redis is a rediss:// URL: if Redis does not speak TLS at that port, use redis:// (docs/guide.md#redis-in-production)")

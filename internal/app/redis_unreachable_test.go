@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -55,5 +56,51 @@ func TestOpenSaysRedisHasNoSuchDatabase(t *testing.T) {
 	if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, "has no database 1000000") ||
 		!strings.Contains(d, "databases") || !strings.Contains(d, "docs/guide.md#redis-in-production") {
 		t.Errorf("Open = %v; want store_unavailable whose detail says Redis has no database 1000000", err)
+	}
+}
+
+// TestOpenSaysItIsNotRedis: a redis URL with another server's port
+// (PostgreSQL's 5432 hangs up on a Redis command, MySQL's 3306 greets
+// first) failed with the detail "reach Redis at HOST:PORT" alone; the
+// detail now says something answers there that is not Redis.
+func TestOpenSaysItIsNotRedis(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		serve func(net.Conn)
+		want  string
+	}{
+		{"greets first", func(c net.Conn) { _, _ = c.Write([]byte("J\x00\x00\x00\n5.5.5-10.11.6-MariaDB\x00")) }, "does not speak Redis's protocol"},
+		{"hangs up", func(net.Conn) {}, "closed it without an answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					tc.serve(c)
+					c.Close()
+				}
+			}()
+			cfg := embeddedConfig(t)
+			cfg.Redis = "redis://" + ln.Addr().String() + "/0?max_retries=-1"
+			a, err := app.Open(context.Background(), app.OpenParams{Config: cfg})
+			if err == nil {
+				a.Close(context.Background())
+				t.Fatal("Open succeeded")
+			}
+			d := failure.Detail(err)
+			if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, tc.want) || !strings.Contains(d, ln.Addr().String()) {
+				t.Errorf("Open = %v; detail %q, want it to say %q", err, d, tc.want)
+			}
+		})
 	}
 }

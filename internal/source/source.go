@@ -192,6 +192,14 @@ func (e *NoAnswerError) Error() string {
 
 func (e *NoAnswerError) Unwrap() []error { return []error{e.Err, ErrUnavailable} }
 
+// ConnectError marks err as met while connecting: before the server
+// answered as the database it should be (its greeting, its handshake).
+// Its text is err's.
+type ConnectError struct{ Err error }
+
+func (e *ConnectError) Error() string { return e.Err.Error() }
+func (e *ConnectError) Unwrap() error { return e.Err }
+
 // SetupTimedOut is err as a *NoAnswerError when limited, the context a
 // source's setup ran under with limit after, ran out while its parent did
 // not; err otherwise.

@@ -59,10 +59,19 @@ func (k Kind) New(ctx context.Context, s config.Source, _ string) (source.Source
 		MaxRecordBytes: s.MaxRecordBytes,
 	})
 	if err != nil {
-		return nil, source.SetupTimedOut(ctx, limited, err, limit, noAnswerHint)
+		hint := noAnswerHint
+		var ce *source.ConnectError
+		if errors.As(err, &ce) {
+			hint = noGreetingHint
+		}
+		return nil, source.SetupTimedOut(ctx, limited, err, limit, hint)
 	}
 	return src, nil
 }
+
+// noGreetingHint is what holds a connection that never became a session.
+const noGreetingHint = "the server accepted the connection but sent no MySQL greeting: is the port in dsn a MySQL or MariaDB server's (usually 3306; 5432 is PostgreSQL's, 6379 Redis's), " +
+	"or does a proxy or firewall hold the connection?"
 
 // noAnswerHint is what holds a first query that connected but got no answer.
 const noAnswerHint = "another session may hold a lock on the table (or on a table of the query): a LOCK TABLES, an ALTER TABLE, or a transaction left open holding its metadata lock; " +

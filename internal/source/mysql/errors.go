@@ -90,7 +90,11 @@ var dataErrors = map[uint16]bool{
 // dataErrors) are replaced by their number, as they can quote row values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+		err := fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+		if what == "connect" {
+			return &source.ConnectError{Err: err}
+		}
+		return err
 	}
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) {

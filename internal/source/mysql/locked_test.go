@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,44 @@ func TestSetupOnALockedTable(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("New on a locked table: %q, want it to say %q", err, want)
 		}
+	}
+}
+
+// TestSetupWithoutAGreeting: a dsn whose port is another server's
+// (PostgreSQL's or Redis's wait for the client to speak first) connects and
+// then waits: the setup runs out of time while connecting, and says the
+// server did not greet as MySQL, not that a table is locked.
+func TestSetupWithoutAGreeting(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // silent: no greeting, until the listener closes
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	dsn := "mysql://root@" + ln.Addr().String() + "/db"
+	src, err := mysql.Kind{SetupTimeout: time.Second}.New(t.Context(), config.Source{Identity: "id", Spec: &mysql.Config{DSN: dsn, Table: "t"}}, "")
+	if err == nil {
+		src.Close()
+		t.Fatal("New against a silent server succeeded")
+	}
+	var na *source.NoAnswerError
+	if !errors.As(err, &na) || !errors.Is(err, source.ErrUnavailable) {
+		t.Fatalf("New against a silent server = %v, want a *source.NoAnswerError (source unavailable)", err)
+	}
+	if !strings.Contains(err.Error(), "connect: no answer within 1s") || !strings.Contains(err.Error(), "no MySQL greeting") || strings.Contains(err.Error(), "lock") {
+		t.Errorf("New against a silent server: %q, want it to say the server sent no MySQL greeting", err)
 	}
 }

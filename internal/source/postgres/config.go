@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"time"
@@ -56,10 +57,19 @@ func (k Kind) New(ctx context.Context, s config.Source, _ string) (source.Source
 		MaxRecordBytes: int64(s.MaxRecordBytes),
 	})
 	if err != nil {
-		return nil, source.SetupTimedOut(ctx, limited, err, limit, noAnswerHint)
+		hint := noAnswerHint
+		var ce *source.ConnectError
+		if errors.As(err, &ce) {
+			hint = noGreetingHint
+		}
+		return nil, source.SetupTimedOut(ctx, limited, err, limit, hint)
 	}
 	return src, nil
 }
+
+// noGreetingHint is what holds a connection that never became a session.
+const noGreetingHint = "the server accepted the connection but did not answer as PostgreSQL: is the port in dsn a PostgreSQL server's (usually 5432; 3306 is MySQL's, 6379 Redis's), " +
+	"or does a proxy or firewall hold the connection?"
 
 // noAnswerHint is what holds a first query that connected but got no answer.
 const noAnswerHint = "another session may hold a lock on the table (or on a table of the query): an ALTER TABLE or LOCK TABLE, running or waiting, or a transaction left open; " +

@@ -87,7 +87,11 @@ func dataClass(c string) bool {
 // as they can quote row values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+		err := fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
+		if what == "connect" {
+			return &source.ConnectError{Err: err}
+		}
+		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
