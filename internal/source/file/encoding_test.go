@@ -1,8 +1,12 @@
 package file_test
 
 import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -94,5 +98,52 @@ func TestSemicolonSeparated(t *testing.T) {
 				t.Fatalf("resumed: records %q, want %q", rest, want[1:])
 			}
 		})
+	}
+}
+
+// TestCompressedOrBinaryFileIsNamed: a gzip-compressed export, an Excel
+// workbook or a Parquet file given to a csv or jsonl source failed on its
+// first line with the parser's words (`bare " in non-quoted-field`, `not a
+// JSON object`). The read now names what the file is and what to do; a
+// text file whose first bytes merely look like a magic number is read.
+func TestCompressedOrBinaryFileIsNamed(t *testing.T) {
+	t.Parallel()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte("id,email\n1,a@x.io\n"))
+	_ = zw.Close()
+	var zipped bytes.Buffer
+	aw := zip.NewWriter(&zipped)
+	w, _ := aw.Create("xl/workbook.xml")
+	_, _ = w.Write([]byte("<workbook/>"))
+	_ = aw.Close()
+	for _, tt := range []struct {
+		name, data, want string
+	}{
+		{"gzip", gz.String(), "gzip-compressed"},
+		{"xlsx", zipped.String(), "ZIP archive"},
+		{"xls", "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + strings.Repeat("\x00", 64), "Excel 97-2003"},
+		{"bzip2", "BZh91AY&SY" + strings.Repeat("\x01", 32), "bzip2-compressed"},
+		{"parquet", "PAR1\x15\x04\x15\x10\x00\x00PAR1", "Parquet file"},
+		{"utf-16", "\xff\xfei\x00d\x00\n\x00", "UTF-16"},
+	} {
+		for _, format := range []file.Format{file.CSV, file.JSONL} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, format), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, format, tt.data)
+				_, err := b.src.ReadPage(context.Background(), "", 10)
+				if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "the file is") || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("ReadPage: %v; want an invalid-data error saying the file is %s", err, tt.want)
+				}
+			})
+		}
+	}
+	// Text that begins like a magic number is text.
+	for _, data := range []string{"PAR1,email\n1,a@x.io\n", "BZh,email\n1,a@x.io\n"} {
+		b := setup(t, file.CSV, data)
+		page, err := b.src.ReadPage(context.Background(), "", 10)
+		if err != nil || len(page.Records) != 1 || page.Records[0].Invalid != "" {
+			t.Fatalf("ReadPage of %q: %+v, %v; want its one record", data, page.Records, err)
+		}
 	}
 }

@@ -402,6 +402,19 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 	lim.bound(pos.offset)
 	br := bufio.NewReaderSize(lim, bufSize)
 	if pos.offset == 0 {
+		head, err := br.Peek(10)
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		tail := make([]byte, 4)
+		if fi.Size() < int64(len(tail)) {
+			tail = nil
+		} else if _, err := f.ReadAt(tail, fi.Size()-int64(len(tail))); err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+		}
+		if what := binaryKind(head, tail); what != "" {
+			return nil, fmt.Errorf("%s: the file %s: %w", s.id, what, source.ErrInvalid)
+		}
 		b, err := br.Peek(len(bom))
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)

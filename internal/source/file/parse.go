@@ -144,6 +144,43 @@ func tooLong(line, max int64) *ParseError {
 // reach the destination as U+FFFD, a wrong value written without a word.
 const notUTF8 = "is not UTF-8 text: save the file as UTF-8 (Excel: \"CSV UTF-8\"; iconv -f WINDOWS-1252 -t UTF-8)"
 
+// binaryKinds are the first bytes of files a user may give a csv or jsonl
+// source by mistake, with what to do instead. Read as text they failed on
+// their first line with a parser's words ("bare \" in non-quoted-field",
+// "not a JSON object") that say nothing of the file's kind.
+var binaryKinds = []struct {
+	magic string
+	what  string
+}{
+	{"\x1f\x8b", "is gzip-compressed: decompress it first (gunzip -k FILE) and point path at the result"},
+	{"\xfd7zXZ\x00", "is xz-compressed: decompress it first (unxz -k FILE) and point path at the result"},
+	{"\x28\xb5\x2f\xfd", "is zstd-compressed: decompress it first (unzstd FILE) and point path at the result"},
+	{"PK\x03\x04", "is a ZIP archive (an Excel .xlsx workbook is one): save the sheet as CSV UTF-8, or unzip the archive"},
+	{"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "is an Excel 97-2003 workbook (.xls): save the sheet as CSV UTF-8"},
+	{"\xff\xfe", "is UTF-16 text (Excel's \"Unicode Text\"): save it as UTF-8 (Excel: \"CSV UTF-8\"; iconv -f UTF-16 -t UTF-8)"},
+	{"\xfe\xff", "is UTF-16 text: save it as UTF-8 (iconv -f UTF-16 -t UTF-8)"},
+}
+
+// binaryKind says what a file starting with head (its first 10 bytes, or
+// all of a shorter file) and ending with tail (its last 4) is and what to
+// do, when it is one of binaryKinds, bzip2 or Parquet; "" otherwise. Those
+// two are told by more than a prefix text could have (a CSV header may
+// begin "BZh" or "PAR1").
+func binaryKind(head, tail []byte) string {
+	for _, k := range binaryKinds {
+		if bytes.HasPrefix(head, []byte(k.magic)) {
+			return k.what
+		}
+	}
+	switch {
+	case len(head) >= 10 && string(head[:3]) == "BZh" && head[3] >= '1' && head[3] <= '9' && string(head[4:10]) == "1AY&SY":
+		return "is bzip2-compressed: decompress it first (bunzip2 -k FILE) and point path at the result"
+	case bytes.HasPrefix(head, []byte("PAR1")) && len(head) >= 8 && string(tail) == "PAR1":
+		return "is a Parquet file: give it to a source of type parquet"
+	}
+	return ""
+}
+
 // record is one parsed record and the offset just past it.
 type record struct {
 	fields map[string]any
