@@ -415,6 +415,11 @@ func (l *loader) fields(v *yaml.Node, path string, h map[string]func(v *yaml.Nod
 			continue
 		}
 		seen[name] = k
+		if path == "" && strings.HasPrefix(name, "x-") {
+			// An extension field, as in Compose files: a place for YAML
+			// anchors the syncs refer to (docs/config.md#top-level).
+			continue
+		}
 		fn, ok := h[name]
 		if !ok {
 			msg := fmt.Sprintf("unknown key %q", clip(name))

@@ -923,3 +923,40 @@ func TestAliasBomb(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+// TestExtensionFields: top-level keys starting with x- are a place for YAML
+// anchors the syncs share, as in Compose files; they are not decoded (an
+// unset variable in one nobody uses is no problem), while a use of one is
+// checked where it is used. Elsewhere an x- key is unknown.
+func TestExtensionFields(t *testing.T) {
+	t.Parallel()
+	const file = `x-brevo: &brevo
+  type: webhook
+  url: ${HOOK}
+x-unused:
+  secret: ${NOT_SET}
+syncs:
+  - id: a
+    source: {type: csv, path: a.csv}
+    destination: *brevo
+  - id: b
+    source: {type: csv, path: b.csv}
+    destination: {<<: *brevo, url: "https://b.example.com/hook"}
+`
+	cfg, err := config.Parse("x.yaml", []byte(file), envMap(map[string]string{"HOOK": "https://a.example.com/hook"}), kinds)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(cfg.Syncs) != 2 || cfg.Syncs[0].Destination.Type != "webhook" || cfg.Syncs[1].Destination.Type != "webhook" {
+		t.Fatalf("syncs %+v; want two webhook syncs from the x-brevo anchor", cfg.Syncs)
+	}
+	_, err = config.Parse("x.yaml", []byte(file), envMap(nil), kinds)
+	got := strings.Join(problemsOf(t, err), "\n")
+	if !strings.Contains(got, "x.yaml:3: syncs[0].destination.url: environment variable HOOK is not set") || strings.Contains(got, "NOT_SET") {
+		t.Fatalf("problems %q; want HOOK named where it is used, NOT_SET not at all", got)
+	}
+	_, err = config.Parse("x.yaml", []byte("syncs:\n  - id: a\n    x-note: 1\n"), envMap(nil), kinds)
+	if got := strings.Join(problemsOf(t, err), "\n"); !strings.Contains(got, `unknown key "x-note"`) {
+		t.Fatalf("problems %q; want x-note unknown inside a sync", got)
+	}
+}
