@@ -130,8 +130,9 @@ const readNoticeAfter = 30 * time.Second
 // open) keeps its run, and its lease, quiet for as long as the lock lasts.
 func (r *run) readPage(ctx context.Context, cursor string) (source.Page, error) {
 	notice := clock.AfterFunc(r.Clock, readNoticeAfter, func() {
-		r.Logger.Warn("the source has not answered a page read yet; still waiting (another session's lock on its table, or a slow query or server?)",
-			"sync", r.Sync.ID, "run", r.rec.ID, "source", r.Source.ID(), "waited", readNoticeAfter.String())
+		r.Logger.Warn("the source has not answered a page read yet; still waiting",
+			"sync", r.Sync.ID, "run", r.rec.ID, "source", r.Source.ID(), "waited", readNoticeAfter.String(),
+			"likely", "a table locked by another session (ALTER TABLE, LOCK TABLE, a transaction left open), a slow query or server, or an API's rate limit")
 	})
 	defer notice.Stop()
 	if sl, ok := r.Source.(source.Slicer); ok && r.Slice.N > 1 {
