@@ -70,35 +70,21 @@ func TestOpenSaysItIsNotRedis(t *testing.T) {
 		serve func(net.Conn)
 		want  string
 	}{
-		{"greets first", func(c net.Conn) { _, _ = c.Write([]byte("J\x00\x00\x00\n5.5.5-10.11.6-MariaDB\x00")) }, "does not speak Redis's protocol"},
-		{"hangs up", func(net.Conn) {}, "closed it without an answer"},
+		{"greets first", func(c net.Conn) { _, _ = c.Write([]byte("J\x00\x00\x00\n5.5.5-10.11.6-MariaDB\x00")); c.Close() }, "does not speak Redis's protocol"},
+		{"hangs up", func(c net.Conn) { c.Close() }, "closed it without an answer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					tc.serve(c)
-					c.Close()
-				}
-			}()
+			addr := testenv.ServeTCP(t, tc.serve)
 			cfg := embeddedConfig(t)
-			cfg.Redis = "redis://" + ln.Addr().String() + "/0?max_retries=-1"
+			cfg.Redis = "redis://" + addr + "/0?max_retries=-1"
 			a, err := app.Open(context.Background(), app.OpenParams{Config: cfg})
 			if err == nil {
 				a.Close(context.Background())
 				t.Fatal("Open succeeded")
 			}
 			d := failure.Detail(err)
-			if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, tc.want) || !strings.Contains(d, ln.Addr().String()) {
+			if failure.CodeOf(err) != failure.StoreUnavailable || !strings.Contains(d, tc.want) || !strings.Contains(d, addr) {
 				t.Errorf("Open = %v; detail %q, want it to say %q", err, d, tc.want)
 			}
 		})

@@ -1,10 +1,8 @@
 package queue
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +10,8 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/source/file"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
-
-// lockedBuffer is a log sink several goroutines may write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestWorkerKeepsThePublishedDefinitions: a worker started with another
 // config file than serve's used to publish its own definitions over
@@ -52,7 +33,7 @@ func TestWorkerKeepsThePublishedDefinitions(t *testing.T) {
 	other.Syncs[0].Destination.Spec = &webhook.Config{URL: "http://127.0.0.1:2/elsewhere"}
 	other.Syncs = append(other.Syncs, config.Sync{ID: "c", Workspace: "w", Source: config.Source{Type: "csv", Spec: &file.Config{Path: "c.csv"}, PageSize: 10},
 		Destination: config.Destination{Type: "webhook", Spec: &webhook.Config{URL: "http://127.0.0.1:1/hook"}, Mode: "single", Concurrency: 1, Timeout: time.Second}})
-	var logs lockedBuffer
+	var logs testenv.Output
 	w, err := New(b.ctx, Params{Config: &other, Store: b.st, Leases: &lease.SQL{Store: b.st}, Clock: b.clk,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -1,12 +1,10 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestSourceFailureCodes: each source sentinel maps to its code; a refused
@@ -62,24 +61,6 @@ func (s *stallingSource) ReadPage(ctx context.Context, cursor string, n int) (so
 	return s.Source.ReadPage(ctx, cursor, n)
 }
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestAnUnansweredReadIsTold: a page read waiting on another session's
 // lock (an ALTER TABLE on the source's table) kept its run quiet, its lease
 // renewed, for as long as the lock lasted. After readNoticeAfter it is told
@@ -89,7 +70,7 @@ func TestAnUnansweredReadIsTold(t *testing.T) {
 	tb := setup(t, 300, destination.CapVerify)
 	p := tb.params(t, "id")
 	p.LeaseTTL = 10 * time.Minute // the fake clock moves 30 s while the read waits
-	var logs lockedBuffer
+	var logs testenv.Output
 	p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	src := &stallingSource{Source: p.Source, stallAt: 2, entered: make(chan struct{}), release: make(chan struct{})}
 	p.Source = src

@@ -200,12 +200,21 @@ type ConnectError struct{ Err error }
 func (e *ConnectError) Error() string { return e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// SetupHints say what may hold a database source's setup that ran out of
+// time: Connect while connecting (a *ConnectError), Query once connected.
+type SetupHints struct{ Connect, Query string }
+
 // SetupTimedOut is err as a *NoAnswerError when limited, the context a
 // source's setup ran under with limit after, ran out while its parent did
-// not; err otherwise.
-func SetupTimedOut(parent, limited context.Context, err error, after time.Duration, hint string) error {
+// not (with hints' Connect or Query words); err otherwise.
+func SetupTimedOut(parent, limited context.Context, err error, after time.Duration, hints SetupHints) error {
 	if err == nil || parent.Err() != nil || !errors.Is(limited.Err(), context.DeadlineExceeded) {
 		return err
+	}
+	hint := hints.Query
+	var ce *ConnectError
+	if errors.As(err, &ce) {
+		hint = hints.Connect
 	}
 	return &NoAnswerError{Err: err, After: after, Hint: hint}
 }

@@ -45,3 +45,34 @@ func RefusedPort(t testing.TB) int {
 	}
 	return n
 }
+
+// ServeTCP is a loopback address whose every connection is handed to serve
+// (in turn, on one goroutine) for as long as t runs: another server's
+// behaviour at a port oncesync was pointed to by mistake (a greeting it does
+// not expect, a hang-up, silence). Connections serve leaves open are closed
+// when t ends.
+func ServeTCP(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("serve tcp: %v", err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		var open []net.Conn
+		defer func() {
+			for _, c := range open {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			open = append(open, c)
+			serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}

@@ -77,7 +77,8 @@ func Main(m *testing.M, binary *string) {
 	os.Exit(code)
 }
 
-// Output is a process's output, readable while the process writes it.
+// Output is a buffer readable while it is written, from any goroutine: a
+// process's output, or a logger's (slog.NewTextHandler(&out, nil)) in a test.
 type Output struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

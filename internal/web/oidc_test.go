@@ -13,11 +13,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // oidcProvider starts a local OpenID Connect provider (mockoidc: discovery,
@@ -261,24 +262,6 @@ func TestOIDCSameUsernameTwoPeople(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestOIDCRefusedCodeLogsNoSecret: a token endpoint whose refusal echoes
 // the request (as some providers' error descriptions do) must not put the
 // client secret, the code or its PKCE verifier in the log.
@@ -298,7 +281,7 @@ func TestOIDCRefusedCodeLogsNoSecret(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client", "error_description": desc})
 	}))
 	t.Cleanup(idp.Close)
-	logs := &lockedBuffer{}
+	logs := &testenv.Output{}
 	setupOIDC := func(p *Params) {
 		p.OIDC = &OIDCParams{Issuer: idp.URL, ClientID: "oncesync", ClientSecret: clientSecret, RolesClaim: "groups"}
 		p.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"regexp"
 	"strings"
 	"time"
@@ -57,23 +56,19 @@ func (k Kind) New(ctx context.Context, s config.Source, _ string) (source.Source
 		MaxRecordBytes: int64(s.MaxRecordBytes),
 	})
 	if err != nil {
-		hint := noAnswerHint
-		var ce *source.ConnectError
-		if errors.As(err, &ce) {
-			hint = noGreetingHint
-		}
-		return nil, source.SetupTimedOut(ctx, limited, err, limit, hint)
+		return nil, source.SetupTimedOut(ctx, limited, err, limit, setupHints)
 	}
 	return src, nil
 }
 
-// noGreetingHint is what holds a connection that never became a session.
-const noGreetingHint = "the server accepted the connection but did not answer as PostgreSQL: is the port in dsn a PostgreSQL server's (usually 5432; 3306 is MySQL's, 6379 Redis's), " +
-	"or does a proxy or firewall hold the connection?"
-
-// noAnswerHint is what holds a first query that connected but got no answer.
-const noAnswerHint = "another session may hold a lock on the table (or on a table of the query): an ALTER TABLE or LOCK TABLE, running or waiting, or a transaction left open; " +
-	"SELECT pid, state, wait_event_type, query FROM pg_stat_activity shows who waits and who holds it"
+// setupHints say what may hold a setup that ran out of time: a connection
+// that never became a session, or a first query that got no answer.
+var setupHints = source.SetupHints{
+	Connect: "the server accepted the connection but did not answer as PostgreSQL: is the port in dsn a PostgreSQL server's (usually 5432; 3306 is MySQL's, 6379 Redis's), " +
+		"or does a proxy or firewall hold the connection?",
+	Query: "another session may hold a lock on the table (or on a table of the query): an ALTER TABLE or LOCK TABLE, running or waiting, or a transaction left open; " +
+		"SELECT pid, state, wait_event_type, query FROM pg_stat_activity shows who waits and who holds it",
+}
 
 // DescribeCursor names the keyset a saved cursor follows:
 // "after updated_at = 2024-05-01 10:00:00+00, id = 42".

@@ -557,3 +557,19 @@ func testRefetch(t *testing.T, h Harness) {
 		checkRecords(t, "pages after ReadIdentities", again, recs)
 	})
 }
+
+// WantNoAnswer checks that err, what a source's setup returned when it ran
+// out of time, is a *source.NoAnswerError (source unavailable, not invalid
+// data) whose text says each of wants.
+func WantNoAnswer(t testing.TB, what string, err error, wants ...string) {
+	t.Helper()
+	var na *source.NoAnswerError
+	if !errors.As(err, &na) || !errors.Is(err, source.ErrUnavailable) || errors.Is(err, source.ErrInvalid) {
+		t.Fatalf("%s = %v, want a *source.NoAnswerError (source unavailable)", what, err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %q, want it to say %q", what, err, want)
+		}
+	}
+}
