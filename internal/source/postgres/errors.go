@@ -117,6 +117,35 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		errors.Is(err, source.ErrBadCursor) || errors.Is(err, source.ErrUnavailable) {
 		return fmt.Errorf("%s: %s: %w", s.id, what, err)
 	}
-	safe := &safeError{msg: s.scrub(err.Error()), err: err}
+	safe := &safeError{msg: oneLine(s.scrub(err.Error())), err: err}
 	return fmt.Errorf("%s: %s: %w: %w", s.id, what, source.ErrUnavailable, safe)
+}
+
+// oneLine joins the lines of msg with "; " (a space after a colon), each
+// distinct line once: pgx
+// lists every address it tried on a line of its own, twice with
+// sslmode=prefer (TLS, then plain), which a run's detail, the status and the
+// sync page showed as a broken paragraph.
+func oneLine(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		switch s := b.String(); {
+		case s == "":
+		case strings.HasSuffix(s, ":"):
+			b.WriteString(" ")
+		default:
+			b.WriteString("; ")
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }

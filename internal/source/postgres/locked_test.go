@@ -13,6 +13,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/postgres"
 	"github.com/oncesync/oncesync/internal/source/sourcetest"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestSetupOnALockedTable: a table another session holds an ACCESS
@@ -58,5 +59,20 @@ func TestSetupOnALockedTable(t *testing.T) {
 	var na2 *source.NoAnswerError
 	if err == nil || errors.As(err, &na2) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("New under the caller's deadline = %v, want the caller's deadline, not the source's", err)
+	}
+}
+
+// TestConnectErrorIsOneLine: pgx lists every address it tried on a line of
+// its own, twice with sslmode=prefer; a run's detail showed that as a
+// broken paragraph. It is one line, each attempt once.
+func TestConnectErrorIsOneLine(t *testing.T) {
+	t.Parallel()
+	addr := testenv.RefusedAddr(t)
+	_, err := postgres.New(t.Context(), postgres.Params{DSN: "postgres://postgres@" + addr + "/db?sslmode=prefer", Table: "t", Identity: "id"})
+	if err == nil || !errors.Is(err, source.ErrUnavailable) {
+		t.Fatalf("New against a refused port = %v, want source unavailable", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || strings.Count(msg, "connection refused") != 1 || !strings.Contains(msg, "failed to connect to") {
+		t.Fatalf("New against a refused port: %q, want one line naming the refusal once", msg)
 	}
 }
