@@ -6,6 +6,7 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -199,6 +200,17 @@ type ConnectError struct{ Err error }
 
 func (e *ConnectError) Error() string { return e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
+
+// ContextError is ctxErr, the context's error a database source met while
+// doing what, named by the source's id; a *ConnectError while connecting,
+// so that SetupTimedOut can tell the steps apart.
+func ContextError(id, what string, ctxErr error) error {
+	err := fmt.Errorf("%s: %s: %w", id, what, ctxErr)
+	if what == "connect" {
+		return &ConnectError{Err: err}
+	}
+	return err
+}
 
 // SetupHints say what may hold a database source's setup that ran out of
 // time: Connect while connecting (a *ConnectError), Query once connected.

@@ -415,11 +415,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 		if what := binaryKind(head, tail); what != "" {
 			return nil, fmt.Errorf("%s: the file %s: %w", s.id, what, source.ErrInvalid)
 		}
-		b, err := br.Peek(len(bom))
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
-		}
-		if bytes.Equal(b, bom) {
+		if bytes.HasPrefix(head, bom) {
 			_, _ = br.Discard(len(bom))
 			start = int64(len(bom))
 		}

@@ -90,11 +90,7 @@ var dataErrors = map[uint16]bool{
 // dataErrors) are replaced by their number, as they can quote row values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		err := fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
-		if what == "connect" {
-			return &source.ConnectError{Err: err}
-		}
-		return err
+		return source.ContextError(s.id, what, ctxErr)
 	}
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) {

@@ -87,11 +87,7 @@ func dataClass(c string) bool {
 // as they can quote row values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		err := fmt.Errorf("%s: %s: %w", s.id, what, ctxErr)
-		if what == "connect" {
-			return &source.ConnectError{Err: err}
-		}
-		return err
+		return source.ContextError(s.id, what, ctxErr)
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -122,10 +118,9 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 }
 
 // oneLine joins the lines of msg with "; " (a space after a colon), each
-// distinct line once: pgx
-// lists every address it tried on a line of its own, twice with
-// sslmode=prefer (TLS, then plain), which a run's detail, the status and the
-// sync page showed as a broken paragraph.
+// distinct line once: pgx lists every address it tried on a line of its
+// own, twice with sslmode=prefer (TLS, then plain), which a run's detail,
+// the status and the sync page showed as a broken paragraph.
 func oneLine(msg string) string {
 	if !strings.Contains(msg, "\n") {
 		return msg
