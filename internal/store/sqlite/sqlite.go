@@ -371,7 +371,7 @@ func (s *Store) mapErr(op string, err error) error {
 var busyAdvice = "another process held the store's file locked for more than " + BusyTimeout.String() +
 	": a program with a transaction open on it (an sqlite3 shell, a database browser, a backup copying it " +
 	"without SQLite's backup API), or an oncesync process stopped in a write (SIGSTOP, a frozen VM); " +
-	"fuser or lsof on the file names the processes that have it open. The run is retried"
+	"fuser or lsof on the file names the processes that have it open"
 
 // diskFull reports whether err is SQLITE_FULL: the file's disk has no room
 // for the write (or the WAL).
