@@ -813,6 +813,14 @@ func (c *Client) redirect(st *state, req Request, resp *Response) error {
 	if re.Location != "" {
 		where = re.Location
 	}
+	if resp.Status == http.StatusMovedPermanently || resp.Status == http.StatusPermanentRedirect {
+		// The address moved for good (http:// to https://, an old host
+		// name): asking again meets the same answer, and the fix is the
+		// sync's, so it is not retried by the queue and the breaker counts it.
+		return c.fail(failure.InvalidSyncDefinition, st, re,
+			"%s answered %d, a permanent redirect to %s, which oncesync never follows (it would resend credentials and records); set the %s's %s to the address it moved to",
+			c.p.Subject, resp.Status, where, c.p.Side, c.p.URLSetting)
+	}
 	return c.fail(failure.DestinationUnavailable, st, re,
 		"%s answered %d, a redirect to %s, which oncesync never follows (it would resend credentials and records); check the %s's %s",
 		c.p.Subject, resp.Status, where, c.p.Side, c.p.URLSetting)

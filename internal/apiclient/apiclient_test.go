@@ -117,12 +117,13 @@ func TestRedirectIsNeverFollowed(t *testing.T) {
 	tests := []struct {
 		status  int
 		notSent bool
+		code    failure.Code // a permanent move is the sync's to fix
 	}{
-		{http.StatusTemporaryRedirect, true},
-		{http.StatusPermanentRedirect, true},
-		{http.StatusMovedPermanently, false},
-		{http.StatusFound, false},
-		{http.StatusSeeOther, false}, // the answer to a processed POST
+		{http.StatusTemporaryRedirect, true, failure.DestinationUnavailable},
+		{http.StatusPermanentRedirect, true, failure.InvalidSyncDefinition},
+		{http.StatusMovedPermanently, false, failure.InvalidSyncDefinition},
+		{http.StatusFound, false, failure.DestinationUnavailable},
+		{http.StatusSeeOther, false, failure.DestinationUnavailable}, // the answer to a processed POST
 	}
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
@@ -139,7 +140,7 @@ func TestRedirectIsNeverFollowed(t *testing.T) {
 			clk := clock.NewFake(t0)
 			c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) { p.URLSetting = "base_url" })
 			_, err := c.Do(t.Context(), post(srv.URL))
-			wantCode(t, err, failure.DestinationUnavailable)
+			wantCode(t, err, tt.code)
 			if leaked.Load() != 0 {
 				t.Errorf("the other origin received %d requests, want 0", leaked.Load())
 			}

@@ -6,7 +6,8 @@
 // Requests go through the shared HTTP layer (internal/apiclient).
 //
 // Answers: 2xx → delivered; 401/402/403 → destination_auth at once; a 3xx is
-// never followed → destination_unavailable (check url); 408, 409, 5xx,
+// never followed → invalid_sync_definition for a permanent one (301, 308),
+// else destination_unavailable (check url); 408, 409, 5xx,
 // timeouts and connection errors → retried in-run with backoff (exponential
 // from 1 s, cap 30 s, full jitter), then destination_unavailable; 429 → waits
 // Retry-After (or backs off), then destination_rate_limited; 410 fails at
