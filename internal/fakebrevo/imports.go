@@ -92,7 +92,11 @@ type importJob struct {
 type importRow struct {
 	email string
 	extID string
-	attrs map[string]any
+	// hasExtID: the row has an EXT_ID column, empty or not. An empty one
+	// erases the contact's ext_id under emptyContactsAttributes, as it
+	// does any attribute: imports carry the identifier as this attribute.
+	hasExtID bool
+	attrs    map[string]any
 	// skip is the report kind of a row skipped whatever the account holds
 	// (an invalid or refused address, an injected skip); "" otherwise.
 	skip string
@@ -183,7 +187,7 @@ func (s *Server) importContacts(c *call) {
 		}
 		if v, ok := r.attrs[extIDAttribute]; ok {
 			delete(r.attrs, extIDAttribute)
-			r.extID = scalarString(v)
+			r.extID, r.hasExtID = scalarString(v), true
 		}
 		if !validEmail(r.email) || s.refuse[r.email] {
 			r.skip = ReportInvalidEmails
@@ -298,7 +302,7 @@ func (s *Server) processLocked(p *process) {
 			}
 		}
 		wr := contactWrite{attrs: attrs, addLists: job.listIDs, via: fmt.Sprintf("import process %d", p.id)}
-		if row.extID != "" {
+		if row.extID != "" || (row.hasExtID && job.emptyAttrs) {
 			wr.extID = &row.extID
 		}
 		if job.emailBlacklist {

@@ -72,7 +72,13 @@ func (s Spec) Apply(rec source.Record) (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out["ext_id"] = fmt.Sprint(v)
+		if v != nil {
+			v = fmt.Sprint(v)
+		}
+		// A NULL stays null: the destination then sends no identifier
+		// (fmt.Sprint made it the text "<nil>", one ext_id that every
+		// such row shared at Brevo).
+		out["ext_id"] = v
 	}
 	if len(s.Attributes) > 0 {
 		attrs := make(map[string]any, len(s.Attributes))

@@ -11,7 +11,7 @@ import (
 
 func TestApply(t *testing.T) {
 	t.Parallel()
-	rec := source.Record{Fields: map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3}}
+	rec := source.Record{Fields: map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3, "crm": nil, "num": int64(12)}}
 	tests := []struct {
 		name    string
 		spec    Spec
@@ -20,9 +20,13 @@ func TestApply(t *testing.T) {
 	}{
 		{"brevo", Spec{Email: "email", ExtID: "id", Attributes: map[string]string{"FIRSTNAME": "first_name"}},
 			map[string]any{"email": "a@x.io", "ext_id": "7", "attributes": map[string]any{"FIRSTNAME": "Ada"}}, ""},
+		// A NULL ext_id is no identifier (it was the text "<nil>", which
+		// every such row shared); others are text.
+		{"null ext_id", Spec{Email: "email", ExtID: "crm"}, map[string]any{"email": "a@x.io", "ext_id": nil}, ""},
+		{"number ext_id", Spec{Email: "email", ExtID: "num"}, map[string]any{"email": "a@x.io", "ext_id": "12"}, ""},
 		{"fields", Spec{Fields: map[string]string{"mail": "email", "count": "n"}},
 			map[string]any{"mail": "a@x.io", "count": 3}, ""},
-		{"pass-through", Spec{}, map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3}, ""},
+		{"pass-through", Spec{}, map[string]any{"id": "7", "email": "a@x.io", "first_name": "Ada", "n": 3, "crm": nil, "num": int64(12)}, ""},
 		{"missing attribute column", Spec{Email: "email", Attributes: map[string]string{"X": "nope"}}, nil, "nope"},
 		{"missing email column", Spec{Email: "mail"}, nil, "mail"},
 	}

@@ -1189,6 +1189,61 @@ func TestClearedValueIsErased(t *testing.T) {
 	}
 }
 
+// TestClearedExtIDIsErased: an ext_id cleared in the source ("" or null) is
+// erased in Brevo on both paths (single: an empty EXT_ID attribute; bulk: the
+// import's empty EXT_ID column under emptyContactsAttributes), and Verify
+// holds such a record landed only once the contact has no ext_id. Rows
+// without one never share one: a second contact with none is created, not
+// refused as holding another's.
+func TestClearedExtIDIsErased(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		for _, empty := range []any{"", nil} {
+			t.Run(fmt.Sprintf("%s %#v", mode, empty), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+				full := rec(0, map[string]any{"FIRSTNAME": "Ann"})
+				full.Data["ext_id"] = "X-1"
+				res, err := b.dest.Write(t.Context(), []destination.Record{full})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.settle(t, []destination.Record{full}, res)
+				cleared := rec(0, map[string]any{"FIRSTNAME": "Ann"})
+				cleared.Key, cleared.Data["ext_id"] = "cleared", empty
+				landed, err := b.dest.Verify(t.Context(), []destination.Record{cleared}, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(landed) != 0 {
+					t.Fatal("a cleared ext_id is reported landed while Brevo holds X-1")
+				}
+				other := rec(1, map[string]any{"FIRSTNAME": "Bob"})
+				other.Data["ext_id"] = empty
+				both := []destination.Record{cleared, other}
+				res, err = b.dest.Write(t.Context(), both)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range byKey(t, both, b.settle(t, both, res)) {
+					if r.Outcome != destination.Delivered {
+						t.Errorf("%+v, want delivered", r)
+					}
+				}
+				for _, r := range both {
+					c, ok := b.fake.Contact(emailOf(r))
+					if !ok || c.ExtID != "" {
+						t.Errorf("%s: stored %v with ext_id %q, want a contact with none", emailOf(r), ok, c.ExtID)
+					}
+				}
+				if landed, err = b.dest.Verify(t.Context(), both, t0); err != nil || len(landed) != 2 {
+					t.Fatalf("after the clear, Verify: %v %v", landed, err)
+				}
+			})
+		}
+	}
+}
+
 // testAccount gives the fake the attributes these tests write, unless they
 // chose the account's attributes themselves: Brevo drops the others.
 func testAccount(o fakebrevo.Options) fakebrevo.Options {

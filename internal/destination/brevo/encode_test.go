@@ -40,8 +40,8 @@ func marshalRequest(listIDs []int64, items []json.RawMessage) []byte {
 
 // oracleAttrs is an import item's attributes: the mapped ones, and ext_id
 // as EXT_ID (the item has no field of its own for it).
-func oracleAttrs(extID string, attrs map[string]any) map[string]any {
-	if extID == "" {
+func oracleAttrs(extID string, mapped bool, attrs map[string]any) map[string]any {
+	if !mapped {
 		return attrs
 	}
 	out := map[string]any{"EXT_ID": extID}
@@ -57,7 +57,7 @@ func oracleAttrs(extID string, attrs map[string]any) map[string]any {
 func marshalBodies(listIDs []int64, cs []contact, maxBody int) (bodies [][]byte, chunks [][]int) {
 	items := make([]json.RawMessage, len(cs))
 	for i, c := range cs {
-		items[i] = marshal(importItem{Email: c.email, Attributes: oracleAttrs(c.extID, c.attrs)})
+		items[i] = marshal(importItem{Email: c.email, Attributes: oracleAttrs(c.extID, c.extID != "" || c.clearExtID, c.attrs)})
 	}
 	envelope := len(marshalRequest(listIDs, []json.RawMessage{}))
 	var (
@@ -129,10 +129,11 @@ func parseChecked(t *testing.T, r destination.Record) contact {
 	c := parseRecord(r)
 	attrs, isMap := r.Data["attributes"].(map[string]any)
 	extID, _ := r.Data["ext_id"].(string)
-	if !isMap && extID == "" {
+	_, mapped := r.Data["ext_id"] // an empty one clears it: EXT_ID ""
+	if !isMap && !mapped {
 		return c
 	}
-	if extID != "" {
+	if mapped {
 		for k := range attrs {
 			if strings.EqualFold(k, "EXT_ID") {
 				if !strings.Contains(c.invalid, "mapped twice") {
@@ -142,7 +143,7 @@ func parseChecked(t *testing.T, r destination.Record) contact {
 			}
 		}
 	}
-	attrs = oracleAttrs(extID, attrs)
+	attrs = oracleAttrs(extID, mapped, attrs)
 	want, err := json.Marshal(attrs)
 	switch {
 	case err != nil:

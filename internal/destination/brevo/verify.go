@@ -397,6 +397,9 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			return false
 		}
 	}
+	if g, ok := upper[extIDAttribute]; c.clearExtID && ok && !empty(canonical(g)) {
+		return false // cleared in the source, still held
+	}
 	for k, want := range c.attrs {
 		w := canonical(want)
 		g, ok := upper[strings.ToUpper(k)]

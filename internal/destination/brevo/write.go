@@ -26,7 +26,10 @@ const extIDAttribute = "EXT_ID"
 type contact struct {
 	email string
 	extID string
-	attrs map[string]any
+	// clearExtID: ext_id is mapped and the row's value is empty or NULL,
+	// so the contact must hold none (an earlier value is erased).
+	clearExtID bool
+	attrs      map[string]any
 	// attrsJSON is the attributes as an import item carries them,
 	// json.Marshal(importAttrs(c)), encoded once by parseRecord; nil when
 	// there are none (omitted from request bodies).
@@ -47,7 +50,8 @@ func parseRecord(r destination.Record) contact {
 		c.invalid = "email must be a string"
 		return c
 	}
-	switch v := r.Data["ext_id"].(type) {
+	ext, mapped := r.Data["ext_id"]
+	switch v := ext.(type) {
 	case nil:
 	case string:
 		c.extID = v
@@ -67,7 +71,8 @@ func parseRecord(r destination.Record) contact {
 		c.invalid = "attributes must be an object"
 		return c
 	}
-	if c.extID != "" {
+	c.clearExtID = mapped && c.extID == ""
+	if mapped {
 		for k := range c.attrs {
 			if strings.EqualFold(k, extIDAttribute) {
 				c.invalid = "ext_id is mapped twice: as ext_id and as the EXT_ID attribute"
@@ -102,13 +107,28 @@ func (c *contact) encode() string {
 }
 
 // importAttrs is what an import item's attributes carry: the mapped
-// attributes, plus ext_id as EXT_ID (see extIDAttribute). It is c.attrs
-// itself when there is no ext_id.
+// attributes, plus ext_id as EXT_ID (see extIDAttribute), empty when the
+// row clears it. It is c.attrs itself when there is no ext_id.
 func importAttrs(c contact) map[string]any {
+	if c.clearExtID {
+		return c.singleAttrs()
+	}
 	if c.extID == "" {
 		return c.attrs
 	}
 	return withAttr(c.attrs, extIDAttribute, c.extID)
+}
+
+// singleAttrs is what a single write's attributes carry: the mapped
+// attributes, plus an empty EXT_ID when the row clears its ext_id. An empty
+// value clears an attribute, as for any other attribute
+// (docs/guide.md#a-value-cleared-in-the-source), and the body's ext_id
+// field cannot say it: it is left out when empty, which keeps the value.
+func (c contact) singleAttrs() map[string]any {
+	if !c.clearExtID {
+		return c.attrs
+	}
+	return withAttr(c.attrs, extIDAttribute, "")
 }
 
 // withAttr is a copy of attrs with name set to v.
@@ -288,12 +308,12 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 			// PUT updates a contact that exists and never creates one.
 			req = request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.email), route: "PUT /contacts/{identifier}",
 				query: url.Values{"identifierType": {"email_id"}},
-				body:  marshal(updateContact{ExtID: c.extID, Attributes: c.attrs, ListIDs: w.d.listIDs})}
+				body:  marshal(updateContact{ExtID: c.extID, Attributes: c.singleAttrs(), ListIDs: w.d.listIDs})}
 		default:
 			// create leaves updateEnabled false: Brevo then refuses an
 			// existing contact as a duplicate instead of changing it.
 			req.body = marshal(createContact{
-				Email: c.email, ExtID: c.extID, Attributes: c.attrs,
+				Email: c.email, ExtID: c.extID, Attributes: c.singleAttrs(),
 				ListIDs: w.d.listIDs, UpdateEnabled: w.d.writeMode != destination.Create,
 			})
 		}
