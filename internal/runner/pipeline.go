@@ -207,8 +207,16 @@ func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *wr
 				// A drain finishes the page on the wire; pages the ledger
 				// stage claimed ahead of it are released unsent, so a
 				// stop takes one page's write, not three
-				// (docs/guide.md#stopping-a-run).
+				// (docs/guide.md#stopping-a-run). The run is then
+				// interrupted, also when the ledger stage had already
+				// handed over the source's last page: a run whose pages
+				// were dropped did not succeed.
 				s.drop = true
+				w.mu.Lock()
+				if w.err == nil {
+					w.err = failure.New(failure.Interrupted, "")
+				}
+				w.mu.Unlock()
 			default:
 				if err := pl.waitRoom(ctx); err != nil {
 					w.mu.Lock()

@@ -801,53 +801,62 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 // being written lets that write finish and sends nothing more, although
 // the ledger stage claimed pages ahead of it: their claims are released,
 // so the next run writes them once and finds nothing in doubt
-// (docs/guide.md#stopping-a-run).
+// (docs/guide.md#stopping-a-run). A source of 3 pages is handed to the
+// write stage whole, its last page included, before page 1 is written: the
+// run is interrupted all the same (it was recorded succeeded, and `oncesync
+// run` exited 0, with 200 records unsent).
 func TestDrainWritesOnlyThePageOnTheWire(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 1000, destination.CapVerify)
-	p := tb.params(t, "")
-	drain := make(chan struct{})
-	p.Drain = drain
-	first := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	tb.dest.onWrite = func([]destination.Record) func() {
-		once.Do(func() {
-			close(first)
-			<-release
+	for _, n := range []int{1000, 300} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, n, destination.CapVerify)
+			p := tb.params(t, "")
+			drain := make(chan struct{})
+			p.Drain = drain
+			first := make(chan struct{})
+			release := make(chan struct{})
+			var once sync.Once
+			tb.dest.onWrite = func([]destination.Record) func() {
+				once.Do(func() {
+					close(first)
+					<-release
+				})
+				return func() {}
+			}
+			type result struct {
+				r   store.Run
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				r, err := Run(context.Background(), p)
+				done <- result{r, err}
+			}()
+			<-first
+			// Let the ledger stage claim the pages it may claim ahead of the write.
+			time.Sleep(200 * time.Millisecond)
+			close(drain)
+			close(release)
+			res := <-done
+			if failure.CodeOf(res.err) != failure.Interrupted || res.r.State != store.RunInterrupted || res.r.Pages != 1 || res.r.Written != 100 {
+				t.Fatalf("want interrupted after page 1 (100 written), got %v %+v", res.err, res.r)
+			}
+			if calls, recs, _ := tb.dest.stats(); calls != 1 || recs != 100 {
+				t.Fatalf("the drained run made %d writes of %d records; want only the page on the wire", calls, recs)
+			}
+			tb.dest.onWrite = nil
+			r2, err := Run(context.Background(), tb.params(t, ""))
+			if err != nil || r2.Written != int64(n-100) || r2.InDoubt != 0 {
+				t.Fatalf("rerun: %v %+v; want %d written, none in doubt", err, r2, n-100)
+			}
+			if _, recs, dups := tb.dest.stats(); recs != n || dups != 0 {
+				t.Fatalf("records %d dups %d", recs, dups)
+			}
 		})
-		return func() {}
-	}
-	type result struct {
-		r   store.Run
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := Run(context.Background(), p)
-		done <- result{r, err}
-	}()
-	<-first
-	// Let the ledger stage claim the pages it may claim ahead of the write.
-	time.Sleep(200 * time.Millisecond)
-	close(drain)
-	close(release)
-	res := <-done
-	if failure.CodeOf(res.err) != failure.Interrupted || res.r.Pages != 1 || res.r.Written != 100 {
-		t.Fatalf("want interrupted after page 1 (100 written), got %v %+v", res.err, res.r)
-	}
-	if calls, recs, _ := tb.dest.stats(); calls != 1 || recs != 100 {
-		t.Fatalf("the drained run made %d writes of %d records; want only the page on the wire", calls, recs)
-	}
-	tb.dest.onWrite = nil
-	r2, err := Run(context.Background(), tb.params(t, ""))
-	if err != nil || r2.Written != 900 || r2.InDoubt != 0 {
-		t.Fatalf("rerun: %v %+v; want 900 written, none in doubt", err, r2)
-	}
-	if _, recs, dups := tb.dest.stats(); recs != 1000 || dups != 0 {
-		t.Fatalf("records %d dups %d", recs, dups)
 	}
 }
+
 func TestFilterAndBeforeWrite(t *testing.T) {
 	t.Parallel()
 	even := func(rec source.Record) bool {
