@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,7 @@ type DeadmanParams struct {
 	Notifier deadman.Notifier
 	Clock    clock.Clock
 	Logger   *slog.Logger
-	// Link returns the page of a workspace or sync ("" when there is no UI).
+	// Link returns the page of a workspace or sync (nil: PageLink(Config)).
 	Link func(workspace, syncID string) string
 	// Registerer, when set, gets oncesync_deadman_alerts_total{kind}.
 	Registerer prometheus.Registerer
@@ -68,6 +69,9 @@ func (n countingNotifier) Send(ctx context.Context, a alert.Alert) (alert.Alert,
 // Deadman returns the dead-man checker for the config: markers in Redis when
 // p.Redis is set, else in the store.
 func Deadman(p DeadmanParams) (*deadman.Checker, error) {
+	if p.Link == nil {
+		p.Link = PageLink(p.Config)
+	}
 	ds, ok := p.Store.(deadman.Store)
 	if !ok {
 		return nil, fmt.Errorf("the %T store cannot answer the dead-man check", p.Store)
@@ -103,4 +107,20 @@ func Deadman(p DeadmanParams) (*deadman.Checker, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// PageLink gives the page of a sync, or of a workspace when syncID is "",
+// on serve's pages (web.url, else web.listen named by this machine's
+// hostname): every alert links to it (docs/guide.md#guardrails, docs/config.md#web). A process
+// that is not serve (oncesync run, a worker) links to serve's pages too:
+// they show the same store.
+func PageLink(cfg *config.Config) func(workspace, syncID string) string {
+	host, _ := os.Hostname()
+	return config.PageLink(cfg.Web.PageBase(host))
+}
+
+// SyncLink is PageLink for a sync's page (breaker.Params.Link).
+func SyncLink(cfg *config.Config) func(syncID string) string {
+	link := PageLink(cfg)
+	return func(syncID string) string { return link("", syncID) }
 }

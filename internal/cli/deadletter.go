@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
@@ -244,7 +245,7 @@ func (q *requeueQueue) enqueue(ctx context.Context, syncID, reason string) (queu
 		}
 		svc, err := queue.New(ctx, queue.Params{
 			Config: q.cfg, Store: q.st, EnqueueOnly: true, Logger: q.log,
-			Breaker: breaker.New(breaker.Params{Store: q.st, Notifier: alerts, Logger: q.log}),
+			Breaker: breaker.New(breaker.Params{Store: q.st, Notifier: alerts, Logger: q.log, Link: app.SyncLink(q.cfg)}),
 		})
 		if err != nil {
 			q.closeAlerts(ctx, alerts)

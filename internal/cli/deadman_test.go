@@ -290,8 +290,14 @@ func TestDeadmanCheckIgnoresSyncsRemovedFromTheConfig(t *testing.T) {
 	if out, code := b.check(t); code != ExitSilent || !strings.Contains(out, "SILENT  sync acme/quiet") {
 		t.Fatalf("quiet never ran: exit %d\n%s", code, out)
 	}
-	if got := b.hook.take(); len(got) != 1 || got[0].Sync != "quiet" {
+	got := b.hook.take()
+	if len(got) != 1 || got[0].Sync != "quiet" {
 		t.Fatalf("alerts %+v, want quiet's", got)
+	}
+	// Every alert links to the sync's page (docs/guide.md#guardrails): without web.url,
+	// serve's default address.
+	if want := "http://127.0.0.1:8080/syncs/quiet"; got[0].Link != want {
+		t.Errorf("alert link %q, want %q", got[0].Link, want)
 	}
 
 	// quiet leaves the config; busy keeps succeeding.

@@ -337,7 +337,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		defer hcancel()
 		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
 	}()
-	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log})
+	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 
 	// The bar counts what the source's position is told in (bytes of a

@@ -188,7 +188,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		Store:          st,
 		Leases:         leases,
 		LeaseInspector: inspector,
-		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log}),
+		Breaker:        breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)}),
 		Deadman:        checker,
 		Heartbeats:     beats,
 		Redis:          queueRedis(rdb),

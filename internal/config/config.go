@@ -17,8 +17,11 @@
 package config
 
 import (
+	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/rediskey"
@@ -200,6 +203,9 @@ type SentryAlert struct {
 type Web struct {
 	// Listen is the address serve listens on (host:port).
 	Listen string
+	// URL is the address people reach serve's pages at (a proxy's, a
+	// load balancer's), which alerts link to; "" derives it from Listen.
+	URL string
 	// APITokens are the bearer tokens accepted by /api/v1, in file order.
 	APITokens []APIToken
 	// Users maps a UI sign-in name to its password hash and access.
@@ -233,6 +239,51 @@ func (c *Config) TLSFiles() (cert, key string) {
 // HTTPS reports whether serve's pages are reached over HTTPS: behind a TLS
 // proxy (Secure) or on serve's own TLS listener.
 func (w Web) HTTPS() bool { return w.Secure || w.TLSCert != "" }
+
+// PageBase is the address of serve's pages that alerts link to: URL
+// without a trailing slash, else the scheme serve answers with and Listen
+// (its default when unset), an unspecified host (0.0.0.0, ::, none) named
+// by hostname, the machine's name (or "localhost" when it has none).
+func (w Web) PageBase(hostname string) string {
+	if w.URL != "" {
+		return strings.TrimRight(strings.TrimSpace(w.URL), "/")
+	}
+	listen := w.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = hostname
+		if host == "" {
+			host = "localhost"
+		}
+	}
+	scheme := "http"
+	if w.HTTPS() {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// PageLink returns a function giving the page of a sync, or of a workspace
+// (on the overview) when syncID is "", under base; "" when base is.
+func PageLink(base string) func(workspace, syncID string) string {
+	return func(workspace, syncID string) string {
+		switch {
+		case base == "":
+			return ""
+		case syncID != "":
+			return base + "/syncs/" + url.PathEscape(syncID)
+		case workspace != "":
+			return base + "/#workspace-" + url.PathEscape(workspace)
+		}
+		return base + "/"
+	}
+}
 
 // Roles a user or API token has (docs/guide.md#running-oncesync-for-several-teams): each can do what
 // the one before it can.

@@ -800,6 +800,7 @@ func (l *loader) web(v *yaml.Node, path string) Web {
 	var w Web
 	l.fields(v, path, handlers{
 		"listen":     func(v *yaml.Node, p string) { w.Listen = l.str(v, p) },
+		"url":        func(v *yaml.Node, p string) { w.URL = l.str(v, p) },
 		"api_tokens": func(v *yaml.Node, p string) { w.APITokens = l.apiTokens(v, p) },
 		"users":      func(v *yaml.Node, p string) { w.Users = l.users(v, p) },
 		"oidc":       func(v *yaml.Node, p string) { w.OIDC = l.oidc(v, p) },

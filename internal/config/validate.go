@@ -247,6 +247,13 @@ func (l *loader) validateWeb(w *Web) {
 			l.check("web.listen", "must be HOST:PORT (e.g. 127.0.0.1:8080), got "+l.show("web.listen", w.Listen))
 		}
 	}
+	if l.has("web.url") && l.required("web.url", w.URL, "") {
+		if msg := checkURL(w.URL, "http", "https"); msg != "" {
+			l.check("web.url", msg)
+		} else if u, _ := url.Parse(strings.TrimSpace(w.URL)); u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			l.check("web.url", "must be the address of serve's pages alone, without user, query or fragment (e.g. https://oncesync.example.com)")
+		}
+	}
 	if (w.TLSCert == "") != (w.TLSKey == "") {
 		at := "web.tls_key"
 		if w.TLSCert == "" {

@@ -687,7 +687,7 @@ func TestBreakerPausesAndResumeRearms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg = append([]byte(fmt.Sprintf("alerts: {webhook: {url: %s, secret: s3cret}}\n", hook.URL)), cfg...)
+	cfg = append([]byte(fmt.Sprintf("alerts: {webhook: {url: %s, secret: s3cret}}\nweb: {url: https://oncesync.example.com/}\n", hook.URL)), cfg...)
 	if err := os.WriteFile(tb.config, cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -723,6 +723,10 @@ func TestBreakerPausesAndResumeRearms(t *testing.T) {
 	mu.Unlock()
 	if n != 1 || !strings.HasPrefix(first, "v1,") || !strings.Contains(first, `"circuit_breaker_tripped"`) {
 		t.Fatalf("want one signed breaker alert, got %d: %q", n, first)
+	}
+	// Every alert links to the sync's page (docs/guide.md#guardrails), at web.url.
+	if !strings.Contains(first, `"link":"https://oncesync.example.com/syncs/contacts"`) {
+		t.Errorf("the breaker alert has no link to the sync's page at web.url: %q", first)
 	}
 	code, out := runWithKey(apiKey)
 	if code != 1 || !strings.Contains(out, "failed: circuit_breaker_tripped: ") {

@@ -337,7 +337,7 @@ func TestOverview(t *testing.T) {
 			t.Errorf("%s: no %s badge on its row", id, h)
 		}
 	}
-	mustContain(t, got.body, "<h2>marketing", "<h2>data", "paused by breaker 1", "failing 1")
+	mustContain(t, got.body, `<h2 id="workspace-marketing">marketing`, `<h2 id="workspace-data">data`, "paused by breaker 1", "failing 1")
 	// Failing streak and next run of the */15 schedule.
 	sums, err := b.srv.summaries(b.ctx)
 	if err != nil {
