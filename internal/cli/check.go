@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -95,6 +96,10 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 	}
 	checked, err := c.Check(ctx)
 	for _, l := range checked {
+		if rest, notice := strings.CutPrefix(l, destination.NotChecked); notice {
+			lines = append(lines, "--  "+rest)
+			continue
+		}
 		lines = append(lines, "ok  "+l)
 	}
 	return lines, err

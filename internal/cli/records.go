@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,7 +69,7 @@ sync's records page does. --format csv or json for a spreadsheet or a script.`,
 				if err != nil {
 					return err
 				}
-				return printRecords(env.Stdout, recs, f.format)
+				return printRecords(env.Stdout, recs, f.format, f.noneText())
 			})
 		},
 	}
@@ -123,7 +124,27 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 	return out, nil
 }
 
-func printRecords(w io.Writer, recs []ledger.Record, format string) error {
+// noneText is what the table says when no record is listed: the states
+// asked for, so that "--in-doubt" finding none does not read as if there
+// were no rejected records either.
+func (f recordsFlags) noneText() string {
+	var asked []string
+	if f.rejected {
+		asked = append(asked, "rejected")
+	}
+	if f.inDoubt {
+		asked = append(asked, "in-doubt")
+	}
+	if f.removed {
+		asked = append(asked, "removed")
+	}
+	if len(asked) == 0 || len(asked) == 3 {
+		return "no rejected, in-doubt or removed records"
+	}
+	return "no " + strings.Join(asked, " or ") + " records"
+}
+
+func printRecords(w io.Writer, recs []ledger.Record, format, none string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
@@ -139,7 +160,7 @@ func printRecords(w io.Writer, recs []ledger.Record, format string) error {
 		return cw.Error()
 	}
 	if len(recs) == 0 {
-		fmt.Fprintln(w, "no rejected, in-doubt or removed records")
+		fmt.Fprintln(w, none)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -67,6 +67,11 @@ func TestRecordsCommand(t *testing.T) {
 	if out, _ = records("--search", "aaaa"); strings.Contains(out, "43") || !strings.Contains(out, "42") {
 		t.Fatalf("--search aaaa:\n%s", out)
 	}
+	// None found says which states were asked for: with a rejected record
+	// listed above, "no rejected, in-doubt or removed records" was untrue.
+	if out, _ = records("--in-doubt", "--search", "42"); strings.TrimSpace(out) != "no in-doubt records" {
+		t.Fatalf("--in-doubt --search 42:\n%s", out)
+	}
 	out, _ = records("--in-doubt", "--format", "json")
 	var got []ledger.Record
 	if err := json.Unmarshal([]byte(out), &got); err != nil {

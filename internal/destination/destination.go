@@ -112,9 +112,14 @@ type Result struct {
 // without writing anything (`oncesync check`): the credentials, and the
 // account's objects the sync names (Brevo's lists). It returns one line per
 // thing checked, and an error, with a failure code, at the first failure.
+// A line that begins with NotChecked says what could not be checked (a
+// notice, not a failure).
 type Checker interface {
 	Check(ctx context.Context) (checked []string, err error)
 }
+
+// NotChecked begins a Checker's line about something it could not check.
+const NotChecked = "not checked: "
 
 // AccountTeller is implemented by a destination whose vendor says which
 // account a credential reaches (docs/guide.md#changing-a-sync): a new API key

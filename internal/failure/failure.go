@@ -194,7 +194,11 @@ func (e *Error) Error() string {
 	// A detail that already quotes its cause (a destination's answer) is
 	// not followed by it again.
 	if e.Err != nil && !strings.Contains(e.Detail, e.Err.Error()) {
-		msg += ": " + e.Err.Error()
+		sep := ": "
+		if strings.HasSuffix(e.Detail, ".") {
+			sep = " " // a detail that is a sentence ("... writing twice. lease lost")
+		}
+		msg += sep + e.Err.Error()
 	}
 	return msg
 }

@@ -603,3 +603,18 @@ func TestOutOfFiles(t *testing.T) {
 		t.Errorf("too_many_open_files: owner %s, retryable %v", e.Owner, e.Retryable)
 	}
 }
+
+// TestErrorAfterASentence: a detail that ends a sentence is not followed by
+// ".:" before its cause (the log read "writing twice.: lease lost").
+func TestErrorAfterASentence(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("lease lost")
+	for _, tt := range []struct{ detail, want string }{
+		{"The run stopped.", "lease_lost: The run stopped. lease lost"},
+		{"renew the lease", "lease_lost: renew the lease: lease lost"},
+	} {
+		if got := failure.Wrap(failure.LeaseLost, cause, "%s", tt.detail).Error(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	case err != nil:
 		return checked, d.checkFailure("read the contact attributes", err)
 	case !listed:
-		return append(checked, "brevo: the account's contact attributes could not be listed ("+attributesRoute+"): mapping.attributes not checked"), nil
+		return append(checked, destination.NotChecked+"brevo: the account's contact attributes could not be listed ("+attributesRoute+"): mapping.attributes not checked"), nil
 	}
 	if err := d.attributeProblem(attrs); err != nil {
 		return checked, err
