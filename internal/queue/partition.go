@@ -306,6 +306,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
 		Drain:        pw.drain,
+		DrainDetail:  pw.detail,
 		Filter:       partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
 		Slice:        source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
@@ -336,7 +337,6 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		},
 	})
 	pw.stop()
-	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(partSync.ID, run, runErr)
 	return s.partitionEnded(ctx, args, runErr)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/clock"
-	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -91,17 +90,11 @@ func pausedDetail(row store.Sync) string {
 	return fmt.Sprintf("the sync was paused (%s) during the run, which stopped at a page boundary; resume the sync and its next run goes on from the checkpoint", who)
 }
 
-// endPaused records, on a run the watch stopped for a pause, why it ended.
-func (s *Service) endPaused(ctx context.Context, w *pauseWatch, run store.Run) {
-	row := w.pausedRow()
-	if row == nil || run.ID == 0 || run.State != store.RunInterrupted {
-		return
+// detail is runner.Params.DrainDetail: why the watch stopped the run, ""
+// when it did not or the drain was SIGTERM's.
+func (w *pauseWatch) detail() string {
+	if row := w.pausedRow(); row != nil {
+		return pausedDetail(*row)
 	}
-	run.FailureCode = string(failure.Interrupted)
-	run.FailureDetail = pausedDetail(*row)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := s.st.UpdateRun(rctx, run); err != nil {
-		s.log.Warn("could not record why a paused run stopped", "sync", run.SyncID, "run", run.ID, "err", err)
-	}
+	return ""
 }

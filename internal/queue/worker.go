@@ -139,11 +139,11 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,
 		Attempt:      attempt,
 		Drain:        pw.drain,
+		DrainDetail:  pw.detail,
 		// The breaker after every failed run (docs/guide.md#guardrails), as a foreground run.
 		AfterFailure: func(ctx context.Context, r store.Run) { s.afterFailure(ctx, r.SyncID) },
 	})
 	pw.stop()
-	s.endPaused(ctx, pw, run)
 	s.metrics.runFinished(built.Sync.ID, run, runErr)
 	s.runEnded(ctx, run)
 	return runErr

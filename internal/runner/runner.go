@@ -110,6 +110,10 @@ type Params struct {
 	// Drain, when closed, asks the run to stop at the next page boundary:
 	// checkpoint, release the lease, end as interrupted.
 	Drain <-chan struct{}
+	// DrainDetail, if set, says why Drain was closed (a person paused the
+	// sync): the detail the interrupted run is recorded with, in the same
+	// write as its end ("" keeps the default).
+	DrainDetail func() string
 	// Progress, if set, is called after every checkpoint.
 	Progress func(Progress)
 	// Resumed, if set, is called for each earlier run this run found
@@ -287,6 +291,11 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	runErr = failure.OutOfFiles(runErr)
 	if failure.CodeOf(runErr) == failure.Interrupted {
 		state = store.RunInterrupted
+		if r.DrainDetail != nil && r.drainRequested() {
+			if d := r.DrainDetail(); d != "" {
+				runErr = failure.New(failure.Interrupted, d)
+			}
+		}
 	}
 	// Release with a context that survives the caller's cancellation: a drained
 	// or failed run frees the sync for an immediate rerun.

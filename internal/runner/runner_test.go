@@ -769,12 +769,18 @@ func TestDrainInterruptsAndReleases(t *testing.T) {
 	p := tb.params(t, "")
 	drain := make(chan struct{})
 	p.Drain = drain
+	p.DrainDetail = func() string { return "the sync was paused" }
 	p.Progress = func(pr Progress) {
 		if pr.Counters.Pages == 2 {
 			close(drain)
 		}
 	}
 	r, err := Run(context.Background(), p)
+	// Why it was drained is recorded with the run's end, in one write (a
+	// reader saw the interrupted run without it, before a second write).
+	if stored, gerr := tb.store.GetRun(context.Background(), r.ID); gerr != nil || stored.FailureDetail != "the sync was paused" || failure.Detail(err) != "the sync was paused" {
+		t.Fatalf("stored run %+v (%v), error %v: want the drain's detail", stored, gerr, err)
+	}
 	// The drain is asked for once page 2 is checkpointed, and a page in
 	// flight is finished and checkpointed before the run stops. With one
 	// page written at a time, pages 3 to 7 may be in flight by then: one in
