@@ -477,6 +477,29 @@ func TestCustomIDProperty(t *testing.T) {
 	if err != nil {
 		t.Errorf("Check: %v (%v)", err, checked)
 	}
+	// Under an id_property of its own, an e-mail cleared in the source
+	// ("" or null) is cleared in HubSpot, as any property (it was left
+	// out of the request, and HubSpot kept the old address).
+	cleared := []destination.Record{recs[0], recs[1]}
+	for i, empty := range []any{"", nil} {
+		r := destination.Record{Key: fmt.Sprintf("cleared-%d", i), Data: map[string]any{"email": empty,
+			"attributes": map[string]any{"customer_id": fmt.Sprintf("C-%d", i), "firstname": fmt.Sprintf("First%d", i)}}}
+		cleared[i] = r
+	}
+	if landed, err := b.dest.Verify(t.Context(), cleared, time.Now()); err != nil || len(landed) != 0 {
+		t.Fatalf("Verify of cleared e-mails while HubSpot holds them = %v, %v; want none", landed, err)
+	}
+	if res, err = b.dest.Write(t.Context(), cleared); err != nil || len(res) != 2 || res[0].Outcome != destination.Delivered || res[1].Outcome != destination.Delivered {
+		t.Fatalf("Write of cleared e-mails: %v %+v", err, res)
+	}
+	for i := range cleared {
+		if c, ok := b.fake.Contact(fmt.Sprintf("C-%d", i)); !ok || c.Properties["email"] != "" {
+			t.Errorf("contact C-%d holds e-mail %q after it was cleared in the source", i, c.Properties["email"])
+		}
+	}
+	if landed, err = b.dest.Verify(t.Context(), cleared, time.Now()); err != nil || len(landed) != 2 {
+		t.Errorf("Verify after the clear = %v, %v; want both", landed, err)
+	}
 }
 
 func TestCheck(t *testing.T) {

@@ -33,12 +33,16 @@ type contact struct {
 // parseRecord reads a mapped record {"email"?: string, "attributes"?: object}.
 func (d *Destination) parseRecord(r destination.Record) contact {
 	c := contact{props: map[string]string{}}
-	switch v := r.Data["email"].(type) {
+	ev, mapped := r.Data["email"]
+	switch v := ev.(type) {
 	case nil:
-	case string:
-		if e := strings.TrimSpace(v); e != "" {
-			c.props["email"] = e
+		if mapped {
+			c.props["email"] = "" // cleared in the source: cleared in HubSpot
 		}
+	case string:
+		// An empty e-mail clears the property as any other does, under
+		// an id_property of its own; as the id_property it is refused.
+		c.props["email"] = strings.TrimSpace(v)
 	default:
 		c.invalid = "email must be a string"
 		return c
