@@ -182,11 +182,11 @@ func (s *Server) checkAttrs(a map[string]any, prefix string) (detail, pointer st
 		}
 	}
 	ext, _ := a["external_id"].(string)
-	phone, _ := a["phone_number"].(string)
-	if phone != "" && !e164RE.MatchString(phone) {
+	phone, hasPhone := a["phone_number"].(string)
+	if hasPhone && !e164RE.MatchString(phone) {
 		// The spec: "Individual's phone number in E.164 format"; Klaviyo
 		// refuses any other form (spaces, dashes, no "+" and country code)
-		// rather than reformat it.
+		// rather than reformat it, and "" is none of them: null clears it.
 		return "Invalid phone number format (Example of a valid format: +12345678901)", prefix + "/phone_number", false
 	}
 	if email == "" && ext == "" && phone == "" {

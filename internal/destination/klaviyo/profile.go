@@ -90,6 +90,13 @@ func parseRecord(r destination.Record) profile {
 			p.invalid = "attribute " + strconv.Quote(name) + " " + prob
 			return p
 		}
+		if v == "" {
+			// An empty value clears the field: Klaviyo's way is null
+			// (docs/guide.md#a-value-cleared-in-the-source). "" is a
+			// value there: an external_id of "" is one identifier every
+			// such row would share, and "" is no E.164 phone number.
+			v = nil
+		}
 		switch {
 		case strings.HasPrefix(name, "properties."):
 			props[strings.TrimPrefix(name, "properties.")] = v
