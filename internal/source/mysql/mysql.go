@@ -196,6 +196,12 @@ type Source struct {
 
 	base, order, nullSQL, versionSQL string
 	versionQuery                     string
+	// columns is the select list of the reads: "*", or every column by
+	// name with each FLOAT one read as a DOUBLE (floats): the text
+	// protocol prints a FLOAT with 6 significant digits (1234567 came as
+	// 1.23457e+06, and a change past the sixth digit was never seen).
+	columns string
+	floats  map[string]bool
 
 	// identity is Params.Identity; identType its column's type name, as
 	// check found it (slice.go's conditions depend on it).
@@ -392,7 +398,10 @@ func (s *Source) buildSQL() {
 		isNull[i] = refs[i] + " IS NULL"
 	}
 	s.order = strings.Join(refs, ", ")
-	s.base = "SELECT * FROM " + s.from + " AS `src` WHERE " + strings.Join(notNull, " AND ")
+	if s.columns == "" {
+		s.columns = "*"
+	}
+	s.base = "SELECT " + s.columns + " FROM " + s.from + " AS `src` WHERE " + strings.Join(notNull, " AND ")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS `src` WHERE " + strings.Join(isNull, " OR ") + ")"
 	s.versionSQL = "SELECT COUNT(*), MAX(" + refs[0] + ") FROM " + s.from + " AS `src`"
 }
@@ -515,6 +524,38 @@ type result struct {
 	types []string
 }
 
+// readFloatsExactly makes the reads name every column of r, each FLOAT one
+// as a DOUBLE (exact: a float widens to a double without loss), which
+// columnsOf then reads back as a FLOAT. Nothing changes without one.
+func (s *Source) readFloatsExactly(r result) {
+	list := make([]string, len(r.names))
+	floats := map[string]bool{}
+	for i, name := range r.names {
+		list[i] = col(name)
+		if r.kinds[i] == kindFloat {
+			floats[name] = true
+			list[i] = "(" + col(name) + " + 0e0) AS " + quoteIdent(name)
+		}
+	}
+	if len(floats) == 0 {
+		return
+	}
+	s.columns, s.floats = strings.Join(list, ", "), floats
+	s.buildSQL()
+}
+
+// columnsOf is the package's columnsOf, with the FLOAT columns read as
+// DOUBLEs (readFloatsExactly) known as FLOATs again.
+func (s *Source) columnsOf(rows *sql.Rows) (result, error) {
+	r, err := columnsOf(rows)
+	for i, name := range r.names {
+		if s.floats[name] {
+			r.kinds[i] = kindFloat
+		}
+	}
+	return r, err
+}
+
 func columnsOf(rows *sql.Rows) (result, error) {
 	cts, err := rows.ColumnTypes()
 	if err != nil {
@@ -633,6 +674,7 @@ func (s *Source) check(ctx context.Context) error {
 				s.identType = r.types[i]
 			}
 		}
+		s.readFloatsExactly(r)
 		if !s.isTable {
 			return nil
 		}
@@ -715,7 +757,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		return source.Page{}, err
 	}
 	defer rows.Close()
-	r, err := columnsOf(rows)
+	r, err := s.columnsOf(rows)
 	if err != nil {
 		return source.Page{}, err
 	}
@@ -886,7 +928,7 @@ func (s *Source) lastAtOrBefore(ctx context.Context, conn *sql.Conn, cond string
 		return nil, err
 	}
 	defer rows.Close()
-	r, err := columnsOf(rows)
+	r, err := s.columnsOf(rows)
 	if err != nil {
 		return nil, err
 	}

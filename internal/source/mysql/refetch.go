@@ -44,11 +44,11 @@ func (s *Source) ReadIdentities(ctx context.Context, identity string, ids []stri
 	defer s.mu.Unlock()
 	var out []source.Record
 	err := s.snapshot(ctx, "read identities", func(conn *sql.Conn) error {
-		rows, err := conn.QueryContext(ctx, "SELECT * FROM "+s.from+" AS `src` LIMIT 0")
+		rows, err := conn.QueryContext(ctx, "SELECT "+s.columns+" FROM "+s.from+" AS `src` LIMIT 0")
 		if err != nil {
 			return err
 		}
-		r, err := columnsOf(rows)
+		r, err := s.columnsOf(rows)
 		rows.Close()
 		if err != nil {
 			return err
@@ -110,12 +110,12 @@ func idLiteral(k kind, id string) (string, bool) {
 // as one of want.
 func (s *Source) readIDs(ctx context.Context, conn *sql.Conn, identity string, idx int, lits []string,
 	want map[string]struct{}, out []source.Record) ([]source.Record, error) {
-	rows, err := conn.QueryContext(ctx, "SELECT * FROM "+s.from+" AS `src` WHERE "+col(identity)+" IN ("+strings.Join(lits, ", ")+")")
+	rows, err := conn.QueryContext(ctx, "SELECT "+s.columns+" FROM "+s.from+" AS `src` WHERE "+col(identity)+" IN ("+strings.Join(lits, ", ")+")")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	r, err := columnsOf(rows)
+	r, err := s.columnsOf(rows)
 	if err != nil {
 		return nil, err
 	}

@@ -84,11 +84,33 @@ func convert(k kind, v any) any {
 	case float32:
 		return json.Number(strconv.FormatFloat(float64(v), 'g', -1, 32))
 	case float64:
-		return json.Number(strconv.FormatFloat(v, 'g', -1, 64))
+		if k == kindFloat {
+			// A FLOAT read as a DOUBLE (readFloatsExactly): its own
+			// shortest digits (0.1, not 0.10000000149011612).
+			return json.Number(strconv.FormatFloat(float64(float32(v)), 'g', -1, 32))
+		}
+		return json.Number(formatDouble(v))
 	case []byte:
 		return convertBytes(k, v)
 	}
 	return v
+}
+
+// formatDouble is v's shortest digits as PostgreSQL prints a double
+// precision: fixed-point for a decimal exponent from -4 to 14, else
+// exponential (1234567, 1e+15, 1e-05), so a sync reading the same value
+// from either database sends it alike. A FLOAT's (a real's) thresholds are
+// -4 and 5, which strconv's 'g' has already.
+func formatDouble(v float64) string {
+	s := strconv.FormatFloat(v, 'g', -1, 64)
+	i := strings.IndexByte(s, 'e')
+	if i < 0 {
+		return s
+	}
+	if exp, err := strconv.Atoi(s[i+1:]); err == nil && exp >= -4 && exp < 15 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return s
 }
 
 func convertBytes(k kind, b []byte) any {
