@@ -109,6 +109,20 @@ func Snapshot(ctx context.Context, sourceType string, src source.Source) (string
 // at most a handful of attempts, each one run.
 const runsListed = 100
 
+// Newest is the newest of runs (newest first) that did something: a run
+// skipped because another one held the partition's lease (a second job of
+// the partition, queued by a recovery while the first ran) is newer than
+// the run it met, and must not hide how that one ended. ok is false when
+// there is none.
+func Newest(runs []store.Run) (store.Run, bool) {
+	for _, r := range runs {
+		if r.State != store.RunSkipped {
+			return r, true
+		}
+	}
+	return store.Run{}, false
+}
+
 // Runs is the part of the store Totals reads.
 type Runs interface {
 	ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error)
@@ -127,7 +141,7 @@ func Totals(ctx context.Context, st Runs, syncID string, runID int64, n int) (st
 		if err != nil {
 			return store.Counters{}, false, err
 		}
-		if len(runs) == 0 || runs[0].ID < runID || runs[0].State != store.RunSucceeded {
+		if last, ok := Newest(runs); !ok || last.ID < runID || last.State != store.RunSucceeded {
 			return store.Counters{}, false, nil
 		}
 		for _, r := range runs { // newest first

@@ -51,6 +51,14 @@ func TestTotals(t *testing.T) {
 	if total.Read != 100 || total.Written != 100 {
 		t.Fatalf("totals read %d written %d, want 100 and 100", total.Read, total.Written)
 	}
+	// A second job of partition 2 (queued by a recovery while the first
+	// ran) met its lease and was skipped: newer than the success, it does
+	// not hide it (the run ended partitions_unfinished with every record
+	// written).
+	add(partition.SyncID("s", 2), store.RunSkipped, store.Counters{})
+	if total, done, err = partition.Totals(ctx, st, "s", coord.ID, 2); err != nil || !done || total.Written != 100 {
+		t.Fatalf("after a skipped run: done %v, written %d, %v", done, total.Written, err)
+	}
 }
 
 // TestOf: the split is a pure function of the identity text, every

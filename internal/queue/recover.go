@@ -440,14 +440,14 @@ func (s *Service) partitionOutcomes(ctx context.Context, syncID string, runID in
 		}
 	}
 	for i := range out {
-		runs, err := s.st.ListRuns(ctx, partition.SyncID(syncID, out[i].k), 1)
+		runs, err := s.st.ListRuns(ctx, partition.SyncID(syncID, out[i].k), 20)
 		if err != nil {
 			return nil, err
 		}
-		if len(runs) == 0 || runs[0].ID < runID {
+		last, ok := partition.Newest(runs)
+		if !ok || last.ID < runID {
 			continue
 		}
-		last := runs[0]
 		out[i].counters = last.Counters
 		switch last.State {
 		case store.RunSucceeded:
