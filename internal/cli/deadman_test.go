@@ -320,6 +320,13 @@ syncs:
 	if got := b.hook.take(); len(got) != 0 {
 		t.Errorf("alerts %+v, want none: the silent sync was removed", got)
 	}
+	// Its status says nothing runs it (it read "state: active").
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"status", "--config", b.config, "quiet"},
+		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk})
+	if code != ExitOK || !strings.Contains(out.String(), "state:      active (not in the config: nothing runs it)") {
+		t.Errorf("status of a sync removed from the config: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
 }
 
 // TestDeadmanAlertNotLostWhenTheSinkIsDown: the alert sink is down while the

@@ -240,6 +240,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 				},
 				Metrics:        reg,
 				DescribeCursor: cfg.DescribeCursor,
+				Configured:     func(syncID string) bool { _, ok := cfg.Sync(syncID); return ok },
 				Check: func(ctx context.Context, syncID string) ([]string, error) {
 					sc, err := configured(cfg, syncID)
 					if err != nil {

@@ -383,6 +383,10 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 	if s.State == store.SyncPaused {
 		state += fmt.Sprintf(" (%s, by %s: %s)", s.PauseReason, s.PausedBy, s.PausedWhy)
 	}
+	if _, ok := cfg.Sync(id); !ok {
+		// Nothing schedules it, and the dead-man check leaves it alone.
+		state += " (not in the config: nothing runs it)"
+	}
 	fmt.Fprintf(w, "state:      %s\n", state)
 	fmt.Fprintf(w, "changed at: %s\n", s.ChangedAt.UTC().Format(time.RFC3339))
 	runs, err := st.ListRuns(ctx, id, 50)

@@ -117,3 +117,27 @@ func TestOverviewOperatorFailures(t *testing.T) {
 	row = row[:strings.Index(row, "</tr>")]
 	mustContain(t, row, `<small class="operator"`, ">+2</small>")
 }
+
+// TestSyncNotInServesConfig: a sync serve's config does not have (removed
+// from it, or published by a worker whose config has one more) is run by
+// nothing: it showed "healthy" or "never_run" with a next run that never
+// came, and the dead-man check leaves it alone, so nobody was told.
+func TestSyncNotInServesConfig(t *testing.T) {
+	t.Parallel()
+	var healthy string
+	b := setup(t, func(p *Params) {
+		p.Configured = func(id string) bool { return id != healthy }
+	})
+	healthy = b.d.Healthy
+	var d SyncDetail
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+healthy, "").body, &d)
+	if d.Health != HealthNotInConfig || d.NextRunAt != nil {
+		t.Errorf("health %s, next run %v; want not_in_config and none", d.Health, d.NextRunAt)
+	}
+	mustContain(t, b.get("/").body, "not in serve&#39;s config")
+	// The others are as before.
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+b.d.Silent, "").body, &d)
+	if d.Health != HealthSilent {
+		t.Errorf("a configured sync's health %s, want silent", d.Health)
+	}
+}

@@ -30,9 +30,13 @@ const (
 	HealthFailing       Health = "failing"
 	HealthHealthy       Health = "healthy"
 	HealthNeverRun      Health = "never_run"
+	// HealthNotInConfig: serve's config does not have the sync (removed,
+	// or published by a worker whose config has it): nothing schedules
+	// it, and the dead-man check leaves it alone.
+	HealthNotInConfig Health = "not_in_config"
 )
 
-var healthOrder = []Health{HealthPausedBreaker, HealthPausedPerson, HealthSilent, HealthFailing, HealthHealthy, HealthNeverRun}
+var healthOrder = []Health{HealthPausedBreaker, HealthPausedPerson, HealthSilent, HealthFailing, HealthHealthy, HealthNeverRun, HealthNotInConfig}
 
 // Label is the health as shown on a page.
 func (h Health) Label() string {
@@ -47,6 +51,8 @@ func (h Health) Label() string {
 		return "failing"
 	case HealthHealthy:
 		return "healthy"
+	case HealthNotInConfig:
+		return "not in serve's config"
 	default:
 		return "no runs yet"
 	}
@@ -294,7 +300,8 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 	if sy.State == store.SyncActive || sy.State == store.SyncPaused && sy.PauseReason == "breaker" {
 		v.Silence = silence[sy.ID]
 	}
-	if v.Schedule != "" && sy.State == store.SyncActive {
+	configured := s.p.Configured == nil || s.p.Configured(sy.ID)
+	if v.Schedule != "" && sy.State == store.SyncActive && configured {
 		sched, ok := scheds[v.Schedule]
 		if !ok {
 			var err error
@@ -311,6 +318,8 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 		}
 	}
 	switch {
+	case !configured:
+		v.Health = HealthNotInConfig
 	case sy.State == store.SyncPaused && sy.PauseReason == "breaker":
 		v.Health = HealthPausedBreaker
 	case sy.State == store.SyncPaused:

@@ -97,6 +97,9 @@ type Params struct {
 	DeadLetters func(ctx context.Context, syncID string) ([]DeadLetter, error)
 	// Requeue re-queues a dead letter; nil hides the action.
 	Requeue func(ctx context.Context, p RequeueParams) error
+	// Configured reports whether serve's config has the sync; a sync it
+	// lacks shows as HealthNotInConfig, with no next run. nil: every sync.
+	Configured func(syncID string) bool
 	// Silence maps the syncID of each sync the dead-man check finds silent to
 	// the silence's kind (runs_without_success, no_runs); nil = unknown.
 	Silence func(ctx context.Context) (map[string]string, error)
