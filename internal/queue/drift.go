@@ -3,8 +3,10 @@ package queue
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -102,7 +104,7 @@ func (s *Service) keepPublished(ctx context.Context, defs []store.PutSyncParams)
 		switch {
 		case !ok:
 			fresh = append(fresh, d)
-		case cur != d.Definition:
+		case cur != d.Definition && !onlyScheduleDiffers(cur, d.Definition):
 			differ = append(differ, d.ID)
 		}
 	}
@@ -117,4 +119,18 @@ func (s *Service) keepPublished(ctx context.Context, defs []store.PutSyncParams)
 			"syncs", ids, "config", s.cfg.Path)
 	}
 	return fresh, nil
+}
+
+// onlyScheduleDiffers reports whether two published definitions differ in
+// their schedule alone, which only the leader reads and the fingerprint
+// leaves out: runs of such a sync are not refused, so no warning says
+// they would be.
+func onlyScheduleDiffers(a, b string) bool {
+	var x, y map[string]any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	delete(x, "schedule")
+	delete(y, "schedule")
+	return reflect.DeepEqual(x, y)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // openapiJSON documents /api/v1 (served at /api/v1/openapi.json; the tests
@@ -69,6 +70,11 @@ func decodeBody(r *http.Request, v any, optional bool) error {
 				return nil
 			}
 			return fmt.Errorf("%w: a JSON body is required", ErrInvalid)
+		}
+		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			// Valid JSON with a key the action does not take ("reason"
+			// where it takes "why"): say which.
+			return fmt.Errorf("%w: this action takes no field %s (its fields: /api/v1/openapi.json)", ErrInvalid, field)
 		}
 		return fmt.Errorf("%w: the body is not valid JSON for this action", ErrInvalid)
 	}

@@ -206,7 +206,12 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 				t.Errorf("audit of a run with a forged by: %+v", l)
 			}
 		}},
-		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci","extra":1}`, 400, nil},
+		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/run", `{"by":"ci","extra":1}`, 400, func(t *testing.T, body string) {
+			// Valid JSON with a key the action does not take: named.
+			if !strings.Contains(body, `this action takes no field \"extra\"`) {
+				t.Errorf("unknown field: %s", body)
+			}
+		}},
 		{"POST", "/api/v1/syncs/" + b.d.Breaker + "/run", `{"by":"ci"}`, 409, nil},
 		{"POST", "/api/v1/syncs/nope/run", `{"by":"ci"}`, 404, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Failing + "/pause", `{"by":"ci","why":"investigating"}`, 200, func(t *testing.T, body string) {
