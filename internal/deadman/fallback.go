@@ -136,7 +136,7 @@ func (c *Checker) RunFallback(ctx context.Context, p FallbackParams) {
 		case ran && rep.First:
 			// A new store: the leader's first hourly check may be up to an
 			// hour away, which is no sign of trouble.
-			c.log.LogAttrs(ctx, slog.LevelInfo, "deadman: the store's first check; this process ran it",
+			c.log.LogAttrs(ctx, slog.LevelInfo, "deadman: no check was ever recorded (a new store, or Redis lost its data with the record of the last one); this process ran it",
 				slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())), slog.Any("err", err))
 		case ran:
 			c.log.LogAttrs(ctx, slog.LevelWarn, "deadman: no check was recorded for "+fmtWindow(after)+"; this process ran it (is the leader's hourly job running?)",
