@@ -310,7 +310,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	defer other.Close()
 	e := newEnv(t, fakeshopify.Options{RedirectTo: other.URL}, shopify.Params{})
 	_, err := e.src.ReadPage(context.Background(), "", 10)
-	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "redirect") || !strings.Contains(err.Error(), "check the source's shop_url") {
+	if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "redirect") || !strings.Contains(err.Error(), "set the source's shop_url to the address it moved to") {
 		t.Fatalf("err = %v; want a refused redirect", err)
 	}
 	mu.Lock()
