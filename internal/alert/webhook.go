@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -27,8 +26,6 @@ const (
 	HeaderWebhookSignature = "webhook-signature"
 )
 
-// webhookSecretPrefix marks a base64 Standard Webhooks secret.
-const webhookSecretPrefix = "whsec_"
 
 // WebhookSinkParams configures a WebhookSink.
 type WebhookSinkParams struct {
@@ -85,10 +82,8 @@ func NewWebhookSink(p WebhookSinkParams) (*WebhookSink, error) {
 // webhookKey decodes a "whsec_<base64>" secret, or returns the raw bytes of
 // any other secret.
 func webhookKey(secret string) []byte {
-	if rest, ok := strings.CutPrefix(secret, webhookSecretPrefix); ok {
-		if key, err := base64.StdEncoding.DecodeString(rest); err == nil && len(key) > 0 {
-			return key
-		}
+	if key, ok := apiclient.SigningKey(secret); ok {
+		return key
 	}
 	return []byte(secret)
 }

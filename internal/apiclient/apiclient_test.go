@@ -966,3 +966,29 @@ func TestLongWaitsAreTold(t *testing.T) {
 		})
 	}
 }
+
+// TestSigningKey: a Standard Webhooks secret is base64 after "whsec_",
+// padded or not (the official libraries decode "whsec_" + unpadded text;
+// validate refused it and advised dropping the prefix, which signs with
+// the text itself, and nothing verifies that); any other secret is its
+// bytes.
+func TestSigningKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		secret string
+		want   string
+		ok     bool
+	}{
+		{"whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXowMTIzNDU", "abcdefghijklmnopqrstuvwxyz012345", true},
+		{"whsec_YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXowMTIzNDU=", "abcdefghijklmnopqrstuvwxyz012345", true},
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "", true}, // decodes; its bytes checked below
+		{"plain text", "plain text", true},
+		{"whsec_not base64!", "", false},
+		{"whsec_", "", false},
+	} {
+		key, ok := apiclient.SigningKey(tc.secret)
+		if ok != tc.ok || (tc.want != "" && string(key) != tc.want) {
+			t.Errorf("SigningKey(%q) = %q, %v; want %q, %v", tc.secret, key, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/base64"
 	"maps"
 	"net/textproto"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/mapping"
@@ -89,12 +89,11 @@ func (c *Config) Check(_ *config.Destination, k *config.Checker) {
 	if k.Required("destination.url", c.URL, "is required for webhook destinations") {
 		k.URL("destination.url", c.URL, "http", "https")
 	}
-	if rest, ok := strings.CutPrefix(c.Secret, "whsec_"); ok {
+	if _, ok := apiclient.SigningKey(c.Secret); !ok {
 		// The run would refuse it (New): validate says so first, without
-		// echoing the secret.
-		if b, err := base64.StdEncoding.DecodeString(rest); err != nil || len(b) == 0 {
-			k.Report("destination.secret", "has Standard Webhooks' whsec_ prefix but what follows is not base64 (whsec_BASE64); drop the prefix to sign with the text as it is")
-		}
+		// echoing the secret. Dropping the prefix would sign with the text
+		// itself, which no Standard Webhooks library verifies.
+		k.Report("destination.secret", "has Standard Webhooks' whsec_ prefix but what follows is not base64 (whsec_BASE64): copy the secret as the receiver gives it")
 	}
 	for name := range c.Headers {
 		hp := k.Key("destination.headers", name)

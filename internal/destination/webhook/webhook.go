@@ -151,14 +151,11 @@ func New(p Params) (*Destination, error) {
 		}
 	}
 	if p.Secret != "" {
-		d.key = []byte(p.Secret)
-		if rest, ok := strings.CutPrefix(p.Secret, "whsec_"); ok {
-			k, err := base64.StdEncoding.DecodeString(rest)
-			if err != nil || len(k) == 0 {
-				return nil, failure.New(failure.InvalidSyncDefinition, "webhook secret has a whsec_ prefix but is not valid base64")
-			}
-			d.key = k
+		k, ok := apiclient.SigningKey(p.Secret)
+		if !ok {
+			return nil, failure.New(failure.InvalidSyncDefinition, "webhook secret has a whsec_ prefix but is not valid base64")
 		}
+		d.key = k
 		d.secrets = append(d.secrets, p.Secret)
 	}
 	if u.User != nil {
