@@ -634,10 +634,15 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 	bar := progress.Open(progress.Params{W: w, Desc: part.desc, Unit: unit, Interval: 2 * time.Second})
 	var barAt int64 // the bar's position (Progress calls come one at a time)
 	start := time.Now()
-	run, err := runner.Run(ctx, params(bar, &barAt))
+	p := params(bar, &barAt)
+	run, err := runner.Run(ctx, p)
 	bar.Finish()
 	if run.ID != 0 {
-		printSummary(w, run, time.Since(start))
+		c := destination.CapVerify
+		if p.Destination != nil {
+			c = p.Destination.Capability()
+		}
+		printSummaryFor(w, run, time.Since(start), c)
 	}
 	return run, err
 }
@@ -659,15 +664,22 @@ func failed(env Env, err error) error {
 }
 
 func printSummary(w io.Writer, r store.Run, d time.Duration) {
+	printSummaryFor(w, r, d, destination.CapVerify)
+}
+
+// printSummaryFor is the run's summary line for a destination of
+// capability c.
+func printSummaryFor(w io.Writer, r store.Run, d time.Duration, c destination.Capability) {
 	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, %s, pages %d, duration %s\n",
-		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, inDoubtPhrase(r), r.Pages, d.Round(time.Millisecond))
+		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, inDoubtPhrase(r, c), r.Pages, d.Round(time.Millisecond))
 }
 
 // inDoubtPhrase says what became of the records earlier runs left in doubt:
 // found delivered by reading the destination back (settled), or not found
-// and written once, or (a destination that cannot be read back) left for a
-// person.
-func inDoubtPhrase(r store.Run) string {
+// and written once, or resent under their idempotency key (a webhook, which
+// is never read back), or (a destination that cannot be read back) left for
+// a person.
+func inDoubtPhrase(r store.Run, c destination.Capability) string {
 	if r.InDoubt == 0 {
 		return "in doubt 0"
 	}
@@ -676,6 +688,11 @@ func inDoubtPhrase(r store.Run) string {
 	switch {
 	case r.FailureCode == string(failure.RecordsInDoubt):
 		fate = "left for a person to settle (`oncesync runs` names the run)"
+	case c == destination.CapIdempotent && r.State == store.RunSucceeded:
+		// Nothing is looked for: "not found there" claimed a look.
+		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key: the destination drops those it already has)", r.InDoubt)
+	case c == destination.CapIdempotent:
+		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key by this run or the next: the destination drops those it already has)", r.InDoubt)
 	case r.State == store.RunSucceeded:
 		fate = "not found there and written once"
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/demo"
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -38,6 +39,14 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("summary %q lacks %q", b.String(), tc.want)
 		}
+	}
+	// A webhook is never read back: its records in doubt are sent again
+	// under their key, not "not found there" (an independent check,
+	// 2026-12-05: the receiver had them all).
+	var b bytes.Buffer
+	printSummaryFor(&b, store.Run{ID: 6, State: store.RunSucceeded, Counters: store.Counters{InDoubt: 10}}, time.Second, destination.CapIdempotent)
+	if got := b.String(); !strings.Contains(got, "in doubt 10 (sent again with their Idempotency-Key: the destination drops those it already has)") || strings.Contains(got, "not found") {
+		t.Errorf("webhook summary %q", got)
 	}
 }
 
