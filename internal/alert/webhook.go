@@ -26,7 +26,6 @@ const (
 	HeaderWebhookSignature = "webhook-signature"
 )
 
-
 // WebhookSinkParams configures a WebhookSink.
 type WebhookSinkParams struct {
 	// URL is the http(s) endpoint receiving alerts.

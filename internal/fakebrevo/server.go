@@ -103,7 +103,9 @@ type Server struct {
 	win   map[string]*rateWindow
 	// standing is the account's standing (standing.go), "" when good.
 	standing string
-	attrs    map[string]Attribute // by upper-case name (attributes.go)
+	// latency is Options.Latency until SetLatency changes it.
+	latency time.Duration
+	attrs   map[string]Attribute // by upper-case name (attributes.go)
 }
 
 type state struct {
@@ -164,6 +166,7 @@ func New(opts Options) *Server {
 		s.validator, s.specErr = NewValidator()
 	}
 	s.standing, _ = checkStanding(opts.Standing) // Check refuses a wrong one
+	s.latency = opts.Latency
 	s.resetLocked()
 	s.initAttributesLocked()
 	return s
@@ -352,9 +355,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	s.stats.ByRoute[c.route]++
+	d := s.latency
 	s.mu.Unlock()
 
-	if d := s.opts.Latency; d > 0 {
+	if d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
