@@ -341,6 +341,21 @@ func (b *bundle) settle(t *testing.T, recs []destination.Record, res []destinati
 	return settleWith(t, b.dest, b.clock, recs, res)
 }
 
+// writeDelivered writes recs, settles what Brevo accepted, and fails the
+// test unless every record ends delivered.
+func (b *bundle) writeDelivered(t *testing.T, recs []destination.Record) {
+	t.Helper()
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range byKey(t, recs, b.settle(t, recs, res)) {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("%+v, want delivered", r)
+		}
+	}
+}
+
 func settleWith(t *testing.T, d *brevo.Destination, clk *clock.Fake, recs []destination.Record, res []destination.Result) []destination.Result {
 	t.Helper()
 	data := map[string]destination.Record{}
@@ -1072,15 +1087,7 @@ func TestExtIDReachesBrevoOnEveryPath(t *testing.T) {
 			for i, r := range rs {
 				r.Data["ext_id"] = fmt.Sprintf("crm-%d", i)
 			}
-			res, err := b.dest.Write(t.Context(), rs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range byKey(t, rs, b.settle(t, rs, res)) {
-				if r.Outcome != destination.Delivered {
-					t.Errorf("%+v, want delivered", r)
-				}
-			}
+			b.writeDelivered(t, rs)
 			for i, r := range rs {
 				c, ok := b.fake.Contact(emailOf(r))
 				if !ok || c.ExtID != fmt.Sprintf("crm-%d", i) {
@@ -1204,11 +1211,7 @@ func TestClearedExtIDIsErased(t *testing.T) {
 				b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
 				full := rec(0, map[string]any{"FIRSTNAME": "Ann"})
 				full.Data["ext_id"] = "X-1"
-				res, err := b.dest.Write(t.Context(), []destination.Record{full})
-				if err != nil {
-					t.Fatal(err)
-				}
-				b.settle(t, []destination.Record{full}, res)
+				b.writeDelivered(t, []destination.Record{full})
 				cleared := rec(0, map[string]any{"FIRSTNAME": "Ann"})
 				cleared.Key, cleared.Data["ext_id"] = "cleared", empty
 				landed, err := b.dest.Verify(t.Context(), []destination.Record{cleared}, t0)
@@ -1221,15 +1224,7 @@ func TestClearedExtIDIsErased(t *testing.T) {
 				other := rec(1, map[string]any{"FIRSTNAME": "Bob"})
 				other.Data["ext_id"] = empty
 				both := []destination.Record{cleared, other}
-				res, err = b.dest.Write(t.Context(), both)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range byKey(t, both, b.settle(t, both, res)) {
-					if r.Outcome != destination.Delivered {
-						t.Errorf("%+v, want delivered", r)
-					}
-				}
+				b.writeDelivered(t, both)
 				for _, r := range both {
 					c, ok := b.fake.Contact(emailOf(r))
 					if !ok || c.ExtID != "" {
