@@ -50,6 +50,9 @@ type backend interface {
 	// rescue makes running jobs available again at once if they were
 	// attempted before horizon (their worker is known dead).
 	rescue(ctx context.Context, ids []int64, horizon time.Time, why string) error
+	// attempt is job id's attempt as the queue has it now (River counts
+	// one up each time a worker takes the job).
+	attempt(ctx context.Context, id int64) (int, error)
 	// countByState counts the queue's jobs by state (one query).
 	countByState(ctx context.Context) (map[rivertype.JobState]int, error)
 	// where names the queue's database for the start line (no secrets).
@@ -202,6 +205,14 @@ func (b *riverBackend[TTx]) rescue(ctx context.Context, ids []int64, horizon tim
 	}
 	_, err := b.driver.GetExecutor().JobRescueMany(ctx, p)
 	return err
+}
+
+func (b *riverBackend[TTx]) attempt(ctx context.Context, id int64) (int, error) {
+	j, err := b.client.JobGet(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return j.Attempt, nil
 }
 
 func (b *riverBackend[TTx]) countByState(ctx context.Context) (map[rivertype.JobState]int, error) {

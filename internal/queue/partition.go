@@ -113,7 +113,7 @@ type runPartitionedWorker struct {
 func (w *runPartitionedWorker) Work(ctx context.Context, job *river.Job[RunPartitionedArgs]) error {
 	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartitioned, job.Args.SyncID), beatOwner(job.JobRow))
 	defer stop()
-	return jobResult(w.s.coordinate(ctx, job.Args, job.Attempt))
+	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.coordinate(ctx, job.Args, job.Attempt)))
 }
 
 type runPartitionWorker struct {
@@ -125,7 +125,7 @@ type runPartitionWorker struct {
 func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
 	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)), beatOwner(job.JobRow))
 	defer stop()
-	return jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID))
+	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID)))
 }
 
 // runArgsFor is the job of one run of sc: the coordinator for a partitioned

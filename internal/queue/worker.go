@@ -28,7 +28,31 @@ type runSyncWorker struct {
 func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) error {
 	stop := w.s.heartbeat(ctx, heartbeatID(KindRunSync, job.Args.SyncID), beatOwner(job.JobRow))
 	defer stop()
-	return jobResult(w.s.runSync(ctx, job.Args, job.Attempt))
+	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.runSync(ctx, job.Args, job.Attempt)))
+}
+
+// ownResult is res, the result of attempt job.Attempt, unless a later
+// attempt of the job has started meanwhile: a recovery handed the job on
+// while this worker was frozen or cut off, and the later attempt runs it
+// now. Its result is that attempt's to give. This one's error (a lost
+// lease, most often) would set the job retryable under the attempt still
+// running, whose own completion then changes nothing: the job waited out
+// River's backoff (a minute and more) while every tick of its schedule was
+// refused as its duplicate (make chaos pauses, 2026-12-05). So a stale
+// attempt completes the job without an error; the later attempt's run keeps
+// its lease and records its own outcome, and a retry it would have needed
+// is the next tick's.
+func (s *Service) ownResult(ctx context.Context, job *rivertype.JobRow, res error) error {
+	if res == nil {
+		return nil
+	}
+	cur, err := s.b.attempt(context.WithoutCancel(ctx), job.ID)
+	if err != nil || cur <= job.Attempt {
+		return res
+	}
+	s.log.Warn("a later attempt of this job runs it now; this attempt's outcome is left to it",
+		"job", job.ID, "attempt", job.Attempt, "current_attempt", cur, "err", res)
+	return nil
 }
 
 // jobResult maps a run's result to what River does with its job:
