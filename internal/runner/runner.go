@@ -256,11 +256,15 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	r.lease, err = lease.Hold(ctx, lease.HoldParams{Manager: r.Leases, SyncID: r.Sync.ID, RunID: r.rec.ID,
 		TTL: r.LeaseTTL, RenewEvery: r.LeaseRenew, Clock: r.Clock})
 	if errors.Is(err, lease.ErrHeld) {
+		// Logged like every other run's end, so that a run recorded but
+		// never started is still in the logs (chaos pauses, 2026-12-05).
+		log.Info("run skipped: another run holds the sync's lease", "state", store.RunSkipped, "code", failure.AlreadyRunning)
 		ferr := failure.New(failure.AlreadyRunning, SentenceAlreadyRunning)
 		return r.finish(ctx, store.RunSkipped, ferr), ferr
 	}
 	if err != nil {
 		ferr := failure.OutOfFiles(acquireFailure(err))
+		log.Warn("run ended before it started: the lease could not be taken", "state", store.RunFailed, "code", failure.CodeOf(ferr), "err", ferr)
 		return r.finish(ctx, store.RunFailed, ferr), ferr
 	}
 	r.rec.Fence = r.lease.Fence()

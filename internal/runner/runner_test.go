@@ -23,6 +23,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // memDest is an in-memory destination for the run loop's tests: it records
@@ -393,12 +394,20 @@ func TestAlreadyRunningIsSkipped(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Run(context.Background(), tb.params(t, ""))
+	p := tb.params(t, "")
+	var logs testenv.Output
+	p.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	r, err := Run(context.Background(), p)
 	if failure.CodeOf(err) != failure.AlreadyRunning || r.State != store.RunSkipped {
 		t.Fatalf("want skipped already_running, got %v %+v", err, r)
 	}
 	if !strings.Contains(err.Error(), SentenceAlreadyRunning) {
 		t.Fatalf("error %q lacks the sentence", err)
+	}
+	// Logged with its run id: a run recorded but never started was in no
+	// log (make chaos pauses, 2026-12-05).
+	if out := logs.String(); !strings.Contains(out, "run skipped") || !strings.Contains(out, fmt.Sprintf("run=%d", r.ID)) {
+		t.Errorf("the skipped run is not logged:\n%s", out)
 	}
 	if calls, _, _ := tb.dest.stats(); calls != 0 {
 		t.Fatal("a skipped run wrote")
