@@ -642,7 +642,7 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 		if p.Destination != nil {
 			c = p.Destination.Capability()
 		}
-		printSummaryFor(w, run, time.Since(start), c)
+		printSummary(w, run, time.Since(start), c)
 	}
 	return run, err
 }
@@ -663,13 +663,8 @@ func failed(env Env, err error) error {
 	return exit(ExitFailed, nil)
 }
 
-func printSummary(w io.Writer, r store.Run, d time.Duration) {
-	printSummaryFor(w, r, d, destination.CapVerify)
-}
-
-// printSummaryFor is the run's summary line for a destination of
-// capability c.
-func printSummaryFor(w io.Writer, r store.Run, d time.Duration, c destination.Capability) {
+// printSummary is the run's summary line for a destination of capability c.
+func printSummary(w io.Writer, r store.Run, d time.Duration, c destination.Capability) {
 	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, %s, pages %d, duration %s\n",
 		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, inDoubtPhrase(r, c), r.Pages, d.Round(time.Millisecond))
 }
@@ -688,11 +683,13 @@ func inDoubtPhrase(r store.Run, c destination.Capability) string {
 	switch {
 	case r.FailureCode == string(failure.RecordsInDoubt):
 		fate = "left for a person to settle (`oncesync runs` names the run)"
-	case c == destination.CapIdempotent && r.State == store.RunSucceeded:
-		// Nothing is looked for: "not found there" claimed a look.
-		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key: the destination drops those it already has)", r.InDoubt)
 	case c == destination.CapIdempotent:
-		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key by this run or the next: the destination drops those it already has)", r.InDoubt)
+		// Nothing is looked for: "not found there" claimed a look.
+		when := ""
+		if r.State != store.RunSucceeded {
+			when = " by this run or the next"
+		}
+		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key%s: the destination drops those it already has)", r.InDoubt, when)
 	case r.State == store.RunSucceeded:
 		fate = "not found there and written once"
 	default:

@@ -35,7 +35,7 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 			"in doubt 100 (0 found already delivered, 100 not found there or not read back yet: written once by this run, or settled by the next)"},
 	} {
 		var b bytes.Buffer
-		printSummary(&b, tc.run, time.Second)
+		printSummary(&b, tc.run, time.Second, destination.CapVerify)
 		if !strings.Contains(b.String(), tc.want) {
 			t.Errorf("summary %q lacks %q", b.String(), tc.want)
 		}
@@ -44,9 +44,14 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 	// under their key, not "not found there" (an independent check,
 	// 2026-12-05: the receiver had them all).
 	var b bytes.Buffer
-	printSummaryFor(&b, store.Run{ID: 6, State: store.RunSucceeded, Counters: store.Counters{InDoubt: 10}}, time.Second, destination.CapIdempotent)
+	printSummary(&b, store.Run{ID: 6, State: store.RunSucceeded, Counters: store.Counters{InDoubt: 10}}, time.Second, destination.CapIdempotent)
 	if got := b.String(); !strings.Contains(got, "in doubt 10 (sent again with their Idempotency-Key: the destination drops those it already has)") || strings.Contains(got, "not found") {
 		t.Errorf("webhook summary %q", got)
+	}
+	b.Reset()
+	printSummary(&b, store.Run{ID: 7, State: store.RunFailed, Counters: store.Counters{InDoubt: 4}}, time.Second, destination.CapIdempotent)
+	if got := b.String(); !strings.Contains(got, "in doubt 4 (sent again with their Idempotency-Key by this run or the next: ") {
+		t.Errorf("failed webhook run's summary %q", got)
 	}
 }
 
@@ -55,13 +60,13 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 func TestDemoReadsRunSummary(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 4500, InDoubt: 1250, Settled: 500}}, time.Second)
+	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 4500, InDoubt: 1250, Settled: 500}}, time.Second, destination.CapVerify)
 	want := "1250 records; 500 found at Brevo by reading it back (not written again), 750 not there (written once)"
 	if got := demo.InDoubtSummary(b.String()); got != want {
 		t.Fatalf("demo.InDoubtSummary(%q) = %q, want %q", b.String(), got, want)
 	}
 	b.Reset()
-	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 5000}}, time.Second)
+	printSummary(&b, store.Run{ID: 2, State: store.RunSucceeded, Counters: store.Counters{Read: 5000, Written: 5000}}, time.Second, destination.CapVerify)
 	if got := demo.InDoubtSummary(b.String()); got != "none" {
 		t.Fatalf("demo.InDoubtSummary(%q) = %q, want none", b.String(), got)
 	}
