@@ -269,6 +269,14 @@ func (s *Server) Stats() Stats {
 	return out
 }
 
+// SetLatency changes Options.Latency from the next request on (a test
+// that needs runs slow while it acts on them, and quick after).
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = max(d, 0)
+	s.mu.Unlock()
+}
+
 // Contact returns a copy of the contact stored for email (case-insensitive).
 func (s *Server) Contact(email string) (Contact, bool) {
 	s.mu.Lock()

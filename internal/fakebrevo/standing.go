@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 )
 
 // The account's standing: what Brevo answers every API call of an account
@@ -75,14 +74,6 @@ func (s *Server) SetStanding(st string) error {
 	s.standing = st
 	s.mu.Unlock()
 	return nil
-}
-
-// SetLatency changes Options.Latency from the next request on (a test
-// that needs runs slow while it acts on them, and quick after).
-func (s *Server) SetLatency(d time.Duration) {
-	s.mu.Lock()
-	s.latency = max(d, 0)
-	s.mu.Unlock()
 }
 
 func (s *Server) serveStanding(w http.ResponseWriter, r *http.Request) {

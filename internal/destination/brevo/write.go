@@ -108,13 +108,10 @@ func (c *contact) encode() string {
 
 // importAttrs is what an import item's attributes carry: the mapped
 // attributes, plus ext_id as EXT_ID (see extIDAttribute), empty when the
-// row clears it. It is c.attrs itself when there is no ext_id.
+// row clears it (singleAttrs). It is c.attrs itself when there is no ext_id.
 func importAttrs(c contact) map[string]any {
-	if c.clearExtID {
-		return c.singleAttrs()
-	}
 	if c.extID == "" {
-		return c.attrs
+		return c.singleAttrs()
 	}
 	return withAttr(c.attrs, extIDAttribute, c.extID)
 }
