@@ -246,8 +246,16 @@ type run struct {
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
+	if ctx.Err() != nil {
+		return store.Run{}, cancelled(ctx)
+	}
+	// The insert is not cut by a cancellation: a statement cancelled on the
+	// wire may still commit, and a run recorded running that nobody knows of
+	// would stay so until the sync's next run (chaos pauses, 2026-12-05).
+	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	var err error
-	r.rec, err = r.Store.InsertRun(ctx, store.InsertRunParams{SyncID: r.Sync.ID, State: store.RunRunning, Attempt: r.Attempt})
+	r.rec, err = r.Store.InsertRun(ictx, store.InsertRunParams{SyncID: r.Sync.ID, State: store.RunRunning, Attempt: r.Attempt})
+	icancel()
 	if err != nil {
 		return store.Run{}, failure.Wrap(failure.StoreUnavailable, err, "record the run")
 	}
@@ -261,6 +269,11 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		log.Info("run skipped: another run holds the sync's lease", "state", store.RunSkipped, "code", failure.AlreadyRunning)
 		ferr := failure.New(failure.AlreadyRunning, SentenceAlreadyRunning)
 		return r.finish(ctx, store.RunSkipped, ferr), ferr
+	}
+	if err != nil && ctx.Err() != nil {
+		ferr := cancelled(ctx)
+		log.Info("run ended before it started: it was stopped", "state", store.RunInterrupted, "code", failure.CodeOf(ferr))
+		return r.finish(ctx, store.RunInterrupted, ferr), ferr
 	}
 	if err != nil {
 		ferr := failure.OutOfFiles(acquireFailure(err))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -32,5 +33,50 @@ func TestStoreFailureDiskFull(t *testing.T) {
 		if got := strings.Contains(failure.Detail(tc.err), "disk is full; free space"); got != tc.full {
 			t.Errorf("%s: detail %q; says the disk is full: %v, want %v", tc.name, failure.Detail(tc.err), got, tc.full)
 		}
+	}
+}
+
+// cancelOnInsert is a real store whose InsertRun cancels the run's context
+// once the row is written, as a SIGTERM's drain deadline can while the
+// statement is on the wire: the row is committed, the caller told "canceled".
+type cancelOnInsert struct {
+	store.Store
+	cancel context.CancelFunc
+}
+
+func (c cancelOnInsert) InsertRun(ctx context.Context, p store.InsertRunParams) (store.Run, error) {
+	r, err := c.Store.InsertRun(ctx, p)
+	c.cancel()
+	if ctx.Err() != nil {
+		return store.Run{}, ctx.Err()
+	}
+	return r, err
+}
+
+// TestRunStoppedWhileRecordedIsNotLeftRunning: a run stopped while its row
+// is being written ends recorded, not running with no process behind it.
+func TestRunStoppedWhileRecordedIsNotLeftRunning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := tb.params(t, "")
+	p.Store = cancelOnInsert{Store: tb.store, cancel: cancel}
+	_, err := Run(ctx, p)
+	if got := failure.CodeOf(err); got != failure.Interrupted {
+		t.Fatalf("code %s (%v), want interrupted", got, err)
+	}
+	runs, err := tb.store.ListRuns(context.Background(), "s1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("%d runs recorded, want 1", len(runs))
+	}
+	if runs[0].State != store.RunInterrupted {
+		t.Fatalf("run %d recorded %s, want interrupted", runs[0].ID, runs[0].State)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 0 {
+		t.Fatalf("%d destination calls from a stopped run", calls)
 	}
 }
