@@ -428,8 +428,10 @@ func (kb *klaviyoBundle) writeRows(t *testing.T, ids []int) {
 // refused, and nothing is written twice.
 func TestKlaviyoMirror(t *testing.T) {
 	t.Parallel()
-	kb := setupKlaviyo(t, klaviyoParams{records: 100, pageSize: 40, mode: "bulk", writeMode: "mirror", listID: "Mir0r1"})
-	all := make([]int, 100)
+	// Few rows: Klaviyo reads a profile's lists at 1/s (steady 60/m), one
+	// read per removal, and the fake keeps to it.
+	kb := setupKlaviyo(t, klaviyoParams{records: 30, pageSize: 10, mode: "bulk", writeMode: "mirror", listID: "Mir0r1"})
+	all := make([]int, 30)
 	for i := range all {
 		all[i] = i + 1
 	}
@@ -451,30 +453,34 @@ func TestKlaviyoMirror(t *testing.T) {
 			t.Fatalf("profile %d is not in the list after the first run", id)
 		}
 	}
-	kb.writeRows(t, all[:90])
-	if out := runOK(); !strings.Contains(out, "removed 10 record(s)") {
+	kb.writeRows(t, all[:27])
+	if out := runOK(); !strings.Contains(out, "removed 3 record(s)") {
 		t.Errorf("the summary does not say what was removed:\n%s", out)
 	}
 	for _, id := range all {
-		if inList(id) != (id <= 90) {
-			t.Fatalf("after removing rows 91-100, profile %d in the list: %v", id, inList(id))
+		if inList(id) != (id <= 27) {
+			t.Fatalf("after removing rows 28-30, profile %d in the list: %v", id, inList(id))
 		}
 		if _, ok := kb.fake.Profile(kb.emails[id-1]); !ok {
 			t.Fatalf("profile %d was deleted", id)
 		}
 	}
-	kb.writeRows(t, all[:40])
+	kb.writeRows(t, all[:12])
 	p := testenv.Start(t, testenv.StartParams{Binary: binary, Args: []string{"run", "--config", kb.config, "people"},
 		Dir: kb.dir, Env: []string{"KLAVIYO_KEY=" + klaviyoKey}, Name: "oncesync run"})
 	if code := p.Wait(t, 2*time.Minute); code != 1 || !strings.Contains(p.Out.String(), "failed: mirror_removals_refused") {
 		t.Fatalf("mass removal: exit %d, want 1 with mirror_removals_refused:\n%s", code, p.Out)
 	}
-	if !inList(41) || !inList(90) {
+	if !inList(13) || !inList(27) {
 		t.Fatal("a refused mirror run removed profiles")
 	}
-	runOK("--allow-removals")
+	// 5 of 27 is more than 10% too: the flag lets it through.
+	kb.writeRows(t, all[:22])
+	if out := runOK("--allow-removals"); !strings.Contains(out, "removed 5 record(s)") {
+		t.Errorf("the summary does not say what was removed:\n%s", out)
+	}
 	for _, id := range all {
-		if inList(id) != (id <= 40) {
+		if inList(id) != (id <= 22) {
 			t.Fatalf("after --allow-removals, profile %d in the list: %v", id, inList(id))
 		}
 	}
