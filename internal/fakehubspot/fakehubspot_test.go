@@ -250,8 +250,11 @@ func TestDroppedAnswerIsApplied(t *testing.T) {
 // never held; a client that waits gets its answer.
 func TestHoldWrite(t *testing.T) {
 	t.Parallel()
-	c := start(t, fakehubspot.Options{HoldWriteRate: 1, HoldWrite: 300 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	const hold = time.Second
+	c := start(t, fakehubspot.Options{HoldWriteRate: 1, HoldWrite: hold})
+	// The client gives up once the fake holds its write (a fixed timeout
+	// could end before the request reached the fake on a loaded machine).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+upsert,
 		strings.NewReader(`{"inputs":[{"idProperty":"email","id":"late@example.com","properties":{"firstname":"Late"}}]}`))
@@ -260,9 +263,24 @@ func TestHoldWrite(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
-	if res, err := http.DefaultClient.Do(req); err == nil {
+	answered := make(chan int, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
 		res.Body.Close()
-		t.Fatalf("the held write answered %d before its client's timeout", res.StatusCode)
+		answered <- res.StatusCode
+	}()
+	for wait := time.Now().Add(5 * time.Second); c.s.Stats().Held == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("the write was not held")
+		}
+	}
+	cancel()
+	if code := <-answered; code != 0 {
+		t.Fatalf("the held write answered %d before its client gave up", code)
 	}
 	if _, ok := c.s.Contact("late@example.com"); ok {
 		t.Fatal("the held write was applied before HoldWrite passed")
@@ -289,7 +307,7 @@ func TestHoldWrite(t *testing.T) {
 	}
 	start := time.Now()
 	code, _, _ := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"wait@example.com","properties":{}}]}`)
-	if code != http.StatusOK || time.Since(start) < 300*time.Millisecond {
+	if code != http.StatusOK || time.Since(start) < hold {
 		t.Fatalf("a waiting client: %d after %v, want 200 after the hold", code, time.Since(start))
 	}
 	if st := c.s.Stats(); st.Held != 2 || st.HeldAbandoned != 1 || st.HeldPending != 0 {
