@@ -112,6 +112,7 @@ func TestReadSliceIntegers(t *testing.T) {
 	}
 	for _, typ := range []string{"bigint", "integer"} {
 		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
 			name := b.table("ints_" + typ)
 			b.exec(t, "CREATE TABLE "+name+" (id "+typ+" PRIMARY KEY, note text)")
 			var these []string
