@@ -351,3 +351,21 @@ func TestNumbersInTextAttributesKeepTheirDigits(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNamesAWrongBaseURL: a base_url without /v3 answers "404 page not
+// found" to GET /account; check says to look at base_url, as a run does.
+func TestCheckNamesAWrongBaseURL(t *testing.T) {
+	t.Parallel()
+	fake := fakebrevo.New(testAccount(fakebrevo.Options{APIKey: apiKey}))
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	d, err := brevo.New(brevo.Params{BaseURL: srv.URL, APIKey: apiKey, Mode: brevo.ModeSingle, RateLimit: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	_, err = d.Check(context.Background())
+	if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+		t.Fatalf("check with base_url lacking /v3: %v", err)
+	}
+}

@@ -67,6 +67,11 @@ func (d *Destination) checkFailure(what string, err error) error {
 	if failure.CodeOf(err) != failure.Internal {
 		return err
 	}
+	if ae, ok := err.(*APIError); ok && !ae.Brevos {
+		// A base_url without /v3 answers "404 page not found": as a run
+		// says it (verifyError), not "could not read the account".
+		return d.verifyError(err)
+	}
 	return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "brevo: could not %s", what)
 }
 
