@@ -1133,6 +1133,34 @@ func TestVerifyComparesExtID(t *testing.T) {
 	}
 }
 
+// TestVerifyExtIDWithSpaces: a Brevo import keeps an EXT_ID without its
+// outer spaces (the fake models it); the read-back of "crm-0 " must still
+// find it landed, or an in-doubt page is written again.
+func TestVerifyExtIDWithSpaces(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Mode = mode })
+			rs := recs(1)
+			rs[0].Data["ext_id"] = " crm-0 "
+			res, err := b.dest.Write(t.Context(), rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.settle(t, rs, res)
+			landed, err := b.dest.Verify(t.Context(), rs, t0)
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			if _, ok := landed[rs[0].Key]; !ok {
+				c, _ := b.fake.Contact(emailOf(rs[0]))
+				t.Errorf("the record is not reported landed (the contact holds ext_id %q)", c.ExtID)
+			}
+		})
+	}
+}
+
 // TestExtIDMappedTwiceIsRejected: ext_id and an EXT_ID attribute in one
 // record are ambiguous; the record is refused before anything is sent.
 func TestExtIDMappedTwiceIsRejected(t *testing.T) {

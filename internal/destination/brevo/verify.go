@@ -393,7 +393,10 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 		upper[strings.ToUpper(k)] = v
 	}
 	if c.extID != "" {
-		if g, ok := upper[extIDAttribute]; !ok || !ValuesEqual(c.extID, g) {
+		// An import keeps EXT_ID without its outer spaces (the fake models
+		// it): compared without them, or an in-doubt page would be written
+		// again.
+		if g, ok := upper[extIDAttribute]; !ok || !ValuesEqual(strings.TrimSpace(c.extID), trimText(g)) {
 			return false
 		}
 	}
@@ -453,6 +456,14 @@ func sameDouble(want, got any) bool {
 	a, ok1 := double(want)
 	b, ok2 := double(got)
 	return ok1 && ok2 && a == b
+}
+
+// trimText is v without outer spaces when it is text.
+func trimText(v any) any {
+	if s, ok := v.(string); ok {
+		return strings.TrimSpace(s)
+	}
+	return v
 }
 
 // ValuesEqual reports whether a mapped attribute value and the value Brevo
