@@ -138,12 +138,16 @@ func redactURL(raw string) string {
 // parameter redacted once stays so (docs/guide.md#changing-a-sync).
 func secretParam(k string) bool {
 	k = strings.ToLower(k)
-	if strings.Contains(k, "password") || strings.Contains(k, "secret") || strings.Contains(k, "token") ||
-		strings.Contains(k, "signature") || strings.Contains(k, "credential") {
-		return true
+	// Any name with "key" in it: HubSpot's legacy hapikey, access_key,
+	// subscription-key, license_key... (hiding a harmless one costs a
+	// display, missing a key leaks it).
+	for _, part := range []string{"password", "secret", "token", "signature", "credential", "key", "auth", "pass", "sig"} {
+		if strings.Contains(k, part) {
+			return true
+		}
 	}
 	switch k {
-	case "key", "api_key", "apikey", "api-key", "x-api-key", "sig", "code", "auth", "pwd", "passwd", "hmac":
+	case "code", "pwd", "hmac":
 		return true
 	}
 	return false

@@ -98,6 +98,8 @@ func TestRedacted(t *testing.T) {
 		{"postgres://u:p%40ss@db/x?password=also", "postgres://u:xxxxx@db/x?password=xxxxx"},
 		{"postgres://u@db/x", "postgres://u@db/x"},
 		{"host=db dbname=crm", "host=db dbname=crm"},
+		{"postgres://u@db/x?hapikey=hk1&sslmode=require", "postgres://u@db/x?hapikey=xxxxx&sslmode=require"},
+		{"postgres://u@db/x?subscription-key=sk1", "postgres://u@db/x?subscription-key=xxxxx"},
 	}
 	for _, tt := range tests {
 		if got := config.RedactDSN(tt.dsn); got != tt.want {
