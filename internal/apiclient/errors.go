@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -108,6 +109,10 @@ func hideSecretBytes(b []byte, secrets []string) []byte {
 
 // HideSecrets replaces every non-empty secret in s with "[redacted]".
 func HideSecrets(s string, secrets []string) string {
+	// Longest first: a secret inside a longer one ("Bearer X" and X) goes
+	// with it.
+	secrets = slices.Clone(secrets)
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	for _, sec := range secrets {
 		if sec != "" {
 			s = strings.ReplaceAll(s, sec, "[redacted]")

@@ -292,7 +292,9 @@ type Options struct {
 
 // emailRE matches what looks like an e-mail address (or a URL's user
 // information).
-var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\[\]]+@[^\s@"'<>(),;:/\[\]]+`)
+// A backslash ends it too: JSON quoted in a message (\"a@x.com\") keeps
+// its escapes.
+var emailRE = regexp.MustCompile(`[^\s@"'<>(),;:/\\\[\]]+@[^\s@"'<>(),;:/\\\[\]]+`)
 
 // Redact replaces anything in s that looks like an e-mail address with
 // "[email]": a destination's messages name contacts, and are stored and

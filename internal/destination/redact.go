@@ -3,10 +3,15 @@ package destination
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"html"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -87,13 +92,11 @@ func RedactValues(s string, values []string) string {
 		if len(v) < MinValueLen {
 			continue
 		}
-		vs = append(vs, v)
-		if e := jsonEscaped(v); e != v {
-			vs = append(vs, e)
-		}
+		vs = append(vs, valueForms(v)...)
 	}
 	// Longest first: a value inside a longer one is hidden with it.
 	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
+	vs = slices.Compact(vs)
 	for _, v := range vs {
 		s = replaceWord(s, v)
 	}
@@ -101,6 +104,50 @@ func RedactValues(s string, values []string) string {
 		s = redactCutTail(s, v)
 	}
 	return s
+}
+
+// valueForms are the ways a server may echo v: as sent, JSON-escaped (Go's
+// way, and ASCII-only as Python's json.dumps and PHP's json_encode write
+// it), HTML-escaped, URL-escaped, and a phone number without its "+".
+// Case is matched apart (replaceWord).
+func valueForms(v string) []string {
+	forms := []string{v, jsonEscaped(v), asciiJSON(v, "\\u%04x"), asciiJSON(v, "\\u%04X"),
+		html.EscapeString(v), strings.ReplaceAll(html.EscapeString(v), "&#39;", "&#x27;"),
+		url.QueryEscape(v), url.PathEscape(v)}
+	if rest, ok := strings.CutPrefix(v, "+"); ok && len(rest) >= MinValueLen && strings.Trim(rest, "0123456789 -") == "" {
+		forms = append(forms, rest, strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, rest))
+	}
+	out := forms[:0]
+	for _, f := range forms {
+		if len(f) >= MinValueLen && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// asciiJSON is jsonEscaped(v) with every non-ASCII character as \uXXXX
+// (surrogate pairs beyond the BMP), in the hex case of format.
+func asciiJSON(v, format string) string {
+	e := jsonEscaped(v)
+	var b strings.Builder
+	for _, r := range e {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, format+format, r1, r2)
+		default:
+			fmt.Fprintf(&b, format, r)
+		}
+	}
+	return b.String()
 }
 
 // RedactRecord is the stored message of a record a destination refused:
@@ -123,8 +170,11 @@ const valueToken = "[value]"
 func replaceWord(s, v string) string {
 	var b strings.Builder
 	from := 0
+	// ASCII letters match in either case ("ANN SMITH" for "Ann Smith"):
+	// lowering them keeps every byte offset.
+	ls, lv := asciiLower(s), asciiLower(v)
 	for {
-		i := strings.Index(s[from:], v)
+		i := strings.Index(ls[from:], lv)
 		if i < 0 {
 			break
 		}
@@ -193,6 +243,17 @@ func inToken(s string, i, end int) bool {
 }
 
 func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// asciiLower is s with its ASCII capitals lowered (same length).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
 
 // jsonEscaped is v as it appears inside a JSON string.
 func jsonEscaped(v string) string {

@@ -24,6 +24,14 @@ func TestRedactValues(t *testing.T) {
 		{"invalid: +155501", "invalid: [value]"},
 		// A redaction's own token is left alone.
 		{"[email] and [N42]", "[email] and [[value]]"},
+		// As other servers echo them: ASCII-only JSON (Python, PHP), HTML,
+		// URL-escaped, in capitals, a phone without its "+".
+		{`{"name": "Zo\u00eb Bront\u00eb"}`, `{"name": "[value]"}`},
+		{`{"name": "Zo\u00EB Bront\u00EB"}`, `{"name": "[value]"}`},
+		{"<p>Invalid O&#34;Neil</p>", "<p>Invalid [value]</p>"},
+		{"q=Zo%C3%AB+Bront%C3%AB&x=1", "q=[value]&x=1"},
+		{"NAME CANARYFIRST", "NAME [value]"},
+		{"sms 15550199887 invalid", "sms [value] invalid"},
 	} {
 		if got := destination.RedactValues(c.in, vals); got != c.want {
 			t.Errorf("RedactValues(%q) = %q, want %q", c.in, got, c.want)
@@ -31,6 +39,16 @@ func TestRedactValues(t *testing.T) {
 	}
 	if got := destination.RedactValues("[value] x", []string{"value"}); got != "[value] x" {
 		t.Errorf("token redacted: %q", got)
+	}
+}
+
+// TestRedactEmailInQuotedJSON: an address inside JSON quoted in a message
+// keeps the escapes around it.
+func TestRedactEmailInQuotedJSON(t *testing.T) {
+	t.Parallel()
+	in := `{\"email\":\"ann@x.com\",\"n\":1}`
+	if got, want := destination.Redact(in), `{\"email\":\"[email]\",\"n\":1}`; got != want {
+		t.Errorf("Redact(%s) = %s, want %s", in, got, want)
 	}
 }
 

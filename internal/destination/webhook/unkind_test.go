@@ -238,7 +238,9 @@ func TestRejectionMessageHoldsNoHeaderValue(t *testing.T) {
 	t.Parallel()
 	d := unkind(t, webhook.ModeSingle, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "bad request; headers: Authorization: "+r.Header.Get("Authorization"))
+		auth := r.Header.Get("Authorization")
+		_, token, _ := strings.Cut(auth, " ")
+		io.WriteString(w, "bad request; headers: Authorization: "+auth+"; token "+token)
 	})
 	res, err := d.Write(t.Context(), records(1))
 	if err != nil || len(res) != 1 || res[0].Outcome != destination.Rejected {

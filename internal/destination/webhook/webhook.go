@@ -149,6 +149,13 @@ func New(p Params) (*Destination, error) {
 		if len(v) >= 4 {
 			d.secrets = append(d.secrets, v)
 		}
+		// A receiver may echo the credential without its scheme
+		// ("Bearer X" as "X"): each long word of the value is one too.
+		for _, w := range strings.Fields(v) {
+			if len(w) >= 8 && w != v {
+				d.secrets = append(d.secrets, w)
+			}
+		}
 	}
 	if p.Secret != "" {
 		k, ok := apiclient.SigningKey(p.Secret)
