@@ -158,6 +158,11 @@ type Position struct {
 	Where string
 }
 
+// RaisedByQuery stands for the message of an error a function the query
+// calls raised itself (PostgreSQL's RAISE, MySQL's SIGNAL): its author's
+// text may quote the row it met, so it is never kept or shown.
+const RaisedByQuery = "a function the query calls raised an error; its message is not kept, as it may quote the row's values: run the query by hand to read it"
+
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
 var (

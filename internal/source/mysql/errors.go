@@ -87,7 +87,8 @@ var dataErrors = map[uint16]bool{
 //     down, timeouts, too many connections, deadlocks).
 //
 // Messages of data errors (SQLSTATE classes 22 and 23, and the numbers of
-// dataErrors) are replaced by their number, as they can quote row values.
+// dataErrors) and of SIGNALs (class 45, error 1644) are replaced by their
+// number, as they can quote row values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return source.ContextError(s.id, what, ctxErr)
@@ -97,8 +98,13 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		state := strings.TrimRight(string(me.SQLState[:]), "\x00")
 		class := state[:min(2, len(state))]
 		msg := me.Message
-		if class == "22" || class == "23" || dataErrors[me.Number] {
+		switch {
+		case class == "22" || class == "23" || dataErrors[me.Number]:
 			msg = "the query failed on a value of the data"
+		case class == "45" || me.Number == 1644:
+			// SIGNAL in a function or procedure the query calls: its
+			// text is the author's, and may quote the row it met.
+			msg = source.RaisedByQuery
 		}
 		detail := fmt.Sprintf("%s (error %d", msg, me.Number)
 		if state != "" {

@@ -282,6 +282,8 @@ func TestClassify(t *testing.T) {
 		{mysqldrv.ErrCleartextPassword, source.ErrAuth, "clear text", ""},
 		{&mysqldrv.MySQLError{Number: 1292, SQLState: state("22007"), Message: "Truncated incorrect DOUBLE value: 'ada@example.test'"}, source.ErrInvalid, "error 1292", "ada@"},
 		{&mysqldrv.MySQLError{Number: 1366, SQLState: state("HY000"), Message: "Incorrect integer value: 'ada@example.test'"}, source.ErrInvalid, "error 1366", "ada@"},
+		// SIGNAL in the query's function: the author's text may quote the row.
+		{&mysqldrv.MySQLError{Number: 1644, SQLState: state("45000"), Message: "bad contact ada@example.test"}, source.ErrInvalid, "error 1644, SQLSTATE 45000", "ada@"},
 		{&mysqldrv.MySQLError{Number: 1213, SQLState: state("40001"), Message: "Deadlock found"}, source.ErrUnavailable, "Deadlock", ""},
 		{&mysqldrv.MySQLError{Number: 1053, SQLState: state("08S01"), Message: "Server shutdown in progress"}, source.ErrUnavailable, "shutdown", ""},
 		{&mysqldrv.MySQLError{Number: 1969, SQLState: state("70100"), Message: "Query execution was interrupted (max_statement_time exceeded)"}, source.ErrUnavailable, "1969", ""},

@@ -83,8 +83,9 @@ func dataClass(c string) bool {
 //   - source.ErrUnavailable for everything else (network, server shutting
 //     down, timeouts, resource limits).
 //
-// Messages of data errors (classes 22 and 23) are replaced by their SQLSTATE,
-// as they can quote row values.
+// Messages of data errors (classes 22 and 23) and of errors a function
+// raised (class P0) are replaced by their SQLSTATE, as they can quote row
+// values.
 func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return source.ContextError(s.id, what, ctxErr)
@@ -93,8 +94,13 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 	if errors.As(err, &pe) {
 		class := pe.Code[:min(2, len(pe.Code))]
 		msg := pe.Message
-		if dataClass(class) {
+		switch {
+		case dataClass(class):
 			msg = "the query failed on a value of the data"
+		case class == "P0":
+			// RAISE in a function the query calls: its text is the
+			// function author's, and may quote the row it met.
+			msg = source.RaisedByQuery
 		}
 		if pe.Code == recoveryConflict {
 			msg += recoveryConflictHint

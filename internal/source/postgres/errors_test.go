@@ -136,6 +136,18 @@ func TestReadPageErrors(t *testing.T) {
 			t.Fatalf("error %q quotes row data", err)
 		}
 	})
+	t.Run("a raised error keeps row values out", func(t *testing.T) {
+		fn := b.table("chk")
+		b.exec(t, "CREATE FUNCTION "+fn+"(t text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'bad contact %', t; END $$")
+		src := b.newSource(t, postgres.Params{Query: "SELECT id, " + fn + "(email) AS e FROM " + table, CursorColumn: "id"})
+		_, err := src.ReadPage(ctx, "", 10)
+		if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "SQLSTATE P0001") || !strings.Contains(err.Error(), source.RaisedByQuery) {
+			t.Fatalf("got %v; want source.ErrInvalid with SQLSTATE P0001", err)
+		}
+		if strings.Contains(err.Error(), "example.test") {
+			t.Fatalf("error %q quotes row data", err)
+		}
+	})
 	t.Run("read only", func(t *testing.T) {
 		b.exec(t, "CREATE SEQUENCE "+b.table("seq"))
 		src := b.newSource(t, postgres.Params{Query: fmt.Sprintf("SELECT id, nextval('%s') AS n FROM %s", b.table("seq"), table), CursorColumn: "id"})
