@@ -322,6 +322,16 @@ func (c *Checker) APIRoot(rel, raw, vendor string, hosts []string, root string) 
 // of the variables it came from).
 func (c *Checker) Show(rel, value string) string { return c.l.show(c.abs(rel), value) }
 
+// ShowPath is a file's path (at rel, made absolute as path) for a message:
+// as it is, or, when it came from the environment, the variables' names
+// (a value there may be anything, a secret among them).
+func (c *Checker) ShowPath(rel, path string) string {
+	if c.l.fromEnv(c.abs(rel)) {
+		return "the path in " + strings.TrimPrefix(c.Show(rel, path), "the value of ")
+	}
+	return path
+}
+
 // Key is the path of entry name of the map at rel.
 func (Checker) Key(rel, name string) string { return join(rel, name) }
 

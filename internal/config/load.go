@@ -750,7 +750,7 @@ func (l *loader) removals(v *yaml.Node, path string) Removals {
 	if pct, ok := strings.CutSuffix(raw, "%"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
 		if err != nil || f < 0 || f > 100 {
-			l.check(path, fmt.Sprintf("must be a count (500) or a percentage from 0%% to 100%% (10%%), got %q", raw))
+			l.check(path, "must be a count (500) or a percentage from 0% to 100% (10%), got "+l.show(path, raw))
 			return Removals{}
 		}
 		if f == 0 {
@@ -760,7 +760,7 @@ func (l *loader) removals(v *yaml.Node, path string) Removals {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 0 {
-		l.check(path, fmt.Sprintf("must be a count (500) or a percentage from 0%% to 100%% (10%%), got %q", raw))
+		l.check(path, "must be a count (500) or a percentage from 0% to 100% (10%), got "+l.show(path, raw))
 		return Removals{}
 	}
 	return Removals{Count: n, Set: true}

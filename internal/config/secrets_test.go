@@ -1,10 +1,13 @@
 package config_test
 
 import (
-	"github.com/oncesync/oncesync/internal/config"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/oncesync/oncesync/internal/config"
 )
 
 func TestSecretsNeverInErrors(t *testing.T) {
@@ -346,6 +349,41 @@ func TestURLQueryCredentials(t *testing.T) {
 		secrets := config.URLSecrets(c.in)
 		if strings.Contains(c.in, "s3cret") && (len(secrets) != 1 || !strings.HasPrefix(secrets[0], "s3cret")) {
 			t.Errorf("URLSecrets(%q) = %q", c.in, secrets)
+		}
+	}
+}
+
+// TestEnvValuesNamedInEveryProblem: the fields whose problems quoted what
+// they got (redis_namespace, max_removals, a file source's path) name the
+// variable when the value came from the environment.
+func TestEnvValuesNamedInEveryProblem(t *testing.T) {
+	t.Parallel()
+	const envValue = "EnvSecret Kk11"
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	yaml := `store: sqlite://./o.db
+redis_namespace: "${S}"
+settings: {max_removals: "${S}"}
+syncs:
+  - id: a
+    max_removals: "${S}"
+    source: {type: csv, path: "/nowhere/${S}.csv"}
+    destination: {type: webhook, url: "https://hooks.example.com/x"}
+    mapping: {email: e}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Validate(path, envMap(map[string]string{"S": envValue}), kinds)
+	if err == nil {
+		t.Fatal("want problems")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "Kk11") {
+		t.Errorf("a value from the environment is shown:\n%s", msg)
+	}
+	for _, want := range []string{"redis_namespace:", "settings.max_removals:", "syncs[0].max_removals:", "syncs[0].source.path: the path in ${S} does not exist"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
 		}
 	}
 }

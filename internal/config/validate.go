@@ -114,7 +114,7 @@ func (l *loader) validate(c *Config) {
 	}
 	if l.has("redis_namespace") && !l.bad["redis_namespace"] {
 		if _, err := rediskey.New(c.RedisNamespace); err != nil {
-			l.check("redis_namespace", fmt.Sprintf("must be 1 to 64 letters, digits, '.', '_' or '-', got %q", c.RedisNamespace))
+			l.check("redis_namespace", "must be 1 to 64 letters, digits, '.', '_' or '-', got "+l.show("redis_namespace", c.RedisNamespace))
 		}
 	}
 	l.validateSettings(&c.Settings)

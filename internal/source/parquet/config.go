@@ -54,12 +54,13 @@ func (c *Config) Preflight(k *config.Checker) {
 		return
 	}
 	path := c.in(k.Dir())
+	shown := k.ShowPath("source.path", path)
 	_, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		k.Report("source.path", fmt.Sprintf("%s does not exist (a run would fail with source_unavailable)", path))
+		k.Report("source.path", fmt.Sprintf("%s does not exist (a run would fail with source_unavailable)", shown))
 	case err != nil:
-		k.Report("source.path", fmt.Sprintf("%s cannot be read: %v", path, errors.Unwrap(err)))
+		k.Report("source.path", fmt.Sprintf("%s cannot be read: %v", shown, errors.Unwrap(err)))
 	}
 }
 
