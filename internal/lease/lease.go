@@ -67,7 +67,7 @@ func (e *QuarantineError) Error() string {
 	case CauseSwitch:
 		msg = fmt.Sprintf("the lease store restarted or failed over and may have lost the last renewals of sync %q's lease", e.SyncID)
 	case CauseVanished:
-		msg = fmt.Sprintf("the lease of sync %q vanished from the lease store before its end (deleted, or evicted by Redis's maxmemory-policy)", e.SyncID)
+		msg = fmt.Sprintf("the lease of sync %q vanished from the lease store before its end (deleted, evicted by Redis's maxmemory-policy, or released by an oncesync from before 2026-12-04 running beside this one)", e.SyncID)
 	default:
 		msg = fmt.Sprintf("the lease store lost the lease data of sync %q", e.SyncID)
 	}
