@@ -53,7 +53,7 @@ safe while other processes start. Nothing is run and no sync is published.`,
 					}
 					where += fmt.Sprintf(" at version %d", v)
 				}
-				fmt.Fprintf(env.Stdout, "%s and job queue: migrations applied\n", where)
+				fmt.Fprintf(env.Stdout, "%s and job queue: up to date (pending migrations applied, if any)\n", where)
 				return nil
 			})
 		},
