@@ -82,7 +82,7 @@ func commandFailure(err error) error {
 // that read the store and never reach a source or destination (status,
 // runs, records, pause, resume, deadletter list): a person on an operations
 // machine reads a sync without its API keys.
-const unsetPlaceholder = "oncesync-unset-variable"
+const unsetPlaceholder = config.UnsetPlaceholder
 
 // unsetInStore refuses a store URL that holds an unset variable's
 // placeholder (readOnlyEnv): every one of those commands opens the store,

@@ -18,6 +18,12 @@ type interp struct {
 	err   string   // syntax error, if any
 }
 
+// UnsetPlaceholder begins the value an env lookup gives a variable that is
+// unset where the caller tolerates it (the read-only commands: status, runs,
+// records ...): such a variable is unset for ${VAR:-default}, which then
+// takes its default.
+const UnsetPlaceholder = "oncesync-unset-variable"
+
 // interpolate replaces ${VAR} and ${VAR:-default} in s. "$${" is a literal
 // "${". A ${VAR} whose variable is unset is replaced by "" and recorded in
 // unset; ${VAR:-default} uses default when VAR is unset or empty.
@@ -53,7 +59,7 @@ func interpolate(s string, env func(string) (string, bool)) (string, interp) {
 		in.vars = append(in.vars, name)
 		val, ok := env(name)
 		switch {
-		case hasDef && (!ok || val == ""):
+		case hasDef && (!ok || val == "" || strings.HasPrefix(val, UnsetPlaceholder)):
 			b.WriteString(def)
 		case !ok:
 			in.unset = append(in.unset, name)
