@@ -17,15 +17,19 @@ func TestCheckNamesAMissingColumn(t *testing.T) {
 	t.Parallel()
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	t.Cleanup(hook.Close)
-	for _, tc := range []struct{ name, source, mapping, want string }{
-		{"identity", "identity: idd", "{fields: {email: email}}", `"idd"`},
-		{"field", "identity: id", "{fields: {email: emial}}", `"emial"`},
-		{"fine", "identity: id", "{fields: {email: email}}", ""},
+	const rows = "id,email\n1,a@example.com\n"
+	for _, tc := range []struct{ name, body, source, mapping, want string }{
+		{"identity", rows, "identity: idd", "{fields: {email: email}}", `"idd"`},
+		{"field", rows, "identity: id", "{fields: {email: emial}}", `"emial"`},
+		{"fine", rows, "identity: id", "{fields: {email: email}}", ""},
+		// No rows: the header is checked, as a run checks it.
+		{"header only", "foo,bar\n", "identity: id", "{fields: {email: email}}", `"email"`},
+		{"header only, fine", "id,email\n", "identity: id", "{fields: {email: email}}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+			writeFile(t, filepath.Join(dir, "contacts.csv"), tc.body)
 			cfg := filepath.Join(dir, "oncesync.yaml")
 			writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
 syncs:

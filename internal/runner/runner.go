@@ -557,6 +557,9 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 				return st, err
 			}
 			pf.stop() // the prefetcher is done with r.seen
+			if err := r.checkColumns(cursor); err != nil {
+				return store.RunFailed, err // before a mirror removes every record
+			}
 			removed, err := r.removeGone(ctx, r.seen)
 			if removed > 0 {
 				r.rec.FailureDetail = fmt.Sprintf("mirror: removed %d record(s) whose source rows are gone", removed)
@@ -572,6 +575,35 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 			return store.RunSucceeded, nil
 		}
 	}
+}
+
+// checkColumns fails a run that read no record from the source's start
+// when the source's columns (source.Columner: a CSV's header) lack one the
+// mapping or the identity names, or there is no header at all: an export
+// written wrong would otherwise succeed with nothing, run after run, and
+// its sync never look silent.
+func (r *run) checkColumns(from string) error {
+	c, ok := r.Source.(source.Columner)
+	if !ok || from != "" || r.rec.Read > 0 {
+		return nil
+	}
+	cols := c.Columns()
+	switch {
+	case cols == nil:
+		return nil
+	case len(cols) == 0:
+		return failure.New(failure.SourceQueryInvalid, source.EmptyWithoutHeader)
+	}
+	rec := source.ColumnsRecord(cols)
+	if _, err := r.Sync.Mapping.Apply(rec); err != nil {
+		return failure.Wrap(failure.InvalidSyncDefinition, err, "the source has no rows, and its header: %s", err.Error())
+	}
+	if r.Sync.Identity != "" {
+		if _, err := mapping.Identity(rec, r.Sync.Identity); err != nil {
+			return failure.Wrap(failure.InvalidSyncDefinition, err, "the source has no rows, and its header (identity): %s", err.Error())
+		}
+	}
+	return nil
 }
 
 // endPages waits for the write stage and the checkpointer, sets the run's

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -78,5 +79,37 @@ func TestRunStoppedWhileRecordedIsNotLeftRunning(t *testing.T) {
 	}
 	if calls, _, _ := tb.dest.stats(); calls != 0 {
 		t.Fatalf("%d destination calls from a stopped run", calls)
+	}
+}
+
+// TestEmptyExportIsCheckedAgainstItsHeader: a CSV with no rows succeeds
+// when its header has the mapped columns, and fails when it lacks one or
+// has no header at all (a broken export would otherwise succeed, silently,
+// run after run).
+func TestEmptyExportIsCheckedAgainstItsHeader(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		want       failure.Code
+	}{
+		{"right header", "id,email,first_name\n", ""},
+		{"wrong header", "foo,bar\n", failure.InvalidSyncDefinition},
+		{"no identity column", "email,first_name\n", failure.InvalidSyncDefinition},
+		{"empty file", "", failure.SourceQueryInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, 0, destination.CapVerify)
+			if err := os.WriteFile(tb.csv, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(context.Background(), tb.params(t, "id"))
+			if got := failure.CodeOf(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+				t.Fatalf("run: %v (code %s), want code %q", err, got, tc.want)
+			}
+			if tc.want == "" && r.State != store.RunSucceeded {
+				t.Fatalf("run state %s", r.State)
+			}
+		})
 	}
 }

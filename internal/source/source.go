@@ -163,6 +163,29 @@ type Position struct {
 // text may quote the row it met, so it is never kept or shown.
 const RaisedByQuery = "a function the query calls raised an error; its message is not kept, as it may quote the row's values: run the query by hand to read it"
 
+// Columner is a source whose records all have the same columns, known once
+// a page was read (a CSV file's header): a run that read no record checks
+// the mapping against them, so that an export with the wrong header, or
+// none, fails instead of succeeding with nothing, run after run.
+type Columner interface {
+	// Columns are the columns of the source as last read: nil when not
+	// known, empty for a file without even a header.
+	Columns() []string
+}
+
+// ColumnsRecord is a record with every column of cols, each "": what a
+// mapping can be checked against when a Columner read no record.
+func ColumnsRecord(cols []string) Record {
+	rec := Record{Fields: make(map[string]any, len(cols))}
+	for _, col := range cols {
+		rec.Fields[col] = ""
+	}
+	return rec
+}
+
+// EmptyWithoutHeader is the failure of a Columner with no columns at all.
+const EmptyWithoutHeader = "the source is empty, without even a header line: a CSV export with no rows still needs its header"
+
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
 var (

@@ -90,7 +90,17 @@ type Source struct {
 	st        *stream
 	// hashed counts the bytes put through the prefix checksum (see tests).
 	hashed int64
+	// header is the CSV header the last stream opened read ([] for a
+	// file with none, nil before a stream or for JSONL): Columns.
+	header []string
 }
+
+var _ source.Columner = (*Source)(nil)
+
+// Columns is the CSV header of the file as last opened ([] for an empty
+// file), nil for JSONL or before a read: a run that read no rows still
+// checks the mapping against it.
+func (s *Source) Columns() []string { return s.header }
 
 var _ source.Source = (*Source)(nil)
 
@@ -440,10 +450,12 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 			switch {
 			case err == io.EOF:
 				p.empty = true
+				s.header = []string{}
 			case err != nil:
 				return nil, s.readError(err)
 			default:
 				p.header = header
+				s.header = header
 				t.advance(p.base + p.r.InputOffset())
 				lim.bound(p.base + p.r.InputOffset())
 				p.line = endLine(p.r, header, 1) + 1
@@ -456,6 +468,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 				return nil, fmt.Errorf("%s: %w: no header before the position", s.id, source.ErrBadCursor)
 			}
 			p.header = header
+			s.header = header
 		}
 		st.p = p
 	}
