@@ -345,7 +345,7 @@ func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
 		}
 		o.State = store.RunInterrupted
 		o.FailureCode = string(failure.Interrupted)
-		o.FailureDetail = fmt.Sprintf("its worker stopped without finishing; run %d resumed its work", r.rec.ID)
+		o.FailureDetail = fmt.Sprintf("its process stopped (or could not record the run's end: a full disk, a store gone) without finishing; run %d resumed its work", r.rec.ID)
 		if err := r.Store.UpdateRun(ctx, o); err != nil {
 			log.Warn("could not close an orphaned run", "orphan", o.ID, "err", err)
 			continue
