@@ -13,7 +13,6 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
-	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source"
 )
@@ -76,20 +75,15 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 	if first != nil {
 		// The run refuses a record that lacks the identity or a mapped
 		// column as invalid_sync_definition; the check says so first.
-		l, err := checkColumns(built.Source.ID(), built.Sync, *first, "the source's first record")
-		if err != nil {
+		if err := runner.CheckColumns(built.Sync, *first, "the source's first record"); err != nil {
 			return lines, err
 		}
-		lines = append(lines, "ok  "+l)
-	} else if c, ok := built.Source.(source.Columner); ok && c.Columns() != nil {
+		lines = append(lines, fmt.Sprintf("ok  source %s: its first record has every column the mapping and the identity name", built.Source.ID()))
+	} else if checked, err := runner.HeaderProblem(built.Sync, built.Source); err != nil {
 		// No record: a run checks the header instead (an export written
 		// wrong must not succeed with nothing), and so does the check.
-		if len(c.Columns()) == 0 {
-			return lines, failure.New(failure.SourceQueryInvalid, source.EmptyWithoutHeader)
-		}
-		if _, err := checkColumns(built.Source.ID(), built.Sync, source.ColumnsRecord(c.Columns()), "the source has no rows, and its header"); err != nil {
-			return lines, err
-		}
+		return lines, err
+	} else if checked {
 		lines = append(lines, fmt.Sprintf("ok  source %s: its header has every column the mapping and the identity name", built.Source.ID()))
 	}
 	if ck, ok := built.Source.(source.CursorKind); ok {
@@ -157,19 +151,4 @@ func checkSource(ctx context.Context, src source.Source) (line string, first *so
 		return fmt.Sprintf("source %s: readable, and empty", src.ID()), nil, nil
 	}
 	return fmt.Sprintf("source %s: its first record was read", src.ID()), &page.Records[0], nil
-}
-
-// checkColumns maps rec as a run would and takes its identity: a column
-// the mapping or the identity names and rec lacks fails the check with the
-// run's code.
-func checkColumns(id string, s runner.Sync, rec source.Record, what string) (string, error) {
-	if _, err := s.Mapping.Apply(rec); err != nil {
-		return "", failure.Wrap(failure.InvalidSyncDefinition, err, "%s: %s", what, err.Error())
-	}
-	if s.Identity != "" {
-		if _, err := mapping.Identity(rec, s.Identity); err != nil {
-			return "", failure.Wrap(failure.InvalidSyncDefinition, err, "%s (identity): %s", what, err.Error())
-		}
-	}
-	return fmt.Sprintf("source %s: its first record has every column the mapping and the identity name", id), nil
 }

@@ -578,29 +578,46 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 }
 
 // checkColumns fails a run that read no record from the source's start
-// when the source's columns (source.Columner: a CSV's header) lack one the
-// mapping or the identity names, or there is no header at all: an export
-// written wrong would otherwise succeed with nothing, run after run, and
-// its sync never look silent.
+// when HeaderProblem finds one: an export written wrong would otherwise
+// succeed with nothing, run after run, and its sync never look silent.
 func (r *run) checkColumns(from string) error {
-	c, ok := r.Source.(source.Columner)
-	if !ok || from != "" || r.rec.Read > 0 {
+	if from != "" || r.rec.Read > 0 {
 		return nil
+	}
+	_, err := HeaderProblem(r.Sync, r.Source)
+	return err
+}
+
+// HeaderProblem checks s's mapping and identity against the columns of src,
+// a source that read no record (source.Columner: a CSV's header); checked
+// is false when src cannot tell them. A source without even a header is
+// source_query_invalid, a missing column invalid_sync_definition.
+func HeaderProblem(s Sync, src source.Source) (checked bool, err error) {
+	c, ok := src.(source.Columner)
+	if !ok || c.Columns() == nil {
+		return false, nil
 	}
 	cols := c.Columns()
-	switch {
-	case cols == nil:
-		return nil
-	case len(cols) == 0:
-		return failure.New(failure.SourceQueryInvalid, source.EmptyWithoutHeader)
+	if len(cols) == 0 {
+		return true, failure.New(failure.SourceQueryInvalid, "the source is empty, without even a header line: a CSV export with no rows still needs its header")
 	}
-	rec := source.ColumnsRecord(cols)
-	if _, err := r.Sync.Mapping.Apply(rec); err != nil {
-		return failure.Wrap(failure.InvalidSyncDefinition, err, "the source has no rows, and its header: %s", err.Error())
+	rec := source.Record{Fields: make(map[string]any, len(cols))}
+	for _, col := range cols {
+		rec.Fields[col] = ""
 	}
-	if r.Sync.Identity != "" {
-		if _, err := mapping.Identity(rec, r.Sync.Identity); err != nil {
-			return failure.Wrap(failure.InvalidSyncDefinition, err, "the source has no rows, and its header (identity): %s", err.Error())
+	return true, CheckColumns(s, rec, "the source has no rows, and its header")
+}
+
+// CheckColumns maps rec as a run would and takes its identity: a column the
+// mapping or the identity names and rec (what, in the failure's detail)
+// lacks is invalid_sync_definition, the code a run gives each such record.
+func CheckColumns(s Sync, rec source.Record, what string) error {
+	if _, err := s.Mapping.Apply(rec); err != nil {
+		return failure.Wrap(failure.InvalidSyncDefinition, err, "%s: %s", what, err.Error())
+	}
+	if s.Identity != "" {
+		if _, err := mapping.Identity(rec, s.Identity); err != nil {
+			return failure.Wrap(failure.InvalidSyncDefinition, err, "%s (identity): %s", what, err.Error())
 		}
 	}
 	return nil

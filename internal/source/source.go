@@ -158,6 +158,10 @@ type Position struct {
 	Where string
 }
 
+// FailedOnData stands for the message of a data error (a value that does
+// not parse or fit): such messages quote the value.
+const FailedOnData = "the query failed on a value of the data"
+
 // RaisedByQuery stands for the message of an error a function the query
 // calls raised itself (PostgreSQL's RAISE, MySQL's SIGNAL): its author's
 // text may quote the row it met, so it is never kept or shown.
@@ -172,19 +176,6 @@ type Columner interface {
 	// known, empty for a file without even a header.
 	Columns() []string
 }
-
-// ColumnsRecord is a record with every column of cols, each "": what a
-// mapping can be checked against when a Columner read no record.
-func ColumnsRecord(cols []string) Record {
-	rec := Record{Fields: make(map[string]any, len(cols))}
-	for _, col := range cols {
-		rec.Fields[col] = ""
-	}
-	return rec
-}
-
-// EmptyWithoutHeader is the failure of a Columner with no columns at all.
-const EmptyWithoutHeader = "the source is empty, without even a header line: a CSV export with no rows still needs its header"
 
 // Sentinel errors; connectors wrap them with %w so the runner can map them to
 // failure codes.
