@@ -164,11 +164,7 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 		if ctx.Err() != nil {
 			return failure.Wrap(failure.Interrupted, ctx.Err(), "the run was stopped before it started")
 		}
-		// Not cut by a cancellation, as runner.Run's: a row committed while
-		// its caller was told "canceled" would stay running unseen.
-		ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		run, err = s.st.InsertRun(ictx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt})
-		icancel()
+		run, err = store.InsertRunDetached(ctx, s.st, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: attempt})
 		if err != nil {
 			return failure.Wrap(failure.StoreUnavailable, err, "record the run")
 		}

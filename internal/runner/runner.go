@@ -249,13 +249,8 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 	if ctx.Err() != nil {
 		return store.Run{}, cancelled(ctx)
 	}
-	// The insert is not cut by a cancellation: a statement cancelled on the
-	// wire may still commit, and a run recorded running that nobody knows of
-	// would stay so until the sync's next run (chaos pauses, 2026-12-05).
-	ictx, icancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	var err error
-	r.rec, err = r.Store.InsertRun(ictx, store.InsertRunParams{SyncID: r.Sync.ID, State: store.RunRunning, Attempt: r.Attempt})
-	icancel()
+	r.rec, err = store.InsertRunDetached(ctx, r.Store, store.InsertRunParams{SyncID: r.Sync.ID, State: store.RunRunning, Attempt: r.Attempt})
 	if err != nil {
 		return store.Run{}, failure.Wrap(failure.StoreUnavailable, err, "record the run")
 	}

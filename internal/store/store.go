@@ -73,6 +73,19 @@ func (a *advised) Error() string  { return a.err.Error() }
 func (a *advised) Unwrap() error  { return a.err }
 func (a *advised) Advice() string { return a.advice }
 
+// InsertRunDetached is st.InsertRun(p) not cut by ctx's cancellation (up
+// to 10 s): a statement cancelled on the wire may still commit, and a run
+// recorded running that its caller was told failed would stay so with
+// nobody to finish it. Callers check ctx first, so that a stopped process
+// starts no run.
+func InsertRunDetached(ctx context.Context, st interface {
+	InsertRun(context.Context, InsertRunParams) (Run, error)
+}, p InsertRunParams) (Run, error) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return st.InsertRun(ictx, p)
+}
+
 // SyncState is whether a sync runs on schedule.
 type SyncState string
 
