@@ -100,7 +100,7 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		msg := me.Message
 		switch {
 		case class == "22" || class == "23" || dataErrors[me.Number]:
-			msg = "the query failed on a value of the data"
+			msg = source.FailedOnData
 		case class == "45" || me.Number == 1644:
 			// SIGNAL in a function or procedure the query calls: its
 			// text is the author's, and may quote the row it met.

@@ -96,7 +96,7 @@ func (s *Source) classify(ctx context.Context, what string, err error) error {
 		msg := pe.Message
 		switch {
 		case dataClass(class):
-			msg = "the query failed on a value of the data"
+			msg = source.FailedOnData
 		case class == "P0":
 			// RAISE in a function the query calls: its text is the
 			// function author's, and may quote the row it met.
