@@ -37,6 +37,9 @@ type Env struct {
 	// debug logs a failure's whole chain at debug level (Main sets it;
 	// nil: not logged).
 	debug func(err error)
+	// scrub hides the loaded config's secrets in Stdout and Stderr (Main
+	// sets it; nil: nothing hidden).
+	scrub *scrubber
 }
 
 func (e Env) clock() clock.Clock {
@@ -44,6 +47,15 @@ func (e Env) clock() clock.Clock {
 		return clock.Real{}
 	}
 	return e.Clock
+}
+
+// scrubbed is env with Stdout and Stderr written through a new scrubber,
+// which loadConfig tells the secrets of each config it loads.
+func (e Env) scrubbed() Env {
+	e.scrub = &scrubber{}
+	e.Stdout = scrubWriter{w: e.Stdout, s: e.scrub}
+	e.Stderr = scrubWriter{w: e.Stderr, s: e.scrub}
+	return e
 }
 
 // exitError carries an exit code through cobra.
@@ -67,6 +79,7 @@ func exit(code int, err error) error { return &exitError{code: code, err: err} }
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, env Env) int {
 	var rf rootFlags
+	env = env.scrubbed()
 	// The log level is known once the flags are parsed, when a command
 	// fails: the chain is logged then, before the failed: line that must
 	// stay last (docs/recovery.md#reading-a-failure).

@@ -248,6 +248,7 @@ func loadConfig(env Env, path string) (*config.Config, error) {
 	if err != nil {
 		return nil, exit(ExitUsage, err)
 	}
+	env.scrub.add(cfg.SecretValues())
 	return cfg, nil
 }
 
@@ -409,6 +410,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				Clock:         clk,
 				Logger:        log,
 				Sync:          part.sync,
+				Secrets:       cfg.SecretValues(),
 				Filter:        part.filter,
 				Slice:         part.slice,
 				LeaseTTL:      cfg.Settings.LeaseTTL,

@@ -38,7 +38,7 @@ func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.
 
 // withConfigStoreEnv loads the config with lookup and opens its store.
 func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (string, bool), path string, fn func(*config.Config, store.Store) error) error {
-	cfg, err := loadConfig(Env{LookupEnv: lookup}, path)
+	cfg, err := loadConfig(Env{LookupEnv: lookup, scrub: env.scrub}, path)
 	if err != nil {
 		return err
 	}

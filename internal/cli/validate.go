@@ -33,6 +33,7 @@ Exit codes: 0 valid; 2 problems found.`,
 			if err != nil {
 				return exit(ExitUsage, err)
 			}
+			env.scrub.add(cfg.SecretValues())
 			fmt.Fprintf(env.Stdout, "%s: valid (%d sync(s))\n", path, len(cfg.Syncs))
 			// Settings that work but are unsafe or costly: said, not
 			// refused (a server on a private network may be trusted; an

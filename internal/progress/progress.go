@@ -38,8 +38,17 @@ func (u Unit) String() string {
 	return "records"
 }
 
-// IsTerminal reports whether w is a terminal.
+// IsTerminal reports whether w is a terminal, looking through writers that
+// wrap another (an Unwrap() io.Writer method, as the command line's secret
+// scrubber has).
 func IsTerminal(w io.Writer) bool {
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -304,6 +304,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		Clock:        s.clock,
 		Logger:       s.log.With("reason", args.Reason, "attempt", attempt, "partition", args.Partition, "coordinator_run", args.RunID),
 		Sync:         partSync,
+		Secrets:      s.cfg.SecretValues(),
 		LeaseTTL:     s.cfg.Settings.LeaseTTL,
 		LeaseRenew:   s.cfg.Settings.LeaseRenew,
 		InDoubtGrace: s.cfg.Settings.InDoubtGrace,

@@ -156,6 +156,7 @@ func (s *Service) runSync(ctx context.Context, args RunSyncArgs, attempt int) er
 		Clock:        s.clock,
 		Logger:       s.log.With("reason", args.Reason, "attempt", attempt, "resend", args.Resend),
 		Sync:         built.Sync,
+		Secrets:      s.cfg.SecretValues(),
 		Resend:       args.Resend,
 		ResendBefore: args.ResendBefore,
 		LeaseTTL:     s.cfg.Settings.LeaseTTL,

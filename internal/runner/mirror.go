@@ -300,7 +300,7 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 		case destination.Rejected:
 			r.rec.Rejected++
 			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerRejected,
-				Message: destination.Redact(destination.RedactValues(x.Message, []string{g.handle, g.identity})), Result: ledger.RejectedResult(g.slot, g.identity)})
+				Message: r.hideSecrets(destination.Redact(destination.RedactValues(x.Message, []string{g.handle, g.identity}))), Result: ledger.RejectedResult(g.slot, g.identity)})
 		}
 	}
 	if len(fin) > 0 {

@@ -86,7 +86,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		for i := range items {
 			if it := &items[i]; it.invalid != "" {
 				invalidMarks = append(invalidMarks, store.LedgerFinish{Key: it.Key, State: store.LedgerRejected,
-					Message: destination.RedactRecord(it.invalid, it.Data), Result: ledger.RejectedResult(it.slot, "")})
+					Message: r.hideSecrets(destination.RedactRecord(it.invalid, it.Data)), Result: ledger.RejectedResult(it.slot, "")})
 				c.delta.Rejected++
 				continue
 			}
@@ -393,7 +393,7 @@ func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref strin
 // echoes what it was sent (names, phone numbers), and the message is shown
 // on the pages and in the API. Only refusals pay for it.
 func (r *run) rejectedMark(it *item, message string) store.LedgerFinish {
-	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: destination.RedactRecord(message, it.Data), Result: ledger.RejectedResult(it.slot, it.id)}
+	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: r.hideSecrets(destination.RedactRecord(message, it.Data)), Result: ledger.RejectedResult(it.slot, it.id)}
 }
 
 // checkReplayable refuses to settle an in-doubt entry older than the

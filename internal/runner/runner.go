@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -84,6 +85,11 @@ type Params struct {
 	Clock       clock.Clock
 	Logger      *slog.Logger
 	Sync        Sync
+	// Secrets are the whole config's secret values (config.SecretValues):
+	// hidden from the messages and failure details the run stores, which
+	// a destination could echo from another part of the config (the
+	// connectors hide their own).
+	Secrets []string
 
 	LeaseTTL time.Duration
 	// LeaseRenew is the background renewal interval, on Clock (0 = renew
@@ -363,7 +369,7 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 	r.rec.FinishedAt = r.Clock.Now()
 	if err != nil {
 		r.rec.FailureCode = string(failure.CodeOf(err))
-		r.rec.FailureDetail = failure.Detail(err)
+		r.rec.FailureDetail = r.hideSecrets(failure.Detail(err))
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -373,6 +379,14 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 		r.AfterFailure(sctx, r.rec)
 	}
 	return r.rec
+}
+
+// hideSecrets is s without the config's secret values.
+func (r *run) hideSecrets(s string) string {
+	if len(r.Secrets) == 0 {
+		return s
+	}
+	return apiclient.HideSecrets(s, r.Secrets)
 }
 
 func (r *run) drainRequested() bool {
