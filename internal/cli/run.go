@@ -177,6 +177,9 @@ func previewSync(ctx context.Context, cfg *config.Config, st store.Store, sc *co
 	judge, _ := built.Destination.(destination.Judge)
 	params := runner.PreviewParams{Store: st, Source: built.Source, Sync: built.Sync,
 		ResetCursor: o.reset, Resend: o.resend, Progress: progress, Judge: judge, Sample: previewSample}
+	if built.Sync.Mirror != nil {
+		params.Remover, _ = built.Destination.(destination.Remover)
+	}
 	if sc.Partitions <= 1 {
 		return runner.RunPreview(ctx, params)
 	}
@@ -220,16 +223,33 @@ func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
 
 // removalText says what a mirror run would remove (docs/guide.md#write-modes).
 func removalText(pv runner.Preview) string {
+	if pv.Unremovable > 0 && pv.From == "" {
+		return removalCount(pv) + fmt.Sprintf("; %d more whose source rows are gone cannot be removed: delivered before the sync became a mirror, the ledger kept no handle to remove them by (remove them at the destination by hand)", pv.Unremovable)
+	}
+	return removalCount(pv)
+}
+
+func removalCount(pv runner.Preview) string {
 	switch {
 	case pv.From != "":
 		return "0  (the run resumes mid-source; removals are found by a run that reads the source from its start)"
 	case pv.Removals > pv.RemovalsAllowed:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone%s: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
-			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  %s%s: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
+			pv.Removals, removalWhat(pv), sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	default:
-		return fmt.Sprintf("%d  delivered records whose source rows are gone%s (max_removals allows %d of %d)",
-			pv.Removals, sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
+		return fmt.Sprintf("%d  %s%s (max_removals allows %d of %d)",
+			pv.Removals, removalWhat(pv), sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	}
+}
+
+// removalWhat says what a dry run's removals are: rows gone, and the old
+// contacts of rows whose handle (e-mail) changes.
+func removalWhat(pv runner.Preview) string {
+	if pv.Moved == 0 {
+		return "delivered records whose source rows are gone"
+	}
+	return fmt.Sprintf("removals: %d delivered records whose source rows are gone, %d old contacts of rows whose e-mail (handle) changes",
+		pv.Removals-pv.Moved, pv.Moved)
 }
 
 func sampleText(s []string, n int64) string {

@@ -132,10 +132,19 @@ type gone struct {
 // move is recorded then). A gone row's slot is settled too, not left saying
 // the destination holds its values: the other row has written over them,
 // so the row is written again should it come back.
-func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}) (out, held []gone, total int, err error) {
+//
+// moves, for a dry run, are the handles that the rows read will be written
+// under where a run would change them (slot key to new handle): the old
+// handle is then left behind as a run's delivery would leave it (moved),
+// and the new one is the live one.
+//
+// unhandled counts the delivered slots seen does not hold that have no
+// handle to remove them by: delivered before the sync became a mirror (or
+// by a destination that named no handle), they cannot be removed.
+func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}, moves map[string]string) (out, held []gone, total, unhandled int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, 0, err
 	}
 	live := map[string]struct{}{} // handles of the slots read, lower-cased
 	var cands []gone
@@ -152,12 +161,21 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 			continue
 		}
 		total++
+		sid, isSlot := slotIDOf(e.Key)
 		h, id, ok := ledger.RefHandle(s.Ref)
 		if !ok {
+			if _, read := seen[sid]; isSlot && !read {
+				unhandled++
+			}
 			continue
 		}
-		if sid, ok := slotIDOf(e.Key); ok {
+		if isSlot {
 			if _, read := seen[sid]; read {
+				if nh, ok := moves[e.Key]; ok && !strings.EqualFold(nh, h) {
+					live[strings.ToLower(nh)] = struct{}{}
+					cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
+					continue
+				}
 				live[strings.ToLower(h)] = struct{}{}
 				continue
 			}
@@ -171,7 +189,7 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 			out = append(out, g)
 		}
 	}
-	return out, held, total, nil
+	return out, held, total, unhandled, nil
 }
 
 // removeGone removes from the destination the records whose rows the
@@ -179,37 +197,43 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 // Each removal is claimed under the run's fence before the call and
 // recorded after it; a removal a dead run left pending is claimed and sent
 // again (removals are idempotent). It returns how many were removed.
-func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, err error) {
+//
+// unhandled are the delivered records whose rows are gone that have no
+// handle to remove them by (goneSlots).
+func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhandled int64, err error) {
 	if r.remover == nil || seen == nil || !seen.full {
-		return 0, nil
+		return 0, 0, nil
 	}
-	gs, held, total, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots)
+	gs, held, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots, nil)
 	if err != nil {
-		return 0, storeFailure(ctx, err, "list the delivered records")
+		return 0, 0, storeFailure(ctx, err, "list the delivered records")
+	}
+	unhandled = int64(nh)
+	if unhandled > 0 {
+		r.Logger.Warn("mirror: delivered records whose source rows are gone cannot be removed: they were delivered before the sync became a mirror, and the ledger kept no handle to remove them by; remove them at the destination by hand (docs/guide.md#write-modes)",
+			"sync", r.Sync.ID, "run", r.rec.ID, "records", unhandled)
 	}
 	if len(held) > 0 {
 		if err := r.ensureLease(ctx); err != nil {
-			return 0, err
+			return 0, unhandled, err
 		}
 		fin := make([]store.LedgerFinish, len(held))
 		for i, g := range held {
 			fin[i] = settledMark(g)
 		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
-			return 0, storeFailure(ctx, err, "record the handles other rows hold")
+			return 0, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
 		}
 	}
 	if len(gs) == 0 {
-		return 0, nil
+		return 0, unhandled, nil
 	}
 	if allowed := r.Sync.Mirror.MaxRemovals(total); len(gs) > allowed && !r.AllowRemovals {
-		return 0, failure.New(failure.MirrorRemovalsRefused, fmt.Sprintf(
-			"%d of the sync's %d delivered records are gone from the source; max_removals %s allows %d",
-			len(gs), total, r.Sync.Mirror.Bound, allowed))
+		return 0, unhandled, failure.New(failure.MirrorRemovalsRefused, removalsRefused(gs, total, r.Sync.Mirror.Bound, allowed))
 	}
 	if qr, ok := r.remover.(destination.QueuedRemover); ok {
 		if gs, err = r.deferQueued(ctx, gs, qr.RemovalGrace()); err != nil {
-			return 0, err
+			return 0, unhandled, err
 		}
 	}
 	for rest := gs; len(rest) > 0; {
@@ -219,11 +243,11 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed int64, 
 		done, err := r.removeBatch(ctx, batch)
 		removed += done
 		if err != nil {
-			return removed, err
+			return removed, unhandled, err
 		}
 	}
 	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
-	return removed, nil
+	return removed, unhandled, nil
 }
 
 // deferQueued drops from gs the removals an earlier run claimed less than
@@ -312,4 +336,43 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 		return removed, werr
 	}
 	return removed, nil
+}
+
+// removalsRefused is the detail of a run that would remove more than
+// max_removals: how many rows are gone from the source and how many of the
+// removals are the old handles of rows still there (a changed e-mail
+// leaves its old contact behind), which a truncated source does not cause.
+func removalsRefused(gs []gone, total int, bound string, allowed int) string {
+	moved := countMoved(gs)
+	if moved == 0 {
+		return fmt.Sprintf("%d of the sync's %d delivered records are gone from the source; max_removals %s allows %d",
+			len(gs), total, bound, allowed)
+	}
+	return fmt.Sprintf("%d removals of the sync's %d delivered records: %d whose source rows are gone, %d old contacts of rows "+
+		"whose handle at the destination changed (a new e-mail: the row is written under it, its old contact is removed); "+
+		"max_removals %s allows %d", len(gs), total, len(gs)-moved, moved, bound, allowed)
+}
+
+func countMoved(gs []gone) int {
+	n := 0
+	for _, g := range gs {
+		if g.moved {
+			n++
+		}
+	}
+	return n
+}
+
+// mirrorDetail is a mirror run's detail: what it removed, and how many rows
+// gone it could not remove.
+func mirrorDetail(removed, unhandled int64) string {
+	var parts []string
+	if removed > 0 {
+		parts = append(parts, fmt.Sprintf("removed %d record(s) whose source rows are gone", removed))
+	}
+	if unhandled > 0 {
+		parts = append(parts, fmt.Sprintf("%d record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, "+
+			"the ledger kept no handle to remove them by (remove them at the destination by hand)", unhandled))
+	}
+	return "mirror: " + strings.Join(parts, "; ")
 }

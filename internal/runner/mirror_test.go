@@ -387,3 +387,129 @@ func TestQueuedRemovalsWaitForTheirGrace(t *testing.T) {
 		t.Fatalf("the run after the grace: %v %+v, %d asked; want the 10 sent again and recorded", err, r, d.asked)
 	}
 }
+
+// TestMirrorTellsLeftHandlesFromGoneRows: rows whose e-mail changed leave
+// their old contacts to remove. A dry run counts those removals (it counted
+// none: the handles move only when a run writes the rows), and a run they
+// take over max_removals says that no row is gone, rather than "gone from
+// the source", which sent a person looking for a truncated table.
+func TestMirrorTellsLeftHandlesFromGoneRows(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 20)
+	bounded := func() Params {
+		p := params()
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total / 10 }, Bound: "10%"}
+		return p
+	}
+	if r, err := Run(context.Background(), bounded()); err != nil || r.Written != 20 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	rows := map[int]string{}
+	for i := 1; i <= 20; i++ {
+		rows[i] = fmt.Sprintf("c%05d@example.com", i)
+	}
+	for i := 1; i <= 5; i++ {
+		rows[i] = fmt.Sprintf("moved%d@example.org", i) // a new domain: 5 old contacts left behind
+	}
+	delete(rows, 20) // and one row gone
+	writeMirrorRows(t, tb.csv, rows)
+	p := bounded()
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Updates != 5 || pv.Removals != 6 || pv.Moved != 5 || pv.RemovalsAllowed != 2 {
+		t.Fatalf("preview = %+v, want 5 updates and 6 removals, 5 of them left handles, 2 allowed", pv)
+	}
+	_, err = Run(context.Background(), bounded())
+	if failure.CodeOf(err) != failure.MirrorRemovalsRefused ||
+		!strings.Contains(err.Error(), "6 removals of the sync's 20 delivered records: 1 whose source rows are gone, 5 old contacts of rows whose handle") {
+		t.Fatalf("the run over max_removals: %v", err)
+	}
+	if len(d.present) != 25 {
+		t.Fatalf("%d contacts at the destination after a refused run, want 25 (20 + 5 new e-mails, nothing removed)", len(d.present))
+	}
+	// The same preview after the refused run (the handles have moved now)
+	// counts the same removals.
+	if pv, err = RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d}); err != nil ||
+		pv.Removals != 6 || pv.Moved != 5 || pv.Updates != 0 {
+		t.Fatalf("preview after the refused run = %+v, %v; want 6 removals, 5 left handles, no update", pv, err)
+	}
+}
+
+// TestMirrorTellsRowsItCannotRemove: a sync that becomes a mirror keeps no
+// handle for the records delivered before; a row of those deleted before
+// its next delivery can never be removed. The dry run and the run say how
+// many (they said nothing, and the contacts stayed for good).
+func TestMirrorTellsRowsItCannotRemove(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 10)
+	upsert := params()
+	upsert.Sync.Mirror = nil
+	if r, err := Run(context.Background(), upsert); err != nil || r.Written != 10 {
+		t.Fatalf("the run before the sync became a mirror: %v %+v", err, r)
+	}
+	rows := map[int]string{}
+	for i := 4; i <= 10; i++ {
+		rows[i] = fmt.Sprintf("c%05d@example.com", i)
+	}
+	rows[10] = "new10@example.com" // delivered again under the mirror: removable later
+	writeMirrorRows(t, tb.csv, rows)
+	p := params()
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d, ResetCursor: true})
+	if err != nil || pv.Unremovable != 3 || pv.Removals != 0 {
+		t.Fatalf("preview = %+v, %v; want 3 unremovable, 0 removals", pv, err)
+	}
+	r, err := Run(context.Background(), params())
+	if err != nil || !strings.Contains(r.FailureDetail, "3 record(s) whose source rows are gone cannot be removed") {
+		t.Fatalf("the mirror's first run: %v, detail %q", err, r.FailureDetail)
+	}
+	if len(d.removed) != 0 {
+		t.Fatalf("removed %v, want nothing", d.removed)
+	}
+	// Row 10, delivered under the mirror, goes: removed; 1-3 are still told.
+	delete(rows, 10)
+	writeMirrorRows(t, tb.csv, rows)
+	r, err = Run(context.Background(), params())
+	if err != nil || d.removed["new10@example.com"] != 1 ||
+		r.FailureDetail != "mirror: removed 1 record(s) whose source rows are gone; 3 record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, the ledger kept no handle to remove them by (remove them at the destination by hand)" {
+		t.Fatalf("the next run: %v, removed %v, detail %q", err, d.removed, r.FailureDetail)
+	}
+}
+
+// TestPreviewSettlesRemovalsInFlight: rows whose removal a dead run left on
+// the wire come back unchanged. The run learns first whether the removal
+// landed (and writes back what it removed), so the dry run says settling,
+// not unchanged (it said unchanged, and the run then wrote them).
+func TestPreviewSettlesRemovalsInFlight(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 40)
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 40 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	rows := map[int]string{}
+	for i := 1; i <= 40; i++ {
+		rows[i] = fmt.Sprintf("c%05d@example.com", i)
+	}
+	all := maps.Clone(rows)
+	for i := 31; i <= 40; i++ {
+		delete(rows, i)
+	}
+	writeMirrorRows(t, tb.csv, rows)
+	d.loseNext = true // the removals land, their answer is lost
+	if _, err := Run(context.Background(), params()); failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("the run whose removal answer was lost: %v", err)
+	}
+	writeMirrorRows(t, tb.csv, all) // the rows come back as they were
+	p := params()
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d, ResetCursor: true})
+	if err != nil || pv.Settling != 10 || pv.Unchanged != 30 || pv.Creates+pv.Updates != 0 {
+		t.Fatalf("preview = %+v, %v; want 10 settling, 30 unchanged", pv, err)
+	}
+	if _, err := Run(context.Background(), params()); err != nil && failure.CodeOf(err) != failure.RecordsInDoubt {
+		t.Fatal(err)
+	}
+	if len(d.present) != 40 {
+		t.Fatalf("%d contacts at the destination, want the 40 rows", len(d.present))
+	}
+}

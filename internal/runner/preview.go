@@ -49,6 +49,10 @@ type PreviewParams struct {
 	// partition's own cursor and ledger (Sync.ID is the partition's).
 	Filter func(source.Record) bool
 	Slice  source.Slice
+	// Remover, for a mirror sync, is the destination's: a record whose
+	// handle there would change (a new e-mail) leaves its old one to
+	// remove, which Removals count (Moved of them).
+	Remover destination.Remover
 }
 
 // Preview is what a run would do.
@@ -89,6 +93,14 @@ type Preview struct {
 	// (docs/recovery.md#mirror_removals_refused).
 	Removals, RemovalsAllowed, Delivered int64
 	RemovalSample                        []string
+	// Moved are the removals that are the old handles of rows read (a row
+	// whose e-mail changed: written under the new one, its old contact
+	// removed), not rows gone.
+	Moved int64
+	// Unremovable are delivered records whose rows are gone that no run
+	// can remove: delivered before the sync became a mirror, their slots
+	// hold no handle.
+	Unremovable int64
 }
 
 // Add counts q's records into p, as one run of p's and q's slices would
@@ -111,6 +123,8 @@ func (p *Preview) Add(q Preview, sample int) {
 	p.Removals += q.Removals
 	p.RemovalsAllowed += q.RemovalsAllowed
 	p.Delivered += q.Delivered
+	p.Moved += q.Moved
+	p.Unremovable += q.Unremovable
 	more := func(to, from []string) []string {
 		return append(to, from[:min(len(from), max(sample-len(to), 0))]...)
 	}
@@ -167,9 +181,26 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		out.From, out.Changed = startCursor(cur, r.payload, false)
 	}
 	cursor := out.From
+	// Slots an earlier run left a write or a removal of in flight (a run
+	// killed on the wire): a run learns their outcome before anything else,
+	// so an unchanged record of one is settling, not unchanged.
+	inFlight := map[string]bool{}
+	for _, state := range []store.LedgerState{store.LedgerPending, store.LedgerAccepted} { // as loadOutstanding
+		es, err := p.Store.LedgerList(ctx, p.Sync.ID, state, 0)
+		if err != nil {
+			return out, storeFailure(ctx, err, "list the ledger's entries in flight")
+		}
+		for _, e := range es {
+			if tag, _, ok := ledger.EntryTag(e.Result); ok {
+				inFlight[tag] = true
+			}
+		}
+	}
 	var seen *mirrorSeen
+	var moves map[string]string // slot key: the handle a run would write the row under
 	if p.Sync.Mirror != nil {
 		seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
+		moves = map[string]string{}
 	}
 	for {
 		page, err := r.readPage(ctx, cursor)
@@ -202,7 +233,12 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
 				if ok && !p.Resend && st.Hash == ledger.ShortHash(it.hash) {
-					out.Unchanged++
+					if inFlight[ledger.SlotTag(it.slot)] {
+						out.Settling++
+						out.SettlingSample = sample(out.SettlingSample, p.Sample, it)
+					} else {
+						out.Unchanged++
+					}
 					continue
 				}
 				_, removed := ledger.RefRemoved(st.Ref)
@@ -213,7 +249,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				it.Key = r.deliveryKey(it)
 				changed = append(changed, previewItem{it: it, create: !ok || removed})
 			}
-			if err := previewChanged(ctx, p, changed, &out); err != nil {
+			if err := previewChanged(ctx, p, changed, &out, moves); err != nil {
 				return out, err
 			}
 		}
@@ -222,11 +258,12 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		if page.End {
 			if seen != nil && seen.full {
-				gs, _, total, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots)
+				gs, _, total, unhandled, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots, moves)
 				if err != nil {
 					return out, storeFailure(ctx, err, "list the delivered records")
 				}
-				out.Removals, out.Delivered = int64(len(gs)), int64(total)
+				out.Removals, out.Delivered, out.Moved = int64(len(gs)), int64(total), int64(countMoved(gs))
+				out.Unremovable = int64(unhandled)
 				out.RemovalsAllowed = int64(p.Sync.Mirror.MaxRemovals(total))
 				out.RemovalSample = removalSample(gs, p.Sample)
 			}
@@ -249,7 +286,10 @@ type previewItem struct {
 // is settled, not sent; a value delivered under a ledger from before slots
 // is recorded, not sent. Another value of the row still in flight is not
 // looked for (a run learns its outcome first, then sends this one).
-func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem, out *Preview) error {
+//
+// moves (nil but for a mirror) gets the handle each record sent would be
+// written under, by its slot.
+func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem, out *Preview, moves map[string]string) error {
 	if len(changed) == 0 {
 		return nil
 	}
@@ -280,6 +320,11 @@ func previewChanged(ctx context.Context, p PreviewParams, changed []previewItem,
 		return err
 	}
 	for i, c := range send {
+		if moves != nil && p.Remover != nil && refused[i] == "" {
+			if h, err := p.Remover.Handle(c.it.Record); err == nil && h != "" {
+				moves[c.it.slot] = h
+			}
+		}
 		switch {
 		case refused[i] != "":
 			out.Rejected++

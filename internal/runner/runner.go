@@ -569,9 +569,9 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 			if err := r.checkColumns(cursor); err != nil {
 				return store.RunFailed, err // before a mirror removes every record
 			}
-			removed, err := r.removeGone(ctx, r.seen)
-			if removed > 0 {
-				r.rec.FailureDetail = fmt.Sprintf("mirror: removed %d record(s) whose source rows are gone", removed)
+			removed, unhandled, err := r.removeGone(ctx, r.seen)
+			if removed > 0 || unhandled > 0 {
+				r.rec.FailureDetail = mirrorDetail(removed, unhandled)
 			}
 			if err != nil {
 				return store.RunFailed, err
