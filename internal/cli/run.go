@@ -553,8 +553,15 @@ type wholeRun struct {
 // startWhole records the run and takes the sync's lease; ctx is then the
 // partitions' work, cancelled when the lease is lost. A lease another run
 // holds is already_running (the run is recorded skipped).
+//
+// A stop (SIGTERM) before the run is recorded records nothing; one while it
+// is being recorded cannot leave it running (store.InsertRunDetached): it
+// ends interrupted, as a runner.Run stopped before its lease does.
 func startWhole(ctx context.Context, st store.Store, leases lease.Manager, cfg *config.Config, sc *config.Sync, clk clock.Clock) (context.Context, *wholeRun, error) {
-	rec, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: 1})
+	if err := ctx.Err(); err != nil {
+		return ctx, nil, failure.Wrap(failure.Interrupted, err, "the run was stopped before it started")
+	}
+	rec, err := store.InsertRunDetached(ctx, st, store.InsertRunParams{SyncID: sc.ID, State: store.RunRunning, Attempt: 1})
 	if err != nil {
 		return ctx, nil, failure.Wrap(failure.StoreUnavailable, err, "record the run")
 	}
@@ -564,8 +571,11 @@ func startWhole(ctx context.Context, st store.Store, leases lease.Manager, cfg *
 	if err != nil {
 		ferr := failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
 		state := store.RunFailed
-		if errors.Is(err, lease.ErrHeld) {
+		switch {
+		case errors.Is(err, lease.ErrHeld):
 			ferr, state = failure.New(failure.AlreadyRunning, runner.SentenceAlreadyRunning), store.RunSkipped
+		case ctx.Err() != nil:
+			ferr, state = failure.Wrap(failure.Interrupted, ctx.Err(), "the run was stopped before it started"), store.RunInterrupted
 		}
 		w.record(ctx, state, ferr)
 		return ctx, nil, ferr
