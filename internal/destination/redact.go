@@ -111,9 +111,15 @@ func RedactValues(s string, values []string) string {
 // it), HTML-escaped, URL-escaped, and a phone number without its "+".
 // Case is matched apart (replaceWord).
 func valueForms(v string) []string {
-	forms := []string{v, jsonEscaped(v), asciiJSON(v, "\\u%04x"), asciiJSON(v, "\\u%04X"),
-		html.EscapeString(v), strings.ReplaceAll(html.EscapeString(v), "&#39;", "&#x27;"),
+	forms := []string{v, html.EscapeString(v), strings.ReplaceAll(html.EscapeString(v), "&#39;", "&#x27;"),
 		url.QueryEscape(v), url.PathEscape(v)}
+	// JSON as written by encoders that escape HTML's <, > and & (Go's
+	// json.Marshal: "\u0026", oncesync's own bodies included) and those
+	// that do not, each also with every non-ASCII character escaped (hex
+	// digits match in either case: replaceWord).
+	for _, e := range []string{jsonEscaped(v, false), jsonEscaped(v, true)} {
+		forms = append(forms, e, asciiJSON(e, "\\u%04x"))
+	}
 	if rest, ok := strings.CutPrefix(v, "+"); ok && len(rest) >= MinValueLen && strings.Trim(rest, "0123456789 -") == "" {
 		forms = append(forms, rest, strings.Map(func(r rune) rune {
 			if r >= '0' && r <= '9' {
@@ -131,10 +137,9 @@ func valueForms(v string) []string {
 	return out
 }
 
-// asciiJSON is jsonEscaped(v) with every non-ASCII character as \uXXXX
-// (surrogate pairs beyond the BMP), in the hex case of format.
-func asciiJSON(v, format string) string {
-	e := jsonEscaped(v)
+// asciiJSON is the JSON-escaped string e with every non-ASCII character as
+// \uXXXX (surrogate pairs beyond the BMP), in the hex case of format.
+func asciiJSON(e, format string) string {
 	var b strings.Builder
 	for _, r := range e {
 		switch {
@@ -255,11 +260,12 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-// jsonEscaped is v as it appears inside a JSON string.
-func jsonEscaped(v string) string {
+// jsonEscaped is v as it appears inside a JSON string, with <, > and &
+// escaped if escapeHTML.
+func jsonEscaped(v string, escapeHTML bool) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(escapeHTML)
 	if enc.Encode(v) != nil {
 		return v
 	}

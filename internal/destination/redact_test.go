@@ -8,7 +8,7 @@ import (
 
 func TestRedactValues(t *testing.T) {
 	t.Parallel()
-	vals := []string{"Canaryfirst", "+15550199887", `O"Neil`, "Zoë Brontë", "ab", "N42"}
+	vals := []string{"Canaryfirst", "+15550199887", `O"Neil`, "Zoë Brontë", "ab", "N42", "Marie & Paul", "<b>Lé</b>"}
 	for _, c := range []struct{ in, want string }{
 		{"first name Canaryfirst is too long", "first name [value] is too long"},
 		{`{"SMS":"+15550199887"}`, `{"SMS":"[value]"}`},
@@ -32,6 +32,11 @@ func TestRedactValues(t *testing.T) {
 		{"q=Zo%C3%AB+Bront%C3%AB&x=1", "q=[value]&x=1"},
 		{"NAME CANARYFIRST", "NAME [value]"},
 		{"sms 15550199887 invalid", "sms [value] invalid"},
+		// JSON that escapes HTML's characters, as Go's json.Marshal (and so
+		// oncesync's own request bodies) writes them, in either hex case.
+		{`{"first_name":"Marie \u0026 Paul"}`, `{"first_name":"[value]"}`},
+		{`{"n":"\u003cb\u003eL\u00e9\u003c/b\u003e"}`, `{"n":"[value]"}`},
+		{`{"n":"\u003Cb\u003EL\u00E9\u003C/b\u003E"}`, `{"n":"[value]"}`},
 	} {
 		if got := destination.RedactValues(c.in, vals); got != c.want {
 			t.Errorf("RedactValues(%q) = %q, want %q", c.in, got, c.want)
