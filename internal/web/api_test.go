@@ -223,6 +223,16 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		}},
 		{"POST", "/api/v1/syncs/" + b.d.Failing + "/pause", `{"by":"ci","why":"again"}`, 409, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Failing + "/resume", `{"by":"ci"}`, 400, nil},
+		{"POST", "/api/v1/syncs/" + b.d.Failing + "/resume", `{"by":"ci","why":"checked"}`, 200, func(t *testing.T, body string) {
+			var d SyncDetail
+			mustJSON(t, body, &d)
+			// Its last run failed: not "no runs yet" (the resume reset the
+			// streak, no failure was left to count, and health fell through).
+			if d.Health != HealthFailing {
+				t.Errorf("resumed sync whose last run failed: health %s, want failing", d.Health)
+			}
+		}},
+		{"POST", "/api/v1/syncs/" + b.d.Failing + "/pause", `{"by":"ci","why":"again, after the resume"}`, 200, nil},
 		{"POST", "/api/v1/syncs/" + b.d.Breaker + "/resume", `{"by":"ci","why":"key rotated"}`, 200, func(t *testing.T, body string) {
 			var d SyncDetail
 			mustJSON(t, body, &d)
@@ -230,6 +240,7 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 			if d.State != "active" || d.Paused != nil || d.FailureStreak != 0 {
 				t.Errorf("resumed %+v", d.SyncSummary)
 			}
+
 		}},
 		{"POST", "/api/v1/syncs/" + b.d.Healthy + "/dead-letters/dl-1/requeue", `{"by":"ci"}`, 202, nil},
 		{"POST", fmt.Sprintf("/api/v1/runs/%d/settle", run), fmt.Sprintf(`{"by":"ci","why":"checked","keys":[%q],"outcome":"delivered"}`, b.d.InDoubt[0]), 200,

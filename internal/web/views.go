@@ -326,7 +326,9 @@ func (s *Server) summary(st SyncStats, silence map[string]string, now time.Time,
 		v.Health = HealthPausedPerson
 	case v.Silence != "":
 		v.Health = HealthSilent
-	case st.Failing():
+	case st.Failing(), st.LastRun.State == store.RunFailed:
+		// The streaks count from the last resume or change; a sync resumed
+		// and not run since still had its last run fail.
 		v.Health = HealthFailing
 	case !st.LastSuccessAt.IsZero():
 		v.Health = HealthHealthy
