@@ -280,7 +280,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 		// A stalled client cannot hold a connection: headers in 10 s, the
 		// whole request in 60 s; an idle keep-alive connection closes after
 		// 2 min; a response (a Preview reads the whole source) in 10 min.
-		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui), ReadHeaderTimeout: 10 * time.Second,
+		httpSrv = &http.Server{Handler: daemonMux(st, reg, ui, cfg.Web.HTTPS()), ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout: 60 * time.Second, WriteTimeout: 10 * time.Minute, IdleTimeout: 2 * time.Minute}
 		if cert, key := cfg.TLSFiles(); cert != "" {
 			// serve's own TLS listener (web.tls_cert, web.tls_key): the
@@ -362,9 +362,18 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 
 // daemonMux serves /healthz and /readyz without authentication, and either
 // the web UI, JSON API and /metrics behind authentication (serve) or /metrics
-// alone (worker, whose --listen should stay on a private address).
-func daemonMux(st store.Store, reg *prometheus.Registry, ui http.Handler) *http.ServeMux {
+// alone (worker, whose --listen should stay on a private address). secure
+// (web.secure, or serve's TLS listener) sends HSTS on every response, the
+// probes' included, as the web UI's own do.
+func daemonMux(st store.Store, reg *prometheus.Registry, ui http.Handler, secure bool) http.Handler {
 	mux := http.NewServeMux()
+	var h http.Handler = mux
+	if secure {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+			mux.ServeHTTP(w, r)
+		})
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -382,10 +391,10 @@ func daemonMux(st store.Store, reg *prometheus.Registry, ui http.Handler) *http.
 	})
 	if ui != nil {
 		mux.Handle("/", ui) // includes /metrics, behind a bearer token or a session
-		return mux
+		return h
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
+	return h
 }
 
 // startLine is the one line serve and worker print at start.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
@@ -117,6 +120,19 @@ func TestSignInNotice(t *testing.T) {
 		got := signInNotice(&config.Config{Web: tc.web})
 		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
 			t.Errorf("web %+v: notice %q, want %q", tc.web, got, tc.want)
+		}
+	}
+}
+
+// TestProbesSendHSTSWhenSecure: with web.secure every response carries HSTS,
+// the unauthenticated probes' too (docs/config.md says every response).
+func TestProbesSendHSTSWhenSecure(t *testing.T) {
+	t.Parallel()
+	for _, secure := range []bool{true, false} {
+		rec := httptest.NewRecorder()
+		daemonMux(nil, prometheus.NewRegistry(), nil, secure).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		if got := rec.Header().Get("Strict-Transport-Security"); rec.Code != 200 || (got != "") != secure {
+			t.Errorf("secure %v: /healthz %d, HSTS %q", secure, rec.Code, got)
 		}
 	}
 }
