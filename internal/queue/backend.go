@@ -60,6 +60,8 @@ type backend interface {
 	// reschedule replaces the client's periodic jobs with jobs: their next
 	// ticks are computed again from now.
 	reschedule(jobs []*river.PeriodicJob) error
+	// retryNow makes job id (retryable or scheduled) available at once.
+	retryNow(ctx context.Context, id int64) error
 	// releaseAfter makes every waiting job (available, scheduled or
 	// retryable) due after after available at once, and counts them.
 	releaseAfter(ctx context.Context, after time.Time) (int, error)
@@ -136,6 +138,11 @@ func (b *riverBackend[TTx]) releaseAfter(ctx context.Context, after time.Time) (
 		n++
 	}
 	return n, nil
+}
+
+func (b *riverBackend[TTx]) retryNow(ctx context.Context, id int64) error {
+	_, err := b.client.JobRetry(ctx, id)
+	return err
 }
 
 func (b *riverBackend[TTx]) reschedule(jobs []*river.PeriodicJob) error {

@@ -257,6 +257,37 @@ func TestEnqueue(t *testing.T) {
 	}
 }
 
+// TestRunNowMakesAWaitingRunDue: "run now" while the sync's run waits out
+// a retry's backoff made no run ("already queued") for minutes; it makes
+// that run due now. A scheduled tick still leaves it waiting.
+func TestRunNowMakesAWaitingRunDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sc, _ := b.cfg.Sync("a")
+	later := time.Now().Add(time.Hour)
+	res, err := b.svc.b.insert(b.ctx, b.svc.runArgsFor(sc, ReasonSchedule), &river.InsertOpts{ScheduledAt: later})
+	if err != nil || res.Job.State != rivertype.JobStateScheduled {
+		t.Fatalf("insert a waiting run: %+v, %v", res, err)
+	}
+	if e, err := b.svc.Enqueue(b.ctx, "a", ReasonSchedule); err != nil || !e.Duplicate {
+		t.Fatalf("a tick beside the waiting run: %+v, %v; want a duplicate", e, err)
+	}
+	if _, ok := b.queued(t)["a"]; ok {
+		t.Fatal("a tick made the waiting run due")
+	}
+	e, err := b.svc.Enqueue(b.ctx, "a", ReasonManual)
+	if err != nil || e.Duplicate || e.JobID != res.Job.ID {
+		t.Fatalf("run now: %+v, %v; want job %d made due, not a duplicate", e, err, res.Job.ID)
+	}
+	if _, ok := b.queued(t)["a"]; !ok {
+		t.Fatal("run now left the run waiting")
+	}
+	// Now due: a second "run now" is a duplicate of it.
+	if e, err = b.svc.Enqueue(b.ctx, "a", ReasonManual); err != nil || !e.Duplicate {
+		t.Fatalf("run now again: %+v, %v; want a duplicate", e, err)
+	}
+}
+
 func TestEnqueueInsertFailureIsRecorded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -511,7 +511,23 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 		}
 		return Enqueued{}, ferr
 	}
+	if res.UniqueSkippedAsDuplicate && reason == ReasonManual && waiting(res.Job) {
+		// A person asked for a run now, and the sync's queued run waits out
+		// a retry's backoff (minutes after a failure) or its time: it is
+		// that run, made due now (docs/guide.md#running-on-a-schedule-serve-and-worker).
+		if err := s.b.retryNow(ctx, res.Job.ID); err != nil {
+			return Enqueued{}, failure.Wrap(failure.StoreUnavailable, err, "make the queued run of sync %s due now", syncID)
+		}
+		return Enqueued{JobID: res.Job.ID}, nil
+	}
 	return Enqueued{JobID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}, nil
+}
+
+// waiting reports whether j is a job due later: retryable (waiting out its
+// backoff) or scheduled, not yet available or running.
+func waiting(j *rivertype.JobRow) bool {
+	return j != nil && (j.State == rivertype.JobStateRetryable || j.State == rivertype.JobStateScheduled) &&
+		j.ScheduledAt.After(time.Now())
 }
 
 // EnqueueResend queues a run of syncID that writes every record again
