@@ -135,13 +135,25 @@ type Runs interface {
 // store timeout) is followed by one that resumes at its cursor and writes
 // only the rest.
 func Totals(ctx context.Context, st Runs, syncID string, runID int64, n int) (store.Counters, bool, error) {
+	return sum(ctx, st, syncID, runID, n, true)
+}
+
+// Sum is Totals whatever the partitions' runs ended as: the figures of a
+// coordinated run that failed or was stopped, whose partitions wrote pages
+// before it ended.
+func Sum(ctx context.Context, st Runs, syncID string, runID int64, n int) (store.Counters, error) {
+	total, _, err := sum(ctx, st, syncID, runID, n, false)
+	return total, err
+}
+
+func sum(ctx context.Context, st Runs, syncID string, runID int64, n int, onlyDone bool) (store.Counters, bool, error) {
 	var total store.Counters
 	for k := 1; k <= n; k++ {
 		runs, err := st.ListRuns(ctx, SyncID(syncID, k), runsListed)
 		if err != nil {
 			return store.Counters{}, false, err
 		}
-		if last, ok := Newest(runs); !ok || last.ID < runID || last.State != store.RunSucceeded {
+		if last, ok := Newest(runs); onlyDone && (!ok || last.ID < runID || last.State != store.RunSucceeded) {
 			return store.Counters{}, false, nil
 		}
 		for _, r := range runs { // newest first

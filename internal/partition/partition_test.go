@@ -43,6 +43,11 @@ func TestTotals(t *testing.T) {
 	if _, done, err := partition.Totals(ctx, st, "s", coord.ID, 2); err != nil || done {
 		t.Fatalf("partition 2's newest run failed: done %v, %v", done, err)
 	}
+	// The figures of a coordinated run that ends now (failed) are all its
+	// partitions' runs', whatever they ended as.
+	if sum, err := partition.Sum(ctx, st, "s", coord.ID, 2); err != nil || sum.Written != 80 {
+		t.Fatalf("Sum: written %d, %v; want 80", sum.Written, err)
+	}
 	add(partition.SyncID("s", 2), store.RunSucceeded, store.Counters{Read: 20, Written: 20})
 	total, done, err := partition.Totals(ctx, st, "s", coord.ID, 2)
 	if err != nil || !done {

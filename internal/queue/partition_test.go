@@ -256,6 +256,25 @@ func TestPartitionedSyncSourceChanged(t *testing.T) {
 	if st.ContactsWritten == 0 || st.ContactsWritten >= partitionRows || st.DuplicateWrites != 0 {
 		t.Fatalf("fake: %+v", st)
 	}
+	// The failed run's figures are its partitions' (they said 0 read, 0
+	// written beside the contacts its partitions delivered).
+	var got, want store.Counters
+	waitFor(t, 10*time.Second, "the failed run's figures to be its partitions'", func() bool {
+		want = store.Counters{}
+		for k := 1; k <= partitionCount; k++ {
+			for _, r := range runsOf(t, b.st, partition.SyncID(b.syncID, k)) {
+				if r.ID > fin.ID {
+					want.Add(r.Counters)
+				}
+			}
+		}
+		r, err := b.st.GetRun(t.Context(), fin.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = r.Counters
+		return got == want && want.Pages > 0
+	})
 	// Nothing from the changed view: no contact carries a mutated value.
 	for id := 10; id <= partitionRows; id += 10 {
 		if c, ok := b.fake.Contact(fmt.Sprintf("part%06d@example.com", id)); ok && fmt.Sprint(c.Attributes["FIRSTNAME"]) == "Mutated" {
