@@ -38,8 +38,6 @@ import (
 )
 
 type (
-	// Barrier runs the checkpoint scripts; safe for concurrent use.
-	Barrier = ib.Barrier
 	// Params configure New: Client is required (any redis.Scripter, such
 	// as a redis.UniversalClient); Logger, Metrics (NewMetrics) and Clock
 	// (anything with a Now() time.Time method) are optional.
@@ -47,12 +45,20 @@ type (
 	// Metrics count a Barrier's outcomes and latencies on your Prometheus
 	// registry (NewMetrics); one may serve several Barriers.
 	Metrics = ib.Metrics
-	// Result is the answer of Check or Verify: the outcome, and the key's
-	// token and snapshot.
+	// Result is the answer of Check, Verify and Wait: Outcome, and
+	// HolderToken and HolderSnapshot, the token and snapshot the key holds
+	// (empty when Created or Missing).
 	Result = ib.Result
 	// Outcome is Created, Aligned, Mismatch or Missing.
 	Outcome = ib.Outcome
-	// WaitParams configure Wait.
+	// WaitParams configure Wait: Key, Token, Snapshot and TTL are Check's
+	// arguments; VerifyOnly uses Verify (never creates the barrier; Missing
+	// is retried); Pin, with VerifyOnly, is the creator's reference point a
+	// Missing barrier is restored to; Retries after the first check (0:
+	// DefaultRetries, < 0: none); DeadLetters stores the parked work (nil:
+	// only returned in the *DeadLetteredError) from the template Entry
+	// (SyncID, RunID, Partition, Payload, Reason); Sleep, Jitter and Clock
+	// replace the timer, math/rand/v2 and the wall clock (tests).
 	WaitParams = ib.WaitParams
 	// Pin is a barrier creator's token and snapshot, kept outside Redis, to
 	// which Wait restores a barrier whose key was lost.
@@ -120,8 +126,53 @@ var (
 	ErrAlreadyRequeued = store.ErrAlreadyRequeued
 )
 
-// New returns a Barrier over p.Client.
-func New(p Params) *Barrier { return ib.New(p) }
+// Barrier runs the checkpoint scripts; safe for concurrent use.
+type Barrier struct{ b *ib.Barrier }
+
+// New returns a Barrier over p.Client. A missing Client makes every call
+// fail with ErrInvalid.
+func New(p Params) *Barrier { return &Barrier{b: ib.New(p)} }
+
+// Check creates the barrier at key as token:snapshot when it is absent
+// (Created), and otherwise compares snapshots exactly: Aligned when the key
+// holds the same snapshot, Mismatch (with the holder's token and snapshot)
+// for any other, a stale one of an earlier run included. ttl <= 0 means
+// DefaultTTL; the TTL applies only when the key is created. A worker must
+// not act on its inputs after a Mismatch.
+func (b *Barrier) Check(ctx context.Context, key, token, snapshot string, ttl time.Duration) (Result, error) {
+	return b.b.Check(ctx, key, token, snapshot, ttl)
+}
+
+// Verify compares snapshot with the barrier at key without ever creating
+// it: Aligned, Mismatch, or Missing when the key is absent.
+func (b *Barrier) Verify(ctx context.Context, key, snapshot string) (Result, error) {
+	return b.b.Verify(ctx, key, snapshot)
+}
+
+// Advance moves the barrier at key to the next snapshot and renews its TTL
+// (ttl <= 0 means DefaultTTL), if token holds it. Otherwise it returns a
+// *NotHolderError (errors.Is ErrNotHolder); a missing key is not held.
+func (b *Barrier) Advance(ctx context.Context, key, token, next string, ttl time.Duration) error {
+	return b.b.Advance(ctx, key, token, next, ttl)
+}
+
+// Release deletes the barrier at key if token holds it. An absent key is
+// not an error (already released or expired); a key held by another token
+// gives a *NotHolderError and is left alone.
+func (b *Barrier) Release(ctx context.Context, key, token string) error {
+	return b.b.Release(ctx, key, token)
+}
+
+// Wait checks the barrier until it answers Created or Aligned, sleeping with
+// full-jitter exponential backoff (BackoffCeiling) after each Mismatch (or
+// Missing, with VerifyOnly and no Pin; with a Pin, a Missing barrier is
+// restored to it and verified at once). After the last retry it stores a
+// DeadLetter and returns a *DeadLetteredError with the last Result. A Redis
+// error ends the wait at once (wrapping ErrUnavailable when Redis cannot be
+// used): do not proceed, and retry the whole job later.
+func (b *Barrier) Wait(ctx context.Context, p WaitParams) (Result, error) {
+	return b.b.Wait(ctx, p)
+}
 
 // NewMetrics registers the barrier's metrics on reg (required; never the
 // global registry unless you pass it): oncesync_checkpoint_checks_total{op,

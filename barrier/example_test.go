@@ -76,6 +76,33 @@ func ExampleBarrier_Check() {
 // A worker whose inputs keep disagreeing with the barrier waits with backoff
 // and then parks its work as a dead letter for a person (here with no
 // retries and no store, so the entry is only returned).
+// A coordinator pins a snapshot; workers Verify theirs against it without
+// ever creating the barrier, and only the holder may Advance it to the next
+// snapshot (a stale one then no longer matches).
+func ExampleBarrier_Advance() {
+	ctx := context.Background()
+	b := barrier.New(barrier.Params{Client: client})
+	key := barrier.Key(run + "daily-load")
+
+	monday, _ := barrier.Snapshot(map[string]any{"day": "2026-12-07"})
+	tuesday, _ := barrier.Snapshot(map[string]any{"day": "2026-12-08"})
+
+	before, _ := b.Verify(ctx, key, monday)
+	_, _ = b.Check(ctx, key, "coordinator", monday, time.Minute)
+	pinned, _ := b.Verify(ctx, key, monday)
+	err := b.Advance(ctx, key, "worker-1", tuesday, time.Minute)
+	fmt.Println(before.Outcome, pinned.Outcome, errors.Is(err, barrier.ErrNotHolder))
+
+	_ = b.Advance(ctx, key, "coordinator", tuesday, time.Minute)
+	old, _ := b.Verify(ctx, key, monday)
+	now, _ := b.Verify(ctx, key, tuesday)
+	fmt.Println(old.Outcome, now.Outcome)
+	_ = b.Release(ctx, key, "coordinator")
+	// Output:
+	// missing aligned true
+	// mismatch aligned
+}
+
 func ExampleBarrier_Wait() {
 	ctx := context.Background()
 	b := barrier.New(barrier.Params{Client: client})
