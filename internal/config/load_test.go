@@ -608,7 +608,7 @@ syncs:
 		{
 			name: "alerts and web",
 			yaml: `alerts:
-  webhook: {secret: x}
+  webhook: {secret: "whsec_not*base64!"}
   email:
     port: 70000
     from: not-an-address
@@ -624,6 +624,7 @@ syncs:
 `,
 			want: []string{
 				`oncesync.yaml:2: alerts.webhook.url: is required`,
+				"oncesync.yaml:2: alerts.webhook.secret: has Standard Webhooks' whsec_ prefix but what follows is not base64 (whsec_BASE64): copy the secret as the receiver gives it",
 				`oncesync.yaml:3: alerts.email.host: is required`,
 				`oncesync.yaml:4: alerts.email.port: must be between 1 and 65535, got 70000`,
 				`oncesync.yaml:5: alerts.email.from: is not a valid e-mail address`,

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/rediskey"
 )
 
@@ -207,6 +208,11 @@ func (l *loader) validateAlerts(a *Alerts) {
 			if msg := checkURL(a.Webhook.URL, "http", "https"); msg != "" {
 				l.check("alerts.webhook.url", msg)
 			}
+		}
+		if _, ok := apiclient.SigningKey(a.Webhook.Secret); !ok {
+			// Signed with the text itself, no Standard Webhooks library
+			// would verify an alert (the webhook destination refuses it too).
+			l.check("alerts.webhook.secret", "has Standard Webhooks' whsec_ prefix but what follows is not base64 (whsec_BASE64): copy the secret as the receiver gives it")
 		}
 	}
 	if l.has("alerts.email") {
