@@ -106,8 +106,12 @@ func (b *Breaker) AfterFailure(ctx context.Context, syncID string, threshold int
 	b.p.Logger.Error("circuit breaker tripped: sync paused", "sync", syncID, "failures", k.Failures, "last_code", trip.LastCode)
 	if b.p.Notifier != nil {
 		a := alert.FromCatalog(failure.CircuitBreakerTripped, alert.KindCircuitBreakerTripped, alert.SeverityCritical, s.Workspace, syncID, b.link(syncID))
-		a.WhatHappened = fmt.Sprintf("Sync %s failed %d times in a row for reasons its owner must fix (last error: %s) and was paused.",
-			syncID, k.Failures, trip.LastCode)
+		streak := times(k.Failures)
+		if k.Failures > 1 {
+			streak += " in a row"
+		}
+		a.WhatHappened = fmt.Sprintf("Sync %s failed %s for reasons its owner must fix (last error: %s) and was paused.",
+			syncID, streak, trip.LastCode)
 		a.NextStep = fmt.Sprintf("Fix the cause shown by `oncesync status --config FILE %s` (or the sync page), then resume the sync with "+
 			"`oncesync resume --config FILE %s --by NAME --reason TEXT` or from the sync page.", syncID, syncID)
 		if _, err := b.p.Notifier.Notify(ctx, a); err != nil {
@@ -145,8 +149,8 @@ func (b *Breaker) operatorAlert(ctx context.Context, s store.Sync, k Streak, thr
 		Severity:  alert.SeverityWarning,
 		Workspace: s.Workspace,
 		SyncID:    s.ID,
-		WhatHappened: fmt.Sprintf("Sync %s failed %d times since its last success for reasons the operator owns (last error: %s: %s). "+
-			"The sync is not paused: these failures do not count toward its circuit breaker.", s.ID, k.Operator, e.Code, e.WhatHappened),
+		WhatHappened: fmt.Sprintf("Sync %s failed %s since its last success for reasons the operator owns (last error: %s: %s). "+
+			"The sync is not paused: these failures do not count toward its circuit breaker.", s.ID, times(k.Operator), e.Code, e.WhatHappened),
 		NextStep: e.NextStep,
 		Owner:    failure.OwnerOperator,
 		Link:     b.link(s.ID),
@@ -195,4 +199,12 @@ func (b *Breaker) link(syncID string) string {
 		return ""
 	}
 	return b.p.Link(syncID)
+}
+
+// times is "once" or "N times".
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }

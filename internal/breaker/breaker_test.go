@@ -389,3 +389,14 @@ func TestOperatorAlertSurvivesAMissedEvaluation(t *testing.T) {
 		t.Fatalf("after a success and 7 failures: %+v, want one new alert", tb.alerts.alerts)
 	}
 }
+
+// TestTimes: alerts say "failed once", not "failed 1 times".
+func TestTimes(t *testing.T) {
+	t.Parallel()
+	if got := times(1); got != "once" {
+		t.Errorf("times(1) = %q", got)
+	}
+	if got := times(5); got != "5 times" {
+		t.Errorf("times(5) = %q", got)
+	}
+}
