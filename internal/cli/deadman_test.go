@@ -363,3 +363,46 @@ func TestDeadmanAlertNotLostWhenTheSinkIsDown(t *testing.T) {
 		t.Fatalf("alerts received %+v, want quiet's deadman_no_runs once the sink is back", got)
 	}
 }
+
+// TestRunEndsTheSilenceAtOnce: a sync run from cron that succeeds after a
+// silence sends its resolution notice as it ends, not at the next `deadman
+// check` (which could be an hour later, or never with serve).
+func TestRunEndsTheSilenceAtOnce(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(hook.Close)
+	b := setupDeadmanCLI(t)
+	writeFile(t, b.config, `store: sqlite://`+b.db+`
+alerts: {webhook: {url: "`+b.hook.srv.URL+`/alerts"}}
+syncs:
+  - id: quiet
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: "`+hook.URL+`/hook"}
+`)
+	if _, code := b.check(t); code != ExitOK {
+		t.Fatalf("first check: exit %d", code)
+	}
+	b.clk.Advance(25 * time.Hour)
+	if _, code := b.check(t); code != ExitSilent {
+		t.Fatalf("silent check: exit %d", code)
+	}
+	if got := b.hook.take(); len(got) != 2 { // the workspace's and the sync's
+		t.Fatalf("alerts %+v, want 2", got)
+	}
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"run", "--config", b.config, "quiet"},
+		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk})
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	got := b.hook.take()
+	if len(got) != 2 || got[0].Kind != alert.KindDeadmanResolved || got[1].Kind != alert.KindDeadmanResolved {
+		t.Fatalf("after the run: alerts %+v, want the 2 resolution notices", got)
+	}
+	if _, code := b.check(t); code != ExitOK || len(b.hook.take()) != 0 {
+		t.Fatalf("the next check: exit %d, or notices sent again", code)
+	}
+}

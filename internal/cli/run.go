@@ -526,6 +526,9 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	cancel()
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
+	if last.State == store.RunSucceeded {
+		resolveSilence(ctx, app.DeadmanParams{Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: a.Redis}, sc, last)
+	}
 	switch {
 	case worstErr != nil:
 		return failed(env, worstErr)
@@ -534,6 +537,23 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		return exit(ExitSkipped, nil)
 	}
 	return nil
+}
+
+// resolveSilence ends, after run succeeded, the dead-man silences it ends
+// (the sync's, its workspace's) with their resolution notices, as serve's
+// runs do (docs/guide.md#telling-silence-from-outside): a sync run from cron would otherwise wait
+// for the next `oncesync deadman check`. A failure is logged: the next check
+// resolves what this could not.
+func resolveSilence(ctx context.Context, p app.DeadmanParams, sc *config.Sync, run store.Run) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	checker, err := app.Deadman(p)
+	if err == nil {
+		err = checker.Resolve(ctx, sc.ID, sc.Workspace, run.FinishedAt)
+	}
+	if err != nil {
+		p.Logger.Warn("could not end the sync's dead-man silence; the next check does", "sync", sc.ID, "err", err)
+	}
 }
 
 // wholeRun is the run of a partitioned sync itself that a run by hand

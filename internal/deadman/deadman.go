@@ -9,8 +9,9 @@
 // that never started: the operator's). Workspaces and syncs enabled less than
 // a window ago are skipped. An alert creates a marker (scope, id, kind, since)
 // that suppresses repeats until the first successful run after the silence
-// began; that run's check removes the marker, sends an info-level resolution
-// notice and so re-arms the alert.
+// began; that run, as it is recorded (Resolve), removes the marker, sends an
+// info-level resolution notice and so re-arms the alert (or the next check
+// does, for a success recorded without it).
 //
 // The per-sync check exists because a workspace check alone lets a healthy
 // sync hide a silent sibling. The window is per-sync overridable; a
@@ -694,4 +695,37 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Resolve ends, right after a run of syncID (in workspace) succeeded at
+// succeededAt, the silences that success ends: the sync's own, and its
+// workspace's (any success of a workspace ends its silence). Each marker is
+// removed and its resolution notice sent at once, as the next check would
+// (an hour later under serve); a marker another process removed meanwhile
+// is left to it. Only the markers' store is read.
+func (c *Checker) Resolve(ctx context.Context, syncID, workspace string, succeededAt time.Time) error {
+	ms, err := c.markers.ListDeadmanMarkers(ctx)
+	if err != nil {
+		return storeErr("list markers", err)
+	}
+	var errs []error
+	for _, m := range ms {
+		mine := m.Scope == ScopeSync && m.ID == syncID || m.Scope == ScopeWorkspace && m.ID == workspace && workspace != ""
+		if !mine || !succeededAt.After(m.Since) {
+			continue
+		}
+		t := target{scope: m.Scope, id: m.ID, workspace: m.Workspace, lastSuccessAt: succeededAt}
+		if t.workspace == "" {
+			t.workspace = workspace
+		}
+		done, err := c.resolve(ctx, c.clock.Now(), t, m)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if done {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "dead-man silence ended by a successful run",
+				slog.String("scope", string(m.Scope)), slog.String("id", m.ID), slog.String("kind", string(m.Kind)))
+		}
+	}
+	return errors.Join(errs...)
 }

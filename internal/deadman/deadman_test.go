@@ -298,6 +298,49 @@ func TestOneAlertPerIncident(t *testing.T) {
 	})
 }
 
+// TestSuccessResolvesAtOnce: a successful run ends the silences it ends
+// right away (Resolve, called when the run is recorded): the resolution
+// notices went out only at the next check, an hour later under serve. A
+// silent sibling's marker is left alone.
+func TestSuccessResolvesAtOnce(t *testing.T) {
+	t.Parallel()
+	forEachFlavour(t, func(t *testing.T, tb *bundle) {
+		tb.sync(t, "s1", "acme")
+		tb.sync(t, "s2", "acme")
+		tb.clk.Advance(25 * time.Hour)
+		tb.check(t)
+		if got := tb.rec.take(); len(got) != 3 {
+			t.Fatalf("first check: %d alerts, want 3 (the workspace, s1, s2)", len(got))
+		}
+		tb.clk.Advance(time.Minute)
+		succeeded := tb.clk.Now()
+		tb.run(t, "s1", store.RunSucceeded, "")
+		if err := tb.checker.Resolve(tb.ctx, "s1", "acme", succeeded); err != nil {
+			t.Fatal(err)
+		}
+		notices := tb.rec.take()
+		if len(notices) != 2 {
+			t.Fatalf("after s1's success: %d notices, want 2 (s1's and the workspace's)", len(notices))
+		}
+		for _, a := range notices {
+			if a.Kind != alert.KindDeadmanResolved || a.SyncID == "s2" || !strings.Contains(a.WhatHappened, "succeeded again at "+ts(succeeded)) {
+				t.Errorf("notice %+v", a)
+			}
+		}
+		if _, ok := tb.marker(t, deadman.ScopeSync, "s2"); !ok {
+			t.Error("s2's silence was ended by s1's success")
+		}
+		// Twice (a recovery records the end again): nothing more.
+		if err := tb.checker.Resolve(tb.ctx, "s1", "acme", succeeded); err != nil || len(tb.rec.take()) != 0 {
+			t.Fatalf("a second Resolve sent notices again (%v)", err)
+		}
+		tb.check(t)
+		if got := tb.rec.take(); len(got) != 0 {
+			t.Fatalf("the next check: %+v, want nothing", got)
+		}
+	})
+}
+
 // TestYoungSkipped: syncs younger than their window and workspaces whose
 // oldest active sync is are skipped, however silent; once old enough they
 // are checked.

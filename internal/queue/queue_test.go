@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/config"
+	"github.com/oncesync/oncesync/internal/deadman"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
@@ -436,5 +439,50 @@ func TestEnqueueResend(t *testing.T) {
 	}
 	if _, err := b.svc.EnqueueResend(b.ctx, "nope"); !errors.Is(err, ErrUnknownSync) {
 		t.Fatalf("unknown sync: %v", err)
+	}
+}
+
+// recorder keeps the alerts it is told.
+type recorder struct {
+	mu  sync.Mutex
+	got []alert.Alert
+}
+
+func (r *recorder) Notify(_ context.Context, a alert.Alert) (alert.Alert, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, a)
+	return a, nil
+}
+
+// TestSuccessEndsTheSilence: a run serve or a worker records as succeeded
+// ends its sync's dead-man silence (and its workspace's) at once, with the
+// resolution notice, not at the next hourly check.
+func TestSuccessEndsTheSilence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := &recorder{}
+	checker, err := deadman.New(deadman.Params{Store: b.st, Markers: b.st, Notifier: rec, Clock: b.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc.deadman = checker
+	since := b.clk.Now().Add(-25 * time.Hour)
+	for _, m := range []store.DeadmanMarker{
+		{Scope: store.DeadmanScopeSync, ID: "a", Workspace: "w", Kind: store.DeadmanNoRuns, Since: since, RaisedAt: since},
+		{Scope: store.DeadmanScopeWorkspace, ID: "w", Workspace: "w", Kind: store.DeadmanNoRuns, Since: since, RaisedAt: since},
+		{Scope: store.DeadmanScopeSync, ID: "b", Workspace: "w", Kind: store.DeadmanNoRuns, Since: since, RaisedAt: since},
+	} {
+		if _, err := b.st.PutDeadmanMarker(b.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.svc.runEnded(b.ctx, store.Run{ID: 7, SyncID: "a", State: store.RunSucceeded, FinishedAt: b.clk.Now()})
+	ms, err := b.st.ListDeadmanMarkers(b.ctx)
+	if err != nil || len(ms) != 1 || ms[0].ID != "b" {
+		t.Fatalf("markers left %+v (%v), want only b's", ms, err)
+	}
+	if len(rec.got) != 2 || rec.got[0].Kind != alert.KindDeadmanResolved {
+		t.Fatalf("notices %+v, want 2 resolution notices", rec.got)
 	}
 }
