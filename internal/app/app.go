@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -377,4 +378,11 @@ func mirrorOf(cfg *config.Config, s *config.Sync) *runner.Mirror {
 	}
 	bound := s.EffectiveMaxRemovals(cfg.Settings)
 	return &runner.Mirror{MaxRemovals: bound.Of, Bound: bound.String()}
+}
+
+// Publisher names who publishes a config's syncs, for their "publish"
+// audit entries: the config file and this process (host and pid).
+func Publisher(configPath string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("config %s (host %s, pid %d)", configPath, host, os.Getpid())
 }

@@ -79,7 +79,9 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 	log := rf.logger(env.Stderr)
 	clk := env.clock()
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
-		Published: func(ctx context.Context, st store.Store) error { return publishNew(ctx, cfg.Syncs, st) }})
+		Published: func(ctx context.Context, st store.Store) error {
+			return publishNew(ctx, cfg.Syncs, st, app.Publisher(cfg.Path))
+		}})
 	if err != nil {
 		return failed(env, err)
 	}
@@ -111,7 +113,7 @@ func deadmanCheck(ctx context.Context, env Env, rf *rootFlags, path string) erro
 // sees a sync that never ran. Syncs it knows are left alone: republishing a
 // changed definition would move its changed_at and hide a silence for a
 // window.
-func publishNew(ctx context.Context, syncs []config.Sync, st store.Store) error {
+func publishNew(ctx context.Context, syncs []config.Sync, st store.Store, by string) error {
 	// One read and one transaction, whatever the number of syncs.
 	known, err := st.ListSyncs(ctx)
 	if err != nil {

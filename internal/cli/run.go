@@ -292,7 +292,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			if err != nil {
 				return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition")
 			}
-			row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def})
+			row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def, By: app.Publisher(cfg.Path)})
 			if err != nil {
 				return failure.Wrap(failure.StoreUnavailable, err, "publish the sync")
 			}

@@ -503,7 +503,7 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 				_, err := st.GetSync(cmd.Context(), args[0])
 				sc, ok := cfg.Sync(args[0])
 				if errors.Is(err, store.ErrNotFound) && ok && to == store.SyncPaused {
-					if err := publishNew(cmd.Context(), []config.Sync{*sc}, st); err != nil {
+					if err := publishNew(cmd.Context(), []config.Sync{*sc}, st, app.Publisher(cfg.Path)); err != nil {
 						return err
 					}
 				}

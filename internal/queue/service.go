@@ -431,7 +431,7 @@ func (s *Service) Publish(ctx context.Context) error {
 		if err != nil {
 			return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the definition of sync %s", sc.ID)
 		}
-		defs[i] = store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def}
+		defs[i] = store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def, By: app.Publisher(s.cfg.Path)}
 	}
 	if !s.scheduler {
 		var err error

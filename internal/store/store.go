@@ -114,6 +114,9 @@ type PutSyncParams struct {
 	ID         string
 	Workspace  string
 	Definition string
+	// By names who published it, for the "publish" audit entry (the
+	// process: "oncesync serve on HOST pid N").
+	By string
 }
 
 // PutSyncsResult counts what PutSyncs did with each definition.
@@ -392,7 +395,9 @@ type Syncs interface {
 	PutSync(ctx context.Context, p PutSyncParams) (Sync, error)
 	// PutSyncs publishes many definitions in one transaction, each exactly
 	// as PutSync would, and writes nothing for the identical ones (a start
-	// with an unchanged config). Ids must be non-empty and unique.
+	// with an unchanged config). Ids must be non-empty and unique; one
+	// publisher publishes a batch, so By is the same in every params (a
+	// store may audit them all with the first's).
 	PutSyncs(ctx context.Context, ps []PutSyncParams) (PutSyncsResult, error)
 	// ListPausedSyncs returns the ids of the paused syncs in id order: one
 	// query for the scheduler's whole tick.

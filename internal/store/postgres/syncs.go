@@ -58,7 +58,7 @@ func (s *Store) PutSync(ctx context.Context, p store.PutSyncParams) (store.Sync,
 		switch {
 		case err == nil:
 			out = created
-			return insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "new sync"})
+			return insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", By: p.By, Why: "new sync"})
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
@@ -72,7 +72,7 @@ func (s *Store) PutSync(ctx context.Context, p store.PutSyncParams) (store.Sync,
 				WHERE id = $4 RETURNING `+syncColumns, p.Workspace, p.Definition, nanos(now), p.ID)); err != nil {
 				return err
 			}
-			return insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "definition changed"})
+			return insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", By: p.By, Why: "definition changed"})
 		case cur.Workspace != p.Workspace:
 			out, err = scanSync(tx.QueryRow(ctx, `UPDATE syncs SET workspace = $1 WHERE id = $2 RETURNING `+syncColumns,
 				p.Workspace, p.ID))
@@ -108,7 +108,7 @@ const (
 		WHERE s.id = p.id AND s.definition = p.definition AND s.workspace <> p.workspace
 		RETURNING s.id`
 	sqlPutSyncsAudit = `INSERT INTO audit (at, sync_id, action, by_who, why)
-		SELECT $1, id, 'publish', '', $3 FROM unnest($2::text[]) AS id`
+		SELECT $1, id, 'publish', $4, $3 FROM unnest($2::text[]) AS id`
 )
 
 // PutSyncs publishes many definitions in one transaction, each as PutSync
@@ -156,7 +156,7 @@ func (s *Store) PutSyncs(ctx context.Context, ps []store.PutSyncParams) (store.P
 				if len(a.ids) == 0 {
 					continue
 				}
-				if _, err := tx.Exec(ctx, sqlPutSyncsAudit, now, a.ids, a.why); err != nil {
+				if _, err := tx.Exec(ctx, sqlPutSyncsAudit, now, a.ids, a.why, chunk[0].By); err != nil {
 					return err
 				}
 			}

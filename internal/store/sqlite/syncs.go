@@ -85,7 +85,7 @@ func putSync(ctx context.Context, tx *sql.Tx, now time.Time, p store.PutSyncPara
 			VALUES (?, ?, ?, 'active', ?, ?)`, p.ID, p.Workspace, p.Definition, nanos(now), nanos(now)); err != nil {
 			return cur, 0, err
 		}
-		return cur, putCreated, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "new sync"})
+		return cur, putCreated, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", By: p.By, Why: "new sync"})
 	case err != nil:
 		return cur, 0, err
 	case cur.Definition != p.Definition:
@@ -93,7 +93,7 @@ func putSync(ctx context.Context, tx *sql.Tx, now time.Time, p store.PutSyncPara
 			p.Workspace, p.Definition, nanos(now), p.ID); err != nil {
 			return cur, 0, err
 		}
-		return cur, putChanged, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", Why: "definition changed"})
+		return cur, putChanged, insertAudit(ctx, tx, store.AuditEntry{At: now, SyncID: p.ID, Action: "publish", By: p.By, Why: "definition changed"})
 	case cur.Workspace != p.Workspace:
 		_, err := tx.ExecContext(ctx, `UPDATE syncs SET workspace = ? WHERE id = ?`, p.Workspace, p.ID)
 		return cur, putWorkspace, err

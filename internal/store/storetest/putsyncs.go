@@ -48,11 +48,16 @@ func testPutSyncs(t *testing.T, open OpenFunc) {
 	equal(t, "syncs after refused batches", len(must(b.st.ListSyncs(ctx))(t)), 0)
 
 	// New syncs, given out of order.
+	const by = "config /etc/oncesync.yaml (host h, pid 1)"
 	res := must(b.st.PutSyncs(ctx, []store.PutSyncParams{
-		{ID: "s3", Workspace: "acme", Definition: `{"v":3}`},
-		{ID: "s1", Workspace: "acme", Definition: `{"v":1}`},
-		{ID: "s2", Workspace: "beta", Definition: `{"v":2}`},
+		{ID: "s3", Workspace: "acme", Definition: `{"v":3}`, By: by},
+		{ID: "s1", Workspace: "acme", Definition: `{"v":1}`, By: by},
+		{ID: "s2", Workspace: "beta", Definition: `{"v":2}`, By: by},
 	}))(t)
+	// Each publish names who published it.
+	for _, e := range must(b.st.ListAudit(ctx, "s2", 0))(t) {
+		equal(t, "s2 publish by", e.By, by)
+	}
 	equal(t, "first batch", res, store.PutSyncsResult{Created: 3})
 	for _, id := range []string{"s1", "s2", "s3"} {
 		got := must(b.st.GetSync(ctx, id))(t)

@@ -141,7 +141,7 @@ func testSyncs(t *testing.T, open OpenFunc) {
 	_, err := b.st.GetSync(ctx, "nope")
 	wantErr(t, err, store.ErrNotFound)
 
-	created := must(b.st.PutSync(ctx, store.PutSyncParams{ID: "s1", Workspace: "acme", Definition: `{"v":1}`}))(t)
+	created := must(b.st.PutSync(ctx, store.PutSyncParams{ID: "s1", Workspace: "acme", Definition: `{"v":1}`, By: "config a.yaml (host h, pid 1)"}))(t)
 	equal(t, "ID", created.ID, "s1")
 	equal(t, "Workspace", created.Workspace, "acme")
 	equal(t, "Definition", created.Definition, `{"v":1}`)
@@ -153,6 +153,7 @@ func testSyncs(t *testing.T, open OpenFunc) {
 		t.Fatalf("GetSync = %+v, want %+v", got, created)
 	}
 	equal(t, "audit after publish", strings.Join(auditActions(t, b, "s1"), ","), "publish")
+	equal(t, "publish by", must(b.st.ListAudit(ctx, "s1", 0))(t)[0].By, "config a.yaml (host h, pid 1)")
 
 	// Identical definition: nothing changes, nothing audited.
 	b.clk.Advance(time.Minute)
