@@ -213,6 +213,8 @@ func requeueDeadLetters(ctx context.Context, w io.Writer, p queue.RequeueParams,
 // requeuedWhat says what re-queueing one entry queued.
 func requeuedWhat(r queue.Requeued, markOnly bool) string {
 	switch {
+	case r.Working != 0:
+		return fmt.Sprintf("run %d of %s, started since, is working; it redoes the work", r.Working, r.DeadLetter.SyncID)
 	case r.Queued && r.Run.Duplicate:
 		return fmt.Sprintf("a run of %s is already queued or working (job %d); it redoes the work", r.DeadLetter.SyncID, r.Run.JobID)
 	case r.Queued:

@@ -48,6 +48,10 @@ type Requeued struct {
 	// `oncesync checkpoint check --wait`, whose caller re-runs itself).
 	Queued bool
 	Run    Enqueued
+	// Working, when not 0, is a run of the sync newer than the parked one
+	// that is still working (a partitioned run whose coordinator job ended
+	// while its partitions work): it redoes the work, so none was queued.
+	Working int64
 }
 
 // RequeueDeadLetter re-queues a parked dead letter (docs/guide.md#the-checkpoint-barrier): the work of a
@@ -79,6 +83,16 @@ func RequeueDeadLetter(ctx context.Context, p RequeueParams) (Requeued, error) {
 				return fmt.Errorf("sync %s: %w", d.SyncID, ErrSyncPaused)
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return fmt.Errorf("read sync %s: %w", d.SyncID, err)
+			}
+			// A run started since the parked one and still working reads
+			// the source anew: it redoes the work. Its coordinator's job may
+			// have ended already (partition jobs carry the run), so the
+			// queue would take another run, which would end skipped.
+			if runs, err := p.Store.ListRuns(ctx, d.SyncID, 1); err != nil {
+				return fmt.Errorf("read the runs of sync %s: %w", d.SyncID, err)
+			} else if len(runs) == 1 && runs[0].State == store.RunRunning && runs[0].ID > d.RunID {
+				out.Queued, out.Working = true, runs[0].ID
+				return nil
 			}
 			if p.Enqueue == nil {
 				return errors.New("no queue to queue a run on")

@@ -85,6 +85,33 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 		t.Fatalf("River's available jobs: %d (%s of %q), want one %s of split", n, kind, syncID, queue.KindRunPartitioned)
 	}
 
+	// A run of split newer than the parked one (3) is working, its
+	// coordinator's job done: re-queueing another entry queues nothing (a
+	// second run would end skipped, already_running), and says which run
+	// redoes the work.
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "split", Workspace: "acme", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	var working store.Run
+	for working.ID <= 3 { // the parked run is 3: this one is newer
+		if working, err = st.InsertRun(ctx, store.InsertRunParams{SyncID: "split", State: store.RunRunning}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first requeue's job done (as a coordinator's ends), none waits.
+	var deleted int
+	if err := pgxQueryRow(t, dbURL, `WITH d AS (DELETE FROM `+pgx.Identifier{schema, "river_job"}.Sanitize()+
+		` RETURNING 1) SELECT count(*) FROM d`, &deleted); err != nil || deleted != 1 {
+		t.Fatalf("clear the queue: %d jobs, %v", deleted, err)
+	}
+	r, err = queue.RequeueDeadLetter(ctx, queue.RequeueParams{DeadLetters: dls, Store: st, Enqueue: svc.Enqueue, ID: park("split"), By: "ada"})
+	if err != nil || !r.Queued || r.Working != working.ID || r.Run.JobID != 0 || !r.DeadLetter.Requeued() {
+		t.Fatalf("RequeueDeadLetter beside a working run = %+v, %v; want run %d named, nothing queued", r, err, working.ID)
+	}
+	if n, _, _ := jobs(); n != 0 {
+		t.Fatalf("%d available jobs, want none (the working run redoes the work)", n)
+	}
+
 	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "held", Workspace: "acme", Definition: "{}"}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +125,7 @@ func TestRequeueDeadLetterPostgres(t *testing.T) {
 	if d, err := dls.GetDeadLetter(ctx, held); err != nil || d.Requeued() {
 		t.Fatalf("the paused sync's entry: %+v, %v; want still parked", d, err)
 	}
-	if n, _, _ := jobs(); n != 1 {
-		t.Fatalf("%d available jobs, want still 1", n)
+	if n, _, _ := jobs(); n != 0 {
+		t.Fatalf("%d available jobs, want still none", n)
 	}
 }
