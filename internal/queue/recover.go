@@ -369,7 +369,7 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		if cur.State != store.RunRunning {
 			continue
 		}
-		parts, err := s.partitionOutcomes(ctx, r.SyncID, r.ID, n, own)
+		parts, err := s.partitionOutcomes(ctx, r.SyncID, cur, n, own)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recovery: partitions of run %d: %w", r.ID, err))
 			continue
@@ -425,11 +425,13 @@ type partitionOutcome struct {
 	code string
 }
 
-// partitionOutcomes reads how each of the n partitions of run runID ended:
-// succeeded when the partition's newest run is a success started after
-// runID (as completeIfDone decides), else with its job's final state (from
+// partitionOutcomes reads how each of the n partitions of the coordinated
+// run coord ended: succeeded when the partition's newest run is a success
+// started after coord (as completeIfDone decides) or one by hand that held
+// the partition when coord began and ended after, else with its job's final state (from
 // own, the run's finished partition jobs) and its last failure code.
-func (s *Service) partitionOutcomes(ctx context.Context, syncID string, runID int64, n int, own []*rivertype.JobRow) ([]partitionOutcome, error) {
+func (s *Service) partitionOutcomes(ctx context.Context, syncID string, coord store.Run, n int, own []*rivertype.JobRow) ([]partitionOutcome, error) {
+	runID := coord.ID
 	out := make([]partitionOutcome, n)
 	for i := range out {
 		out[i].k = i + 1
@@ -445,7 +447,15 @@ func (s *Service) partitionOutcomes(ctx context.Context, syncID string, runID in
 			return nil, err
 		}
 		last, ok := partition.Newest(runs)
-		if !ok || last.ID < runID {
+		if !ok {
+			continue
+		}
+		if last.ID < runID {
+			// A run by hand that held the partition when the run began
+			// (its job met the lease and was skipped) and succeeded since
+			// covers it (docs/guide.md#commands); its figures are its own
+			// run's.
+			out[i].succeeded = last.State == store.RunSucceeded && !last.FinishedAt.Before(coord.StartedAt)
 			continue
 		}
 		out[i].counters = last.Counters

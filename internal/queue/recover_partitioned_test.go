@@ -379,3 +379,34 @@ func TestRecoverLeavesARunWhosePartitionIsHeld(t *testing.T) {
 		t.Fatalf("run of c: %+v, want %s", r, failure.PartitionsUnfinished)
 	}
 }
+
+// TestRecoverCountsARunByHandThatHeldAPartition: `oncesync run` of the sync
+// held partition 1 when a scheduled run began, so that run's partition 1
+// job met the lease and was skipped; the run by hand's partition run then
+// succeeded. The sweep closes the scheduled run succeeded, as the guide
+// says (it was closed partitions_unfinished: "job ended without a
+// successful run").
+func TestRecoverCountsARunByHandThatHeldAPartition(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinated(t, "sqlite://./oncesync.db")
+	byHand := b.insertRun(t, partition.SyncID("c", 1), store.RunRunning)
+	b.clk.Advance(time.Second)
+	c := b.insertRun(t, "c", store.RunRunning)
+	b.setJob(t, b.partJob(t, "c", c.ID, 1, 2), rivertype.JobStateCompleted, 1)
+	b.partitionRun(t, "c", 1, store.RunSkipped, failure.AlreadyRunning, 0)
+	b.setJob(t, b.partJob(t, "c", c.ID, 2, 2), rivertype.JobStateCompleted, 1)
+	b.partitionRun(t, "c", 2, store.RunSucceeded, "", 3)
+	b.clk.Advance(time.Second)
+	byHand.State, byHand.FinishedAt, byHand.Written = store.RunSucceeded, b.clk.Now(), 5
+	if err := b.st.UpdateRun(b.ctx, byHand); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(b.ttl + time.Second)
+	got := b.recover(t)
+	if !slices.Equal(got.Completed, []int64{c.ID}) {
+		t.Fatalf("Recover = %+v, want run %d of c completed", got, c.ID)
+	}
+	if r := b.run(t, c.ID); r.State != store.RunSucceeded || r.Written != 3 {
+		t.Fatalf("run of c: %+v, want succeeded with its own partition's 3 written", r)
+	}
+}
