@@ -403,9 +403,12 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			}
 			w.anyActive = true
 			w.window = max(w.window, c.windowFor(a.SyncID))
+			// Only active syncs are the workspace's: a paused one is judged
+			// alone (the breaker's) or not at all (a person's), and its
+			// failed runs made an idle workspace read runs_without_success.
+			w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
+			w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
 		}
-		w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
-		w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
 	}
 	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
 

@@ -574,6 +574,31 @@ func TestBreakerPausedSyncsAreChecked(t *testing.T) {
 	})
 }
 
+// TestWorkspaceKindLeavesPausedSyncsOut: a workspace whose only active sync
+// never ran is no_runs (the operator's: a scheduler or worker), whatever a
+// breaker-paused sibling's failed runs say; that sibling is judged alone.
+// The workspace was told runs_without_success, owner you.
+func TestWorkspaceKindLeavesPausedSyncsOut(t *testing.T) {
+	t.Parallel()
+	forEachFlavour(t, func(t *testing.T, tb *bundle) {
+		tb.sync(t, "tripped", "w12")
+		tb.sync(t, "idle", "w12")
+		tb.clk.Advance(25 * time.Hour)
+		tb.run(t, "tripped", store.RunFailed, string(failure.SourceUnavailable))
+		if _, err := tb.st.SetSyncState(tb.ctx, store.SetSyncStateParams{ID: "tripped", State: store.SyncPaused, Reason: "breaker", By: "oncesync", Why: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		tb.clk.Advance(time.Minute)
+		rep := tb.check(t)
+		if v := tb.verdict(t, rep, deadman.ScopeWorkspace, "w12"); v.Status != deadman.StatusSilent || v.Kind != deadman.KindNoRuns {
+			t.Fatalf("workspace verdict %+v, want silent, no_runs", v)
+		}
+		if v := tb.verdict(t, rep, deadman.ScopeSync, "tripped"); v.Kind != deadman.KindRunsWithoutSuccess {
+			t.Fatalf("tripped sync's verdict %+v, want runs_without_success", v)
+		}
+	})
+}
+
 // TestEvaluateChangesNothing: Evaluate reports the silence without alerting
 // or marking; after a Check it shows the marker.
 func TestEvaluateChangesNothing(t *testing.T) {
