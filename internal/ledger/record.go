@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
@@ -90,4 +91,47 @@ var RecordCSVHeader = []string{"identity", "state", "reason", "run", "at", "atte
 // CSVRow is r in RecordCSVHeader's order.
 func (r Record) CSVRow() []string {
 	return []string{r.Identity, r.State, r.Reason, strconv.FormatInt(r.RunID, 10), r.At.Format(time.RFC3339), strconv.Itoa(r.Attempts), r.Key}
+}
+
+// RetryClaimResult is the Result a run claims a rejected record's key with
+// when it sends it again: the refusal's own form (RejectedResult), so that
+// while the claim is pending (the page on the wire, or its run dead before
+// recording the answer) the record is still listed as refused
+// (ListRefused), not gone from every list until the next run.
+func RetryClaimResult(slot, identity string) string { return RejectedResult(slot, identity) }
+
+// RetryingReason is the reason of a refused record a run is sending again.
+func RetryingReason(runID int64) string {
+	return "refused before; run " + strconv.FormatInt(runID, 10) + " is sending it again (its answer is not recorded yet)"
+}
+
+// Lister is the part of the store ListRefused reads.
+type Lister interface {
+	LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error)
+}
+
+// ListRefused lists syncID's refused records: its rejected entries, then
+// the pending ones a run claimed to send a refused record again
+// (RetryClaimResult), shown rejected with RetryingReason, at most limit of
+// each (0: all). Every list and count of rejected records reads it, so a
+// record a person must look at stays listed while it is retried.
+func ListRefused(ctx context.Context, st Lister, syncID string, limit int) ([]store.LedgerEntry, error) {
+	out, err := st.LedgerList(ctx, syncID, store.LedgerRejected, limit)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := st.LedgerList(ctx, syncID, store.LedgerPending, 0)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, e := range pending {
+		if !strings.HasPrefix(e.Result, "r1.") || (limit > 0 && n == limit) {
+			continue
+		}
+		e.State, e.Message = store.LedgerRejected, RetryingReason(e.RunID)
+		out = append(out, e)
+		n++
+	}
+	return out, nil
 }

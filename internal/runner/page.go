@@ -338,6 +338,10 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	results := make([]string, len(c.send))
 	for i, it := range c.send {
 		claimKeys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
+		if it.refusedBefore {
+			// Listed as refused until its answer is recorded (ledger.ListRefused).
+			results[i] = ledger.RetryClaimResult(it.slot, it.id)
+		}
 	}
 	reg = trace.StartRegion(ctx, "ledger.claim")
 	err = r.Store.LedgerClaim(ctx, store.LedgerClaimParams{

@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/oncesync/oncesync/internal/destination"
+	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/store"
+)
+
+// TestRefusedRecordsStayListedWhileRetried: a run sending refused records
+// again claims them pending; while they are on the wire (or after that run
+// died before recording the answer) they are still listed as refused, by
+// identity, with a reason saying they are being sent again. They vanished
+// from every list and count until the run's answer was recorded, and until
+// the next run if that one died.
+func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 20, destination.CapVerify)
+	refused := map[string]bool{"c00003@example.com": true, "c00007@example.com": true}
+	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
+	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 2 {
+		t.Fatalf("first run: %+v, %v; want 2 rejected", r, err)
+	}
+	listed := func() map[string]string {
+		t.Helper()
+		es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, e := range es {
+			r := ledger.RecordOf(e)
+			if r.State != ledger.RecordRejected {
+				t.Errorf("listed %+v, want rejected", r)
+			}
+			out[r.Identity] = r.Reason
+		}
+		return out
+	}
+	if got := listed(); len(got) != 2 || got["3"] == "" || got["7"] == "" {
+		t.Fatalf("after the first run: %v, want 3 and 7", got)
+	}
+	// The next run sends them again; while they are on the wire they are
+	// listed, being sent again.
+	var during map[string]string
+	tb.dest.onWrite = func([]destination.Record) func() {
+		if during == nil {
+			during = listed()
+		}
+		return func() {}
+	}
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil && r.Rejected != 2 {
+		t.Fatalf("second run: %+v, %v", r, err)
+	}
+	if len(during) != 2 || !strings.Contains(during["3"], "is sending it again") || !strings.Contains(during["7"], "is sending it again") {
+		t.Fatalf("while retried: %v, want 3 and 7 listed as being sent again", during)
+	}
+	// Refused again: listed with the destination's message, and no pending
+	// entry is left to list twice.
+	after := listed()
+	if len(after) != 2 || strings.Contains(after["3"], "sending it again") {
+		t.Fatalf("after the second run: %v", after)
+	}
+	if p, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(p) != 0 {
+		t.Fatalf("pending entries left: %d (%v)", len(p), err)
+	}
+}
