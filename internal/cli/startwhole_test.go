@@ -12,24 +12,8 @@ import (
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/store/storetest"
 )
-
-// cancelOnInsert is a real store whose InsertRun cancels the command's
-// context once the row is written, as a SIGTERM can while the statement is
-// on the wire: the row is committed, the caller told "canceled".
-type cancelOnInsert struct {
-	store.Store
-	cancel context.CancelFunc
-}
-
-func (c cancelOnInsert) InsertRun(ctx context.Context, p store.InsertRunParams) (store.Run, error) {
-	r, err := c.Store.InsertRun(ctx, p)
-	c.cancel()
-	if ctx.Err() != nil {
-		return store.Run{}, ctx.Err()
-	}
-	return r, err
-}
 
 // TestWholeRunStoppedWhileRecordedIsNotLeftRunning: a partitioned sync's
 // run by hand stopped while its row is written ends recorded interrupted,
@@ -48,7 +32,7 @@ func TestWholeRunStoppedWhileRecordedIsNotLeftRunning(t *testing.T) {
 	defer cancel()
 	cfg := &config.Config{}
 	cfg.Settings.LeaseTTL = 30 * time.Second
-	_, _, err = startWhole(ctx, cancelOnInsert{Store: st, cancel: cancel}, &lease.SQL{Store: st}, cfg, &config.Sync{ID: "crm"}, clock.Real{})
+	_, _, err = startWhole(ctx, storetest.CancelOnInsert{Store: st, Cancel: cancel}, &lease.SQL{Store: st}, cfg, &config.Sync{ID: "crm"}, clock.Real{})
 	if failure.CodeOf(err) != failure.Interrupted {
 		t.Fatalf("startWhole = %v, want interrupted", err)
 	}

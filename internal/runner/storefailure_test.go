@@ -10,6 +10,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/store/storetest"
 )
 
 // TestStoreFailureDiskFull: a full disk is store_unavailable (retried like
@@ -37,23 +38,6 @@ func TestStoreFailureDiskFull(t *testing.T) {
 	}
 }
 
-// cancelOnInsert is a real store whose InsertRun cancels the run's context
-// once the row is written, as a SIGTERM's drain deadline can while the
-// statement is on the wire: the row is committed, the caller told "canceled".
-type cancelOnInsert struct {
-	store.Store
-	cancel context.CancelFunc
-}
-
-func (c cancelOnInsert) InsertRun(ctx context.Context, p store.InsertRunParams) (store.Run, error) {
-	r, err := c.Store.InsertRun(ctx, p)
-	c.cancel()
-	if ctx.Err() != nil {
-		return store.Run{}, ctx.Err()
-	}
-	return r, err
-}
-
 // TestRunStoppedWhileRecordedIsNotLeftRunning: a run stopped while its row
 // is being written ends recorded, not running with no process behind it.
 func TestRunStoppedWhileRecordedIsNotLeftRunning(t *testing.T) {
@@ -62,7 +46,7 @@ func TestRunStoppedWhileRecordedIsNotLeftRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := tb.params(t, "")
-	p.Store = cancelOnInsert{Store: tb.store, cancel: cancel}
+	p.Store = storetest.CancelOnInsert{Store: tb.store, Cancel: cancel}
 	_, err := Run(ctx, p)
 	if got := failure.CodeOf(err); got != failure.Interrupted {
 		t.Fatalf("code %s (%v), want interrupted", got, err)
