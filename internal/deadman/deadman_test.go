@@ -3,6 +3,7 @@ package deadman_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -595,6 +596,34 @@ func TestWorkspaceKindLeavesPausedSyncsOut(t *testing.T) {
 		}
 		if v := tb.verdict(t, rep, deadman.ScopeSync, "tripped"); v.Kind != deadman.KindRunsWithoutSuccess {
 			t.Fatalf("tripped sync's verdict %+v, want runs_without_success", v)
+		}
+	})
+}
+
+// TestHungRunIsToldAsSuch: a sync whose latest run started long ago and
+// never ended is silent (no run recorded in the window), and the alert
+// says that run hangs, not only that schedulers and workers may be down.
+func TestHungRunIsToldAsSuch(t *testing.T) {
+	t.Parallel()
+	forEachFlavour(t, func(t *testing.T, tb *bundle) {
+		tb.sync(t, "s1", "acme")
+		tb.clk.Advance(time.Hour)
+		hung := tb.run(t, "s1", store.RunRunning, "")
+		tb.clk.Advance(25 * time.Hour)
+		tb.check(t)
+		var found bool
+		for _, a := range tb.rec.take() {
+			if a.SyncID != "s1" {
+				continue
+			}
+			found = true
+			if a.Kind != alert.KindDeadmanNoRuns || !strings.Contains(a.WhatHappened, fmt.Sprintf("the latest run (#%d) started at", hung.ID)) ||
+				!strings.Contains(a.WhatHappened, "has not ended: it may hang") {
+				t.Errorf("alert %q (%s), want the hung run named", a.WhatHappened, a.Kind)
+			}
+		}
+		if !found {
+			t.Fatal("no alert for s1")
 		}
 	})
 }

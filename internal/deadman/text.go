@@ -7,6 +7,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 // Alert texts: what happened (which silence, since when), the next step, the
@@ -44,9 +45,15 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 	var next string
 	switch {
 	case v.Kind == KindNoRuns:
-		if t.lastRunAt.IsZero() {
+		switch {
+		case t.lastRunAt.IsZero():
 			clauses = append(clauses, "no run was ever recorded")
-		} else {
+		case t.last != nil && t.last.LastRunState == store.RunRunning:
+			// Not a scheduler at fault: a run that never ends (a destination
+			// that never answers, a worker stuck or frozen).
+			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) started at %s and has not ended: it may hang "+
+				"(a destination that never answers, a worker stuck or frozen)", t.last.LastRunID, fmtTime(t.lastRunAt)))
+		default:
 			clauses = append(clauses, "the latest run was recorded at "+fmtTime(t.lastRunAt))
 		}
 		id := t.id
