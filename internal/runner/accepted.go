@@ -64,22 +64,31 @@ type acceptedBatch struct {
 // changed since is not taken as up to date while an older value of it may
 // still land (docs/guide.md#what-a-run-does).
 func (r *run) loadOutstanding(ctx context.Context) error {
-	r.outstanding = map[string][]store.LedgerEntry{}
+	var err error
+	r.outstanding, err = outstanding(ctx, r.Store, r.Sync.ID, r.lease.Fence())
+	return err
+}
+
+// outstanding is syncID's entries in flight (pending, accepted) under a
+// fence below fence, by the tag of the slot each names: what loadOutstanding
+// keeps for a run, and what a dry run (fence: any) counts as settling.
+func outstanding(ctx context.Context, st store.Ledger, syncID string, fence int64) (map[string][]store.LedgerEntry, error) {
+	out := map[string][]store.LedgerEntry{}
 	for _, state := range []store.LedgerState{store.LedgerPending, store.LedgerAccepted} {
-		es, err := r.Store.LedgerList(ctx, r.Sync.ID, state, 0)
+		es, err := st.LedgerList(ctx, syncID, state, 0)
 		if err != nil {
-			return storeFailure(ctx, err, "list the ledger's entries in flight")
+			return nil, storeFailure(ctx, err, "list the ledger's entries in flight")
 		}
 		for _, e := range es {
-			if e.Fence >= r.lease.Fence() {
+			if e.Fence >= fence {
 				continue
 			}
 			if tag, _, ok := ledger.EntryTag(e.Result); ok {
-				r.outstanding[tag] = append(r.outstanding[tag], e)
+				out[tag] = append(out[tag], e)
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // hasOutstanding reports whether an earlier run left an entry of slot in

@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,17 +185,9 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	// Slots an earlier run left a write or a removal of in flight (a run
 	// killed on the wire): a run learns their outcome before anything else,
 	// so an unchanged record of one is settling, not unchanged.
-	inFlight := map[string]bool{}
-	for _, state := range []store.LedgerState{store.LedgerPending, store.LedgerAccepted} { // as loadOutstanding
-		es, err := p.Store.LedgerList(ctx, p.Sync.ID, state, 0)
-		if err != nil {
-			return out, storeFailure(ctx, err, "list the ledger's entries in flight")
-		}
-		for _, e := range es {
-			if tag, _, ok := ledger.EntryTag(e.Result); ok {
-				inFlight[tag] = true
-			}
-		}
+	inFlight, err := outstanding(ctx, p.Store, p.Sync.ID, math.MaxInt64)
+	if err != nil {
+		return out, err
 	}
 	var seen *mirrorSeen
 	var moves map[string]string // slot key: the handle a run would write the row under
@@ -233,7 +226,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
 				if ok && !p.Resend && st.Hash == ledger.ShortHash(it.hash) {
-					if inFlight[ledger.SlotTag(it.slot)] {
+					if len(inFlight[ledger.SlotTag(it.slot)]) > 0 {
 						out.Settling++
 						out.SettlingSample = sample(out.SettlingSample, p.Sample, it)
 					} else {
