@@ -106,14 +106,7 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 	out := []ledger.Record{}
 	for _, state := range states {
 		for _, id := range ids {
-			var es []store.LedgerEntry
-			var err error
-			if state == store.LedgerRejected {
-				// With the refused records a run is sending again.
-				es, err = ledger.ListRefused(ctx, st, id, f.limit)
-			} else {
-				es, err = st.LedgerList(ctx, id, state, f.limit)
-			}
+			es, err := ledger.List(ctx, st, id, state, f.limit)
 			if err != nil {
 				return nil, err
 			}

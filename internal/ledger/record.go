@@ -110,6 +110,16 @@ type Lister interface {
 	LedgerList(ctx context.Context, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error)
 }
 
+// List is st's entries of syncID in state, at most limit (0: all), the
+// refused records a run is sending again counted as rejected (ListRefused):
+// what every list and count of the records a person must look at reads.
+func List(ctx context.Context, st Lister, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
+	if state == store.LedgerRejected {
+		return ListRefused(ctx, st, syncID, limit)
+	}
+	return st.LedgerList(ctx, syncID, state, limit)
+}
+
 // ListRefused lists syncID's refused records: its rejected entries, then
 // the pending ones a run claimed to send a refused record again
 // (RetryClaimResult), shown rejected with RetryingReason, at most limit of

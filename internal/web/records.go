@@ -100,7 +100,7 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		}
 		var es []store.LedgerEntry
 		for _, lid := range ledgerIDs(sy) { // a partitioned sync's entries are its partitions'
-			part, err := listState(ctx, s.p.Store, lid, st, recordsMax)
+			part, err := ledger.List(ctx, s.p.Store, lid, st, recordsMax)
 			if err != nil {
 				return RecordList{}, fmt.Errorf("ledger list: %w", err)
 			}
@@ -221,13 +221,4 @@ func spreadsheetText(v string) string {
 		return "'" + v
 	}
 	return v
-}
-
-// listState is the store's entries of syncID in state, refused records a
-// run is sending again counted as rejected (ledger.ListRefused).
-func listState(ctx context.Context, st ledger.Lister, syncID string, state store.LedgerState, limit int) ([]store.LedgerEntry, error) {
-	if state == store.LedgerRejected {
-		return ledger.ListRefused(ctx, st, syncID, limit)
-	}
-	return st.LedgerList(ctx, syncID, state, limit)
 }

@@ -426,7 +426,7 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 		n     *int
 	}{{store.LedgerRejected, &d.Ledger.Rejected}, {store.LedgerInDoubt, &d.Ledger.InDoubt}} {
 		for _, lid := range ledgerIDs(sy) {
-			es, err := listState(ctx, s.p.Store, lid, f.state, ledgerCountCap)
+			es, err := ledger.List(ctx, s.p.Store, lid, f.state, ledgerCountCap)
 			if err != nil {
 				return SyncDetail{}, fmt.Errorf("ledger list: %w", err)
 			}
@@ -483,7 +483,7 @@ func (s *Server) runDetail(ctx context.Context, id int64) (RunDetail, error) {
 		list  *[]LedgerView
 		total *int
 	}{{store.LedgerRejected, &d.Rejected, &d.RejectedTotal}, {store.LedgerInDoubt, &d.InDoubt, &d.InDoubtTotal}} {
-		es, err := listState(ctx, s.p.Store, r.SyncID, f.state, 0)
+		es, err := ledger.List(ctx, s.p.Store, r.SyncID, f.state, 0)
 		if err != nil {
 			return RunDetail{}, fmt.Errorf("ledger list: %w", err)
 		}
