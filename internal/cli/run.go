@@ -224,7 +224,7 @@ func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
 // removalText says what a mirror run would remove (docs/guide.md#write-modes).
 func removalText(pv runner.Preview) string {
 	if pv.Unremovable > 0 && pv.From == "" {
-		return removalCount(pv) + fmt.Sprintf("; %d more whose source rows are gone cannot be removed: delivered before the sync became a mirror, the ledger kept no handle to remove them by (remove them at the destination by hand)", pv.Unremovable)
+		return removalCount(pv) + "; " + runner.Unremovable(pv.Unremovable)
 	}
 	return removalCount(pv)
 }

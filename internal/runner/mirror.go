@@ -371,8 +371,14 @@ func mirrorDetail(removed, unhandled int64) string {
 		parts = append(parts, fmt.Sprintf("removed %d record(s) whose source rows are gone", removed))
 	}
 	if unhandled > 0 {
-		parts = append(parts, fmt.Sprintf("%d record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, "+
-			"the ledger kept no handle to remove them by (remove them at the destination by hand)", unhandled))
+		parts = append(parts, Unremovable(unhandled))
 	}
 	return "mirror: " + strings.Join(parts, "; ")
+}
+
+// Unremovable says that n delivered records whose rows are gone cannot be
+// removed (goneSlots' unhandled): a run's detail and a dry run say it alike.
+func Unremovable(n int64) string {
+	return fmt.Sprintf("%d record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, "+
+		"the ledger kept no handle to remove them by (remove them at the destination by hand)", n)
 }
