@@ -15,26 +15,20 @@ import (
 // background and never change the run's outcome; runs of a partition
 // (partition.SyncID) are no configured sync's and send none.
 func (s *Service) runEnded(ctx context.Context, run store.Run) {
-	if run.ID == 0 {
+	sc, ok := s.cfg.Sync(run.SyncID)
+	if run.ID == 0 || !ok {
 		return
 	}
 	if run.State == store.RunSucceeded && s.deadman != nil {
 		// The silences this success ends get their resolution notices now,
 		// not at the next hourly check.
-		if sc, ok := s.cfg.Sync(run.SyncID); ok {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if err := s.deadman.Resolve(rctx, sc.ID, sc.Workspace, run.FinishedAt); err != nil {
-				s.log.Warn("could not end the sync's dead-man silence; the next check does", "sync", sc.ID, "err", err)
-			}
-			cancel()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := s.deadman.Resolve(rctx, sc.ID, sc.Workspace, run.FinishedAt); err != nil {
+			s.log.Warn("could not end the sync's dead-man silence; the next check does", "sync", sc.ID, "err", err)
 		}
+		cancel()
 	}
-	if s.heartbeats == nil {
-		return
+	if s.heartbeats != nil && sc.HeartbeatURL != "" {
+		s.heartbeats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 	}
-	sc, ok := s.cfg.Sync(run.SyncID)
-	if !ok || sc.HeartbeatURL == "" {
-		return
-	}
-	s.heartbeats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 }
