@@ -22,7 +22,10 @@ import (
 // went on writing to their end.
 func TestPauseStopsRunsInFlight(t *testing.T) {
 	t.Parallel()
-	const records = 1200
+	// 150 pages of 100 ms: the flat sync's run must outlast the partitioned
+	// sync's start, which took 6 s under a CI clone's load (2026-12-06: the
+	// flat run had written its 60 pages of 1,200 rows by then and succeeded).
+	const records = 3000
 	dbURL := testDatabaseURL(t)
 	redisURL := testRedisURL(t)
 	storeURL, _ := newSchema(t, dbURL)
