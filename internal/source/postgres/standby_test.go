@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/source/postgres"
@@ -142,18 +143,16 @@ func waitReplayed(t *testing.T, p pair) {
 		t.Fatal(err)
 	}
 	defer pc.Close(ctx)
-	sc, err := pgx.Connect(ctx, p.standby)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close(ctx)
 	var lsn string
 	if err := pc.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		var done bool
-		if err := sc.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done); err != nil {
+		done, err := replayedOn(ctx, p.standby, lsn)
+		var pgErr *pgconn.PgError
+		// A standby replaying a VACUUM cancels even a new session's reads
+		// of the catalogs (SQLSTATE 40001, at connect): ask again.
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "40001") {
 			t.Fatal(err)
 		}
 		if done {
@@ -165,6 +164,18 @@ func waitReplayed(t *testing.T, p pair) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// replayedOn reports whether the standby at dsn has replayed up to lsn.
+func replayedOn(ctx context.Context, dsn, lsn string) (bool, error) {
+	sc, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return false, err
+	}
+	defer sc.Close(ctx)
+	var done bool
+	err = sc.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn", lsn).Scan(&done)
+	return done, err
 }
 
 // TestStandbyReplayPaused: a source DSN that names a hot standby whose WAL
