@@ -374,12 +374,17 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 			errs = append(errs, fmt.Errorf("recovery: partitions of run %d: %w", r.ID, err))
 			continue
 		}
-		// The run's figures are its partitions' (what the failed ones
-		// wrote before failing included).
+		// The run's figures are its partitions' runs' since it began
+		// (failed attempts included), as when a partition closes it.
+		total, err := partition.Sum(ctx, s.st, r.SyncID, cur.ID, n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recovery: figures of run %d: %w", r.ID, err))
+			continue
+		}
+		cur.Counters = total
 		done := true
 		for _, p := range parts {
 			done = done && p.succeeded
-			cur.Counters.Add(p.counters)
 		}
 		if done {
 			s.finishCoordinated(ctx, cur, store.RunSucceeded, nil)
@@ -413,9 +418,6 @@ func partitionArgs(j *rivertype.JobRow) (RunPartitionArgs, bool) {
 type partitionOutcome struct {
 	k         int
 	succeeded bool
-	// counters are the figures of the partition's newest run after the
-	// run began (zero when it has none).
-	counters store.Counters
 	// job is the state of the run's newest job of the partition ("" when
 	// it has none in the queue), attempts its attempts.
 	job      rivertype.JobState
@@ -454,11 +456,10 @@ func (s *Service) partitionOutcomes(ctx context.Context, syncID string, coord st
 			// A run by hand that held the partition when the run began
 			// (its job met the lease and was skipped) and succeeded since
 			// covers it (docs/guide.md#commands); its figures are its own
-			// run's.
+			// run's, not the coordinated run's.
 			out[i].succeeded = last.State == store.RunSucceeded && !last.FinishedAt.Before(coord.StartedAt)
 			continue
 		}
-		out[i].counters = last.Counters
 		switch last.State {
 		case store.RunSucceeded:
 			out[i].succeeded = true

@@ -238,6 +238,9 @@ func testRecoverClosesAbandonedPartitionedRun(t *testing.T, b *coordBundle) {
 	b.setJob(t, done, rivertype.JobStateCompleted, 1)
 	b.partitionRun(t, "p", 1, store.RunSucceeded, "", 10)
 	b.setJob(t, discarded, rivertype.JobStateDiscarded, MaxAttempts)
+	// Its first attempt wrote 4 records before failing, its last none:
+	// the run's figures count both, as a partition closing it would.
+	b.partitionRun(t, "p", 2, store.RunFailed, failure.DestinationUnavailable, 4)
 	b.partitionRun(t, "p", 2, store.RunFailed, failure.DestinationUnavailable, 0)
 
 	// q: both of its own partition jobs were cancelled, but an earlier
@@ -303,8 +306,8 @@ func testRecoverClosesAbandonedPartitionedRun(t *testing.T, b *coordBundle) {
 		t.Fatalf("Recover = %+v, want only run %d of p closed", got, p.ID)
 	}
 	r := b.run(t, p.ID)
-	if r.State != store.RunFailed || r.FailureCode != string(failure.PartitionsUnfinished) || !r.FinishedAt.Equal(b.clk.Now()) || r.Written != 10 {
-		t.Fatalf("run of p: %+v, want failed %s at %s with partition 1's 10 writes", r, failure.PartitionsUnfinished, b.clk.Now())
+	if r.State != store.RunFailed || r.FailureCode != string(failure.PartitionsUnfinished) || !r.FinishedAt.Equal(b.clk.Now()) || r.Written != 14 {
+		t.Fatalf("run of p: %+v, want failed %s at %s with partitions 1's and 2's 14 writes", r, failure.PartitionsUnfinished, b.clk.Now())
 	}
 	for _, want := range []string{
 		"1 of 4 partitions succeeded",
