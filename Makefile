@@ -9,6 +9,11 @@ SERVICES  := bash scripts/test-services.sh
 FUZZTIME  ?= 10s
 TEST_FUZZTIME ?= 5s
 TESTFLAGS ?=
+# Packages tested at once: one more than the cores, because the largest
+# packages (internal/e2e, cmd/oncesync-chaos, internal/queue) spend much of
+# their time waiting on processes they killed and leases expiring; with
+# -p 2 a 2-core machine sat half idle for six minutes (docs/PERFORMANCE.md#the-test-suites-time-2026-12-06).
+TESTP     ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 CHAOS_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -21,7 +26,7 @@ help: ## List targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
 	@echo
-	@echo 'Variables: FUZZTIME (fuzz, default 10s), TEST_FUZZTIME (fuzzing in test, default 5s; 0 skips), TESTFLAGS (extra go test flags), CHAOS_ARGS (chaos).'
+	@echo 'Variables: FUZZTIME (fuzz, default 10s), TEST_FUZZTIME (fuzzing in test, default 5s; 0 skips), TESTFLAGS (extra go test flags), TESTP (packages at once, default cores + 1), CHAOS_ARGS (chaos).'
 
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 
@@ -34,7 +39,7 @@ vet: ## go vet ./...
 test: ## Build, vet, run all tests with -race against PostgreSQL + Redis, then fuzz each target TEST_FUZZTIME
 	$(GO) build ./...
 	$(GO) vet ./...
-	$(SERVICES) run -- $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...
+	$(SERVICES) run -- $(GO) test -race -count=1 -timeout 15m -p $(TESTP) $(TESTFLAGS) ./...
 	@if [ "$(TEST_FUZZTIME)" != 0 ]; then FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) bash scripts/fuzz-ci.sh; fi
 
 lint: ## gofmt -l, go vet, staticcheck (only if installed)
