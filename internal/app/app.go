@@ -308,6 +308,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),
 			AllowRewriteAfterRetention: s.AllowRewriteAfterRetention,
 			Mirror:                     mirrorOf(cfg, s),
+			Skip:                       skipOf(s),
 			DestinationPayload:         config.DestinationPayload(s.Destination),
 			DestinationAddress:         config.DestinationAddress(s.Destination),
 			Account:                    s.Destination.Account,
@@ -378,6 +379,18 @@ func mirrorOf(cfg *config.Config, s *config.Sync) *runner.Mirror {
 	}
 	bound := s.EffectiveMaxRemovals(cfg.Settings)
 	return &runner.Mirror{MaxRemovals: bound.Of, Bound: bound.String()}
+}
+
+// skipOf is the reason s's write mode leaves records as the destination
+// has them (runner.Sync.Skip).
+func skipOf(s *config.Sync) string {
+	switch s.Destination.EffectiveWriteMode() {
+	case config.WriteCreate:
+		return destination.SkipExists
+	case config.WriteUpdate:
+		return destination.SkipNotFound
+	}
+	return ""
 }
 
 // Publisher names who publishes a config's syncs, for their "publish"

@@ -137,6 +137,12 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		}
 		fmt.Fprintf(w, "  update     %d  %s%s\n", pv.Updates, updated, sampleText(pv.UpdateSample, pv.Updates))
 		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
+		switch sc.Destination.EffectiveWriteMode() {
+		case config.WriteCreate:
+			fmt.Fprintf(w, "  (write_mode create: of the records above, those the destination already holds are left as they are and counted as written; a dry run does not ask which)\n")
+		case config.WriteUpdate:
+			fmt.Fprintf(w, "  (write_mode update: of the records above, those the destination does not hold are not created and are counted as written; a dry run does not ask which)\n")
+		}
 		if pv.Settling > 0 {
 			fmt.Fprintf(w, "  settling   %d  sent by an earlier run, outcome not known yet (an import still processing, a write in doubt): settled before anything is sent again%s\n",
 				pv.Settling, sampleText(pv.SettlingSample, pv.Settling))

@@ -355,3 +355,69 @@ func TestBrevoMirrorKilledMidRemoval(t *testing.T) {
 		t.Errorf("%d removals reached Brevo, want 10 (each gone row's once)", n)
 	}
 }
+
+// TestBrevoWriteModeSwitchedBack: a record write_mode create or update
+// leaves as the destination has it is recorded as delivered; when the sync
+// goes back to upsert, those records must be written (on 97d6e75 the run
+// said "unchanged" and the destination kept the old values for good, and
+// never got the contacts update mode had skipped).
+func TestBrevoWriteModeSwitchedBack(t *testing.T) {
+	t.Parallel()
+	const settings = "{lease_ttl: 30s, lease_renew: 10s}"
+	tb := setup(t, setupParams{records: 105, pageSize: 40, mode: "single"})
+	first := map[int]string{}
+	write := func(n int) {
+		var b bytes.Buffer
+		w := csv.NewWriter(&b)
+		_ = w.Write([]string{"id", "email", "first_name", "last_name"})
+		for id := 1; id <= n; id++ {
+			name, ok := first[id]
+			if !ok {
+				name = "First" + strconv.Itoa(id)
+			}
+			_ = w.Write([]string{strconv.Itoa(id), tb.emails[id-1], name, "Last"})
+		}
+		w.Flush()
+		if err := os.WriteFile(filepath.Join(tb.dir, "contacts.csv"), b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(100)
+	tb.useWriteMode(t, "single", "upsert", settings)
+	tb.runOK(t)
+	// Ten rows change while the sync only creates: the contacts exist, so
+	// they are left as they are.
+	for id := 1; id <= 10; id++ {
+		first[id] = "Changed" + strconv.Itoa(id)
+	}
+	write(100)
+	tb.useWriteMode(t, "single", "create", settings)
+	if out := tb.runOK(t, "--dry-run"); !strings.Contains(out, "write_mode create: of the records above, those the destination already holds are left as they are") {
+		t.Fatalf("the dry run under create does not say what create leaves:\n%s", out)
+	}
+	tb.runOK(t)
+	if c, _ := tb.fake.Contact(tb.emails[0]); c.Attributes["FIRSTNAME"] != "First1" {
+		t.Fatalf("create mode wrote over contact 1: %v", c.Attributes)
+	}
+	// Five new rows while the sync only updates: not created.
+	write(105)
+	tb.useWriteMode(t, "single", "update", settings)
+	tb.runOK(t)
+	if _, ok := tb.fake.Contact(tb.emails[100]); ok {
+		t.Fatal("update mode created contact 101")
+	}
+	tb.useWriteMode(t, "single", "upsert", settings)
+	tb.runOK(t)
+	for id := 1; id <= 105; id++ {
+		want, ok := first[id]
+		if !ok {
+			want = "First" + strconv.Itoa(id)
+		}
+		if c, found := tb.fake.Contact(tb.emails[id-1]); !found || c.Attributes["FIRSTNAME"] != want {
+			t.Errorf("after going back to upsert: contact %d = %v (found %v), want FIRSTNAME %s", id, c.Attributes, found, want)
+		}
+	}
+	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
+		t.Fatalf("%d duplicate writes, %d invalid requests", st.DuplicateWrites, st.Invalid)
+	}
+}

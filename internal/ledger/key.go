@@ -36,6 +36,20 @@ func SaltedHash(record [32]byte, salt string) [32]byte {
 	return sha256.Sum256(b)
 }
 
+// SkippedHash is the hash a slot keeps for a record its sync's write mode
+// left as the destination had it (create: the record exists; update: it
+// does not), skip being that reason: SHA-256(record hash, skip). It never
+// equals the record's hash, so a run under a mode that would write the
+// record sends it (docs/guide.md#changing-a-sync), while one under the
+// mode that skipped it compares with this hash and sends nothing.
+func SkippedHash(record [32]byte, skip string) [32]byte {
+	var buf [128]byte
+	b := field(buf[:0], "s1")
+	b = field(b, string(record[:]))
+	b = field(b, skip)
+	return sha256.Sum256(b)
+}
+
 // Positional is the key of the record at position pos of the page read at
 // cursor: SHA-256(sync id, source id, page cursor, position, record hash).
 func Positional(syncID, sourceID, cursor string, pos int, record [32]byte) string {

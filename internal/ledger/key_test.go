@@ -150,3 +150,20 @@ func TestSlotAndGenerationKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSkippedHash: a skipped record's hash is neither its plain hash nor
+// its hash under the other skip reason or a payload salt of the same text,
+// so a run under another write mode sends it.
+func TestSkippedHash(t *testing.T) {
+	h, err := RecordHash(map[string]any{"email": "a@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists, absent := SkippedHash(h, "exists"), SkippedHash(h, "absent")
+	if exists == h || absent == h || exists == absent || exists == SaltedHash(h, "exists") {
+		t.Fatal("a skipped hash must differ from the plain, the other reason's and the salted hash")
+	}
+	if SkippedHash(h, "exists") != exists {
+		t.Fatal("SkippedHash must be deterministic")
+	}
+}

@@ -460,7 +460,7 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 		x := byKey[it.Key]
 		switch x.Outcome {
 		case destination.Delivered:
-			out.finish = r.appendDeliveredMarks(out.finish, it, x.Ref)
+			out.finish = r.appendDeliveredMarks(out.finish, it, x.Ref, "")
 			out.delta.Written++
 		case destination.Rejected:
 			out.finish = append(out.finish, r.rejectedMark(it, x.Message))

@@ -125,7 +125,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		it := &items[i]
 		e, found := states[it.slot]
 		st, ok := ledger.DecodeSlot(e, found)
-		if ok && !r.resends(e) && st.Hash == ledger.ShortHash(it.hash) && !r.hasOutstanding(it.slot) {
+		if ok && !r.resends(e) && r.unchanged(st, it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
 			continue
 		}
@@ -213,7 +213,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			// A ledger from before slots: this very value was delivered.
 			// Record it as the slot's state, so that a later change and
 			// change back is seen (docs/guide.md#what-a-run-does).
-			marks = r.appendDeliveredMarks(marks, it, legacyRef(e.Result))
+			marks = r.appendDeliveredMarks(marks, it, legacyRef(e.Result), "")
 			c.delta.Replayed++
 		case found && e.State == store.LedgerAccepted:
 			ref := ledger.AcceptedRef(e)
@@ -270,7 +270,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			x := byKey[it.Key]
 			switch x.Outcome {
 			case destination.Delivered:
-				marks = r.appendDeliveredMarks(marks, it, x.Ref)
+				marks = r.appendDeliveredMarks(marks, it, x.Ref, x.Skipped)
 				c.delta.Written++
 			case destination.Rejected:
 				marks = append(marks, r.rejectedMark(it, x.Message))
@@ -363,6 +363,17 @@ func withKey(it *item, key string) *item {
 	return &cp
 }
 
+// unchanged reports whether the slot state st says the record of hash h
+// needs no write: its last delivery sent these values, or the sync's
+// write mode skipped these values and would skip them again. A record
+// create or update skipped is sent once the sync upserts.
+func (r *run) unchanged(st ledger.SlotState, h [32]byte) bool {
+	if st.Hash == ledger.ShortHash(h) {
+		return true
+	}
+	return r.Sync.Skip != "" && st.Hash == ledger.ShortHash(ledger.SkippedHash(h, r.Sync.Skip))
+}
+
 // legacyRef is the destination reference of a complete entry written
 // before slots existed (its Result was the reference itself).
 func legacyRef(result string) string { return result }
@@ -378,10 +389,19 @@ func (r *run) deliveryKey(it *item) string {
 // appendDeliveredMarks appends to out the marks that record it as delivered
 // with ref: its slot's new last delivered state, and its claim and the
 // earlier runs' entries it settles released.
-func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref string) []store.LedgerFinish {
+//
+// skipped is the reason the write mode left the record as the destination
+// had it ("" when written): the slot then keeps the record's skipped hash,
+// which only a run under a write mode that skips it so takes for
+// unchanged (skippedState).
+func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skipped string) []store.LedgerFinish {
 	ref = r.handleRef(it, ref)
+	h := it.hash
+	if skipped != "" {
+		h = ledger.SkippedHash(h, skipped)
+	}
 	out = append(out,
-		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(it.hash), Ref: ref}.Encode()},
+		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(h), Ref: ref}.Encode()},
 		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
 	if m, ok := r.movedMark(it, ref); ok {
 		out = append(out, m)
@@ -503,7 +523,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 		}
 		switch o.res.Outcome {
 		case destination.Delivered:
-			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref)
+			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref, o.res.Skipped)
 			if o.readBack {
 				delta.Settled++
 			} else {
@@ -834,7 +854,7 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		}
 		for _, it := range its {
 			if ref, ok := landed[it.Key]; ok {
-				marks = r.appendDeliveredMarks(marks, it, ref)
+				marks = r.appendDeliveredMarks(marks, it, ref, "")
 				settled++
 			} else {
 				resend = append(resend, it)

@@ -225,7 +225,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				}
 				e, found := states[it.slot]
 				st, ok := ledger.DecodeSlot(e, found)
-				if ok && !p.Resend && st.Hash == ledger.ShortHash(it.hash) {
+				if ok && !p.Resend && r.unchanged(st, it.hash) {
 					if len(inFlight[ledger.SlotTag(it.slot)]) > 0 {
 						out.Settling++
 						out.SettlingSample = sample(out.SettlingSample, p.Sample, it)

@@ -45,6 +45,11 @@ type Sync struct {
 	// Mirror, when set, makes the sync a mirror (write_mode mirror); its
 	// destination must implement destination.Remover.
 	Mirror *Mirror
+	// Skip is the reason the destination's write mode leaves a record as
+	// the destination has it (destination.SkipExists under create,
+	// SkipNotFound under update; "" otherwise): a slot that holds the
+	// record's skipped hash for it is unchanged (run.unchanged).
+	Skip string
 	// DestinationPayload are the destination settings that shape every
 	// record beyond its mapped values (config.DestinationPayload: Brevo's
 	// list_ids). Under settings other than the sync's payload base they are
