@@ -138,9 +138,16 @@ type gone struct {
 // handle is then left behind as a run's delivery would leave it (moved),
 // and the new one is the live one.
 //
+// total, the sync's delivered records that max_removals is a share of,
+// counts the delivered slots seen holds and the gone rows' slots with a
+// handle: not the slots without one that seen does not hold, which may be
+// the rows read under an earlier identity (their slots had other keys),
+// so that an identity changed twice does not double the bound.
+//
 // unhandled counts the delivered slots seen does not hold that have no
 // handle to remove them by: delivered before the sync became a mirror (or
-// by a destination that named no handle), they cannot be removed.
+// by a destination that named no handle), they cannot be removed; or
+// delivered under an earlier identity, whose rows may still be there.
 func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}, moves map[string]string) (out, held []gone, total, unhandled int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
@@ -160,17 +167,21 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 			cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
 			continue
 		}
-		total++
 		sid, isSlot := slotIDOf(e.Key)
+		_, read := seen[sid]
+		read = read && isSlot
+		if read {
+			total++
+		}
 		h, id, ok := ledger.RefHandle(s.Ref)
 		if !ok {
-			if _, read := seen[sid]; isSlot && !read {
+			if isSlot && !read {
 				unhandled++
 			}
 			continue
 		}
 		if isSlot {
-			if _, read := seen[sid]; read {
+			if read {
 				if nh, ok := moves[e.Key]; ok && !strings.EqualFold(nh, h) {
 					live[strings.ToLower(nh)] = struct{}{}
 					cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
@@ -185,8 +196,11 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 	for _, g := range cands {
 		if _, ok := live[strings.ToLower(g.handle)]; ok {
 			held = append(held, g)
-		} else {
-			out = append(out, g)
+			continue
+		}
+		out = append(out, g)
+		if !g.moved {
+			total++ // a delivered record whose row is gone
 		}
 	}
 	return out, held, total, unhandled, nil
@@ -379,6 +393,7 @@ func mirrorDetail(removed, unhandled int64) string {
 // Unremovable says that n delivered records whose rows are gone cannot be
 // removed (goneSlots' unhandled): a run's detail and a dry run say it alike.
 func Unremovable(n int64) string {
-	return fmt.Sprintf("%d record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, "+
-		"the ledger kept no handle to remove them by (remove them at the destination by hand)", n)
+	return fmt.Sprintf("%d record(s) delivered earlier were not read and cannot be removed: delivered before the sync became a mirror "+
+		"(the ledger kept no handle to remove them by: remove those whose rows are gone at the destination by hand) "+
+		"or under an earlier source.identity (their rows may still be there, under the new identity)", n)
 }

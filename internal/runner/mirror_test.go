@@ -461,7 +461,7 @@ func TestMirrorTellsRowsItCannotRemove(t *testing.T) {
 		t.Fatalf("preview = %+v, %v; want 3 unremovable, 0 removals", pv, err)
 	}
 	r, err := Run(context.Background(), params())
-	if err != nil || !strings.Contains(r.FailureDetail, "3 record(s) whose source rows are gone cannot be removed") {
+	if err != nil || !strings.Contains(r.FailureDetail, "3 record(s) delivered earlier were not read and cannot be removed") {
 		t.Fatalf("the mirror's first run: %v, detail %q", err, r.FailureDetail)
 	}
 	if len(d.removed) != 0 {
@@ -472,7 +472,7 @@ func TestMirrorTellsRowsItCannotRemove(t *testing.T) {
 	writeMirrorRows(t, tb.csv, rows)
 	r, err = Run(context.Background(), params())
 	if err != nil || d.removed["new10@example.com"] != 1 ||
-		r.FailureDetail != "mirror: removed 1 record(s) whose source rows are gone; 3 record(s) whose source rows are gone cannot be removed: delivered before the sync became a mirror, the ledger kept no handle to remove them by (remove them at the destination by hand)" {
+		r.FailureDetail != "mirror: removed 1 record(s) whose source rows are gone; "+Unremovable(3) {
 		t.Fatalf("the next run: %v, removed %v, detail %q", err, d.removed, r.FailureDetail)
 	}
 }
@@ -511,5 +511,45 @@ func TestPreviewSettlesRemovalsInFlight(t *testing.T) {
 	}
 	if len(d.present) != 40 {
 		t.Fatalf("%d contacts at the destination, want the 40 rows", len(d.present))
+	}
+}
+
+// TestMirrorBoundIgnoresEarlierIdentities: the slots a sync's rows had
+// under an earlier source.identity are not records of the sync's now, so
+// they do not raise max_removals' bound (a check removed 20 % of a
+// mirror's records under a 10 % bound after its identity had changed
+// twice: the bound was counted on twice the records).
+func TestMirrorBoundIgnoresEarlierIdentities(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 20)
+	byEmail := tb.params(t, "email")
+	byEmail.Destination = d
+	if r, err := Run(context.Background(), byEmail); err != nil || r.Written != 20 {
+		t.Fatalf("the run by e-mail: %v %+v", err, r)
+	}
+	bounded := func() Params {
+		p := params()
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total / 10 }, Bound: "10%"}
+		return p
+	}
+	if r, err := Run(context.Background(), bounded()); err != nil || r.Written != 20 {
+		t.Fatalf("the mirror's run by id: %v %+v", err, r)
+	}
+	rows := map[int]string{}
+	for i := 5; i <= 20; i++ {
+		rows[i] = fmt.Sprintf("c%05d@example.com", i)
+	}
+	writeMirrorRows(t, tb.csv, rows) // 4 of 20 rows gone: 20 %
+	p := bounded()
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d})
+	if err != nil || pv.Removals != 4 || pv.RemovalsAllowed != 2 {
+		t.Fatalf("preview = %+v, %v; want 4 removals, 2 allowed (10 %% of 20)", pv, err)
+	}
+	_, err = Run(context.Background(), bounded())
+	if failure.CodeOf(err) != failure.MirrorRemovalsRefused || !strings.Contains(err.Error(), "4 of the sync's 20 delivered records are gone") {
+		t.Fatalf("the run removing 20 %%: %v, want it refused on 20 records", err)
+	}
+	if len(d.removed) != 0 {
+		t.Fatalf("removed %v, want nothing", d.removed)
 	}
 }
