@@ -224,7 +224,7 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 	}
 	unhandled = int64(nh)
 	if unhandled > 0 {
-		r.Logger.Warn("mirror: delivered records whose source rows are gone cannot be removed: they were delivered before the sync became a mirror, and the ledger kept no handle to remove them by; remove them at the destination by hand (docs/guide.md#write-modes)",
+		r.Logger.Warn("mirror: delivered records the run did not read cannot be removed: delivered before the sync became a mirror (the ledger kept no handle to remove them by; remove those whose rows are gone at the destination by hand) or under an earlier source.identity (docs/guide.md#write-modes)",
 			"sync", r.Sync.ID, "run", r.rec.ID, "records", unhandled)
 	}
 	if len(held) > 0 {
