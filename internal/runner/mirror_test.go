@@ -553,3 +553,36 @@ func TestMirrorBoundIgnoresEarlierIdentities(t *testing.T) {
 		t.Fatalf("removed %v, want nothing", d.removed)
 	}
 }
+
+// TestMirrorSwitchRereadsKeysetSource: the first run after a sync on a
+// keyset source became a mirror reads the source from its start, as every
+// mirror run after it does, so it finds the rows gone at once (it went on
+// from the upsert's cursor, read nothing, and said nothing of the rows
+// deleted before the switch until the run after).
+func TestMirrorSwitchRereadsKeysetSource(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 0)
+	src := &keysetSource{rows: map[int]string{}}
+	for i := 1; i <= 30; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	upsert := params()
+	upsert.Source, upsert.Sync.Mirror = src, nil
+	if r, err := Run(context.Background(), upsert); err != nil || r.Read != 30 {
+		t.Fatalf("the upsert run: %v %+v", err, r)
+	}
+	src.mu.Lock()
+	delete(src.rows, 1)
+	delete(src.rows, 2)
+	src.mu.Unlock()
+	mirror := params()
+	mirror.Source = src
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: src, Sync: mirror.Sync, Remover: d})
+	if err != nil || pv.Read != 28 || pv.Unremovable != 2 {
+		t.Fatalf("the dry run after the switch: %+v, %v; want 28 read, 2 unremovable", pv, err)
+	}
+	r, err := Run(context.Background(), mirror)
+	if err != nil || r.Read != 28 || r.Written != 0 || !strings.Contains(r.FailureDetail, Unremovable(2)) {
+		t.Fatalf("the first mirror run: %v read %d written %d detail %q; want 28 read, none written, 2 unremovable told", err, r.Read, r.Written, r.FailureDetail)
+	}
+}

@@ -22,13 +22,16 @@ import (
 // (run.setSalt; omitted when "", so prints saved before it stay equal). A
 // keyset source's cursor saved under another print moved past rows that
 // were sent as something else, and that the next run would never read
-// again: docs/guide.md#changing-a-sync.
+// again: docs/guide.md#changing-a-sync. A mirror's is marked too: its runs
+// read the whole source, the first after the switch included, which would
+// otherwise go on from an upsert's cursor and find no row gone.
 func payloadPrint(p Params, salt string) string {
 	b, err := json.Marshal(struct {
 		Source, Reads, Identity string
 		Mapping                 mapping.Spec
 		Destination             string `json:",omitempty"`
-	}{p.Source.ID(), p.Sync.Reads, p.Sync.Identity, p.Sync.Mapping, salt})
+		Mirror                  bool   `json:",omitempty"`
+	}{p.Source.ID(), p.Sync.Reads, p.Sync.Identity, p.Sync.Mapping, salt, p.Sync.Mirror != nil})
 	if err != nil {
 		// Strings and string maps always marshal.
 		panic(err)
