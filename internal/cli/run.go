@@ -139,9 +139,9 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		fmt.Fprintf(w, "  unchanged  %d  delivered with these values: nothing to send\n", pv.Unchanged)
 		switch sc.Destination.EffectiveWriteMode() {
 		case config.WriteCreate:
-			fmt.Fprintf(w, "  (write_mode create: of the records above, those the destination already holds are left as they are and counted as written; a dry run does not ask which)\n")
+			fmt.Fprintf(w, "  (write_mode create: of the records above, those the destination already holds are left as they are and counted as skipped; a dry run does not ask which)\n")
 		case config.WriteUpdate:
-			fmt.Fprintf(w, "  (write_mode update: of the records above, those the destination does not hold are not created and are counted as written; a dry run does not ask which)\n")
+			fmt.Fprintf(w, "  (write_mode update: of the records above, those the destination does not hold are not created and are counted as skipped; a dry run does not ask which)\n")
 		}
 		if pv.Settling > 0 {
 			fmt.Fprintf(w, "  settling   %d  sent by an earlier run, outcome not known yet (an import still processing, a write in doubt): settled before anything is sent again%s\n",
@@ -527,8 +527,8 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			worstErr = failure.New(failure.Interrupted, "stopped before every partition was run")
 		}
 		last = whole.finish(ctx, total, skipped, worstErr, afterFailure, log)
-		fmt.Fprintf(env.Stdout, "run %d of sync %s %s: its %d partitions' runs together: read %d, written %d, replayed from ledger %d, rejected %d\n",
-			last.ID, sc.ID, last.State, sc.Partitions, last.Read, last.Written, last.Replayed, last.Rejected)
+		fmt.Fprintf(env.Stdout, "run %d of sync %s %s: its %d partitions' runs together: read %d, %s, replayed from ledger %d, rejected %d\n",
+			last.ID, sc.ID, last.State, sc.Partitions, last.Read, writtenPhrase(last.Counters), last.Replayed, last.Rejected)
 	}
 	cancel()
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
@@ -723,8 +723,17 @@ func failed(env Env, err error) error {
 
 // printSummary is the run's summary line for a destination of capability c.
 func printSummary(w io.Writer, r store.Run, d time.Duration, c destination.Capability) {
-	fmt.Fprintf(w, "run %d %s: read %d, written %d, replayed from ledger %d, rejected %d, %s, pages %d, duration %s\n",
-		r.ID, r.State, r.Read, r.Written, r.Replayed, r.Rejected, inDoubtPhrase(r, c), r.Pages, d.Round(time.Millisecond))
+	fmt.Fprintf(w, "run %d %s: read %d, %s, replayed from ledger %d, rejected %d, %s, pages %d, duration %s\n",
+		r.ID, r.State, r.Read, writtenPhrase(r.Counters), r.Replayed, r.Rejected, inDoubtPhrase(r, c), r.Pages, d.Round(time.Millisecond))
+}
+
+// writtenPhrase is "written N", and the records the write mode skipped
+// when there are any (docs/guide.md#write-modes).
+func writtenPhrase(c store.Counters) string {
+	if c.Skipped == 0 {
+		return fmt.Sprintf("written %d", c.Written)
+	}
+	return fmt.Sprintf("written %d, skipped %d (left as the destination had them: write_mode)", c.Written, c.Skipped)
 }
 
 // inDoubtPhrase says what became of the records earlier runs left in doubt:

@@ -22,6 +22,7 @@ const (
 	RecordsRejected = "rejected"
 	RecordsInDoubt  = "in_doubt"
 	RecordsSettled  = "settled"
+	RecordsSkipped  = "skipped"
 )
 
 // QueueDepthStates are the River job states oncesync_queue_depth reports.
@@ -108,7 +109,7 @@ func newMetrics(reg prometheus.Registerer, syncs map[string]string) (*metrics, e
 			Name: "oncesync_records_total",
 			Help: "Records of the runs this process finished, by outcome: read from the source, written by a destination call, " +
 				"replayed from the ledger (no call), rejected by the destination, in_doubt (found in doubt), " +
-				"settled (in-doubt records the destination confirmed, no write); by sync and workspace.",
+				"settled (in-doubt records the destination confirmed, no write), skipped (left as the destination had them by write_mode create or update); by sync and workspace.",
 		}, append([]string{"outcome"}, syncLabels...)),
 		ledgerReplays: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "oncesync_ledger_replays_total",
@@ -137,7 +138,7 @@ func newMetrics(reg prometheus.Registerer, syncs map[string]string) (*metrics, e
 		for _, o := range []store.RunState{store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped} {
 			m.runs.WithLabelValues(string(o), id, ws)
 		}
-		for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
+		for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled, RecordsSkipped} {
 			m.records.WithLabelValues(o, id, ws)
 		}
 	}
@@ -169,7 +170,7 @@ func (m *metrics) runFinished(syncID string, run store.Run, runErr error) {
 	m.runs.WithLabelValues(outcome, id, ws).Inc()
 	for o, n := range map[string]int64{
 		RecordsRead: run.Read, RecordsWritten: run.Written, RecordsReplayed: run.Replayed,
-		RecordsRejected: run.Rejected, RecordsInDoubt: run.InDoubt, RecordsSettled: run.Settled,
+		RecordsRejected: run.Rejected, RecordsInDoubt: run.InDoubt, RecordsSettled: run.Settled, RecordsSkipped: run.Skipped,
 	} {
 		if n > 0 {
 			m.records.WithLabelValues(o, id, ws).Add(float64(n))

@@ -35,9 +35,9 @@ func TestRunFinished(t *testing.T) {
 	}{
 		{
 			name:    "succeeded",
-			run:     store.Run{ID: 1, State: store.RunSucceeded, Counters: store.Counters{Read: 10, Written: 9, Rejected: 1}},
+			run:     store.Run{ID: 1, State: store.RunSucceeded, Counters: store.Counters{Read: 10, Written: 6, Rejected: 1, Skipped: 3}},
 			outcome: "succeeded",
-			records: map[string]float64{RecordsRead: 10, RecordsWritten: 9, RecordsRejected: 1},
+			records: map[string]float64{RecordsRead: 10, RecordsWritten: 6, RecordsRejected: 1, RecordsSkipped: 3},
 		},
 		{
 			name: "resumed with replays and in-doubt records",
@@ -90,7 +90,7 @@ func TestRunFinished(t *testing.T) {
 					t.Errorf("runs{%s} = %v, want %v", o, got, want)
 				}
 			}
-			for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled} {
+			for _, o := range []string{RecordsRead, RecordsWritten, RecordsReplayed, RecordsRejected, RecordsInDoubt, RecordsSettled, RecordsSkipped} {
 				if got := counterValue(t, m.records.WithLabelValues(o, "s", "acme")); got != tc.records[o] {
 					t.Errorf("records{%s} = %v, want %v", o, got, tc.records[o])
 				}

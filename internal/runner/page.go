@@ -271,7 +271,11 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			switch x.Outcome {
 			case destination.Delivered:
 				marks = r.appendDeliveredMarks(marks, it, x.Ref, x.Skipped)
-				c.delta.Written++
+				if x.Skipped != "" {
+					c.delta.Skipped++
+				} else {
+					c.delta.Written++
+				}
 			case destination.Rejected:
 				marks = append(marks, r.rejectedMark(it, x.Message))
 				c.delta.Rejected++
@@ -524,9 +528,12 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 		switch o.res.Outcome {
 		case destination.Delivered:
 			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref, o.res.Skipped)
-			if o.readBack {
+			switch {
+			case o.readBack:
 				delta.Settled++
-			} else {
+			case o.res.Skipped != "":
+				delta.Skipped++
+			default:
 				delta.Written++
 			}
 		case destination.Rejected:

@@ -310,7 +310,7 @@ func (w *writer) settle(ctx context.Context, r *run, s *sending, pl *poller) {
 			Page:     c.pageNo,
 			Read:     c.delta.Read,
 			Claimed:  int64(len(c.send)),
-			Sent:     delta.Written + delta.Settled + c.delta.Written, // a record read back after a lost answer was sent by this page's call
+			Sent:     delta.Written + delta.Settled + delta.Skipped + c.delta.Written + c.delta.Skipped, // a record read back after a lost answer was sent by this page's call; one the write mode skipped too
 			Replayed: c.delta.Replayed,
 			Rejected: delta.Rejected + c.delta.Rejected,
 			InDoubt:  c.delta.InDoubt + delta.InDoubt,

@@ -168,6 +168,9 @@ type Counters struct {
 	Settled  int64 // in-doubt records settled without a write (verify said landed)
 	Pages    int64 // pages checkpointed
 	Requests int64 // destination requests made
+	// Skipped are records the sync's write_mode left as the destination
+	// had them (create: it exists; update: it does not); not in Written.
+	Skipped int64
 }
 
 // Add adds d to c, field by field.
@@ -180,6 +183,7 @@ func (c *Counters) Add(d Counters) {
 	c.Settled += d.Settled
 	c.Pages += d.Pages
 	c.Requests += d.Requests
+	c.Skipped += d.Skipped
 }
 
 // Run is one execution of a sync.

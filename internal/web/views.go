@@ -96,6 +96,7 @@ type RunView struct {
 	FailureDetail string     `json:"failure_detail,omitempty"`
 	Read          int64      `json:"read"`
 	Written       int64      `json:"written"`
+	Skipped       int64      `json:"skipped"`
 	Replayed      int64      `json:"replayed"`
 	Rejected      int64      `json:"rejected"`
 	InDoubt       int64      `json:"in_doubt"`
@@ -230,7 +231,7 @@ func (s *Server) runView(r store.Run) RunView {
 		ID: r.ID, SyncID: r.SyncID, State: string(r.State), Attempt: r.Attempt, Fence: r.Fence,
 		StartedAt: r.StartedAt.UTC(), FinishedAt: timePtr(r.FinishedAt),
 		FailureCode: r.FailureCode, FailureDetail: r.FailureDetail,
-		Read: r.Read, Written: r.Written, Replayed: r.Replayed, Rejected: r.Rejected,
+		Read: r.Read, Written: r.Written, Skipped: r.Skipped, Replayed: r.Replayed, Rejected: r.Rejected,
 		InDoubt: r.InDoubt, Settled: r.Settled, Pages: r.Pages, Requests: r.Requests,
 	}
 	end := r.FinishedAt

@@ -11,7 +11,7 @@ import (
 )
 
 const runColumns = `id, sync_id, state, attempt, fence, started_at, finished_at, failure_code, failure_detail,
-	n_read, n_written, n_replayed, n_rejected, n_in_doubt, n_settled, n_pages, n_requests`
+	n_read, n_written, n_replayed, n_rejected, n_in_doubt, n_settled, n_pages, n_requests, n_skipped`
 
 func scanRun(sc rowScanner) (store.Run, error) {
 	var (
@@ -21,7 +21,7 @@ func scanRun(sc rowScanner) (store.Run, error) {
 		finished sql.NullInt64
 	)
 	if err := sc.Scan(&r.ID, &r.SyncID, &state, &r.Attempt, &r.Fence, &started, &finished, &r.FailureCode, &r.FailureDetail,
-		&r.Read, &r.Written, &r.Replayed, &r.Rejected, &r.InDoubt, &r.Settled, &r.Pages, &r.Requests); err != nil {
+		&r.Read, &r.Written, &r.Replayed, &r.Rejected, &r.InDoubt, &r.Settled, &r.Pages, &r.Requests, &r.Skipped); err != nil {
 		return store.Run{}, err
 	}
 	r.State = store.RunState(state)
@@ -69,8 +69,8 @@ const sqlRunUpdate = `UPDATE runs SET
 					ELSE NULL END,
 				failure_code = ?8, failure_detail = ?9,
 				n_read = ?10, n_written = ?11, n_replayed = ?12, n_rejected = ?13,
-				n_in_doubt = ?14, n_settled = ?15, n_pages = ?16, n_requests = ?17
-			WHERE id = ?18`
+				n_in_doubt = ?14, n_settled = ?15, n_pages = ?16, n_requests = ?17, n_skipped = ?18
+			WHERE id = ?19`
 
 // UpdateRun saves the run's state, attempt, fence, counters and failure
 // fields, and StartedAt when it is set. FinishedAt is saved when set;
@@ -97,7 +97,7 @@ func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
 		nullNanos(r.StartedAt),
 		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
 		r.FailureCode, r.FailureDetail,
-		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests,
+		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
 		r.ID)
 	if err != nil {
 		return err

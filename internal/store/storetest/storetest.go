@@ -297,7 +297,7 @@ func testRuns(t *testing.T, open OpenFunc) {
 	r := queued
 	r.State = store.RunRunning
 	r.Fence = 7
-	r.Counters = store.Counters{Read: 1, Written: 2, Replayed: 3, Rejected: 4, InDoubt: 5, Settled: 6, Pages: 7, Requests: 8}
+	r.Counters = store.Counters{Read: 1, Written: 2, Replayed: 3, Rejected: 4, InDoubt: 5, Settled: 6, Pages: 7, Requests: 8, Skipped: 9}
 	noErr(t, b.st.UpdateRun(ctx, r))
 	got = must(b.st.GetRun(ctx, r.ID))(t)
 	if got != r {
