@@ -319,8 +319,33 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	defer a.Close(ctx)
 	st, leases, alerts := a.Store, a.Leases, a.Alerts
+
+	// The sync's heartbeat (docs/guide.md#telling-silence-from-outside) goes out after the summary; the exit
+	// waits for it a little, and its outcome never changes the exit code.
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	defer func() {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+		defer hcancel()
+		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
+	}()
+	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
+	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
+	afterFailure := func(ctx context.Context, r store.Run) {
+		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
+		if err != nil {
+			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+		}
+		if trip != nil {
+			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+		}
+	}
 	built, err := app.Build(cfg, sc, app.Options{Clock: clk, Accounts: a.Accounts})
 	if err != nil {
+		// A source that refuses or does not answer at the start is a
+		// failed run, as a worker records it: the breaker counts it, the
+		// heartbeat says /fail, and the dead-man does not take the sync
+		// for one that never ran (docs/guide.md#running-on-a-schedule-serve-and-worker).
+		recordBuildFailure(ctx, st, sc, err, afterFailure, beats, log)
 		return failed(env, err)
 	}
 	defer built.Close()
@@ -356,17 +381,6 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		<-runCtx.Done()
 	}()
 
-	// The sync's heartbeat (docs/guide.md#telling-silence-from-outside) goes out after the summary; the exit
-	// waits for it a little, and its outcome never changes the exit code.
-	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
-	defer func() {
-		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
-		defer hcancel()
-		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
-	}()
-	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
-	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
-
 	// The bar counts what the source's position is told in (bytes of a
 	// CSV or JSONL file, rows of a Parquet export), else records read (a
 	// spinner with the count on a terminal).
@@ -385,15 +399,6 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	// the destination (docs/guide.md#commands).
 	// afterFailure evaluates the sync's breaker after a failed run of the
 	// sync itself.
-	afterFailure := func(ctx context.Context, r store.Run) {
-		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
-		if err != nil {
-			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
-		}
-		if trip != nil {
-			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
-		}
-	}
 	parts := []runPart{{sync: built.Sync, desc: sc.ID}}
 	workCtx := runCtx
 	var whole *wholeRun
@@ -703,6 +708,27 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 		printSummary(w, run, time.Since(start), c)
 	}
 	return run, err
+}
+
+// recordBuildFailure stores a run of syncID that failed before it could
+// start (its source or destination could not be set up), evaluates the
+// breaker and sends the heartbeat's /fail. A store that cannot record it
+// is logged: the caller reports the original failure.
+func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, err error, afterFailure func(context.Context, store.Run), beats *deadman.Heartbeats, log *slog.Logger) {
+	syncID := sc.ID
+	err = failure.OutOfFiles(err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	run, rerr := st.InsertRun(rctx, store.InsertRunParams{
+		SyncID: syncID, State: store.RunFailed, Attempt: 1,
+		FailureCode: string(failure.CodeOf(err)), Detail: failure.Detail(err),
+	})
+	if rerr != nil {
+		log.Error("could not record a failed run", "sync", syncID, "code", failure.CodeOf(err), "err", rerr)
+		return
+	}
+	afterFailure(rctx, run)
+	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 }
 
 // failed prints the docs/guide.md#commands last line and exits 1.
