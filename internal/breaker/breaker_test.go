@@ -187,7 +187,7 @@ func TestOperatorFailuresNeitherCountNorReset(t *testing.T) {
 	tb := setup(t)
 	codes := []failure.Code{
 		failure.DestinationAuth, failure.DestinationUnavailable, failure.DestinationUnavailable,
-		failure.DestinationAuth, failure.StoreUnavailable, failure.SourceUnavailable,
+		failure.DestinationAuth, failure.StoreUnavailable, failure.SourceUnavailable, failure.SourceQueryInvalid,
 		failure.LeaseLost, failure.DestinationRateLimited, failure.DestinationAuth,
 	}
 	for i, c := range codes {
@@ -213,7 +213,7 @@ func TestStreakCounts(t *testing.T) {
 	if _, err := tb.store.SetSyncState(context.Background(), store.SetSyncStateParams{ID: "s", State: store.SyncActive, By: "ada", Why: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []failure.Code{failure.DestinationAuth, failure.LeaseLost, failure.SourceUnavailable, failure.DestinationUnavailable} {
+	for _, c := range []failure.Code{failure.DestinationAuth, failure.LeaseLost, failure.SourceQueryInvalid, failure.SourceUnavailable} {
 		tb.record(t, store.RunFailed, c)
 	}
 	tb.record(t, store.RunSkipped, failure.AlreadyRunning)
@@ -222,8 +222,8 @@ func TestStreakCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Failures != 2 || k.Operator != 2 || !k.Ended || k.Last.FailureCode != string(failure.SourceUnavailable) ||
-		k.LastOperator.FailureCode != string(failure.DestinationUnavailable) || k.Newest.State != store.RunInterrupted {
+	if k.Failures != 2 || k.Operator != 2 || !k.Ended || k.Last.FailureCode != string(failure.SourceQueryInvalid) ||
+		k.LastOperator.FailureCode != string(failure.SourceUnavailable) || k.Newest.State != store.RunInterrupted {
 		t.Fatalf("streak %+v, want 2 counted and 2 operator failures since the resume", k)
 	}
 }
@@ -290,7 +290,7 @@ func TestResumeRearms(t *testing.T) {
 func TestPerSyncThreshold(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	tb.record(t, store.RunFailed, failure.SourceUnavailable)
+	tb.record(t, store.RunFailed, failure.SourceQueryInvalid)
 	tb.clock.Advance(time.Minute)
 	trip, err := tb.breaker.AfterFailure(context.Background(), "s", 1)
 	if err != nil || trip == nil {

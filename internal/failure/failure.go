@@ -94,7 +94,7 @@ var catalog = map[Code]Entry{
 	SourceUnavailable: {SourceUnavailable,
 		"The source could not be read (file missing or unreadable, database unreachable).",
 		"Check that the source file or database is reachable from the workers, then run the sync again; it resumes from the last checkpoint.",
-		OwnerYou, true},
+		OwnerOperator, true},
 	SourceQueryInvalid: {SourceQueryInvalid,
 		"The source refused the sync's query or the data does not parse.",
 		"Fix the sync's query, table, columns or file format, then run the sync again.",
