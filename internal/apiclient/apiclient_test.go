@@ -992,3 +992,33 @@ func TestSigningKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountLimiterObserve: a vendor's stated rate below the configured
+// one paces the account; back above it, the configured rate again.
+func TestAccountLimiterObserve(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	a := apiclient.NewAccountLimiter(clk, nil, "acct", destination.Limit{Rate: 10})
+	next := func() time.Duration {
+		d, err := a.Reserve(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(d)
+		return d
+	}
+	next()
+	if d := next(); d != 100*time.Millisecond {
+		t.Fatalf("at the configured 10/s: wait %s, want 100ms", d)
+	}
+	a.Observe(4)
+	next() // booked at 10/s before the vendor spoke
+	if d := next(); d != 250*time.Millisecond {
+		t.Fatalf("under the vendor's 4/s: wait %s, want 250ms", d)
+	}
+	a.Observe(1000) // the vendor's limit rose past rate_limit: rate_limit again
+	next()
+	if d := next(); d != 100*time.Millisecond {
+		t.Fatalf("after the vendor's limit rose: wait %s, want 100ms (rate_limit)", d)
+	}
+}

@@ -52,6 +52,13 @@ func (l *Limiter) Reserve(context.Context) (time.Duration, error) {
 	return sendAt.Sub(now), nil
 }
 
+// SetRate paces the next requests at perSecond (> 0).
+func (l *Limiter) SetRate(perSecond float64) {
+	l.mu.Lock()
+	l.interval = time.Duration(float64(time.Second) / perSecond)
+	l.mu.Unlock()
+}
+
 // Pause holds requests back until now+d.
 func (l *Limiter) Pause(d time.Duration) {
 	until := l.clock.Now().Add(d)
@@ -219,7 +226,10 @@ type AccountLimiter struct {
 	local   *Limiter
 	shared  destination.AccountPacer
 	account string
-	limit   destination.Limit
+	base    destination.Limit // as configured (rate_limit)
+
+	mu    sync.Mutex
+	limit destination.Limit // base, or lower when the vendor says so (Observe)
 }
 
 // NewAccountLimiter returns the pacer of account under limit (Rate > 0);
@@ -228,7 +238,34 @@ func NewAccountLimiter(c clock.Clock, shared destination.AccountPacer, account s
 	if limit.Burst < 1 {
 		limit.Burst = 1
 	}
-	return &AccountLimiter{local: NewLimiter(c, limit.Rate), shared: shared, account: account, limit: limit}
+	return &AccountLimiter{local: NewLimiter(c, limit.Rate), shared: shared, account: account, base: limit, limit: limit}
+}
+
+// Observe paces the account at perSecond, the rate its vendor's answers
+// advertise (a limit header), when that is below the configured rate; at
+// the configured rate again when the vendor's rises back to it. A vendor
+// that lowers an account's limit (a plan, a throttled account) would
+// otherwise see every process keep the configured pace and answer most of
+// it 429 (docs/guide.md#one-rate-limit-per-account).
+func (a *AccountLimiter) Observe(perSecond float64) {
+	if perSecond <= 0 {
+		return
+	}
+	rate := min(a.base.Rate, perSecond)
+	a.mu.Lock()
+	changed := rate != a.limit.Rate
+	a.limit.Rate = rate
+	a.mu.Unlock()
+	if changed {
+		a.local.SetRate(rate)
+	}
+}
+
+// current is the limit requests are paced at now.
+func (a *AccountLimiter) current() destination.Limit {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.limit
 }
 
 // sharedTimeout bounds one call to the shared pacer: past it the request
@@ -239,7 +276,7 @@ const sharedTimeout = 2 * time.Second
 func (a *AccountLimiter) Reserve(ctx context.Context) (time.Duration, error) {
 	if a.shared != nil {
 		sctx, cancel := context.WithTimeout(ctx, sharedTimeout)
-		d, err := a.shared.Reserve(sctx, a.account, a.limit)
+		d, err := a.shared.Reserve(sctx, a.account, a.current())
 		cancel()
 		if err == nil {
 			return d, nil

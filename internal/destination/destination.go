@@ -393,6 +393,17 @@ type AccountPacer interface {
 // Account names a destination account for an AccountPacer: a hash of the
 // destination's kind and of what identifies the account (its address and
 // credentials), so no secret is ever a key.
+// Budget is the part of an account's key (Account) that names it: its
+// credential, or the destination's `account` when the config names one, so
+// that a key rotated under the same name (two keys of one account in use
+// at once) shares the account's budget (docs/guide.md#one-rate-limit-per-account).
+func Budget(credential, name string) string {
+	if name != "" {
+		return "account:" + name
+	}
+	return credential
+}
+
 func Account(kind string, parts ...string) string {
 	h := sha256.New()
 	for _, p := range append([]string{kind}, parts...) {

@@ -725,6 +725,28 @@ func TestRateLimit(t *testing.T) {
 		}
 	})
 
+	t.Run("client paces at the limit Brevo states when lower", func(t *testing.T) {
+		t.Parallel()
+		// Brevo limits this account to 4 a second (x-sib-ratelimit-limit:
+		// 4) where rate_limit says 10: the client paces at 4, so another
+		// process pacing alike shares a budget it can keep (at 10, 60 %
+		// of the requests of three processes were answered 429).
+		b := setup(t, fakebrevo.Options{RateLimitPerSecond: 4}, func(p *brevo.Params) { p.RateLimit = 10; p.Concurrency = 1 })
+		if _, err := b.dest.Write(t.Context(), recs(9)); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		// The first answer tells the limit: from the third request on,
+		// each waits at least a quarter of a second (at 10/s they went
+		// 100ms apart until the window was spent).
+		got := b.sleeps.nonZero()
+		if len(got) < 8 || slices.ContainsFunc(got[1:], func(d time.Duration) bool { return d < 250*time.Millisecond }) {
+			t.Errorf("waits %v, want 8 or more, none under 250ms after the first (paced at Brevo's 4/s, not 10/s)", got)
+		}
+		if st := b.fake.Stats(); st.ByStatus["429"] != 0 || st.Contacts != 9 {
+			t.Errorf("%d 429s and %d contacts, want 0 and 9", st.ByStatus["429"], st.Contacts)
+		}
+	})
+
 	t.Run("client paces at RateLimit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.RateLimit = 5; p.Concurrency = 1 })

@@ -55,7 +55,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 		BaseURL: c.BaseURL, APIKey: c.APIKey, Mode: d.Mode, ListIDs: c.ListIDs,
 		Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
 		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep,
-		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts,
+		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Accounts: o.Accounts, AccountName: d.Account,
 		Attributes: slices.Collect(maps.Keys(attrs)),
 	})
 	if err != nil {

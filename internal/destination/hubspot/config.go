@@ -57,7 +57,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	dst, err := New(Params{
 		BaseURL: c.BaseURL, Token: c.Token, IDProperty: c.IDProperty, Properties: props,
 		Mode: d.Mode, WriteMode: d.EffectiveWriteMode(), Concurrency: d.Concurrency, Timeout: d.Timeout, RateLimit: rate,
-		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep, Accounts: o.Accounts,
+		HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep, Accounts: o.Accounts, AccountName: d.Account,
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err

@@ -102,6 +102,10 @@ type Params struct {
 	// Accounts, when set, shares the account's request budget with the
 	// other runs and processes writing to it.
 	Accounts destination.AccountPacer
+	// AccountName is the destination's `account` ("" when unset): when
+	// set, it names the account's shared budget instead of the
+	// credential, so a rotated key shares it.
+	AccountName string
 	// Clock tells the time (default clock.Real).
 	Clock clock.Clock
 	// Sleep waits d or until ctx is done (default: a timer).
@@ -189,7 +193,7 @@ func New(p Params) (*Destination, error) {
 	}
 	// HubSpot limits an account (a rolling ten-second window per private
 	// app): every sync and process writing with this token shares it.
-	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("hubspot", d.base, d.token),
+	d.limiter = apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("hubspot", d.base, destination.Budget(d.token, p.AccountName)),
 		destination.Limit{Rate: rl, Burst: 1})
 	d.api = apiclient.New(apiclient.Params{
 		Name:       "hubspot",
@@ -289,7 +293,17 @@ func longWait(route string, r *apiclient.Response, _ time.Duration) string {
 // observeRateLimit pauses the limiter when HubSpot says the rolling window
 // is spent: for one slot's share of the window, after which the oldest
 // request has most likely left it (a 429 with Retry-After covers the rest).
+//
+// It also paces the account at the window's rate, Max requests per
+// Interval, when HubSpot states one below rate_limit (a portal whose
+// limit is lowered kept the configured pace and saw up to a third of its
+// requests answered 429).
 func (d *Destination) observeRateLimit(r *apiclient.Response) {
+	if iv, err1 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Interval-Milliseconds")); err1 == nil && iv > 0 {
+		if mx, err2 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Max")); err2 == nil && mx > 0 {
+			d.limiter.Observe(float64(mx) / (float64(iv) / 1000))
+		}
+	}
 	rem := strings.TrimSpace(r.Header.Get("X-HubSpot-RateLimit-Remaining"))
 	if rem == "" {
 		return

@@ -53,7 +53,7 @@ func (Kind) New(d config.Destination, o destination.Options) (destination.Destin
 	dst, err := New(Params{
 		BaseURL: c.BaseURL, APIKey: c.APIKey, Revision: c.Revision, ListID: c.ListID, Mode: d.Mode,
 		WriteMode: destination.WriteMode(d.EffectiveWriteMode()), Concurrency: d.Concurrency, Timeout: d.Timeout,
-		RateLimit: rate, HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep, Accounts: o.Accounts,
+		RateLimit: rate, HTTPClient: o.HTTPClient, Clock: o.Clock, Sleep: o.Sleep, Accounts: o.Accounts, AccountName: d.Account,
 	})
 	if err != nil {
 		return nil, mapping.Spec{}, err

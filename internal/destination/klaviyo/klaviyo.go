@@ -116,8 +116,12 @@ type Params struct {
 	// Accounts, when set, shares the account's request budgets with the
 	// other runs and processes writing to it.
 	Accounts destination.AccountPacer
-	Clock    clock.Clock
-	Sleep    func(ctx context.Context, d time.Duration) error
+	// AccountName is the destination's `account` ("" when unset): when
+	// set, it names the account's shared budget instead of the
+	// credential, so a rotated key shares it.
+	AccountName string
+	Clock       clock.Clock
+	Sleep       func(ctx context.Context, d time.Duration) error
 	// MaxRetries is the number of in-run retries (default 5; negative: none).
 	MaxRetries int
 	// VerifyWait bounds how long Verify waits for running bulk import jobs
@@ -240,7 +244,7 @@ func New(p Params) (*Destination, error) {
 	newClient := func(group string, perSecond float64) *apiclient.Client {
 		// Klaviyo limits an account per endpoint group: every sync and
 		// process writing with this key shares each group's budget.
-		lim := apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("klaviyo", d.base, d.apiKey, group),
+		lim := apiclient.NewAccountLimiter(clk, p.Accounts, destination.Account("klaviyo", d.base, destination.Budget(d.apiKey, p.AccountName), group),
 			destination.Limit{Rate: perSecond, Burst: 1})
 		return apiclient.New(apiclient.Params{
 			Name: "klaviyo", URLSetting: "base_url",
