@@ -287,7 +287,7 @@ func longWait(route string, r *apiclient.Response, _ time.Duration) string {
 		return ""
 	}
 	return "HubSpot's daily request limit for this account is spent (policy DAILY, answered to " + route +
-		"): it resets at midnight in the HubSpot account's time zone"
+		"): it resets at midnight in the HubSpot account's time zone (a daily quota: a lower rate_limit or concurrency does not help; run the sync after that midnight, or raise the account's limit)"
 }
 
 // observeRateLimit pauses the limiter when HubSpot says the rolling window
