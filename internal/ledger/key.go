@@ -28,11 +28,15 @@ func RecordHash(data map[string]any) ([32]byte, error) {
 // SaltedHash is the hash of a record sent under destination settings other
 // than its sync's payload base (docs/guide.md#changing-a-sync):
 // SHA-256(record hash, salt), so it never equals the record's plain hash.
-func SaltedHash(record [32]byte, salt string) [32]byte {
+func SaltedHash(record [32]byte, salt string) [32]byte { return mixedHash("h1", record, salt) }
+
+// mixedHash is SHA-256(kind, record hash, text): kind keeps a salted hash
+// and a skipped one apart for the same text.
+func mixedHash(kind string, record [32]byte, text string) [32]byte {
 	var buf [128]byte
-	b := field(buf[:0], "h1")
+	b := field(buf[:0], kind)
 	b = field(b, string(record[:]))
-	b = field(b, salt)
+	b = field(b, text)
 	return sha256.Sum256(b)
 }
 
@@ -42,13 +46,7 @@ func SaltedHash(record [32]byte, salt string) [32]byte {
 // equals the record's hash, so a run under a mode that would write the
 // record sends it (docs/guide.md#changing-a-sync), while one under the
 // mode that skipped it compares with this hash and sends nothing.
-func SkippedHash(record [32]byte, skip string) [32]byte {
-	var buf [128]byte
-	b := field(buf[:0], "s1")
-	b = field(b, string(record[:]))
-	b = field(b, skip)
-	return sha256.Sum256(b)
-}
+func SkippedHash(record [32]byte, skip string) [32]byte { return mixedHash("s1", record, skip) }
 
 // Positional is the key of the record at position pos of the page read at
 // cursor: SHA-256(sync id, source id, page cursor, position, record hash).
