@@ -413,6 +413,9 @@ func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skip
 	for _, k := range it.release {
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 	}
+	for _, k := range r.supersededRefusals(it) {
+		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+	}
 	return out
 }
 

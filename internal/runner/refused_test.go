@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -68,5 +69,44 @@ func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 	}
 	if p, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(p) != 0 {
 		t.Fatalf("pending entries left: %d (%v)", len(p), err)
+	}
+}
+
+// TestRefusalsOfOlderValuesEndWithTheDelivery: a row refused, changed while
+// refused, and then delivered with its current values is no longer listed
+// as rejected: the refusals of the values it held before are released with
+// the delivery (they stayed listed until the prune, 7 days by default,
+// sending a person to fix records already delivered).
+func TestRefusalsOfOlderValuesEndWithTheDelivery(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapIdempotent)
+	refusing := true
+	tb.dest.reject = func(r destination.Record) bool {
+		return refusing && fmt.Sprint(r.Data["email"]) == "c00003@example.com"
+	}
+	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 1 {
+		t.Fatalf("first run: %+v, %v; want 1 rejected", r, err)
+	}
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= 10; i++ {
+		fmt.Fprintf(&b, "%d,c%05d@example.com,M%d\n", i, i, i) // every first name changes, row 3's too, while it is refused
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 1 {
+		t.Fatalf("second run: %+v, %v; want 1 rejected", r, err)
+	}
+	refusing = false
+	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Written != 1 {
+		t.Fatalf("third run: %+v, %v; want row 3 written", r, err)
+	}
+	if got := fmt.Sprint(tb.dest.value("c00003@example.com")); got != "M3" {
+		t.Fatalf("row 3 at the destination: %s, want M3", got)
+	}
+	es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
+	if err != nil || len(es) != 0 {
+		t.Fatalf("still listed as refused after the delivery: %d (%v)", len(es), err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/trace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -232,6 +233,12 @@ type run struct {
 	// (ledger.SlotTag; loadOutstanding); read and emptied by the ledger
 	// stage only.
 	outstanding map[string][]store.LedgerEntry
+	// refusals are the sync's rejected entries when the run began, by slot
+	// tag (loadRefusals): a delivery of the slot under another key (its
+	// row changed since) supersedes them (supersededRefusals). Every stage
+	// that records a delivery reads it, under refusalsMu.
+	refusalsMu sync.Mutex
+	refusals   map[string][]store.LedgerEntry
 	// remover is the destination's, for a mirror sync (nil otherwise).
 	remover destination.Remover
 	// seen are the slots a mirror run's full read met (nil otherwise).
@@ -441,6 +448,9 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err := r.loadOutstanding(ctx); err != nil {
 		return store.RunFailed, err
 	}
+	if err := r.loadRefusals(ctx); err != nil {
+		return store.RunFailed, err
+	}
 	again, err := r.readAgain(ctx)
 	if err != nil {
 		return store.RunFailed, err
@@ -451,6 +461,56 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 		r.seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
 	}
 	return r.pages(ctx, cursor, again)
+}
+
+// loadRefusals reads the sync's rejected entries (at most readAgainMax),
+// by slot tag.
+func (r *run) loadRefusals(ctx context.Context) error {
+	es, err := r.Store.LedgerList(ctx, r.Sync.ID, store.LedgerRejected, readAgainMax)
+	if err != nil {
+		return storeFailure(ctx, err, "list the rejected records")
+	}
+	r.refusals = map[string][]store.LedgerEntry{}
+	for _, e := range es {
+		if tag, _, ok := ledger.EntryTag(e.Result); ok {
+			r.refusals[tag] = append(r.refusals[tag], e)
+		}
+	}
+	return nil
+}
+
+// supersededRefusals returns, once, the keys of the refusals of it's slot
+// under other keys (values its row held before): it is delivered now with
+// its current values, so those refusals are no longer a person's to look
+// at (they stayed listed as rejected until the prune). A refusal of
+// another identity that shares the slot's tag is left alone.
+func (r *run) supersededRefusals(it *item) []string {
+	r.refusalsMu.Lock()
+	defer r.refusalsMu.Unlock()
+	tag := ledger.SlotTag(it.slot)
+	es, ok := r.refusals[tag]
+	if !ok {
+		return nil
+	}
+	var out []string
+	var rest []store.LedgerEntry
+	for _, e := range es {
+		id, _ := ledger.EntryIdentity(e)
+		switch {
+		case e.Key == it.Key:
+			// released as the delivery's own key
+		case id == it.id:
+			out = append(out, e.Key)
+		default:
+			rest = append(rest, e)
+		}
+	}
+	if len(rest) == 0 {
+		delete(r.refusals, tag)
+	} else {
+		r.refusals[tag] = rest
+	}
+	return out
 }
 
 // readAgainMax bounds the rejected rows one run reads again by identity.
@@ -465,9 +525,9 @@ func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
 	if !ok || r.Sync.Identity == "" {
 		return nil, nil
 	}
-	es, err := r.Store.LedgerList(ctx, r.Sync.ID, store.LedgerRejected, readAgainMax)
-	if err != nil {
-		return nil, storeFailure(ctx, err, "list the rejected records")
+	var es []store.LedgerEntry
+	for _, group := range r.refusals {
+		es = append(es, group...)
 	}
 	seen := make(map[string]bool, len(es))
 	var ids []string
