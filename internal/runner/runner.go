@@ -374,7 +374,7 @@ func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
 // cancelled run is still recorded.
 func (r *run) finish(ctx context.Context, state store.RunState, err error) store.Run {
 	if r.repeated > 0 {
-		r.Logger.Warn("records repeated an identity that an earlier page of this run delivered with other values: the one read last is what the destination holds, but every run writes the earlier ones again; give each identity one row in the source (docs/guide.md#an-identity-in-the-source-twice)",
+		r.Logger.Warn("records repeated an identity that an earlier page of this run delivered with other values: the one read last is what the destination holds. A row changed while the run read it (on a keyset source it moves to a later page) needs nothing; if the source holds several rows with one identity, every run writes the earlier ones again: give each identity one row in the source (docs/guide.md#an-identity-in-the-source-twice)",
 			"sync", r.Sync.ID, "run", r.rec.ID, "identity", r.Sync.Identity, "records", r.repeated)
 	}
 	r.rec.State = state
