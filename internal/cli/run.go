@@ -330,6 +330,8 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}()
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
+	// afterFailure evaluates the sync's breaker after a failed run of the
+	// sync itself.
 	afterFailure := func(ctx context.Context, r store.Run) {
 		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
 		if err != nil {
@@ -397,8 +399,6 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	// nothing of what the partitions delivered, write every record again
 	// beside them and leave the partitions' last delivered states behind
 	// the destination (docs/guide.md#commands).
-	// afterFailure evaluates the sync's breaker after a failed run of the
-	// sync itself.
 	parts := []runPart{{sync: built.Sync, desc: sc.ID}}
 	workCtx := runCtx
 	var whole *wholeRun
@@ -710,21 +710,20 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 	return run, err
 }
 
-// recordBuildFailure stores a run of syncID that failed before it could
+// recordBuildFailure stores a run of sc that failed before it could
 // start (its source or destination could not be set up), evaluates the
 // breaker and sends the heartbeat's /fail. A store that cannot record it
 // is logged: the caller reports the original failure.
 func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, err error, afterFailure func(context.Context, store.Run), beats *deadman.Heartbeats, log *slog.Logger) {
-	syncID := sc.ID
 	err = failure.OutOfFiles(err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	run, rerr := st.InsertRun(rctx, store.InsertRunParams{
-		SyncID: syncID, State: store.RunFailed, Attempt: 1,
+		SyncID: sc.ID, State: store.RunFailed, Attempt: 1,
 		FailureCode: string(failure.CodeOf(err)), Detail: failure.Detail(err),
 	})
 	if rerr != nil {
-		log.Error("could not record a failed run", "sync", syncID, "code", failure.CodeOf(err), "err", rerr)
+		log.Error("could not record a failed run", "sync", sc.ID, "code", failure.CodeOf(err), "err", rerr)
 		return
 	}
 	afterFailure(rctx, run)

@@ -397,7 +397,7 @@ func (r *run) deliveryKey(it *item) string {
 // skipped is the reason the write mode left the record as the destination
 // had it ("" when written): the slot then keeps the record's skipped hash,
 // which only a run under a write mode that skips it so takes for
-// unchanged (skippedState).
+// unchanged (run.unchanged).
 func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skipped string) []store.LedgerFinish {
 	ref = r.handleRef(it, ref)
 	h := it.hash

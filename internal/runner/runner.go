@@ -448,10 +448,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err := r.loadOutstanding(ctx); err != nil {
 		return store.RunFailed, err
 	}
-	if err := r.loadRefusals(ctx); err != nil {
+	refused, err := r.loadRefusals(ctx)
+	if err != nil {
 		return store.RunFailed, err
 	}
-	again, err := r.readAgain(ctx)
+	again, err := r.readAgain(ctx, refused)
 	if err != nil {
 		return store.RunFailed, err
 	}
@@ -463,12 +464,12 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	return r.pages(ctx, cursor, again)
 }
 
-// loadRefusals reads the sync's rejected entries (at most readAgainMax),
-// by slot tag.
-func (r *run) loadRefusals(ctx context.Context) error {
+// loadRefusals reads the sync's rejected entries (at most readAgainMax)
+// into r.refusals, by slot tag, and returns them as listed.
+func (r *run) loadRefusals(ctx context.Context) ([]store.LedgerEntry, error) {
 	es, err := r.Store.LedgerList(ctx, r.Sync.ID, store.LedgerRejected, readAgainMax)
 	if err != nil {
-		return storeFailure(ctx, err, "list the rejected records")
+		return nil, storeFailure(ctx, err, "list the rejected records")
 	}
 	r.refusals = map[string][]store.LedgerEntry{}
 	for _, e := range es {
@@ -476,7 +477,7 @@ func (r *run) loadRefusals(ctx context.Context) error {
 			r.refusals[tag] = append(r.refusals[tag], e)
 		}
 	}
-	return nil
+	return es, nil
 }
 
 // supersededRefusals returns, once, the keys of the refusals of it's slot
@@ -519,15 +520,12 @@ const readAgainMax = 10_000
 // readAgain reads again, by identity, the rows the destination rejected on
 // earlier runs, when the source's cursor does not come back to them (a
 // keyset source; a file is read whole every run): docs/guide.md#the-ledger-and-its-retention, rejected
-// records are retried until they succeed. It returns them in pages.
-func (r *run) readAgain(ctx context.Context) ([][]source.Record, error) {
+// records are retried until they succeed. es are the sync's rejected
+// entries (loadRefusals). It returns them in pages.
+func (r *run) readAgain(ctx context.Context, es []store.LedgerEntry) ([][]source.Record, error) {
 	rf, ok := r.Source.(source.Refetcher)
 	if !ok || r.Sync.Identity == "" {
 		return nil, nil
-	}
-	var es []store.LedgerEntry
-	for _, group := range r.refusals {
-		es = append(es, group...)
 	}
 	seen := make(map[string]bool, len(es))
 	var ids []string

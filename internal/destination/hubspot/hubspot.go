@@ -299,10 +299,11 @@ func longWait(route string, r *apiclient.Response, _ time.Duration) string {
 // limit is lowered kept the configured pace and saw up to a third of its
 // requests answered 429).
 func (d *Destination) observeRateLimit(r *apiclient.Response) {
-	if iv, err1 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Interval-Milliseconds")); err1 == nil && iv > 0 {
-		if mx, err2 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Max")); err2 == nil && mx > 0 {
-			d.limiter.Observe(float64(mx) / (float64(iv) / 1000))
-		}
+	interval, err1 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Interval-Milliseconds"))
+	maxN, err2 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Max"))
+	window := err1 == nil && err2 == nil && interval > 0 && maxN > 0
+	if window {
+		d.limiter.Observe(float64(maxN) / (float64(interval) / 1000))
 	}
 	rem := strings.TrimSpace(r.Header.Get("X-HubSpot-RateLimit-Remaining"))
 	if rem == "" {
@@ -311,9 +312,7 @@ func (d *Destination) observeRateLimit(r *apiclient.Response) {
 	if n, err := strconv.Atoi(rem); err != nil || n > 0 {
 		return
 	}
-	interval, err1 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Interval-Milliseconds"))
-	maxN, err2 := strconv.Atoi(r.Header.Get("X-HubSpot-RateLimit-Max"))
-	if err1 != nil || err2 != nil || interval <= 0 || maxN <= 0 {
+	if !window {
 		d.limiter.Pause(time.Second)
 		return
 	}
