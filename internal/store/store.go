@@ -332,6 +332,28 @@ type LedgerFinish struct {
 	State   LedgerState
 	Result  string
 	Message string
+	// Settled, when set, records in the same transaction how the write in
+	// doubt this mark resolves was settled (LedgerSettled lists it).
+	Settled *Settlement
+}
+
+// Settlement is how a write in doubt was settled
+// (docs/guide.md#the-ledger-and-its-retention): opaque to the store, like
+// Result. The runner writes the record's identity there, encoded as text.
+type Settlement struct {
+	Identity string
+	How      string
+}
+
+// SettledEntry is a recorded Settlement: the key of the mark that carried
+// it, the run that settled it and when (by the store's clock). A key
+// settled again keeps its latest.
+type SettledEntry struct {
+	Key      string
+	Identity string
+	How      string
+	RunID    int64
+	At       time.Time
 }
 
 // Lease is a sync's SQL lease (embedded mode; Redis leases live in package lease).
@@ -482,12 +504,16 @@ type Ledger interface {
 	// LedgerTouch moves SeenAt of keys to now (a replay confirmed them).
 	LedgerTouch(ctx context.Context, syncID string, keys []string) error
 	// LedgerPrune deletes rejected and in_doubt entries not seen since
-	// before. Complete entries (a slot's last delivered state, docs/guide.md#what-a-run-does: it
+	// before, and settlements recorded before it. Complete entries (a slot's last delivered state, docs/guide.md#what-a-run-does: it
 	// does not expire), pending and accepted ones are kept.
 	LedgerPrune(ctx context.Context, before time.Time) (int64, error)
 	// LedgerList returns a sync's entries in a state (rejected, in_doubt,
 	// accepted, pending), newest first.
 	LedgerList(ctx context.Context, syncID string, state LedgerState, limit int) ([]LedgerEntry, error)
+	// LedgerSettled returns a sync's settlements (LedgerFinish.Settled),
+	// newest first; limit <= 0 returns all. LedgerPrune deletes those
+	// older than its before.
+	LedgerSettled(ctx context.Context, syncID string, limit int) ([]SettledEntry, error)
 }
 
 // Leases are the SQL leases (one per sync).

@@ -76,6 +76,9 @@ func (s *Store) queueCheckpoint(b *pgx.Batch, p store.CheckpointParams) error {
 			return err
 		}
 		b.Queue(sqlLedgerFinish, args...).QueryRow(check)
+		if settled := s.settledArgs(p.FinishParams()); settled != nil {
+			b.Queue(sqlSettledPut, settled...)
+		}
 	}
 	b.Queue(sqlSaveCursor, s.cursorArgs(p.Cursor)...).QueryRow(func(row pgx.Row) error { return checkCursor(p.Cursor, row) })
 	b.Queue(sqlRunUpdate, s.runArgs(p.Run)...).Exec(func(tag pgconn.CommandTag) error { return checkRunUpdated(p.Run, tag) })

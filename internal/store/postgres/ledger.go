@@ -208,6 +208,9 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 // that was never claimed is inserted with attempts 1. A released key's entry
 // is deleted unless it is complete. A key given twice keeps its last outcome.
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
+	if settled := s.settledArgs(p); settled != nil {
+		return s.ledgerFinishSettled(ctx, p, settled)
+	}
 	return s.ledgerFinish(ctx, s.pool, p)
 }
 
@@ -292,7 +295,8 @@ const defaultPruneWindow = 5000
 // slot's last delivered state, docs/guide.md#what-a-run-does), pending and accepted ones stay. It
 // walks the ledger in primary-key order, one short statement (its own
 // transaction) per window of rows, so it needs no index on seen_at and each
-// step is bounded.
+// step is bounded. Then it deletes the settlements recorded before before
+// (not counted: the count is of ledger entries).
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	var (
 		total             int64
@@ -306,7 +310,7 @@ func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error
 		}
 		total += deleted
 		if walked < int64(s.pruneWindow) {
-			return total, nil
+			return total, s.pruneSettled(ctx, before)
 		}
 	}
 }

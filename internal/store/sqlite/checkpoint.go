@@ -42,6 +42,9 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 			if rec, err = s.appendFencedTx(ctx, tx, p.Cursor.SyncID, p.Cursor.Fence, fin.mks, fin.live, fin.build); err != nil {
 				return err
 			}
+			if err := s.putSettled(ctx, tx, p.Cursor.SyncID, p.Cursor.RunID, settlements(p.FinishParams())); err != nil {
+				return err
+			}
 		}
 		if err := s.saveCursor(ctx, tx, p.Cursor); err != nil {
 			return err

@@ -504,7 +504,21 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	if err != nil {
 		return err
 	}
-	rec, err := s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.live, f.build)
+	var rec *logRecord
+	if settled := settlements(p); len(settled) == 0 {
+		rec, err = s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.live, f.build)
+	} else {
+		err = s.writeWith(ctx, lazy, "ledger finish", func(tx *sql.Tx) error {
+			var err error
+			if rec, err = s.appendFencedTx(ctx, tx, p.SyncID, p.Fence, f.mks, f.live, f.build); err != nil {
+				return err
+			}
+			return s.putSettled(ctx, tx, p.SyncID, p.RunID, settled)
+		})
+		if err == nil && rec != nil {
+			s.mem.applyOwn(rec)
+		}
+	}
 	if err != nil || rec == nil {
 		return err
 	}
@@ -661,12 +675,17 @@ const defaultPruneWindow = 5000
 // slot's last delivered state: it does not expire, docs/guide.md#what-a-run-does), pending and
 // accepted ones are kept, so ledger_done and ledger_claims are never walked.
 // It walks ledger in primary-key order, one short transaction per window of
-// rows, after merging the log.
+// rows, after merging the log. Then it deletes the settlements recorded
+// before before (not counted: the count is of ledger entries).
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
 	if err := s.mergeLog(ctx); err != nil {
 		return 0, err
 	}
-	return s.pruneTable(ctx, "ledger", "AND state IN ('rejected', 'in_doubt')", before)
+	n, err := s.pruneTable(ctx, "ledger", "AND state IN ('rejected', 'in_doubt')", before)
+	if err != nil {
+		return n, err
+	}
+	return n, s.pruneSettled(ctx, before)
 }
 
 // Prune statements. A window is the rows after (sid, key) in primary-key

@@ -20,6 +20,7 @@ func testLedgerStates(t *testing.T, open OpenFunc) {
 	t.Run("ClaimResults", func(t *testing.T) { t.Parallel(); testLedgerClaimResults(t, open) })
 	t.Run("CheckpointReleases", func(t *testing.T) { t.Parallel(); testCheckpointReleases(t, open) })
 	t.Run("PruneKeepsSlots", func(t *testing.T) { t.Parallel(); testLedgerPruneKeepsSlots(t, open) })
+	t.Run("Settled", func(t *testing.T) { t.Parallel(); testLedgerSettled(t, open) })
 }
 
 func claimKeys(t *testing.T, b *bundle, syncID string, fence, runID int64, ks []string) {
