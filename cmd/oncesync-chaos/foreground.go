@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -132,8 +134,10 @@ func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
 		}
 	}
 	if f.probe != nil {
+		inDoubt := int64(-1)
 		if rs, err := f.probe.runStats(ctx); err == nil {
 			row.InDoubtSettled = rs.Settled
+			inDoubt = rs.InDoubt
 			row.notef("runs by outcome in the store: %s", rs.outcomes())
 			if rs.Running != 0 {
 				row.problemf("%d runs left in state running in the store", rs.Running)
@@ -142,6 +146,9 @@ func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
 			row.problemf("read the store's runs: %v", err)
 		}
 		f.probe.close()
+		if inDoubt >= 0 {
+			f.checkSettledListed(ctx, row, inDoubt)
+		}
 	}
 	row.notef("fake: %d requests, %d contacts written", st.Requests, st.ContactsWritten)
 }
@@ -403,4 +410,45 @@ func sigtermForeground(ctx context.Context, e *env) (*Row, error) {
 	cancel()
 	f.finish(ctx, row, done)
 	return row, nil
+}
+
+// checkSettledListed: every write in doubt the runs settled is listed by
+// the record's identity (docs/guide.md#the-ledger-and-its-retention), not
+// only counted: `oncesync records --settled` names a record for each, and
+// at least one when the runs counted any in doubt (their final
+// run succeeded, so none is left unsettled). A key is listed once however
+// often it was in doubt, and a run killed between settling a page and its
+// checkpoint lists what it did not count, so the two figures are compared
+// in a note only.
+func (f *foreground) checkSettledListed(ctx context.Context, row *Row, inDoubt int64) {
+	cmd := exec.CommandContext(ctx, f.e.o.Bin, "records", "--config", f.config, f.syncID, "--settled", "--format", "json", "--limit", "10000000")
+	cmd.Dir = f.e.dir
+	cmd.Env = append(os.Environ(), "BREVO_API_KEY="+apiKey)
+	out, err := cmd.Output()
+	if err != nil {
+		row.problemf("oncesync records --settled: %v", err)
+		return
+	}
+	var recs []struct {
+		Identity string `json:"identity"`
+		State    string `json:"state"`
+		Reason   string `json:"reason"`
+	}
+	if err := json.Unmarshal(out, &recs); err != nil {
+		row.problemf("oncesync records --settled: %v", err)
+		return
+	}
+	seen := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		if r.Identity == "" || r.State != "settled" || r.Reason == "" {
+			row.problemf("a settled record without an identity, state or reason: %+v", r)
+			return
+		}
+		seen[r.Identity] = true // one row may have had two values in doubt
+	}
+	if inDoubt > 0 && len(recs) == 0 {
+		row.problemf("the runs counted %d records in doubt and `oncesync records --settled` lists none", inDoubt)
+		return
+	}
+	row.notef("settled writes in doubt listed by identity: %d, of %d rows (the runs counted %d in doubt)", len(recs), len(seen), inDoubt)
 }

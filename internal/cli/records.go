@@ -21,7 +21,7 @@ import (
 type recordsFlags struct {
 	config            string
 	rejected, inDoubt bool
-	removed           bool
+	removed, settled  bool
 	format            string
 	limit             int
 	search            string
@@ -30,7 +30,7 @@ type recordsFlags struct {
 func newRecordsCmd(env Env) *cobra.Command {
 	var f recordsFlags
 	cmd := &cobra.Command{
-		Use:   "records --config FILE SYNC [--rejected|--in-doubt|--removed] [--format table|csv|json]",
+		Use:   "records --config FILE SYNC [--rejected|--in-doubt|--removed|--settled] [--format table|csv|json]",
 		Short: "List the records a person must look at: rejected by the destination, in doubt, or removed",
 		Long: `List a sync's records that need a person, by the sync's identity, with the reason:
   rejected   the destination refused the record (its message); the next run sends it again once
@@ -40,11 +40,15 @@ func newRecordsCmd(env Env) *cobra.Command {
   removed    (write_mode mirror) the record's source row is gone and a run removed it from the
              destination; the row, should it come back, is sent again
 
-Without --rejected, --in-doubt or --removed, all three are listed. --search narrows them as the
+Without --rejected, --in-doubt or --removed, all three are listed. --settled lists instead the
+writes in doubt that were settled, by a run or by a person, and how: read back and found landed
+(not sent again), not found and sent again, or sent again under the same idempotency key; they
+are kept as long as the ledger's retention (settings.ledger_retention). --search narrows them as the
 sync's records page does. --format csv or json for a spreadsheet or a script.`,
 		Example: `  oncesync records --config oncesync.yaml contacts-to-brevo
   oncesync records --config oncesync.yaml contacts-to-brevo --rejected --format csv > rejected.csv
-  oncesync records --config oncesync.yaml contacts-to-brevo --search 4711`,
+  oncesync records --config oncesync.yaml contacts-to-brevo --search 4711
+  oncesync records --config oncesync.yaml contacts-to-brevo --settled`,
 		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch f.format {
@@ -77,16 +81,18 @@ sync's records page does. --format csv or json for a spreadsheet or a script.`,
 	cmd.Flags().BoolVar(&f.rejected, "rejected", false, "only records the destination rejected")
 	cmd.Flags().BoolVar(&f.inDoubt, "in-doubt", false, "only records in doubt")
 	cmd.Flags().BoolVar(&f.removed, "removed", false, "only records a mirror run removed from the destination")
+	cmd.Flags().BoolVar(&f.settled, "settled", false, "only writes in doubt that were settled, and how (not listed otherwise)")
 	cmd.Flags().StringVar(&f.format, "format", "table", "table, csv or json")
 	cmd.Flags().IntVar(&f.limit, "limit", 10000, "at most this many records of each state")
 	cmd.Flags().StringVar(&f.search, "search", "", "only records whose identity contains TEXT (any case), or whose delivery key starts with it")
 	return cmd
 }
 
-// listRecords reads the sync's rejected and in-doubt entries (a
-// partitioned sync's are its partitions'), newest first per state.
+// listRecords reads the sync's entries in the states f asks for (a
+// partitioned sync's are its partitions'), newest first per state: settled
+// ones first when asked.
 func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID string, f recordsFlags) ([]ledger.Record, error) {
-	all := !f.rejected && !f.inDoubt && !f.removed
+	all := !f.rejected && !f.inDoubt && !f.removed && !f.settled
 	var states []store.LedgerState
 	if f.rejected || all {
 		states = append(states, store.LedgerRejected)
@@ -104,6 +110,19 @@ func listRecords(ctx context.Context, cfg *config.Config, st store.Store, syncID
 	}
 	ids := partition.IDs(syncID, n)
 	out := []ledger.Record{}
+	if f.settled {
+		for _, id := range ids {
+			rs, err := ledger.Settled(ctx, st, id, f.limit)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range rs {
+				if r.Matches(f.search) {
+					out = append(out, r)
+				}
+			}
+		}
+	}
 	for _, state := range states {
 		for _, id := range ids {
 			es, err := ledger.List(ctx, st, id, state, f.limit)
@@ -138,7 +157,10 @@ func (f recordsFlags) noneText() string {
 	if f.removed {
 		asked = append(asked, "removed")
 	}
-	if len(asked) == 0 || len(asked) == 3 {
+	if f.settled {
+		asked = append(asked, "settled")
+	}
+	if len(asked) == 0 || (len(asked) == 3 && !f.settled) {
 		return "no rejected, in-doubt or removed records"
 	}
 	return "no " + strings.Join(asked, " or ") + " records"

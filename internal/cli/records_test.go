@@ -27,14 +27,15 @@ func TestRecordsCommand(t *testing.T) {
 	if err := st.RaiseFence(ctx, "busy", 1); err != nil {
 		t.Fatal(err)
 	}
-	rej, doubt := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	if err := st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "busy", Fence: 1, RunID: 7, Keys: []string{rej, doubt}}); err != nil {
+	rej, doubt, settled := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	if err := st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "busy", Fence: 1, RunID: 7, Keys: []string{rej, doubt, settled}}); err != nil {
 		t.Fatal(err)
 	}
 	slot := ledger.Slot("busy", "csv:/x", "42")
 	if err := st.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "busy", Fence: 1, RunID: 7, Entries: []store.LedgerFinish{
 		{Key: rej, State: store.LedgerRejected, Result: ledger.RejectedResult(slot, "42"), Message: "invalid email address"},
 		{Key: doubt, State: store.LedgerInDoubt, Result: ledger.InDoubtResult(ledger.Slot("busy", "csv:/x", "43"), "43")},
+		{Key: settled, State: store.LedgerReleased, Settled: ledger.Settlement("44", ledger.SettledLanded)},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +53,17 @@ func TestRecordsCommand(t *testing.T) {
 	}
 	out, _ := records()
 	if !strings.Contains(out, "42") || !strings.Contains(out, "invalid email address") || !strings.Contains(out, "43") ||
-		!strings.Contains(out, "in doubt") || strings.Contains(out, rej) {
+		!strings.Contains(out, "in doubt") || strings.Contains(out, rej) || strings.Contains(out, "44") {
 		t.Fatalf("table:\n%s", out)
+	}
+	// A write in doubt that a run settled is listed on request, with the
+	// record's identity and how (docs/guide.md#the-ledger-and-its-retention).
+	if out, _ = records("--settled"); !strings.Contains(out, "44") || !strings.Contains(out, "settled") ||
+		!strings.Contains(out, "it had landed") || strings.Contains(out, "42") || strings.Contains(out, "43") {
+		t.Fatalf("--settled:\n%s", out)
+	}
+	if out, _ = records("--settled", "--search", "42"); strings.TrimSpace(out) != "no settled records" {
+		t.Fatalf("--settled --search 42:\n%s", out)
 	}
 	if out, _ = records("--rejected"); strings.Contains(out, "43") || !strings.Contains(out, "42") {
 		t.Fatalf("--rejected:\n%s", out)

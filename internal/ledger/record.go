@@ -14,7 +14,7 @@ import (
 // CLI (`oncesync records`), the sync and run pages and the API show it.
 type Record struct {
 	Identity string    `json:"identity,omitempty"` // empty for entries that predate identities
-	State    string    `json:"state"`              // "rejected" or "in doubt"
+	State    string    `json:"state"`              // "rejected", "in doubt", "removed" or "settled"
 	Reason   string    `json:"reason"`
 	RunID    int64     `json:"run"`
 	At       time.Time `json:"at"` // when the delivery was claimed
@@ -27,7 +27,60 @@ const (
 	RecordRejected = "rejected"
 	RecordInDoubt  = "in doubt"
 	RecordRemoved  = "removed"
+	RecordSettled  = "settled"
 )
+
+// How a write in doubt was settled (store.Settlement.How;
+// docs/guide.md#the-ledger-and-its-retention).
+const (
+	SettledLanded     = "landed"            // read back: it had landed; not sent again
+	SettledResent     = "resent"            // read back: not there; sent again
+	SettledIdempotent = "resent_idempotent" // sent again under its idempotency key
+	SettledDelivered  = "person_delivered"  // a person marked it delivered
+	SettledToResend   = "person_resend"     // a person marked it to send again
+)
+
+// settledReasons are the settled records' reasons, by how.
+var settledReasons = map[string]string{
+	SettledLanded:     "its write's answer was lost; read back from the destination, it had landed, so it was not sent again",
+	SettledResent:     "its write's answer was lost; read back from the destination, it was not there, so it was sent again",
+	SettledIdempotent: "its write's answer was lost; sent again with the same idempotency key, which the destination applies once",
+	SettledDelivered:  "in doubt; a person marked it delivered (the sync's audit log names who)",
+	SettledToResend:   "in doubt; a person marked it to send again (the sync's audit log names who)",
+}
+
+// Settlement is how the write in doubt of the record identity was settled,
+// as a mark carries it (store.LedgerFinish.Settled).
+func Settlement(identity, how string) *store.Settlement {
+	return &store.Settlement{Identity: encodeIdentity(identity), How: how}
+}
+
+// SettledRecord is a recorded settlement as a Record (state "settled").
+func SettledRecord(e store.SettledEntry) Record {
+	r := Record{State: RecordSettled, RunID: e.RunID, At: e.At.UTC(), Key: e.Key, Reason: settledReasons[e.How]}
+	if id, ok := decodeIdentity(e.Identity); ok {
+		r.Identity = id
+	}
+	if r.Reason == "" {
+		r.Reason = "settled: " + e.How
+	}
+	return r
+}
+
+// Settled is syncID's settled records, newest first, at most limit (0: all).
+func Settled(ctx context.Context, st interface {
+	LedgerSettled(ctx context.Context, syncID string, limit int) ([]store.SettledEntry, error)
+}, syncID string, limit int) ([]Record, error) {
+	es, err := st.LedgerSettled(ctx, syncID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, len(es))
+	for i, e := range es {
+		out[i] = SettledRecord(e)
+	}
+	return out, nil
+}
 
 // Matches says whether r answers a search of the records lists (the
 // sync's records page's q, `oncesync records --search`): a case-insensitive

@@ -47,6 +47,10 @@ type item struct {
 	// prevRef is the Ref of the slot's last delivered state, for a mirror
 	// (whose Ref holds the record's handle at the destination).
 	prevRef string
+	// settling is how the run settled a write of it in doubt that it sends
+	// again (ledger.SettledResent, ledger.SettledIdempotent): recorded with
+	// the mark of its outcome.
+	settling string
 }
 
 // claimed is a page through the ledger stage: the records to write, claimed
@@ -528,6 +532,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 		if o.doubted {
 			delta.InDoubt++
 		}
+		from := len(marks)
 		switch o.res.Outcome {
 		case destination.Delivered:
 			marks = r.appendDeliveredMarks(marks, o.it, o.res.Ref, o.res.Skipped)
@@ -553,9 +558,30 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 			batches[i].items = append(batches[i].items, o.it)
 		case destination.NotSent:
 			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerReleased})
+			continue // not settled: in doubt still, or never sent
+		}
+		switch {
+		case o.doubted && o.readBack:
+			withSettlement(marks[from:], o.it, ledger.SettledLanded)
+		case o.doubted:
+			withSettlement(marks[from:], o.it, ledger.SettledResent)
+		case o.it.settling != "":
+			withSettlement(marks[from:], o.it, o.it.settling)
 		}
 	}
 	return marks, batches, delta
+}
+
+// withSettlement records, on the mark of it's delivery key among marks, how
+// its write in doubt was settled (docs/guide.md#the-ledger-and-its-retention:
+// every settlement is listed with the record's identity).
+func withSettlement(marks []store.LedgerFinish, it *item, how string) {
+	for i := range marks {
+		if marks[i].Key == it.Key {
+			marks[i].Settled = ledger.Settlement(it.id, how)
+			return
+		}
+	}
 }
 
 // mark records outcomes (step 5 of docs/guide.md#what-a-run-does), fenced like the claims.
@@ -851,6 +877,9 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend []*item, settled int64, marks []store.LedgerFinish, _ error) {
 	switch r.Destination.Capability() {
 	case destination.CapIdempotent:
+		for _, it := range its {
+			it.settling = ledger.SettledIdempotent
+		}
 		return its, 0, nil, nil // resent with the same idempotency key
 	case destination.CapVerify:
 		// The writes in doubt are an earlier holder's, all sent before its
@@ -864,9 +893,12 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		}
 		for _, it := range its {
 			if ref, ok := landed[it.Key]; ok {
+				from := len(marks)
 				marks = r.appendDeliveredMarks(marks, it, ref, "")
+				withSettlement(marks[from:], it, ledger.SettledLanded)
 				settled++
 			} else {
+				it.settling = ledger.SettledResent
 				resend = append(resend, it)
 			}
 		}

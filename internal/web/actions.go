@@ -304,8 +304,10 @@ func (s *Server) settle(ctx context.Context, runID int64, in SettleInput) (int, 
 			continue
 		}
 		seen[k] = true
-		f := store.LedgerFinish{Key: k, State: state}
+		id, _ := ledger.EntryIdentity(e)
+		f := store.LedgerFinish{Key: k, State: state, Settled: ledger.Settlement(id, ledger.SettledToResend)}
 		if state == store.LedgerComplete {
+			f.Settled.How = ledger.SettledDelivered
 			// The delivery key complete: the next run records it as its
 			// slot's last delivered state.
 			f.Result = "settled by a person: delivered"

@@ -67,6 +67,8 @@ func TestRunInDoubtWording(t *testing.T) {
 	page := b.get(fmt.Sprintf("/runs/%d", b.d.RecordsRun.ID))
 	mustNotContain(t, page.body, "left by earlier runs:")
 	mustContain(t, page.body, "whose write's answer was lost, in this run or left by an earlier one")
+	// Which records, and how each was settled: the records page narrowed.
+	mustContain(t, page.body, fmt.Sprintf("/records?state=settled&amp;run=%d", b.d.RecordsRun.ID))
 }
 
 // TestEveryScheduleNextRun: an @every schedule counts from the moment a

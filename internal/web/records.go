@@ -33,7 +33,7 @@ type RecordList struct {
 
 // recordFilter narrows a sync's records.
 type recordFilter struct {
-	State string // "", "rejected", "in_doubt" or "removed"
+	State string // "", "rejected", "in_doubt", "removed" or "settled" (only when asked)
 	Q     string // a case-insensitive part of the identity (or key)
 	Run   int64  // 0: any run
 }
@@ -60,9 +60,9 @@ func filterOf(r *http.Request) (recordFilter, error) {
 	q := r.URL.Query()
 	f := recordFilter{State: q.Get("state"), Q: strings.TrimSpace(q.Get("q"))}
 	switch f.State {
-	case "", "rejected", "in_doubt", ledger.RecordRemoved:
+	case "", "rejected", "in_doubt", ledger.RecordRemoved, ledger.RecordSettled:
 	default:
-		return f, fmt.Errorf("%w: state must be rejected, in_doubt or removed", ErrInvalid)
+		return f, fmt.Errorf("%w: state must be rejected, in_doubt, removed or settled", ErrInvalid)
 	}
 	if len(f.Q) > 200 {
 		return f, fmt.Errorf("%w: q is longer than 200 bytes", ErrInvalid)
@@ -85,6 +85,26 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		return RecordList{}, err
 	}
 	out := RecordList{Records: []ledger.Record{}}
+	if f.State == ledger.RecordSettled {
+		// How the writes in doubt were settled (docs/guide.md#the-ledger-and-its-retention).
+		for _, lid := range ledgerIDs(sy) {
+			rs, err := ledger.Settled(ctx, s.p.Store, lid, recordsMax)
+			if err != nil {
+				return RecordList{}, fmt.Errorf("ledger settled: %w", err)
+			}
+			out.Capped = out.Capped || len(rs) == recordsMax
+			for _, r := range rs {
+				if (f.Run != 0 && r.RunID != f.Run) || !r.Matches(f.Q) {
+					continue
+				}
+				out.Total++
+				if len(out.Records) < limit {
+					out.Records = append(out.Records, r)
+				}
+			}
+		}
+		return out, nil
+	}
 	states := []store.LedgerState{store.LedgerRejected, store.LedgerInDoubt}
 	if mirrors(sy.Definition) {
 		// A removed record is a slot's complete entry (docs/guide.md#write-modes).

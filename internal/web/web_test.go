@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -580,6 +581,27 @@ func TestSettle(t *testing.T) {
 	if got := b.post(runPath, url.Values{"key": {b.d.InDoubt[0]}, "outcome": {SettleDelivered}, "why": {"again"}}); got.code != 409 {
 		t.Errorf("second settle: %d", got.code)
 	}
+	// Both are listed as settled, under the run, with how
+	// (docs/guide.md#the-ledger-and-its-retention), in the API and the page.
+	var l RecordList
+	_, router := loadDoc(t)
+	api := apiCall(t, b, router, "GET", fmt.Sprintf("/api/v1/syncs/%s/records?state=settled&run=%d", b.d.Healthy, b.d.RecordsRun.ID), "")
+	if api.code != http.StatusOK {
+		t.Fatalf("settled records: %d %s", api.code, api.body)
+	}
+	mustJSON(t, api.body, &l)
+	hows := map[string]string{}
+	for _, r := range l.Records {
+		hows[r.Key] = r.Reason
+		if r.State != ledger.RecordSettled || r.RunID != b.d.RecordsRun.ID {
+			t.Errorf("settled record %+v", r)
+		}
+	}
+	if l.Total != 2 || !strings.Contains(hows[b.d.InDoubt[0]], "marked it delivered") || !strings.Contains(hows[b.d.InDoubt[1]], "marked it to send again") {
+		t.Errorf("settled records: %+v", l)
+	}
+	mustContain(t, b.get(fmt.Sprintf("/syncs/%s/records?state=settled", b.d.Healthy)).body, "marked it delivered", "marked it to send again")
+	mustNotContain(t, b.get(fmt.Sprintf("/syncs/%s/records", b.d.Healthy)).body, "marked it delivered")
 }
 
 func TestActionsAreAudited(t *testing.T) {
