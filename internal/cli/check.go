@@ -35,7 +35,7 @@ Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 ever
 		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
 		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig(env, path)
+			cfg, err := loadSyncConfig(env, path, args[0])
 			if err != nil {
 				return err
 			}

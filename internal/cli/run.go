@@ -113,9 +113,10 @@ what such a run would send.`,
 
 // dryRun is `run --dry-run`: the store is read, nothing is claimed or
 // written, no lease is taken and Redis is not reached. It reads the source,
-// so the config's variables must be set, as for a run.
+// so the sync's variables must be set, as for a run.
 func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
-	return withConfigStoreEnv(ctx, env, env.LookupEnv, f.config, func(cfg *config.Config, st store.Store) error {
+	load := func() (*config.Config, error) { return loadSyncConfig(env, f.config, syncID) }
+	return withLoadedStore(ctx, env, load, func(cfg *config.Config, st store.Store) error {
 		sc, err := syncOf(cfg, syncID)
 		if err != nil {
 			return err
@@ -271,6 +272,21 @@ func sampleText(s []string, n int64) string {
 
 func loadConfig(env Env, path string) (*config.Config, error) {
 	cfg, err := config.Load(path, env.LookupEnv, connector.Default().Kinds())
+	return loaded(env, cfg, err)
+}
+
+// loadSyncConfig is loadConfig for a command that acts on sync id alone
+// (run, run --dry-run, check): another sync's unset ${VAR} does not stop
+// it (docs/config.md#environment-variables). serve and worker run every
+// sync and keep loadConfig.
+func loadSyncConfig(env Env, path, id string) (*config.Config, error) {
+	cfg, err := config.LoadSync(path, env.LookupEnv, connector.Default().Kinds(), id)
+	return loaded(env, cfg, err)
+}
+
+// loaded is a loaded config with its secrets told to the scrubber, or the
+// load's error as a usage error.
+func loaded(env Env, cfg *config.Config, err error) (*config.Config, error) {
 	if err != nil {
 		return nil, exit(ExitUsage, err)
 	}
@@ -279,7 +295,7 @@ func loadConfig(env Env, path string) (*config.Config, error) {
 }
 
 func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID string) error {
-	cfg, err := loadConfig(env, f.config)
+	cfg, err := loadSyncConfig(env, f.config, syncID)
 	if err != nil {
 		return err
 	}

@@ -30,15 +30,18 @@ func withStore(ctx context.Context, env Env, path string, fn func(store.Store) e
 	return withConfigStore(ctx, env, path, func(_ *config.Config, st store.Store) error { return fn(st) })
 }
 
-// withConfigStore is withConfigStoreEnv for the commands that never reach a
+// withConfigStore is withLoadedStore for the commands that never reach a
 // source or destination: unset ${ENV} variables are allowed (readOnlyEnv).
 func withConfigStore(ctx context.Context, env Env, path string, fn func(*config.Config, store.Store) error) error {
-	return withConfigStoreEnv(ctx, env, readOnlyEnv(env.LookupEnv), path, fn)
+	load := func() (*config.Config, error) {
+		return loadConfig(Env{LookupEnv: readOnlyEnv(env.LookupEnv), scrub: env.scrub}, path)
+	}
+	return withLoadedStore(ctx, env, load, fn)
 }
 
-// withConfigStoreEnv loads the config with lookup and opens its store.
-func withConfigStoreEnv(ctx context.Context, env Env, lookup func(string) (string, bool), path string, fn func(*config.Config, store.Store) error) error {
-	cfg, err := loadConfig(Env{LookupEnv: lookup, scrub: env.scrub}, path)
+// withLoadedStore loads the config with load and opens its store.
+func withLoadedStore(ctx context.Context, env Env, load func() (*config.Config, error), fn func(*config.Config, store.Store) error) error {
+	cfg, err := load()
 	if err != nil {
 		return err
 	}

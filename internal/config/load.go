@@ -61,7 +61,28 @@ func readFile(path string) ([]byte, error) {
 
 // Parse is Load on bytes already read; file names them in problems.
 func Parse(file string, data []byte, env func(string) (string, bool), kinds Kinds) (*Config, error) {
-	return parse(file, data, env, kinds, false)
+	return parse(file, data, env, kinds, parseOpts{})
+}
+
+// LoadSync is Load for a command that acts on sync id alone (run, its dry
+// run, check): another sync that references an unset ${VAR} does not stop
+// it, since a sync run from cron needs none of its siblings' secrets
+// (docs/config.md#environment-variables). That sync's problems are left out
+// of the error, not only the unset variables: its empty values may explain
+// the others. The sync is still in the Config, as written, for its id; it
+// is checked in full when it is run, and by Validate. Every other problem
+// is reported as Load reports it.
+func LoadSync(path string, env func(string) (string, bool), kinds Kinds, id string) (*Config, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSync(path, data, env, kinds, id)
+}
+
+// ParseSync is LoadSync on bytes already read.
+func ParseSync(file string, data []byte, env func(string) (string, bool), kinds Kinds, id string) (*Config, error) {
+	return parse(file, data, env, kinds, parseOpts{oneSync: true, syncID: id})
 }
 
 // Validate is Load for `oncesync validate`: it also asks every source and
@@ -74,10 +95,18 @@ func Validate(path string, env func(string) (string, bool), kinds Kinds) (*Confi
 	if err != nil {
 		return nil, err
 	}
-	return parse(path, data, env, kinds, true)
+	return parse(path, data, env, kinds, parseOpts{preflight: true})
 }
 
-func parse(file string, data []byte, env func(string) (string, bool), kinds Kinds, preflight bool) (*Config, error) {
+// parseOpts say what a command needs checked.
+type parseOpts struct {
+	preflight bool // Validate: ask Preflighters too
+	// oneSync: the command acts on sync syncID alone (LoadSync).
+	oneSync bool
+	syncID  string
+}
+
+func parse(file string, data []byte, env func(string) (string, bool), kinds Kinds, o parseOpts) (*Config, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -88,9 +117,10 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 		val:       map[string]*yaml.Node{},
 		bad:       map[string]bool{},
 		listed:    map[string]bool{},
+		unsetIn:   map[int]bool{},
 		budget:    nodeBudget,
 		kinds:     kinds,
-		preflight: preflight,
+		preflight: o.preflight,
 	}
 	var cfg *Config
 	if len(data) > maxFileSize {
@@ -107,8 +137,12 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 		l.applyDefaults(cfg)
 		l.validate(cfg)
 	}
-	if len(l.probs) > 0 {
-		p := &Problems{List: l.probs}
+	probs := l.probs
+	if o.oneSync && cfg != nil {
+		probs = l.problemsFor(cfg, o.syncID)
+	}
+	if len(probs) > 0 {
+		p := &Problems{List: probs}
 		p.sort()
 		return nil, p
 	}
@@ -180,6 +214,36 @@ type loader struct {
 	kinds     Kinds
 	entries   []string        // web.users / web.api_tokens entries written as mappings
 	listed    map[string]bool // workspaces lists written (an empty one is refused)
+	unsetIn   map[int]bool    // syncs (by index) with a field that references an unset variable
+}
+
+// syncFieldRE matches a field path inside a sync, and its index.
+var syncFieldRE = regexp.MustCompile(`^syncs\[(\d+)\]`)
+
+// syncIndex is the index of the sync the field at path is in. Its id is
+// not: a sync whose id is unset cannot be named, and a duplicate id
+// concerns both syncs.
+func syncIndex(path string) (int, bool) {
+	m := syncFieldRE.FindStringSubmatch(path)
+	if m == nil || path == m[0]+".id" {
+		return 0, false
+	}
+	i, err := strconv.Atoi(m[1])
+	return i, err == nil
+}
+
+// problemsFor are the problems of a command that acts on sync id alone:
+// all but those of the other syncs that reference an unset variable
+// (LoadSync).
+func (l *loader) problemsFor(cfg *Config, id string) []Problem {
+	var out []Problem
+	for _, p := range l.probs {
+		if i, ok := syncIndex(p.Field); ok && l.unsetIn[i] && i < len(cfg.Syncs) && cfg.Syncs[i].ID != id {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 type pair struct{ key, val *yaml.Node }
@@ -531,6 +595,9 @@ func (l *loader) scalar(v *yaml.Node, path, want string) (s string, ok bool) {
 		}
 		if len(in.unset) > 0 {
 			l.report(path, unsetMsg(in.unset))
+			if i, ok := syncIndex(path); ok {
+				l.unsetIn[i] = true
+			}
 			return "", false
 		}
 	}
