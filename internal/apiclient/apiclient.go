@@ -347,6 +347,13 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				}
 				return nil, c.interrupted(ctx, &st, req, ctx.Err())
 			}
+			if errors.Is(err, context.DeadlineExceeded) && destination.Checking(ctx) {
+				// A check's silent server is told at once, not after
+				// every retry's timeout and backoff (docs/guide.md#commands).
+				st.mayHaveApplied = st.mayHaveApplied || wrote
+				return nil, c.fail(failure.DestinationUnavailable, &st, err,
+					"%s did not answer %s %s (%s.timeout); a check does not try again", c.p.Subject, req.Route, c.noAnswer(timeout), c.p.Side)
+			}
 			if wrote {
 				st.mayHaveApplied = true
 				if !req.Idempotent {

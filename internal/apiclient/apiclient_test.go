@@ -555,6 +555,40 @@ func TestSlowAnswerSaysTheLeaseCutTheTimeout(t *testing.T) {
 	}
 }
 
+// TestCheckIsNotRetriedAfterNoAnswer: a connection check's request
+// (destination.WithCheck) that gets no answer within its timeout fails at
+// once, saying so; a run's is tried again.
+func TestCheckIsNotRetriedAfterNoAnswer(t *testing.T) {
+	t.Parallel()
+	var attempts atomic.Int64
+	silent := roundTripper(func(r *http.Request) (*http.Response, error) {
+		attempts.Add(1)
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	for _, check := range []bool{true, false} {
+		attempts.Store(0)
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk}, func(p *apiclient.Params) {
+			p.Client = &http.Client{Transport: silent}
+			p.Timeout = 50 * time.Millisecond
+		})
+		ctx := t.Context()
+		if check {
+			ctx = destination.WithCheck(ctx)
+		}
+		_, err := c.Do(ctx, apiclient.Request{Method: http.MethodGet, URL: "http://api.example/account", Route: "GET /account", Idempotent: true})
+		wantCode(t, err, failure.DestinationUnavailable)
+		d := failure.Detail(err)
+		switch {
+		case check && (attempts.Load() != 1 || !strings.Contains(d, "the test API did not answer GET /account within 50ms (destination.timeout)")):
+			t.Errorf("check: %d attempts, detail %q; want one, and that it did not answer within 50ms", attempts.Load(), d)
+		case !check && attempts.Load() != 3:
+			t.Errorf("run: %d attempts, detail %q; want 3 (MaxRetries 2)", attempts.Load(), d)
+		}
+	}
+}
+
 func TestResponseBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	srv, _ := server(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, strings.Repeat("x", 10000)) })

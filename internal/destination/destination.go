@@ -230,6 +230,23 @@ func AttemptDeadline(ctx context.Context) (t time.Time, ok bool) {
 	return f(), true
 }
 
+type checkKey struct{}
+
+// WithCheck returns ctx for a connection check (Checker: `oncesync check`,
+// the sync page's Test connection). A person waits on it, so a request
+// that gets no answer within its attempt's timeout (the destination's
+// timeout) is not tried again: the check fails at once and says so, where
+// a run's retries and backoff would keep it silent for minutes.
+func WithCheck(ctx context.Context) context.Context {
+	return context.WithValue(ctx, checkKey{}, true)
+}
+
+// Checking reports whether ctx is a connection check's (WithCheck).
+func Checking(ctx context.Context) bool {
+	v, _ := ctx.Value(checkKey{}).(bool)
+	return v
+}
+
 type waitKey struct{}
 
 // Wait is a pause a destination makes before its next request: a rate
