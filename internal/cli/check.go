@@ -30,6 +30,8 @@ func newCheckCmd(env Env) *cobra.Command {
                webhook: its host accepts connections (and its TLS certificate is valid); no request
                is sent, since any request to a webhook is a delivery
 
+A request to the destination that gets no answer within its timeout (destination.timeout, 30s
+by default) is not tried again: a destination that never answers fails the check then.
 Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 every check passed;
 1 one failed (the last line says which, what to do and who owns it); 2 bad flags or config.`,
 		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
@@ -98,7 +100,10 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 	if !ok {
 		return append(lines, "--  "+sc.Destination.Type+" destinations have no connection check"), nil
 	}
-	checked, err := c.Check(ctx)
+	// Each request of the check gets one attempt of the destination's
+	// timeout: a destination that never answers ends the check
+	// (docs/guide.md#commands).
+	checked, err := c.Check(destination.WithCheck(ctx))
 	for _, l := range checked {
 		if rest, notice := strings.CutPrefix(l, destination.NotChecked); notice {
 			lines = append(lines, "--  "+rest)
