@@ -11,6 +11,8 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/mapping"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -239,6 +241,9 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 			return 0, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
 		}
 	}
+	if gs, err = r.stillThere(ctx, gs); err != nil {
+		return 0, unhandled, err
+	}
 	if len(gs) == 0 {
 		return 0, unhandled, nil
 	}
@@ -262,6 +267,60 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 	}
 	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
 	return removed, unhandled, nil
+}
+
+// stillThereBatch is how many identities one read of stillThere asks for.
+const stillThereBatch = 1000
+
+// stillThere drops from gs the rows the source still holds. A keyset source
+// (PostgreSQL, MySQL) read from its start misses a row whose cursor column
+// moved behind the read while the run read it (a transaction that stamped
+// now() at its start and committed later, a writer with a slow clock): that
+// row is not gone. Each row about to be removed is read again by identity,
+// as a rejected row is, and kept if it is there; the next run, which reads
+// the whole source again, sends its values (docs/guide.md#write-modes).
+// A moved handle's row is there by definition; a file is read whole in one
+// pass, so it has nothing to read again.
+func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
+	rf, ok := r.Source.(source.Refetcher)
+	if !ok || r.Sync.Identity == "" {
+		return gs, nil
+	}
+	var ids []string
+	for _, g := range gs {
+		if !g.moved && g.identity != "" {
+			ids = append(ids, g.identity)
+		}
+	}
+	there := map[string]bool{}
+	for rest := ids; len(rest) > 0; {
+		n := min(len(rest), stillThereBatch)
+		recs, err := rf.ReadIdentities(ctx, r.Sync.Identity, rest[:n])
+		if err != nil {
+			return nil, sourceFailure(ctx, err)
+		}
+		rest = rest[n:]
+		for _, rec := range recs {
+			if id, err := mapping.Identity(rec, r.Sync.Identity); err == nil {
+				there[id] = true
+			}
+		}
+	}
+	if len(there) == 0 {
+		return gs, nil
+	}
+	out := gs[:0:0]
+	for _, g := range gs {
+		if !g.moved && there[g.identity] {
+			continue
+		}
+		out = append(out, g)
+	}
+	if r.Logger != nil { // a dry run's has none
+		r.Logger.Info("mirror: rows the run did not meet are still in the source (their cursor column moved behind the read during the run): not removed; the next run sends their values",
+			"sync", r.Sync.ID, "run", r.rec.ID, "records", len(gs)-len(out))
+	}
+	return out, nil
 }
 
 // deferQueued drops from gs the removals an earlier run claimed less than

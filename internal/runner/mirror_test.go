@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -584,5 +586,73 @@ func TestMirrorSwitchRereadsKeysetSource(t *testing.T) {
 	r, err := Run(context.Background(), mirror)
 	if err != nil || r.Read != 28 || r.Written != 0 || !strings.Contains(r.FailureDetail, Unremovable(2)) {
 		t.Fatalf("the first mirror run: %v read %d written %d detail %q; want 28 read, none written, 2 unremovable told", err, r.Read, r.Written, r.FailureDetail)
+	}
+}
+
+// behindSource is a keyset source whose pages miss the rows in behind: rows
+// whose cursor column moved behind the read while a run read (a writer's
+// transaction that stamped now() at its start and committed later), though
+// they are in the table and read by identity.
+type behindSource struct {
+	*keysetSource
+	behind map[int]bool
+}
+
+func (s *behindSource) ReadPage(ctx context.Context, cursor string, size int) (source.Page, error) {
+	p, err := s.keysetSource.ReadPage(ctx, cursor, size)
+	kept := p.Records[:0:0]
+	for _, rec := range p.Records {
+		id, _ := strconv.Atoi(fmt.Sprint(rec.Fields["id"]))
+		if !s.behind[id] {
+			kept = append(kept, rec)
+		}
+	}
+	p.Records = kept
+	return p, err
+}
+
+// TestMirrorKeepsARowItDidNotMeet: a mirror run on a keyset source that
+// did not meet a row still in the table (its cursor column moved behind the
+// read during the run) reads it again by identity before removing it, and
+// keeps it; the next run, which meets it, sends its new values. Removing
+// it (an independent check, 2026-12-06: Brevo took the contact off the
+// sync's list, its automations fired) was a live record lost for a run.
+func TestMirrorKeepsARowItDidNotMeet(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 0)
+	src := &behindSource{keysetSource: &keysetSource{rows: map[int]string{}}, behind: map[int]bool{}}
+	for i := 1; i <= 30; i++ {
+		src.rows[i] = fmt.Sprintf("N%d", i)
+	}
+	p := params()
+	p.Source = src
+	if r, err := Run(context.Background(), p); err != nil || r.Written != 30 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	src.mu.Lock()
+	src.rows[5] = "Changed5"
+	src.mu.Unlock()
+	src.behind[5] = true
+	p = params()
+	p.Source = src
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: src, Sync: p.Sync, Remover: d})
+	if err != nil || pv.Removals != 0 {
+		t.Fatalf("the dry run: %+v, %v; want no removal", pv, err)
+	}
+	r, err := Run(context.Background(), p)
+	if err != nil || r.Read != 29 {
+		t.Fatalf("the run that missed row 5: %v %+v", err, r)
+	}
+	if e := email(5); d.removed[e] != 0 || !d.present[e] {
+		t.Fatalf("row 5, still in the table, was removed: removed %d, present %v (%s)", d.removed[e], d.present[e], r.FailureDetail)
+	}
+	src.behind[5] = false
+	p = params()
+	p.Source = src
+	if r, err = Run(context.Background(), p); err != nil || r.Read != 30 || r.Written != 1 {
+		t.Fatalf("the next run: %v %+v; want 30 read, row 5's new values written", err, r)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(5))); got != "Changed5" || len(d.removed) != 0 {
+		t.Fatalf("row 5 at the destination: %q, removals %v", got, d.removed)
 	}
 }

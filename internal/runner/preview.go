@@ -255,6 +255,9 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				if err != nil {
 					return out, storeFailure(ctx, err, "list the delivered records")
 				}
+				if gs, err = r.stillThere(ctx, gs); err != nil {
+					return out, err
+				}
 				out.Removals, out.Delivered, out.Moved = int64(len(gs)), int64(total), int64(countMoved(gs))
 				out.Unremovable = int64(unhandled)
 				out.RemovalsAllowed = int64(p.Sync.Mirror.MaxRemovals(total))
