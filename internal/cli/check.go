@@ -88,6 +88,19 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 	} else if checked {
 		lines = append(lines, fmt.Sprintf("ok  source %s: its header has every column the mapping and the identity name", built.Source.ID()))
 	}
+	if nk, ok := built.Source.(source.NullKeyer); ok {
+		cols, found, err := nk.NullKeys(ctx)
+		switch {
+		case err != nil:
+			return lines, sourceError(err)
+		case found:
+			// A run reads up to it and fails at the end of its pass,
+			// holding back the pass's last page and every later change.
+			return lines, failure.New(failure.SourceQueryInvalid, fmt.Sprintf(
+				"some rows have a NULL %s, which keyset pagination cannot read: each run would fail at the end of its pass and hold back its last page; make the column NOT NULL or COALESCE it in the query", cols))
+		}
+		lines = append(lines, fmt.Sprintf("ok  source %s: no row has a NULL %s", built.Source.ID(), cols))
+	}
 	if ck, ok := built.Source.(source.CursorKind); ok {
 		if col, typ, lb := ck.CursorKind(); typ != "" {
 			lines = append(lines, cursorLine(built.Source.ID(), col, typ, lb))
@@ -142,15 +155,22 @@ func cursorLine(id, column, typ, window string) string {
 
 // checkSource reads the source's first record: one page of one. first is
 // nil when the source is empty.
-func checkSource(ctx context.Context, src source.Source) (line string, first *source.Record, err error) {
-	page, err := src.ReadPage(ctx, "", 1)
+// sourceError is a source's error as the check's failure.
+func sourceError(err error) error {
 	switch {
 	case errors.Is(err, source.ErrAuth):
-		return "", nil, failure.Wrap(failure.SourceAuth, err, "the source could not be read: %v", err)
+		return failure.Wrap(failure.SourceAuth, err, "the source could not be read: %v", err)
 	case errors.Is(err, source.ErrInvalid):
-		return "", nil, failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
-	case err != nil:
-		return "", nil, failure.Wrap(failure.SourceUnavailable, err, "the source could not be read: %v", err)
+		return failure.Wrap(failure.SourceQueryInvalid, err, "the source could not be read: %v", err)
+	default:
+		return failure.Wrap(failure.SourceUnavailable, err, "the source could not be read: %v", err)
+	}
+}
+
+func checkSource(ctx context.Context, src source.Source) (line string, first *source.Record, err error) {
+	page, err := src.ReadPage(ctx, "", 1)
+	if err != nil {
+		return "", nil, sourceError(err)
 	}
 	if len(page.Records) == 0 {
 		return fmt.Sprintf("source %s: readable, and empty", src.ID()), nil, nil

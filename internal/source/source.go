@@ -108,6 +108,17 @@ type Refetcher interface {
 	ReadIdentities(ctx context.Context, identity string, ids []string) ([]Record, error)
 }
 
+// NullKeyer is implemented by a keyset source whose key columns (the
+// cursor_column and the identity) may hold NULL, which keyset pagination
+// cannot read past: a run fails at the end of its pass with ErrInvalid and
+// holds back that pass's last page. `oncesync check` asks, so that a NULL
+// is found before a run that stops at it.
+type NullKeyer interface {
+	// NullKeys reports whether some row holds a NULL in a key column, and
+	// names the columns.
+	NullKeys(ctx context.Context) (columns string, found bool, err error)
+}
+
 // Snapshotter is implemented by a source that can say which version of its
 // data it would read: equal snapshots, equal data. A partitioned run pins
 // its source's snapshot at the checkpoint barrier, and each partition

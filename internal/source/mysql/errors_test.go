@@ -307,3 +307,29 @@ func TestClassify(t *testing.T) {
 		t.Errorf("cancelled: %v, want context.Canceled only", err)
 	}
 }
+
+// TestNullKeys: rows with a NULL key cannot be paged: reaching the end says
+// so, and NullKeys (`oncesync check`) finds them before a run does.
+func TestNullKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, "CREATE TABLE nullkeys (id BIGINT, updated_at DATETIME(6))",
+		"INSERT INTO nullkeys VALUES (1, NOW(6)), (2, NOW(6)), (3, NULL)",
+		"CREATE TABLE notnull (id BIGINT NOT NULL PRIMARY KEY, updated_at DATETIME(6) NOT NULL)")
+	ctx := context.Background()
+	src := b.newSource(t, mysql.Params{Table: "nullkeys", CursorColumn: "updated_at", Identity: "id"})
+	if _, err := src.ReadPage(ctx, "", 10); !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "NULL") {
+		t.Errorf("ReadPage: %v; want source.ErrInvalid about NULL keys", err)
+	}
+	if cols, found, err := src.NullKeys(ctx); err != nil || !found || !strings.Contains(cols, "updated_at") {
+		t.Errorf("NullKeys = %q, %v, %v; want found, naming the columns", cols, found, err)
+	}
+	b.exec(t, "DELETE FROM nullkeys WHERE updated_at IS NULL")
+	if _, found, err := src.NullKeys(ctx); err != nil || found {
+		t.Errorf("NullKeys after the NULL was deleted: %v, %v", found, err)
+	}
+	nn := b.newSource(t, mysql.Params{Table: "notnull", CursorColumn: "updated_at", Identity: "id"})
+	if _, found, err := nn.NullKeys(ctx); err != nil || found {
+		t.Errorf("NullKeys of a NOT NULL table: %v, %v", found, err)
+	}
+}

@@ -1089,6 +1089,21 @@ func quoteAll(names []string) []string {
 
 var _ source.Snapshotter = (*Source)(nil)
 
+// NullKeys implements source.NullKeyer: a table whose catalog forbids
+// NULL keys needs no query.
+func (s *Source) NullKeys(ctx context.Context) (columns string, found bool, err error) {
+	columns = strings.Join(quoteAll(s.keys), " or ")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keysNotNull {
+		return columns, false, nil
+	}
+	err = s.snapshot(ctx, "null keys", func(conn *sql.Conn) error {
+		return conn.QueryRowContext(ctx, s.nullSQL).Scan(&found)
+	})
+	return columns, found, err
+}
+
 // Snapshot is Version of Params.VersionQuery: {"version": hex}.
 func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 	v, err := s.Version(ctx, s.versionQuery)

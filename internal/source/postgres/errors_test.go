@@ -274,12 +274,19 @@ func TestNullKeys(t *testing.T) {
 		if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "NULL") {
 			t.Errorf("%+v: %v; want source.ErrInvalid about NULL keys", p, err)
 		}
+		// `oncesync check` asks before a run stops at them.
+		if cols, found, err := src.NullKeys(context.Background()); err != nil || !found || !strings.Contains(cols, `"`) {
+			t.Errorf("%+v: NullKeys = %q, %v, %v; want found, naming the columns", p, cols, found, err)
+		}
 	}
 	b.exec(t, "DELETE FROM "+table+" WHERE id IS NULL OR updated_at IS NULL")
 	src := b.newSource(t, postgres.Params{Table: table, CursorColumn: "updated_at", Identity: "id"})
 	got, _ := readAll(t, src, "", 10)
 	if len(got) != 2 {
 		t.Fatalf("read %d rows, want 2", len(got))
+	}
+	if _, found, err := src.NullKeys(context.Background()); err != nil || found {
+		t.Fatalf("NullKeys after the NULLs were deleted: %v, %v", found, err)
 	}
 }
 
