@@ -183,7 +183,9 @@ func EntryIdentity(e store.LedgerEntry) (string, bool) {
 // docs/guide.md#the-sync-pages-and-the-api) and hex-encodes anything else, so that every Result is valid
 // text for the store.
 func encodeIdentity(id string) string {
-	if utf8.ValidString(id) && !strings.ContainsAny(id, "\x00") && !strings.HasPrefix(id, "~") {
+	// An empty identity (a text key of '') is "~", an empty hex: a bare ""
+	// would read as no identity, and the row would never be read again.
+	if id != "" && utf8.ValidString(id) && !strings.ContainsAny(id, "\x00") && !strings.HasPrefix(id, "~") {
 		return id
 	}
 	return "~" + hex.EncodeToString([]byte(id))
