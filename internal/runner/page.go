@@ -172,6 +172,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	for _, it := range changed {
 		e, found := entries[it.Key]
 		foreign := r.takeOutstanding(it.slot, it.Key)
+		var learned *destination.Result // an earlier import delivered this very value
 		for _, f := range foreign {
 			switch f.State {
 			case store.LedgerAccepted:
@@ -197,10 +198,20 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					return c, err
 				}
 				if len(res) == 1 && res[0].Outcome == destination.Delivered {
-					// The destination holds that other value now.
-					it.gen++
-					it.Redelivery = true
-					it.Key = r.deliveryKey(it)
+					if g, same := r.valueGen(it, f.Key); same {
+						// That import carried this very value, under a
+						// generation the slot does not know yet (the run
+						// that sent it had just learned of an earlier
+						// value's delivery): it is delivered.
+						it.gen, it.Key = g, f.Key
+						learned = &res[0]
+					} else {
+						// The destination holds that other value now.
+						it.gen++
+						it.Redelivery = true
+						it.Key = r.deliveryKey(it)
+						learned = nil // which landed last is unknown: send this one
+					}
 					found = false
 				}
 				marks = append(marks, store.LedgerFinish{Key: f.Key, State: store.LedgerReleased})
@@ -210,6 +221,15 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					since = f.ClaimedAt
 				}
 			}
+		}
+		if learned != nil && len(it.release) == 0 {
+			marks = r.appendDeliveredMarks(marks, it, learned.Ref, learned.Skipped)
+			if learned.Skipped != "" {
+				c.delta.Skipped++
+			} else {
+				c.delta.Written++
+			}
+			continue
 		}
 		it.refusedBefore = found && e.State == store.LedgerRejected
 		switch {
@@ -385,6 +405,24 @@ func (r *run) unchanged(st ledger.SlotState, h [32]byte) bool {
 // legacyRef is the destination reference of a complete entry written
 // before slots existed (its Result was the reference itself).
 func legacyRef(result string) string { return result }
+
+// maxGenAhead bounds how far past it.gen valueGen looks for a key's
+// generation.
+const maxGenAhead = 16
+
+// valueGen reports whether key is the delivery key of it's very value (its
+// hash) under some generation up to maxGenAhead past its own, and which:
+// a key holds no value in clear, so the generations are tried.
+func (r *run) valueGen(it *item, key string) (int64, bool) {
+	cp := *it
+	for g := int64(1); g <= it.gen+maxGenAhead; g++ {
+		cp.gen = g
+		if r.deliveryKey(&cp) == key {
+			return g, true
+		}
+	}
+	return 0, false
+}
 
 // deliveryKey is it's delivery key for its generation.
 func (r *run) deliveryKey(it *item) string {

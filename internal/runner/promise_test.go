@@ -200,6 +200,64 @@ func TestAcceptedOutlivesItsRun(t *testing.T) {
 	}
 }
 
+// TestAcceptedValueLearnedTwoRunsLater: a row changed while its first
+// value's import was still processing. The next run learns that import
+// delivered the first value and sends the new one, which is accepted in
+// turn and still processing at that run's end. The run after learns it
+// delivered and must not send it again: it once took that import for
+// "another value" of the row (its key carried a later generation than the
+// slot, which no run had recorded yet), and wrote the same value a second
+// time (an independent check, 2026-12-06, on Brevo's bulk import).
+func TestAcceptedValueLearnedTwoRunsLater(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.async, tb.dest.pollsToDone = true, 1_000_000
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+		return p
+	}
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	// Row 42 changes; the imports of the first run are done now, those
+	// sent later are not.
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= 300; i++ {
+		name := fmt.Sprintf("N%d", i)
+		if i == 42 {
+			name = "Changed42"
+		}
+		fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tb.dest.mu.Lock()
+	for _, p := range tb.dest.procs {
+		p.polls = 1_000_000
+	}
+	tb.dest.mu.Unlock()
+	r2, err := Run(context.Background(), params())
+	if err != nil || r2.Written != 299 {
+		t.Fatalf("the second run: %v %+v; want the first imports' 299 unchanged rows written, row 42's new value still processing", err, r2)
+	}
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 0
+	tb.dest.mu.Unlock()
+	r3, err := Run(context.Background(), params())
+	if err != nil || r3.Written != 1 {
+		t.Fatalf("the third run: %v %+v; want row 42's new value counted written once", err, r3)
+	}
+	if _, _, dups := tb.dest.stats(); dups != 0 {
+		t.Fatalf("%d duplicate writes: row 42's new value was sent again after its import delivered it", dups)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Changed42" {
+		t.Fatalf("row 42 at the destination: %s", got)
+	}
+}
+
 // TestNotSentIsNotInDoubt: records whose request never left (connection
 // refused) are released, not counted in doubt by the next run.
 func TestNotSentIsNotInDoubt(t *testing.T) {
