@@ -42,9 +42,9 @@ const (
 
 // settledReasons are the settled records' reasons, by how.
 var settledReasons = map[string]string{
-	SettledLanded:     "its write's answer was lost; read back from the destination, it had landed, so it was not sent again",
-	SettledResent:     "its write's answer was lost; read back from the destination, it was not there, so it was sent again",
-	SettledIdempotent: "its write's answer was lost; sent again with the same idempotency key, which the destination applies once",
+	SettledLanded:     "in doubt (its write's answer was lost, or the run that claimed it stopped first); read back from the destination, it had landed, so it was not sent again",
+	SettledResent:     "in doubt (its write's answer was lost, or the run that claimed it stopped first); read back from the destination, it was not there, so it was sent again",
+	SettledIdempotent: "in doubt (its write's answer was lost, or the run that claimed it stopped first); sent again with the same idempotency key, which the destination applies once",
 	SettledDelivered:  "in doubt; a person marked it delivered (the sync's audit log names who)",
 	SettledToResend:   "in doubt; a person marked it to send again (the sync's audit log names who)",
 }
