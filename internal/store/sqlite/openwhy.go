@@ -24,6 +24,23 @@ func (e *openProblem) Advice() string { return e.advice }
 // write permission, a file that is not a database), or err unchanged when
 // none of those does.
 func whyNotOpen(path string, err error) error {
+	return whyNotOpenIn(path, err, freeBytes)
+}
+
+// freeBytes is the room left for this process's writes on dir's file system.
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// openRoom is less room than an open needs: the -shm file alone is 32 KiB.
+const openRoom = 1 << 20
+
+// whyNotOpenIn is whyNotOpen with the free-space probe given.
+func whyNotOpenIn(path string, err error, free func(dir string) (uint64, error)) error {
 	if abs, aerr := filepath.Abs(path); aerr == nil {
 		path = abs
 	}
@@ -36,6 +53,10 @@ func whyNotOpen(path string, err error) error {
 		advice = fmt.Sprintf("the store's directory %s does not exist; create it, or set store: to a file in a directory that exists", dir)
 	} else if serr != nil {
 		advice = fmt.Sprintf("the user running oncesync (uid %d) may not reach the store's directory %s: %v", os.Getuid(), dir, errors.Unwrap(serr))
+	} else if n, ferr := free(dir); ferr == nil && n < openRoom {
+		// Before walGone: an open the disk had no room for leaves the very
+		// files (a -shm, an empty -wal) a deleted WAL leaves.
+		advice = fmt.Sprintf("the file system of the store's directory %s is full (%d bytes left): free space there, then start oncesync again (docs/recovery.md#store_unavailable)", dir, n)
 	} else if walGone(path, err) {
 		advice = fmt.Sprintf("the store file %s has a -shm file but no -wal file: the -wal file was deleted while a process had the store open, "+
 			"and holds writes only that process can still see; stop every oncesync process using the store with SIGTERM, not kill -9 "+

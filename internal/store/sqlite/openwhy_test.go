@@ -71,3 +71,27 @@ func TestOpenNewerSchemaSaysUpgrade(t *testing.T) {
 		t.Fatalf("detail %q does not say a newer oncesync wrote the store", d)
 	}
 }
+
+// TestOpenOnAFullDiskSaysFull: an open the disk had no room for leaves a
+// -shm file and an empty -wal, as a WAL deleted under a running process
+// does; the detail says the disk is full, not "stop every oncesync
+// process" (an independent check, 2026-12-06, on a full tmpfs).
+func TestOpenOnAFullDiskSaysFull(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "oncesync.db")
+	for f, data := range map[string]string{path: "", path + "-wal": "", path + "-shm": "shm"} {
+		if err := os.WriteFile(f, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openErr := errors.New("disk I/O error")
+	full := func(string) (uint64, error) { return 4096, nil }
+	roomy := func(string) (uint64, error) { return 10 << 30, nil }
+	if err := whyNotOpenIn(path, openErr, full); !strings.Contains(err.Error(), "the file system of the store's directory "+dir+" is full (4096 bytes left)") {
+		t.Fatalf("full disk: %v", err)
+	}
+	if err := whyNotOpenIn(path, openErr, roomy); strings.Contains(err.Error(), "is full") {
+		t.Fatalf("a disk with room said full: %v", err)
+	}
+}
