@@ -91,6 +91,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, clk clock.Clock) (store.
 // (docs/guide.md#postgresql-behind-a-connection-pooler).
 func PostgresSessionSettings(cfg *pgxpool.Config) { postgres.SetAfterConnect(cfg) }
 
+// PostgresAdvised is err of the queue's pool with the advice the store
+// gives for the same error (a statement_timeout, a full server, a refused
+// password), so that a worker that cannot open its queue says why.
+func PostgresAdvised(err error) error { return postgres.Advised(err) }
+
 // PostgresFirstAnswer runs a first statement on the queue's pool within
 // timeout, as the store does when it opens, so a pooler whose pool is full
 // is named in seconds rather than after its query_wait_timeout

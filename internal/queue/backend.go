@@ -292,13 +292,13 @@ func openBackend(ctx context.Context, cfg *config.Config, storeURL string, rc *r
 		}
 		if err := app.PostgresFirstAnswer(ctx, pool, pcfg.ConnConfig.ConnectTimeout); err != nil {
 			pool.Close()
-			return nil, fmt.Errorf("open the queue database: %w", err)
+			return nil, fmt.Errorf("open the queue database: %w", app.PostgresAdvised(err))
 		}
 		b, err := newRiverBackend(ctx, riverpgxv5.New(pool), rc, "postgres "+redactURL(storeURL), func() error { pool.Close(); return nil },
 			migratePostgres(pool, rc.Schema))
 		if err != nil {
 			pool.Close()
-			return nil, redactURLError(err, storeURL)
+			return nil, app.PostgresAdvised(redactURLError(err, storeURL))
 		}
 		return b, nil
 	default:

@@ -297,6 +297,19 @@ func mapErr(op string, err error) error {
 	return fmt.Errorf("postgres %s: %w", op, err)
 }
 
+// Advised is err with the store's advice for it (what is wrong with the
+// server or its settings, and what to do), for errors of another pool on
+// the store's database (the job queue's); err itself when there is none.
+func Advised(err error) error {
+	if err == nil {
+		return nil
+	}
+	if adv := pgAdvice(err); adv != "" {
+		return store.WithAdvice(err, adv)
+	}
+	return err
+}
+
 // pgAdvice says, for a PostgreSQL that answers but cannot be used now or
 // refuses oncesync, what is wrong and what to do (the catalog's
 // store_unavailable speaks of a store that "could not be reached", which
