@@ -304,6 +304,10 @@ func Advised(err error) error {
 	if err == nil {
 		return nil
 	}
+	var a interface{ Advice() string }
+	if errors.As(err, &a) && a.Advice() != "" {
+		return err // advised already, closer to the cause (a migration's)
+	}
 	if adv := pgAdvice(err); adv != "" {
 		return store.WithAdvice(err, adv)
 	}
