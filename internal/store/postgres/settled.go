@@ -22,11 +22,16 @@ const sqlSettledPut = `INSERT INTO ledger_settled (sync_id, key, identity, how, 
 // settledArgs are sqlSettledPut's arguments for p's settlements; nil when
 // it has none. A key given twice keeps its last, as a finish does.
 func (s *Store) settledArgs(p store.LedgerFinishParams) []any {
-	index := map[string]int{}
-	var keys, ids, hows []string
+	var (
+		index           map[string]int // made at the first settlement: most finishes have none
+		keys, ids, hows []string
+	)
 	for _, e := range p.Entries {
 		if e.Settled == nil {
 			continue
+		}
+		if index == nil {
+			index = map[string]int{}
 		}
 		if i, dup := index[e.Key]; dup {
 			ids[i], hows[i] = e.Settled.Identity, e.Settled.How
