@@ -2,9 +2,11 @@ package redislease_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
 )
 
@@ -90,3 +92,47 @@ func TestLeaseKeysGoneWithTheirEnd(t *testing.T) {
 func isQuarantine(err error) bool { return errors.Is(err, lease.ErrQuarantined) }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestRenewSaysTheLeaseWasGone: a renewal that finds neither the lease nor
+// the record of its end (Redis restarted empty, flushed, or evicted them)
+// says so on the run's lease_lost line; one whose lease merely expired does
+// not (an independent check, 2026-12-06: lease_lost named nothing).
+func TestRenewSaysTheLeaseWasGone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *bundle) {
+		m := tb.managerTTL(time.Minute)
+		g, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{tb.keys.Lease(tb.syncID), tb.keys.LeaseEnd(tb.syncID)} {
+			if err := tb.client.Del(tb.ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = m.Renew(tb.ctx, g, time.Minute)
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Renew of a lease gone = %v, want ErrLost", err)
+		}
+		if d := failure.Wrap(failure.LeaseLost, err, "lost").Detail; !strings.Contains(d, "Redis lost its data") {
+			t.Fatalf("detail %q; want it to say Redis lost its data", d)
+		}
+		// The next grant notices the loss and waits one TTL; skip it.
+		if _, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 2, TTL: time.Minute}); !isQuarantine(err) {
+			t.Fatalf("Acquire after the loss = %v, want a quarantine", err)
+		}
+		tb.endQuarantine(t)
+		g, err = m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 3, TTL: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		_, err = m.Renew(tb.ctx, g, time.Minute)
+		if !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Renew of an expired lease = %v, want ErrLost", err)
+		}
+		if d := failure.Wrap(failure.LeaseLost, err, "lost").Detail; strings.Contains(d, "Redis lost") {
+			t.Fatalf("an expiry told as a loss: %q", d)
+		}
+	})
+}

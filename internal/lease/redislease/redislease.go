@@ -337,11 +337,17 @@ return {1, fence, tonumber(t[1]), tonumber(t[2]), free}
 	// lease-end with it.
 	//
 	// KEYS: lease, lease-end. ARGV: token, ttl ms.
-	// Returns {1, time sec, time µs} or {0, current holder or ""}.
+	// Returns {1, time sec, time µs} or {0, current holder or "", gone}:
+	// gone is 1 when neither the lease nor its lease-end is there (Redis
+	// lost its data, or the keys were evicted or deleted), else 0.
 	renewScript = redis.NewScript(serverLua + `
 local cur = redis.call('HMGET', KEYS[1], 'token', 'holder', 'fence')
 if cur[1] ~= ARGV[1] then
-  return {0, cur[2] or ''}
+  local gone = 0
+  if not cur[1] and redis.call('EXISTS', KEYS[2]) == 0 then
+    gone = 1
+  end
+  return {0, cur[2] or '', gone}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local t = redis.call('TIME')
@@ -777,8 +783,19 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 	if len(res) > 1 && toString(res[1]) != "" {
 		why = "taken by " + toString(res[1])
 	}
-	return g, fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (%s)", g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost, why)
+	err = fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (%s)", g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost, why)
+	if len(res) > 2 && toInt(res[2]) == 1 {
+		// Said on the run's failure line: lease_lost alone sent the
+		// operator looking for another worker.
+		err = store.WithAdvice(err, leaseGoneAdvice)
+	}
+	return g, err
 }
+
+// leaseGoneAdvice is why a renewal found neither the lease nor its record.
+const leaseGoneAdvice = "the lease was gone from Redis with the record of its end: Redis lost its data " +
+	"(restarted without it, flushed, or failed over to a replica behind) or evicted or deleted the keys; " +
+	"no lease of the sync is granted for one lease_ttl, then the next run resumes (docs/recovery.md#lease_lost)"
 
 // Release frees the lease if g still holds it; no error if it does not. The
 // fence counter is kept, so the next grant takes a higher fence.
