@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oncesync/oncesync/internal/testenv"
 )
 
@@ -23,19 +21,8 @@ func TestCheckFindsNullKeys(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	dbURL := testenv.DatabaseURL()
-	admin, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		testenv.Unavailable(t, "PostgreSQL unreachable: %v", err)
-	}
-	schema := "oncesync_nullkeys_" + testenv.RandHex(4)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
-		_ = admin.Close(ctx)
-	})
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema+`;
-		CREATE TABLE `+schema+`.people (id bigint PRIMARY KEY, email text NOT NULL, updated_at timestamptz);
+	admin, schema := testenv.PostgresSchema(t, "oncesync_nullkeys_")
+	if _, err := admin.Exec(ctx, `CREATE TABLE `+schema+`.people (id bigint PRIMARY KEY, email text NOT NULL, updated_at timestamptz);
 		INSERT INTO `+schema+`.people VALUES (1, 'a@example.com', now()), (2, 'b@example.com', NULL), (3, 'c@example.com', now())`); err != nil {
 		t.Fatal(err)
 	}

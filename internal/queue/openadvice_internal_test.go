@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/oncesync/oncesync/internal/config"
@@ -26,20 +25,7 @@ func TestOpenQueueSaysWhyPostgresCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	dbURL := testenv.DatabaseURL()
-	admin, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		testenv.Unavailable(t, "PostgreSQL unreachable: %v", err)
-	}
-	schema := "oncesync_qadv_" + testenv.RandHex(4)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(ctx, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
-		_ = admin.Close(ctx) // ends its advisory lock too
-	})
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
+	admin, schema := testenv.PostgresSchema(t, "oncesync_qadv_") // closing it ends its advisory lock
 	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock($1)`, queueMigrationLockKey(schema)); err != nil {
 		t.Fatal(err)
 	}
