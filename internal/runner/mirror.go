@@ -12,7 +12,6 @@ import (
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/mapping"
-	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -282,8 +281,7 @@ const stillThereBatch = 1000
 // A moved handle's row is there by definition; a file is read whole in one
 // pass, so it has nothing to read again.
 func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
-	rf, ok := r.Source.(source.Refetcher)
-	if !ok || r.Sync.Identity == "" {
+	if !r.canReadByIdentity() {
 		return gs, nil
 	}
 	var ids []string
@@ -295,9 +293,9 @@ func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 	there := map[string]bool{}
 	for rest := ids; len(rest) > 0; {
 		n := min(len(rest), stillThereBatch)
-		recs, err := rf.ReadIdentities(ctx, r.Sync.Identity, rest[:n])
+		recs, err := r.readByIdentity(ctx, rest[:n])
 		if err != nil {
-			return nil, sourceFailure(ctx, err)
+			return nil, err
 		}
 		rest = rest[n:]
 		for _, rec := range recs {

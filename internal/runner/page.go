@@ -223,12 +223,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			}
 		}
 		if learned != nil && len(it.release) == 0 {
-			marks = r.appendDeliveredMarks(marks, it, learned.Ref, learned.Skipped)
-			if learned.Skipped != "" {
-				c.delta.Skipped++
-			} else {
-				c.delta.Written++
-			}
+			marks = r.appendDelivered(marks, it, *learned, &c.delta)
 			continue
 		}
 		it.refusedBefore = found && e.State == store.LedgerRejected
@@ -294,12 +289,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			x := byKey[it.Key]
 			switch x.Outcome {
 			case destination.Delivered:
-				marks = r.appendDeliveredMarks(marks, it, x.Ref, x.Skipped)
-				if x.Skipped != "" {
-					c.delta.Skipped++
-				} else {
-					c.delta.Written++
-				}
+				marks = r.appendDelivered(marks, it, x, &c.delta)
 			case destination.Rejected:
 				marks = append(marks, r.rejectedMark(it, x.Message))
 				c.delta.Rejected++
@@ -459,6 +449,17 @@ func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skip
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 	}
 	return out
+}
+
+// appendDelivered is appendDeliveredMarks for the delivery res reports,
+// counted in c: written, or skipped by the sync's write mode.
+func (r *run) appendDelivered(out []store.LedgerFinish, it *item, res destination.Result, c *store.Counters) []store.LedgerFinish {
+	if res.Skipped != "" {
+		c.Skipped++
+	} else {
+		c.Written++
+	}
+	return r.appendDeliveredMarks(out, it, res.Ref, res.Skipped)
 }
 
 // rejectedMark records a refusal. The destination's message is stored

@@ -514,6 +514,24 @@ func (r *run) supersededRefusals(it *item) []string {
 	return out
 }
 
+// canReadByIdentity reports whether the run can read rows again by their
+// identity: a keyset source (source.Refetcher) of a sync with an identity.
+// A file is read whole every run and needs not.
+func (r *run) canReadByIdentity() bool {
+	_, ok := r.Source.(source.Refetcher)
+	return ok && r.Sync.Identity != ""
+}
+
+// readByIdentity reads the rows whose identity is one of ids again, in one
+// snapshot (canReadByIdentity must hold).
+func (r *run) readByIdentity(ctx context.Context, ids []string) ([]source.Record, error) {
+	recs, err := r.Source.(source.Refetcher).ReadIdentities(ctx, r.Sync.Identity, ids)
+	if err != nil {
+		return nil, sourceFailure(ctx, err)
+	}
+	return recs, nil
+}
+
 // readAgainMax bounds the rejected rows one run reads again by identity.
 const readAgainMax = 10_000
 
@@ -523,8 +541,7 @@ const readAgainMax = 10_000
 // records are retried until they succeed. es are the sync's rejected
 // entries (loadRefusals). It returns them in pages.
 func (r *run) readAgain(ctx context.Context, es []store.LedgerEntry) ([][]source.Record, error) {
-	rf, ok := r.Source.(source.Refetcher)
-	if !ok || r.Sync.Identity == "" {
+	if !r.canReadByIdentity() {
 		return nil, nil
 	}
 	seen := make(map[string]bool, len(es))
@@ -538,9 +555,9 @@ func (r *run) readAgain(ctx context.Context, es []store.LedgerEntry) ([][]source
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	recs, err := rf.ReadIdentities(ctx, r.Sync.Identity, ids)
+	recs, err := r.readByIdentity(ctx, ids)
 	if err != nil {
-		return nil, sourceFailure(ctx, err)
+		return nil, err
 	}
 	var pages [][]source.Record
 	for rest := recs; len(rest) > 0; {
