@@ -85,6 +85,16 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 		return RecordList{}, err
 	}
 	out := RecordList{Records: []ledger.Record{}}
+	// add counts r when it matches f, and keeps it within limit.
+	add := func(r ledger.Record) {
+		if (f.Run != 0 && r.RunID != f.Run) || !r.Matches(f.Q) {
+			return
+		}
+		out.Total++
+		if len(out.Records) < limit {
+			out.Records = append(out.Records, r)
+		}
+	}
 	if f.State == ledger.RecordSettled {
 		// How the writes in doubt were settled (docs/guide.md#the-ledger-and-its-retention).
 		for _, lid := range ledgerIDs(sy) {
@@ -94,13 +104,7 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 			}
 			out.Capped = out.Capped || len(rs) == recordsMax
 			for _, r := range rs {
-				if (f.Run != 0 && r.RunID != f.Run) || !r.Matches(f.Q) {
-					continue
-				}
-				out.Total++
-				if len(out.Records) < limit {
-					out.Records = append(out.Records, r)
-				}
+				add(r)
 			}
 		}
 		return out, nil
@@ -128,9 +132,6 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 			es = append(es, part...)
 		}
 		for _, e := range es {
-			if f.Run != 0 && e.RunID != f.Run {
-				continue
-			}
 			r := ledger.RecordOf(e)
 			if st == store.LedgerComplete {
 				var ok bool
@@ -138,13 +139,7 @@ func (s *Server) records(ctx context.Context, syncID string, f recordFilter, lim
 					continue
 				}
 			}
-			if !r.Matches(f.Q) {
-				continue
-			}
-			out.Total++
-			if len(out.Records) < limit {
-				out.Records = append(out.Records, r)
-			}
+			add(r)
 		}
 	}
 	return out, nil
