@@ -358,8 +358,8 @@ func (s *Store) ledgerGet(ctx context.Context, syncID string, uniq []string) (ma
 // ledger_meta snap; nil writes nothing.
 type buildFunc func(sid, now int64, snap metaSnap, prev []memEntry) *logRecord
 
-// appendFenced is the transaction of LedgerClaim (durable) and LedgerFinish
-// (lazy, see durability): it checks the fence, and unless mks is empty
+// appendFenced is LedgerClaim's transaction (durable; LedgerFinish, lazy,
+// runs appendFencedTx beside its settlements in its own): it checks the fence, and unless mks is empty
 // refreshes memory, reads the current entries of mks (memory, the cache, the
 // tables; those from mks[live:] on without ledger_done, see
 // sqlTableGetLive) and appends the record build makes of them (nothing if
@@ -504,24 +504,19 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 	if err != nil {
 		return err
 	}
+	settled := settlements(p)
 	var rec *logRecord
-	if settled := settlements(p); len(settled) == 0 {
-		rec, err = s.appendFenced(ctx, lazy, "ledger finish", p.SyncID, p.Fence, f.mks, f.live, f.build)
-	} else {
-		err = s.writeWith(ctx, lazy, "ledger finish", func(tx *sql.Tx) error {
-			var err error
-			if rec, err = s.appendFencedTx(ctx, tx, p.SyncID, p.Fence, f.mks, f.live, f.build); err != nil {
-				return err
-			}
-			return s.putSettled(ctx, tx, p.SyncID, p.RunID, settled)
-		})
-		if err == nil && rec != nil {
-			s.mem.applyOwn(rec)
+	err = s.writeWith(ctx, lazy, "ledger finish", func(tx *sql.Tx) error {
+		var err error
+		if rec, err = s.appendFencedTx(ctx, tx, p.SyncID, p.Fence, f.mks, f.live, f.build); err != nil {
+			return err
 		}
-	}
+		return s.putSettled(ctx, tx, p.SyncID, p.RunID, settled)
+	})
 	if err != nil || rec == nil {
 		return err
 	}
+	s.mem.applyOwn(rec)
 	s.afterFinish(ctx)
 	return nil
 }
