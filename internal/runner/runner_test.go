@@ -1002,6 +1002,26 @@ func (f freeFor) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Gran
 	return g, err
 }
 
+// dieWithWriteInDoubt runs an earlier holder of the sync whose first write
+// applies nothing and loses its answer, and which dies while waiting to
+// read the page back: its page is left in doubt, and is not at the
+// destination. The destination's hook and read-back count are reset.
+func (tb *testBundle) dieWithWriteInDoubt(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb.dest.cut = []int{0}
+	tb.dest.onWrite = func([]destination.Record) func() { return cancel }
+	p := tb.params(t, "id")
+	p.InDoubtGrace = time.Hour
+	if _, err := Run(ctx, p); err == nil {
+		t.Fatal("the earlier holder's run succeeded")
+	}
+	tb.dest.mu.Lock()
+	tb.dest.onWrite, tb.dest.verifies = nil, 0
+	tb.dest.mu.Unlock()
+}
+
 // TestInDoubtGraceFromTheLeaseEnd: an earlier holder's write in doubt (its
 // page claimed, nothing applied) is read back at once by the next run; the
 // second read-back waits for the grace counted from the moment the earlier
@@ -1024,21 +1044,9 @@ func TestInDoubtGraceFromTheLeaseEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tb := setup(t, 100, destination.CapVerify)
-			// The earlier holder: its write applies nothing and loses its
-			// answer, and it dies while waiting to read the page back.
-			ctx, cancel := context.WithCancel(context.Background())
-			tb.dest.cut = []int{0}
-			tb.dest.onWrite = func([]destination.Record) func() { return cancel }
-			p := tb.params(t, "id")
-			p.InDoubtGrace = time.Hour
-			if _, err := Run(ctx, p); err == nil {
-				t.Fatal("the earlier holder's run succeeded")
-			}
-			tb.dest.mu.Lock()
-			tb.dest.onWrite, tb.dest.verifies = nil, 0
-			tb.dest.mu.Unlock()
+			tb.dieWithWriteInDoubt(t)
 
-			p = tb.params(t, "id")
+			p := tb.params(t, "id")
 			p.Leases = freeFor{Manager: p.Leases, d: tt.free}
 			p.InDoubtGrace = tt.grace
 			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
