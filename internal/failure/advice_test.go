@@ -27,6 +27,7 @@ func TestWrapAddsAdvice(t *testing.T) {
 		{failure.Wrap(failure.StoreUnavailable, deep, "could not %s", "claim"), "could not claim: free some space"},
 		{failure.Wrap(failure.StoreUnavailable, inner, "%s", inner.Detail), "could not open the store: free some space"},
 		{failure.Wrap(failure.StoreUnavailable, errors.New("refused"), "could not claim"), "could not claim"},
+		{failure.Wrap(failure.LeaseLost, deep, "The run stopped."), "The run stopped. Free some space"},
 	} {
 		if got := failure.Detail(tc.err); got != tc.want {
 			t.Errorf("detail %q, want %q", got, tc.want)

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Code identifies one entry of the catalog.
@@ -216,10 +218,20 @@ func Wrap(code Code, err error, format string, args ...any) *Error {
 	var a Adviser
 	if errors.As(err, &a) {
 		if adv := a.Advice(); adv != "" && !strings.Contains(detail, adv) {
-			detail += ": " + adv
+			detail = withAdvice(detail, adv)
 		}
 	}
 	return &Error{Code: code, Detail: detail, Err: err}
+}
+
+// withAdvice ends detail with advice: a sentence of its own after one that
+// ends ("... writing twice. The lease ..."), after a colon otherwise.
+func withAdvice(detail, advice string) string {
+	if !strings.HasSuffix(detail, ".") {
+		return detail + ": " + advice
+	}
+	r, n := utf8.DecodeRuneInString(advice)
+	return detail + " " + string(unicode.ToUpper(r)) + advice[n:]
 }
 
 // Adviser is a cause that knows what a person should do about it, in words
