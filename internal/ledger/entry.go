@@ -25,6 +25,11 @@ import (
 //
 //	c1.<tag>                   pending (a claim)
 //	a1.<tag>.<ref>             accepted, ref being the destination's process
+//	c2.<tag>.<to>              a mirror's claim: to is the handle the write
+//	                           goes to and the row's identity (HandleRef's
+//	                           encoding), so that a run can remove it should
+//	                           the row be gone or changed before its outcome is known
+//	a2.<tag>.<to>.<ref>        a mirror's accepted entry, likewise
 //	r1.<tag>.<identity>        rejected; the identity lets a keyset source
 //	                           re-read the row (docs/guide.md#the-ledger-and-its-retention); "~" + hex when it is
 //	                           not printable UTF-8
@@ -97,6 +102,9 @@ func DecodeSlot(e store.LedgerEntry, found bool) (s SlotState, ok bool) {
 // tagLen is the length of a slot's tag.
 const tagLen = 16
 
+// SlotTagLen is the length of a slot's tag (SlotTag), in hex digits.
+const SlotTagLen = tagLen
+
 // SlotTag is the short name of a slot in the Results of delivery-key
 // entries (the first 16 hex digits of its key). Claims write one per
 // record, so it is kept short; it only has to tell slots apart among a
@@ -113,6 +121,37 @@ func ClaimResult(slot string) string { return "c1." + SlotTag(slot) }
 
 // AcceptedResult is an accepted entry's Result: ref is the process.
 func AcceptedResult(slot, ref string) string { return "a1." + SlotTag(slot) + "." + ref }
+
+// ClaimResultTo is a mirror's claim Result: the write goes to handle, for
+// the row of identity (docs/guide.md#write-modes).
+func ClaimResultTo(slot, handle, identity string) string {
+	return "c2." + SlotTag(slot) + "." + encodeTo(handle, identity)
+}
+
+// AcceptedResultTo is a mirror's accepted entry's Result: the process ref
+// is writing to handle, for the row of identity.
+func AcceptedResultTo(slot, ref, handle, identity string) string {
+	return "a2." + SlotTag(slot) + "." + encodeTo(handle, identity) + "." + ref
+}
+
+// encodeTo is a handle and an identity in characters that hold no '.'.
+func encodeTo(handle, identity string) string {
+	return refEnc.EncodeToString([]byte(handle)) + ":" + refEnc.EncodeToString([]byte(identity))
+}
+
+// EntryHandle is the handle a mirror's claim or accepted entry writes to
+// and its row's identity; ok is false for any other entry.
+func EntryHandle(e store.LedgerEntry) (handle, identity string, ok bool) {
+	if !strings.HasPrefix(e.Result, "c2.") && !strings.HasPrefix(e.Result, "a2.") {
+		return "", "", false
+	}
+	_, rest, ok := EntryTag(e.Result)
+	if !ok {
+		return "", "", false
+	}
+	to, _, _ := strings.Cut(rest, ".")
+	return RefHandle(handlePrefix + to)
+}
 
 // InDoubtResult is the Result of an entry left in doubt for a person.
 func InDoubtResult(slot, identity string) string {
@@ -143,7 +182,7 @@ func EntryTag(result string) (tag, rest string, ok bool) {
 		return "", "", false
 	}
 	switch result[:2] {
-	case "c1", "a1", "r1", "n1":
+	case "c1", "a1", "r1", "n1", "c2", "a2":
 	default:
 		return "", "", false
 	}
@@ -161,6 +200,10 @@ func EntryTag(result string) (tag, rest string, ok bool) {
 // AcceptedRef is the process an accepted entry waits for.
 func AcceptedRef(e store.LedgerEntry) string {
 	if _, ref, ok := EntryTag(e.Result); ok && strings.HasPrefix(e.Result, "a1.") {
+		return ref
+	}
+	if _, rest, ok := EntryTag(e.Result); ok && strings.HasPrefix(e.Result, "a2.") {
+		_, ref, _ := strings.Cut(rest, ".")
 		return ref
 	}
 	return e.Result // an accepted entry always has the a1 form; be lenient
@@ -241,7 +284,7 @@ var refEnc = base64.RawURLEncoding
 
 // HandleRef is a slot's Ref holding handle and the row's identity.
 func HandleRef(handle, identity string) string {
-	return handlePrefix + refEnc.EncodeToString([]byte(handle)) + ":" + refEnc.EncodeToString([]byte(identity))
+	return handlePrefix + encodeTo(handle, identity)
 }
 
 // MovedRef is the Ref of a Moved entry: the handle a slot left behind and

@@ -56,6 +56,25 @@ func TestEntryResults(t *testing.T) {
 	if ref := AcceptedRef(store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResult(slot, "991")}); ref != "991" {
 		t.Errorf("AcceptedRef = %q", ref)
 	}
+	// A mirror's claims and accepted entries name the handle they write to.
+	for _, ref := range []string{"991", "job.with.dots"} {
+		claim := store.LedgerEntry{State: store.LedgerPending, Result: ClaimResultTo(slot, "Ann.B@example.com", "4.2")}
+		acc := store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResultTo(slot, ref, "Ann.B@example.com", "4.2")}
+		for _, e := range []store.LedgerEntry{claim, acc} {
+			if h, id, ok := EntryHandle(e); !ok || h != "Ann.B@example.com" || id != "4.2" {
+				t.Errorf("%s: handle %q identity %q %v", e.Result, h, id, ok)
+			}
+			if got, _, ok := EntryTag(e.Result); !ok || got != tag {
+				t.Errorf("%s: tag %q %v", e.Result, got, ok)
+			}
+		}
+		if got := AcceptedRef(acc); got != ref {
+			t.Errorf("AcceptedRef(%s) = %q", acc.Result, got)
+		}
+	}
+	if _, _, ok := EntryHandle(store.LedgerEntry{Result: AcceptedResult(slot, "991")}); ok {
+		t.Error("an entry without a handle named one")
+	}
 	for _, id := range []string{"42", "ann@example.com", "", "~tilde", "nul\x00byte", "\xff\xfe", "dots.in.it"} {
 		for name, res := range map[string]string{"rejected": RejectedResult(slot, id), "in doubt": InDoubtResult(slot, id), "resend": ResendResult(InDoubtResult(slot, id))} {
 			// An empty identity is one too (a text key of ''): read

@@ -172,6 +172,13 @@ func Removal(syncID, slot string, gen int64) string { return slotGenKey("r1", sy
 // a mirror run removes it from the destination.
 func Moved(syncID, slot string, gen int64) string { return slotGenKey("m1", syncID, slot, gen) }
 
+// MovedFrom is the key of the handle a write an earlier run left in flight
+// went to (key: a mirror's claim or accepted entry, ClaimResultTo), once the
+// row it wrote has changed or is gone before its outcome was known: the
+// write may have landed, so the entry keeps the handle until a mirror run
+// removes it from the destination or finds a row holding it.
+func MovedFrom(syncID, key string) string { return slotGenKey("m2", syncID, key, 0) }
+
 // slotGenKey is the key of kind about generation gen of slot.
 func slotGenKey(kind, syncID, slot string, gen int64) string {
 	var buf [160]byte

@@ -505,7 +505,7 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 		results := make([]string, len(again))
 		for i, it := range again {
 			rel[i] = store.LedgerFinish{Key: it.Key, State: store.LedgerReleased}
-			keys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
+			keys[i], results[i] = it.Key, r.claimResult(it)
 		}
 		if err := r.mark(ctx, rel); err != nil {
 			return err

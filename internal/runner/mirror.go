@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,10 +42,40 @@ func slotIDOf(slot string) (id slotID, ok bool) {
 }
 
 // mirrorSeen collects the slots a mirror run's full read of the source
-// met; it is written by the prefetcher only and read once it stopped.
+// met, and the handles its rows hold; it is written by the prefetcher only
+// and read once it stopped.
 type mirrorSeen struct {
 	full  bool // the run read the source from its start
 	slots map[slotID]struct{}
+	// handles are the rows' handles at the destination (handleKey): a
+	// handle a row read holds is never removed, whatever the ledger says
+	// of that row's delivery (still processing, or not yet recorded).
+	handles map[uint64]struct{}
+	handle  func(*item) string
+	seed    maphash.Seed
+}
+
+// newMirrorSeen starts the set of a pass that reads the source from its
+// start when full.
+func (r *run) newMirrorSeen(full bool) *mirrorSeen {
+	return &mirrorSeen{full: full, slots: map[slotID]struct{}{}, handles: map[uint64]struct{}{},
+		handle: r.handleOf, seed: maphash.MakeSeed()}
+}
+
+// handleKey is what the set keeps of a handle: 8 bytes of a hash of it in
+// lower case, as handles are compared. Two handles that share it (one pass
+// in 2^64 / rows^2) keep a record that should go: never the reverse.
+func (m *mirrorSeen) handleKey(h string) uint64 {
+	return maphash.String(m.seed, strings.ToLower(h))
+}
+
+// holds reports whether a row the pass read holds handle h.
+func (m *mirrorSeen) holds(h string) bool {
+	if m == nil {
+		return false
+	}
+	_, ok := m.handles[m.handleKey(h)]
+	return ok
 }
 
 // restart forgets the rows seen: the pass starts over from the source's
@@ -54,6 +86,7 @@ func (m *mirrorSeen) restart() {
 	}
 	m.full = true
 	clear(m.slots)
+	clear(m.handles)
 }
 
 func (m *mirrorSeen) add(its []item) {
@@ -70,6 +103,9 @@ func (m *mirrorSeen) add(its []item) {
 		if id, ok := slotIDOf(its[i].slot); ok {
 			m.slots[id] = struct{}{}
 		}
+		if h := m.handle(&its[i]); h != "" {
+			m.handles[m.handleKey(h)] = struct{}{}
+		}
 	}
 }
 
@@ -77,16 +113,48 @@ func (m *mirrorSeen) add(its []item) {
 // record's handle at the destination (how a later run removes it), else
 // the destination's reference.
 func (r *run) handleRef(it *item, ref string) string {
-	if r.remover == nil {
-		return ref
-	}
-	h, err := r.remover.Handle(it.Record)
-	if err != nil || h == "" {
-		// Without a handle the record cannot be removed later; its
-		// delivery is not worth failing for that.
+	h := r.handleOf(it)
+	if h == "" {
 		return ref
 	}
 	return ledger.HandleRef(h, it.id)
+}
+
+// handleOf is a mirror's record's handle at the destination; "" when the
+// sync is no mirror or the record has none. Without a handle the record
+// cannot be removed later; its delivery is not worth failing for that.
+func (r *run) handleOf(it *item) string {
+	if r.remover == nil {
+		return ""
+	}
+	h, err := r.remover.Handle(it.Record)
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// claimResult is the Result of it's claim: a mirror's names the handle the
+// write goes to, so that a later run can remove what it may have written
+// should the row change or go before its outcome is known (inFlightMoves).
+func (r *run) claimResult(it *item) string {
+	if it.refusedBefore {
+		// Listed as refused until its answer is recorded (ledger.ListRefused).
+		return ledger.RetryClaimResult(it.slot, it.id)
+	}
+	if h := r.handleOf(it); h != "" {
+		return ledger.ClaimResultTo(it.slot, h, it.id)
+	}
+	return ledger.ClaimResult(it.slot)
+}
+
+// acceptedResult is the Result of it's entry once the destination accepted
+// it under the process ref; a mirror's names the handle, as its claim does.
+func (r *run) acceptedResult(it *item, ref string) string {
+	if h := r.handleOf(it); h != "" {
+		return ledger.AcceptedResultTo(it.slot, ref, h, it.id)
+	}
+	return ledger.AcceptedResult(it.slot, ref)
 }
 
 // movedMark is the entry that keeps the handle a mirror's slot leaves
@@ -106,6 +174,26 @@ func (r *run) movedMark(it *item, ref string) (store.LedgerFinish, bool) {
 	}
 	return store.LedgerFinish{Key: ledger.Moved(r.Sync.ID, it.slot, it.gen), State: store.LedgerComplete,
 		Result: ledger.SlotState{Gen: it.gen, Ref: ledger.MovedRef(old, id)}.Encode()}, true
+}
+
+// appendMovedFrom appends to marks, for a mirror, the entry that keeps the
+// handle f (an earlier run's write of another value of it's row, in flight
+// then) went to, when that write may have landed and it's value goes to
+// another handle (its e-mail changed back, say): a mirror run removes that
+// contact unless a row read holds it (docs/guide.md#write-modes).
+func (r *run) appendMovedFrom(marks []store.LedgerFinish, it *item, f store.LedgerEntry) []store.LedgerFinish {
+	h, id, ok := ledger.EntryHandle(f)
+	if !ok || strings.EqualFold(h, r.handleOf(it)) {
+		return marks
+	}
+	return append(marks, movedFromMark(r.Sync.ID, f, h, id, it.gen))
+}
+
+// movedFromMark is the moved entry of the handle f's write went to (a
+// slot's entry, so its generation is at least 1).
+func movedFromMark(syncID string, f store.LedgerEntry, handle, identity string, gen int64) store.LedgerFinish {
+	return store.LedgerFinish{Key: ledger.MovedFrom(syncID, f.Key), State: store.LedgerComplete,
+		Result: ledger.SlotState{Gen: gen, Ref: ledger.MovedRef(handle, identity)}.Encode()}
 }
 
 // settledMark is the entry of a moved handle g once it is removed or held
@@ -149,13 +237,16 @@ type gone struct {
 // handle to remove them by: delivered before the sync became a mirror (or
 // by a destination that named no handle), they cannot be removed; or
 // delivered under an earlier identity, whose rows may still be there.
-func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slotID]struct{}, moves map[string]string) (out, held []gone, total, unhandled int, err error) {
+//
+// inFlight, for a dry run, are the handles writes in flight went to that a
+// run would keep as moved first (leftInFlight).
+func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirrorSeen, moves map[string]string, inFlight []gone) (out, held []gone, total, unhandled int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}
 	live := map[string]struct{}{} // handles of the slots read, lower-cased
-	var cands []gone
+	cands := inFlight
 	for _, e := range es {
 		s, ok := ledger.DecodeSlot(e, true)
 		if !ok {
@@ -169,7 +260,7 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 			continue
 		}
 		sid, isSlot := slotIDOf(e.Key)
-		_, read := seen[sid]
+		_, read := seen.slots[sid]
 		read = read && isSlot
 		if read {
 			total++
@@ -195,7 +286,7 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen map[slo
 		cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
 	}
 	for _, g := range cands {
-		if _, ok := live[strings.ToLower(g.handle)]; ok {
+		if _, ok := live[strings.ToLower(g.handle)]; ok || seen.holds(g.handle) {
 			held = append(held, g)
 			continue
 		}
@@ -219,7 +310,10 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 	if r.remover == nil || seen == nil || !seen.full {
 		return 0, 0, nil
 	}
-	gs, held, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen.slots, nil)
+	if err := r.leftInFlight(ctx, seen); err != nil {
+		return 0, 0, err
+	}
+	gs, held, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen, nil, nil)
 	if err != nil {
 		return 0, 0, storeFailure(ctx, err, "list the delivered records")
 	}
@@ -266,6 +360,93 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 	}
 	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
 	return removed, unhandled, nil
+}
+
+// leftInFlight settles the writes earlier runs left in flight (a claim
+// whose answer was lost, an import still accepted) to rows this pass did
+// not read: the row is gone, and its write may have landed under its handle,
+// which no delivered slot names (a new row, or one whose e-mail had
+// changed). Each becomes a moved handle that goneSlots lists for removal,
+// unless a row read holds it. An import still processing is asked about
+// first, so that nothing it writes after the removal is left behind; one
+// still running past the wait is left for the next run.
+func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
+	if len(r.outstanding) == 0 {
+		return nil
+	}
+	left := unread(r.outstanding, seen)
+	if len(left) == 0 {
+		return nil
+	}
+	var (
+		fin     []store.LedgerFinish
+		waiting = map[string]bool{} // processes that had not ended
+	)
+	for _, es := range left {
+		for _, e := range es {
+			if e.State == store.LedgerAccepted {
+				ref := ledger.AcceptedRef(e)
+				if _, asked := waiting[ref]; !asked {
+					_, err := r.awaitAccepted(ctx, ref, nil)
+					switch {
+					case err == nil, errors.Is(err, destination.ErrUnknownRef):
+						waiting[ref] = false // ended, or never to be known: it may have landed
+					case ctx.Err() != nil:
+						return cancelled(ctx)
+					default:
+						waiting[ref] = true
+						r.Logger.Warn("mirror: an import an earlier run left to rows that are gone has not ended; its contacts are removed by a later run",
+							"sync", r.Sync.ID, "run", r.rec.ID, "process", ref, "error", err)
+					}
+				}
+				if waiting[ref] {
+					continue
+				}
+			}
+			h, id, _ := ledger.EntryHandle(e)
+			fin = append(fin, movedFromMark(r.Sync.ID, e, h, id, 1), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
+		}
+	}
+	if len(fin) == 0 {
+		return nil
+	}
+	if err := r.ensureLease(ctx); err != nil {
+		return err
+	}
+	return r.mark(ctx, fin)
+}
+
+// unread are the entries of inFlight (by slot tag) that name a handle, of
+// slots a pass did not read.
+func unread(inFlight map[string][]store.LedgerEntry, seen *mirrorSeen) map[string][]store.LedgerEntry {
+	left := map[string][]store.LedgerEntry{}
+	for tag, es := range inFlight {
+		for _, e := range es {
+			if _, _, ok := ledger.EntryHandle(e); ok {
+				left[tag] = append(left[tag], e)
+			}
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	for id := range seen.slots {
+		delete(left, hex.EncodeToString(id[:ledger.SlotTagLen/2]))
+	}
+	return left
+}
+
+// inFlightGone is what leftInFlight would keep of inFlight as moved
+// handles, for a dry run.
+func inFlightGone(syncID string, inFlight map[string][]store.LedgerEntry, seen *mirrorSeen) []gone {
+	var out []gone
+	for _, es := range unread(inFlight, seen) {
+		for _, e := range es {
+			h, id, _ := ledger.EntryHandle(e)
+			out = append(out, gone{slot: ledger.MovedFrom(syncID, e.Key), gen: 1, handle: h, identity: id, moved: true})
+		}
+	}
+	return out
 }
 
 // stillThereBatch is how many identities one read of stillThere asks for.

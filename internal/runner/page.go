@@ -188,6 +188,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					unknown[ref] = true
 					// Its process is not known there (another account's):
 					// what it wrote is in doubt, settled with this value.
+					marks = r.appendMovedFrom(marks, it, f)
 					it.release = append(it.release, f.Key)
 					if since.IsZero() || f.ClaimedAt.Before(since) {
 						since = f.ClaimedAt
@@ -207,6 +208,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 						learned = &res[0]
 					} else {
 						// The destination holds that other value now.
+						marks = r.appendMovedFrom(marks, it, f)
 						it.gen++
 						it.Redelivery = true
 						it.Key = r.deliveryKey(it)
@@ -216,6 +218,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				}
 				marks = append(marks, store.LedgerFinish{Key: f.Key, State: store.LedgerReleased})
 			default: // pending under an older fence: it may have landed
+				marks = r.appendMovedFrom(marks, it, f)
 				it.release = append(it.release, f.Key)
 				if since.IsZero() || f.ClaimedAt.Before(since) {
 					since = f.ClaimedAt
@@ -355,11 +358,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	claimKeys := make([]string, len(c.send))
 	results := make([]string, len(c.send))
 	for i, it := range c.send {
-		claimKeys[i], results[i] = it.Key, ledger.ClaimResult(it.slot)
-		if it.refusedBefore {
-			// Listed as refused until its answer is recorded (ledger.ListRefused).
-			results[i] = ledger.RetryClaimResult(it.slot, it.id)
-		}
+		claimKeys[i], results[i] = it.Key, r.claimResult(it)
 	}
 	reg = trace.StartRegion(ctx, "ledger.claim")
 	err = r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
@@ -587,7 +586,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 			marks = append(marks, r.rejectedMark(o.it, o.res.Message))
 			delta.Rejected++
 		case destination.Accepted:
-			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(o.it.slot, o.res.Ref)})
+			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: r.acceptedResult(o.it, o.res.Ref)})
 			i, ok := byRef[o.res.Ref]
 			if !ok {
 				i = len(batches)

@@ -144,7 +144,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	if p.Sync.PageSize <= 0 {
 		p.Sync.PageSize = 500
 	}
-	r := &run{Params: Params{Source: p.Source, Sync: p.Sync, Filter: p.Filter, Slice: p.Slice}}
+	r := &run{Params: Params{Source: p.Source, Sync: p.Sync, Filter: p.Filter, Slice: p.Slice}, remover: p.Remover}
 	var out Preview
 	// The base a first run would record, without recording it.
 	base, found, err := p.Store.GetPayloadBase(ctx, p.Sync.ID)
@@ -192,7 +192,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 	var seen *mirrorSeen
 	var moves map[string]string // slot key: the handle a run would write the row under
 	if p.Sync.Mirror != nil {
-		seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
+		seen = r.newMirrorSeen(cursor == "")
 		moves = map[string]string{}
 	}
 	for {
@@ -251,7 +251,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		if page.End {
 			if seen != nil && seen.full {
-				gs, _, total, unhandled, err := goneSlots(ctx, p.Store, p.Sync.ID, seen.slots, moves)
+				gs, _, total, unhandled, err := goneSlots(ctx, p.Store, p.Sync.ID, seen, moves, inFlightGone(p.Sync.ID, inFlight, seen))
 				if err != nil {
 					return out, storeFailure(ctx, err, "list the delivered records")
 				}

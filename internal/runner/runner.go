@@ -459,7 +459,7 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if r.remover != nil {
 		// Only a run that reads the source from its start can tell which
 		// rows are gone; a run resumed mid-source leaves that to the next.
-		r.seen = &mirrorSeen{full: cursor == "", slots: map[slotID]struct{}{}}
+		r.seen = r.newMirrorSeen(cursor == "")
 	}
 	return r.pages(ctx, cursor, again)
 }

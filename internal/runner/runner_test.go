@@ -64,7 +64,13 @@ type memDest struct {
 	pollsToDone int
 	skip        func(destination.Record) bool
 	failNext    int
-	procs       map[string]*memProc
+	// applyFirst makes a process apply its records as it is created, and
+	// say so only once asked pollsToDone times: Brevo applies an import's
+	// rows and reports the process done later.
+	applyFirst bool
+	procs      map[string]*memProc
+	// onApply, if set, is called (under mu) with every record applied.
+	onApply func(destination.Record)
 	// notSent is how many more writes fail before leaving (connection
 	// refused): every record NotSent, nothing applied.
 	notSent int
@@ -76,10 +82,11 @@ type memDest struct {
 }
 
 type memProc struct {
-	recs   []destination.Record
-	polls  int
-	failed bool
-	out    []destination.Result
+	recs    []destination.Record
+	polls   int
+	failed  bool
+	applied bool // applyFirst: its records were applied when it was created
+	out     []destination.Result
 }
 
 func newMemDest(c destination.Capability) *memDest {
@@ -88,6 +95,9 @@ func newMemDest(c destination.Capability) *memDest {
 
 // apply records a write of r at the destination. The caller holds mu.
 func (d *memDest) apply(r destination.Record) {
+	if d.onApply != nil {
+		d.onApply(r)
+	}
 	d.writes[r.Key]++
 	if attrs, ok := r.Data["attributes"].(map[string]any); ok {
 		d.values[fmt.Sprint(r.Data["email"])] = attrs["FIRSTNAME"]
@@ -120,7 +130,9 @@ func (d *memDest) Outcomes(ctx context.Context, ref string, recs []destination.R
 			case d.skip != nil && d.skip(r):
 				p.out = append(p.out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "skipped by the import"})
 			default:
-				d.apply(r)
+				if !p.applied {
+					d.apply(r)
+				}
 				p.out = append(p.out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: ref})
 			}
 		}
@@ -209,6 +221,10 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 		}
 		if proc != nil {
 			proc.recs = append(proc.recs, r)
+			if d.applyFirst && !proc.failed && (d.skip == nil || !d.skip(r)) {
+				d.apply(r)
+				proc.applied = true
+			}
 			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Accepted, Ref: strconv.Itoa(len(d.procs))})
 			continue
 		}
