@@ -49,9 +49,20 @@
 //     failed_count. A job may fail whole (Options.JobFailRate): it ends
 //     "cancelled" (the spec's statuses are queued, processing, complete and
 //     cancelled) with nothing of it applied, or its first profiles
-//     (Options.JobFailApplies, counted in completed_count). GET
+//     (Options.JobFailApplies, counted in completed_count; Klaviyo does
+//     not document which a cancelled job applied, nor that it applied
+//     none), for a share of jobs (JobFailRate) or the first ones
+//     (JobFailFirst). GET
 //     /api/profile-bulk-import-jobs/{id}/relationships/profiles lists the
-//     profiles a job created or updated, a cancelled one's too. A job may also be refused whole
+//     profiles a job created or updated, a cancelled one's too, each once:
+//     two profiles of one job whose e-mails differ only in case (or that
+//     share an external_id or phone_number) are one profile, listed once,
+//     so the list does not say which of the two was applied. As unkind as
+//     the spec allows, an import error's original_payload may be null
+//     (OmitErrorPayload: only its JSON pointer names the profile), and the
+//     errors may be listed late (ErrorsListedAfter) or never
+//     (ErrorsNeverListed) while failed_count counts them at once: the spec
+//     promises no agreement between the two. A job may also be refused whole
 //     before it is queued (Options.JobRefuseRate): 400, as Klaviyo answers a
 //     job whose body it will not take. Profiles are added to the job's lists.
 //   - POST /api/profile-subscription-bulk-delete-jobs (at most 100 profiles)
@@ -179,9 +190,22 @@ type Options struct {
 	// whole with 400 before anything is queued (a client then has to send
 	// the profiles another way).
 	JobRefuseRate float64
+	// JobFailFirst makes the first JobFailFirst jobs of the Server fail
+	// whole (as JobFailRate, with JobFailApplies), and no later one by
+	// this option: a test can cancel a page's job and let its resend
+	// through.
+	JobFailFirst int
 	// OmitErrorPayload leaves import errors' original_payload null (the
 	// spec makes it nullable): the profile is named by its JSON pointer only.
 	OmitErrorPayload bool
+	// ErrorsListedAfter is how long after a job ended its import errors
+	// are listed (GET .../import-errors answers an empty list until then),
+	// while its failed_count counts them at once. Klaviyo documents neither
+	// that the two agree nor when the errors are listed.
+	ErrorsListedAfter time.Duration
+	// ErrorsNeverListed: a job's import errors are counted in failed_count
+	// and never listed (GET .../import-errors answers an empty list).
+	ErrorsNeverListed bool
 	// Standing is the account's standing from the start (standing.go): ""
 	// or "ok", revoked (401) or forbidden (403). Server.SetStanding and
 	// POST /_standing change it mid-run.

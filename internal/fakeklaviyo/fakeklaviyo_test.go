@@ -493,3 +493,79 @@ func TestFollowsItsOwnNextLink(t *testing.T) {
 		t.Fatalf("followed links.next over %d profiles, want 3", seen)
 	}
 }
+
+// jobOf posts a bulk import job of profiles (JSON attributes objects) and
+// returns its id.
+func (c client) jobOf(profiles ...string) string {
+	c.t.Helper()
+	items := make([]string, len(profiles))
+	for i, p := range profiles {
+		items[i] = `{"type":"profile","attributes":` + p + `}`
+	}
+	status, _, doc := c.do(http.MethodPost, "/api/profile-bulk-import-jobs",
+		`{"data":{"type":"profile-bulk-import-job","attributes":{"profiles":{"data":[`+strings.Join(items, ",")+`]}}}}`)
+	if status != http.StatusAccepted {
+		c.t.Fatalf("job: %d %v", status, doc)
+	}
+	return doc["data"].(map[string]any)["id"].(string)
+}
+
+// list reads one page of a job's sub-resource and returns its data.
+func (c client) list(path string) []any {
+	c.t.Helper()
+	status, _, doc := c.do(http.MethodGet, path, "")
+	if status != http.StatusOK {
+		c.t.Fatalf("GET %s: %d %v", path, status, doc)
+	}
+	data, _ := doc["data"].([]any)
+	return data
+}
+
+// TestCancelledJobNamesAMergedProfileOnce: two profiles of one job whose
+// e-mails differ only in case are one profile. A job cancelled after its
+// first one lists that profile among those it wrote, once, although the
+// second was never applied (JobFailFirst: only the first job fails).
+func TestCancelledJobNamesAMergedProfileOnce(t *testing.T) {
+	s, c := start(t, fakeklaviyo.Options{JobFailFirst: 1, JobFailApplies: 0.5})
+	id := c.jobOf(`{"email":"user5@example.com","first_name":"Five"}`, `{"email":"other@example.com"}`,
+		`{"email":"User5@Example.com","first_name":"Twenty"}`, `{"email":"more@example.com"}`)
+	st, total, completed, _, _ := s.Job(id)
+	if st != "cancelled" || total != 4 || completed != 2 {
+		t.Fatalf("job %s total %d completed %d; want cancelled, 2 of 4", st, total, completed)
+	}
+	if got := c.list("/api/profile-bulk-import-jobs/" + id + "/relationships/profiles"); len(got) != 2 {
+		t.Errorf("the job names %d profiles, want 2", len(got))
+	}
+	if p, _ := s.Profile("user5@example.com"); p.Attributes["first_name"] != "Five" {
+		t.Errorf("first_name %v: the cancelled job applied its third profile", p.Attributes["first_name"])
+	}
+	again := c.jobOf(`{"email":"User5@Example.com","first_name":"Twenty"}`)
+	if st, _, _, _, _ := s.Job(again); st != "complete" {
+		t.Errorf("second job %s, want complete (JobFailFirst 1)", st)
+	}
+}
+
+// TestImportErrorsListedLateOrNever: failed_count counts a refused profile
+// at once; its import error is listed ErrorsListedAfter later, or never.
+func TestImportErrorsListedLateOrNever(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, o := range []fakeklaviyo.Options{{ErrorsListedAfter: time.Minute}, {ErrorsNeverListed: true}} {
+		o.Clock = clk
+		s, c := start(t, o)
+		id := c.jobOf(`{"email":"a@example.com"}`, `{"email":"b@example.com","phone_number":"06 12 34 56 78"}`)
+		if _, _, _, failed, _ := s.Job(id); failed != 1 {
+			t.Fatalf("failed_count %d, want 1", failed)
+		}
+		if got := c.list("/api/profile-bulk-import-jobs/" + id + "/import-errors"); len(got) != 0 {
+			t.Errorf("%+v: %d errors listed at once, want none", o, len(got))
+		}
+		clk.Advance(time.Minute)
+		want := 1
+		if o.ErrorsNeverListed {
+			want = 0
+		}
+		if got := c.list("/api/profile-bulk-import-jobs/" + id + "/import-errors"); len(got) != want {
+			t.Errorf("%+v: %d errors listed a minute later, want %d", o, len(got), want)
+		}
+	}
+}

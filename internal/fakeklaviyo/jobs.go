@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,9 @@ func (s *Server) createJob(c *call) {
 	s.mu.Lock()
 	j.id = s.st.newID("J")
 	j.fail = s.opts.JobFailRate > 0 && s.rng.Float64() < s.opts.JobFailRate
+	if s.stats.JobsCreated < int64(s.opts.JobFailFirst) {
+		j.fail = true
+	}
 	j.skip = make([]bool, n)
 	for i := range j.skip {
 		j.skip[i] = s.opts.JobSkipRate > 0 && s.rng.Float64() < s.opts.JobSkipRate
@@ -177,12 +181,31 @@ func (s *Server) runLocked(j *job, now time.Time) {
 			for _, l := range j.lists {
 				prof.lists[l] = true
 			}
-			j.applied = append(j.applied, prof.id)
+			j.touch(prof.id)
 		default:
 			s.writeLocked(prof, a, j.lists, j.readyAt, "bulk import job "+j.id)
-			j.applied = append(j.applied, prof.id)
+			j.touch(prof.id)
 		}
 	}
+}
+
+// touch notes that j created or updated the profile id: once, however
+// many of j's profiles it applied to it (two e-mails that differ only in
+// case are one profile).
+func (j *job) touch(id string) {
+	if !slices.Contains(j.applied, id) {
+		j.applied = append(j.applied, id)
+	}
+}
+
+// errorsListed reports whether j's import errors are listed at now
+// (Options.ErrorsListedAfter, ErrorsNeverListed): once j ended, at once by
+// default.
+func (s *Server) errorsListed(j *job, now time.Time) bool {
+	if st := j.statusAt(now); st == JobQueued || st == JobProcessing || s.opts.ErrorsNeverListed {
+		return false
+	}
+	return !now.Before(j.done.Add(s.opts.ErrorsListedAfter))
 }
 
 // withoutNulls is a job's profile attributes without the fields set to
@@ -274,7 +297,7 @@ func (s *Server) jobErrors(c *call, id string) {
 	j := s.st.jobs[id]
 	data := []map[string]any{}
 	more := false
-	if j != nil {
+	if j != nil && s.errorsListed(j, c.now) {
 		for i := offset; i < len(j.errs) && i < offset+size; i++ {
 			e := j.errs[i]
 			var payload any = cloneMap(e.payload)

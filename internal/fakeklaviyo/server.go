@@ -110,8 +110,11 @@ func (o Options) Check() error {
 			return fmt.Errorf("fakeklaviyo: %s must be between 0 and 1, got %v", r.name, r.v)
 		}
 	}
-	if o.Latency < 0 || o.WriteLatency < 0 || o.JobDelay < 0 || o.HoldWrite < 0 {
+	if o.Latency < 0 || o.WriteLatency < 0 || o.JobDelay < 0 || o.HoldWrite < 0 || o.ErrorsListedAfter < 0 {
 		return fmt.Errorf("fakeklaviyo: delays must not be negative")
+	}
+	if o.JobFailFirst < 0 {
+		return fmt.Errorf("fakeklaviyo: job fail first must not be negative")
 	}
 	_, err := NewValidator()
 	return err
