@@ -81,7 +81,9 @@ const (
 	// read in decimal units, the stricter reading).
 	maxProfileBytes  = 100_000
 	maxRateLimitWait = time.Minute
-	maxResponseBody  = 4 << 20
+	// DefaultErrorsWait is Params.ErrorsWait's default.
+	DefaultErrorsWait = time.Minute
+	maxResponseBody   = 4 << 20
 )
 
 // Modes.
@@ -127,6 +129,12 @@ type Params struct {
 	// VerifyWait bounds how long Verify waits for running bulk import jobs
 	// (default 2 min, polled every 2 s through Sleep).
 	VerifyWait time.Duration
+	// ErrorsWait is how long after a bulk import job ended Outcomes waits
+	// for import errors its failed_count counts and its import-errors list
+	// does not hold yet (default 1 min; Klaviyo may list them late or
+	// never): until then the job is not done; after, the records it cannot
+	// prove delivered are not (outcomes.go).
+	ErrorsWait time.Duration
 }
 
 // Destination writes to Klaviyo. It is safe for concurrent use.
@@ -136,7 +144,8 @@ type Destination struct {
 	conc                                 int
 	ownClient                            bool
 	sleep                                func(context.Context, time.Duration) error
-	verifyWait                           time.Duration
+	verifyWait, errorsWait               time.Duration
+	clock                                clock.Clock
 	profiles, jobs, lists, listAdds      *apiclient.Client
 
 	// answered holds the ids of the bulk import jobs whose 202 this
@@ -144,6 +153,10 @@ type Destination struct {
 	// be the job of a write in doubt (waitJobs).
 	mu       sync.Mutex
 	answered map[string]bool
+	// missing holds when this Destination first saw a job's import errors
+	// fall short of its failed_count, for a job that does not say when it
+	// ended (errorsWaitOver).
+	missing map[string]time.Time
 }
 
 // maxAnswered bounds answered; past it the set starts over, which only
@@ -178,7 +191,7 @@ var (
 func New(p Params) (*Destination, error) {
 	d := &Destination{base: strings.TrimRight(p.BaseURL, "/"), apiKey: p.APIKey, revision: p.Revision,
 		listID: strings.TrimSpace(p.ListID), mode: p.Mode, writeMode: p.WriteMode, conc: p.Concurrency,
-		sleep: p.Sleep, verifyWait: p.VerifyWait}
+		sleep: p.Sleep, verifyWait: p.VerifyWait, errorsWait: p.ErrorsWait}
 	if d.base == "" {
 		d.base = DefaultBaseURL
 	}
@@ -229,6 +242,10 @@ func New(p Params) (*Destination, error) {
 	if d.verifyWait <= 0 {
 		d.verifyWait = 2 * time.Minute
 	}
+	if d.errorsWait <= 0 {
+		d.errorsWait = DefaultErrorsWait
+	}
+	d.clock = clk
 	rate := p.RateLimit
 	if rate <= 0 {
 		rate = DefaultRateLimit
