@@ -28,9 +28,11 @@ steady rate limits per API key (429 with Retry-After).
 Bulk import jobs are asynchronous: 202 with a job id, queued then processing
 for --job-delay, then complete; profiles they refuse (an invalid or
 --refuse-email address, a phone number not in E.164 form, a share set by
---job-skip-rate) are listed as import errors; --job-fail-rate makes jobs fail
-whole (cancelled, nothing applied, or their first profiles with
---job-fail-applies);
+--job-skip-rate) are listed as import errors (without their profile with
+--omit-error-payload; late or never with --errors-listed-after and
+--errors-never-listed, while failed_count counts them); --job-fail-rate
+(or --job-fail-first N) makes jobs fail whole (cancelled, nothing applied,
+or their first profiles with --job-fail-applies);
 --job-refuse-rate refuses job requests whole (400). Unsubscribe jobs are queued
 for --unsubscribe-delay too, and a profile one finds out of its list then is
 unsubscribed globally, as Klaviyo's spec warns. Profiles are added to a list
