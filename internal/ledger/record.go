@@ -38,6 +38,8 @@ const (
 	SettledIdempotent = "resent_idempotent" // sent again under its idempotency key
 	SettledDelivered  = "person_delivered"  // a person marked it delivered
 	SettledToResend   = "person_resend"     // a person marked it to send again
+	// SettledRemovedAgain: a mirror's removal in doubt, sent again.
+	SettledRemovedAgain = "removed_again"
 )
 
 // settledReasons are the settled records' reasons, by how.
@@ -47,6 +49,8 @@ var settledReasons = map[string]string{
 	SettledIdempotent: "in doubt (its write's answer was lost, or the run that claimed it stopped first); sent again with the same idempotency key, which the destination applies once",
 	SettledDelivered:  "in doubt; a person marked it delivered (the sync's audit log names who)",
 	SettledToResend:   "in doubt; a person marked it to send again (the sync's audit log names who)",
+	SettledRemovedAgain: "a mirror's removal in doubt (its answer was lost, or the run that claimed it stopped first); " +
+		"asked for again, which removes the record at most once",
 }
 
 // Settlement is how the write in doubt of the record identity was settled,

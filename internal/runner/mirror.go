@@ -548,6 +548,20 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 		byKey[keys[i]] = g
 	}
 	fence := r.lease.Fence()
+	// A removal an earlier run claimed and never recorded is in doubt: its
+	// answer was lost, or that run stopped first. It is sent again (a
+	// removal applies at most once), counted and listed as settled so.
+	prior, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+	if err != nil {
+		return 0, storeFailure(ctx, err, "read the removals in flight")
+	}
+	doubt := map[string]bool{}
+	for k, e := range prior {
+		if e.State == store.LedgerPending && e.Fence < fence {
+			doubt[k] = true
+		}
+	}
+	r.rec.InDoubt += int64(len(doubt))
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Keys: keys, Results: results}); err != nil {
 		return 0, storeFailure(ctx, err, "claim the removals")
 	}
@@ -570,7 +584,11 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 			if g.moved {
 				done = settledMark(g) // the slot itself lives on
 			}
-			fin = append(fin, done, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
+			rel := store.LedgerFinish{Key: x.Key, State: store.LedgerReleased}
+			if doubt[x.Key] {
+				rel.Settled = ledger.Settlement(g.identity, ledger.SettledRemovedAgain)
+			}
+			fin = append(fin, done, rel)
 		case destination.NotSent:
 			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
 		case destination.Rejected:

@@ -111,6 +111,23 @@ func TestMirrorRemovesGoneRowsOnce(t *testing.T) {
 	if r.Requests != 1 { // the removals' one request; the 270 kept rows replay from the ledger
 		t.Fatalf("resumed removals: %d requests, want 1", r.Requests)
 	}
+	// They were in doubt: counted, and listed by identity as settled.
+	if r.InDoubt != 30 {
+		t.Fatalf("resumed removals: %d in doubt, want 30", r.InDoubt)
+	}
+	settled, err := tb.store.LedgerSettled(context.Background(), "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := map[string]bool{}
+	for _, e := range settled {
+		if rec := ledger.SettledRecord(e); e.How == ledger.SettledRemovedAgain && rec.Identity != "" {
+			again[rec.Identity] = true
+		}
+	}
+	if len(again) != 30 || !again["271"] || !again["300"] {
+		t.Fatalf("%d removals listed as settled (%v), want rows 271-300", len(again), again)
+	}
 	for i := 271; i <= 300; i++ {
 		if e := fmt.Sprintf("c%05d@example.com", i); d.removed[e] != 1 || d.present[e] {
 			t.Fatalf("%s removed %d time(s), present %v", e, d.removed[e], d.present[e])
