@@ -111,9 +111,9 @@ type runPartitionedWorker struct {
 
 // Work pins the snapshot and enqueues the partitions.
 func (w *runPartitionedWorker) Work(ctx context.Context, job *river.Job[RunPartitionedArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartitioned, job.Args.SyncID), beatOwner(job.JobRow))
-	defer stop()
-	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.coordinate(ctx, job.Args, job.Attempt)))
+	return w.s.work(ctx, job.JobRow, heartbeatID(KindRunPartitioned, job.Args.SyncID), func() error {
+		return w.s.coordinate(ctx, job.Args, job.Attempt)
+	})
 }
 
 type runPartitionWorker struct {
@@ -123,9 +123,9 @@ type runPartitionWorker struct {
 
 // Work runs one partition.
 func (w *runPartitionWorker) Work(ctx context.Context, job *river.Job[RunPartitionArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)), beatOwner(job.JobRow))
-	defer stop()
-	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.runPartition(ctx, job.Args, job.Attempt, job.ID)))
+	return w.s.work(ctx, job.JobRow, heartbeatID(KindRunPartition, partition.SyncID(job.Args.SyncID, job.Args.Partition)), func() error {
+		return w.s.runPartition(ctx, job.Args, job.Attempt, job.ID)
+	})
 }
 
 // runArgsFor is the job of one run of sc: the coordinator for a partitioned

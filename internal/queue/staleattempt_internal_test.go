@@ -1,9 +1,14 @@
 package queue
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/lease"
 
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
@@ -47,5 +52,54 @@ func TestStaleAttemptLeavesTheJobAlone(t *testing.T) {
 	}
 	if got := b.svc.ownResult(b.ctx, &stale, nil); got != nil {
 		t.Errorf("a success: %v", got)
+	}
+}
+
+// handOnAtStop is a lease manager whose first renewal (a job heartbeat's,
+// as its attempt stops it) runs handOn first: the time a recovery sweep
+// hands the job on when stopping takes seconds (the lease store does not
+// answer).
+type handOnAtStop struct {
+	lease.Manager
+	once   sync.Once
+	handOn func()
+}
+
+func (m *handOnAtStop) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
+	m.once.Do(m.handOn)
+	return m.Manager.Renew(ctx, g, ttl)
+}
+
+// TestStaleAttemptJudgedAfterItsHeartbeat: the job is handed on to attempt
+// 2 while attempt 1 stops its heartbeat (a worker cut off from Redis took
+// 9 s there, 2026-12-06); attempt 1's lost lease is then not its result to
+// give, or River would set attempt 2's running job retryable for minutes.
+func TestStaleAttemptJudgedAfterItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.svc.Enqueue(b.ctx, "a", ReasonManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	setAttempt := func(n int) (row *rivertype.JobRow) {
+		jobExecutor(t, b.svc, func(ex riverdriver.Executor, schema string) {
+			row, err = ex.JobUpdateFull(b.ctx, &riverdriver.JobUpdateFullParams{
+				ID: res.JobID, Schema: schema,
+				StateDoUpdate: true, State: rivertype.JobStateRunning,
+				AttemptDoUpdate: true, Attempt: n,
+				AttemptedAtDoUpdate: true, AttemptedAt: &at,
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		return row
+	}
+	first := setAttempt(1)
+	b.svc.leases = &handOnAtStop{Manager: b.svc.leases, handOn: func() { setAttempt(2) }}
+	lost := failure.New(failure.LeaseLost, "lease lost")
+	if got := b.svc.work(b.ctx, first, "a#job", func() error { return lost }); got != nil {
+		t.Fatalf("attempt 1, handed on while it stopped its heartbeat: %v, want nil", got)
 	}
 }

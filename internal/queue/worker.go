@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -26,9 +27,26 @@ type runSyncWorker struct {
 
 // Work runs the sync and maps the result for River (see jobResult).
 func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) error {
-	stop := w.s.heartbeat(ctx, heartbeatID(KindRunSync, job.Args.SyncID), beatOwner(job.JobRow))
-	defer stop()
-	return w.s.ownResult(ctx, job.JobRow, jobResult(w.s.runSync(ctx, job.Args, job.Attempt)))
+	return w.s.work(ctx, job.JobRow, heartbeatID(KindRunSync, job.Args.SyncID), func() error {
+		return w.s.runSync(ctx, job.Args, job.Attempt)
+	})
+}
+
+// work runs one attempt of job under its heartbeat beat and returns what
+// River records of it: jobResult of run's result, unless a later attempt
+// runs the job now (ownResult). That is asked once the heartbeat is
+// stopped, last before River records the result: stopping it can take
+// seconds when the lease store does not answer (its renewal's and
+// release's timeouts), the very time a recovery sweep hands the job on
+// (the heartbeat expired), and a result judged before that would set the
+// later attempt's running job retryable under River's backoff (a cut-off
+// worker's lost lease: 8 minutes without a run, 2026-12-06).
+func (s *Service) work(ctx context.Context, job *rivertype.JobRow, beat string, run func() error) error {
+	stop := sync.OnceFunc(s.heartbeat(ctx, beat, beatOwner(job)))
+	defer stop() // a panic's too
+	res := jobResult(run())
+	stop()
+	return s.ownResult(ctx, job, res)
 }
 
 // ownResult is res, the result of attempt job.Attempt, unless a later
