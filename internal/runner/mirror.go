@@ -378,12 +378,33 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 	if len(left) == 0 {
 		return nil
 	}
+	// A row the pass missed (a keyset read whose cursor column moved
+	// behind it) is not gone: its entries are left for the run that reads
+	// it (stillThere).
+	var rows []gone
+	for _, es := range left {
+		for _, e := range es {
+			_, id, _ := ledger.EntryHandle(e)
+			rows = append(rows, gone{identity: id})
+		}
+	}
+	rows, err := r.stillThere(ctx, rows)
+	if err != nil {
+		return err
+	}
+	goneIDs := make(map[string]bool, len(rows))
+	for _, g := range rows {
+		goneIDs[g.identity] = true
+	}
 	var (
 		fin     []store.LedgerFinish
 		waiting = map[string]bool{} // processes that had not ended
 	)
 	for _, es := range left {
 		for _, e := range es {
+			if _, id, _ := ledger.EntryHandle(e); !goneIDs[id] {
+				continue
+			}
 			if e.State == store.LedgerAccepted {
 				ref := ledger.AcceptedRef(e)
 				if _, asked := waiting[ref]; !asked {
