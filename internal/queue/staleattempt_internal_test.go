@@ -28,19 +28,7 @@ func TestStaleAttemptLeavesTheJobAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().UTC()
-	var row *rivertype.JobRow
-	jobExecutor(t, b.svc, func(ex riverdriver.Executor, schema string) {
-		row, err = ex.JobUpdateFull(b.ctx, &riverdriver.JobUpdateFullParams{
-			ID: res.JobID, Schema: schema,
-			StateDoUpdate: true, State: rivertype.JobStateRunning,
-			AttemptDoUpdate: true, Attempt: 2,
-			AttemptedAtDoUpdate: true, AttemptedAt: &at,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
+	row := setRunning(t, b, res.JobID, 2)
 	lost := errors.New("lease lost")
 	stale := *row
 	stale.Attempt = 1
@@ -81,25 +69,30 @@ func TestStaleAttemptJudgedAfterItsHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().UTC()
-	setAttempt := func(n int) (row *rivertype.JobRow) {
-		jobExecutor(t, b.svc, func(ex riverdriver.Executor, schema string) {
-			row, err = ex.JobUpdateFull(b.ctx, &riverdriver.JobUpdateFullParams{
-				ID: res.JobID, Schema: schema,
-				StateDoUpdate: true, State: rivertype.JobStateRunning,
-				AttemptDoUpdate: true, Attempt: n,
-				AttemptedAtDoUpdate: true, AttemptedAt: &at,
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-		return row
-	}
-	first := setAttempt(1)
-	b.svc.leases = &handOnAtStop{Manager: b.svc.leases, handOn: func() { setAttempt(2) }}
+	first := setRunning(t, b, res.JobID, 1)
+	b.svc.leases = &handOnAtStop{Manager: b.svc.leases, handOn: func() { setRunning(t, b, res.JobID, 2) }}
 	lost := failure.New(failure.LeaseLost, "lease lost")
 	if got := b.svc.work(b.ctx, first, "a#job", func() error { return lost }); got != nil {
 		t.Fatalf("attempt 1, handed on while it stopped its heartbeat: %v, want nil", got)
 	}
+}
+
+// setRunning makes job id running its attempt n, as River does when a
+// worker fetches it.
+func setRunning(t *testing.T, b *bundle, id int64, n int) (row *rivertype.JobRow) {
+	t.Helper()
+	at := time.Now().UTC()
+	jobExecutor(t, b.svc, func(ex riverdriver.Executor, schema string) {
+		var err error
+		row, err = ex.JobUpdateFull(b.ctx, &riverdriver.JobUpdateFullParams{
+			ID: id, Schema: schema,
+			StateDoUpdate: true, State: rivertype.JobStateRunning,
+			AttemptDoUpdate: true, Attempt: n,
+			AttemptedAtDoUpdate: true, AttemptedAt: &at,
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	return row
 }

@@ -702,26 +702,24 @@ func asyncMirror(t *testing.T, records int) (tb *testBundle, d *memMirror, param
 	return tb, d, params, done
 }
 
-// TestMirrorKeepsAHandleARowReadHolds: a row whose identity changed keeps
-// its e-mail; its import under the new identity has landed and is still
-// processing when the run ends. The old identity's slot is gone, but a row
-// the run read holds its e-mail: it is not removed (docs/guide.md#write-modes).
-func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
-	t.Parallel()
-	tb, d, params, done := asyncMirror(t, 10)
+// aroundAProcessingImport runs a sync of asyncMirror: once to the end,
+// once with the source's rows (id -> e-mail) while its imports stay
+// processing past the run, then, with then's changes to rows written (nil:
+// none), twice once every import is done.
+func aroundAProcessingImport(t *testing.T, tb *testBundle, params func() Params, done func(bool), rows map[int]string, then func()) {
+	t.Helper()
 	done(true)
 	if _, err := Run(context.Background(), params()); err != nil {
 		t.Fatal(err)
 	}
-	rows := map[int]string{}
-	for i := 2; i <= 10; i++ {
-		rows[i] = email(i)
-	}
-	rows[1001] = email(1) // row 1, under a new id
 	writeMirrorRows(t, tb.csv, rows)
 	done(false)
 	if _, err := Run(context.Background(), params()); err != nil {
 		t.Fatalf("the run whose import is still processing: %v", err)
+	}
+	if then != nil {
+		then()
+		writeMirrorRows(t, tb.csv, rows)
 	}
 	done(true)
 	for run := 3; run <= 4; run++ {
@@ -729,6 +727,21 @@ func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
 			t.Fatalf("run %d: %v", run, err)
 		}
 	}
+}
+
+// TestMirrorKeepsAHandleARowReadHolds: a row whose identity changed keeps
+// its e-mail; its import under the new identity has landed and is still
+// processing when the run ends. The old identity's slot is gone, but a row
+// the run read holds its e-mail: it is not removed (docs/guide.md#write-modes).
+func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
+	t.Parallel()
+	tb, d, params, done := asyncMirror(t, 10)
+	rows := map[int]string{}
+	for i := 2; i <= 10; i++ {
+		rows[i] = email(i)
+	}
+	rows[1001] = email(1) // row 1, under a new id
+	aroundAProcessingImport(t, tb, params, done, rows, nil)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.present[email(1)] || d.removed[email(1)] != 0 {
@@ -747,29 +760,15 @@ func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
 func TestMirrorRemovesWhatAnImportInFlightWrote(t *testing.T) {
 	t.Parallel()
 	tb, d, params, done := asyncMirror(t, 10)
-	done(true)
-	if _, err := Run(context.Background(), params()); err != nil {
-		t.Fatal(err)
-	}
 	rows := map[int]string{}
 	for i := 1; i <= 10; i++ {
 		rows[i] = email(i)
 	}
 	rows[4], rows[7] = "new4@example.com", "new7@example.com"
-	writeMirrorRows(t, tb.csv, rows)
-	done(false)
-	if _, err := Run(context.Background(), params()); err != nil {
-		t.Fatalf("the run whose import is still processing: %v", err)
-	}
-	rows[4] = email(4)
-	delete(rows, 7)
-	writeMirrorRows(t, tb.csv, rows)
-	done(true)
-	for run := 3; run <= 4; run++ {
-		if _, err := Run(context.Background(), params()); err != nil {
-			t.Fatalf("run %d: %v", run, err)
-		}
-	}
+	aroundAProcessingImport(t, tb, params, done, rows, func() {
+		rows[4] = email(4)
+		delete(rows, 7)
+	})
 	d.mu.Lock()
 	for _, e := range []string{"new4@example.com", "new7@example.com", email(7)} {
 		if d.present[e] {
