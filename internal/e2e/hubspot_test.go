@@ -228,8 +228,8 @@ func TestHubSpotKillPoints(t *testing.T) {
 
 			// Kill point "on the wire": the fake stalls a write; the worker
 			// dies while its request is in flight; nothing of it is applied.
+			hb.mu.Lock() // a killed run's last request may still be in the fake
 			seen = 0
-			hb.mu.Lock()
 			hb.after = nil
 			hb.intercept = func(w http.ResponseWriter, r *http.Request) bool {
 				if !isWrite(r) {
