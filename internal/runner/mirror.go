@@ -399,10 +399,20 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 	var (
 		fin     []store.LedgerFinish
 		waiting = map[string]bool{} // processes that had not ended
+		young   int                 // writes in doubt the destination may still apply
+		now     = r.Clock.Now()
 	)
 	for _, es := range left {
 		for _, e := range es {
 			if _, id, _ := ledger.EntryHandle(e); !goneIDs[id] {
+				continue
+			}
+			if e.State == store.LedgerPending && now.Sub(e.ClaimedAt) < r.inFlightWait() {
+				// Its answer was lost: the destination may hold the
+				// write and apply it later (a queued import, a request
+				// held), and a removal before that would leave its
+				// contact behind. A later run removes it.
+				young++
 				continue
 			}
 			if e.State == store.LedgerAccepted {
@@ -428,6 +438,10 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 			fin = append(fin, movedFromMark(r.Sync.ID, e, h, id, 1), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
 		}
 	}
+	if young > 0 {
+		r.Logger.Info("mirror: writes in doubt to rows that are gone may still be applied by the destination; what they wrote is removed by a run once they are older than settings.in_doubt_grace (for imports, the accepted wait)",
+			"sync", r.Sync.ID, "run", r.rec.ID, "records", young, "wait", r.inFlightWait())
+	}
 	if len(fin) == 0 {
 		return nil
 	}
@@ -435,6 +449,18 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 		return err
 	}
 	return r.mark(ctx, fin)
+}
+
+// inFlightWait is how long after its claim a write whose answer was lost
+// may still be applied by the destination: settings.in_doubt_grace, and for
+// a destination that accepts writes for processing (an import queued
+// behind others) the wait for an accepted outcome, whichever is longer.
+func (r *run) inFlightWait() time.Duration {
+	w := r.InDoubtGrace
+	if _, ok := r.Destination.(destination.Async); ok {
+		w = max(w, r.acceptedWait())
+	}
+	return w
 }
 
 // unread are the entries of inFlight (by slot tag) that name a handle, of

@@ -829,3 +829,44 @@ func TestMirrorKeepsAMissedRowsWriteInFlight(t *testing.T) {
 		t.Fatalf("row 5 at the destination: %q, present %v, removals %v", got, d.present[email(5)], d.removed)
 	}
 }
+
+// TestMirrorWaitsForALostWriteOfAGoneRow: a new row's write loses its
+// answer and the row is deleted at once. The destination may still apply
+// that write (a queued import, a request it holds), so the next run does
+// not remove its contact yet; a run once the write is older than the wait
+// does, after it landed.
+func TestMirrorWaitsForALostWriteOfAGoneRow(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 10)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]string{}
+	for i := 1; i <= 10; i++ {
+		rows[i] = email(i)
+	}
+	rows[11] = email(11)
+	writeMirrorRows(t, tb.csv, rows)
+	tb.dieWithWriteInDoubtAs(t, params()) // not applied yet, the answer lost
+	delete(rows, 11)
+	writeMirrorRows(t, tb.csv, rows)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.removed[email(11)]; n != 0 {
+		t.Fatalf("row 11's contact removed %d time(s) while its write could still land", n)
+	}
+	d.mu.Lock()
+	d.present[email(11)] = true // the destination applies the held write
+	d.mu.Unlock()
+	tb.clock.Advance(3 * time.Minute)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if d.present[email(11)] || len(d.present) != 10 {
+		t.Fatalf("row 11's contact: present %v; %d contacts, want 10", d.present[email(11)], len(d.present))
+	}
+	if pending, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(pending) != 0 {
+		t.Fatalf("%d entries left pending (%v)", len(pending), err)
+	}
+}

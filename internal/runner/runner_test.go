@@ -1024,11 +1024,16 @@ func (f freeFor) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Gran
 // destination. The destination's hook and read-back count are reset.
 func (tb *testBundle) dieWithWriteInDoubt(t *testing.T) {
 	t.Helper()
+	tb.dieWithWriteInDoubtAs(t, tb.params(t, "id"))
+}
+
+// dieWithWriteInDoubtAs is dieWithWriteInDoubt of a run with p.
+func (tb *testBundle) dieWithWriteInDoubtAs(t *testing.T, p Params) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tb.dest.cut = []int{0}
 	tb.dest.onWrite = func([]destination.Record) func() { return cancel }
-	p := tb.params(t, "id")
 	p.InDoubtGrace = time.Hour
 	if _, err := Run(ctx, p); err == nil {
 		t.Fatal("the earlier holder's run succeeded")
