@@ -124,13 +124,21 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	if err != nil {
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
-	var changed []*item
+	var (
+		changed []*item
+		// superseded are refusals of values rows no longer hold, whose
+		// rows hold their delivered values again: not a person's to look at.
+		superseded []store.LedgerFinish
+	)
 	for i := range items {
 		it := &items[i]
 		e, found := states[it.slot]
 		st, ok := ledger.DecodeSlot(e, found)
 		if ok && !r.resends(e) && r.unchanged(st, it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
+			for _, k := range r.supersededRefusals(it) {
+				superseded = append(superseded, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+			}
 			continue
 		}
 		it.gen = 1
@@ -148,6 +156,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		changed = append(changed, it)
 	}
 	if len(changed) == 0 {
+		if len(superseded) > 0 {
+			return c, r.mark(ctx, superseded)
+		}
 		return c, nil
 	}
 
@@ -162,7 +173,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
 	var (
-		marks    []store.LedgerFinish
+		marks    = superseded
 		inDoubt  []*item
 		accepted = map[string][]*item{} // ref -> items accepted by an earlier run, in this run's key
 		since    time.Time

@@ -488,3 +488,35 @@ func TestRedeliveryIsMarked(t *testing.T) {
 		t.Fatalf("writes of the second run: %v; want only %s, marked a redelivery", seen, email(2))
 	}
 }
+
+// TestRefusalOfAValueTheRowLeft: a row's new value is refused, then the row
+// changes back to the value the destination holds. Nothing is sent, and the
+// refusal is no longer listed: the record is up to date at the destination.
+func TestRefusalOfAValueTheRowLeft(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+		t.Fatal(err)
+	}
+	tb.dest.mu.Lock()
+	tb.dest.reject = func(r destination.Record) bool {
+		attrs, _ := r.Data["attributes"].(map[string]any)
+		return attrs["FIRSTNAME"] == "Bad3"
+	}
+	tb.dest.mu.Unlock()
+	tb.writeCSV(t, 10, map[int]string{3: "Bad3"})
+	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Rejected != 1 {
+		t.Fatalf("the run that sent Bad3: %v %+v", err, r)
+	}
+	tb.writeCSV(t, 10, nil)
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil || r.Written != 0 {
+		t.Fatalf("the run after row 3 changed back: %v %+v; want nothing written", err, r)
+	}
+	if rej, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 0); err != nil || len(rej) != 0 {
+		t.Fatalf("%d refusals still listed (%v); row 3 holds its delivered value again", len(rej), err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(3))); got != "N3" {
+		t.Fatalf("row 3 at the destination: %s", got)
+	}
+}
