@@ -306,16 +306,16 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 //
 // unhandled are the delivered records whose rows are gone that have no
 // handle to remove them by (goneSlots).
-func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhandled int64, err error) {
+func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removals, unhandled int64, err error) {
 	if r.remover == nil || seen == nil || !seen.full {
-		return 0, 0, nil
+		return removals{}, 0, nil
 	}
 	if err := r.leftInFlight(ctx, seen); err != nil {
-		return 0, 0, err
+		return removals{}, 0, err
 	}
 	gs, held, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen, nil, nil)
 	if err != nil {
-		return 0, 0, storeFailure(ctx, err, "list the delivered records")
+		return removals{}, 0, storeFailure(ctx, err, "list the delivered records")
 	}
 	unhandled = int64(nh)
 	if unhandled > 0 {
@@ -324,28 +324,28 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 	}
 	if len(held) > 0 {
 		if err := r.ensureLease(ctx); err != nil {
-			return 0, unhandled, err
+			return removals{}, unhandled, err
 		}
 		fin := make([]store.LedgerFinish, len(held))
 		for i, g := range held {
 			fin[i] = settledMark(g)
 		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
-			return 0, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
+			return removals{}, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
 		}
 	}
 	if gs, err = r.stillThere(ctx, gs); err != nil {
-		return 0, unhandled, err
+		return removals{}, unhandled, err
 	}
 	if len(gs) == 0 {
-		return 0, unhandled, nil
+		return removals{}, unhandled, nil
 	}
 	if allowed := r.Sync.Mirror.MaxRemovals(total); len(gs) > allowed && !r.AllowRemovals {
-		return 0, unhandled, failure.New(failure.MirrorRemovalsRefused, removalsRefused(gs, total, r.Sync.Mirror.Bound, allowed))
+		return removals{}, unhandled, failure.New(failure.MirrorRemovalsRefused, removalsRefused(gs, total, r.Sync.Mirror.Bound, allowed))
 	}
 	if qr, ok := r.remover.(destination.QueuedRemover); ok {
 		if gs, err = r.deferQueued(ctx, gs, qr.RemovalGrace()); err != nil {
-			return 0, unhandled, err
+			return removals{}, unhandled, err
 		}
 	}
 	for rest := gs; len(rest) > 0; {
@@ -353,12 +353,13 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed, unhand
 		batch := rest[:n]
 		rest = rest[n:]
 		done, err := r.removeBatch(ctx, batch)
-		removed += done
+		removed.gone += done.gone
+		removed.moved += done.moved
 		if err != nil {
 			return removed, unhandled, err
 		}
 	}
-	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed)
+	r.Logger.Info("mirror removed records whose source rows are gone", "sync", r.Sync.ID, "run", r.rec.ID, "removed", removed.gone, "old_contacts_removed", removed.moved)
 	return removed, unhandled, nil
 }
 
@@ -580,9 +581,13 @@ func (r *run) deferQueued(ctx context.Context, gs []gone, grace time.Duration) (
 	return out, nil
 }
 
-func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
+// removals counts what a run removed: records whose rows are gone, and
+// handles rows left behind (moved: an old e-mail, a write in flight's).
+type removals struct{ gone, moved int64 }
+
+func (r *run) removeBatch(ctx context.Context, batch []gone) (removals, error) {
 	if err := r.ensureLease(ctx); err != nil {
-		return 0, err
+		return removals{}, err
 	}
 	keys := make([]string, len(batch))
 	results := make([]string, len(batch))
@@ -600,7 +605,7 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 	// removal applies at most once), counted and listed as settled so.
 	prior, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
 	if err != nil {
-		return 0, storeFailure(ctx, err, "read the removals in flight")
+		return removals{}, storeFailure(ctx, err, "read the removals in flight")
 	}
 	doubt := map[string]bool{}
 	for k, e := range prior {
@@ -610,14 +615,14 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 	}
 	r.rec.InDoubt += int64(len(doubt))
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Keys: keys, Results: results}); err != nil {
-		return 0, storeFailure(ctx, err, "claim the removals")
+		return removals{}, storeFailure(ctx, err, "claim the removals")
 	}
 	var requests atomic.Int64
 	res, werr := r.remover.Remove(destination.WithRequestCount(r.destCtx(ctx), &requests), rms)
 	r.rec.Requests += requests.Load()
 	var (
 		fin     []store.LedgerFinish
-		removed int64
+		removed removals
 	)
 	for _, x := range res {
 		g, ok := byKey[x.Key]
@@ -626,7 +631,11 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (int64, error) {
 		}
 		switch x.Outcome {
 		case destination.Delivered:
-			removed++
+			if g.moved {
+				removed.moved++
+			} else {
+				removed.gone++
+			}
 			done := store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()}
 			if g.moved {
 				done = settledMark(g) // the slot itself lives on
@@ -682,10 +691,13 @@ func countMoved(gs []gone) int {
 
 // mirrorDetail is a mirror run's detail: what it removed, and how many rows
 // gone it could not remove.
-func mirrorDetail(removed, unhandled int64) string {
+func mirrorDetail(removed removals, unhandled int64) string {
 	var parts []string
-	if removed > 0 {
-		parts = append(parts, fmt.Sprintf("removed %d record(s) whose source rows are gone", removed))
+	if removed.gone > 0 {
+		parts = append(parts, fmt.Sprintf("removed %d record(s) whose source rows are gone", removed.gone))
+	}
+	if removed.moved > 0 {
+		parts = append(parts, fmt.Sprintf("removed %d record(s) no row holds any more (a row's old e-mail, or what a write in doubt wrote)", removed.moved))
 	}
 	if unhandled > 0 {
 		parts = append(parts, Unremovable(unhandled))

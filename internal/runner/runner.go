@@ -650,7 +650,7 @@ func (r *run) pages(ctx context.Context, cursor string, again [][]source.Record)
 				return store.RunFailed, err // before a mirror removes every record
 			}
 			removed, unhandled, err := r.removeGone(ctx, r.seen)
-			if removed > 0 || unhandled > 0 {
+			if removed != (removals{}) || unhandled > 0 {
 				r.rec.FailureDetail = mirrorDetail(removed, unhandled)
 			}
 			if err != nil {
