@@ -463,7 +463,7 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 			out.finish = r.appendDeliveredMarks(out.finish, it, x.Ref, "")
 			out.delta.Written++
 		case destination.Rejected:
-			out.finish = append(out.finish, r.rejectedMark(it, x.Message))
+			out.finish = r.appendRejected(out.finish, it, x.Message)
 			out.delta.Rejected++
 		default: // the process failed whole (or left the record out)
 			again = append(again, it)
@@ -488,8 +488,8 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 	r := pl.r
 	if b.tries+1 >= maxImportTries {
 		for _, it := range again {
-			out.finish = append(out.finish, r.rejectedMark(it,
-				fmt.Sprintf("the destination's import process failed %d times; sent again on the next run", b.tries+1)))
+			out.finish = r.appendRejected(out.finish, it,
+				fmt.Sprintf("the destination's import process failed %d times; sent again on the next run", b.tries+1))
 			out.delta.Rejected++
 		}
 		return

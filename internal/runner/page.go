@@ -305,7 +305,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			case destination.Delivered:
 				marks = r.appendDelivered(marks, it, x, &c.delta)
 			case destination.Rejected:
-				marks = append(marks, r.rejectedMark(it, x.Message))
+				marks = r.appendRejected(marks, it, x.Message)
 				c.delta.Rejected++
 			default: // the process failed: nothing of it applied
 				marks = append(marks, store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
@@ -472,12 +472,21 @@ func (r *run) appendDelivered(out []store.LedgerFinish, it *item, res destinatio
 	return r.appendDeliveredMarks(out, it, res.Ref, res.Skipped)
 }
 
-// rejectedMark records a refusal. The destination's message is stored
+// appendRejected appends the marks of a refusal. The destination's message is stored
 // without e-mail addresses and without the record's own values: a server
 // echoes what it was sent (names, phone numbers), and the message is shown
 // on the pages and in the API. Only refusals pay for it.
-func (r *run) rejectedMark(it *item, message string) store.LedgerFinish {
-	return store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: r.hideSecrets(destination.RedactRecord(message, it.Data)), Result: ledger.RejectedResult(it.slot, it.id)}
+//
+// The entries an earlier run left in doubt for the row under other keys
+// (it.release) are released with it: the row is listed as refused and read
+// again until it is delivered, and left in doubt they would be settled, and
+// the row sent again, on every run (a refused row's earlier claim).
+func (r *run) appendRejected(out []store.LedgerFinish, it *item, message string) []store.LedgerFinish {
+	out = append(out, store.LedgerFinish{Key: it.Key, State: store.LedgerRejected, Message: r.hideSecrets(destination.RedactRecord(message, it.Data)), Result: ledger.RejectedResult(it.slot, it.id)})
+	for _, k := range it.release {
+		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+	}
+	return out
 }
 
 // checkReplayable refuses to settle an in-doubt entry older than the
@@ -594,7 +603,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 				delta.Written++
 			}
 		case destination.Rejected:
-			marks = append(marks, r.rejectedMark(o.it, o.res.Message))
+			marks = r.appendRejected(marks, o.it, o.res.Message)
 			delta.Rejected++
 		case destination.Accepted:
 			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: r.acceptedResult(o.it, o.res.Ref)})

@@ -520,3 +520,36 @@ func TestRefusalOfAValueTheRowLeft(t *testing.T) {
 		t.Fatalf("row 3 at the destination: %s", got)
 	}
 }
+
+// TestRefusedRowsEarlierClaimIsSettledOnce: a row's value is left in doubt
+// by a run that died, then the row changes to a value the destination
+// refuses. The run that settles the earlier claim and sends the new value
+// releases the claim with the refusal; later runs do not find it in doubt
+// and send the row again every time.
+func TestRefusedRowsEarlierClaimIsSettledOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+		t.Fatal(err)
+	}
+	tb.writeCSV(t, 10, map[int]string{3: "V2"})
+	tb.dieWithWriteInDoubt(t)
+	tb.dest.mu.Lock()
+	tb.dest.reject = func(r destination.Record) bool {
+		attrs, _ := r.Data["attributes"].(map[string]any)
+		return attrs["FIRSTNAME"] == "Bad3"
+	}
+	tb.dest.mu.Unlock()
+	tb.writeCSV(t, 10, map[int]string{3: "Bad3"})
+	for run := 2; run <= 3; run++ {
+		p := tb.params(t, "id")
+		p.InDoubtGrace = time.Millisecond
+		r, err := Run(context.Background(), p)
+		if err != nil || r.Rejected != 1 {
+			t.Fatalf("run %d: %v %+v; want row 3 refused", run, err, r)
+		}
+		if want := int64(3 - run); r.InDoubt != want {
+			t.Fatalf("run %d: %d in doubt, want %d", run, r.InDoubt, want)
+		}
+	}
+}
