@@ -24,12 +24,13 @@ import (
 // flight even when the row has changed since:
 //
 //	c1.<tag>                   pending (a claim)
-//	a1.<tag>.<ref>             accepted, ref being the destination's process
-//	c2.<tag>.<to>              a mirror's claim: to is the handle the write
+//	c1.<tag>.<to>              a mirror's claim: to is the handle the write
 //	                           goes to and the row's identity (HandleRef's
 //	                           encoding), so that a run can remove it should
-//	                           the row be gone or changed before its outcome is known
-//	a2.<tag>.<to>.<ref>        a mirror's accepted entry, likewise
+//	                           the row be gone or changed before its outcome
+//	                           is known; a mirror's accepted entry keeps it
+//	                           as its Message (AcceptedTo)
+//	a1.<tag>.<ref>             accepted, ref being the destination's process
 //	r1.<tag>.<identity>        rejected; the identity lets a keyset source
 //	                           re-read the row (docs/guide.md#the-ledger-and-its-retention); "~" + hex when it is
 //	                           not printable UTF-8
@@ -123,34 +124,39 @@ func ClaimResult(slot string) string { return "c1." + SlotTag(slot) }
 func AcceptedResult(slot, ref string) string { return "a1." + SlotTag(slot) + "." + ref }
 
 // ClaimResultTo is a mirror's claim Result: the write goes to handle, for
-// the row of identity (docs/guide.md#write-modes).
+// the row of identity (docs/guide.md#write-modes). It keeps the c1 form, the
+// handle after the tag, which a binary from before handles were written
+// there reads as a plain claim (processes of two versions share a
+// deployment while it is upgraded).
 func ClaimResultTo(slot, handle, identity string) string {
-	return "c2." + SlotTag(slot) + "." + encodeTo(handle, identity)
+	return "c1." + SlotTag(slot) + "." + encodeTo(handle, identity)
 }
 
-// AcceptedResultTo is a mirror's accepted entry's Result: the process ref
-// is writing to handle, for the row of identity.
-func AcceptedResultTo(slot, ref, handle, identity string) string {
-	return "a2." + SlotTag(slot) + "." + encodeTo(handle, identity) + "." + ref
-}
+// AcceptedTo is the Message of a mirror's accepted entry (its Result stays
+// AcceptedResult, which an older binary reads): the handle the process is
+// writing to, for the row of identity.
+func AcceptedTo(handle, identity string) string { return HandleRef(handle, identity) }
 
 // encodeTo is a handle and an identity in characters that hold no '.'.
 func encodeTo(handle, identity string) string {
 	return refEnc.EncodeToString([]byte(handle)) + ":" + refEnc.EncodeToString([]byte(identity))
 }
 
-// EntryHandle is the handle a mirror's claim or accepted entry writes to
-// and its row's identity; ok is false for any other entry.
+// EntryHandle is the handle a mirror's claim (ClaimResultTo) or accepted
+// entry (AcceptedTo) writes to and its row's identity; ok is false for any
+// other entry, and for a mirror's entries written before handles were.
 func EntryHandle(e store.LedgerEntry) (handle, identity string, ok bool) {
-	if !strings.HasPrefix(e.Result, "c2.") && !strings.HasPrefix(e.Result, "a2.") {
-		return "", "", false
+	switch {
+	case strings.HasPrefix(e.Result, "c1."):
+		_, rest, ok := EntryTag(e.Result)
+		if !ok || rest == "" {
+			return "", "", false
+		}
+		return RefHandle(handlePrefix + rest)
+	case strings.HasPrefix(e.Result, "a1.") && e.State == store.LedgerAccepted:
+		return RefHandle(e.Message)
 	}
-	_, rest, ok := EntryTag(e.Result)
-	if !ok {
-		return "", "", false
-	}
-	to, _, _ := strings.Cut(rest, ".")
-	return RefHandle(handlePrefix + to)
+	return "", "", false
 }
 
 // InDoubtResult is the Result of an entry left in doubt for a person.
@@ -182,7 +188,7 @@ func EntryTag(result string) (tag, rest string, ok bool) {
 		return "", "", false
 	}
 	switch result[:2] {
-	case "c1", "a1", "r1", "n1", "c2", "a2":
+	case "c1", "a1", "r1", "n1":
 	default:
 		return "", "", false
 	}
@@ -200,10 +206,6 @@ func EntryTag(result string) (tag, rest string, ok bool) {
 // AcceptedRef is the process an accepted entry waits for.
 func AcceptedRef(e store.LedgerEntry) string {
 	if _, ref, ok := EntryTag(e.Result); ok && strings.HasPrefix(e.Result, "a1.") {
-		return ref
-	}
-	if _, rest, ok := EntryTag(e.Result); ok && strings.HasPrefix(e.Result, "a2.") {
-		_, ref, _ := strings.Cut(rest, ".")
 		return ref
 	}
 	return e.Result // an accepted entry always has the a1 form; be lenient

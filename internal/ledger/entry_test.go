@@ -56,10 +56,11 @@ func TestEntryResults(t *testing.T) {
 	if ref := AcceptedRef(store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResult(slot, "991")}); ref != "991" {
 		t.Errorf("AcceptedRef = %q", ref)
 	}
-	// A mirror's claims and accepted entries name the handle they write to.
+	// A mirror's claims and accepted entries name the handle they write to,
+	// in forms a binary from before handles reads as plain ones.
 	for _, ref := range []string{"991", "job.with.dots"} {
 		claim := store.LedgerEntry{State: store.LedgerPending, Result: ClaimResultTo(slot, "Ann.B@example.com", "4.2")}
-		acc := store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResultTo(slot, ref, "Ann.B@example.com", "4.2")}
+		acc := store.LedgerEntry{State: store.LedgerAccepted, Result: AcceptedResult(slot, ref), Message: AcceptedTo("Ann.B@example.com", "4.2")}
 		for _, e := range []store.LedgerEntry{claim, acc} {
 			if h, id, ok := EntryHandle(e); !ok || h != "Ann.B@example.com" || id != "4.2" {
 				t.Errorf("%s: handle %q identity %q %v", e.Result, h, id, ok)
@@ -68,12 +69,21 @@ func TestEntryResults(t *testing.T) {
 				t.Errorf("%s: tag %q %v", e.Result, got, ok)
 			}
 		}
+		if !strings.HasPrefix(claim.Result, "c1."+tag+".") {
+			t.Errorf("a mirror's claim %q is not of the c1 form", claim.Result)
+		}
 		if got := AcceptedRef(acc); got != ref {
 			t.Errorf("AcceptedRef(%s) = %q", acc.Result, got)
 		}
 	}
-	if _, _, ok := EntryHandle(store.LedgerEntry{Result: AcceptedResult(slot, "991")}); ok {
-		t.Error("an entry without a handle named one")
+	for _, e := range []store.LedgerEntry{
+		{State: store.LedgerAccepted, Result: AcceptedResult(slot, "991")},
+		{State: store.LedgerPending, Result: ClaimResult(slot)},
+		{State: store.LedgerRejected, Result: RejectedResult(slot, "4"), Message: AcceptedTo("a@b.c", "4")},
+	} {
+		if _, _, ok := EntryHandle(e); ok {
+			t.Errorf("%+v named a handle", e)
+		}
 	}
 	for _, id := range []string{"42", "ann@example.com", "", "~tilde", "nul\x00byte", "\xff\xfe", "dots.in.it"} {
 		for name, res := range map[string]string{"rejected": RejectedResult(slot, id), "in doubt": InDoubtResult(slot, id), "resend": ResendResult(InDoubtResult(slot, id))} {

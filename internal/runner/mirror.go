@@ -148,13 +148,14 @@ func (r *run) claimResult(it *item) string {
 	return ledger.ClaimResult(it.slot)
 }
 
-// acceptedResult is the Result of it's entry once the destination accepted
-// it under the process ref; a mirror's names the handle, as its claim does.
-func (r *run) acceptedResult(it *item, ref string) string {
+// acceptedMark is it's entry once the destination accepted it under the
+// process ref; a mirror's names the handle, as its claim does.
+func (r *run) acceptedMark(it *item, ref string) store.LedgerFinish {
+	m := store.LedgerFinish{Key: it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(it.slot, ref)}
 	if h := r.handleOf(it); h != "" {
-		return ledger.AcceptedResultTo(it.slot, ref, h, it.id)
+		m.Message = ledger.AcceptedTo(h, it.id)
 	}
-	return ledger.AcceptedResult(it.slot, ref)
+	return m
 }
 
 // movedMark is the entry that keeps the handle a mirror's slot leaves

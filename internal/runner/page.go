@@ -606,7 +606,7 @@ func (r *run) outcomes(page int64, out []outcome) (marks []store.LedgerFinish, b
 			marks = r.appendRejected(marks, o.it, o.res.Message)
 			delta.Rejected++
 		case destination.Accepted:
-			marks = append(marks, store.LedgerFinish{Key: o.it.Key, State: store.LedgerAccepted, Result: r.acceptedResult(o.it, o.res.Ref)})
+			marks = append(marks, r.acceptedMark(o.it, o.res.Ref))
 			i, ok := byRef[o.res.Ref]
 			if !ok {
 				i = len(batches)

@@ -294,7 +294,7 @@ type LedgerEntry struct {
 	Fence       int64
 	RunID       int64
 	Result      string // opaque to the store (see above)
-	Message     string // the destination's rejection message (rejected only)
+	Message     string // the destination's rejection message (rejected); a mirror's accepted entry's handle
 	Attempts    int
 	ClaimedAt   time.Time
 	CompletedAt time.Time // zero unless complete

@@ -51,7 +51,7 @@ func sameKeys(t *testing.T, what string, got []string, want ...string) {
 	}
 }
 
-// testLedgerAccepted: an accepted entry keeps its Result, is left alone by
+// testLedgerAccepted: an accepted entry keeps its Result and Message, is left alone by
 // a claim (even under a newer fence), is listed newest first, survives a
 // prune, and becomes complete or rejected when its process reports.
 func testLedgerAccepted(t *testing.T, open OpenFunc) {
@@ -61,7 +61,8 @@ func testLedgerAccepted(t *testing.T, open OpenFunc) {
 	ks := keys("a", 4)
 	for i, k := range ks[:3] {
 		claimKeys(t, b, "s1", l1.Fence, 1, []string{k})
-		finishKeys(t, b, "s1", l1.Fence, 1, store.LedgerFinish{Key: k, State: store.LedgerAccepted, Result: fmt.Sprint("process-", i)})
+		// A mirror's accepted entry keeps the handle it writes to as its Message.
+		finishKeys(t, b, "s1", l1.Fence, 1, store.LedgerFinish{Key: k, State: store.LedgerAccepted, Result: fmt.Sprint("process-", i), Message: fmt.Sprint("to-", i)})
 		b.clk.Advance(time.Second)
 	}
 	claimKeys(t, b, "s1", l1.Fence, 1, ks[3:])
@@ -71,6 +72,7 @@ func testLedgerAccepted(t *testing.T, open OpenFunc) {
 	a := got[ks[0]]
 	equal(t, "accepted State", a.State, store.LedgerAccepted)
 	equal(t, "accepted Result", a.Result, "process-0")
+	equal(t, "accepted Message", a.Message, "to-0")
 	equal(t, "accepted Fence", a.Fence, l1.Fence)
 	equal(t, "accepted Attempts (its claim's)", a.Attempts, 1)
 	sameTime(t, "accepted ClaimedAt", a.ClaimedAt, acceptedAt)
