@@ -40,6 +40,9 @@ const (
 	SettledToResend   = "person_resend"     // a person marked it to send again
 	// SettledRemovedAgain: a mirror's removal in doubt, sent again.
 	SettledRemovedAgain = "removed_again"
+	// SettledRemovalHeld: a mirror's removal in doubt of an identifier a
+	// row holds again, not asked for again.
+	SettledRemovalHeld = "removal_held"
 )
 
 // settledReasons are the settled records' reasons, by how.
@@ -51,6 +54,8 @@ var settledReasons = map[string]string{
 	SettledToResend:   "in doubt; a person marked it to send again (the sync's audit log names who)",
 	SettledRemovedAgain: "a mirror's removal in doubt (its answer was lost, or the run that claimed it stopped first); " +
 		"asked for again, which removes the record at most once",
+	SettledRemovalHeld: "a mirror's removal in doubt (its answer was lost, or the run that claimed it stopped first); " +
+		"a row holds the record's identifier again and was written after it, so it was not asked for again",
 }
 
 // Settlement is how the write in doubt of the record identity was settled,

@@ -327,9 +327,27 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 		if err := r.ensureLease(ctx); err != nil {
 			return removals{}, unhandled, err
 		}
-		fin := make([]store.LedgerFinish, len(held))
+		// A removal of a held handle that an earlier run asked for and
+		// never recorded (its answer lost) is in doubt; it is not asked
+		// for again, as the row that holds the handle now was sent after
+		// it (or its write is in flight): released, counted, listed.
+		rmKeys := make([]string, len(held))
 		for i, g := range held {
-			fin[i] = settledMark(g)
+			rmKeys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
+		}
+		prior, err := r.Store.LedgerGet(ctx, r.Sync.ID, rmKeys)
+		if err != nil {
+			return removals{}, unhandled, storeFailure(ctx, err, "read the removals in flight")
+		}
+		fin := make([]store.LedgerFinish, 0, len(held))
+		for i, g := range held {
+			fin = append(fin, settledMark(g))
+			if e, ok := prior[rmKeys[i]]; ok && e.State == store.LedgerPending && e.Fence < r.lease.Fence() {
+				r.rec.InDoubt++
+				r.rec.Settled++
+				fin = append(fin, store.LedgerFinish{Key: rmKeys[i], State: store.LedgerReleased,
+					Settled: ledger.Settlement(g.identity, ledger.SettledRemovalHeld)})
+			}
 		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
 			return removals{}, unhandled, storeFailure(ctx, err, "record the handles other rows hold")

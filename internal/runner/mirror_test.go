@@ -879,3 +879,49 @@ func TestMirrorWaitsForALostWriteOfAGoneRow(t *testing.T) {
 		t.Fatalf("%d entries left pending (%v)", len(pending), err)
 	}
 }
+
+// TestMirrorRemovalInDoubtOfAHandleHeldAgain: the removal of the e-mail a
+// row left behind loses its answer, and the row takes that e-mail back.
+// The row is written again under it; the removal in doubt is not asked for
+// again (it would take the row's contact off), and its claim is not left
+// pending for good: it is counted in doubt and listed as settled.
+func TestMirrorRemovalInDoubtOfAHandleHeldAgain(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 10)
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]string{}
+	for i := 1; i <= 10; i++ {
+		rows[i] = email(i)
+	}
+	rows[1] = "new1@example.com"
+	writeMirrorRows(t, tb.csv, rows)
+	d.mu.Lock()
+	d.loseNext = true // c00001's removal applies, its answer is lost
+	d.mu.Unlock()
+	if _, err := Run(context.Background(), params()); failure.CodeOf(err) != failure.DestinationUnavailable {
+		t.Fatalf("the run whose removal answer was lost: %v", err)
+	}
+	rows[1] = email(1)
+	writeMirrorRows(t, tb.csv, rows)
+	r, err := Run(context.Background(), params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InDoubt != 1 {
+		t.Fatalf("%d in doubt, want the removal's 1 (%+v)", r.InDoubt, r)
+	}
+	if pending, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(pending) != 0 {
+		t.Fatalf("%d entries left pending (%v)", len(pending), err)
+	}
+	settled, err := tb.store.LedgerSettled(context.Background(), "s1", 0)
+	if err != nil || len(settled) != 1 || settled[0].How != ledger.SettledRemovalHeld {
+		t.Fatalf("settlements %+v (%v), want the removal held again", settled, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.present[email(1)] || d.present["new1@example.com"] {
+		t.Fatalf("at the destination: %s %v, new1 %v", email(1), d.present[email(1)], d.present["new1@example.com"])
+	}
+}
