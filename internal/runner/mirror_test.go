@@ -847,13 +847,7 @@ func TestMirrorKeepsAMissedRowsWriteInFlight(t *testing.T) {
 func TestMirrorWaitsForALostWriteOfAGoneRow(t *testing.T) {
 	t.Parallel()
 	tb, d, params := setupMirror(t, 10)
-	if _, err := Run(context.Background(), params()); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[int]string{}
-	for i := 1; i <= 10; i++ {
-		rows[i] = email(i)
-	}
+	rows := deliverRows(t, params, 10)
 	rows[11] = email(11)
 	writeMirrorRows(t, tb.csv, rows)
 	tb.dieWithWriteInDoubtAs(t, params()) // not applied yet, the answer lost
@@ -888,13 +882,7 @@ func TestMirrorWaitsForALostWriteOfAGoneRow(t *testing.T) {
 func TestMirrorRemovalInDoubtOfAHandleHeldAgain(t *testing.T) {
 	t.Parallel()
 	tb, d, params := setupMirror(t, 10)
-	if _, err := Run(context.Background(), params()); err != nil {
-		t.Fatal(err)
-	}
-	rows := map[int]string{}
-	for i := 1; i <= 10; i++ {
-		rows[i] = email(i)
-	}
+	rows := deliverRows(t, params, 10)
 	rows[1] = "new1@example.com"
 	writeMirrorRows(t, tb.csv, rows)
 	d.mu.Lock()
@@ -924,4 +912,18 @@ func TestMirrorRemovalInDoubtOfAHandleHeldAgain(t *testing.T) {
 	if !d.present[email(1)] || d.present["new1@example.com"] {
 		t.Fatalf("at the destination: %s %v, new1 %v", email(1), d.present[email(1)], d.present["new1@example.com"])
 	}
+}
+
+// deliverRows runs a sync of setupMirror's once and returns its source's
+// rows (id -> e-mail), all n delivered.
+func deliverRows(t *testing.T, params func() Params, n int) map[int]string {
+	t.Helper()
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]string{}
+	for i := 1; i <= n; i++ {
+		rows[i] = email(i)
+	}
+	return rows
 }

@@ -498,12 +498,7 @@ func TestRefusalOfAValueTheRowLeft(t *testing.T) {
 	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
 		t.Fatal(err)
 	}
-	tb.dest.mu.Lock()
-	tb.dest.reject = func(r destination.Record) bool {
-		attrs, _ := r.Data["attributes"].(map[string]any)
-		return attrs["FIRSTNAME"] == "Bad3"
-	}
-	tb.dest.mu.Unlock()
+	tb.dest.refuseFirstName("Bad3")
 	tb.writeCSV(t, 10, map[int]string{3: "Bad3"})
 	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Rejected != 1 {
 		t.Fatalf("the run that sent Bad3: %v %+v", err, r)
@@ -534,12 +529,7 @@ func TestRefusedRowsEarlierClaimIsSettledOnce(t *testing.T) {
 	}
 	tb.writeCSV(t, 10, map[int]string{3: "V2"})
 	tb.dieWithWriteInDoubt(t)
-	tb.dest.mu.Lock()
-	tb.dest.reject = func(r destination.Record) bool {
-		attrs, _ := r.Data["attributes"].(map[string]any)
-		return attrs["FIRSTNAME"] == "Bad3"
-	}
-	tb.dest.mu.Unlock()
+	tb.dest.refuseFirstName("Bad3")
 	tb.writeCSV(t, 10, map[int]string{3: "Bad3"})
 	for run := 2; run <= 3; run++ {
 		p := tb.params(t, "id")
@@ -551,5 +541,16 @@ func TestRefusedRowsEarlierClaimIsSettledOnce(t *testing.T) {
 		if want := int64(3 - run); r.InDoubt != want {
 			t.Fatalf("run %d: %d in doubt, want %d", run, r.InDoubt, want)
 		}
+	}
+}
+
+// refuseFirstName makes the destination refuse records whose FIRSTNAME is
+// name.
+func (d *memDest) refuseFirstName(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reject = func(r destination.Record) bool {
+		attrs, _ := r.Data["attributes"].(map[string]any)
+		return attrs["FIRSTNAME"] == name
 	}
 }
