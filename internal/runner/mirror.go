@@ -136,7 +136,7 @@ func (r *run) handleOf(it *item) string {
 
 // claimResult is the Result of it's claim: a mirror's names the handle the
 // write goes to, so that a later run can remove what it may have written
-// should the row change or go before its outcome is known (inFlightMoves).
+// should the row change or go before its outcome is known (leftInFlight).
 func (r *run) claimResult(it *item) string {
 	if it.refusedBefore {
 		// Listed as refused until its answer is recorded (ledger.ListRefused).
@@ -401,12 +401,9 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 	// A row the pass missed (a keyset read whose cursor column moved
 	// behind it) is not gone: its entries are left for the run that reads
 	// it (stillThere).
-	var rows []gone
-	for _, es := range left {
-		for _, e := range es {
-			_, id, _ := ledger.EntryHandle(e)
-			rows = append(rows, gone{identity: id})
-		}
+	rows := make([]gone, len(left))
+	for i, f := range left {
+		rows[i] = gone{identity: f.identity}
 	}
 	rows, err := r.stillThere(ctx, rows)
 	if err != nil {
@@ -422,41 +419,39 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 		young   int                 // writes in doubt the destination may still apply
 		now     = r.Clock.Now()
 	)
-	for _, es := range left {
-		for _, e := range es {
-			if _, id, _ := ledger.EntryHandle(e); !goneIDs[id] {
-				continue
-			}
-			if e.State == store.LedgerPending && now.Sub(e.ClaimedAt) < r.inFlightWait() {
-				// Its answer was lost: the destination may hold the
-				// write and apply it later (a queued import, a request
-				// held), and a removal before that would leave its
-				// contact behind. A later run removes it.
-				young++
-				continue
-			}
-			if e.State == store.LedgerAccepted {
-				ref := ledger.AcceptedRef(e)
-				if _, asked := waiting[ref]; !asked {
-					_, err := r.awaitAccepted(ctx, ref, nil)
-					switch {
-					case err == nil, errors.Is(err, destination.ErrUnknownRef):
-						waiting[ref] = false // ended, or never to be known: it may have landed
-					case ctx.Err() != nil:
-						return cancelled(ctx)
-					default:
-						waiting[ref] = true
-						r.Logger.Warn("mirror: an import an earlier run left to rows that are gone has not ended; its contacts are removed by a later run",
-							"sync", r.Sync.ID, "run", r.rec.ID, "process", ref, "error", err)
-					}
-				}
-				if waiting[ref] {
-					continue
-				}
-			}
-			h, id, _ := ledger.EntryHandle(e)
-			fin = append(fin, movedFromMark(r.Sync.ID, e, h, id, 1), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
+	for _, f := range left {
+		e := f.entry
+		if !goneIDs[f.identity] {
+			continue
 		}
+		if e.State == store.LedgerPending && now.Sub(e.ClaimedAt) < r.inFlightWait() {
+			// Its answer was lost: the destination may hold the write
+			// and apply it later (a queued import, a request held), and
+			// a removal before that would leave its contact behind. A
+			// later run removes it.
+			young++
+			continue
+		}
+		if e.State == store.LedgerAccepted {
+			ref := ledger.AcceptedRef(e)
+			if _, asked := waiting[ref]; !asked {
+				_, err := r.awaitAccepted(ctx, ref, nil)
+				switch {
+				case err == nil, errors.Is(err, destination.ErrUnknownRef):
+					waiting[ref] = false // ended, or never to be known: it may have landed
+				case ctx.Err() != nil:
+					return cancelled(ctx)
+				default:
+					waiting[ref] = true
+					r.Logger.Warn("mirror: an import an earlier run left to rows that are gone has not ended; its contacts are removed by a later run",
+						"sync", r.Sync.ID, "run", r.rec.ID, "process", ref, "error", err)
+				}
+			}
+			if waiting[ref] {
+				continue
+			}
+		}
+		fin = append(fin, movedFromMark(r.Sync.ID, e, f.handle, f.identity, 1), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
 	}
 	if young > 0 {
 		r.Logger.Info("mirror: writes in doubt to rows that are gone may still be applied by the destination; what they wrote is removed by a run once they are older than settings.in_doubt_grace (for imports, the accepted wait)",
@@ -483,35 +478,43 @@ func (r *run) inFlightWait() time.Duration {
 	return w
 }
 
+// inFlightTo is an entry in flight (a mirror's claim or accepted import)
+// with the handle it writes to and its row's identity (ledger.EntryHandle).
+type inFlightTo struct {
+	entry            store.LedgerEntry
+	handle, identity string
+}
+
 // unread are the entries of inFlight (by slot tag) that name a handle, of
 // slots a pass did not read.
-func unread(inFlight map[string][]store.LedgerEntry, seen *mirrorSeen) map[string][]store.LedgerEntry {
-	left := map[string][]store.LedgerEntry{}
+func unread(inFlight map[string][]store.LedgerEntry, seen *mirrorSeen) []inFlightTo {
+	byTag := map[string][]inFlightTo{}
 	for tag, es := range inFlight {
 		for _, e := range es {
-			if _, _, ok := ledger.EntryHandle(e); ok {
-				left[tag] = append(left[tag], e)
+			if h, id, ok := ledger.EntryHandle(e); ok {
+				byTag[tag] = append(byTag[tag], inFlightTo{entry: e, handle: h, identity: id})
 			}
 		}
 	}
-	if len(left) == 0 {
+	if len(byTag) == 0 {
 		return nil
 	}
 	for id := range seen.slots {
-		delete(left, hex.EncodeToString(id[:ledger.SlotTagLen/2]))
+		delete(byTag, hex.EncodeToString(id[:ledger.SlotTagLen/2]))
 	}
-	return left
+	var out []inFlightTo
+	for _, fs := range byTag {
+		out = append(out, fs...)
+	}
+	return out
 }
 
 // inFlightGone is what leftInFlight would keep of inFlight as moved
 // handles, for a dry run.
 func inFlightGone(syncID string, inFlight map[string][]store.LedgerEntry, seen *mirrorSeen) []gone {
 	var out []gone
-	for _, es := range unread(inFlight, seen) {
-		for _, e := range es {
-			h, id, _ := ledger.EntryHandle(e)
-			out = append(out, gone{slot: ledger.MovedFrom(syncID, e.Key), gen: 1, handle: h, identity: id, moved: true})
-		}
+	for _, f := range unread(inFlight, seen) {
+		out = append(out, gone{slot: ledger.MovedFrom(syncID, f.entry.Key), gen: 1, handle: f.handle, identity: f.identity, moved: true})
 	}
 	return out
 }
