@@ -331,21 +331,17 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 		// never recorded (its answer lost) is in doubt; it is not asked
 		// for again, as the row that holds the handle now was sent after
 		// it (or its write is in flight): released, counted, listed.
-		rmKeys := make([]string, len(held))
-		for i, g := range held {
-			rmKeys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
-		}
-		prior, err := r.Store.LedgerGet(ctx, r.Sync.ID, rmKeys)
+		prior, err := r.removalEntries(ctx, held)
 		if err != nil {
-			return removals{}, unhandled, storeFailure(ctx, err, "read the removals in flight")
+			return removals{}, unhandled, err
 		}
 		fin := make([]store.LedgerFinish, 0, len(held))
-		for i, g := range held {
+		for _, g := range held {
 			fin = append(fin, settledMark(g))
-			if e, ok := prior[rmKeys[i]]; ok && e.State == store.LedgerPending && e.Fence < r.lease.Fence() {
+			if k := g.removalKey(r.Sync.ID); leftInDoubt(prior[k], r.lease.Fence()) {
 				r.rec.InDoubt++
 				r.rec.Settled++
-				fin = append(fin, store.LedgerFinish{Key: rmKeys[i], State: store.LedgerReleased,
+				fin = append(fin, store.LedgerFinish{Key: k, State: store.LedgerReleased,
 					Settled: ledger.Settlement(g.identity, ledger.SettledRemovalHeld)})
 			}
 		}
@@ -362,16 +358,18 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 	if allowed := r.Sync.Mirror.MaxRemovals(total); len(gs) > allowed && !r.AllowRemovals {
 		return removals{}, unhandled, failure.New(failure.MirrorRemovalsRefused, removalsRefused(gs, total, r.Sync.Mirror.Bound, allowed))
 	}
+	prior, err := r.removalEntries(ctx, gs)
+	if err != nil {
+		return removals{}, unhandled, err
+	}
 	if qr, ok := r.remover.(destination.QueuedRemover); ok {
-		if gs, err = r.deferQueued(ctx, gs, qr.RemovalGrace()); err != nil {
-			return removals{}, unhandled, err
-		}
+		gs = r.deferQueued(gs, prior, qr.RemovalGrace())
 	}
 	for rest := gs; len(rest) > 0; {
 		n := min(len(rest), r.Sync.PageSize)
 		batch := rest[:n]
 		rest = rest[n:]
-		done, err := r.removeBatch(ctx, batch)
+		done, err := r.removeBatch(ctx, batch, prior)
 		removed.gone += done.gone
 		removed.moved += done.moved
 		if err != nil {
@@ -577,20 +575,12 @@ func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 // destination may still hold that request in its queue
 // (destination.QueuedRemover). A later run sends them once the grace has
 // passed, or finds them done.
-func (r *run) deferQueued(ctx context.Context, gs []gone, grace time.Duration) ([]gone, error) {
-	keys := make([]string, len(gs))
-	for i, g := range gs {
-		keys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
-	}
-	es, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
-	if err != nil {
-		return nil, storeFailure(ctx, err, "read the removals in flight")
-	}
+func (r *run) deferQueued(gs []gone, prior map[string]store.LedgerEntry, grace time.Duration) []gone {
 	now := r.Clock.Now()
 	out := gs[:0:0]
 	waiting := 0
-	for i, g := range gs {
-		if e, ok := es[keys[i]]; ok && e.State == store.LedgerPending && e.RunID != r.rec.ID && now.Sub(e.ClaimedAt) < grace {
+	for _, g := range gs {
+		if e, ok := prior[g.removalKey(r.Sync.ID)]; ok && e.State == store.LedgerPending && e.RunID != r.rec.ID && now.Sub(e.ClaimedAt) < grace {
 			waiting++
 			continue
 		}
@@ -600,14 +590,40 @@ func (r *run) deferQueued(ctx context.Context, gs []gone, grace time.Duration) (
 		r.Logger.Info("removals an earlier run sent may still be queued at the destination; sent again once their grace has passed",
 			"sync", r.Sync.ID, "run", r.rec.ID, "removals", waiting, "grace", grace)
 	}
-	return out, nil
+	return out
+}
+
+// removalKey is the key of g's removal (ledger.Removal).
+func (g gone) removalKey(syncID string) string { return ledger.Removal(syncID, g.slot, g.gen) }
+
+// removalEntries are the ledger's entries of gs's removals, by key: the
+// removals earlier runs claimed (deferQueued, and those in doubt).
+func (r *run) removalEntries(ctx context.Context, gs []gone) (map[string]store.LedgerEntry, error) {
+	keys := make([]string, len(gs))
+	for i, g := range gs {
+		keys[i] = g.removalKey(r.Sync.ID)
+	}
+	es, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+	if err != nil {
+		return nil, storeFailure(ctx, err, "read the removals in flight")
+	}
+	return es, nil
+}
+
+// leftInDoubt reports whether e is a claim a run under a fence below fence
+// left pending: its answer was lost, or that run stopped first (the zero
+// entry of an absent key is not).
+func leftInDoubt(e store.LedgerEntry, fence int64) bool {
+	return e.State == store.LedgerPending && e.Fence < fence
 }
 
 // removals counts what a run removed: records whose rows are gone, and
 // handles rows left behind (moved: an old e-mail, a write in flight's).
 type removals struct{ gone, moved int64 }
 
-func (r *run) removeBatch(ctx context.Context, batch []gone) (removals, error) {
+// removeBatch claims and sends batch's removals; prior are their entries
+// when the run's removals began (removalEntries).
+func (r *run) removeBatch(ctx context.Context, batch []gone, prior map[string]store.LedgerEntry) (removals, error) {
 	if err := r.ensureLease(ctx); err != nil {
 		return removals{}, err
 	}
@@ -616,7 +632,7 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (removals, error) {
 	rms := make([]destination.Removal, len(batch))
 	byKey := make(map[string]gone, len(batch))
 	for i, g := range batch {
-		keys[i] = ledger.Removal(r.Sync.ID, g.slot, g.gen)
+		keys[i] = g.removalKey(r.Sync.ID)
 		results[i] = ledger.ClaimResult(g.slot)
 		rms[i] = destination.Removal{Key: keys[i], Handle: g.handle}
 		byKey[keys[i]] = g
@@ -625,13 +641,9 @@ func (r *run) removeBatch(ctx context.Context, batch []gone) (removals, error) {
 	// A removal an earlier run claimed and never recorded is in doubt: its
 	// answer was lost, or that run stopped first. It is sent again (a
 	// removal applies at most once), counted and listed as settled so.
-	prior, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
-	if err != nil {
-		return removals{}, storeFailure(ctx, err, "read the removals in flight")
-	}
 	doubt := map[string]bool{}
-	for k, e := range prior {
-		if e.State == store.LedgerPending && e.Fence < fence {
+	for _, k := range keys {
+		if leftInDoubt(prior[k], fence) {
 			doubt[k] = true
 		}
 	}

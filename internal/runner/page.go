@@ -257,7 +257,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			c.delta.Replayed++
 		case found && e.State == store.LedgerInDoubt:
 			// Left for a person on an earlier run; never resent automatically.
-		case found && e.State == store.LedgerPending && e.Fence < r.lease.Fence():
+		case found && leftInDoubt(e, r.lease.Fence()):
 			if err := r.checkReplayable(e, now); err != nil {
 				return c, err
 			}
