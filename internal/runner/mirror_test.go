@@ -179,10 +179,7 @@ func TestMirrorRemovesTheHandleARowLeft(t *testing.T) {
 		t.Fatalf("first run: %v %+v", err, r)
 	}
 	email := func(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
-	rows := map[int]string{}
-	for i := 1; i <= 10; i++ {
-		rows[i] = email(i)
-	}
+	rows := mirrorRows(1, 10)
 	rows[1] = "new1@example.com"          // moved: c00001 is the sync's no more
 	rows[2], rows[3] = email(3), email(2) // swapped: both still held
 	delete(rows, 4)                       // gone, but its e-mail ...
@@ -240,10 +237,7 @@ func TestMirrorWritesARowThatCameBack(t *testing.T) {
 	t.Parallel()
 	tb, d, params := setupMirror(t, 20)
 	write := func(n int) {
-		rows := map[int]string{}
-		for i := 1; i <= n; i++ {
-			rows[i] = fmt.Sprintf("c%05d@example.com", i)
-		}
+		rows := mirrorRows(1, n)
 		writeMirrorRows(t, tb.csv, rows)
 	}
 	if _, err := Run(context.Background(), params()); err != nil {
@@ -289,10 +283,7 @@ func TestMirrorRewritesARowWhoseHandleAnotherRowHeld(t *testing.T) {
 	tb, d, params := setupMirror(t, 6)
 	email := func(i int) string { return fmt.Sprintf("c%05d@example.com", i) }
 	write := func(rows map[int]string) { writeMirrorRows(t, tb.csv, rows) }
-	rows := map[int]string{}
-	for i := 1; i <= 6; i++ {
-		rows[i] = email(i)
-	}
+	rows := mirrorRows(1, 6)
 	if _, err := Run(context.Background(), params()); err != nil {
 		t.Fatal(err)
 	}
@@ -429,10 +420,7 @@ func TestMirrorTellsLeftHandlesFromGoneRows(t *testing.T) {
 	if r, err := Run(context.Background(), bounded()); err != nil || r.Written != 20 {
 		t.Fatalf("first run: %v %+v", err, r)
 	}
-	rows := map[int]string{}
-	for i := 1; i <= 20; i++ {
-		rows[i] = fmt.Sprintf("c%05d@example.com", i)
-	}
+	rows := mirrorRows(1, 20)
 	for i := 1; i <= 5; i++ {
 		rows[i] = fmt.Sprintf("moved%d@example.org", i) // a new domain: 5 old contacts left behind
 	}
@@ -474,10 +462,7 @@ func TestMirrorTellsRowsItCannotRemove(t *testing.T) {
 	if r, err := Run(context.Background(), upsert); err != nil || r.Written != 10 {
 		t.Fatalf("the run before the sync became a mirror: %v %+v", err, r)
 	}
-	rows := map[int]string{}
-	for i := 4; i <= 10; i++ {
-		rows[i] = fmt.Sprintf("c%05d@example.com", i)
-	}
+	rows := mirrorRows(4, 10)
 	rows[10] = "new10@example.com" // delivered again under the mirror: removable later
 	writeMirrorRows(t, tb.csv, rows)
 	p := params()
@@ -512,10 +497,7 @@ func TestPreviewSettlesRemovalsInFlight(t *testing.T) {
 	if r, err := Run(context.Background(), params()); err != nil || r.Written != 40 {
 		t.Fatalf("first run: %v %+v", err, r)
 	}
-	rows := map[int]string{}
-	for i := 1; i <= 40; i++ {
-		rows[i] = fmt.Sprintf("c%05d@example.com", i)
-	}
+	rows := mirrorRows(1, 40)
 	all := maps.Clone(rows)
 	for i := 31; i <= 40; i++ {
 		delete(rows, i)
@@ -560,10 +542,7 @@ func TestMirrorBoundIgnoresEarlierIdentities(t *testing.T) {
 	if r, err := Run(context.Background(), bounded()); err != nil || r.Written != 20 {
 		t.Fatalf("the mirror's run by id: %v %+v", err, r)
 	}
-	rows := map[int]string{}
-	for i := 5; i <= 20; i++ {
-		rows[i] = fmt.Sprintf("c%05d@example.com", i)
-	}
+	rows := mirrorRows(5, 20)
 	writeMirrorRows(t, tb.csv, rows) // 4 of 20 rows gone: 20 %
 	p := bounded()
 	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d})
@@ -745,10 +724,7 @@ func aroundAProcessingImport(t *testing.T, tb *testBundle, params func() Params,
 func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
 	t.Parallel()
 	tb, d, params, done := asyncMirror(t, 10)
-	rows := map[int]string{}
-	for i := 2; i <= 10; i++ {
-		rows[i] = email(i)
-	}
+	rows := mirrorRows(2, 10)
 	rows[1001] = email(1) // row 1, under a new id
 	aroundAProcessingImport(t, tb, params, done, rows, nil)
 	d.mu.Lock()
@@ -769,10 +745,7 @@ func TestMirrorKeepsAHandleARowReadHolds(t *testing.T) {
 func TestMirrorRemovesWhatAnImportInFlightWrote(t *testing.T) {
 	t.Parallel()
 	tb, d, params, done := asyncMirror(t, 10)
-	rows := map[int]string{}
-	for i := 1; i <= 10; i++ {
-		rows[i] = email(i)
-	}
+	rows := mirrorRows(1, 10)
 	rows[4], rows[7] = "new4@example.com", "new7@example.com"
 	aroundAProcessingImport(t, tb, params, done, rows, func() {
 		rows[4] = email(4)
@@ -921,8 +894,14 @@ func deliverRows(t *testing.T, params func() Params, n int) map[int]string {
 	if _, err := Run(context.Background(), params()); err != nil {
 		t.Fatal(err)
 	}
+	return mirrorRows(1, n)
+}
+
+// mirrorRows are the rows from to to (id -> e-mail) as setupMirror's
+// source first holds them.
+func mirrorRows(from, to int) map[int]string {
 	rows := map[int]string{}
-	for i := 1; i <= n; i++ {
+	for i := from; i <= to; i++ {
 		rows[i] = email(i)
 	}
 	return rows
