@@ -394,14 +394,10 @@ func TestUnnamedImportErrorAskedWithALaterValue(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("Outcomes: %v %v", done, err)
 	}
-	out := byKey(t, back, got)
-	for i, r := range recs {
-		want := destination.Delivered
+	wantOutcomes(t, recs, byKey(t, back, got), func(i int) destination.Outcome {
 		if i == 2 {
-			want = destination.Rejected
+			return destination.Rejected
 		}
-		if x := out[r.Key]; x.Outcome != want {
-			t.Errorf("%s: %s, want %s", emailOf(r), x.Outcome, want)
-		}
-	}
+		return destination.Delivered
+	})
 }

@@ -80,6 +80,17 @@ func byKey(t *testing.T, recs []destination.Record, res []destination.Result) ma
 	return out
 }
 
+// wantOutcomes asserts that out (byKey) holds outcome want(i) for record i
+// of recs.
+func wantOutcomes(t *testing.T, recs []destination.Record, out map[string]destination.Result, want func(i int) destination.Outcome) {
+	t.Helper()
+	for i, r := range recs {
+		if x := out[r.Key]; x.Outcome != want(i) {
+			t.Errorf("record %d: %v %q, want %v", i, x.Outcome, x.Message, want(i))
+		}
+	}
+}
+
 // checkValues asserts that the fake holds every record's mapped values.
 func checkValues(t *testing.T, fake *fakeklaviyo.Server, recs []destination.Record) {
 	t.Helper()
@@ -542,16 +553,12 @@ func TestImportErrorsWithoutPayloadAreReadBack(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("Outcomes: %v %v", done, err)
 	}
-	for i, r := range recs {
-		g := byKey(t, recs, got)[r.Key]
-		want := destination.Delivered
+	wantOutcomes(t, recs, byKey(t, recs, got), func(i int) destination.Outcome {
 		if i == 4 {
-			want = destination.Rejected
+			return destination.Rejected
 		}
-		if g.Outcome != want {
-			t.Errorf("record %d: %v %q, want %v", i, g.Outcome, g.Message, want)
-		}
-	}
+		return destination.Delivered
+	})
 }
 
 // TestApplied500IsReadBackNotResent: Klaviyo applies a profile import and
