@@ -20,6 +20,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
@@ -89,7 +90,7 @@ func TestJobResult(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := jobResult(tc.err)
+			got := jobResult(&rivertype.JobRow{Attempt: 1}, tc.err)
 			var (
 				snooze *rivertype.JobSnoozeError
 				cancel *rivertype.JobCancelError
@@ -122,6 +123,49 @@ func TestJobResult(t *testing.T) {
 			}
 			if kind != tc.want {
 				t.Fatalf("jobResult(%v) = %v (%s), want %s", tc.err, got, kind, tc.want)
+			}
+		})
+	}
+}
+
+// TestJobResultHandsOnALeaseNotTaken: a run whose lease store could not be
+// asked (this process cut off from Redis) is snoozed a moment, without
+// using an attempt, so another process takes the job; a few times a job,
+// then retried as any store_unavailable failure.
+func TestJobResultHandsOnALeaseNotTaken(t *testing.T) {
+	t.Parallel()
+	// What a run returns when Redis could not be asked for the lease.
+	notTaken := func() error {
+		return failure.Wrap(failure.StoreUnavailable, fmt.Errorf("%w: redis lease acquire of sync %q: %w: %w",
+			runner.ErrLeaseNotTaken, "s", store.ErrUnavailable, errors.New("dial tcp 127.0.0.1:6379: i/o timeout")), "take the sync's lease")
+	}
+	snoozed := func(n int) *rivertype.JobRow {
+		return &rivertype.JobRow{Attempt: 1, Metadata: []byte(fmt.Sprintf(`{"snoozes":%d}`, n))}
+	}
+	for _, tc := range []struct {
+		name   string
+		job    *rivertype.JobRow
+		err    error
+		snooze bool
+	}{
+		{"first time", &rivertype.JobRow{Attempt: 1, Metadata: []byte(`{}`)}, notTaken(), true},
+		{"no metadata", &rivertype.JobRow{Attempt: 1}, notTaken(), true},
+		{"snoozed before", snoozed(handOnSnoozes - 1), notTaken(), true},
+		{"snoozes used up", snoozed(handOnSnoozes), notTaken(), false},
+		{"unreadable metadata", &rivertype.JobRow{Attempt: 1, Metadata: []byte(`{`)}, notTaken(), false},
+		{"another store failure", snoozed(0), failure.Wrap(failure.StoreUnavailable, store.ErrUnavailable, "record the run"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := jobResult(tc.job, tc.err)
+			var snooze *rivertype.JobSnoozeError
+			switch {
+			case tc.snooze && !errors.As(got, &snooze):
+				t.Fatalf("jobResult = %v, want a snooze of %s", got, handOnWait)
+			case tc.snooze && snooze.Duration != handOnWait:
+				t.Fatalf("snoozed %s, want %s", snooze.Duration, handOnWait)
+			case !tc.snooze && (errors.As(got, &snooze) || !errors.Is(got, tc.err)):
+				t.Fatalf("jobResult = %v, want the error itself (River retries it with Backoff)", got)
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) e
 func (s *Service) work(ctx context.Context, job *rivertype.JobRow, beat string, run func() error) error {
 	stop := sync.OnceFunc(s.heartbeat(ctx, beat, beatOwner(job)))
 	defer stop() // a panic's too
-	res := jobResult(run())
+	res := jobResult(job, run())
 	stop()
 	return s.ownResult(ctx, job, res)
 }
@@ -86,9 +86,17 @@ func (s *Service) ownResult(ctx context.Context, job *rivertype.JobRow, res erro
 //     docs/guide.md#the-store-and-the-leases): snoozed until the quarantine ends, without using an attempt (a
 //     quarantine of one TTL would otherwise eat the retries of partitions
 //     with a short backoff, and of every job with a long TTL);
+//   - the lease store could not be asked for the sync's lease (this
+//     process cut off from Redis, or Redis down): snoozed a moment, up to
+//     handOnSnoozes times a job, without using an attempt, so another
+//     process can take the job (nothing was claimed or written). A
+//     process cut off from Redis alone otherwise failed every job it took
+//     and put each sync behind a minute and more of backoff while the
+//     other workers idled (an independent check, 2026-12-06); once the
+//     snoozes are used up (Redis down for everyone), a retry as below;
 //   - a retryable failure: the error, River retries with Backoff;
 //   - a permanent failure: cancelled, never retried.
-func jobResult(err error) error {
+func jobResult(job *rivertype.JobRow, err error) error {
 	if err == nil || errors.Is(err, errSyncPaused) {
 		return nil
 	}
@@ -101,11 +109,40 @@ func jobResult(err error) error {
 		return nil
 	case code == failure.Interrupted:
 		return river.JobSnooze(0)
+	case errors.Is(err, runner.ErrLeaseNotTaken) && snoozes(job) < handOnSnoozes:
+		return river.JobSnooze(handOnWait)
 	case failure.Retryable(err):
 		return err
 	default:
 		return river.JobCancel(err)
 	}
+}
+
+// handOnSnoozes and handOnWait bound how a job whose lease could not be
+// asked for waits for another process (jobResult): a second each time (then
+// River's scheduler makes it available to every process), ten times in its
+// life. The process that failed may take it again as often as any other:
+// with three, one of four syncs still waited out a minute's backoff in two
+// minutes of a worker cut off from Redis beside a healthy serve
+// (docs/RELIABILITY.md); ten such draws in a row are rare, and a Redis down for
+// every process costs about a minute of snoozes before the backoff.
+const (
+	handOnSnoozes = 10
+	handOnWait    = time.Second
+)
+
+// snoozes is how many times River snoozed job (its metadata's "snoozes").
+func snoozes(job *rivertype.JobRow) int {
+	if job == nil || len(job.Metadata) == 0 {
+		return 0
+	}
+	var md struct {
+		Snoozes int `json:"snoozes"`
+	}
+	if json.Unmarshal(job.Metadata, &md) != nil {
+		return handOnSnoozes // unreadable: no more snoozes, never endless ones
+	}
+	return md.Snoozes
 }
 
 // quarantineWait is how long a job waits out a lease store's quarantine:

@@ -8,6 +8,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/store"
 )
 
 // The run holds its sync's lease as a lease.Held, which owns the expiry,
@@ -68,5 +69,22 @@ func acquireFailure(err error) error {
 	if errors.As(err, &qe) {
 		return failure.Wrap(failure.StoreUnavailable, err, "%s", qe.Error())
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		err = notTaken{err}
+	}
 	return failure.Wrap(failure.StoreUnavailable, err, "take the sync's lease")
 }
+
+// ErrLeaseNotTaken marks a run that ended before it started because its
+// lease store could not be asked for the lease (store.ErrUnavailable: not
+// reached, or not usable now). Nothing was claimed or written, so the job
+// may go to another process at once: a worker cut off from Redis alone
+// would otherwise fail every job it takes and push each sync behind a
+// retry's backoff while the other workers idle (internal/queue jobResult).
+var ErrLeaseNotTaken = errors.New("the sync's lease could not be taken")
+
+// notTaken marks err as ErrLeaseNotTaken without changing its words.
+type notTaken struct{ error }
+
+func (e notTaken) Unwrap() error      { return e.error }
+func (notTaken) Is(target error) bool { return target == ErrLeaseNotTaken }

@@ -286,6 +286,41 @@ func TestQuarantinedLeaseIsRetried(t *testing.T) {
 	}
 }
 
+// unreachableLeases cannot be asked: its Redis does not answer.
+type unreachableLeases struct{ lease.Manager }
+
+func (unreachableLeases) Acquire(context.Context, lease.AcquireParams) (lease.Grant, error) {
+	return lease.Grant{}, fmt.Errorf("redis lease acquire of sync %q: %w: dial tcp 127.0.0.1:6379: i/o timeout", "s1", store.ErrUnavailable)
+}
+
+// TestUnreachableLeaseStoreLetsTheJobGo: a run whose lease store could not
+// be asked fails store_unavailable marked ErrLeaseNotTaken (the queue hands
+// such a job to another process at once), its words unchanged; a
+// quarantine, which every process would meet, is not so marked.
+func TestUnreachableLeaseStoreLetsTheJobGo(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 10, destination.CapVerify)
+	p := tb.params(t, "")
+	p.Leases = unreachableLeases{Manager: p.Leases}
+	r, err := Run(context.Background(), p)
+	if failure.CodeOf(err) != failure.StoreUnavailable || !failure.Retryable(err) || r.State != store.RunFailed {
+		t.Fatalf("got %v (%+v), want a retryable store_unavailable failure", err, r)
+	}
+	if !errors.Is(err, ErrLeaseNotTaken) || !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("err %v is not marked ErrLeaseNotTaken", err)
+	}
+	if strings.Contains(r.FailureDetail+err.Error(), ErrLeaseNotTaken.Error()) || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Fatalf("detail %q, error %q: the mark changed the words", r.FailureDetail, err)
+	}
+	if calls, _, _ := tb.dest.stats(); calls != 0 {
+		t.Fatal("a run without a lease wrote")
+	}
+	p.Leases = quarantinedLeases{Manager: p.Leases}
+	if _, err := Run(context.Background(), p); errors.Is(err, ErrLeaseNotTaken) {
+		t.Fatalf("a quarantine is marked ErrLeaseNotTaken: %v", err)
+	}
+}
+
 // shortDest's write blocks until its context ends, or until released: then
 // it fails as a destination call that stopped short of the lease's end
 // does (a 429's wait longer than the lease has left, nothing sent).
