@@ -26,6 +26,10 @@ var (
 	modes    = []string{ModeSingle, ModeBulk}
 )
 
+// IsName reports whether s is a valid sync id or workspace name: letters,
+// digits, '.', '_' or '-', starting with a letter or digit, at most 64.
+func IsName(s string) bool { return idRE.MatchString(s) }
+
 // applyDefaults fills every field that was not written in the file.
 func (l *loader) applyDefaults(c *Config) {
 	def := Defaults()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/oncesync/oncesync/internal/config"
 )
 
 // Sign-in with an OpenID Connect provider (docs/guide.md#running-oncesync-for-several-teams): the
@@ -248,7 +250,12 @@ func oidcName(subject string, claims map[string]any) string {
 // roles claim "oncesync:ROLE:WORKSPACE" gives ROLE in WORKSPACE
 // ("oncesync:ROLE:*" in every one); "oncesync:ROLE" gives ROLE in every
 // workspace, or, when a workspaces claim is configured, in each workspace
-// it lists. Other values are ignored; the strongest role wins.
+// it lists. Other values are ignored; the strongest role wins. A workspace
+// must be a valid workspace name (config.IsName), or "*" in a role value:
+// "oncesync:operator:" (a group template whose team came out empty) once
+// made an operator of every workspace, and "oncesync:admin:acme:extra" a
+// session for a workspace that cannot exist (an independent check,
+// 2026-12-06). A workspaces claim's values never mean every workspace.
 func mapClaims(name string, claims map[string]any, rolesClaim, workspacesClaim string) *Principal {
 	p := &Principal{Name: name}
 	grant := func(ws string, r Role) {
@@ -276,11 +283,15 @@ func mapClaims(name string, claims map[string]any, rolesClaim, workspacesClaim s
 			continue
 		}
 		switch {
-		case scoped && ws != "":
+		case scoped && ws != "*" && !config.IsName(ws):
+			continue
+		case scoped:
 			grant(ws, r)
 		case workspacesClaim != "":
 			for _, w := range wss {
-				grant(w, r)
+				if config.IsName(w) {
+					grant(w, r)
+				}
 			}
 		default:
 			grant("*", r)

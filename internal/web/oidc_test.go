@@ -195,6 +195,11 @@ func TestMapClaims(t *testing.T) {
 		{map[string]any{"realm_access": map[string]any{"roles": []any{"oncesync:operator:*"}}}, "realm_access.roles", "", "operator"},
 		{map[string]any{"groups": []any{"oncesync:root", "admin", "oncesync:"}}, "groups", "", "none"},
 		{map[string]any{}, "groups", "", "none"},
+		// A workspace that is empty or not a workspace name grants nothing.
+		{map[string]any{"groups": []any{"oncesync:operator:"}}, "groups", "", "none"},
+		{map[string]any{"groups": []any{"oncesync:viewer:acme", "oncesync:operator:"}}, "groups", "", "viewer:acme"},
+		{map[string]any{"groups": []any{"oncesync:superuser", "admin", "oncesync:root:*", "oncesync:admin:acme:extra"}}, "groups", "", "none"},
+		{map[string]any{"groups": []any{"oncesync:operator"}, "teams": []any{"", "*", "acme", "a b"}}, "groups", "teams", "operator:acme"},
 	}
 	for _, tc := range cases {
 		if got := mapClaims("x", tc.claims, tc.roles, tc.wsc).encode(); got != tc.want {
