@@ -108,7 +108,8 @@ func RedactValues(s string, values []string) string {
 
 // valueForms are the ways a server may echo v: as sent, JSON-escaped (Go's
 // way, and ASCII-only as Python's json.dumps and PHP's json_encode write
-// it), HTML-escaped, URL-escaped, and a phone number without its "+".
+// it), HTML-escaped, URL-escaped, a phone number without its "+", and an
+// e-mail address's other forms.
 // Case is matched apart (replaceWord).
 func valueForms(v string) []string {
 	forms := []string{v, html.EscapeString(v), strings.ReplaceAll(html.EscapeString(v), "&#39;", "&#x27;"),
@@ -119,6 +120,16 @@ func valueForms(v string) []string {
 	// digits match in either case: replaceWord).
 	for _, e := range []string{jsonEscaped(v, false), jsonEscaped(v, true)} {
 		forms = append(forms, e, asciiJSON(e, "\\u%04x"))
+	}
+	if local, _, ok := strings.Cut(v, "@"); ok {
+		// An e-mail address: its "@" as an HTML entity or a JSON escape, as
+		// other servers write it, and its local part alone ("contact
+		// jane.doe"), which names the person as well (an independent
+		// check, 2026-12-06).
+		for _, at := range []string{"&#64;", "&#x40;", "&#X40;", `\u0040`} {
+			forms = append(forms, strings.ReplaceAll(v, "@", at))
+		}
+		forms = append(forms, local)
 	}
 	if rest, ok := strings.CutPrefix(v, "+"); ok && len(rest) >= MinValueLen && strings.Trim(rest, "0123456789 -") == "" {
 		forms = append(forms, rest, strings.Map(func(r rune) rune {

@@ -64,6 +64,21 @@ func TestRedactRecord(t *testing.T) {
 	if want := "[email]: [value] scored [value] in [value]"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	// A server that echoes the address in other forms, or its local part
+	// alone: each names the person.
+	data = map[string]any{"email": "reject.person9@example.com"}
+	for in, want := range map[string]string{
+		"contact reject.person9 refused":                 "contact [value] refused",
+		"bad: reject.person9&#64;example.com":            "bad: [value]",
+		"bad: reject.person9&#x40;example.com":           "bad: [value]",
+		`{"e":"reject.person9\u0040example.com"}`:        `{"e":"[value]"}`,
+		"bad: reject.person9%40example.com":              "bad: [value]",
+		"reject.person9s is another word, so is xreject": "reject.person9s is another word, so is xreject",
+	} {
+		if got := destination.RedactRecord(in, data); got != want {
+			t.Errorf("RedactRecord(%q) = %q, want %q", in, got, want)
+		}
+	}
 	if got := destination.JSONValues([]byte(`{"a":["Janeth",{"b":1234}]}`)); len(got) != 2 {
 		t.Errorf("JSONValues = %q", got)
 	}
