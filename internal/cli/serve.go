@@ -120,8 +120,8 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if err != nil {
 		return err
 	}
-	if scheduler && !f.listenSet {
-		f.listen = cmp.Or(cfg.Web.Listen, config.DefaultListen)
+	if scheduler {
+		f.listen = serveListen(cfg, f.listen, f.listenSet)
 	}
 	if f.workers < 1 {
 		return exit(ExitUsage, fmt.Errorf("--workers must be at least 1, not %d", f.workers))
@@ -575,4 +575,16 @@ func webOIDC(w config.Web) *web.OIDCParams {
 	o := w.OIDC
 	return &web.OIDCParams{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 		RolesClaim: o.RolesClaim, WorkspacesClaim: o.WorkspacesClaim, RedirectURL: o.RedirectURL, Scopes: o.Scopes}
+}
+
+// serveListen is the address serve listens on: --listen when set, else
+// web.listen, else its default. --listen also becomes cfg's web.listen, so
+// that serve's alerts link to where it listens when web.url is unset (they
+// linked to web.listen's address: an independent check, 2026-12-06).
+func serveListen(cfg *config.Config, flag string, set bool) string {
+	if !set {
+		return cmp.Or(cfg.Web.Listen, config.DefaultListen)
+	}
+	cfg.Web.Listen = flag
+	return flag
 }

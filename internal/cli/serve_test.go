@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination/webhook"
@@ -133,6 +134,29 @@ func TestProbesSendHSTSWhenSecure(t *testing.T) {
 		daemonMux(nil, prometheus.NewRegistry(), nil, secure).ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 		if got := rec.Header().Get("Strict-Transport-Security"); rec.Code != 200 || (got != "") != secure {
 			t.Errorf("secure %v: /healthz %d, HSTS %q", secure, rec.Code, got)
+		}
+	}
+}
+
+// TestServeListenLinks: serve's --listen is where its alerts link to when
+// web.url is unset; without it, web.listen, else the default.
+func TestServeListenLinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, webListen, flag string
+		set                   bool
+		want, link            string
+	}{
+		{"flag over web.listen", "127.0.0.1:8080", "127.0.0.1:18710", true, "127.0.0.1:18710", "http://127.0.0.1:18710/syncs/s1"},
+		{"web.listen", "127.0.0.1:9090", "", false, "127.0.0.1:9090", "http://127.0.0.1:9090/syncs/s1"},
+		{"default", "", "", false, config.DefaultListen, "http://" + config.DefaultListen + "/syncs/s1"},
+	} {
+		cfg := &config.Config{Web: config.Web{Listen: tc.webListen}}
+		if got := serveListen(cfg, tc.flag, tc.set); got != tc.want {
+			t.Errorf("%s: listens on %q, want %q", tc.name, got, tc.want)
+		}
+		if got := app.SyncLink(cfg)("s1"); got != tc.link {
+			t.Errorf("%s: alerts link to %q, want %q", tc.name, got, tc.link)
 		}
 	}
 }
