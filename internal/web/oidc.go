@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
@@ -242,8 +244,26 @@ func oidcName(subject string, claims map[string]any) string {
 	if local, _, ok := strings.Cut(u, "@"); ok {
 		u = local
 	}
+	u = principalText(u)
 	sum := sha256.Sum256([]byte(subject))
 	return "oidc:" + u + "#" + hex.EncodeToString(sum[:4])
+}
+
+// principalText is a username as a principal shows it: without "#" (a
+// name "jane#fcdec6df" read as the real jane's whole principal in the audit
+// log), control or format characters (U+202E reverses what follows), at
+// most 64 characters, "-" when nothing is left.
+func principalText(u string) string {
+	u = strings.Map(func(r rune) rune {
+		if r == '#' || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, u)
+	if r := []rune(u); len(r) > 64 {
+		u = string(r[:64])
+	}
+	return cmp.Or(u, "-")
 }
 
 // mapClaims reads a principal from ID-token claims: each value of the

@@ -174,6 +174,16 @@ func TestOIDCName(t *testing.T) {
 	if a, b := oidcName("s1", map[string]any{"preferred_username": "olga"}), oidcName("s2", map[string]any{"preferred_username": "olga"}); a == b {
 		t.Errorf("two subjects, one name %q", a)
 	}
+	// A name that imitates another principal, or reverses the text after it.
+	if got := oidcName("s", map[string]any{"preferred_username": "jane#fcdec6df"}); !strings.HasPrefix(got, "oidc:janefcdec6df#") {
+		t.Errorf("name with '#': %q", got)
+	}
+	if got := oidcName("s", map[string]any{"preferred_username": "ev\u202eil\x07"}); !strings.HasPrefix(got, "oidc:evil#") {
+		t.Errorf("name with control and format characters: %q", got)
+	}
+	if got := oidcName("s", map[string]any{"preferred_username": "#"}); !strings.HasPrefix(got, "oidc:-#") {
+		t.Errorf("name of nothing usable: %q", got)
+	}
 	a := oidcName("s", map[string]any{"preferred_username": "jane@example.com"})
 	if !strings.HasPrefix(a, "oidc:jane#") || strings.Contains(a, "example") {
 		t.Errorf("e-mail username: %q", a)
