@@ -215,5 +215,15 @@ func (p position) nextPass() position {
 	if start, err := time.Parse(time.RFC3339, p.Start); err == nil && !start.Before(p.last().Add(p.window+settleMargin)) {
 		return position{Floor: p.Last, Last: p.Last, Settled: true, window: p.window}
 	}
-	return position{Floor: p.Last, Last: p.Last, Prev: p.Seen, window: p.window}
+	// A customer updated while this pass read sorts by that instant (at or
+	// after the pass began) and its id: when the pass was reading customers
+	// of that very second, one with a lower id fell before the cursor and
+	// was not read. So the next pass starts no later than this one began
+	// (TestUpdatedInThePassBelowItsCursor); the customers it reads again
+	// unchanged are not written.
+	floor := p.Last
+	if start, err := time.Parse(time.RFC3339, p.Start); err == nil && start.Before(p.last()) {
+		floor = start.UTC().Format(time.RFC3339)
+	}
+	return position{Floor: floor, Last: p.Last, Prev: p.Seen, window: p.window}
 }

@@ -485,6 +485,49 @@ func TestLateIndexedCustomerIsNotLost(t *testing.T) {
 	}
 }
 
+// TestUpdatedInThePassBelowItsCursor: a customer updated while a pass reads
+// customers of that very second, with an id below the cursor's, sorts
+// before the cursor: the pass does not read it, and a next pass starting
+// after the last customer read (cursor_lookback 0, or a pass longer than
+// the look-back) never did, a lost update (an independent check,
+// 2026-12-06). The next pass starts no later than this one began.
+func TestUpdatedInThePassBelowItsCursor(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{Lookback: -1})
+	seeded := e.fake.Seed(20)
+	_, next := e.readAll(t, "", 4)
+	e.clock.Advance(10 * time.Minute)
+	for _, c := range seeded[10:] {
+		e.fake.Update(c.ID, func(c *fakeshopify.Customer) { c.LastName = "Bulk edit" })
+	}
+	p, err := e.src.ReadPage(context.Background(), next, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the same second: below the cursor, which is among the bulk edit.
+	q := seeded[0].ID
+	e.fake.Update(q, func(c *fakeshopify.Customer) { c.FirstName = "Updated below the cursor" })
+	e.clock.Advance(time.Second)
+	e.fake.Update(seeded[1].ID, func(c *fakeshopify.Customer) { c.FirstName = "Updated a second later" })
+	rest, next := e.readAll(t, p.Next, 4)
+	if got := ids(append(p.Records, rest...)); slices.Contains(got, itoa(q)) {
+		t.Fatalf("the pass read %v, the customer below its cursor too: the test proves nothing", got)
+	}
+	recs, next := e.readAll(t, next, 4)
+	var read bool
+	for _, r := range recs {
+		if r.Fields["id"] == itoa(q) {
+			read = r.Fields["firstName"] == "Updated below the cursor"
+		}
+	}
+	if !read {
+		t.Fatalf("the next pass read %v, not the customer updated below the cursor", ids(recs))
+	}
+	e.clock.Advance(time.Hour)
+	if recs, _ = e.readAll(t, next, 4); len(recs) != 0 {
+		t.Fatalf("a pass an hour later read %v; want nothing", ids(recs))
+	}
+}
+
 func TestReadIdentitiesChunks(t *testing.T) {
 	e := newEnv(t, fakeshopify.Options{BucketSize: 100000, RestoreRate: 100000}, shopify.Params{})
 	seeded := e.fake.Seed(600)
