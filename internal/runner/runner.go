@@ -688,7 +688,7 @@ func HeaderProblem(s Sync, src source.Source) (checked bool, err error) {
 	}
 	cols := c.Columns()
 	if len(cols) == 0 {
-		return true, failure.New(failure.SourceQueryInvalid, "the source is empty, without even a header line: a CSV export with no rows still needs its header")
+		return true, failure.New(failure.SourceQueryInvalid, "the source is empty: no file to read, or a file without even a header line (a CSV export with no rows still needs its header)")
 	}
 	rec := source.Record{Fields: make(map[string]any, len(cols))}
 	for _, col := range cols {

@@ -94,3 +94,76 @@ func TestFilesWithoutTheExtension(t *testing.T) {
 		t.Fatalf("read %v, want %v", got, want)
 	}
 }
+
+// TestExportsAsPeopleLeaveThem: a directory reached through a symbolic link
+// (current -> the newest export) is read where it points, and a pass over
+// it reads the export the link named when it began; a backup copy beside
+// a file is not a file of the export; an empty directory has no columns,
+// which fails a run, where a file with no rows has its schema's.
+func TestExportsAsPeopleLeaveThem(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	day1, day2 := filepath.Join(base, "export-1"), filepath.Join(base, "export-2")
+	for _, d := range []string{day1, day2} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeParts(t, day1, map[string][]contact{"part-0.parquet": people(1, 10, "old")})
+	writeParts(t, day2, map[string][]contact{"part-0.parquet": people(1, 12, "new")})
+	current := filepath.Join(base, "current")
+	if err := os.Symlink(day1, current); err != nil {
+		t.Fatal(err)
+	}
+	src := open(t, current)
+	if got := readAll(t, src, "", 4); len(got) != 10 || got[0].Fields["name"] != "old" {
+		t.Fatalf("through the link: %d records (%v), want export-1's 10", len(got), ids(got))
+	}
+	if err := os.Remove(current); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(day2, current); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, open(t, current+string(filepath.Separator)), "", 4); len(got) != 12 || got[0].Fields["name"] != "new" {
+		t.Fatalf("after the link moved: %d records, want export-2's 12", len(got))
+	}
+
+	// A backup beside the file, sorted after it, is left out.
+	data, err := os.ReadFile(filepath.Join(day1, "part-0.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"part-0.parquet.bak", "part-0.parquet~", "part-0.parquet.orig"} {
+		if err := os.WriteFile(filepath.Join(day2, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readAll(t, open(t, day2), "", 4); len(got) != 12 || got[11].Fields["name"] != "new" {
+		t.Fatalf("with backups beside it: %d records, want the export's 12", len(got))
+	}
+
+	empty := filepath.Join(base, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src = open(t, empty)
+	if got := readAll(t, src, "", 4); len(got) != 0 {
+		t.Fatalf("an empty directory gave %d records", len(got))
+	}
+	if cols := src.Columns(); cols == nil || len(cols) != 0 {
+		t.Fatalf("an empty directory's columns are %v, want none (known)", cols)
+	}
+	writeRows(t, filepath.Join(empty, "part-0.parquet"), []contact{}, 3)
+	src = open(t, empty)
+	readAll(t, src, "", 4)
+	if cols := src.Columns(); !reflect.DeepEqual(cols, []string{"id", "email", "name", "note"}) {
+		t.Fatalf("a file without rows has columns %v, want its schema's", cols)
+	}
+	writeParts(t, empty, map[string][]contact{"part-1.parquet": people(1, 2, "x")})
+	src = open(t, empty)
+	readAll(t, src, "", 4)
+	if cols := src.Columns(); cols != nil {
+		t.Fatalf("after a pass that read records, columns %v, want nil", cols)
+	}
+}

@@ -58,11 +58,17 @@ type Source struct {
 	id        string
 	maxRecord int64
 	st        *stream
+	// cols are the columns of the last pass that ended without a record
+	// read: nil when not known (Columns).
+	cols []string
 	// hashed counts the bytes put through the prefix digest (see tests).
 	hashed int64
 }
 
-var _ source.Source = (*Source)(nil)
+var (
+	_ source.Source   = (*Source)(nil)
+	_ source.Columner = (*Source)(nil)
+)
 
 // New returns a Source over p.Path. Nothing is opened until ReadPage, so a
 // missing path is reported there (wrapping source.ErrUnavailable).
@@ -79,6 +85,28 @@ func New(p Params) (*Source, error) {
 		m = DefaultMaxRecordBytes
 	}
 	return &Source{path: abs, id: "parquet:" + abs, maxRecord: m}, nil
+}
+
+// Columns implements source.Columner: after a pass from the start that
+// read no record, the columns of the last file read (its schema's and its
+// directories' partition columns), or none when the path holds no file (an
+// export directory left empty: the run fails instead of succeeding with
+// nothing, run after run, where the dead-man check would never see it).
+func (s *Source) Columns() []string { return s.cols }
+
+// columnNames are the columns of the open file, or none without one.
+func (st *stream) columnNames() []string {
+	out := []string{}
+	if st.cols == nil {
+		return out
+	}
+	for _, f := range st.cols.fields {
+		out = append(out, f.name)
+	}
+	for _, p := range st.cols.parts {
+		out = append(out, p.name)
+	}
+	return out
 }
 
 // ID returns "parquet:" followed by the cleaned absolute path.
@@ -109,16 +137,26 @@ func (s *Source) list() (listing, error) {
 	if !fi.IsDir() {
 		return listing{dir: filepath.Dir(s.path), names: []string{filepath.Base(s.path)}, base: filepath.Base(s.path)}, nil
 	}
-	l := listing{dir: s.path, base: filepath.Base(s.path)}
-	err = filepath.WalkDir(s.path, func(p string, e fs.DirEntry, err error) error {
+	// A directory reached through a symbolic link (current -> the newest
+	// export, as exports are often swapped) is walked where it points:
+	// WalkDir does not follow a link at its root, and found no file there,
+	// so such a sync succeeded with nothing, run after run (an independent
+	// check, 2026-12-06). Resolved once, a pass reads one export even if
+	// the link is swapped meanwhile.
+	root, err := filepath.EvalSymlinks(s.path)
+	if err != nil {
+		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
+	}
+	l := listing{dir: root, base: filepath.Base(s.path)}
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == s.path {
+		if p == root {
 			return nil
 		}
 		n := e.Name()
-		if hidden(n) {
+		if hidden(n) || (!e.IsDir() && leftover(n)) {
 			if e.IsDir() {
 				return filepath.SkipDir
 			}
@@ -127,7 +165,7 @@ func (s *Source) list() (listing, error) {
 		if e.IsDir() || (!strings.HasSuffix(strings.ToLower(n), ".parquet") && !complete(p)) {
 			return nil
 		}
-		rel, err := filepath.Rel(s.path, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
@@ -163,6 +201,20 @@ func complete(p string) bool {
 		return false
 	}
 	return string(head[:]) == "PAR1" && string(tail[:]) == "PAR1"
+}
+
+// leftover says whether a file's name is a copy left beside an export (a
+// backup, an editor's or a copy tool's): read as a file of the export, its
+// rows, sorted after the file's own, won with their old values (an
+// independent check, 2026-12-06).
+func leftover(name string) bool {
+	n := strings.ToLower(name)
+	for _, suffix := range []string{".bak", ".backup", ".old", ".orig", ".tmp", ".temp", ".swp", ".part", ".partial", ".crdownload", "~"} {
+		if strings.HasSuffix(n, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // hidden says whether Spark's reader leaves a file or directory out.
@@ -366,6 +418,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (page so
 	if err := ctx.Err(); err != nil {
 		return source.Page{}, err
 	}
+	s.cols = nil
 	if s.st == nil || cursor == "" || cursor != s.st.next {
 		var pos *position
 		if cursor != "" {
@@ -446,6 +499,9 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		}
 		if !ok {
 			page.End = true
+			if cursor == "" && len(page.Records) == 0 {
+				s.cols = st.columnNames()
+			}
 			return page, nil
 		}
 		fields, err := st.take()
