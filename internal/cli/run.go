@@ -434,7 +434,31 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		worstErr      error
 		skipped, done bool
 		total         store.Counters
+		beforeWrite   func(context.Context) error
 	)
+	if whole != nil {
+		// The partitions run one after another, each over the whole
+		// source: pinned here, its snapshot is checked again before each
+		// page is written, as serve's partitions check the barrier's
+		// (docs/guide.md#the-checkpoint-barrier). Without it a file
+		// replaced while the first partition ran was written from its old
+		// view by one partition and its new one by the next (an
+		// independent check, 2026-12-06).
+		pin, err := partition.Snapshot(workCtx, sc.Source.Type, built.Source)
+		if err != nil {
+			worstErr, parts = whole.lost(workCtx, err), nil
+		}
+		beforeWrite = func(ctx context.Context) error {
+			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
+			if err != nil {
+				return err
+			}
+			if snap != pin {
+				return failure.New(failure.SourceChangedDuringRun, "the source changed since this run pinned its snapshot, before its first partition: nothing was written from the changed view, and the next run reads the source as it is then")
+			}
+			return nil
+		}
+	}
 	for i, part := range parts {
 		if i > 0 {
 			select {
@@ -467,6 +491,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				Resend:        f.resend,
 				Drain:         drain,
 				AllowRemovals: f.allowRemovals,
+				BeforeWrite:   beforeWrite,
 				AfterFailure: func(ctx context.Context, r store.Run) {
 					if r.SyncID != sc.ID {
 						return // a partition's streak is not the sync's (serve evaluates none either)

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -196,6 +198,97 @@ syncs:
 		}
 		return true
 	})
+	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
+		t.Fatalf("duplicate writes %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
+	}
+}
+
+// TestRunByHandOfAPartitionedSyncPinsItsSource: `oncesync run` works a
+// partitioned sync's partitions one after another, each over the whole
+// source. An export replaced (written aside, then renamed over) while the
+// first partition ran was written from its old view by that partition and
+// from its new one by the next, and the run succeeded (an independent
+// check, 2026-12-06). The run now pins the source's snapshot before its
+// first partition and checks it before every page it writes, as serve's
+// partitions check the barrier: it fails source_changed_during_run with
+// nothing written from the new view, and the next run writes every
+// record's new value.
+func TestRunByHandOfAPartitionedSyncPinsItsSource(t *testing.T) {
+	t.Parallel()
+	const records = 400
+	ls := newLeaseStores(t)
+	tb := setup(t, setupParams{records: records, pageSize: 50, mode: "bulk"})
+	cfg := fmt.Sprintf(`store: %s
+redis: %s
+settings: {lease_ttl: 5s, lease_renew: 1s}
+syncs:
+  - id: %s
+    workspace: acme
+    partitions: 2
+    source: {type: csv, path: contacts.csv, page_size: 50, identity: id}
+    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: bulk, list_ids: [2], rate_limit: 1000}
+    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
+`, ls.storeURL, ls.redisURL, ls.syncID, tb.srv.URL)
+	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
+	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	renamed := make(map[int]string, records)
+	for i := 1; i <= records; i++ {
+		renamed[i] = fmt.Sprintf("New%d", i)
+	}
+	var once sync.Once
+	tb.mu.Lock()
+	tb.intercept = func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/contacts/import") {
+			once.Do(func() {
+				// The new export is written aside and renamed over the
+				// old one: the partition reading the old file goes on in it.
+				csvPath := filepath.Join(tb.dir, "contacts.csv")
+				old := filepath.Join(tb.dir, "contacts.old")
+				if err := os.Rename(csvPath, old); err != nil {
+					t.Error(err)
+				}
+				tb.rewriteCSV(t, renamed)
+				if err := os.Rename(csvPath, csvPath+".new"); err != nil {
+					t.Error(err)
+				}
+				if err := os.Rename(old, csvPath); err != nil {
+					t.Error(err)
+				}
+				if err := os.Rename(csvPath+".new", csvPath); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return false
+	}
+	tb.mu.Unlock()
+	newValues := func() (n int) {
+		for _, e := range tb.emails {
+			if c, _ := tb.fake.Contact(e); strings.HasPrefix(fmt.Sprint(c.Attributes["FIRSTNAME"]), "New") {
+				n++
+			}
+		}
+		return n
+	}
+	p := tb.start("run", "--config", tb.config, ls.syncID)
+	if code := p.Wait(t, time.Minute); code == 0 || !strings.Contains(p.Out.String(), "failed: source_changed_during_run:") {
+		t.Fatalf("the run over a source replaced mid-run exited %d:\n%s", code, p.Out)
+	}
+	if n := newValues(); n != 0 {
+		t.Fatalf("%d contacts hold a value of the export that replaced the pinned one:\n%s", n, p.Out)
+	}
+	tb.mu.Lock()
+	tb.intercept = nil
+	tb.mu.Unlock()
+	p = tb.start("run", "--config", tb.config, ls.syncID)
+	if code := p.Wait(t, time.Minute); code != 0 {
+		t.Fatalf("the next run exited %d:\n%s", code, p.Out)
+	}
+	if n := newValues(); n != records {
+		t.Fatalf("after the next run %d of %d contacts hold their new value:\n%s", n, records, p.Out)
+	}
 	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
 		t.Fatalf("duplicate writes %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
 	}
