@@ -29,7 +29,7 @@ func (e *MissingColumnError) Error() string {
 	// record is refused rather than read as null, since a misspelt column
 	// read as null would clear that field at the destination for every
 	// record (docs/guide.md#sources).
-	return fmt.Sprintf("the mapping names column %q, which the source does not have (a JSON line needs the key, null for no value)", e.Column)
+	return fmt.Sprintf("the mapping names column %q, which the source does not have (every record needs it: a CSV header column, a JSON line's key, a column in every Parquet file; null for no value)", e.Column)
 }
 
 // Apply maps rec.
