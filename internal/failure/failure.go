@@ -115,7 +115,7 @@ var catalog = map[Code]Entry{
 		OwnerYou, false},
 	SourceChangedDuringRun: {SourceChangedDuringRun,
 		"The source changed since the saved cursor was taken, so the saved position no longer points at the same data.",
-		"Nothing was written from the changed view. Run the sync again with `--reset-cursor`; with an `identity` column the ledger skips rows already delivered, without one rows after the change may be written again.",
+		"Nothing was written from the changed view. With an `identity` column the next run reads the source from its start by itself and the ledger skips rows already delivered; without one, run the sync again with `--reset-cursor` (rows after the change may then be written again).",
 		OwnerYou, false},
 	PartitionsUnfinished: {PartitionsUnfinished,
 		"Some partitions of the run will never finish: their jobs were cancelled, discarded after their last attempt, or are missing from the queue.",
