@@ -99,7 +99,7 @@ var catalog = map[Code]Entry{
 		OwnerOperator, true},
 	SourceQueryInvalid: {SourceQueryInvalid,
 		"The source refused the sync's query or the data does not parse.",
-		"Fix the sync's query, table, columns or file format, then run the sync again.",
+		"Fix what the detail names in the sync's source (its query, table, columns or file format; a Shopify `shop_url` or `api_version`), then run the sync again.",
 		OwnerYou, false},
 	SourceAuth: {SourceAuth,
 		"The source refused oncesync's credentials, or they lack access to the data.",
