@@ -254,7 +254,7 @@ func TestStatusStreakIsTheBreakers(t *testing.T) {
 	for _, want := range []string{
 		"failure streak reached 5",
 		"failure streak: 5 of 5 (failures that are the sync's to fix, since its last success or change); 3 more the operator owns, not counted",
-		"next: Fix the sync's query",
+		"next: Fix what the detail names in the sync's source",
 		"dead-man:   last check never",
 	} {
 		if !strings.Contains(out, want) {
