@@ -87,10 +87,13 @@ func CronSchedule() cron.Schedule {
 // replays were checked already, and the check must go on (the markers keep
 // alerts to one per incident whatever the number of checks). A tick is
 // still refused while a check of its hour waits or runs.
-func PeriodicJob() *river.PeriodicJob {
+//
+// queue is the River queue the checks go to ("" for River's default): one
+// that runs cannot fill, or a check waits behind runs that never end.
+func PeriodicJob(queue string) *river.PeriodicJob {
 	return river.NewPeriodicJob(CronSchedule(),
 		func() (river.JobArgs, *river.InsertOpts) {
-			return JobArgs{}, &river.InsertOpts{UniqueOpts: tickUnique()}
+			return JobArgs{}, &river.InsertOpts{Queue: queue, UniqueOpts: tickUnique()}
 		},
 		&river.PeriodicJobOpts{ID: JobKind})
 }

@@ -35,7 +35,7 @@ func TestScheduleFiresAtMinute13(t *testing.T) {
 			t.Errorf("Next(%s) = %s, want %s", tt.from.Format("15:04:05"), got, tt.want)
 		}
 	}
-	if deadman.PeriodicJob() == nil {
+	if deadman.PeriodicJob("") == nil {
 		t.Fatal("PeriodicJob() = nil")
 	}
 }
@@ -68,7 +68,7 @@ func TestRegisteredWorkerRunsTheCheck(t *testing.T) {
 	client, err := river.NewClient(driver, &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
 		Workers:           workers,
-		PeriodicJobs:      []*river.PeriodicJob{deadman.PeriodicJob()},
+		PeriodicJobs:      []*river.PeriodicJob{deadman.PeriodicJob("")},
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
 	})

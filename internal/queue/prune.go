@@ -43,6 +43,7 @@ func (PruneLedgerArgs) Kind() string { return KindPruneLedger }
 // one), retried twice when the store is down.
 func (PruneLedgerArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
+		Queue:       QueueControl,
 		MaxAttempts: 3,
 		UniqueOpts: river.UniqueOpts{
 			ByPeriod: time.Hour,

@@ -86,6 +86,19 @@ func (RunSyncArgs) Kind() string { return KindRunSync }
 // one sync are still one job.
 const QueueV2 = "oncesync_v2"
 
+// QueueControl is the River queue of the jobs that watch the runs: the
+// recovery sweep, the ledger prune and the dead-man check. Each process
+// works it in ControlWorkers slots of its own, beside the runs' --workers:
+// on the runs' queue, runs whose source never answered (a stalled pipe, a
+// query sleeping forever) held every slot, and the sweep and serve's own
+// dead-man check waited behind them for good (an independent check,
+// 2026-12-06). A worker older than this queue does not poll it; the
+// leader, which queues these jobs, does.
+const QueueControl = "oncesync_control"
+
+// ControlWorkers is how many QueueControl jobs a process works at once.
+const ControlWorkers = 2
+
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (a RunSyncArgs) InsertOpts() river.InsertOpts {
 	queue := river.QueueDefault
@@ -115,6 +128,7 @@ func (RecoverArgs) Kind() string { return KindRecover }
 // a failed sweep is not retried (the next one comes within RecoveryInterval).
 func (RecoverArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{
+		Queue:       QueueControl,
 		MaxAttempts: 1,
 		UniqueOpts: river.UniqueOpts{
 			ByArgs: true,

@@ -292,7 +292,8 @@ func New(ctx context.Context, p Params) (*Service, error) {
 		// catch-up) run beside the runs of --workers, as many at once, so
 		// that one long resend holds up neither another sync's resend nor
 		// the catch-up of lost ticks.
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}, QueueV2: {MaxWorkers: s.workers}}
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: s.workers}, QueueV2: {MaxWorkers: s.workers},
+			QueueControl: {MaxWorkers: ControlWorkers}}
 		rc.Workers = workers
 	}
 	if p.FetchPollInterval > 0 && p.FetchPollInterval < river.FetchCooldownDefault {
@@ -358,14 +359,14 @@ func (s *Service) periodicJobs() ([]*river.PeriodicJob, error) {
 		// the periods it replays were swept already.
 		river.NewPeriodicJob(river.PeriodicInterval(s.recovery),
 			func() (river.JobArgs, *river.InsertOpts) {
-				return RecoverArgs{}, &river.InsertOpts{MaxAttempts: 1,
+				return RecoverArgs{}, &river.InsertOpts{Queue: QueueControl, MaxAttempts: 1,
 					UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: max(s.recovery, time.Second),
 						ByState: RecoverArgs{}.InsertOpts().UniqueOpts.ByState}}
 			},
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	if s.deadman != nil {
-		jobs = append(jobs, deadman.PeriodicJob())
+		jobs = append(jobs, deadman.PeriodicJob(QueueControl))
 	}
 	prune, err := prunePeriodicJob()
 	if err != nil {
