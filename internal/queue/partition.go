@@ -395,7 +395,7 @@ func (s *Service) recount(ctx context.Context, args RunPartitionArgs) {
 
 // completeIfDone marks the coordinated run succeeded, with the sum of its
 // partitions' counters, once the newest run of every partition is a success
-// started after it; then it releases the barrier. Two partitions finishing
+// started after it, after releasing the barrier. Two partitions finishing
 // at once may both do it: the outcome is the same.
 func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 	run, err := s.st.GetRun(ctx, args.RunID)
@@ -407,10 +407,14 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 		return
 	}
 	run.Counters = total
-	s.finishCoordinated(ctx, run, store.RunSucceeded, nil)
+	// Released first, so that a run recorded succeeded has no barrier left
+	// (unless Redis refused the release): recorded first, a reader of the
+	// run's end could find its barrier still there (make chaos
+	// redis-partitioned, 2026-12-06).
 	if err := s.barrier.Release(context.WithoutCancel(ctx), args.Barrier, args.Token); err != nil {
 		s.log.Warn("could not release the barrier of a finished partitioned run; it expires by itself", "sync", args.SyncID, "run", args.RunID, "err", err)
 	}
+	s.finishCoordinated(ctx, run, store.RunSucceeded, nil)
 }
 
 // finishCoordinated records the end of a partitioned run and, when it

@@ -386,6 +386,13 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 		for _, p := range parts {
 			done = done && p.succeeded
 		}
+		// The barrier goes first, as when the last partition completes the
+		// run (completeIfDone): a run recorded closed has none left.
+		if s.barrier != nil {
+			if err := s.barrier.Release(ctx, s.keys.Barrier(r.SyncID, r.ID), "run"+strconv.FormatInt(r.ID, 10)); err != nil {
+				s.log.Warn("could not release the barrier of a closed partitioned run; it expires by itself", "sync", r.SyncID, "run", r.ID, "err", err)
+			}
+		}
 		if done {
 			s.finishCoordinated(ctx, cur, store.RunSucceeded, nil)
 			out.Completed = append(out.Completed, r.ID)
@@ -395,11 +402,6 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 			s.finishCoordinated(ctx, cur, store.RunFailed, failure.New(failure.PartitionsUnfinished, detail))
 			out.Unfinished = append(out.Unfinished, r.ID)
 			s.log.Warn("partitioned run closed by recovery: no partition job is left to finish it", "sync", r.SyncID, "run", r.ID, "detail", detail)
-		}
-		if s.barrier != nil {
-			if err := s.barrier.Release(ctx, s.keys.Barrier(r.SyncID, r.ID), "run"+strconv.FormatInt(r.ID, 10)); err != nil {
-				s.log.Warn("could not release the barrier of a closed partitioned run; it expires by itself", "sync", r.SyncID, "run", r.ID, "err", err)
-			}
 		}
 	}
 	return errors.Join(errs...)
