@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io/fs"
 	"fmt"
 	"io"
 	"net/http"
@@ -115,6 +116,20 @@ func SQLitePath(cfg *config.Config) (string, error) {
 		path = filepath.Join(filepath.Dir(cfg.Path), path)
 	}
 	return path, nil
+}
+
+// NewSQLiteStore reports whether cfg's store is a SQLite file that does not
+// exist yet (opening it creates an empty store), and its path.
+func NewSQLiteStore(cfg *config.Config) (path string, isNew bool) {
+	if !strings.HasPrefix(cfg.Store, "sqlite:") {
+		return "", false
+	}
+	path, err := SQLitePath(cfg)
+	if err != nil {
+		return "", false
+	}
+	_, err = os.Stat(path)
+	return path, errors.Is(err, fs.ErrNotExist)
 }
 
 // StoreSchema returns the schema a postgres:// store URL names with its

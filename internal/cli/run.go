@@ -308,6 +308,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 
 	// The sync is published, and refused when paused, before Redis is
 	// reached.
+	noticeNewStore(env, cfg)
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
 		Published: func(ctx context.Context, st store.Store) error {
 			def, err := sc.DefinitionJSON()

@@ -136,6 +136,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	// store's SQL lease; lease-expiry recovery reads the same place. One
 	// Redis client (if any) serves leases, dead-man markers and barriers,
 	// and one alert dispatcher the circuit breaker.
+	noticeNewStore(env, cfg)
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log})
 	if err != nil {
 		return failed(env, err)

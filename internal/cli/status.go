@@ -48,6 +48,7 @@ func withLoadedStore(ctx context.Context, env Env, load func() (*config.Config, 
 	if err := unsetInStore(cfg); err != nil {
 		return err
 	}
+	noticeNewStore(env, cfg)
 	st, err := app.OpenStore(ctx, cfg, clock.Real{})
 	if err != nil {
 		return failed(env, err)
@@ -534,4 +535,16 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 	cmd.Flags().StringVar(&f.by, "by", "", "who is doing this (required; audited)")
 	cmd.Flags().StringVar(&f.reason, "reason", "", "why (required; audited)")
 	return cmd
+}
+
+// noticeNewStore tells, on stderr, that cfg's SQLite store file does not
+// exist yet, before a command creates it: a typo in its path (./oncesyn.db)
+// made a new, empty store in which every sync started from nothing, and the
+// next run wrote every record again, without a word (an independent check,
+// 2026-12-06). A first run is told the same, which is true.
+func noticeNewStore(env Env, cfg *config.Config) {
+	if path, isNew := app.NewSQLiteStore(cfg); isNew && env.Stderr != nil {
+		fmt.Fprintf(env.Stderr, "notice: %s does not exist yet: a new, empty store is created there, in which every sync starts from nothing (its records are sent as new). If you meant an existing store, check `store:` in %s.\n",
+			path, cfg.Path)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/lease"
 	"github.com/oncesync/oncesync/internal/lease/redislease"
 	"github.com/oncesync/oncesync/internal/rediskey"
@@ -174,5 +176,38 @@ func TestStatusSaysARunsWorkerIsGone(t *testing.T) {
 	if out := status(); !strings.Contains(out, running) || !strings.Contains(out, "no live process holds the sync's lease for it") ||
 		!strings.Contains(out, "no serve is running: start one") {
 		t.Fatalf("a run without a lease for a minute: want the verdict in\n%s", out)
+	}
+}
+
+// TestNoticeNewStore: a command about to create the config's SQLite store
+// says so, naming the file (a typo in its path made a new, empty store,
+// and the next run wrote every record again, silently); an existing store
+// or a PostgreSQL one is opened without a word.
+func TestNoticeNewStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "oncesync.yaml")
+	for _, tc := range []struct {
+		store, file string
+		want        bool
+	}{
+		{"sqlite://./oncesyn.db", "", true},
+		{"sqlite://./oncesync.db", "oncesync.db", false},
+		{"postgres://postgres@127.0.0.1:5432/postgres", "", false},
+	} {
+		if tc.file != "" {
+			if err := os.WriteFile(filepath.Join(dir, tc.file), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var errOut bytes.Buffer
+		noticeNewStore(Env{Stderr: &errOut}, &config.Config{Path: cfgPath, Store: tc.store})
+		got := errOut.String()
+		if said := strings.Contains(got, "a new, empty store is created there"); said != tc.want {
+			t.Errorf("%s: notice %q, want one: %v", tc.store, got, tc.want)
+		}
+		if tc.want && !strings.Contains(got, filepath.Join(dir, "oncesyn.db")) {
+			t.Errorf("%s: the notice %q does not name the file", tc.store, got)
+		}
 	}
 }
