@@ -103,6 +103,21 @@ func TestKindsOfSilence(t *testing.T) {
 			next: failure.Lookup(failure.DestinationAuth).NextStep,
 		},
 		{
+			// The failure's owner acts, as its next step says: a destination
+			// that never answers is the operator's.
+			name: "failed runs the operator owns",
+			history: func(t *testing.T, tb *bundle) {
+				tb.clk.Advance(2 * time.Hour)
+				tb.run(t, "s1", store.RunSucceeded, "")
+				tb.clk.Advance(20 * time.Hour)
+				tb.run(t, "s1", store.RunFailed, string(failure.DestinationUnavailable))
+				tb.clk.Advance(5 * time.Hour)
+			},
+			kind: deadman.KindRunsWithoutSuccess, owner: failure.OwnerOperator,
+			what: []string{"recorded runs but none succeeded in the last 24h", "failed with destination_unavailable"},
+			next: failure.Lookup(failure.DestinationUnavailable).NextStep,
+		},
+		{
 			name: "runs only before the window",
 			history: func(t *testing.T, tb *bundle) {
 				tb.clk.Advance(time.Hour)
@@ -147,9 +162,15 @@ func TestKindsOfSilence(t *testing.T) {
 					t.Fatalf("alerts = %+v, want the workspace's and the sync's", alerts)
 				}
 				for _, a := range alerts {
-					if a.Kind != deadman.AlertKind(tt.kind) || a.Owner != tt.owner || a.Severity != alert.SeverityCritical {
+					// The sync's alert names its latest failure's owner; the
+					// workspace's, the silence's.
+					owner := tt.owner
+					if a.SyncID == "" {
+						owner = deadman.OwnerOf(tt.kind)
+					}
+					if a.Kind != deadman.AlertKind(tt.kind) || a.Owner != owner || a.Severity != alert.SeverityCritical {
 						t.Errorf("alert %s/%s: kind %s owner %s severity %s; want %s %s critical",
-							a.Workspace, a.SyncID, a.Kind, a.Owner, a.Severity, deadman.AlertKind(tt.kind), tt.owner)
+							a.Workspace, a.SyncID, a.Kind, a.Owner, a.Severity, deadman.AlertKind(tt.kind), owner)
 					}
 					if a.Workspace != "acme" || a.WhatHappened == "" || a.NextStep == "" {
 						t.Errorf("incomplete alert %+v", a)

@@ -42,7 +42,7 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 		head,
 		sinceClause(t, v.SilentSince),
 	}
-	var next string
+	next, owner := "", OwnerOf(v.Kind)
 	switch {
 	case v.Kind == KindNoRuns:
 		switch {
@@ -74,7 +74,11 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 		if code := t.last.LastFailureCode; code != "" {
 			e := failure.Lookup(failure.Code(code))
 			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) failed with %s", t.last.LastRunID, code))
-			next = e.NextStep
+			// The next step is that failure's, and so is whoever takes it:
+			// a destination that never answers (destination_unavailable)
+			// is the operator's, not the sync owner's (an independent
+			// check, 2026-12-06).
+			next, owner = e.NextStep, e.Owner
 		} else if t.last.LastRunState != "" {
 			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) is %s", t.last.LastRunID, t.last.LastRunState))
 		}
@@ -86,7 +90,7 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 		SyncID:       syncIDOf(t),
 		WhatHappened: strings.Join(clauses, "; ") + ".",
 		NextStep:     next,
-		Owner:        OwnerOf(v.Kind),
+		Owner:        owner,
 		Link:         c.linkOf(t),
 	}
 }
