@@ -107,7 +107,7 @@ var catalog = map[Code]Entry{
 		OwnerYou, false},
 	InvalidSyncDefinition: {InvalidSyncDefinition,
 		"The sync's definition is invalid.",
-		"Fix the problem named in the run's detail (`oncesync validate --config FILE` lists every problem in the file), then run the sync again.",
+		"Fix the problem named in the run's detail (`oncesync validate --config FILE` lists every problem in the file; `oncesync check --config FILE SYNC` also reads the source's columns and the destination's fields), then run the sync again.",
 		OwnerYou, false},
 	CursorOlderThanLedger: {CursorOlderThanLedger,
 		"A page left in doubt is older than the ledger's retention, so settling it could write its records twice.",

@@ -22,9 +22,21 @@ type Spec struct {
 }
 
 // MissingColumnError reports a mapped column that the source record lacks.
-type MissingColumnError struct{ Column string }
+type MissingColumnError struct {
+	Column string
+	// Identity: the column is the sync's identity, not a mapped one.
+	Identity bool
+	// Null: the record has the identity column, without a value.
+	Null bool
+}
 
 func (e *MissingColumnError) Error() string {
+	if e.Null {
+		return fmt.Sprintf("the identity column %q is null in this record: a record without an identity cannot be told from the others", e.Column)
+	}
+	if e.Identity {
+		return fmt.Sprintf("the identity column %q is not in the source (every record needs it: a CSV header column, a JSON line's key, a column in every Parquet file)", e.Column)
+	}
 	// A JSON line may leave a key out where its exporter had no value: the
 	// record is refused rather than read as null, since a misspelt column
 	// read as null would clear that field at the destination for every
@@ -98,7 +110,7 @@ func (s Spec) Apply(rec source.Record) (map[string]any, error) {
 func Identity(rec source.Record, column string) (string, error) {
 	v, ok := rec.Fields[column]
 	if !ok || v == nil {
-		return "", &MissingColumnError{Column: column}
+		return "", &MissingColumnError{Column: column, Identity: true, Null: ok}
 	}
 	return fmt.Sprint(v), nil
 }

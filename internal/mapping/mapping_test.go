@@ -60,3 +60,21 @@ func TestApply(t *testing.T) {
 		t.Fatal("identity of a missing column must fail")
 	}
 }
+
+// TestIdentityMissingOrNull: a record without its identity column, and one
+// whose identity is null, are told apart, and neither is called a mapped
+// column (the run's detail sent people to the mapping).
+func TestIdentityMissingOrNull(t *testing.T) {
+	t.Parallel()
+	_, err := Identity(source.Record{Fields: map[string]any{"id": "7"}}, "uid")
+	if err == nil || !strings.Contains(err.Error(), `the identity column "uid" is not in the source`) {
+		t.Errorf("missing: %v", err)
+	}
+	_, err = Identity(source.Record{Fields: map[string]any{"uid": nil}}, "uid")
+	if err == nil || !strings.Contains(err.Error(), `the identity column "uid" is null in this record`) {
+		t.Errorf("null: %v", err)
+	}
+	if id, err := Identity(source.Record{Fields: map[string]any{"uid": int64(7)}}, "uid"); err != nil || id != "7" {
+		t.Errorf("present: %q, %v", id, err)
+	}
+}
