@@ -45,3 +45,41 @@ syncs:
 		t.Fatalf("the bar should count 3/3 records:\n%s", out.String())
 	}
 }
+
+// TestRunWarnsOfAnotherConfigsSync: two configs on one store with one sync
+// id took turns publishing it, and each run wrote every record again,
+// silently (an independent check, 2026-12-06). A run that moves the sync to
+// another workspace says so on stderr; a run that does not, says nothing.
+func TestRunWarnsOfAnotherConfigsSync(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	run := func(workspace string) string {
+		cfg := filepath.Join(dir, workspace+".yaml")
+		writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: contacts
+    workspace: `+workspace+`
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+		var out, errOut bytes.Buffer
+		if code := Main(t.Context(), []string{"run", "--config", cfg, "contacts"},
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }}); code != 0 {
+			t.Fatalf("run of %s: exit %d\n%s%s", workspace, code, out.String(), errOut.String())
+		}
+		return errOut.String()
+	}
+	const warning = "warning: sync contacts of this store is in workspace"
+	for i, tc := range []struct {
+		workspace string
+		warns     bool
+	}{{"team-a", false}, {"team-a", false}, {"team-b", true}, {"team-a", true}} {
+		if got := run(tc.workspace); strings.Contains(got, warning) != tc.warns {
+			t.Errorf("run %d (%s): stderr %q; want the warning: %v", i+1, tc.workspace, got, tc.warns)
+		}
+	}
+}

@@ -315,6 +315,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			if err != nil {
 				return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition")
 			}
+			if prev, err := st.GetSync(ctx, sc.ID); err == nil && prev.Workspace != "" && prev.Workspace != sc.Workspace {
+				// Two configs on one store with one sync id took turns
+				// publishing it, and each run wrote every record again (an
+				// independent check, 2026-12-06): a workspace that moves is
+				// the one sign of it the store keeps.
+				fmt.Fprintf(env.Stderr, "warning: sync %s of this store is in workspace %s; %s puts it in %s. If another config uses this store with the same sync id, each run of either one sends every record again: give each config its own store, or its syncs their own ids.\n",
+					sc.ID, prev.Workspace, cfg.Path, sc.Workspace)
+			}
 			row, err := st.PutSync(ctx, store.PutSyncParams{ID: sc.ID, Workspace: sc.Workspace, Definition: def, By: app.Publisher(cfg.Path)})
 			if err != nil {
 				return failure.Wrap(failure.StoreUnavailable, err, "publish the sync")
