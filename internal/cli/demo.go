@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,7 +37,18 @@ Exit code 0 when every contact arrived exactly once.`,
 			}
 			p.Executable, p.Stdout = exe, env.Stdout
 			start := time.Now()
-			if _, err := demo.Run(cmd.Context(), p); err != nil {
+			// Ctrl-C or SIGTERM stops the workers (their commands end with
+			// the context) and removes the demo's temporary directory; the
+			// signal's default killed the demo alone, leaving a worker
+			// running and the directory behind (an independent check,
+			// 2026-12-06).
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			if _, err := demo.Run(ctx, p); err != nil {
+				if ctx.Err() != nil && cmd.Context().Err() == nil {
+					fmt.Fprintln(env.Stdout, "\ndemo stopped: its workers were stopped and its temporary files removed")
+					return exit(ExitFailed, errors.New("demo stopped by a signal"))
+				}
 				return exit(ExitFailed, err)
 			}
 			fmt.Fprintf(env.Stdout, "\ndemo finished in %s: every contact arrived exactly once.\n", time.Since(start).Round(time.Millisecond))
