@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	pq "github.com/parquet-go/parquet-go"
@@ -81,5 +82,53 @@ syncs:
 		if got := run(tc.workspace); strings.Contains(got, warning) != tc.warns {
 			t.Errorf("run %d (%s): stderr %q; want the warning: %v", i+1, tc.workspace, got, tc.warns)
 		}
+	}
+}
+
+// lockedBuffer is one buffer for stdout and stderr, as a terminal shows them.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestFailedLineLastAfterAHeartbeat: with a heartbeat_url whose monitor does
+// not answer, the heartbeat's warning came after the failed: line when
+// stdout and stderr were read together (an independent check, 2026-12-06);
+// the failed: line is the last.
+func TestFailedLineLastAfterAHeartbeat(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
+	t.Cleanup(hook.Close)
+	monitor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotImplemented) }))
+	t.Cleanup(monitor.Close)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: contacts
+    heartbeat_url: `+monitor.URL+`/ping
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	var both lockedBuffer
+	code := Main(t.Context(), []string{"run", "--config", cfg, "contacts"},
+		Env{Stdout: &both, Stderr: &both, LookupEnv: func(string) (string, bool) { return "", false }})
+	lines := strings.Split(strings.TrimSpace(both.String()), "\n")
+	if code != ExitFailed || !strings.HasPrefix(lines[len(lines)-1], "failed: ") || !strings.Contains(both.String(), "heartbeat failed") {
+		t.Fatalf("exit %d; want the heartbeat's warning, then the failed: line last:\n%s", code, both.String())
 	}
 }

@@ -373,6 +373,9 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		// heartbeat says /fail, and the dead-man does not take the sync
 		// for one that never ran (docs/guide.md#running-on-a-schedule-serve-and-worker).
 		recordBuildFailure(ctx, st, sc, err, afterFailure, beats, log)
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+		_ = beats.Close(hctx) // what it logs comes before the failed: line
+		hcancel()
 		return failed(env, err)
 	}
 	defer built.Close()
@@ -587,6 +590,13 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	}
 	cancel()
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
+	if worstErr != nil {
+		// The failed: line is the last one on a terminal (stdout and stderr
+		// together), after what the heartbeat logs if its monitor fails.
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+		_ = beats.Close(hctx)
+		hcancel()
+	}
 	if last.State == store.RunSucceeded {
 		resolveSilence(ctx, app.DeadmanParams{Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: a.Redis}, sc, last)
 	}
