@@ -54,9 +54,9 @@ Point a sync's destination base_url at http://ADDR/v3 to use it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return fakebrevo.Serve(ctx, listen, opts, func(addr string) {
+			return listenAdvice(listen, fakebrevo.Serve(ctx, listen, opts, func(addr string) {
 				fmt.Fprintf(env.Stdout, "fake Brevo listening on http://%s/v3 (stats: http://%s/_stats)\n", addr, addr)
-			})
+			}))
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8026", "address to listen on (port 0 picks a free one)")

@@ -210,7 +210,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 	if f.listen != "" {
 		ln, err := net.Listen("tcp", f.listen)
 		if err != nil {
-			return exit(ExitUsage, fmt.Errorf("--listen %s: %w", f.listen, err))
+			return exit(ExitUsage, listenAdvice(f.listen, fmt.Errorf("--listen %s: %w", f.listen, err)))
 		}
 		addr = ln.Addr().String()
 		var ui http.Handler
@@ -588,4 +588,13 @@ func serveListen(cfg *config.Config, flag string, set bool) string {
 	}
 	cfg.Web.Listen = flag
 	return flag
+}
+
+// listenAdvice adds to err, a failure to listen on addr, what to do when
+// another process holds the address (it said what happened only).
+func listenAdvice(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: another process already listens on %s: stop it, or give --listen another address (port 0 picks a free one)", err, addr)
+	}
+	return err
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,5 +160,23 @@ func TestServeListenLinks(t *testing.T) {
 		if got := app.SyncLink(cfg)("s1"); got != tc.link {
 			t.Errorf("%s: alerts link to %q, want %q", tc.name, got, tc.link)
 		}
+	}
+}
+
+// TestListenAdvice: an address another process holds says what to do.
+func TestListenAdvice(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = net.Listen("tcp", ln.Addr().String())
+	got := listenAdvice(ln.Addr().String(), err)
+	if got == nil || !strings.Contains(got.Error(), "another process already listens on "+ln.Addr().String()) || !errors.Is(got, syscall.EADDRINUSE) {
+		t.Fatalf("listenAdvice = %v", got)
+	}
+	if other := errors.New("x"); listenAdvice("a", other) != other {
+		t.Fatal("another error was changed")
 	}
 }
