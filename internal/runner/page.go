@@ -1003,17 +1003,25 @@ func storeFailure(ctx context.Context, err error, what string) error {
 }
 
 func sourceFailure(ctx context.Context, err error) error {
+	// A source that already said what happened (a *failure.Error from its
+	// HTTP client) keeps its words once: its Error() repeats the cause
+	// after them ("Shopify refused the access token (HTTP 401): HTTP 401").
+	words := err.Error()
+	var fe *failure.Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		words = fe.Detail
+	}
 	switch {
 	case ctx.Err() != nil:
 		return cancelled(ctx)
 	case errors.Is(err, source.ErrChanged):
 		return failure.Wrap(failure.SourceChangedDuringRun, err, "the source no longer matches the saved cursor: %s", err.Error())
 	case errors.Is(err, source.ErrAuth):
-		return failure.Wrap(failure.SourceAuth, err, "%s", err.Error())
+		return failure.Wrap(failure.SourceAuth, err, "%s", words)
 	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrBadCursor):
-		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", err.Error())
+		return failure.Wrap(failure.SourceQueryInvalid, err, "%s", words)
 	default:
-		return failure.Wrap(failure.SourceUnavailable, err, "%s", err.Error())
+		return failure.Wrap(failure.SourceUnavailable, err, "%s", words)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/storetest"
 )
@@ -95,5 +96,22 @@ func TestEmptyExportIsCheckedAgainstItsHeader(t *testing.T) {
 				t.Fatalf("run state %s", r.State)
 			}
 		})
+	}
+}
+
+// TestSourceFailureSaysItOnce: a source's error that already is a failure
+// (its HTTP client's words) is the run's detail once; its Error() repeated
+// the cause ("... (HTTP 401): shopify: POST graphql.json: HTTP 401").
+func TestSourceFailureSaysItOnce(t *testing.T) {
+	t.Parallel()
+	cause := fmt.Errorf("shopify: POST graphql.json: HTTP 401: %w", source.ErrAuth)
+	inner := failure.Wrap(failure.SourceAuth, cause, "Shopify refused the access token (HTTP 401)")
+	got := sourceFailure(context.Background(), inner)
+	if failure.CodeOf(got) != failure.SourceAuth || failure.Detail(got) != "Shopify refused the access token (HTTP 401)" {
+		t.Fatalf("code %s, detail %q", failure.CodeOf(got), failure.Detail(got))
+	}
+	plain := fmt.Errorf("csv: %w: line 3 is cut", source.ErrInvalid)
+	if d := failure.Detail(sourceFailure(context.Background(), plain)); d != plain.Error() {
+		t.Fatalf("a plain error's detail %q, want its words", d)
 	}
 }
