@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -130,5 +131,38 @@ syncs:
 	lines := strings.Split(strings.TrimSpace(both.String()), "\n")
 	if code != ExitFailed || !strings.HasPrefix(lines[len(lines)-1], "failed: ") || !strings.Contains(both.String(), "heartbeat failed") {
 		t.Fatalf("exit %d; want the heartbeat's warning, then the failed: line last:\n%s", code, both.String())
+	}
+}
+
+// TestStoredFailureHidesSecrets: a run that failed before it started keeps
+// its detail in the store with the config's secrets hidden, as the printed
+// lines hide them: a MySQL password that was also part of its socket's path
+// was stored in clear (an independent check, 2026-12-06).
+func TestStoredFailureHidesSecrets(t *testing.T) {
+	t.Parallel()
+	const pw = "S3cretPW9x"
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	dbPath := filepath.Join(dir, "s.db")
+	writeFile(t, cfg, `store: sqlite://`+dbPath+`
+syncs:
+  - id: people
+    source: {type: mysql, dsn: "root:${MYPW}@unix(`+filepath.Join(dir, "nosock-${MYPW}")+`)/crm", table: people, cursor_column: id, identity: id}
+    destination: {type: webhook, url: http://127.0.0.1:1/hook}
+    mapping: {fields: {email: email}}
+`)
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"run", "--config", cfg, "people"}, Env{Stdout: &out, Stderr: &errOut,
+		LookupEnv: func(k string) (string, bool) { return pw, k == "MYPW" }})
+	if code == 0 || strings.Contains(out.String()+errOut.String(), pw) {
+		t.Fatalf("exit %d; the output must not hold the password:\n%s%s", code, out.String(), errOut.String())
+	}
+	db, err := os.ReadFile(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(dbPath + "-wal")
+	if strings.Contains(string(db)+string(wal), pw) {
+		t.Fatal("the store holds the password")
 	}
 }

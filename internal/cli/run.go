@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
 	"github.com/oncesync/oncesync/internal/clock"
@@ -372,7 +373,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		// failed run, as a worker records it: the breaker counts it, the
 		// heartbeat says /fail, and the dead-man does not take the sync
 		// for one that never ran (docs/guide.md#running-on-a-schedule-serve-and-worker).
-		recordBuildFailure(ctx, st, sc, err, afterFailure, beats, log)
+		recordBuildFailure(ctx, st, sc, err, cfg.SecretValues(), afterFailure, beats, log)
 		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
 		_ = beats.Close(hctx) // what it logs comes before the failed: line
 		hcancel()
@@ -774,13 +775,15 @@ func runOnePart(ctx context.Context, part runPart, params func(bar progress.Bar,
 // start (its source or destination could not be set up), evaluates the
 // breaker and sends the heartbeat's /fail. A store that cannot record it
 // is logged: the caller reports the original failure.
-func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, err error, afterFailure func(context.Context, store.Run), beats *deadman.Heartbeats, log *slog.Logger) {
+func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, err error, secrets []string, afterFailure func(context.Context, store.Run), beats *deadman.Heartbeats, log *slog.Logger) {
 	err = failure.OutOfFiles(err)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	run, rerr := st.InsertRun(rctx, store.InsertRunParams{
 		SyncID: sc.ID, State: store.RunFailed, Attempt: 1,
-		FailureCode: string(failure.CodeOf(err)), Detail: failure.Detail(err),
+		// A secret in the detail (a password also in a socket path) is
+		// hidden, as the printed lines hide it.
+		FailureCode: string(failure.CodeOf(err)), Detail: apiclient.HideSecrets(failure.Detail(err), secrets),
 	})
 	if rerr != nil {
 		log.Error("could not record a failed run", "sync", sc.ID, "code", failure.CodeOf(err), "err", rerr)

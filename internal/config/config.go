@@ -355,6 +355,9 @@ type OIDC struct {
 type Sync struct {
 	ID        string
 	Workspace string
+	// hidden are the config's secret values (set at load), which its
+	// stored definition hides wherever they appear (DefinitionJSON).
+	hidden []string
 	// Schedule is a cron expression (5 fields or a descriptor such as
 	// @hourly); empty means the sync only runs on demand.
 	Schedule    string

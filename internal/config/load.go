@@ -134,6 +134,9 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 		cfg = l.config(root)
 		cfg.Path = file
 		cfg.envSecrets = l.envSecrets(cfg, env)
+		for i := range cfg.Syncs {
+			cfg.Syncs[i].hidden = cfg.envSecrets
+		}
 		l.applyDefaults(cfg)
 		l.validate(cfg)
 	}

@@ -326,7 +326,27 @@ func (s Sync) DefinitionJSON() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return string(b), nil
+	return hideIn(string(b), s.hidden), nil
+}
+
+// hideIn replaces in a definition's JSON every secret value of eight or
+// more bytes that is left in it, as JSON writes it, with "xxxxx": a secret
+// key's own value is redacted already, but the same value elsewhere (a
+// MySQL password also in its socket's path) was stored in clear (an
+// independent check, 2026-12-06). Shorter values could be ordinary words or
+// numbers of the definition.
+func hideIn(def string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) < 8 {
+			continue
+		}
+		q, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		def = strings.ReplaceAll(def, string(q[1:len(q)-1]), "xxxxx")
+	}
+	return def
 }
 
 // SecretValues returns every secret value the configuration holds (API

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/barrier"
 	"github.com/oncesync/oncesync/internal/breaker"
@@ -606,7 +607,9 @@ func buildFailure(err error) error {
 // original failure.
 func (s *Service) recordFailure(ctx context.Context, syncID string, attempt int, err error) {
 	err = failure.OutOfFiles(err)
-	code, detail := failure.CodeOf(err), failure.Detail(err)
+	// The detail may quote a source's address: a secret in it (a password
+	// that is also in a socket path) is hidden as serve's logs hide it.
+	code, detail := failure.CodeOf(err), apiclient.HideSecrets(failure.Detail(err), s.cfg.SecretValues())
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	run, rerr := s.st.InsertRun(rctx, store.InsertRunParams{
