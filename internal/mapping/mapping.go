@@ -32,7 +32,7 @@ type MissingColumnError struct {
 
 func (e *MissingColumnError) Error() string {
 	if e.Null {
-		return fmt.Sprintf("the identity column %q is null in this record: a record without an identity cannot be told from the others", e.Column)
+		return fmt.Sprintf("the identity column %q is null or empty in this record: a record without an identity cannot be told from the others", e.Column)
 	}
 	if e.Identity {
 		return fmt.Sprintf("the identity column %q is not in the source (every record needs it: a CSV header column, a JSON line's key, a column in every Parquet file)", e.Column)

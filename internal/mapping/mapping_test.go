@@ -71,9 +71,10 @@ func TestIdentityMissingOrNull(t *testing.T) {
 		t.Errorf("missing: %v", err)
 	}
 	_, err = Identity(source.Record{Fields: map[string]any{"uid": nil}}, "uid")
-	if err == nil || !strings.Contains(err.Error(), `the identity column "uid" is null in this record`) {
+	if err == nil || !strings.Contains(err.Error(), `the identity column "uid" is null or empty in this record`) {
 		t.Errorf("null: %v", err)
 	}
+
 	if id, err := Identity(source.Record{Fields: map[string]any{"uid": int64(7)}}, "uid"); err != nil || id != "7" {
 		t.Errorf("present: %q, %v", id, err)
 	}

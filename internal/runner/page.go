@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/trace"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -906,7 +907,13 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 			it.hash = ledger.SaltedHash(it.hash, r.salt)
 		}
 		if r.Sync.Identity != "" {
-			if it.id, err = mapping.Identity(rec, r.Sync.Identity); err != nil {
+			if it.id, err = mapping.Identity(rec, r.Sync.Identity); err == nil && strings.TrimSpace(it.id) == "" {
+				// An empty CSV cell (or JSON string): several such rows
+				// were taken for one record, the last, and the others were
+				// never sent (an independent check, 2026-12-06).
+				err = &mapping.MissingColumnError{Column: r.Sync.Identity, Identity: true, Null: true}
+			}
+			if err != nil {
 				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
 				continue
 			}

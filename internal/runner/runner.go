@@ -705,7 +705,10 @@ func CheckColumns(s Sync, rec source.Record, what string) error {
 		return failure.Wrap(failure.InvalidSyncDefinition, err, "%s: %s", what, err.Error())
 	}
 	if s.Identity != "" {
-		if _, err := mapping.Identity(rec, s.Identity); err != nil {
+		// A column that is there without a value is the record's to fix,
+		// not the definition's (rec may be a header's columns, all empty).
+		var mce *mapping.MissingColumnError
+		if _, err := mapping.Identity(rec, s.Identity); err != nil && !(errors.As(err, &mce) && mce.Null) {
 			return failure.Wrap(failure.InvalidSyncDefinition, err, "%s (identity): %s", what, err.Error())
 		}
 	}

@@ -115,3 +115,29 @@ func TestSourceFailureSaysItOnce(t *testing.T) {
 		t.Fatalf("a plain error's detail %q, want its words", d)
 	}
 }
+
+// TestEmptyIdentityIsRejected: rows whose identity cell is empty were taken
+// for one record, the last of them, and the others were never sent (an
+// independent check, 2026-12-06). Each is refused, listed, and the row with
+// an identity is written.
+func TestEmptyIdentityIsRejected(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 0, destination.CapVerify)
+	if err := os.WriteFile(tb.csv, []byte("id,email,first_name\n,a@x.io,A\n,b@x.io,B\n  ,c@x.io,C\n4,d@x.io,D\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil && failure.CodeOf(err) != failure.DestinationRejectedRecords {
+		t.Fatalf("run: %v", err)
+	}
+	if r.Written != 1 || r.Rejected != 3 {
+		t.Fatalf("written %d, rejected %d; want 1 and 3", r.Written, r.Rejected)
+	}
+	rejected, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerRejected, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rejected) != 3 || !strings.Contains(rejected[0].Message, `the identity column "id" is null or empty`) {
+		t.Fatalf("rejected entries %+v, want the 3 rows without an identity", rejected)
+	}
+}
