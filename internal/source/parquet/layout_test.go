@@ -134,13 +134,31 @@ func TestExportsAsPeopleLeaveThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"part-0.parquet.bak", "part-0.parquet~", "part-0.parquet.orig"} {
+	for _, name := range []string{"part-0.parquet.bak", "part-0.parquet~", "part-0.parquet.orig", "part-0.parquet.1", "part-0.parquet.20261205"} {
 		if err := os.WriteFile(filepath.Join(day2, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := readAll(t, open(t, day2), "", 4); len(got) != 12 || got[11].Fields["name"] != "new" {
 		t.Fatalf("with backups beside it: %d records, want the export's 12", len(got))
+	}
+
+	// A partition directory linked into the export is read, and a link
+	// back up (a cycle) does not read anything twice.
+	other := filepath.Join(base, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeParts(t, other, map[string][]contact{"part-0.parquet": people(100, 104, "linked")})
+	if err := os.Symlink(other, filepath.Join(day1, "dt=2026-12-06")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(day1, filepath.Join(other, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, open(t, day1), "", 4)
+	if len(got) != 15 || got[0].Fields["dt"] != "2026-12-06" || got[0].Fields["name"] != "linked" {
+		t.Fatalf("with a linked partition: %d records (%v), want 15, the linked ones with their dt", len(got), ids(got))
 	}
 
 	empty := filepath.Join(base, "empty")

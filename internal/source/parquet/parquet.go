@@ -26,6 +26,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -148,31 +149,53 @@ func (s *Source) list() (listing, error) {
 		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
 	l := listing{dir: root, base: filepath.Base(s.path)}
-	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+	// Links inside the export are followed too: a partition directory
+	// linked in (dt=2026-12-06 -> ../other) was skipped by WalkDir, and its
+	// rows never read, the run succeeding (an independent check,
+	// 2026-12-06). A directory reached twice (a cycle) is read once.
+	seen := map[string]bool{root: true}
+	var walk func(dir, rel string) error
+	walk = func(dir, rel string) error {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return err
 		}
-		if p == root {
-			return nil
-		}
-		n := e.Name()
-		if hidden(n) || (!e.IsDir() && leftover(n)) {
-			if e.IsDir() {
-				return filepath.SkipDir
+		for _, e := range entries {
+			n := e.Name()
+			if hidden(n) {
+				continue
 			}
-			return nil
+			p, r := filepath.Join(dir, n), path.Join(rel, n)
+			isDir := e.IsDir()
+			if e.Type()&fs.ModeSymlink != 0 {
+				fi, err := os.Stat(p)
+				if err != nil {
+					continue // a link to nothing: nothing to read
+				}
+				isDir = fi.IsDir()
+			}
+			if isDir {
+				real, err := filepath.EvalSymlinks(p)
+				if err != nil {
+					return err
+				}
+				if seen[real] {
+					continue
+				}
+				seen[real] = true
+				if err := walk(p, r); err != nil {
+					return err
+				}
+				continue
+			}
+			if leftover(n) || (!strings.HasSuffix(strings.ToLower(n), ".parquet") && !complete(p)) {
+				continue
+			}
+			l.names = append(l.names, r)
 		}
-		if e.IsDir() || (!strings.HasSuffix(strings.ToLower(n), ".parquet") && !complete(p)) {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		l.names = append(l.names, filepath.ToSlash(rel))
 		return nil
-	})
-	if err != nil {
+	}
+	if err := walk(root, ""); err != nil {
 		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
 	slices.Sort(l.names)
@@ -209,6 +232,9 @@ func complete(p string) bool {
 // independent check, 2026-12-06).
 func leftover(name string) bool {
 	n := strings.ToLower(name)
+	if strings.Contains(n, ".parquet.") {
+		return true // part-0.parquet.1, .prev, .20261205: a copy of a file
+	}
 	for _, suffix := range []string{".bak", ".backup", ".old", ".orig", ".tmp", ".temp", ".swp", ".part", ".partial", ".crdownload", "~"} {
 		if strings.HasSuffix(n, suffix) {
 			return true
