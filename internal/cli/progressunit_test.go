@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // TestRunBarUnitOfParquet: a Parquet source tells its position in rows, not
@@ -86,24 +87,6 @@ syncs:
 	}
 }
 
-// lockedBuffer is one buffer for stdout and stderr, as a terminal shows them.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestFailedLineLastAfterAHeartbeat: with a heartbeat_url whose monitor does
 // not answer, the heartbeat's warning came after the failed: line when
 // stdout and stderr were read together (an independent check, 2026-12-06);
@@ -125,7 +108,7 @@ syncs:
     destination: {type: webhook, url: `+hook.URL+`}
     mapping: {fields: {email: email}}
 `)
-	var both lockedBuffer
+	var both testenv.Output // stdout and stderr in one, as a terminal shows them
 	code := Main(t.Context(), []string{"run", "--config", cfg, "contacts"},
 		Env{Stdout: &both, Stderr: &both, LookupEnv: func(string) (string, bool) { return "", false }})
 	lines := strings.Split(strings.TrimSpace(both.String()), "\n")
