@@ -28,22 +28,7 @@ func TestRunByHandOfAPartitionedSync(t *testing.T) {
 	const records = 400
 	ls := newLeaseStores(t)
 	tb := setup(t, setupParams{records: records, pageSize: 50, mode: "bulk"})
-	cfg := fmt.Sprintf(`store: %s
-redis: %s
-settings: {lease_ttl: 5s, lease_renew: 1s}
-syncs:
-  - id: %s
-    workspace: acme
-    schedule: "@every 2s"
-    partitions: 2
-    source: {type: csv, path: contacts.csv, page_size: 50, identity: id}
-    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: bulk, list_ids: [2], rate_limit: 1000}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
-`, ls.storeURL, ls.redisURL, ls.syncID, tb.srv.URL)
-	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
-	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePartitionedConfig(t, tb, ls, `"@every 2s"`)
 	serveUntil := func(what string, done func() bool) {
 		t.Helper()
 		s := tb.start("serve", "--config", tb.config, "--listen", "127.0.0.1:0", "--workers", "3")
@@ -218,21 +203,7 @@ func TestRunByHandOfAPartitionedSyncPinsItsSource(t *testing.T) {
 	const records = 400
 	ls := newLeaseStores(t)
 	tb := setup(t, setupParams{records: records, pageSize: 50, mode: "bulk"})
-	cfg := fmt.Sprintf(`store: %s
-redis: %s
-settings: {lease_ttl: 5s, lease_renew: 1s}
-syncs:
-  - id: %s
-    workspace: acme
-    partitions: 2
-    source: {type: csv, path: contacts.csv, page_size: 50, identity: id}
-    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: bulk, list_ids: [2], rate_limit: 1000}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
-`, ls.storeURL, ls.redisURL, ls.syncID, tb.srv.URL)
-	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
-	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePartitionedConfig(t, tb, ls, `""`)
 	renamed := make(map[int]string, records)
 	for i := 1; i <= records; i++ {
 		renamed[i] = fmt.Sprintf("New%d", i)
@@ -291,5 +262,27 @@ syncs:
 	}
 	if st := tb.stats(); st.DuplicateWrites != 0 || st.Invalid != 0 {
 		t.Fatalf("duplicate writes %d, invalid requests %d", st.DuplicateWrites, st.Invalid)
+	}
+}
+
+// writePartitionedConfig writes tb's config: its sync on ls's stores with
+// partitions: 2 and schedule (YAML; "" for none), into tb's fake Brevo.
+func writePartitionedConfig(t *testing.T, tb *testBundle, ls *leaseStores, schedule string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`store: %s
+redis: %s
+settings: {lease_ttl: 5s, lease_renew: 1s}
+syncs:
+  - id: %s
+    workspace: acme
+    schedule: %s
+    partitions: 2
+    source: {type: csv, path: contacts.csv, page_size: 50, identity: id}
+    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: bulk, list_ids: [2], rate_limit: 1000}
+    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
+`, ls.storeURL, ls.redisURL, ls.syncID, schedule, tb.srv.URL)
+	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
+	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
