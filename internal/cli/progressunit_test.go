@@ -76,13 +76,19 @@ syncs:
 		}
 		return errOut.String()
 	}
-	const warning = "warning: sync contacts of this store is in workspace"
+	// The first run is told the sync never ran on this store (a mistyped
+	// store path would make every run a first one).
+	const warning, notice = "warning: sync contacts of this store is in workspace", "notice: sync contacts has never run on "
 	for i, tc := range []struct {
 		workspace string
 		warns     bool
 	}{{"team-a", false}, {"team-a", false}, {"team-b", true}, {"team-a", true}} {
-		if got := run(tc.workspace); strings.Contains(got, warning) != tc.warns {
+		got := run(tc.workspace)
+		if strings.Contains(got, warning) != tc.warns {
 			t.Errorf("run %d (%s): stderr %q; want the warning: %v", i+1, tc.workspace, got, tc.warns)
+		}
+		if strings.Contains(got, notice+filepath.Join(dir, "s.db")) != (i == 0) {
+			t.Errorf("run %d: stderr %q; want the never-run notice on the first run only", i+1, got)
 		}
 	}
 }

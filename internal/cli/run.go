@@ -309,14 +309,26 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 
 	// The sync is published, and refused when paused, before Redis is
 	// reached.
-	noticeNewStore(env, cfg)
 	a, err := app.Open(ctx, app.OpenParams{Config: cfg, Clock: clk, Logger: log,
 		Published: func(ctx context.Context, st store.Store) error {
 			def, err := sc.DefinitionJSON()
 			if err != nil {
 				return failure.Wrap(failure.InvalidSyncDefinition, err, "encode the sync definition")
 			}
-			if prev, err := st.GetSync(ctx, sc.ID); err == nil && prev.Workspace != "" && prev.Workspace != sc.Workspace {
+			prev, err := st.GetSync(ctx, sc.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				// A mistyped store path, or one a read-only command created
+				// (status, whose notice this run would not repeat), made a
+				// new, empty store, and this run wrote every record again
+				// without a word (an independent check, 2026-12-06).
+				where := "the store of " + cfg.Path // never its URL, which may hold a password
+				if path, err := app.SQLitePath(cfg); err == nil && strings.HasPrefix(cfg.Store, "sqlite:") {
+					where = path
+				}
+				fmt.Fprintf(env.Stderr, "notice: sync %s has never run on %s: every record is sent as new. If it has run before, stop and check `store:` in %s.\n",
+					sc.ID, where, cfg.Path)
+			}
+			if err == nil && prev.Workspace != "" && prev.Workspace != sc.Workspace {
 				// Two configs on one store with one sync id took turns
 				// publishing it, and each run wrote every record again (an
 				// independent check, 2026-12-06): a workspace that moves is
