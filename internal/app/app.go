@@ -121,10 +121,7 @@ func SQLitePath(cfg *config.Config) (string, error) {
 // NewSQLiteStore reports whether cfg's store is a SQLite file that does not
 // exist yet (opening it creates an empty store), and its path.
 func NewSQLiteStore(cfg *config.Config) (path string, isNew bool) {
-	if !strings.HasPrefix(cfg.Store, "sqlite:") {
-		return "", false
-	}
-	path, err := SQLitePath(cfg)
+	path, err := SQLitePath(cfg) // an error for any other store
 	if err != nil {
 		return "", false
 	}

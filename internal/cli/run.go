@@ -321,8 +321,10 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				// (status, whose notice this run would not repeat), made a
 				// new, empty store, and this run wrote every record again
 				// without a word (an independent check, 2026-12-06).
-				where := "the store of " + cfg.Path // never its URL, which may hold a password
-				if path, err := app.SQLitePath(cfg); err == nil && strings.HasPrefix(cfg.Store, "sqlite:") {
+				// Never the store's URL, which may hold a password;
+				// SQLitePath refuses any other store.
+				where := "the store of " + cfg.Path
+				if path, err := app.SQLitePath(cfg); err == nil {
 					where = path
 				}
 				fmt.Fprintf(env.Stderr, "notice: sync %s has never run on %s: every record is sent as new. If it has run before, stop and check `store:` in %s.\n",
@@ -361,11 +363,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	// The sync's heartbeat (docs/guide.md#telling-silence-from-outside) goes out after the summary; the exit
 	// waits for it a little, and its outcome never changes the exit code.
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
-	defer func() {
+	waitBeats := func() {
 		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
 		defer hcancel()
 		_ = beats.Close(hctx) // a heartbeat still going is cut off: it is logged
-	}()
+	}
+	defer waitBeats()
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
 	// afterFailure evaluates the sync's breaker after a failed run of the
@@ -386,9 +389,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		// heartbeat says /fail, and the dead-man does not take the sync
 		// for one that never ran (docs/guide.md#running-on-a-schedule-serve-and-worker).
 		recordBuildFailure(ctx, st, sc, err, cfg.SecretValues(), afterFailure, beats, log)
-		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
-		_ = beats.Close(hctx) // what it logs comes before the failed: line
-		hcancel()
+		waitBeats() // what it logs comes before the failed: line
 		return failed(env, err)
 	}
 	defer built.Close()
@@ -606,9 +607,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	if worstErr != nil {
 		// The failed: line is the last one on a terminal (stdout and stderr
 		// together), after what the heartbeat logs if its monitor fails.
-		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
-		_ = beats.Close(hctx)
-		hcancel()
+		waitBeats()
 	}
 	if last.State == store.RunSucceeded {
 		resolveSilence(ctx, app.DeadmanParams{Config: cfg, Store: st, Notifier: alerts, Clock: clk, Logger: log, Redis: a.Redis}, sc, last)

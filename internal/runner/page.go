@@ -1022,7 +1022,7 @@ func sourceFailure(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return cancelled(ctx)
 	case errors.Is(err, source.ErrChanged):
-		return failure.Wrap(failure.SourceChangedDuringRun, err, "the source no longer matches the saved cursor: %s", err.Error())
+		return failure.Wrap(failure.SourceChangedDuringRun, err, "the source no longer matches the saved cursor: %s", words)
 	case errors.Is(err, source.ErrAuth):
 		return failure.Wrap(failure.SourceAuth, err, "%s", words)
 	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrBadCursor):
