@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/trace"
 	"slices"
 	"strings"
@@ -42,6 +43,10 @@ type item struct {
 	// refusedBefore: the destination refused this very value on an earlier
 	// write (its key is rejected in the ledger).
 	refusedBefore bool
+	// absent: the ledger stage read its key and found no entry
+	// (store.LedgerClaimParams.Absent); slotAbsent: the same of its slot
+	// (store.LedgerFinish.Absent of its first delivered state).
+	absent, slotAbsent bool
 	// invalid, when set, is why the record could not be read or mapped:
 	// it is rejected without a write (its slot is its position).
 	invalid string
@@ -119,12 +124,18 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			return c, err
 		}
 	}
+	var ahead *readAhead
+	if r.readsAhead && r.keysAhead {
+		ahead = r.readKeysAhead(ctx, items)
+	}
 	reg := trace.StartRegion(ctx, "ledger.get.slots")
 	states, err := r.Store.LedgerGet(ctx, r.Sync.ID, slots)
 	reg.End()
 	if err != nil {
+		ahead.wait()
 		return c, storeFailure(ctx, err, "read the ledger")
 	}
+	r.keysAhead = 2*(len(items)-len(states)) >= len(items)
 	var (
 		changed []*item
 		// superseded are refusals of values rows no longer hold, whose
@@ -134,6 +145,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	for i := range items {
 		it := &items[i]
 		e, found := states[it.slot]
+		it.slotAbsent = !found
 		st, ok := ledger.DecodeSlot(e, found)
 		if ok && !r.resends(e) && r.unchanged(st, it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
@@ -156,22 +168,35 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		it.Key = r.deliveryKey(it)
 		changed = append(changed, it)
 	}
+	entries, aheadErr := ahead.wait()
 	if len(changed) == 0 {
 		if len(superseded) > 0 {
 			return c, r.mark(ctx, superseded)
 		}
 		return c, nil
 	}
-
-	keys := make([]string, len(changed))
-	for i, it := range changed {
-		keys[i] = it.Key
+	if aheadErr != nil {
+		return c, storeFailure(ctx, aheadErr, "read the ledger")
 	}
-	reg = trace.StartRegion(ctx, "ledger.get.keys")
-	entries, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
-	reg.End()
-	if err != nil {
-		return c, storeFailure(ctx, err, "read the ledger")
+
+	keys := make([]string, 0, len(changed))
+	for _, it := range changed {
+		if ahead == nil || it.gen != 1 {
+			keys = append(keys, it.Key) // not read ahead: a slot delivered before
+		}
+	}
+	if len(keys) > 0 {
+		reg = trace.StartRegion(ctx, "ledger.get.keys")
+		got, err := r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+		reg.End()
+		if err != nil {
+			return c, storeFailure(ctx, err, "read the ledger")
+		}
+		if entries == nil {
+			entries = got
+		} else {
+			maps.Copy(entries, got)
+		}
 	}
 	var (
 		marks    = superseded
@@ -183,6 +208,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	)
 	for _, it := range changed {
 		e, found := entries[it.Key]
+		key := it.Key
 		foreign := r.takeOutstanding(it.slot, it.Key)
 		var learned *destination.Result // an earlier import delivered this very value
 		for _, f := range foreign {
@@ -242,6 +268,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			continue
 		}
 		it.refusedBefore = found && e.State == store.LedgerRejected
+		it.absent = !found && it.Key == key
 		switch {
 		case found && e.State == store.LedgerComplete:
 			// A ledger from before slots: this very value was delivered.
@@ -369,12 +396,14 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	c.claimedAt = r.Clock.Now()
 	claimKeys := make([]string, len(c.send))
 	results := make([]string, len(c.send))
+	absent := true
 	for i, it := range c.send {
 		claimKeys[i], results[i] = it.Key, r.claimResult(it)
+		absent = absent && it.absent
 	}
 	reg = trace.StartRegion(ctx, "ledger.claim")
 	err = r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
-		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: claimKeys, Results: results,
+		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: claimKeys, Results: results, Absent: absent,
 	})
 	reg.End()
 	if err != nil {
@@ -382,6 +411,48 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	}
 	r.Logger.Debug("page claimed", "sync", r.Sync.ID, "run", r.rec.ID, "page", pageNo, "claimed", len(c.send))
 	return c, nil
+}
+
+// readAhead is a ledger read of a page's first-delivery keys (generation
+// 1) made beside the read of its slots, on a store whose reads are round
+// trips: a page of new records then costs one round trip of reads, not two
+// (docs/PERFORMANCE.md#reads-ahead-on-postgresql). A record whose slot
+// turns out to be delivered already has another key, read after.
+type readAhead struct {
+	done    chan struct{}
+	entries map[string]store.LedgerEntry
+	err     error
+}
+
+// readKeysAhead starts the read of items' generation-1 delivery keys. Both
+// reads start after any page that shares a slot with this one was resolved
+// (ledgerStage's overlap wait), so reading the keys beside the slots, not
+// after them, sees the same ledger.
+func (r *run) readKeysAhead(ctx context.Context, items []item) *readAhead {
+	keys := make([]string, len(items))
+	for i := range items {
+		cp := items[i]
+		cp.gen = 1
+		keys[i] = r.deliveryKey(&cp)
+	}
+	a := &readAhead{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		reg := trace.StartRegion(ctx, "ledger.get.ahead")
+		a.entries, a.err = r.Store.LedgerGet(ctx, r.Sync.ID, keys)
+		reg.End()
+	}()
+	return a
+}
+
+// wait returns the read's entries once it is done (nil, nil for a nil
+// readAhead: nothing was read ahead).
+func (a *readAhead) wait() (map[string]store.LedgerEntry, error) {
+	if a == nil {
+		return nil, nil
+	}
+	<-a.done
+	return a.entries, a.err
 }
 
 // withKey is a copy of it under key (an earlier run's delivery of its slot).
@@ -448,7 +519,8 @@ func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skip
 		h = ledger.SkippedHash(h, skipped)
 	}
 	out = append(out,
-		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(h), Ref: ref}.Encode()},
+		store.LedgerFinish{Key: it.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: it.gen, Hash: ledger.ShortHash(h), Ref: ref}.Encode(),
+			Absent: it.slotAbsent},
 		store.LedgerFinish{Key: it.Key, State: store.LedgerReleased})
 	if m, ok := r.movedMark(it, ref); ok {
 		out = append(out, m)

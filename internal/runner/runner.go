@@ -211,6 +211,9 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 	if r.Sync.PageSize <= 0 {
 		r.Sync.PageSize = 500
 	}
+	if rr, ok := p.Store.(store.RemoteReads); ok && rr.RemoteReads() {
+		r.readsAhead, r.keysAhead = true, true
+	}
 	if r.Sync.Mirror != nil {
 		rm, ok := r.Destination.(destination.Remover)
 		if !ok {
@@ -261,6 +264,11 @@ type run struct {
 	// when unknown). A write never outlives its lease, so every request of
 	// an earlier holder was sent, and abandoned, before it (verifyInDoubt).
 	freeSince time.Time
+	// readsAhead is set when the store's reads are round trips
+	// (store.RemoteReads); keysAhead then says whether the ledger stage
+	// reads a page's first-delivery keys beside its slots: while most
+	// slots of the last page were new (readKeysAhead).
+	readsAhead, keysAhead bool
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {

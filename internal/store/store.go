@@ -315,6 +315,11 @@ type LedgerClaimParams struct {
 	// claimed entry holds while pending (the runner records there the slot
 	// the delivery writes).
 	Results []string
+	// Absent says the caller read every key as absent (LedgerGet) just
+	// before: a store may then insert the keys without looking for them
+	// first. A key present after all (an earlier holder's write landed in
+	// between) is claimed as it would be without Absent.
+	Absent bool
 }
 
 // LedgerFinishParams records outcomes, fenced like a claim.
@@ -335,6 +340,10 @@ type LedgerFinish struct {
 	// Settled, when set, records in the same transaction how the write in
 	// doubt this mark resolves was settled (LedgerSettled lists it).
 	Settled *Settlement
+	// Absent says the caller read Key as absent (a slot's first delivery):
+	// a store may insert the entry without looking for the key first. An
+	// entry present after all is recorded as it would be without Absent.
+	Absent bool
 }
 
 // Settlement is how a write in doubt was settled
@@ -514,6 +523,15 @@ type Ledger interface {
 	// newest first; limit <= 0 returns all. LedgerPrune deletes those
 	// older than its before.
 	LedgerSettled(ctx context.Context, syncID string, limit int) ([]SettledEntry, error)
+}
+
+// RemoteReads is implemented by a store whose every read is a round trip
+// to a server (PostgreSQL): a run then overlaps a page's independent
+// ledger reads instead of making them one after the other
+// (docs/PERFORMANCE.md#reads-ahead-on-postgresql). An embedded store reads
+// from memory and does not implement it.
+type RemoteReads interface {
+	RemoteReads() bool
 }
 
 // Leases are the SQL leases (one per sync).

@@ -41,6 +41,17 @@ func (s *Store) Checkpoint(ctx context.Context, p store.CheckpointParams) error 
 	if err := invalid(p.Check()); err != nil {
 		return err
 	}
+	err := s.checkpoint(ctx, p)
+	if isUniqueViolation(err) && anyAbsent(p.Finish) {
+		// An entry said to be absent was present after all: the
+		// transaction rolled back; write it again with an upsert.
+		p.Finish = withoutAbsent(p.FinishParams()).Entries
+		err = s.checkpoint(ctx, p)
+	}
+	return err
+}
+
+func (s *Store) checkpoint(ctx context.Context, p store.CheckpointParams) error {
 	b := &pgx.Batch{}
 	if p.Lease == nil {
 		b.BeginTx(pgx.TxOptions{})

@@ -44,9 +44,27 @@ const (
 	)
 	SELECT fence FROM f`
 
-	// sqlLedgerFinish upserts the outcomes ($5-$8) and deletes the released
-	// keys ($9) but complete ones, in one statement (the two sets are
-	// disjoint: a key's last outcome is one of them).
+	// sqlLedgerClaimAbsent is sqlLedgerClaim for keys the caller read as
+	// absent (LedgerClaimParams.Absent): a plain insert, which spares each
+	// row ON CONFLICT's look for the key before its insert (a quarter of
+	// the claim's server time). A key present after all fails the
+	// statement, which then changes nothing, with unique_violation.
+	sqlLedgerClaimAbsent = `WITH ` + fenceCTE + `,
+	c AS (
+		INSERT INTO ledger
+			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
+		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, coalesce(k.result, ''), '', 1, $4::bigint, NULL, $4::bigint
+		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
+		WHERE f.fence <= $2::bigint
+	)
+	SELECT fence FROM f`
+
+	// sqlLedgerFinish upserts the outcomes ($5-$8), inserts those of keys
+	// the caller read as absent ($10-$13, store.LedgerFinish.Absent: no
+	// ON CONFLICT look before each insert; one present after all fails the
+	// statement with unique_violation) and deletes the released keys ($9)
+	// but complete ones, in one statement (the three sets are disjoint: a
+	// key's last outcome is in one of them).
 	sqlLedgerFinish = `WITH ` + fenceCTE + `,
 	x AS (
 		INSERT INTO ledger AS l
@@ -59,6 +77,14 @@ const (
 			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
 			result = excluded.result, message = excluded.message,
 			completed_at = excluded.completed_at, seen_at = excluded.seen_at
+	),
+	n AS (
+		INSERT INTO ledger
+			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
+		SELECT $1::text, u.k, u.s, $2::bigint, $3::bigint, u.r, u.m, 1, $4::bigint,
+			CASE WHEN u.s = 'complete' THEN $4::bigint END, $4::bigint
+		FROM f, unnest($10::text[], $11::text[], $12::text[], $13::text[]) AS u(k, s, r, m)
+		WHERE f.fence <= $2::bigint
 	),
 	d AS (
 		DELETE FROM ledger AS l USING f
@@ -183,7 +209,9 @@ func uniqueClaims(p store.LedgerClaimParams) ([]string, []string, error) {
 // pending under a fence <= p.Fence become pending under p.Fence with
 // attempts+1; complete, accepted and in_doubt keys are left alone. A claimed
 // entry holds its p.Results entry as its Result. A stale p.Fence refuses the
-// whole claim with ErrFenced and writes nothing.
+// whole claim with ErrFenced and writes nothing. With p.Absent the keys
+// are inserted without ON CONFLICT first, and claimed again with it when
+// one was present after all (the server then logs that unique_violation).
 func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) error {
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return err
@@ -192,8 +220,19 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	if err != nil {
 		return err
 	}
-	var registered int64
-	if err := s.pool.QueryRow(ctx, sqlLedgerClaim, p.SyncID, p.Fence, p.RunID, nanos(s.now()), uniq, results).Scan(&registered); err != nil {
+	var (
+		registered int64
+		now        = nanos(s.now())
+		upsert     = !p.Absent
+	)
+	if p.Absent {
+		err = s.pool.QueryRow(ctx, sqlLedgerClaimAbsent, p.SyncID, p.Fence, p.RunID, now, uniq, results).Scan(&registered)
+		upsert = isUniqueViolation(err) // present after all: claimed as without Absent
+	}
+	if upsert {
+		err = s.pool.QueryRow(ctx, sqlLedgerClaim, p.SyncID, p.Fence, p.RunID, now, uniq, results).Scan(&registered)
+	}
+	if err != nil {
 		return mapErr("ledger claim", err)
 	}
 	if registered > p.Fence {
@@ -208,10 +247,39 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 // that was never claimed is inserted with attempts 1. A released key's entry
 // is deleted unless it is complete. A key given twice keeps its last outcome.
 func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) error {
+	err := s.ledgerFinishOnce(ctx, p)
+	if isUniqueViolation(err) && anyAbsent(p.Entries) {
+		err = s.ledgerFinishOnce(ctx, withoutAbsent(p)) // one was present after all
+	}
+	return err
+}
+
+func (s *Store) ledgerFinishOnce(ctx context.Context, p store.LedgerFinishParams) error {
 	if settled := s.settledArgs(p); settled != nil {
 		return s.ledgerFinishSettled(ctx, p, settled)
 	}
 	return s.ledgerFinish(ctx, s.pool, p)
+}
+
+// anyAbsent reports whether an entry says its key was read as absent.
+func anyAbsent(es []store.LedgerFinish) bool {
+	for _, e := range es {
+		if e.Absent {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutAbsent is p with no entry said to be absent: what is written again
+// when one was present after all.
+func withoutAbsent(p store.LedgerFinishParams) store.LedgerFinishParams {
+	es := slices.Clone(p.Entries)
+	for i := range es {
+		es[i].Absent = false
+	}
+	p.Entries = es
+	return p
 }
 
 // ledgerFinish is LedgerFinish's statement on the pool, or in the caller's
@@ -248,17 +316,21 @@ func (s *Store) finishStmt(p store.LedgerFinishParams) ([]any, func(pgx.Row) err
 		all = append(all, k)
 	}
 	slices.Sort(all)
-	var ks, released, states, results, messages []string
+	var ks, released, states, results, messages, nks, nstates, nresults, nmessages []string
 	for _, k := range all {
 		e := last[k]
-		if e.State == store.LedgerReleased {
+		switch {
+		case e.State == store.LedgerReleased:
 			released = append(released, k)
-			continue
+		case e.Absent:
+			nks = append(nks, k)
+			nstates, nresults, nmessages = append(nstates, string(e.State)), append(nresults, e.Result), append(nmessages, e.Message)
+		default:
+			ks = append(ks, k)
+			states, results, messages = append(states, string(e.State)), append(results, e.Result), append(messages, e.Message)
 		}
-		ks = append(ks, k)
-		states, results, messages = append(states, string(e.State)), append(results, e.Result), append(messages, e.Message)
 	}
-	args := []any{p.SyncID, p.Fence, p.RunID, nanos(s.now()), ks, states, results, messages, released}
+	args := []any{p.SyncID, p.Fence, p.RunID, nanos(s.now()), ks, states, results, messages, released, nks, nstates, nresults, nmessages}
 	return args, func(row pgx.Row) error {
 		var registered int64
 		if err := row.Scan(&registered); err != nil {

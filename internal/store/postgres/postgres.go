@@ -254,6 +254,10 @@ func isTimeout(err error) bool {
 // Schema returns the schema the store's tables live in.
 func (s *Store) Schema() string { return s.schema }
 
+// RemoteReads reports that each read is a round trip to the server
+// (store.RemoteReads).
+func (s *Store) RemoteReads() bool { return true }
+
 // Close closes the connection pool, waiting for borrowed connections.
 func (s *Store) Close() error {
 	s.pool.Close()
@@ -406,6 +410,13 @@ func readOnlyCause(ctx context.Context, pool *pgxpool.Pool, err error) string {
 func diskFull(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "53100"
+}
+
+// isUniqueViolation reports whether err is the server's unique_violation
+// (23505).
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // unavailable reports whether err means the store cannot be used right now

@@ -811,7 +811,14 @@ func TestQueryPlans(t *testing.T) {
 		for i := range states {
 			states[i] = "complete"
 		}
-		return []any{"big", fence, int64(1), int64(1), done, states, states, states, released}
+		return []any{"big", fence, int64(1), int64(1), done, states, states, states, released, []string(nil), []string(nil), []string(nil), []string(nil)}
+	}
+	absentArgs := func(fresh []string) []any {
+		states := make([]string, len(fresh))
+		for i := range states {
+			states[i] = "complete"
+		}
+		return []any{"big", fence, int64(1), int64(1), []string(nil), []string(nil), []string(nil), []string(nil), []string(nil), fresh, states, states, states}
 	}
 	// Each statement must reach ledger's rows by its primary key (a
 	// sequential scan of ledger is a cost linear in every delivery ever
@@ -826,12 +833,15 @@ func TestQueryPlans(t *testing.T) {
 		{"ledger get", sqlLedgerGet, []any{"big", page}, []string{"Index Cond: ((key = k.key) AND (sync_id = "}},
 		{"ledger claim", sqlLedgerClaim, []any{"big", fence, int64(1), int64(1), benchKeys(60, 250), []string(nil)},
 			[]string{"Conflict Arbiter Indexes: ledger_pkey"}},
+		{"ledger claim absent", sqlLedgerClaimAbsent, []any{"big", fence, int64(1), int64(1), benchKeys(61, 250), []string(nil)},
+			[]string{"Insert on ledger"}},
 		{"ledger touch", sqlLedgerTouch, []any{int64(1), "big", page}, []string{"Index Cond: ((key = ANY "}},
 		{"ledger list rejected", sqlListListed, []any{"big", "rejected", int64(10)}, []string{"ledger_listed"}},
 		{"ledger list accepted", sqlListListed, []any{"big", "accepted", int64(10)}, []string{"ledger_listed"}},
 		{"ledger list pending", sqlListPending, []any{"big", "pending", int64(0)}, []string{"ledger_pending"}},
 		{"finish releases", sqlLedgerFinish, finishArgs(nil, claims), []string{"Index Cond: ((key = ANY "}},
 		{"finish outcomes", sqlLedgerFinish, finishArgs(page, nil), []string{"ledger_pkey"}},
+		{"finish absent", sqlLedgerFinish, absentArgs(benchKeys(62, 250)), []string{"Insert on ledger"}},
 		{"prune window", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, []string{"Index Cond: (ROW(key, sync_id) > "}},
 		{"prune delete", sqlLedgerPrune, []any{"", "", int64(100), int64(1)}, []string{"Tid Scan on ledger"}},
 	}

@@ -18,6 +18,8 @@ func testLedgerStates(t *testing.T, open OpenFunc) {
 	t.Run("Released", func(t *testing.T) { t.Parallel(); testLedgerReleased(t, open) })
 	t.Run("ReleasedFenced", func(t *testing.T) { t.Parallel(); testLedgerReleasedFenced(t, open) })
 	t.Run("ClaimResults", func(t *testing.T) { t.Parallel(); testLedgerClaimResults(t, open) })
+	t.Run("ClaimAbsent", func(t *testing.T) { t.Parallel(); testLedgerClaimAbsent(t, open) })
+	t.Run("FinishAbsent", func(t *testing.T) { t.Parallel(); testLedgerFinishAbsent(t, open) })
 	t.Run("CheckpointReleases", func(t *testing.T) { t.Parallel(); testCheckpointReleases(t, open) })
 	t.Run("PruneKeepsSlots", func(t *testing.T) { t.Parallel(); testLedgerPruneKeepsSlots(t, open) })
 	t.Run("Settled", func(t *testing.T) { t.Parallel(); testLedgerSettled(t, open) })
@@ -271,6 +273,126 @@ func testLedgerClaimResults(t *testing.T, open OpenFunc) {
 		t.Fatalf("claim of 2 keys with 1 result = %v, want an invalid-argument error", err)
 	}
 	equal(t, "entries of a refused claim", len(must(b.st.LedgerGet(ctx, "s1", fresh))(t)), 0)
+}
+
+// testLedgerClaimAbsent: a claim whose caller read every key as absent
+// (LedgerClaimParams.Absent) claims them; when some were present after all
+// (an earlier holder's write landed between the read and the claim) it
+// claims exactly as without Absent: a complete or in-doubt key left
+// alone, a rejected one claimed again, nothing written twice; under a
+// stale fence it writes nothing.
+func testLedgerClaimAbsent(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	l1 := acquire(t, b, "s1", "tok-1", time.Minute)
+	ks := keys("ab", 6)
+	noErr(t, b.st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: l1.Fence, RunID: 1,
+		Keys: ks[:2], Results: []string{"slot:a|gen:1", "slot:b|gen:1"}, Absent: true}))
+	got := must(b.st.LedgerGet(ctx, "s1", ks[:2]))(t)
+	for _, k := range ks[:2] {
+		equal(t, "claimed absent State", got[k].State, store.LedgerPending)
+		equal(t, "claimed absent Attempts", got[k].Attempts, 1)
+	}
+	equal(t, "claimed absent Result", got[ks[1]].Result, "slot:b|gen:1")
+
+	// Present after all: ks[0] complete, ks[1] rejected, ks[2] in doubt.
+	finishKeys(t, b, "s1", l1.Fence, 1,
+		store.LedgerFinish{Key: ks[0], State: store.LedgerComplete, Result: "ref-0"},
+		store.LedgerFinish{Key: ks[1], State: store.LedgerRejected, Message: "bad"},
+		store.LedgerFinish{Key: ks[2], State: store.LedgerInDoubt})
+	b.clk.Advance(time.Second)
+	noErr(t, b.st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: l1.Fence, RunID: 2, Keys: ks[:4], Absent: true}))
+	got = must(b.st.LedgerGet(ctx, "s1", ks[:4]))(t)
+	equal(t, "complete key claimed as absent: State", got[ks[0]].State, store.LedgerComplete)
+	equal(t, "complete key claimed as absent: Result", got[ks[0]].Result, "ref-0")
+	equal(t, "rejected key claimed as absent: State", got[ks[1]].State, store.LedgerPending)
+	equal(t, "rejected key claimed as absent: Attempts", got[ks[1]].Attempts, 2)
+	equal(t, "in-doubt key claimed as absent: State", got[ks[2]].State, store.LedgerInDoubt)
+	equal(t, "absent key beside present ones: State", got[ks[3]].State, store.LedgerPending)
+	equal(t, "absent key beside present ones: Attempts", got[ks[3]].Attempts, 1)
+
+	// A newer holder's fence refuses an older holder's claim whole.
+	b.clk.Advance(2 * time.Minute)
+	l2 := acquire(t, b, "s1", "tok-2", time.Minute)
+	claimKeys(t, b, "s1", l2.Fence, 3, ks[5:])
+	err := b.st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: l1.Fence, RunID: 2, Keys: ks[4:], Absent: true})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("claim of absent keys under a stale fence = %v, want ErrFenced", err)
+	}
+	got = must(b.st.LedgerGet(ctx, "s1", ks[4:]))(t)
+	equal(t, "entries of a fenced claim", len(got), 1)
+	equal(t, "the newer holder's claim: Fence", got[ks[5]].Fence, l2.Fence)
+}
+
+// testLedgerFinishAbsent: marks whose caller read their keys as absent
+// (LedgerFinish.Absent: a slot's first delivered state) are recorded; when
+// one was present after all, by LedgerFinish or in a checkpoint, every mark
+// is recorded as it would be without Absent (the checkpoint's cursor and
+// run with them), and a fenced one writes nothing.
+func testLedgerFinishAbsent(t *testing.T, open OpenFunc) {
+	b := setup(t, open)
+	ctx := b.ctx
+	run := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s1", State: store.RunRunning, Attempt: 1}))(t)
+	l := acquire(t, b, "s1", "tok", time.Hour)
+	slots, dl := keys("fa-slot", 4), keys("fa-dlv", 4)
+	noErr(t, b.st.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: "s1", Fence: l.Fence, RunID: run.ID, Keys: dl}))
+	finishKeys(t, b, "s1", l.Fence, run.ID,
+		store.LedgerFinish{Key: slots[0], State: store.LedgerComplete, Result: "state-0", Absent: true},
+		store.LedgerFinish{Key: dl[0], State: store.LedgerReleased})
+	got := must(b.st.LedgerGet(ctx, "s1", []string{slots[0], dl[0]}))(t)
+	equal(t, "entries after a finish of an absent slot", len(got), 1)
+	equal(t, "absent slot's Result", got[slots[0]].Result, "state-0")
+	equal(t, "absent slot's State", got[slots[0]].State, store.LedgerComplete)
+
+	// slots[0] is present now; said to be absent again beside a new one.
+	finishKeys(t, b, "s1", l.Fence, run.ID,
+		store.LedgerFinish{Key: slots[0], State: store.LedgerComplete, Result: "state-0b", Absent: true},
+		store.LedgerFinish{Key: slots[1], State: store.LedgerComplete, Result: "state-1", Absent: true},
+		store.LedgerFinish{Key: dl[1], State: store.LedgerReleased})
+	got = must(b.st.LedgerGet(ctx, "s1", []string{slots[0], slots[1], dl[1]}))(t)
+	equal(t, "entries after a finish of a slot present after all", len(got), 2)
+	equal(t, "present slot's Result", got[slots[0]].Result, "state-0b")
+	equal(t, "new slot's Result", got[slots[1]].Result, "state-1")
+
+	// The same in a checkpoint, with its cursor and run.
+	r := run
+	r.Fence, r.Pages = l.Fence, 1
+	cp := store.CheckpointParams{
+		Cursor: store.SaveCursorParams{SyncID: "s1", Value: "page-1", Fence: l.Fence, RunID: run.ID},
+		Run:    r,
+		Lease:  &store.CheckpointLease{Token: "tok", TTL: time.Hour},
+		Finish: []store.LedgerFinish{
+			{Key: slots[1], State: store.LedgerComplete, Result: "state-1b", Absent: true},
+			{Key: slots[2], State: store.LedgerComplete, Result: "state-2", Absent: true},
+			{Key: dl[2], State: store.LedgerReleased},
+		},
+	}
+	noErr(t, b.st.Checkpoint(ctx, cp))
+	got = must(b.st.LedgerGet(ctx, "s1", []string{slots[1], slots[2], dl[2]}))(t)
+	equal(t, "entries after a checkpoint of a slot present after all", len(got), 2)
+	equal(t, "present slot's Result after the checkpoint", got[slots[1]].Result, "state-1b")
+	equal(t, "new slot's Result after the checkpoint", got[slots[2]].Result, "state-2")
+	equal(t, "cursor of the checkpoint", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-1")
+	equal(t, "run of the checkpoint", must(b.st.GetRun(ctx, run.ID))(t).Pages, int64(1))
+
+	// Without a renewal (the checkpoint's other path), then fenced.
+	cp.Lease, cp.Cursor.Value, cp.Run.Pages = nil, "page-2", 2
+	cp.Finish = []store.LedgerFinish{{Key: slots[2], State: store.LedgerComplete, Result: "state-2b", Absent: true},
+		{Key: slots[3], State: store.LedgerComplete, Result: "state-3", Absent: true}}
+	noErr(t, b.st.Checkpoint(ctx, cp))
+	got = must(b.st.LedgerGet(ctx, "s1", slots[2:]))(t)
+	equal(t, "present slot's Result after a checkpoint without renewal", got[slots[2]].Result, "state-2b")
+	equal(t, "new slot's Result after a checkpoint without renewal", got[slots[3]].Result, "state-3")
+	equal(t, "cursor of the checkpoint without renewal", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-2")
+
+	b.clk.Advance(2 * time.Hour)
+	l2 := acquire(t, b, "s1", "tok-2", time.Hour)
+	claimKeys(t, b, "s1", l2.Fence, run.ID, keys("fa-new", 1))
+	cp.Cursor.Value, cp.Run.Pages = "page-3", 3
+	cp.Finish = []store.LedgerFinish{{Key: slots[3], State: store.LedgerComplete, Result: "stale", Absent: true}}
+	wantErr(t, b.st.Checkpoint(ctx, cp), store.ErrFenced)
+	equal(t, "slot after a fenced checkpoint", must(b.st.LedgerGet(ctx, "s1", slots[3:]))(t)[slots[3]].Result, "state-3")
+	equal(t, "cursor after a fenced checkpoint", must(b.st.GetCursor(ctx, "s1"))(t).Value, "page-2")
 }
 
 // testCheckpointReleases: the runner's page: a checkpoint whose Finish
