@@ -535,6 +535,15 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					fmt.Fprintf(env.Stdout, "%d record(s) of a write in doubt are not at the destination yet: reading them again at %s (settings.in_doubt_grace after the write), then sending those still missing\n",
 						n, until.UTC().Format("15:04:05"))
 				},
+				WaitingChanged: func(n int, until time.Time) {
+					outMu.Lock()
+					defer outMu.Unlock()
+					if progress.IsTerminal(env.Stdout) {
+						fmt.Fprintln(env.Stdout) // end the bar's line
+					}
+					fmt.Fprintf(env.Stdout, "%d row(s) changed since an earlier write of theirs was left in doubt: sending their new values at %s (settings.in_doubt_grace after that write), so that the earlier write, if the destination applies it late, comes first\n",
+						n, until.UTC().Format("15:04:05"))
+				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
 						o.ID, o.Pages, o.Written)
@@ -855,7 +864,8 @@ func inDoubtPhrase(r store.Run, c destination.Capability) string {
 		if r.State != store.RunSucceeded {
 			when = " by this run or the next"
 		}
-		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key%s: the destination drops those it already has)", r.InDoubt, when)
+		return fmt.Sprintf("in doubt %d (sent again with their Idempotency-Key%s: the destination drops those it already has; "+
+			"rows changed since go with their new values once settings.in_doubt_grace has passed)", r.InDoubt, when)
 	case r.State == store.RunSucceeded:
 		fate = "not found there and written once"
 	default:

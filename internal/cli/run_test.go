@@ -45,7 +45,7 @@ func TestSummaryTellsInDoubt(t *testing.T) {
 	// 2026-12-05: the receiver had them all).
 	var b bytes.Buffer
 	printSummary(&b, store.Run{ID: 6, State: store.RunSucceeded, Counters: store.Counters{InDoubt: 10}}, time.Second, destination.CapIdempotent)
-	if got := b.String(); !strings.Contains(got, "in doubt 10 (sent again with their Idempotency-Key: the destination drops those it already has)") || strings.Contains(got, "not found") {
+	if got := b.String(); !strings.Contains(got, "in doubt 10 (sent again with their Idempotency-Key: the destination drops those it already has; rows changed since go with their new values once settings.in_doubt_grace has passed)") || strings.Contains(got, "not found") {
 		t.Errorf("webhook summary %q", got)
 	}
 	b.Reset()

@@ -36,8 +36,12 @@ const (
 	SettledLanded     = "landed"            // read back: it had landed; not sent again
 	SettledResent     = "resent"            // read back: not there; sent again
 	SettledIdempotent = "resent_idempotent" // sent again under its idempotency key
-	SettledDelivered  = "person_delivered"  // a person marked it delivered
-	SettledToResend   = "person_resend"     // a person marked it to send again
+	// SettledChanged: an earlier value's write in doubt, on a destination
+	// not read back, whose row changed since: its new values were sent
+	// under their own key once settings.in_doubt_grace had passed.
+	SettledChanged   = "resent_changed"
+	SettledDelivered = "person_delivered" // a person marked it delivered
+	SettledToResend  = "person_resend"    // a person marked it to send again
 	// SettledRemovedAgain: a mirror's removal in doubt, sent again.
 	SettledRemovedAgain = "removed_again"
 	// SettledRemovalHeld: a mirror's removal in doubt of an identifier a
@@ -50,8 +54,11 @@ var settledReasons = map[string]string{
 	SettledLanded:     "in doubt (its write's answer was lost, or the run that claimed it stopped first); read back from the destination, it had landed, so it was not sent again",
 	SettledResent:     "in doubt (its write's answer was lost, or the run that claimed it stopped first); read back from the destination, it was not there, so it was sent again",
 	SettledIdempotent: "in doubt (its write's answer was lost, or the run that claimed it stopped first); sent again with the same idempotency key, which the destination applies once",
-	SettledDelivered:  "in doubt; a person marked it delivered (the sync's audit log names who)",
-	SettledToResend:   "in doubt; a person marked it to send again (the sync's audit log names who)",
+	SettledChanged: "an earlier value's write was in doubt (its answer was lost, or the run that claimed it stopped first) and the row " +
+		"changed since; its new values were sent under their own idempotency key once settings.in_doubt_grace had passed since that write, " +
+		"so that write, if the destination applied it late, came first",
+	SettledDelivered: "in doubt; a person marked it delivered (the sync's audit log names who)",
+	SettledToResend:  "in doubt; a person marked it to send again (the sync's audit log names who)",
 	SettledRemovedAgain: "a mirror's removal in doubt (its answer was lost, or the run that claimed it stopped first); " +
 		"asked for again, which removes the record at most once",
 	SettledRemovalHeld: "a mirror's removal in doubt (its answer was lost, or the run that claimed it stopped first); " +

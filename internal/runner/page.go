@@ -744,6 +744,27 @@ func (r *run) beforeWrite(ctx context.Context) error {
 	}
 }
 
+// waitChanged waits, for n rows whose earlier values' writes are in doubt
+// and which changed since, until until (settings.in_doubt_grace after those
+// writes), so that a write the destination held and applies late lands
+// before the rows' new values, not after them. Errors are the context's or
+// the lease's.
+func (r *run) waitChanged(ctx context.Context, n int, until time.Time) error {
+	if !time.Now().Before(until) {
+		return nil
+	}
+	r.Logger.Info("rows whose earlier writes are in doubt changed since; sending their new values once settings.in_doubt_grace has passed since those writes",
+		"sync", r.Sync.ID, "run", r.rec.ID, "records", n, "wait", time.Until(until).Round(time.Millisecond))
+	if r.WaitingChanged != nil {
+		r.WaitingChanged(n, until)
+	}
+	// The lease is kept by its background renewal meanwhile.
+	if err := clock.Sleep(ctx, time.Until(until)); err != nil {
+		return cancelled(ctx)
+	}
+	return r.renew(ctx)
+}
+
 // verifyInDoubt reads recs back from the destination (Verify, with since)
 // and returns the landed ones. A server may hold a request after its client
 // gave up (a slow handler, a queue in front of it) and apply it later: a
@@ -1014,10 +1035,24 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend []*item, settled int64, marks []store.LedgerFinish, _ error) {
 	switch r.Destination.Capability() {
 	case destination.CapIdempotent:
+		changed := 0
 		for _, it := range its {
 			it.settling = ledger.SettledIdempotent
+			if len(it.release) > 0 {
+				// An earlier value's write is in doubt and this value
+				// goes under another key, which the destination does not
+				// match with it: sent at once, it could be overwritten
+				// by that write landing late.
+				it.settling = ledger.SettledChanged
+				changed++
+			}
 		}
-		return its, 0, nil, nil // resent with the same idempotency key
+		if changed > 0 {
+			if err := r.waitChanged(ctx, changed, r.freeSince.Add(r.InDoubtGrace)); err != nil {
+				return nil, 0, nil, err
+			}
+		}
+		return its, 0, nil, nil // resent with the same idempotency key, or a changed row's new one
 	case destination.CapVerify:
 		// The writes in doubt are an earlier holder's, all sent before its
 		// lease ended (docs/RELIABILITY.md#resume-after-a-kill).

@@ -8,11 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -552,5 +554,54 @@ func (d *memDest) refuseFirstName(name string) {
 	d.reject = func(r destination.Record) bool {
 		attrs, _ := r.Data["attributes"].(map[string]any)
 		return attrs["FIRSTNAME"] == name
+	}
+}
+
+// TestChangedAfterAHeldWrite: on a destination that takes idempotency keys
+// (a webhook, never read back), a run dies while the server holds its
+// write of row 7's new value; the row changes again and the next run
+// starts at once. Its value goes under another key, which the destination
+// does not match with the held write, so it is sent only once
+// settings.in_doubt_grace has passed since the dead run's lease ended: the
+// held write, applied late, lands first and the destination ends with the
+// source's value (docs/guide.md#the-ledger-and-its-retention). Sent at
+// once, it was overwritten by the held write.
+func TestChangedAfterAHeldWrite(t *testing.T) {
+	t.Parallel()
+	const held, grace = 300 * time.Millisecond, 900 * time.Millisecond
+	tb := setup(t, 300, destination.CapIdempotent)
+	tb.writeCSV(t, 300, nil)
+	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+		t.Fatal(err)
+	}
+
+	tb.writeCSV(t, 300, map[int]string{7: "Held7"})
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.dest.held = held
+	tb.dest.onWrite = func([]destination.Record) func() { return cancel } // the process dies with its write
+	if _, err := Run(ctx, tb.params(t, "id")); err == nil {
+		t.Fatal("the run whose write was held should have stopped")
+	}
+	tb.dest.onWrite = nil
+
+	tb.writeCSV(t, 300, map[int]string{7: "Final7"})
+	p := tb.params(t, "id")
+	p.InDoubtGrace = grace
+	var waited atomic.Int64
+	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InDoubt != 1 || r.Written != 1 || waited.Load() != 1 {
+		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited.Load())
+	}
+	time.Sleep(held) // whatever the server still holds has landed
+	if got := tb.dest.value(email(7)); got != "Final7" {
+		t.Fatalf("the destination holds %v for row 7, want the source's Final7", got)
+	}
+	settled, err := tb.store.LedgerSettled(context.Background(), "s1", 0)
+	if err != nil || len(settled) != 1 || settled[0].How != ledger.SettledChanged {
+		t.Fatalf("settlements %+v (%v), want one %s", settled, err, ledger.SettledChanged)
 	}
 }

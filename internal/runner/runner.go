@@ -138,6 +138,12 @@ type Params struct {
 	// after the write) to read them again before it sends them: a person
 	// watching `oncesync run` learns why nothing moves meanwhile.
 	Waiting func(records int, until time.Time)
+	// WaitingChanged, if set, is called when rows whose earlier values'
+	// writes are in doubt changed since, on a destination that is not read
+	// back (it takes idempotency keys), and the run waits until until
+	// (settings.in_doubt_grace after those writes) before it sends their new
+	// values: a late landing of the old write then comes first.
+	WaitingChanged func(records int, until time.Time)
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)

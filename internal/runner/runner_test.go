@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,10 @@ type memDest struct {
 	// position loseAt delivered, the one at loseAt applied with its answer
 	// lost, the rest never sent (NotSent), and an error.
 	loseAt int
+	// held, when positive, makes the next write answer at once with its
+	// answer lost and apply its records held later, in the background: a
+	// server that keeps a request after its client gave up on it.
+	held time.Duration
 }
 
 type memProc struct {
@@ -175,6 +180,20 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 		return out, failure.Wrap(failure.DestinationUnavailable, destination.ErrNotSent, "connection refused")
 	}
 	destination.CountRequest(ctx) // one request, as an HTTP destination counts each that got a connection
+	if d.held > 0 {
+		held := d.held
+		d.held = 0
+		recs = slices.Clone(recs)
+		go func() {
+			time.Sleep(held)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			for _, r := range recs {
+				d.apply(r)
+			}
+		}()
+		return nil, failure.New(failure.DestinationUnavailable, "the answer was lost")
+	}
 	if d.loseAt > 0 && d.loseAt < len(recs) {
 		at := d.loseAt
 		d.loseAt = 0
