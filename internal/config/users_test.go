@@ -16,6 +16,14 @@ func TestWebUsersMustBeHashes(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Fatal("the password was echoed")
 	}
+	// An empty hash is no user: `validate` names it, as `serve` would
+	// otherwise fail to start its web UI.
+	for _, users := range []string{"    root: \"\"\n", "    root: {hash: \"\", role: viewer}\n"} {
+		_, err := config.Parse("c.yaml", []byte("web:\n  users:\n"+users+base), nil, kinds)
+		if err == nil || !strings.Contains(err.Error(), "c.yaml:3: web.users.root") || !strings.Contains(err.Error(), "is required") {
+			t.Fatalf("an empty password hash (%q) accepted or badly reported: %v", users, err)
+		}
+	}
 	cfg, err := config.Parse("c.yaml", []byte("web:\n  users:\n    ada: \"$2y$12$abc\"\n"+base), nil, kinds)
 	if err != nil || cfg.Web.Users["ada"].Hash != "$2y$12$abc" || cfg.Web.Users["ada"].Role != config.RoleAdmin || cfg.Web.Users["ada"].Workspaces != nil {
 		t.Fatalf("hash refused: %v", err)

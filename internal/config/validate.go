@@ -195,6 +195,17 @@ func (l *loader) intRange(path string, v, lo, hi int) {
 	}
 }
 
+// passwordHash reports whether h is written as a bcrypt hash or an argon2id
+// PHC string (the web UI reads its parameters when it starts).
+func passwordHash(h string) bool {
+	for _, prefix := range []string{"$2a$", "$2b$", "$2y$", "$argon2id$"} {
+		if strings.HasPrefix(h, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *loader) required(path, value, msg string) bool {
 	if strings.TrimSpace(value) != "" {
 		return true
@@ -285,9 +296,9 @@ func (l *loader) validateWeb(w *Web) {
 		hp := p
 		if mapped[p] {
 			hp = p + ".hash"
-			l.required(hp, u.Hash, "is required")
 		}
-		if u.Hash != "" && !strings.HasPrefix(u.Hash, "$2a$") && !strings.HasPrefix(u.Hash, "$2b$") && !strings.HasPrefix(u.Hash, "$2y$") && !strings.HasPrefix(u.Hash, "$argon2id$") {
+		if l.required(hp, u.Hash, "is required: the user's bcrypt or argon2id password hash (e.g. from `htpasswd -nbBC 12 NAME PASSWORD`)") &&
+			!passwordHash(u.Hash) {
 			l.check(hp, "must be a bcrypt or argon2id password hash (e.g. from `htpasswd -nbBC 12 NAME PASSWORD`), not a clear-text password")
 		}
 		l.validateAccess(p, &u.Access, mapped[p])
