@@ -379,7 +379,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 				// the same on the next attempt: retrying only delays
 				// the failure, and "could not be reached" hid its cause.
 				return nil, c.fail(failure.DestinationUnavailable, &st, err,
-					"%s's TLS connection was refused (%s: %s); nothing was sent", c.p.Subject, hostOf(req.URL), why)
+					"%s's TLS connection was refused (%s: %s); nothing was sent: %s", c.p.Subject, hostOf(req.URL), why, TLSAdvice)
 			}
 			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
 			lastTimeout = 0
@@ -583,6 +583,12 @@ func unreachable(err error) string {
 	}
 	return " (" + via + host + ": " + why + ")"
 }
+
+// TLSAdvice is what to do about a TLS connection the client refused (a
+// certificate not accepted, an answer that is not TLS): the catalog's next
+// step for destination_unavailable is about outages, which this is not.
+const TLSAdvice = "fix the server's certificate or the URL, or have the workers trust its authority " +
+	"(the system's certificate store, or SSL_CERT_FILE)"
 
 // tlsRefused reports whether err is a TLS handshake this client refused or
 // could not make, a failure no retry changes: a certificate not accepted

@@ -499,8 +499,8 @@ func TestTLSRefusedIsNamedAndNotRetried(t *testing.T) {
 		wantCode(t, err, failure.DestinationUnavailable)
 		d := failure.Detail(err)
 		host := strings.TrimPrefix(strings.TrimPrefix(tt.url, "https://"), "http://")
-		if !strings.Contains(d, tt.want) || !strings.Contains(d, host) {
-			t.Errorf("%s: detail %q, want the host %s and %q", tt.name, d, host, tt.want)
+		if !strings.Contains(d, tt.want) || !strings.Contains(d, host) || !strings.Contains(d, "SSL_CERT_FILE") {
+			t.Errorf("%s: detail %q, want the host %s, %q and what to do (SSL_CERT_FILE)", tt.name, d, host, tt.want)
 		}
 		if !errors.Is(err, destination.ErrNotSent) {
 			t.Errorf("%s: error %v does not wrap ErrNotSent", tt.name, err)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -79,7 +80,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	}
 	tc := tls.Client(conn, d.tlsConfig(u.Hostname()))
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return checked, failure.Wrap(failure.DestinationUnavailable, err, "webhook: the TLS handshake with %s failed (%v)", d.host, err)
+		return checked, failure.Wrap(failure.DestinationUnavailable, err, "webhook: the TLS handshake with %s failed (%v): %s", d.host, err, apiclient.TLSAdvice)
 	}
 	return append(checked, fmt.Sprintf("webhook: %s's TLS certificate is valid", d.host)), nil
 }
