@@ -58,6 +58,9 @@ func (d *memMirror) Remove(ctx context.Context, rms []destination.Removal) ([]de
 		if d.present[rm.Handle] {
 			delete(d.present, rm.Handle)
 			d.removed[rm.Handle]++
+			d.memDest.mu.Lock()
+			delete(d.memDest.values, rm.Handle) // a read-back finds it no more
+			d.memDest.mu.Unlock()
 		}
 		out = append(out, destination.Result{Key: rm.Key, Outcome: destination.Delivered})
 	}

@@ -744,16 +744,25 @@ func (r *run) beforeWrite(ctx context.Context) error {
 	}
 }
 
-// waitChanged waits, for n rows whose earlier values' writes are in doubt
-// and which changed since, until until (settings.in_doubt_grace after those
-// writes), so that a write the destination held and applies late lands
-// before the rows' new values, not after them. Errors are the context's or
-// the lease's.
-func (r *run) waitChanged(ctx context.Context, n int, until time.Time) error {
-	if !time.Now().Before(until) {
+// waitChanged waits, when some of its are rows whose earlier values'
+// writes are in doubt (release: the row changed since, or changed back),
+// until settings.in_doubt_grace has passed since those writes (the earlier
+// holder's lease ended), so that such a write, held by the destination and
+// applied late, lands before the rows are read back or their values sent:
+// neither the read-back of the current values nor a write under another
+// key tells about it. Errors are the context's or the lease's.
+func (r *run) waitChanged(ctx context.Context, its []*item) error {
+	n := 0
+	for _, it := range its {
+		if len(it.release) > 0 {
+			n++
+		}
+	}
+	until := r.freeSince.Add(r.InDoubtGrace)
+	if n == 0 || !time.Now().Before(until) {
 		return nil
 	}
-	r.Logger.Info("rows whose earlier writes are in doubt changed since; sending their new values once settings.in_doubt_grace has passed since those writes",
+	r.Logger.Info("rows whose earlier writes are in doubt changed since; judging them once settings.in_doubt_grace has passed since those writes",
 		"sync", r.Sync.ID, "run", r.rec.ID, "records", n, "wait", time.Until(until).Round(time.Millisecond))
 	if r.WaitingChanged != nil {
 		r.WaitingChanged(n, until)
@@ -1035,25 +1044,25 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend []*item, settled int64, marks []store.LedgerFinish, _ error) {
 	switch r.Destination.Capability() {
 	case destination.CapIdempotent:
-		changed := 0
 		for _, it := range its {
 			it.settling = ledger.SettledIdempotent
 			if len(it.release) > 0 {
-				// An earlier value's write is in doubt and this value
-				// goes under another key, which the destination does not
-				// match with it: sent at once, it could be overwritten
-				// by that write landing late.
 				it.settling = ledger.SettledChanged
-				changed++
 			}
 		}
-		if changed > 0 {
-			if err := r.waitChanged(ctx, changed, r.freeSince.Add(r.InDoubtGrace)); err != nil {
-				return nil, 0, nil, err
-			}
+		// A changed row's value goes under another key, which the
+		// destination does not match with the earlier write in doubt.
+		if err := r.waitChanged(ctx, its); err != nil {
+			return nil, 0, nil, err
 		}
 		return its, 0, nil, nil // resent with the same idempotency key, or a changed row's new one
 	case destination.CapVerify:
+		// A read-back of a changed row finds its current values, and a
+		// row changed back finds them at once, before an earlier value's
+		// write held by the server lands over them.
+		if err := r.waitChanged(ctx, its); err != nil {
+			return nil, 0, nil, err
+		}
 		// The writes in doubt are an earlier holder's, all sent before its
 		// lease ended (docs/RELIABILITY.md#resume-after-a-kill).
 		landed, err := r.verifyInDoubt(ctx, records(its), since, r.freeSince)

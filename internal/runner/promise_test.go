@@ -605,3 +605,47 @@ func TestChangedAfterAHeldWrite(t *testing.T) {
 		t.Fatalf("settlements %+v (%v), want one %s", settled, err, ledger.SettledChanged)
 	}
 }
+
+// TestChangedBackAfterAHeldWrite: on a destination that is read back
+// (Brevo, HubSpot, Klaviyo), a run dies while the server holds its write of
+// row 7's new value B, and the row changes back to A, the value the
+// destination still holds. A read-back at once finds A and takes the
+// row for delivered; the held write then lands and B stays for good. The
+// next run waits until settings.in_doubt_grace has passed since the dead
+// run's writes before it reads the row back, finds B and sends A
+// (docs/guide.md#what-a-run-does).
+func TestChangedBackAfterAHeldWrite(t *testing.T) {
+	t.Parallel()
+	const held, grace = 300 * time.Millisecond, 900 * time.Millisecond
+	tb := setup(t, 300, destination.CapVerify)
+	tb.writeCSV(t, 300, nil)
+	if _, err := Run(context.Background(), tb.params(t, "id")); err != nil {
+		t.Fatal(err)
+	}
+
+	tb.writeCSV(t, 300, map[int]string{7: "Held7"})
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.dest.held = held
+	tb.dest.onWrite = func([]destination.Record) func() { return cancel } // the process dies with its write
+	if _, err := Run(ctx, tb.params(t, "id")); err == nil {
+		t.Fatal("the run whose write was held should have stopped")
+	}
+	tb.dest.onWrite = nil
+
+	tb.writeCSV(t, 300, nil) // back to N7, which the destination still holds
+	p := tb.params(t, "id")
+	p.InDoubtGrace = grace
+	var waited atomic.Int64
+	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(held) // whatever the server still holds has landed
+	if got := tb.dest.value(email(7)); got != "N7" {
+		t.Fatalf("the destination holds %v for row 7, want the source's N7 (run %+v)", got, r)
+	}
+	if r.InDoubt != 1 || r.Written != 1 || waited.Load() != 1 {
+		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited.Load())
+	}
+}

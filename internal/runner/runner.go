@@ -139,10 +139,10 @@ type Params struct {
 	// watching `oncesync run` learns why nothing moves meanwhile.
 	Waiting func(records int, until time.Time)
 	// WaitingChanged, if set, is called when rows whose earlier values'
-	// writes are in doubt changed since, on a destination that is not read
-	// back (it takes idempotency keys), and the run waits until until
-	// (settings.in_doubt_grace after those writes) before it sends their new
-	// values: a late landing of the old write then comes first.
+	// writes are in doubt changed since (or changed back) and the run waits
+	// until until (settings.in_doubt_grace after those writes) before it
+	// reads them back or sends their values: a late landing of an earlier
+	// write then comes first.
 	WaitingChanged func(records int, until time.Time)
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
