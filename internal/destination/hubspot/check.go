@@ -69,7 +69,7 @@ func (d *Destination) readProperties(ctx context.Context) (map[string]property, 
 		return nil, d.checkFailure(d.unexpected(decodeAPIError(propertiesRoute, resp.Status, resp.Body)))
 	}
 	var list struct {
-		Results []struct {
+		Results *[]struct {
 			Name                 string `json:"name"`
 			Type                 string `json:"type"`
 			HasUniqueValue       bool   `json:"hasUniqueValue"`
@@ -85,8 +85,15 @@ func (d *Destination) readProperties(ctx context.Context) (map[string]property, 
 	if err := json.Unmarshal(resp.Body, &list); err != nil {
 		return nil, failure.Wrap(failure.DestinationUnavailable, err, "hubspot: the contact properties could not be read")
 	}
-	props := make(map[string]property, len(list.Results))
-	for _, p := range list.Results {
+	if list.Results == nil || len(*list.Results) == 0 {
+		// Every HubSpot account has contact properties (email among
+		// them): a 200 without any is another server's answer, and
+		// blaming id_property for it would send a person the wrong way.
+		return nil, failure.New(failure.DestinationUnavailable,
+			"hubspot: the answer to "+propertiesRoute+" lists no contact properties, so it is not HubSpot's: check destination.base_url")
+	}
+	props := make(map[string]property, len(*list.Results))
+	for _, p := range *list.Results {
 		opts := slices.Clone(p.Options)
 		slices.SortStableFunc(opts, func(a, b struct {
 			Value        string `json:"value"`

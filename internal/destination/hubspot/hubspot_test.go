@@ -543,6 +543,27 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckOfAnotherServer: a base_url that reaches a server answering
+// every request 200 with JSON of its own is not HubSpot: check says so
+// (destination_unavailable), not that id_property is missing.
+func TestCheckOfAnotherServer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := hubspot.New(hubspot.Params{BaseURL: srv.URL, Token: token, Sleep: destinationtest.NoSleep, RateLimit: 1e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Check(t.Context())
+	if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(fmt.Sprint(err), "not HubSpot's: check destination.base_url") ||
+		strings.Contains(fmt.Sprint(err), "id_property") {
+		t.Fatalf("Check against another server = %v, want destination_unavailable naming base_url", err)
+	}
+}
+
 // TestMultiStatusErrorsWithoutIDs: HubSpot does not document how a 207's
 // errors name their inputs. When they name none, the inputs its results do
 // not list were refused: one alone takes the error, several are sent

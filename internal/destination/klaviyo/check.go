@@ -31,7 +31,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	res, err := d.do(ctx, request{method: http.MethodGet, path: "/api/lists/" + url.PathEscape(d.listID), route: "GET /api/lists/{id}"})
 	var e *APIError
 	if errors.As(err, &e) && err == error(e) && notFound(e) {
-		return nil, d.noList(e)
+		return nil, d.noList(ctx, e)
 	}
 	if err = d.checkFailure(err, "klaviyo: could not read list_id"); err != nil {
 		return nil, err

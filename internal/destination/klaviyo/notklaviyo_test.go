@@ -128,3 +128,51 @@ func TestRefusalThatIsNotKlaviyosJudgesNoProfile(t *testing.T) {
 		})
 	}
 }
+
+// TestNotFoundEverywhereIsBaseURL: a base_url with a path that reaches no
+// API of Klaviyo's, on a server answering every request with Klaviyo's own
+// 404 document (a gateway in front of it, another of its APIs). The bulk
+// path blamed list_id (invalid_sync_definition, counted by the breaker)
+// although the list exists; a 404 to GET /api/profiles as well says the
+// base_url is wrong (destination_unavailable). A 404 for the list alone
+// still names list_id.
+func TestNotFoundEverywhereIsBaseURL(t *testing.T) {
+	t.Parallel()
+	notFound := func(profilesToo bool) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/vnd.api+json")
+			if !profilesToo && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/api/profiles") {
+				fmt.Fprint(w, `{"data":[],"links":{}}`)
+				return
+			}
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"errors":[{"id":"e1","status":404,"code":"not_found","title":"Not found.","detail":"Not found.","source":{}}]}`)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	for _, tc := range []struct {
+		name        string
+		profilesToo bool
+		code        failure.Code
+		phrase      string
+	}{
+		{"every path", true, failure.DestinationUnavailable, "check the destination's base_url"},
+		{"the list only", false, failure.InvalidSyncDefinition, "fix destination.list_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := klaviyo.New(klaviyo.Params{BaseURL: notFound(tc.profilesToo).URL + "/api", APIKey: apiKey, Mode: klaviyo.ModeBulk,
+				ListID: "Xy12Ab", MaxRetries: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			_, err = d.Write(t.Context(), records(3))
+			if failure.CodeOf(err) != tc.code || !strings.Contains(failure.Detail(err), tc.phrase) {
+				t.Fatalf("Write error %v (detail %q), want %s with %q", err, failure.Detail(err), tc.code, tc.phrase)
+			}
+		})
+	}
+}

@@ -115,8 +115,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			}
 			continue
 		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return append(out, notSentRemovals(inList[from:])...), failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
-				"klaviyo has no list %q: fix destination.list_id", d.listID)
+			return append(out, notSentRemovals(inList[from:])...), d.noList(ctx, e)
 		case errors.As(err, &e) && err == error(e):
 			return append(out, notSentRemovals(inList[from:])...), d.pageFailure(e)
 		case err != nil:

@@ -103,7 +103,7 @@ func (d *Destination) membersAmong(ctx context.Context, emails []string) (map[st
 			route: route, query: q}, relatedIDs(route, out))
 		var e *APIError
 		if errors.As(err, &e) && err == error(e) && notFound(e) {
-			return nil, d.noList(e)
+			return nil, d.noList(ctx, e)
 		}
 		if err != nil {
 			return nil, d.readError(err)

@@ -251,7 +251,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 		var e *APIError
 		switch {
 		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return append(out, notSent(recs[from:])...), d.noList(e)
+			return append(out, notSent(recs[from:])...), d.noList(ctx, e)
 		case errors.As(err, &e) && err == error(e) && recordLevel(e):
 			res, err := d.writeFallback(ctx, chunk, ps)
 			out = append(out, res...)
@@ -369,7 +369,7 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 		var e *APIError
 		switch {
 		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return added, d.noList(e)
+			return added, d.noList(ctx, e)
 		case errors.As(err, &e) && err == error(e):
 			return added, d.pageFailure(e)
 		case err != nil:
@@ -386,9 +386,18 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 	return added, nil
 }
 
-// noList is the failure of a write naming a list_id Klaviyo does not have
-// (its 404 e).
-func (d *Destination) noList(e *APIError) error {
+// noList is the failure of a call naming a list_id that was answered 404
+// (e): Klaviyo has no such list, unless the server has no profiles either
+// (one GET /api/profiles asks), which is a base_url that does not reach
+// Klaviyo's API, not a list to fix.
+func (d *Destination) noList(ctx context.Context, e *APIError) error {
+	q := url.Values{}
+	q.Set("page[size]", "1")
+	_, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
+	if pe := (*APIError)(nil); errors.As(err, &pe) && pe.Status == http.StatusNotFound {
+		return failure.Wrap(failure.DestinationUnavailable, d.safe(e),
+			"klaviyo answered HTTP 404 to %s and to GET /api/profiles: check the destination's base_url", e.Route)
+	}
 	return failure.Wrap(failure.InvalidSyncDefinition, d.safe(e),
 		"klaviyo has no list %q: fix destination.list_id (Klaviyo: Lists & segments shows each list's id)", d.listID)
 }
