@@ -559,6 +559,11 @@ func (r *run) appendRejected(out []store.LedgerFinish, it *item, message string)
 	for _, k := range it.release {
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 	}
+	// The refusals of values the row no longer holds are this one's
+	// now: a person is shown the refusal of what the row holds.
+	for _, k := range r.supersededRefusals(it) {
+		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+	}
 	return out
 }
 

@@ -75,7 +75,7 @@ func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 // TestRefusalsOfOlderValuesEndWithTheDelivery: a row refused, changed while
 // refused, and then delivered with its current values is no longer listed
 // as rejected: the refusals of the values it held before are released with
-// the delivery (they stayed listed until the prune, 7 days by default,
+// the delivery, and with a refusal of its new values (they stayed listed until the prune, 7 days by default,
 // sending a person to fix records already delivered).
 func TestRefusalsOfOlderValuesEndWithTheDelivery(t *testing.T) {
 	t.Parallel()
@@ -97,6 +97,11 @@ func TestRefusalsOfOlderValuesEndWithTheDelivery(t *testing.T) {
 	}
 	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 1 {
 		t.Fatalf("second run: %+v, %v; want 1 rejected", r, err)
+	}
+	// Refused again with its new values: listed once, with those (the
+	// refusal of the values it no longer holds was listed beside it).
+	if es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0); err != nil || len(es) != 1 || es[0].RunID != 2 {
+		t.Fatalf("listed as refused after a second refusal of new values: %+v (%v), want the second run's only", es, err)
 	}
 	refusing = false
 	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Written != 1 {
