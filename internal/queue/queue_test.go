@@ -87,6 +87,11 @@ func TestJobResult(t *testing.T) {
 		{"invalid definition", failure.New(failure.InvalidSyncDefinition, "bad"), "cancel"},
 		{"lease store quarantine", failure.Wrap(failure.StoreUnavailable,
 			&lease.QuarantineError{SyncID: "s", Until: time.Now().Add(time.Hour)}, "take the sync's lease"), "snooze later"},
+		// A renewal that found the lease gone with Redis's data
+		// (redislease.Renew): the run is lost, the next waits for the
+		// quarantine's end, not for a retry's backoff.
+		{"lease lost with its data", failure.Wrap(failure.LeaseLost, fmt.Errorf("renew: %w: %w", store.ErrLeaseLost,
+			&lease.QuarantineError{SyncID: "s", Until: time.Now().Add(time.Hour)}), "lost"), "snooze later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -136,3 +136,45 @@ func TestRenewSaysTheLeaseWasGone(t *testing.T) {
 		}
 	})
 }
+
+// TestRenewStartsTheQuarantine: Redis loses everything of a held lease
+// (FLUSHDB: the lease, its end and the fence counter) while its run
+// writes. The holder's renewal notices it: the quarantine starts then, as
+// a lease.QuarantineError the queue snoozes the job by, and the counter
+// moves above the holder's fence. Once the quarantine ends the next grant
+// is at once, above that fence. The quarantine used to start only when a
+// later grant found the counter behind the store (a job's retry backoff
+// later), and last one TTL more (an independent check: 100 s to resume
+// under a 30 s TTL).
+func TestRenewStartsTheQuarantine(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *bundle) {
+		m := tb.managerTTL(time.Minute)
+		g, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{tb.keys.Lease(tb.syncID), tb.keys.LeaseEnd(tb.syncID), tb.keys.Fence(tb.syncID)} {
+			if err := tb.client.Del(tb.ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := time.Now()
+		_, err = m.Renew(tb.ctx, g, time.Minute)
+		var qe *lease.QuarantineError
+		if !errors.Is(err, lease.ErrLost) || !errors.As(err, &qe) {
+			t.Fatalf("Renew of a lease Redis lost = %v, want ErrLost and a quarantine", err)
+		}
+		if qe.NoticedAt.Before(before.Add(-time.Second)) || qe.Until.Before(before.Add(50*time.Second)) || qe.Until.After(time.Now().Add(61*time.Second)) {
+			t.Fatalf("quarantine noticed at %v until %v; want from the renewal for one TTL (a minute)", qe.NoticedAt, qe.Until)
+		}
+		if _, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 2, TTL: time.Minute}); !isQuarantine(err) {
+			t.Fatalf("Acquire during the quarantine = %v, want a quarantine", err)
+		}
+		tb.endQuarantine(t)
+		g2, err := m.Acquire(tb.ctx, lease.AcquireParams{SyncID: tb.syncID, RunID: 3, TTL: time.Minute})
+		if err != nil || g2.Fence <= g.Fence {
+			t.Fatalf("Acquire once the quarantine ended = %+v, %v; want a grant above fence %d", g2, err, g.Fence)
+		}
+	})
+}

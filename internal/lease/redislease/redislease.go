@@ -788,6 +788,16 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 		// Said on the run's failure line: lease_lost alone sent the
 		// operator looking for another worker.
 		err = store.WithAdvice(err, leaseGoneAdvice)
+		// Redis lost the lease and its record: the quarantine starts
+		// now, not when a later grant finds the counter behind the
+		// store (a retry's backoff later, then one TTL more), and the
+		// counter moves above this holder's fence, registered in the
+		// store, so that grant is not behind. The queue snoozes the
+		// job until the quarantine ends (lease.QuarantineError).
+		keys := []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID), m.keys.LeaseLoss(g.SyncID), m.keys.LeaseEnd(g.SyncID)}
+		if res, nerr := noticeScript.Run(ctx, m.client, keys, g.Fence, ttlMS).Slice(); nerr == nil && status(res) == 2 {
+			err = fmt.Errorf("%w: %w", err, quarantineError(g.SyncID, res))
+		}
 	}
 	return g, err
 }
