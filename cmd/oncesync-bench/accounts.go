@@ -39,6 +39,7 @@ func accountsMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		workers = fs.Int("workers", 2, "`oncesync worker` processes beside serve")
 		records = fs.Int("records", 100, "records per sync (single path: one request each)")
 		rate    = fs.Int("rate", 10, "the account's requests per second at the fake")
+		sliding = fs.Bool("sliding-window", true, "the fake counts --rate over the second before each request (fakebrevo.Options.SlidingRateWindow), not per calendar second")
 		dbURL   = fs.String("database-url", envOr("ONCESYNC_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "PostgreSQL server")
 		rdURL   = fs.String("redis-url", envOr("ONCESYNC_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis")
 		timeout = fs.Duration("timeout", 5*time.Minute, "give up after")
@@ -59,7 +60,7 @@ func accountsMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer drop()
 
-	fake := fakebrevo.New(fakebrevo.Options{APIKey: benchAPIKey, RateLimitPerSecond: *rate})
+	fake := fakebrevo.New(fakebrevo.Options{APIKey: benchAPIKey, RateLimitPerSecond: *rate, SlidingRateWindow: *sliding})
 	var (
 		mu          sync.Mutex
 		first, last time.Time
@@ -185,8 +186,12 @@ func accountsMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	total := okN + limitedN
 	share := float64(limitedN) / float64(max(total, 1))
 	used := float64(okN) / (float64(*rate) * max(span.Seconds(), 1e-9))
-	fmt.Fprintf(stdout, "%d syncs on one Brevo account over serve + %d workers, %d records each (single path), fake allows %d req/s\n",
-		*syncs, *workers, *records, *rate)
+	window := "calendar seconds"
+	if *sliding {
+		window = "the second before each request"
+	}
+	fmt.Fprintf(stdout, "%d syncs on one Brevo account over serve + %d workers, %d records each (single path), fake allows %d req/s over %s\n",
+		*syncs, *workers, *records, *rate, window)
 	fmt.Fprintf(stdout, "  requests to /v3/contacts  %d (%d answered 429)\n", total, limitedN)
 	fmt.Fprintf(stdout, "  429 share                 %.1f %%   (goal <= 5 %%)\n", 100*share)
 	fmt.Fprintf(stdout, "  account budget used       %.1f %%   (%d requests in %.1f s at %d/s; goal >= 90 %%)\n", 100*used, okN, span.Seconds(), *rate)

@@ -1042,17 +1042,21 @@ func TestAccountLimiterObserve(t *testing.T) {
 		return d
 	}
 	next()
-	if d := next(); d != 100*time.Millisecond {
-		t.Fatalf("at the configured 10/s: wait %s, want 100ms", d)
+	// Paced at AccountHeadroom of each rate: 9.5/s, 3.8/s.
+	at := func(rate float64) time.Duration {
+		return time.Duration(float64(time.Second) / (rate * apiclient.AccountHeadroom))
+	}
+	if d := next(); d != at(10) {
+		t.Fatalf("at the configured 10/s: wait %s, want %s", d, at(10))
 	}
 	a.Observe(4)
 	next() // booked at 10/s before the vendor spoke
-	if d := next(); d != 250*time.Millisecond {
-		t.Fatalf("under the vendor's 4/s: wait %s, want 250ms", d)
+	if d := next(); d != at(4) {
+		t.Fatalf("under the vendor's 4/s: wait %s, want %s", d, at(4))
 	}
 	a.Observe(1000) // the vendor's limit rose past rate_limit: rate_limit again
 	next()
-	if d := next(); d != 100*time.Millisecond {
-		t.Fatalf("after the vendor's limit rose: wait %s, want 100ms (rate_limit)", d)
+	if d := next(); d != at(10) {
+		t.Fatalf("after the vendor's limit rose: wait %s, want %s (rate_limit)", d, at(10))
 	}
 }

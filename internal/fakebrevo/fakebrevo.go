@@ -76,6 +76,12 @@ type Options struct {
 	// RateLimitPerSecond, when > 0, enforces Brevo's per-second limit on
 	// /v3/contacts* (429 past it); x-sib-ratelimit-* headers are always sent.
 	RateLimitPerSecond int
+	// SlidingRateWindow counts RateLimitPerSecond over the second before
+	// each request instead of per calendar second. Brevo documents a limit
+	// per second, not how its window moves; the sliding one is the
+	// stricter reading: requests sent exactly at the limit and bunched by
+	// the network's jitter find one too many in some second.
+	SlidingRateWindow bool
 	// OtherRateLimitPerHour, when > 0, enforces Brevo's hourly limit on the
 	// endpoints outside /v3/contacts* (/v3/account, /v3/processes...): 100
 	// requests an hour on Brevo's general tier, 200 on the advanced one.

@@ -95,6 +95,30 @@ func TestRateLimitWindow(t *testing.T) {
 	}
 }
 
+// TestSlidingRateWindow: under SlidingRateWindow, requests at the limit's
+// pace are all answered, and one sent early (a request bunched by the
+// network) finds the second before it full, although it falls in a
+// calendar second of its own that a fixed window would have let it through.
+func TestSlidingRateWindow(t *testing.T) {
+	t.Parallel()
+	for _, sliding := range []bool{false, true} {
+		b := setup(t, Options{RateLimitPerSecond: 3, SlidingRateWindow: sliding})
+		b.clock.Set(epoch.Add(400 * time.Millisecond))
+		for range 3 { // 400, 700 and 1000 ms: three in the second before each
+			b.mustStatus(b.do("GET", "/v3/contacts", nil), http.StatusOK)
+			b.clock.Advance(300 * time.Millisecond)
+		}
+		b.clock.Set(epoch.Add(1200 * time.Millisecond)) // a calendar second with one request so far
+		want := http.StatusOK
+		if sliding {
+			want = http.StatusTooManyRequests // 400, 700, 1000 and 1200 ms within one second
+		}
+		b.mustStatus(b.do("GET", "/v3/contacts", nil), want)
+		b.clock.Set(epoch.Add(1701 * time.Millisecond)) // 400 and 700 ms have left the second (a refused request counts too)
+		b.mustStatus(b.do("GET", "/v3/contacts", nil), http.StatusOK)
+	}
+}
+
 func TestInjectedFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -54,6 +54,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"fraction (0..1) of /v3 requests answered 429 too_many_requests, on top of --rate-limit")
 	fs.IntVar(&o.RateLimitPerSecond, "rate-limit", o.RateLimitPerSecond,
 		"requests per second allowed on /v3/contacts* before 429 (0 = unlimited)")
+	fs.BoolVar(&o.SlidingRateWindow, "sliding-rate-window", o.SlidingRateWindow,
+		"count --rate-limit over the second before each request, not per calendar second (the stricter reading of Brevo's per-second limit)")
 	fs.IntVar(&o.OtherRateLimitPerHour, "other-rate-limit", o.OtherRateLimitPerHour,
 		"requests per hour allowed on the /v3 routes outside /v3/contacts* (/v3/account, /v3/processes) before 429, as Brevo's general tier allows 100 (0 = unlimited)")
 	fs.Float64Var(&o.DropResponseRate, "drop-response-rate", o.DropResponseRate,

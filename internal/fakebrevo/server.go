@@ -137,6 +137,9 @@ type contact struct {
 type rateWindow struct {
 	start time.Time
 	count int
+	// recent are the times of the requests of the last second
+	// (Options.SlidingRateWindow), oldest first.
+	recent []time.Time
 }
 
 // New returns a fake Brevo configured by opts. Invalid options are clamped
@@ -596,6 +599,23 @@ func (s *Server) takeSlotLocked(group string, now time.Time) (limit, remaining, 
 	enforced := limit > 0
 	if !enforced {
 		limit = unenforcedRateLimit
+	}
+	if group == "contacts" && s.opts.SlidingRateWindow {
+		win := s.win[group]
+		if win == nil {
+			win = &rateWindow{}
+			s.win[group] = win
+		}
+		from := now.Add(-size)
+		i := 0
+		for i < len(win.recent) && !win.recent[i].After(from) {
+			i++
+		}
+		win.recent = append(win.recent[i:], now)
+		n := len(win.recent)
+		remaining = max(0, limit-n)
+		reset = int(math.Floor(win.recent[0].Add(size).Sub(now).Seconds()))
+		return limit, remaining, reset, enforced && n > limit
 	}
 	start := now.Truncate(size)
 	win := s.win[group]

@@ -17,6 +17,13 @@ import (
 
 var tenPerSecond = destination.Limit{Rate: 10, Burst: 1}
 
+// pacedTen is the spacing of requests an apiclient.AccountLimiter under
+// tenPerSecond books: AccountHeadroom of the limit.
+var pacedTen = func() time.Duration {
+	rate := 10 * apiclient.AccountHeadroom
+	return time.Duration(float64(time.Second) / rate)
+}()
+
 // TestMemorySharesTheAccount: two runs of one account book slots of one
 // schedule (100 ms apart at 10/s), another account is not held up, and a
 // pause holds the account's next request back.
@@ -38,7 +45,7 @@ func TestMemorySharesTheAccount(t *testing.T) {
 		}
 	}
 	for i, d := range waits {
-		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+		if want := time.Duration(i) * pacedTen; d != want {
 			t.Fatalf("booking %d waits %v, want %v (all: %v)", i, d, want, waits)
 		}
 	}
@@ -137,7 +144,7 @@ func TestAccountLimiterFallsBackWhenRedisIsGone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+		if want := time.Duration(i) * pacedTen; d != want {
 			t.Fatalf("request %d waits %v, want %v (paced alone)", i, d, want)
 		}
 	}
@@ -164,7 +171,7 @@ func TestFallbackSharesTheProcessWhileRedisIsGone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if want := time.Duration(i) * 100 * time.Millisecond; d != want {
+		if want := time.Duration(i) * pacedTen; d != want {
 			t.Fatalf("request %d waits %v, want %v (two runs of one process, one schedule)", i, d, want)
 		}
 	}

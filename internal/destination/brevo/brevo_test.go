@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
@@ -624,10 +625,11 @@ func TestServerErrorRetriedThenSuccess(t *testing.T) {
 	if st.Contacts != int64(len(rs)) || st.DuplicateWrites != 0 {
 		t.Errorf("contacts %d, duplicates %d; want %d, 0", st.Contacts, st.DuplicateWrites, len(rs))
 	}
-	// One backoff per 503 (pacing waits at most 1 ns at this RateLimit).
+	// One backoff per 503 (pacing waits a few µs at most at this
+	// RateLimit; a backoff is a tenth of a second and more).
 	var waits []time.Duration
 	for _, d := range b.sleeps.nonZero() {
-		if d > time.Microsecond {
+		if d > time.Millisecond {
 			waits = append(waits, d)
 		}
 	}
@@ -753,8 +755,11 @@ func TestRateLimit(t *testing.T) {
 		if _, err := b.dest.Write(t.Context(), recs(11)); err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		if elapsed := b.clock.Now().Sub(t0); elapsed != 2*time.Second {
-			t.Errorf("11 requests at 5/s took %s of (fake) time, want 2s", elapsed)
+		// Paced at apiclient.AccountHeadroom of 5/s: ten intervals.
+		rate := 5 * apiclient.AccountHeadroom
+		want := 10 * time.Duration(float64(time.Second)/rate)
+		if elapsed := b.clock.Now().Sub(t0); elapsed < want-time.Millisecond || elapsed > want+time.Millisecond {
+			t.Errorf("11 requests at 5/s took %s of (fake) time, want %s", elapsed, want)
 		}
 	})
 }
