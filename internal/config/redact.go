@@ -380,6 +380,14 @@ func (c *Config) SecretValues() []string {
 	if c.Web.OIDC != nil {
 		add(c.Web.OIDC.ClientSecret)
 	}
+	// A heartbeat URL's path segments may be tokens, or the job's name
+	// (Cronitor's and others' URLs end in it): a segment that is a sync's
+	// id or a workspace's name is the config's own label, shown everywhere,
+	// not a secret (it hid the silent sync's name in the dead-man's alert).
+	names := map[string]bool{}
+	for _, s := range c.Syncs {
+		names[s.ID], names[s.Workspace] = true, true
+	}
 	for _, s := range c.Syncs {
 		if s.Destination.Spec != nil {
 			add(s.Destination.Spec.Secrets()...)
@@ -387,7 +395,11 @@ func (c *Config) SecretValues() []string {
 		if s.Source.Spec != nil {
 			add(s.Source.Spec.Secrets()...)
 		}
-		add(heartbeatSecrets(s.HeartbeatURL)...)
+		for _, v := range heartbeatSecrets(s.HeartbeatURL) {
+			if !names[v] {
+				add(v)
+			}
+		}
 	}
 	sort.Strings(out)
 	return slices.Compact(out)

@@ -241,6 +241,21 @@ func TestHeartbeatURL(t *testing.T) {
 	if !slices.Contains(cfg.SecretValues(), token) {
 		t.Errorf("SecretValues misses the heartbeat token: %q", cfg.SecretValues())
 	}
+	// A monitor whose URL ends in the job's name (Cronitor's): the
+	// segment that is the sync's id is no secret, or every log line and
+	// the dead-man's alert would say "[redacted]" for the silent sync.
+	named, err := config.Parse("h.yaml", []byte(`syncs:
+  - id: silentfail
+    heartbeat_url: "https://cronitor.link/p/`+token+`/silentfail"
+    source: {type: csv, path: c.csv}
+    destination: {type: webhook, url: "http://127.0.0.1:9/hook"}
+`), envMap(nil), kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv := named.SecretValues(); slices.Contains(sv, "silentfail") || !slices.Contains(sv, token) {
+		t.Errorf("SecretValues of a URL ending in the sync's id = %q: want its token, not the id", sv)
+	}
 	// Another token, same monitor host: the definition does not change
 	// (like an API key), so the sync's changed_at does not move.
 	other, err := config.Parse("h.yaml", []byte(sync("https://hc-ping.com/another-token-entirely")), envMap(nil), kinds)
