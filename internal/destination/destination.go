@@ -56,6 +56,13 @@ type Record struct {
 	// ext_id: docs/guide.md#an-address-that-changes); on a first delivery
 	// the id is another contact's (another sync's, a person's), not ours.
 	Redelivery bool
+	// EarlierInDoubt: a write of another value of this record is in doubt
+	// and may still be applied (a queued import). A read-back that finds
+	// this record's values (a row changed back to what the destination
+	// held) must not take it as landed while such work of the destination
+	// may still write over it: Verify lets the destination's pending work
+	// end first.
+	EarlierInDoubt bool
 }
 
 // Outcome is what happened to one record.

@@ -1068,6 +1068,11 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		if err := r.waitChanged(ctx, its); err != nil {
 			return nil, 0, nil, err
 		}
+		for _, it := range its {
+			// An import of the other value may still be queued at the
+			// destination (a read-back lets it end first).
+			it.EarlierInDoubt = len(it.release) > 0
+		}
 		// The writes in doubt are an earlier holder's, all sent before its
 		// lease ended (docs/RELIABILITY.md#resume-after-a-kill).
 		landed, err := r.verifyInDoubt(ctx, records(its), since, r.freeSince)

@@ -49,8 +49,9 @@ type memDest struct {
 	cut []int
 	// delay, if set, is how long every write takes (before it applies).
 	delay time.Duration
-	// verifies counts Verify calls.
-	verifies int
+	// verifies counts Verify calls; earlierInDoubt the records they read
+	// back with EarlierInDoubt set.
+	verifies, earlierInDoubt int
 	// onWrite, if set, is called at the start of every write, outside mu;
 	// done when that write returns.
 	onWrite func(recs []destination.Record) (done func())
@@ -264,6 +265,9 @@ func (d *memDest) Verify(ctx context.Context, recs []destination.Record, since t
 	destination.CountRequest(ctx) // one read, as a destination's GET
 	out := map[string]string{}
 	for _, r := range recs {
+		if r.EarlierInDoubt {
+			d.earlierInDoubt++
+		}
 		// As a connector's read-back finds the contact and compares the
 		// mapped fields, whatever write put them there: a record whose
 		// values another write replaced since is not there.

@@ -954,6 +954,43 @@ func TestVerifyBulk(t *testing.T) {
 	}
 }
 
+// TestVerifyBulkChangedBackWaitsForTheImports: rows whose values went B in
+// an import still queued at Brevo (its 202 lost with the run that sent it),
+// then back to A, the values Brevo holds: a read-back found A at once and
+// took the rows for landed, and the import then wrote B over them for good.
+// With EarlierInDoubt the running imports end first, the read finds B, and
+// the rows are not landed (they are sent again, with A).
+func TestVerifyBulkChangedBackWaitsForTheImports(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: 15 * time.Second}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	a := []destination.Record{rec(1, map[string]any{"FIRSTNAME": "A1"}), rec(2, map[string]any{"FIRSTNAME": "A2"})}
+	if _, err := b.dest.Write(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(20 * time.Second) // A landed
+	since := b.clock.Now()
+	bs := []destination.Record{rec(1, map[string]any{"FIRSTNAME": "B1"}), rec(2, map[string]any{"FIRSTNAME": "B2"})}
+	for i := range bs {
+		bs[i].Key = fmt.Sprintf("%064d", i+1) // another value, another delivery key
+	}
+	if _, err := b.dest.Write(t.Context(), bs); err != nil { // queued; its answer "lost"
+		t.Fatal(err)
+	}
+	for i := range a {
+		a[i].EarlierInDoubt = true
+	}
+	landed, err := b.dest.Verify(t.Context(), a, since)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if len(landed) != 0 {
+		t.Errorf("landed %v: the rows changed back were taken as landed while the import of B ran", landed)
+	}
+	if c, ok := b.fake.Contact("user1@example.com"); !ok || fmt.Sprint(c.Attributes["FIRSTNAME"]) != "B1" {
+		t.Fatalf("contact 1 after Verify: %+v (%v); the import of B should have run", c, ok)
+	}
+}
+
 // foreignImport starts, on the fake behind b, an import of n rows by
 // someone else (another sync, a person) and returns its process id.
 func (b *bundle) foreignImport(t *testing.T, n int) string {

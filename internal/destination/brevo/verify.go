@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,15 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		var err error
 		if imports, err = d.runningImports(ctx); err != nil {
 			return nil, err
+		}
+		if len(imports) > 0 && slices.ContainsFunc(cands, func(c cand) bool { return c.rec.EarlierInDoubt }) {
+			// A row changed back to the values Brevo holds would be
+			// found at once, while an import carrying its other value
+			// may still run and write over them: let the imports end
+			// first (within VerifyWait), then read.
+			if imports, err = d.awaitImports(ctx, imports); err != nil {
+				return nil, err
+			}
 		}
 	}
 	// While imports run, records not seen in the listing are looked up one
@@ -309,6 +319,31 @@ func running(status string) bool {
 		return true
 	}
 	return false
+}
+
+// awaitImports polls the processes of ids, by id, every
+// processPollInterval within VerifyWait, until none of them runs, and
+// returns those still running when it gave up.
+func (d *Destination) awaitImports(ctx context.Context, ids []int64) ([]int64, error) {
+	polls := int(d.verifyWait / processPollInterval)
+	for poll := 0; poll < polls && len(ids) > 0; poll++ {
+		if err := d.sleep(ctx, processPollInterval); err != nil {
+			return nil, d.interrupted(ctx, err)
+		}
+		still := ids[:0]
+		for _, id := range ids {
+			p, err := d.getProcess(ctx, id)
+			switch {
+			case errors.Is(err, ErrProcessNotFound):
+			case err != nil:
+				return nil, err
+			case running(p.Status):
+				still = append(still, id)
+			}
+		}
+		ids = still
+	}
+	return ids, nil
 }
 
 // waitImports polls the processes of ids, by id, every processPollInterval
