@@ -541,7 +541,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					if progress.IsTerminal(env.Stdout) {
 						fmt.Fprintln(env.Stdout) // end the bar's line
 					}
-					fmt.Fprintf(env.Stdout, "%d row(s) changed since an earlier write of theirs was left in doubt: reading them back or sending their values at %s (settings.in_doubt_grace after that write), so that the earlier write, if the destination applies it late, comes first\n",
+					fmt.Fprintf(env.Stdout, "%d record(s) of earlier writes left in doubt may still land: reading back or writing the rows they concern at %s (settings.in_doubt_grace after those writes), so that such a write, if the destination applies it late, comes first\n",
 						n, until.UTC().Format("15:04:05"))
 				},
 				Resumed: func(o store.Run) {

@@ -393,6 +393,17 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	if err := r.beforeWrite(ctx); err != nil {
 		return c, err
 	}
+	if n := r.inFlightByPosition; n > 0 {
+		// A positional slot is a place in the source: a row that moved
+		// (rows inserted or deleted above it) is written under another
+		// slot than the earlier write in doubt that concerns it, which
+		// nothing here matches with it; that write, held by the server,
+		// could land after this one.
+		r.inFlightByPosition = 0
+		if err := r.waitGrace(ctx, n, "writes an earlier run left in doubt on a sync without an identity may still land; writing once settings.in_doubt_grace has passed since them"); err != nil {
+			return c, err
+		}
+	}
 	c.claimedAt = r.Clock.Now()
 	claimKeys := make([]string, len(c.send))
 	results := make([]string, len(c.send))
@@ -763,12 +774,21 @@ func (r *run) waitChanged(ctx context.Context, its []*item) error {
 			n++
 		}
 	}
-	until := r.freeSince.Add(r.InDoubtGrace)
-	if n == 0 || !time.Now().Before(until) {
+	if n == 0 {
 		return nil
 	}
-	r.Logger.Info("rows whose earlier writes are in doubt changed since; judging them once settings.in_doubt_grace has passed since those writes",
-		"sync", r.Sync.ID, "run", r.rec.ID, "records", n, "wait", time.Until(until).Round(time.Millisecond))
+	return r.waitGrace(ctx, n, "rows whose earlier writes are in doubt changed since; judging them once settings.in_doubt_grace has passed since those writes")
+}
+
+// waitGrace waits until settings.in_doubt_grace has passed since the
+// earlier holder's writes (its lease's end), for n records of writes in
+// doubt that may still land, saying why; at once when it has.
+func (r *run) waitGrace(ctx context.Context, n int, why string) error {
+	until := r.freeSince.Add(r.InDoubtGrace)
+	if !time.Now().Before(until) {
+		return nil
+	}
+	r.Logger.Info(why, "sync", r.Sync.ID, "run", r.rec.ID, "records", n, "wait", time.Until(until).Round(time.Millisecond))
 	if r.WaitingChanged != nil {
 		r.WaitingChanged(n, until)
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -655,5 +656,59 @@ func TestChangedBackAfterAHeldWrite(t *testing.T) {
 	tb.dest.mu.Unlock()
 	if flagged != 1 {
 		t.Fatalf("%d records read back with EarlierInDoubt, want row 7", flagged)
+	}
+}
+
+// TestMovedRowAfterAHeldWrite: a sync without an identity (slots are
+// positions). A run dies while the server holds its write of row 4's new
+// value; then rows 2 and 3 are deleted and row 4, back to its old value,
+// moves to the second position, and the next run reads the file again
+// from its start. Its write of row 4 goes under another slot than the
+// write in doubt, which nothing matches with it: the run waits out
+// settings.in_doubt_grace before its first write, and the held write lands
+// first. It used to send at once, and the held value stayed.
+func TestMovedRowAfterAHeldWrite(t *testing.T) {
+	t.Parallel()
+	const held, grace = 300 * time.Millisecond, 900 * time.Millisecond
+	tb := setup(t, 4, destination.CapVerify)
+	write := func(rows map[int]string) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for _, i := range slices.Sorted(maps.Keys(rows)) {
+			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), rows[i])
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(map[int]string{1: "N1", 2: "N2", 3: "N3", 4: "N4"})
+	if _, err := Run(context.Background(), tb.params(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	write(map[int]string{1: "N1", 2: "N2", 3: "N3", 4: "Held4"})
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.dest.held = held
+	tb.dest.onWrite = func([]destination.Record) func() { return cancel }
+	if _, err := Run(ctx, tb.params(t, "")); err == nil {
+		t.Fatal("the run whose write was held should have stopped")
+	}
+	tb.dest.onWrite = nil
+
+	write(map[int]string{1: "N1", 4: "N4"})
+	p := tb.params(t, "")
+	p.ResetCursor = true
+	p.InDoubtGrace = grace
+	var waited atomic.Int64
+	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(held) // whatever the server still holds has landed
+	if got := tb.dest.value(email(4)); got != "N4" {
+		t.Fatalf("the destination holds %v for row 4, want the source's N4 (run %+v)", got, r)
+	}
+	if waited.Load() != 1 {
+		t.Fatalf("waited for %d records, want the one write in doubt", waited.Load())
 	}
 }

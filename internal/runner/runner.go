@@ -139,10 +139,11 @@ type Params struct {
 	// watching `oncesync run` learns why nothing moves meanwhile.
 	Waiting func(records int, until time.Time)
 	// WaitingChanged, if set, is called when rows whose earlier values'
-	// writes are in doubt changed since (or changed back) and the run waits
-	// until until (settings.in_doubt_grace after those writes) before it
-	// reads them back or sends their values: a late landing of an earlier
-	// write then comes first.
+	// writes are in doubt changed since (or changed back), or a sync
+	// without an identity found writes in doubt, and the run waits until
+	// until (settings.in_doubt_grace after those writes) before it reads
+	// those rows back or writes: a late landing of an earlier write then
+	// comes first.
 	WaitingChanged func(records int, until time.Time)
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
@@ -275,6 +276,12 @@ type run struct {
 	// reads a page's first-delivery keys beside its slots: while most
 	// slots of the last page were new (readKeysAhead).
 	readsAhead, keysAhead bool
+	// inFlightByPosition is how many entries earlier runs left in flight on
+	// a sync without an identity when this run began: rows move between
+	// positions, so a write of one of them may concern a row this run
+	// writes under another slot. The run's first claim waits out the grace
+	// (ledgerStage).
+	inFlightByPosition int
 }
 
 func (r *run) execute(ctx context.Context) (store.Run, error) {
@@ -461,6 +468,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	// what a replay needs is checked record by record (checkReplayable).
 	if err := r.loadOutstanding(ctx); err != nil {
 		return store.RunFailed, err
+	}
+	if r.Sync.Identity == "" {
+		for _, es := range r.outstanding {
+			r.inFlightByPosition += len(es)
+		}
 	}
 	refused, err := r.loadRefusals(ctx)
 	if err != nil {
