@@ -558,6 +558,34 @@ func (d *memDest) refuseFirstName(name string) {
 	}
 }
 
+// dieWithAHeldWrite runs p until its first write, which the destination
+// holds for held and applies then, after the run died with it (its
+// context cancelled as the write began: a kill).
+func (tb *testBundle) dieWithAHeldWrite(t *testing.T, p Params, held time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.dest.held = held
+	tb.dest.onWrite = func([]destination.Record) func() { return cancel }
+	if _, err := Run(ctx, p); err == nil {
+		t.Fatal("the run whose write was held should have stopped")
+	}
+	tb.dest.onWrite = nil
+}
+
+// runWithGrace runs p under settings.in_doubt_grace grace and returns the
+// run and how many records it waited out the grace for (WaitingChanged).
+func runWithGrace(t *testing.T, p Params, grace time.Duration) (store.Run, int64) {
+	t.Helper()
+	p.InDoubtGrace = grace
+	var waited atomic.Int64
+	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, waited.Load()
+}
+
 // TestChangedAfterAHeldWrite: on a destination that takes idempotency keys
 // (a webhook, never read back), a run dies while the server holds its
 // write of row 7's new value; the row changes again and the next run
@@ -577,25 +605,12 @@ func TestChangedAfterAHeldWrite(t *testing.T) {
 	}
 
 	tb.writeCSV(t, 300, map[int]string{7: "Held7"})
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.dest.held = held
-	tb.dest.onWrite = func([]destination.Record) func() { return cancel } // the process dies with its write
-	if _, err := Run(ctx, tb.params(t, "id")); err == nil {
-		t.Fatal("the run whose write was held should have stopped")
-	}
-	tb.dest.onWrite = nil
+	tb.dieWithAHeldWrite(t, tb.params(t, "id"), held)
 
 	tb.writeCSV(t, 300, map[int]string{7: "Final7"})
-	p := tb.params(t, "id")
-	p.InDoubtGrace = grace
-	var waited atomic.Int64
-	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
-	r, err := Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.InDoubt != 1 || r.Written != 1 || waited.Load() != 1 {
-		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited.Load())
+	r, waited := runWithGrace(t, tb.params(t, "id"), grace)
+	if r.InDoubt != 1 || r.Written != 1 || waited != 1 {
+		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited)
 	}
 	time.Sleep(held) // whatever the server still holds has landed
 	if got := tb.dest.value(email(7)); got != "Final7" {
@@ -625,29 +640,16 @@ func TestChangedBackAfterAHeldWrite(t *testing.T) {
 	}
 
 	tb.writeCSV(t, 300, map[int]string{7: "Held7"})
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.dest.held = held
-	tb.dest.onWrite = func([]destination.Record) func() { return cancel } // the process dies with its write
-	if _, err := Run(ctx, tb.params(t, "id")); err == nil {
-		t.Fatal("the run whose write was held should have stopped")
-	}
-	tb.dest.onWrite = nil
+	tb.dieWithAHeldWrite(t, tb.params(t, "id"), held)
 
 	tb.writeCSV(t, 300, nil) // back to N7, which the destination still holds
-	p := tb.params(t, "id")
-	p.InDoubtGrace = grace
-	var waited atomic.Int64
-	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
-	r, err := Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, waited := runWithGrace(t, tb.params(t, "id"), grace)
 	time.Sleep(held) // whatever the server still holds has landed
 	if got := tb.dest.value(email(7)); got != "N7" {
 		t.Fatalf("the destination holds %v for row 7, want the source's N7 (run %+v)", got, r)
 	}
-	if r.InDoubt != 1 || r.Written != 1 || waited.Load() != 1 {
-		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited.Load())
+	if r.InDoubt != 1 || r.Written != 1 || waited != 1 {
+		t.Fatalf("the run after: %+v, waited for %d; want 1 in doubt, 1 written, 1 waited for", r, waited)
 	}
 	// The read-back was told another value's write may still be pending
 	// (an import Brevo has queued: it lets it end first).
@@ -686,29 +688,17 @@ func TestMovedRowAfterAHeldWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(map[int]string{1: "N1", 2: "N2", 3: "N3", 4: "Held4"})
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.dest.held = held
-	tb.dest.onWrite = func([]destination.Record) func() { return cancel }
-	if _, err := Run(ctx, tb.params(t, "")); err == nil {
-		t.Fatal("the run whose write was held should have stopped")
-	}
-	tb.dest.onWrite = nil
+	tb.dieWithAHeldWrite(t, tb.params(t, ""), held)
 
 	write(map[int]string{1: "N1", 4: "N4"})
 	p := tb.params(t, "")
 	p.ResetCursor = true
-	p.InDoubtGrace = grace
-	var waited atomic.Int64
-	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
-	r, err := Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, waited := runWithGrace(t, p, grace)
 	time.Sleep(held) // whatever the server still holds has landed
 	if got := tb.dest.value(email(4)); got != "N4" {
 		t.Fatalf("the destination holds %v for row 4, want the source's N4 (run %+v)", got, r)
 	}
-	if waited.Load() != 1 {
-		t.Fatalf("waited for %d records, want the one write in doubt", waited.Load())
+	if waited != 1 {
+		t.Fatalf("waited for %d records, want the one write in doubt", waited)
 	}
 }

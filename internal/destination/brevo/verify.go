@@ -327,23 +327,32 @@ func running(status string) bool {
 func (d *Destination) awaitImports(ctx context.Context, ids []int64) ([]int64, error) {
 	polls := int(d.verifyWait / processPollInterval)
 	for poll := 0; poll < polls && len(ids) > 0; poll++ {
-		if err := d.sleep(ctx, processPollInterval); err != nil {
-			return nil, d.interrupted(ctx, err)
+		var err error
+		if ids, err = d.pollImports(ctx, ids); err != nil {
+			return nil, err
 		}
-		still := ids[:0]
-		for _, id := range ids {
-			p, err := d.getProcess(ctx, id)
-			switch {
-			case errors.Is(err, ErrProcessNotFound):
-			case err != nil:
-				return nil, err
-			case running(p.Status):
-				still = append(still, id)
-			}
-		}
-		ids = still
 	}
 	return ids, nil
+}
+
+// pollImports waits processPollInterval and returns those of ids whose
+// processes still run.
+func (d *Destination) pollImports(ctx context.Context, ids []int64) ([]int64, error) {
+	if err := d.sleep(ctx, processPollInterval); err != nil {
+		return nil, d.interrupted(ctx, err)
+	}
+	var still []int64
+	for _, id := range ids {
+		p, err := d.getProcess(ctx, id)
+		switch {
+		case errors.Is(err, ErrProcessNotFound):
+		case err != nil:
+			return nil, err
+		case running(p.Status):
+			still = append(still, id)
+		}
+	}
+	return still, nil
 }
 
 // waitImports polls the processes of ids, by id, every processPollInterval
@@ -371,19 +380,9 @@ func (d *Destination) waitImports(ctx context.Context, ids []int64, cands []cand
 	rechecked := false // rest was read again after the last import ended
 	polls := int(d.verifyWait / processPollInterval)
 	for poll := 0; poll < polls && len(rest) > 0 && len(ids) > 0; poll++ {
-		if err := d.sleep(ctx, processPollInterval); err != nil {
-			return d.interrupted(ctx, err)
-		}
-		still := ids[:0]
-		for _, id := range ids {
-			p, err := d.getProcess(ctx, id)
-			switch {
-			case errors.Is(err, ErrProcessNotFound):
-			case err != nil:
-				return err
-			case running(p.Status):
-				still = append(still, id)
-			}
+		still, err := d.pollImports(ctx, ids)
+		if err != nil {
+			return err
 		}
 		if len(still) == len(ids) {
 			continue
