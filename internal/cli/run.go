@@ -498,6 +498,16 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			}
 		}
 		var outMu sync.Mutex // the bar and the Waiting lines come from two goroutines
+		// waitLine prints why a run waits (format takes the records and
+		// the time it waits until), on a line of its own.
+		waitLine := func(format string, n int, until time.Time) {
+			outMu.Lock()
+			defer outMu.Unlock()
+			if progress.IsTerminal(env.Stdout) {
+				fmt.Fprintln(env.Stdout) // end the bar's line
+			}
+			fmt.Fprintf(env.Stdout, format, n, until.UTC().Format("15:04:05"))
+		}
 		run, runErr := runOnePart(workCtx, part, func(bar progress.Bar, barAt *int64) runner.Params {
 			return runner.Params{
 				Store:         st,
@@ -524,25 +534,13 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					}
 					afterFailure(ctx, r)
 				},
+				// Up to settings.in_doubt_grace (10 s) of silence otherwise,
+				// right after a resumed run's first line.
 				Waiting: func(n int, until time.Time) {
-					// Up to settings.in_doubt_grace (10 s) of silence
-					// otherwise, right after a resumed run's first line.
-					outMu.Lock()
-					defer outMu.Unlock()
-					if progress.IsTerminal(env.Stdout) {
-						fmt.Fprintln(env.Stdout) // end the bar's line
-					}
-					fmt.Fprintf(env.Stdout, "%d record(s) of a write in doubt are not at the destination yet: reading them again at %s (settings.in_doubt_grace after the write), then sending those still missing\n",
-						n, until.UTC().Format("15:04:05"))
+					waitLine("%d record(s) of a write in doubt are not at the destination yet: reading them again at %s (settings.in_doubt_grace after the write), then sending those still missing\n", n, until)
 				},
 				WaitingChanged: func(n int, until time.Time) {
-					outMu.Lock()
-					defer outMu.Unlock()
-					if progress.IsTerminal(env.Stdout) {
-						fmt.Fprintln(env.Stdout) // end the bar's line
-					}
-					fmt.Fprintf(env.Stdout, "%d record(s) of earlier writes left in doubt may still land: reading back or writing the rows they concern at %s (settings.in_doubt_grace after those writes), so that such a write, if the destination applies it late, comes first\n",
-						n, until.UTC().Format("15:04:05"))
+					waitLine("%d record(s) of earlier writes left in doubt may still land: reading back or writing the rows they concern at %s (settings.in_doubt_grace after those writes), so that such a write, if the destination applies it late, comes first\n", n, until)
 				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
