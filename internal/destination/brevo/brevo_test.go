@@ -991,6 +991,40 @@ func TestVerifyBulkChangedBackWaitsForTheImports(t *testing.T) {
 	}
 }
 
+// TestVerifyBulkChangedBackBehindALongImport: as
+// TestVerifyBulkChangedBackWaitsForTheImports, with the import of B still
+// queued when VerifyWait ends: the rows changed back are not taken as
+// landed (they are written again, behind it), though Brevo still holds A.
+func TestVerifyBulkChangedBackBehindALongImport(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: 150 * time.Second}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeBulk
+		p.VerifyWait = 10 * time.Second
+	})
+	a := []destination.Record{rec(1, map[string]any{"FIRSTNAME": "A1"})}
+	if _, err := b.dest.Write(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(160 * time.Second) // A landed
+	since := b.clock.Now()
+	bs := []destination.Record{rec(1, map[string]any{"FIRSTNAME": "B1"})}
+	bs[0].Key = fmt.Sprintf("%064d", 1)
+	if _, err := b.dest.Write(t.Context(), bs); err != nil { // queued for 150 s; its answer "lost"
+		t.Fatal(err)
+	}
+	a[0].EarlierInDoubt = true
+	landed, err := b.dest.Verify(t.Context(), a, since)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if len(landed) != 0 {
+		t.Errorf("landed %v: a row changed back was taken as landed while the import of B was still queued", landed)
+	}
+	if c, ok := b.fake.Contact("user1@example.com"); !ok || fmt.Sprint(c.Attributes["FIRSTNAME"]) != "A1" {
+		t.Fatalf("contact 1 after Verify: %+v (%v); the import of B should still be queued", c, ok)
+	}
+}
+
 // foreignImport starts, on the fake behind b, an import of n rows by
 // someone else (another sync, a person) and returns its process id.
 func (b *bundle) foreignImport(t *testing.T, n int) string {

@@ -122,7 +122,12 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 		}
 		return landed, nil
 	}
-	var imports []int64
+	var (
+		imports []int64
+		// unsettled: imports still ran when the wait for them ended,
+		// any of which may write over an EarlierInDoubt record.
+		unsettled bool
+	)
 	if d.mode == ModeBulk {
 		// Noted before the contacts are read: an import that ends in
 		// between is then either seen landed or waited for.
@@ -138,7 +143,20 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 			if imports, err = d.awaitImports(ctx, imports); err != nil {
 				return nil, err
 			}
+			unsettled = len(imports) > 0
 		}
+	}
+	if unsettled {
+		// Such a record found is not proof: it is reported not landed
+		// and written again, its import queued behind the one that may
+		// carry the other value, and no longer waited for here.
+		defer func() {
+			for _, c := range cands {
+				if c.rec.EarlierInDoubt {
+					delete(landed, c.rec.Key)
+				}
+			}
+		}()
 	}
 	// While imports run, records not seen in the listing are looked up one
 	// by one only once the wait is over (waitImports).

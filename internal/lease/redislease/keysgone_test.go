@@ -176,5 +176,17 @@ func TestRenewStartsTheQuarantine(t *testing.T) {
 		if err != nil || g2.Fence <= g.Fence {
 			t.Fatalf("Acquire once the quarantine ended = %+v, %v; want a grant above fence %d", g2, err, g.Fence)
 		}
+
+		// Lost again, and another process notices it first (a recovery
+		// sweep's Get), which records the lease's end: the holder's
+		// renewal still tells the quarantine.
+		tb.lose(t)
+		if _, err := m.Get(tb.ctx, tb.syncID); !isQuarantine(err) {
+			t.Fatalf("Get after the second loss = %v, want a quarantine", err)
+		}
+		_, err = m.Renew(tb.ctx, g2, time.Minute)
+		if !errors.Is(err, lease.ErrLost) || !errors.As(err, &qe) {
+			t.Fatalf("Renew after another process noticed the loss = %v, want ErrLost and a quarantine", err)
+		}
 	})
 }

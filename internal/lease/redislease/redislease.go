@@ -784,6 +784,8 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 		why = "taken by " + toString(res[1])
 	}
 	err = fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (%s)", g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost, why)
+	keys := []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID), m.keys.LeaseLoss(g.SyncID), m.keys.LeaseEnd(g.SyncID)}
+	var q []any // a quarantine's answer, if one is on
 	if len(res) > 2 && toInt(res[2]) == 1 {
 		// Said on the run's failure line: lease_lost alone sent the
 		// operator looking for another worker.
@@ -792,12 +794,18 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 		// now, not when a later grant finds the counter behind the
 		// store (a retry's backoff later, then one TTL more), and the
 		// counter moves above this holder's fence, registered in the
-		// store, so that grant is not behind. The queue snoozes the
-		// job until the quarantine ends (lease.QuarantineError).
-		keys := []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID), m.keys.LeaseLoss(g.SyncID), m.keys.LeaseEnd(g.SyncID)}
-		if res, nerr := noticeScript.Run(ctx, m.client, keys, g.Fence, ttlMS).Slice(); nerr == nil && status(res) == 2 {
-			err = fmt.Errorf("%w: %w", err, quarantineError(g.SyncID, res))
-		}
+		// store, so that grant is not behind.
+		q, _ = noticeScript.Run(ctx, m.client, keys, g.Fence, ttlMS).Slice()
+	} else {
+		// Another process may have noticed the loss first (a recovery
+		// sweep's or a heartbeat's read), writing the lease's end as it
+		// started the quarantine: the renewal then finds that end, not
+		// the loss.
+		q, _ = getScript.Run(ctx, m.client, keys, ttlMS).Slice()
+	}
+	if status(q) == 2 {
+		// The queue snoozes the job until the quarantine ends.
+		err = fmt.Errorf("%w: %w", err, quarantineError(g.SyncID, q))
 	}
 	return g, err
 }
