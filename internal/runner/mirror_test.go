@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ type memMirror struct {
 	present  map[string]bool
 	removed  map[string]int // effective removals per e-mail
 	loseNext bool           // the next Remove applies, then loses its answer
+	// applyLater, when positive, makes Remove answer at once and apply
+	// its removals that much later (Klaviyo's unsubscribe job: 202, then
+	// processed).
+	applyLater time.Duration
 }
 
 func (d *memMirror) Write(ctx context.Context, recs []destination.Record) ([]destination.Result, error) {
@@ -54,6 +59,22 @@ func (d *memMirror) Remove(ctx context.Context, rms []destination.Removal) ([]de
 	defer d.mu.Unlock()
 	destination.CountRequest(ctx) // one request, as an HTTP destination counts it
 	var out []destination.Result
+	if d.applyLater > 0 {
+		rms = slices.Clone(rms)
+		go func() {
+			time.Sleep(d.applyLater)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			for _, rm := range rms {
+				delete(d.present, rm.Handle)
+				d.removed[rm.Handle]++
+			}
+		}()
+		for _, rm := range rms {
+			out = append(out, destination.Result{Key: rm.Key, Outcome: destination.Delivered})
+		}
+		return out, nil
+	}
 	for _, rm := range rms {
 		if d.present[rm.Handle] {
 			delete(d.present, rm.Handle)
@@ -487,6 +508,48 @@ func TestMirrorTellsRowsItCannotRemove(t *testing.T) {
 	if err != nil || d.removed["new10@example.com"] != 1 ||
 		r.FailureDetail != "mirror: removed 1 record(s) whose source rows are gone; "+Unremovable(3) {
 		t.Fatalf("the next run: %v, removed %v, detail %q", err, d.removed, r.FailureDetail)
+	}
+}
+
+// TestRowBackWhileItsRemovalIsQueued: a mirror on a destination that
+// answers a removal at once and applies it later (Klaviyo's unsubscribe
+// job, whose outcome no request can read). Row 1 leaves the source and is
+// removed; it is back at the next run, at once. Its write waits until
+// settings.in_doubt_grace has passed since the removal, which lands first,
+// and the row is at the destination. Written at once, it was removed by
+// the job landing after it, for good.
+func TestRowBackWhileItsRemovalIsQueued(t *testing.T) {
+	t.Parallel()
+	const later, grace = 300 * time.Millisecond, 900 * time.Millisecond
+	tb, d, params := setupMirror(t, 20)
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 20 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	rows := mirrorRows(1, 20)
+	all := maps.Clone(rows)
+	delete(rows, 1)
+	writeMirrorRows(t, tb.csv, rows)
+	d.mu.Lock()
+	d.applyLater = later
+	d.mu.Unlock()
+	if r, err := Run(context.Background(), params()); err != nil || !strings.Contains(r.FailureDetail, "removed 1") {
+		t.Fatalf("the run that removes row 1: %v %+v", err, r)
+	}
+	writeMirrorRows(t, tb.csv, all)
+	p := params()
+	p.InDoubtGrace = grace
+	var waited atomic.Int64
+	p.WaitingChanged = func(n int, _ time.Time) { waited.Add(int64(n)) }
+	r, err := Run(context.Background(), p)
+	if err != nil || r.Written != 1 {
+		t.Fatalf("the run with row 1 back: %v %+v", err, r)
+	}
+	time.Sleep(later) // the removal has been applied
+	d.mu.Lock()
+	back := d.present[all[1]]
+	d.mu.Unlock()
+	if !back || waited.Load() != 1 {
+		t.Fatalf("row 1 at the destination: %v (waited for %d); want it there, written after its removal landed", back, waited.Load())
 	}
 }
 

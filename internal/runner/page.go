@@ -141,12 +141,30 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		// superseded are refusals of values rows no longer hold, whose
 		// rows hold their delivered values again: not a person's to look at.
 		superseded []store.LedgerFinish
+		// removedUntil is settings.in_doubt_grace past the latest removal
+		// of a row back on this page (removedBack of them), which the
+		// page's writes wait for.
+		removedUntil time.Time
+		removedBack  int
 	)
 	for i := range items {
 		it := &items[i]
 		e, found := states[it.slot]
 		it.slotAbsent = !found
 		st, ok := ledger.DecodeSlot(e, found)
+		if _, gone := ledger.RefRemoved(st.Ref); ok && gone {
+			// Removed a moment ago and back in the source: a removal
+			// the destination took to apply later (Klaviyo's
+			// unsubscribe job, which no request can follow) could land
+			// after this row's write. The removal's time is the
+			// store's clock; the wait is on the wall clock.
+			if left := e.CompletedAt.Add(r.InDoubtGrace).Sub(r.Clock.Now()); left > 0 {
+				removedBack++
+				if u := time.Now().Add(left); u.After(removedUntil) {
+					removedUntil = u
+				}
+			}
+		}
 		if ok && !r.resends(e) && r.unchanged(st, it.hash) && !r.hasOutstanding(it.slot) {
 			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
 			for _, k := range r.supersededRefusals(it) {
@@ -392,6 +410,11 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	}
 	if err := r.beforeWrite(ctx); err != nil {
 		return c, err
+	}
+	if removedBack > 0 {
+		if err := r.waitUntil(ctx, removedBack, removedUntil, "rows removed from the destination a moment ago are back in the source; writing them once settings.in_doubt_grace has passed since the removal, which the destination may apply later"); err != nil {
+			return c, err
+		}
 	}
 	if n := r.inFlightByPosition; n > 0 {
 		// A positional slot is a place in the source: a row that moved
@@ -784,7 +807,13 @@ func (r *run) waitChanged(ctx context.Context, its []*item) error {
 // earlier holder's writes (its lease's end), for n records of writes in
 // doubt that may still land, saying why; at once when it has.
 func (r *run) waitGrace(ctx context.Context, n int, why string) error {
-	until := r.freeSince.Add(r.InDoubtGrace)
+	return r.waitUntil(ctx, n, r.freeSince.Add(r.InDoubtGrace), why)
+}
+
+// waitUntil waits until until (on the wall clock, as the destination's
+// is), for n records whose earlier requests may still be applied, saying
+// why; at once when it has passed.
+func (r *run) waitUntil(ctx context.Context, n int, until time.Time, why string) error {
 	if !time.Now().Before(until) {
 		return nil
 	}
