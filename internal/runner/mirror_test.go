@@ -553,6 +553,30 @@ func TestRowBackWhileItsRemovalIsQueued(t *testing.T) {
 	}
 }
 
+// TestPreviewJudgesRemovalsAsTheRunDoes: a mirror of rows 1-10 whose
+// source becomes rows 4-200. The run judges its 3 removals against the
+// sync's records once it delivered the 190 new ones (10 % of 197), and
+// removes them; the dry run judged them against the 10 delivered before
+// (10 % of 10: 1) and predicted a refusal.
+func TestPreviewJudgesRemovalsAsTheRunDoes(t *testing.T) {
+	t.Parallel()
+	tb, d, params := setupMirror(t, 10)
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 10 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	writeMirrorRows(t, tb.csv, mirrorRows(4, 200))
+	p := params()
+	p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total / 10 }, Bound: "10%"}
+	pv, err := RunPreview(context.Background(), PreviewParams{Store: tb.store, Source: p.Source, Sync: p.Sync, Remover: d, ResetCursor: true})
+	if err != nil || pv.Removals != 3 || pv.RemovalsAllowed < pv.Removals {
+		t.Fatalf("preview = %+v, %v; want 3 removals allowed", pv, err)
+	}
+	r, err := Run(context.Background(), p)
+	if err != nil || !strings.Contains(r.FailureDetail, "removed 3") {
+		t.Fatalf("the run: %v %+v; want 3 removed, as the dry run said", err, r)
+	}
+}
+
 // TestPreviewSettlesRemovalsInFlight: rows whose removal a dead run left on
 // the wire come back unchanged. The run learns first whether the removal
 // landed (and writes back what it removed), so the dry run says settling,

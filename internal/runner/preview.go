@@ -258,6 +258,9 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 				if gs, err = r.stillThere(ctx, gs); err != nil {
 					return out, err
 				}
+				// The run judges its removals once its pages are delivered:
+				// the records it creates count in the sync's records then.
+				total += int(out.Creates)
 				out.Removals, out.Delivered, out.Moved = int64(len(gs)), int64(total), int64(countMoved(gs))
 				out.Unremovable = int64(unhandled)
 				out.RemovalsAllowed = int64(p.Sync.Mirror.MaxRemovals(total))
