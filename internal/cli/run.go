@@ -165,7 +165,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 			fmt.Fprintf(w, "  unreadable %d  records the source could not read or the mapping not map: rejected, not sent (`oncesync records --rejected` after the run names them)\n", pv.Invalid)
 		}
 		if sc.Destination.EffectiveWriteMode() == config.WriteMirror {
-			fmt.Fprintf(w, "  remove     %s\n", removalText(pv))
+			fmt.Fprintf(w, "  remove     %s\n", removalText(pv, f.allowRemovals))
 		}
 		return nil
 	})
@@ -229,18 +229,22 @@ func previewFrom(cfg *config.Config, syncID string, pv runner.Preview) string {
 	return "the saved cursor"
 }
 
-// removalText says what a mirror run would remove (docs/guide.md#write-modes).
-func removalText(pv runner.Preview) string {
+// removalText says what a mirror run would remove (docs/guide.md#write-modes),
+// run with --allow-removals when allow.
+func removalText(pv runner.Preview, allow bool) string {
 	if pv.Unremovable > 0 && pv.From == "" {
-		return removalCount(pv) + "; " + runner.Unremovable(pv.Unremovable)
+		return removalCount(pv, allow) + "; " + runner.Unremovable(pv.Unremovable)
 	}
-	return removalCount(pv)
+	return removalCount(pv, allow)
 }
 
-func removalCount(pv runner.Preview) string {
+func removalCount(pv runner.Preview, allow bool) string {
 	switch {
 	case pv.From != "":
 		return "0  (the run resumes mid-source; removals are found by a run that reads the source from its start)"
+	case pv.Removals > pv.RemovalsAllowed && allow:
+		return fmt.Sprintf("%d  %s%s: more than max_removals allows (%d of %d), which --allow-removals lets this run remove",
+			pv.Removals, removalWhat(pv), sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)
 	case pv.Removals > pv.RemovalsAllowed:
 		return fmt.Sprintf("%d  %s%s: MORE than max_removals allows (%d of %d); the run would fail with mirror_removals_refused unless run with --allow-removals",
 			pv.Removals, removalWhat(pv), sampleText(pv.RemovalSample, pv.Removals), pv.RemovalsAllowed, pv.Delivered)

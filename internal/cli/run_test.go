@@ -10,6 +10,7 @@ import (
 	"github.com/oncesync/oncesync/internal/demo"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
+	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/store"
 )
 
@@ -114,5 +115,20 @@ syncs:
 		if code != ExitFailed || !strings.Contains(out.String(), "failed: store_unavailable: ") || logged != (level == "debug") {
 			t.Errorf("--log-level %s: exit %d, chain logged %v\nstdout:\n%s\nstderr:\n%s", level, code, logged, out.String(), errOut.String())
 		}
+	}
+}
+
+// TestRemovalCountWithAllowRemovals: `run --dry-run --allow-removals` of a
+// mirror whose removals exceed max_removals says the run will remove them;
+// it said the run "would fail" (an independent check).
+func TestRemovalCountWithAllowRemovals(t *testing.T) {
+	t.Parallel()
+	pv := runner.Preview{Removals: 185, RemovalsAllowed: 19, Delivered: 195}
+	if got := removalText(pv, false); !strings.Contains(got, "would fail with mirror_removals_refused") {
+		t.Errorf("without --allow-removals: %q", got)
+	}
+	got := removalText(pv, true)
+	if strings.Contains(got, "would fail") || !strings.Contains(got, "--allow-removals lets this run remove") {
+		t.Errorf("with --allow-removals: %q", got)
 	}
 }

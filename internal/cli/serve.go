@@ -258,7 +258,7 @@ func runDaemon(ctx context.Context, env Env, rf *rootFlags, f daemonFlags, sched
 					return web.PreviewView{From: previewFrom(cfg, syncID, pv), Read: pv.Read, Creates: pv.Creates, Updates: pv.Updates,
 						Unchanged: pv.Unchanged, Settling: pv.Settling, CreateSample: pv.CreateSample, UpdateSample: pv.UpdateSample,
 						SettlingSample: pv.SettlingSample, Rejected: pv.Rejected, RejectedSample: pv.RejectedSample,
-						Mirror: sc.Destination.EffectiveWriteMode() == config.WriteMirror, Removals: removalText(pv)}, err
+						Mirror: sc.Destination.EffectiveWriteMode() == config.WriteMirror, Removals: removalText(pv, false)}, err
 				},
 				Silence: func(ctx context.Context) (map[string]string, error) {
 					rep, err := checker.Evaluate(ctx)
