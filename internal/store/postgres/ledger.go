@@ -32,11 +32,7 @@ const (
 
 	sqlLedgerClaim = `WITH ` + fenceCTE + `,
 	c AS (
-		INSERT INTO ledger AS l
-			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, coalesce(k.result, ''), '', 1, $4::bigint, NULL, $4::bigint
-		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
-		WHERE f.fence <= $2::bigint
+		` + claimInsert + `
 		ON CONFLICT (key, sync_id) DO UPDATE SET
 			state = 'pending', fence = excluded.fence, run_id = excluded.run_id, result = excluded.result, message = '',
 			attempts = l.attempts + 1, claimed_at = excluded.claimed_at, seen_at = excluded.seen_at
@@ -51,44 +47,7 @@ const (
 	// statement, which then changes nothing, with unique_violation.
 	sqlLedgerClaimAbsent = `WITH ` + fenceCTE + `,
 	c AS (
-		INSERT INTO ledger
-			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, coalesce(k.result, ''), '', 1, $4::bigint, NULL, $4::bigint
-		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
-		WHERE f.fence <= $2::bigint
-	)
-	SELECT fence FROM f`
-
-	// sqlLedgerFinish upserts the outcomes ($5-$8), inserts those of keys
-	// the caller read as absent ($10-$13, store.LedgerFinish.Absent: no
-	// ON CONFLICT look before each insert; one present after all fails the
-	// statement with unique_violation) and deletes the released keys ($9)
-	// but complete ones, in one statement (the three sets are disjoint: a
-	// key's last outcome is in one of them).
-	sqlLedgerFinish = `WITH ` + fenceCTE + `,
-	x AS (
-		INSERT INTO ledger AS l
-			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, u.k, u.s, $2::bigint, $3::bigint, u.r, u.m, 1, $4::bigint,
-			CASE WHEN u.s = 'complete' THEN $4::bigint END, $4::bigint
-		FROM f, unnest($5::text[], $6::text[], $7::text[], $8::text[]) AS u(k, s, r, m)
-		WHERE f.fence <= $2::bigint
-		ON CONFLICT (key, sync_id) DO UPDATE SET
-			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
-			result = excluded.result, message = excluded.message,
-			completed_at = excluded.completed_at, seen_at = excluded.seen_at
-	),
-	n AS (
-		INSERT INTO ledger
-			(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)
-		SELECT $1::text, u.k, u.s, $2::bigint, $3::bigint, u.r, u.m, 1, $4::bigint,
-			CASE WHEN u.s = 'complete' THEN $4::bigint END, $4::bigint
-		FROM f, unnest($10::text[], $11::text[], $12::text[], $13::text[]) AS u(k, s, r, m)
-		WHERE f.fence <= $2::bigint
-	),
-	d AS (
-		DELETE FROM ledger AS l USING f
-		WHERE f.fence <= $2::bigint AND l.key = ANY($9::text[]) AND l.sync_id = $1::text AND l.state <> 'complete'
+		` + claimInsert + `
 	)
 	SELECT fence FROM f`
 
@@ -114,6 +73,51 @@ const (
 	SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM d),
 		coalesce((SELECT key FROM last), ''), coalesce((SELECT sync_id FROM last), '')`
 )
+
+// ledgerInsertColumns are the columns the claim's and the finish's inserts
+// give.
+const ledgerInsertColumns = `(sync_id, key, state, fence, run_id, result, message, attempts, claimed_at, completed_at, seen_at)`
+
+// claimInsert inserts the keys $5 with their results $6 as pending under
+// the fence $2 ($1 the sync, $3 the run, $4 now), unless a newer fence is
+// registered (f); sqlLedgerClaim adds its ON CONFLICT to it.
+const claimInsert = `INSERT INTO ledger AS l ` + ledgerInsertColumns + `
+		SELECT $1::text, k.key, 'pending', $2::bigint, $3::bigint, coalesce(k.result, ''), '', 1, $4::bigint, NULL, $4::bigint
+		FROM f, unnest($5::text[], $6::text[]) AS k(key, result)
+		WHERE f.fence <= $2::bigint`
+
+// finishInsert inserts the outcomes given by the parameters keys, states,
+// results and messages (arrays) as claimInsert inserts claims.
+func finishInsert(keys, states, results, messages string) string {
+	return `INSERT INTO ledger AS l ` + ledgerInsertColumns + `
+		SELECT $1::text, u.k, u.s, $2::bigint, $3::bigint, u.r, u.m, 1, $4::bigint,
+			CASE WHEN u.s = 'complete' THEN $4::bigint END, $4::bigint
+		FROM f, unnest(` + keys + `::text[], ` + states + `::text[], ` + results + `::text[], ` + messages + `::text[]) AS u(k, s, r, m)
+		WHERE f.fence <= $2::bigint`
+}
+
+// sqlLedgerFinish upserts the outcomes ($5-$8), inserts those of keys
+// the caller read as absent ($10-$13, store.LedgerFinish.Absent: no
+// ON CONFLICT look before each insert; one present after all fails the
+// statement with unique_violation) and deletes the released keys ($9)
+// but complete ones, in one statement (the three sets are disjoint: a
+// key's last outcome is in one of them).
+var sqlLedgerFinish = `WITH ` + fenceCTE + `,
+	x AS (
+		` + finishInsert("$5", "$6", "$7", "$8") + `
+		ON CONFLICT (key, sync_id) DO UPDATE SET
+			state = excluded.state, fence = excluded.fence, run_id = excluded.run_id,
+			result = excluded.result, message = excluded.message,
+			completed_at = excluded.completed_at, seen_at = excluded.seen_at
+	),
+	n AS (
+		` + finishInsert("$10", "$11", "$12", "$13") + `
+	),
+	d AS (
+		DELETE FROM ledger AS l USING f
+		WHERE f.fence <= $2::bigint AND l.key = ANY($9::text[]) AND l.sync_id = $1::text AND l.state <> 'complete'
+	)
+	SELECT fence FROM f`
 
 func scanLedger(sc pgx.Row) (store.LedgerEntry, error) {
 	var (
