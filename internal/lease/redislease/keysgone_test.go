@@ -154,11 +154,7 @@ func TestRenewStartsTheQuarantine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{tb.keys.Lease(tb.syncID), tb.keys.LeaseEnd(tb.syncID), tb.keys.Fence(tb.syncID)} {
-			if err := tb.client.Del(tb.ctx, k).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		tb.lose(t)
 		before := time.Now()
 		_, err = m.Renew(tb.ctx, g, time.Minute)
 		var qe *lease.QuarantineError

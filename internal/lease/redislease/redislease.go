@@ -591,11 +591,18 @@ func (m *Manager) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Gra
 // the end of its fence registration.
 var errLostWhileRegistering = errors.New("lease lost while registering its fence")
 
+// lossKeys are the KEYS of the scripts that tell a loss of Redis's data
+// (acquireScript, noticeScript, getScript): syncID's lease, fence counter,
+// lease-loss and lease-end.
+func (m *Manager) lossKeys(syncID string) []string {
+	return []string{m.keys.Lease(syncID), m.keys.Fence(syncID), m.keys.LeaseLoss(syncID), m.keys.LeaseEnd(syncID)}
+}
+
 // grant runs acquireScript, retrying once with a takeover if the holder is a
 // dead process on this machine.
 func (m *Manager) grant(ctx context.Context, p lease.AcquireParams, ttlMS int64) (lease.Grant, error) {
 	token := lease.NewToken()
-	keys := []string{m.keys.Lease(p.SyncID), m.keys.Fence(p.SyncID), m.keys.LeaseLoss(p.SyncID), m.keys.LeaseEnd(p.SyncID)}
+	keys := m.lossKeys(p.SyncID)
 	takeover := ""
 	for {
 		res, err := acquireScript.Run(ctx, m.client, keys,
@@ -784,7 +791,7 @@ func (m *Manager) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (
 		why = "taken by " + toString(res[1])
 	}
 	err = fmt.Errorf("redis lease of sync %q (fence %d): %w: %w (%s)", g.SyncID, g.Fence, lease.ErrLost, store.ErrLeaseLost, why)
-	keys := []string{m.keys.Lease(g.SyncID), m.keys.Fence(g.SyncID), m.keys.LeaseLoss(g.SyncID), m.keys.LeaseEnd(g.SyncID)}
+	keys := m.lossKeys(g.SyncID)
 	var q []any // a quarantine's answer, if one is on
 	if len(res) > 2 && toInt(res[2]) == 1 {
 		// Said on the run's failure line: lease_lost alone sent the
@@ -838,7 +845,7 @@ func (m *Manager) Get(ctx context.Context, syncID string) (store.Lease, error) {
 	if err := m.checkSync(syncID); err != nil {
 		return store.Lease{}, err
 	}
-	keys := []string{m.keys.Lease(syncID), m.keys.Fence(syncID), m.keys.LeaseLoss(syncID), m.keys.LeaseEnd(syncID)}
+	keys := m.lossKeys(syncID)
 	for range acquireAttempts {
 		res, err := getScript.Run(ctx, m.client, keys, durationMS(m.ttl)).Slice()
 		if err != nil {
