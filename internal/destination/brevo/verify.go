@@ -146,18 +146,6 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 			unsettled = len(imports) > 0
 		}
 	}
-	if unsettled {
-		// Such a record found is not proof: it is reported not landed
-		// and written again, its import queued behind the one that may
-		// carry the other value, and no longer waited for here.
-		defer func() {
-			for _, c := range cands {
-				if c.rec.EarlierInDoubt {
-					delete(landed, c.rec.Key)
-				}
-			}
-		}()
-	}
 	// While imports run, records not seen in the listing are looked up one
 	// by one only once the wait is over (waitImports).
 	if err := d.verifyList(ctx, cands, since, landed, len(imports) == 0); err != nil {
@@ -166,6 +154,16 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, sin
 	if len(imports) > 0 {
 		if err := d.waitImports(ctx, imports, cands, since, landed); err != nil {
 			return nil, err
+		}
+	}
+	if unsettled {
+		// Such a record found is not proof: it is reported not landed
+		// and written again, its import queued behind the one that may
+		// carry the other value, and no longer waited for here.
+		for _, c := range cands {
+			if c.rec.EarlierInDoubt {
+				delete(landed, c.rec.Key)
+			}
 		}
 	}
 	return landed, nil

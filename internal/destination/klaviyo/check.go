@@ -18,10 +18,7 @@ import (
 // invalid_sync_definition before a run's first job finds it. Nothing is
 // written.
 func (d *Destination) Check(ctx context.Context) ([]string, error) {
-	q := url.Values{}
-	q.Set("page[size]", "1")
-	_, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
-	if err = d.checkFailure(err, "klaviyo: could not read a profile"); err != nil {
+	if err := d.checkFailure(d.readAProfile(ctx), "klaviyo: could not read a profile"); err != nil {
 		return nil, err
 	}
 	lines := []string{"klaviyo: the private API key and revision " + d.revision + " are accepted (GET /api/profiles)"}
@@ -57,6 +54,15 @@ func (d *Destination) checkFailure(err error, what string) error {
 	if err = d.readError(err); err != nil && failure.CodeOf(err) == failure.Internal {
 		return failure.Wrap(failure.DestinationUnavailable, d.safe(err), "%s", what)
 	}
+	return err
+}
+
+// readAProfile reads one profile (GET /api/profiles, a page of one): what
+// the key may read, and whether base_url reaches Klaviyo's API.
+func (d *Destination) readAProfile(ctx context.Context) error {
+	q := url.Values{}
+	q.Set("page[size]", "1")
+	_, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
 	return err
 }
 

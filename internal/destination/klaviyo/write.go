@@ -391,10 +391,7 @@ func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]b
 // (one GET /api/profiles asks), which is a base_url that does not reach
 // Klaviyo's API, not a list to fix.
 func (d *Destination) noList(ctx context.Context, e *APIError) error {
-	q := url.Values{}
-	q.Set("page[size]", "1")
-	_, err := d.do(ctx, request{method: http.MethodGet, path: "/api/profiles", route: "GET /api/profiles", query: q})
-	if pe := (*APIError)(nil); errors.As(err, &pe) && pe.Status == http.StatusNotFound {
+	if pe := (*APIError)(nil); errors.As(d.readAProfile(ctx), &pe) && pe.Status == http.StatusNotFound {
 		return failure.Wrap(failure.DestinationUnavailable, d.safe(e),
 			"klaviyo answered HTTP 404 to %s and to GET /api/profiles: check the destination's base_url", e.Route)
 	}
