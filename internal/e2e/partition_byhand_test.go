@@ -28,7 +28,7 @@ func TestRunByHandOfAPartitionedSync(t *testing.T) {
 	const records = 400
 	ls := newLeaseStores(t)
 	tb := setup(t, setupParams{records: records, pageSize: 50, mode: "bulk"})
-	writePartitionedConfig(t, tb, ls, `"@every 2s"`)
+	writePartitionedConfig(t, tb, ls, partitionedConfig{schedule: `"@every 2s"`, pageSize: 50, mode: "bulk"})
 	serveUntil := func(what string, done func() bool) {
 		t.Helper()
 		s := tb.start("serve", "--config", tb.config, "--listen", "127.0.0.1:0", "--workers", "3")
@@ -138,22 +138,7 @@ func TestPartitionedSyncAfterTheFileIsRegenerated(t *testing.T) {
 	ls := newLeaseStores(t)
 	tb := setup(t, setupParams{records: records, pageSize: 20, mode: "single",
 		opts: fakebrevo.Options{Latency: 5 * time.Millisecond}})
-	cfg := fmt.Sprintf(`store: %s
-redis: %s
-settings: {lease_ttl: 5s, lease_renew: 1s}
-syncs:
-  - id: %s
-    workspace: acme
-    schedule: "@every 2s"
-    partitions: 2
-    source: {type: csv, path: contacts.csv, page_size: 20, identity: id}
-    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: single, list_ids: [2], rate_limit: 1000}
-    mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
-`, ls.storeURL, ls.redisURL, ls.syncID, tb.srv.URL)
-	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
-	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writePartitionedConfig(t, tb, ls, partitionedConfig{schedule: `"@every 2s"`, pageSize: 20, mode: "single"})
 	s := tb.start("serve", "--config", tb.config, "--listen", "127.0.0.1:0", "--workers", "3")
 	waitFor(t, 60*time.Second, "a quarter of the contacts", func() bool { return tb.stats().Contacts >= records/4 })
 	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -203,7 +188,7 @@ func TestRunByHandOfAPartitionedSyncPinsItsSource(t *testing.T) {
 	const records = 400
 	ls := newLeaseStores(t)
 	tb := setup(t, setupParams{records: records, pageSize: 50, mode: "bulk"})
-	writePartitionedConfig(t, tb, ls, `""`)
+	writePartitionedConfig(t, tb, ls, partitionedConfig{schedule: `""`, pageSize: 50, mode: "bulk"})
 	renamed := make(map[int]string, records)
 	for i := 1; i <= records; i++ {
 		renamed[i] = fmt.Sprintf("New%d", i)
@@ -265,9 +250,17 @@ func TestRunByHandOfAPartitionedSyncPinsItsSource(t *testing.T) {
 	}
 }
 
+// partitionedConfig is what writePartitionedConfig's sync differs by:
+// its schedule (YAML; `""` for none), its pages and its Brevo path.
+type partitionedConfig struct {
+	schedule string
+	pageSize int
+	mode     string
+}
+
 // writePartitionedConfig writes tb's config: its sync on ls's stores with
-// partitions: 2 and schedule (YAML; "" for none), into tb's fake Brevo.
-func writePartitionedConfig(t *testing.T, tb *testBundle, ls *leaseStores, schedule string) {
+// partitions: 2 and c, into tb's fake Brevo.
+func writePartitionedConfig(t *testing.T, tb *testBundle, ls *leaseStores, c partitionedConfig) {
 	t.Helper()
 	cfg := fmt.Sprintf(`store: %s
 redis: %s
@@ -277,10 +270,10 @@ syncs:
     workspace: acme
     schedule: %s
     partitions: 2
-    source: {type: csv, path: contacts.csv, page_size: 50, identity: id}
-    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: bulk, list_ids: [2], rate_limit: 1000}
+    source: {type: csv, path: contacts.csv, page_size: %d, identity: id}
+    destination: {type: brevo, base_url: %s/v3, api_key: ${BREVO_API_KEY}, mode: %s, list_ids: [2], rate_limit: 1000}
     mapping: {email: email, attributes: {FIRSTNAME: first_name, LASTNAME: last_name}}
-`, ls.storeURL, ls.redisURL, ls.syncID, schedule, tb.srv.URL)
+`, ls.storeURL, ls.redisURL, ls.syncID, c.schedule, c.pageSize, tb.srv.URL, c.mode)
 	tb.config = filepath.Join(tb.dir, "oncesync.yaml")
 	if err := os.WriteFile(tb.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
