@@ -183,7 +183,11 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				it.prevRef = st.Ref // the handle its last delivery went to
 			}
 		}
-		it.Key = r.deliveryKey(it)
+		if ahead != nil && it.gen == 1 {
+			it.Key = ahead.keys[i] // made by readKeysAhead
+		} else {
+			it.Key = r.deliveryKey(it)
+		}
 		changed = append(changed, it)
 	}
 	entries, aheadErr := ahead.wait()
@@ -453,6 +457,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 // (docs/PERFORMANCE.md#reads-ahead-on-postgresql). A record whose slot
 // turns out to be delivered already has another key, read after.
 type readAhead struct {
+	keys    []string // the items' generation-1 delivery keys, in their order
 	done    chan struct{}
 	entries map[string]store.LedgerEntry
 	err     error
@@ -469,7 +474,7 @@ func (r *run) readKeysAhead(ctx context.Context, items []item) *readAhead {
 		cp.gen = 1
 		keys[i] = r.deliveryKey(&cp)
 	}
-	a := &readAhead{done: make(chan struct{})}
+	a := &readAhead{keys: keys, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		reg := trace.StartRegion(ctx, "ledger.get.ahead")
