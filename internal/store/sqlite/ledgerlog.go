@@ -453,8 +453,11 @@ func (m *memLedger) observeMerge(through int64) {
 		f := m.filters[sid]
 		// The survivors go to a new map: deleting most of a map's keys
 		// leaves it at its peak size and full of deleted slots, which every
-		// lookup of an absent key (most of a run's) probes through.
-		kept := make(map[string]memEntry)
+		// lookup of an absent key (most of a run's) probes through. It is
+		// made at the size this one reached, which the next round's
+		// entries will reach again: growing a map of that size step by
+		// step rehashes every entry at each step.
+		kept := make(map[string]memEntry, len(es))
 		for k, e := range es {
 			if e.seq > through {
 				kept[k] = e
