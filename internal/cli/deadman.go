@@ -35,7 +35,8 @@ func newDeadmanCheckCmd(env Env, rf *rootFlags) *cobra.Command {
 		Long: `Run, once, the check serve's leader runs every hour at minute 13: for every
 workspace with an active sync, and for every active sync, did a run succeed within
 its deadman_window (24h)? A silent one gets one critical alert through the
-config's alert sinks, saying which silence: runs_without_success (runs failed)
+config's alert sinks, saying which silence: runs_without_success (runs failed,
+or the latest run failed and its retry is waiting out a backoff)
 or no_runs (nothing ran: a stopped scheduler or cron, a stuck queue, workers that
 never started). One alert per incident: the same markers as serve's check
 suppress repeats until the first success, which sends a resolution notice.

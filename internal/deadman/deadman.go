@@ -341,6 +341,7 @@ type workspaceAgg struct {
 	window        time.Duration // the longest window of its active syncs
 	lastSuccessAt time.Time     // over all its syncs
 	lastRunAt     time.Time     // over all its syncs
+	failedLast    bool          // an active sync's latest run failed
 }
 
 // Check runs the dead-man check once: it records the check (CheckLog), alerts
@@ -408,6 +409,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			// failed runs made an idle workspace read runs_without_success.
 			w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
 			w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
+			w.failedLast = w.failedLast || a.LastRunState == store.RunFailed
 		}
 	}
 	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
@@ -431,7 +433,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 		w := &workspaces[i]
 		judge(target{
 			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: cmp.Or(w.window, c.window),
-			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt,
+			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt, failedLast: w.failedLast,
 		})
 	}
 	slices.SortFunc(acts, func(a, b Activity) int { return cmp.Compare(a.SyncID, b.SyncID) })
@@ -441,7 +443,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			scope: ScopeSync, id: a.SyncID, workspace: a.Workspace,
 			active: a.State == store.SyncActive || tripped(a), tripped: tripped(a),
 			window: c.windowFor(a.SyncID), changedAt: a.ChangedAt,
-			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a,
+			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a, failedLast: a.LastRunState == store.RunFailed,
 		})
 	}
 
@@ -499,6 +501,9 @@ type target struct {
 	lastSuccessAt time.Time
 	lastRunAt     time.Time
 	last          *Activity // a sync's latest run (nil for a workspace)
+	// failedLast: a sync's latest run failed; for a workspace, one of its
+	// active syncs'.
+	failedLast bool
 }
 
 // tripped reports whether the circuit breaker paused a's sync.
@@ -550,8 +555,11 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 	default:
 		v.Status = StatusSilent
 		v.Kind = KindNoRuns
-		if t.tripped || (!t.lastRunAt.IsZero() && !t.lastRunAt.Before(horizon)) {
-			// A tripped sync's runs failed; no scheduler is at fault.
+		if t.tripped || (!t.lastRunAt.IsZero() && !t.lastRunAt.Before(horizon)) || t.failedLast {
+			// A tripped sync's runs failed; no scheduler is at fault. Nor,
+			// first, is it when the latest run failed before the window:
+			// its retry waits out a backoff that grows with each attempt
+			// and can outlast the window (an independent check, 2026-12-06).
 			v.Kind = KindRunsWithoutSuccess
 		}
 		v.SilentSince = t.changedAt
@@ -580,7 +588,7 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 // (confirm waits on it). If the alert cannot be handed to the notifier, the
 // marker is removed again so the next check retries.
 func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) (*alert.Delivery, error) {
-	a := c.silenceAlert(t, v)
+	a := c.silenceAlert(now, t, v)
 	a.ID = alert.NewID()
 	a.At = now
 	m := Marker{

@@ -121,12 +121,26 @@ func TestKindsOfSilence(t *testing.T) {
 			name: "runs only before the window",
 			history: func(t *testing.T, tb *bundle) {
 				tb.clk.Advance(time.Hour)
-				tb.run(t, "s1", store.RunFailed, string(failure.SourceUnavailable))
+				tb.run(t, "s1", store.RunSucceeded, "")
 				tb.clk.Advance(25 * time.Hour)
 			},
 			kind: deadman.KindNoRuns, owner: failure.OwnerOperator,
 			what: []string{"recorded no run", "the latest run was recorded at " + ts(t0.Add(time.Hour))},
 			next: "workers are started",
+		},
+		{
+			// Its retry may wait out a backoff longer than the window: the
+			// failure is told first, not the scheduler.
+			name: "a failed run before the window",
+			history: func(t *testing.T, tb *bundle) {
+				tb.clk.Advance(time.Hour)
+				tb.run(t, "s1", store.RunFailed, string(failure.DestinationAuth))
+				tb.clk.Advance(25 * time.Hour)
+			},
+			kind: deadman.KindRunsWithoutSuccess, owner: failure.OwnerYou,
+			what: []string{"has had no successful run in the last 24h", "failed with destination_auth",
+				"none has run since: a failed run is retried after a backoff"},
+			next: failure.Lookup(failure.DestinationAuth).NextStep,
 		},
 		{
 			name: "skipped runs are recorded runs",

@@ -29,13 +29,14 @@ const (
 )
 
 // silenceAlert is the critical alert of the silence judged in v.
-func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
+func (c *Checker) silenceAlert(now time.Time, t target, v *Verdict) alert.Alert {
 	recorded := "runs but none succeeded"
 	if v.Kind == KindNoRuns {
 		recorded = "no run"
 	}
 	head := fmt.Sprintf("%s recorded %s in the last %s", name(t), recorded, fmtWindow(t.window))
-	if t.tripped {
+	quiet := v.Kind == KindRunsWithoutSuccess && t.lastRunAt.Before(now.Add(-t.window))
+	if t.tripped || quiet {
 		head = fmt.Sprintf("%s has had no successful run in the last %s", name(t), fmtWindow(t.window))
 	}
 	clauses := []string{
@@ -74,6 +75,11 @@ func (c *Checker) silenceAlert(t target, v *Verdict) alert.Alert {
 		if code := t.last.LastFailureCode; code != "" {
 			e := failure.Lookup(failure.Code(code))
 			clauses = append(clauses, fmt.Sprintf("the latest run (#%d) failed with %s", t.last.LastRunID, code))
+			if quiet {
+				clauses = append(clauses, fmt.Sprintf("it ended at %s and none has run since: a failed run is "+
+					"retried after a backoff that grows with each attempt and can outlast the window "+
+					"(if the sync is healthy again, run it now)", fmtTime(t.lastRunAt)))
+			}
 			// The next step is that failure's, and so is whoever takes it:
 			// a destination that never answers (destination_unavailable)
 			// is the operator's, not the sync owner's (an independent
