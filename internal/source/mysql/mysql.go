@@ -60,6 +60,13 @@
 // committed more than the lookback after they were stamped, are not
 // covered: they wait until the cursor is reset.
 //
+// A TIMESTAMP value ahead of the server's clock (a writer whose clock runs
+// ahead) would move the cursor a pass ends at past the rows changed before
+// that time. With a lookback, a TIMESTAMP cursor a pass ends at is the
+// server's clock (UTC_TIMESTAMP(6), read at the end of the pass) at most,
+// less the lookback, as on PostgreSQL. A DATETIME or DATE names no instant
+// (its writers' zone is not known) and is not clamped.
+//
 // # Re-reading rows by identity
 //
 // ReadIdentities (source.Refetcher) reads
@@ -851,9 +858,19 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 	}
 	page.Next = last.String()
 	page.End = true
+	var clock time.Time
+	if s.lookback > 0 && r.types[keyIdx[0]] == "TIMESTAMP" {
+		var now string
+		if err := conn.QueryRowContext(ctx, "SELECT CAST(UTC_TIMESTAMP(6) AS CHAR)").Scan(&now); err != nil {
+			return source.Page{}, err
+		}
+		if clock, err = time.Parse(myDatetimeLayout, now); err != nil {
+			return source.Page{}, fmt.Errorf("the server's clock %q: %w", now, err)
+		}
+	}
 	switch {
 	case len(page.Records) > 0:
-		page.Next = s.lookbackFrom(last, high).String()
+		page.Next = s.lookbackFrom(last, high, clock).String()
 	case pos != nil && s.looksBack(pos[0].Type):
 		// The page began where an earlier one of the pass stopped, or
 		// where the last pass ended, and the rows read there, or the row
@@ -870,7 +887,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		}
 		page.Next = ""
 		if from != nil {
-			page.Next = s.lookbackFrom(from, high).String()
+			page.Next = s.lookbackFrom(from, high, clock).String()
 		}
 	}
 	if !s.keysNotNull {
@@ -962,8 +979,9 @@ func keyOf(r result, keyIdx []int, sc *scanner) position {
 // step when it is a DATETIME, TIMESTAMP or DATE (zero dates and values
 // before the year 1000 stay as they are), by the values' lookback and one
 // when it is an integer (the start of the source when that is below the
-// type's smallest value); p otherwise.
-func (s *Source) lookbackFrom(p position, high keyValue) position {
+// type's smallest value); p otherwise. clock, the server's clock in UTC
+// (zero: not read), bounds a TIMESTAMP's value.
+func (s *Source) lookbackFrom(p position, high keyValue, clock time.Time) position {
 	var text string
 	switch p[0].Type {
 	case "DATETIME", "TIMESTAMP":
@@ -973,6 +991,9 @@ func (s *Source) lookbackFrom(p position, high keyValue) position {
 		}
 		if h, err := time.Parse(myDatetimeLayout, high.Text); err == nil && high.Type == p[0].Type && h.Before(t) && h.Year() >= 1000 {
 			t = h
+		}
+		if p[0].Type == "TIMESTAMP" && !clock.IsZero() && clock.Before(t) {
+			t = clock
 		}
 		t = t.Add(-s.lookback - time.Microsecond)
 		if t.Year() < 1000 {

@@ -70,6 +70,17 @@
 // rows, a key that moved backwards, or a cursor_column of another type is
 // not covered: those rows wait until the cursor is reset.
 //
+// # Rows stamped in the future
+//
+// A timestamptz cursor_column value ahead of the database's clock (a writer
+// whose clock runs ahead) would move the cursor a pass ends at past the
+// rows changed before that time, stamped by the clock. With a lookback, the
+// cursor a pass ends at is the database's clock at most (now(), the page
+// transaction's start), less the lookback: the row ahead is read again at
+// every pass (and skipped by the ledger while unchanged) until the clock
+// passes it (docs/guide.md#rows-committed-late). A timestamp or date
+// without a zone is not clamped: its writers' zone is not known.
+//
 // Rows whose cursor_column or identity is NULL cannot be paged; rather than
 // skip them silently, reaching the end of the source fails with
 // source.ErrInvalid while any exist. The check runs in the last page's
@@ -895,9 +906,13 @@ func (s *Source) CursorKind() (column, typ, window string) {
 
 // lookbackSQL moves a time value back by an interval (the lookback and the
 // type's smallest step), printing it as the column's own values print.
-// The earlier of the value and the pass's high mark ($3, NULL for none).
+// The earlier of the value and the pass's high mark ($3, NULL for none),
+// and, for an instant, the database's clock: a row stamped in the future
+// would otherwise leave the rows changed before that time below the cursor
+// (see "Rows stamped in the future"). A timestamp or date without a zone
+// names no instant (its writers' zone is not known), so it is not clamped.
 var lookbackSQL = map[string]string{
-	"timestamptz": `SELECT (LEAST($1::timestamptz, $3::timestamptz) - $2::interval - interval '1 microsecond')::text`,
+	"timestamptz": `SELECT (LEAST($1::timestamptz, $3::timestamptz, now()) - $2::interval - interval '1 microsecond')::text`,
 	"timestamp":   `SELECT (LEAST($1::timestamp, $3::timestamp) - $2::interval - interval '1 microsecond')::text`,
 	"date":        `SELECT (LEAST($1::date, $3::date) - $2::interval - interval '1 day')::date::text`,
 }
