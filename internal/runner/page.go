@@ -226,26 +226,50 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		accepted = map[string][]*item{} // ref -> items accepted by an earlier run, in this run's key
 		since    time.Time
 		now      = r.Clock.Now()
-		unknown  = map[string]bool{} // refs the destination does not know: asked once a page
+		unknown  = map[string]bool{} // earlier refs the destination does not know
 	)
-	for _, it := range changed {
+	// Earlier runs' imports of other values of these rows: learn what
+	// became of each, asking each process once for all the rows it
+	// carried (once a row was 500 process reads a page).
+	foreigns := make([][]store.LedgerEntry, len(changed))
+	byRef := map[string][]*item{}
+	var refs []string
+	for i, it := range changed {
+		foreigns[i] = r.takeOutstanding(it.slot, it.Key)
+		for _, f := range foreigns[i] {
+			if f.State == store.LedgerAccepted {
+				ref := ledger.AcceptedRef(f)
+				if _, ok := byRef[ref]; !ok {
+					refs = append(refs, ref)
+				}
+				byRef[ref] = append(byRef[ref], withKey(it, f.Key))
+			}
+		}
+	}
+	earlier := map[string]destination.Result{} // by the earlier entry's key
+	for _, ref := range refs {
+		res, err := r.awaitAccepted(ctx, ref, byRef[ref])
+		switch {
+		case errors.Is(err, destination.ErrUnknownRef):
+			unknown[ref] = true
+		case err != nil:
+			return c, err
+		}
+		for _, x := range res {
+			earlier[x.Key] = x
+		}
+	}
+	for i, it := range changed {
 		e, found := entries[it.Key]
 		key := it.Key
-		foreign := r.takeOutstanding(it.slot, it.Key)
 		var learned *destination.Result // an earlier import delivered this very value
-		for _, f := range foreign {
+		for _, f := range foreigns[i] {
 			switch f.State {
 			case store.LedgerAccepted:
 				// An earlier run's import of another value of this row:
-				// learn what became of it before this value is judged.
+				// what became of it is judged before this value is.
 				ref := ledger.AcceptedRef(f)
-				var res []destination.Result
-				err := errUnknownRef
-				if !unknown[ref] {
-					res, err = r.awaitAccepted(ctx, ref, []*item{withKey(it, f.Key)})
-				}
-				if errors.Is(err, destination.ErrUnknownRef) {
-					unknown[ref] = true
+				if unknown[ref] {
 					// Its process is not known there (another account's):
 					// what it wrote is in doubt, settled with this value.
 					marks = r.appendMovedFrom(marks, it, f)
@@ -255,17 +279,14 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					}
 					continue
 				}
-				if err != nil {
-					return c, err
-				}
-				if len(res) == 1 && res[0].Outcome == destination.Delivered {
+				if res, ok := earlier[f.Key]; ok && res.Outcome == destination.Delivered {
 					if g, same := r.valueGen(it, f.Key); same {
 						// That import carried this very value, under a
 						// generation the slot does not know yet (the run
 						// that sent it had just learned of an earlier
 						// value's delivery): it is delivered.
 						it.gen, it.Key = g, f.Key
-						learned = &res[0]
+						learned = &res
 					} else {
 						// The destination holds that other value now.
 						marks = r.appendMovedFrom(marks, it, f)
@@ -1173,10 +1194,6 @@ func recordKeys(recs []destination.Record) []string {
 	}
 	return out
 }
-
-// errUnknownRef stands for an answer already had: the destination does not
-// know the process.
-var errUnknownRef = fmt.Errorf("asked before: %w", destination.ErrUnknownRef)
 
 // storeFailure maps a store error: a refused fence means the lease was lost.
 func storeFailure(ctx context.Context, err error, what string) error {

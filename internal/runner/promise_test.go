@@ -702,3 +702,77 @@ func TestMovedRowAfterAHeldWrite(t *testing.T) {
 		t.Fatalf("waited for %d records, want the one write in doubt", waited)
 	}
 }
+
+// TestEarlierImportsAskedOncePerProcess: a run killed with its imports
+// accepted, the rows then changed back: the next run learned what each
+// earlier import did by asking its process once per row (500 process reads
+// a page, about 50 s each on Brevo's paced reads, and far beyond Brevo's
+// 100 process reads an hour: an independent check, 2026-12-06). It asks
+// each process once for all the rows it carried.
+func TestEarlierImportsAskedOncePerProcess(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.async = true
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+		return p
+	}
+	writeCSV := func(name func(i int) string) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= 300; i++ {
+			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name(i))
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
+		t.Fatalf("the first run: %v %+v", err, r)
+	}
+	// Every row changes; the run ends with its imports still processing.
+	writeCSV(func(i int) string { return fmt.Sprintf("Changed%d", i) })
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 1_000_000
+	before := map[string]bool{}
+	for ref := range tb.dest.procs {
+		before[ref] = true
+	}
+	tb.dest.mu.Unlock()
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the first values; the earlier imports are done now.
+	writeCSV(func(i int) string { return fmt.Sprintf("N%d", i) })
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 0
+	var earlier []*memProc
+	for ref, p := range tb.dest.procs {
+		if !before[ref] {
+			p.polls = 0
+			earlier = append(earlier, p)
+		}
+	}
+	tb.dest.mu.Unlock()
+	if len(earlier) == 0 {
+		t.Fatal("the second run left no import processing")
+	}
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	tb.dest.mu.Lock()
+	polls := 0
+	for _, p := range earlier {
+		polls += p.polls
+	}
+	tb.dest.mu.Unlock()
+	if polls > 2*len(earlier) {
+		t.Fatalf("the earlier run's %d import processes were asked %d times: once a row, not once a process", len(earlier), polls)
+	}
+	for i := 1; i <= 300; i++ {
+		if got := fmt.Sprint(tb.dest.value(email(i))); got != fmt.Sprintf("N%d", i) {
+			t.Fatalf("row %d at the destination: %s", i, got)
+		}
+	}
+}
