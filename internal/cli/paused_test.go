@@ -97,3 +97,35 @@ syncs:
 		return out.String() + errOut.String(), code
 	}
 }
+
+// TestResumeOfAnActiveSync: `oncesync resume` of a sync that was not paused
+// answered "now active" and restarted its dead-man window, hiding its
+// silence for a whole window (an independent check, 2026-12-06); a pause of
+// a paused sync would turn the breaker's pause into a person's, which the
+// dead-man check no longer watches. Both are refused, as the API refuses
+// them, and change nothing.
+func TestResumeOfAnActiveSync(t *testing.T) {
+	t.Parallel()
+	_, cmd := webhookSync(t)
+	if out, code := cmd("run", "crm"); code != ExitOK {
+		t.Fatalf("first run: exit %d\n%s", code, out)
+	}
+	before, _ := cmd("status", "crm")
+	out, code := cmd("resume", "crm", "--by", "Bo", "--reason", "x")
+	if code != ExitFailed || !strings.Contains(out, "sync crm is not paused (it is active)") {
+		t.Fatalf("resume of an active sync: exit %d\n%s", code, out)
+	}
+	if after, _ := cmd("status", "crm"); after != before {
+		t.Errorf("resume of an active sync changed its status:\n%s\nthen\n%s", before, after)
+	}
+	if out, code := cmd("pause", "crm", "--by", "Bo", "--reason", "campaign over"); code != ExitOK {
+		t.Fatalf("pause: exit %d\n%s", code, out)
+	}
+	out, code = cmd("pause", "crm", "--by", "Al", "--reason", "again")
+	if code != ExitFailed || !strings.Contains(out, "sync crm is already paused (by Bo)") {
+		t.Fatalf("pause of a paused sync: exit %d\n%s", code, out)
+	}
+	if out, _ := cmd("status", "crm"); !strings.Contains(out, "by Bo: campaign over") {
+		t.Errorf("the second pause changed who paused it:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -488,6 +489,14 @@ func newResumeCmd(env Env) *cobra.Command {
 	return newStateCmd(env, store.SyncActive, "resume", "Resume a paused sync and re-arm its circuit breaker (audited)")
 }
 
+// pausedBy names who paused s: the circuit breaker, or the person recorded.
+func pausedBy(s store.Sync) string {
+	if s.PauseReason == "breaker" {
+		return "the circuit breaker"
+	}
+	return cmp.Or(s.PausedBy, "a person")
+}
+
 func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command {
 	var f pauseFlags
 	cmd := &cobra.Command{
@@ -511,8 +520,20 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 						return err
 					}
 				}
-				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
+				cur, err := getSync(cmd.Context(), cfg, st, args[0])
+				if err != nil {
 					return err
+				}
+				// As the API refuses them (409): resuming an active sync
+				// restarted its dead-man window and hid a silence for a
+				// whole window (an independent check, 2026-12-06), and a
+				// person's pause over the breaker's ends the dead-man's
+				// watch of it.
+				switch {
+				case to == store.SyncActive && cur.State != store.SyncPaused:
+					return exit(ExitFailed, fmt.Errorf("sync %s is not paused (it is %s): there is nothing to resume, and it is left as it is", cur.ID, cur.State))
+				case to == store.SyncPaused && cur.State == store.SyncPaused:
+					return exit(ExitFailed, fmt.Errorf("sync %s is already paused (by %s): it is left as it is", cur.ID, pausedBy(cur)))
 				}
 				p := store.SetSyncStateParams{ID: args[0], State: to, By: f.by, Why: f.reason}
 				if to == store.SyncPaused {
