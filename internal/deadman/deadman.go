@@ -342,6 +342,9 @@ type workspaceAgg struct {
 	lastSuccessAt time.Time     // over all its syncs
 	lastRunAt     time.Time     // over all its syncs
 	failedLast    bool          // an active sync's latest run failed
+	// owners of the latest failures of its active syncs whose latest run
+	// failed; one owner is the workspace alert's (as its syncs' alerts say).
+	owners map[failure.Owner]bool
 }
 
 // Check runs the dead-man check once: it records the check (CheckLog), alerts
@@ -410,6 +413,12 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
 			w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
 			w.failedLast = w.failedLast || a.LastRunState == store.RunFailed
+			if a.LastRunState == store.RunFailed && a.LastFailureCode != "" {
+				if w.owners == nil {
+					w.owners = map[failure.Owner]bool{}
+				}
+				w.owners[failure.Lookup(failure.Code(a.LastFailureCode)).Owner] = true
+			}
 		}
 	}
 	slices.SortFunc(workspaces, func(a, b workspaceAgg) int { return cmp.Compare(a.id, b.id) })
@@ -434,6 +443,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 		judge(target{
 			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: cmp.Or(w.window, c.window),
 			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt, failedLast: w.failedLast,
+			failureOwner: soleOwner(w.owners),
 		})
 	}
 	slices.SortFunc(acts, func(a, b Activity) int { return cmp.Compare(a.SyncID, b.SyncID) })
@@ -504,6 +514,20 @@ type target struct {
 	// failedLast: a sync's latest run failed; for a workspace, one of its
 	// active syncs'.
 	failedLast bool
+	// failureOwner: a workspace's, the one owner of its active syncs'
+	// latest failures ("" when none or several).
+	failureOwner failure.Owner
+}
+
+// soleOwner is the one owner in owners, or "".
+func soleOwner(owners map[failure.Owner]bool) failure.Owner {
+	if len(owners) != 1 {
+		return ""
+	}
+	for o := range owners {
+		return o
+	}
+	return ""
 }
 
 // tripped reports whether the circuit breaker paused a's sync.

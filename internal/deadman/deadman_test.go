@@ -176,12 +176,10 @@ func TestKindsOfSilence(t *testing.T) {
 					t.Fatalf("alerts = %+v, want the workspace's and the sync's", alerts)
 				}
 				for _, a := range alerts {
-					// The sync's alert names its latest failure's owner; the
-					// workspace's, the silence's.
+					// The sync's alert names its latest failure's owner, and
+					// so does the workspace's, whose one sync it is (they
+					// differed: an independent check, 2026-12-06).
 					owner := tt.owner
-					if a.SyncID == "" {
-						owner = deadman.OwnerOf(tt.kind)
-					}
 					if a.Kind != deadman.AlertKind(tt.kind) || a.Owner != owner || a.Severity != alert.SeverityCritical {
 						t.Errorf("alert %s/%s: kind %s owner %s severity %s; want %s %s critical",
 							a.Workspace, a.SyncID, a.Kind, a.Owner, a.Severity, deadman.AlertKind(tt.kind), owner)
@@ -631,6 +629,14 @@ func TestWorkspaceKindLeavesPausedSyncsOut(t *testing.T) {
 		}
 		if v := tb.verdict(t, rep, deadman.ScopeSync, "tripped"); v.Kind != deadman.KindRunsWithoutSuccess {
 			t.Fatalf("tripped sync's verdict %+v, want runs_without_success", v)
+		}
+		// Its text says whose runs it looked at: "no run was ever
+		// recorded" denied the tripped sync's runs.
+		for _, a := range tb.rec.take() {
+			if a.SyncID == "" && (!strings.Contains(a.WhatHappened, "no run of its active syncs was ever recorded") ||
+				strings.Contains(a.WhatHappened, "no run was ever recorded")) {
+				t.Errorf("workspace alert %q", a.WhatHappened)
+			}
 		}
 	})
 }

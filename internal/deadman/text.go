@@ -47,6 +47,9 @@ func (c *Checker) silenceAlert(now time.Time, t target, v *Verdict) alert.Alert 
 	switch {
 	case v.Kind == KindNoRuns:
 		switch {
+		case t.lastRunAt.IsZero() && t.scope == ScopeWorkspace:
+			// Its paused syncs' runs are not its own (see Check).
+			clauses = append(clauses, "no run of its active syncs was ever recorded")
 		case t.lastRunAt.IsZero():
 			clauses = append(clauses, "no run was ever recorded")
 		case t.last != nil && t.last.LastRunState == store.RunRunning:
@@ -70,6 +73,10 @@ func (c *Checker) silenceAlert(now time.Time, t target, v *Verdict) alert.Alert 
 		next = fmt.Sprintf(nextTripped, t.id, t.id)
 	case t.scope == ScopeWorkspace:
 		next = nextWorkspaceRunsFailed
+		if t.failureOwner != "" {
+			// Its syncs' alerts name their failures' owner: so does it.
+			owner = t.failureOwner
+		}
 	default:
 		next = fmt.Sprintf(nextRunsFailed, t.id)
 		if code := t.last.LastFailureCode; code != "" {
