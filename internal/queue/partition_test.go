@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -352,5 +353,57 @@ func TestPartitionedCSVSync(t *testing.T) {
 	}
 	if s := fake.Stats(); s.Contacts != 3000 || s.ContactsWritten != 3000 || s.DuplicateWrites != 0 {
 		t.Fatalf("fake: %+v", s)
+	}
+}
+
+// TestRunNowDuringAPartitionedRun: a person's "run now" while a partitioned
+// run's partitions work answered "queued" (the coordinator's job had ended
+// once it queued them) and recorded a skipped run. It is told a run is
+// already going, and nothing is queued or recorded.
+func TestRunNowDuringAPartitionedRun(t *testing.T) {
+	t.Parallel()
+	hold, started := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b := setupPartitioned(t, func(*http.Request) {
+		once.Do(func() { close(started) })
+		<-hold
+	})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	if e, err := b.svcs[0].Enqueue(t.Context(), b.syncID, queue.ReasonManual); err != nil || e.Duplicate {
+		t.Fatalf("first run now: %+v, %v", e, err)
+	}
+	select {
+	case <-started:
+	case <-time.After(2 * time.Minute): // a ceiling, not a timing
+		t.Fatal("no partition wrote")
+	}
+	e, err := b.svcs[1].Enqueue(t.Context(), b.syncID, queue.ReasonManual)
+	release()
+	if err != nil || !e.Duplicate {
+		t.Fatalf("run now while the partitions work: %+v, %v; want a duplicate", e, err)
+	}
+	var fin store.Run
+	waitFor(t, 3*time.Minute, "the partitioned run to end", func() bool {
+		for _, r := range runsOf(t, b.st, b.syncID) {
+			if r.State != store.RunRunning {
+				fin = r
+				return true
+			}
+		}
+		return false
+	})
+	if fin.State != store.RunSucceeded {
+		t.Fatalf("run: %+v", fin)
+	}
+	time.Sleep(500 * time.Millisecond) // a coordinator queued by mistake would record its skipped run by now
+	if runs := runsOf(t, b.st, b.syncID); len(runs) != 1 {
+		t.Fatalf("runs of the sync: %+v; want the one run", runs)
 	}
 }

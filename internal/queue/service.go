@@ -504,6 +504,19 @@ func (s *Service) Enqueue(ctx context.Context, syncID, reason string) (Enqueued,
 	if err := s.checkDefinition(ctx, sc); err != nil {
 		return Enqueued{}, err
 	}
+	if reason == ReasonManual && sc.Partitions > 1 {
+		// A partitioned run's coordinator job ends once it queued the
+		// partitions, so its uniqueness no longer says a run is going: a
+		// person's "run now" answered "queued" and recorded a skipped run
+		// (an independent check, 2026-12-06). Its partitions say it.
+		jobs, err := s.b.jobsOf(ctx, KindRunPartition, sc.ID, 0, activeJobStates, 1)
+		if err != nil {
+			return Enqueued{}, failure.Wrap(failure.StoreUnavailable, err, "look for a run of sync %s in the queue", syncID)
+		}
+		if len(jobs) > 0 {
+			return Enqueued{JobID: jobs[0].ID, Duplicate: true}, nil
+		}
+	}
 	res, err := s.b.insert(ctx, s.runArgsFor(sc, reason), nil)
 	if err != nil {
 		ferr := failure.Wrap(failure.StoreUnavailable, err, "queue a run of sync %s", syncID)
