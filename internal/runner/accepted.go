@@ -510,6 +510,9 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 		if err := r.mark(ctx, rel); err != nil {
 			return err
 		}
+		if err := r.recordEpoch(ctx); err != nil {
+			return err
+		}
 		return r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 			SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: keys, Results: results})
 	}

@@ -345,6 +345,9 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 					Settled: ledger.Settlement(g.identity, ledger.SettledRemovalHeld)})
 			}
 		}
+		if err := r.recordEpoch(ctx); err != nil {
+			return removals{}, unhandled, err
+		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
 			return removals{}, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
 		}
@@ -648,6 +651,9 @@ func (r *run) removeBatch(ctx context.Context, batch []gone, prior map[string]st
 		}
 	}
 	r.rec.InDoubt += int64(len(doubt))
+	if err := r.recordEpoch(ctx); err != nil {
+		return removals{}, err
+	}
 	if err := r.Store.LedgerClaim(ctx, store.LedgerClaimParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Keys: keys, Results: results}); err != nil {
 		return removals{}, storeFailure(ctx, err, "claim the removals")
 	}
@@ -688,6 +694,9 @@ func (r *run) removeBatch(ctx context.Context, batch []gone, prior map[string]st
 		}
 	}
 	if len(fin) > 0 {
+		if err := r.recordEpoch(ctx); err != nil {
+			return removed, err
+		}
 		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: fence, RunID: r.rec.ID, Entries: fin}); err != nil {
 			return removed, storeFailure(ctx, err, "record the removals")
 		}

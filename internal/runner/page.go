@@ -460,6 +460,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		claimKeys[i], results[i] = it.Key, r.claimResult(it)
 		absent = absent && it.absent
 	}
+	if err := r.recordEpoch(ctx); err != nil {
+		return c, err
+	}
 	reg = trace.StartRegion(ctx, "ledger.claim")
 	err = r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: claimKeys, Results: results, Absent: absent,
@@ -782,6 +785,9 @@ func withSettlement(marks []store.LedgerFinish, it *item, how string) {
 
 // mark records outcomes (step 5 of docs/guide.md#what-a-run-does), fenced like the claims.
 func (r *run) mark(ctx context.Context, finish []store.LedgerFinish) error {
+	if err := r.recordEpoch(ctx); err != nil {
+		return err
+	}
 	if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{
 		SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: finish,
 	}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/oncesync/oncesync/internal/destination"
@@ -127,6 +128,24 @@ func (r *run) layoutEpoch(ctx context.Context, st interface {
 			return n, nil
 		}
 	}
+}
+
+// recordEpoch records the run's layout epoch (r.epoch) if it is new; every
+// ledger write of the run calls it first. A layout another run recorded in
+// between under that epoch's number fails the run: its salt would not be
+// the epoch's.
+func (r *run) recordEpoch(ctx context.Context) error {
+	r.epochOnce.Do(func() {
+		n, err := r.layoutEpoch(ctx, r.Store, true)
+		switch {
+		case err != nil:
+			r.epochErr = failure.Wrap(failure.StoreUnavailable, err, "record the sync's layout epoch")
+		case n != r.epoch:
+			r.epochErr = failure.New(failure.StoreUnavailable, fmt.Sprintf(
+				"the sync's identity or partitions changed while this run started (layout epoch %d, now %d): run it again", r.epoch, n))
+		}
+	})
+	return r.epochErr
 }
 
 // addressBaseID is the id the sync's first destination address is kept

@@ -524,3 +524,34 @@ func TestAccountNamedAfterARotation(t *testing.T) {
 		a.check(t, i+1, step.asked, true)
 	}
 }
+
+// TestFailedRunLeavesNoLayoutEpoch: a run under a misspelt identity column
+// fails before it writes anything; the next run, under the sync's own
+// layout again, sends nothing. The failed run recorded a layout epoch as it
+// started, so the next one started yet another and sent every record again
+// (an independent check, 2026-12-06: 200 duplicate writes).
+func TestFailedRunLeavesNoLayoutEpoch(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 200, destination.CapVerify)
+	ctx := context.Background()
+	p := tb.params(t, "id")
+	p.Sync.Layout = "identity=id"
+	if r, err := Run(ctx, p); err != nil || r.Written != 200 {
+		t.Fatalf("first run: %v %+v", err, r)
+	}
+	typo := tb.params(t, "ID")
+	typo.Sync.Layout = "identity=ID"
+	if _, err := Run(ctx, typo); failure.CodeOf(err) != failure.InvalidSyncDefinition {
+		t.Fatalf("run with a misspelt identity: %v; want invalid_sync_definition", err)
+	}
+	p = tb.params(t, "id")
+	p.Sync.Layout = "identity=id"
+	p.ResetCursor = true
+	r, err := Run(ctx, p)
+	if err != nil || r.Written != 0 {
+		t.Fatalf("the run after: %v, written %d of %d read; want nothing written", err, r.Written, r.Read)
+	}
+	if _, _, dups := tb.dest.stats(); dups != 0 {
+		t.Fatalf("%d duplicate writes", dups)
+	}
+}

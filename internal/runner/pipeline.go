@@ -769,6 +769,9 @@ func (r *run) checkpoint(ctx context.Context, page int64, cursor string, run sto
 	if row != nil {
 		row.CheckpointedAt = asked
 	}
+	if err := r.recordEpoch(ctx); err != nil {
+		return err
+	}
 	reg := trace.StartRegion(ctx, "checkpoint.store")
 	err := r.Store.Checkpoint(ctx, p)
 	reg.End()

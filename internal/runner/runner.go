@@ -261,6 +261,15 @@ type run struct {
 	// differs from the sync's first, else "" (setSalt): mixed into every
 	// record hash.
 	salt string
+	// epoch is the layout epoch the salt was made with (layoutEpoch), read
+	// at the start; a new one is recorded by recordEpoch before the run's
+	// first ledger write, so that a run that fails before writing (an
+	// identity column misspelt) leaves no epoch behind: it did, and the
+	// next run under the right layout started yet another and sent every
+	// record again (an independent check, 2026-12-06).
+	epoch     int
+	epochOnce sync.Once
+	epochErr  error
 	// sourceKey is the source id the sync's keys are made with: its
 	// source's id at its first run, kept beside its payload base, so that
 	// moving what it reads (a file's path, the server in dsn, a table for
@@ -447,10 +456,11 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
 	}
-	epoch, err := r.layoutEpoch(ctx, r.Store, true)
+	epoch, err := r.layoutEpoch(ctx, r.Store, false)
 	if err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
 	}
+	r.epoch = epoch
 	r.setSaltEpoch(base, addr, epoch)
 	if r.sourceKey, err = r.Store.PayloadBase(ctx, sourceBaseID(r.Sync.ID), r.Source.ID()); err != nil {
 		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
