@@ -365,7 +365,7 @@ func TestCheckNamesAWrongBaseURL(t *testing.T) {
 	}
 	t.Cleanup(func() { d.Close() })
 	_, err = d.Check(context.Background())
-	if failure.CodeOf(err) != failure.DestinationUnavailable || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
+	if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(failure.Detail(err), "check the destination's base_url") {
 		t.Fatalf("check with base_url lacking /v3: %v", err)
 	}
 }

@@ -154,8 +154,11 @@ func TestReadBackThatIsNotBrevosFindsNoneAbsent(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	landed, err := newStubDest(t, srv, ModeSingle).Verify(t.Context(), notSentRecords(2), time.Time{})
-	if err == nil || failure.CodeOf(err) != failure.DestinationUnavailable {
-		t.Fatalf("Verify = %v, %v; want destination_unavailable (a 404 page that is not Brevo's proves no contact absent)", landed, err)
+	// A 404 not in Brevo's words is a sync pointed elsewhere: the sync
+	// owner's (invalid_sync_definition, counted by the breaker), not an
+	// outage the operator owns.
+	if err == nil || failure.CodeOf(err) != failure.InvalidSyncDefinition {
+		t.Fatalf("Verify = %v, %v; want invalid_sync_definition (a 404 page that is not Brevo's proves no contact absent)", landed, err)
 	}
 	// It says where to look: a base_url without /v3 answers so, and
 	// "brevo refused a verification request" sent a person to Brevo.

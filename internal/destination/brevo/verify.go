@@ -264,8 +264,16 @@ func (d *Destination) verifyError(err error) error {
 		if !apiErr.Brevos {
 			// A base_url without /v3 (or another server's) answered
 			// "404 page not found" to the first read: "refused a
-			// verification request" sent a person to Brevo.
-			return failure.Wrap(failure.DestinationUnavailable, d.safe(apiErr),
+			// verification request" sent a person to Brevo. A 404 or 405
+			// is no outage but a sync pointed elsewhere: the sync's owner's
+			// to fix, and counted by the breaker (it was the operator's,
+			// and "each call was already retried" was untrue: an
+			// independent check, 2026-12-06).
+			code := failure.DestinationUnavailable
+			if apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusMethodNotAllowed {
+				code = failure.InvalidSyncDefinition
+			}
+			return failure.Wrap(code, d.safe(apiErr),
 				"something other than Brevo's API answered HTTP %d to %s (not in Brevo's words): check the destination's base_url (Brevo's is %s) and what stands between oncesync and it",
 				apiErr.Status, apiErr.Route, DefaultBaseURL)
 		}
