@@ -489,6 +489,9 @@ func newResumeCmd(env Env) *cobra.Command {
 	return newStateCmd(env, store.SyncActive, "resume", "Resume a paused sync and re-arm its circuit breaker (audited)")
 }
 
+// exampleReason is the --reason of each state command's help example.
+var exampleReason = map[string]string{"pause": "campaign over", "resume": "fixed the mapping"}
+
 // pausedBy names who paused s: the circuit breaker, or the person recorded.
 func pausedBy(s store.Sync) string {
 	if s.PauseReason == "breaker" {
@@ -502,7 +505,7 @@ func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command
 	cmd := &cobra.Command{
 		Use:     verb + " --config FILE SYNC --by NAME --reason TEXT",
 		Short:   short,
-		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason "fixed the mapping"`, verb),
+		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason %q`, verb, exampleReason[verb]),
 		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.by == "" || f.reason == "" {
