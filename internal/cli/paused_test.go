@@ -129,3 +129,31 @@ func TestResumeOfAnActiveSync(t *testing.T) {
 		t.Errorf("the second pause changed who paused it:\n%s", out)
 	}
 }
+
+// TestRunOfABadConfigEndsWithTheFailedLine: SPEC §12 says a run that does
+// not succeed ends with `failed: <code>: ...`; a config that cannot be run
+// (a key misspelt, a sync id not in it) printed its FILE:LINE problems and
+// exited 2 without it. The problems are still printed, then that line.
+func TestRunOfABadConfigEndsWithTheFailedLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id, page_sise: 10}
+    destination: {type: webhook, url: http://127.0.0.1:1}
+    mapping: {fields: {email: email}}
+`)
+	for _, args := range [][]string{{"run", "--config", cfg, "crm"}, {"run", "--config", filepath.Join(dir, "nosuch.yaml"), "crm"}} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		last := lines[len(lines)-1]
+		if code != ExitUsage || !strings.HasPrefix(last, "failed: invalid_sync_definition: ") || !strings.HasSuffix(last, "(owner: you)") || errOut.Len() == 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+}

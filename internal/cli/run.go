@@ -302,11 +302,11 @@ func loaded(env Env, cfg *config.Config, err error) (*config.Config, error) {
 func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID string) error {
 	cfg, err := loadSyncConfig(env, f.config, syncID)
 	if err != nil {
-		return err
+		return configFailed(env, err)
 	}
 	sc, err := syncOf(cfg, syncID)
 	if err != nil {
-		return err
+		return configFailed(env, err)
 	}
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
@@ -816,6 +816,22 @@ func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, er
 }
 
 // failed prints the docs/guide.md#commands last line and exits 1.
+// configFailed prints a config that cannot be run as Main prints any
+// error (FILE:LINE: FIELD: MESSAGE), then the contract's last line of a run
+// that did not succeed (SPEC §12: `failed: <code>: ...`), which it lacked
+// (an independent check, 2026-12-06); the exit code stays 2.
+func configFailed(env Env, err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != ExitUsage {
+		return err
+	}
+	if ee.err != nil {
+		fmt.Fprintln(env.Stderr, ee.err)
+	}
+	fmt.Fprintln(env.Stdout, failure.LastLine(failure.New(failure.InvalidSyncDefinition, "the config cannot be run")))
+	return exit(ExitUsage, nil)
+}
+
 func failed(env Env, err error) error {
 	if env.debug != nil {
 		// The printed lines hold the catalog's words and a safe detail;
