@@ -126,7 +126,14 @@ func NewSQLiteStore(cfg *config.Config) (path string, isNew bool) {
 		return "", false
 	}
 	_, err = os.Stat(path)
-	return path, errors.Is(err, fs.ErrNotExist)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return path, false
+	}
+	// In a directory that does not exist no store is created: the open
+	// fails and says so; a notice that one "is created there" said the
+	// opposite (an independent check, 2026-12-06).
+	fi, err := os.Stat(filepath.Dir(path))
+	return path, err == nil && fi.IsDir()
 }
 
 // StoreSchema returns the schema a postgres:// store URL names with its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,23 @@ func reachableDatabaseURL(t *testing.T) *url.URL {
 	}
 	c.Close()
 	return base
+}
+
+// TestNewSQLiteStoreNeedsItsDirectory: a store file in a directory that
+// does not exist is not created, so it is not told as a new store (its open
+// fails and says to create the directory).
+func TestNewSQLiteStoreNeedsItsDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		store string
+		isNew bool
+	}{
+		{"sqlite://" + filepath.Join(dir, "o.db"), true},
+		{"sqlite://" + filepath.Join(dir, "nodir", "sub", "o.db"), false},
+	} {
+		if _, isNew := app.NewSQLiteStore(&config.Config{Store: tc.store}); isNew != tc.isNew {
+			t.Errorf("%s: new %v, want %v", tc.store, isNew, tc.isNew)
+		}
+	}
 }
