@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -155,5 +158,40 @@ syncs:
 		if code != ExitUsage || !strings.HasPrefix(last, "failed: invalid_sync_definition: ") || !strings.HasSuffix(last, "(owner: you)") || errOut.Len() == 0 {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
 		}
+	}
+}
+
+// TestDryRunCreatesNoStore: SPEC §13, a dry run writes nothing: it created
+// the SQLite store file when none existed (an independent check,
+// 2026-12-06). It reads an empty scratch store instead, counts every record
+// as a create, and leaves no file at the store's path.
+func TestDryRunCreatesNoStore(t *testing.T) {
+	t.Parallel()
+	posts := new(atomic.Int64)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+	t.Cleanup(hook.Close)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	cfg := filepath.Join(dir, "oncesync.yaml")
+	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
+	writeFile(t, cfg, `store: sqlite://`+db+`
+syncs:
+  - id: crm
+    workspace: acme
+    source: {type: csv, path: contacts.csv, identity: id}
+    destination: {type: webhook, url: `+hook.URL+`}
+    mapping: {fields: {email: email}}
+`)
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), []string{"run", "--config", cfg, "crm", "--dry-run"},
+		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+	if code != ExitOK || !strings.Contains(out.String(), "create     1") || !strings.Contains(errOut.String(), "does not create it") {
+		t.Fatalf("dry run without a store: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dry run left a store file: %v", err)
+	}
+	if posts.Load() != 0 {
+		t.Error("the dry run sent a request")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,7 +117,36 @@ what such a run would send.`,
 // written, no lease is taken and Redis is not reached. It reads the source,
 // so the sync's variables must be set, as for a run.
 func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
-	load := func() (*config.Config, error) { return loadSyncConfig(env, f.config, syncID) }
+	var scratch string
+	defer func() {
+		if scratch != "" {
+			_ = os.RemoveAll(scratch)
+		}
+	}()
+	load := func() (*config.Config, error) {
+		cfg, err := loadSyncConfig(env, f.config, syncID)
+		if err != nil {
+			return nil, err
+		}
+		path, isNew := app.NewSQLiteStore(cfg)
+		if !isNew {
+			return cfg, nil
+		}
+		// SPEC §13: a dry run writes nothing, not even the empty store
+		// file opening it would create (an independent check,
+		// 2026-12-06): it reads an empty scratch store instead.
+		if scratch, err = os.MkdirTemp("", "oncesync-dry-run-"); err != nil {
+			return nil, failure.Wrap(failure.StoreUnavailable, err, "make a scratch store for the dry run")
+		}
+		db := filepath.Join(scratch, "dry-run.db")
+		if err := os.WriteFile(db, nil, 0o600); err != nil { // an empty file is an empty SQLite database
+			return nil, failure.Wrap(failure.StoreUnavailable, err, "make a scratch store for the dry run")
+		}
+		fmt.Fprintf(env.Stderr, "notice: %s does not exist yet: the dry run reads as if this sync had never run, and does not create it\n", path)
+		c := *cfg
+		c.Store = "sqlite://" + db
+		return &c, nil
+	}
 	return withLoadedStore(ctx, env, load, func(cfg *config.Config, st store.Store) error {
 		sc, err := syncOf(cfg, syncID)
 		if err != nil {
