@@ -76,13 +76,18 @@ func TestPauseBeforeTheFirstRun(t *testing.T) {
 // and a command runner (args[0] is the command, --config is added).
 func webhookSync(t *testing.T) (*atomic.Int64, func(args ...string) (string, int)) {
 	t.Helper()
+	return webhookSyncIn(t, t.TempDir())
+}
+
+// webhookSyncIn is webhookSync with its files (the store s.db among them) in dir.
+func webhookSyncIn(t *testing.T, dir string) (*atomic.Int64, func(args ...string) (string, int)) {
+	t.Helper()
 	posts := new(atomic.Int64)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		posts.Add(1)
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(hook.Close)
-	dir := t.TempDir()
 	cfg := filepath.Join(dir, "oncesync.yaml")
 	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
 	writeFile(t, cfg, `store: sqlite://`+filepath.Join(dir, "s.db")+`
@@ -167,28 +172,13 @@ syncs:
 // as a create, and leaves no file at the store's path.
 func TestDryRunCreatesNoStore(t *testing.T) {
 	t.Parallel()
-	posts := new(atomic.Int64)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
-	t.Cleanup(hook.Close)
 	dir := t.TempDir()
-	db := filepath.Join(dir, "s.db")
-	cfg := filepath.Join(dir, "oncesync.yaml")
-	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
-	writeFile(t, cfg, `store: sqlite://`+db+`
-syncs:
-  - id: crm
-    workspace: acme
-    source: {type: csv, path: contacts.csv, identity: id}
-    destination: {type: webhook, url: `+hook.URL+`}
-    mapping: {fields: {email: email}}
-`)
-	var out, errOut bytes.Buffer
-	code := Main(t.Context(), []string{"run", "--config", cfg, "crm", "--dry-run"},
-		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
-	if code != ExitOK || !strings.Contains(out.String(), "create     1") || !strings.Contains(errOut.String(), "does not create it") {
-		t.Fatalf("dry run without a store: exit %d\n%s%s", code, out.String(), errOut.String())
+	posts, cmd := webhookSyncIn(t, dir)
+	out, code := cmd("run", "crm", "--dry-run")
+	if code != ExitOK || !strings.Contains(out, "create     1") || !strings.Contains(out, "does not create it") {
+		t.Fatalf("dry run without a store: exit %d\n%s", code, out)
 	}
-	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "s.db")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the dry run left a store file: %v", err)
 	}
 	if posts.Load() != 0 {

@@ -138,6 +138,12 @@ func (b *partitionBundle) run(t *testing.T) store.Run {
 	if _, err := b.svcs[0].Enqueue(t.Context(), b.syncID, queue.ReasonManual); err != nil {
 		t.Fatal(err)
 	}
+	return b.waitEnd(t)
+}
+
+// waitEnd waits for the partitioned run to end and returns it.
+func (b *partitionBundle) waitEnd(t *testing.T) store.Run {
+	t.Helper()
 	var fin store.Run
 	// A ceiling, not a timing: a loaded CI machine under -race is slow.
 	waitFor(t, 3*time.Minute, "the partitioned run to end", func() bool {
@@ -389,17 +395,7 @@ func TestRunNowDuringAPartitionedRun(t *testing.T) {
 	if err != nil || !e.Duplicate {
 		t.Fatalf("run now while the partitions work: %+v, %v; want a duplicate", e, err)
 	}
-	var fin store.Run
-	waitFor(t, 3*time.Minute, "the partitioned run to end", func() bool {
-		for _, r := range runsOf(t, b.st, b.syncID) {
-			if r.State != store.RunRunning {
-				fin = r
-				return true
-			}
-		}
-		return false
-	})
-	if fin.State != store.RunSucceeded {
+	if fin := b.waitEnd(t); fin.State != store.RunSucceeded {
 		t.Fatalf("run: %+v", fin)
 	}
 	time.Sleep(500 * time.Millisecond) // a coordinator queued by mistake would record its skipped run by now
