@@ -138,7 +138,7 @@ func TestResumeOfAnActiveSync(t *testing.T) {
 	}
 }
 
-// TestRunOfABadConfigEndsWithTheFailedLine: SPEC §12 says a run that does
+// TestRunOfABadConfigEndsWithTheFailedLine: docs/guide.md#commands says a run that does
 // not succeed ends with `failed: <code>: ...`; a config that cannot be run
 // (a key misspelt, a sync id not in it) printed its FILE:LINE problems and
 // exited 2 without it. The problems are still printed, then that line.
@@ -166,7 +166,7 @@ syncs:
 	}
 }
 
-// TestDryRunCreatesNoStore: SPEC §13, a dry run writes nothing: it created
+// TestDryRunCreatesNoStore: docs/guide.md#commands, a dry run writes nothing: it created
 // the SQLite store file when none existed (an independent check,
 // 2026-12-06). It reads an empty scratch store instead, counts every record
 // as a create, and leaves no file at the store's path.

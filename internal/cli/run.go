@@ -132,7 +132,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if !isNew {
 			return cfg, nil
 		}
-		// SPEC §13: a dry run writes nothing, not even the empty store
+		// docs/guide.md#commands: a dry run writes nothing, not even the empty store
 		// file opening it would create (an independent check,
 		// 2026-12-06): it reads an empty scratch store instead.
 		if scratch, err = os.MkdirTemp("", "oncesync-dry-run-"); err != nil {
@@ -848,7 +848,7 @@ func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, er
 // failed prints the docs/guide.md#commands last line and exits 1.
 // configFailed prints a config that cannot be run as Main prints any
 // error (FILE:LINE: FIELD: MESSAGE), then the contract's last line of a run
-// that did not succeed (SPEC §12: `failed: <code>: ...`), which it lacked
+// that did not succeed (docs/guide.md#commands: `failed: <code>: ...`), which it lacked
 // (an independent check, 2026-12-06); the exit code stays 2.
 func configFailed(env Env, err error) error {
 	var ee *exitError
