@@ -132,9 +132,9 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if !isNew {
 			return cfg, nil
 		}
-		// docs/guide.md#commands: a dry run writes nothing, not even the empty store
-		// file opening it would create (an independent check,
-		// 2026-12-06): it reads an empty scratch store instead.
+		// docs/guide.md#commands: a dry run writes nothing, not even
+		// the empty store file opening it would create (an independent
+		// check, 2026-12-06): it reads an empty scratch store instead.
 		if scratch, err = os.MkdirTemp("", "oncesync-dry-run-"); err != nil {
 			return nil, failure.Wrap(failure.StoreUnavailable, err, "make a scratch store for the dry run")
 		}
@@ -845,11 +845,11 @@ func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, er
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 }
 
-// failed prints the docs/guide.md#commands last line and exits 1.
 // configFailed prints a config that cannot be run as Main prints any
-// error (FILE:LINE: FIELD: MESSAGE), then the contract's last line of a run
-// that did not succeed (docs/guide.md#commands: `failed: <code>: ...`), which it lacked
-// (an independent check, 2026-12-06); the exit code stays 2.
+// error (FILE:LINE: FIELD: MESSAGE), then the contract's last line of a
+// run that did not succeed (docs/guide.md#commands: `failed: <code>:
+// ...`), which it lacked (an independent check, 2026-12-06); the exit code
+// stays 2. It prints both itself so that the error comes before that line.
 func configFailed(env Env, err error) error {
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != ExitUsage {
@@ -862,6 +862,7 @@ func configFailed(env Env, err error) error {
 	return exit(ExitUsage, nil)
 }
 
+// failed prints the docs/guide.md#commands last line and exits 1.
 func failed(env Env, err error) error {
 	if env.debug != nil {
 		// The printed lines hold the catalog's words and a safe detail;

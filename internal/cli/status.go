@@ -482,15 +482,12 @@ type pauseFlags struct {
 }
 
 func newPauseCmd(env Env) *cobra.Command {
-	return newStateCmd(env, store.SyncPaused, "pause", "Pause a sync: no run starts until it is resumed (audited)")
+	return newStateCmd(env, store.SyncPaused, "pause", "Pause a sync: no run starts until it is resumed (audited)", "campaign over")
 }
 
 func newResumeCmd(env Env) *cobra.Command {
-	return newStateCmd(env, store.SyncActive, "resume", "Resume a paused sync and re-arm its circuit breaker (audited)")
+	return newStateCmd(env, store.SyncActive, "resume", "Resume a paused sync and re-arm its circuit breaker (audited)", "fixed the mapping")
 }
-
-// exampleReason is the --reason of each state command's help example.
-var exampleReason = map[string]string{"pause": "campaign over", "resume": "fixed the mapping"}
 
 // pausedBy names who paused s: the circuit breaker, or the person recorded.
 func pausedBy(s store.Sync) string {
@@ -500,12 +497,13 @@ func pausedBy(s store.Sync) string {
 	return cmp.Or(s.PausedBy, "a person")
 }
 
-func newStateCmd(env Env, to store.SyncState, verb, short string) *cobra.Command {
+// newStateCmd is pause or resume; reason is its help example's --reason.
+func newStateCmd(env Env, to store.SyncState, verb, short, reason string) *cobra.Command {
 	var f pauseFlags
 	cmd := &cobra.Command{
 		Use:     verb + " --config FILE SYNC --by NAME --reason TEXT",
 		Short:   short,
-		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason %q`, verb, exampleReason[verb]),
+		Example: fmt.Sprintf(`  oncesync %s --config oncesync.yaml contacts-to-brevo --by ada --reason %q`, verb, reason),
 		Args:    argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.by == "" || f.reason == "" {
