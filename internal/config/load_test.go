@@ -303,28 +303,34 @@ syncs:
 			name: "postgres without dsn, without query or table, with both",
 			yaml: `syncs:
   - id: s1
-    source: {type: postgres, table: contacts}
+    source: {type: postgres, table: contacts, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s2
-    source: {type: postgres, dsn: "host=db dbname=crm"}
+    source: {type: postgres, dsn: "host=db dbname=crm", identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s3
-    source: {type: postgres, dsn: "postgres://db/crm", query: select 1, table: t}
+    source: {type: postgres, dsn: "postgres://db/crm", query: select 1, table: t, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s4
     source: {type: postgres, dsn: "mysql://db/crm", table: "t; drop table x", cursor_column: "a b", path: x.csv}
     destination: {type: webhook, url: https://example.com/h}
   - id: s5
-    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: -1m}
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: -1m, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s6
-    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: soon}
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback: soon, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s7
-    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback_values: -5}
+    source: {type: postgres, dsn: "postgres://db/crm", table: t, cursor_lookback_values: -5, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s8
-    source: {type: mysql, dsn: "mysql://db/crm", table: t, cursor_lookback_values: many}
+    source: {type: mysql, dsn: "mysql://db/crm", table: t, cursor_lookback_values: many, identity: id}
+    destination: {type: webhook, url: https://example.com/h}
+  - id: s9
+    source: {type: mysql, dsn: "mysql://db/crm", table: t}
+    destination: {type: webhook, url: https://example.com/h}
+  - id: s10
+    source: {type: postgres, dsn: "postgres://db/crm", query: select email from people}
     destination: {type: webhook, url: https://example.com/h}
 `,
 			want: []string{
@@ -339,6 +345,8 @@ syncs:
 				`oncesync.yaml:18: syncs[5].source.cursor_lookback: must be a duration like 30s, 10m, 24h or 168h, got "soon"`,
 				`oncesync.yaml:21: syncs[6].source.cursor_lookback_values: must be 0 (off) or a number of values like 1000, got -5`,
 				`oncesync.yaml:24: syncs[7].source.cursor_lookback_values: must be an integer, got "many"`,
+				`oncesync.yaml:27: syncs[8].source.cursor_column: set cursor_column (a column every write stamps, such as updated_at) or source.identity: a mysql source reads its rows in pages, in the order of one of them`,
+				`oncesync.yaml:30: syncs[9].source.cursor_column: set cursor_column (a column every write stamps, such as updated_at) or source.identity: a postgres source reads its rows in pages, in the order of one of them`,
 			},
 		},
 		{

@@ -24,7 +24,7 @@ func TestMaxRecordBytes(t *testing.T) {
 		return config.Parse("m.yaml", []byte(yaml), envMap(nil), kinds)
 	}
 	for _, src := range []string{"{type: csv, path: a.csv}", "{type: parquet, path: exports}",
-		"{type: postgres, dsn: 'postgres://u@h/db', table: t}"} {
+		"{type: postgres, dsn: 'postgres://u@h/db', table: t, identity: id}"} {
 		cfg, err := load(t, src)
 		if err != nil {
 			t.Fatalf("%s: %v", src, err)

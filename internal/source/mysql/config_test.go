@@ -17,10 +17,10 @@ func TestConfigProblems(t *testing.T) {
 	t.Parallel()
 	yaml := `syncs:
   - id: s1
-    source: {type: mysql, table: contacts}
+    source: {type: mysql, table: contacts, identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s2
-    source: {type: mysql, dsn: "mysql://db/crm"}
+    source: {type: mysql, dsn: "mysql://db/crm", identity: id}
     destination: {type: webhook, url: https://example.com/h}
   - id: s3
     source: {type: mysql, dsn: "mysql://u:` + secret + `@db/crm", query: select 1, table: t}
