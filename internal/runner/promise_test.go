@@ -203,6 +203,39 @@ func TestAcceptedOutlivesItsRun(t *testing.T) {
 	}
 }
 
+// TestDrainWhileImportsProcess: a pause that reaches a run after its last
+// page was sent, while it waits for the destination to process its
+// imports, stops the wait; the run did not reach its end, so it ends
+// interrupted with the pause's detail, not succeeded with nothing written
+// (an independent check, 2026-12-06: the run became the sync's last
+// success, and the next run was credited with its writes).
+func TestDrainWhileImportsProcess(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.async, tb.dest.pollsToDone = true, 1_000_000
+	p := tb.params(t, "id")
+	p.PollInterval, p.AcceptedWait = time.Millisecond, time.Minute
+	drain := make(chan struct{})
+	p.Drain = drain
+	p.DrainDetail = func() string { return "paused by ada: campaign over" }
+	go func() {
+		for { // every page sent: the run waits for the processes
+			if calls, _, _ := tb.dest.stats(); calls >= 3 {
+				close(drain)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	r, err := Run(context.Background(), p)
+	if r.State != store.RunInterrupted || failure.CodeOf(err) != failure.Interrupted || !strings.Contains(r.FailureDetail, "campaign over") {
+		t.Fatalf("run %s (%v), detail %q; want interrupted with the pause's detail", r.State, err, r.FailureDetail)
+	}
+	if cur, _ := tb.store.GetCursor(context.Background(), "s1"); cur.Value != "" {
+		t.Fatalf("the cursor moved past accepted pages: %q", cur.Value)
+	}
+}
+
 // TestAcceptedValueLearnedTwoRunsLater: a row changed while its first
 // value's import was still processing. The next run learns that import
 // delivered the first value and sends the new one, which is accepted in

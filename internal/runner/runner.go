@@ -761,6 +761,12 @@ func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.
 	// A run that reached the end of the source waits for what the
 	// destination is still processing; any other leaves it to the next run.
 	if open := pl.close(err == nil && werr == nil && cp.failed() == nil); open > 0 {
+		if err == nil && werr == nil && r.drainRequested() {
+			// A pause or a stop cut the wait short: the run did not reach
+			// its end (its accepted pages hold the cursor back), so it is
+			// interrupted, not a success that wrote nothing.
+			err = failure.New(failure.Interrupted, "")
+		}
 		r.Logger.Warn("records accepted by the destination are still being processed; the next run settles them",
 			"sync", r.Sync.ID, "run", r.rec.ID, "batches", open)
 	}
