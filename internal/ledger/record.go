@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,6 +170,12 @@ func (r Record) CSVRow() []string {
 // (ListRefused), not gone from every list until the next run.
 func RetryClaimResult(slot, identity string) string { return RejectedResult(slot, identity) }
 
+// RetryAcceptedMessage is the Message of an accepted entry of a refused
+// record sent again (its Result names the process): the refusal's form, so
+// that while the destination processes the import the record is still
+// listed as refused (ListRefused).
+func RetryAcceptedMessage(slot, identity string) string { return RejectedResult(slot, identity) }
+
 // RetryingReason is the reason of a refused record a run is sending again.
 func RetryingReason(runID int64) string {
 	return "refused before; run " + strconv.FormatInt(runID, 10) + " is sending it again (its answer is not recorded yet)"
@@ -191,9 +198,11 @@ func List(ctx context.Context, st Lister, syncID string, state store.LedgerState
 
 // ListRefused lists syncID's refused records: its rejected entries, then
 // the pending ones a run claimed to send a refused record again
-// (RetryClaimResult), shown rejected with RetryingReason, at most limit of
-// each (0: all). Every list and count of rejected records reads it, so a
-// record a person must look at stays listed while it is retried.
+// (RetryClaimResult) and the accepted ones whose import the destination is
+// processing (RetryAcceptedMessage), shown rejected with RetryingReason, at
+// most limit of each (0: all). Every list and count of rejected records
+// reads it, so a record a person must look at stays listed while it is
+// retried.
 func ListRefused(ctx context.Context, st Lister, syncID string, limit int) ([]store.LedgerEntry, error) {
 	out, err := st.LedgerList(ctx, syncID, store.LedgerRejected, limit)
 	if err != nil {
@@ -203,12 +212,21 @@ func ListRefused(ctx context.Context, st Lister, syncID string, limit int) ([]st
 	if err != nil {
 		return nil, err
 	}
+	accepted, err := st.LedgerList(ctx, syncID, store.LedgerAccepted, 0)
+	if err != nil {
+		return nil, err
+	}
 	n := 0
-	for _, e := range pending {
-		if !strings.HasPrefix(e.Result, "r1.") || (limit > 0 && n == limit) {
+	for _, e := range slices.Concat(pending, accepted) {
+		refusal := e.Result
+		if e.State == store.LedgerAccepted {
+			refusal = e.Message
+		}
+		if !strings.HasPrefix(refusal, "r1.") || (limit > 0 && n == limit) {
 			continue
 		}
-		e.State, e.Message = store.LedgerRejected, RetryingReason(e.RunID)
+		// The refusal's form names the record's identity (RecordOf).
+		e.State, e.Result, e.Message = store.LedgerRejected, refusal, RetryingReason(e.RunID)
 		out = append(out, e)
 		n++
 	}

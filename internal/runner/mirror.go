@@ -149,11 +149,15 @@ func (r *run) claimResult(it *item) string {
 }
 
 // acceptedMark is it's entry once the destination accepted it under the
-// process ref; a mirror's names the handle, as its claim does.
+// process ref; a mirror's names the handle, as its claim does, and a
+// refused record's (sent again) its refusal's form.
 func (r *run) acceptedMark(it *item, ref string) store.LedgerFinish {
 	m := store.LedgerFinish{Key: it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(it.slot, ref)}
 	if h := r.handleOf(it); h != "" {
 		m.Message = ledger.AcceptedTo(h, it.id)
+	} else if it.refusedBefore {
+		// Listed as refused until the process's outcome is recorded.
+		m.Message = ledger.RetryAcceptedMessage(it.slot, it.id)
 	}
 	return m
 }

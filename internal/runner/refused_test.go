@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/ledger"
@@ -69,6 +70,45 @@ func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 	}
 	if p, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(p) != 0 {
 		t.Fatalf("pending entries left: %d (%v)", len(p), err)
+	}
+}
+
+// TestRefusedRecordsStayListedWhileProcessed: refused records sent again in
+// an import the destination accepted but had not processed when the run
+// ended stay listed as refused, being sent again. Their accepted entries
+// left every list until a later run learned the import's outcome (an
+// independent check, 2026-12-06: "0 rejected" on the sync page while Brevo
+// went on to skip the row again).
+func TestRefusedRecordsStayListedWhileProcessed(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 20, destination.CapVerify)
+	refused := map[string]bool{"c00003@example.com": true, "c00007@example.com": true}
+	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
+	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 2 {
+		t.Fatalf("first run: %+v, %v; want 2 rejected", r, err)
+	}
+	tb.dest.mu.Lock()
+	tb.dest.reject, tb.dest.async, tb.dest.pollsToDone = nil, true, 1_000_000
+	tb.dest.mu.Unlock()
+	p := tb.params(t, "id")
+	p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+	if _, err := Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerAccepted, 0); err != nil || len(a) != 2 {
+		t.Fatalf("accepted entries: %d (%v), want the 2 sent again", len(a), err)
+	}
+	es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range es {
+		r := ledger.RecordOf(e)
+		got[r.Identity] = r.Reason
+	}
+	if len(got) != 2 || !strings.Contains(got["3"], "is sending it again") || !strings.Contains(got["7"], "is sending it again") {
+		t.Fatalf("while the destination processes them: %v, want 3 and 7 listed as being sent again", got)
 	}
 }
 
