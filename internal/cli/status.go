@@ -256,13 +256,12 @@ func printOverview(ctx context.Context, w io.Writer, cfg *config.Config, st stor
 			fmt.Fprintf(tw, "%s\t%s\tnever run\t-\t-\t\n", id, ws)
 			continue
 		}
-		runs, err := st.ListRuns(ctx, id, 1)
+		runs, err := st.ListRuns(ctx, id, 20)
 		if err != nil {
 			return err
 		}
 		last, at, code := "-", "-", ""
-		if len(runs) > 0 {
-			r := runs[0]
+		if r, ok := store.NewestRan(runs); ok {
 			last = fmt.Sprintf("%d %s", r.ID, r.State)
 			if !r.FinishedAt.IsZero() {
 				at = r.FinishedAt.UTC().Format(time.RFC3339)
@@ -333,10 +332,10 @@ func printLease(ctx context.Context, w io.Writer, cfg *config.Config, st store.S
 // leader) showed only as "running" in the overview, for as long as no
 // serve came back (docs/guide.md#running-on-a-schedule-serve-and-worker).
 func printRunning(w io.Writer, cfg *config.Config, id string, runs []store.Run, l store.Lease, held, known bool, now time.Time) {
-	if len(runs) == 0 || runs[0].State != store.RunRunning {
+	r, ok := store.NewestRan(runs)
+	if !ok || r.State != store.RunRunning {
 		return
 	}
-	r := runs[0]
 	line := fmt.Sprintf("running:    run %d since %s", r.ID, r.StartedAt.UTC().Format(time.RFC3339))
 	sc, ok := cfg.Sync(id)
 	partitioned := ok && sc.Partitions > 1 // its partitions hold the leases

@@ -153,6 +153,22 @@ const (
 	RunSkipped     RunState = "skipped"
 )
 
+// NewestRan is the newest of runs (newest first) that is not skipped: a
+// skipped run (a run by hand while another holds the sync) says nothing of
+// the sync, and shown as its last run it hid the run in progress. With only
+// skipped runs, the newest; ok is false for none.
+func NewestRan(runs []Run) (_ Run, ok bool) {
+	for _, r := range runs {
+		if r.State != RunSkipped {
+			return r, true
+		}
+	}
+	if len(runs) > 0 {
+		return runs[0], true
+	}
+	return Run{}, false
+}
+
 // Finished reports whether s is a final state.
 func (s RunState) Finished() bool {
 	return s == RunSucceeded || s == RunFailed || s == RunSkipped

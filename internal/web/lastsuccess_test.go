@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"github.com/oncesync/oncesync/internal/store"
 	"net/http"
 	"strings"
 	"testing"
@@ -141,5 +142,26 @@ func TestSyncNotInServesConfig(t *testing.T) {
 	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+b.d.Silent, "").body, &d)
 	if d.Health != HealthSilent {
 		t.Errorf("a configured sync's health %s, want silent", d.Health)
+	}
+}
+
+// TestSkippedRunIsNotTheLastRun: `oncesync run` of a sync serve is running
+// is recorded skipped (already_running); the pages and the API showed it as
+// the sync's last run, hiding the run in progress (an independent check,
+// 2026-12-06).
+func TestSkippedRunIsNotTheLastRun(t *testing.T) {
+	t.Parallel()
+	runs := []store.Run{
+		{ID: 10, State: store.RunSkipped, FailureCode: "already_running"},
+		{ID: 9, State: store.RunRunning},
+		{ID: 8, State: store.RunSucceeded},
+	}
+	st := statsFromRuns(store.Sync{ID: "s"}, runs)
+	if st.LastRun.ID != 9 || !st.Running {
+		t.Errorf("last run %d (running %v), want the run in progress, 9", st.LastRun.ID, st.Running)
+	}
+	// Only skipped runs: the newest is still shown.
+	if st := statsFromRuns(store.Sync{ID: "s"}, runs[:1]); st.LastRun.ID != 10 {
+		t.Errorf("last run %d, want 10", st.LastRun.ID)
 	}
 }

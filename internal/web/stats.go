@@ -99,9 +99,7 @@ func (st StoreStats) SyncStats(ctx context.Context) ([]SyncStats, error) {
 // statsFromRuns computes a sync's figures from its runs, newest first.
 func statsFromRuns(s store.Sync, runs []store.Run) SyncStats {
 	out := SyncStats{Sync: s}
-	if len(runs) > 0 {
-		out.LastRun = runs[0]
-	}
+	out.LastRun, _ = store.NewestRan(runs)
 	k := breaker.Compute(s, runs) // the streak the breaker and `oncesync status` see
 	out.FailureStreak, out.OperatorFailures = k.Failures, k.Operator
 	for _, r := range runs {
