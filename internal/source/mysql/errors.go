@@ -51,6 +51,7 @@ var transientErrors = map[uint16]bool{
 var authErrors = map[uint16]bool{
 	1044: true, // access denied to the database
 	1045: true, // access denied (wrong user or password)
+	1049: true, // the dsn's database does not exist (MySQL says 1044 to a user without access to it)
 	1142: true, // command denied on a table (no SELECT grant)
 	1143: true, // command denied on a column
 	1227: true, // a privilege is missing

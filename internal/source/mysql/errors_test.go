@@ -276,6 +276,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{&mysqldrv.MySQLError{Number: 1064, SQLState: state("42000"), Message: "You have an error in your SQL syntax"}, source.ErrInvalid, "error 1064, SQLSTATE 42000", ""},
 		{&mysqldrv.MySQLError{Number: 1045, SQLState: state("28000"), Message: "Access denied for user 'u'@'h' (using password: YES) " + secret}, source.ErrAuth, "Access denied", secret},
+		{&mysqldrv.MySQLError{Number: 1049, SQLState: state("42000"), Message: "Unknown database 'crm2'"}, source.ErrAuth, "Unknown database", ""},
 		{&mysqldrv.MySQLError{Number: 1142, SQLState: state("42000"), Message: "SELECT command denied to user 'u'@'h' for table `db`.`contacts`"}, source.ErrAuth, "error 1142", ""},
 		{&mysqldrv.MySQLError{Number: 1862, SQLState: state("HY000"), Message: "Your password has expired."}, source.ErrAuth, "expired", ""},
 		{&mysqldrv.MySQLError{Number: 4151, SQLState: state("HY000"), Message: "Access denied, this account is locked"}, source.ErrAuth, "locked", ""},

@@ -63,7 +63,8 @@ const recoveryConflictHint = "; a hot standby cancels a read that holds back its
 // (source_auth), and its next step says where to look.
 func authState(code string) bool {
 	return strings.HasPrefix(code, "28") || // invalid authorization specification, invalid password
-		code == "42501" // insufficient privilege
+		code == "42501" || // insufficient privilege
+		code == "3D000" // the dsn's database does not exist (its name is the dsn's, not the query's)
 }
 
 // dataClass reports whether messages of SQLSTATE class c may quote row values
@@ -77,7 +78,8 @@ func dataClass(c string) bool {
 //   - the context's error when ctx is done (not a source failure);
 //   - source.ErrAuth for refused credentials and missing privileges
 //     (class 28: unknown role, wrong password; 42501: no SELECT on the
-//     table), with PostgreSQL's message and SQLSTATE;
+//     table) and a dsn naming no database (3D000), with PostgreSQL's
+//     message and SQLSTATE;
 //   - source.ErrInvalid for PostgreSQL's other refusals that a retry cannot
 //     cure (syntax, unknown table or column, data errors), likewise;
 //   - source.ErrUnavailable for everything else (network, server shutting

@@ -70,6 +70,8 @@ func TestNewErrors(t *testing.T) {
 			source.ErrAuth, "permission denied for table contacts (SQLSTATE 42501)"},
 		{"unknown role", postgres.Params{DSN: b.withDSN(t, func(u *url.URL) { u.User = url.UserPassword(role+"_gone", secret) }), Table: table, CursorColumn: "id"},
 			source.ErrAuth, "(SQLSTATE 28"},
+		{"unknown database", postgres.Params{DSN: b.withDSN(t, func(u *url.URL) { u.Path = "/oncesync_no_such_db" }), Table: table, CursorColumn: "id"},
+			source.ErrAuth, `database "oncesync_no_such_db" does not exist (SQLSTATE 3D000)`},
 		{"duplicate column names", postgres.Params{Query: "SELECT id, email AS name, name FROM " + table, CursorColumn: "id"},
 			source.ErrInvalid, `two columns named "name"`},
 		{"query and table", postgres.Params{Query: "SELECT 1 AS id", Table: table, CursorColumn: "id"},
