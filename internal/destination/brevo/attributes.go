@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -190,8 +191,12 @@ func typeValues(c *contact, types map[string]string) string {
 		}
 		tv, ok := typedValue(typ, v)
 		if !ok {
-			return fmt.Sprintf("attribute %s is a %s attribute in Brevo and this record's value is not %s: Brevo would drop it without an error",
-				strings.ToUpper(k), typ, typeWants[typ])
+			hint := ""
+			if s, isText := v.(string); isText && typ == "float" && decimalComma(strings.TrimSpace(s)) {
+				hint = " (it has a comma: numbers are written with a decimal point and no thousands separator, 1.5 or 1500; convert the column in the source or its query)"
+			}
+			return fmt.Sprintf("attribute %s is a %s attribute in Brevo and this record's value is not %s%s: Brevo would drop it without an error",
+				strings.ToUpper(k), typ, typeWants[typ], hint)
 		}
 		if tv != v {
 			if out == nil {
@@ -255,10 +260,14 @@ func typedValue(typ string, v any) (any, bool) {
 		return v, err == nil
 	case "float":
 		switch x := v.(type) {
-		case float64, float32, int, int32, int64, uint, uint32, uint64, json.Number:
+		case float64, float32, int, int32, int64, uint, uint32, uint64:
 			return v, true
+		case json.Number:
+			// Brevo keeps a double: 1E400 has none (an independent
+			// check's stand-in read it as Infinity).
+			return v, finiteNumber(x.String())
 		case string:
-			if n := strings.TrimSpace(x); validNumber(n) {
+			if n := strings.TrimSpace(x); validNumber(n) && finiteNumber(n) {
 				return json.Number(n), true
 			}
 		}
@@ -282,6 +291,20 @@ func typedValue(typ string, v any) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// finiteNumber reports whether JSON number n is within a double's range,
+// the form Brevo keeps a float attribute in.
+func finiteNumber(n string) bool {
+	f, err := strconv.ParseFloat(n, 64)
+	return err == nil && !math.IsInf(f, 0)
+}
+
+// decimalComma reports whether s is a number written with a decimal comma
+// (1,5 or -12,75), as a spreadsheet in many locales exports it.
+func decimalComma(s string) bool {
+	whole, frac, ok := strings.Cut(s, ",")
+	return ok && frac != "" && !strings.ContainsAny(frac, ",.") && validNumber(whole+"."+frac)
 }
 
 // numberBool reads 1 and 0 as booleans: how MySQL and others store them.

@@ -132,6 +132,9 @@ func TestTypedAttributeValues(t *testing.T) {
 				rec(2, map[string]any{"BIRTHDAY": "31/01/2001", "SCORE": 1, "VIP": true}),
 				rec(3, map[string]any{"BIRTHDAY": "", "SCORE": "twelve", "VIP": nil}),
 				rec(4, map[string]any{"BIRTHDAY": nil, "SCORE": nil, "VIP": "maybe"}),
+				// No double holds 1E400 (a JSONL value): Brevo has no form for it.
+				rec(5, map[string]any{"SCORE": json.Number("1E400")}),
+				rec(6, map[string]any{"SCORE": "1,5"}),
 			}
 			res, err := b.dest.Write(ctx, rs)
 			if err != nil {
@@ -148,7 +151,8 @@ func TestTypedAttributeValues(t *testing.T) {
 				}
 				copy(res, out)
 			}
-			for i, want := range []string{"", "", "BIRTHDAY is a date attribute", "SCORE is a float attribute", "VIP is a boolean attribute"} {
+			for i, want := range []string{"", "", "BIRTHDAY is a date attribute", "SCORE is a float attribute", "VIP is a boolean attribute",
+				"SCORE is a float attribute", "it has a comma: numbers are written with a decimal point"} {
 				switch {
 				case want == "" && res[i].Outcome != destination.Delivered:
 					t.Errorf("record %d: %+v, want delivered", i, res[i])
