@@ -57,6 +57,36 @@ func TestNotUTF8IsRejected(t *testing.T) {
 	}
 }
 
+// TestLoneSurrogateIsRejected: a JSONL string with an escaped lone UTF-16
+// surrogate ("\ud800") decoded as U+FFFD and reached the destination so
+// (an independent check, 2026-12-06), where the guide promises a record
+// is rejected rather than sent with a character it never held. A pair
+// (an escaped emoji), a U+FFFD of the file's own and an escaped backslash
+// before a u are kept.
+func TestLoneSurrogateIsRejected(t *testing.T) {
+	t.Parallel()
+	data := `{"id":1,"name":"Ann \ud83d\ude00"}` + "\n" +
+		`{"id":2,"name":"Zo\ud800"}` + "\n" +
+		`{"id":3,"tags":["a",{"x":"\udc00b"}]}` + "\n" +
+		`{"id":4,"name":"\\ud800 and \ufffd"}` + "\n" +
+		"{\"id\":5,\"name\":\"Cy \uFFFD\"}\n" +
+		`{"id":6,"name":"\\ud800"}` + "\n"
+	b := setup(t, file.JSONL, data)
+	page, err := b.src.ReadPage(context.Background(), "", 10)
+	if err != nil || len(page.Records) != 6 {
+		t.Fatalf("ReadPage: %d records, %v; want 6", len(page.Records), err)
+	}
+	for i, want := range []string{"", "line 2: a string holds a lone UTF-16 surrogate", "line 3: a string holds a lone UTF-16 surrogate", "", "", ""} {
+		r := page.Records[i]
+		if (want == "") != (r.Invalid == "") || !strings.HasPrefix(r.Invalid, want) {
+			t.Errorf("record %d: Invalid %q, want %q", i+1, r.Invalid, want)
+		}
+	}
+	if got := page.Records[0].Fields["name"]; got != "Ann \U0001F600" {
+		t.Errorf("record 1: name %q, want the emoji", got)
+	}
+}
+
 // TestHeaderNotUTF8: a header that is not UTF-8 fails the read with a
 // message that says to save the file as UTF-8.
 func TestHeaderNotUTF8(t *testing.T) {

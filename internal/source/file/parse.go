@@ -144,6 +144,44 @@ func tooLong(line, max int64) *ParseError {
 // reach the destination as U+FFFD, a wrong value written without a word.
 const notUTF8 = "is not UTF-8 text: save the file as UTF-8 (Excel: \"CSV UTF-8\"; iconv -f WINDOWS-1252 -t UTF-8)"
 
+// loneSurrogateReason is why a JSONL record with an escaped lone UTF-16
+// surrogate is rejected.
+const loneSurrogateReason = `a string holds a lone UTF-16 surrogate escape (\ud800 to \udfff without its pair), which is no character: ` +
+	"fix the program that wrote the file (it split a character such as an emoji in two)"
+
+// loneSurrogate reports whether a JSON object line decoded into fields
+// had an escaped lone surrogate ("\ud800"): encoding/json decodes one as
+// U+FFFD, and the record would reach the destination with a character the
+// source never held, as a file that is not UTF-8 would (notUTF8). Only a
+// line with an escape and no U+FFFD of its own is looked into.
+func loneSurrogate(text []byte, fields map[string]any) bool {
+	if !bytes.Contains(text, []byte(`\u`)) || bytes.Contains(text, []byte("\uFFFD")) ||
+		bytes.Contains(bytes.ToLower(text), []byte(`\ufffd`)) {
+		return false
+	}
+	var holds func(v any) bool
+	holds = func(v any) bool {
+		switch x := v.(type) {
+		case string:
+			return strings.ContainsRune(x, utf8.RuneError)
+		case map[string]any:
+			for k, e := range x {
+				if strings.ContainsRune(k, utf8.RuneError) || holds(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if holds(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return holds(any(fields))
+}
+
 // binaryKinds are the first bytes of files a user may give a csv or jsonl
 // source by mistake, with what to do instead. Read as text they failed on
 // their first line with a parser's words ("bare \" in non-quoted-field",
@@ -396,9 +434,9 @@ func (p *jsonlParser) next() (record, error) {
 		}
 		// A bad line is one record: the next line is the next record, so
 		// it is rejected and the reading goes on.
-		invalid := record{end: p.off, invalid: fmt.Sprintf("line %d: not a JSON object", p.line)}
+		invalid := func() record { return record{end: p.off, invalid: fmt.Sprintf("line %d: not a JSON object", p.line)} }
 		if text[0] != '{' {
-			return invalid, nil
+			return invalid(), nil
 		}
 		if !utf8.Valid(text) {
 			// encoding/json would decode the bytes as U+FFFD.
@@ -410,10 +448,13 @@ func (p *jsonlParser) next() (record, error) {
 		var fields map[string]any
 		if err := dec.Decode(&fields); err != nil {
 			// The decoder's message may quote the data: leave it out.
-			return invalid, nil
+			return invalid(), nil
 		}
 		if _, err := dec.Token(); err != io.EOF {
 			return record{end: p.off, invalid: fmt.Sprintf("line %d: more than one JSON value on the line", p.line)}, nil
+		}
+		if loneSurrogate(text, fields) {
+			return record{end: p.off, invalid: fmt.Sprintf("line %d: %s", p.line, loneSurrogateReason)}, nil
 		}
 		return record{fields: fields, end: p.off}, nil
 	}
