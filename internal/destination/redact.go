@@ -166,14 +166,22 @@ func asciiJSON(e, format string) string {
 	return b.String()
 }
 
+// RefusedBeforeSending ends the message of a record a destination
+// connector refuses before sending it (an invalid address, a value too
+// long): the text is oncesync's own and names no value.
+const RefusedBeforeSending = " (refused by oncesync before sending)"
+
 // RedactRecord is the stored message of a record a destination refused:
-// Redact, and RedactValues of the record's own values (data).
+// Redact, and RedactValues of the record's own values (data) unless the
+// message is oncesync's own (RefusedBeforeSending), whose words a value
+// may equal: "invalid [value] address" for a record whose last name was
+// "email" (an independent check, 2026-12-06).
 func RedactRecord(s string, data map[string]any) string {
 	if s == "" {
 		return s
 	}
 	s = Redact(s)
-	if len(data) > 0 {
+	if len(data) > 0 && !strings.HasSuffix(s, RefusedBeforeSending) {
 		s = RedactValues(s, RecordValues(data))
 	}
 	return s

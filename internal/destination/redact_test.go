@@ -64,6 +64,15 @@ func TestRedactRecord(t *testing.T) {
 	if want := "[email]: [value] scored [value] in [value]"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
+	// oncesync's own refusal names no value, and a value may equal one of
+	// its words: "invalid [value] address" for a last name "email".
+	own := map[string]any{"email": "not-an-email", "attributes": map[string]any{"LASTNAME": "email"}}
+	if got, want := destination.RedactRecord("invalid email address"+destination.RefusedBeforeSending, own), "invalid email address"+destination.RefusedBeforeSending; got != want {
+		t.Errorf("own refusal: got %q, want %q", got, want)
+	}
+	if got := destination.RedactRecord("invalid email address", own); got != "invalid [value] address" {
+		t.Errorf("a server's message: got %q, want its value hidden", got)
+	}
 	// A server that echoes the address in other forms, or its local part
 	// alone: each names the person.
 	data = map[string]any{"email": "reject.person9@example.com"}

@@ -84,7 +84,7 @@ func parseRecord(r destination.Record) contact {
 		return c
 	}
 	if c.email != "" && !plausibleEmail(c.email) {
-		c.invalid = "invalid email address (refused by oncesync before sending)"
+		c.invalid = "invalid email address" + destination.RefusedBeforeSending
 	}
 	if c.email == "" && c.attrs["SMS"] == nil {
 		c.invalid = "record has no email (and no SMS attribute)"

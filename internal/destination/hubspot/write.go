@@ -65,7 +65,7 @@ func (d *Destination) parseRecord(r destination.Record) contact {
 	if k, n := overLimit(c.props); k != "" {
 		// HubSpot refuses the value (a create batch whole): refused here,
 		// without a request, and without its value in the message.
-		c.invalid = fmt.Sprintf("property %s: the value is %d characters long, more than the %d HubSpot takes (refused by oncesync before sending)", k, n, MaxValueChars)
+		c.invalid = fmt.Sprintf("property %s: the value is %d characters long, more than the %d HubSpot takes", k, n, MaxValueChars) + destination.RefusedBeforeSending
 		return c
 	}
 	c.id = c.props[d.idProp]
@@ -77,7 +77,7 @@ func (d *Destination) parseRecord(r destination.Record) contact {
 		return c
 	}
 	if d.idProp == "email" && !plausibleEmail(c.id) {
-		c.invalid = "invalid email address (refused by oncesync before sending)"
+		c.invalid = "invalid email address" + destination.RefusedBeforeSending
 	}
 	return c
 }

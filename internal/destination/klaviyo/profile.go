@@ -70,7 +70,7 @@ func parseRecord(r destination.Record) profile {
 		return p
 	}
 	if !plausibleEmail(p.email) {
-		p.invalid = "invalid email address (refused by oncesync before sending)"
+		p.invalid = "invalid email address" + destination.RefusedBeforeSending
 		return p
 	}
 	p.attrs = map[string]any{"email": p.email}
