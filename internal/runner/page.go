@@ -8,6 +8,7 @@ import (
 	"maps"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -1048,6 +1049,16 @@ func records(its []*item) []destination.Record {
 	return out
 }
 
+// recordPlace names record i of a page for a person: its line in the file
+// where the source has lines (the rows a file source could not read are
+// named so too), else its place on the page.
+func recordPlace(rec source.Record, i int) string {
+	if rec.Line > 0 {
+		return "line " + strconv.FormatInt(rec.Line, 10)
+	}
+	return "record " + strconv.Itoa(i+1) + " of the page"
+}
+
 // keys maps every record of the run's slice (see Params.Filter), hashes it
 // and names its slot (docs/guide.md#what-a-run-does); read is the number of records in the
 // slice. A slot seen twice on one page (the same row twice) is kept once,
@@ -1083,12 +1094,12 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 		}
 		data, err := r.Sync.Mapping.Apply(rec)
 		if err != nil {
-			reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
+			reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "%s: %s", recordPlace(rec, i), err.Error()))
 			continue
 		}
 		it := item{Record: destination.Record{Data: data}, cursor: page.Cursor, pos: i}
 		if it.hash, err = ledger.RecordHash(data); err != nil {
-			reject(i, failure.Wrap(failure.SourceQueryInvalid, err, "record %d of the page cannot be encoded", i+1))
+			reject(i, failure.Wrap(failure.SourceQueryInvalid, err, "%s cannot be encoded", recordPlace(rec, i)))
 			continue
 		}
 		if r.salt != "" {
@@ -1102,7 +1113,7 @@ func (r *run) keys(page source.Page) (out []item, read, dups int64, err error) {
 				err = &mapping.MissingColumnError{Column: r.Sync.Identity, Identity: true, Null: true}
 			}
 			if err != nil {
-				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "record %d of the page: %s", i+1, err.Error()))
+				reject(i, failure.Wrap(failure.InvalidSyncDefinition, err, "%s: %s", recordPlace(rec, i), err.Error()))
 				continue
 			}
 			it.slot = ledger.Slot(r.Sync.ID, r.sourceID(), it.id)

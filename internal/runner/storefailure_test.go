@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,5 +140,17 @@ func TestEmptyIdentityIsRejected(t *testing.T) {
 	}
 	if len(rejected) != 3 || !strings.Contains(rejected[0].Message, `the identity column "id" is null or empty`) {
 		t.Fatalf("rejected entries %+v, want the 3 rows without an identity", rejected)
+	}
+	// Each is named by its line, as a row the file source cannot read is:
+	// "record 1 of the page" left a person to count pages (an independent
+	// check, 2026-12-06).
+	var lines []string
+	for _, e := range rejected {
+		line, _, _ := strings.Cut(e.Message, ":")
+		lines = append(lines, line)
+	}
+	slices.Sort(lines)
+	if got := strings.Join(lines, ","); got != "line 2,line 3,line 4" {
+		t.Fatalf("rejected rows named %q, want line 2,line 3,line 4", got)
 	}
 }

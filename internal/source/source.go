@@ -58,6 +58,9 @@ type Record struct {
 	// rejected, like one the destination refuses, and the run goes on
 	// (docs/guide.md#the-ledger-and-its-retention); Fields may be nil.
 	Invalid string
+	// Line is the record's first line in its file (csv, jsonl), for the
+	// messages that name it; 0 where a source has no lines.
+	Line int64
 }
 
 // Page is the records read at one cursor.

@@ -281,7 +281,7 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		}
 		st.tap.advance(rec.end)
 		st.recno++
-		page.Records = append(page.Records, source.Record{Fields: rec.fields, Invalid: rec.invalid})
+		page.Records = append(page.Records, source.Record{Fields: rec.fields, Invalid: rec.invalid, Line: rec.line})
 	}
 	page.Next = st.position().String()
 	st.next = page.Next

@@ -223,6 +223,7 @@ func binaryKind(head, tail []byte) string {
 type record struct {
 	fields map[string]any
 	end    int64
+	line   int64 // the record's first line
 	// invalid, when set, says why this record cannot be read ("line 12:
 	// ..."): the format lets the reader go on at the next one, so it is a
 	// rejected record (source.Record.Invalid), not a failed read.
@@ -374,7 +375,8 @@ func (p *csvParser) next() (record, error) {
 		}
 		fields[p.header[i]] = v
 	}
-	return record{fields: fields, end: end}, nil
+	rel, _ := p.r.FieldPos(0)
+	return record{fields: fields, end: end, line: p.baseLine + int64(rel) - 1}, nil
 }
 
 // jsonlParser reads one JSON object per line.
@@ -456,6 +458,6 @@ func (p *jsonlParser) next() (record, error) {
 		if loneSurrogate(text, fields) {
 			return record{end: p.off, invalid: fmt.Sprintf("line %d: %s", p.line, loneSurrogateReason)}, nil
 		}
-		return record{fields: fields, end: p.off}, nil
+		return record{fields: fields, end: p.off, line: p.line}, nil
 	}
 }
