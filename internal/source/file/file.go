@@ -100,7 +100,18 @@ var _ source.Columner = (*Source)(nil)
 // Columns is the CSV header of the file as last opened ([] for an empty
 // file), nil for JSONL or before a read: a run that read no rows still
 // checks the mapping against it.
-func (s *Source) Columns() []string { return s.header }
+func (s *Source) Columns() []string {
+	if s.header == nil {
+		return nil
+	}
+	named := make([]string, 0, len(s.header))
+	for _, c := range s.header {
+		if c != "" { // an unnamed column is not read (readHeader)
+			named = append(named, c)
+		}
+	}
+	return named
+}
 
 var _ source.Source = (*Source)(nil)
 

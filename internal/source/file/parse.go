@@ -335,10 +335,15 @@ func readHeader(r *csv.Reader, baseLine int64, lim *limiter) ([]string, error) {
 	line := baseLine + int64(rel) - 1
 	header := make([]string, len(row))
 	seen := make(map[string]int, len(row))
+	named := 0
 	for i, name := range row {
 		if strings.TrimSpace(name) == "" {
-			return nil, &ParseError{Line: line, Reason: fmt.Sprintf("header column %d has no name", i+1)}
+			// A column without a name (a trailing comma, a spreadsheet's
+			// or pandas' unnamed index) is one no mapping can name: its
+			// values are not read. It failed every run before.
+			continue
 		}
+		named++
 		if !utf8.ValidString(name) {
 			return nil, &ParseError{Line: line, Reason: fmt.Sprintf("header column %d %s", i+1, notUTF8)}
 		}
@@ -347,6 +352,9 @@ func readHeader(r *csv.Reader, baseLine int64, lim *limiter) ([]string, error) {
 		}
 		seen[name] = i
 		header[i] = name
+	}
+	if named == 0 {
+		return nil, &ParseError{Line: line, Reason: "the header has no column with a name"}
 	}
 	return header, nil
 }
@@ -369,6 +377,9 @@ func (p *csvParser) next() (record, error) {
 	}
 	fields := make(map[string]any, len(row))
 	for i, v := range row {
+		if p.header[i] == "" {
+			continue // an unnamed column (readHeader)
+		}
 		if !utf8.ValidString(v) {
 			rel, _ := p.r.FieldPos(i)
 			return record{end: end, invalid: fmt.Sprintf("line %d: column %q %s", p.baseLine+int64(rel)-1, p.header[i], notUTF8)}, nil
