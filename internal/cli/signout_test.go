@@ -33,6 +33,14 @@ func TestSignOutCommand(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out.String(), "alice: 2 session(s) ended") {
 		t.Fatalf("signout: exit %d: %s%s", code, out.String(), errOut.String())
 	}
+	// A name that is no user and has no session: nothing ended, exit 1.
+	out.Reset()
+	errOut.Reset()
+	code = Main(t.Context(), []string{"signout", "--config", b.config, "nobody"},
+		Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk})
+	if code != ExitFailed || !strings.Contains(errOut.String(), `no session of "nobody"`) {
+		t.Fatalf("signout nobody: exit %d: %s%s", code, out.String(), errOut.String())
+	}
 	st = b.openStore(t)
 	defer st.Close()
 	if _, err := st.GetSession(t.Context(), strings.Repeat("a", 64)); !errors.Is(err, store.ErrNotFound) {
