@@ -169,6 +169,13 @@ func TestReadPageErrors(t *testing.T) {
 		if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "share the key") {
 			t.Fatalf("page at the tie: %v, want ErrInvalid", err)
 		}
+		// The message gives the query that finds them.
+		_, q, _ := strings.Cut(err.Error(), "(find them with: ")
+		q, _, _ = strings.Cut(q, "): ")
+		var k, n int
+		if err := b.admin.QueryRow(q).Scan(&k, &n); err != nil || k != 2 || n != 2 {
+			t.Fatalf("the query %q: k=%d count=%d (%v), want k=2 twice", q, k, n, err)
+		}
 	})
 	t.Run("a tie in the collation fails, never skips", func(t *testing.T) {
 		// 'BOB@x.io' and 'bob@x.io' differ in bytes and are one value in a

@@ -202,7 +202,10 @@ type Source struct {
 	cursorType string
 
 	base, order, nullSQL, versionSQL string
-	versionQuery                     string
+	// findNulls and findTies are the queries a person runs to find the rows
+	// that stop keyset pagination ("": a query source, whose text may be long).
+	findNulls, findTies string
+	versionQuery        string
 	// columns is the select list of the reads: "*", or every column by
 	// name with each FLOAT one read as a DOUBLE (floats): the text
 	// protocol prints a FLOAT with 6 significant digits (1234567 came as
@@ -410,6 +413,10 @@ func (s *Source) buildSQL() {
 	}
 	s.base = "SELECT " + s.columns + " FROM " + s.from + " AS `src` WHERE " + strings.Join(notNull, " AND ")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS `src` WHERE " + strings.Join(isNull, " OR ") + ")"
+	if !strings.HasPrefix(s.from, "(") {
+		s.findNulls = "SELECT * FROM " + s.from + " AS `src` WHERE " + strings.Join(isNull, " OR ")
+		s.findTies = "SELECT " + strings.Join(refs, ", ") + ", count(*) FROM " + s.from + " AS `src` GROUP BY " + strings.Join(refs, ", ") + " HAVING count(*) > 1"
+	}
 	s.versionSQL = "SELECT COUNT(*), MAX(" + refs[0] + ") FROM " + s.from + " AS `src`"
 }
 
@@ -896,8 +903,8 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 			return source.Page{}, err
 		}
 		if nulls != 0 {
-			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query: %w",
-				strings.Join(quoteAll(s.keys), " or "), source.ErrInvalid)
+			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query%s: %w",
+				strings.Join(quoteAll(s.keys), " or "), findWith(s.findNulls), source.ErrInvalid)
 		}
 	}
 	return page, nil
@@ -1040,8 +1047,8 @@ func (s *Source) lookbackFrom(p position, high keyValue, clock time.Time) positi
 
 // tieError is the failure of two rows sharing the key at a page boundary.
 func (s *Source) tieError() error {
-	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
-		strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s%s: %w",
+		strings.Join(s.keys, ", "), s.uniqueHint(), findWith(s.findTies), source.ErrInvalid)
 }
 
 // tieSQL counts (up to 2) the rows that match cond whose key equals the
@@ -1204,4 +1211,14 @@ func (s *Source) Version(ctx context.Context, versionQuery string) (string, erro
 		return "", err
 	}
 	return sum, nil
+}
+
+// findWith is the clause that gives a person the query finding the rows a
+// message is about (the rows' values are theirs to read, not the
+// message's); "" without one.
+func findWith(q string) string {
+	if q == "" {
+		return ""
+	}
+	return " (find them with: " + q + ")"
 }

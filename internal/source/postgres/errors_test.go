@@ -276,6 +276,28 @@ func TestNullKeys(t *testing.T) {
 		if !errors.Is(err, source.ErrInvalid) || !strings.Contains(err.Error(), "NULL") {
 			t.Errorf("%+v: %v; want source.ErrInvalid about NULL keys", p, err)
 		}
+		// A table's failure gives the query that finds the rows (an
+		// independent check, 2026-12-06: the message named none).
+		if _, q, ok := strings.Cut(err.Error(), "(find them with: "); p.Table != "" {
+			q, _, _ = strings.Cut(q, "): ")
+			b.mu.Lock()
+			rows, qerr := b.admin.Query(context.Background(), q)
+			n := 0
+			for qerr == nil && rows.Next() {
+				n++
+			}
+			if rows != nil {
+				rows.Close()
+			}
+			b.mu.Unlock()
+			want := 2 // a NULL id, a NULL updated_at
+			if p.CursorColumn == "" {
+				want = 1 // paged by id alone
+			}
+			if !ok || qerr != nil || n != want {
+				t.Errorf("%+v: the query %q found %d rows (%v), want the %d with a NULL key", p, q, n, qerr, want)
+			}
+		}
 		// `oncesync check` asks before a run stops at them.
 		if cols, found, err := src.NullKeys(context.Background()); err != nil || !found || !strings.Contains(cols, `"`) {
 			t.Errorf("%+v: NullKeys = %q, %v, %v; want found, naming the columns", p, cols, found, err)

@@ -235,6 +235,9 @@ type Source struct {
 
 	pages               statements // ReadPage's
 	nullSQL, versionSQL string
+	// findNulls and findTies are the queries a person runs to find the rows
+	// that stop keyset pagination ("": a query source, whose text may be long).
+	findNulls, findTies string
 	highSQL             string        // the largest cursor_column (a pass's high mark)
 	versionQuery        string        // Params.VersionQuery
 	maxRecord           int64         // Params.MaxRecordBytes
@@ -375,6 +378,10 @@ func (s *Source) buildSQL() {
 	}
 	s.pages = s.pageSQL("", "")
 	s.nullSQL = "SELECT EXISTS (SELECT 1 FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ") + ")"
+	if !strings.HasPrefix(s.from, "(") {
+		s.findNulls = "SELECT * FROM " + s.from + " AS src WHERE " + strings.Join(isNull, " OR ")
+		s.findTies = "SELECT " + strings.Join(refs, ", ") + ", count(*) FROM " + s.from + " AS src GROUP BY " + strings.Join(refs, ", ") + " HAVING count(*) > 1"
+	}
 	// The largest cursor_column by its ORDER BY, not max(): uuid has no
 	// max(), and the keyset already needs the order. Named max, so the
 	// result hashes as max()'s did.
@@ -843,8 +850,8 @@ func (s *Source) readPageSQL(ctx context.Context, tx pgx.Tx, q pageSQL, cursor s
 			return source.Page{}, err
 		}
 		if nulls {
-			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query: %w",
-				strings.Join(quoteAll(s.keys), " or "), source.ErrInvalid)
+			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query%s: %w",
+				strings.Join(quoteAll(s.keys), " or "), findWith(s.findNulls), source.ErrInvalid)
 		}
 	}
 	// Last: it may abort tx on a server without the functions.
@@ -984,8 +991,8 @@ func (s *Source) highMark(ctx context.Context, tx pgx.Tx, typ string) (keyValue,
 
 // tieError is the failure of two rows sharing the key at a page boundary.
 func (s *Source) tieError() error {
-	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s: %w",
-		strings.Join(s.keys, ", "), s.uniqueHint(), source.ErrInvalid)
+	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s%s: %w",
+		strings.Join(s.keys, ", "), s.uniqueHint(), findWith(s.findTies), source.ErrInvalid)
 }
 
 // differOnlyInText reports whether raw's key differs from p only in
@@ -1226,4 +1233,14 @@ func (s *Source) Version(ctx context.Context, versionQuery string) (string, erro
 		return "", err
 	}
 	return sum, nil
+}
+
+// findWith is the clause that gives a person the query finding the rows a
+// message is about (the rows' values are theirs to read, not the
+// message's); "" without one.
+func findWith(q string) string {
+	if q == "" {
+		return ""
+	}
+	return " (find them with: " + q + ")"
 }
