@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -1502,5 +1503,38 @@ func TestFirstDeliveryNeverTakesAnExtIDOver(t *testing.T) {
 				t.Fatal("the other sync's contact was moved to this record's address")
 			}
 		})
+	}
+}
+
+// TestOneAddressTwiceOnAPageEndsWithTheLast: two records of one page whose
+// addresses differ only in case are one contact to Brevo. On the single
+// path they were sent side by side: whichever request landed last won,
+// here the page's first record, and no later run changed it (an
+// independent check, 2026-12-06). They now go in page order, as an import
+// applies them.
+func TestOneAddressTwiceOnAPageEndsWithTheLast(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.Concurrency = 4 })
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("First")) {
+			time.Sleep(200 * time.Millisecond) // the first record's request is the slow one
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		b.proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	p := b.params
+	p.BaseURL = slow.URL + fakebrevo.BasePath
+	d := b.newDest(t, p)
+	first, second := rec(0, map[string]any{"FIRSTNAME": "First"}), rec(1, map[string]any{"FIRSTNAME": "Second"})
+	first.Data["email"], second.Data["email"] = "Ann.Case@example.com", "ann.case@example.com"
+	res, err := d.Write(context.Background(), []destination.Record{first, second, rec(2, nil)})
+	if err != nil || len(res) != 3 || res[0].Outcome != destination.Delivered || res[1].Outcome != destination.Delivered {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	c, ok := b.fake.Contact("ann.case@example.com")
+	if !ok || c.Attributes["FIRSTNAME"] != "Second" {
+		t.Fatalf("contact %+v (found %v), want FIRSTNAME of the page's last record, Second", c.Attributes, ok)
 	}
 }

@@ -296,64 +296,104 @@ func (w *pageWrite) unexpected(e *APIError) error {
 
 // single writes idx one POST /contacts each.
 func (w *pageWrite) single(ctx context.Context, idx []int) error {
-	err := apiclient.FanOut(ctx, len(idx), w.d.conc, func(ctx context.Context, n int) error {
-		i := idx[n]
-		c := w.contacts[i]
-		req := request{method: http.MethodPost, path: "/contacts", route: "POST /contacts"}
-		switch w.d.writeMode {
-		case destination.Update:
-			// PUT updates a contact that exists and never creates one.
-			req = request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.email), route: "PUT /contacts/{identifier}",
-				query: url.Values{"identifierType": {"email_id"}},
-				body:  marshal(updateContact{ExtID: c.extID, Attributes: c.singleAttrs(), ListIDs: w.d.listIDs})}
-		default:
-			// create leaves updateEnabled false: Brevo then refuses an
-			// existing contact as a duplicate instead of changing it.
-			req.body = marshal(createContact{
-				Email: c.email, ExtID: c.extID, Attributes: c.singleAttrs(),
-				ListIDs: w.d.listIDs, UpdateEnabled: w.d.writeMode != destination.Create,
-			})
-		}
-		resp, err := w.d.do(ctx, req)
-		if refused, ok := err.(*APIError); ok && w.recs[i].Redelivery && w.d.moved(c, refused) {
-			// The row's address changed: update its contact, found by
-			// its ext_id, e-mail included.
-			req = moveRequest(c, w.d.listIDs)
-			resp, err = w.d.do(ctx, req)
-			if ae, ok := err.(*APIError); ok && ae.says(http.StatusNotFound) {
-				err = refused // no contact has that ext_id: the first refusal stands
+	// Records of one address (in any case: Brevo keeps it lower-cased) go
+	// one after the other, in page order, so the contact ends with the
+	// values of the one read last, as an import leaves it; sent side by
+	// side, whichever landed last won, and no later run changed it (an
+	// independent check, 2026-12-06).
+	groups := sameContact(idx, w.contacts)
+	err := apiclient.FanOut(ctx, len(groups), w.d.conc, func(ctx context.Context, g int) error {
+		for _, i := range groups[g] {
+			if err := w.one(ctx, i); err != nil {
+				return err
 			}
 		}
-		if err != nil {
-			apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
-			if !ok {
-				return w.failed([]int{i}, err)
-			}
-			if skip := w.d.skipped(apiErr); skip != "" {
-				w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: skip})
-				return nil
-			}
-			if !recordLevel(apiErr) {
-				return w.failed([]int{i}, w.unexpected(apiErr))
-			}
-			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(apiErr)})
-			return nil
-		}
-		ref, ok := singleAnswer(req.method, resp)
-		if !ok {
-			// A 2xx that is not Brevo's (a web server or a proxy at
-			// base_url) says nothing of the contact: in doubt, so the
-			// read-back decides, never counted as written.
-			return w.failed([]int{i}, failure.Wrap(failure.DestinationUnavailable, errNotBrevo,
-				"brevo answered %s with HTTP %d and no contact; check the destination's base_url", req.route, resp.status))
-		}
-		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
 		return nil
 	})
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		return w.d.interrupted(ctx, err)
 	}
 	return err
+}
+
+// sameContact groups idx by contacts' addresses, case-folded, in the page
+// order of each group's first record. Records without an address (an
+// update by ext_id) are groups of their own.
+func sameContact(idx []int, cs []contact) [][]int {
+	out := make([][]int, 0, len(idx))
+	var at map[string]int
+	for _, i := range idx {
+		e := strings.ToLower(cs[i].email)
+		if e == "" {
+			out = append(out, []int{i})
+			continue
+		}
+		if g, ok := at[e]; ok {
+			out[g] = append(out[g], i)
+			continue
+		}
+		if at == nil {
+			at = make(map[string]int, len(idx))
+		}
+		at[e] = len(out)
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// one sends record i on the single path.
+func (w *pageWrite) one(ctx context.Context, i int) error {
+	c := w.contacts[i]
+	req := request{method: http.MethodPost, path: "/contacts", route: "POST /contacts"}
+	switch w.d.writeMode {
+	case destination.Update:
+		// PUT updates a contact that exists and never creates one.
+		req = request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(c.email), route: "PUT /contacts/{identifier}",
+			query: url.Values{"identifierType": {"email_id"}},
+			body:  marshal(updateContact{ExtID: c.extID, Attributes: c.singleAttrs(), ListIDs: w.d.listIDs})}
+	default:
+		// create leaves updateEnabled false: Brevo then refuses an
+		// existing contact as a duplicate instead of changing it.
+		req.body = marshal(createContact{
+			Email: c.email, ExtID: c.extID, Attributes: c.singleAttrs(),
+			ListIDs: w.d.listIDs, UpdateEnabled: w.d.writeMode != destination.Create,
+		})
+	}
+	resp, err := w.d.do(ctx, req)
+	if refused, ok := err.(*APIError); ok && w.recs[i].Redelivery && w.d.moved(c, refused) {
+		// The row's address changed: update its contact, found by
+		// its ext_id, e-mail included.
+		req = moveRequest(c, w.d.listIDs)
+		resp, err = w.d.do(ctx, req)
+		if ae, ok := err.(*APIError); ok && ae.says(http.StatusNotFound) {
+			err = refused // no contact has that ext_id: the first refusal stands
+		}
+	}
+	if err != nil {
+		apiErr, ok := err.(*APIError) // do returns it bare for the caller to judge
+		if !ok {
+			return w.failed([]int{i}, err)
+		}
+		if skip := w.d.skipped(apiErr); skip != "" {
+			w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Skipped: skip})
+			return nil
+		}
+		if !recordLevel(apiErr) {
+			return w.failed([]int{i}, w.unexpected(apiErr))
+		}
+		w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Rejected, Message: rejection(apiErr)})
+		return nil
+	}
+	ref, ok := singleAnswer(req.method, resp)
+	if !ok {
+		// A 2xx that is not Brevo's (a web server or a proxy at
+		// base_url) says nothing of the contact: in doubt, so the
+		// read-back decides, never counted as written.
+		return w.failed([]int{i}, failure.Wrap(failure.DestinationUnavailable, errNotBrevo,
+			"brevo answered %s with HTTP %d and no contact; check the destination's base_url", req.route, resp.status))
+	}
+	w.set(i, destination.Result{Key: w.recs[i].Key, Outcome: destination.Delivered, Ref: ref})
+	return nil
 }
 
 // moved reports whether Brevo's refusal e of c may mean that c's address
