@@ -38,7 +38,31 @@ func leaseFailure(ctx context.Context, err error) error {
 	if errors.Is(err, lease.ErrLost) {
 		return failure.Wrap(failure.LeaseLost, err, SentenceLeaseLost)
 	}
-	return storeFailure(ctx, err, "renew the lease")
+	ferr := storeFailure(ctx, err, "renew the lease")
+	if ctx.Err() != nil {
+		return renewUnanswered{ferr}
+	}
+	return ferr
+}
+
+// renewUnanswered is a renewal cut short by its caller's context: while
+// nobody stopped the run, the lease store did not answer in time
+// (run.unanswered).
+type renewUnanswered struct{ error }
+
+func (e renewUnanswered) Unwrap() error { return e.error }
+
+// unanswered is the failure of a run whose store or lease store call timed
+// out (err, interrupted by its own deadline): lease_lost when the lease
+// could not be renewed (its last renewal failed, or its time is up), as a
+// worker cut off from the lease store ends (docs/guide.md#the-store-and-the-leases);
+// store_unavailable otherwise.
+func (r *run) unanswered(err error) error {
+	var ru renewUnanswered
+	if rf := r.lease.RenewFailure(); rf != nil || errors.As(err, &ru) || !r.Clock.Now().Before(r.lease.WriteDeadline()) {
+		return failure.Wrap(failure.LeaseLost, errors.Join(rf, err), "%s Its lease could not be renewed in time", SentenceLeaseLost)
+	}
+	return failure.Wrap(failure.StoreUnavailable, err, "the store did not answer in time")
 }
 
 // renew extends the lease and verifies it is still this run's.

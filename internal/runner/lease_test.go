@@ -402,3 +402,32 @@ func TestRefusedRenewalsAreTheRunsCause(t *testing.T) {
 		})
 	}
 }
+
+// apartLeases keeps the leases apart from the run's store, as Redis does:
+// each checkpoint renews the lease first.
+type apartLeases struct{ *renewLeases }
+
+func (m apartLeases) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Grant, error) {
+	g, err := m.renewLeases.Acquire(ctx, p)
+	g.Store = nil
+	return g, err
+}
+
+// TestUnansweredRenewalIsLeaseLost: a lease store that stops answering
+// (Redis stalled) makes the checkpoint's renewal run out of the
+// checkpoint's own time. Nobody stopped the run, yet it ended
+// "interrupted", "the run was stopped mid-page", which sends a person to
+// look for who stopped it (an independent check, 2026-12-06). It is
+// lease_lost, as the guide says a worker cut off from its lease store ends.
+func TestUnansweredRenewalIsLeaseLost(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 500, destination.CapVerify)
+	leases := &renewLeases{Manager: &lease.SQL{Store: tb.store}, hang: true,
+		renewing: make(chan context.Context, 10), renewed: make(chan error, 10)}
+	p := tb.params(t, "id")
+	p.Leases, p.LeaseTTL, p.LeaseRenew = apartLeases{leases}, 30*time.Second, 0
+	r, err := Run(context.Background(), p) // the checkpoint's grace, 5 s, passes
+	if failure.CodeOf(err) != failure.LeaseLost || r.State != store.RunFailed || !strings.Contains(r.FailureDetail, "could not be renewed in time") {
+		t.Fatalf("run %s, %v (detail %q); want lease_lost, its lease not renewed in time", r.State, err, r.FailureDetail)
+	}
+}

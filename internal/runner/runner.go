@@ -346,6 +346,15 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		runErr, state = failure.Wrap(failure.LeaseLost, errors.Join(rf, runErr),
 			"%s Its lease could not be renewed", SentenceLeaseLost), store.RunFailed
 	}
+	if failure.CodeOf(runErr) == failure.Interrupted && ctx.Err() == nil && context.Cause(workCtx) == nil && !r.drainRequested() {
+		// Nobody stopped the run (no signal, no pause, no lost lease): a
+		// store call ran out of its own time (a checkpoint's grace), which
+		// read as "stopped" and sent a person to look for who stopped it
+		// (an independent check, 2026-12-06, with Redis and the store
+		// stalled).
+		runErr = r.unanswered(runErr)
+		state = store.RunFailed
+	}
 	// A file or socket the process could not open is the process's limit,
 	// whichever step met it (docs/recovery.md#too_many_open_files).
 	runErr = failure.OutOfFiles(runErr)
