@@ -48,6 +48,10 @@ type item struct {
 	// (store.LedgerClaimParams.Absent); slotAbsent: the same of its slot
 	// (store.LedgerFinish.Absent of its first delivered state).
 	absent, slotAbsent bool
+	// asDelivered: the record's values are its slot's last delivered
+	// state; it is sent only because an earlier write of another value of
+	// the row is outstanding, and not if that write applied nothing.
+	asDelivered bool
 	// invalid, when set, is why the record could not be read or mapped:
 	// it is rejected without a write (its slot is its position).
 	invalid string
@@ -166,12 +170,15 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				}
 			}
 		}
-		if ok && !r.resends(e) && r.unchanged(st, it.hash) && !r.hasOutstanding(it.slot) {
-			c.delta.Replayed++ // unchanged since its last delivery: nothing to send
-			for _, k := range r.supersededRefusals(it) {
-				superseded = append(superseded, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+		if ok && !r.resends(e) && r.unchanged(st, it.hash) {
+			if !r.hasOutstanding(it.slot) {
+				c.delta.Replayed++ // unchanged since its last delivery: nothing to send
+				for _, k := range r.supersededRefusals(it) {
+					superseded = append(superseded, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+				}
+				continue
 			}
-			continue
+			it.asDelivered = true
 		}
 		it.gen = 1
 		if ok {
@@ -264,6 +271,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		e, found := entries[it.Key]
 		key := it.Key
 		var learned *destination.Result // an earlier import delivered this very value
+		moved := false                  // an earlier import delivered another value
 		for _, f := range foreigns[i] {
 			switch f.State {
 			case store.LedgerAccepted:
@@ -290,6 +298,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 						learned = &res
 					} else {
 						// The destination holds that other value now.
+						moved = true
 						marks = r.appendMovedFrom(marks, it, f)
 						it.gen++
 						it.Redelivery = true
@@ -309,6 +318,16 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		}
 		if learned != nil && len(it.release) == 0 {
 			marks = r.appendDelivered(marks, it, *learned, &c.delta)
+			continue
+		}
+		if it.asDelivered && !moved && len(it.release) == 0 && !found {
+			// The other value's import applied nothing of this row (it
+			// failed, a job was cancelled before it, the row was refused):
+			// the destination holds the value the row is back to.
+			c.delta.Replayed++
+			for _, k := range r.supersededRefusals(it) {
+				marks = append(marks, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+			}
 			continue
 		}
 		it.refusedBefore = found && e.State == store.LedgerRejected

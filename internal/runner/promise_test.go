@@ -236,6 +236,67 @@ func TestDrainWhileImportsProcess(t *testing.T) {
 	}
 }
 
+// TestChangeBackAfterAFailedImport: a row changed while its new value's
+// import was still processing, then changed back; the import then failed
+// (or a Klaviyo job was cancelled before reaching the row), applying
+// nothing. The destination still holds the row's value, the one it is back
+// to: the next run sent it again all the same, a write of a value the
+// destination held (an independent check, 2026-12-06: 156 such writes to
+// Klaviyo's bulk path).
+func TestChangeBackAfterAFailedImport(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+		return p
+	}
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	write := func(name42 string) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= 300; i++ {
+			name := fmt.Sprintf("N%d", i)
+			if i == 42 {
+				name = name42
+			}
+			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Changed42")
+	tb.dest.mu.Lock()
+	tb.dest.async, tb.dest.pollsToDone, tb.dest.failNext = true, 1_000_000, 1
+	tb.dest.mu.Unlock()
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 0 {
+		t.Fatalf("second run: %+v, %v; want row 42's import still processing", r, err)
+	}
+	write("N42")
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 0 // the import is done now: it failed whole
+	tb.dest.mu.Unlock()
+	calls, _, _ := tb.dest.stats()
+	r3, err := Run(context.Background(), params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls3, _, _ := tb.dest.stats(); calls3 != calls || r3.Written != 0 {
+		t.Fatalf("the third run wrote %d times (%+v): row 42 is back to the value the destination holds", calls3-calls, r3)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
+		t.Fatalf("row 42 at the destination: %s", got)
+	}
+	// And a change after it is sent, once.
+	write("Later42")
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 1 || fmt.Sprint(tb.dest.value(email(42))) != "Later42" {
+		t.Fatalf("fourth run: %+v, %v, row 42 %v", r, err, tb.dest.value(email(42)))
+	}
+}
+
 // TestAcceptedValueLearnedTwoRunsLater: a row changed while its first
 // value's import was still processing. The next run learns that import
 // delivered the first value and sends the new one, which is accepted in
