@@ -178,7 +178,7 @@ func RetryAcceptedMessage(slot, identity string) string { return RejectedResult(
 
 // RetryingReason is the reason of a refused record a run is sending again.
 func RetryingReason(runID int64) string {
-	return "refused before; run " + strconv.FormatInt(runID, 10) + " is sending it again (its answer is not recorded yet)"
+	return "refused before; run " + strconv.FormatInt(runID, 10) + " is trying it again (its answer is not recorded yet)"
 }
 
 // Lister is the part of the store ListRefused reads.

@@ -59,13 +59,13 @@ func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 	if err != nil && r.Rejected != 2 {
 		t.Fatalf("second run: %+v, %v", r, err)
 	}
-	if len(during) != 2 || !strings.Contains(during["3"], "is sending it again") || !strings.Contains(during["7"], "is sending it again") {
+	if len(during) != 2 || !strings.Contains(during["3"], "is trying it again") || !strings.Contains(during["7"], "is trying it again") {
 		t.Fatalf("while retried: %v, want 3 and 7 listed as being sent again", during)
 	}
 	// Refused again: listed with the destination's message, and no pending
 	// entry is left to list twice.
 	after := listed()
-	if len(after) != 2 || strings.Contains(after["3"], "sending it again") {
+	if len(after) != 2 || strings.Contains(after["3"], "trying it again") {
 		t.Fatalf("after the second run: %v", after)
 	}
 	if p, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerPending, 0); err != nil || len(p) != 0 {
@@ -107,7 +107,7 @@ func TestRefusedRecordsStayListedWhileProcessed(t *testing.T) {
 		r := ledger.RecordOf(e)
 		got[r.Identity] = r.Reason
 	}
-	if len(got) != 2 || !strings.Contains(got["3"], "is sending it again") || !strings.Contains(got["7"], "is sending it again") {
+	if len(got) != 2 || !strings.Contains(got["3"], "is trying it again") || !strings.Contains(got["7"], "is trying it again") {
 		t.Fatalf("while the destination processes them: %v, want 3 and 7 listed as being sent again", got)
 	}
 }
