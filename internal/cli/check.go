@@ -27,7 +27,8 @@ func newCheckCmd(env Env) *cobra.Command {
                the table or query, the key columns), and that record has every column the
                mapping and the identity name
   destination  Brevo: the api key is accepted (GET /account) and every list in list_ids exists;
-               HubSpot: the token is accepted and id_property and every mapped property exist;
+               HubSpot: the token is accepted, id_property and every mapped property exist, and
+               (a private app's token) it has the crm.objects.contacts.write scope;
                Klaviyo: the private key and revision are accepted and list_id exists;
                webhook: its host accepts connections (and its TLS certificate is valid); no request
                is sent, since any request to a webhook is a delivery

@@ -187,7 +187,19 @@ type Options struct {
 	Standing string
 	// Seed makes fault injection reproducible (0: random).
 	Seed int64
+	// Scopes are the private app's scopes, as POST
+	// /oauth/v2/private-apps/get/access-token-info lists them (nil: those
+	// a sync needs, DefaultScopes). Without crm.objects.contacts.write,
+	// every batch write (not a read) is answered 403 MISSING_SCOPES, as
+	// HubSpot answers a token that may read contacts but not write them.
+	Scopes []string
 }
+
+// DefaultScopes are a sync's private app's scopes.
+var DefaultScopes = []string{"crm.objects.contacts.read", "crm.objects.contacts.write", "crm.schemas.contacts.read"}
+
+// writeScope is the scope HubSpot asks of contact writes.
+const writeScope = "crm.objects.contacts.write"
 
 // Property is a contact property definition.
 type Property struct {

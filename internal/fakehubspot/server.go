@@ -26,6 +26,7 @@ const (
 	mergePath      = "/crm/v3/objects/contacts/merge"
 	// accountInfoPath is the account's details (Account information API).
 	accountInfoPath = "/account-info/v3/details"
+	tokenInfoPath   = "/oauth/v2/private-apps/get/access-token-info"
 	maxBodyBytes    = 10 << 20
 )
 
@@ -400,6 +401,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStanding(w, r)
 		return
 	}
+	if r.URL.Path == tokenInfoPath {
+		// Not an API call: no bearer token, no rate limit (the token is
+		// the body's).
+		s.tokenInfo(w, r)
+		return
+	}
 	if !strings.HasPrefix(r.URL.Path, basePath) && r.URL.Path != accountInfoPath {
 		s.error(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "Page not found", nil)
 		return
@@ -467,6 +474,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.mu.Unlock()
 			}()
 		}
+		if op != "read" && !slices.Contains(s.scopes(), writeScope) {
+			s.error(w, http.StatusForbidden, "MISSING_SCOPES",
+				"This app hasn't been granted all required scopes to make this call. Read more about required scopes here: https://developers.hubspot.com/scopes.",
+				map[string]any{"requiredGranularScopes": []string{writeScope}})
+			return
+		}
 		s.batch(w, r, op)
 	default:
 		s.error(w, http.StatusNotFound, "OBJECT_NOT_FOUND", "Unable to route "+route, nil)
@@ -530,6 +543,35 @@ func (s *Server) authorized(r *http.Request) bool {
 		return false
 	}
 	return s.o.Token == "" || tok == s.o.Token || slices.Contains(s.o.OtherTokens, tok)
+}
+
+func (s *Server) scopes() []string {
+	if s.o.Scopes == nil {
+		return DefaultScopes
+	}
+	return s.o.Scopes
+}
+
+// tokenInfo answers POST /oauth/v2/private-apps/get/access-token-info as
+// HubSpot documents it (developers.hubspot.com, Private apps: "view the
+// scopes of a private app's access token"): {"tokenKey": TOKEN} in, the
+// user, hub and app ids and the token's scopes out; a token it does not
+// know is a 400.
+func (s *Server) tokenInfo(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		s.error(w, http.StatusMethodNotAllowed, "VALIDATION_ERROR", "use POST", nil)
+		return
+	}
+	var b struct {
+		TokenKey string `json:"tokenKey"`
+	}
+	if json.NewDecoder(io.LimitReader(r.Body, maxBodyBytes)).Decode(&b) != nil || b.TokenKey == "" ||
+		(s.o.Token != "" && b.TokenKey != s.o.Token && !slices.Contains(s.o.OtherTokens, b.TokenKey)) {
+		s.error(w, http.StatusBadRequest, "BAD_REQUEST", "invalid tokenKey", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"userId": 1001, "hubId": s.o.PortalID, "appId": 2002, "scopes": s.scopes()})
 }
 
 // accountInfo answers GET /account-info/v3/details as HubSpot documents it

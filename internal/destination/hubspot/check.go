@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
@@ -46,7 +47,43 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 		}
 		checked = append(checked, fmt.Sprintf("hubspot: property %s exists", name))
 	}
+	// Reading the properties takes no write scope: a token that may only
+	// read passed every check, and the first run failed destination_auth
+	// (an independent check, 2026-12-06).
+	switch scopes, ok := d.tokenScopes(ctx); {
+	case !ok:
+		checked = append(checked, "hubspot: the token's scopes could not be read ("+tokenInfoRoute+" answers for private apps' tokens only): the first write tells whether it may write contacts")
+	case !slices.Contains(scopes, writeScope):
+		return checked, failure.New(failure.DestinationAuth, fmt.Sprintf("hubspot: the token's private app lacks the %s scope (it has %s): every write would be refused 403 MISSING_SCOPES; "+
+			"give the app that scope in HubSpot (Settings > Integrations > Private Apps > the app > Scopes) and use its token", writeScope, strings.Join(scopes, ", ")))
+	default:
+		checked = append(checked, "hubspot: the token may write contacts ("+writeScope+")")
+	}
 	return checked, nil
+}
+
+const (
+	tokenInfoRoute = "POST /oauth/v2/private-apps/get/access-token-info"
+	// writeScope is the scope HubSpot asks of contact writes.
+	writeScope = "crm.objects.contacts.write"
+)
+
+// tokenScopes reads the private app's scopes of the token (HubSpot's
+// Private apps documentation: the token in the body, {"tokenKey": ...}).
+// ok is false when HubSpot does not say: an OAuth app's token, a proxy.
+func (d *Destination) tokenScopes(ctx context.Context) (scopes []string, ok bool) {
+	resp, err := d.do(ctx, call{method: http.MethodPost, path: "/oauth/v2/private-apps/get/access-token-info", route: tokenInfoRoute,
+		body: map[string]string{"tokenKey": d.token}, idempotent: true})
+	if err != nil || resp.Status != http.StatusOK {
+		return nil, false
+	}
+	var b struct {
+		Scopes []string `json:"scopes"`
+	}
+	if json.Unmarshal(resp.Body, &b) != nil || b.Scopes == nil {
+		return nil, false
+	}
+	return b.Scopes, true
 }
 
 const propertiesRoute = "GET /crm/v3/properties/contacts"

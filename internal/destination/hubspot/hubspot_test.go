@@ -511,21 +511,25 @@ func TestCheck(t *testing.T) {
 		mut    func(*hubspot.Params)
 		code   failure.Code
 		phrase string
+		scopes []string // the private app's (nil: the fake's default)
 	}{
-		{"ok", nil, "", ""},
-		{"unknown property", func(p *hubspot.Params) { p.Properties = append(p.Properties, "shoe_size") }, failure.InvalidSyncDefinition, "property shoe_size does not exist"},
-		{"read-only property", func(p *hubspot.Params) { p.Properties = append(p.Properties, "createdate") }, failure.InvalidSyncDefinition, "read-only"},
-		{"unknown id property", func(p *hubspot.Params) { p.IDProperty = "crm_key" }, failure.InvalidSyncDefinition, "id_property crm_key is not"},
-		{"non-unique id property", func(p *hubspot.Params) { p.IDProperty = "nickname" }, failure.InvalidSyncDefinition, "unique values"},
-		{"unique id property", func(p *hubspot.Params) { p.IDProperty = "customer_id" }, "", ""},
-		{"bad token", func(p *hubspot.Params) { p.Token = "pat-wrong" }, failure.DestinationAuth, ""},
+		{"ok", nil, "", "", nil},
+		// A token that may read but not write contacts passed every check
+		// (an independent check, 2026-12-06); its first run failed.
+		{"read-only token", nil, failure.DestinationAuth, "lacks the crm.objects.contacts.write scope", []string{"crm.objects.contacts.read", "crm.schemas.contacts.read"}},
+		{"unknown property", func(p *hubspot.Params) { p.Properties = append(p.Properties, "shoe_size") }, failure.InvalidSyncDefinition, "property shoe_size does not exist", nil},
+		{"read-only property", func(p *hubspot.Params) { p.Properties = append(p.Properties, "createdate") }, failure.InvalidSyncDefinition, "read-only", nil},
+		{"unknown id property", func(p *hubspot.Params) { p.IDProperty = "crm_key" }, failure.InvalidSyncDefinition, "id_property crm_key is not", nil},
+		{"non-unique id property", func(p *hubspot.Params) { p.IDProperty = "nickname" }, failure.InvalidSyncDefinition, "unique values", nil},
+		{"unique id property", func(p *hubspot.Params) { p.IDProperty = "customer_id" }, "", "", nil},
+		{"bad token", func(p *hubspot.Params) { p.Token = "pat-wrong" }, failure.DestinationAuth, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{unique, plain}}, tc.mut)
+			b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{unique, plain}, Scopes: tc.scopes}, tc.mut)
 			checked, err := b.dest.Check(t.Context())
 			if tc.code == "" {
-				if err != nil || len(checked) < 3 {
+				if err != nil || len(checked) < 3 || !strings.Contains(strings.Join(checked, "\n"), "the token may write contacts") {
 					t.Fatalf("Check = %v, %v", checked, err)
 				}
 				return
