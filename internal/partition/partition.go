@@ -115,12 +115,8 @@ const runsListed = 100
 // the run it met, and must not hide how that one ended. ok is false when
 // there is none.
 func Newest(runs []store.Run) (store.Run, bool) {
-	for _, r := range runs {
-		if r.State != store.RunSkipped {
-			return r, true
-		}
-	}
-	return store.Run{}, false
+	r, ok := store.NewestRan(runs)
+	return r, ok && r.State != store.RunSkipped
 }
 
 // Runs is the part of the store Totals reads.
