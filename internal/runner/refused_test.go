@@ -13,6 +13,38 @@ import (
 	"github.com/oncesync/oncesync/internal/store"
 )
 
+// setupTwoRefused is a sync of 20 records whose first run the destination
+// refused records 3 and 7 of.
+func setupTwoRefused(t *testing.T) *testBundle {
+	t.Helper()
+	tb := setup(t, 20, destination.CapVerify)
+	refused := map[string]bool{"c00003@example.com": true, "c00007@example.com": true}
+	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
+	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 2 {
+		t.Fatalf("first run: %+v, %v; want 2 rejected", r, err)
+	}
+	return tb
+}
+
+// listedRefused is the refused records' reasons by identity, as every list
+// shows them (ledger.ListRefused), each listed rejected.
+func listedRefused(t *testing.T, tb *testBundle) map[string]string {
+	t.Helper()
+	es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range es {
+		r := ledger.RecordOf(e)
+		if r.State != ledger.RecordRejected {
+			t.Errorf("listed %+v, want rejected", r)
+		}
+		out[r.Identity] = r.Reason
+	}
+	return out
+}
+
 // TestRefusedRecordsStayListedWhileRetried: a run sending refused records
 // again claims them pending; while they are on the wire (or after that run
 // died before recording the answer) they are still listed as refused, by
@@ -21,28 +53,8 @@ import (
 // the next run if that one died.
 func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 20, destination.CapVerify)
-	refused := map[string]bool{"c00003@example.com": true, "c00007@example.com": true}
-	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
-	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 2 {
-		t.Fatalf("first run: %+v, %v; want 2 rejected", r, err)
-	}
-	listed := func() map[string]string {
-		t.Helper()
-		es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, e := range es {
-			r := ledger.RecordOf(e)
-			if r.State != ledger.RecordRejected {
-				t.Errorf("listed %+v, want rejected", r)
-			}
-			out[r.Identity] = r.Reason
-		}
-		return out
-	}
+	tb := setupTwoRefused(t)
+	listed := func() map[string]string { return listedRefused(t, tb) }
 	if got := listed(); len(got) != 2 || got["3"] == "" || got["7"] == "" {
 		t.Fatalf("after the first run: %v, want 3 and 7", got)
 	}
@@ -81,12 +93,7 @@ func TestRefusedRecordsStayListedWhileRetried(t *testing.T) {
 // went on to skip the row again).
 func TestRefusedRecordsStayListedWhileProcessed(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 20, destination.CapVerify)
-	refused := map[string]bool{"c00003@example.com": true, "c00007@example.com": true}
-	tb.dest.reject = func(r destination.Record) bool { return refused[fmt.Sprint(r.Data["email"])] }
-	if r, err := Run(context.Background(), tb.params(t, "id")); r.Rejected != 2 {
-		t.Fatalf("first run: %+v, %v; want 2 rejected", r, err)
-	}
+	tb := setupTwoRefused(t)
 	tb.dest.mu.Lock()
 	tb.dest.reject, tb.dest.async, tb.dest.pollsToDone = nil, true, 1_000_000
 	tb.dest.mu.Unlock()
@@ -98,15 +105,7 @@ func TestRefusedRecordsStayListedWhileProcessed(t *testing.T) {
 	if a, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerAccepted, 0); err != nil || len(a) != 2 {
 		t.Fatalf("accepted entries: %d (%v), want the 2 sent again", len(a), err)
 	}
-	es, err := ledger.ListRefused(context.Background(), tb.store, "s1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, e := range es {
-		r := ledger.RecordOf(e)
-		got[r.Identity] = r.Reason
-	}
+	got := listedRefused(t, tb)
 	if len(got) != 2 || !strings.Contains(got["3"], "is trying it again") || !strings.Contains(got["7"], "is trying it again") {
 		t.Fatalf("while the destination processes them: %v, want 3 and 7 listed as being sent again", got)
 	}
