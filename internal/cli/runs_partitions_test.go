@@ -47,7 +47,7 @@ func TestRunsShowPartitionFiguresSoFar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err = withPartitionFigures(ctx, st, runs, 2)
+	runs, err = partition.SoFar(ctx, st, runs, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

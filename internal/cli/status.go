@@ -458,7 +458,7 @@ func newRunsCmd(env Env) *cobra.Command {
 					return err
 				}
 				if sc, ok := cfg.Sync(args[0]); ok && sc.Partitions > 1 {
-					if runs, err = withPartitionFigures(cmd.Context(), st, runs, sc.Partitions); err != nil {
+					if runs, err = partition.SoFar(cmd.Context(), st, runs, sc.Partitions); err != nil {
 						return err
 					}
 				}
@@ -479,23 +479,6 @@ func newRunsCmd(env Env) *cobra.Command {
 	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many runs to show")
 	return cmd
-}
-
-// withPartitionFigures gives each running coordinated run of a sync of n
-// partitions the figures its partitions' runs have checkpointed so far: it
-// showed 0 until its end, when recovery or its last partition sums them.
-func withPartitionFigures(ctx context.Context, st partition.Runs, runs []store.Run, n int) ([]store.Run, error) {
-	for i, r := range runs {
-		if r.State != store.RunRunning {
-			continue
-		}
-		c, err := partition.Sum(ctx, st, r.SyncID, r.ID, n)
-		if err != nil {
-			return nil, err
-		}
-		runs[i].Counters = c
-	}
-	return runs, nil
 }
 
 type pauseFlags struct {

@@ -142,6 +142,24 @@ func Sum(ctx context.Context, st Runs, syncID string, runID int64, n int) (store
 	return total, err
 }
 
+// SoFar gives each running coordinated run of runs (a sync of n
+// partitions' runs) the figures its partitions' runs have checkpointed so
+// far (Sum): a coordinated run's own are written at its end, and showed 0
+// until then.
+func SoFar(ctx context.Context, st Runs, runs []store.Run, n int) ([]store.Run, error) {
+	for i, r := range runs {
+		if n <= 1 || r.State != store.RunRunning {
+			continue
+		}
+		c, err := Sum(ctx, st, r.SyncID, r.ID, n)
+		if err != nil {
+			return nil, err
+		}
+		runs[i].Counters = c
+	}
+	return runs, nil
+}
+
 func sum(ctx context.Context, st Runs, syncID string, runID int64, n int, onlyDone bool) (store.Counters, bool, error) {
 	var total store.Counters
 	for k := 1; k <= n; k++ {

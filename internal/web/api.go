@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/oncesync/oncesync/internal/partition"
 )
 
 // openapiJSON documents /api/v1 (served at /api/v1/openapi.json; the tests
@@ -149,11 +151,15 @@ func (s *Server) apiSyncRuns(w http.ResponseWriter, r *http.Request) {
 		s.apiFail(w, r, err)
 		return
 	}
-	if _, err := s.p.Store.GetSync(r.Context(), id); err != nil {
+	sy, err := s.p.Store.GetSync(r.Context(), id)
+	if err != nil {
 		s.apiFail(w, r, err)
 		return
 	}
 	runs, err := s.p.Store.ListRuns(r.Context(), id, limit)
+	if err == nil {
+		runs, err = partition.SoFar(r.Context(), s.p.Store, runs, definitionPartitions(sy.Definition))
+	}
 	if err != nil {
 		s.apiFail(w, r, err)
 		return

@@ -68,3 +68,30 @@ func TestPartitionRunPage(t *testing.T) {
 		t.Errorf("audit of %s: %+v", id, audit)
 	}
 }
+
+// TestRunningPartitionedRunFigures: a running coordinated run's figures are
+// its partitions' so far, in the API's runs and on the sync page; they were
+// 0 until the run ended.
+func TestRunningPartitionedRunFigures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const id = "split"
+	def := fmt.Sprintf(`{"id":%q,"workspace":"data","partitions":2}`, id)
+	if _, err := b.st.PutSync(b.ctx, store.PutSyncParams{ID: id, Workspace: "data", Definition: def}); err != nil {
+		t.Fatal(err)
+	}
+	s := seeder{tb: t, ctx: b.ctx, st: b.st, clk: b.clk}
+	coord := s.run(id, store.RunRunning, "", "", store.Counters{}, 0)
+	s.run(partition.SyncID(id, 1), store.RunRunning, "", "", store.Counters{Read: 300, Written: 290}, 0)
+	s.run(partition.SyncID(id, 2), store.RunRunning, "", "", store.Counters{Read: 200, Written: 200}, 0)
+	var l RunList
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+id+"/runs", "").body, &l)
+	if len(l.Runs) != 1 || l.Runs[0].ID != coord.ID || l.Runs[0].Read != 500 || l.Runs[0].Written != 490 {
+		t.Fatalf("runs %+v, want the running run with its partitions' 500 read, 490 written", l.Runs)
+	}
+	var d SyncDetail
+	mustJSON(t, b.api(testToken, "GET", "/api/v1/syncs/"+id, "").body, &d)
+	if len(d.Runs) != 1 || d.Runs[0].Read != 500 {
+		t.Fatalf("sync detail runs %+v, want read 500", d.Runs)
+	}
+}

@@ -259,13 +259,19 @@ func (s *Server) failureView(r store.Run) *FailureView {
 // ledgerIDs are the ids a sync's ledger entries live under: its own, and
 // each partition's when its definition has partitions (partition.SyncID).
 func ledgerIDs(sy store.Sync) []string {
+	return partition.IDs(sy.ID, definitionPartitions(sy.Definition))
+}
+
+// definitionPartitions reads "partitions" from a definition JSON (0: none,
+// or unreadable).
+func definitionPartitions(def string) int {
 	var d struct {
 		Partitions int `json:"partitions"`
 	}
-	if strings.Contains(sy.Definition, `"partitions"`) && json.Unmarshal([]byte(sy.Definition), &d) != nil {
-		d.Partitions = 0 // unreadable: the sync's own id only
+	if !strings.Contains(def, `"partitions"`) || json.Unmarshal([]byte(def), &d) != nil {
+		return 0
 	}
-	return partition.IDs(sy.ID, d.Partitions)
+	return d.Partitions
 }
 
 // definitionSchedule reads "schedule" from a definition JSON.
@@ -380,6 +386,9 @@ func (s *Server) syncDetail(ctx context.Context, id string) (SyncDetail, error) 
 	runs, err := s.p.Store.ListRuns(ctx, id, 50)
 	if err != nil {
 		return SyncDetail{}, fmt.Errorf("list runs: %w", err)
+	}
+	if runs, err = partition.SoFar(ctx, s.p.Store, runs, definitionPartitions(sy.Definition)); err != nil {
+		return SyncDetail{}, fmt.Errorf("list partition runs: %w", err)
 	}
 	st := statsFromRuns(sy, runs)
 	// summary keeps the silence it applies to (a breaker's pause too), as
