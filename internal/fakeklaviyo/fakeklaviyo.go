@@ -233,7 +233,7 @@ type Stats struct {
 	JobsFailed       int64            `json:"jobs_failed"`
 	JobsRefused      int64            `json:"jobs_refused"` // job requests refused whole (JobRefuseRate)
 	ImportErrors     int64            `json:"import_errors"`
-	ListRemovals     int64            `json:"list_removals"`
+	ListRemovals     int64            `json:"list_removals"`  // profiles taken out of a list (an unsubscribe job, DELETE /api/lists/{id}/relationships/profiles)
 	ListAdditions    int64            `json:"list_additions"` // profiles added to a list by POST /api/lists/{id}/relationships/profiles
 	Unsubscribed     int64            `json:"unsubscribed"`
 	GlobalUnsubs     int64            `json:"global_unsubscribes"` // profiles unsubscribed outside the list (the spec's warning)

@@ -14,6 +14,10 @@ import (
 // /api/lists/{id}/relationships/profiles.
 const opAddProfilesToList = "add_profiles_to_list"
 
+// opRemoveProfilesFromList is Klaviyo's operationId of DELETE
+// /api/lists/{id}/relationships/profiles.
+const opRemoveProfilesFromList = "remove_profiles_from_list"
+
 // opGetList is Klaviyo's operationId of GET /api/lists/{id}.
 const opGetList = "get_list"
 
@@ -26,7 +30,8 @@ const maxListAdd = 1000
 
 // modelledLimits are the rate limits of the operations the fake models
 // outside the embedded spec, as Klaviyo's API reference gives them.
-var modelledLimits = map[string]RateLimit{opAddProfilesToList: {Burst: 10, Steady: 150}, opGetList: {Burst: 75, Steady: 700},
+var modelledLimits = map[string]RateLimit{opAddProfilesToList: {Burst: 10, Steady: 150}, opRemoveProfilesFromList: {Burst: 10, Steady: 150},
+	opGetList:           {Burst: 75, Steady: 700},
 	opGetListProfileIDs: {Burst: 75, Steady: 700}, opGetAccounts: {Burst: 1, Steady: 15}}
 
 // modelledOp names a request to an operation the fake models outside the
@@ -36,6 +41,9 @@ func modelledOp(method string, segs []string) string {
 	case method == http.MethodPost && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
 		segs[2] == "relationships" && segs[3] == "profiles":
 		return opAddProfilesToList
+	case method == http.MethodDelete && len(segs) == 4 && segs[0] == "lists" && segs[1] != "" &&
+		segs[2] == "relationships" && segs[3] == "profiles":
+		return opRemoveProfilesFromList
 	case method == http.MethodGet && len(segs) == 1 && segs[0] == "accounts":
 		return opGetAccounts
 	case method == http.MethodGet && len(segs) == 2 && segs[0] == "lists" && segs[1] != "":
@@ -133,7 +141,19 @@ func (s *Server) getList(c *call, list string) {
 // exist is 404 (as the bulk import job answers), an empty data array or an
 // unknown profile id is 400 and adds no one. List membership is not a
 // profile attribute: the profile's updated time is left as it was.
-func (s *Server) addProfilesToList(c *call, list string) {
+func (s *Server) addProfilesToList(c *call, list string) { s.listMembers(c, list, true) }
+
+// removeProfilesFromList: DELETE /api/lists/{id}/relationships/profiles
+// (remove_profiles_from_list), as Klaviyo's API reference gives it
+// ("Remove Profiles from List"): the same body and limits as
+// add_profiles_to_list, answered 204; the profiles no longer receive the
+// list's marketing, and their consent is left as it was (unlike the bulk
+// unsubscribe job). Removing a profile that is not in the list changes
+// nothing.
+func (s *Server) removeProfilesFromList(c *call, list string) { s.listMembers(c, list, false) }
+
+// listMembers adds (add) or removes the body's profiles to or from list.
+func (s *Server) listMembers(c *call, list string, add bool) {
 	var doc struct {
 		Data []struct {
 			Type string `json:"type"`
@@ -161,7 +181,7 @@ func (s *Server) addProfilesToList(c *call, list string) {
 		return
 	}
 	if len(doc.Data) == 0 || len(doc.Data) > maxListAdd {
-		s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "Add 1 to 1000 profiles per call.", map[string]any{"pointer": "/data"})
+		s.fail(c, http.StatusBadRequest, "invalid", "Invalid input.", "Send 1 to 1000 profiles per call.", map[string]any{"pointer": "/data"})
 		return
 	}
 	if s.lists != nil && !s.lists[list] {
@@ -178,9 +198,13 @@ func (s *Server) addProfilesToList(c *call, list string) {
 		}
 	}
 	for _, d := range doc.Data {
-		if p := s.st.byID[d.ID]; !p.lists[list] {
+		switch p := s.st.byID[d.ID]; {
+		case add && !p.lists[list]:
 			p.lists[list] = true
 			s.stats.ListAdditions++
+		case !add && p.lists[list]:
+			delete(p.lists, list)
+			s.stats.ListRemovals++
 		}
 	}
 	s.mu.Unlock()

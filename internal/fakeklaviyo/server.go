@@ -405,6 +405,8 @@ func (s *Server) route(c *call) {
 		s.unsubscribe(c)
 	case c.op == opAddProfilesToList:
 		s.addProfilesToList(c, g[1])
+	case c.op == opRemoveProfilesFromList:
+		s.removeProfilesFromList(c, g[1])
 	case c.op == opGetList:
 		s.getList(c, g[1])
 	case c.op == opGetAccounts:

@@ -6,24 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
-
-// maxUnsubscribe is Klaviyo's limit of profiles per unsubscribe call.
-const maxUnsubscribe = 100
-
-// unsubscribeGrace is how long a removal sent by an earlier run, whose answer
-// was not recorded, waits before it is sent again (RemovalGrace): Klaviyo
-// queues an unsubscribe job, and a second job that runs after the first took
-// the profile out of the list unsubscribes it globally.
-const unsubscribeGrace = 10 * time.Minute
-
-// RemovalGrace makes the runner wait unsubscribeGrace before it sends again
-// a removal an earlier run may have queued (destination.QueuedRemover).
-func (d *Destination) RemovalGrace() time.Duration { return unsubscribeGrace }
 
 // Handle is the record's e-mail address, lower-cased: what Remove finds
 // the profile by.
@@ -35,29 +21,25 @@ func (d *Destination) Handle(rec destination.Record) (string, error) {
 	return lower(p.email), nil
 }
 
-// Remove unsubscribes the profiles rms name from list_id (write_mode
-// mirror), with POST /api/profile-subscription-bulk-delete-jobs naming the
-// list. Klaviyo's spec warns that this endpoint unsubscribes globally a
-// profile that is not in the list, and creates one it does not find: so
-// each profile is looked up first (GET /api/profiles by e-mail, then GET
-// /api/profiles/{id}/relationships/lists) and only those in the list are
-// sent. A profile that does not exist or is not in the list is already
-// removed: Delivered, nothing sent. A removal is thus idempotent: sent
-// again after its answer was lost, it finds the profile out of the list.
-// A person who takes a profile out of the list between the look-up and
-// the call would see it unsubscribed globally; the window is one request.
+// Remove takes the profiles rms name out of list_id (write_mode mirror)
+// with DELETE /api/lists/{id}/relationships/profiles, by profile id, 1000
+// a call: Klaviyo's "Remove Profiles from List", answered 204 at once,
+// which leaves the profiles' consent as it was. Each profile is found by
+// e-mail first (GET /api/profiles). A profile that does not exist is
+// already removed: Delivered, nothing sent; removing one that is not in
+// the list changes nothing, so a removal sent again after its answer was
+// lost is harmless. It used the bulk unsubscribe job, which unsubscribed
+// the profiles from e-mail marketing (a row back in the source stayed
+// unsubscribed, and so did its profile on every other list), was applied
+// later (a row back in the meantime was taken out again by it), and could
+// fail unseen (an independent check, 2026-12-06).
 func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]destination.Result, error) {
 	if len(rms) == 0 {
 		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		out := make([]destination.Result, len(rms))
-		for i, r := range rms {
-			out[i] = destination.Result{Key: r.Key, Outcome: destination.NotSent}
-		}
-		return out, failure.Wrap(failure.DestinationUnavailable, errors.Join(destination.ErrNotSent, err), "klaviyo request interrupted")
+		return notSentRemovals(rms), failure.Wrap(failure.DestinationUnavailable, errors.Join(destination.ErrNotSent, err), "klaviyo request interrupted")
 	}
-	var out []destination.Result
 	emails := make([]string, 0, len(rms))
 	for _, r := range rms {
 		if plausibleEmail(strings.TrimSpace(r.Handle)) {
@@ -68,68 +50,78 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 	if err != nil {
 		return notSentRemovals(rms), err
 	}
-	var inList []destination.Removal
-	for i, r := range rms {
+	out := make([]destination.Result, 0, len(rms))
+	var ids []string // once each: removals may share a profile
+	byID := map[string][]destination.Removal{}
+	for _, r := range rms {
 		f, ok := foundBy[lower(r.Handle)]
-		if !plausibleEmail(strings.TrimSpace(r.Handle)) {
+		switch {
+		case !plausibleEmail(strings.TrimSpace(r.Handle)):
 			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "the removal's handle is not an e-mail address"})
-			continue
-		}
-		if !ok {
+		case !ok:
 			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered})
-			continue
+		default:
+			if _, seen := byID[f.id]; !seen {
+				ids = append(ids, f.id)
+			}
+			byID[f.id] = append(byID[f.id], r)
 		}
-		member, err := d.inList(ctx, f.id)
-		if err != nil {
-			// Only reads were sent so far: nothing of these was removed.
-			out = append(out, notSentRemovals(inList)...)
-			return append(out, notSentRemovals(rms[i:])...), err
-		}
-		if !member {
-			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: f.id})
-			continue
-		}
-		inList = append(inList, r)
 	}
-	for from := 0; from < len(inList); from += maxUnsubscribe {
-		chunk := inList[from:min(from+maxUnsubscribe, len(inList))]
-		profiles := make([]map[string]any, len(chunk))
-		for i, r := range chunk {
-			profiles[i] = map[string]any{"type": "profile", "attributes": map[string]any{
-				"email":         strings.TrimSpace(r.Handle),
-				"subscriptions": map[string]any{"email": map[string]any{"marketing": map[string]any{"consent": "UNSUBSCRIBED"}}},
-			}}
+	removed, sent, err := d.removeFromList(ctx, ids)
+	for _, id := range ids {
+		for _, r := range byID[id] {
+			switch {
+			case removed[id]:
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered, Ref: id})
+			case !sent[id]:
+				out = append(out, destination.Result{Key: r.Key, Outcome: destination.NotSent})
+			}
+			// Sent without an answer: no result, in doubt.
 		}
-		body := marshal(map[string]any{"data": map[string]any{
-			"type":          "profile-subscription-bulk-delete-job",
-			"attributes":    map[string]any{"profiles": map[string]any{"data": profiles}},
-			"relationships": map[string]any{"list": map[string]any{"data": map[string]any{"type": "list", "id": d.listID}}},
-		}})
-		_, err := d.do(ctx, request{method: http.MethodPost, path: "/api/profile-subscription-bulk-delete-jobs",
-			route: "POST /api/profile-subscription-bulk-delete-jobs", body: body})
+	}
+	return out, err
+}
+
+// removeFromList takes the profiles ids out of list_id, maxListAdd a call.
+// It returns those removed, and those sent (removed or not: a call whose
+// answer is unknown) before an error.
+func (d *Destination) removeFromList(ctx context.Context, ids []string) (removed, sent map[string]bool, _ error) {
+	const route = "DELETE /api/lists/{id}/relationships/profiles"
+	removed, sent = make(map[string]bool, len(ids)), make(map[string]bool, len(ids))
+	for from := 0; from < len(ids); from += maxListAdd {
+		chunk := ids[from:min(from+maxListAdd, len(ids))]
+		data := make([]map[string]string, len(chunk))
+		for i, id := range chunk {
+			data[i] = map[string]string{"type": "profile", "id": id}
+		}
+		res, err := d.do(ctx, request{client: d.listAdds, method: http.MethodDelete, route: route,
+			path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
+			body: marshal(map[string]any{"data": data}), idempotent: true})
 		var e *APIError
 		switch {
-		case errors.As(err, &e) && err == error(e) && recordLevel(e):
-			for _, r := range chunk {
-				out = append(out, destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: e.message()})
-			}
-			continue
 		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return append(out, notSentRemovals(inList[from:])...), d.noList(ctx, e)
+			return removed, sent, d.noList(ctx, e)
 		case errors.As(err, &e) && err == error(e):
-			return append(out, notSentRemovals(inList[from:])...), d.pageFailure(e)
+			return removed, sent, d.pageFailure(e)
 		case err != nil:
-			rest := inList[from+len(chunk):]
-			if errors.Is(err, destination.ErrNotSent) {
-				rest = inList[from:]
+			if !errors.Is(err, destination.ErrNotSent) {
+				for _, id := range chunk {
+					sent[id] = true
+				}
 			}
-			return append(out, notSentRemovals(rest)...), err
+			return removed, sent, err
+		case res.Status != http.StatusNoContent:
+			for _, id := range chunk {
+				sent[id] = true
+			}
+			return removed, sent, failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
+				"klaviyo answered %s with HTTP %d, not 204; check the destination's base_url", route, res.Status)
 		}
-		for _, r := range chunk {
-			out = append(out, destination.Result{Key: r.Key, Outcome: destination.Delivered})
+		for _, id := range chunk {
+			removed[id], sent[id] = true, true
 		}
 	}
-	return out, nil
+	return removed, sent, nil
 }
 
 // inList reports whether profile id is in list_id.
