@@ -304,6 +304,10 @@ type request struct {
 	route  string
 	query  url.Values
 	body   []byte
+	// idempotent: a write that changes nothing when applied twice (a
+	// removal from the lists), retried in-run after a lost answer as a
+	// read is.
+	idempotent bool
 }
 
 type response struct {
@@ -333,7 +337,7 @@ func (d *Destination) do(ctx context.Context, req request) (*response, error) {
 		Method: req.method, URL: u, Route: req.route, Header: h, Body: req.body,
 		// A read is safe to repeat; a write whose answer was lost is not
 		// (it may have been applied): Brevo is read back first (docs/guide.md#the-ledger-and-its-retention).
-		Idempotent: req.method == http.MethodGet,
+		Idempotent: req.method == http.MethodGet || req.idempotent,
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1536,5 +1537,41 @@ func TestOneAddressTwiceOnAPageEndsWithTheLast(t *testing.T) {
 	c, ok := b.fake.Contact("ann.case@example.com")
 	if !ok || c.Attributes["FIRSTNAME"] != "Second" {
 		t.Fatalf("contact %+v (found %v), want FIRSTNAME of the page's last record, Second", c.Attributes, ok)
+	}
+}
+
+// TestRemovalAfterA500IsRetried: a removal takes a contact off the sync's
+// lists, which done twice is done once; a 500 to it (which may follow an
+// applied write) failed the whole run at its first answer, "each call was
+// already retried" (an independent check, 2026-12-06). It is retried in-run.
+func TestRemovalAfterA500IsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{}, func(p *brevo.Params) { p.WriteMode = destination.Mirror })
+	r := rec(0, nil)
+	if res, err := b.dest.Write(context.Background(), []destination.Record{r}); err != nil || res[0].Outcome != destination.Delivered {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	var failed atomic.Int32
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPut && failed.Add(1) == 1 {
+			b.proxy.ServeHTTP(httptest.NewRecorder(), req) // applied, its answer lost
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"code":"internal_error","message":"Internal server error"}`))
+			return
+		}
+		b.proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(flaky.Close)
+	p := b.params
+	p.BaseURL, p.WriteMode = flaky.URL+fakebrevo.BasePath, destination.Mirror
+	d := b.newDest(t, p)
+	email := fmt.Sprint(r.Data["email"])
+	res, err := d.Remove(context.Background(), []destination.Removal{{Key: "rm0", Handle: email}})
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
+		t.Fatalf("remove after a 500: %+v, %v; want it retried and delivered", res, err)
+	}
+	if c, ok := b.fake.Contact(email); !ok || len(c.ListIDs) != 0 {
+		t.Fatalf("contact %+v (found %v), want it off the lists", c, ok)
 	}
 }

@@ -47,7 +47,11 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			return nil
 		}
 		resp, err := d.do(ctx, request{method: http.MethodPut, path: "/contacts/" + escapeIdentifier(rm.Handle),
-			route: "PUT /contacts/{identifier}", body: marshal(updateContact{UnlinkListIDs: d.listIDs})})
+			route: "PUT /contacts/{identifier}", body: marshal(updateContact{UnlinkListIDs: d.listIDs}),
+			// Taking a contact off a list twice leaves it as once: a 500
+			// is retried in-run rather than failing the run (an
+			// independent check, 2026-12-06).
+			idempotent: true})
 		if apiErr, ok := err.(*APIError); ok { // do returns it bare for the caller to judge
 			switch {
 			case apiErr.says(http.StatusNotFound):
