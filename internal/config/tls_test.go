@@ -131,3 +131,53 @@ syncs:
 		t.Fatalf("warnings %q", ws)
 	}
 }
+
+// TestWarningsMirrorOnASharedList: a mirror sync writing a list another
+// sync of the same account writes takes off it the contacts the other's
+// rows hold (an independent check, 2026-12-06). validate warns of it, for
+// Brevo and Klaviyo; the same list id in another account is not shared.
+func TestWarningsMirrorOnASharedList(t *testing.T) {
+	t.Parallel()
+	yaml := `store: sqlite://./o.db
+syncs:
+  - id: a
+    source: {type: csv, path: a.csv, identity: id}
+    destination: {type: brevo, api_key: k1, list_ids: [2, 3], write_mode: mirror}
+    mapping: {email: email}
+  - id: b
+    source: {type: csv, path: b.csv, identity: id}
+    destination: {type: brevo, api_key: k1, list_ids: [2]}
+    mapping: {email: email}
+  - id: other-account
+    source: {type: csv, path: c.csv, identity: id}
+    destination: {type: brevo, api_key: k2, list_ids: [3], write_mode: mirror}
+    mapping: {email: email}
+  - id: k1
+    source: {type: csv, path: d.csv, identity: id}
+    destination: {type: klaviyo, api_key: pk_abcdefabcdef, list_id: Xy12Ab, write_mode: mirror}
+    mapping: {email: email}
+  - id: k2
+    source: {type: csv, path: e.csv, identity: id}
+    destination: {type: klaviyo, api_key: pk_abcdefabcdef, list_id: Xy12Ab, write_mode: mirror}
+    mapping: {email: email}
+`
+	ws := warningsOf(t, yaml)
+	want := []string{
+		"syncs[0].destination.write_mode: mirror takes contacts off Brevo list 2, which sync b writes too",
+		"syncs[3].destination.write_mode: mirror takes contacts off Klaviyo list Xy12Ab, which sync k2 writes too",
+		"syncs[4].destination.write_mode: mirror takes contacts off Klaviyo list Xy12Ab, which sync k1 writes too",
+	}
+	if len(ws) != len(want) {
+		t.Fatalf("warnings %q, want %d", ws, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(ws[i], w) {
+			t.Errorf("warning %d: %q, want %q", i, ws[i], w)
+		}
+	}
+	for _, w := range ws {
+		if strings.Contains(w, "k1,") || strings.Contains(w, "pk_") {
+			t.Errorf("a warning holds a key: %q", w)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,59 @@ const keysetByIdentity = "pages follow the identity: a run reads only rows whose
 	"is never read; set cursor_column to a time column every write stamps (updated_at), unless the table only ever " +
 	"gets new rows (docs/guide.md#rows-committed-late)"
 
+// ListScoper is implemented by a destination spec whose writes add
+// contacts to lists of an account: Lists names each list (an opaque key,
+// which may hold the credentials' digest, never shown) and Show how a
+// warning names it ("Brevo list 2").
+type ListScoper interface {
+	Lists() (keys, show []string)
+}
+
+// sharedMirrorLists warns of a mirror sync writing a list another sync
+// writes too: a row deleted from the mirror's source takes the contact off
+// the list although the other sync's row holds it, and that sync adds it
+// back only when its row changes (an independent check, 2026-12-06).
+func (c *Config) sharedMirrorLists() []string {
+	type writer struct {
+		i    int
+		show string
+	}
+	byList := map[string][]writer{}
+	for i, s := range c.Syncs {
+		ls, ok := s.Destination.Spec.(ListScoper)
+		if !ok {
+			continue
+		}
+		keys, show := ls.Lists()
+		for j, k := range keys {
+			byList[s.Destination.Type+"\x00"+k] = append(byList[s.Destination.Type+"\x00"+k], writer{i, show[j]})
+		}
+	}
+	var out []string
+	for i, s := range c.Syncs {
+		if s.Destination.EffectiveWriteMode() != WriteMirror {
+			continue
+		}
+		ls, ok := s.Destination.Spec.(ListScoper)
+		if !ok {
+			continue
+		}
+		keys, show := ls.Lists()
+		for j, k := range keys {
+			for _, w := range byList[s.Destination.Type+"\x00"+k] {
+				if w.i == i {
+					continue
+				}
+				out = append(out, fmt.Sprintf("syncs[%d].destination.write_mode: mirror takes contacts off %s, which sync %s writes too: "+
+					"a row deleted from this sync's source takes its contact off the list although %s's row holds it, and %s "+
+					"adds it back only when that row changes; give each mirror sync a list of its own (docs/guide.md#write-modes)",
+					i, show[j], c.Syncs[w.i].ID, c.Syncs[w.i].ID, c.Syncs[w.i].ID))
+			}
+		}
+	}
+	return out
+}
+
 // Warnings are what `oncesync validate` warns about: settings that work but
 // leave a connection unprotected, or rows known only by their place. Each is
 // "FIELD: message".
@@ -65,7 +119,7 @@ func (c *Config) Warnings() []string {
 			}
 		}
 	}
-	return out
+	return append(out, c.sharedMirrorLists()...)
 }
 
 // WarningProblems are Warnings located as problems are, so `oncesync

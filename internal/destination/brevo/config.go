@@ -1,6 +1,8 @@
 package brevo
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"slices"
 	"strconv"
@@ -127,6 +129,24 @@ func (c *Config) Defaults(d *config.Destination, k *config.Checker) {
 	if !k.Has("destination.base_url") {
 		c.BaseURL = DefaultBaseURL
 	}
+}
+
+// Lists names the sync's lists by the account they are in (the api key's
+// digest and base_url: config.ListScoper).
+func (c *Config) Lists() (keys, show []string) {
+	acct := accountDigest(c.BaseURL, c.APIKey)
+	for _, id := range c.ListIDs {
+		keys = append(keys, acct+"/"+strconv.FormatInt(id, 10))
+		show = append(show, "Brevo list "+strconv.FormatInt(id, 10))
+	}
+	return keys, show
+}
+
+// accountDigest names an account by its API root and key without holding
+// the key.
+func accountDigest(base, key string) string {
+	sum := sha256.Sum256([]byte(strings.TrimRight(base, "/") + "\x00" + key))
+	return hex.EncodeToString(sum[:8])
 }
 
 func (c *Config) Check(d *config.Destination, k *config.Checker) {
