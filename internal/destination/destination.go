@@ -63,7 +63,18 @@ type Record struct {
 	// may still write over it: Verify lets the destination's pending work
 	// end first.
 	EarlierInDoubt bool
+	// HeldBefore: the destination held these very values before the write
+	// in doubt (the sync delivered them last; a row changed and changed
+	// back). A read-back that finds the record untouched since that write
+	// (absent from a listing of what changed since) may report it landed
+	// under RefUnchanged: the write did not land, and the values are there.
+	HeldBefore bool
 }
+
+// RefUnchanged is the reference Verify gives a HeldBefore record it found
+// untouched since the write in doubt, where it has no reference of its own
+// to give: the record's last delivery's stands.
+const RefUnchanged = "\x00unchanged"
 
 // Outcome is what happened to one record.
 type Outcome int

@@ -52,6 +52,8 @@ type item struct {
 	// state; it is sent only because an earlier write of another value of
 	// the row is outstanding, and not if that write applied nothing.
 	asDelivered bool
+	// slotRef is the slot's last delivery's reference, with asDelivered.
+	slotRef string
 	// invalid, when set, is why the record could not be read or mapped:
 	// it is rejected without a write (its slot is its position).
 	invalid string
@@ -178,7 +180,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				}
 				continue
 			}
-			it.asDelivered = true
+			it.asDelivered, it.slotRef = true, st.Ref
 		}
 		it.gen = 1
 		if ok {
@@ -1183,6 +1185,10 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 			// An import of the other value may still be queued at the
 			// destination (a read-back lets it end first).
 			it.EarlierInDoubt = len(it.release) > 0
+			// A row back to the values the destination held: untouched
+			// since the write in doubt, they are still there (a listing
+			// of what changed since does not show it).
+			it.HeldBefore = it.asDelivered
 		}
 		// The writes in doubt are an earlier holder's, all sent before its
 		// lease ended (docs/RELIABILITY.md#resume-after-a-kill).
@@ -1195,6 +1201,9 @@ func (r *run) settle(ctx context.Context, its []*item, since time.Time) (resend 
 		}
 		for _, it := range its {
 			if ref, ok := landed[it.Key]; ok {
+				if ref == destination.RefUnchanged {
+					ref = it.slotRef
+				}
 				from := len(marks)
 				marks = r.appendDeliveredMarks(marks, it, ref, "")
 				withSettlement(marks[from:], it, ledger.SettledLanded)

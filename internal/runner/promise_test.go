@@ -297,6 +297,78 @@ func TestChangeBackAfterAFailedImport(t *testing.T) {
 	}
 }
 
+// TestChangeBackAfterAWriteInDoubtThatNeverLanded: a row's new value was
+// in doubt (its run killed, the write never applied) and the row changed
+// back to the value the destination held. The read-back reports it there
+// without a reference of its own (destination.RefUnchanged: Brevo's listing
+// of what changed since does not show it): nothing is sent, and the slot
+// keeps its last delivery's reference.
+func TestChangeBackAfterAWriteInDoubtThatNeverLanded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	write := func(name42 string) {
+		var b strings.Builder
+		b.WriteString("id,email,first_name\n")
+		for i := 1; i <= 300; i++ {
+			name := fmt.Sprintf("N%d", i)
+			if i == 42 {
+				name = name42
+			}
+			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
+		}
+		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Written != 300 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	write("Changed42")
+	ctx, kill := context.WithCancel(context.Background())
+	tb.dest.mu.Lock()
+	// Row 42's page: nothing applied, the answer lost, the run killed.
+	tb.dest.cut, tb.dest.unchangedRef = []int{0}, true
+	tb.dest.onWrite = func([]destination.Record) func() { kill(); return func() {} }
+	tb.dest.mu.Unlock()
+	if _, err := Run(ctx, tb.params(t, "id")); err == nil {
+		t.Fatal("the second run succeeded; want it stopped with its write in doubt")
+	}
+	tb.dest.mu.Lock()
+	tb.dest.onWrite = nil
+	tb.dest.mu.Unlock()
+	write("N42")
+	calls, _, _ := tb.dest.stats()
+	r3, err := Run(context.Background(), tb.params(t, "id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls3, _, _ := tb.dest.stats(); calls3 != calls || r3.Written != 0 {
+		t.Fatalf("the third run wrote %d times (%+v): row 42 is back to what the destination holds", calls3-calls, r3)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
+		t.Fatalf("row 42 at the destination: %s", got)
+	}
+	if r3.InDoubt == 0 || r3.Settled == 0 {
+		t.Fatalf("third run %+v: want row 42's write in doubt settled", r3)
+	}
+	tb.dest.mu.Lock()
+	held := tb.dest.heldBefore
+	tb.dest.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("the read-back was told of %d records held before, want row 42", held)
+	}
+	// The slot keeps its last delivery's reference, not the stand-in.
+	es, err := tb.store.LedgerList(context.Background(), "s1", store.LedgerComplete, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if strings.Contains(e.Result, destination.RefUnchanged) {
+			t.Fatalf("a slot holds RefUnchanged as its reference: %q", e.Result)
+		}
+	}
+}
+
 // TestAcceptedValueLearnedTwoRunsLater: a row changed while its first
 // value's import was still processing. The next run learns that import
 // delivered the first value and sends the new one, which is accepted in

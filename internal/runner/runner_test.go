@@ -81,6 +81,11 @@ type memDest struct {
 	// position loseAt delivered, the one at loseAt applied with its answer
 	// lost, the rest never sent (NotSent), and an error.
 	loseAt int
+	// unchangedRef makes Verify answer a HeldBefore record whose values
+	// it holds with destination.RefUnchanged, as Brevo's listing of what
+	// changed since the write in doubt does for a contact it never showed.
+	unchangedRef bool
+	heldBefore   int // HeldBefore records Verify was asked about
 	// held, when positive, makes the next write answer at once with its
 	// answer lost and apply its records held later, in the background: a
 	// server that keeps a request after its client gave up on it.
@@ -268,12 +273,18 @@ func (d *memDest) Verify(ctx context.Context, recs []destination.Record, since t
 		if r.EarlierInDoubt {
 			d.earlierInDoubt++
 		}
+		if r.HeldBefore {
+			d.heldBefore++
+		}
 		// As a connector's read-back finds the contact and compares the
 		// mapped fields, whatever write put them there: a record whose
 		// values another write replaced since is not there.
 		if attrs, ok := r.Data["attributes"].(map[string]any); ok {
 			if v, there := d.values[fmt.Sprint(r.Data["email"])]; there && v == attrs["FIRSTNAME"] {
 				out[r.Key] = "verified"
+				if d.unchangedRef && r.HeldBefore {
+					out[r.Key] = destination.RefUnchanged
+				}
 			}
 			continue
 		}
