@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -192,12 +193,24 @@ func TestFallbackNeverDeliveredOutsideTheList(t *testing.T) {
 // list_id, it adds them to the list (and writes no profile again).
 func TestFallbackReadBackJoinsTheList(t *testing.T) {
 	t.Parallel()
+	recs := records(3)
+	// Every import is applied before any answer is cut: a first answer
+	// cut while the other imports had not left yet (a loaded machine) kept
+	// them from leaving, not sent.
+	var (
+		arrived sync.WaitGroup
+		n       atomic.Int32
+	)
+	arrived.Add(len(recs))
 	b := setup(t, fakeklaviyo.Options{JobRefuseRate: 1, AfterWrite: func(r *http.Request) {
 		if r.URL.Path == "/api/profile-import" || r.URL.Path == "/api/profile-import/" {
+			if int(n.Add(1)) <= len(recs) {
+				arrived.Done()
+			}
+			arrived.Wait()
 			panic(http.ErrAbortHandler) // applied, its answer cut
 		}
-	}}, klaviyo.Params{Mode: klaviyo.ModeBulk, MaxRetries: 1})
-	recs := records(3)
+	}}, klaviyo.Params{Mode: klaviyo.ModeBulk, MaxRetries: 1, Concurrency: len(recs)})
 	since := b.clk.Now()
 	res, err := b.dest.Write(t.Context(), recs)
 	if err == nil || len(res) != 0 {
