@@ -236,6 +236,24 @@ func TestDrainWhileImportsProcess(t *testing.T) {
 	}
 }
 
+// writeRow42 writes the bundle's CSV of 300 rows, N1 to N300, with row 42
+// named name42.
+func writeRow42(t *testing.T, tb *testBundle, name42 string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("id,email,first_name\n")
+	for i := 1; i <= 300; i++ {
+		name := fmt.Sprintf("N%d", i)
+		if i == 42 {
+			name = name42
+		}
+		fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
+	}
+	if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestChangeBackAfterAFailedImport: a row changed while its new value's
 // import was still processing, then changed back; the import then failed
 // (or a Klaviyo job was cancelled before reaching the row), applying
@@ -254,20 +272,7 @@ func TestChangeBackAfterAFailedImport(t *testing.T) {
 	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
 		t.Fatalf("first run: %+v, %v", r, err)
 	}
-	write := func(name42 string) {
-		var b strings.Builder
-		b.WriteString("id,email,first_name\n")
-		for i := 1; i <= 300; i++ {
-			name := fmt.Sprintf("N%d", i)
-			if i == 42 {
-				name = name42
-			}
-			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
-		}
-		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name42 string) { writeRow42(t, tb, name42) }
 	write("Changed42")
 	tb.dest.mu.Lock()
 	tb.dest.async, tb.dest.pollsToDone, tb.dest.failNext = true, 1_000_000, 1
@@ -306,20 +311,7 @@ func TestChangeBackAfterAFailedImport(t *testing.T) {
 func TestChangeBackAfterAWriteInDoubtThatNeverLanded(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, 300, destination.CapVerify)
-	write := func(name42 string) {
-		var b strings.Builder
-		b.WriteString("id,email,first_name\n")
-		for i := 1; i <= 300; i++ {
-			name := fmt.Sprintf("N%d", i)
-			if i == 42 {
-				name = name42
-			}
-			fmt.Fprintf(&b, "%d,%s,%s\n", i, email(i), name)
-		}
-		if err := os.WriteFile(tb.csv, []byte(b.String()), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name42 string) { writeRow42(t, tb, name42) }
 	if r, err := Run(context.Background(), tb.params(t, "id")); err != nil || r.Written != 300 {
 		t.Fatalf("first run: %+v, %v", r, err)
 	}

@@ -82,46 +82,9 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 	return out, err
 }
 
-// removeFromList takes the profiles ids out of list_id, maxListAdd a call.
-// It returns those removed, and those sent (removed or not: a call whose
-// answer is unknown) before an error.
+// removeFromList takes the profiles ids out of list_id (listMembers).
 func (d *Destination) removeFromList(ctx context.Context, ids []string) (removed, sent map[string]bool, _ error) {
-	const route = "DELETE /api/lists/{id}/relationships/profiles"
-	removed, sent = make(map[string]bool, len(ids)), make(map[string]bool, len(ids))
-	for from := 0; from < len(ids); from += maxListAdd {
-		chunk := ids[from:min(from+maxListAdd, len(ids))]
-		data := make([]map[string]string, len(chunk))
-		for i, id := range chunk {
-			data[i] = map[string]string{"type": "profile", "id": id}
-		}
-		res, err := d.do(ctx, request{client: d.listAdds, method: http.MethodDelete, route: route,
-			path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
-			body: marshal(map[string]any{"data": data}), idempotent: true})
-		var e *APIError
-		switch {
-		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return removed, sent, d.noList(ctx, e)
-		case errors.As(err, &e) && err == error(e):
-			return removed, sent, d.pageFailure(e)
-		case err != nil:
-			if !errors.Is(err, destination.ErrNotSent) {
-				for _, id := range chunk {
-					sent[id] = true
-				}
-			}
-			return removed, sent, err
-		case res.Status != http.StatusNoContent:
-			for _, id := range chunk {
-				sent[id] = true
-			}
-			return removed, sent, failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
-				"klaviyo answered %s with HTTP %d, not 204; check the destination's base_url", route, res.Status)
-		}
-		for _, id := range chunk {
-			removed[id], sent[id] = true, true
-		}
-	}
-	return removed, sent, nil
+	return d.listMembers(ctx, http.MethodDelete, ids)
 }
 
 // inList reports whether profile id is in list_id.

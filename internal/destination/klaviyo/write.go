@@ -355,35 +355,53 @@ func (d *Destination) listOutcomes(ctx context.Context, ref string, recs []desti
 // returns those it added before an error. Adding a profile already in the
 // list changes nothing, so a lost answer is retried in-run.
 func (d *Destination) addToList(ctx context.Context, ids []string) (map[string]bool, error) {
-	const route = "POST /api/lists/{id}/relationships/profiles"
-	added := make(map[string]bool, len(ids))
+	added, _, err := d.listMembers(ctx, http.MethodPost, ids)
+	return added, err
+}
+
+// listMembers adds (POST) or removes (DELETE) the profiles ids to or from
+// list_id with /api/lists/{id}/relationships/profiles, maxListAdd a call.
+// It returns those done, and those sent (done or not: a call whose answer
+// is unknown), before an error. Either call done twice is done once, so a
+// lost answer is retried in-run.
+func (d *Destination) listMembers(ctx context.Context, method string, ids []string) (done, sent map[string]bool, _ error) {
+	route := method + " /api/lists/{id}/relationships/profiles"
+	done, sent = make(map[string]bool, len(ids)), make(map[string]bool, len(ids))
 	for from := 0; from < len(ids); from += maxListAdd {
 		chunk := ids[from:min(from+maxListAdd, len(ids))]
 		data := make([]map[string]string, len(chunk))
 		for i, id := range chunk {
 			data[i] = map[string]string{"type": "profile", "id": id}
 		}
-		res, err := d.do(ctx, request{client: d.listAdds, method: http.MethodPost, route: route,
+		res, err := d.do(ctx, request{client: d.listAdds, method: method, route: route,
 			path: "/api/lists/" + url.PathEscape(d.listID) + "/relationships/profiles",
 			body: marshal(map[string]any{"data": data}), idempotent: true})
 		var e *APIError
 		switch {
 		case errors.As(err, &e) && err == error(e) && notFound(e):
-			return added, d.noList(ctx, e)
+			return done, sent, d.noList(ctx, e)
 		case errors.As(err, &e) && err == error(e):
-			return added, d.pageFailure(e)
+			return done, sent, d.pageFailure(e)
 		case err != nil:
-			return added, err
+			if !errors.Is(err, destination.ErrNotSent) {
+				for _, id := range chunk {
+					sent[id] = true
+				}
+			}
+			return done, sent, err
 		case res.Status != http.StatusNoContent:
 			// Klaviyo answers 204; anything else is not its answer.
-			return added, failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
+			for _, id := range chunk {
+				sent[id] = true
+			}
+			return done, sent, failure.Wrap(failure.DestinationUnavailable, errNotKlaviyo,
 				"klaviyo answered %s with HTTP %d, not 204; check the destination's base_url", route, res.Status)
 		}
 		for _, id := range chunk {
-			added[id] = true
+			done[id], sent[id] = true, true
 		}
 	}
-	return added, nil
+	return done, sent, nil
 }
 
 // noList is the failure of a call naming a list_id that was answered 404
