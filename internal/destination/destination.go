@@ -366,8 +366,8 @@ const (
 
 // Remover is implemented by a destination that supports write_mode
 // mirror: it removes the records whose source rows disappeared (Brevo:
-// from the sync's lists; HubSpot: archives them; Klaviyo: unsubscribes them
-// from the sync's list). The runner keeps each delivered record's Handle in
+// from the sync's lists; HubSpot: archives them; Klaviyo: takes them out of
+// the sync's list). The runner keeps each delivered record's Handle in
 // its slot, finds the slots a full read of the source no longer has, claims
 // a removal key for each (fenced, like a write) and calls Remove
 // (docs/guide.md#write-modes).
@@ -386,12 +386,12 @@ type Remover interface {
 }
 
 // QueuedRemover is a Remover whose destination queues a removal and
-// applies it after answering (Klaviyo's unsubscribe job), where applying
-// one twice can do harm (Klaviyo unsubscribes globally a profile its job
-// finds outside the list, as an earlier job of the same removal leaves
-// it). A removal an earlier run sent, whose answer was not recorded, is not
-// sent again until RemovalGrace has passed since that run claimed it: by
-// then the earlier one has run, or never will (docs/guide.md#write-modes).
+// applies it after answering, where applying one twice can do harm (as
+// Klaviyo's bulk unsubscribe job, which oncesync no longer uses, did: it
+// unsubscribed globally a profile it found outside the list). A removal an
+// earlier run sent, whose answer was not recorded, is not sent again until
+// RemovalGrace has passed since that run claimed it: by then the earlier
+// one has run, or never will.
 type QueuedRemover interface {
 	Remover
 	RemovalGrace() time.Duration

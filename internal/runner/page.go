@@ -161,9 +161,8 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		st, ok := ledger.DecodeSlot(e, found)
 		if _, gone := ledger.RefRemoved(st.Ref); ok && gone {
 			// Removed a moment ago and back in the source: a removal
-			// the destination took to apply later (Klaviyo's
-			// unsubscribe job, which no request can follow) could land
-			// after this row's write. The removal's time is the
+			// the destination took to apply later could land after
+			// this row's write. The removal's time is the
 			// store's clock; the wait is on the wall clock.
 			if left := e.CompletedAt.Add(r.InDoubtGrace).Sub(r.Clock.Now()); left > 0 {
 				removedBack++

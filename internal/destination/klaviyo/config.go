@@ -137,7 +137,7 @@ func (c *Config) Check(d *config.Destination, k *config.Checker) {
 	if c.ListID == "" && !k.Bad("destination.list_id") {
 		switch {
 		case mirror:
-			k.Report("destination.list_id", "is required with write_mode mirror: removed profiles are unsubscribed from this list")
+			k.Report("destination.list_id", "is required with write_mode mirror: removed profiles are taken out of this list")
 		case d.Mode == config.ModeBulk && d.EffectiveWriteMode() == config.WriteUpsert:
 			k.Report("destination.list_id", "is required in bulk mode: Klaviyo's bulk import jobs add the profiles to this list")
 		}

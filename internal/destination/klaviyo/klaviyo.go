@@ -26,7 +26,8 @@
 //     Delivered, skipped. create: POST /api/profiles; 409 duplicate:
 //     Delivered, skipped. Both use one call per record whatever the mode:
 //     Klaviyo's bulk job always upserts.
-//   - mirror's removals (Remover) unsubscribe a profile from list_id.
+//   - mirror's removals (Remover) take a profile out of list_id, its
+//     consent unchanged.
 //
 // Failures map to oncesync's catalog: 401, 402 and 403 → destination_auth at
 // once; a 3xx is never followed; 503 and connections that never carried the
@@ -101,7 +102,7 @@ type Params struct {
 	// Revision is the revision header (default DefaultRevision).
 	Revision string
 	// ListID is the sync's list: bulk jobs add profiles to it, mirror
-	// removals unsubscribe them from it. Required in bulk mode.
+	// removals take them out of it. Required in bulk mode.
 	ListID string
 	// Mode is "bulk" (default) or "single".
 	Mode string
