@@ -38,11 +38,11 @@ const keysetByIdentity = "pages follow the identity: a run reads only rows whose
 	"gets new rows (docs/guide.md#rows-committed-late)"
 
 // ListScoper is implemented by a destination spec whose writes add
-// contacts to lists of an account: Lists names each list (an opaque key,
-// which may hold the credentials' digest, never shown) and Show how a
-// warning names it ("Brevo list 2").
+// contacts to lists of an account: Lists names each list as a warning
+// shows it ("Brevo list 2"). Lists of one name are one list when the
+// destinations' addresses (DestinationAddress) are one account's.
 type ListScoper interface {
-	Lists() (keys, show []string)
+	Lists() []string
 }
 
 // sharedMirrorLists warns of a mirror sync writing a list another sync
@@ -50,19 +50,19 @@ type ListScoper interface {
 // the list although the other sync's row holds it, and that sync adds it
 // back only when its row changes (an independent check, 2026-12-06).
 func (c *Config) sharedMirrorLists() []string {
-	type writer struct {
-		i    int
-		show string
-	}
-	byList := map[string][]writer{}
+	type list struct{ address, name string }
+	writers := map[list][]int{} // sync indexes, in file order
+	lists := make([][]list, len(c.Syncs))
 	for i, s := range c.Syncs {
 		ls, ok := s.Destination.Spec.(ListScoper)
 		if !ok {
 			continue
 		}
-		keys, show := ls.Lists()
-		for j, k := range keys {
-			byList[s.Destination.Type+"\x00"+k] = append(byList[s.Destination.Type+"\x00"+k], writer{i, show[j]})
+		address := DestinationAddress(s.Destination)
+		for _, name := range ls.Lists() {
+			l := list{address, name}
+			lists[i] = append(lists[i], l)
+			writers[l] = append(writers[l], i)
 		}
 	}
 	var out []string
@@ -70,20 +70,16 @@ func (c *Config) sharedMirrorLists() []string {
 		if s.Destination.EffectiveWriteMode() != WriteMirror {
 			continue
 		}
-		ls, ok := s.Destination.Spec.(ListScoper)
-		if !ok {
-			continue
-		}
-		keys, show := ls.Lists()
-		for j, k := range keys {
-			for _, w := range byList[s.Destination.Type+"\x00"+k] {
-				if w.i == i {
+		for _, l := range lists[i] {
+			for _, j := range writers[l] {
+				if j == i {
 					continue
 				}
+				other := c.Syncs[j].ID
 				out = append(out, fmt.Sprintf("syncs[%d].destination.write_mode: mirror takes contacts off %s, which sync %s writes too: "+
 					"a row deleted from this sync's source takes its contact off the list although %s's row holds it, and %s "+
 					"adds it back only when that row changes; give each mirror sync a list of its own (docs/guide.md#write-modes)",
-					i, show[j], c.Syncs[w.i].ID, c.Syncs[w.i].ID, c.Syncs[w.i].ID))
+					i, l.name, other, other, other))
 			}
 		}
 	}

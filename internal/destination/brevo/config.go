@@ -1,8 +1,6 @@
 package brevo
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
 	"slices"
 	"strconv"
@@ -131,22 +129,13 @@ func (c *Config) Defaults(d *config.Destination, k *config.Checker) {
 	}
 }
 
-// Lists names the sync's lists by the account they are in (the api key's
-// digest and base_url: config.ListScoper).
-func (c *Config) Lists() (keys, show []string) {
-	acct := accountDigest(c.BaseURL, c.APIKey)
-	for _, id := range c.ListIDs {
-		keys = append(keys, acct+"/"+strconv.FormatInt(id, 10))
-		show = append(show, "Brevo list "+strconv.FormatInt(id, 10))
+// Lists names the sync's lists (config.ListScoper).
+func (c *Config) Lists() []string {
+	out := make([]string, len(c.ListIDs))
+	for i, id := range c.ListIDs {
+		out[i] = "Brevo list " + strconv.FormatInt(id, 10)
 	}
-	return keys, show
-}
-
-// accountDigest names an account by its API root and key without holding
-// the key.
-func accountDigest(base, key string) string {
-	sum := sha256.Sum256([]byte(strings.TrimRight(base, "/") + "\x00" + key))
-	return hex.EncodeToString(sum[:8])
+	return out
 }
 
 func (c *Config) Check(d *config.Destination, k *config.Checker) {

@@ -1,11 +1,8 @@
 package klaviyo
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"maps"
 	"regexp"
-	"strings"
 
 	"github.com/oncesync/oncesync/internal/config"
 	"github.com/oncesync/oncesync/internal/destination"
@@ -33,14 +30,12 @@ type Config struct {
 // publicKey is the form of a Klaviyo public API key (site ID).
 var publicKey = regexp.MustCompile(`^[A-Za-z0-9]{6}$`)
 
-// Lists names the sync's list by the account it is in (the api key's
-// digest and base_url: config.ListScoper).
-func (c *Config) Lists() (keys, show []string) {
+// Lists names the sync's list (config.ListScoper).
+func (c *Config) Lists() []string {
 	if c.ListID == "" {
-		return nil, nil
+		return nil
 	}
-	sum := sha256.Sum256([]byte(strings.TrimRight(c.BaseURL, "/") + "\x00" + c.APIKey))
-	return []string{hex.EncodeToString(sum[:8]) + "/" + c.ListID}, []string{"Klaviyo list " + c.ListID}
+	return []string{"Klaviyo list " + c.ListID}
 }
 
 func (Kind) Type() string                    { return "klaviyo" }
