@@ -294,6 +294,16 @@ func (c *Checker) Report(rel, msg string) { c.l.check(c.abs(rel), msg) }
 // returns whether value is set.
 func (c *Checker) Required(rel, value, msg string) bool { return c.l.required(c.abs(rel), value, msg) }
 
+// Keyset reports source.cursor_column when a keyset-paged source (kind:
+// postgres, mysql) has neither it nor an identity: its pages follow one of
+// them, so every run would fail (source_query_invalid).
+func (c *Checker) Keyset(kind, cursorColumn string, src *Source) {
+	if strings.TrimSpace(cursorColumn) == "" && strings.TrimSpace(src.Identity) == "" && !c.Bad("source.identity") {
+		c.Report("source.cursor_column", "set cursor_column (a column every write stamps, such as updated_at) or source.identity: a "+
+			kind+" source reads its rows in pages, in the order of one of them")
+	}
+}
+
 // URL reports rel unless raw is an absolute URL of one of schemes (the
 // message never echoes the URL: it may hold a password).
 func (c *Checker) URL(rel, raw string, schemes ...string) {

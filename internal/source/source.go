@@ -181,6 +181,16 @@ const FailedOnData = "the query failed on a value of the data"
 // text may quote the row it met, so it is never kept or shown.
 const RaisedByQuery = "a function the query calls raised an error; its message is not kept, as it may quote the row's values: run the query by hand to read it"
 
+// FindWith is the clause that gives a person the query q finding the rows
+// a SQL source's message is about (the rows' values are theirs to read,
+// not the message's); "" without one.
+func FindWith(q string) string {
+	if q == "" {
+		return ""
+	}
+	return " (find them with: " + q + ")"
+}
+
 // Columner is a source whose records all have the same columns, known once
 // a page was read (a CSV file's header): a run that read no record checks
 // the mapping against them, so that an export with the wrong header, or

@@ -904,7 +904,7 @@ func (s *Source) readPage(ctx context.Context, conn *sql.Conn, cond, cursor stri
 		}
 		if nulls != 0 {
 			return source.Page{}, fmt.Errorf("some rows have a NULL %s, which keyset pagination cannot read: make the column NOT NULL or COALESCE it in the query%s: %w",
-				strings.Join(quoteAll(s.keys), " or "), findWith(s.findNulls), source.ErrInvalid)
+				strings.Join(quoteAll(s.keys), " or "), source.FindWith(s.findNulls), source.ErrInvalid)
 		}
 	}
 	return page, nil
@@ -1048,7 +1048,7 @@ func (s *Source) lookbackFrom(p position, high keyValue, clock time.Time) positi
 // tieError is the failure of two rows sharing the key at a page boundary.
 func (s *Source) tieError() error {
 	return fmt.Errorf("two rows share the key (%s) at a page boundary, so a page would skip rows: %s%s: %w",
-		strings.Join(s.keys, ", "), s.uniqueHint(), findWith(s.findTies), source.ErrInvalid)
+		strings.Join(s.keys, ", "), s.uniqueHint(), source.FindWith(s.findTies), source.ErrInvalid)
 }
 
 // tieSQL counts (up to 2) the rows that match cond whose key equals the
@@ -1211,14 +1211,4 @@ func (s *Source) Version(ctx context.Context, versionQuery string) (string, erro
 		return "", err
 	}
 	return sum, nil
-}
-
-// findWith is the clause that gives a person the query finding the rows a
-// message is about (the rows' values are theirs to read, not the
-// message's); "" without one.
-func findWith(q string) string {
-	if q == "" {
-		return ""
-	}
-	return " (find them with: " + q + ")"
 }

@@ -146,11 +146,7 @@ func (c *Config) Check(src *config.Source, k *config.Checker) {
 	if k.Has("source.cursor_column") && !sqlColumnRE.MatchString(c.CursorColumn) {
 		k.Report("source.cursor_column", "must be a column name (letters, digits, _), got "+k.Show("source.cursor_column", c.CursorColumn))
 	}
-	if strings.TrimSpace(c.CursorColumn) == "" && strings.TrimSpace(src.Identity) == "" && !k.Bad("source.identity") {
-		// Pages follow the cursor column, or the identity without one: a
-		// run could not page at all (every run failed source_query_invalid).
-		k.Report("source.cursor_column", "set cursor_column (a column every write stamps, such as updated_at) or source.identity: a postgres source reads its rows in pages, in the order of one of them")
-	}
+	k.Keyset("postgres", c.CursorColumn, src)
 	if c.Lookback.Set && c.Lookback.D < 0 {
 		k.Report("source.cursor_lookback", "must be 0 (off) or a duration like 5m, got "+c.Lookback.String())
 	}
