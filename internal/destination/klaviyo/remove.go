@@ -67,7 +67,7 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 			byID[f.id] = append(byID[f.id], r)
 		}
 	}
-	removed, sent, err := d.removeFromList(ctx, ids)
+	removed, sent, err := d.listMembers(ctx, http.MethodDelete, ids)
 	for _, id := range ids {
 		for _, r := range byID[id] {
 			switch {
@@ -80,11 +80,6 @@ func (d *Destination) Remove(ctx context.Context, rms []destination.Removal) ([]
 		}
 	}
 	return out, err
-}
-
-// removeFromList takes the profiles ids out of list_id (listMembers).
-func (d *Destination) removeFromList(ctx context.Context, ids []string) (removed, sent map[string]bool, _ error) {
-	return d.listMembers(ctx, http.MethodDelete, ids)
 }
 
 // inList reports whether profile id is in list_id.
