@@ -254,6 +254,25 @@ func writeRow42(t *testing.T, tb *testBundle, name42 string) {
 	}
 }
 
+// runBackToN42 runs p with row 42 back to N42, the value the destination
+// holds, and checks the run wrote nothing and the destination still holds
+// it.
+func runBackToN42(t *testing.T, tb *testBundle, p Params) store.Run {
+	t.Helper()
+	calls, _, _ := tb.dest.stats()
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _, _ := tb.dest.stats(); after != calls || r.Written != 0 {
+		t.Fatalf("the run wrote %d times (%+v): row 42 is back to the value the destination holds", after-calls, r)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
+		t.Fatalf("row 42 at the destination: %s", got)
+	}
+	return r
+}
+
 // TestChangeBackAfterAFailedImport: a row changed while its new value's
 // import was still processing, then changed back; the import then failed
 // (or a Klaviyo job was cancelled before reaching the row), applying
@@ -284,17 +303,7 @@ func TestChangeBackAfterAFailedImport(t *testing.T) {
 	tb.dest.mu.Lock()
 	tb.dest.pollsToDone = 0 // the import is done now: it failed whole
 	tb.dest.mu.Unlock()
-	calls, _, _ := tb.dest.stats()
-	r3, err := Run(context.Background(), params())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls3, _, _ := tb.dest.stats(); calls3 != calls || r3.Written != 0 {
-		t.Fatalf("the third run wrote %d times (%+v): row 42 is back to the value the destination holds", calls3-calls, r3)
-	}
-	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
-		t.Fatalf("row 42 at the destination: %s", got)
-	}
+	runBackToN42(t, tb, params())
 	// And a change after it is sent, once.
 	write("Later42")
 	if r, err := Run(context.Background(), params()); err != nil || r.Written != 1 || fmt.Sprint(tb.dest.value(email(42))) != "Later42" {
@@ -329,17 +338,7 @@ func TestChangeBackAfterAWriteInDoubtThatNeverLanded(t *testing.T) {
 	tb.dest.onWrite = nil
 	tb.dest.mu.Unlock()
 	write("N42")
-	calls, _, _ := tb.dest.stats()
-	r3, err := Run(context.Background(), tb.params(t, "id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls3, _, _ := tb.dest.stats(); calls3 != calls || r3.Written != 0 {
-		t.Fatalf("the third run wrote %d times (%+v): row 42 is back to what the destination holds", calls3-calls, r3)
-	}
-	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
-		t.Fatalf("row 42 at the destination: %s", got)
-	}
+	r3 := runBackToN42(t, tb, tb.params(t, "id"))
 	if r3.InDoubt == 0 || r3.Settled == 0 {
 		t.Fatalf("third run %+v: want row 42's write in doubt settled", r3)
 	}
