@@ -20,6 +20,9 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 // TestRunProgressBarOnTerminal: `oncesync run` on a terminal draws a bar
 // with the source's real total (a CSV file's size) that reaches 100 %, and
 // the run's summary starts on a line of its own after it.
+// noTotal is a progress bar's count without a total: 0/0 standing alone.
+var noTotal = regexp.MustCompile(`(^|[^\w/])0/0([^\w/]|$)`)
+
 func TestRunProgressBarOnTerminal(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupParams{records: 3000, pageSize: 250, mode: "single"})
@@ -59,7 +62,9 @@ func TestRunProgressBarOnTerminal(t *testing.T) {
 	if full < 0 || summary < 0 || summary < full {
 		t.Fatalf("want the bar at 100%% before the summary:\n%q", text)
 	}
-	if strings.Contains(text, "0/0") {
+	// A bar without a total shows "0/0"; the store's temporary path may
+	// hold those characters too (".../TestRun...930/001/oncesync.db").
+	if noTotal.MatchString(text) {
 		t.Fatalf("the bar has no total:\n%q", text)
 	}
 	// The summary begins a line: the bar's last frame is ended first.
