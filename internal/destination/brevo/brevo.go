@@ -126,6 +126,9 @@ type Destination struct {
 	attrChecked bool
 	attrErr     error
 	attrTypes   map[string]string // typedAttributes, once checked
+
+	clock clock.Clock
+	board processBoard // processes.go
 }
 
 var (
@@ -196,6 +199,7 @@ func New(p Params) (*Destination, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	d.clock, d.board.waiting = clk, map[int64]time.Time{}
 	if d.sleep == nil {
 		d.sleep = clock.Sleep
 	}

@@ -60,8 +60,10 @@ type processDetails struct {
 }
 
 // Outcomes reports what became of recs, accepted by the import process ref
-// (destination.Async). It asks GET /processes/{ref} only, never the list of
-// the account's processes.
+// (destination.Async). It asks about that process only, by id or, while the
+// destination waits for others too, through one listing of the account's
+// newest processes (process, processes.go); it never waits for another
+// import.
 //
 //   - queued, in_process or processing: done is false.
 //   - completed: each record the process's reports list (matched by e-mail,
@@ -84,7 +86,7 @@ func (d *Destination) Outcomes(ctx context.Context, ref string, recs []destinati
 	if err != nil || id <= 0 {
 		return nil, false, failure.New(failure.Internal, "brevo outcomes asked for a process reference that is not a process id")
 	}
-	p, err := d.getProcess(ctx, id)
+	p, err := d.process(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}

@@ -34,7 +34,7 @@ const (
 	// processPollInterval is the pause between two polls of the running
 	// imports.
 	processPollInterval = 2 * time.Second
-	// maxWaitedImports bounds the running imports Verify polls, each by id.
+	// maxWaitedImports bounds the running imports Verify polls.
 	maxWaitedImports = 20
 	// modifiedSinceLayout is Brevo's date-time format (YYYY-MM-DDTHH:mm:ss.SSSZ, UTC).
 	modifiedSinceLayout = "2006-01-02T15:04:05.000Z"
@@ -63,8 +63,7 @@ type contactDetails struct {
 // the import processes then queued or running (the newest 50 processes,
 // IMPORTUSER only; at most 20 of them): the page's own import, if it reached
 // Brevo, is among them or already done, and no import started later can be
-// it. When records are missing, it polls those processes only, by id
-// (every 2 s, within Params.VerifyWait), and reads the missing records
+// it. When records are missing, it polls those processes only (every 2 s, within Params.VerifyWait), and reads the missing records
 // again each time one of them ends, returning as soon as every record
 // landed or none of them runs. Another sync's import, however long, never
 // makes Verify fail: past VerifyWait it answers with what landed.
@@ -330,25 +329,12 @@ func escapeIdentifier(s string) string {
 // now (IMPORTUSER among the newest 50 processes; the newest
 // maxWaitedImports of them): the only ones Verify may wait for.
 func (d *Destination) runningImports(ctx context.Context) ([]int64, error) {
-	q := url.Values{}
-	q.Set("limit", "50")
-	q.Set("sort", "desc")
-	resp, err := d.do(ctx, request{method: http.MethodGet, path: "/processes", route: "GET /processes", query: q})
+	list, err := d.listProcesses(ctx, maxProcessList)
 	if err != nil {
-		return nil, d.verifyError(err)
-	}
-	var list struct {
-		Processes []struct {
-			ID     int64  `json:"id"`
-			Status string `json:"status"`
-			Name   string `json:"name"`
-		} `json:"processes"`
-	}
-	if err := json.Unmarshal(resp.body, &list); err != nil {
-		return nil, failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable process list"), "brevo answered GET /processes with an unexpected body")
+		return nil, err
 	}
 	var ids []int64
-	for _, p := range list.Processes {
+	for _, p := range list {
 		if running(p.Status) && (p.Name == "" || strings.Contains(strings.ToUpper(p.Name), "IMPORT")) && len(ids) < maxWaitedImports {
 			ids = append(ids, p.ID)
 		}
@@ -364,7 +350,7 @@ func running(status string) bool {
 	return false
 }
 
-// awaitImports polls the processes of ids, by id, every
+// awaitImports polls the processes of ids (processes) every
 // processPollInterval within VerifyWait, until none of them runs, and
 // returns those still running when it gave up.
 func (d *Destination) awaitImports(ctx context.Context, ids []int64) ([]int64, error) {
@@ -384,21 +370,20 @@ func (d *Destination) pollImports(ctx context.Context, ids []int64) ([]int64, er
 	if err := d.sleep(ctx, processPollInterval); err != nil {
 		return nil, d.interrupted(ctx, err)
 	}
+	ps, err := d.processes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	var still []int64
 	for _, id := range ids {
-		p, err := d.getProcess(ctx, id)
-		switch {
-		case errors.Is(err, ErrProcessNotFound):
-		case err != nil:
-			return nil, err
-		case running(p.Status):
+		if p, ok := ps[id]; ok && running(p.Status) {
 			still = append(still, id)
 		}
 	}
 	return still, nil
 }
 
-// waitImports polls the processes of ids, by id, every processPollInterval
+// waitImports polls the processes of ids (processes) every processPollInterval
 // within VerifyWait, while some cands are not landed. Each time one of them
 // ends, the missing cands are read again. Past VerifyWait it returns with
 // what landed: a foreign import never fails Verify (see Verify for the

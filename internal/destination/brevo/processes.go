@@ -1,0 +1,213 @@
+package brevo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/oncesync/oncesync/internal/failure"
+)
+
+// Brevo allows 100 requests an hour on the routes outside /contacts (200 on
+// the advanced tier), /processes among them (developers.brevo.com/docs/api-limits).
+// Asked by id, each import's process costs a read or more (a run's pages
+// are polled while they process: 55 reads for 20 imports of 3 s), so a sync
+// of a few hundred imports would spend hours of that budget settling. One
+// GET /processes answers for the account's newest 50 processes, each with
+// the same fields as GET /processes/{processId}, the report URLs of a
+// completed import included (developers.brevo.com/reference/get-processes):
+// while two or more of the destination's processes are waited for, they
+// are asked about together.
+const (
+	// maxProcessList is the largest page of GET /processes (swagger.yaml).
+	maxProcessList = 50
+	// processListFresh is how long a listing answers for a process it showed
+	// running: a poll of another import within it is answered from it.
+	processListFresh = time.Second
+	// processListKept is how long a listing answers for a process it showed
+	// ended (an ended process does not change; its report URLs may expire).
+	processListKept = time.Minute
+	// processForget is how long a process asked about and never asked again
+	// counts as waited for (its run ended, or gave up on it).
+	processForget = 10 * time.Minute
+)
+
+// processBoard is what the destination knows of its account's processes:
+// the last listing, and the processes it waits for.
+type processBoard struct {
+	mu     sync.Mutex
+	read   time.Time // when the last listing was answered
+	listed map[int64]processDetails
+	// moved: the last listing showed a process waited for as ended. Its
+	// others may be ending too (imports sent one after another end one
+	// after another): a poll of one it showed running reads a new listing,
+	// which a poll an instant later would otherwise be told was running.
+	moved   bool
+	waiting map[int64]time.Time // process id -> last asked about, while not done
+	flight  singleflight.Group
+}
+
+// process is what Brevo says of process id now, or as of a listing younger
+// than processListFresh when that showed it running. While the destination
+// waits for two processes or more, it asks GET /processes (one request for
+// all of them) instead of GET /processes/{processId}; a process the listing
+// does not show (more than 50 newer ones) is asked about by id.
+func (d *Destination) process(ctx context.Context, id int64) (processDetails, error) {
+	b := &d.board
+	now := d.clock.Now()
+	b.mu.Lock()
+	for w, at := range b.waiting {
+		if now.Sub(at) > processForget {
+			delete(b.waiting, w)
+		}
+	}
+	if p, ok := b.listed[id]; ok && b.answers(p, now) {
+		b.note(id, p, now)
+		b.mu.Unlock()
+		return p, nil
+	}
+	b.waiting[id] = now
+	n := len(b.waiting)
+	b.mu.Unlock()
+	if n < 2 {
+		return d.noted(id, now)(d.getProcess(ctx, id))
+	}
+	limit := min(maxProcessList, 10+2*n)
+	v, err, _ := b.flight.Do(strconv.Itoa(limit), func() (any, error) {
+		return d.listProcesses(ctx, limit)
+	})
+	if err != nil {
+		return processDetails{}, err
+	}
+	listed := byID(v.([]processDetails))
+	b.mu.Lock()
+	if at := d.clock.Now(); !at.Before(b.read) {
+		b.read, b.listed, b.moved = at, listed, false
+		for w := range b.waiting {
+			if q, ok := listed[w]; ok && !running(q.Status) {
+				b.moved = true
+			}
+		}
+	}
+	b.mu.Unlock()
+	p, ok := listed[id]
+	if !ok || !running(p.Status) && !reported(p) {
+		return d.noted(id, now)(d.getProcess(ctx, id))
+	}
+	b.mu.Lock()
+	b.note(id, p, now)
+	b.mu.Unlock()
+	return p, nil
+}
+
+// answers reports whether the last listing's entry p answers for its
+// process at now. The caller holds mu.
+func (b *processBoard) answers(p processDetails, now time.Time) bool {
+	if running(p.Status) {
+		return !b.moved && now.Sub(b.read) < processListFresh
+	}
+	return reported(p) && now.Sub(b.read) < processListKept
+}
+
+// reported reports whether a listing's entry of a process that ended says
+// all GET /processes/{processId} would: a completed import shows its
+// reports (info), even when none lists a row. One without it is asked about
+// by id, in case a listing leaves them out.
+func reported(p processDetails) bool {
+	return p.Status != statusCompleted || p.Info != nil
+}
+
+// note records that id was asked about at now and is p. The caller holds mu.
+func (b *processBoard) note(id int64, p processDetails, now time.Time) {
+	if running(p.Status) {
+		b.waiting[id] = now
+		return
+	}
+	delete(b.waiting, id)
+}
+
+// noted passes getProcess's answer through, noting whether id still runs.
+func (d *Destination) noted(id int64, now time.Time) func(processDetails, error) (processDetails, error) {
+	return func(p processDetails, err error) (processDetails, error) {
+		d.board.mu.Lock()
+		defer d.board.mu.Unlock()
+		if err != nil {
+			if errors.Is(err, ErrProcessNotFound) {
+				delete(d.board.waiting, id)
+			}
+			return p, err
+		}
+		d.board.note(id, p, now)
+		return p, nil
+	}
+}
+
+// processes is what Brevo says now of the processes ids: one GET
+// /processes for two or more, then GET /processes/{processId} for those it
+// does not show. A process Brevo does not know is left out.
+func (d *Destination) processes(ctx context.Context, ids []int64) (map[int64]processDetails, error) {
+	out := make(map[int64]processDetails, len(ids))
+	var listed map[int64]processDetails
+	if len(ids) > 1 {
+		list, err := d.listProcesses(ctx, min(maxProcessList, 10+2*len(ids)))
+		if err != nil {
+			return nil, err
+		}
+		listed = byID(list)
+	}
+	for _, id := range ids {
+		if p, ok := listed[id]; ok && reported(p) {
+			out[id] = p
+			continue
+		}
+		p, err := d.getProcess(ctx, id)
+		switch {
+		case errors.Is(err, ErrProcessNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[id] = p
+		}
+	}
+	return out, nil
+}
+
+// listProcesses reads the account's newest processes (GET /processes),
+// at most limit, newest first.
+func (d *Destination) listProcesses(ctx context.Context, limit int) ([]processDetails, error) {
+	resp, err := d.do(ctx, request{
+		method: http.MethodGet,
+		path:   "/processes",
+		route:  "GET /processes",
+		query:  url.Values{"limit": {strconv.Itoa(limit)}, "sort": {"desc"}},
+	})
+	if err != nil {
+		return nil, d.verifyError(err)
+	}
+	var body struct {
+		Processes []processDetails `json:"processes"`
+	}
+	if err := json.Unmarshal(resp.body, &body); err != nil {
+		return nil, failure.Wrap(failure.DestinationUnavailable, errors.New("undecodable process list"),
+			"brevo answered GET /processes with an unexpected body")
+	}
+	return body.Processes, nil
+}
+
+// byID indexes a listing's processes by id.
+func byID(list []processDetails) map[int64]processDetails {
+	out := make(map[int64]processDetails, len(list))
+	for _, p := range list {
+		if p.ID > 0 && p.Status != "" {
+			out[p.ID] = p
+		}
+	}
+	return out
+}
