@@ -24,7 +24,8 @@ import (
 //     refused for their content are skipped by the process, not refused by
 //     the request: the seam strips them before the fake sees the import,
 //     and the completed process names them in info.import.invalid_emails (a
-//     URL to a CSV report, as Brevo's GET /processes/{id} does).
+//     URL to a CSV report, as Brevo's GET /processes/{id} and its listing,
+//     GET /processes, do).
 //   - A process can fail whole: the seam answers 202 with a process id of
 //     its own, applies nothing, and reports the process failed once its
 //     delay has passed (queued for the first half, in_process the second).
@@ -43,6 +44,7 @@ type importSeam struct {
 	n       int                     // imports seen
 	nextOwn int64
 	procs   map[int64]*seamProc
+	order   []int64 // every import's process id, oldest first (GET /v3/processes)
 	// Counters for the notes.
 	skippedRows, failedProcs, failedRows int
 }
@@ -97,6 +99,8 @@ func (m *importSeam) serve(w http.ResponseWriter, r *http.Request, path string, 
 	switch {
 	case r.Method == http.MethodPost && path == "/v3/contacts/import":
 		return m.importContacts(w, r, fake)
+	case r.Method == http.MethodGet && path == "/v3/processes":
+		return m.listProcesses(w, r, fake)
 	case r.Method == http.MethodGet && strings.HasPrefix(path, "/v3/processes/"):
 		id, err := strconv.ParseInt(strings.TrimPrefix(path, "/v3/processes/"), 10, 64)
 		if err != nil {
@@ -144,6 +148,7 @@ func (m *importSeam) importContacts(w http.ResponseWriter, r *http.Request, fake
 		id := m.nextOwn
 		m.nextOwn++
 		m.procs[id] = &seamProc{failed: fail, created: time.Now(), skipped: skipped}
+		m.order = append(m.order, id)
 		if fail {
 			m.failedProcs++
 			m.failedRows += len(rows)
@@ -166,12 +171,49 @@ func (m *importSeam) importContacts(w http.ResponseWriter, r *http.Request, fake
 	var created struct {
 		ProcessID int64 `json:"processId"`
 	}
-	if cw.status/100 == 2 && json.Unmarshal(cw.buf.Bytes(), &created) == nil && created.ProcessID > 0 && len(skipped) > 0 {
+	if cw.status/100 == 2 && json.Unmarshal(cw.buf.Bytes(), &created) == nil && created.ProcessID > 0 {
 		m.mu.Lock()
-		m.procs[created.ProcessID] = &seamProc{created: time.Now(), skipped: skipped}
-		m.skippedRows += len(skipped)
+		m.order = append(m.order, created.ProcessID)
+		if len(skipped) > 0 {
+			m.procs[created.ProcessID] = &seamProc{created: time.Now(), skipped: skipped}
+			m.skippedRows += len(skipped)
+		}
 		m.mu.Unlock()
 	}
+	return true
+}
+
+// listProcesses answers GET /v3/processes as Brevo documents it (newest
+// first unless sort=asc, limit and offset), from the imports the seam saw,
+// each as GET /v3/processes/{id} answers for it: a listing and a read by id
+// never disagree (developers.brevo.com/reference/get-processes: a completed
+// import's entry carries its reports).
+func (m *importSeam) listProcesses(w http.ResponseWriter, r *http.Request, fake *fakebrevo.Server) bool {
+	q := r.URL.Query()
+	limit, offset := 10, 0
+	if v := q.Get("limit"); v != "" {
+		limit, _ = strconv.Atoi(v)
+	}
+	if v := q.Get("offset"); v != "" {
+		offset, _ = strconv.Atoi(v)
+	}
+	m.mu.Lock()
+	ids := append([]int64(nil), m.order...)
+	m.mu.Unlock()
+	if q.Get("sort") != "asc" {
+		for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
+			ids[i], ids[j] = ids[j], ids[i]
+		}
+	}
+	out := []any{}
+	for i := offset; i < len(ids) && len(out) < limit; i++ {
+		byID := r.Clone(r.Context())
+		byID.URL.Path, byID.URL.RawPath, byID.URL.RawQuery = "/v3/processes/"+strconv.FormatInt(ids[i], 10), "", ""
+		if p, ok := m.process(byID, ids[i], fake); ok {
+			out = append(out, p)
+		}
+	}
+	writeJSONBody(w, http.StatusOK, map[string]any{"processes": out, "count": len(ids)})
 	return true
 }
 
@@ -179,10 +221,26 @@ func (m *importSeam) importContacts(w http.ResponseWriter, r *http.Request, fake
 // rows' report to the fake's; other processes are the fake's alone.
 func (m *importSeam) getProcess(w http.ResponseWriter, r *http.Request, id int64, fake *fakebrevo.Server) bool {
 	m.mu.Lock()
-	p, ok := m.procs[id]
+	_, ok := m.procs[id]
 	m.mu.Unlock()
 	if !ok {
 		return false
+	}
+	out, ok := m.process(r, id, fake)
+	if !ok {
+		return false
+	}
+	writeJSONBody(w, http.StatusOK, out)
+	return true
+}
+
+// process is what GET /v3/processes/{id} (r) answers for process id.
+func (m *importSeam) process(r *http.Request, id int64, fake *fakebrevo.Server) (map[string]any, bool) {
+	m.mu.Lock()
+	p, ok := m.procs[id]
+	m.mu.Unlock()
+	if !ok {
+		p = &seamProc{}
 	}
 	out := map[string]any{"id": id, "name": fakebrevo.ProcessNameImport}
 	if id >= ownProcessBase {
@@ -201,7 +259,7 @@ func (m *importSeam) getProcess(w http.ResponseWriter, r *http.Request, id int64
 		rec := httptest.NewRecorder()
 		fake.ServeHTTP(rec, r)
 		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &out) != nil {
-			return false
+			return nil, false
 		}
 	}
 	if out["status"] == fakebrevo.ProcessCompleted && len(p.skipped) > 0 && !p.failed {
@@ -210,8 +268,7 @@ func (m *importSeam) getProcess(w http.ResponseWriter, r *http.Request, id int64
 			"duplicate_contact_id": nil, "duplicate_ext_id": nil, "duplicate_email_id": nil,
 		}}
 	}
-	writeJSONBody(w, http.StatusOK, out)
-	return true
+	return out, true
 }
 
 // report serves GET /_chaos/import-reports/{id}/invalid_emails.csv: the
