@@ -177,3 +177,31 @@ func TestCompressedOrBinaryFileIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedKeyIsRejected: encoding/json keeps the last of a repeated
+// key, so {"email":"a@x.io","email":"b@x.io"} went out as b@x.io without a
+// word (CSV refuses a repeated header). Such a record is rejected by line;
+// keys inside nested values, commas and braces inside strings, and escaped
+// quotes do not count.
+func TestRepeatedKeyIsRejected(t *testing.T) {
+	t.Parallel()
+	data := `{"id":1,"email":"a@x.io","email":"b@x.io"}` + "\n" +
+		`{"id":2,"email":"c@x.io","tags":{"a":1,"b":[1,2,{"c":3}]},"note":"x, \"y\": {z}"}` + "\n" +
+		`{}` + "\n" +
+		`{"id":4,"id":4}` + "\n" +
+		`{"id":5,"v":{"k":1,"k":2}}` + "\n"
+	b := setup(t, file.JSONL, data)
+	page, err := b.src.ReadPage(context.Background(), "", 10)
+	if err != nil || len(page.Records) != 5 {
+		t.Fatalf("ReadPage: %d records, %v; want 5", len(page.Records), err)
+	}
+	for i, want := range []string{"line 1: the object has a key twice", "", "", "line 4: the object has a key twice", ""} {
+		r := page.Records[i]
+		if (want == "") != (r.Invalid == "") || !strings.HasPrefix(r.Invalid, want) {
+			t.Errorf("record %d: Invalid %q, want %q", i+1, r.Invalid, want)
+		}
+		if strings.Contains(r.Invalid, "@") {
+			t.Errorf("record %d: the reason %q quotes a value", i+1, r.Invalid)
+		}
+	}
+}

@@ -390,6 +390,48 @@ func (p *csvParser) next() (record, error) {
 	return record{fields: fields, end: end, line: p.baseLine + int64(rel) - 1}, nil
 }
 
+// repeatedKeyReason is why a JSONL record whose object has a key twice is
+// rejected.
+const repeatedKeyReason = "the object has a key twice, so which value counts is unclear"
+
+// topLevelMembers counts the members of the JSON object text (valid JSON,
+// one object): the commas outside strings at depth one, plus one unless it
+// is empty.
+func topLevelMembers(text []byte) int {
+	depth, commas, inString, empty := 0, 0, false, true
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 {
+				empty = false
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				commas++
+			}
+		}
+	}
+	if empty {
+		return 0
+	}
+	return commas + 1
+}
+
 // jsonlParser reads one JSON object per line.
 type jsonlParser struct {
 	r *bufio.Reader
@@ -465,6 +507,12 @@ func (p *jsonlParser) next() (record, error) {
 		}
 		if _, err := dec.Token(); err != io.EOF {
 			return record{end: p.off, invalid: fmt.Sprintf("line %d: more than one JSON value on the line", p.line)}, nil
+		}
+		if len(fields) != topLevelMembers(text) {
+			// encoding/json keeps the last of a repeated key silently;
+			// which one the producer meant is unknown (RFC 8259: names
+			// should be unique), as for a CSV header repeated.
+			return record{end: p.off, invalid: fmt.Sprintf("line %d: %s", p.line, repeatedKeyReason)}, nil
 		}
 		if loneSurrogate(text, fields) {
 			return record{end: p.off, invalid: fmt.Sprintf("line %d: %s", p.line, loneSurrogateReason)}, nil
