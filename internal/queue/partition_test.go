@@ -345,7 +345,7 @@ func TestPartitionedCSVSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fin store.Run
-	waitFor(t, 30*time.Second, "the partitioned run to end", func() bool {
+	waitFor(t, 2*time.Minute, "the partitioned run to end", func() bool { // a ceiling, not a timing
 		for _, r := range runsOf(t, st, syncID) {
 			if r.State != store.RunRunning {
 				fin = r
