@@ -315,6 +315,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		// lastTimeout: the last retried attempt got no answer within
 		// this timeout (0: it failed otherwise).
 		lastTimeout time.Duration
+		// lastStatus: the last retried attempt's answer (0: none).
+		lastStatus int
 		// asked: the last answer's Retry-After set the wait.
 		asked bool
 	)
@@ -382,7 +384,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 					"%s's TLS connection was refused (%s: %s); nothing was sent: %s", c.p.Subject, hostOf(req.URL), why, TLSAdvice)
 			}
 			lastErr, lastCls, lastNS = err, MaybeApplied, !wrote
-			lastTimeout = 0
+			lastTimeout, lastStatus = 0, 0
 			if errors.Is(err, context.DeadlineExceeded) {
 				lastTimeout = timeout
 			}
@@ -484,7 +486,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 					}
 				}
 			}
-			lastErr, lastCls, lastNS, lastTimeout = serr, cls, false, 0
+			lastErr, lastCls, lastNS, lastTimeout, lastStatus = serr, cls, false, 0, resp.Status
 		}
 		if attempt >= c.p.MaxRetries {
 			break
@@ -512,6 +514,13 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if lastTimeout > 0 {
 		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 			"%s did not answer successfully after %d attempts: the last had no answer %s", c.p.Subject, n, c.noAnswer(lastTimeout))
+	}
+	if lastStatus != 0 {
+		// recovery.md#destination_unavailable: the detail names the
+		// request and the last status.
+		return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
+			"%s did not answer successfully after %d attempts: the last was answered %d %s to %s",
+			c.p.Subject, n, lastStatus, http.StatusText(lastStatus), req.Route)
 	}
 	return nil, c.fail(failure.DestinationUnavailable, &st, lastErr,
 		"%s did not answer successfully after %d attempts", c.p.Subject, n)
@@ -700,6 +709,13 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 				code, what = failure.DestinationUnavailable, fmt.Sprintf("retrying %s needs a %s backoff", req.Route, roundWait(d))
 			case waitAsked:
 				code, what = failure.DestinationUnavailable, fmt.Sprintf("%s asked to wait %s before %s is retried", c.p.Subject, roundWait(d), req.Route)
+			}
+			if d <= left {
+				// The wait fits; the attempt after it (MinAttempt at
+				// least) does not: "a 7.33s backoff, longer than the
+				// lease has left (7.5s)" read as a mistake.
+				return c.fail(code, st, leaseCause(lastErr), "%s, and the attempt after it at least %s: more than the run's lease has left (%s)",
+					what, roundWait(c.p.MinAttempt), roundLeft(left))
 			}
 			return c.fail(code, st, leaseCause(lastErr), "%s, longer than the run's lease has left (%s)", what, roundLeft(left))
 		}

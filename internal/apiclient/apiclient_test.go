@@ -359,6 +359,20 @@ func TestAttemptDeadline(t *testing.T) {
 			t.Errorf("slept %v after %d requests; want no wait after the one request", s.all(), n.Load())
 		}
 	})
+	t.Run("a wait that fits, the attempt after it not", func(t *testing.T) {
+		t.Parallel()
+		srv, n := server(t, status(503, "Retry-After", "7"))
+		clk := clock.NewFake(t0)
+		c := newClient(clk, &sleeps{clk: clk})
+		ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time { return clk.Now().Add(7500 * time.Millisecond) })
+		_, err := c.Do(ctx, post(srv.URL))
+		wantCode(t, err, failure.DestinationUnavailable)
+		// "asked to wait 7s ..., longer than the run's lease has left
+		// (7.5s)" contradicted itself.
+		if want := "asked to wait 7s before POST /contacts is retried, and the attempt after it at least 1s: more than the run's lease has left"; !strings.Contains(err.Error(), want) || n.Load() != 1 {
+			t.Errorf("after %d requests: %q, want it to say %q", n.Load(), err, want)
+		}
+	})
 	t.Run("backoff beyond it is not taken", func(t *testing.T) {
 		t.Parallel()
 		srv, n := server(t, status(503))
@@ -798,8 +812,8 @@ func TestServiceUnavailableRetryAfter(t *testing.T) {
 		sleeps []time.Duration
 		detail string
 	}{
-		{"503 seconds", status(503, "Retry-After", "7"), post, 3, []time.Duration{7 * time.Second, 7 * time.Second}, "did not answer successfully after 3 attempts"},
-		{"503 HTTP date", status(503, "Retry-After", httpDate), post, 3, []time.Duration{20 * time.Second, 4 * time.Second}, "did not answer successfully after 3 attempts"},
+		{"503 seconds", status(503, "Retry-After", "7"), post, 3, []time.Duration{7 * time.Second, 7 * time.Second}, "did not answer successfully after 3 attempts: the last was answered 503 Service Unavailable to POST /contacts"},
+		{"503 HTTP date", status(503, "Retry-After", httpDate), post, 3, []time.Duration{20 * time.Second, 4 * time.Second}, "did not answer successfully after 3 attempts: the last was answered 503 Service Unavailable to POST /contacts"},
 		{"503 a day", status(503, "Retry-After", "86400"), post, 1, nil, "the test API answered 503 to POST /contacts and asked to come back in 24h0m0s"},
 		{"500 idempotent a day", status(500, "Retry-After", "86400"), func(u string) apiclient.Request {
 			r := post(u)
