@@ -431,3 +431,68 @@ func TestUnansweredRenewalIsLeaseLost(t *testing.T) {
 		t.Fatalf("run %s, %v (detail %q); want lease_lost, its lease not renewed in time", r.State, err, r.FailureDetail)
 	}
 }
+
+// endlessStore is a store that does not record a run's end until a number
+// of tries have failed (a store restarting when the run ended).
+type endlessStore struct {
+	Store
+	mu       sync.Mutex
+	failures int // tries to record an end still to fail
+	tries    int
+}
+
+func (s *endlessStore) UpdateRun(ctx context.Context, run store.Run) error {
+	if run.State != store.RunRunning {
+		s.mu.Lock()
+		s.tries++
+		fail := s.failures > 0
+		s.failures--
+		s.mu.Unlock()
+		if fail {
+			return errors.New("connection refused")
+		}
+	}
+	return s.Store.UpdateRun(ctx, run)
+}
+
+// TestRunEndRecordedOnceTheStoreAnswers: a run ended while its store did
+// not answer stayed recorded as running, and the next run closed it as
+// interrupted, "its process stopped": the run's own end (failed, why) was
+// lost although its process knew it. It tries again, about a minute in all.
+func TestRunEndRecordedOnceTheStoreAnswers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	st := &endlessStore{Store: tb.store, failures: 3}
+	p := tb.params(t, "id")
+	p.Store = st
+	var waits []time.Duration
+	p.Sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
+	}
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, gerr := tb.store.GetRun(context.Background(), r.ID)
+	if gerr != nil || got.State != store.RunSucceeded || got.Written != 300 || got.FinishedAt.IsZero() {
+		t.Fatalf("recorded run %+v, %v; want succeeded with its figures", got, gerr)
+	}
+	if st.tries != 4 || len(waits) != 3 {
+		t.Errorf("%d tries, waits %v; want the end recorded at the fourth try, after three waits", st.tries, waits)
+	}
+
+	st.failures = 100 // the store never comes back within the tries
+	waits = nil
+	r, _ = Run(context.Background(), p)
+	if got, _ := tb.store.GetRun(context.Background(), r.ID); got.State != store.RunRunning {
+		t.Errorf("run recorded %s without a store answering", got.State)
+	}
+	var total time.Duration
+	for _, w := range waits {
+		total += w
+	}
+	if total < 45*time.Second || total > 90*time.Second {
+		t.Errorf("waited %v in all (%v); want about a minute", total, waits)
+	}
+}

@@ -148,6 +148,9 @@ type Params struct {
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)
+	// Sleep waits between tries to record the run's end while the store
+	// does not answer (default clock.Sleep).
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Filter, if set, keeps the records of this run's slice (a partition of
 	// a partitioned sync, docs/guide.md#the-checkpoint-barrier): a record it refuses is skipped, neither
 	// keyed nor written nor counted as read.
@@ -208,6 +211,9 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 	r := &run{Params: p, payload: payloadPrint(p, "")}
 	if r.Clock == nil {
 		r.Clock = clock.Real{}
+	}
+	if r.Sleep == nil {
+		r.Sleep = clock.Sleep
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
@@ -422,15 +428,38 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 		r.rec.FailureCode = string(failure.CodeOf(err))
 		r.rec.FailureDetail = r.hideSecrets(failure.Detail(err))
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if uerr := r.Store.UpdateRun(sctx, r.rec); uerr != nil {
+	update := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return r.Store.UpdateRun(sctx, r.rec)
+	}
+	uerr := update()
+	// A store that stopped answering (the run's own failure, often) may be
+	// back in seconds: a restart, a failover. Unrecorded, the run reads as
+	// running until the next one closes it as interrupted, "its process
+	// stopped", while this process knew how and why it ended. A run being
+	// stopped (ctx done) does not wait: its drain has a deadline.
+	for _, wait := range finishRetries {
+		if uerr == nil || ctx.Err() != nil || r.Sleep(ctx, wait) != nil {
+			break
+		}
+		uerr = update()
+	}
+	if uerr != nil {
 		r.Logger.Error("could not record the run's end", "sync", r.Sync.ID, "run", r.rec.ID, "err", uerr)
-	} else if state == store.RunFailed && r.AfterFailure != nil {
+		return r.rec
+	}
+	if state == store.RunFailed && r.AfterFailure != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 		r.AfterFailure(sctx, r.rec)
 	}
 	return r.rec
 }
+
+// finishRetries are the waits between tries to record a run's end (about
+// a minute in all).
+var finishRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
 
 // hideSecrets is s without the config's secret values.
 func (r *run) hideSecrets(s string) string {
