@@ -163,7 +163,23 @@ type retryPolicy struct {
 	rnd   func() float64
 }
 
-// NextRetry implements river.ClientRetryPolicy.
+// NextRetry implements river.ClientRetryPolicy. The backoff follows the
+// job's failed attempts: an attempt whose worker died and that the
+// recovery handed back (rescueNote) is no failure of the sync's, so it
+// does not lengthen the wait (a sync whose workers were killed twice waited
+// 4 and then 8 minutes after its next failures: an independent check,
+// 2026-12-06).
 func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	return p.clock.Now().Add(Backoff(job.Attempt, p.base, p.rnd))
+	return p.clock.Now().Add(Backoff(failedAttempts(job), p.base, p.rnd))
+}
+
+// failedAttempts is job's attempts less those the recovery handed back.
+func failedAttempts(job *rivertype.JobRow) int {
+	n := job.Attempt
+	for _, e := range job.Errors {
+		if e.Error == rescueNote {
+			n--
+		}
+	}
+	return max(n, 1)
 }

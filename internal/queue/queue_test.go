@@ -65,6 +65,13 @@ func TestBackoff(t *testing.T) {
 	if got, want := p.NextRetry(&rivertype.JobRow{Attempt: 2}), clk.Now().Add(4*time.Second); !got.Equal(want) {
 		t.Fatalf("NextRetry with a 2s base = %s, want %s", got, want)
 	}
+	// Attempts whose worker died, handed back by the recovery, are no
+	// failures: after two of them, a first failure waits the first backoff.
+	rescued := &rivertype.JobRow{Attempt: 3, Errors: []rivertype.AttemptError{
+		{Attempt: 1, Error: rescueNote}, {Attempt: 2, Error: rescueNote}, {Attempt: 3, Error: "store_unavailable: ..."}}}
+	if got, want := p.NextRetry(rescued), clk.Now().Add(2*time.Second); !got.Equal(want) {
+		t.Fatalf("NextRetry after two rescues and a failure = %s, want %s (the first backoff)", got, want)
+	}
 }
 
 func TestJobResult(t *testing.T) {

@@ -252,8 +252,7 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 			rescued[w.slot] = true
 		}
 	}
-	const why = "lease-expiry recovery: the job's worker is gone; resumed from the saved cursor"
-	if err := errors.Join(s.b.rescue(ctx, old, horizon, why), s.b.rescue(ctx, young, listed, why)); err != nil {
+	if err := errors.Join(s.b.rescue(ctx, old, horizon, rescueNote), s.b.rescue(ctx, young, listed, rescueNote)); err != nil {
 		errs = append(errs, fmt.Errorf("recovery: rescue jobs: %w", err))
 		out.Rescued = nil
 		clear(rescued)
@@ -434,6 +433,10 @@ type partitionOutcome struct {
 // started after coord (as completeIfDone decides) or one by hand that held
 // the partition when coord began and ended after, else with its job's final state (from
 // own, the run's finished partition jobs) and its last failure code.
+// rescueNote is the error the recovery records on a job it hands back
+// (the attempt's worker died): retryPolicy does not count such attempts.
+const rescueNote = "lease-expiry recovery: the job's worker is gone; resumed from the saved cursor"
+
 func (s *Service) partitionOutcomes(ctx context.Context, syncID string, coord store.Run, n int, own []*rivertype.JobRow) ([]partitionOutcome, error) {
 	runID := coord.ID
 	out := make([]partitionOutcome, n)
