@@ -576,6 +576,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 				WaitingChanged: func(n int, until time.Time) {
 					waitLine("%d record(s) of earlier writes left in doubt may still land: reading back or writing the rows they concern at %s (settings.in_doubt_grace after those writes), so that such a write, if the destination applies it late, comes first\n", n, until)
 				},
+				StillProcessing: func(n int) {
+					outMu.Lock()
+					defer outMu.Unlock()
+					if progress.IsTerminal(env.Stdout) {
+						fmt.Fprintln(env.Stdout) // end the bar's line
+					}
+					fmt.Fprintf(env.Stdout, "%d record(s) accepted by the destination were still being processed when the run stopped waiting: they are in none of the run's figures, and the next run asks the destination about them\n", n)
+				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
 						o.ID, o.Pages, o.Written)

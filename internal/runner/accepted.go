@@ -198,6 +198,9 @@ type poller struct {
 	room    chan struct{} // closed and replaced when open shrinks
 	closing bool
 	give    time.Time // with closing: when to give up waiting
+	// left counts the records of batches given up while their process ran
+	// (the next run asks about them).
+	left int
 
 	stop chan struct{}
 	done chan struct{}
@@ -416,6 +419,8 @@ func (pl *poller) loop(ctx context.Context) {
 		pl.batches = append(pl.batches[:idx], pl.batches[idx+1:]...)
 		if !res.stuck {
 			pl.learn(due.polls == 1)
+		} else {
+			pl.left += len(due.items)
 		}
 		pl.mu.Unlock()
 		pl.reserve(len(res.batches))
@@ -540,7 +545,7 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 // at most AcceptedWait; what is still open then stays accepted in the
 // ledger (the cursor is left before it) for the next run. It returns how
 // many batches were left open.
-func (pl *poller) close(wait bool) int {
+func (pl *poller) close(wait bool) (open, left int) {
 	pl.mu.Lock()
 	pl.closing = true
 	pl.give = time.Now()
@@ -555,5 +560,9 @@ func (pl *poller) close(wait bool) int {
 	<-pl.done
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.open
+	left = pl.left
+	for _, b := range pl.batches {
+		left += len(b.items)
+	}
+	return pl.open, left
 }

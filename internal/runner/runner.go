@@ -148,6 +148,11 @@ type Params struct {
 	// AfterFailure, if set, is called once a failed run is recorded (the
 	// circuit breaker's evaluation point, docs/guide.md#guardrails).
 	AfterFailure func(ctx context.Context, run store.Run)
+	// StillProcessing, if set, is told how many records the run leaves
+	// accepted at its end: their destination's process had not ended
+	// within AcceptedWait (or the run stopped), they are in none of the
+	// run's figures, and the next run asks about them.
+	StillProcessing func(records int)
 	// Sleep waits between tries to record the run's end while the store
 	// does not answer (default clock.Sleep).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -798,7 +803,11 @@ func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.
 	cp.barrier() // every page's accepted batches are with the poller
 	// A run that reached the end of the source waits for what the
 	// destination is still processing; any other leaves it to the next run.
-	if open := pl.close(err == nil && werr == nil && cp.failed() == nil); open > 0 {
+	open, left := pl.close(err == nil && werr == nil && cp.failed() == nil)
+	if left > 0 && r.StillProcessing != nil {
+		r.StillProcessing(left)
+	}
+	if open > 0 {
 		if err == nil && werr == nil && r.drainRequested() {
 			// A pause or a stop cut the wait short: the run did not reach
 			// its end (its accepted pages hold the cursor back), so it is
