@@ -432,19 +432,23 @@ func TestUnansweredRenewalIsLeaseLost(t *testing.T) {
 	}
 }
 
-// endlessStore is a store that does not record a run's end until a number
-// of tries have failed (a store restarting when the run ended).
+// endlessStore is a server store that does not record a run's end until
+// a number of tries have failed (a PostgreSQL restarting when the run
+// ended).
 type endlessStore struct {
 	Store
 	mu       sync.Mutex
-	failures int // tries to record an end still to fail
-	tries    int
+	failures int           // tries to record an end still to fail
+	tries    map[int64]int // by run
+	embedded bool          // not a server: RemoteReads false
 }
+
+func (s *endlessStore) RemoteReads() bool { return !s.embedded }
 
 func (s *endlessStore) UpdateRun(ctx context.Context, run store.Run) error {
 	if run.State != store.RunRunning {
 		s.mu.Lock()
-		s.tries++
+		s.tries[run.ID]++
 		fail := s.failures > 0
 		s.failures--
 		s.mu.Unlock()
@@ -458,11 +462,12 @@ func (s *endlessStore) UpdateRun(ctx context.Context, run store.Run) error {
 // TestRunEndRecordedOnceTheStoreAnswers: a run ended while its store did
 // not answer stayed recorded as running, and the next run closed it as
 // interrupted, "its process stopped": the run's own end (failed, why) was
-// lost although its process knew it. It tries again, about a minute in all.
+// lost although its process knew it. On a server store it tries again,
+// about a minute in all.
 func TestRunEndRecordedOnceTheStoreAnswers(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, 300, destination.CapVerify)
-	st := &endlessStore{Store: tb.store, failures: 3}
+	st := &endlessStore{Store: tb.store, failures: 3, tries: map[int64]int{}}
 	p := tb.params(t, "id")
 	p.Store = st
 	var waits []time.Duration
@@ -478,8 +483,8 @@ func TestRunEndRecordedOnceTheStoreAnswers(t *testing.T) {
 	if gerr != nil || got.State != store.RunSucceeded || got.Written != 300 || got.FinishedAt.IsZero() {
 		t.Fatalf("recorded run %+v, %v; want succeeded with its figures", got, gerr)
 	}
-	if st.tries != 4 || len(waits) != 3 {
-		t.Errorf("%d tries, waits %v; want the end recorded at the fourth try, after three waits", st.tries, waits)
+	if st.tries[r.ID] != 4 || len(waits) != 3 {
+		t.Errorf("%d tries, waits %v; want the end recorded at the fourth try, after three waits", st.tries[r.ID], waits)
 	}
 
 	st.failures = 100 // the store never comes back within the tries
@@ -494,5 +499,13 @@ func TestRunEndRecordedOnceTheStoreAnswers(t *testing.T) {
 	}
 	if total < 45*time.Second || total > 90*time.Second {
 		t.Errorf("waited %v in all (%v); want about a minute", total, waits)
+	}
+
+	// An embedded store that failed (a full disk) does not come back in
+	// seconds: `oncesync run` says so at once.
+	st.embedded, st.failures, waits = true, 100, nil
+	r, _ = Run(context.Background(), p)
+	if st.tries[r.ID] != 1 || len(waits) != 0 {
+		t.Errorf("embedded store: %d tries, waits %v; want one try", st.tries[r.ID], waits)
 	}
 }

@@ -230,7 +230,7 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 		r.Sync.PageSize = 500
 	}
 	if rr, ok := p.Store.(store.RemoteReads); ok && rr.RemoteReads() {
-		r.readsAhead, r.keysAhead = true, true
+		r.readsAhead, r.keysAhead, r.remoteStore = true, true, true
 	}
 	if r.Sync.Mirror != nil {
 		rm, ok := r.Destination.(destination.Remover)
@@ -296,6 +296,10 @@ type run struct {
 	// reads a page's first-delivery keys beside its slots: while most
 	// slots of the last page were new (readKeysAhead).
 	readsAhead, keysAhead bool
+	// remoteStore: the store is a server (PostgreSQL), which may answer
+	// again seconds after it stopped (a restart, a failover); an embedded
+	// one that failed (a full disk) does not (finish).
+	remoteStore bool
 	// inFlightByPosition is how many entries earlier runs left in flight on
 	// a sync without an identity when this run began: rows move between
 	// positions, so a write of one of them may concern a row this run
@@ -443,9 +447,10 @@ func (r *run) finish(ctx context.Context, state store.RunState, err error) store
 	// back in seconds: a restart, a failover. Unrecorded, the run reads as
 	// running until the next one closes it as interrupted, "its process
 	// stopped", while this process knew how and why it ended. A run being
-	// stopped (ctx done) does not wait: its drain has a deadline.
+	// stopped (ctx done) does not wait: its drain has a deadline; nor does
+	// one on an embedded store (remoteStore).
 	for _, wait := range finishRetries {
-		if uerr == nil || ctx.Err() != nil || r.Sleep(ctx, wait) != nil {
+		if uerr == nil || !r.remoteStore || ctx.Err() != nil || r.Sleep(ctx, wait) != nil {
 			break
 		}
 		uerr = update()

@@ -55,7 +55,8 @@ type processBoard struct {
 }
 
 // process is what Brevo says of process id now, or as of a listing younger
-// than processListFresh when that showed it running. While the destination
+// than processListFresh that showed it running and none of the processes
+// waited for ended (processBoard.moved). While the destination
 // waits for two processes or more, it asks GET /processes (one request for
 // all of them) instead of GET /processes/{processId}; a process the listing
 // does not show (more than 50 newer ones) is asked about by id.
