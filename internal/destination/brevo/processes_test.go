@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,31 @@ func writeImports(t *testing.T, d *brevo.Destination, n, size int) ([][]destinat
 	return pages, refs
 }
 
+// wantSettled asks Outcomes once about each import refs[i] of pages[i] and
+// checks that every import is done, the records numbered rejected (in the
+// order of the pages) rejected and every other delivered.
+func wantSettled(t *testing.T, d *brevo.Destination, pages [][]destination.Record, refs []string, rejected ...int) {
+	t.Helper()
+	n := 0
+	for i, ref := range refs {
+		res, done, err := d.Outcomes(t.Context(), ref, pages[i])
+		if err != nil || !done {
+			t.Fatalf("Outcomes(import %d) = %v, %v; want done", i, done, err)
+		}
+		got := byKey(t, pages[i], res)
+		for _, r := range pages[i] {
+			want := destination.Delivered
+			if slices.Contains(rejected, n) {
+				want = destination.Rejected
+			}
+			if g := got[r.Key]; g.Outcome != want {
+				t.Errorf("record %d: %+v, want %s", n, g, want)
+			}
+			n++
+		}
+	}
+}
+
 // TestOutcomesOfManyImportsShareOneListing: Brevo allows 100 process reads
 // an hour. While a run waits for several imports, each poll asked
 // GET /processes/{processId} (55 reads for 20 imports of 3 s); one
@@ -61,25 +87,7 @@ func TestOutcomesOfManyImportsShareOneListing(t *testing.T) {
 		}
 	}
 	b.clock.Advance(11 * time.Second)
-	got := map[string]destination.Result{}
-	for i, ref := range refs {
-		res, done, err := b.dest.Outcomes(t.Context(), ref, pages[i])
-		if err != nil || !done {
-			t.Fatalf("Outcomes(page %d) after processing = %v, %v", i, done, err)
-		}
-		for k, r := range byKey(t, pages[i], res) {
-			got[k] = r
-		}
-	}
-	for _, r := range all {
-		want := destination.Delivered
-		if r.Key == refused[0].Key || r.Key == refused[1].Key {
-			want = destination.Rejected
-		}
-		if g := got[r.Key]; g.Outcome != want {
-			t.Errorf("record %s: %+v, want %s", r.Key[:8], g, want)
-		}
-	}
+	wantSettled(t, b.dest, pages, refs, 25, 90)
 	byID, listings := processReads(b.fake)
 	// Round one: the first import alone is asked by id, the second reads a
 	// listing that answers for the other four; round two: one listing.
@@ -176,25 +184,7 @@ func TestOutcomesListingWithoutReports(t *testing.T) {
 		}
 	}
 	b.clock.Advance(6 * time.Second)
-	got := map[string]destination.Result{}
-	for i := range refs {
-		res, done, err := d.Outcomes(t.Context(), refs[i], pages[i])
-		if err != nil || !done {
-			t.Fatalf("import %d: %v, %v", i, done, err)
-		}
-		for k, r := range byKey(t, pages[i], res) {
-			got[k] = r
-		}
-	}
-	for i, r := range all {
-		want := destination.Delivered
-		if i == 1 || i == 7 {
-			want = destination.Rejected
-		}
-		if g := got[r.Key]; g.Outcome != want {
-			t.Errorf("record %d: %+v, want %s", i, g, want)
-		}
-	}
+	wantSettled(t, d, pages, refs, 1, 7)
 	if _, listings := processReads(b.fake); listings == 0 {
 		t.Error("no listing read: the case under test did not happen")
 	}
