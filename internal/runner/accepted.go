@@ -544,7 +544,8 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 // close stops the poller. With wait, it first waits for the open batches,
 // at most AcceptedWait; what is still open then stays accepted in the
 // ledger (the cursor is left before it) for the next run. It returns how
-// many batches were left open.
+// many batches were left open, and how many records those and the batches
+// given up earlier hold (left accepted for the next run).
 func (pl *poller) close(wait bool) (open, left int) {
 	pl.mu.Lock()
 	pl.closing = true
