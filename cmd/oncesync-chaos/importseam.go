@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -198,12 +199,10 @@ func (m *importSeam) listProcesses(w http.ResponseWriter, r *http.Request, fake 
 		offset, _ = strconv.Atoi(v)
 	}
 	m.mu.Lock()
-	ids := append([]int64(nil), m.order...)
+	ids := slices.Clone(m.order)
 	m.mu.Unlock()
 	if q.Get("sort") != "asc" {
-		for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
-			ids[i], ids[j] = ids[j], ids[i]
-		}
+		slices.Reverse(ids)
 	}
 	out := []any{}
 	for i := offset; i < len(ids) && len(out) < limit; i++ {

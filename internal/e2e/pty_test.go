@@ -17,12 +17,12 @@ import (
 // ansi matches the terminal control sequences a progress bar draws with.
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 
-// TestRunProgressBarOnTerminal: `oncesync run` on a terminal draws a bar
-// with the source's real total (a CSV file's size) that reaches 100 %, and
-// the run's summary starts on a line of its own after it.
 // noTotal is a progress bar's count without a total: 0/0 standing alone.
 var noTotal = regexp.MustCompile(`(^|[^\w/])0/0([^\w/]|$)`)
 
+// TestRunProgressBarOnTerminal: `oncesync run` on a terminal draws a bar
+// with the source's real total (a CSV file's size) that reaches 100 %, and
+// the run's summary starts on a line of its own after it.
 func TestRunProgressBarOnTerminal(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupParams{records: 3000, pageSize: 250, mode: "single"})

@@ -78,9 +78,9 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 	n := len(b.waiting)
 	b.mu.Unlock()
 	if n < 2 {
-		return d.noted(id, now)(d.getProcess(ctx, id))
+		return d.askByID(ctx, id, now)
 	}
-	limit := min(maxProcessList, 10+2*n)
+	limit := listLimit(n)
 	v, err, _ := b.flight.Do(strconv.Itoa(limit), func() (any, error) {
 		return d.listProcesses(ctx, limit)
 	})
@@ -100,7 +100,7 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 	b.mu.Unlock()
 	p, ok := listed[id]
 	if !ok || !running(p.Status) && !reported(p) {
-		return d.noted(id, now)(d.getProcess(ctx, id))
+		return d.askByID(ctx, id, now)
 	}
 	b.mu.Lock()
 	b.note(id, p, now)
@@ -134,21 +134,25 @@ func (b *processBoard) note(id int64, p processDetails, now time.Time) {
 	delete(b.waiting, id)
 }
 
-// noted passes getProcess's answer through, noting whether id still runs.
-func (d *Destination) noted(id int64, now time.Time) func(processDetails, error) (processDetails, error) {
-	return func(p processDetails, err error) (processDetails, error) {
-		d.board.mu.Lock()
-		defer d.board.mu.Unlock()
-		if err != nil {
-			if errors.Is(err, ErrProcessNotFound) {
-				delete(d.board.waiting, id)
-			}
-			return p, err
+// askByID asks GET /processes/{processId} about id, asked about at now,
+// and notes whether it still runs.
+func (d *Destination) askByID(ctx context.Context, id int64, now time.Time) (processDetails, error) {
+	p, err := d.getProcess(ctx, id)
+	d.board.mu.Lock()
+	defer d.board.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, ErrProcessNotFound) {
+			delete(d.board.waiting, id)
 		}
-		d.board.note(id, p, now)
-		return p, nil
+		return p, err
 	}
+	d.board.note(id, p, now)
+	return p, nil
 }
+
+// listLimit is the page of GET /processes asked for n processes: room for
+// other processes of the account created meanwhile, at most the largest.
+func listLimit(n int) int { return min(maxProcessList, 10+2*n) }
 
 // processes is what Brevo says now of the processes ids: one GET
 // /processes for two or more, then GET /processes/{processId} for those it
@@ -157,7 +161,7 @@ func (d *Destination) processes(ctx context.Context, ids []int64) (map[int64]pro
 	out := make(map[int64]processDetails, len(ids))
 	var listed map[int64]processDetails
 	if len(ids) > 1 {
-		list, err := d.listProcesses(ctx, min(maxProcessList, 10+2*len(ids)))
+		list, err := d.listProcesses(ctx, listLimit(len(ids)))
 		if err != nil {
 			return nil, err
 		}

@@ -63,10 +63,11 @@ type contactDetails struct {
 // the import processes then queued or running (the newest 50 processes,
 // IMPORTUSER only; at most 20 of them): the page's own import, if it reached
 // Brevo, is among them or already done, and no import started later can be
-// it. When records are missing, it polls those processes only (every 2 s, within Params.VerifyWait), and reads the missing records
-// again each time one of them ends, returning as soon as every record
-// landed or none of them runs. Another sync's import, however long, never
-// makes Verify fail: past VerifyWait it answers with what landed.
+// it. When records are missing, it polls those processes only (every 2 s,
+// within Params.VerifyWait), and reads the missing records again each time
+// one of them ends, returning as soon as every record landed or none of
+// them runs. Another sync's import, however long, never makes Verify fail:
+// past VerifyWait it answers with what landed.
 //
 // The residual risk: the records of a page whose import is still queued or
 // running past VerifyWait (behind a long import), or that was not among the
