@@ -252,7 +252,10 @@ func New(p Params) (*Destination, error) {
 	// The other routes' headers count their own (hourly) budget: they pause
 	// their own limiter, never the contacts' (rateBucket).
 	api.Pacer = d.others
-	api.Observe = func(r *apiclient.Response) { observeRateLimit(d.others, r) }
+	api.Observe = func(r *apiclient.Response) {
+		observeRateLimit(d.others, r)
+		d.board.observe(r.Header, clk.Now())
+	}
 	d.other = apiclient.New(api)
 	d.reports = apiclient.New(apiclient.Params{
 		Name:       "brevo",

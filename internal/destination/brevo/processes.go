@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,11 @@ const (
 	// processForget is how long a process asked about and never asked again
 	// counts as waited for (its run ended, or gave up on it).
 	processForget = 10 * time.Minute
+	// maxReadGap is the longest pause between process reads that pacing
+	// allows: less than the runner's wait for a process (2 minutes), so
+	// every process waited for is asked at least once meanwhile. A budget
+	// that would need longer pauses counts as spent.
+	maxReadGap = 90 * time.Second
 )
 
 // processBoard is what the destination knows of its account's processes:
@@ -52,6 +59,69 @@ type processBoard struct {
 	moved   bool
 	waiting map[int64]time.Time // process id -> last asked about, while not done
 	flight  singleflight.Group
+	budget  readBudget // what Brevo last said of the hourly budget
+	last    time.Time  // when the last process read was sent
+}
+
+// A run of more than a few dozen imports would spend the hourly budget
+// (the listing answers for many imports only while they end together) and
+// then fail destination_rate_limited until it resets. So once half the
+// budget is gone, process reads are paced: the time left to the reset
+// spread evenly over the reads left (less a reserve for the account's other
+// uses), one listing answering for every import waited for between reads
+// (whatever it showed, running or ended). The budget is the account's, told
+// by Brevo's x-sib-ratelimit-* headers on every answer of the routes
+// outside /contacts (developers.brevo.com/docs/limit-headers), so reads by
+// other syncs, processes or tools of the account slow these down.
+
+// readBudget is what the x-sib-ratelimit-* headers of the last answer of a
+// route outside /contacts said.
+type readBudget struct {
+	known            bool
+	limit, remaining int
+	reset            time.Time
+}
+
+// readReserve is the part of a budget of limit reads that pacing leaves
+// unspent, for the account's other uses (a check's GET /account, a
+// read-back's polls, a person's).
+func readReserve(limit int) int { return max(2, limit/20) }
+
+// pace reports how long after now the next process read may be sent, last
+// being when the previous one was, and whether the budget counts as spent
+// (no read before the reset, or pauses longer than maxReadGap).
+func (g readBudget) pace(now, last time.Time) (wait time.Duration, spent bool) {
+	if !g.known || !now.Before(g.reset) || 2*g.remaining > g.limit {
+		return 0, false
+	}
+	spare := g.remaining - readReserve(g.limit)
+	left := g.reset.Sub(now)
+	if spare <= 0 || left/time.Duration(spare) > maxReadGap {
+		return left, true
+	}
+	return max(0, last.Add(left/time.Duration(spare)).Sub(now)), false
+}
+
+// observe records the budget an answer of a route outside /contacts states
+// (apiclient.Params.Observe of that bucket's client).
+func (b *processBoard) observe(h http.Header, now time.Time) {
+	limit, err1 := strconv.Atoi(strings.TrimSpace(h.Get("x-sib-ratelimit-limit")))
+	rem, err2 := strconv.ParseFloat(strings.TrimSpace(h.Get("x-sib-ratelimit-remaining")), 64)
+	reset, ok := sibReset(h)
+	if err1 != nil || err2 != nil || !ok || limit <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.budget = readBudget{known: true, limit: limit, remaining: int(rem), reset: now.Add(reset)}
+	b.mu.Unlock()
+}
+
+// spentError is the failure of a poll the budget does not allow a read for.
+func spentError(id int64, g readBudget, now time.Time) error {
+	return failure.New(failure.DestinationRateLimited, fmt.Sprintf(
+		"brevo's hourly budget of requests outside /contacts (%d, GET /processes among them) has %d left until %s UTC, "+
+			"too few to ask about import process %d before then",
+		g.limit, g.remaining, now.Add(g.reset.Sub(now)).UTC().Format(time.TimeOnly), id))
 }
 
 // process is what Brevo says of process id now, or as of a listing younger
@@ -69,13 +139,26 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 			delete(b.waiting, w)
 		}
 	}
-	if p, ok := b.listed[id]; ok && b.answers(p, now) {
+	wait, spent := b.budget.pace(now, b.last)
+	paced := wait > 0 || spent
+	if p, ok := b.listed[id]; ok && b.answers(p, now, paced) {
 		b.note(id, p, now)
 		b.mu.Unlock()
 		return p, nil
 	}
 	b.waiting[id] = now
 	n := len(b.waiting)
+	switch {
+	case spent:
+		g := b.budget
+		b.mu.Unlock()
+		return processDetails{}, spentError(id, g, now)
+	case paced:
+		// Not asked until the pace allows: running, as far as is known.
+		b.mu.Unlock()
+		return processDetails{ID: id, Status: statusInProcess}, nil
+	}
+	b.last = now
 	b.mu.Unlock()
 	if n < 2 {
 		return d.askByID(ctx, id, now)
@@ -109,10 +192,11 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 }
 
 // answers reports whether the last listing's entry p answers for its
-// process at now. The caller holds mu.
-func (b *processBoard) answers(p processDetails, now time.Time) bool {
+// process at now; while paced, it answers for every process it shows
+// running until the next read. The caller holds mu.
+func (b *processBoard) answers(p processDetails, now time.Time, paced bool) bool {
 	if running(p.Status) {
-		return !b.moved && now.Sub(b.read) < processListFresh
+		return paced || !b.moved && now.Sub(b.read) < processListFresh
 	}
 	return reported(p) && now.Sub(b.read) < processListKept
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
@@ -216,5 +217,105 @@ func TestVerifyPollsImportsWithOneListing(t *testing.T) {
 	}
 	if buf.Len() == 0 {
 		t.Error("Verify did not wait for the running imports: the case under test did not happen")
+	}
+}
+
+// TestProcessReadsKeepWithinTheHourlyBudget: Brevo allows 100 process reads
+// an hour. A run of 300 imports, each ending 10 s after it is sent, polled
+// every second as the runner's poller does with at most 32 waited for at
+// once, spent the budget within a few minutes and then had every read
+// answered 429 until the hour ended. Paced by the budget's headers, it
+// settles every import without a 429, each within the 2 minutes the runner
+// waits for a process.
+func TestProcessReadsKeepWithinTheHourlyBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: 10 * time.Second, OtherRateLimitPerHour: 100},
+		func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	const imports, open = 300, 32
+	all := recs(imports)
+	type waited struct {
+		page []destination.Record
+		ref  string
+		sent time.Time
+	}
+	var (
+		waiting []waited
+		sent    int
+		longest time.Duration
+	)
+	for step := 0; sent < imports || len(waiting) > 0; step++ {
+		if step > 3600 {
+			t.Fatalf("%d of %d imports sent and %d still waited for after an hour", sent, imports, len(waiting))
+		}
+		if sent < imports && len(waiting) < open {
+			page := all[sent : sent+1]
+			res, err := b.dest.Write(t.Context(), page)
+			if err != nil || res[0].Outcome != destination.Accepted {
+				t.Fatalf("Write import %d: %v, %v", sent, res, err)
+			}
+			waiting = append(waiting, waited{page, res[0].Ref, b.clock.Now()})
+			sent++
+		}
+		kept := waiting[:0]
+		for _, w := range waiting {
+			res, done, err := b.dest.Outcomes(t.Context(), w.ref, w.page)
+			switch {
+			case err != nil:
+				t.Fatalf("Outcomes(%s) at %s: %v", w.ref, b.clock.Now().Sub(t0), err)
+			case !done:
+				kept = append(kept, w)
+			case res[0].Outcome != destination.Delivered:
+				t.Fatalf("import %s: %+v, want delivered", w.ref, res[0])
+			default:
+				longest = max(longest, b.clock.Now().Sub(w.sent))
+			}
+		}
+		waiting = kept
+		b.clock.Advance(time.Second)
+	}
+	st := b.fake.Stats()
+	if n := st.ByStatus["429"]; n > 0 {
+		t.Errorf("%d requests answered 429 (the hourly budget spent)", n)
+	}
+	byID, listings := processReads(b.fake)
+	if byID+listings > 100 {
+		t.Errorf("%d process reads (%d by id, %d listings) within the hour, want 100 at most", byID+listings, byID, listings)
+	}
+	if longest > 2*time.Minute {
+		t.Errorf("an import was settled %s after it was sent, want within the runner's 2 minutes", longest)
+	}
+	t.Logf("%d imports settled in %s with %d reads by id and %d listings; the longest %s",
+		imports, b.clock.Now().Sub(t0), byID, listings, longest)
+}
+
+// TestSpentProcessBudgetIsNotAsked: once Brevo says the hour's budget is
+// down to its reserve, a poll is answered destination_rate_limited, naming
+// when the budget resets, without a request (which would be refused).
+func TestSpentProcessBudgetIsNotAsked(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: 10 * time.Second, OtherRateLimitPerHour: 100},
+		func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	pages, refs := writeImports(t, b.dest, 1, 3)
+	for range 96 { // another tool of the account spends the budget
+		req := httptest.NewRequest(http.MethodGet, b.url+"/account", nil)
+		req.Header.Set("api-key", apiKey)
+		rec := httptest.NewRecorder()
+		b.fake.ServeHTTP(rec, req)
+	}
+	if _, done, err := b.dest.Outcomes(t.Context(), refs[0], pages[0]); err != nil || done {
+		t.Fatalf("first poll: %v, %v; want running (asked: 3 reads left)", done, err)
+	}
+	before, _ := processReads(b.fake)
+	b.clock.Advance(20 * time.Second)
+	_, _, err := b.dest.Outcomes(t.Context(), refs[0], pages[0])
+	if failure.CodeOf(err) != failure.DestinationRateLimited || !strings.Contains(err.Error(), "13:00:00 UTC") {
+		t.Fatalf("poll with the budget spent: %v; want destination_rate_limited naming the reset at 13:00:00", err)
+	}
+	if after, _ := processReads(b.fake); after != before {
+		t.Errorf("%d process read(s) sent with the budget spent, want none", after-before)
+	}
+	b.clock.Advance(time.Hour)
+	if _, done, err := b.dest.Outcomes(t.Context(), refs[0], pages[0]); err != nil || !done {
+		t.Errorf("poll after the reset: %v, %v; want done", done, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/destination/brevo"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/fakebrevo"
 )
 
@@ -66,8 +67,9 @@ func TestRateLimitResetZeroIsNotNow(t *testing.T) {
 
 // TestSpentHourlyBudgetHoldsProcessReads: once Brevo says the hourly budget
 // of its routes outside /contacts is spent (remaining 0, reset in up to an
-// hour), the next process read waits (up to a minute), instead of being
-// sent at once into the spent budget, poll after poll.
+// hour), the next process read is not sent at once into the spent budget,
+// poll after poll: it is not sent (the poll is answered rate limited, as
+// the budget's pace allows no read before the reset) or waits.
 func TestSpentHourlyBudgetHoldsProcessReads(t *testing.T) {
 	t.Parallel()
 	b := setup(t, fakebrevo.Options{OtherRateLimitPerHour: 1, ProcessDelay: time.Hour}, func(p *brevo.Params) {
@@ -84,12 +86,16 @@ func TestSpentHourlyBudgetHoldsProcessReads(t *testing.T) {
 		t.Fatalf("first outcomes: %v, %v; want not done", done, err)
 	}
 	before := len(b.sleeps.all())
-	_, _, _ = b.dest.Outcomes(ctx, res[0].Ref, page) // its answer: a 429, or not done
+	reads, _ := processReads(b.fake)
+	_, _, err = b.dest.Outcomes(ctx, res[0].Ref, page) // its answer: rate limited, or not done
 	waited := time.Duration(0)
 	for _, d := range b.sleeps.all()[before:] {
 		waited += d
 	}
-	if waited < 30*time.Second {
+	if again, _ := processReads(b.fake); again > reads && waited < 30*time.Second {
 		t.Fatalf("the next process read waited %v: sent at once into a spent hourly budget", waited)
+	}
+	if failure.CodeOf(err) != failure.DestinationRateLimited {
+		t.Errorf("poll with the budget spent: %v; want destination_rate_limited", err)
 	}
 }
