@@ -348,6 +348,27 @@ func printRunning(w io.Writer, cfg *config.Config, id string, runs []store.Run, 
 	fmt.Fprintln(w, line)
 }
 
+// printAccepted says how many of the sync's records a destination accepted
+// for processing and no run has settled yet: records a run left accepted
+// when it stopped waiting for them are in none of its figures (`runs`), and
+// were in no line of `status` either (docs/guide.md#brevo-bulk-imports-accepted-then-delivered-or-rejected).
+func printAccepted(ctx context.Context, w io.Writer, st store.Store, id string) error {
+	es, err := st.LedgerList(ctx, id, store.LedgerAccepted, 0)
+	if err != nil || len(es) == 0 {
+		return err
+	}
+	oldest := es[0].ClaimedAt
+	for _, e := range es {
+		if e.ClaimedAt.Before(oldest) {
+			oldest = e.ClaimedAt
+		}
+	}
+	fmt.Fprintf(w, "accepted:   %d record(s) accepted by the destination for processing and not settled yet (the oldest sent at %s): "+
+		"a running run settles them as their processes end; otherwise the next run asks the destination what became of them\n",
+		len(es), oldest.UTC().Format(time.RFC3339))
+	return nil
+}
+
 func newStatusCmd(env Env) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -425,6 +446,9 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 	}
 	l, held, known := printLease(ctx, w, cfg, st, id, now)
 	printRunning(w, cfg, id, runs, l, held, known, now)
+	if err := printAccepted(ctx, w, st, id); err != nil {
+		return err
+	}
 	if c, err := st.GetCursor(ctx, id); err == nil && !c.UpdatedAt.IsZero() {
 		pos := "start of source (next run reads everything; the ledger skips what was delivered)"
 		if c.Value != "" {
