@@ -376,7 +376,8 @@ func TestRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "a", Token: "ta", Holder: other.String(), RunID: deadA.ID, TTL: ttl}); err != nil {
+	leaseA, err := b.st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "a", Token: "ta", Holder: other.String(), RunID: deadA.ID, TTL: ttl})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// b: running and alive (lease renewed below, after the clock moves).
@@ -418,6 +419,10 @@ func TestRecover(t *testing.T) {
 		}
 		if want == store.RunInterrupted && r.FailureCode != string(failure.Interrupted) {
 			t.Fatalf("recovered run code %q", r.FailureCode)
+		}
+		// Its end is when its lease ran out: `runs` showed no duration.
+		if want == store.RunInterrupted && !r.FinishedAt.Equal(leaseA.ExpiresAt) {
+			t.Errorf("recovered run finished at %v, want its lease's expiry %v", r.FinishedAt, leaseA.ExpiresAt)
 		}
 	}
 	if q := b.queued(t); len(q) != 1 || q["a"].Reason != ReasonRecovery {

@@ -186,6 +186,13 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		cur.State = store.RunInterrupted
 		cur.FailureCode = string(failure.Interrupted)
 		cur.FailureDetail = detailRecovered
+		// Its end: when its lease ran out (none of its writes outlives it,
+		// docs/guide.md#the-store-and-the-leases), else now. Without one,
+		// `runs` showed the run without a duration, forever.
+		cur.FinishedAt = now
+		if l.RunID == r.ID && l.ExpiresAt.Before(now) && l.ExpiresAt.After(cur.StartedAt) {
+			cur.FinishedAt = l.ExpiresAt
+		}
 		if err := s.st.UpdateRun(ctx, cur); err != nil {
 			errs = append(errs, fmt.Errorf("recovery: run %d: %w", r.ID, err))
 			continue
