@@ -40,9 +40,9 @@ const (
 	// counts as waited for (its run ended, or gave up on it).
 	processForget = 10 * time.Minute
 	// maxReadGap is the longest pause between process reads that pacing
-	// allows: less than the runner's wait for a process (2 minutes), so
+	// makes: less than the runner's wait for a process (2 minutes), so
 	// every process waited for is asked at least once meanwhile. A budget
-	// that would need longer pauses counts as spent.
+	// too small to spread that thin is spent faster, down to its reserve.
 	maxReadGap = 90 * time.Second
 )
 
@@ -88,18 +88,19 @@ type readBudget struct {
 func readReserve(limit int) int { return max(2, limit/20) }
 
 // pace reports how long after now the next process read may be sent, last
-// being when the previous one was, and whether the budget counts as spent
-// (no read before the reset, or pauses longer than maxReadGap).
+// being when the previous one was, and whether the budget is spent (down to
+// its reserve: no read before the reset).
 func (g readBudget) pace(now, last time.Time) (wait time.Duration, spent bool) {
 	if !g.known || !now.Before(g.reset) || 2*g.remaining > g.limit {
 		return 0, false
 	}
 	spare := g.remaining - readReserve(g.limit)
 	left := g.reset.Sub(now)
-	if spare <= 0 || left/time.Duration(spare) > maxReadGap {
+	if spare <= 0 {
 		return left, true
 	}
-	return max(0, last.Add(left/time.Duration(spare)).Sub(now)), false
+	gap := min(left/time.Duration(spare), maxReadGap)
+	return max(0, last.Add(gap).Sub(now)), false
 }
 
 // observe records the budget an answer of a route outside /contacts states
