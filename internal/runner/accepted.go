@@ -201,6 +201,9 @@ type poller struct {
 	// left counts the records of batches given up while their process ran
 	// (the next run asks about them).
 	left int
+	// unasked is the error of the last question the destination did not
+	// answer (Brevo's spent budget of process reads), nil once one is.
+	unasked error
 
 	stop chan struct{}
 	done chan struct{}
@@ -445,10 +448,21 @@ func (pl *poller) poll(ctx context.Context, b *acceptedBatch) (_ *resolution, ok
 	b.requests += n.Load()
 	out.delta.Requests = b.requests
 	now := time.Now()
+	if ctx.Err() == nil {
+		pl.mu.Lock()
+		pl.unasked = err
+		pl.mu.Unlock()
+	}
 	if err != nil || !done {
 		if now.Sub(b.since) >= r.acceptedWait() || ctx.Err() != nil {
-			r.Logger.Warn("the destination was still processing accepted records; the next run asks again",
-				"sync", r.Sync.ID, "run", r.rec.ID, "page", b.page, "records", len(b.items), "process", b.ref)
+			if err != nil && ctx.Err() == nil {
+				r.Logger.Warn("the destination could not be asked about accepted records; the next run asks again",
+					"sync", r.Sync.ID, "run", r.rec.ID, "page", b.page, "records", len(b.items), "process", b.ref,
+					"code", failure.CodeOf(err), "error", failure.Detail(err))
+			} else {
+				r.Logger.Warn("the destination was still processing accepted records; the next run asks again",
+					"sync", r.Sync.ID, "run", r.rec.ID, "page", b.page, "records", len(b.items), "process", b.ref)
+			}
 			out.stuck = true
 			return out, true
 		}
@@ -539,6 +553,15 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 		// in doubt for the next run, which reads the page again.
 		out.stuck = true
 	}
+}
+
+// lastUnasked is the error of the last question about an accepted batch
+// the destination did not answer, if no later one was answered: why
+// batches left open were not settled, when it is not that they still ran.
+func (pl *poller) lastUnasked() error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.unasked
 }
 
 // close stops the poller. With wait, it first waits for the open batches,

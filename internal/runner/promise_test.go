@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/source"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // The tests of this file hold the promise against the holes independent
@@ -208,6 +210,29 @@ func TestAcceptedOutlivesItsRun(t *testing.T) {
 	}
 	if r2.Written != 300 {
 		t.Fatalf("the next run should count the 300 settled records written: %+v", r2)
+	}
+}
+
+// TestAcceptedNotAskedSaysWhy: records left accepted because the
+// destination could not be asked about them (Brevo's budget of process
+// reads spent) were logged as "still processing"; the warning names the
+// failure instead.
+func TestAcceptedNotAskedSaysWhy(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	tb.dest.async, tb.dest.pollsToDone = true, 1
+	tb.dest.outcomesErr = failure.New(failure.DestinationRateLimited, "the hour's budget of process reads is spent until 13:00:00 UTC")
+	p := tb.params(t, "id")
+	p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond // a real wait
+	var logs testenv.Output
+	p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if _, err := Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "could not be asked about") || !strings.Contains(out, "code=destination_rate_limited") ||
+		strings.Contains(out, "still processing") || strings.Contains(out, "still being processed") {
+		t.Errorf("records left accepted because the destination could not be asked; the log says\n%s", out)
 	}
 }
 

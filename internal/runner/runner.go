@@ -819,8 +819,15 @@ func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.
 			// interrupted, not a success that wrote nothing.
 			err = failure.New(failure.Interrupted, "")
 		}
-		r.Logger.Warn("records accepted by the destination are still being processed; the next run settles them",
-			"sync", r.Sync.ID, "run", r.rec.ID, "batches", open)
+		if e := pl.lastUnasked(); e != nil {
+			// Not that they still ran: the destination was not asked
+			// (Brevo's spent budget of process reads).
+			r.Logger.Warn("records accepted by the destination could not be asked about; the next run settles them",
+				"sync", r.Sync.ID, "run", r.rec.ID, "batches", open, "code", failure.CodeOf(e), "error", failure.Detail(e))
+		} else {
+			r.Logger.Warn("records accepted by the destination are still being processed; the next run settles them",
+				"sync", r.Sync.ID, "run", r.rec.ID, "batches", open)
+		}
 	}
 	last, extra, cerr := cp.close()
 	r.rec.Counters = ledgerCum

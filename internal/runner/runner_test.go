@@ -90,6 +90,9 @@ type memDest struct {
 	// answer lost and apply its records held later, in the background: a
 	// server that keeps a request after its client gave up on it.
 	held time.Duration
+	// outcomesErr, when set, is every Outcomes answer: a destination that
+	// cannot be asked (Brevo's spent budget of process reads).
+	outcomesErr error
 }
 
 type memProc struct {
@@ -126,6 +129,9 @@ func (d *memDest) value(email string) any {
 func (d *memDest) Outcomes(ctx context.Context, ref string, recs []destination.Record) ([]destination.Result, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.outcomesErr != nil {
+		return nil, false, d.outcomesErr
+	}
 	p, ok := d.procs[ref]
 	if !ok {
 		// As Brevo and Klaviyo answer about a process they do not know.
