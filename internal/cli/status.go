@@ -364,7 +364,8 @@ func printAccepted(ctx context.Context, w io.Writer, st store.Store, id string) 
 		}
 	}
 	fmt.Fprintf(w, "accepted:   %d record(s) accepted by the destination for processing and not settled yet (the oldest sent at %s): "+
-		"a running run settles them as their processes end; otherwise the next run asks the destination what became of them\n",
+		"a running run settles them as their processes end; otherwise the next run that reads their rows asks the destination what became of them "+
+		"(a row no longer in the source keeps its entry)\n",
 		len(es), oldest.UTC().Format(time.RFC3339))
 	return nil
 }
