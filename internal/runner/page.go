@@ -41,6 +41,15 @@ type item struct {
 	// keys (a value since changed in the source): this item's delivery, or
 	// its verified presence, settles them, and they are released with it.
 	release []string
+	// afterDelivery are earlier imports' entries of another value of this
+	// row that the destination reported delivered: until this row's
+	// delivery is recorded in its slot they are the only record that the
+	// destination holds that value, so they are released with that
+	// delivery only. Released at once, a refusal of this value left the
+	// slot at the value before: the row back to the import's value was
+	// written twice, back to the one before it was not written at all (an
+	// independent check, klaviyo35).
+	afterDelivery []string
 	// refusedBefore: the destination refused this very value on an earlier
 	// write (its key is rejected in the ledger).
 	refusedBefore bool
@@ -305,8 +314,26 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 						it.Redelivery = true
 						it.Key = r.deliveryKey(it)
 						learned = nil // which landed last is unknown: send this one
+						found = false
+						it.afterDelivery = append(it.afterDelivery, f.Key)
+						continue
 					}
 					found = false
+				} else if it.asDelivered {
+					// Asked with this value, not the one that import
+					// carried, the destination answers for this value:
+					// "not sent" does not say the import applied nothing
+					// of the row (a cancelled Klaviyo job that wrote the
+					// profile proves it only to the whole job, or to the
+					// values it sent). The destination may hold the other
+					// value: read back before the row is taken for back to
+					// what it holds.
+					marks = r.appendMovedFrom(marks, it, f)
+					it.release = append(it.release, f.Key)
+					if since.IsZero() || f.ClaimedAt.Before(since) {
+						since = f.ClaimedAt
+					}
+					continue
 				}
 				marks = append(marks, store.LedgerFinish{Key: f.Key, State: store.LedgerReleased})
 			default: // pending under an older fence: it may have landed
@@ -610,6 +637,9 @@ func (r *run) appendDeliveredMarks(out []store.LedgerFinish, it *item, ref, skip
 		out = append(out, m)
 	}
 	for _, k := range it.release {
+		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
+	}
+	for _, k := range it.afterDelivery {
 		out = append(out, store.LedgerFinish{Key: k, State: store.LedgerReleased})
 	}
 	for _, k := range r.supersededRefusals(it) {

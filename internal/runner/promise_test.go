@@ -966,3 +966,129 @@ func TestEarlierImportsAskedOncePerProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeBackAfterACancelledJobThatWroteTheRow: a row changed while its
+// new value's Klaviyo job was still processing, then changed back; the job
+// wrote the row's profile and was cancelled after it. Asked about with the
+// row's current value (not the one the job carried) and not the whole job,
+// the job proves nothing and the answer is "not sent". The run took that
+// for "the job applied nothing", left the destination holding the other
+// value (stale) and, once the row changed to that value again, wrote it a
+// second time (an independent check, klaviyo35: a duplicate write).
+func TestChangeBackAfterACancelledJobThatWroteTheRow(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+		return p
+	}
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	writeRow42(t, tb, "Changed42")
+	tb.dest.mu.Lock()
+	tb.dest.async, tb.dest.pollsToDone, tb.dest.cancelApplied = true, 1_000_000, 1
+	tb.dest.mu.Unlock()
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 0 {
+		t.Fatalf("second run: %+v, %v; want row 42's job still processing", r, err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Changed42" {
+		t.Fatalf("the job did not write row 42: %s", got)
+	}
+	writeRow42(t, tb, "N42")
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 0 // the job is cancelled now, after row 42
+	tb.dest.mu.Unlock()
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
+		t.Fatalf("row 42 is back to N42 and the destination holds %s (the cancelled job's value)", got)
+	}
+	writeRow42(t, tb, "Changed42")
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Changed42" {
+		t.Fatalf("row 42 at the destination: %s", got)
+	}
+}
+
+// refusedAfterAnImportOfAnotherValue brings row 42 to where an independent
+// check (klaviyo35) found it: delivered as N42; then Bob42, whose import
+// applied it and was left accepted (the run stopped waiting); then Bad42,
+// which the destination refuses, while the run learns that Bob42's import
+// delivered. It returns how many times Bob42 was applied so far.
+func refusedAfterAnImportOfAnotherValue(t *testing.T) (*testBundle, func() Params, *atomic.Int64) {
+	t.Helper()
+	tb := setup(t, 300, destination.CapVerify)
+	var bobs atomic.Int64
+	tb.dest.onApply = func(r destination.Record) {
+		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == "Bob42" {
+			bobs.Add(1)
+		}
+	}
+	params := func() Params {
+		p := tb.params(t, "id")
+		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
+		return p
+	}
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	writeRow42(t, tb, "Bob42")
+	tb.dest.mu.Lock()
+	tb.dest.async, tb.dest.applyFirst, tb.dest.pollsToDone = true, true, 1_000_000
+	tb.dest.mu.Unlock()
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 0 {
+		t.Fatalf("second run: %+v, %v; want Bob42's import left processing", r, err)
+	}
+	writeRow42(t, tb, "Bad42")
+	tb.dest.mu.Lock()
+	tb.dest.async, tb.dest.pollsToDone = false, 0 // Bob42's import has ended
+	tb.dest.reject = func(r destination.Record) bool {
+		attrs, _ := r.Data["attributes"].(map[string]any)
+		return attrs["FIRSTNAME"] == "Bad42"
+	}
+	tb.dest.mu.Unlock()
+	if r, err := Run(context.Background(), params()); err != nil || r.Rejected != 1 {
+		t.Fatalf("third run: %+v, %v; want Bad42 refused", r, err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Bob42" || bobs.Load() != 1 {
+		t.Fatalf("after the refusal the destination holds %s, Bob42 applied %d time(s); want Bob42 once", got, bobs.Load())
+	}
+	return tb, params, &bobs
+}
+
+// TestBackToAnImportedValueAfterARefusal: the row back to the value an
+// earlier import delivered is not written again (it was: the run that
+// learned of that import released its entry, and the refusal of the value
+// after it left the slot at the value before; a duplicate write).
+func TestBackToAnImportedValueAfterARefusal(t *testing.T) {
+	t.Parallel()
+	tb, params, bobs := refusedAfterAnImportOfAnotherValue(t)
+	writeRow42(t, tb, "Bob42")
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Bob42" || bobs.Load() != 1 {
+		t.Errorf("row 42 back to Bob42: the destination holds %s, Bob42 applied %d times; want Bob42 once", got, bobs.Load())
+	}
+}
+
+// TestBackToTheValueBeforeAnImportAfterARefusal: the row back to the value
+// the slot held before an earlier import delivered another one is written
+// (it was taken for unchanged: the destination kept the import's value, a
+// stale record).
+func TestBackToTheValueBeforeAnImportAfterARefusal(t *testing.T) {
+	t.Parallel()
+	tb, params, _ := refusedAfterAnImportOfAnotherValue(t)
+	writeRow42(t, tb, "N42")
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
+		t.Errorf("row 42 back to N42: the destination holds %s (stale)", got)
+	}
+}

@@ -71,6 +71,11 @@ type memDest struct {
 	// rows and reports the process done later.
 	applyFirst bool
 	procs      map[string]*memProc
+	// cancelApplied is how many more processes apply their records as
+	// they are created and answer them NotSent: a cancelled Klaviyo job
+	// that wrote the profile, asked about with another value of the row
+	// than it carried and not with the whole job's records.
+	cancelApplied int
 	// onApply, if set, is called (under mu) with every record applied.
 	onApply func(destination.Record)
 	// notSent is how many more writes fail before leaving (connection
@@ -237,6 +242,13 @@ func (d *memDest) Write(ctx context.Context, recs []destination.Record) ([]desti
 		proc = &memProc{failed: d.failNext > 0}
 		if d.failNext > 0 {
 			d.failNext--
+		} else if d.cancelApplied > 0 {
+			d.cancelApplied--
+			proc.failed = true
+			for _, r := range recs {
+				d.apply(r)
+			}
+			proc.applied = true
 		}
 		d.procs[strconv.Itoa(len(d.procs)+1)] = proc
 	}
