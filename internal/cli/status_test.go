@@ -50,14 +50,7 @@ func TestStatusCommand(t *testing.T) {
 
 	// A run of "busy" whose process died holding the lease.
 	ctx := context.Background()
-	st := b.openStore(t)
-	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: "busy", State: store.RunRunning})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r := busyRun(t, b)
 	dead := lease.ThisProcess()
 	dead.PID = 1 << 30 // above any pid_max: no such process
 	if _, err := st.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "busy", Token: "t", Holder: dead.String(), RunID: r.ID, TTL: time.Hour}); err != nil {
@@ -149,15 +142,7 @@ syncs:
 func TestStatusSaysARunsWorkerIsGone(t *testing.T) {
 	t.Parallel()
 	b := setupDeadmanCLI(t)
-	ctx := context.Background()
-	st := b.openStore(t)
-	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: "busy", State: store.RunRunning})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r := busyRun(t, b)
 	_ = st.Close()
 	status := func() string {
 		t.Helper()
@@ -220,14 +205,7 @@ func TestStatusCountsRecordsLeftAccepted(t *testing.T) {
 	t.Parallel()
 	b := setupDeadmanCLI(t)
 	ctx := context.Background()
-	st := b.openStore(t)
-	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: "busy", State: store.RunRunning})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, r := busyRun(t, b)
 	if err := st.RaiseFence(ctx, "busy", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -251,4 +229,20 @@ func TestStatusCountsRecordsLeftAccepted(t *testing.T) {
 	if want := "accepted:   2 record(s) accepted by the destination"; !strings.Contains(out.String(), want) {
 		t.Errorf("status of a sync with 2 records accepted: want %q in\n%s", want, out.String())
 	}
+}
+
+// busyRun opens b's store, with sync "busy" and a run of it recorded
+// running.
+func busyRun(t *testing.T, b *deadmanBundle) (*sqlite.Store, store.Run) {
+	t.Helper()
+	ctx := context.Background()
+	st := b.openStore(t)
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.InsertRun(ctx, store.InsertRunParams{SyncID: "busy", State: store.RunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, r
 }

@@ -306,15 +306,11 @@ func runBackToN42(t *testing.T, tb *testBundle, p Params) store.Run {
 	return r
 }
 
-// TestChangeBackAfterAFailedImport: a row changed while its new value's
-// import was still processing, then changed back; the import then failed
-// (or a Klaviyo job was cancelled before reaching the row), applying
-// nothing. The destination still holds the row's value, the one it is back
-// to: the next run sent it again all the same, a write of a value the
-// destination held (an independent check, 2026-12-06: 156 such writes to
-// Klaviyo's bulk path).
-func TestChangeBackAfterAFailedImport(t *testing.T) {
-	t.Parallel()
+// deliveredThenPolled is 300 rows delivered by a first run, and the
+// params of later runs: they poll accepted imports every millisecond and
+// give up on them after 20 ms.
+func deliveredThenPolled(t *testing.T) (*testBundle, func() Params) {
+	t.Helper()
 	tb := setup(t, 300, destination.CapVerify)
 	params := func() Params {
 		p := tb.params(t, "id")
@@ -324,6 +320,19 @@ func TestChangeBackAfterAFailedImport(t *testing.T) {
 	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
 		t.Fatalf("first run: %+v, %v", r, err)
 	}
+	return tb, params
+}
+
+// TestChangeBackAfterAFailedImport: a row changed while its new value's
+// import was still processing, then changed back; the import then failed
+// (or a Klaviyo job was cancelled before reaching the row), applying
+// nothing. The destination still holds the row's value, the one it is back
+// to: the next run sent it again all the same, a write of a value the
+// destination held (an independent check, 2026-12-06: 156 such writes to
+// Klaviyo's bulk path).
+func TestChangeBackAfterAFailedImport(t *testing.T) {
+	t.Parallel()
+	tb, params := deliveredThenPolled(t)
 	write := func(name42 string) { writeRow42(t, tb, name42) }
 	write("Changed42")
 	tb.dest.mu.Lock()
@@ -977,15 +986,7 @@ func TestEarlierImportsAskedOncePerProcess(t *testing.T) {
 // second time (an independent check, klaviyo35: a duplicate write).
 func TestChangeBackAfterACancelledJobThatWroteTheRow(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, 300, destination.CapVerify)
-	params := func() Params {
-		p := tb.params(t, "id")
-		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
-		return p
-	}
-	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
-		t.Fatalf("first run: %+v, %v", r, err)
-	}
+	tb, params := deliveredThenPolled(t)
 	writeRow42(t, tb, "Changed42")
 	tb.dest.mu.Lock()
 	tb.dest.async, tb.dest.pollsToDone, tb.dest.cancelApplied = true, 1_000_000, 1
@@ -1022,21 +1023,15 @@ func TestChangeBackAfterACancelledJobThatWroteTheRow(t *testing.T) {
 // delivered. It returns how many times Bob42 was applied so far.
 func refusedAfterAnImportOfAnotherValue(t *testing.T) (*testBundle, func() Params, *atomic.Int64) {
 	t.Helper()
-	tb := setup(t, 300, destination.CapVerify)
+	tb, params := deliveredThenPolled(t)
 	var bobs atomic.Int64
+	tb.dest.mu.Lock()
 	tb.dest.onApply = func(r destination.Record) {
 		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == "Bob42" {
 			bobs.Add(1)
 		}
 	}
-	params := func() Params {
-		p := tb.params(t, "id")
-		p.PollInterval, p.AcceptedWait = time.Millisecond, 20*time.Millisecond
-		return p
-	}
-	if r, err := Run(context.Background(), params()); err != nil || r.Written != 300 {
-		t.Fatalf("first run: %+v, %v", r, err)
-	}
+	tb.dest.mu.Unlock()
 	writeRow42(t, tb, "Bob42")
 	tb.dest.mu.Lock()
 	tb.dest.async, tb.dest.applyFirst, tb.dest.pollsToDone = true, true, 1_000_000
