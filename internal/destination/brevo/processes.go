@@ -117,12 +117,30 @@ func (b *processBoard) observe(h http.Header, now time.Time) {
 	b.mu.Unlock()
 }
 
-// spentError is the failure of a poll the budget does not allow a read for.
-func spentError(id int64, g readBudget, now time.Time) error {
+// spentError is the failure of a read the budget does not allow: what it
+// was for names it ("ask about import process 42").
+func spentError(what string, g readBudget) error {
 	return failure.New(failure.DestinationRateLimited, fmt.Sprintf(
 		"brevo's hourly budget of requests outside /contacts (%d, GET /processes among them) has %d left until %s UTC, "+
-			"too few to ask about import process %d before then",
-		g.limit, g.remaining, now.Add(g.reset.Sub(now)).UTC().Format(time.TimeOnly), id))
+			"too few to %s before then",
+		g.limit, g.remaining, g.reset.UTC().Format(time.TimeOnly), what))
+}
+
+// mayRead reports whether a process read may be sent now for what (see
+// spentError), and notes it sent if so: wait is how long until the pace
+// allows one, err a spent budget's failure.
+func (b *processBoard) mayRead(now time.Time, what string) (wait time.Duration, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	wait, spent := b.budget.pace(now, b.last)
+	switch {
+	case spent:
+		return 0, spentError(what, b.budget)
+	case wait > 0:
+		return wait, nil
+	}
+	b.last = now
+	return 0, nil
 }
 
 // process is what Brevo says of process id now, or as of a listing younger
@@ -153,7 +171,7 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 	case spent:
 		g := b.budget
 		b.mu.Unlock()
-		return processDetails{}, spentError(id, g, now)
+		return processDetails{}, spentError(fmt.Sprintf("ask about import process %d", id), g)
 	case paced:
 		// Not asked until the pace allows: running, as far as is known.
 		b.mu.Unlock()
@@ -241,14 +259,20 @@ func listLimit(n int) int { return min(maxProcessList, 10+2*n) }
 
 // processes is what Brevo says now of the processes ids: one GET
 // /processes for two or more, then GET /processes/{processId} for those it
-// does not show. A process Brevo does not know is left out.
-func (d *Destination) processes(ctx context.Context, ids []int64) (map[int64]processDetails, error) {
+// does not show. A process Brevo does not know is left out. Paced like
+// every process read (processBoard.mayRead): until the pace allows a read,
+// nothing is read and paced is true.
+func (d *Destination) processes(ctx context.Context, ids []int64) (_ map[int64]processDetails, paced bool, _ error) {
+	wait, err := d.board.mayRead(d.clock.Now(), "wait for the account's running imports")
+	if err != nil || wait > 0 {
+		return nil, wait > 0, err
+	}
 	out := make(map[int64]processDetails, len(ids))
 	var listed map[int64]processDetails
 	if len(ids) > 1 {
 		list, err := d.listProcesses(ctx, listLimit(len(ids)))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		listed = byID(list)
 	}
@@ -261,12 +285,12 @@ func (d *Destination) processes(ctx context.Context, ids []int64) (map[int64]pro
 		switch {
 		case errors.Is(err, ErrProcessNotFound):
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		default:
 			out[id] = p
 		}
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // listProcesses reads the account's newest processes (GET /processes),

@@ -319,3 +319,33 @@ func TestSpentProcessBudgetIsNotAsked(t *testing.T) {
 		t.Errorf("poll after the reset: %v, %v; want done", done, err)
 	}
 }
+
+// TestVerifyPacesItsProcessReads: the read-back of a page whose 202 was
+// lost waits for the account's running imports; its polls (every 2 s for
+// up to 2 minutes) were outside the pace and spent the budget's reserve,
+// down to 429s for the account's other tool (an independent check,
+// brevo35). Once half the budget is gone they are paced like the runs'.
+func TestVerifyPacesItsProcessReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakebrevo.Options{ProcessDelay: time.Hour, OtherRateLimitPerHour: 100}, func(p *brevo.Params) { p.Mode = brevo.ModeBulk })
+	writeImports(t, b.dest, 3, 4)
+	for range 55 { // another tool of the account spends half the budget
+		req := httptest.NewRequest(http.MethodGet, b.url+"/account", nil)
+		req.Header.Set("api-key", apiKey)
+		b.fake.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	lost := recs(3*4 + 2)[3*4:] // never written: Verify waits for the running imports
+	for i := range lost {
+		lost[i].Key = strings.Repeat("f", 63) + string(rune('0'+i))
+	}
+	if _, err := b.dest.Verify(t.Context(), lost, t0); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	byID, listings := processReads(b.fake)
+	if n := byID + listings; n > 4 {
+		t.Errorf("Verify made %d process reads (%d by id, %d listings) in its 2-minute wait with half the budget gone; want 4 at most (paced)", n, byID, listings)
+	}
+	if n := b.fake.Stats().ByStatus["429"]; n > 0 {
+		t.Errorf("%d requests answered 429", n)
+	}
+}

@@ -330,6 +330,21 @@ func escapeIdentifier(s string) string {
 // now (IMPORTUSER among the newest 50 processes; the newest
 // maxWaitedImports of them): the only ones Verify may wait for.
 func (d *Destination) runningImports(ctx context.Context) ([]int64, error) {
+	// Paced like every process read (processBoard.mayRead): a read-back
+	// polled outside the pace spent the budget's reserve (an independent
+	// check, brevo35).
+	for {
+		wait, err := d.board.mayRead(d.clock.Now(), "list the account's running imports")
+		if err != nil {
+			return nil, err
+		}
+		if wait == 0 {
+			break
+		}
+		if err := d.sleep(ctx, wait); err != nil {
+			return nil, d.interrupted(ctx, err)
+		}
+	}
 	list, err := d.listProcesses(ctx, maxProcessList)
 	if err != nil {
 		return nil, err
@@ -371,9 +386,12 @@ func (d *Destination) pollImports(ctx context.Context, ids []int64) ([]int64, er
 	if err := d.sleep(ctx, processPollInterval); err != nil {
 		return nil, d.interrupted(ctx, err)
 	}
-	ps, err := d.processes(ctx, ids)
-	if err != nil {
+	ps, paced, err := d.processes(ctx, ids)
+	switch {
+	case err != nil:
 		return nil, err
+	case paced:
+		return ids, nil // not asked: as running as they were
 	}
 	var still []int64
 	for _, id := range ids {
