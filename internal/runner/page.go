@@ -281,7 +281,20 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		e, found := entries[it.Key]
 		key := it.Key
 		var learned *destination.Result // an earlier import delivered this very value
+		var learnedAt time.Time         // when that import's records were claimed
 		moved := false                  // an earlier import delivered another value
+		// both: imports of this value (key, claimed at) and of another
+		// were delivered, and which landed last is unknown (imports end
+		// out of order): the row is read back, in doubt, rather than
+		// sent again or taken for delivered (an independent check,
+		// klaviyo35: a duplicate write).
+		both := func(key string, at time.Time) {
+			it.release = append(it.release, key)
+			if since.IsZero() || at.Before(since) {
+				since = at
+			}
+			learned = nil
+		}
 		for _, f := range foreigns[i] {
 			switch f.State {
 			case store.LedgerAccepted:
@@ -299,21 +312,27 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					continue
 				}
 				if res, ok := earlier[f.Key]; ok && res.Outcome == destination.Delivered {
-					if g, same := r.valueGen(it, f.Key); same {
+					if g, same := r.valueGen(it, f.Key); same && !moved {
 						// That import carried this very value, under a
 						// generation the slot does not know yet (the run
 						// that sent it had just learned of an earlier
 						// value's delivery): it is delivered.
 						it.gen, it.Key = g, f.Key
-						learned = &res
+						learned, learnedAt = &res, f.ClaimedAt
+					} else if same {
+						both(f.Key, f.ClaimedAt) // released with the row's settling
+						continue
 					} else {
 						// The destination holds that other value now.
 						moved = true
 						marks = r.appendMovedFrom(marks, it, f)
+						if learned != nil {
+							both(it.Key, learnedAt) // it.Key is that import's
+						}
 						it.gen++
 						it.Redelivery = true
 						it.Key = r.deliveryKey(it)
-						learned = nil // which landed last is unknown: send this one
+						learned = nil // which landed last is unknown: send this one, or read back
 						found = false
 						it.afterDelivery = append(it.afterDelivery, f.Key)
 						continue

@@ -449,8 +449,11 @@ func TestAcceptedValueLearnedTwoRunsLater(t *testing.T) {
 	tb.dest.pollsToDone = 0
 	tb.dest.mu.Unlock()
 	r3, err := Run(context.Background(), params())
-	if err != nil || r3.Written != 1 {
-		t.Fatalf("the third run: %v %+v; want row 42's new value counted written once", err, r3)
+	// Both imports delivered, which landed last is unknown: the row is read
+	// back and found (TestBackToADeliveredValueAfterTwoImports), counted in
+	// doubt and settled, not written.
+	if err != nil || r3.Written != 0 || r3.InDoubt != 1 || r3.Settled != 1 {
+		t.Fatalf("the third run: %v %+v; want row 42's new value read back and found", err, r3)
 	}
 	if _, _, dups := tb.dest.stats(); dups != 0 {
 		t.Fatalf("%d duplicate writes: row 42's new value was sent again after its import delivered it", dups)
@@ -1085,5 +1088,59 @@ func TestBackToTheValueBeforeAnImportAfterARefusal(t *testing.T) {
 	}
 	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" {
 		t.Errorf("row 42 back to N42: the destination holds %s (stale)", got)
+	}
+}
+
+// TestBackToADeliveredValueAfterTwoImports: a row at N42 changed to Bob42,
+// whose import applied it and was left accepted; back to N42, the next run
+// learned Bob42's import delivered and sent N42 again in an import it left
+// accepted too. A later run learned both imports delivered: which landed
+// last is unknown, so it reads the row back and finds N42 there, where it
+// sent N42 a third time when it asked about N42's import first (an
+// independent check, klaviyo35: a duplicate write).
+func TestBackToADeliveredValueAfterTwoImports(t *testing.T) {
+	t.Parallel()
+	tb, params := deliveredThenPolled(t)
+	var n42 atomic.Int64
+	tb.dest.mu.Lock()
+	tb.dest.onApply = func(r destination.Record) {
+		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == "N42" {
+			n42.Add(1)
+		}
+	}
+	tb.dest.async, tb.dest.applyFirst, tb.dest.pollsToDone = true, true, 1_000_000
+	tb.dest.mu.Unlock()
+	writeRow42(t, tb, "Bob42")
+	if r, err := Run(context.Background(), params()); err != nil || r.Written != 0 {
+		t.Fatalf("second run: %+v, %v; want Bob42's import left processing", r, err)
+	}
+	writeRow42(t, tb, "N42")
+	// N42's import is claimed later: the next run asks about it first
+	// (newest first), the order that sent N42 again.
+	tb.clock.Advance(time.Minute)
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone = 1 // Bob42's import ends when asked; N42's new one does not
+	tb.dest.onWrite = func([]destination.Record) func() {
+		return func() {
+			tb.dest.mu.Lock()
+			tb.dest.pollsToDone = 1_000_000
+			tb.dest.mu.Unlock()
+		}
+	}
+	tb.dest.mu.Unlock()
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatalf("third run: %v", err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" || n42.Load() != 1 {
+		t.Fatalf("after the third run the destination holds %s and N42 was applied %d time(s) since the first; want N42 once", got, n42.Load())
+	}
+	tb.dest.mu.Lock()
+	tb.dest.pollsToDone, tb.dest.onWrite = 0, nil
+	tb.dest.mu.Unlock()
+	if _, err := Run(context.Background(), params()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(tb.dest.value(email(42))); got != "N42" || n42.Load() != 1 {
+		t.Errorf("row 42 at N42 with both imports delivered: the destination holds %s, N42 applied %d times since the first; want once", got, n42.Load())
 	}
 }
