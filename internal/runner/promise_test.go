@@ -1027,14 +1027,7 @@ func TestChangeBackAfterACancelledJobThatWroteTheRow(t *testing.T) {
 func refusedAfterAnImportOfAnotherValue(t *testing.T) (*testBundle, func() Params, *atomic.Int64) {
 	t.Helper()
 	tb, params := deliveredThenPolled(t)
-	var bobs atomic.Int64
-	tb.dest.mu.Lock()
-	tb.dest.onApply = func(r destination.Record) {
-		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == "Bob42" {
-			bobs.Add(1)
-		}
-	}
-	tb.dest.mu.Unlock()
+	bobs := countApplied(tb, "Bob42")
 	writeRow42(t, tb, "Bob42")
 	tb.dest.mu.Lock()
 	tb.dest.async, tb.dest.applyFirst, tb.dest.pollsToDone = true, true, 1_000_000
@@ -1056,7 +1049,21 @@ func refusedAfterAnImportOfAnotherValue(t *testing.T) (*testBundle, func() Param
 	if got := fmt.Sprint(tb.dest.value(email(42))); got != "Bob42" || bobs.Load() != 1 {
 		t.Fatalf("after the refusal the destination holds %s, Bob42 applied %d time(s); want Bob42 once", got, bobs.Load())
 	}
-	return tb, params, &bobs
+	return tb, params, bobs
+}
+
+// countApplied counts the writes the destination applies, from now on, of
+// a FIRSTNAME of name.
+func countApplied(tb *testBundle, name string) *atomic.Int64 {
+	var n atomic.Int64
+	tb.dest.mu.Lock()
+	defer tb.dest.mu.Unlock()
+	tb.dest.onApply = func(r destination.Record) {
+		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == name {
+			n.Add(1)
+		}
+	}
+	return &n
 }
 
 // TestBackToAnImportedValueAfterARefusal: the row back to the value an
@@ -1101,13 +1108,8 @@ func TestBackToTheValueBeforeAnImportAfterARefusal(t *testing.T) {
 func TestBackToADeliveredValueAfterTwoImports(t *testing.T) {
 	t.Parallel()
 	tb, params := deliveredThenPolled(t)
-	var n42 atomic.Int64
+	n42 := countApplied(tb, "N42")
 	tb.dest.mu.Lock()
-	tb.dest.onApply = func(r destination.Record) {
-		if attrs, ok := r.Data["attributes"].(map[string]any); ok && attrs["FIRSTNAME"] == "N42" {
-			n42.Add(1)
-		}
-	}
 	tb.dest.async, tb.dest.applyFirst, tb.dest.pollsToDone = true, true, 1_000_000
 	tb.dest.mu.Unlock()
 	writeRow42(t, tb, "Bob42")
