@@ -283,16 +283,26 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		var learned *destination.Result // an earlier import delivered this very value
 		var learnedAt time.Time         // when that import's records were claimed
 		moved := false                  // an earlier import delivered another value
-		// both: imports of this value (key, claimed at) and of another
-		// were delivered, and which landed last is unknown (imports end
-		// out of order): the row is read back, in doubt, rather than
-		// sent again or taken for delivered (an independent check,
-		// klaviyo35: a duplicate write).
-		both := func(key string, at time.Time) {
+		// settleWith leaves the earlier entry key (claimed at) to be settled
+		// with this row, which is read back first, as a write in doubt.
+		settleWith := func(key string, at time.Time) {
 			it.release = append(it.release, key)
 			if since.IsZero() || at.Before(since) {
 				since = at
 			}
+		}
+		// unsure: what the earlier entry f wrote is not known.
+		unsure := func(f store.LedgerEntry) {
+			marks = r.appendMovedFrom(marks, it, f)
+			settleWith(f.Key, f.ClaimedAt)
+		}
+		// both: imports of this value (key, claimed at) and of another
+		// were delivered, and which landed last is unknown (imports end
+		// out of order): the row is read back rather than sent again or
+		// taken for delivered (an independent check, klaviyo35: a
+		// duplicate write).
+		both := func(key string, at time.Time) {
+			settleWith(key, at)
 			learned = nil
 		}
 		for _, f := range foreigns[i] {
@@ -304,11 +314,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				if unknown[ref] {
 					// Its process is not known there (another account's):
 					// what it wrote is in doubt, settled with this value.
-					marks = r.appendMovedFrom(marks, it, f)
-					it.release = append(it.release, f.Key)
-					if since.IsZero() || f.ClaimedAt.Before(since) {
-						since = f.ClaimedAt
-					}
+					unsure(f)
 					continue
 				}
 				if res, ok := earlier[f.Key]; ok && res.Outcome == destination.Delivered {
@@ -329,10 +335,10 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 						if learned != nil {
 							both(it.Key, learnedAt) // it.Key is that import's
 						}
+						// Send this value (or, after both, read it back).
 						it.gen++
 						it.Redelivery = true
 						it.Key = r.deliveryKey(it)
-						learned = nil // which landed last is unknown: send this one, or read back
 						found = false
 						it.afterDelivery = append(it.afterDelivery, f.Key)
 						continue
@@ -347,20 +353,12 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 					// values it sent). The destination may hold the other
 					// value: read back before the row is taken for back to
 					// what it holds.
-					marks = r.appendMovedFrom(marks, it, f)
-					it.release = append(it.release, f.Key)
-					if since.IsZero() || f.ClaimedAt.Before(since) {
-						since = f.ClaimedAt
-					}
+					unsure(f)
 					continue
 				}
 				marks = append(marks, store.LedgerFinish{Key: f.Key, State: store.LedgerReleased})
 			default: // pending under an older fence: it may have landed
-				marks = r.appendMovedFrom(marks, it, f)
-				it.release = append(it.release, f.Key)
-				if since.IsZero() || f.ClaimedAt.Before(since) {
-					since = f.ClaimedAt
-				}
+				unsure(f)
 			}
 		}
 		if learned != nil && len(it.release) == 0 {

@@ -132,6 +132,11 @@ func spentError(what string, g readBudget) error {
 func (b *processBoard) mayRead(now time.Time, what string) (wait time.Duration, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.mayReadLocked(now, what)
+}
+
+// mayReadLocked is mayRead for a caller that holds mu.
+func (b *processBoard) mayReadLocked(now time.Time, what string) (wait time.Duration, err error) {
 	wait, spent := b.budget.pace(now, b.last)
 	switch {
 	case spent:
@@ -167,17 +172,14 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 	}
 	b.waiting[id] = now
 	n := len(b.waiting)
-	switch {
-	case spent:
-		g := b.budget
+	if _, err := b.mayReadLocked(now, fmt.Sprintf("ask about import process %d", id)); err != nil || paced {
 		b.mu.Unlock()
-		return processDetails{}, spentError(fmt.Sprintf("ask about import process %d", id), g)
-	case paced:
+		if err != nil {
+			return processDetails{}, err
+		}
 		// Not asked until the pace allows: running, as far as is known.
-		b.mu.Unlock()
 		return processDetails{ID: id, Status: statusInProcess}, nil
 	}
-	b.last = now
 	b.mu.Unlock()
 	if n < 2 {
 		return d.askByID(ctx, id, now)
