@@ -74,7 +74,12 @@ func outcomes(recs []destination.Record, res []destination.Result) []string {
 
 func newStubDest(t *testing.T, srv *httptest.Server, mode string) *Destination {
 	t.Helper()
-	d, err := New(Params{BaseURL: srv.URL + "/v3", APIKey: "xkeysib-k", Mode: mode, ListIDs: []int64{1},
+	return newStubDestWith(t, srv, mode, nil)
+}
+
+func newStubDestWith(t *testing.T, srv *httptest.Server, mode string, client *http.Client) *Destination {
+	t.Helper()
+	d, err := New(Params{BaseURL: srv.URL + "/v3", APIKey: "xkeysib-k", Mode: mode, ListIDs: []int64{1}, HTTPClient: client,
 		Concurrency: 1, RateLimit: 1e9, Clock: clock.NewFake(time.Unix(1_700_000_000, 0)),
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
@@ -83,6 +88,30 @@ func newStubDest(t *testing.T, srv *httptest.Server, mode string) *Destination {
 	d.maxBody = 550 // two records per import body
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// closeCounter counts the answers whose body the client has closed.
+type closeCounter struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c closeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := c.rt.RoundTrip(r)
+	if err == nil {
+		res.Body = countingBody{res.Body, c.n}
+	}
+	return res, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Close() error {
+	defer b.n.Add(1)
+	return b.ReadCloser.Close()
 }
 
 // The lease runs out after the first request: what was not yet sent is
@@ -100,10 +129,13 @@ func TestWhatWasNotSentAfterTheLeaseEndedIsNotSent(t *testing.T) {
 		t.Run(tt.mode, func(t *testing.T) {
 			t.Parallel()
 			srv, n := brevoStub(t)
-			d := newStubDest(t, srv, tt.mode)
+			// The lease ends once the client has read the first answer:
+			// flipping on the server's side raced the client's own reads.
+			var answered atomic.Int64
+			d := newStubDestWith(t, srv, tt.mode, &http.Client{Transport: closeCounter{http.DefaultTransport, &answered}})
 			far := time.Unix(1_800_000_000, 0)
 			ctx := destination.WithAttemptDeadline(t.Context(), func() time.Time {
-				if n.Load() > 0 {
+				if answered.Load() > 0 {
 					return time.Unix(0, 0)
 				}
 				return far
