@@ -1,8 +1,11 @@
 package queue_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -325,9 +328,12 @@ func TestPartitionedCSVSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	// The service's log is shown if the test fails: a run that never ended
+	// once under a loaded CI machine, and the test had nothing to say why.
+	logs := logOnFailure(t)
 	// No Redis client given: the service opens one from cfg.Redis.
 	svc, err := queue.New(t.Context(), queue.Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st},
-		Workers: 3, FetchPollInterval: 20 * time.Millisecond})
+		Workers: 3, FetchPollInterval: 20 * time.Millisecond, Logger: logs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,4 +408,33 @@ func TestRunNowDuringAPartitionedRun(t *testing.T) {
 	if runs := runsOf(t, b.st, b.syncID); len(runs) != 1 {
 		t.Fatalf("runs of the sync: %+v; want the one run", runs)
 	}
+}
+
+// logOnFailure returns a logger whose lines the test prints if it fails,
+// after the cleanups registered later (a service's shutdown) have run.
+func logOnFailure(t *testing.T) *slog.Logger {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		buf bytes.Buffer
+	)
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("the service's log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
