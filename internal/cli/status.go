@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/alert"
@@ -352,6 +353,27 @@ func printRunning(w io.Writer, cfg *config.Config, id string, runs []store.Run, 
 // for processing and no run has settled yet: records a run left accepted
 // when it stopped waiting for them are in none of its figures (`runs`), and
 // were in no line of `status` either (docs/guide.md#brevo-bulk-imports-accepted-then-delivered-or-rejected).
+// nextRunLine says when the schedule starts the sync next, as the sync page
+// does (an @every schedule counts from when a serve became the leader,
+// unknown here).
+func nextRunLine(schedule string, state store.SyncState, now time.Time) string {
+	switch {
+	case state == store.SyncPaused:
+		return "none while paused (resume starts the schedule again)"
+	case schedule == "":
+		return "none scheduled (no schedule: oncesync run, \"Run now\" or the API start it)"
+	}
+	sched, err := config.ParseSchedule(schedule)
+	if err != nil {
+		return fmt.Sprintf("unknown (schedule %q: %v)", schedule, err)
+	}
+	if d, every := sched.(cron.ConstantDelaySchedule); every {
+		return fmt.Sprintf("every %s (schedule %q), counted from when a running oncesync serve became the leader", d.Delay, schedule)
+	}
+	return fmt.Sprintf("%s (schedule %q), if an oncesync serve is running; a failed run's retry can come sooner",
+		sched.Next(now).UTC().Format(time.RFC3339), schedule)
+}
+
 func printAccepted(ctx context.Context, w io.Writer, st store.Store, id string) error {
 	es, err := st.LedgerList(ctx, id, store.LedgerAccepted, 0)
 	if err != nil || len(es) == 0 {
@@ -376,7 +398,7 @@ func newStatusCmd(env Env) *cobra.Command {
 		Use:   "status --config FILE [SYNC]",
 		Short: "Show a sync's state, last error with next step and owner, dead-man state, lease and cursor",
 		Long: `Without SYNC, one line per sync: its state, its last run and that run's failure code.
-With SYNC, the sync in detail: state, last success, failure streak, the last error with its
+With SYNC, the sync in detail: state, next run by the schedule, last success, failure streak, the last error with its
 next step and owner, the lease (and whether its holder is still alive), the cursor and the
 dead-man verdict.`,
 		Example: `  oncesync status --config oncesync.yaml
@@ -415,6 +437,9 @@ func printStatus(ctx context.Context, w io.Writer, cfg *config.Config, st store.
 	}
 	fmt.Fprintf(w, "state:      %s\n", state)
 	fmt.Fprintf(w, "changed at: %s\n", s.ChangedAt.UTC().Format(time.RFC3339))
+	if sc, ok := cfg.Sync(id); ok {
+		fmt.Fprintf(w, "next run:   %s\n", nextRunLine(sc.Schedule, s.State, now))
+	}
 	runs, err := st.ListRuns(ctx, id, 50)
 	if err != nil {
 		return err

@@ -58,7 +58,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 	_ = st.Close()
 	out, errOut, code = status("busy")
-	if code != ExitOK || !strings.Contains(out, "its process is no longer running") {
+	if code != ExitOK || !strings.Contains(out, "its process is no longer running") || !strings.Contains(out, "next run:   none scheduled") {
 		t.Fatalf("dead holder: exit %d\n%s%s", code, out, errOut)
 	}
 	out, _, _ = status()
@@ -245,4 +245,27 @@ func busyRun(t *testing.T, b *deadmanBundle) (*sqlite.Store, store.Run) {
 		t.Fatal(err)
 	}
 	return st, r
+}
+
+// TestNextRunLine: status says when the schedule starts a sync next, and
+// why nothing will when it is paused or has no schedule.
+func TestNextRunLine(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 3, 52, 10, 0, time.UTC)
+	tests := []struct {
+		schedule string
+		state    store.SyncState
+		want     string
+	}{
+		{"*/15 * * * *", store.SyncActive, `2026-12-07T04:00:00Z (schedule "*/15 * * * *"), if an oncesync serve is running`},
+		{"CRON_TZ=Asia/Kolkata 0 9 * * *", store.SyncActive, `2026-12-08T03:30:00Z`},
+		{"@every 90m", store.SyncActive, `every 1h30m0s (schedule "@every 90m"), counted from when a running oncesync serve became the leader`},
+		{"*/15 * * * *", store.SyncPaused, "none while paused"},
+		{"", store.SyncActive, "none scheduled (no schedule:"},
+	}
+	for _, tt := range tests {
+		if got := nextRunLine(tt.schedule, tt.state, now); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("nextRunLine(%q, %s) = %q, want it to start %q", tt.schedule, tt.state, got, tt.want)
+		}
+	}
 }
