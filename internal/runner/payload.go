@@ -139,7 +139,7 @@ func (r *run) recordEpoch(ctx context.Context) error {
 		n, err := r.layoutEpoch(ctx, r.Store, true)
 		switch {
 		case err != nil:
-			r.epochErr = failure.Wrap(failure.StoreUnavailable, err, "record the sync's layout epoch")
+			r.epochErr = storeFailure(ctx, err, "record the sync's layout epoch")
 		case n != r.epoch:
 			r.epochErr = failure.New(failure.StoreUnavailable, fmt.Sprintf(
 				"the sync's identity or partitions changed while this run started (layout epoch %d, now %d): run it again", r.epoch, n))
@@ -190,7 +190,7 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 	key := vendorBaseID(r.Sync.ID, r.Sync.DestinationAddress)
 	name, found, err := r.Store.GetPayloadBase(ctx, key)
 	if err != nil {
-		return "", failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		return "", storeFailure(ctx, err, "load the sync's destination account")
 	}
 	if !found {
 		id, err := t.AccountID(ctx)
@@ -199,10 +199,12 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 			name = noVendorAccount
 		case failure.CodeOf(err) == failure.DestinationAuth:
 			return "", err // the key is refused: every write would be
+		case err != nil && ctx.Err() != nil:
+			return "", cancelled(ctx) // a drain, not the vendor's answer
 		case err != nil:
 			first, known, gerr := r.Store.GetPayloadBase(ctx, addressBaseID(r.Sync.ID))
 			if gerr != nil {
-				return "", failure.Wrap(failure.StoreUnavailable, gerr, "load the sync's destination address")
+				return "", storeFailure(ctx, gerr, "load the sync's destination address")
 			}
 			if known && first != r.Sync.DestinationAddress {
 				return "", failure.Wrap(failure.CodeOf(err), err,
@@ -215,7 +217,7 @@ func (r *run) vendorAccount(ctx context.Context) (string, error) {
 			name = "vendor " + hex.EncodeToString(sum[:12])
 		}
 		if name, err = r.Store.PayloadBase(ctx, key, name); err != nil {
-			return "", failure.Wrap(failure.StoreUnavailable, err, "record the sync's destination account")
+			return "", storeFailure(ctx, err, "record the sync's destination account")
 		}
 	}
 	if name == noVendorAccount {
@@ -235,7 +237,7 @@ func (r *run) accountAddress(ctx context.Context) error {
 	keep := func(name string) error {
 		addr, err := r.Store.PayloadBase(ctx, accountBaseID(r.Sync.ID, name), r.Sync.DestinationAddress)
 		if err != nil {
-			return failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+			return storeFailure(ctx, err, "load the sync's destination account")
 		}
 		r.Sync.DestinationAddress = addr
 		return nil
@@ -251,7 +253,7 @@ func (r *run) accountAddress(ctx context.Context) error {
 	named, found, err := r.Store.GetPayloadBase(ctx, accountBaseID(r.Sync.ID, name))
 	switch {
 	case err != nil:
-		return failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination account")
+		return storeFailure(ctx, err, "load the sync's destination account")
 	case found:
 		r.Sync.DestinationAddress = named // the name answers: the vendor is not asked
 		return nil

@@ -394,13 +394,20 @@ func TestNamedAccountKeepsItsAddress(t *testing.T) {
 // tellingDest is a memDest whose vendor says which account its key reaches.
 type tellingDest struct {
 	*memDest
-	id    string // "": ErrNoAccountID; "!": unavailable; "401": the key refused
+	id    string // "": ErrNoAccountID; "!": unavailable; "401": the key refused; "wait": until ctx ends
 	asked int
+	onAsk func() // when set, called as the vendor is asked
 }
 
-func (d *tellingDest) AccountID(context.Context) (string, error) {
+func (d *tellingDest) AccountID(ctx context.Context) (string, error) {
 	d.asked++
+	if d.onAsk != nil {
+		d.onAsk()
+	}
 	switch d.id {
+	case "wait":
+		<-ctx.Done()
+		return "", failure.Wrap(failure.DestinationUnavailable, ctx.Err(), "GET /account: no answer")
 	case "":
 		return "", destination.ErrNoAccountID
 	case "!":
@@ -553,5 +560,29 @@ func TestFailedRunLeavesNoLayoutEpoch(t *testing.T) {
 	}
 	if _, _, dups := tb.dest.stats(); dups != 0 {
 		t.Fatalf("%d duplicate writes", dups)
+	}
+}
+
+// A run stopped while it asks the vendor which account its key reaches (a
+// SIGTERM's drain deadline during a slow GET /account) is interrupted, not
+// a store failure: the store read after the cancelled question failed on the
+// cancelled context and sent a person to fix a healthy store (an independent
+// check, 2026-12-07).
+func TestStoppedWhileAskingTheVendorIsInterrupted(t *testing.T) {
+	t.Parallel()
+	a := setupAccounts(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.dest.onAsk = cancel
+	p := a.tb.params(t, "id")
+	p.Source, p.Destination, p.ResetCursor = a.src, a.dest, true
+	p.Sync.DestinationAddress = "https://api.example.com/v3"
+	a.dest.id = "wait"
+	r, err := Run(ctx, p)
+	if failure.CodeOf(err) != failure.Interrupted || r.State != store.RunInterrupted {
+		t.Fatalf("run stopped while asking the vendor: %s, %v; want interrupted", r.State, err)
+	}
+	if _, _, dups := a.dest.stats(); a.dest.asked != 1 || dups != 0 {
+		t.Fatalf("vendor asked %d times, %d duplicates", a.dest.asked, dups)
 	}
 }

@@ -495,27 +495,27 @@ func (r *run) drainRequested() bool {
 func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	base, err := r.Store.PayloadBase(ctx, r.Sync.ID, r.Sync.DestinationPayload)
 	if err != nil {
-		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's payload base")
+		return store.RunFailed, storeFailure(ctx, err, "load the sync's payload base")
 	}
 	if err := r.accountAddress(ctx); err != nil {
 		return store.RunFailed, err
 	}
 	addr, err := r.Store.PayloadBase(ctx, addressBaseID(r.Sync.ID), r.Sync.DestinationAddress)
 	if err != nil {
-		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's destination address")
+		return store.RunFailed, storeFailure(ctx, err, "load the sync's destination address")
 	}
 	epoch, err := r.layoutEpoch(ctx, r.Store, false)
 	if err != nil {
-		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's layout epoch")
+		return store.RunFailed, storeFailure(ctx, err, "load the sync's layout epoch")
 	}
 	r.epoch = epoch
 	r.setSaltEpoch(base, addr, epoch)
 	if r.sourceKey, err = r.Store.PayloadBase(ctx, sourceBaseID(r.Sync.ID), r.Source.ID()); err != nil {
-		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the sync's source key")
+		return store.RunFailed, storeFailure(ctx, err, "load the sync's source key")
 	}
 	cur, err := r.Store.GetCursor(ctx, r.Sync.ID)
 	if err != nil {
-		return store.RunFailed, failure.Wrap(failure.StoreUnavailable, err, "load the cursor")
+		return store.RunFailed, storeFailure(ctx, err, "load the cursor")
 	}
 	cursor, changed := startCursor(cur, r.payload, r.ResetCursor || r.Resend)
 	if changed {
