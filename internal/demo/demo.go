@@ -82,8 +82,20 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	if p.KillAtWrite <= 0 {
 		p.KillAtWrite = killAt(p.Mode, p.Records, p.PageSize)
 	}
+	if err := p.Check(); err != nil {
+		return Result{}, err
+	}
 	out := p.Stdout
-	dir := p.Dir
+	dir, kept := p.Dir, p.Dir != ""
+	if kept {
+		// The config written into dir names its files relative to itself:
+		// a relative dir was doubled (dir/dir/oncesync.db).
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return Result{}, fmt.Errorf("the demo's directory: %w", err)
+		}
+		dir = abs
+	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "oncesync-demo-*")
 		if err != nil {
@@ -209,7 +221,10 @@ syncs:
 	if !killed {
 		close(stopBar)
 		<-barDone
-		return Result{}, fmt.Errorf("worker 1 ended before the kill point (%v); see %s", firstErr, filepath.Join(dir, "worker-1.log"))
+		if firstErr == nil {
+			return Result{}, fmt.Errorf("worker 1 finished the sync before its kill point, write #%d: %s", p.KillAtWrite, workerLog(dir, "worker-1.log", kept))
+		}
+		return Result{}, fmt.Errorf("worker 1 ended before its kill point (%v): %s", firstErr, workerLog(dir, "worker-1.log", kept))
 	}
 
 	// 5. Second worker: resumes from the checkpoint, settles the in-doubt page.
@@ -225,7 +240,7 @@ syncs:
 	if err := second.Wait(); err != nil {
 		close(stopBar)
 		<-barDone
-		return Result{}, fmt.Errorf("worker 2 failed (%v); see %s", err, filepath.Join(dir, "worker-2.log"))
+		return Result{}, fmt.Errorf("worker 2 failed (%v): %s", err, workerLog(dir, "worker-2.log", kept))
 	}
 	close(stopBar)
 	<-barDone
@@ -239,7 +254,7 @@ syncs:
 		return Result{}, err
 	}
 	if err := third.Wait(); err != nil {
-		return Result{}, fmt.Errorf("the second pass failed (%v); see %s", err, filepath.Join(dir, "worker-3.log"))
+		return Result{}, fmt.Errorf("the second pass failed (%v): %s", err, workerLog(dir, "worker-3.log", kept))
 	}
 	final := fb.Stats()
 	fmt.Fprintf(out, "6. the next scheduled run re-read all %d contacts and sent %d requests (all replayed from the ledger)\n",
@@ -274,6 +289,46 @@ syncs:
 		return res, errors.New("the promise did not hold: see the summary above")
 	}
 	return res, nil
+}
+
+// Writes is how many destination writes the demo's sync makes: one import
+// a page on the bulk path, one call a contact on the single path.
+func Writes(mode string, records, pageSize int) int {
+	if mode == "single" {
+		return records
+	}
+	return (records + pageSize - 1) / pageSize
+}
+
+// Check refuses what the demo cannot play, once Run has given the zero
+// values their defaults.
+func (p Params) Check() error {
+	switch {
+	case p.Mode != "bulk" && p.Mode != "single":
+		return fmt.Errorf("--mode %q: the demo's Brevo paths are bulk and single", p.Mode)
+	case p.KillAtWrite > Writes(p.Mode, p.Records, p.PageSize):
+		return fmt.Errorf("--kill-at-write %d is past the demo's last write: %d contacts make %d writes on the %s path (pages of %d)",
+			p.KillAtWrite, p.Records, Writes(p.Mode, p.Records, p.PageSize), p.Mode, p.PageSize)
+	}
+	return nil
+}
+
+// workerLog points at a worker's log in a directory the demo keeps, and
+// quotes the end of it from one it removes as it returns.
+func workerLog(dir, name string, kept bool) string {
+	path := filepath.Join(dir, name)
+	if kept {
+		return "see " + path
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "its log could not be read (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return "the end of its log (the demo's directory is removed; keep it with --dir):\n  " + strings.Join(lines, "\n  ")
 }
 
 func start(ctx context.Context, exe, cfg, dir, logName string) (*exec.Cmd, error) {

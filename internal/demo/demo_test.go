@@ -1,8 +1,12 @@
 package demo
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -87,5 +91,47 @@ func TestKillAt(t *testing.T) {
 		if got < 1 || got > writes {
 			t.Errorf("killAt(%s, %d, %d) = %d: not one of the run's %d writes", tc.mode, tc.records, tc.pageSize, got, writes)
 		}
+	}
+}
+
+// TestCheck refuses what the demo cannot play, naming why; the demo's
+// defaults pass.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p    Params
+		want string
+	}{
+		{Params{Mode: "bulk", Records: 5000, PageSize: 250}, ""},
+		{Params{Mode: "single", Records: 10, PageSize: 250, KillAtWrite: 10}, ""},
+		{Params{Mode: "fast", Records: 10, PageSize: 250}, `--mode "fast"`},
+		{Params{Mode: "bulk", Records: 5000, PageSize: 250, KillAtWrite: 21}, "5000 contacts make 20 writes on the bulk path"},
+		{Params{Mode: "single", Records: 10, PageSize: 250, KillAtWrite: 11}, "10 contacts make 10 writes"},
+	} {
+		err := tt.p.Check()
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("Check(%+v) = %v, want %q", tt.p, err, tt.want)
+		}
+	}
+}
+
+// TestWorkerLog quotes the end of a log the demo removes, and points at one
+// it keeps (a failed demo named a file it had just deleted).
+func TestWorkerLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "w.log"), []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := workerLog(dir, "w.log", false)
+	if !strings.Contains(got, "line 20") || !strings.Contains(got, "line 13") || strings.Contains(got, "line 12") || !strings.Contains(got, "--dir") {
+		t.Errorf("removed directory: %q", got)
+	}
+	if got := workerLog(dir, "w.log", true); got != "see "+filepath.Join(dir, "w.log") {
+		t.Errorf("kept directory: %q", got)
 	}
 }

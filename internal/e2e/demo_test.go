@@ -12,7 +12,8 @@ import (
 )
 
 // TestDemo runs the README's first command as a new user would, with a
-// directory of their choosing that does not exist yet: the demo kills a
+// directory of their choosing that does not exist yet (absolute, and
+// relative to where it runs): the demo kills a
 // worker mid-batch and measures at its fake Brevo that every contact
 // arrived once, on both paths.
 func TestDemo(t *testing.T) {
@@ -20,9 +21,16 @@ func TestDemo(t *testing.T) {
 	for _, mode := range []string{"bulk", "single"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "my", "demo")
-			p := testenv.Start(t, testenv.StartParams{Binary: binary, Name: "oncesync demo",
-				Args: []string{"demo", "--records", "1200", "--mode", mode, "--dir", dir}})
+			base := t.TempDir()
+			dir := filepath.Join(base, "my", "demo")
+			arg := dir
+			if mode == "single" {
+				// Relative to where the command runs: the demo's config once
+				// named its files relative to itself, doubling the directory.
+				arg = filepath.Join("my", "demo")
+			}
+			p := testenv.Start(t, testenv.StartParams{Binary: binary, Name: "oncesync demo", Dir: base,
+				Args: []string{"demo", "--records", "1200", "--mode", mode, "--dir", arg}})
 			if code := p.Wait(t, 3*time.Minute); code != 0 {
 				t.Fatalf("demo exit %d:\n%s", code, p.Out)
 			}
