@@ -53,6 +53,7 @@ Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 ever
 				fmt.Fprintf(env.Stdout, "%s\n", l)
 			}
 			if err != nil {
+				env.hintConfig, env.hintSync = cfg.Path, sc.ID
 				return failed(env, err)
 			}
 			fmt.Fprintf(env.Stdout, "sync %s: every check passed; nothing was written\n", sc.ID)

@@ -406,3 +406,25 @@ syncs:
 		t.Fatalf("the next check: exit %d, or notices sent again", code)
 	}
 }
+
+// TestFailedLineNamesTheConfig: the last line of a failed run gives the
+// catalog's commands with the run's config and sync, so they can be pasted
+// (printed as "oncesync runs SYNC" they failed for a config not named
+// oncesync.yaml: an independent check, 2026-12-07).
+func TestFailedLineNamesTheConfig(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	env := Env{Stdout: &out, Stderr: io.Discard, hintConfig: "conf/crm.yaml", hintSync: "crm"}
+	if err := failed(env, failure.New(failure.RecordsInDoubt, "")); err == nil {
+		t.Fatal("failed returned nil")
+	}
+	if !strings.Contains(out.String(), "`oncesync records --config conf/crm.yaml crm --in-doubt`") {
+		t.Errorf("last line: %s", out.String())
+	}
+	out.Reset()
+	env.hintConfig, env.hintSync = "", ""
+	_ = failed(env, failure.New(failure.AlreadyRunning, ""))
+	if !strings.Contains(out.String(), "`oncesync status --config FILE SYNC`") {
+		t.Errorf("last line without a loaded config: %s", out.String())
+	}
+}

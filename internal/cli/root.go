@@ -40,6 +40,10 @@ type Env struct {
 	// scrub hides the loaded config's secrets in Stdout and Stderr (Main
 	// sets it; nil: nothing hidden).
 	scrub *scrubber
+	// hintConfig and hintSync fill the config file and the sync id into
+	// the commands of a failure's next step (run sets them once its config
+	// is loaded; empty: printed as the catalog has them).
+	hintConfig, hintSync string
 }
 
 func (e Env) clock() clock.Clock {

@@ -152,6 +152,7 @@ func dryRun(ctx context.Context, env Env, f runFlags, syncID string) error {
 		if err != nil {
 			return err
 		}
+		env.hintConfig, env.hintSync = f.config, sc.ID
 		bar := progress.New(env.Stdout, 0, sc.ID+" (dry run)", 2*time.Second)
 		pv, err := previewSync(ctx, cfg, st, sc, previewOpts{reset: f.resetCursor, resend: f.resend}, func(n int64) { bar.Set(n, "") })
 		bar.Finish()
@@ -338,6 +339,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	if err != nil {
 		return configFailed(env, err)
 	}
+	env.hintConfig, env.hintSync = cfg.Path, sc.ID
 	log := rf.logger(env.Stderr)
 	clk := clock.Real{}
 
@@ -651,6 +653,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		fmt.Fprintf(env.Stdout, "run %d of sync %s %s: its %d partitions' runs together: read %d, %s, replayed from ledger %d, rejected %d\n",
 			last.ID, sc.ID, last.State, sc.Partitions, last.Read, writtenPhrase(last.Counters), last.Replayed, last.Rejected)
 	}
+	if last.Rejected > 0 {
+		// The counter alone left a person asking which ones (a
+		// refused record is named for a person: docs/guide.md#what-a-run-does).
+		fmt.Fprintf(env.Stdout, "%d record(s) rejected by the destination: `oncesync records --config %s %s --rejected` names each with its reason; later runs send them again\n",
+			last.Rejected, cfg.Path, sc.ID)
+	}
 	cancel()
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, last)
 	if worstErr != nil {
@@ -882,7 +890,13 @@ func failed(env Env, err error) error {
 	if errors.As(err, &fe) && fe.Detail != "" && fe.Detail != failure.Lookup(fe.Code).WhatHappened {
 		fmt.Fprintf(w, "detail: %s\n", fe.Detail)
 	}
-	fmt.Fprintln(w, failure.LastLine(err))
+	line := failure.LastLine(err)
+	if env.hintConfig != "" && env.hintSync != "" {
+		// The catalog's commands as they can be pasted (a config not
+		// named oncesync.yaml made them fail as printed).
+		line = concreteHint(line, env.hintConfig, env.hintSync)
+	}
+	fmt.Fprintln(w, line)
 	return exit(ExitFailed, nil)
 }
 

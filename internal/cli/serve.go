@@ -70,9 +70,12 @@ the store.
 A failed run is retried up to 5 attempts, --retry-backoff (60 s) after the
 first and doubling (±10 %); permanent failures (bad credentials, an invalid
 definition) are not retried. After every failed run the circuit breaker reads
-the sync's last runs: when all of the last 5 failed it pauses the sync and
-alerts (alerts: in the config). A paused sync's schedule keeps ticking and
-runs nothing until a person resumes it.
+the sync's last runs: when its last 5 failures that the sync's owner must fix
+(owner: you, such as refused credentials or a bad mapping) came with no success
+between them (settings.breaker_failures), it pauses the sync and alerts
+(alerts: in the config). Failures the operator owns (a destination, the store
+or Redis down) neither count nor break the streak: an outage pauses nothing.
+A paused sync's schedule keeps ticking and runs nothing until a person resumes it.
 
 Every hour at minute 13 the leader runs the dead-man check: every workspace
 and every sync with no successful run in its window (deadman_window, 24h)

@@ -194,7 +194,7 @@ func streakLine(k breaker.Streak, threshold int) string {
 }
 
 // hintRE finds the commands of a catalog hint that take a sync id.
-var hintRE = regexp.MustCompile("`oncesync (status|runs|run|resume|pause|records) SYNC")
+var hintRE = regexp.MustCompile("`oncesync (status|runs|run|resume|pause|records)(?: --config FILE)? SYNC")
 
 // concreteHint fills the config file and the sync id into the commands of a
 // catalog hint, so it can be pasted as it is.

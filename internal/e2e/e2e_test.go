@@ -379,7 +379,8 @@ func TestRejections(t *testing.T) {
 		if code := p.Wait(t, time.Minute); code != 0 {
 			t.Fatalf("exit %d:\n%s", code, p.Out)
 		}
-		if !strings.Contains(p.Out.String(), "written 499, replayed from ledger 0, rejected 1,") {
+		if !strings.Contains(p.Out.String(), "written 499, replayed from ledger 0, rejected 1,") ||
+			!strings.Contains(p.Out.String(), "1 record(s) rejected by the destination: `oncesync records --config "+tb.config+" contacts --rejected` names each") {
 			t.Fatalf("summary:\n%s", p.Out)
 		}
 		if st := tb.stats(); st.Contacts != 499 || st.DuplicateWrites != 0 {
