@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncesync/oncesync/internal/alert"
 	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/app"
 	"github.com/oncesync/oncesync/internal/breaker"
@@ -333,6 +334,7 @@ func loaded(env Env, cfg *config.Config, err error) (*config.Config, error) {
 func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID string) error {
 	cfg, err := loadSyncConfig(env, f.config, syncID)
 	if err != nil {
+		recordConfigFailure(ctx, env, rf, err, syncID)
 		return configFailed(env, err)
 	}
 	sc, err := syncOf(cfg, syncID)
@@ -859,6 +861,80 @@ func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, er
 	}
 	afterFailure(rctx, run)
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
+}
+
+// recordConfigFailure records a failed run of syncID when its own entry of
+// the config cannot be run (an environment variable cron's environment
+// lacks, a value of the wrong type) and the rest of the file can: the
+// breaker counts it, the heartbeat says /fail, and status shows it. Unrecorded,
+// every cron run died silently until the dead-man window ran out, and the
+// dead-man then blamed a stopped scheduler (an independent check,
+// 2026-12-07). A sync this store has never run, or that is paused, gets no
+// run; a store that does not exist yet is not created. What it cannot record
+// it logs: the caller reports the config's problems.
+func recordConfigFailure(ctx context.Context, env Env, rf *rootFlags, err error, syncID string) {
+	var probs *config.Problems
+	if !errors.As(err, &probs) {
+		return
+	}
+	cfg, ok := probs.SoundTopLevel()
+	if !ok {
+		return
+	}
+	sc, ok := cfg.Sync(syncID)
+	if !ok {
+		return
+	}
+	if _, isNew := app.NewSQLiteStore(cfg); isNew {
+		return
+	}
+	env.scrub.add(cfg.SecretValues())
+	log := rf.logger(env.Stderr)
+	clk := clock.Real{}
+	st, err := app.OpenStore(ctx, cfg, clk)
+	if err != nil {
+		log.Warn("could not record the failed run: the store is unavailable", "sync", syncID, "code", failure.CodeOf(err))
+		return
+	}
+	defer st.Close()
+	if s, err := st.GetSync(ctx, syncID); err != nil || s.State == store.SyncPaused {
+		return
+	}
+	alerts, err := alert.FromConfig(cfg.Alerts, log, clk)
+	if err != nil {
+		alerts = nil // the alerts' own entry may be what is wrong: the breaker still pauses
+	}
+	var notifier breaker.Notifier // a nil *alert.Dispatcher is not a nil Notifier
+	if alerts != nil {
+		notifier = alerts
+	}
+	brk := breaker.New(breaker.Params{Store: st, Notifier: notifier, Logger: log, Link: app.SyncLink(cfg)})
+	afterFailure := func(ctx context.Context, r store.Run) {
+		trip, err := brk.AfterFailure(ctx, r.SyncID, sc.EffectiveBreakerFailures(cfg.Settings))
+		if err != nil {
+			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+		}
+		if trip != nil {
+			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+		}
+	}
+	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
+	if !probs.Concern(".heartbeat_url") {
+		defer func() {
+			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), heartbeatWait)
+			defer cancel()
+			_ = beats.Close(hctx)
+		}()
+	} else {
+		beats, sc.HeartbeatURL = nil, "" // its address is what is wrong
+	}
+	recordBuildFailure(ctx, st, sc, failure.Wrap(failure.InvalidSyncDefinition, err, "the sync's entry in %s cannot be run: %s", cfg.Path, strings.ReplaceAll(probs.Error(), "\n", "; ")),
+		cfg.SecretValues(), afterFailure, beats, log)
+	if alerts != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = alerts.Close(actx)
+	}
 }
 
 // configFailed prints a config that cannot be run as Main prints any

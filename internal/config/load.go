@@ -147,6 +147,9 @@ func parse(file string, data []byte, env func(string) (string, bool), kinds Kind
 	if len(probs) > 0 {
 		p := &Problems{List: probs}
 		p.sort()
+		if o.oneSync && cfg != nil && onlyInSync(cfg, o.syncID, probs) {
+			p.sound = cfg
+		}
 		return nil, p
 	}
 	cfg.warnLines = map[string]int{}
@@ -233,6 +236,19 @@ func syncIndex(path string) (int, bool) {
 	}
 	i, err := strconv.Atoi(m[1])
 	return i, err == nil
+}
+
+// onlyInSync reports whether every problem lies in sync id's own entry of
+// cfg (its destination's unset variable, a wrong type in its mapping), so
+// that the top level (store, redis, settings, alerts) was read as written.
+func onlyInSync(cfg *Config, id string, probs []Problem) bool {
+	for _, p := range probs {
+		i, ok := syncIndex(p.Field)
+		if !ok || i >= len(cfg.Syncs) || cfg.Syncs[i].ID != id || id == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // problemsFor are the problems of a command that acts on sync id alone:

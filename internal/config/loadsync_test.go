@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -59,6 +60,47 @@ func TestParseSyncLeavesOutAnotherSyncsUnsetVariables(t *testing.T) {
 		_, err := config.ParseSync("c.yaml", []byte(tc.file), envMap(nil), kinds, "crm")
 		if got := problemsOf(t, err); len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s: ParseSync crm: problems %q, want only %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSoundTopLevel: ParseSync's problems give the config as read when
+// every problem lies in the sync's own entry (so a run can record that it
+// could not run), and not when one lies at the top level or in another
+// sync.
+func TestSoundTopLevel(t *testing.T) {
+	t.Parallel()
+	const file = `store: sqlite://./o.db
+syncs:
+  - id: crm
+    source: {type: csv, path: a.csv}
+    destination: {type: webhook, url: "https://hooks.example.com/x", headers: {Authorization: "Bearer ${TOKEN}"}}
+    mapping: {fields: {email: email}}
+`
+	for _, tc := range []struct {
+		name, file, sync string
+		sound            bool
+	}{
+		{"the sync's own variable", file, "crm", true},
+		{"a top-level variable too", "alerts: {webhook: {url: https://a.example.com, secret: ${WEBHOOK_SECRET}}}\n" + file, "crm", false},
+		{"another sync's problem", file + `  - id: hook
+    source: {type: csv, path: c.csv, pagesize: 10}
+    destination: {type: webhook, url: https://b.example.com}
+    mapping: {fields: {email: email}}
+`, "crm", false},
+	} {
+		_, err := config.ParseSync("c.yaml", []byte(tc.file), envMap(nil), kinds, tc.sync)
+		var probs *config.Problems
+		if !errors.As(err, &probs) {
+			t.Fatalf("%s: %v, want problems", tc.name, err)
+		}
+		cfg, ok := probs.SoundTopLevel()
+		if ok != tc.sound {
+			t.Errorf("%s: SoundTopLevel = %v, want %v", tc.name, ok, tc.sound)
+			continue
+		}
+		if ok && (cfg.Store != "sqlite://./o.db" || len(cfg.Syncs) != 1 || cfg.Syncs[0].ID != "crm") {
+			t.Errorf("%s: the config as read: store %q, syncs %+v", tc.name, cfg.Store, cfg.Syncs)
 		}
 	}
 }

@@ -45,6 +45,30 @@ func (p Problem) String() string {
 // failure code invalid_sync_definition (failure.CodeOf).
 type Problems struct {
 	List []Problem
+
+	// sound is the config LoadSync read when every problem lies in the
+	// sync's own entry (SoundTopLevel).
+	sound *Config
+}
+
+// Concern reports whether a problem's field contains part
+// (".heartbeat_url").
+func (p *Problems) Concern(part string) bool {
+	for _, pr := range p.List {
+		if strings.Contains(pr.Field, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// SoundTopLevel returns, from LoadSync's problems, the config as read when
+// every problem lies in the named sync's own entry: its top level (store,
+// redis, settings, alerts) is sound, the sync's entry is not. It is for
+// recording that the sync could not run, as a failed run the breaker and
+// the dead-man see (docs/guide.md#guardrails), never for running it.
+func (p *Problems) SoundTopLevel() (*Config, bool) {
+	return p.sound, p.sound != nil
 }
 
 // Error prints one problem per line.
