@@ -123,3 +123,28 @@ syncs:
 		t.Errorf("--sync contacts: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestRunUsageErrorEndsWithFailedLine: `oncesync run` ends every way it can
+// fail with the contract's failed: line, a mistake in its own command line
+// too (invalid_invocation); other commands keep their usage error alone.
+func TestRunUsageErrorEndsWithFailedLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"run", "--config", "x.yaml"}, true},
+		{[]string{"run", "--config", "x.yaml", "a", "b"}, true},
+		{[]string{"run", "--config", "x.yaml", "a", "--dryrun"}, true},
+		{[]string{"run", "--config", "x.yaml", "a", "--log-level", "loud"}, true},
+		{[]string{"status", "--config", "x.yaml", "a", "b"}, false},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), tc.args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }})
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		got := strings.HasPrefix(lines[len(lines)-1], "failed: invalid_invocation: ")
+		if code != ExitUsage || got != tc.want {
+			t.Errorf("%q: exit %d, stdout %q; want exit 2 and a failed: invalid_invocation line %v", tc.args, code, out.String(), tc.want)
+		}
+	}
+}

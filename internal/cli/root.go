@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncesync/oncesync/internal/clock"
+	"github.com/oncesync/oncesync/internal/failure"
 )
 
 // Exit codes (docs/guide.md#commands).
@@ -80,6 +81,12 @@ func (e *exitError) Unwrap() error { return e.err }
 // exit returns an error that makes Main exit with code; a nil err prints nothing more.
 func exit(code int, err error) error { return &exitError{code: code, err: err} }
 
+// invocationError is a usage error of the command line itself (a flag's
+// value), as cobra's own flag and argument errors are.
+type invocationError struct{ error }
+
+func (e invocationError) Unwrap() error { return e.error }
+
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, env Env) int {
 	var rf rootFlags
@@ -92,7 +99,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -100,11 +107,30 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if errors.As(err, &ee) {
 		if ee.err != nil {
 			fmt.Fprintln(env.Stderr, ee.err)
+			invocationFailed(env, cmd, ee)
 		}
 		return ee.code
 	}
 	fmt.Fprintln(env.Stderr, "error:", err)
+	invocationFailed(env, cmd, nil)
 	return ExitUsage
+}
+
+// invocationFailed ends a usage error of `oncesync run` (a missing sync id,
+// an unknown flag) with the contract's failed: line, as every other way a
+// run fails does (docs/recovery.md#invalid_invocation). ee is the error's
+// exit code and message; nil for an error cobra itself found (a flag).
+// A config that cannot be run has printed its own failed: line (its
+// exitError carries no message).
+func invocationFailed(env Env, cmd *cobra.Command, ee *exitError) {
+	if cmd == nil || cmd.Name() != "run" || cmd.Parent() == nil || cmd.Parent().Parent() != nil {
+		return
+	}
+	var ie invocationError
+	if ee != nil && (ee.code != ExitUsage || !errors.As(ee.err, &ie)) {
+		return
+	}
+	fmt.Fprintln(env.Stdout, failure.LastLine(failure.New(failure.InvalidInvocation, "")))
 }
 
 type rootFlags struct {
@@ -137,7 +163,7 @@ Start with:
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		var lvl slog.Level
 		if err := lvl.UnmarshalText([]byte(rf.logLevel)); err != nil {
-			return exit(ExitUsage, fmt.Errorf("--log-level %q: want debug, info, warn or error", rf.logLevel))
+			return exit(ExitUsage, invocationError{fmt.Errorf("--log-level %q: want debug, info, warn or error", rf.logLevel)})
 		}
 		return nil
 	}

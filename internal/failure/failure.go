@@ -52,6 +52,7 @@ const (
 	CircuitBreakerTripped      Code = "circuit_breaker_tripped"
 	SyncPaused                 Code = "sync_paused"
 	AlertUndelivered           Code = "alert_undelivered"
+	InvalidInvocation          Code = "invalid_invocation"
 	Internal                   Code = "internal_error"
 )
 
@@ -153,6 +154,10 @@ var catalog = map[Code]Entry{
 		"A dead-man alert reached no alert sink but the log (the webhook, e-mail or Sentry was down or refused it).",
 		"Restore the alert sink named in the detail; the next dead-man check sends the alert again. Meanwhile `oncesync deadman check --config FILE` prints the silences.",
 		OwnerOperator, true},
+	InvalidInvocation: {InvalidInvocation,
+		"The command was given an argument or flag it does not take, or lacks one it needs, so it did nothing.",
+		"Run it again as its usage (printed before this line, and by `oncesync run --help`) says; `oncesync status --config FILE` lists the config's sync ids.",
+		OwnerYou, false},
 	Internal: {Internal,
 		"oncesync hit an internal error.",
 		"Run the sync again; if it persists, report it with the run id (`oncesync runs --config FILE SYNC`) and the log (`--log-level debug`).",
