@@ -730,7 +730,13 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 		why = "asked by " + c.p.Subject + " (Retry-After)"
 	}
 	destination.NoteWait(ctx, destination.Wait{Route: req.Route, For: d, Why: why})
-	if err := c.p.Sleep(ctx, d); err != nil {
+	sleep := func() error { return c.p.Sleep(ctx, d) }
+	if kind != waitPace {
+		// Between a failed attempt and the next (a pace's wait is not
+		// one: every call paces, and none would keep its place).
+		sleep = func() error { return waitWithoutPlace(ctx, func() error { return c.p.Sleep(ctx, d) }) }
+	}
+	if err := sleep(); err != nil {
 		return c.interrupted(ctx, st, req, err)
 	}
 	return nil
@@ -910,47 +916,130 @@ func (c *Client) reason(err error) string {
 // starting new calls once one fails; it returns the first error (or the
 // context's, when it ended before every call was handed out). The fan-out
 // of a connector's one-call-per-record path.
+//
+// A call that waits between its attempts (a backoff, a 429's wait, the
+// rate limit's pace: Client.wait) gives its place up meanwhile, and takes
+// one again before its next attempt: conc bounds the requests in flight,
+// not the calls waiting. One record's backoff held a place for up to 30 s
+// while the page's other records queued behind it (a webhook answering
+// 10 % of deliveries 5xx ran at 14 records a second with 4 places: an
+// independent check, 2026-12-07). A call that waits while it holds a lock
+// the others take must not give its place up: see Unplaced.
 func FanOut(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
 	// A failure stops the handing out of calls, not the calls in flight:
 	// one cut short after its request left would be in doubt, and a slow
 	// server may still apply it after a read-back found nothing (chaos
 	// destination-faults, 2026-12-01: such calls were written twice). Left
 	// to finish, each brings its own answer.
+	conc = max(conc, 1)
+	// At most conc calls work, and at most 2*conc have started and not
+	// ended: calls backing off give their places to as many others, never
+	// to the whole page (an outage would otherwise start every record, each
+	// then retrying, and a failure would stop none of them).
+	places, open := make(chan struct{}, conc), make(chan struct{}, 2*conc)
 	stop := make(chan struct{})
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
 		firstErr error
-		next     = make(chan int)
 		handed   int
 	)
-	for range min(conc, n) {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { firstErr = err; close(stop) })
-				}
-			}
-		})
-	}
 feed:
 	for i := range n {
-		select {
-		case next <- i:
-			handed++
-		case <-stop:
-			break feed
-		case <-ctx.Done():
-			break feed
+		for _, sem := range []chan struct{}{open, places} {
+			select {
+			case sem <- struct{}{}:
+			case <-stop:
+				break feed
+			case <-ctx.Done():
+				break feed
+			}
 		}
+		select {
+		case <-stop: // a call failed while this one waited for its place
+			<-places
+			<-open
+			break feed
+		default:
+		}
+		handed++
+		wg.Go(func() {
+			p := &place{places: places, held: true}
+			err := fn(context.WithValue(ctx, placeKey{}, p), i)
+			if err != nil {
+				// Before the place is free: the feeder, taking it, must
+				// see the failure and hand out nothing more.
+				once.Do(func() { firstErr = err; close(stop) })
+			}
+			p.give()
+			<-open
+		})
 	}
-	close(next)
 	wg.Wait()
 	if firstErr == nil && handed < n {
 		// The parent was cancelled before every index was handed out.
 		return ctx.Err()
 	}
 	return firstErr
+}
+
+// Unplaced is ctx without its FanOut place: a call that holds a lock the
+// other calls of its fan-out take (a cache filled by the first of them)
+// makes its requests under it, so that its waits keep its place. Had it
+// given the place up, the others, holding every place while they wait for
+// the lock, would leave it none to take back.
+func Unplaced(ctx context.Context) context.Context {
+	if ctx.Value(placeKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, placeKey{}, (*place)(nil))
+}
+
+// place is a FanOut call's place among the conc in flight.
+type place struct {
+	places chan struct{}
+	mu     sync.Mutex
+	held   bool
+}
+
+type placeKey struct{}
+
+// give gives the place up, if held.
+func (p *place) give() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held {
+		<-p.places
+		p.held = false
+	}
+}
+
+// take waits for a place again, or for ctx to end.
+func (p *place) take(ctx context.Context) error {
+	select {
+	case p.places <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	p.held = true
+	p.mu.Unlock()
+	return nil
+}
+
+// waitWithoutPlace runs sleep with ctx's FanOut place given up (when ctx
+// holds one), and takes a place again before it returns.
+func waitWithoutPlace(ctx context.Context, sleep func() error) error {
+	p, _ := ctx.Value(placeKey{}).(*place)
+	if p == nil {
+		return sleep()
+	}
+	p.give()
+	err := sleep()
+	if terr := p.take(ctx); err == nil {
+		err = terr
+	}
+	return err
 }
 
 // WriteEach is a connector's one-call-per-record write: send is called for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,5 +100,75 @@ func TestWriteEach(t *testing.T) {
 	})
 	if !errors.Is(err, destination.ErrNotSent) || len(out) != 1 || out[0].Outcome != destination.NotSent {
 		t.Fatalf("a send that never reached the server: %v, %v; want NotSent", out, err)
+	}
+}
+
+// TestFanOutBoundsRequestsNotWaits: calls that wait (waitWithoutPlace) give
+// their place to the next call, and take one back before they go on, so
+// that at most conc calls work at once; an Unplaced wait keeps its place.
+func TestFanOutBoundsRequestsNotWaits(t *testing.T) {
+	t.Parallel()
+	var working, most, started atomic.Int64
+	enter := func() {
+		n := working.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+	}
+	err := FanOut(t.Context(), 20, 3, func(ctx context.Context, i int) error {
+		started.Add(1)
+		enter()
+		time.Sleep(time.Millisecond)
+		working.Add(-1)
+		if err := waitWithoutPlace(ctx, func() error { time.Sleep(20 * time.Millisecond); return nil }); err != nil {
+			return err
+		}
+		enter()
+		time.Sleep(time.Millisecond)
+		working.Add(-1)
+		return nil
+	})
+	if err != nil || started.Load() != 20 {
+		t.Fatalf("FanOut = %v after %d calls", err, started.Load())
+	}
+	if m := most.Load(); m > 3 {
+		t.Fatalf("%d calls worked at once, want at most 3", m)
+	}
+	// An Unplaced wait keeps the place: the other call cannot start.
+	var order []int
+	var mu sync.Mutex
+	err = FanOut(t.Context(), 2, 1, func(ctx context.Context, i int) error {
+		mu.Lock()
+		order = append(order, i)
+		mu.Unlock()
+		return waitWithoutPlace(Unplaced(ctx), func() error {
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			order = append(order, 10+i)
+			mu.Unlock()
+			return nil
+		})
+	})
+	if err != nil || fmt.Sprint(order) != "[0 10 1 11]" {
+		t.Fatalf("Unplaced waits: %v, order %v; want [0 10 1 11]", err, order)
+	}
+}
+
+// TestFanOutOutageStartsFewCalls: when every call backs off and then fails
+// (a destination down), no more than twice conc calls start: giving places
+// up while waiting must not start the whole page against an outage.
+func TestFanOutOutageStartsFewCalls(t *testing.T) {
+	t.Parallel()
+	down := errors.New("503")
+	var started atomic.Int64
+	err := FanOut(t.Context(), 50, 2, func(ctx context.Context, i int) error {
+		started.Add(1)
+		_ = waitWithoutPlace(ctx, func() error { time.Sleep(10 * time.Millisecond); return nil })
+		return down
+	})
+	if !errors.Is(err, down) {
+		t.Fatalf("FanOut = %v", err)
+	}
+	if n := started.Load(); n > 4 {
+		t.Fatalf("%d calls started against the outage, want at most 4 (twice conc)", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
@@ -134,7 +135,7 @@ func (d *Destination) ensureAttributes(ctx context.Context) (map[string]string, 
 	if d.attrChecked {
 		return d.attrTypes, d.attrErr
 	}
-	attrs, listed, err := d.accountAttributes(ctx)
+	attrs, listed, err := d.accountAttributes(apiclient.Unplaced(ctx)) // under attrMu
 	if failure.CodeOf(err) == failure.DestinationAuth {
 		// The key is refused: the writes would be too (every page's).
 		d.attrChecked, d.attrErr = true, err

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/failure"
 )
 
@@ -186,7 +187,7 @@ func (d *Destination) process(ctx context.Context, id int64) (processDetails, er
 	}
 	limit := listLimit(n)
 	v, err, _ := b.flight.Do(strconv.Itoa(limit), func() (any, error) {
-		return d.listProcesses(ctx, limit)
+		return d.listProcesses(apiclient.Unplaced(ctx), limit) // others wait for it
 	})
 	if err != nil {
 		return processDetails{}, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/failure"
 )
@@ -171,7 +172,7 @@ func (d *Destination) propertyDefs(ctx context.Context) map[string]property {
 	d.defsMu.Lock()
 	defer d.defsMu.Unlock()
 	if d.defs == nil {
-		defs, err := d.readProperties(ctx)
+		defs, err := d.readProperties(apiclient.Unplaced(ctx)) // under defsMu
 		if err != nil {
 			return nil
 		}

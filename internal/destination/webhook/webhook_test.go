@@ -538,3 +538,67 @@ func TestBulkServerErrorIsInDoubt(t *testing.T) {
 		t.Errorf("results %+v, want none (in doubt)", res)
 	}
 }
+
+// TestABackoffGivesItsPlaceUp: a record waiting between its attempts does
+// not hold one of the concurrency places: with one place, the page's next
+// record is delivered while the first waits out its backoff (one record's
+// backoff held its page's other records for up to 30 s: an independent
+// check, 2026-12-07).
+func TestABackoffGivesItsPlaceUp(t *testing.T) {
+	t.Parallel()
+	var (
+		mu      sync.Mutex
+		seen    = map[string]int{}
+		sawNext = make(chan struct{})
+		once    sync.Once
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		key := r.Header.Get(webhook.HeaderIdempotencyKey)
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		mu.Unlock()
+		if key == "k1" {
+			once.Do(func() { close(sawNext) })
+		}
+		if key == "k0" && n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	d, err := webhook.New(webhook.Params{URL: srv.URL + "/hook", Mode: webhook.ModeSingle, Concurrency: 1, MaxRetries: 3,
+		Sleep: func(ctx context.Context, _ time.Duration) error {
+			select {
+			case <-sawNext:
+				return nil
+			case <-time.After(2 * time.Second):
+				return errors.New("the next record was not sent while this one waited")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	recs := []destination.Record{
+		{Key: "k0", Data: map[string]any{"n": 0}}, {Key: "k1", Data: map[string]any{"n": 1}}, {Key: "k2", Data: map[string]any{"n": 2}},
+	}
+	res, err := d.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("%s: %s, want delivered", r.Key, r.Outcome)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(res) != 3 || seen["k0"] != 2 || seen["k1"] != 1 || seen["k2"] != 1 {
+		t.Fatalf("results %d, requests by key %v; want 3 delivered, k0 twice", len(res), seen)
+	}
+}
