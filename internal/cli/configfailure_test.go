@@ -24,7 +24,6 @@ func TestRunOfAnEntryThatCannotRunIsRecorded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfgPath, db := filepath.Join(dir, "oncesync.yaml"), filepath.Join(dir, "s.db")
-	writeFile(t, filepath.Join(dir, "contacts.csv"), "id,email\n1,a@example.com\n")
 	writeFile(t, cfgPath, `store: sqlite://`+db+`
 settings: {breaker_failures: 3}
 syncs:
@@ -46,9 +45,9 @@ syncs:
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Fatalf("a store was created for a sync that never ran: %v", err)
 	}
-	// A run with the variable set: the destination is down (the operator's
-	// to fix, not counted), and the store now knows the sync.
-	if out, code := run("s3cret-token-value"); code != ExitFailed || !strings.Contains(out, "failed: destination_unavailable") {
+	// A run with the variable set: the source file is missing (the
+	// operator's to fix, not counted), and the store now knows the sync.
+	if out, code := run("s3cret-token-value"); code != ExitFailed || !strings.Contains(out, "failed: source_unavailable") {
 		t.Fatalf("run with the variable: exit %d\n%s", code, out)
 	}
 	for i := 1; i <= 3; i++ {

@@ -889,7 +889,9 @@ func recordConfigFailure(ctx context.Context, env Env, rf *rootFlags, err error,
 		return
 	}
 	env.scrub.add(cfg.SecretValues())
-	log := rf.logger(env.Stderr)
+	// The alerts' log sink writes from its own goroutine beside this one.
+	stderr := &lockedWriter{w: env.Stderr}
+	log := rf.logger(stderr)
 	clk := clock.Real{}
 	st, err := app.OpenStore(ctx, cfg, clk)
 	if err != nil {
@@ -915,7 +917,7 @@ func recordConfigFailure(ctx context.Context, env Env, rf *rootFlags, err error,
 			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
 		}
 		if trip != nil {
-			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+			fmt.Fprintf(stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
 		}
 	}
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
@@ -935,6 +937,18 @@ func recordConfigFailure(ctx context.Context, env Env, rf *rootFlags, err error,
 		defer cancel()
 		_ = alerts.Close(actx)
 	}
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // configFailed prints a config that cannot be run as Main prints any
