@@ -492,20 +492,37 @@ func newRunsCmd(env Env) *cobra.Command {
 	var (
 		path  string
 		limit int
+		state string
 	)
 	cmd := &cobra.Command{
-		Use:     "runs --config FILE SYNC",
-		Short:   "List a sync's recent runs with their figures and failure codes",
-		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20`,
-		Args:    argsNamed("SYNC", 1, 1),
+		Use:   "runs --config FILE SYNC",
+		Short: "List a sync's recent runs with their figures and failure codes",
+		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20
+  oncesync runs --config oncesync.yaml contacts-to-brevo --state failed`,
+		Args: argsNamed("SYNC", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			want := store.RunState(state)
+			switch want {
+			case "", store.RunSucceeded, store.RunFailed, store.RunInterrupted, store.RunSkipped, store.RunRunning:
+			default:
+				return exit(ExitUsage, fmt.Errorf("--state %q: want succeeded, failed, interrupted, skipped or running", state))
+			}
 			return withConfigStore(cmd.Context(), env, path, func(cfg *config.Config, st store.Store) error {
 				if _, err := getSync(cmd.Context(), cfg, st, args[0]); err != nil {
 					return err
 				}
-				runs, err := st.ListRuns(cmd.Context(), args[0], limit)
+				scan := limit
+				if want != "" {
+					// A frequent schedule's failures scroll past the last 20
+					// runs within minutes (an independent check, 2026-12-07).
+					scan = runsScanned
+				}
+				runs, err := st.ListRuns(cmd.Context(), args[0], scan)
 				if err != nil {
 					return err
+				}
+				if want != "" {
+					runs = runsIn(runs, want, limit)
 				}
 				if sc, ok := cfg.Sync(args[0]); ok && sc.Partitions > 1 {
 					if runs, err = partition.SoFar(cmd.Context(), st, runs, sc.Partitions); err != nil {
@@ -528,7 +545,25 @@ func newRunsCmd(env Env) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().IntVar(&limit, "limit", 20, "how many runs to show")
+	cmd.Flags().StringVar(&state, "state", "", "only runs in this state: succeeded, failed, interrupted, skipped or running (among the last 10000)")
 	return cmd
+}
+
+// runsScanned bounds the runs `runs --state` reads to find limit of them.
+const runsScanned = 10000
+
+// runsIn is the first limit of runs (0: all) in state want.
+func runsIn(runs []store.Run, want store.RunState, limit int) []store.Run {
+	var out []store.Run
+	for _, r := range runs {
+		if r.State == want {
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
 }
 
 type pauseFlags struct {

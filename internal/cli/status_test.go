@@ -269,3 +269,50 @@ func TestNextRunLine(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsByState: `runs --state failed` finds failures that the default
+// view of the last 20 runs no longer shows (a 30 s schedule scrolls them
+// off within minutes), newest first, at most --limit; a state that is not
+// one is a usage error.
+func TestRunsByState(t *testing.T) {
+	t.Parallel()
+	b := setupDeadmanCLI(t)
+	ctx := context.Background()
+	st := b.openStore(t)
+	if _, err := st.PutSync(ctx, store.PutSyncParams{ID: "busy", Workspace: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	var failed []int64
+	for i := range 33 {
+		p := store.InsertRunParams{SyncID: "busy", State: store.RunSucceeded}
+		if i < 3 {
+			p.State, p.FailureCode = store.RunFailed, "store_unavailable"
+		}
+		r, err := st.InsertRun(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			failed = append(failed, r.ID)
+		}
+	}
+	_ = st.Close()
+	runs := func(args ...string) (string, int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(t.Context(), append([]string{"runs", "--config", b.config, "busy"}, args...),
+			Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(string) (string, bool) { return "", false }, Clock: b.clk})
+		return out.String() + errOut.String(), code
+	}
+	if out, code := runs(); code != ExitOK || strings.Contains(out, "store_unavailable") {
+		t.Fatalf("default view: exit %d, want the 20 newest (all succeeded):\n%s", code, out)
+	}
+	out, code := runs("--state", "failed", "--limit", "2")
+	if code != ExitOK || strings.Count(out, "store_unavailable") != 2 ||
+		!strings.Contains(out, fmt.Sprintf("\n%d ", failed[2])) || strings.Contains(out, fmt.Sprintf("\n%d ", failed[0])) {
+		t.Fatalf("--state failed --limit 2: exit %d, want runs %d and %d:\n%s", code, failed[2], failed[1], out)
+	}
+	if out, code := runs("--state", "broken"); code != ExitUsage || !strings.Contains(out, `--state "broken"`) {
+		t.Fatalf("--state broken: exit %d\n%s", code, out)
+	}
+}
