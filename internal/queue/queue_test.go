@@ -1,11 +1,15 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +24,7 @@ import (
 	"github.com/oncesync/oncesync/internal/destination/webhook"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/lease"
+	"github.com/oncesync/oncesync/internal/partition"
 	"github.com/oncesync/oncesync/internal/runner"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
@@ -547,3 +552,43 @@ func TestSuccessEndsTheSilence(t *testing.T) {
 		t.Fatalf("notices %+v, want 2 resolution notices", rec.got)
 	}
 }
+
+// TestRecoverLeavesAPartitionsStreakAlone: the recovery sweep closes a
+// partition's run whose worker died without evaluating a breaker under the
+// partition's id, which no sync has: that logged an ERROR "circuit breaker
+// evaluation failed ... not found" (an independent check, 2026-12-07).
+func TestRecoverLeavesAPartitionsStreakAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	b.svc.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	ttl := b.cfg.Settings.LeaseTTL
+	other := lease.Process{Host: "elsewhere", Boot: "b", PIDNS: "p", PID: 4242}
+	id := partition.SyncID("a", 2)
+	dead, err := b.st.InsertRun(b.ctx, store.InsertRunParams{SyncID: id, State: store.RunRunning, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.st.LeaseAcquire(b.ctx, store.LeaseAcquireParams{SyncID: id, Token: "tp", Holder: other.String(), RunID: dead.ID, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(ttl + time.Second)
+	got, err := b.svc.Recover(b.ctx)
+	if err != nil || !slices.Contains(got.Runs, dead.ID) {
+		t.Fatalf("Recover = %+v, %v; want run %d closed", got, err, dead.ID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "circuit breaker evaluation failed") {
+		t.Fatalf("the breaker was evaluated under the partition's id:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

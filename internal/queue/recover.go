@@ -204,7 +204,13 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		// lengthens a streak; the breaker is evaluated anyway: a worker that
 		// died between recording a failed run and evaluating the breaker
 		// left that evaluation undone, and this is where it happens.
-		s.afterFailure(ctx, r.SyncID)
+		if partition.Parent(r.SyncID) == r.SyncID {
+			// A partition's run has no streak of its own (its sync's
+			// coordinated run is evaluated when it ends): evaluated under
+			// the partition's id, the breaker logged an ERROR "not found"
+			// (an independent check, 2026-12-07).
+			s.afterFailure(ctx, r.SyncID)
+		}
 		s.log.Warn("run's worker is gone; resuming the sync", "sync", r.SyncID, "run", r.ID)
 		if !live {
 			dead[r.SyncID] = true

@@ -534,19 +534,23 @@ const stillThereBatch = 1000
 // row is not gone. Each row about to be removed is read again by identity,
 // as a rejected row is, and kept if it is there; the next run, which reads
 // the whole source again, sends its values (docs/guide.md#write-modes).
-// A moved handle's row is there by definition; a file is read whole in one
-// pass, so it has nothing to read again.
+// A moved handle's row is read too: it is there by definition, but it may
+// hold that handle again (changed back after the pass read it), and is then
+// kept. A file is read whole in one pass, so it has nothing to read again.
 func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 	if !r.canReadByIdentity() {
 		return gs, nil
 	}
 	var ids []string
+	asked := map[string]bool{}
 	for _, g := range gs {
-		if !g.moved && g.identity != "" {
+		if g.identity != "" && !asked[g.identity] {
+			asked[g.identity] = true
 			ids = append(ids, g.identity)
 		}
 	}
 	there := map[string]bool{}
+	holds := map[string]string{} // identity -> the handle its row holds now, lower-cased
 	for rest := ids; len(rest) > 0; {
 		n := min(len(rest), stillThereBatch)
 		recs, err := r.readByIdentity(ctx, rest[:n])
@@ -555,8 +559,18 @@ func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 		}
 		rest = rest[n:]
 		for _, rec := range recs {
-			if id, err := mapping.Identity(rec, r.Sync.Identity); err == nil {
-				there[id] = true
+			id, err := mapping.Identity(rec, r.Sync.Identity)
+			if err != nil {
+				continue
+			}
+			there[id] = true
+			if r.remover == nil {
+				continue
+			}
+			if data, err := r.Sync.Mapping.Apply(rec); err == nil {
+				if h, err := r.remover.Handle(destination.Record{Data: data}); err == nil {
+					holds[id] = strings.ToLower(h)
+				}
 			}
 		}
 	}
@@ -566,6 +580,14 @@ func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 	out := gs[:0:0]
 	for _, g := range gs {
 		if !g.moved && there[g.identity] {
+			continue
+		}
+		if g.moved && holds[g.identity] != "" && holds[g.identity] == strings.ToLower(g.handle) {
+			// The row changed back to the handle it left while the run
+			// read it (an e-mail changed and changed back): the contact
+			// is the row's again, and the next run writes its values
+			// there. Removed now, it left the list for a run and was
+			// written twice (an independent check, 2026-12-07).
 			continue
 		}
 		out = append(out, g)

@@ -996,3 +996,105 @@ func mirrorRows(from, to int) map[int]string {
 	}
 	return rows
 }
+
+// revertingSource is a keyset source of rows id -> e-mail whose onEnd runs
+// once a pass has read its last page: a change the pass did not see.
+type revertingSource struct {
+	keysetSource
+	emails map[int]string
+	onEnd  func()
+}
+
+func (s *revertingSource) record(id int) source.Record {
+	return source.Record{Fields: map[string]any{"id": strconv.Itoa(id), "email": s.emails[id], "first_name": s.rows[id]}}
+}
+
+func (s *revertingSource) ReadPage(_ context.Context, cursor string, size int) (source.Page, error) {
+	s.mu.Lock()
+	after, _ := strconv.Atoi(cursor)
+	page := source.Page{Cursor: cursor, Next: cursor}
+	for _, id := range slices.Sorted(maps.Keys(s.rows)) {
+		if id <= after {
+			continue
+		}
+		if len(page.Records) == size {
+			s.mu.Unlock()
+			return page, nil
+		}
+		page.Records = append(page.Records, s.record(id))
+		page.Next = strconv.Itoa(id)
+	}
+	page.End = true
+	end := s.onEnd
+	s.onEnd = nil
+	s.mu.Unlock()
+	if end != nil {
+		end()
+	}
+	return page, nil
+}
+
+func (s *revertingSource) ReadIdentities(_ context.Context, column string, ids []string) ([]source.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []source.Record
+	for _, v := range ids {
+		if id, err := strconv.Atoi(v); err == nil && column == "id" && s.rows[id] != "" {
+			out = append(out, s.record(id))
+		}
+	}
+	return out, nil
+}
+
+// TestMirrorKeepsAHandleItsRowTookBack: a row's e-mail changes, and changes
+// back after the run's pass read the new one. The run writes the new
+// address and, at its end, must not remove the old one, which the row holds
+// again: removed, the contact left the list for a run and was written twice
+// (an independent check, 2026-12-07). The next run writes the row's values
+// under the old address and removes the new one.
+func TestMirrorKeepsAHandleItsRowTookBack(t *testing.T) {
+	t.Parallel()
+	_, d, params := setupMirror(t, 0)
+	src := &revertingSource{keysetSource: keysetSource{rows: map[int]string{}}, emails: map[int]string{}}
+	for i := 1; i <= 5; i++ {
+		src.rows[i], src.emails[i] = fmt.Sprintf("N%d", i), email(i)
+	}
+	run := func(n int) store.Run {
+		t.Helper()
+		p := params()
+		p.Source = src
+		r, err := Run(context.Background(), p)
+		if err != nil {
+			t.Fatalf("run %d: %v", n, err)
+		}
+		return r
+	}
+	if r := run(1); r.Written != 5 {
+		t.Fatalf("first run: %+v", r)
+	}
+	src.mu.Lock()
+	src.emails[2] = "new2@example.com"
+	src.onEnd = func() {
+		src.mu.Lock()
+		src.emails[2] = email(2)
+		src.mu.Unlock()
+	}
+	src.mu.Unlock()
+	run(2)
+	d.mu.Lock()
+	if d.removed[email(2)] != 0 || !d.present[email(2)] {
+		t.Fatalf("run 2 removed %s, which row 2 holds again: removed %d, present %v", email(2), d.removed[email(2)], d.present[email(2)])
+	}
+	d.mu.Unlock()
+	run(3)
+	run(4)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.present[email(2)] || d.present["new2@example.com"] || d.removed["new2@example.com"] != 1 || d.removed[email(2)] != 0 {
+		t.Fatalf("after the runs: %s present %v (removed %d), new2 present %v (removed %d)", email(2), d.present[email(2)],
+			d.removed[email(2)], d.present["new2@example.com"], d.removed["new2@example.com"])
+	}
+	if len(d.present) != 5 {
+		t.Fatalf("%d contacts, want 5", len(d.present))
+	}
+}
