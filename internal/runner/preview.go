@@ -377,6 +377,9 @@ func removalSample(gs []gone, n int) []string {
 	slices.SortFunc(ids, func(a, b string) int {
 		return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 	})
+	// A row that left two handles (its e-mail changed, then it went) is
+	// named once: twice read like a bug (an independent check, 2026-12-07).
+	ids = slices.Compact(ids)
 	return ids[:min(n, len(ids))]
 }
 

@@ -212,3 +212,13 @@ func TestResendResumesWhereItStopped(t *testing.T) {
 		t.Fatalf("a new resend: %+v, %v; want 40 written", r, err)
 	}
 }
+
+// TestRemovalSampleNamesARowOnce: a row that left two handles is named
+// once in a dry run's sample of removals.
+func TestRemovalSampleNamesARowOnce(t *testing.T) {
+	t.Parallel()
+	gs := []gone{{identity: "11"}, {identity: "7", moved: true}, {identity: "7"}, {identity: "11", moved: true}, {identity: "8"}}
+	if got := fmt.Sprint(removalSample(gs, 10)); got != "[7 8 11]" {
+		t.Fatalf("sample %s, want [7 8 11]", got)
+	}
+}
