@@ -1,10 +1,8 @@
 package queue_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +31,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source/file"
 	pgsource "github.com/oncesync/oncesync/internal/source/postgres"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 const (
@@ -414,27 +413,11 @@ func TestRunNowDuringAPartitionedRun(t *testing.T) {
 // after the cleanups registered later (a service's shutdown) have run.
 func logOnFailure(t *testing.T) *slog.Logger {
 	t.Helper()
-	var (
-		mu  sync.Mutex
-		buf bytes.Buffer
-	)
+	var out testenv.Output
 	t.Cleanup(func() {
 		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("the service's log:\n%s", buf.String())
+			t.Logf("the service's log:\n%s", out.String())
 		}
 	})
-	return slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -29,6 +28,7 @@ import (
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
 	"github.com/oncesync/oncesync/internal/store/sqlite"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 func TestBackoff(t *testing.T) {
@@ -560,13 +560,8 @@ func TestSuccessEndsTheSilence(t *testing.T) {
 func TestRecoverLeavesAPartitionsStreakAlone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	b.svc.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	var logs testenv.Output
+	b.svc.log = slog.New(slog.NewTextHandler(&logs, nil))
 	ttl := b.cfg.Settings.LeaseTTL
 	other := lease.Process{Host: "elsewhere", Boot: "b", PIDNS: "p", PID: 4242}
 	id := partition.SyncID("a", 2)
@@ -582,13 +577,7 @@ func TestRecoverLeavesAPartitionsStreakAlone(t *testing.T) {
 	if err != nil || !slices.Contains(got.Runs, dead.ID) {
 		t.Fatalf("Recover = %+v, %v; want run %d closed", got, err, dead.ID)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if strings.Contains(logs.String(), "circuit breaker evaluation failed") {
 		t.Fatalf("the breaker was evaluated under the partition's id:\n%s", logs.String())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
