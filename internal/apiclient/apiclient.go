@@ -917,10 +917,10 @@ func (c *Client) reason(err error) string {
 // context's, when it ended before every call was handed out). The fan-out
 // of a connector's one-call-per-record path.
 //
-// A call that waits between its attempts (a backoff, a 429's wait, the
-// rate limit's pace: Client.wait) gives its place up meanwhile, and takes
-// one again before its next attempt: conc bounds the requests in flight,
-// not the calls waiting. One record's backoff held a place for up to 30 s
+// A call that waits between a failed attempt and the next (a backoff, a
+// 429's or Retry-After's wait: Client.wait; not the rate limit's pace)
+// gives its place up meanwhile, and takes one again before its next
+// attempt: conc bounds the requests in flight, not the calls waiting. One record's backoff held a place for up to 30 s
 // while the page's other records queued behind it (a webhook answering
 // 10 % of deliveries 5xx ran at 14 records a second with 4 places: an
 // independent check, 2026-12-07). A call that waits while it holds a lock
