@@ -175,12 +175,20 @@ func TestFallbackNeverDeliveredOutsideTheList(t *testing.T) {
 				t.Fatalf("Write error %v, want %s", err, tc.code)
 			}
 			for _, r := range res {
-				if !tc.accepted || r.Outcome != destination.Accepted || !strings.HasPrefix(r.Ref, "list-add:") {
-					t.Errorf("%+v: want accepted under a list reference (never delivered outside the list)", r)
+				switch {
+				case tc.accepted && r.Outcome == destination.Accepted && strings.HasPrefix(r.Ref, "list-add:"):
+				case !tc.accepted && r.Outcome == destination.NotSent:
+					// A record the failed write never handed out (the first
+					// import's failure can come before the next is started).
+				default:
+					t.Errorf("%+v: want accepted under a list reference, or not sent (never delivered outside the list)", r)
 				}
 			}
-			if want := map[bool]int{true: len(recs)}[tc.accepted]; len(res) != want {
-				t.Errorf("%d results, want %d (an import whose outcome is unknown is read back)", len(res), want)
+			if tc.accepted && len(res) != len(recs) {
+				t.Errorf("%d results, want %d", len(res), len(recs))
+			}
+			if !tc.accepted && len(res) == len(recs) {
+				t.Errorf("every record has a result; want the imports answered 500 left without one (their outcome is unknown: read back)")
 			}
 		})
 	}
