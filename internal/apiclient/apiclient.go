@@ -731,12 +731,13 @@ func (c *Client) wait(ctx context.Context, st *state, req Request, d time.Durati
 	}
 	destination.NoteWait(ctx, destination.Wait{Route: req.Route, For: d, Why: why})
 	sleep := func() error { return c.p.Sleep(ctx, d) }
-	if kind != waitPace {
-		// Between a failed attempt and the next (a pace's wait is not
-		// one: every call paces, and none would keep its place).
-		sleep = func() error { return waitWithoutPlace(ctx, func() error { return c.p.Sleep(ctx, d) }) }
+	var err error
+	if kind == waitPace {
+		err = sleep() // every call paces: none would keep its place
+	} else {
+		err = waitWithoutPlace(ctx, sleep) // between a failed attempt and the next
 	}
-	if err := sleep(); err != nil {
+	if err != nil {
 		return c.interrupted(ctx, st, req, err)
 	}
 	return nil
@@ -920,11 +921,12 @@ func (c *Client) reason(err error) string {
 // A call that waits between a failed attempt and the next (a backoff, a
 // 429's or Retry-After's wait: Client.wait; not the rate limit's pace)
 // gives its place up meanwhile, and takes one again before its next
-// attempt: conc bounds the requests in flight, not the calls waiting. One record's backoff held a place for up to 30 s
-// while the page's other records queued behind it (a webhook answering
-// 10 % of deliveries 5xx ran at 14 records a second with 4 places: an
-// independent check, 2026-12-07). A call that waits while it holds a lock
-// the others take must not give its place up: see Unplaced.
+// attempt: conc bounds the requests in flight, not the calls waiting. One
+// record's backoff held a place for up to 30 s while the page's other
+// records queued behind it (a webhook answering 10 % of deliveries 5xx ran
+// at 14 records a second with 4 places: an independent check, 2026-12-07).
+// A call that waits while it holds a lock the others take must not give
+// its place up: see Unplaced.
 func FanOut(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
 	// A failure stops the handing out of calls, not the calls in flight:
 	// one cut short after its request left would be in doubt, and a slow
@@ -1004,14 +1006,16 @@ type place struct {
 
 type placeKey struct{}
 
-// give gives the place up, if held.
-func (p *place) give() {
+// give gives the place up, if held, and reports whether it did.
+func (p *place) give() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.held {
-		<-p.places
-		p.held = false
+	if !p.held {
+		return false
 	}
+	<-p.places
+	p.held = false
+	return true
 }
 
 // take waits for a place again, or for ctx to end.
@@ -1028,13 +1032,14 @@ func (p *place) take(ctx context.Context) error {
 }
 
 // waitWithoutPlace runs sleep with ctx's FanOut place given up (when ctx
-// holds one), and takes a place again before it returns.
+// holds one), and takes a place again before it returns. Only the wait that
+// gave the place takes one back: two requests of one call waiting at once
+// would otherwise take two places and leave one taken when the call ends.
 func waitWithoutPlace(ctx context.Context, sleep func() error) error {
 	p, _ := ctx.Value(placeKey{}).(*place)
-	if p == nil {
+	if p == nil || !p.give() {
 		return sleep()
 	}
-	p.give()
 	err := sleep()
 	if terr := p.take(ctx); err == nil {
 		err = terr

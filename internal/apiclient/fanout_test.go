@@ -172,3 +172,36 @@ func TestFanOutOutageStartsFewCalls(t *testing.T) {
 		t.Fatalf("%d calls started against the outage, want at most 4 (twice conc)", n)
 	}
 }
+
+// TestFanOutTwoWaitsOfOneCall: two requests of one call that wait at once
+// give up one place between them and take one back: the calls after it
+// still work one at a time (conc 1). Before, both took a place back: with
+// conc 1 the second waited for ever behind its own call.
+func TestFanOutTwoWaitsOfOneCall(t *testing.T) {
+	t.Parallel()
+	var working, most atomic.Int64
+	err := FanOut(t.Context(), 4, 1, func(ctx context.Context, i int) error {
+		if i == 0 {
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					_ = waitWithoutPlace(ctx, func() error { time.Sleep(10 * time.Millisecond); return nil })
+				})
+			}
+			wg.Wait()
+			return nil
+		}
+		n := working.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		working.Add(-1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := most.Load(); m > 1 {
+		t.Fatalf("%d calls worked at once after a call's two waits, want 1 (a place was left taken)", m)
+	}
+}
