@@ -31,9 +31,6 @@ Exit code 0 when every contact arrived exactly once.`,
   oncesync demo --records 20000 --mode single`,
 		Args: argsNamed("", 0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if p.Records < 1 || p.PageSize < 1 || p.KillAtWrite < 0 {
-				return exit(ExitUsage, fmt.Errorf("--records and --page-size must be at least 1, --kill-at-write at least 0 (0: a write in the middle)"))
-			}
 			if err := p.Check(); err != nil {
 				return exit(ExitUsage, err)
 			}

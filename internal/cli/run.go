@@ -409,17 +409,7 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 	defer waitBeats()
 	brk := breaker.New(breaker.Params{Store: st, Notifier: alerts, Logger: log, Link: app.SyncLink(cfg)})
 	threshold := sc.EffectiveBreakerFailures(cfg.Settings)
-	// afterFailure evaluates the sync's breaker after a failed run of the
-	// sync itself.
-	afterFailure := func(ctx context.Context, r store.Run) {
-		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
-		if err != nil {
-			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
-		}
-		if trip != nil {
-			fmt.Fprintf(env.Stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
-		}
-	}
+	afterFailure := breakerAfterFailure(brk, threshold, log, env.Stderr)
 	built, err := app.Build(cfg, sc, app.Options{Clock: clk, Accounts: a.Accounts})
 	if err != nil {
 		// A source that refuses or does not answer at the start is a
@@ -863,6 +853,20 @@ func recordBuildFailure(ctx context.Context, st store.Store, sc *config.Sync, er
 	beats.Beat(ctx, sc.ID, sc.HeartbeatURL, run)
 }
 
+// breakerAfterFailure evaluates the sync's breaker after a failed run of
+// the sync itself, and tells w when it paused the sync.
+func breakerAfterFailure(brk *breaker.Breaker, threshold int, log *slog.Logger, w io.Writer) func(context.Context, store.Run) {
+	return func(ctx context.Context, r store.Run) {
+		trip, err := brk.AfterFailure(ctx, r.SyncID, threshold)
+		if err != nil {
+			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
+		}
+		if trip != nil {
+			fmt.Fprintf(w, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
+		}
+	}
+}
+
 // recordConfigFailure records a failed run of syncID when its own entry of
 // the config cannot be run (an environment variable cron's environment
 // lacks, a value of the wrong type) and the rest of the file can: the
@@ -911,15 +915,7 @@ func recordConfigFailure(ctx context.Context, env Env, rf *rootFlags, err error,
 		notifier = alerts
 	}
 	brk := breaker.New(breaker.Params{Store: st, Notifier: notifier, Logger: log, Link: app.SyncLink(cfg)})
-	afterFailure := func(ctx context.Context, r store.Run) {
-		trip, err := brk.AfterFailure(ctx, r.SyncID, sc.EffectiveBreakerFailures(cfg.Settings))
-		if err != nil {
-			log.Error("circuit breaker evaluation failed", "sync", r.SyncID, "err", err)
-		}
-		if trip != nil {
-			fmt.Fprintf(stderr, "circuit breaker: failure streak reached %d (failures that are the sync's to fix); sync %s is paused until a person resumes it\n", trip.Failures, r.SyncID)
-		}
-	}
+	afterFailure := breakerAfterFailure(brk, sc.EffectiveBreakerFailures(cfg.Settings), log, stderr)
 	beats := deadman.NewHeartbeats(deadman.HeartbeatParams{Logger: log})
 	if !probs.Concern(".heartbeat_url") {
 		defer func() {

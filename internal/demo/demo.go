@@ -304,6 +304,8 @@ func Writes(mode string, records, pageSize int) int {
 // values their defaults.
 func (p Params) Check() error {
 	switch {
+	case p.Records < 1 || p.PageSize < 1 || p.KillAtWrite < 0:
+		return fmt.Errorf("--records and --page-size must be at least 1, --kill-at-write at least 0 (0: a write in the middle)")
 	case p.Mode != "bulk" && p.Mode != "single":
 		return fmt.Errorf("--mode %q: the demo's Brevo paths are bulk and single", p.Mode)
 	case p.KillAtWrite > Writes(p.Mode, p.Records, p.PageSize):

@@ -105,6 +105,8 @@ func TestCheck(t *testing.T) {
 		{Params{Mode: "bulk", Records: 5000, PageSize: 250}, ""},
 		{Params{Mode: "single", Records: 10, PageSize: 250, KillAtWrite: 10}, ""},
 		{Params{Mode: "fast", Records: 10, PageSize: 250}, `--mode "fast"`},
+		{Params{Mode: "bulk", Records: 0, PageSize: 250}, "--records and --page-size must be at least 1"},
+		{Params{Mode: "bulk", Records: 10, PageSize: 250, KillAtWrite: -1}, "--kill-at-write at least 0"},
 		{Params{Mode: "bulk", Records: 5000, PageSize: 250, KillAtWrite: 21}, "5000 contacts make 20 writes on the bulk path"},
 		{Params{Mode: "single", Records: 10, PageSize: 250, KillAtWrite: 11}, "10 contacts make 10 writes"},
 	} {

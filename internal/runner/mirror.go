@@ -564,11 +564,8 @@ func (r *run) stillThere(ctx context.Context, gs []gone) ([]gone, error) {
 				continue
 			}
 			there[id] = true
-			if r.remover == nil {
-				continue
-			}
 			if data, err := r.Sync.Mapping.Apply(rec); err == nil {
-				if h, err := r.remover.Handle(destination.Record{Data: data}); err == nil {
+				if h := r.handleOf(&item{Record: destination.Record{Data: data}}); h != "" {
 					holds[id] = strings.ToLower(h)
 				}
 			}
