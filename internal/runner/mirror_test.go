@@ -997,55 +997,6 @@ func mirrorRows(from, to int) map[int]string {
 	return rows
 }
 
-// revertingSource is a keyset source of rows id -> e-mail whose onEnd runs
-// once a pass has read its last page: a change the pass did not see.
-type revertingSource struct {
-	keysetSource
-	emails map[int]string
-	onEnd  func()
-}
-
-func (s *revertingSource) record(id int) source.Record {
-	return source.Record{Fields: map[string]any{"id": strconv.Itoa(id), "email": s.emails[id], "first_name": s.rows[id]}}
-}
-
-func (s *revertingSource) ReadPage(_ context.Context, cursor string, size int) (source.Page, error) {
-	s.mu.Lock()
-	after, _ := strconv.Atoi(cursor)
-	page := source.Page{Cursor: cursor, Next: cursor}
-	for _, id := range slices.Sorted(maps.Keys(s.rows)) {
-		if id <= after {
-			continue
-		}
-		if len(page.Records) == size {
-			s.mu.Unlock()
-			return page, nil
-		}
-		page.Records = append(page.Records, s.record(id))
-		page.Next = strconv.Itoa(id)
-	}
-	page.End = true
-	end := s.onEnd
-	s.onEnd = nil
-	s.mu.Unlock()
-	if end != nil {
-		end()
-	}
-	return page, nil
-}
-
-func (s *revertingSource) ReadIdentities(_ context.Context, column string, ids []string) ([]source.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []source.Record
-	for _, v := range ids {
-		if id, err := strconv.Atoi(v); err == nil && column == "id" && s.rows[id] != "" {
-			out = append(out, s.record(id))
-		}
-	}
-	return out, nil
-}
-
 // TestMirrorKeepsAHandleItsRowTookBack: a row's e-mail changes, and changes
 // back after the run's pass read the new one. The run writes the new
 // address and, at its end, must not remove the old one, which the row holds
@@ -1055,7 +1006,7 @@ func (s *revertingSource) ReadIdentities(_ context.Context, column string, ids [
 func TestMirrorKeepsAHandleItsRowTookBack(t *testing.T) {
 	t.Parallel()
 	_, d, params := setupMirror(t, 0)
-	src := &revertingSource{keysetSource: keysetSource{rows: map[int]string{}}, emails: map[int]string{}}
+	src := &keysetSource{rows: map[int]string{}, emails: map[int]string{}}
 	for i := 1; i <= 5; i++ {
 		src.rows[i], src.emails[i] = fmt.Sprintf("N%d", i), email(i)
 	}

@@ -519,15 +519,38 @@ func TestOldCursorIsNotRefused(t *testing.T) {
 type keysetSource struct {
 	mu   sync.Mutex
 	rows map[int]string // id -> first_name
+	// emails, when set, are the rows' e-mails (else email(id)).
+	emails map[int]string
+	// onEnd, when set, runs once a pass has read the last page (outside mu):
+	// a change the pass did not see.
+	onEnd func()
 }
 
 func (s *keysetSource) ID() string { return "keyset:test" }
 
 func (s *keysetSource) record(id int) source.Record {
-	return source.Record{Fields: map[string]any{"id": strconv.Itoa(id), "email": email(id), "first_name": s.rows[id]}}
+	e, ok := s.emails[id]
+	if !ok {
+		e = email(id)
+	}
+	return source.Record{Fields: map[string]any{"id": strconv.Itoa(id), "email": e, "first_name": s.rows[id]}}
 }
 
 func (s *keysetSource) ReadPage(_ context.Context, cursor string, size int) (source.Page, error) {
+	page := s.readPage(cursor, size)
+	if page.End {
+		s.mu.Lock()
+		end := s.onEnd
+		s.onEnd = nil
+		s.mu.Unlock()
+		if end != nil {
+			end()
+		}
+	}
+	return page, nil
+}
+
+func (s *keysetSource) readPage(cursor string, size int) source.Page {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	after := 0
@@ -544,13 +567,13 @@ func (s *keysetSource) ReadPage(_ context.Context, cursor string, size int) (sou
 	page := source.Page{Cursor: cursor, Next: cursor}
 	for _, id := range ids {
 		if len(page.Records) == size {
-			return page, nil
+			return page
 		}
 		page.Records = append(page.Records, s.record(id))
 		page.Next = strconv.Itoa(id)
 	}
 	page.End = true
-	return page, nil
+	return page
 }
 
 func (s *keysetSource) ReadIdentities(_ context.Context, column string, ids []string) ([]source.Record, error) {
