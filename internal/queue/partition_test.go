@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -329,7 +328,7 @@ func TestPartitionedCSVSync(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	// The service's log is shown if the test fails: a run that never ended
 	// once under a loaded CI machine, and the test had nothing to say why.
-	logs := logOnFailure(t)
+	logs := testenv.LogOnFailure(t)
 	// No Redis client given: the service opens one from cfg.Redis.
 	svc, err := queue.New(t.Context(), queue.Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st},
 		Workers: 3, FetchPollInterval: 20 * time.Millisecond, Logger: logs})
@@ -407,17 +406,4 @@ func TestRunNowDuringAPartitionedRun(t *testing.T) {
 	if runs := runsOf(t, b.st, b.syncID); len(runs) != 1 {
 		t.Fatalf("runs of the sync: %+v; want the one run", runs)
 	}
-}
-
-// logOnFailure returns a logger whose lines the test prints if it fails,
-// after the cleanups registered later (a service's shutdown) have run.
-func logOnFailure(t *testing.T) *slog.Logger {
-	t.Helper()
-	var out testenv.Output
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the service's log:\n%s", out.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

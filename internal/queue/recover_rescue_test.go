@@ -30,6 +30,7 @@ import (
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/source/file"
 	"github.com/oncesync/oncesync/internal/store"
+	"github.com/oncesync/oncesync/internal/testenv"
 )
 
 // Finding 6 of issue 13: a partitioned run's coordinator or partition job
@@ -412,8 +413,11 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 	}
 	cfg := &config.Config{
 		Path: filepath.Join(dir, "oncesync.yaml"), Store: storeURL,
-		// A short TTL: the takeover is a TTL and a sweep away.
-		Settings: config.Settings{LeaseTTL: 2 * time.Second, LeaseRenew: 500 * time.Millisecond, LedgerRetention: time.Hour, BreakerFailures: 5},
+		// A short TTL: the takeover is a TTL and a sweep away. Not shorter:
+		// a destination call needs a second of lease left (apiclient's
+		// MinAttempt), which a 2 s lease renewed late under a loaded -race
+		// suite did not have.
+		Settings: config.Settings{LeaseTTL: 3 * time.Second, LeaseRenew: 750 * time.Millisecond, LedgerRetention: time.Hour, BreakerFailures: 5},
 		Syncs:    []config.Sync{sync("k"), sync("m")},
 	}
 	st, err := app.OpenStore(ctx, cfg, clock.Real{})
@@ -423,7 +427,7 @@ func testKilledCoordinatorAndPartitionRunAgain(t *testing.T, storeURL string) {
 	t.Cleanup(func() { st.Close() })
 	svc, err := New(ctx, Params{Config: cfg, Store: st, Leases: &lease.SQL{Store: st}, Scheduler: true,
 		Redis: rc, RedisKeys: keys, Workers: 4, FetchPollInterval: 20 * time.Millisecond,
-		RecoveryInterval: 100 * time.Millisecond, RetryBackoff: 200 * time.Millisecond})
+		RecoveryInterval: 100 * time.Millisecond, RetryBackoff: 200 * time.Millisecond, Logger: testenv.LogOnFailure(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

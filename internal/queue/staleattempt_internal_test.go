@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,47 @@ func setRunning(t *testing.T, b *bundle, id int64, n int) (row *rivertype.JobRow
 		}
 	})
 	return row
+}
+
+// TestHandedOnAttemptWaitsForTheHolder: a recovery sweep handed the job on
+// while its first attempt was alive after all (frozen, or slow to take its
+// heartbeat, past a lease TTL), and the second attempt's run found the
+// lease held by it. Completed as skipped, the job left nothing to retry
+// the first attempt's failure (a lost lease), and a partitioned run failed
+// partitions_unfinished with a partition half written (CI, 2026-12-07).
+// The second attempt waits a renewal interval instead, without using an
+// attempt, and runs once the holder is done.
+func TestHandedOnAttemptWaitsForTheHolder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.svc.Enqueue(b.ctx, "a", ReasonManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setRunning(t, b, res.JobID, 1)
+	if err := b.svc.b.rescue(b.ctx, []int64{res.JobID}, time.Now().Add(time.Minute), rescueNote); err != nil {
+		t.Fatal(err)
+	}
+	handedOn := setRunning(t, b, res.JobID, 2)
+	held := failure.New(failure.AlreadyRunning, "another run holds the sync's lease")
+	var snooze *rivertype.JobSnoozeError
+	got := b.svc.work(b.ctx, handedOn, "a#job", func() error { return held })
+	if !errors.As(got, &snooze) || snooze.Duration != b.cfg.Settings.LeaseRenew {
+		t.Fatalf("a handed-on attempt whose sync is held: %v, want snoozed for the renewal interval %s", got, b.cfg.Settings.LeaseRenew)
+	}
+
+	// Skipped otherwise, as before: a job never handed on, and one that
+	// waited its last time.
+	fresh, err := b.svc.Enqueue(b.ctx, "b", ReasonManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.svc.work(b.ctx, setRunning(t, b, fresh.JobID, 1), "b#job", func() error { return held }); got != nil {
+		t.Errorf("a first attempt whose sync is held: %v, want nil (skipped)", got)
+	}
+	waited := *handedOn
+	waited.Metadata = []byte(fmt.Sprintf(`{"snoozes":%d}`, heldSnoozes))
+	if got := b.svc.work(b.ctx, &waited, "a#job", func() error { return held }); got != nil {
+		t.Errorf("a handed-on attempt that waited %d times: %v, want nil (skipped)", heldSnoozes, got)
+	}
 }

@@ -44,9 +44,45 @@ func (w *runSyncWorker) Work(ctx context.Context, job *river.Job[RunSyncArgs]) e
 func (s *Service) work(ctx context.Context, job *rivertype.JobRow, beat string, run func() error) error {
 	stop := sync.OnceFunc(s.heartbeat(ctx, beat, beatOwner(job)))
 	defer stop() // a panic's too
-	res := jobResult(job, run())
+	err := run()
+	res := jobResult(job, err)
+	if heldAfterHandOn(job, err) {
+		res = river.JobSnooze(s.heldWait())
+	}
 	stop()
 	return s.ownResult(ctx, job, res)
+}
+
+// heldAfterHandOn reports whether err is a run skipped because another run
+// holds the sync's (the partition's) lease, in an attempt a recovery sweep
+// handed the job to (its last error is rescueNote). The holder is most
+// likely the attempt that was handed on, alive after all (a worker frozen,
+// or slow to take its heartbeat, past a lease TTL): completed as skipped,
+// the job left nothing to retry that attempt's failure, whose result is
+// not its own to give any more (ownResult), and a partitioned run failed
+// partitions_unfinished with a partition half written (CI, 2026-12-07).
+// The job waits instead, without using an attempt, and runs once the
+// holder is done: nothing, when it succeeded, but a pass over the rows
+// already delivered. After heldSnoozes waits it completes as skipped.
+func heldAfterHandOn(job *rivertype.JobRow, err error) bool {
+	if failure.CodeOf(err) != failure.AlreadyRunning || len(job.Errors) == 0 || snoozes(job) >= heldSnoozes {
+		return false
+	}
+	return job.Errors[len(job.Errors)-1].Error == rescueNote
+}
+
+// heldSnoozes bounds heldAfterHandOn's waits: an hour of the default
+// renewal interval.
+const heldSnoozes = 360
+
+// heldWait is how long a job whose sync another run holds waits before it
+// tries again (heldAfterHandOn): the renewal interval, within which a live
+// holder renews and a dead one's lease nears its end.
+func (s *Service) heldWait() time.Duration {
+	if r := s.cfg.Settings.LeaseRenew; r > 0 && r < s.cfg.Settings.LeaseTTL {
+		return r
+	}
+	return s.cfg.Settings.LeaseTTL / 3
 }
 
 // ownResult is res, the result of attempt job.Attempt, unless a later

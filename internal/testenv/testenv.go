@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,4 +207,18 @@ func WaitScale() int {
 		return 3
 	}
 	return 1
+}
+
+// LogOnFailure is a debug-level logger whose lines the test prints only if
+// it fails, after the cleanups registered later (a service's shutdown) have
+// run: a flake seen once in CI is read from its own log, not guessed at.
+func LogOnFailure(t testing.TB) *slog.Logger {
+	t.Helper()
+	var out Output
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the service's log:\n%s", out.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
