@@ -497,6 +497,14 @@ func newRunsCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs --config FILE SYNC",
 		Short: "List a sync's recent runs with their figures and failure codes",
+		// A succeeded run showing IN DOUBT 93 read as 93 records still open
+		// (an independent check, 2026-12-07).
+		Long: `List a sync's recent runs, newest first, with their figures and failure codes.
+
+IN DOUBT counts the writes in doubt a run found (an earlier run's, whose answer was lost). A run that
+succeeded resolved every one of them: settled as landed, or sent again under the same key. A run that
+failed records_in_doubt left them to a person. ` + "`oncesync records --config FILE SYNC --settled`" + ` lists how
+each was resolved, ` + "`--in-doubt`" + ` those still open.`,
 		Example: `  oncesync runs --config oncesync.yaml contacts-to-brevo --limit 20
   oncesync runs --config oncesync.yaml contacts-to-brevo --state failed`,
 		Args: argsNamed("SYNC", 1, 1),
