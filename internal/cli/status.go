@@ -349,10 +349,6 @@ func printRunning(w io.Writer, cfg *config.Config, id string, runs []store.Run, 
 	fmt.Fprintln(w, line)
 }
 
-// printAccepted says how many of the sync's records a destination accepted
-// for processing and no run has settled yet: records a run left accepted
-// when it stopped waiting for them are in none of its figures (`runs`), and
-// were in no line of `status` either (docs/guide.md#brevo-bulk-imports-accepted-then-delivered-or-rejected).
 // nextRunLine says when the schedule starts the sync next, as the sync page
 // does (an @every schedule counts from when a serve became the leader,
 // unknown here).
@@ -374,6 +370,10 @@ func nextRunLine(schedule string, state store.SyncState, now time.Time) string {
 		sched.Next(now).UTC().Format(time.RFC3339), schedule)
 }
 
+// printAccepted says how many of the sync's records a destination accepted
+// for processing and no run has settled yet: records a run left accepted
+// when it stopped waiting for them are in none of its figures (`runs`), and
+// were in no line of `status` either (docs/guide.md#brevo-bulk-imports-accepted-then-delivered-or-rejected).
 func printAccepted(ctx context.Context, w io.Writer, st store.Store, id string) error {
 	es, err := st.LedgerList(ctx, id, store.LedgerAccepted, 0)
 	if err != nil || len(es) == 0 {
