@@ -125,6 +125,16 @@ func TestHandedOnAttemptWaitsForTheHolder(t *testing.T) {
 		t.Fatalf("a handed-on attempt whose sync is held: %v, want snoozed for the renewal interval %s", got, b.cfg.Settings.LeaseRenew)
 	}
 
+	// Each wait records a skipped run: they double, up to two minutes.
+	for n, want := range map[int]time.Duration{1: 20 * time.Second, 2: 40 * time.Second, 5: 2 * time.Minute, 30: 2 * time.Minute} {
+		waited := *handedOn
+		waited.Metadata = []byte(fmt.Sprintf(`{"snoozes":%d}`, n))
+		got := b.svc.work(b.ctx, &waited, "a#job", func() error { return held })
+		if !errors.As(got, &snooze) || snooze.Duration != want {
+			t.Errorf("after %d waits: %v, want snoozed for %s", n, got, want)
+		}
+	}
+
 	// Skipped otherwise, as before: a job never handed on, and one that
 	// waited its last time.
 	fresh, err := b.svc.Enqueue(b.ctx, "b", ReasonManual)

@@ -47,7 +47,7 @@ func (s *Service) work(ctx context.Context, job *rivertype.JobRow, beat string, 
 	err := run()
 	res := jobResult(job, err)
 	if heldAfterHandOn(job, err) {
-		res = river.JobSnooze(s.heldWait())
+		res = river.JobSnooze(s.heldWait(snoozes(job)))
 	}
 	stop()
 	return s.ownResult(ctx, job, res)
@@ -63,7 +63,8 @@ func (s *Service) work(ctx context.Context, job *rivertype.JobRow, beat string, 
 // partitions_unfinished with a partition half written (CI, 2026-12-07).
 // The job waits instead, without using an attempt, and runs once the
 // holder is done: nothing, when it succeeded, but a pass over the rows
-// already delivered. After heldSnoozes waits it completes as skipped.
+// already delivered. Each wait records a skipped run, so the waits double
+// (heldWait); after heldSnoozes of them it completes as skipped.
 func heldAfterHandOn(job *rivertype.JobRow, err error) bool {
 	if failure.CodeOf(err) != failure.AlreadyRunning || len(job.Errors) == 0 || snoozes(job) >= heldSnoozes {
 		return false
@@ -71,18 +72,27 @@ func heldAfterHandOn(job *rivertype.JobRow, err error) bool {
 	return job.Errors[len(job.Errors)-1].Error == rescueNote
 }
 
-// heldSnoozes bounds heldAfterHandOn's waits: an hour of the default
+// heldSnoozes bounds heldAfterHandOn's waits: about an hour at the default
 // renewal interval.
-const heldSnoozes = 360
+const heldSnoozes = 36
+
+// heldWaitMax caps heldWait.
+const heldWaitMax = 2 * time.Minute
 
 // heldWait is how long a job whose sync another run holds waits before it
-// tries again (heldAfterHandOn): the renewal interval, within which a live
-// holder renews and a dead one's lease nears its end.
-func (s *Service) heldWait() time.Duration {
+// tries again, the n+1th time (heldAfterHandOn): the renewal interval (a
+// live holder renews within it, a dead one's lease nears its end), doubled
+// each time up to heldWaitMax, so that a long holder (a person's
+// `oncesync run`) costs a few skipped runs, not hundreds.
+func (s *Service) heldWait(n int) time.Duration {
+	w := s.cfg.Settings.LeaseTTL / 3
 	if r := s.cfg.Settings.LeaseRenew; r > 0 && r < s.cfg.Settings.LeaseTTL {
-		return r
+		w = r
 	}
-	return s.cfg.Settings.LeaseTTL / 3
+	for range min(n, 16) {
+		w *= 2
+	}
+	return min(w, max(heldWaitMax, s.cfg.Settings.LeaseTTL/3))
 }
 
 // ownResult is res, the result of attempt job.Attempt, unless a later
