@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -507,5 +508,52 @@ func TestRunEndRecordedOnceTheStoreAnswers(t *testing.T) {
 	r, _ = Run(context.Background(), p)
 	if st.tries[r.ID] != 1 || len(waits) != 0 {
 		t.Errorf("embedded store: %d tries, waits %v; want one try", st.tries[r.ID], waits)
+	}
+}
+
+// takenLeases answers every renewal ErrLost once taken is set, as the
+// lease store does once another run took the lease over.
+type takenLeases struct {
+	lease.Manager
+	taken atomic.Bool
+}
+
+func (m *takenLeases) Renew(ctx context.Context, g lease.Grant, ttl time.Duration) (lease.Grant, error) {
+	if m.taken.Load() {
+		return g, fmt.Errorf("%w (taken by run 2)", lease.ErrLost)
+	}
+	return m.Manager.Renew(ctx, g, ttl)
+}
+
+// TestRunThatLostItsLeaseIsNotRecordedSucceeded: a worker frozen past its
+// lease while its run waited on the destination woke, found nothing left to
+// write, and ended its loop with success, while the recovery sweep had
+// marked the run interrupted and two later runs had resumed its work.
+// Recorded "succeeded" over that mark (an independent check, 2026-12-07),
+// it read as the run that did the work. A last renewal finds the lease
+// gone: it ends lease_lost, as the guide says.
+func TestRunThatLostItsLeaseIsNotRecordedSucceeded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 30, destination.CapVerify)
+	leases := &takenLeases{Manager: &lease.SQL{Store: tb.store}}
+	tb.dest.onWrite = func([]destination.Record) func() {
+		return func() { leases.taken.Store(true) }
+	}
+	p := tb.params(t, "id")
+	p.Leases = leases
+	got, err := Run(context.Background(), p)
+	if failure.CodeOf(err) != failure.LeaseLost || got.State != store.RunFailed || !strings.Contains(got.FailureDetail, "finished its work") {
+		t.Fatalf("a run whose lease was taken after its last write: %v %+v, want failed lease_lost", err, got)
+	}
+	if _, recs, dups := tb.dest.stats(); recs != 30 || dups != 0 {
+		t.Fatalf("destination: %d records, %d duplicates; want 30 once", recs, dups)
+	}
+	// Its lease kept, a run records its own success.
+	leases.taken.Store(false)
+	tb.dest.onWrite = nil
+	p = tb.params(t, "id")
+	p.Leases = leases
+	if got, err := Run(context.Background(), p); err != nil || got.State != store.RunSucceeded || got.Replayed != 30 {
+		t.Fatalf("the next run: %v %+v, want succeeded, 30 replayed", err, got)
 	}
 }

@@ -351,6 +351,11 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 
 	state, runErr := r.loop(workCtx)
 	stopKeeping()
+	if runErr == nil {
+		if runErr = r.stillOwned(ctx, workCtx); runErr != nil {
+			state = store.RunFailed
+		}
+	}
 	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, lease.ErrLost) {
 		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
 	} else if rf := r.lease.RenewFailure(); rf != nil && errors.Is(runErr, destination.ErrNoLeaseTime) {
@@ -395,6 +400,28 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		log.Info("run succeeded", "read", fin.Read, "written", fin.Written, "replayed", fin.Replayed)
 	}
 	return fin, runErr
+}
+
+// stillOwned is the lease_lost failure of a run that finished its work
+// but lost its lease meanwhile: its lease's time ran out (workCtx's cause),
+// or a last renewal finds it gone (another run took it over, and the
+// recovery sweep or that run marked this one interrupted). Its store
+// writes were fenced, so it wrote nothing after the loss; recorded
+// succeeded, it wrote over that mark a run whose work others had resumed
+// (an independent check, 2026-12-07: a worker frozen past its lease while
+// it waited on an import woke, found nothing left to write, and recorded
+// "succeeded, written 0" after two later runs had done its work). A
+// renewal that fails otherwise (the lease store unreachable) leaves the
+// success as it is: the work is done.
+func (r *run) stillOwned(ctx, workCtx context.Context) error {
+	c := context.Cause(workCtx)
+	if !errors.Is(c, lease.ErrLost) {
+		c = r.lease.Renew(ctx)
+	}
+	if errors.Is(c, lease.ErrLost) {
+		return failure.Wrap(failure.LeaseLost, c, "%s It had finished its work when it found out; a later run resumes from the saved cursor.", SentenceLeaseLost)
+	}
+	return nil
 }
 
 // closeOrphans marks as interrupted the sync's other runs still recorded as
