@@ -45,12 +45,17 @@ func slotIDOf(slot string) (id slotID, ok bool) {
 // met, and the handles its rows hold; it is written by the prefetcher only
 // and read once it stopped.
 type mirrorSeen struct {
-	full  bool // the run read the source from its start
-	slots map[slotID]struct{}
-	// handles are the rows' handles at the destination (handleKey): a
-	// handle a row read holds is never removed, whatever the ledger says
-	// of that row's delivery (still processing, or not yet recorded).
-	handles map[uint64]struct{}
+	full bool // the run read the source from its start
+	// slots are the slots read, each with the handle (handleKey, 0 for
+	// none) its row held when the pass read it last: a keyset pass reads a
+	// row changed while it ran a second time (its cursor column moved
+	// ahead of the read), and the first read's handle is the row's no more.
+	slots map[slotID]uint64
+	// handles count the slots read that hold each handle at the
+	// destination (handleKey): a handle a row read holds is never removed,
+	// whatever the ledger says of that row's delivery (still processing,
+	// or not yet recorded).
+	handles map[uint64]int32
 	handle  func(*item) string
 	seed    maphash.Seed
 }
@@ -58,24 +63,25 @@ type mirrorSeen struct {
 // newMirrorSeen starts the set of a pass that reads the source from its
 // start when full.
 func (r *run) newMirrorSeen(full bool) *mirrorSeen {
-	return &mirrorSeen{full: full, slots: map[slotID]struct{}{}, handles: map[uint64]struct{}{},
+	return &mirrorSeen{full: full, slots: map[slotID]uint64{}, handles: map[uint64]int32{},
 		handle: r.handleOf, seed: maphash.MakeSeed()}
 }
 
 // handleKey is what the set keeps of a handle: 8 bytes of a hash of it in
-// lower case, as handles are compared. Two handles that share it (one pass
-// in 2^64 / rows^2) keep a record that should go: never the reverse.
+// lower case, as handles are compared, never 0 (no handle). Two handles
+// that share it (one pass in 2^64 / rows^2) keep a record that should go:
+// never the reverse.
 func (m *mirrorSeen) handleKey(h string) uint64 {
-	return maphash.String(m.seed, strings.ToLower(h))
+	return max(maphash.String(m.seed, strings.ToLower(h)), 1)
 }
 
-// holds reports whether a row the pass read holds handle h.
+// holds reports whether a row the pass read holds handle h (as the pass
+// read it last).
 func (m *mirrorSeen) holds(h string) bool {
 	if m == nil {
 		return false
 	}
-	_, ok := m.handles[m.handleKey(h)]
-	return ok
+	return m.handles[m.handleKey(h)] > 0
 }
 
 // restart forgets the rows seen: the pass starts over from the source's
@@ -100,11 +106,34 @@ func (m *mirrorSeen) add(its []item) {
 			m.full = false
 			return
 		}
-		if id, ok := slotIDOf(its[i].slot); ok {
-			m.slots[id] = struct{}{}
-		}
+		var key uint64
 		if h := m.handle(&its[i]); h != "" {
-			m.handles[m.handleKey(h)] = struct{}{}
+			key = m.handleKey(h)
+		}
+		id, ok := slotIDOf(its[i].slot)
+		if !ok {
+			if key != 0 {
+				m.handles[key]++
+			}
+			continue
+		}
+		prev, again := m.slots[id]
+		if again && prev == key {
+			continue
+		}
+		if again && prev != 0 {
+			// Read again with another handle: the first read's is the
+			// row's no more. Held, its contact was settled and nothing
+			// named it any longer (an independent check, 2026-12-07: a
+			// row changed e-mail during the pass that read it, was then
+			// deleted, and its first address stayed on the list).
+			if m.handles[prev]--; m.handles[prev] <= 0 {
+				delete(m.handles, prev)
+			}
+		}
+		m.slots[id] = key
+		if key != 0 {
+			m.handles[key]++
 		}
 	}
 }
@@ -222,10 +251,14 @@ type gone struct {
 // delivered slots the sync has in all. A handle that a slot seen holds now
 // is left out: its record belongs to that row (an e-mail that moved to
 // another row, or two rows that swapped theirs); held are the entries left
-// out so, which are settled (should that row's handle change again, its own
-// move is recorded then). A gone row's slot is settled too, not left saying
-// the destination holds its values: the other row has written over them,
-// so the row is written again should it come back.
+// out so. A moved handle held so is kept, and judged again by every run
+// until one removes it: settled, nothing named the contact any more once
+// the row that held it moved off it or had its write refused before the
+// ledger recorded that row's delivery there (an independent check,
+// 2026-12-07: an old address left on the list). A gone row's slot is
+// settled, not left saying the destination holds its values: the other
+// row has written over them, so the row is written again should it come
+// back.
 //
 // moves, for a dry run, are the handles that the rows read will be written
 // under where a run would change them (slot key to new handle): the old
@@ -341,7 +374,9 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 		}
 		fin := make([]store.LedgerFinish, 0, len(held))
 		for _, g := range held {
-			fin = append(fin, settledMark(g))
+			if !g.moved {
+				fin = append(fin, settledMark(g))
+			}
 			if k := g.removalKey(r.Sync.ID); leftInDoubt(prior[k], r.lease.Fence()) {
 				r.rec.InDoubt++
 				r.rec.Settled++
@@ -349,11 +384,13 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 					Settled: ledger.Settlement(g.identity, ledger.SettledRemovalHeld)})
 			}
 		}
-		if err := r.recordEpoch(ctx); err != nil {
-			return removals{}, unhandled, err
-		}
-		if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
-			return removals{}, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
+		if len(fin) > 0 {
+			if err := r.recordEpoch(ctx); err != nil {
+				return removals{}, unhandled, err
+			}
+			if err := r.Store.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Entries: fin}); err != nil {
+				return removals{}, unhandled, storeFailure(ctx, err, "record the handles other rows hold")
+			}
 		}
 	}
 	if gs, err = r.stillThere(ctx, gs); err != nil {
