@@ -48,7 +48,7 @@ func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
 	cmd.Flags().StringVarP(&f.config, "config", "c", "oncesync.yaml", "config file")
 	cmd.Flags().IntVar(&f.workers, "workers", 4, "runs worked at once by this process")
 	cmd.Flags().DurationVar(&f.retryBackoff, "retry-backoff", queue.BackoffBase,
-		"wait before a failed run's second attempt; it doubles for each later one (±10 % jitter, 5 attempts)")
+		"wait before a failed run's second attempt; it doubles for each later one (±10 % jitter, 5 attempts; a store or lease failure's waits are 10 s, tripling, never longer)")
 }
 
 func newServeCmd(env Env, rf *rootFlags) *cobra.Command {
@@ -68,8 +68,9 @@ the config, leases live in Redis (and recovery reads them there); otherwise in
 the store.
 
 A failed run is retried up to 5 attempts, --retry-backoff (60 s) after the
-first and doubling (±10 %); permanent failures (bad credentials, an invalid
-definition) are not retried. After every failed run the circuit breaker reads
+first and doubling (±10 %); one the store or the lease store failed
+(store_unavailable, lease_lost) 10 s after, tripling; permanent failures (bad
+credentials, an invalid definition) are not retried. After every failed run the circuit breaker reads
 the sync's last runs: when its last 5 failures that the sync's owner must fix
 (owner: you, such as refused credentials or a bad mapping) came with no success
 between them (settings.breaker_failures), it pauses the sync and alerts

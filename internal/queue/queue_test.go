@@ -79,6 +79,38 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// TestStoreFailureRetriesSooner: a run that failed for the store or the
+// lease (a restart, a failover: seconds) is retried after 10 s, tripling,
+// not after the minute of other failures: a store restarted in a second
+// held a sync back 56 to 92 s (an independent check, 2026-12-07).
+func TestStoreFailureRetriesSooner(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	p := retryPolicy{clock: clk, rnd: func() float64 { return 0.5 }}
+	failed := func(attempt int, err string) *rivertype.JobRow {
+		return &rivertype.JobRow{Attempt: attempt, Errors: []rivertype.AttemptError{{Attempt: attempt, Error: err}}}
+	}
+	for _, tc := range []struct {
+		job  *rivertype.JobRow
+		want time.Duration
+	}{
+		{failed(1, "store_unavailable: record the run: the store did not answer"), 10 * time.Second},
+		{failed(2, "lease_lost: The run lost its slot part-way through and stopped to avoid writing twice."), 30 * time.Second},
+		{failed(4, "store_unavailable: x"), 270 * time.Second},
+		{failed(1, "destination_unavailable: brevo answered HTTP 503"), 60 * time.Second},
+		{failed(2, "destination_unavailable: x"), 120 * time.Second},
+	} {
+		if got, want := p.NextRetry(tc.job), clk.Now().Add(tc.want); !got.Equal(want) {
+			t.Errorf("NextRetry after %q (attempt %d) = in %s, want %s", tc.job.Errors[0].Error, tc.job.Attempt, got.Sub(clk.Now()), tc.want)
+		}
+	}
+	// Never later than the base of other failures (a test's short one).
+	p.base = 2 * time.Second
+	if got, want := p.NextRetry(failed(2, "store_unavailable: x")), clk.Now().Add(6*time.Second); !got.Equal(want) {
+		t.Errorf("NextRetry with a 2s base = in %s, want 6s", got.Sub(clk.Now()))
+	}
+}
+
 func TestJobResult(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
