@@ -1166,16 +1166,7 @@ func TestMirrorRowReadTwiceInAPass(t *testing.T) {
 	src.mu.Unlock()
 	run(3)
 	run(4)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, e := range []string{email(1), "new1@example.com"} {
-		if d.present[e] {
-			t.Errorf("%s is still at the destination; row 1, which held it, is gone", e)
-		}
-	}
-	if len(d.present) != 4 {
-		t.Errorf("%d contacts at the destination, want 4: %v", len(d.present), d.present)
-	}
+	d.goneWithRow(t, 1, email(1), "new1@example.com")
 }
 
 // TestMirrorKeepsAHeldHandleUntilRemoved: row 2 moved to a new address and
@@ -1224,11 +1215,18 @@ func TestMirrorKeepsAHeldHandleUntilRemoved(t *testing.T) {
 	src.mu.Unlock()
 	run(4)
 	run(5)
+	d.goneWithRow(t, 2, email(2), "new2@example.com")
+}
+
+// goneWithRow checks that none of the handles row (deleted) held is at the
+// destination, and that the four other rows' are.
+func (d *memMirror) goneWithRow(t *testing.T, row int, handles ...string) {
+	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, e := range []string{email(2), "new2@example.com"} {
+	for _, e := range handles {
 		if d.present[e] {
-			t.Errorf("%s is still at the destination; row 2, which held it, is gone", e)
+			t.Errorf("%s is still at the destination; row %d, which held it, is gone", e, row)
 		}
 	}
 	if len(d.present) != 4 {
