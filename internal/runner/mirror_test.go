@@ -1040,14 +1040,7 @@ func TestMirrorKeepsAHandleItsRowTookBack(t *testing.T) {
 	if r := run(1); r.Written != 5 {
 		t.Fatalf("first run: %+v", r)
 	}
-	src.mu.Lock()
-	src.emails[2] = "new2@example.com"
-	src.onEnd = func() {
-		src.mu.Lock()
-		src.emails[2] = email(2)
-		src.mu.Unlock()
-	}
-	src.mu.Unlock()
+	src.changeAndBack(2, "new2@example.com")
 	run(2)
 	d.mu.Lock()
 	if d.removed[email(2)] != 0 || !d.present[email(2)] {
@@ -1195,14 +1188,7 @@ func TestMirrorKeepsAHeldHandleUntilRemoved(t *testing.T) {
 		return r
 	}
 	run(1)
-	src.mu.Lock()
-	src.emails[2] = "new2@example.com"
-	src.onEnd = func() {
-		src.mu.Lock()
-		src.emails[2] = email(2)
-		src.mu.Unlock()
-	}
-	src.mu.Unlock()
+	src.changeAndBack(2, "new2@example.com")
 	run(2)
 	tb.dest.mu.Lock()
 	tb.dest.reject = func(r destination.Record) bool { return r.Data["email"] == email(2) }

@@ -528,6 +528,20 @@ type keysetSource struct {
 
 func (s *keysetSource) ID() string { return "keyset:test" }
 
+// changeAndBack gives row id the e-mail to, and its own back once the next
+// pass has read its last page (a change and change back within a run).
+func (s *keysetSource) changeAndBack(id int, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.emails[id]
+	s.emails[id] = to
+	s.onEnd = func() {
+		s.mu.Lock()
+		s.emails[id] = was
+		s.mu.Unlock()
+	}
+}
+
 func (s *keysetSource) record(id int) source.Record {
 	e, ok := s.emails[id]
 	if !ok {
