@@ -283,6 +283,7 @@ func (m *propModel) step() {
 		e := m.fresh()
 		m.log.add(fmt.Sprintf("row %d: e-mail %s -> %s", id, s.emails[id], e))
 		s.emails[id] = e
+		s.touch(id)
 		m.hist[id] = append(m.hist[id], e)
 	case k < 5: // back to an earlier e-mail
 		h := m.hist[id]
@@ -292,6 +293,7 @@ func (m *propModel) step() {
 		}
 		m.log.add(fmt.Sprintf("row %d: e-mail %s -> back to %s", id, s.emails[id], e))
 		s.emails[id] = e
+		s.touch(id)
 	case k < 6: // swap with another row
 		o := ids[m.rng.Intn(len(ids))]
 		if o == id {
@@ -299,6 +301,8 @@ func (m *propModel) step() {
 		}
 		m.log.add(fmt.Sprintf("rows %d,%d swap e-mails %s,%s", id, o, s.emails[id], s.emails[o]))
 		s.emails[id], s.emails[o] = s.emails[o], s.emails[id]
+		s.touch(id)
+		s.touch(o)
 		m.hist[id] = append(m.hist[id], s.emails[id])
 		m.hist[o] = append(m.hist[o], s.emails[o])
 	case k < 7: // delete
@@ -308,6 +312,7 @@ func (m *propModel) step() {
 		m.insert()
 	default: // a field
 		s.rows[id] = fmt.Sprintf("N%d-%d", id, m.rng.Intn(1000))
+		s.touch(id)
 		m.log.add(fmt.Sprintf("row %d: name -> %s", id, s.rows[id]))
 	}
 }
@@ -325,6 +330,7 @@ func (m *propModel) insert() {
 				m.hist[id] = append(m.hist[id], e)
 			}
 			s.rows[id], s.emails[id] = fmt.Sprintf("N%d-r%d", id, m.rng.Intn(1000)), e
+			s.touch(id)
 			m.log.add(fmt.Sprintf("row %d re-inserted with %s", id, e))
 			return
 		}
@@ -333,6 +339,7 @@ func (m *propModel) insert() {
 	id := m.nid
 	e := m.fresh()
 	s.rows[id], s.emails[id] = fmt.Sprintf("N%d", id), e
+	s.touch(id)
 	m.hist[id] = []string{e}
 	m.log.add(fmt.Sprintf("row %d inserted with %s", id, e))
 }
@@ -357,9 +364,13 @@ func (m *propModel) dumpLedger(tb *testBundle) {
 // list holds exactly the source's rows' e-mails with their values.
 // It runs propertySeeds seeds; ONCESYNC_MIRROR_PROPERTY=N runs N (from
 // ONCESYNC_MIRROR_SEED, 1 by default), ONCESYNC_MIRROR_LOG=1 prints a
-// failing seed's story and ledger. 400 seeds passed on 2026-12-07; an
-// independent check had left 8 contacts no row held on Brevo, which this
-// model did not reproduce (docs/RELIABILITY.md).
+// failing seed's story and ledger. Even seeds read the source by version
+// (a row changed during a pass is read again by it), which found a row's
+// first address left on the list once in 200 seeds before that was fixed.
+// 599 of seeds 1-600 passed on 2026-12-07; seed 333 is a known defect
+// (docs/RELIABILITY.md): two rows swap e-mails while a run reads them, the
+// run sends both rows' imports to one address, and the older view's import
+// lands last.
 func TestMirrorPropertyEmailChanges(t *testing.T) {
 	t.Parallel()
 	n := propertySeeds
@@ -387,7 +398,14 @@ const propertySeeds = 8
 func mirrorProperty(t *testing.T, seed int64) {
 	rng := rand.New(rand.NewSource(seed))
 	tb := setup(t, 0, destination.CapVerify)
-	m := &propModel{t: t, rng: rng, src: &keysetSource{rows: map[int]string{}, emails: map[int]string{}}, hist: map[int][]string{}, log: &story{}}
+	src := &keysetSource{rows: map[int]string{}, emails: map[int]string{}}
+	if seed%2 == 0 {
+		// Read by version, as a table by updated_at: a row changed while a
+		// pass reads it is read again by that pass (an independent check,
+		// 2026-12-07: its first read's address was then left on the list).
+		src.vers = map[int]int{}
+	}
+	m := &propModel{t: t, rng: rng, src: src, hist: map[int][]string{}, log: &story{}}
 	rows := 10 + rng.Intn(11)
 	for i := 0; i < rows; i++ {
 		m.insert()
@@ -400,7 +418,9 @@ func mirrorProperty(t *testing.T, seed int64) {
 		p.Source = m.src
 		p.Destination = d
 		p.Sync.PageSize = pageSize
-		p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+		// No bound: many e-mail changes among few rows exceed any share
+		// (mirror_removals_refused is the bound working, not a defect).
+		p.Sync.Mirror = &Mirror{MaxRemovals: func(int) int { return 1 << 30 }, Bound: "unbounded"}
 		p.PollInterval, p.AcceptedWait = time.Millisecond, 5*time.Millisecond
 		p.InDoubtGrace = time.Millisecond
 		return p

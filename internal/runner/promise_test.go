@@ -524,6 +524,19 @@ type keysetSource struct {
 	// onEnd, when set, runs once a pass has read the last page (outside mu):
 	// a change the pass did not see.
 	onEnd func()
+	// vers, when set, orders a pass by each row's version instead of its
+	// id, as a table read by updated_at: touch moves a changed row behind
+	// the cursor, and a pass that had read it reads it again.
+	vers map[int]int
+	ver  int
+}
+
+// touch gives row id a new version (with vers; caller holds mu).
+func (s *keysetSource) touch(id int) {
+	if s.vers != nil {
+		s.ver++
+		s.vers[id] = s.ver
+	}
 }
 
 func (s *keysetSource) ID() string { return "keyset:test" }
@@ -571,20 +584,24 @@ func (s *keysetSource) readPage(cursor string, size int) source.Page {
 	if cursor != "" {
 		after, _ = strconv.Atoi(cursor)
 	}
+	order := func(id int) int { return id }
+	if s.vers != nil {
+		order = func(id int) int { return s.vers[id] }
+	}
 	var ids []int
 	for id := range s.rows {
-		if id > after {
+		if order(id) > after {
 			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
+	slices.SortFunc(ids, func(a, b int) int { return order(a) - order(b) })
 	page := source.Page{Cursor: cursor, Next: cursor}
 	for _, id := range ids {
 		if len(page.Records) == size {
 			return page
 		}
 		page.Records = append(page.Records, s.record(id))
-		page.Next = strconv.Itoa(id)
+		page.Next = strconv.Itoa(order(id))
 	}
 	page.End = true
 	return page
