@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -409,8 +410,14 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 	if qr, ok := r.remover.(destination.QueuedRemover); ok {
 		gs = r.deferQueued(gs, prior, qr.RemovalGrace())
 	}
+	// A handle's entries go in one batch, next to each other, so that
+	// removeBatch sends its removal once.
+	slices.SortStableFunc(gs, func(a, b gone) int { return strings.Compare(strings.ToLower(a.handle), strings.ToLower(b.handle)) })
 	for rest := gs; len(rest) > 0; {
 		n := min(len(rest), r.Sync.PageSize)
+		for n < len(rest) && strings.EqualFold(rest[n].handle, rest[n-1].handle) {
+			n++
+		}
 		batch := rest[:n]
 		rest = rest[n:]
 		done, err := r.removeBatch(ctx, batch, prior)
@@ -692,13 +699,26 @@ func (r *run) removeBatch(ctx context.Context, batch []gone, prior map[string]st
 	}
 	keys := make([]string, len(batch))
 	results := make([]string, len(batch))
-	rms := make([]destination.Removal, len(batch))
+	rms := make([]destination.Removal, 0, len(batch))
 	byKey := make(map[string]gone, len(batch))
+	// One handle is removed once: a gone row's and a kept old address's
+	// entries may name the same contact (removeGone puts them in one
+	// batch); the others share the first's outcome. Sent twice, the
+	// contact was taken off the list twice in a run (an independent check,
+	// 2026-12-07).
+	first := map[string]string{}  // lower-cased handle -> the key sent
+	also := map[string][]string{} // key sent -> the other keys of its handle
 	for i, g := range batch {
 		keys[i] = g.removalKey(r.Sync.ID)
 		results[i] = ledger.ClaimResult(g.slot)
-		rms[i] = destination.Removal{Key: keys[i], Handle: g.handle}
 		byKey[keys[i]] = g
+		h := strings.ToLower(g.handle)
+		if k, ok := first[h]; ok {
+			also[k] = append(also[k], keys[i])
+			continue
+		}
+		first[h] = keys[i]
+		rms = append(rms, destination.Removal{Key: keys[i], Handle: g.handle})
 	}
 	fence := r.lease.Fence()
 	// A removal an earlier run claimed and never recorded is in doubt: its
@@ -725,32 +745,37 @@ func (r *run) removeBatch(ctx context.Context, batch []gone, prior map[string]st
 		removed removals
 	)
 	for _, x := range res {
-		g, ok := byKey[x.Key]
-		if !ok {
+		if _, ok := byKey[x.Key]; !ok {
 			continue
 		}
-		switch x.Outcome {
-		case destination.Delivered:
-			if g.moved {
-				removed.moved++
-			} else {
-				removed.gone++
+		// The contact's first entry counts it; the others share its outcome.
+		for i, key := range append([]string{x.Key}, also[x.Key]...) {
+			g, counted := byKey[key], i == 0
+			switch x.Outcome {
+			case destination.Delivered:
+				if counted && g.moved {
+					removed.moved++
+				} else if counted {
+					removed.gone++
+				}
+				done := store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()}
+				if g.moved {
+					done = settledMark(g) // the slot itself lives on
+				}
+				rel := store.LedgerFinish{Key: key, State: store.LedgerReleased}
+				if doubt[key] {
+					rel.Settled = ledger.Settlement(g.identity, ledger.SettledRemovedAgain)
+				}
+				fin = append(fin, done, rel)
+			case destination.NotSent:
+				fin = append(fin, store.LedgerFinish{Key: key, State: store.LedgerReleased})
+			case destination.Rejected:
+				if counted {
+					r.rec.Rejected++
+				}
+				fin = append(fin, store.LedgerFinish{Key: key, State: store.LedgerRejected,
+					Message: r.hideSecrets(destination.Redact(destination.RedactValues(x.Message, []string{g.handle, g.identity}))), Result: ledger.RejectedResult(g.slot, g.identity)})
 			}
-			done := store.LedgerFinish{Key: g.slot, State: store.LedgerComplete, Result: ledger.SlotState{Gen: g.gen, Ref: ledger.RemovedRef(g.identity)}.Encode()}
-			if g.moved {
-				done = settledMark(g) // the slot itself lives on
-			}
-			rel := store.LedgerFinish{Key: x.Key, State: store.LedgerReleased}
-			if doubt[x.Key] {
-				rel.Settled = ledger.Settlement(g.identity, ledger.SettledRemovedAgain)
-			}
-			fin = append(fin, done, rel)
-		case destination.NotSent:
-			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerReleased})
-		case destination.Rejected:
-			r.rec.Rejected++
-			fin = append(fin, store.LedgerFinish{Key: x.Key, State: store.LedgerRejected,
-				Message: r.hideSecrets(destination.Redact(destination.RedactValues(x.Message, []string{g.handle, g.identity}))), Result: ledger.RejectedResult(g.slot, g.identity)})
 		}
 	}
 	if len(fin) > 0 {

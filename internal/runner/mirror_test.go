@@ -27,6 +27,7 @@ type memMirror struct {
 	mu       sync.Mutex
 	present  map[string]bool
 	removed  map[string]int // effective removals per e-mail
+	asked    map[string]int // removals asked for per e-mail (nil: not counted)
 	loseNext bool           // the next Remove applies, then loses its answer
 	// applyLater, when positive, makes Remove answer at once and apply
 	// its removals that much later (Klaviyo's unsubscribe job: 202, then
@@ -76,6 +77,9 @@ func (d *memMirror) Remove(ctx context.Context, rms []destination.Removal) ([]de
 		return out, nil
 	}
 	for _, rm := range rms {
+		if d.asked != nil {
+			d.asked[rm.Handle]++
+		}
 		if d.present[rm.Handle] {
 			delete(d.present, rm.Handle)
 			d.removed[rm.Handle]++
@@ -1221,5 +1225,51 @@ func (d *memMirror) goneWithRow(t *testing.T, row int, handles ...string) {
 	}
 	if len(d.present) != 4 {
 		t.Errorf("%d contacts at the destination, want 4: %v", len(d.present), d.present)
+	}
+}
+
+// TestMirrorRemovesAHandleOnce: rows 2 and 3 swapped e-mails, so each
+// row's old address stays kept, held by the other; row 3 is then deleted.
+// Its slot and row 2's kept old address name the same contact, which was
+// taken off the list twice in one run (an independent check, 2026-12-07:
+// two PUTs 0.1 s apart). It is asked for once, and both entries settle.
+func TestMirrorRemovesAHandleOnce(t *testing.T) {
+	t.Parallel()
+	_, d, src, run := setupKeysetMirror(t)
+	d.asked = map[string]int{}
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	src.mu.Lock()
+	src.emails[2], src.emails[3] = email(3), email(2)
+	src.mu.Unlock()
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	src.mu.Lock()
+	delete(src.rows, 3)
+	delete(src.emails, 3)
+	src.mu.Unlock()
+	r, err := run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	asked, present := d.asked[email(2)], d.present[email(2)]
+	d.mu.Unlock()
+	if asked != 1 || present || r.Requests != 1 {
+		t.Fatalf("%s: removal asked %d time(s) in %d request(s), present %v; want once, gone", email(2), asked, r.Requests, present)
+	}
+	if !strings.Contains(r.FailureDetail, "removed 1 record(s) whose source rows are gone") || strings.Contains(r.FailureDetail, "no row holds") {
+		t.Errorf("run 3's detail: %q, want the one removal counted once", r.FailureDetail)
+	}
+	// Nothing is left to remove: the next run asks for nothing.
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.asked[email(2)] != 1 || len(d.present) != 4 {
+		t.Fatalf("after run 4: %s asked %d time(s), %d contacts; want 1 and 4", email(2), d.asked[email(2)], len(d.present))
 	}
 }
