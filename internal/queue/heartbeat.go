@@ -46,11 +46,7 @@ func beatOwner(j *rivertype.JobRow) int64 {
 // a rescue) does not stop the work: the job is then judged by its run's
 // lease alone.
 func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop func()) {
-	ttl := s.cfg.Settings.LeaseTTL
-	renew := s.cfg.Settings.LeaseRenew
-	if renew <= 0 || renew >= ttl {
-		renew = ttl / 3
-	}
+	ttl, renew := s.cfg.Settings.LeaseTTL, s.renewEvery()
 	g, err := s.leases.Acquire(ctx, lease.AcquireParams{SyncID: id, RunID: owner, TTL: ttl})
 	if err != nil {
 		s.log.Warn("job heartbeat not taken; recovery judges the job by its run's lease alone", "heartbeat", id, "err", err)
@@ -102,6 +98,17 @@ func (s *Service) heartbeat(ctx context.Context, id string, owner int64) (stop f
 			s.log.Warn("job heartbeat not released; it expires by itself", "heartbeat", id, "err", err)
 		}
 	}
+}
+
+// renewEvery is how often a lease of this process is renewed:
+// settings.lease_renew, or a third of the TTL when it is unset or not
+// shorter than the TTL.
+func (s *Service) renewEvery() time.Duration {
+	ttl, renew := s.cfg.Settings.LeaseTTL, s.cfg.Settings.LeaseRenew
+	if renew <= 0 || renew >= ttl {
+		return ttl / 3
+	}
+	return renew
 }
 
 // completionTail is how long a job's heartbeat outlives its work: longer

@@ -151,15 +151,17 @@ func (RecoverArgs) InsertOpts() river.InsertOpts {
 // 480 s), each ±10 % by rnd, which returns a value in [0, 1). A base <= 0 is
 // BackoffBase.
 func Backoff(attempt int, base time.Duration, rnd func() float64) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
 	if base <= 0 {
 		base = BackoffBase
 	}
-	d := float64(base) * math.Pow(2, float64(min(attempt-1, 20)))
-	jitter := 1 + BackoffJitter*(2*rnd()-1)
-	return time.Duration(d * jitter)
+	return grow(attempt, base, 2, 20, rnd)
+}
+
+// grow is base multiplied by factor once per attempt after the first (at
+// most maxSteps times), ±BackoffJitter by rnd.
+func grow(attempt int, base time.Duration, factor float64, maxSteps int, rnd func() float64) time.Duration {
+	d := float64(base) * math.Pow(factor, float64(min(max(attempt, 1)-1, maxSteps)))
+	return time.Duration(d * (1 + BackoffJitter*(2*rnd()-1)))
 }
 
 // retryPolicy is River's ClientRetryPolicy from Backoff.
@@ -189,16 +191,9 @@ func (p retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 		if base <= 0 {
 			base = BackoffBase
 		}
-		return p.clock.Now().Add(StoreBackoff(n, min(base, StoreBackoffBase), p.rnd))
+		return p.clock.Now().Add(grow(n, min(base, StoreBackoffBase), 3, 12, p.rnd))
 	}
 	return p.clock.Now().Add(Backoff(n, p.base, p.rnd))
-}
-
-// StoreBackoff is the wait before the attempt after attempt (1-based)
-// when it failed for the store or the lease: base, tripling, ±10 %.
-func StoreBackoff(attempt int, base time.Duration, rnd func() float64) time.Duration {
-	d := float64(base) * math.Pow(3, float64(min(max(attempt, 1)-1, 12)))
-	return time.Duration(d * (1 + BackoffJitter*(2*rnd()-1)))
 }
 
 // storeFailed reports whether job's last attempt failed with

@@ -85,10 +85,7 @@ const heldWaitMax = 2 * time.Minute
 // each time up to heldWaitMax, so that a long holder (a person's
 // `oncesync run`) costs a few skipped runs, not hundreds.
 func (s *Service) heldWait(n int) time.Duration {
-	w := s.cfg.Settings.LeaseTTL / 3
-	if r := s.cfg.Settings.LeaseRenew; r > 0 && r < s.cfg.Settings.LeaseTTL {
-		w = r
-	}
+	w := s.renewEvery()
 	for range min(n, 16) {
 		w *= 2
 	}
