@@ -351,13 +351,13 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 
 	state, runErr := r.loop(workCtx)
 	stopKeeping()
-	if runErr == nil {
-		if runErr = r.stillOwned(ctx, workCtx); runErr != nil {
+	if c := context.Cause(workCtx); errors.Is(c, lease.ErrLost) {
+		// Its lease's time ran out: lost, even if the loop ended well.
+		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
+	} else if runErr == nil {
+		if runErr = r.stillOwned(ctx); runErr != nil {
 			state = store.RunFailed
 		}
-	}
-	if c := context.Cause(workCtx); runErr != nil && errors.Is(c, lease.ErrLost) {
-		runErr, state = failure.Wrap(failure.LeaseLost, c, SentenceLeaseLost), store.RunFailed
 	} else if rf := r.lease.RenewFailure(); rf != nil && errors.Is(runErr, destination.ErrNoLeaseTime) {
 		// A call stopped short of the lease's end because renewals were
 		// refused (an ACL changed under the process, a store down): its
@@ -403,9 +403,9 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 }
 
 // stillOwned is the lease_lost failure of a run that finished its work
-// but lost its lease meanwhile: its lease's time ran out (workCtx's cause),
-// or a last renewal finds it gone (another run took it over, and the
-// recovery sweep or that run marked this one interrupted). Its store
+// but lost its lease meanwhile, which a last renewal finds gone (another
+// run took it over, and the recovery sweep or that run marked this one
+// interrupted). Its store
 // writes were fenced, so it wrote nothing after the loss; recorded
 // succeeded, it wrote over that mark a run whose work others had resumed
 // (an independent check, 2026-12-07: a worker frozen past its lease while
@@ -413,13 +413,9 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 // "succeeded, written 0" after two later runs had done its work). A
 // renewal that fails otherwise (the lease store unreachable) leaves the
 // success as it is: the work is done.
-func (r *run) stillOwned(ctx, workCtx context.Context) error {
-	c := context.Cause(workCtx)
-	if !errors.Is(c, lease.ErrLost) {
-		c = r.lease.Renew(ctx)
-	}
-	if errors.Is(c, lease.ErrLost) {
-		return failure.Wrap(failure.LeaseLost, c, "%s It had finished its work when it found out; a later run resumes from the saved cursor.", SentenceLeaseLost)
+func (r *run) stillOwned(ctx context.Context) error {
+	if err := r.lease.Renew(ctx); errors.Is(err, lease.ErrLost) {
+		return failure.Wrap(failure.LeaseLost, err, "%s It had finished its work when it found out; a later run resumes from the saved cursor.", SentenceLeaseLost)
 	}
 	return nil
 }
