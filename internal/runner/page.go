@@ -69,6 +69,10 @@ type item struct {
 	// prevRef is the Ref of the slot's last delivered state, for a mirror
 	// (whose Ref holds the record's handle at the destination).
 	prevRef string
+	// handle is the record's handle at the destination (handleAt), once
+	// known; handleKnown says it was asked.
+	handle      string
+	handleKnown bool
 	// settling is how the run settled a write of it in doubt that it sends
 	// again (ledger.SettledResent, ledger.SettledIdempotent): recorded with
 	// the mark of its outcome.
@@ -83,6 +87,7 @@ type claimed struct {
 	read      int64  // records of the run's slice on the page
 	again     bool   // rows read again by identity: refused before, maybe refused again
 	send      []*item
+	handles   []string // the destination handles send writes to (writer.writingTo)
 	claimedAt time.Time
 	delta     store.Counters // the page's ledger-stage counters (Read, Replayed, InDoubt, Settled, Written, Rejected of settled entries)
 	ledgerCum store.Counters // the run's ledger-stage counters up to this page, inclusive
@@ -472,6 +477,25 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 	}
 	if len(c.send) == 0 {
 		return c, nil
+	}
+
+	if c.handles = r.handlesOf(c.send); w.writingTo(c.handles) {
+		// Another slot's write to one of these contacts is in flight (two
+		// rows that swapped e-mails while the pass read them): this page's
+		// write goes after it has landed, so the value read last is what
+		// the destination keeps.
+		reg := trace.StartRegion(ctx, "ledger.wait.handles")
+		err := w.waitResolved(ctx)
+		reg.End()
+		if err != nil {
+			return c, err
+		}
+	}
+	if len(c.handles) > 0 {
+		c.send, c.handles = r.holdBack(w, c.send)
+		if len(c.send) == 0 {
+			return c, nil
+		}
 	}
 
 	// Claim before any destination call, fenced.

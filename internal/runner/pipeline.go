@@ -159,7 +159,11 @@ func (pf *prefetcher) stop() {
 // dropped after a failure) and the records the destination accepted for
 // later are settled: until then the ledger does not answer with its
 // outcomes, so the ledger stage waits (waitResolved) before it reads a slot
-// of a page in flight.
+// of a page in flight. It also waits before it claims a record whose
+// destination handle (its e-mail, say) a page in flight writes to under
+// another slot: two writes to one contact in flight at once may land in
+// either order (Brevo's imports end out of order), and the one read last
+// must land last.
 type writer struct {
 	in   chan claimed
 	done chan struct{}
@@ -170,14 +174,22 @@ type writer struct {
 	marked   int64              // pages whose marks are recorded (or dropped after a failure)
 	slots    map[int64][]string // the slots of the pages in flight, by page
 	inFlight map[string]int     // how many pages in flight hold each slot
-	notify   chan struct{}      // closed when marked grows or a page leaves slots
-	cum      store.Counters     // write-stage counters of the pages written
-	err      error              // the first failure; later pages are dropped
+	handles  map[int64][]string // the destination handles of the pages in flight, by page
+	toHandle map[string]int     // how many pages in flight write to each handle
+	// held are the handles of pages given up with writes still processing
+	// (resolution.stuck): another slot's write to one of them waits for
+	// the next run, which learns first what became of those.
+	held   map[string]bool
+	stuck  map[int64]bool // pages given up, until resolved
+	notify chan struct{}  // closed when marked grows or a page leaves slots
+	cum    store.Counters // write-stage counters of the pages written
+	err    error          // the first failure; later pages are dropped
 }
 
 func (r *run) startWriter(ctx context.Context, cp *checkpointer, pl *poller) *writer {
 	w := &writer{in: make(chan claimed, 1), done: make(chan struct{}), cp: cp,
-		slots: map[int64][]string{}, inFlight: map[string]int{}, notify: make(chan struct{})}
+		slots: map[int64][]string{}, inFlight: map[string]int{},
+		handles: map[int64][]string{}, toHandle: map[string]int{}, notify: make(chan struct{})}
 	cp.w = w
 	depth := 1
 	if p, ok := r.Destination.(destination.Pipelined); ok && p.PagesInFlight() > 1 {
@@ -342,6 +354,12 @@ func (w *writer) submit(c claimed) {
 		slots[i] = it.slot
 		w.inFlight[it.slot]++
 	}
+	for _, h := range c.handles {
+		w.toHandle[h]++
+	}
+	if len(c.handles) > 0 {
+		w.handles[c.pageNo] = c.handles
+	}
 	w.handed++
 	w.slots[c.pageNo] = slots
 	w.mu.Unlock()
@@ -368,6 +386,19 @@ func (w *writer) resolvedDone(page int64) {
 		}
 	}
 	delete(w.slots, page)
+	for _, h := range w.handles[page] {
+		if w.toHandle[h]--; w.toHandle[h] <= 0 {
+			delete(w.toHandle, h)
+		}
+		if w.stuck[page] {
+			if w.held == nil {
+				w.held = map[string]bool{}
+			}
+			w.held[h] = true
+		}
+	}
+	delete(w.stuck, page)
+	delete(w.handles, page)
 	w.wakeLocked()
 }
 
@@ -381,6 +412,42 @@ func (w *writer) writing(slot string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.inFlight[slot] > 0
+}
+
+// giveUp records that page was given up with writes still processing: its
+// handles stay held for the rest of the run once it is resolved.
+func (w *writer) giveUp(page int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.handles[page]) == 0 {
+		return
+	}
+	if w.stuck == nil {
+		w.stuck = map[int64]bool{}
+	}
+	w.stuck[page] = true
+}
+
+// holding reports whether a page given up this run wrote to h.
+func (w *writer) holding(h string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held[h]
+}
+
+// writingTo reports whether a page in flight writes to one of handles.
+func (w *writer) writingTo(handles []string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.toHandle) == 0 {
+		return false
+	}
+	for _, h := range handles {
+		if w.toHandle[h] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // waitIdle waits until every page handed over is written and its marks
@@ -608,6 +675,7 @@ func (cp *checkpointer) settle(res *resolution) {
 	cp.open[page] += len(res.batches) - 1
 	if res.stuck {
 		cp.stuck[page] = true
+		cp.w.giveUp(page)
 	}
 	cp.carry = append(cp.carry, res.finish...)
 	cp.carried = append(cp.carried, res.batches...)

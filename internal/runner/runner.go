@@ -232,6 +232,9 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 	if rr, ok := p.Store.(store.RemoteReads); ok && rr.RemoteReads() {
 		r.readsAhead, r.keysAhead, r.remoteStore = true, true, true
 	}
+	if h, ok := r.Destination.(destination.Remover); ok {
+		r.handler = h
+	}
 	if r.Sync.Mirror != nil {
 		rm, ok := r.Destination.(destination.Remover)
 		if !ok {
@@ -262,6 +265,12 @@ type run struct {
 	refusals   map[string][]store.LedgerEntry
 	// remover is the destination's, for a mirror sync (nil otherwise).
 	remover destination.Remover
+	// handler names records at the destination (its Remover, in any write
+	// mode): two slots' writes to one handle are never in flight at once.
+	handler destination.Remover
+	// heldBack counts the records left for the next run behind a write to
+	// their handle that the run gave up on (holdBack).
+	heldBack int64
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
 	// payload is payloadPrint of the run's Params and salt, saved with each
@@ -834,6 +843,10 @@ func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.
 	open, left := pl.close(err == nil && werr == nil && cp.failed() == nil)
 	if left > 0 && r.StillProcessing != nil {
 		r.StillProcessing(left)
+	}
+	if r.heldBack > 0 {
+		r.Logger.Warn("records were left for the next run: an earlier write to the same contact (another row's) was still being processed by the destination when the run stopped waiting, and a write now could land before it",
+			"sync", r.Sync.ID, "run", r.rec.ID, "records", r.heldBack)
 	}
 	if open > 0 {
 		if err == nil && werr == nil && r.drainRequested() {
