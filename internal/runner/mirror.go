@@ -160,53 +160,6 @@ func (r *run) handleOf(it *item) string {
 	return r.handleAt(it)
 }
 
-// handleAt is it's handle at a destination that names its records by one
-// (destination.Remover, in any write mode); "" when it has none.
-func (r *run) handleAt(it *item) string {
-	if !it.handleKnown {
-		it.handleKnown = true
-		if r.handler != nil {
-			if h, err := r.handler.Handle(it.Record); err == nil {
-				it.handle = h
-			}
-		}
-	}
-	return it.handle
-}
-
-// holdBack drops from send the records whose handle a write given up this
-// run went to (the destination was still processing it when the run
-// stopped asking): written now, they could land before it. They are left
-// for the next run, which learns first what became of that write; the
-// cursor stays before them, behind the page given up. It returns the
-// records kept and their handles.
-func (r *run) holdBack(w *writer, send []*item) ([]*item, []string) {
-	kept := send[:0]
-	for _, it := range send {
-		if h := r.handleAt(it); h != "" && w.holding(h) {
-			r.heldBack++
-			continue
-		}
-		kept = append(kept, it)
-	}
-	return kept, r.handlesOf(kept)
-}
-
-// handlesOf lists the handles items write to; nil when the
-// destination names its records by none.
-func (r *run) handlesOf(items []*item) []string {
-	if r.handler == nil {
-		return nil
-	}
-	hs := make([]string, 0, len(items))
-	for _, it := range items {
-		if h := r.handleAt(it); h != "" {
-			hs = append(hs, h)
-		}
-	}
-	return hs
-}
-
 // claimResult is the Result of it's claim: a mirror's names the handle the
 // write goes to, so that a later run can remove what it may have written
 // should the row change or go before its outcome is known (leftInFlight).

@@ -479,6 +479,15 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		return c, nil
 	}
 
+	if r.earlierTo != nil {
+		send, err := r.awaitEarlier(ctx, c.send)
+		if err != nil {
+			return c, err
+		}
+		if c.send = send; len(c.send) == 0 {
+			return c, nil
+		}
+	}
 	if c.handles = r.handlesOf(c.send); w.writingTo(c.handles) {
 		// Another slot's write to one of these contacts is in flight (two
 		// rows that swapped e-mails while the pass read them): this page's

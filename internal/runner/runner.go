@@ -269,8 +269,13 @@ type run struct {
 	// mode): two slots' writes to one handle are never in flight at once.
 	handler destination.Remover
 	// heldBack counts the records left for the next run behind a write to
-	// their handle that the run gave up on (holdBack).
+	// their handle that may still land (holdBack, awaitEarlier).
 	heldBack int64
+	// earlierTo are the writes in flight earlier runs left, by the handle
+	// they name (indexEarlierWrites); refsDone what the run learned of
+	// their processes (processDone).
+	earlierTo map[string][]earlierWrite
+	refsDone  map[string]bool
 	// seen are the slots a mirror run's full read met (nil otherwise).
 	seen *mirrorSeen
 	// payload is payloadPrint of the run's Params and salt, saved with each
@@ -559,6 +564,7 @@ func (r *run) loop(ctx context.Context) (store.RunState, error) {
 	if err := r.loadOutstanding(ctx); err != nil {
 		return store.RunFailed, err
 	}
+	r.indexEarlierWrites()
 	if r.Sync.Identity == "" {
 		for _, es := range r.outstanding {
 			r.inFlightByPosition += len(es)
