@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/store"
@@ -251,6 +252,15 @@ func decodeIdentity(s string) (string, bool) {
 // encoded so that neither is stored as plain text:
 //
 //	h1:<handle, base64url>:<identity, base64url>
+//	h2:<handle, base64url>:<identity, base64url>:<claim, unix ms base 36>
+//
+// h2 also keeps when the write that delivered it was claimed (the store's
+// clock): writes to one handle are sent one after another (a run never has
+// two slots' writes to one handle in flight, and waits for an earlier run's),
+// so the one claimed last is what the destination holds, and a mirror run
+// writes again a row whose contact another slot's write reached later
+// (docs/RELIABILITY.md, thirty-eighth session). A binary from before h2
+// reads such a slot as one without a handle.
 //
 // A slot whose record a mirror run removed keeps RemovedRef: its hash is
 // zero, so the row, should it come back, is sent again.
@@ -262,16 +272,19 @@ func decodeIdentity(s string) (string, bool) {
 // removes it:
 //
 //	m1:<handle, base64url>:<identity, base64url>
+//	m2:<handle, base64url>:<identity, base64url>:<claim, unix ms base 36>
 //
 // and as SettledRef once that run removed it, or found another row holding
 // it (a complete entry is never released, so it stays, inert):
 //
 //	m0:<identity, base64url>
 const (
-	handlePrefix  = "h1:"
-	removedPrefix = "x1:"
-	movedPrefix   = "m1:"
-	settledPrefix = "m0:"
+	handlePrefix   = "h1:"
+	handleAtPrefix = "h2:"
+	removedPrefix  = "x1:"
+	movedPrefix    = "m1:"
+	movedAtPrefix  = "m2:"
+	settledPrefix  = "m0:"
 )
 
 // SettledRef is the Ref of a Moved entry a mirror run settled.
@@ -289,39 +302,89 @@ func HandleRef(handle, identity string) string {
 	return handlePrefix + encodeTo(handle, identity)
 }
 
+// HandleRefAt is HandleRef with the time the delivering write was claimed
+// (h2); a zero time gives HandleRef.
+func HandleRefAt(handle, identity string, claimed time.Time) string {
+	if claimed.IsZero() {
+		return HandleRef(handle, identity)
+	}
+	return handleAtPrefix + encodeTo(handle, identity) + ":" + strconv.FormatInt(claimed.UnixMilli(), 36)
+}
+
 // MovedRef is the Ref of a Moved entry: the handle a slot left behind and
 // the row's identity.
 func MovedRef(handle, identity string) string {
-	return movedPrefix + strings.TrimPrefix(HandleRef(handle, identity), handlePrefix)
+	return movedPrefix + encodeTo(handle, identity)
+}
+
+// MovedRefAt is MovedRef with the time the slot's write to handle was
+// claimed (m2); a zero time gives MovedRef.
+func MovedRefAt(handle, identity string, claimed time.Time) string {
+	if claimed.IsZero() {
+		return MovedRef(handle, identity)
+	}
+	return movedAtPrefix + encodeTo(handle, identity) + ":" + strconv.FormatInt(claimed.UnixMilli(), 36)
 }
 
 // RefMoved is the handle and identity a MovedRef holds; ok is false for any
 // other Ref.
 func RefMoved(ref string) (handle, identity string, ok bool) {
-	rest, ok := strings.CutPrefix(ref, movedPrefix)
-	if !ok {
-		return "", "", false
-	}
-	return RefHandle(handlePrefix + rest)
+	handle, identity, _, ok = RefMovedAt(ref)
+	return handle, identity, ok
 }
 
-// RefHandle is the handle and identity a slot's Ref holds (HandleRef); ok
-// is false for any other Ref.
-func RefHandle(ref string) (handle, identity string, ok bool) {
-	rest, ok := strings.CutPrefix(ref, handlePrefix)
-	if !ok {
-		return "", "", false
+// RefMovedAt is RefMoved and the claim time an m2 ref keeps (zero for m1).
+func RefMovedAt(ref string) (handle, identity string, claimed time.Time, ok bool) {
+	if rest, ok := strings.CutPrefix(ref, movedPrefix); ok {
+		return decodeTo(rest, false)
 	}
+	if rest, ok := strings.CutPrefix(ref, movedAtPrefix); ok {
+		return decodeTo(rest, true)
+	}
+	return "", "", time.Time{}, false
+}
+
+// RefHandle is the handle and identity a slot's Ref holds (HandleRef,
+// HandleRefAt); ok is false for any other Ref.
+func RefHandle(ref string) (handle, identity string, ok bool) {
+	handle, identity, _, ok = RefHandleAt(ref)
+	return handle, identity, ok
+}
+
+// RefHandleAt is RefHandle and the claim time an h2 ref keeps (zero for h1).
+func RefHandleAt(ref string) (handle, identity string, claimed time.Time, ok bool) {
+	if rest, ok := strings.CutPrefix(ref, handlePrefix); ok {
+		return decodeTo(rest, false)
+	}
+	if rest, ok := strings.CutPrefix(ref, handleAtPrefix); ok {
+		return decodeTo(rest, true)
+	}
+	return "", "", time.Time{}, false
+}
+
+// decodeTo reads encodeTo's form, followed by a claim time when at.
+func decodeTo(rest string, at bool) (handle, identity string, claimed time.Time, ok bool) {
 	h, id, _ := strings.Cut(rest, ":")
+	if at {
+		var ms string
+		if id, ms, ok = strings.Cut(id, ":"); !ok {
+			return "", "", time.Time{}, false
+		}
+		n, err := strconv.ParseInt(ms, 36, 64)
+		if err != nil {
+			return "", "", time.Time{}, false
+		}
+		claimed = time.UnixMilli(n)
+	}
 	hb, err := refEnc.DecodeString(h)
 	if err != nil || len(hb) == 0 {
-		return "", "", false
+		return "", "", time.Time{}, false
 	}
 	ib, err := refEnc.DecodeString(id)
 	if err != nil {
-		return "", "", false
+		return "", "", time.Time{}, false
 	}
-	return string(hb), string(ib), true
+	return string(hb), string(ib), claimed, true
 }
 
 // RemovedRef is the Ref of a slot whose record was removed.

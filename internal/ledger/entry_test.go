@@ -3,6 +3,7 @@ package ledger
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oncesync/oncesync/internal/store"
 )
@@ -125,5 +126,50 @@ func TestMovedRef(t *testing.T) {
 	}
 	if Moved("s", "slot", 2) == Moved("s", "slot", 3) || Moved("s", "slot", 2) == Removal("s", "slot", 2) {
 		t.Error("moved keys collide")
+	}
+}
+
+// TestRefsWithClaimTimes: h2 and m2 keep the delivering write's claim time
+// (to the millisecond) and read as h1 and m1 do; a zero time writes h1/m1.
+func TestRefsWithClaimTimes(t *testing.T) {
+	at := time.Date(2026, 12, 7, 10, 30, 1, 234_567_890, time.UTC)
+	ref := HandleRefAt("a@example.com", "42", at)
+	if !strings.HasPrefix(ref, "h2:") {
+		t.Fatalf("HandleRefAt = %q", ref)
+	}
+	h, id, got, ok := RefHandleAt(ref)
+	if !ok || h != "a@example.com" || id != "42" || !got.Equal(at.Truncate(time.Millisecond)) {
+		t.Fatalf("RefHandleAt(%q) = %q, %q, %v, %v", ref, h, id, got, ok)
+	}
+	if h, id, ok := RefHandle(ref); !ok || h != "a@example.com" || id != "42" {
+		t.Fatalf("RefHandle(%q) = %q, %q, %v", ref, h, id, ok)
+	}
+	if _, _, ok := RefMoved(ref); ok {
+		t.Error("an h2 handle reads as a moved one")
+	}
+	if HandleRefAt("a@example.com", "42", time.Time{}) != HandleRef("a@example.com", "42") {
+		t.Error("a zero claim time does not give h1")
+	}
+	if _, _, got, ok := RefHandleAt(HandleRef("a@example.com", "42")); !ok || !got.IsZero() {
+		t.Errorf("an h1 ref reads with time %v, %v", got, ok)
+	}
+	m := MovedRefAt("a@example.com", "42", at)
+	mh, mid, mat, ok := RefMovedAt(m)
+	if !strings.HasPrefix(m, "m2:") || !ok || mh != "a@example.com" || mid != "42" || !mat.Equal(at.Truncate(time.Millisecond)) {
+		t.Fatalf("RefMovedAt(%q) = %q, %q, %v, %v", m, mh, mid, mat, ok)
+	}
+	if _, _, ok := RefHandle(m); ok {
+		t.Error("an m2 ref reads as a slot's own handle")
+	}
+	if MovedRefAt("a@example.com", "42", time.Time{}) != MovedRef("a@example.com", "42") {
+		t.Error("a zero claim time does not give m1")
+	}
+	for _, bad := range []string{"h2:YQ:NDI", "h2:YQ:NDI:!", "m2:YQ:NDI:"} {
+		if _, _, _, ok := RefHandleAt(bad); ok && strings.HasPrefix(bad, "h2") {
+			t.Errorf("RefHandleAt accepted %q", bad)
+		}
+		if _, _, _, ok := RefMovedAt(bad); ok {
+			t.Errorf("RefMovedAt accepted %q", bad)
+		}
 	}
 }

@@ -532,6 +532,10 @@ func (pl *poller) sendAgain(ctx context.Context, b *acceptedBatch, again []*item
 		if err := r.recordEpoch(ctx); err != nil {
 			return err
 		}
+		now := r.Clock.Now()
+		for _, it := range again {
+			it.writeAt = now
+		}
 		return r.Store.LedgerClaim(ctx, store.LedgerClaimParams{
 			SyncID: r.Sync.ID, Fence: r.lease.Fence(), RunID: r.rec.ID, Keys: keys, Results: results})
 	}

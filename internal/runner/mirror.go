@@ -147,7 +147,13 @@ func (r *run) handleRef(it *item, ref string) string {
 	if h == "" {
 		return ref
 	}
-	return ledger.HandleRef(h, it.id)
+	at := it.writeAt
+	if at.IsZero() {
+		// Delivered without a write of its own: read back and found there
+		// (the destination holds it as of now).
+		at = r.Clock.Now()
+	}
+	return ledger.HandleRefAt(h, it.id, at)
 }
 
 // handleOf is a mirror's record's handle at the destination; "" when the
@@ -196,7 +202,7 @@ func (r *run) movedMark(it *item, ref string) (store.LedgerFinish, bool) {
 	if r.remover == nil || it.prevRef == "" {
 		return store.LedgerFinish{}, false
 	}
-	old, id, ok := ledger.RefHandle(it.prevRef)
+	old, id, at, ok := ledger.RefHandleAt(it.prevRef)
 	if !ok {
 		return store.LedgerFinish{}, false
 	}
@@ -204,7 +210,7 @@ func (r *run) movedMark(it *item, ref string) (store.LedgerFinish, bool) {
 		return store.LedgerFinish{}, false
 	}
 	return store.LedgerFinish{Key: ledger.Moved(r.Sync.ID, it.slot, it.gen), State: store.LedgerComplete,
-		Result: ledger.SlotState{Gen: it.gen, Ref: ledger.MovedRef(old, id)}.Encode()}, true
+		Result: ledger.SlotState{Gen: it.gen, Ref: ledger.MovedRefAt(old, id, at)}.Encode()}, true
 }
 
 // appendMovedFrom appends to marks, for a mirror, the entry that keeps the
@@ -224,7 +230,7 @@ func (r *run) appendMovedFrom(marks []store.LedgerFinish, it *item, f store.Ledg
 // slot's entry, so its generation is at least 1).
 func movedFromMark(syncID string, f store.LedgerEntry, handle, identity string, gen int64) store.LedgerFinish {
 	return store.LedgerFinish{Key: ledger.MovedFrom(syncID, f.Key), State: store.LedgerComplete,
-		Result: ledger.SlotState{Gen: gen, Ref: ledger.MovedRef(handle, identity)}.Encode()}
+		Result: ledger.SlotState{Gen: gen, Ref: ledger.MovedRefAt(handle, identity, f.ClaimedAt)}.Encode()}
 }
 
 // settledMark is the entry of a moved handle g once it is removed or held
@@ -241,6 +247,7 @@ type gone struct {
 	handle   string
 	identity string
 	moved    bool
+	at       time.Time // when its write to handle was claimed, if known
 }
 
 // goneSlots lists the sync's delivered slots (with a handle) that seen
@@ -275,12 +282,26 @@ type gone struct {
 //
 // inFlight, for a dry run, are the handles writes in flight went to that a
 // run would keep as moved first (leftInFlight).
-func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirrorSeen, moves map[string]string, inFlight []gone) (out, held []gone, total, unhandled int, err error) {
+//
+// stale are the slots read whose delivered state is at a handle that
+// another slot's write was claimed to later: a held entry's (a moved row's
+// earlier write, a gone row's), or another slot read delivered there too.
+// Writes to one handle are sent one after another, so the destination holds
+// the one claimed last; a slot's delivery learned late (an earlier run's
+// import found delivered) can be the older. Their states lose their hash,
+// so the next run writes their values again.
+func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirrorSeen, moves map[string]string, inFlight []gone) (out, held []gone, stale []store.LedgerFinish, total, unhandled int, err error) {
 	es, err := st.LedgerList(ctx, syncID, store.LedgerComplete, 0)
 	if err != nil {
-		return nil, nil, 0, 0, err
+		return nil, nil, nil, 0, 0, err
 	}
 	live := map[string]struct{}{} // handles of the slots read, lower-cased
+	type holder struct {
+		key string
+		s   ledger.SlotState
+		at  time.Time
+	}
+	holders := map[string][]holder{} // the slots read delivered at each handle, lower-cased
 	cands := inFlight
 	for _, e := range es {
 		s, ok := ledger.DecodeSlot(e, true)
@@ -290,8 +311,8 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 		if _, removed := ledger.RefRemoved(s.Ref); removed || ledger.RefSettled(s.Ref) {
 			continue
 		}
-		if h, id, ok := ledger.RefMoved(s.Ref); ok {
-			cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
+		if h, id, at, ok := ledger.RefMovedAt(s.Ref); ok {
+			cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true, at: at})
 			continue
 		}
 		sid, isSlot := slotIDOf(e.Key)
@@ -300,7 +321,7 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 		if read {
 			total++
 		}
-		h, id, ok := ledger.RefHandle(s.Ref)
+		h, id, at, ok := ledger.RefHandleAt(s.Ref)
 		if !ok {
 			if isSlot && !read {
 				unhandled++
@@ -314,15 +335,36 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 					cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, moved: true})
 					continue
 				}
-				live[strings.ToLower(h)] = struct{}{}
+				lh := strings.ToLower(h)
+				live[lh] = struct{}{}
+				holders[lh] = append(holders[lh], holder{e.Key, s, at})
 				continue
 			}
 		}
-		cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id})
+		cands = append(cands, gone{slot: e.Key, gen: s.Gen, handle: h, identity: id, at: at})
+	}
+	restale := map[string]bool{}
+	staleBefore := func(lh string, at time.Time) {
+		for _, hd := range holders[lh] {
+			if hd.at.Before(at) && hd.s.Hash != ([ledger.SlotHashLen]byte{}) && !restale[hd.key] {
+				restale[hd.key] = true
+				stale = append(stale, store.LedgerFinish{Key: hd.key, State: store.LedgerComplete,
+					Result: ledger.SlotState{Gen: hd.s.Gen, Ref: hd.s.Ref}.Encode()})
+			}
+		}
+	}
+	for lh, hs := range holders {
+		for _, hd := range hs[1:] {
+			staleBefore(lh, hd.at)
+		}
+		if len(hs) > 1 {
+			staleBefore(lh, hs[0].at)
+		}
 	}
 	for _, g := range cands {
 		if _, ok := live[strings.ToLower(g.handle)]; ok || seen.holds(g.handle) {
 			held = append(held, g)
+			staleBefore(strings.ToLower(g.handle), g.at)
 			continue
 		}
 		out = append(out, g)
@@ -330,7 +372,7 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 			total++ // a delivered record whose row is gone
 		}
 	}
-	return out, held, total, unhandled, nil
+	return out, held, stale, total, unhandled, nil
 }
 
 // removeGone removes from the destination the records whose rows the
@@ -348,7 +390,7 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 	if err := r.leftInFlight(ctx, seen); err != nil {
 		return removals{}, 0, err
 	}
-	gs, held, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen, nil, nil)
+	gs, held, stale, total, nh, err := goneSlots(ctx, r.Store, r.Sync.ID, seen, nil, nil)
 	if err != nil {
 		return removals{}, 0, storeFailure(ctx, err, "list the delivered records")
 	}
@@ -357,7 +399,7 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 		r.Logger.Warn("mirror: delivered records the run did not read cannot be removed: delivered before the sync became a mirror (the ledger kept no handle to remove them by; remove those whose rows are gone at the destination by hand) or under an earlier source.identity (docs/guide.md#write-modes)",
 			"sync", r.Sync.ID, "run", r.rec.ID, "records", unhandled)
 	}
-	if len(held) > 0 {
+	if len(held) > 0 || len(stale) > 0 {
 		if err := r.ensureLease(ctx); err != nil {
 			return removals{}, unhandled, err
 		}
@@ -369,7 +411,13 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 		if err != nil {
 			return removals{}, unhandled, err
 		}
-		fin := make([]store.LedgerFinish, 0, len(held))
+		fin := make([]store.LedgerFinish, 0, len(held)+len(stale))
+		if len(stale) > 0 {
+			// Written again by the next run (see goneSlots).
+			fin = append(fin, stale...)
+			r.Logger.Info("mirror: rows whose contact another row's write reached after theirs are written again by the next run",
+				"sync", r.Sync.ID, "run", r.rec.ID, "records", len(stale))
+		}
 		for _, g := range held {
 			if !g.moved {
 				fin = append(fin, settledMark(g))

@@ -69,6 +69,9 @@ type item struct {
 	// prevRef is the Ref of the slot's last delivered state, for a mirror
 	// (whose Ref holds the record's handle at the destination).
 	prevRef string
+	// writeAt is when the write that delivers this value was claimed (the
+	// store's clock; zero when not known): kept with a mirror's handle.
+	writeAt time.Time
 	// handle is the record's handle at the destination (handleAt), once
 	// known; handleKnown says it was asked.
 	handle      string
@@ -330,6 +333,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 						// value's delivery): it is delivered.
 						it.gen, it.Key = g, f.Key
 						learned, learnedAt = &res, f.ClaimedAt
+						it.writeAt = f.ClaimedAt
 					} else if same {
 						both(f.Key, f.ClaimedAt) // released with the row's settling
 						continue
@@ -392,6 +396,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		case found && e.State == store.LedgerAccepted:
 			ref := ledger.AcceptedRef(e)
 			accepted[ref] = append(accepted[ref], it)
+			it.writeAt = e.ClaimedAt
 		case found && e.State == store.LedgerRejected && e.RunID == r.rec.ID && e.Fence == r.lease.Fence():
 			// This very value was refused earlier in this run: read again
 			// by identity, then by the cursor's lookback. Once is enough.
@@ -403,6 +408,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 				return c, err
 			}
 			it.ownInDoubt = true
+			it.writeAt = e.ClaimedAt // what a read-back finds landed was claimed then
 			inDoubt = append(inDoubt, it)
 			if since.IsZero() || e.ClaimedAt.Before(since) {
 				since = e.ClaimedAt
@@ -551,6 +557,9 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		}
 	}
 	c.claimedAt = r.Clock.Now()
+	for _, it := range c.send {
+		it.writeAt = c.claimedAt
+	}
 	claimKeys := make([]string, len(c.send))
 	results := make([]string, len(c.send))
 	absent := true

@@ -251,7 +251,7 @@ func RunPreview(ctx context.Context, p PreviewParams) (Preview, error) {
 		}
 		if page.End {
 			if seen != nil && seen.full {
-				gs, _, total, unhandled, err := goneSlots(ctx, p.Store, p.Sync.ID, seen, moves, inFlightGone(p.Sync.ID, inFlight, seen))
+				gs, _, _, total, unhandled, err := goneSlots(ctx, p.Store, p.Sync.ID, seen, moves, inFlightGone(p.Sync.ID, inFlight, seen))
 				if err != nil {
 					return out, storeFailure(ctx, err, "list the delivered records")
 				}
