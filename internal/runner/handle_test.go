@@ -117,6 +117,25 @@ func (d *lifoDest) value(email string) (string, int) {
 	return d.values[email], d.writes[email]
 }
 
+// assertHolds fails t unless the contact at email holds want after writes
+// rows applied there.
+func (d *lifoDest) assertHolds(t *testing.T, email, want string, writes int) {
+	t.Helper()
+	if v, n := d.value(email); v != want || n != writes {
+		t.Fatalf("%s holds %q after %d writes, want %q after %d", email, v, n, want, writes)
+	}
+}
+
+// runOnce runs p and fails t unless the run succeeded with written records
+// written.
+func runOnce(t *testing.T, p Params, written int64) {
+	t.Helper()
+	r, err := Run(context.Background(), p)
+	if err != nil || r.State != store.RunSucceeded || r.Written != written {
+		t.Fatalf("run: %+v, %v; want succeeded with %d written", r, err, written)
+	}
+}
+
 // setupShared is a sync whose two rows (identities 1 and 2, one page each)
 // carry one e-mail: the moment two rows swap addresses, as a pass reads them.
 func setupShared(t *testing.T) (*testBundle, *lifoDest, Params) {
@@ -141,16 +160,8 @@ func setupShared(t *testing.T) (*testBundle, *lifoDest, Params) {
 func TestWritesToOneContactLandInReadOrder(t *testing.T) {
 	t.Parallel()
 	_, d, p := setupShared(t)
-	r, err := Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != store.RunSucceeded || r.Written != 2 {
-		t.Fatalf("run: %+v", r)
-	}
-	if v, n := d.value("same@example.com"); v != "Newer" || n != 2 {
-		t.Fatalf("the contact holds %q after %d writes, want Newer after 2", v, n)
-	}
+	runOnce(t, p, 2)
+	d.assertHolds(t, "same@example.com", "Newer", 2)
 }
 
 // TestWriteBehindAGivenUpImportWaitsForTheNextRun: when the run stops
@@ -162,13 +173,7 @@ func TestWriteBehindAGivenUpImportWaitsForTheNextRun(t *testing.T) {
 	_, d, p := setupShared(t)
 	d.release = make(chan struct{})
 	p.AcceptedWait = 20 * time.Millisecond
-	r, err := Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != store.RunSucceeded || r.Written != 0 {
-		t.Fatalf("first run: %+v", r)
-	}
+	runOnce(t, p, 0)
 	d.mu.Lock()
 	imports := len(d.procs)
 	d.mu.Unlock()
@@ -177,16 +182,8 @@ func TestWriteBehindAGivenUpImportWaitsForTheNextRun(t *testing.T) {
 	}
 	close(d.release) // the first import is processed now
 	p.AcceptedWait = 0
-	r, err = Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != store.RunSucceeded || r.Written != 2 {
-		t.Fatalf("second run: %+v", r)
-	}
-	if v, n := d.value("same@example.com"); v != "Newer" || n != 2 {
-		t.Fatalf("the contact holds %q after %d writes, want Newer after 2", v, n)
-	}
+	runOnce(t, p, 2)
+	d.assertHolds(t, "same@example.com", "Newer", 2)
 }
 
 // TestWriteBehindAnEarlierRunsImportWaitsForIt: an earlier run left its
@@ -202,9 +199,7 @@ func TestWriteBehindAnEarlierRunsImportWaitsForIt(t *testing.T) {
 	}
 	d.release = make(chan struct{})
 	p.AcceptedWait = 20 * time.Millisecond
-	if r, err := Run(context.Background(), p); err != nil || r.State != store.RunSucceeded {
-		t.Fatalf("first run: %+v, %v", r, err)
-	}
+	runOnce(t, p, 0)
 	// Row 1 moved to another address and row 2 took its old one; row 2 is
 	// read first.
 	csv := "id,email,first_name\n2,same@example.com,Newer\n1,moved@example.com,Older\n"
@@ -213,14 +208,7 @@ func TestWriteBehindAnEarlierRunsImportWaitsForIt(t *testing.T) {
 	}
 	time.AfterFunc(100*time.Millisecond, func() { close(d.release) })
 	p.AcceptedWait = 10 * time.Second
-	r, err := Run(context.Background(), p)
-	if err != nil || r.State != store.RunSucceeded {
-		t.Fatalf("second run: %+v, %v", r, err)
-	}
-	if v, n := d.value("same@example.com"); v != "Newer" || n != 2 {
-		t.Fatalf("the contact holds %q after %d writes, want Newer after 2", v, n)
-	}
-	if v, _ := d.value("moved@example.com"); v != "Older" {
-		t.Fatalf("the moved row's contact holds %q, want Older", v)
-	}
+	runOnce(t, p, 2) // row 2, and row 1 at its new address
+	d.assertHolds(t, "same@example.com", "Newer", 2)
+	d.assertHolds(t, "moved@example.com", "Older", 1)
 }
