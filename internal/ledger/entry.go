@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"strconv"
@@ -131,6 +132,50 @@ func AcceptedResult(slot, ref string) string { return "a1." + SlotTag(slot) + ".
 // deployment while it is upgraded).
 func ClaimResultTo(slot, handle, identity string) string {
 	return "c1." + SlotTag(slot) + "." + encodeTo(handle, identity)
+}
+
+// A sync that is not a mirror keeps no handle in clear, but its writes in
+// flight name their handle's key (HandleKey): a run that finds one an
+// earlier run left waits for it before it writes another row to that
+// contact (runner/handle.go). In a claim's Result and an accepted entry's
+// Message it follows '#', which no encodeTo form holds, so that EntryHandle
+// (and a binary from before keys) reads it as no handle.
+const keyMark = "#"
+
+// HandleKey is the key of handle for syncID's entries: a digest salted with
+// the sync, case-folded, that tells two writes to one contact apart from
+// others without naming it.
+func HandleKey(syncID, handle string) string {
+	sum := sha256.Sum256([]byte(syncID + "\x00" + strings.ToLower(handle)))
+	return hex.EncodeToString(sum[:8])
+}
+
+// ClaimResultKeyed is the claim Result of a write to the handle whose key
+// is key, for a sync that is not a mirror.
+func ClaimResultKeyed(slot, key string) string {
+	return "c1." + SlotTag(slot) + "." + keyMark + key
+}
+
+// AcceptedKeyed is the Message of an accepted entry of a write to the
+// handle whose key is key, for a sync that is not a mirror.
+func AcceptedKeyed(key string) string { return keyMark + key }
+
+// EntryHandleKey is the key (HandleKey) of the handle a write in flight goes
+// to: a mirror's (EntryHandle) or another sync's (ClaimResultKeyed,
+// AcceptedKeyed); ok is false when the entry names none.
+func EntryHandleKey(syncID string, e store.LedgerEntry) (string, bool) {
+	if h, _, ok := EntryHandle(e); ok {
+		return HandleKey(syncID, h), true
+	}
+	var named string
+	switch {
+	case strings.HasPrefix(e.Result, "c1."):
+		_, named, _ = EntryTag(e.Result)
+	case strings.HasPrefix(e.Result, "a1.") && e.State == store.LedgerAccepted:
+		named = e.Message
+	}
+	key, ok := strings.CutPrefix(named, keyMark)
+	return key, ok && key != ""
 }
 
 // AcceptedTo is the Message of a mirror's accepted entry (its Result stays

@@ -173,3 +173,39 @@ func TestRefsWithClaimTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryHandleKey: a write in flight names its handle's key (a mirror's
+// entries by their handle in clear, another sync's by the key alone), and
+// the key holds no handle in clear.
+func TestEntryHandleKey(t *testing.T) {
+	slot := strings.Repeat("ab", 32)
+	k := HandleKey("s1", "A@Example.com")
+	if k != HandleKey("s1", "a@example.com") || k == HandleKey("s2", "a@example.com") || strings.Contains(k, "example") {
+		t.Fatalf("HandleKey = %q: not case-folded, not salted by the sync, or in clear", k)
+	}
+	for _, e := range []store.LedgerEntry{
+		{State: store.LedgerPending, Result: ClaimResultTo(slot, "a@example.com", "7")},
+		{State: store.LedgerPending, Result: ClaimResultKeyed(slot, k)},
+		{State: store.LedgerAccepted, Result: AcceptedResult(slot, "42"), Message: AcceptedTo("a@example.com", "7")},
+		{State: store.LedgerAccepted, Result: AcceptedResult(slot, "42"), Message: AcceptedKeyed(k)},
+	} {
+		if got, ok := EntryHandleKey("s1", e); !ok || got != k {
+			t.Errorf("EntryHandleKey(%+v) = %q, %v; want %q", e, got, ok, k)
+		}
+	}
+	keyed := store.LedgerEntry{State: store.LedgerPending, Result: ClaimResultKeyed(slot, k)}
+	if _, _, ok := EntryHandle(keyed); ok {
+		t.Error("a keyed claim reads as a mirror's handle")
+	}
+	if tag, _, ok := EntryTag(keyed.Result); !ok || tag != SlotTag(slot) {
+		t.Errorf("a keyed claim's tag = %q, %v", tag, ok)
+	}
+	for _, e := range []store.LedgerEntry{
+		{State: store.LedgerPending, Result: ClaimResult(slot)},
+		{State: store.LedgerAccepted, Result: AcceptedResult(slot, "42"), Message: RetryAcceptedMessage(slot, "7")},
+	} {
+		if got, ok := EntryHandleKey("s1", e); ok {
+			t.Errorf("EntryHandleKey(%+v) = %q, want none", e, got)
+		}
+	}
+}

@@ -19,9 +19,13 @@ import (
 //   - within a run, two slots' writes to one handle are never in flight at
 //     once (writer.writingTo), and a handle whose write the run gave up
 //     waiting for is written again only by the next run (holdBack);
-//   - across runs (a mirror's entries name their handles), a record whose
-//     handle an earlier run's write of another slot may still reach waits
-//     until that write can no longer land (awaitEarlier).
+//   - across runs (the entries of writes in flight name their handle: a
+//     mirror's in clear, another sync's by its key), a record whose handle
+//     an earlier run's write of another slot may still reach waits until
+//     that write can no longer land (awaitEarlier);
+//   - a mirror's slot keeps when its write was claimed, so a full pass can
+//     tell which of two slots' deliveries to one handle came last
+//     (goneSlots, mirror.go).
 
 // handleAt is it's handle at a destination that names its records by one
 // (destination.Remover, in any write mode); "" when it has none.
@@ -55,6 +59,17 @@ func (r *run) holdBack(w *writer, send []*item) ([]*item, []string) {
 	return kept, r.handlesOf(kept)
 }
 
+// handleKey is the key of it's handle in the ledger's entries
+// (ledger.HandleKey); "" when it has none.
+func (r *run) handleKey(it *item) string {
+	if it.handleKey == "" {
+		if h := r.handleAt(it); h != "" {
+			it.handleKey = ledger.HandleKey(r.Sync.ID, h)
+		}
+	}
+	return it.handleKey
+}
+
 // handlesOf lists the handles items write to; nil when the
 // destination names its records by none.
 func (r *run) handlesOf(items []*item) []string {
@@ -77,16 +92,16 @@ type earlierWrite struct {
 	e   store.LedgerEntry
 }
 
-// indexEarlierWrites keeps, by handle, the writes in flight earlier runs
-// left (loadOutstanding's) that name one: a mirror's.
+// indexEarlierWrites keeps, by handle key, the writes in flight earlier
+// runs left (loadOutstanding's) that name their handle.
 func (r *run) indexEarlierWrites() {
 	for tag, es := range r.outstanding {
 		for _, e := range es {
-			if h, _, ok := ledger.EntryHandle(e); ok {
+			if k, ok := ledger.EntryHandleKey(r.Sync.ID, e); ok {
 				if r.earlierTo == nil {
 					r.earlierTo = map[string][]earlierWrite{}
 				}
-				r.earlierTo[h] = append(r.earlierTo[h], earlierWrite{tag, e})
+				r.earlierTo[k] = append(r.earlierTo[k], earlierWrite{tag, e})
 			}
 		}
 	}
@@ -105,7 +120,7 @@ func (r *run) awaitEarlier(ctx context.Context, send []*item) ([]*item, error) {
 	}
 	kept := send[:0]
 	for _, it := range send {
-		h := r.handleAt(it)
+		h := r.handleKey(it)
 		ws, ok := r.earlierTo[h]
 		if !ok {
 			kept = append(kept, it)

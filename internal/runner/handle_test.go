@@ -187,28 +187,35 @@ func TestWriteBehindAGivenUpImportWaitsForTheNextRun(t *testing.T) {
 }
 
 // TestWriteBehindAnEarlierRunsImportWaitsForIt: an earlier run left its
-// import to a contact processing (a mirror's ledger names the contact);
-// another row that took that address since is written only once that
-// import is done, so it lands last.
+// import to a contact processing (its entry names the contact: a mirror's
+// in clear, another sync's by a key); another row that took that address
+// since is written only once that import is done, so it lands last.
 func TestWriteBehindAnEarlierRunsImportWaitsForIt(t *testing.T) {
 	t.Parallel()
-	tb, d, p := setupShared(t)
-	p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
-	if err := os.WriteFile(tb.csv, []byte("id,email,first_name\n1,same@example.com,Older\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, mirror := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mirror=%v", mirror), func(t *testing.T) {
+			t.Parallel()
+			tb, d, p := setupShared(t)
+			if mirror {
+				p.Sync.Mirror = &Mirror{MaxRemovals: func(total int) int { return total }, Bound: "100%"}
+			}
+			if err := os.WriteFile(tb.csv, []byte("id,email,first_name\n1,same@example.com,Older\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d.release = make(chan struct{})
+			p.AcceptedWait = 20 * time.Millisecond
+			runOnce(t, p, 0)
+			// Row 1 moved to another address and row 2 took its old one;
+			// row 2 is read first.
+			csv := "id,email,first_name\n2,same@example.com,Newer\n1,moved@example.com,Older\n"
+			if err := os.WriteFile(tb.csv, []byte(csv), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			time.AfterFunc(100*time.Millisecond, func() { close(d.release) })
+			p.AcceptedWait = 10 * time.Second
+			runOnce(t, p, 2) // row 2, and row 1 at its new address
+			d.assertHolds(t, "same@example.com", "Newer", 2)
+			d.assertHolds(t, "moved@example.com", "Older", 1)
+		})
 	}
-	d.release = make(chan struct{})
-	p.AcceptedWait = 20 * time.Millisecond
-	runOnce(t, p, 0)
-	// Row 1 moved to another address and row 2 took its old one; row 2 is
-	// read first.
-	csv := "id,email,first_name\n2,same@example.com,Newer\n1,moved@example.com,Older\n"
-	if err := os.WriteFile(tb.csv, []byte(csv), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	time.AfterFunc(100*time.Millisecond, func() { close(d.release) })
-	p.AcceptedWait = 10 * time.Second
-	runOnce(t, p, 2) // row 2, and row 1 at its new address
-	d.assertHolds(t, "same@example.com", "Newer", 2)
-	d.assertHolds(t, "moved@example.com", "Older", 1)
 }

@@ -177,11 +177,16 @@ func (r *run) claimResult(it *item) string {
 	if h := r.handleOf(it); h != "" {
 		return ledger.ClaimResultTo(it.slot, h, it.id)
 	}
+	if k := r.handleKey(it); k != "" {
+		// Another sync's names its handle's key only (handle.go).
+		return ledger.ClaimResultKeyed(it.slot, k)
+	}
 	return ledger.ClaimResult(it.slot)
 }
 
 // acceptedMark is it's entry once the destination accepted it under the
-// process ref; a mirror's names the handle, as its claim does, and a
+// process ref; a mirror's names the handle, as its claim does (another
+// sync's its handle's key), and a
 // refused record's (sent again) its refusal's form.
 func (r *run) acceptedMark(it *item, ref string) store.LedgerFinish {
 	m := store.LedgerFinish{Key: it.Key, State: store.LedgerAccepted, Result: ledger.AcceptedResult(it.slot, ref)}
@@ -190,6 +195,8 @@ func (r *run) acceptedMark(it *item, ref string) store.LedgerFinish {
 	} else if it.refusedBefore {
 		// Listed as refused until the process's outcome is recorded.
 		m.Message = ledger.RetryAcceptedMessage(it.slot, it.id)
+	} else if k := r.handleKey(it); k != "" {
+		m.Message = ledger.AcceptedKeyed(k)
 	}
 	return m
 }

@@ -76,6 +76,7 @@ type item struct {
 	// known; handleKnown says it was asked.
 	handle      string
 	handleKnown bool
+	handleKey   string // ledger.HandleKey of handle, once asked (handleKey)
 	// settling is how the run settled a write of it in doubt that it sends
 	// again (ledger.SettledResent, ledger.SettledIdempotent): recorded with
 	// the mark of its outcome.

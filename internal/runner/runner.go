@@ -271,8 +271,8 @@ type run struct {
 	// heldBack counts the records left for the next run behind a write to
 	// their handle that may still land (holdBack, awaitEarlier).
 	heldBack int64
-	// earlierTo are the writes in flight earlier runs left, by the handle
-	// they name (indexEarlierWrites); refsDone what the run learned of
+	// earlierTo are the writes in flight earlier runs left, by the key of
+	// the handle they name (indexEarlierWrites); refsDone what the run learned of
 	// their processes (processDone).
 	earlierTo map[string][]earlierWrite
 	refsDone  map[string]bool
