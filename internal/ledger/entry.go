@@ -350,10 +350,16 @@ func HandleRef(handle, identity string) string {
 // HandleRefAt is HandleRef with the time the delivering write was claimed
 // (h2); a zero time gives HandleRef.
 func HandleRefAt(handle, identity string, claimed time.Time) string {
+	return encodeAt(handlePrefix, handleAtPrefix, handle, identity, claimed)
+}
+
+// encodeAt is plain and encodeTo's form, or with a claim time at and the
+// time after it.
+func encodeAt(plain, at, handle, identity string, claimed time.Time) string {
 	if claimed.IsZero() {
-		return HandleRef(handle, identity)
+		return plain + encodeTo(handle, identity)
 	}
-	return handleAtPrefix + encodeTo(handle, identity) + ":" + strconv.FormatInt(claimed.UnixMilli(), 36)
+	return at + encodeTo(handle, identity) + ":" + strconv.FormatInt(claimed.UnixMilli(), 36)
 }
 
 // MovedRef is the Ref of a Moved entry: the handle a slot left behind and
@@ -365,10 +371,7 @@ func MovedRef(handle, identity string) string {
 // MovedRefAt is MovedRef with the time the slot's write to handle was
 // claimed (m2); a zero time gives MovedRef.
 func MovedRefAt(handle, identity string, claimed time.Time) string {
-	if claimed.IsZero() {
-		return MovedRef(handle, identity)
-	}
-	return movedAtPrefix + encodeTo(handle, identity) + ":" + strconv.FormatInt(claimed.UnixMilli(), 36)
+	return encodeAt(movedPrefix, movedAtPrefix, handle, identity, claimed)
 }
 
 // RefMoved is the handle and identity a MovedRef holds; ok is false for any
@@ -380,13 +383,7 @@ func RefMoved(ref string) (handle, identity string, ok bool) {
 
 // RefMovedAt is RefMoved and the claim time an m2 ref keeps (zero for m1).
 func RefMovedAt(ref string) (handle, identity string, claimed time.Time, ok bool) {
-	if rest, ok := strings.CutPrefix(ref, movedPrefix); ok {
-		return decodeTo(rest, false)
-	}
-	if rest, ok := strings.CutPrefix(ref, movedAtPrefix); ok {
-		return decodeTo(rest, true)
-	}
-	return "", "", time.Time{}, false
+	return decodeAt(ref, movedPrefix, movedAtPrefix)
 }
 
 // RefHandle is the handle and identity a slot's Ref holds (HandleRef,
@@ -398,10 +395,15 @@ func RefHandle(ref string) (handle, identity string, ok bool) {
 
 // RefHandleAt is RefHandle and the claim time an h2 ref keeps (zero for h1).
 func RefHandleAt(ref string) (handle, identity string, claimed time.Time, ok bool) {
-	if rest, ok := strings.CutPrefix(ref, handlePrefix); ok {
+	return decodeAt(ref, handlePrefix, handleAtPrefix)
+}
+
+// decodeAt reads encodeAt's forms of ref.
+func decodeAt(ref, plain, at string) (handle, identity string, claimed time.Time, ok bool) {
+	if rest, ok := strings.CutPrefix(ref, plain); ok {
 		return decodeTo(rest, false)
 	}
-	if rest, ok := strings.CutPrefix(ref, handleAtPrefix); ok {
+	if rest, ok := strings.CutPrefix(ref, at); ok {
 		return decodeTo(rest, true)
 	}
 	return "", "", time.Time{}, false

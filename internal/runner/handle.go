@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/destination"
 	"github.com/oncesync/oncesync/internal/ledger"
 	"github.com/oncesync/oncesync/internal/store"
@@ -45,12 +44,15 @@ func (r *run) handleAt(it *item) string {
 // run went to (the destination was still processing it when the run
 // stopped asking): written now, they could land before it. They are left
 // for the next run, which learns first what became of that write; the
-// cursor stays before them, behind the page given up. It returns the
-// records kept and their handles.
-func (r *run) holdBack(w *writer, send []*item) ([]*item, []string) {
+// cursor stays before them, behind the page given up. handles are send's
+// (handlesOf); it returns the records kept and theirs.
+func (r *run) holdBack(w *writer, send []*item, handles []string) ([]*item, []string) {
+	if !w.holding(handles) {
+		return send, handles
+	}
 	kept := send[:0]
 	for _, it := range send {
-		if h := r.handleAt(it); h != "" && w.holding(h) {
+		if h := r.handleAt(it); h != "" && w.holding([]string{h}) {
 			r.heldBack++
 			continue
 		}
@@ -150,11 +152,9 @@ func (r *run) awaitEarlierTo(ctx context.Context, own string, ws []earlierWrite)
 			continue
 		}
 		if w.e.State != store.LedgerAccepted {
-			// The store's clock tells the claim's time; the wait is on the
-			// wall clock, as the destination's.
-			if left := w.e.ClaimedAt.Add(r.InDoubtGrace).Sub(r.Clock.Now()); left > 0 {
+			if u, ok := r.graceUntil(w.e.ClaimedAt); ok {
 				pending++
-				if u := time.Now().Add(left); u.After(until) {
+				if u.After(until) {
 					until = u
 				}
 			}
@@ -172,38 +172,20 @@ func (r *run) awaitEarlierTo(ctx context.Context, own string, ws []earlierWrite)
 	return true, nil
 }
 
-// processDone asks the destination about process ref until it is done, at
-// most AcceptedWait; false when it still runs then, or cannot be asked. A
+// processDone waits for process ref to end (awaitAccepted: at most
+// AcceptedWait); false when it still runs then, or could not be asked. A
 // process the destination does not know is done (nothing more of it will
-// land that this run could learn of). Answers are kept for the run.
+// land that this run could learn of), as for leftInFlight. Answers are
+// kept for the run.
 func (r *run) processDone(ctx context.Context, ref string) (bool, error) {
 	if done, ok := r.refsDone[ref]; ok {
 		return done, nil
 	}
-	async, ok := r.Destination.(destination.Async)
-	if !ok {
-		return true, nil
+	_, err := r.awaitAccepted(ctx, ref, nil)
+	if err != nil && ctx.Err() != nil {
+		return false, cancelled(ctx)
 	}
-	deadline := time.Now().Add(r.acceptedWait())
-	every := r.pollInterval()
-	done := false
-	for {
-		_, d, err := async.Outcomes(r.destCtx(ctx), ref, nil)
-		if ctx.Err() != nil {
-			return false, cancelled(ctx)
-		}
-		if errors.Is(err, destination.ErrUnknownRef) || (err == nil && d) {
-			done = true
-			break
-		}
-		if !time.Now().Before(deadline) {
-			break
-		}
-		if err := clock.Sleep(ctx, every); err != nil {
-			return false, cancelled(ctx)
-		}
-		every = min(2*every, maxPollInterval)
-	}
+	done := err == nil || errors.Is(err, destination.ErrUnknownRef)
 	if r.refsDone == nil {
 		r.refsDone = map[string]bool{}
 	}

@@ -361,11 +361,14 @@ func goneSlots(ctx context.Context, st store.Ledger, syncID string, seen *mirror
 		}
 	}
 	for lh, hs := range holders {
-		for _, hd := range hs[1:] {
-			staleBefore(lh, hd.at)
-		}
-		if len(hs) > 1 {
-			staleBefore(lh, hs[0].at)
+		if len(hs) > 1 { // every holder but the one claimed last
+			latest := hs[0].at
+			for _, hd := range hs[1:] {
+				if hd.at.After(latest) {
+					latest = hd.at
+				}
+			}
+			staleBefore(lh, latest)
 		}
 	}
 	for _, g := range cands {

@@ -180,11 +180,10 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 		if _, gone := ledger.RefRemoved(st.Ref); ok && gone {
 			// Removed a moment ago and back in the source: a removal
 			// the destination took to apply later could land after
-			// this row's write. The removal's time is the
-			// store's clock; the wait is on the wall clock.
-			if left := e.CompletedAt.Add(r.InDoubtGrace).Sub(r.Clock.Now()); left > 0 {
+			// this row's write.
+			if u, ok := r.graceUntil(e.CompletedAt); ok {
 				removedBack++
-				if u := time.Now().Add(left); u.After(removedUntil) {
+				if u.After(removedUntil) {
 					removedUntil = u
 				}
 			}
@@ -507,11 +506,8 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			return c, err
 		}
 	}
-	if len(c.handles) > 0 {
-		c.send, c.handles = r.holdBack(w, c.send)
-		if len(c.send) == 0 {
-			return c, nil
-		}
+	if c.send, c.handles = r.holdBack(w, c.send, c.handles); len(c.send) == 0 {
+		return c, nil
 	}
 
 	// Claim before any destination call, fenced.
@@ -951,6 +947,14 @@ func (r *run) waitChanged(ctx context.Context, its []*item) error {
 // doubt that may still land, saying why; at once when it has.
 func (r *run) waitGrace(ctx context.Context, n int, why string) error {
 	return r.waitUntil(ctx, n, r.freeSince.Add(r.InDoubtGrace), why)
+}
+
+// graceUntil is when settings.in_doubt_grace has passed since at, on the
+// wall clock; false when it has already. at is the store's clock (a claim,
+// a removal); the wait is on the wall clock, as the destination's.
+func (r *run) graceUntil(at time.Time) (time.Time, bool) {
+	left := at.Add(r.InDoubtGrace).Sub(r.Clock.Now())
+	return time.Now().Add(left), left > 0
 }
 
 // waitUntil waits until until (on the wall clock, as the destination's

@@ -180,7 +180,6 @@ type writer struct {
 	// (resolution.stuck): another slot's write to one of them waits for
 	// the next run, which learns first what became of those.
 	held   map[string]bool
-	stuck  map[int64]bool // pages given up, until resolved
 	notify chan struct{}  // closed when marked grows or a page leaves slots
 	cum    store.Counters // write-stage counters of the pages written
 	err    error          // the first failure; later pages are dropped
@@ -390,14 +389,7 @@ func (w *writer) resolvedDone(page int64) {
 		if w.toHandle[h]--; w.toHandle[h] <= 0 {
 			delete(w.toHandle, h)
 		}
-		if w.stuck[page] {
-			if w.held == nil {
-				w.held = map[string]bool{}
-			}
-			w.held[h] = true
-		}
 	}
-	delete(w.stuck, page)
 	delete(w.handles, page)
 	w.wakeLocked()
 }
@@ -415,35 +407,41 @@ func (w *writer) writing(slot string) bool {
 }
 
 // giveUp records that page was given up with writes still processing: its
-// handles stay held for the rest of the run once it is resolved.
+// handles stay held for the rest of the run. They are in flight until the
+// page is resolved, so a page that writes to one waits for that first
+// (writingTo) and is then held back (holding).
 func (w *writer) giveUp(page int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.handles[page]) == 0 {
-		return
+	for _, h := range w.handles[page] {
+		if w.held == nil {
+			w.held = map[string]bool{}
+		}
+		w.held[h] = true
 	}
-	if w.stuck == nil {
-		w.stuck = map[int64]bool{}
-	}
-	w.stuck[page] = true
 }
 
-// holding reports whether a page given up this run wrote to h.
-func (w *writer) holding(h string) bool {
+// holding reports whether a page given up this run wrote to one of handles.
+func (w *writer) holding(handles []string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.held[h]
+	return anyKey(w.held, handles)
 }
 
 // writingTo reports whether a page in flight writes to one of handles.
 func (w *writer) writingTo(handles []string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.toHandle) == 0 {
+	return anyKey(w.toHandle, handles) // a handle leaves toHandle at its last page's resolution
+}
+
+// anyKey reports whether m holds one of keys.
+func anyKey[V any](m map[string]V, keys []string) bool {
+	if len(m) == 0 {
 		return false
 	}
-	for _, h := range handles {
-		if w.toHandle[h] > 0 {
+	for _, k := range keys {
+		if _, ok := m[k]; ok {
 			return true
 		}
 	}

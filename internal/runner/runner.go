@@ -232,15 +232,12 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 	if rr, ok := p.Store.(store.RemoteReads); ok && rr.RemoteReads() {
 		r.readsAhead, r.keysAhead, r.remoteStore = true, true, true
 	}
-	if h, ok := r.Destination.(destination.Remover); ok {
-		r.handler = h
-	}
+	r.handler, _ = r.Destination.(destination.Remover)
 	if r.Sync.Mirror != nil {
-		rm, ok := r.Destination.(destination.Remover)
-		if !ok {
+		if r.handler == nil {
 			return store.Run{}, failure.New(failure.InvalidSyncDefinition, "this destination cannot remove records (write_mode mirror)")
 		}
-		r.remover = rm
+		r.remover = r.handler
 	}
 	return r.execute(ctx)
 }
