@@ -69,7 +69,11 @@ func NewWebhookSink(p WebhookSinkParams) (*WebhookSink, error) {
 		s.key = webhookKey(p.Secret)
 	}
 	if s.client == nil {
-		s.client = &http.Client{Timeout: 30 * time.Second}
+		// A transport of its own: whatever else in the process closes the
+		// shared default transport's idle connections (httptest servers do
+		// on Close) must not break an alert's request on the wire.
+		s.client = apiclient.NewHTTPClient()
+		s.client.Timeout = 30 * time.Second
 	}
 	s.client = apiclient.NoRedirects(s.client)
 	if s.clock == nil {

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/oncesync/oncesync/internal/apiclient"
 	"golang.org/x/oauth2"
 
 	"github.com/oncesync/oncesync/internal/config"
@@ -71,7 +72,9 @@ func newOIDC(_ context.Context, p OIDCParams) (*oidcClient, error) {
 		p.Scopes = []string{oidc.ScopeOpenID, "profile", "groups"}
 	}
 	if p.HTTPClient == nil {
-		p.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		// Its own pool: see apiclient.NewHTTPClient.
+		p.HTTPClient = apiclient.NewHTTPClient()
+		p.HTTPClient.Timeout = 10 * time.Second
 	}
 	return &oidcClient{p: p}, nil
 }
