@@ -418,8 +418,8 @@ func (s *Service) completeIfDone(ctx context.Context, args RunPartitionArgs) {
 }
 
 // finishCoordinated records the end of a partitioned run and, when it
-// failed, evaluates the sync's breaker.
-func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state store.RunState, err error) {
+// failed, evaluates the sync's breaker. False when it had ended already.
+func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state store.RunState, err error) bool {
 	run.State = state
 	run.FinishedAt = s.clock.Now()
 	if err != nil {
@@ -437,13 +437,18 @@ func (s *Service) finishCoordinated(ctx context.Context, run store.Run, state st
 			run.Counters = total
 		}
 	}
-	if uerr := s.st.UpdateRun(sctx, run); uerr != nil {
+	// The first end recorded stands: a partition's failure and another's
+	// completing the run, or a sweep, may race to it.
+	if closed, uerr := s.st.CloseRun(sctx, run); uerr != nil {
 		s.log.Error("could not record the end of a partitioned run", "sync", run.SyncID, "run", run.ID, "err", uerr)
-		return
+		return false
+	} else if !closed {
+		return false
 	}
 	s.metrics.runEnded(run.SyncID, state)
 	if state == store.RunFailed {
 		s.afterFailure(sctx, run.SyncID)
 	}
 	s.runEnded(sctx, run)
+	return true
 }

@@ -193,8 +193,14 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		if l.RunID == r.ID && l.ExpiresAt.Before(now) && l.ExpiresAt.After(cur.StartedAt) {
 			cur.FinishedAt = l.ExpiresAt
 		}
-		if err := s.st.UpdateRun(ctx, cur); err != nil {
+		// Only if still running: its worker may have recorded its end
+		// since the re-read (the success of a run whose lease it had just
+		// released was overwritten "interrupted": queue's
+		// TestKilledCoordinatorAndPartitionRunAgain, CI 2026-12-07).
+		if closed, err := s.st.CloseRun(ctx, cur); err != nil {
 			errs = append(errs, fmt.Errorf("recovery: run %d: %w", r.ID, err))
+			continue
+		} else if !closed {
 			continue
 		}
 		s.metrics.recovered.Inc()
@@ -406,12 +412,16 @@ func (s *Service) sweepCoordinated(ctx context.Context, runs []store.Run, out *R
 			}
 		}
 		if done {
-			s.finishCoordinated(ctx, cur, store.RunSucceeded, nil)
+			if !s.finishCoordinated(ctx, cur, store.RunSucceeded, nil) {
+				continue
+			}
 			out.Completed = append(out.Completed, r.ID)
 			s.log.Warn("partitioned run closed by recovery: every partition had succeeded", "sync", r.SyncID, "run", r.ID)
 		} else {
 			detail := unfinishedDetail(parts)
-			s.finishCoordinated(ctx, cur, store.RunFailed, failure.New(failure.PartitionsUnfinished, detail))
+			if !s.finishCoordinated(ctx, cur, store.RunFailed, failure.New(failure.PartitionsUnfinished, detail)) {
+				continue
+			}
 			out.Unfinished = append(out.Unfinished, r.ID)
 			s.log.Warn("partitioned run closed by recovery: no partition job is left to finish it", "sync", r.SyncID, "run", r.ID, "detail", detail)
 		}

@@ -557,3 +557,48 @@ func TestRunThatLostItsLeaseIsNotRecordedSucceeded(t *testing.T) {
 		t.Fatalf("the next run: %v %+v, want succeeded, 30 replayed", err, got)
 	}
 }
+
+// releaseWatch is a lease manager that notes the run's recorded state when
+// the lease is released.
+type releaseWatch struct {
+	lease.Manager
+	st    store.Store
+	runID int64
+	at    []store.RunState // the run's state at each Release
+}
+
+func (w *releaseWatch) Acquire(ctx context.Context, p lease.AcquireParams) (lease.Grant, error) {
+	w.runID = p.RunID
+	return w.Manager.Acquire(ctx, p)
+}
+
+func (w *releaseWatch) Release(ctx context.Context, g lease.Grant) error {
+	r, err := w.st.GetRun(ctx, w.runID)
+	if err != nil {
+		return err
+	}
+	w.at = append(w.at, r.State)
+	return w.Manager.Release(ctx, g)
+}
+
+// A free lease says the run's end is recorded: released first, a recovery
+// sweep (or the sync's next run) found the lease gone and the run still
+// running, and closed it "interrupted" as its worker recorded success
+// (queue's TestKilledCoordinatorAndPartitionRunAgain, CI 2026-12-07).
+func TestLeaseIsReleasedAfterTheRunsEndIsRecorded(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 50, destination.CapVerify)
+	p := tb.params(t, "id")
+	w := &releaseWatch{Manager: p.Leases, st: tb.store}
+	p.Leases = w
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != store.RunSucceeded {
+		t.Fatalf("run: %+v", r)
+	}
+	if len(w.at) != 1 || w.at[0] != store.RunSucceeded {
+		t.Fatalf("the run's recorded state at the lease's release: %v, want [succeeded]", w.at)
+	}
+}

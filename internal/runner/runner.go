@@ -397,6 +397,10 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 			}
 		}
 	}
+	// The end is recorded before the lease goes: released first, a sweep
+	// or the sync's next run found the lease free and the run still
+	// running, and closed it "interrupted" as its worker recorded success.
+	fin := r.finish(ctx, state, runErr)
 	// Release with a context that survives the caller's cancellation: a drained
 	// or failed run frees the sync for an immediate rerun.
 	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -404,7 +408,6 @@ func (r *run) execute(ctx context.Context) (store.Run, error) {
 		log.Warn("lease release failed; it expires by itself", "err", err)
 	}
 	relCancel()
-	fin := r.finish(ctx, state, runErr)
 	if runErr != nil {
 		log.Warn("run ended", "state", state, "code", failure.CodeOf(runErr), "err", runErr)
 	} else {
@@ -447,9 +450,11 @@ func (r *run) closeOrphans(ctx context.Context, log *slog.Logger) {
 		o.State = store.RunInterrupted
 		o.FailureCode = string(failure.Interrupted)
 		o.FailureDetail = fmt.Sprintf("its process stopped (or could not record the run's end: a full disk, a store gone) without finishing; run %d resumed its work", r.rec.ID)
-		if err := r.Store.UpdateRun(ctx, o); err != nil {
+		if closed, err := r.Store.CloseRun(ctx, o); err != nil {
 			log.Warn("could not close an orphaned run", "orphan", o.ID, "err", err)
 			continue
+		} else if !closed {
+			continue // it recorded its own end meanwhile
 		}
 		log.Info("closed orphaned run", "orphan", o.ID)
 		if r.Resumed != nil {

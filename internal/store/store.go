@@ -463,6 +463,12 @@ type Runs interface {
 	InsertRun(ctx context.Context, p InsertRunParams) (Run, error)
 	// UpdateRun saves the run's state, fence, counters and failure fields.
 	UpdateRun(ctx context.Context, r Run) error
+	// CloseRun saves r as UpdateRun does only if the stored run is still
+	// running, and reports whether it did. A run found dead (by a recovery
+	// sweep, or by the sync's next run) is closed with it: its own worker
+	// may have recorded its end between that read and this write, and that
+	// record stands (false, no error). ErrNotFound when no run has r.ID.
+	CloseRun(ctx context.Context, r Run) (bool, error)
 	GetRun(ctx context.Context, id int64) (Run, error)
 	// ListRuns returns a sync's runs, newest first.
 	ListRuns(ctx context.Context, syncID string, limit int) ([]Run, error)

@@ -67,6 +67,24 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	return mapErr("update run", s.updateRun(ctx, s.pool, r))
 }
 
+// CloseRun saves r if the stored run is still running (store.Runs).
+func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
+	if err := validRunUpdate(r); err != nil {
+		return false, err
+	}
+	tag, err := s.pool.Exec(ctx, sqlRunUpdate+` AND state = 'running'`, s.runArgs(r)...)
+	if err != nil {
+		return false, mapErr("close run", err)
+	}
+	if tag.RowsAffected() > 0 {
+		return true, nil
+	}
+	if _, err := s.GetRun(ctx, r.ID); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
 // validRunUpdate refuses a run UpdateRun cannot save, before any statement.
 func validRunUpdate(r store.Run) error { return invalid(r.CheckUpdate()) }
 

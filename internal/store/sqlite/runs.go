@@ -85,6 +85,35 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	})
 }
 
+// CloseRun saves r if the stored run is still running (store.Runs).
+func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
+	if err := validRunUpdate(r); err != nil {
+		return false, err
+	}
+	closed := false
+	err := s.write(ctx, "close run", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlRunUpdate+` AND state = 'running'`, s.runArgs(r)...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if closed = n > 0; closed {
+			return nil
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, r.ID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	return closed, err
+}
+
 // validRunUpdate refuses a run UpdateRun cannot save, before any transaction.
 func validRunUpdate(r store.Run) error { return invalid(r.CheckUpdate()) }
 
@@ -92,13 +121,7 @@ func validRunUpdate(r store.Run) error { return invalid(r.CheckUpdate()) }
 // Checkpoint), r already checked by validRunUpdate; ErrNotFound when no run
 // has r.ID.
 func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
-	res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx,
-		string(r.State), r.Attempt, r.Fence,
-		nullNanos(r.StartedAt),
-		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
-		r.FailureCode, r.FailureDetail,
-		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
-		r.ID)
+	res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx, s.runArgs(r)...)
 	if err != nil {
 		return err
 	}
@@ -110,6 +133,16 @@ func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
 		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
 	}
 	return nil
+}
+
+// runArgs are sqlRunUpdate's arguments for r.
+func (s *Store) runArgs(r store.Run) []any {
+	return []any{string(r.State), r.Attempt, r.Fence,
+		nullNanos(r.StartedAt),
+		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
+		r.FailureCode, r.FailureDetail,
+		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
+		r.ID}
 }
 
 // GetRun returns a run, or ErrNotFound.

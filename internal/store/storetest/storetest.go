@@ -320,6 +320,30 @@ func testRuns(t *testing.T, open OpenFunc) {
 	sameTime(t, "FinishedAt after second update", got.FinishedAt, Start.Add(3*time.Second))
 	equal(t, "Requests", got.Requests, int64(10))
 
+	// CloseRun closes a running run, and leaves one that ended alone.
+	wantErr(t, func() error {
+		_, err := b.st.CloseRun(ctx, store.Run{ID: 987654, SyncID: "s1", State: store.RunInterrupted})
+		return err
+	}(), store.ErrNotFound)
+	stale := r
+	stale.State = store.RunInterrupted
+	stale.FailureCode = "interrupted"
+	if closed := must(b.st.CloseRun(ctx, stale))(t); closed {
+		t.Fatal("CloseRun closed a run that had succeeded")
+	}
+	equal(t, "State after a refused CloseRun", must(b.st.GetRun(ctx, r.ID))(t).State, store.RunSucceeded)
+	dead := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s2", State: store.RunRunning, Attempt: 1}))(t)
+	dead.State = store.RunInterrupted
+	dead.FailureCode = "interrupted"
+	dead.FinishedAt = b.clk.Now()
+	if closed := must(b.st.CloseRun(ctx, dead))(t); !closed {
+		t.Fatal("CloseRun did not close a running run")
+	}
+	got = must(b.st.GetRun(ctx, dead.ID))(t)
+	equal(t, "State after CloseRun", got.State, store.RunInterrupted)
+	equal(t, "FailureCode after CloseRun", got.FailureCode, "interrupted")
+	sameTime(t, "FinishedAt after CloseRun", got.FinishedAt, dead.FinishedAt)
+
 	// Failure fields are saved.
 	other := must(b.st.InsertRun(ctx, store.InsertRunParams{SyncID: "s2", State: store.RunRunning, Attempt: 2}))(t)
 	other.State = store.RunFailed
