@@ -1047,19 +1047,73 @@ func waitWithoutPlace(ctx context.Context, sleep func() error) error {
 	return err
 }
 
+// Chains groups idx by key: the indices whose key is the same (records
+// naming one destination contact) make one chain, in idx order; the
+// chains are in the order of their first index. An empty key is a chain
+// of its own.
+func Chains(idx []int, key func(i int) string) [][]int {
+	out := make([][]int, 0, len(idx))
+	var at map[string]int
+	for _, i := range idx {
+		k := key(i)
+		if k == "" {
+			out = append(out, []int{i})
+			continue
+		}
+		if c, ok := at[k]; ok {
+			out[c] = append(out[c], i)
+			continue
+		}
+		if at == nil {
+			at = make(map[string]int, len(idx))
+		}
+		at[k] = len(out)
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// FanOutChains is FanOut over chains: the chains side by side, at most
+// conc at once, and each chain's calls one after another in its order, the
+// next started once the one before returned without error. Two writes to
+// one contact sent side by side land in either order, and the contact
+// keeps whichever landed last; in order, it keeps the one read last.
+func FanOutChains(ctx context.Context, chains [][]int, conc int, fn func(ctx context.Context, i int) error) error {
+	return FanOut(ctx, len(chains), conc, func(ctx context.Context, c int) error {
+		for _, i := range chains[c] {
+			if err := fn(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // WriteEach is a connector's one-call-per-record write: send is called for
-// each record, at most conc at a time (FanOut). A record whose send returns
+// each record, at most conc at a time (FanOut); records whose key (nil: no
+// key) is the same are sent one after another, in page order
+// (FanOutChains). A record whose send returns
 // without error is settled with the result it returns. Once a send fails no
 // more are started; then the records never sent, and those whose send
 // provably did not reach the server (its error wraps destination.ErrNotSent),
 // are NotSent, and the others are left out of the results: in doubt. The
 // first error is returned (the connector maps it).
-func WriteEach(ctx context.Context, recs []destination.Record, conc int,
+func WriteEach(ctx context.Context, recs []destination.Record, conc int, key func(destination.Record) string,
 	send func(ctx context.Context, r destination.Record) (destination.Result, error)) ([]destination.Result, error) {
 	results := make([]destination.Result, len(recs))
 	done := make([]bool, len(recs))
 	maybeSent := make([]bool, len(recs))
-	err := FanOut(ctx, len(recs), conc, func(ctx context.Context, i int) error {
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	chains := Chains(idx, func(i int) string {
+		if key == nil {
+			return ""
+		}
+		return key(recs[i])
+	})
+	err := FanOutChains(ctx, chains, conc, func(ctx context.Context, i int) error {
 		res, err := send(ctx, recs[i])
 		if err != nil {
 			maybeSent[i] = !errors.Is(err, destination.ErrNotSent)

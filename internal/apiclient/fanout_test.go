@@ -66,7 +66,7 @@ func TestWriteEach(t *testing.T) {
 	}
 	lost := errors.New("connection reset after the request was written")
 	refused := fmt.Errorf("dial: %w", destination.ErrNotSent)
-	out, err := WriteEach(context.Background(), recs, 1, func(_ context.Context, r destination.Record) (destination.Result, error) {
+	out, err := WriteEach(context.Background(), recs, 1, nil, func(_ context.Context, r destination.Record) (destination.Result, error) {
 		switch r.Key {
 		case "k2":
 			return destination.Result{}, lost
@@ -95,7 +95,7 @@ func TestWriteEach(t *testing.T) {
 			t.Fatalf("%s = %v, want delivered (sent before the failure stopped the fan-out) or not sent", k, o)
 		}
 	}
-	out, err = WriteEach(context.Background(), recs[:1], 4, func(context.Context, destination.Record) (destination.Result, error) {
+	out, err = WriteEach(context.Background(), recs[:1], 4, nil, func(context.Context, destination.Record) (destination.Result, error) {
 		return destination.Result{}, refused
 	})
 	if !errors.Is(err, destination.ErrNotSent) || len(out) != 1 || out[0].Outcome != destination.NotSent {
@@ -203,5 +203,44 @@ func TestFanOutTwoWaitsOfOneCall(t *testing.T) {
 	}
 	if m := most.Load(); m > 1 {
 		t.Fatalf("%d calls worked at once after a call's two waits, want 1 (a place was left taken)", m)
+	}
+}
+
+func TestChainsKeepEachKeysOrder(t *testing.T) {
+	t.Parallel()
+	keys := map[int]string{3: "a", 5: "b", 7: "a", 9: "", 11: "b", 13: "a"}
+	got := Chains([]int{3, 5, 7, 9, 11, 13}, func(i int) string { return keys[i] })
+	want := [][]int{{3, 7, 13}, {5, 11}, {9}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Chains = %v, want %v", got, want)
+	}
+	// Each chain's calls go one after another, the chains side by side.
+	var mu sync.Mutex
+	var order []int
+	inFlight := map[string]bool{}
+	err := FanOutChains(context.Background(), got, 3, func(_ context.Context, i int) error {
+		mu.Lock()
+		if inFlight[keys[i]] && keys[i] != "" {
+			mu.Unlock()
+			return fmt.Errorf("two calls of key %q at once", keys[i])
+		}
+		inFlight[keys[i]] = true
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		inFlight[keys[i]] = false
+		order = append(order, i)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := map[int]int{}
+	for n, i := range order {
+		pos[i] = n
+	}
+	if len(order) != 6 || pos[3] > pos[7] || pos[7] > pos[13] || pos[5] > pos[11] {
+		t.Fatalf("calls in order %v: a chain's calls out of order", order)
 	}
 }

@@ -301,44 +301,12 @@ func (w *pageWrite) single(ctx context.Context, idx []int) error {
 	// values of the one read last, as an import leaves it; sent side by
 	// side, whichever landed last won, and no later run changed it (an
 	// independent check, 2026-12-06).
-	groups := sameContact(idx, w.contacts)
-	err := apiclient.FanOut(ctx, len(groups), w.d.conc, func(ctx context.Context, g int) error {
-		for _, i := range groups[g] {
-			if err := w.one(ctx, i); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	chains := apiclient.Chains(idx, func(i int) string { return strings.ToLower(w.contacts[i].email) })
+	err := apiclient.FanOutChains(ctx, chains, w.d.conc, w.one)
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		return w.d.interrupted(ctx, err)
 	}
 	return err
-}
-
-// sameContact groups idx by contacts' addresses, case-folded, in the page
-// order of each group's first record. Records without an address (an
-// update by ext_id) are groups of their own.
-func sameContact(idx []int, cs []contact) [][]int {
-	out := make([][]int, 0, len(idx))
-	var at map[string]int
-	for _, i := range idx {
-		e := strings.ToLower(cs[i].email)
-		if e == "" {
-			out = append(out, []int{i})
-			continue
-		}
-		if g, ok := at[e]; ok {
-			out[g] = append(out[g], i)
-			continue
-		}
-		if at == nil {
-			at = make(map[string]int, len(idx))
-		}
-		at[e] = len(out)
-		out = append(out, []int{i})
-	}
-	return out
 }
 
 // one sends record i on the single path.

@@ -91,7 +91,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		return out, failure.Wrap(failure.DestinationUnavailable, fmt.Errorf("%w: %w", destination.ErrNotSent, err),
 			"example request interrupted")
 	}
-	out, err := apiclient.WriteEach(ctx, recs, d.conc, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+	out, err := apiclient.WriteEach(ctx, recs, d.conc, nil, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 		body, err := json.Marshal(r.Data)
 		if err != nil {
 			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "record data cannot be encoded as JSON"}, nil

@@ -740,3 +740,56 @@ func TestClearedValueClearsTheProperty(t *testing.T) {
 		t.Fatalf("after the clear, Verify: %v %v", landed, err)
 	}
 }
+
+// TestOneContactTwiceOnAPageEndsWithTheLast: on the single path two
+// records of one contact (here their addresses differ only in case) were
+// sent side by side: whichever request landed last won, here the page's
+// first record, and no later run changed it. They now go in page order,
+// as the bulk path's batches (never naming a contact twice) do.
+func TestOneContactTwiceOnAPageEndsWithTheLast(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{}, func(p *hubspot.Params) {
+		p.Mode, p.Concurrency = hubspot.ModeSingle, 4
+		inner := p.BaseURL
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if strings.Contains(string(body), "First7") {
+				time.Sleep(200 * time.Millisecond) // the first record's request is the slow one
+			}
+			req, err := http.NewRequestWithContext(r.Context(), r.Method, inner+r.URL.RequestURI(), strings.NewReader(string(body)))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			req.Header = r.Header.Clone()
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		}))
+		t.Cleanup(slow.Close)
+		p.BaseURL = slow.URL
+	})
+	first, second := recordWith(7, "First7"), recordWith(7, "Second7")
+	second.Data["email"] = "user7@example.com"
+	res, err := b.dest.Write(t.Context(), []destination.Record{first, second, record(8)})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Fatalf("record %s: %v (%s)", r.Key[:8], r.Outcome, r.Message)
+		}
+	}
+	c, ok := b.fake.Contact("user7@example.com")
+	if !ok || c.Properties["firstname"] != "Second7" {
+		t.Fatalf("contact %+v (found %v), want firstname of the page's last record, Second7", c.Properties, ok)
+	}
+}

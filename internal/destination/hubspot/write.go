@@ -214,8 +214,12 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	switch {
 	case err != nil:
 	case d.mode == ModeSingle:
-		err = apiclient.FanOut(ctx, len(todo), d.conc, func(ctx context.Context, n int) error {
-			return w.batch(ctx, todo[n:n+1])
+		// Records of one contact go one after the other, in page order, so
+		// that it keeps the one read last (as batches, which never name a
+		// contact twice, do); side by side, whichever landed last won.
+		chains := apiclient.Chains(todo, func(i int) string { return d.idKey(w.contacts[i].id) })
+		err = apiclient.FanOutChains(ctx, chains, d.conc, func(ctx context.Context, i int) error {
+			return w.batch(ctx, []int{i})
 		})
 		if err != nil && failure.CodeOf(err) == failure.Internal {
 			err = d.interrupted(ctx, err)

@@ -3,6 +3,7 @@ package klaviyo_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -400,4 +401,45 @@ func TestUnnamedImportErrorAskedWithALaterValue(t *testing.T) {
 		}
 		return destination.Delivered
 	})
+}
+
+// TestOneProfileTwiceOnAPageEndsWithTheLast: on the single path two records
+// of one profile (their addresses differ only in case) were sent side by
+// side, and the profile kept whichever landed last, here the page's first.
+// They now go in page order.
+func TestOneProfileTwiceOnAPageEndsWithTheLast(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeSingle})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "FirstA") {
+			time.Sleep(200 * time.Millisecond) // the first record's request is the slow one
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		b.fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	d, err := klaviyo.New(klaviyo.Params{BaseURL: front.URL, APIKey: apiKey, Mode: klaviyo.ModeSingle, Concurrency: 4,
+		Clock: b.clk, Sleep: b.sleeps.sleep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records(3)
+	first, second := recs[0], recs[1]
+	first.Data["attributes"].(map[string]any)["first_name"] = "FirstA"
+	second.Data["attributes"].(map[string]any)["first_name"] = "SecondB"
+	second.Data["email"] = strings.ToUpper(emailOf(first))
+	res, err := d.Write(t.Context(), []destination.Record{first, second, recs[2]})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Fatalf("%+v: want delivered", r)
+		}
+	}
+	p, ok := b.fake.Profile(strings.ToLower(emailOf(first)))
+	if !ok || p.Attributes["first_name"] != "SecondB" {
+		t.Fatalf("profile %+v (found %v), want first_name of the page's last record, SecondB", p.Attributes, ok)
+	}
 }

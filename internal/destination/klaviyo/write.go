@@ -72,11 +72,16 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	return append(out, res...), err
 }
 
+// profileKey names the profile a record writes (its e-mail, lower-cased as
+// Klaviyo keeps it): two records of one profile on a page are sent one
+// after the other, in page order, so that it keeps the one read last.
+func profileKey(r destination.Record) string { return lower(parseRecord(r).email) }
+
 // writeEach is apiclient.WriteEach with this package's failure for an
-// interrupted fan-out.
+// interrupted fan-out; records of one profile go in page order.
 func (d *Destination) writeEach(ctx context.Context, recs []destination.Record,
 	send func(context.Context, destination.Record) (destination.Result, error)) ([]destination.Result, error) {
-	res, err := apiclient.WriteEach(ctx, recs, d.conc, send)
+	res, err := apiclient.WriteEach(ctx, recs, d.conc, profileKey, send)
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		err = d.interrupted(ctx, err)
 	}

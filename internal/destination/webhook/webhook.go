@@ -267,7 +267,7 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 	}
 	// A record whose POST may have reached the webhook stays in doubt,
 	// resent later with the same key (docs/guide.md#the-ledger-and-its-retention).
-	out, err := apiclient.WriteEach(ctx, recs, d.conc, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+	out, err := apiclient.WriteEach(ctx, recs, d.conc, nil, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 		body, err := json.Marshal(r.Data)
 		if err != nil {
 			return destination.Result{Key: r.Key, Outcome: destination.Rejected, Message: "record data cannot be encoded as JSON"}, nil
