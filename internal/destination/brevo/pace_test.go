@@ -25,6 +25,9 @@ func TestReadBudgetPace(t *testing.T) {
 		{name: "a thin spread is capped", limit: 100, remaining: 10, reset: time.Hour, wantWait: maxReadGap},
 		{name: "a small budget", limit: 10, remaining: 4, reset: time.Hour, wantWait: maxReadGap},
 		{name: "the reserve", limit: 100, remaining: 5, reset: time.Hour, wantWait: time.Hour, wantSpent: true},
+		{name: "spent, read a moment ago", limit: 100, remaining: 0, reset: time.Hour, sinceLast: time.Minute, wantWait: time.Hour, wantSpent: true},
+		{name: "spent, asked again now and then", limit: 100, remaining: 0, reset: time.Hour, sinceLast: spentProbe, wantWait: 0},
+		{name: "the reserve is never probed into", limit: 100, remaining: 3, reset: time.Hour, sinceLast: time.Hour, wantWait: time.Hour, wantSpent: true},
 		{name: "after the reset", limit: 100, remaining: 0, reset: -time.Second, wantWait: 0},
 	} {
 		g := readBudget{known: true, limit: tc.limit, remaining: tc.remaining, reset: now.Add(tc.reset)}
