@@ -39,6 +39,28 @@ func (r Run) CheckUpdate() error {
 	return nil
 }
 
+// UpdateArgs are the arguments of both drivers' run update statement, in
+// its order ($1..$19): state, attempt, fence, the start (nil: kept), the
+// end (nil: stamped now if the state is final, once), whether it is final,
+// now, the failure fields, the counters and the id.
+func (r Run) UpdateArgs(now time.Time) []any {
+	return []any{string(r.State), r.Attempt, r.Fence,
+		nullNanos(r.StartedAt),
+		nullNanos(r.FinishedAt), r.State.Finished(), now.UnixNano(),
+		r.FailureCode, r.FailureDetail,
+		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
+		r.ID}
+}
+
+// nullNanos is t in Unix nanoseconds, nil (SQL NULL) for the zero time.
+func nullNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := t.UnixNano()
+	return &n
+}
+
 // Check refuses a page row RecordRunPage cannot save.
 func (p RunPage) Check() error {
 	if p.RunID <= 0 {

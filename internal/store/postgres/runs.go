@@ -72,7 +72,7 @@ func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
 	if err := validRunUpdate(r); err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, sqlRunUpdate+` AND state = 'running'`, s.runArgs(r)...)
+	tag, err := s.pool.Exec(ctx, sqlRunUpdate+` AND state = 'running'`, r.UpdateArgs(s.now())...)
 	if err != nil {
 		return false, mapErr("close run", err)
 	}
@@ -104,21 +104,11 @@ const sqlRunUpdate = `UPDATE runs SET
 // already checked by validRunUpdate; ErrNotFound when no run has r.ID.
 // Driver errors are returned unmapped.
 func (s *Store) updateRun(ctx context.Context, q querier, r store.Run) error {
-	tag, err := q.Exec(ctx, sqlRunUpdate, s.runArgs(r)...)
+	tag, err := q.Exec(ctx, sqlRunUpdate, r.UpdateArgs(s.now())...)
 	if err != nil {
 		return err
 	}
 	return checkRunUpdated(r, tag)
-}
-
-// runArgs are sqlRunUpdate's arguments for r.
-func (s *Store) runArgs(r store.Run) []any {
-	return []any{string(r.State), r.Attempt, r.Fence,
-		nullNanos(r.StartedAt),
-		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
-		r.FailureCode, r.FailureDetail,
-		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
-		r.ID}
 }
 
 // checkRunUpdated is ErrNotFound when sqlRunUpdate found no run r.ID.

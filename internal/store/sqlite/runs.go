@@ -92,7 +92,7 @@ func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
 	}
 	closed := false
 	err := s.write(ctx, "close run", func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlRunUpdate+` AND state = 'running'`, s.runArgs(r)...)
+		res, err := tx.ExecContext(ctx, sqlRunUpdate+` AND state = 'running'`, r.UpdateArgs(s.now())...)
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func validRunUpdate(r store.Run) error { return invalid(r.CheckUpdate()) }
 // Checkpoint), r already checked by validRunUpdate; ErrNotFound when no run
 // has r.ID.
 func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
-	res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx, s.runArgs(r)...)
+	res, err := tx.StmtContext(ctx, s.stmts.runUpdate).ExecContext(ctx, r.UpdateArgs(s.now())...)
 	if err != nil {
 		return err
 	}
@@ -133,16 +133,6 @@ func (s *Store) updateRun(ctx context.Context, tx *sql.Tx, r store.Run) error {
 		return fmt.Errorf("run %d: %w", r.ID, store.ErrNotFound)
 	}
 	return nil
-}
-
-// runArgs are sqlRunUpdate's arguments for r.
-func (s *Store) runArgs(r store.Run) []any {
-	return []any{string(r.State), r.Attempt, r.Fence,
-		nullNanos(r.StartedAt),
-		nullNanos(r.FinishedAt), r.State.Finished(), nanos(s.now()),
-		r.FailureCode, r.FailureDetail,
-		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
-		r.ID}
 }
 
 // GetRun returns a run, or ErrNotFound.
