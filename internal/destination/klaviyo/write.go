@@ -65,23 +65,21 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		case destination.Create:
 			send = d.createOne
 		}
-		res, err = d.writeEach(ctx, todo, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+		res, err = d.writeEach(ctx, todo, ps, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 			return send(ctx, r, ps[r.Key])
 		})
 	}
 	return append(out, res...), err
 }
 
-// profileKey names the profile a record writes (its e-mail, lower-cased as
-// Klaviyo keeps it): two records of one profile on a page are sent one
-// after the other, in page order, so that it keeps the one read last.
-func profileKey(r destination.Record) string { return lower(parseRecord(r).email) }
-
 // writeEach is apiclient.WriteEach with this package's failure for an
-// interrupted fan-out; records of one profile go in page order.
-func (d *Destination) writeEach(ctx context.Context, recs []destination.Record,
+// interrupted fan-out. Records of one profile (ps, the records parsed, by
+// key: the e-mail, lower-cased as Klaviyo keeps it) go one after the
+// other, in page order, so that it keeps the one read last.
+func (d *Destination) writeEach(ctx context.Context, recs []destination.Record, ps map[string]profile,
 	send func(context.Context, destination.Record) (destination.Result, error)) ([]destination.Result, error) {
-	res, err := apiclient.WriteEach(ctx, recs, d.conc, profileKey, send)
+	key := func(r destination.Record) string { return lower(ps[r.Key].email) }
+	res, err := apiclient.WriteEach(ctx, recs, d.conc, key, send)
 	if err != nil && failure.CodeOf(err) == failure.Internal {
 		err = d.interrupted(ctx, err)
 	}
@@ -304,7 +302,7 @@ func (d *Destination) writeBulk(ctx context.Context, recs []destination.Record, 
 // An import whose outcome is unknown has no result and is read back, as on
 // the single path.
 func (d *Destination) writeFallback(ctx context.Context, recs []destination.Record, ps map[string]profile) ([]destination.Result, error) {
-	res, err := d.writeEach(ctx, recs, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+	res, err := d.writeEach(ctx, recs, ps, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 		return d.importOne(ctx, r, ps[r.Key])
 	})
 	var ids []string // once each: records may share an e-mail
@@ -461,7 +459,7 @@ func (d *Destination) clearFirst(ctx context.Context, recs []destination.Record,
 	if len(clearing) == 0 {
 		return recs, nil, nil
 	}
-	res, err := d.writeEach(ctx, clearing, func(ctx context.Context, r destination.Record) (destination.Result, error) {
+	res, err := d.writeEach(ctx, clearing, ps, func(ctx context.Context, r destination.Record) (destination.Result, error) {
 		return d.importOne(ctx, r, clears[r.Key])
 	})
 	var (
