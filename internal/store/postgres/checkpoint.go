@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,7 +57,11 @@ func (s *Store) checkpoint(ctx context.Context, p store.CheckpointParams) error 
 	if p.Lease == nil {
 		b.BeginTx(pgx.TxOptions{})
 	}
-	if err := s.queueCheckpoint(b, p); err != nil {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.queueCheckpoint(b, p, off); err != nil {
 		return err
 	}
 	if p.Lease != nil {
@@ -68,7 +73,7 @@ func (s *Store) checkpoint(ctx context.Context, p store.CheckpointParams) error 
 		})
 	}
 	br := s.pool.SendBatch(ctx, b)
-	err := br.Close()
+	err = br.Close()
 	tx := br.Tx()
 	if err != nil {
 		_ = tx.Rollback(ctx)
@@ -80,9 +85,9 @@ func (s *Store) checkpoint(ctx context.Context, p store.CheckpointParams) error 
 // queueCheckpoint queues p's writes (all but the renewal) on b, each with
 // the check of its answer; it refuses an invalid p before queueing anything
 // that could be sent.
-func (s *Store) queueCheckpoint(b *pgx.Batch, p store.CheckpointParams) error {
+func (s *Store) queueCheckpoint(b *pgx.Batch, p store.CheckpointParams, off time.Duration) error {
 	if p.Finish != nil {
-		args, check, err := s.finishStmt(p.FinishParams())
+		args, check, err := s.finishStmt(p.FinishParams(), off)
 		if err != nil {
 			return err
 		}

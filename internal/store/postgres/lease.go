@@ -49,9 +49,8 @@ func (s *Store) leaseClockAt(before, after time.Time, serverUS int64) leaseClock
 	if !s.serverTime {
 		return leaseClock{now: after}
 	}
-	server := time.UnixMicro(serverUS)
-	mid := before.Add(after.Sub(before) / 2)
-	return leaseClock{now: server, toLocal: mid.Sub(server)}
+	off := s.sclock.observe(before, after, serverUS)
+	return leaseClock{now: time.UnixMicro(serverUS), toLocal: -off}
 }
 
 // local puts l's times on the Store's clock.

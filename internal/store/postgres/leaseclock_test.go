@@ -71,3 +71,70 @@ func TestLeasesOnTheServersClock(t *testing.T) {
 		inTTL(holder.name+" (renewed)", holder.s, l)
 	}
 }
+
+// TestLedgerTimesOnTheServersClock: the same three machines. A claim made
+// on the one behind is read by the one ahead as made a moment ago, not four
+// minutes ago: the in-doubt grace counted from it would otherwise have
+// passed at once, and a write still in flight been sent again. So with
+// completions and last-seen times, and a prune by age run on the machine
+// ahead keeps what the one behind has just refused.
+func TestLedgerTimesOnTheServersClock(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	open := func(skew time.Duration) *Store {
+		s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	right, ahead, behind := open(0), open(2*time.Minute), open(-2*time.Minute)
+	ctx := t.Context()
+	l, err := behind.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s", Token: "t", Holder: "behind", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := store.LedgerClaimParams{SyncID: "s", Fence: l.Fence, RunID: 1, Keys: []string{"claimed", "done", "refused"}}
+	if err := behind.LedgerClaim(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.LedgerFinish(ctx, store.LedgerFinishParams{SyncID: "s", Fence: l.Fence, RunID: 1, Entries: []store.LedgerFinish{
+		{Key: "done", State: store.LedgerComplete}, {Key: "refused", State: store.LedgerRejected, Message: "no"}}}); err != nil {
+		t.Fatal(err)
+	}
+	justNow := func(who string, s *Store, what string, at time.Time) {
+		t.Helper()
+		if ago := s.now().Sub(at); ago < -time.Second || ago > 5*time.Second {
+			t.Errorf("%s reads %s as %s ago on its clock, want a moment ago", who, what, ago)
+		}
+	}
+	for _, reader := range []struct {
+		name string
+		s    *Store
+	}{{"right", right}, {"ahead", ahead}, {"behind", behind}} {
+		got, err := reader.s.LedgerGet(ctx, "s", []string{"claimed", "done", "refused"})
+		if err != nil || len(got) != 3 {
+			t.Fatalf("%s: LedgerGet = %v, %v", reader.name, got, err)
+		}
+		justNow(reader.name, reader.s, "the claim", got["claimed"].ClaimedAt)
+		justNow(reader.name, reader.s, "the completion", got["done"].CompletedAt)
+		justNow(reader.name, reader.s, "the refusal's last sight", got["refused"].SeenAt)
+		listed, err := reader.s.LedgerList(ctx, "s", store.LedgerPending, 0)
+		if err != nil || len(listed) != 1 {
+			t.Fatalf("%s: LedgerList = %v, %v", reader.name, listed, err)
+		}
+		justNow(reader.name, reader.s, "the listed claim", listed[0].ClaimedAt)
+	}
+	if n, err := ahead.LedgerPrune(ctx, ahead.now().Add(-time.Minute)); err != nil || n != 0 {
+		t.Errorf("the machine ahead prunes what was seen over a minute ago: %d entries, %v; want 0 (the refusal is a moment old)", n, err)
+	}
+	if err := behind.LedgerTouch(ctx, "s", []string{"done"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ahead.LedgerGet(ctx, "s", []string{"done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	justNow("ahead", ahead, "a touch by the machine behind", got["done"].SeenAt)
+}

@@ -119,7 +119,9 @@ var sqlLedgerFinish = `WITH ` + fenceCTE + `,
 	)
 	SELECT fence FROM f`
 
-func scanLedger(sc pgx.Row) (store.LedgerEntry, error) {
+// scanLedger reads an entry whose times are put on the Store's clock by
+// adding toLocal (the Store's clock less the one they were written on).
+func scanLedger(sc pgx.Row, toLocal time.Duration) (store.LedgerEntry, error) {
 	var (
 		e             store.LedgerEntry
 		state         string
@@ -130,9 +132,11 @@ func scanLedger(sc pgx.Row) (store.LedgerEntry, error) {
 		return store.LedgerEntry{}, err
 	}
 	e.State = store.LedgerState(state)
-	e.ClaimedAt = fromNanos(claimed)
-	e.CompletedAt = fromNullNanos(completed)
-	e.SeenAt = fromNanos(seen)
+	e.ClaimedAt = fromNanos(claimed).Add(toLocal)
+	if completed != nil {
+		e.CompletedAt = fromNanos(*completed).Add(toLocal)
+	}
+	e.SeenAt = fromNanos(seen).Add(toLocal)
 	return e, nil
 }
 
@@ -158,13 +162,17 @@ func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (ma
 	if err != nil {
 		return nil, err
 	}
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, sqlLedgerGet, syncID, uniq)
 	if err != nil {
 		return nil, mapErr("ledger get", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		e, err := scanLedger(rows)
+		e, err := scanLedger(rows, -off)
 		if err != nil {
 			return nil, mapErr("ledger get", err)
 		}
@@ -224,9 +232,13 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	if err != nil {
 		return err
 	}
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return err
+	}
 	var (
 		registered int64
-		now        = nanos(s.now())
+		now        = nanos(s.now().Add(off))
 		upsert     = !p.Absent
 	)
 	if p.Absent {
@@ -259,10 +271,15 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 }
 
 func (s *Store) ledgerFinishOnce(ctx context.Context, p store.LedgerFinishParams) error {
-	if settled := s.settledArgs(p); settled != nil {
-		return s.ledgerFinishSettled(ctx, p, settled)
+	// Read before any transaction holds a connection of the pool.
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return err
 	}
-	return s.ledgerFinish(ctx, s.pool, p)
+	if settled := s.settledArgs(p); settled != nil {
+		return s.ledgerFinishSettled(ctx, p, settled, off)
+	}
+	return s.ledgerFinish(ctx, s.pool, p, off)
 }
 
 // anyAbsent reports whether an entry says its key was read as absent.
@@ -288,8 +305,8 @@ func withoutAbsent(p store.LedgerFinishParams) store.LedgerFinishParams {
 
 // ledgerFinish is LedgerFinish's statement on the pool, or in the caller's
 // transaction.
-func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinishParams) error {
-	args, check, err := s.finishStmt(p)
+func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinishParams, off time.Duration) error {
+	args, check, err := s.finishStmt(p, off)
 	if err != nil {
 		return err
 	}
@@ -298,8 +315,8 @@ func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinis
 
 // finishStmt checks p and returns the arguments of sqlLedgerFinish for it
 // and the check of its answer (ErrFenced under a stale fence), so that
-// Checkpoint can send it in a batch.
-func (s *Store) finishStmt(p store.LedgerFinishParams) ([]any, func(pgx.Row) error, error) {
+// Checkpoint can send it in a batch. off is clockOffset's.
+func (s *Store) finishStmt(p store.LedgerFinishParams, off time.Duration) ([]any, func(pgx.Row) error, error) {
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return nil, nil, err
 	}
@@ -334,7 +351,7 @@ func (s *Store) finishStmt(p store.LedgerFinishParams) ([]any, func(pgx.Row) err
 			states, results, messages = append(states, string(e.State)), append(results, e.Result), append(messages, e.Message)
 		}
 	}
-	args := []any{p.SyncID, p.Fence, p.RunID, nanos(s.now()), ks, states, results, messages, released, nks, nstates, nresults, nmessages}
+	args := []any{p.SyncID, p.Fence, p.RunID, nanos(s.now().Add(off)), ks, states, results, messages, released, nks, nstates, nresults, nmessages}
 	return args, func(row pgx.Row) error {
 		var registered int64
 		if err := row.Scan(&registered); err != nil {
@@ -356,7 +373,11 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, sqlLedgerTouch, nanos(s.now()), syncID, uniq); err != nil {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, sqlLedgerTouch, nanos(s.now().Add(off)), syncID, uniq); err != nil {
 		return mapErr("ledger touch", err)
 	}
 	return nil
@@ -374,13 +395,17 @@ const defaultPruneWindow = 5000
 // step is bounded. Then it deletes the settlements recorded before before
 // (not counted: the count is of ledger entries).
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var (
 		total             int64
 		fromKey, fromSync string // exclusive lower bound; ("", "") precedes every row (keys are never empty)
 	)
 	for {
 		var walked, deleted int64
-		if err := s.pool.QueryRow(ctx, sqlLedgerPrune, fromKey, fromSync, s.pruneWindow, nanos(before)).
+		if err := s.pool.QueryRow(ctx, sqlLedgerPrune, fromKey, fromSync, s.pruneWindow, nanos(before.Add(off))).
 			Scan(&walked, &deleted, &fromKey, &fromSync); err != nil {
 			return total, mapErr("ledger prune", err)
 		}
@@ -419,10 +444,14 @@ func (s *Store) LedgerList(ctx context.Context, syncID string, state store.Ledge
 	case store.LedgerPending:
 		q = sqlListPending
 	}
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, q, syncID, string(state), limitArg(limit))
 	if err != nil {
 		return nil, mapErr("ledger list", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LedgerEntry, error) { return scanLedger(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LedgerEntry, error) { return scanLedger(r, -off) })
 	return out, mapErr("ledger list", err)
 }

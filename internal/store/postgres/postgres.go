@@ -78,9 +78,10 @@ type OpenParams struct {
 	Schema string
 	// ServerTime judges lease expiry on the server's clock instead of
 	// Clock, so that machines whose clocks disagree never see a live lease
-	// as expired (docs/guide.md#the-store-and-the-leases); the leases it
-	// returns are on Clock's time, translated. Off, Clock judges them,
-	// which lets a fake clock drive leases in tests.
+	// as expired (docs/guide.md#the-store-and-the-leases), and writes the
+	// ledger's times on it (serverclock.go); the leases and entries it
+	// returns are on Clock's time, translated. Off, Clock judges and stamps
+	// them, which lets a fake clock drive leases in tests.
 	ServerTime bool
 }
 
@@ -90,7 +91,8 @@ type Store struct {
 	pool       *pgxpool.Pool
 	clock      clock.Clock
 	schema     string
-	serverTime bool // OpenParams.ServerTime
+	serverTime bool        // OpenParams.ServerTime
+	sclock     serverClock // with serverTime (serverclock.go)
 
 	pruneWindow int // rows per LedgerPrune statement
 }

@@ -549,7 +549,7 @@ func TestFencedWritesShareTheLock(t *testing.T) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if err := a.ledgerFinish(ctx, tx, store.LedgerFinishParams{SyncID: "s1", Fence: 1, RunID: 1,
-		Entries: []store.LedgerFinish{{Key: "in-tx", State: store.LedgerComplete}}}); err != nil {
+		Entries: []store.LedgerFinish{{Key: "in-tx", State: store.LedgerComplete}}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

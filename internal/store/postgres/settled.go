@@ -77,9 +77,9 @@ func (s *Store) pruneSettled(ctx context.Context, before time.Time) error {
 
 // ledgerFinishSettled is LedgerFinish with settlements: the marks and the
 // settlements in one transaction.
-func (s *Store) ledgerFinishSettled(ctx context.Context, p store.LedgerFinishParams, settled []any) error {
+func (s *Store) ledgerFinishSettled(ctx context.Context, p store.LedgerFinishParams, settled []any, off time.Duration) error {
 	return s.tx(ctx, "ledger finish", func(tx pgx.Tx) error {
-		if err := s.ledgerFinish(ctx, tx, p); err != nil {
+		if err := s.ledgerFinish(ctx, tx, p, off); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, sqlSettledPut, settled...)

@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A ledger entry's times (claimed, completed, last seen) are compared by
+// processes on other machines: the in-doubt grace counts from a claim, a
+// mirror waits out a removal claimed a moment ago, retention reads how old a
+// claim is. On each writer's own clock, a claim made on a machine two
+// minutes behind read as two minutes older on one that is right, whose grace
+// then ended before the write it waited for could have landed, and the
+// record went again (a duplicate). With ServerTime they are written on the
+// server's clock, which every machine shares, and read back on the Store's
+// (docs/guide.md#the-store-and-the-leases), as leases are.
+
+// clockReadingAge is how long one reading of the server's clock is used:
+// clocks drift by milliseconds an hour, but an NTP correction or a resumed VM
+// steps one, which the next reading catches.
+const clockReadingAge = 30 * time.Second
+
+// serverClock is the last reading of the server's clock against the
+// Store's.
+type serverClock struct {
+	mu  sync.Mutex
+	off time.Duration // the server's clock less the Store's
+	at  time.Time     // the Store's time of the reading; zero before the first
+}
+
+// observe records that the server's clock read serverUS (serverNowSQL) in a
+// statement sent at before and answered at after on the Store's clock, and
+// returns the offset, known within half the round trip.
+func (c *serverClock) observe(before, after time.Time, serverUS int64) time.Duration {
+	off := time.UnixMicro(serverUS).Sub(before.Add(after.Sub(before) / 2))
+	c.mu.Lock()
+	c.off, c.at = off, after
+	c.mu.Unlock()
+	return off
+}
+
+// fresh returns the offset of a reading younger than clockReadingAge at now.
+func (c *serverClock) fresh(now time.Time) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || now.Sub(c.at) >= clockReadingAge || now.Before(c.at) {
+		return 0, false
+	}
+	return c.off, true
+}
+
+// clockOffset returns the server's clock less the Store's, reading the
+// server's clock when the last reading is old; 0 without ServerTime, where
+// the Store's clock (a test's fake one) stamps everything.
+func (s *Store) clockOffset(ctx context.Context) (time.Duration, error) {
+	if !s.serverTime {
+		return 0, nil
+	}
+	if off, ok := s.sclock.fresh(s.now()); ok {
+		return off, nil
+	}
+	var serverUS int64
+	before := s.now()
+	if err := s.pool.QueryRow(ctx, `SELECT `+serverNowSQL).Scan(&serverUS); err != nil {
+		return 0, mapErr("read the server's clock", err)
+	}
+	return s.sclock.observe(before, s.now(), serverUS), nil
+}
