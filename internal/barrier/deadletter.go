@@ -11,7 +11,8 @@ import (
 
 // Reasons recorded on dead letters.
 const (
-	// ReasonMismatch: the barrier kept holding another snapshot.
+	// ReasonMismatch: the barrier kept holding another snapshot (failure
+	// code checkpoint_mismatch, docs/recovery.md#checkpoint_mismatch).
 	ReasonMismatch = "checkpoint_mismatch"
 	// ReasonSourceChanged: a partition's source snapshot no longer matched
 	// the one its run pinned (docs/guide.md#the-checkpoint-barrier; failure code source_changed_during_run).

@@ -176,7 +176,9 @@ func checkpointCheck(ctx context.Context, env Env, rf *rootFlags, f checkpointFl
 	switch {
 	case errors.As(err, &dead):
 		printOutcome(env.Stdout, res)
-		return exit(ExitDead, err)
+		// Standard output keeps its one line (scripts read it); the
+		// catalog's words go with the dead letter on standard error.
+		return exit(ExitDead, fmt.Errorf("%w\n%s", err, failure.LastLine(failure.Wrap(failure.CheckpointMismatch, err, ""))))
 	case errors.Is(err, barrier.ErrInvalid):
 		return exit(ExitUsage, err)
 	case errors.Is(err, store.ErrUnavailable):

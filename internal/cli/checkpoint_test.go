@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/oncesync/oncesync/internal/barrier"
+	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/queue"
 	"github.com/oncesync/oncesync/internal/rediskey"
 	"github.com/oncesync/oncesync/internal/store"
@@ -205,6 +206,14 @@ func TestCheckpointWaitDeadLetters(t *testing.T) {
 	}
 	if out.String() != "mismatch holder=holder snapshot=snap-a\n" {
 		t.Errorf("stdout %q", out.String())
+	}
+	// What happened and what to do next, from the catalog, under the
+	// code the dead letter is stored with.
+	if !failure.Known(failure.Code(barrier.ReasonMismatch)) {
+		t.Errorf("a dead letter's reason %q is no failure code of the catalog", barrier.ReasonMismatch)
+	}
+	if want := "failed: " + barrier.ReasonMismatch + ": "; !strings.Contains(err.Error(), want) {
+		t.Errorf("--wait's error %q lacks %q", err, want)
 	}
 	if len(slept) != 3 {
 		t.Errorf("slept %d times, want 3 retries", len(slept))

@@ -43,6 +43,7 @@ const (
 	InvalidSyncDefinition      Code = "invalid_sync_definition"
 	CursorOlderThanLedger      Code = "cursor_older_than_ledger"
 	SourceChangedDuringRun     Code = "source_changed_during_run"
+	CheckpointMismatch         Code = "checkpoint_mismatch"
 	PartitionsUnfinished       Code = "partitions_unfinished"
 	ConfigDrift                Code = "config_drift"
 	RecordsInDoubt             Code = "records_in_doubt"
@@ -117,6 +118,10 @@ var catalog = map[Code]Entry{
 	SourceChangedDuringRun: {SourceChangedDuringRun,
 		"The source changed since the saved cursor was taken, so the saved position no longer points at the same data.",
 		"Nothing was written from the changed view. With an `identity` column the next run reads the source from its start by itself and the ledger skips rows already delivered; without one, run the sync again with `--reset-cursor` (rows after the change may then be written again).",
+		OwnerYou, false},
+	CheckpointMismatch: {CheckpointMismatch,
+		"Another holder kept the checkpoint barrier at another snapshot of the inputs through every retry, so the work was not run and was parked in the dead-letter list.",
+		"Find why the inputs differ (`oncesync deadletter list --config F` shows both tokens and both snapshots), make every job that checks the barrier see the same inputs, then run the command that waited on it again and mark the entry done with `oncesync deadletter requeue --config F ID`.",
 		OwnerYou, false},
 	PartitionsUnfinished: {PartitionsUnfinished,
 		"Some partitions of the run will never finish: their jobs were cancelled, discarded after their last attempt, or are missing from the queue.",
