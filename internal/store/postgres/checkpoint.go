@@ -97,7 +97,7 @@ func (s *Store) queueCheckpoint(b *pgx.Batch, p store.CheckpointParams, off time
 		}
 	}
 	b.Queue(sqlSaveCursor, s.cursorArgs(p.Cursor)...).QueryRow(func(row pgx.Row) error { return checkCursor(p.Cursor, row) })
-	b.Queue(sqlRunUpdate, p.Run.UpdateArgs(s.now())...).Exec(func(tag pgconn.CommandTag) error { return checkRunUpdated(p.Run, tag) })
+	b.Queue(sqlRunUpdate, s.runArgs(p.Run, off)...).Exec(func(tag pgconn.CommandTag) error { return checkRunUpdated(p.Run, tag) })
 	if p.Page != nil {
 		b.Queue(sqlRunPagePut, s.runPageArgs(*p.Page)...)
 	}

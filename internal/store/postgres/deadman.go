@@ -36,21 +36,27 @@ LEFT JOIN LATERAL (
 // SyncActivity returns every sync's activity for the dead-man check, in one
 // query.
 func (s *Store) SyncActivity(ctx context.Context) ([]store.Activity, error) {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Activity
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// The plan is a cheap nested loop whose estimated cost is high:
 		// JIT compiling it costs ~100 ms and saves nothing.
 		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
 			return err
 		}
 		var err error
-		out, err = scanActivity(ctx, tx)
+		out, err = scanActivity(ctx, tx, -off)
 		return err
 	})
 	return out, mapErr("sync activity", err)
 }
 
-func scanActivity(ctx context.Context, tx pgx.Tx) ([]store.Activity, error) {
+// scanActivity reads the syncs' activity, their runs' times put on the
+// Store's clock by adding toLocal (serverclock.go).
+func scanActivity(ctx context.Context, tx pgx.Tx, toLocal time.Duration) ([]store.Activity, error) {
 	rows, err := tx.Query(ctx, sqlSyncActivity)
 	if err != nil {
 		return nil, err
@@ -72,10 +78,10 @@ func scanActivity(ctx context.Context, tx pgx.Tx) ([]store.Activity, error) {
 		a.LastRunState = store.RunState(runState)
 		a.ChangedAt = fromNanos(changed)
 		if lastRun.Valid {
-			a.LastRunAt = fromNanos(lastRun.Int64)
+			a.LastRunAt = fromNanos(lastRun.Int64).Add(toLocal)
 		}
 		if ok.Valid {
-			a.LastSuccessAt = fromNanos(ok.Int64)
+			a.LastSuccessAt = fromNanos(ok.Int64).Add(toLocal)
 		}
 		out = append(out, a)
 	}

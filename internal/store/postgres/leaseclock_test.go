@@ -138,3 +138,64 @@ func TestLedgerTimesOnTheServersClock(t *testing.T) {
 	}
 	justNow("ahead", ahead, "a touch by the machine behind", got["done"].SeenAt)
 }
+
+// TestRunTimesOnTheServersClock: a run started and ended by the machine
+// behind reads, on the one ahead, as started and ended a moment ago:
+// recovery's age rule (a running run younger than a lease TTL may not have
+// taken its lease yet) and the dead-man check read them there. A run's
+// times survive its updates unchanged.
+func TestRunTimesOnTheServersClock(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	open := func(skew time.Duration) *Store {
+		s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ahead, behind := open(2*time.Minute), open(-2*time.Minute)
+	ctx := t.Context()
+	if _, err := behind.PutSync(ctx, store.PutSyncParams{ID: "s", Definition: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	justNow := func(what string, at time.Time) {
+		t.Helper()
+		if ago := ahead.now().Sub(at); ago < -time.Second || ago > 5*time.Second {
+			t.Errorf("the machine ahead reads %s as %s ago, want a moment ago", what, ago)
+		}
+	}
+	r, err := behind.InsertRun(ctx, store.InsertRunParams{SyncID: "s", State: store.RunRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := ahead.ListRunsByState(ctx, store.RunRunning, 0)
+	if err != nil || len(running) != 1 {
+		t.Fatalf("ListRunsByState = %v, %v", running, err)
+	}
+	justNow("the run's start", running[0].StartedAt)
+	r.State, r.Read = store.RunSucceeded, 1
+	if err := behind.UpdateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ahead.GetRun(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	justNow("the run's start after an update", got.StartedAt)
+	justNow("the run's end", got.FinishedAt)
+	mine, err := behind.GetRun(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := mine.StartedAt.Sub(r.StartedAt); d < -time.Second || d > time.Second {
+		t.Errorf("the machine behind reads its run's start %s off what it was given", d)
+	}
+	act, err := ahead.SyncActivity(ctx)
+	if err != nil || len(act) != 1 {
+		t.Fatalf("SyncActivity = %v, %v", act, err)
+	}
+	justNow("the sync's last run", act[0].LastRunAt)
+	justNow("the sync's last success", act[0].LastSuccessAt)
+}

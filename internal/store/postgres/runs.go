@@ -15,7 +15,9 @@ import (
 const runColumns = `id, sync_id, state, attempt, fence, started_at, finished_at, failure_code, failure_detail,
 	n_read, n_written, n_replayed, n_rejected, n_in_doubt, n_settled, n_pages, n_requests, n_skipped`
 
-func scanRun(sc pgx.Row) (store.Run, error) {
+// scanRun reads a run whose times are put on the Store's clock by adding
+// toLocal (serverclock.go).
+func scanRun(sc pgx.Row, toLocal time.Duration) (store.Run, error) {
 	var (
 		r        store.Run
 		state    string
@@ -27,9 +29,28 @@ func scanRun(sc pgx.Row) (store.Run, error) {
 		return store.Run{}, err
 	}
 	r.State = store.RunState(state)
-	r.StartedAt = fromNanos(started)
-	r.FinishedAt = fromNullNanos(finished)
+	r.StartedAt = fromNanos(started).Add(toLocal)
+	if finished != nil {
+		r.FinishedAt = fromNanos(*finished).Add(toLocal)
+	}
 	return r, nil
+}
+
+// runOnServer is r with its times put on the server's clock (off is
+// clockOffset's), as sqlRunUpdate stores them.
+func runOnServer(r store.Run, off time.Duration) store.Run {
+	if !r.StartedAt.IsZero() {
+		r.StartedAt = r.StartedAt.Add(off)
+	}
+	if !r.FinishedAt.IsZero() {
+		r.FinishedAt = r.FinishedAt.Add(off)
+	}
+	return r
+}
+
+// runArgs are sqlRunUpdate's arguments for r.
+func (s *Store) runArgs(r store.Run, off time.Duration) []any {
+	return runOnServer(r, off).UpdateArgs(s.now().Add(off))
 }
 
 // InsertRun creates a run stamped StartedAt=now (an empty State means queued).
@@ -45,14 +66,18 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 	if !p.State.Valid() {
 		return store.Run{}, invalidf("run state %q", p.State)
 	}
-	now := s.now()
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return store.Run{}, err
+	}
+	now := s.now().Add(off)
 	var finished *int64
 	if p.State.Finished() {
 		finished = nullNanos(now)
 	}
 	out, err := scanRun(s.pool.QueryRow(ctx, `INSERT INTO runs (sync_id, state, attempt, started_at, finished_at, failure_code, failure_detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+runColumns,
-		p.SyncID, string(p.State), p.Attempt, nanos(now), finished, p.FailureCode, p.Detail))
+		p.SyncID, string(p.State), p.Attempt, nanos(now), finished, p.FailureCode, p.Detail), -off)
 	return out, mapErr("insert run", err)
 }
 
@@ -64,7 +89,11 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	if err := validRunUpdate(r); err != nil {
 		return err
 	}
-	return mapErr("update run", s.updateRun(ctx, s.pool, r))
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return err
+	}
+	return mapErr("update run", s.updateRun(ctx, s.pool, r, off))
 }
 
 // CloseRun saves r if the stored run is still running (store.Runs).
@@ -72,7 +101,11 @@ func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
 	if err := validRunUpdate(r); err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, sqlRunUpdate+` AND state = 'running'`, r.UpdateArgs(s.now())...)
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return false, err
+	}
+	tag, err := s.pool.Exec(ctx, sqlRunUpdate+` AND state = 'running'`, s.runArgs(r, off)...)
 	if err != nil {
 		return false, mapErr("close run", err)
 	}
@@ -103,8 +136,8 @@ const sqlRunUpdate = `UPDATE runs SET
 // updateRun is UpdateRun on q (the pool or the caller's transaction), r
 // already checked by validRunUpdate; ErrNotFound when no run has r.ID.
 // Driver errors are returned unmapped.
-func (s *Store) updateRun(ctx context.Context, q querier, r store.Run) error {
-	tag, err := q.Exec(ctx, sqlRunUpdate, r.UpdateArgs(s.now())...)
+func (s *Store) updateRun(ctx context.Context, q querier, r store.Run, off time.Duration) error {
+	tag, err := q.Exec(ctx, sqlRunUpdate, s.runArgs(r, off)...)
 	if err != nil {
 		return err
 	}
@@ -121,7 +154,11 @@ func checkRunUpdated(r store.Run, tag pgconn.CommandTag) error {
 
 // GetRun returns a run, or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return store.Run{}, err
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id), -off)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("run %d: %w", id, store.ErrNotFound)
 	}
@@ -130,12 +167,16 @@ func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
 
 // ListRuns returns a sync's runs, newest first; limit <= 0 returns all.
 func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error) {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE sync_id = $1 ORDER BY id DESC LIMIT $2`,
 		syncID, limitArg(limit))
 	if err != nil {
 		return nil, mapErr("list runs", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r, -off) })
 	return out, mapErr("list runs", err)
 }
 
@@ -145,12 +186,16 @@ func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit
 	if !state.Valid() {
 		return nil, invalidf("run state %q", state)
 	}
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE state = $1 ORDER BY id LIMIT $2`,
 		string(state), limitArg(limit))
 	if err != nil {
 		return nil, mapErr("list runs by state", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Run, error) { return scanRun(r, -off) })
 	return out, mapErr("list runs by state", err)
 }
 
@@ -175,6 +220,10 @@ const (
 // PruneRuns implements store.Runs (store.RunsPruner.Walk), one statement
 // per chunk.
 func (s *Store) PruneRuns(ctx context.Context, before time.Time) (int64, error) {
+	off, err := s.clockOffset(ctx)
+	if err != nil {
+		return 0, err
+	}
 	return store.RunsPruner{
 		Next: func(after string) (string, bool, error) {
 			var syncID string
@@ -185,7 +234,7 @@ func (s *Store) PruneRuns(ctx context.Context, before time.Time) (int64, error) 
 			return syncID, err == nil, mapErr("prune runs", err)
 		},
 		Delete: func(syncID string) (n int64, err error) {
-			err = s.pool.QueryRow(ctx, sqlRunsPrune, syncID, store.KeepRunsPerSync, nanos(before), store.PruneRunsChunk).Scan(&n)
+			err = s.pool.QueryRow(ctx, sqlRunsPrune, syncID, store.KeepRunsPerSync, nanos(before.Add(off)), store.PruneRunsChunk).Scan(&n)
 			return n, mapErr("prune runs", err)
 		},
 	}.Walk()

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// A ledger entry's times (claimed, completed, last seen) are compared by
-// processes on other machines: the in-doubt grace counts from a claim, a
-// mirror waits out a removal claimed a moment ago, retention reads how old a
-// claim is. On each writer's own clock, a claim made on a machine two
+// A ledger entry's times (claimed, completed, last seen) and a run's (start,
+// end) are compared by processes on other machines: the in-doubt grace
+// counts from a claim, a mirror waits out a removal claimed a moment ago,
+// retention reads how old a claim is, recovery how old a running run is. On each writer's own clock, a claim made on a machine two
 // minutes behind read as two minutes older on one that is right, whose grace
 // then ended before the write it waited for could have landed, and the
 // record went again (a duplicate). With ServerTime they are written on the
