@@ -13,6 +13,18 @@ type skewed time.Duration
 
 func (d skewed) Now() time.Time { return time.Now().Add(time.Duration(d)) }
 
+// openSkewed opens schema with ServerTime on a machine whose clock is off
+// by skew.
+func openSkewed(t *testing.T, schema string, skew time.Duration) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // TestLeasesOnTheServersClock: three machines share the store, one clock
 // right, one two minutes ahead, one two minutes behind (no NTP, a VM
 // resumed). A lease granted for 30 s is live for every one of them: the
@@ -22,14 +34,7 @@ func (d skewed) Now() time.Time { return time.Now().Add(time.Duration(d)) }
 func TestLeasesOnTheServersClock(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	open := func(skew time.Duration) *Store {
-		s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func(skew time.Duration) *Store { return openSkewed(t, schema, skew) }
 	right, ahead, behind := open(0), open(2*time.Minute), open(-2*time.Minute)
 	const ttl = 30 * time.Second
 	inTTL := func(who string, s *Store, l store.Lease) {
@@ -81,14 +86,7 @@ func TestLeasesOnTheServersClock(t *testing.T) {
 func TestLedgerTimesOnTheServersClock(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	open := func(skew time.Duration) *Store {
-		s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func(skew time.Duration) *Store { return openSkewed(t, schema, skew) }
 	right, ahead, behind := open(0), open(2*time.Minute), open(-2*time.Minute)
 	ctx := t.Context()
 	l, err := behind.LeaseAcquire(ctx, store.LeaseAcquireParams{SyncID: "s", Token: "t", Holder: "behind", TTL: time.Minute})
@@ -147,14 +145,7 @@ func TestLedgerTimesOnTheServersClock(t *testing.T) {
 func TestRunTimesOnTheServersClock(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
-	open := func(skew time.Duration) *Store {
-		s, err := Open(t.Context(), OpenParams{URL: storeURL(t, schema), Clock: skewed(skew), Schema: schema, ServerTime: true})
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := func(skew time.Duration) *Store { return openSkewed(t, schema, skew) }
 	ahead, behind := open(2*time.Minute), open(-2*time.Minute)
 	ctx := t.Context()
 	if _, err := behind.PutSync(ctx, store.PutSyncParams{ID: "s", Definition: "{}"}); err != nil {
