@@ -45,15 +45,16 @@ func (r Run) CheckUpdate() error {
 // now, the failure fields, the counters and the id.
 func (r Run) UpdateArgs(now time.Time) []any {
 	return []any{string(r.State), r.Attempt, r.Fence,
-		nullNanos(r.StartedAt),
-		nullNanos(r.FinishedAt), r.State.Finished(), now.UnixNano(),
+		NullNanos(r.StartedAt),
+		NullNanos(r.FinishedAt), r.State.Finished(), now.UnixNano(),
 		r.FailureCode, r.FailureDetail,
 		r.Read, r.Written, r.Replayed, r.Rejected, r.InDoubt, r.Settled, r.Pages, r.Requests, r.Skipped,
 		r.ID}
 }
 
-// nullNanos is t in Unix nanoseconds, nil (SQL NULL) for the zero time.
-func nullNanos(t time.Time) *int64 {
+// NullNanos is t in Unix nanoseconds, nil (SQL NULL) for the zero time, as
+// the drivers store times.
+func NullNanos(t time.Time) *int64 {
 	if t.IsZero() {
 		return nil
 	}

@@ -120,7 +120,7 @@ func (s *Store) PutDeadmanMarker(ctx context.Context, m store.DeadmanMarker) (bo
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO deadman_markers (scope, id, workspace, kind, since, raised_at, alert_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, id) DO NOTHING`,
-		string(m.Scope), m.ID, m.Workspace, string(m.Kind), nullNanos(m.Since), nanos(m.RaisedAt), m.AlertID)
+		string(m.Scope), m.ID, m.Workspace, string(m.Kind), store.NullNanos(m.Since), nanos(m.RaisedAt), m.AlertID)
 	if err != nil {
 		return false, mapErr("put deadman marker", err)
 	}

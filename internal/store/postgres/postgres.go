@@ -494,14 +494,6 @@ func invalid(err error) error {
 
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
-func nullNanos(t time.Time) *int64 {
-	if t.IsZero() {
-		return nil
-	}
-	n := t.UnixNano()
-	return &n
-}
-
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 func fromNullNanos(n *int64) time.Time {

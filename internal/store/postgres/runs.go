@@ -73,7 +73,7 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 	now := s.now().Add(off)
 	var finished *int64
 	if p.State.Finished() {
-		finished = nullNanos(now)
+		finished = store.NullNanos(now)
 	}
 	out, err := scanRun(s.pool.QueryRow(ctx, `INSERT INTO runs (sync_id, state, attempt, started_at, finished_at, failure_code, failure_detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+runColumns,
