@@ -49,8 +49,7 @@ func (s *Store) leaseClockAt(before, after time.Time, serverUS int64) leaseClock
 	if !s.serverTime {
 		return leaseClock{now: after}
 	}
-	off := s.sclock.observe(before, after, serverUS)
-	return leaseClock{now: time.UnixMicro(serverUS), toLocal: -off}
+	return leaseClock{now: time.UnixMicro(serverUS), toLocal: -offsetOf(before, after, serverUS)}
 }
 
 // local puts l's times on the Store's clock.

@@ -133,9 +133,7 @@ func scanLedger(sc pgx.Row, toLocal time.Duration) (store.LedgerEntry, error) {
 	}
 	e.State = store.LedgerState(state)
 	e.ClaimedAt = fromNanos(claimed).Add(toLocal)
-	if completed != nil {
-		e.CompletedAt = fromNanos(*completed).Add(toLocal)
-	}
+	e.CompletedAt = shifted(fromNullNanos(completed), toLocal)
 	e.SeenAt = fromNanos(seen).Add(toLocal)
 	return e, nil
 }

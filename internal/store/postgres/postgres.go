@@ -79,8 +79,8 @@ type OpenParams struct {
 	// ServerTime judges lease expiry on the server's clock instead of
 	// Clock, so that machines whose clocks disagree never see a live lease
 	// as expired (docs/guide.md#the-store-and-the-leases), and writes the
-	// ledger's times on it (serverclock.go); the leases and entries it
-	// returns are on Clock's time, translated. Off, Clock judges and stamps
+	// ledger's and the runs' times on it (serverclock.go); the leases,
+	// entries and runs it returns are on Clock's time, translated. Off, Clock judges and stamps
 	// them, which lets a fake clock drive leases in tests.
 	ServerTime bool
 }

@@ -30,21 +30,14 @@ func scanRun(sc pgx.Row, toLocal time.Duration) (store.Run, error) {
 	}
 	r.State = store.RunState(state)
 	r.StartedAt = fromNanos(started).Add(toLocal)
-	if finished != nil {
-		r.FinishedAt = fromNanos(*finished).Add(toLocal)
-	}
+	r.FinishedAt = shifted(fromNullNanos(finished), toLocal)
 	return r, nil
 }
 
 // runOnServer is r with its times put on the server's clock (off is
 // clockOffset's), as sqlRunUpdate stores them.
 func runOnServer(r store.Run, off time.Duration) store.Run {
-	if !r.StartedAt.IsZero() {
-		r.StartedAt = r.StartedAt.Add(off)
-	}
-	if !r.FinishedAt.IsZero() {
-		r.FinishedAt = r.FinishedAt.Add(off)
-	}
+	r.StartedAt, r.FinishedAt = shifted(r.StartedAt, off), shifted(r.FinishedAt, off)
 	return r
 }
 

@@ -9,10 +9,11 @@ import (
 // A ledger entry's times (claimed, completed, last seen) and a run's (start,
 // end) are compared by processes on other machines: the in-doubt grace
 // counts from a claim, a mirror waits out a removal claimed a moment ago,
-// retention reads how old a claim is, recovery how old a running run is. On each writer's own clock, a claim made on a machine two
-// minutes behind read as two minutes older on one that is right, whose grace
-// then ended before the write it waited for could have landed, and the
-// record went again (a duplicate). With ServerTime they are written on the
+// retention reads how old a claim is, recovery how old a running run is.
+// On each writer's own clock, a claim made on a machine two minutes behind
+// read as two minutes older on one that is right, whose grace then ended
+// before the write it waited for could have landed, and the record went
+// again (a duplicate). With ServerTime they are written on the
 // server's clock, which every machine shares, and read back on the Store's
 // (docs/guide.md#the-store-and-the-leases), as leases are.
 
@@ -29,15 +30,26 @@ type serverClock struct {
 	at  time.Time     // the Store's time of the reading; zero before the first
 }
 
-// observe records that the server's clock read serverUS (serverNowSQL) in a
-// statement sent at before and answered at after on the Store's clock, and
-// returns the offset, known within half the round trip.
-func (c *serverClock) observe(before, after time.Time, serverUS int64) time.Duration {
-	off := time.UnixMicro(serverUS).Sub(before.Add(after.Sub(before) / 2))
+// offsetOf is the server's clock less the Store's, from a statement that
+// read the server's clock serverUS (serverNowSQL), sent at before and
+// answered at after on the Store's clock: known within half the round trip.
+func offsetOf(before, after time.Time, serverUS int64) time.Duration {
+	return time.UnixMicro(serverUS).Sub(before.Add(after.Sub(before) / 2))
+}
+
+// set records a reading, off, made at the Store's time at.
+func (c *serverClock) set(off time.Duration, at time.Time) {
 	c.mu.Lock()
-	c.off, c.at = off, after
+	c.off, c.at = off, at
 	c.mu.Unlock()
-	return off
+}
+
+// shifted is t moved by d; the zero time (none) stays zero.
+func shifted(t time.Time, d time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(d)
 }
 
 // fresh returns the offset of a reading younger than clockReadingAge at now.
@@ -60,10 +72,16 @@ func (s *Store) clockOffset(ctx context.Context) (time.Duration, error) {
 	if off, ok := s.sclock.fresh(s.now()); ok {
 		return off, nil
 	}
+	// A statement of its own, which waits for no lock: a lease
+	// statement's reading comes after its locks, and a wait for them
+	// would leave the offset uncertain by half that wait.
 	var serverUS int64
 	before := s.now()
 	if err := s.pool.QueryRow(ctx, `SELECT `+serverNowSQL).Scan(&serverUS); err != nil {
 		return 0, mapErr("read the server's clock", err)
 	}
-	return s.sclock.observe(before, s.now(), serverUS), nil
+	after := s.now()
+	off := offsetOf(before, after, serverUS)
+	s.sclock.set(off, after)
+	return off, nil
 }
