@@ -327,6 +327,7 @@ func Build(cfg *config.Config, s *config.Sync, o Options) (*Built, error) {
 			Workspace:                  s.Workspace,
 			PageSize:                   s.Source.PageSize,
 			Identity:                   s.Source.Identity,
+			SourceTimeout:              s.Source.Timeout,
 			Mapping:                    spec,
 			Reads:                      reads,
 			Retention:                  s.EffectiveLedgerRetention(cfg.Settings),

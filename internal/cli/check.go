@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +35,8 @@ func newCheckCmd(env Env) *cobra.Command {
                is sent, since any request to a webhook is a delivery
 
 A request to the destination that gets no answer within its timeout (destination.timeout, 30s
-by default) is not tried again: a destination that never answers fails the check then.
+by default) is not tried again: a destination that never answers fails the check then. The
+first record's read has the source's (source.timeout, 10m by default).
 Nothing is claimed in the ledger and the store is not opened. Exit codes: 0 every check passed;
 1 one failed (the last line says which, what to do and who owns it); 2 bad flags or config.`,
 		Example: `  oncesync check --config oncesync.yaml contacts-to-brevo`,
@@ -73,7 +75,7 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		return nil, err
 	}
 	defer built.Close()
-	line, first, err := checkSource(ctx, built.Source)
+	line, first, err := checkSource(ctx, built.Source, sc.Source.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +95,12 @@ func checkSync(ctx context.Context, cfg *config.Config, sc *config.Sync) ([]stri
 		lines = append(lines, fmt.Sprintf("ok  source %s: its header has every column the mapping and the identity name", built.Source.ID()))
 	}
 	if nk, ok := built.Source.(source.NullKeyer); ok {
-		cols, found, err := nk.NullKeys(ctx)
+		var cols string
+		var found bool
+		err := source.ReadWithin(ctx, clock.Real{}, sc.Source.Timeout, built.Source.ID(), "look for rows without a key", func(ctx context.Context) (err error) {
+			cols, found, err = nk.NullKeys(ctx)
+			return err
+		})
 		switch {
 		case err != nil:
 			return lines, sourceError(err)
@@ -171,8 +178,12 @@ func sourceError(err error) error {
 	}
 }
 
-func checkSource(ctx context.Context, src source.Source) (line string, first *source.Record, err error) {
-	page, err := src.ReadPage(ctx, "", 1)
+func checkSource(ctx context.Context, src source.Source, limit time.Duration) (line string, first *source.Record, err error) {
+	var page source.Page
+	err = source.ReadWithin(ctx, clock.Real{}, limit, src.ID(), "read a page", func(ctx context.Context) (err error) {
+		page, err = src.ReadPage(ctx, "", 1)
+		return err
+	})
 	if err != nil {
 		return "", nil, sourceError(err)
 	}

@@ -498,12 +498,12 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 		// replaced while the first partition ran was written from its old
 		// view by one partition and its new one by the next (an
 		// independent check, 2026-12-06).
-		pin, err := partition.Snapshot(workCtx, sc.Source.Type, built.Source)
+		pin, err := partition.Snapshot(workCtx, sc.Source.Type, built.Source, sc.Source.Timeout)
 		if err != nil {
 			worstErr, parts = whole.lost(workCtx, err), nil
 		}
 		beforeWrite = func(ctx context.Context) error {
-			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
+			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source, sc.Source.Timeout)
 			if err != nil {
 				return err
 			}

@@ -58,6 +58,15 @@ const (
 	// MaxInDoubtGrace bounds settings.in_doubt_grace: every read-back of a
 	// write in doubt waits that long.
 	MaxInDoubtGrace = 10 * time.Minute
+
+	// DefaultSourceTimeout bounds one read of a source (a page, the rows
+	// read again by identity): a read waiting on another session's lock,
+	// or on a connection whose packets are dropped, fails its run with
+	// source_unavailable instead of holding the sync's lease for as long
+	// as the lock or the kernel's keepalive lasts.
+	DefaultSourceTimeout = 10 * time.Minute
+	MinSourceTimeout     = time.Second
+	MaxSourceTimeout     = 24 * time.Hour
 )
 
 // Config is one oncesync configuration file.
@@ -396,6 +405,8 @@ type Source struct {
 	// source refuses a larger one (source.ErrInvalid) without holding it
 	// whole where its format allows.
 	MaxRecordBytes int
+	// Timeout bounds one read of the source (default 10m; 0: no limit).
+	Timeout time.Duration
 	// Spec is the kind's own keys; nil when the type is not registered.
 	Spec SourceSpec
 }

@@ -1032,6 +1032,7 @@ func (l *loader) source(v *yaml.Node, path string) Source {
 		"max_record_bytes": func(v *yaml.Node, p string) {
 			s.MaxRecordBytes = l.int(v, p)
 		},
+		"timeout": func(v *yaml.Node, p string) { s.Timeout = l.duration(v, p) },
 	}, keySets(l.kinds.Sources, SourceKind.SourceKeys), func() ([]string, func(string, Value)) {
 		k := byType(l.kinds.Sources, s.Type)
 		if k == nil {

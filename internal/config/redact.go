@@ -293,6 +293,9 @@ func (s Sync) DefinitionJSON() (string, error) {
 		// existed stay equal.
 		srcFields = append(srcFields, Field{"max_record_bytes", m})
 	}
+	if t := r.Source.Timeout; t != 0 && t != DefaultSourceTimeout {
+		srcFields = append(srcFields, Field{"timeout", durString(t)})
+	}
 	if r.Source.Spec != nil {
 		srcFields = r.Source.Spec.Definition(srcFields)
 	}

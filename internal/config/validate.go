@@ -81,6 +81,9 @@ func (l *loader) applyDefaults(c *Config) {
 		if !l.has(p + ".source.max_record_bytes") {
 			sy.Source.MaxRecordBytes = DefaultMaxRecordBytes
 		}
+		if !l.has(p + ".source.timeout") {
+			sy.Source.Timeout = DefaultSourceTimeout
+		}
 		d := &sy.Destination
 		dp := p + ".destination"
 		if !l.has(dp + ".concurrency") {
@@ -436,6 +439,9 @@ func (l *loader) validateSource(sp string, s *Source) {
 	}
 	l.intRange(p+".page_size", s.PageSize, MinPageSize, MaxPageSize)
 	l.intRange(p+".max_record_bytes", s.MaxRecordBytes, MinMaxRecordBytes, MaxMaxRecordBytes)
+	if l.has(p+".timeout") && s.Timeout != 0 && (s.Timeout < MinSourceTimeout || s.Timeout > MaxSourceTimeout) {
+		l.check(p+".timeout", fmt.Sprintf("must be 0s (no limit) or between %s and %s, got %s", MinSourceTimeout, MaxSourceTimeout, s.Timeout))
+	}
 	k := byType(l.kinds.Sources, s.Type)
 	if k == nil || s.Spec == nil {
 		l.check(p+".type", fmt.Sprintf("unknown source type %s (valid: %s)", l.show(p+".type", s.Type), strings.Join(types, ", ")))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncesync/oncesync/internal/barrier"
+	"github.com/oncesync/oncesync/internal/clock"
 	"github.com/oncesync/oncesync/internal/failure"
 	"github.com/oncesync/oncesync/internal/mapping"
 	"github.com/oncesync/oncesync/internal/source"
@@ -80,13 +81,19 @@ func Filter(identity string, k, n int) func(source.Record) bool {
 
 // Snapshot is the snapshot a partitioned run pins: the hash of what the
 // source's Snapshot says of its data (a file's SHA-256, a version query's
-// result) and its ID. Errors carry a failure code.
-func Snapshot(ctx context.Context, sourceType string, src source.Source) (string, error) {
+// result) and its ID, read within limit (the sync's source.timeout: a
+// version query waiting on a lock fails instead of holding the run). Errors
+// carry a failure code.
+func Snapshot(ctx context.Context, sourceType string, src source.Source, limit time.Duration) (string, error) {
 	sn, ok := src.(source.Snapshotter)
 	if !ok {
 		return "", failure.New(failure.InvalidSyncDefinition, fmt.Sprintf("source type %s cannot be partitioned: it has no snapshot", sourceType))
 	}
-	inputs, err := sn.Snapshot(ctx)
+	var inputs map[string]any
+	err := source.ReadWithin(ctx, clock.Real{}, limit, src.ID(), "read the source's version", func(ctx context.Context) (err error) {
+		inputs, err = sn.Snapshot(ctx)
+		return err
+	})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return "", failure.Wrap(failure.Interrupted, err, "stopped while taking the source snapshot")

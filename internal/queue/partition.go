@@ -150,7 +150,7 @@ func (s *Service) coordinate(ctx context.Context, args RunPartitionedArgs, attem
 	if err != nil {
 		return err
 	}
-	snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
+	snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source, sc.Source.Timeout)
 	_ = built.Close()
 	if err != nil {
 		s.recordFailure(ctx, sc.ID, attempt, err)
@@ -314,7 +314,7 @@ func (s *Service) runPartition(ctx context.Context, args RunPartitionArgs, attem
 		Filter:       partition.Filter(sc.Source.Identity, args.Partition, args.Partitions),
 		Slice:        source.Slice{Identity: sc.Source.Identity, K: args.Partition, N: args.Partitions},
 		BeforeWrite: func(ctx context.Context) error {
-			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source)
+			snap, err := partition.Snapshot(ctx, sc.Source.Type, built.Source, sc.Source.Timeout)
 			if err != nil {
 				return err
 			}

@@ -125,20 +125,38 @@ const readNoticeAfter = 30 * time.Second
 
 // readPage reads the page at cursor: of the run's slice only when the
 // source can read one (source.Slicer), else of the whole source. A read
-// that goes unanswered for readNoticeAfter is told once: a read waiting on
-// another session's lock (an ALTER TABLE, a LOCK TABLE, a transaction left
-// open) keeps its run, and its lease, quiet for as long as the lock lasts.
-func (r *run) readPage(ctx context.Context, cursor string) (source.Page, error) {
+// that goes unanswered for readNoticeAfter is told once, and one that goes
+// unanswered for the sync's source timeout fails the run (readWithin).
+func (r *run) readPage(ctx context.Context, cursor string) (page source.Page, err error) {
 	notice := clock.AfterFunc(r.Clock, readNoticeAfter, func() {
 		r.Logger.Warn("the source has not answered a page read yet; still waiting",
 			"sync", r.Sync.ID, "run", r.rec.ID, "source", r.Source.ID(), "waited", readNoticeAfter.String(),
-			"likely", "a table locked by another session (ALTER TABLE, LOCK TABLE, a transaction left open), a slow query or server, or an API's rate limit")
+			"gives_up_after", timeoutWords(r.Sync.SourceTimeout), "likely", source.ReadHint)
 	})
 	defer notice.Stop()
-	if sl, ok := r.Source.(source.Slicer); ok && r.Slice.N > 1 {
-		return sl.ReadSlice(ctx, r.Slice, cursor, r.Sync.PageSize)
+	err = r.readWithin(ctx, "read a page", func(ctx context.Context) (err error) {
+		if sl, ok := r.Source.(source.Slicer); ok && r.Slice.N > 1 {
+			page, err = sl.ReadSlice(ctx, r.Slice, cursor, r.Sync.PageSize)
+		} else {
+			page, err = r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+		}
+		return err
+	})
+	return page, err
+}
+
+// timeoutWords is a source timeout as the run's messages show it.
+func timeoutWords(d time.Duration) string {
+	if d <= 0 {
+		return "never (source.timeout: 0s)"
 	}
-	return r.Source.ReadPage(ctx, cursor, r.Sync.PageSize)
+	return d.String()
+}
+
+// readWithin runs read, one read of the source named by what, under the
+// sync's source timeout on the run's clock (source.ReadWithin).
+func (r *run) readWithin(ctx context.Context, what string, read func(context.Context) error) error {
+	return source.ReadWithin(ctx, r.Clock, r.Sync.SourceTimeout, r.Source.ID(), what, read)
 }
 
 // stop ends the reading and waits for it: the source is not read after the

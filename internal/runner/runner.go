@@ -33,7 +33,11 @@ type Sync struct {
 	PageSize  int
 	// Identity is the source's primary-key column ("" = positional keys).
 	Identity string
-	Mapping  mapping.Spec
+	// SourceTimeout bounds one read of the source (a page, the rows read
+	// again by identity); 0 means no limit. A read it cuts fails the run
+	// with source_unavailable (readWithin).
+	SourceTimeout time.Duration
+	Mapping       mapping.Spec
 	// Reads says what the source reads and where its cursor points (the
 	// definition's config.Sync.SourceReadJSON); part of payloadPrint.
 	Reads string
@@ -649,7 +653,11 @@ func (r *run) canReadByIdentity() bool {
 // readByIdentity reads the rows whose identity is one of ids again, in one
 // snapshot (canReadByIdentity must hold).
 func (r *run) readByIdentity(ctx context.Context, ids []string) ([]source.Record, error) {
-	recs, err := r.Source.(source.Refetcher).ReadIdentities(ctx, r.Sync.Identity, ids)
+	var recs []source.Record
+	err := r.readWithin(ctx, "read rows again by identity", func(ctx context.Context) (err error) {
+		recs, err = r.Source.(source.Refetcher).ReadIdentities(ctx, r.Sync.Identity, ids)
+		return err
+	})
 	if err != nil {
 		return nil, sourceFailure(ctx, err)
 	}

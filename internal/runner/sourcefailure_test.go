@@ -102,3 +102,63 @@ func TestAnUnansweredReadIsTold(t *testing.T) {
 		t.Fatalf("told %d times, want once: %s", n, logs.String())
 	}
 }
+
+// TestAnUnansweredReadGivesUp: a page read that stays unanswered (a lock
+// another session holds on the source's table) held its run, and the
+// sync's lease, for as long as the lock lasted: every later run was
+// skipped as already running. At the sync's source timeout the read is cut
+// and the run fails with source_unavailable, naming the limit and what may
+// hold it; the pages before it stay delivered, and the next run goes on
+// from there without writing any record twice.
+func TestAnUnansweredReadGivesUp(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, 300, destination.CapVerify)
+	p := tb.params(t, "id")
+	p.LeaseTTL = 10 * time.Minute // the fake clock moves 2 minutes while the read waits
+	p.Sync.PageSize = 100
+	p.Sync.SourceTimeout = 2 * time.Minute
+	src := &stallingSource{Source: p.Source, stallAt: 2, entered: make(chan struct{}), release: make(chan struct{})}
+	p.Source = src
+	type result struct {
+		run store.Run
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := Run(t.Context(), p)
+		done <- result{r, err}
+	}()
+	<-src.entered
+	tb.clock.Advance(2*time.Minute - time.Second)
+	select {
+	case res := <-done:
+		t.Fatalf("the run ended before its source timeout: %+v, %v", res.run, res.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	tb.clock.Advance(time.Second)
+	res := <-done
+	if got := failure.CodeOf(res.err); got != failure.SourceUnavailable {
+		t.Fatalf("run after its read went unanswered for 2m: code %s (%v), want %s", got, res.err, failure.SourceUnavailable)
+	}
+	for _, want := range []string{"read a page: no answer within 2m0s", "a lock another session holds", "source.timeout"} {
+		if !strings.Contains(res.err.Error(), want) {
+			t.Errorf("error %q does not say %q", res.err, want)
+		}
+	}
+	if res.run.State != store.RunFailed || res.run.Written > 100 {
+		t.Fatalf("run: state %s, written %d; want failed with at most the first page written", res.run.State, res.run.Written)
+	}
+
+	// The lock is gone: the next run delivers the rest, nothing twice.
+	p.Source = src.Source
+	r2, err := Run(t.Context(), p)
+	if err != nil || r2.State != store.RunSucceeded {
+		t.Fatalf("next run: %+v, %v", r2, err)
+	}
+	if got := res.run.Written + r2.Written; got != 300 {
+		t.Fatalf("written %d + %d, want 300 in all", res.run.Written, r2.Written)
+	}
+	if _, _, d := tb.dest.stats(); d != 0 {
+		t.Fatalf("%d records written twice", d)
+	}
+}

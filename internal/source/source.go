@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oncesync/oncesync/internal/clock"
 )
 
 // DefaultLookback is cursor_lookback when a keyset source (PostgreSQL,
@@ -235,6 +237,34 @@ func (e *NoAnswerError) Error() string {
 }
 
 func (e *NoAnswerError) Unwrap() []error { return []error{e.Err, ErrUnavailable} }
+
+// ReadHint says what may hold a read of a source that goes unanswered.
+const ReadHint = "a lock another session holds on a table the source reads (an ALTER TABLE or LOCK TABLE, running or waiting, " +
+	"or a transaction left open), a slow query or server, a network that drops packets, or an API's rate limit; " +
+	"a query that needs longer needs a larger source.timeout"
+
+// ReadWithin runs read, one read of the source id named by what ("read a
+// page"), under limit (the sync's source.timeout; 0: none), timed on clk
+// (nil: the wall clock).
+// A read the limit cuts is a *NoAnswerError (unavailable, retryable):
+// without it a read waiting on another session's lock, or on a connection
+// whose packets are dropped, held its run and the sync's lease for as long
+// as the lock or the kernel's keepalive lasted.
+func ReadWithin(ctx context.Context, clk clock.Clock, limit time.Duration, id, what string, read func(context.Context) error) error {
+	if limit <= 0 {
+		return read(ctx)
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	rctx, cancel := clock.WithDeadline(ctx, clk, clk.Now().Add(limit))
+	defer cancel()
+	err := read(rctx)
+	if err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+		return &NoAnswerError{Err: fmt.Errorf("%s: %s: %w", id, what, context.DeadlineExceeded), After: limit, Hint: ReadHint}
+	}
+	return err
+}
 
 // ConnectError marks err as met while connecting: before the server
 // answered as the database it should be (its greeting, its handshake).
