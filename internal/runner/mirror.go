@@ -153,7 +153,34 @@ func (r *run) handleRef(it *item, ref string) string {
 		// (the destination holds it as of now).
 		at = r.Clock.Now()
 	}
-	return ledger.HandleRefAt(h, it.id, at)
+	return ledger.HandleRefAt(h, it.id, r.onSharedClock(at))
+}
+
+// readSharedClock reads, for a mirror, how far the store's shared clock is
+// from the run's (store.SharedClock), for onSharedClock. An error keeps
+// the last reading: the store statement that follows meets the same
+// store and fails the page with it.
+func (r *run) readSharedClock(ctx context.Context) {
+	sc, ok := r.Store.(store.SharedClock)
+	if !ok || r.remover == nil {
+		return
+	}
+	if off, err := sc.ClockOffset(ctx); err == nil {
+		r.sharedOff.Store(int64(off))
+	}
+}
+
+// onSharedClock is t, a time on the run's clock, on the store's shared
+// clock (the zero time stays zero). A mirror's slot reference keeps when
+// its write was claimed, and runs on other machines order two writes to
+// one contact by it (goneSlots): on each writer's own clock, a machine
+// behind by more than the writes are apart ordered them the wrong way, and
+// the contact's newer holder was taken for the stale one.
+func (r *run) onSharedClock(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(time.Duration(r.sharedOff.Load()))
 }
 
 // handleOf is a mirror's record's handle at the destination; "" when the
@@ -230,14 +257,15 @@ func (r *run) appendMovedFrom(marks []store.LedgerFinish, it *item, f store.Ledg
 	if !ok || strings.EqualFold(h, r.handleOf(it)) {
 		return marks
 	}
-	return append(marks, movedFromMark(r.Sync.ID, f, h, id, it.gen))
+	return append(marks, movedFromMark(r.Sync.ID, f, h, id, it.gen, r.onSharedClock(f.ClaimedAt)))
 }
 
 // movedFromMark is the moved entry of the handle f's write went to (a
-// slot's entry, so its generation is at least 1).
-func movedFromMark(syncID string, f store.LedgerEntry, handle, identity string, gen int64) store.LedgerFinish {
+// slot's entry, so its generation is at least 1); claimed is f's claim
+// time on the store's shared clock (onSharedClock).
+func movedFromMark(syncID string, f store.LedgerEntry, handle, identity string, gen int64, claimed time.Time) store.LedgerFinish {
 	return store.LedgerFinish{Key: ledger.MovedFrom(syncID, f.Key), State: store.LedgerComplete,
-		Result: ledger.SlotState{Gen: gen, Ref: ledger.MovedRefAt(handle, identity, f.ClaimedAt)}.Encode()}
+		Result: ledger.SlotState{Gen: gen, Ref: ledger.MovedRefAt(handle, identity, claimed)}.Encode()}
 }
 
 // settledMark is the entry of a moved handle g once it is removed or held
@@ -494,6 +522,7 @@ func (r *run) removeGone(ctx context.Context, seen *mirrorSeen) (removed removal
 // first, so that nothing it writes after the removal is left behind; one
 // still running past the wait is left for the next run.
 func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
+	r.readSharedClock(ctx)
 	if len(r.outstanding) == 0 {
 		return nil
 	}
@@ -554,7 +583,7 @@ func (r *run) leftInFlight(ctx context.Context, seen *mirrorSeen) error {
 				continue
 			}
 		}
-		fin = append(fin, movedFromMark(r.Sync.ID, e, f.handle, f.identity, 1), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
+		fin = append(fin, movedFromMark(r.Sync.ID, e, f.handle, f.identity, 1, r.onSharedClock(e.ClaimedAt)), store.LedgerFinish{Key: e.Key, State: store.LedgerReleased})
 	}
 	if young > 0 {
 		r.Logger.Info("mirror: writes in doubt to rows that are gone may still be applied by the destination; what they wrote is removed by a run once they are older than settings.in_doubt_grace (for imports, the accepted wait)",

@@ -553,6 +553,7 @@ func (r *run) ledgerStage(ctx context.Context, pageNo int64, p prepared, w *writ
 			return c, err
 		}
 	}
+	r.readSharedClock(ctx)
 	c.claimedAt = r.Clock.Now()
 	for _, it := range c.send {
 		it.writeAt = c.claimedAt

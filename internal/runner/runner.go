@@ -248,6 +248,11 @@ func Run(ctx context.Context, p Params) (store.Run, error) {
 
 type run struct {
 	Params
+	// sharedOff is the store's shared clock less the run's (nanoseconds;
+	// store.SharedClock, 0 without one): a time embedded in a value other
+	// processes read (a mirror's slot reference) is written on that clock
+	// (onSharedClock). Refreshed before each page's claim.
+	sharedOff   atomic.Int64
 	rec         store.Run
 	lease       *lease.Held // the sync's lease, from Hold on
 	inDoubtLeft int64       // in-doubt records left for a person (CapNone)

@@ -556,6 +556,18 @@ type RemoteReads interface {
 	RemoteReads() bool
 }
 
+// SharedClock is implemented by a store that keeps its times on a clock
+// every process shares (PostgreSQL's server clock; docs/guide.md#the-store-and-the-leases):
+// ClockOffset is that clock less this process's, from a reading at most
+// half a minute old. A time a process writes inside a value (a mirror's
+// slot reference keeps when its write was claimed) is moved onto it, so
+// that processes on machines whose clocks disagree compare such times as
+// the store compares its own. An embedded store (one machine) does not
+// implement it.
+type SharedClock interface {
+	ClockOffset(ctx context.Context) (time.Duration, error)
+}
+
 // Leases are the SQL leases (one per sync).
 type Leases interface {
 	LeaseAcquire(ctx context.Context, p LeaseAcquireParams) (Lease, error)

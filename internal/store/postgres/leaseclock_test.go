@@ -190,3 +190,22 @@ func TestRunTimesOnTheServersClock(t *testing.T) {
 	justNow("the sync's last run", act[0].LastRunAt)
 	justNow("the sync's last success", act[0].LastSuccessAt)
 }
+
+// TestClockOffsetIsTheServersLessTheStores: store.SharedClock says how far
+// the server's clock is from the Store's, so that a time a run embeds in a
+// value (a mirror's slot reference) is written on the server's.
+func TestClockOffsetIsTheServersLessTheStores(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	for _, skew := range []time.Duration{0, 2 * time.Minute, -2 * time.Minute} {
+		var sc store.SharedClock = openSkewed(t, schema, skew)
+		off, err := sc.ClockOffset(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// This machine's clock is the server's: the offset undoes the skew.
+		if d := off + skew; d < -time.Second || d > time.Second {
+			t.Errorf("a Store %s off reads the server's clock %s from its own, want about %s", skew, off, -skew)
+		}
+	}
+}

@@ -85,3 +85,9 @@ func (s *Store) clockOffset(ctx context.Context) (time.Duration, error) {
 	s.sclock.set(off, after)
 	return off, nil
 }
+
+// ClockOffset is the server's clock less the Store's (store.SharedClock);
+// 0 without ServerTime.
+func (s *Store) ClockOffset(ctx context.Context) (time.Duration, error) {
+	return s.clockOffset(ctx)
+}
