@@ -27,6 +27,8 @@ type pgSource struct {
 	table  string // quoted
 	mapExt bool
 	pool   *pgxpool.Pool
+	// timeout, when set, is the config's source.timeout ("5s").
+	timeout string
 
 	mu      sync.Mutex
 	n       int
@@ -64,9 +66,13 @@ func (s *pgSource) yaml(pageSize int) string {
 	if s.mapExt {
 		ext = "ext_id: ext_id, "
 	}
-	return fmt.Sprintf(`    source: {type: postgres, dsn: %q, table: %s, cursor_column: updated_at, identity: id, page_size: %d}
+	timeout := ""
+	if s.timeout != "" {
+		timeout = ", timeout: " + s.timeout
+	}
+	return fmt.Sprintf(`    source: {type: postgres, dsn: %q, table: %s, cursor_column: updated_at, identity: id, page_size: %d%s}
     mapping: {email: email, %sattributes: {FIRSTNAME: first_name}}
-`, s.dsn, s.name, pageSize, ext)
+`, s.dsn, s.name, pageSize, timeout, ext)
 }
 
 func (s *pgSource) grow(ctx context.Context, n int) error {
