@@ -578,6 +578,14 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					}
 					fmt.Fprintf(env.Stdout, "%d record(s) accepted by the destination were still being processed when the run stopped waiting: they are in none of the run's figures, and the next run asks the destination about them\n", n)
 				},
+				HeldBack: func(n int) {
+					outMu.Lock()
+					defer outMu.Unlock()
+					if progress.IsTerminal(env.Stdout) {
+						fmt.Fprintln(env.Stdout)
+					}
+					fmt.Fprintf(env.Stdout, "%d record(s) were left for the next run: another row's earlier write to the same contact was still being processed by the destination when the run stopped waiting, and written now they could land before it; they are in none of the run's figures, and the next run sends them once it knows what became of that write\n", n)
+				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
 						o.ID, o.Pages, o.Written)

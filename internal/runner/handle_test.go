@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,6 +174,8 @@ func TestWriteBehindAGivenUpImportWaitsForTheNextRun(t *testing.T) {
 	_, d, p := setupShared(t)
 	d.release = make(chan struct{})
 	p.AcceptedWait = 20 * time.Millisecond
+	var told []int
+	p.HeldBack = func(n int) { told = append(told, n) }
 	runOnce(t, p, 0)
 	d.mu.Lock()
 	imports := len(d.procs)
@@ -180,10 +183,18 @@ func TestWriteBehindAGivenUpImportWaitsForTheNextRun(t *testing.T) {
 	if imports != 1 {
 		t.Fatalf("the first run sent %d imports, want 1 (the second row held back)", imports)
 	}
+	if !slices.Equal(told, []int{1}) {
+		// The record is in none of the run's figures: only this tells it.
+		t.Fatalf("the run told %v records held back, want [1]", told)
+	}
+	told = nil
 	close(d.release) // the first import is processed now
 	p.AcceptedWait = 0
 	runOnce(t, p, 2)
 	d.assertHolds(t, "same@example.com", "Newer", 2)
+	if told != nil {
+		t.Fatalf("the second run told %v records held back, want none", told)
+	}
 }
 
 // TestWriteBehindAnEarlierRunsImportWaitsForIt: an earlier run left its

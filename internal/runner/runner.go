@@ -157,6 +157,13 @@ type Params struct {
 	// within AcceptedWait (or the run stopped), they are in none of the
 	// run's figures, and the next run asks about them.
 	StillProcessing func(records int)
+	// HeldBack, if set, is told how many records the run left for the
+	// next run behind another row's write to the same contact that the
+	// destination was still processing when the run stopped waiting (a
+	// write now could land before it): they are in none of the run's
+	// figures, and the next run sends them once it knows what became of
+	// that write.
+	HeldBack func(records int)
 	// Sleep waits between tries to record the run's end while the store
 	// does not answer (default clock.Sleep).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -868,6 +875,9 @@ func (r *run) endPages(w *writer, pl *poller, cp *checkpointer, ledgerCum store.
 	if r.heldBack > 0 {
 		r.Logger.Warn("records were left for the next run: an earlier write to the same contact (another row's) was still being processed by the destination when the run stopped waiting, and a write now could land before it",
 			"sync", r.Sync.ID, "run", r.rec.ID, "records", r.heldBack)
+		if r.HeldBack != nil {
+			r.HeldBack(int(r.heldBack))
+		}
 	}
 	if open > 0 {
 		if err == nil && werr == nil && r.drainRequested() {
