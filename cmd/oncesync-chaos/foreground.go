@@ -110,6 +110,27 @@ func (f *foreground) pollCursor(ctx context.Context) {
 	}
 }
 
+// runToSuccess starts a run of f and waits up to limit for it to exit 0: a
+// run that does not end (stopped then) or exits otherwise is a problem of
+// row, naming what the run was for. ok is whether it succeeded.
+func (f *foreground) runToSuccess(ctx context.Context, row *Row, what string, limit time.Duration) (p *proc, ok bool, err error) {
+	p, err = f.start()
+	if err != nil {
+		return nil, false, err
+	}
+	code, ended := p.wait(ctx, limit)
+	switch {
+	case !ended:
+		p.stop()
+		row.problemf("%s (%s) did not finish within %s", p.name, what, limit)
+	case code != 0:
+		row.problemf("%s (%s) exited %d: %s", p.name, what, code, p.lastLine())
+	default:
+		return p, true, nil
+	}
+	return p, false, nil
+}
+
 // finish checks the delivery and reads the store's runs into row.
 func (f *foreground) finish(ctx context.Context, row *Row, kills []killRecord) {
 	f.src.check(ctx, f.dest.fake).fill(row)

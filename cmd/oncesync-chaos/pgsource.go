@@ -56,6 +56,20 @@ func (e *env) newPGSource(ctx context.Context, dsn, syncID, name, mode string, r
 	return s, s.grow(ctx, rows)
 }
 
+// newPGSourceDB is newPGSource of table src.contacts for a single-path
+// sync, in a database of its own on the scenario's PostgreSQL server (the
+// store's too: its URL is dbURL).
+func (e *env) newPGSourceDB(ctx context.Context, syncID string, rows int) (dbURL string, src *pgSource, err error) {
+	if err := needPG(ctx, e); err != nil {
+		return "", nil, err
+	}
+	if dbURL, err = e.createDatabase(ctx, e.o.DBURL); err != nil {
+		return "", nil, err
+	}
+	src, err = e.newPGSource(ctx, dbURL, syncID, "contacts", "single", rows)
+	return dbURL, src, err
+}
+
 func (s *pgSource) syncID() string { return s.id }
 func (s *pgSource) mode() string   { return s.wmode }
 

@@ -26,14 +26,7 @@ const rejectedRows = 10
 // destination with its values (the value checker), none written twice.
 func rejectedThenAccepted(ctx context.Context, e *env) (*Row, error) {
 	row := &Row{}
-	if err := needPG(ctx, e); err != nil {
-		return row, err
-	}
-	dbURL, err := e.createDatabase(ctx, e.o.DBURL)
-	if err != nil {
-		return row, err
-	}
-	src, err := e.newPGSource(ctx, dbURL, "fg-rejected", "contacts", "single", 1000)
+	dbURL, src, err := e.newPGSourceDB(ctx, "fg-rejected", 1000)
 	if err != nil {
 		return row, err
 	}
@@ -62,21 +55,11 @@ func rejectedThenAccepted(ctx context.Context, e *env) (*Row, error) {
 		return n
 	}
 	runOnce := func(what string) error {
-		p, err := f.start()
-		if err != nil {
-			return err
-		}
-		code, ok := p.wait(ctx, 3*time.Minute)
-		switch {
-		case !ok:
-			p.stop()
-			row.problemf("%s (%s) did not finish within 3 minutes", p.name, what)
-		case code != 0:
-			row.problemf("%s (%s) exited %d: %s", p.name, what, code, p.lastLine())
-		default:
+		p, ok, err := f.runToSuccess(ctx, row, what, 3*time.Minute)
+		if ok {
 			row.notef("%s (%s): %s; %d of the %d refused rows at the destination after it", p.name, what, summaryLine(p), delivered(), len(ids))
 		}
-		return nil
+		return err
 	}
 	if err := runOnce(strconv.Itoa(len(ids)) + " rows refused"); err != nil {
 		return row, err

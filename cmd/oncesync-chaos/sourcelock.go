@@ -33,14 +33,7 @@ const (
 // runs after it deliver every row with its values, none written twice.
 func sourceLocked(ctx context.Context, e *env) (*Row, error) {
 	row := &Row{}
-	if err := needPG(ctx, e); err != nil {
-		return row, err
-	}
-	dbURL, err := e.createDatabase(ctx, e.o.DBURL)
-	if err != nil {
-		return row, err
-	}
-	src, err := e.newPGSource(ctx, dbURL, "fg-locked", "contacts", "single", 2000)
+	dbURL, src, err := e.newPGSourceDB(ctx, "fg-locked", 2000)
 	if err != nil {
 		return row, err
 	}
@@ -105,18 +98,11 @@ func sourceLocked(ctx context.Context, e *env) (*Row, error) {
 	}
 	released := time.Now()
 	for _, what := range []string{"after the lock", "again"} {
-		p, err := f.start()
+		p, ok, err := f.runToSuccess(ctx, row, what, 3*time.Minute)
 		if err != nil {
 			return row, err
 		}
-		code, ok := p.wait(ctx, 3*time.Minute)
-		switch {
-		case !ok:
-			p.stop()
-			row.problemf("%s (%s) did not finish within 3 minutes", p.name, what)
-		case code != 0:
-			row.problemf("%s (%s) exited %d: %s", p.name, what, code, p.lastLine())
-		default:
+		if ok {
 			row.notef("%s (%s): %s", p.name, what, summaryLine(p))
 		}
 	}

@@ -1,11 +1,8 @@
 package config_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/oncesync/oncesync/internal/config"
 )
 
 // TestMaxRecordBytes: the common source key defaults to 1 MiB for every
@@ -13,16 +10,7 @@ import (
 // only when set otherwise (definitions stored before it stay equal).
 func TestMaxRecordBytes(t *testing.T) {
 	t.Parallel()
-	load := func(t *testing.T, source string) (*config.Config, error) {
-		t.Helper()
-		yaml := fmt.Sprintf(`syncs:
-  - id: s
-    source: %s
-    destination: {type: webhook, url: https://example.com/hook}
-    mapping: {fields: {email: email}}
-`, source)
-		return config.Parse("m.yaml", []byte(yaml), envMap(nil), kinds)
-	}
+	load := loadWithSource
 	for _, src := range []string{"{type: csv, path: a.csv}", "{type: parquet, path: exports}",
 		"{type: postgres, dsn: 'postgres://u@h/db', table: t, identity: id}"} {
 		cfg, err := load(t, src)

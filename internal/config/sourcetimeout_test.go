@@ -9,6 +9,19 @@ import (
 	"github.com/oncesync/oncesync/internal/config"
 )
 
+// loadWithSource parses a config of one webhook sync whose source is the
+// flow mapping source.
+func loadWithSource(t *testing.T, source string) (*config.Config, error) {
+	t.Helper()
+	yaml := fmt.Sprintf(`syncs:
+  - id: s
+    source: %s
+    destination: {type: webhook, url: https://example.com/hook}
+    mapping: {fields: {email: email}}
+`, source)
+	return config.Parse("s.yaml", []byte(yaml), envMap(nil), kinds)
+}
+
 // TestSourceTimeout: the common source key bounds one read of the source;
 // it defaults to 10m for every type, 0s turns it off, other values are
 // checked against their range, and it enters the definition only when set
@@ -16,16 +29,7 @@ import (
 // source reads (a cursor stays valid when it changes).
 func TestSourceTimeout(t *testing.T) {
 	t.Parallel()
-	load := func(t *testing.T, source string) (*config.Config, error) {
-		t.Helper()
-		yaml := fmt.Sprintf(`syncs:
-  - id: s
-    source: %s
-    destination: {type: webhook, url: https://example.com/hook}
-    mapping: {fields: {email: email}}
-`, source)
-		return config.Parse("t.yaml", []byte(yaml), envMap(nil), kinds)
-	}
+	load := loadWithSource
 	for _, src := range []string{"{type: csv, path: a.csv}", "{type: shopify, shop_url: 'https://a.myshopify.com', access_token: x}",
 		"{type: postgres, dsn: 'postgres://u@h/db', table: t, identity: id}", "{type: mysql, dsn: 'mysql://u@h/db', table: t, identity: id}"} {
 		cfg, err := load(t, src)

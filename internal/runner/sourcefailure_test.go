@@ -61,6 +61,28 @@ func (s *stallingSource) ReadPage(ctx context.Context, cursor string, n int) (so
 	return s.Source.ReadPage(ctx, cursor, n)
 }
 
+// runResult is what Run returned.
+type runResult struct {
+	run store.Run
+	err error
+}
+
+// runStalled starts Run with p's source stalling at its second page read
+// (p.Source becomes the stalling source), and returns once that read
+// waits; close src.release to let it answer.
+func runStalled(t *testing.T, p *Params) (*stallingSource, <-chan runResult) {
+	t.Helper()
+	src := &stallingSource{Source: p.Source, stallAt: 2, entered: make(chan struct{}), release: make(chan struct{})}
+	p.Source = src
+	done := make(chan runResult, 1)
+	go func(p Params) {
+		r, err := Run(t.Context(), p)
+		done <- runResult{r, err}
+	}(*p)
+	<-src.entered
+	return src, done
+}
+
 // TestAnUnansweredReadIsTold: a page read waiting on another session's
 // lock (an ALTER TABLE on the source's table) kept its run quiet, its lease
 // renewed, for as long as the lock lasted. After readNoticeAfter it is told
@@ -72,18 +94,7 @@ func TestAnUnansweredReadIsTold(t *testing.T) {
 	p.LeaseTTL = 10 * time.Minute // the fake clock moves 30 s while the read waits
 	var logs testenv.Output
 	p.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	src := &stallingSource{Source: p.Source, stallAt: 2, entered: make(chan struct{}), release: make(chan struct{})}
-	p.Source = src
-	type result struct {
-		run store.Run
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := Run(t.Context(), p)
-		done <- result{r, err}
-	}()
-	<-src.entered
+	src, done := runStalled(t, &p)
 	const told = "the source has not answered a page read yet"
 	tb.clock.Advance(readNoticeAfter - time.Second)
 	if strings.Contains(logs.String(), told) {
@@ -117,18 +128,7 @@ func TestAnUnansweredReadGivesUp(t *testing.T) {
 	p.LeaseTTL = 10 * time.Minute // the fake clock moves 2 minutes while the read waits
 	p.Sync.PageSize = 100
 	p.Sync.SourceTimeout = 2 * time.Minute
-	src := &stallingSource{Source: p.Source, stallAt: 2, entered: make(chan struct{}), release: make(chan struct{})}
-	p.Source = src
-	type result struct {
-		run store.Run
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := Run(t.Context(), p)
-		done <- result{r, err}
-	}()
-	<-src.entered
+	src, done := runStalled(t, &p)
 	tb.clock.Advance(2*time.Minute - time.Second)
 	select {
 	case res := <-done:
