@@ -526,15 +526,20 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 			}
 		}
 		var outMu sync.Mutex // the bar and the Waiting lines come from two goroutines
-		// waitLine prints why a run waits (format takes the records and
-		// the time it waits until), on a line of its own.
-		waitLine := func(format string, n int, until time.Time) {
+		// sayLine prints what the run tells a person mid-run on a line of
+		// its own, below the bar.
+		sayLine := func(format string, args ...any) {
 			outMu.Lock()
 			defer outMu.Unlock()
 			if progress.IsTerminal(env.Stdout) {
 				fmt.Fprintln(env.Stdout) // end the bar's line
 			}
-			fmt.Fprintf(env.Stdout, format, n, until.UTC().Format("15:04:05"))
+			fmt.Fprintf(env.Stdout, format, args...)
+		}
+		// waitLine prints why a run waits (format takes the records and
+		// the time it waits until).
+		waitLine := func(format string, n int, until time.Time) {
+			sayLine(format, n, until.UTC().Format("15:04:05"))
 		}
 		run, runErr := runOnePart(workCtx, part, func(bar progress.Bar, barAt *int64) runner.Params {
 			return runner.Params{
@@ -571,20 +576,10 @@ func runSync(ctx context.Context, env Env, rf *rootFlags, f runFlags, syncID str
 					waitLine("%d record(s) of earlier writes left in doubt may still land: reading back or writing the rows they concern at %s (settings.in_doubt_grace after those writes), so that such a write, if the destination applies it late, comes first\n", n, until)
 				},
 				StillProcessing: func(n int) {
-					outMu.Lock()
-					defer outMu.Unlock()
-					if progress.IsTerminal(env.Stdout) {
-						fmt.Fprintln(env.Stdout) // end the bar's line
-					}
-					fmt.Fprintf(env.Stdout, "%d record(s) accepted by the destination were still being processed when the run stopped waiting: they are in none of the run's figures, and the next run asks the destination about them\n", n)
+					sayLine("%d record(s) accepted by the destination were still being processed when the run stopped waiting: they are in none of the run's figures, and the next run asks the destination about them\n", n)
 				},
 				HeldBack: func(n int) {
-					outMu.Lock()
-					defer outMu.Unlock()
-					if progress.IsTerminal(env.Stdout) {
-						fmt.Fprintln(env.Stdout)
-					}
-					fmt.Fprintf(env.Stdout, "%d record(s) were left for the next run: another row's earlier write to the same contact was still being processed by the destination when the run stopped waiting, and written now they could land before it; they are in none of the run's figures, and the next run sends them once it knows what became of that write\n", n)
+					sayLine("%d record(s) were left for the next run: another row's earlier write to the same contact was still being processed by the destination when the run stopped waiting, and written now they could land before it; they are in none of the run's figures, and the next run sends them once it knows what became of that write\n", n)
 				},
 				Resumed: func(o store.Run) {
 					fmt.Fprintf(env.Stdout, "resuming the work of run %d, which stopped without finishing (its process died or lost its lease) after %d checkpointed page(s) and %d record(s) written; what it left in flight is settled before anything is sent again\n",
