@@ -57,7 +57,7 @@ func (s *Store) checkpoint(ctx context.Context, p store.CheckpointParams) error 
 	if p.Lease == nil {
 		b.BeginTx(pgx.TxOptions{})
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return err
 	}

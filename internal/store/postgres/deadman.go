@@ -36,7 +36,7 @@ LEFT JOIN LATERAL (
 // SyncActivity returns every sync's activity for the dead-man check, in one
 // query.
 func (s *Store) SyncActivity(ctx context.Context) ([]store.Activity, error) {
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return nil, err
 	}

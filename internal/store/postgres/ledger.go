@@ -160,7 +160,7 @@ func (s *Store) LedgerGet(ctx context.Context, syncID string, keys []string) (ma
 	if err != nil {
 		return nil, err
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (s *Store) LedgerClaim(ctx context.Context, p store.LedgerClaimParams) erro
 	if err != nil {
 		return err
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func (s *Store) LedgerFinish(ctx context.Context, p store.LedgerFinishParams) er
 
 func (s *Store) ledgerFinishOnce(ctx context.Context, p store.LedgerFinishParams) error {
 	// Read before any transaction holds a connection of the pool.
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (s *Store) ledgerFinish(ctx context.Context, q querier, p store.LedgerFinis
 
 // finishStmt checks p and returns the arguments of sqlLedgerFinish for it
 // and the check of its answer (ErrFenced under a stale fence), so that
-// Checkpoint can send it in a batch. off is clockOffset's.
+// Checkpoint can send it in a batch. off is ClockOffset's.
 func (s *Store) finishStmt(p store.LedgerFinishParams, off time.Duration) ([]any, func(pgx.Row) error, error) {
 	if err := checkFenceArgs(p.SyncID, p.Fence); err != nil {
 		return nil, nil, err
@@ -371,7 +371,7 @@ func (s *Store) LedgerTouch(ctx context.Context, syncID string, keys []string) e
 	if err != nil {
 		return err
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return err
 	}
@@ -393,7 +393,7 @@ const defaultPruneWindow = 5000
 // step is bounded. Then it deletes the settlements recorded before before
 // (not counted: the count is of ledger entries).
 func (s *Store) LedgerPrune(ctx context.Context, before time.Time) (int64, error) {
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -442,7 +442,7 @@ func (s *Store) LedgerList(ctx context.Context, syncID string, state store.Ledge
 	case store.LedgerPending:
 		q = sqlListPending
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func scanRun(sc pgx.Row, toLocal time.Duration) (store.Run, error) {
 }
 
 // runOnServer is r with its times put on the server's clock (off is
-// clockOffset's), as sqlRunUpdate stores them.
+// ClockOffset's), as sqlRunUpdate stores them.
 func runOnServer(r store.Run, off time.Duration) store.Run {
 	r.StartedAt, r.FinishedAt = shifted(r.StartedAt, off), shifted(r.FinishedAt, off)
 	return r
@@ -59,7 +59,7 @@ func (s *Store) InsertRun(ctx context.Context, p store.InsertRunParams) (store.R
 	if !p.State.Valid() {
 		return store.Run{}, invalidf("run state %q", p.State)
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -82,7 +82,7 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	if err := validRunUpdate(r); err != nil {
 		return err
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (s *Store) CloseRun(ctx context.Context, r store.Run) (bool, error) {
 	if err := validRunUpdate(r); err != nil {
 		return false, err
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -147,7 +147,7 @@ func checkRunUpdated(r store.Run, tag pgconn.CommandTag) error {
 
 // GetRun returns a run, or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -160,7 +160,7 @@ func (s *Store) GetRun(ctx context.Context, id int64) (store.Run, error) {
 
 // ListRuns returns a sync's runs, newest first; limit <= 0 returns all.
 func (s *Store) ListRuns(ctx context.Context, syncID string, limit int) ([]store.Run, error) {
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (s *Store) ListRunsByState(ctx context.Context, state store.RunState, limit
 	if !state.Valid() {
 		return nil, invalidf("run state %q", state)
 	}
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ const (
 // PruneRuns implements store.Runs (store.RunsPruner.Walk), one statement
 // per chunk.
 func (s *Store) PruneRuns(ctx context.Context, before time.Time) (int64, error) {
-	off, err := s.clockOffset(ctx)
+	off, err := s.ClockOffset(ctx)
 	if err != nil {
 		return 0, err
 	}

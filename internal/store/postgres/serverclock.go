@@ -62,10 +62,11 @@ func (c *serverClock) fresh(now time.Time) (time.Duration, bool) {
 	return c.off, true
 }
 
-// clockOffset returns the server's clock less the Store's, reading the
-// server's clock when the last reading is old; 0 without ServerTime, where
-// the Store's clock (a test's fake one) stamps everything.
-func (s *Store) clockOffset(ctx context.Context) (time.Duration, error) {
+// ClockOffset returns the server's clock less the Store's
+// (store.SharedClock), reading the server's clock when the last reading is
+// old; 0 without ServerTime, where the Store's clock (a test's fake one)
+// stamps everything.
+func (s *Store) ClockOffset(ctx context.Context) (time.Duration, error) {
 	if !s.serverTime {
 		return 0, nil
 	}
@@ -84,10 +85,4 @@ func (s *Store) clockOffset(ctx context.Context) (time.Duration, error) {
 	off := offsetOf(before, after, serverUS)
 	s.sclock.set(off, after)
 	return off, nil
-}
-
-// ClockOffset is the server's clock less the Store's (store.SharedClock);
-// 0 without ServerTime.
-func (s *Store) ClockOffset(ctx context.Context) (time.Duration, error) {
-	return s.clockOffset(ctx)
 }
