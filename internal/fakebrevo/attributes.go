@@ -23,8 +23,12 @@ import (
 // swagger.yaml): the fake drops, on every path, a date attribute's value
 // that is not a date written YYYY-MM-DD, a float's that is not a JSON number
 // and a boolean's that is not true or false (the unkindest reading: a
-// numeric string is not a number). Text, id and category attributes take
-// any value. Stats.ValuesDropped counts both kinds of drop. A JSON number
+// numeric string is not a number). A category attribute (category
+// "category", listed with its enumeration) keeps the number of one of its
+// options ("ID of Value of the category type attribute",
+// getAttributes_enumeration): the fake drops anything else, a label
+// included (Brevo does not document taking one). Text and id attributes
+// take any value. Stats.ValuesDropped counts both kinds of drop. A JSON number
 // is kept as a double (float64), whatever the attribute's type: Brevo
 // documents float attributes, no integers, so an integer above 2^53 comes
 // back cut.
@@ -34,6 +38,26 @@ type Attribute struct {
 	Name     string `json:"name"`
 	Category string `json:"category"` // normal, transactional, category, calculated, global
 	Type     string `json:"type,omitempty"`
+	// Enumeration is a category attribute's options.
+	Enumeration []Option `json:"enumeration,omitempty"`
+}
+
+// Option is one of a category attribute's values (getAttributes_enumeration).
+type Option struct {
+	Value int64  `json:"value"`
+	Label string `json:"label"`
+}
+
+// CategoryAttribute is attribute name of the category category with one
+// option per label, numbered from 1 (as Brevo's example, GENDER: 1 Men, 2
+// Women, 3 Kid). It is listed with type text, as swagger.yaml's example of
+// getAttributes lists GENDER.
+func CategoryAttribute(name string, labels ...string) Attribute {
+	a := Attribute{Name: strings.ToUpper(name), Category: "category", Type: "text"}
+	for i, l := range labels {
+		a.Enumeration = append(a.Enumeration, Option{Value: int64(i + 1), Label: l})
+	}
+	return a
 }
 
 // DefaultAttributes are the attributes of the fake's account when
@@ -101,7 +125,32 @@ func (s *Server) keepsLocked(name string, v any) bool {
 		return true
 	}
 	a, ok := s.attrs[name]
+	if ok && a.Category == "category" {
+		return isOption(a.Enumeration, v)
+	}
 	return ok && fitsType(a.Type, v)
+}
+
+// isOption reports whether v (as JSON decodes it) is the number of one of
+// opts.
+func isOption(opts []Option, v any) bool {
+	var n int64
+	switch x := v.(type) {
+	case float64:
+		if x != float64(int64(x)) {
+			return false
+		}
+		n = int64(x)
+	case json.Number:
+		i, err := x.Int64()
+		if err != nil {
+			return false
+		}
+		n = i
+	default:
+		return false
+	}
+	return slices.ContainsFunc(opts, func(o Option) bool { return o.Value == n })
 }
 
 // fitsType reports whether Brevo keeps value v (as JSON decodes it) in an
@@ -166,7 +215,8 @@ func (s *Server) createAttribute(c *call, category, name string) {
 		return
 	}
 	var req struct {
-		Type string `json:"type"`
+		Type        string   `json:"type"`
+		Enumeration []Option `json:"enumeration"`
 	}
 	if len(c.body) > 0 {
 		if err := decodeObject(c.body, &req); err != nil {
@@ -174,7 +224,10 @@ func (s *Server) createAttribute(c *call, category, name string) {
 			return
 		}
 	}
-	if req.Type == "" {
+	if req.Type == "" || category == "category" {
+		// A category attribute is created with type category and listed
+		// with type text, as getAttributes' example lists GENDER (its
+		// schema has no type category).
 		req.Type = "text"
 	}
 	name = strings.ToUpper(name)
@@ -184,7 +237,7 @@ func (s *Server) createAttribute(c *call, category, name string) {
 		s.fail(c, http.StatusBadRequest, CodeInvalidParameter, "Attribute name must be unique")
 		return
 	}
-	s.attrs[name] = Attribute{Name: name, Category: category, Type: req.Type}
+	s.attrs[name] = Attribute{Name: name, Category: category, Type: req.Type, Enumeration: req.Enumeration}
 	s.mu.Unlock()
 	s.respond(c, http.StatusCreated, nil)
 }

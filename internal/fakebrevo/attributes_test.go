@@ -3,6 +3,7 @@ package fakebrevo
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,6 +106,21 @@ func TestFlagsModelAttributesOnlyWhenAsked(t *testing.T) {
 	if err := fs.Parse([]string{"--attribute", "AGE:integer"}); err == nil {
 		t.Error("an attribute type Brevo does not have was accepted")
 	}
+	o = Options{}
+	fs = pflag.NewFlagSet("fake-brevo", pflag.ContinueOnError)
+	RegisterFlags(fs, &o)
+	if err := fs.Parse([]string{"--attribute", "GENDER:category=Men|Women,plan"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := o.Attributes[len(o.Attributes)-2]; g.Category != "category" || !slices.Equal(g.Enumeration, []Option{{1, "Men"}, {2, "Women"}}) {
+		t.Errorf("GENDER:category=Men|Women gave %+v", g)
+	}
+	if got := fs.Lookup("attribute").Value.String(); got != "GENDER:category=Men|Women,PLAN" {
+		t.Errorf("the flag reads back as %q", got)
+	}
+	if err := fs.Parse([]string{"--attribute", "TIER:category="}); err == nil {
+		t.Error("a category attribute without options was accepted")
+	}
 }
 
 // TestValuesNotOfTheAttributeTypeAreDropped: Brevo ignores a value that does
@@ -137,5 +153,50 @@ func TestValuesNotOfTheAttributeTypeAreDropped(t *testing.T) {
 	}
 	if got := b.srv.Stats().ValuesDropped; got != 9 {
 		t.Errorf("ValuesDropped = %d, want 9 (3 values x 3 writes)", got)
+	}
+}
+
+// TestCategoryAttributeKeepsOptionNumbers: a category attribute is listed
+// with its options and keeps the number of one of them; a label, or a
+// number no option has, is dropped as Brevo drops a value not of its
+// attribute's type. An attribute created with an enumeration has it.
+func TestCategoryAttributeKeepsOptionNumbers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Attributes: append(WithAttributes(), CategoryAttribute("GENDER", "Men", "Women"))})
+	b.mustStatus(b.do("POST", "/v3/contacts/attributes/category/TIER", m{"type": "category",
+		"enumeration": []m{{"value": 5, "label": "Gold"}}}), http.StatusCreated)
+	resp := b.do("GET", "/v3/contacts/attributes", nil)
+	b.mustStatus(resp, http.StatusOK)
+	var listed struct{ Attributes []Attribute }
+	if err := json.Unmarshal(resp.body, &listed); err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string][]Option{}
+	for _, a := range listed.Attributes {
+		if a.Category == "category" {
+			opts[a.Name] = a.Enumeration
+		}
+	}
+	if want := []Option{{1, "Men"}, {2, "Women"}}; !slices.Equal(opts["GENDER"], want) || !slices.Equal(opts["TIER"], []Option{{5, "Gold"}}) {
+		t.Fatalf("listed options %v, want GENDER %v and TIER 5 Gold", opts, want)
+	}
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "attributes": m{"GENDER": 2, "TIER": 5}}), http.StatusCreated)
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "bob@example.com", "attributes": m{"GENDER": "Women", "TIER": 1}}), http.StatusCreated)
+	b.mustStatus(b.do("POST", "/v3/contacts/import", m{"jsonBody": []m{{"email": "cy@example.com", "attributes": m{"GENDER": 1}},
+		{"email": "di@example.com", "attributes": m{"GENDER": "1"}}}, "listIds": []int{2}}), http.StatusAccepted)
+	b.clock.Advance(time.Second)
+	for email, want := range map[string]m{"ann@example.com": {"GENDER": 2.0, "TIER": 5.0}, "bob@example.com": {}, "cy@example.com": {"GENDER": 1.0}, "di@example.com": {}} {
+		c := b.contact(email)
+		if len(c.Attributes) != len(want) {
+			t.Errorf("%s: kept %v, want %v", email, c.Attributes, want)
+		}
+		for k, v := range want {
+			if c.Attributes[k] != v {
+				t.Errorf("%s: %s = %#v, want %#v", email, k, c.Attributes[k], v)
+			}
+		}
+	}
+	if got := b.srv.Stats().ValuesDropped; got != 3 {
+		t.Errorf("ValuesDropped = %d, want 3 (a label, a number no option has, a numeric text)", got)
 	}
 }

@@ -72,7 +72,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		o.AnyAttribute = true // until --attribute models an account
 	}
 	fs.Var(attributesFlag{o}, "attribute",
-		"model the account's contact attributes: "+defaultNames()+" and this one, NAME or NAME:TYPE with TYPE one of "+strings.Join(attributeTypes, ", ")+" (repeatable, or comma-separated); a write's other attributes, and values not of an attribute's type, are then dropped, as Brevo drops them. Without it, every attribute is stored and none listed")
+		"model the account's contact attributes: "+defaultNames()+" and this one, NAME or NAME:TYPE with TYPE one of "+strings.Join(attributeTypes, ", ")+", or NAME:category=LABEL|LABEL... for a category attribute whose options are numbered from 1 (repeatable, or comma-separated); a write's other attributes, and values not of an attribute's type, are then dropped, as Brevo drops them. Without it, every attribute is stored and none listed")
 	fs.DurationVar(&o.ProcessDelay, "process-delay", o.ProcessDelay,
 		"how long an import stays queued/in_process before its contacts are written (0 = before the 202)")
 	fs.DurationVar(&o.ImportRowDelay, "import-row-delay", o.ImportRowDelay,
@@ -160,7 +160,14 @@ func (f attributesFlag) String() string {
 	var names []string
 	for _, a := range f.o.Attributes[min(len(DefaultAttributes), len(f.o.Attributes)):] {
 		n := a.Name
-		if a.Type != "text" {
+		switch {
+		case a.Category == "category":
+			labels := make([]string, len(a.Enumeration))
+			for i, o := range a.Enumeration {
+				labels[i] = o.Label
+			}
+			n += ":category=" + strings.Join(labels, "|")
+		case a.Type != "text":
 			n += ":" + a.Type
 		}
 		names = append(names, n)
@@ -171,11 +178,22 @@ func (f attributesFlag) String() string {
 func (f attributesFlag) Set(v string) error {
 	for _, spec := range strings.Split(v, ",") {
 		name, typ, typed := strings.Cut(strings.TrimSpace(spec), ":")
-		if typed && !slices.Contains(attributeTypes, typ) {
-			return fmt.Errorf("attribute %q: type %q is not one of %s", name, typ, strings.Join(attributeTypes, ", "))
-		}
 		if name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 			return fmt.Errorf("attribute %q: want letters, digits and underscores", name)
+		}
+		if labels, ok := strings.CutPrefix(typ, "category="); ok {
+			if labels == "" {
+				return fmt.Errorf("attribute %q: want NAME:category=LABEL|LABEL...", spec)
+			}
+			if f.o.Attributes == nil {
+				f.o.Attributes = WithAttributes()
+			}
+			f.o.AnyAttribute = false
+			f.o.Attributes = append(f.o.Attributes, CategoryAttribute(name, strings.Split(labels, "|")...))
+			continue
+		}
+		if typed && !slices.Contains(attributeTypes, typ) {
+			return fmt.Errorf("attribute %q: type %q is not one of %s, nor category=LABEL|LABEL...", name, typ, strings.Join(attributeTypes, ", "))
 		}
 		if f.o.Attributes == nil {
 			f.o.Attributes = WithAttributes()

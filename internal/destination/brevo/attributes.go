@@ -36,6 +36,22 @@ var readOnlyCategories = []string{"calculated", "global"}
 type attribute struct {
 	category string
 	typ      string // text, date, float, boolean, id; empty for some categories
+	options  []option
+}
+
+// option is one of a category attribute's values: Brevo keeps a contact's
+// value of such an attribute as the option's number ("ID of Value of the
+// category type attribute", getAttributes_enumeration in swagger.yaml).
+type option struct {
+	Value int64  `json:"value"`
+	Label string `json:"label"`
+}
+
+// attrType is how a mapped attribute's values are sent (typeValues): its
+// type, and for a category attribute its options.
+type attrType struct {
+	typ     string // date, float, boolean, text, category
+	options []option
 }
 
 // accountAttributes reads the account's attributes by upper-case name.
@@ -55,9 +71,10 @@ func (d *Destination) accountAttributes(ctx context.Context) (attrs map[string]a
 	}
 	var body struct {
 		Attributes *[]struct {
-			Name     string `json:"name"`
-			Category string `json:"category"`
-			Type     string `json:"type"`
+			Name        string   `json:"name"`
+			Category    string   `json:"category"`
+			Type        string   `json:"type"`
+			Enumeration []option `json:"enumeration"`
 		} `json:"attributes"`
 	}
 	if json.Unmarshal(resp.body, &body) != nil || body.Attributes == nil {
@@ -65,7 +82,7 @@ func (d *Destination) accountAttributes(ctx context.Context) (attrs map[string]a
 	}
 	attrs = make(map[string]attribute, len(*body.Attributes))
 	for _, a := range *body.Attributes {
-		attrs[strings.ToUpper(a.Name)] = attribute{category: a.Category, typ: a.Type}
+		attrs[strings.ToUpper(a.Name)] = attribute{category: a.Category, typ: a.Type, options: a.Enumeration}
 	}
 	return attrs, true, nil
 }
@@ -103,17 +120,24 @@ func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 }
 
 // typedAttributes are the mapped attributes whose values Brevo drops unless
-// they are of a type (typedValue), and the text attributes, whose numbers
-// and booleans are sent as text (textValue), by name as mapped (as records
-// carry them); nil when there are none, so that a page's records need no
-// look.
-func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]string {
-	var out map[string]string
+// they are of a type (typedValue) or one of a category attribute's options
+// (categoryValue), and the text attributes, whose numbers and booleans are
+// sent as text (textValue), by name as mapped (as records carry them); nil
+// when there are none, so that a page's records need no look.
+func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]attrType {
+	var out map[string]attrType
 	for _, name := range d.attrs {
-		switch t := attrs[strings.ToUpper(name)].typ; t {
-		case "date", "float", "boolean", "text":
+		a := attrs[strings.ToUpper(name)]
+		t := attrType{typ: a.typ}
+		if a.category == categoryCategory {
+			// Listed with type text (swagger.yaml's example) or category
+			// (createAttribute's type): its options decide either way.
+			t = attrType{typ: categoryCategory, options: a.options}
+		}
+		switch t.typ {
+		case "date", "float", "boolean", "text", categoryCategory:
 			if out == nil {
-				out = make(map[string]string)
+				out = make(map[string]attrType)
 			}
 			out[name] = t
 		}
@@ -121,12 +145,16 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]str
 	return out
 }
 
+// categoryCategory is the category (and the type) of an attribute whose
+// values are options (attribute.options).
+const categoryCategory = "category"
+
 // ensureAttributes checks the mapped attributes once per destination,
 // before its first write, and returns typedAttributes. A refused key fails
 // the write at once; a list it cannot read for another reason (a transient
 // failure) is tried again at the next write, and the writes themselves meet
 // whatever made it fail.
-func (d *Destination) ensureAttributes(ctx context.Context) (map[string]string, error) {
+func (d *Destination) ensureAttributes(ctx context.Context) (map[string]attrType, error) {
 	if len(d.attrs) == 0 {
 		return nil, nil
 	}
@@ -164,13 +192,14 @@ func (d *Destination) ensureAttributes(ctx context.Context) (map[string]string, 
 // typeValues converts c's values of the typed attributes types (by name as
 // mapped) and reports the first that cannot be converted: c is then
 // rejected.
-func typeValues(c *contact, types map[string]string) string {
+func typeValues(c *contact, types map[string]attrType) string {
 	var out map[string]any
 	for k, v := range c.attrs {
-		typ, ok := types[k]
+		at, ok := types[k]
 		if !ok || v == nil {
 			continue // untyped, or a cleared value sent as null
 		}
+		typ := at.typ
 		if typ == "text" {
 			if tv, ok := textValue(v); ok {
 				if out == nil {
@@ -190,14 +219,24 @@ func typeValues(c *contact, types map[string]string) string {
 			out[k] = nil
 			continue
 		}
-		tv, ok := typedValue(typ, v)
+		var tv any
+		if typ == categoryCategory {
+			tv, ok = categoryValue(at.options, v)
+		} else {
+			tv, ok = typedValue(typ, v)
+		}
 		if !ok {
-			hint := ""
+			hint, wants := "", typeWants[typ]
 			if s, isText := v.(string); isText && typ == "float" && decimalComma(strings.TrimSpace(s)) {
 				hint = " (it has a comma: numbers are written with a decimal point and no thousands separator, 1.5 or 1500; convert the column in the source or its query)"
 			}
+			if typ == categoryCategory {
+				// The options are the account's, not the record's: naming
+				// them tells a person what to map without showing the value.
+				wants = "one of its options, by label or number (" + optionList(at.options) + ")"
+			}
 			return fmt.Sprintf("attribute %s is a %s attribute in Brevo and this record's value is not %s%s: Brevo would drop it without an error",
-				strings.ToUpper(k), typ, typeWants[typ], hint)
+				strings.ToUpper(k), typ, wants, hint)
 		}
 		if tv != v {
 			if out == nil {
@@ -292,6 +331,76 @@ func typedValue(typ string, v any) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// categoryValue is v as Brevo keeps it in a category attribute with
+// options opts: the number of the option v names by its label (exactly, or
+// else without case when only one label matches) or by its number; false
+// when v names none. Brevo documents the number as what a contact holds
+// (getAttributes_enumeration: "ID of Value"), and ignores a value not of
+// the attribute's type, so a label sent as it is could be dropped without
+// an error.
+func categoryValue(opts []option, v any) (any, bool) {
+	has := func(n int64) bool {
+		return slices.ContainsFunc(opts, func(o option) bool { return o.Value == n })
+	}
+	var num string
+	switch x := v.(type) {
+	case string:
+		t := strings.TrimSpace(x)
+		for _, o := range opts {
+			if o.Label == t {
+				return o.Value, true
+			}
+		}
+		found, n := int64(0), 0
+		for _, o := range opts {
+			if strings.EqualFold(o.Label, t) {
+				found, n = o.Value, n+1
+			}
+		}
+		if n == 1 {
+			return found, true
+		}
+		num = t
+	case json.Number:
+		num = x.String()
+	case int:
+		num = strconv.Itoa(x)
+	case int32:
+		num = strconv.FormatInt(int64(x), 10)
+	case int64:
+		num = strconv.FormatInt(x, 10)
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return nil, false
+		}
+		num = strconv.FormatInt(int64(x), 10)
+	default:
+		return nil, false
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || !has(n) {
+		return nil, false
+	}
+	return n, true
+}
+
+// optionList names a category attribute's options for a message: at most
+// the first ten, each "label (number)".
+func optionList(opts []option) string {
+	if len(opts) == 0 {
+		return "it has none"
+	}
+	var parts []string
+	for i, o := range opts {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(opts)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d)", o.Label, o.Value))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // finiteNumber reports whether JSON number n is within a double's range,

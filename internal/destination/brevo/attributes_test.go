@@ -373,3 +373,80 @@ func TestCheckNamesAWrongBaseURL(t *testing.T) {
 		t.Fatalf("check with base_url lacking /v3: %v", err)
 	}
 }
+
+// TestCategoryAttributeValues: a category attribute holds the number of
+// one of its options (getAttributes_enumeration: "ID of Value"), and Brevo
+// ignores a value not of the attribute's type. A label mapped as it is (a
+// gender column holding "Women") was sent as text, which the fake, as
+// Brevo may, dropped: the contact never held the value while its record
+// was counted delivered. A value naming an option, by its label (exactly,
+// or without case) or its number, is now sent as the option's number; any
+// other is rejected, naming the attribute and its options, not the value.
+func TestCategoryAttributeValues(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			attrs := append(fakebrevo.WithAttributes(), fakebrevo.CategoryAttribute("GENDER", "Men", "Women", "Kid"))
+			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"GENDER"}
+			})
+			ctx := context.Background()
+			checked, err := b.dest.Check(ctx)
+			if err != nil || !strings.Contains(strings.Join(checked, "\n"), "GENDER (category: Men (1), Women (2), Kid (3))") {
+				t.Fatalf("check: %v %q", err, checked)
+			}
+			rs := []destination.Record{
+				rec(0, map[string]any{"GENDER": "Women"}),
+				rec(1, map[string]any{"GENDER": "kid"}),
+				rec(2, map[string]any{"GENDER": json.Number("1")}),
+				rec(3, map[string]any{"GENDER": " 2 "}),
+				rec(4, map[string]any{"GENDER": "Alien"}),
+				rec(5, map[string]any{"GENDER": json.Number("7")}),
+			}
+			res, err := b.dest.Write(ctx, rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode == brevo.ModeBulk {
+				b.clock.Advance(time.Second)
+				out, done, err := b.dest.Outcomes(ctx, res[0].Ref, rs[:4])
+				if err != nil || !done {
+					t.Fatalf("outcomes: %v, done %v", err, done)
+				}
+				copy(res, out)
+			}
+			for i, want := range []float64{2, 3, 1, 2} {
+				if res[i].Outcome != destination.Delivered {
+					t.Errorf("record %d: %+v, want delivered", i, res[i])
+				}
+				c, ok := b.fake.Contact(emailOf(rs[i]))
+				if !ok || c.Attributes["GENDER"] != want {
+					t.Errorf("record %d: Brevo holds GENDER %#v (written %v), want %v", i, c.Attributes["GENDER"], ok, want)
+				}
+			}
+			for i := 4; i < 6; i++ {
+				msg := res[i].Message
+				if res[i].Outcome != destination.Rejected || !strings.Contains(msg, "GENDER is a category attribute") || !strings.Contains(msg, "Women (2)") {
+					t.Errorf("record %d: %+v, want rejected naming GENDER and its options", i, res[i])
+				}
+				if strings.Contains(msg, "Alien") || strings.Contains(msg, "7") {
+					t.Errorf("record %d: the message holds the value: %s", i, msg)
+				}
+			}
+			if st := b.fake.Stats(); st.ValuesDropped != 0 {
+				t.Errorf("the fake dropped %d values", st.ValuesDropped)
+			}
+			landed, err := b.dest.Verify(ctx, rs[:4], time.Time{})
+			if err != nil || len(landed) != 4 {
+				t.Errorf("verify: %v, %d of 4 landed", err, len(landed))
+			}
+			// Another option at Brevo is not this record's value.
+			changed := []destination.Record{rec(0, map[string]any{"GENDER": "Men"})}
+			if landed, err := b.dest.Verify(ctx, changed, time.Time{}); err != nil || len(landed) != 0 {
+				t.Errorf("verify of another option: %v, %d landed, want none", err, len(landed))
+			}
+		})
+	}
+}

@@ -125,7 +125,7 @@ type Destination struct {
 	attrMu      sync.Mutex // ensureAttributes
 	attrChecked bool
 	attrErr     error
-	attrTypes   map[string]string // typedAttributes, once checked
+	attrTypes   map[string]attrType // typedAttributes, once checked
 
 	clock clock.Clock
 	board processBoard // processes.go

@@ -53,8 +53,13 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 	named := make([]string, len(d.attrs))
 	for i, n := range d.attrs {
 		named[i] = n
-		if t := attrs[strings.ToUpper(n)].typ; t != "" {
-			named[i] += " (" + t + ")"
+		a := attrs[strings.ToUpper(n)]
+		switch {
+		case a.category == categoryCategory:
+			// Its values are sent as these numbers (categoryValue).
+			named[i] += " (category: " + optionList(a.options) + ")"
+		case a.typ != "":
+			named[i] += " (" + a.typ + ")"
 		}
 	}
 	return append(checked, "brevo: mapped attributes exist: "+strings.Join(named, ", ")), nil

@@ -501,10 +501,16 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			}
 			continue
 		}
-		if types[k] == "float" && ok && sameDouble(w, g) {
+		if types[k].typ == "float" && ok && sameDouble(w, g) {
 			continue
 		}
-		if types[k] == "text" {
+		if at := types[k]; at.typ == categoryCategory {
+			if !ok || !sameOption(at.options, w, g) {
+				return false
+			}
+			continue
+		}
+		if types[k].typ == "text" {
 			if tv, isText := textValue(w); isText {
 				w = tv // as it was sent (typeValues)
 			}
@@ -514,6 +520,19 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 		}
 	}
 	return true
+}
+
+// sameOption reports whether a category attribute's mapped value and
+// Brevo's name the same option: Brevo holds its number (what a write
+// sends, categoryValue); its label is taken too, in case a contact is read
+// back with it.
+func sameOption(opts []option, want, got any) bool {
+	w, ok := categoryValue(opts, want)
+	if !ok {
+		return false
+	}
+	g, ok := categoryValue(opts, got)
+	return ok && g == w
 }
 
 // sameDouble reports whether a float attribute's mapped value and Brevo's

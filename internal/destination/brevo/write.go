@@ -167,7 +167,7 @@ func (d *Destination) Judge(_ context.Context, recs []destination.Record) ([]str
 
 // prepare reads r for a write: parseRecord, then its values of the typed
 // attributes types (typeValues; nil when none).
-func prepare(r destination.Record, types map[string]string) contact {
+func prepare(r destination.Record, types map[string]attrType) contact {
 	c := parseRecord(r)
 	if c.invalid == "" && types != nil {
 		c.invalid = typeValues(&c, types)
