@@ -97,16 +97,17 @@ func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 			missing = append(missing, name)
 		}
 	}
+	hint := localNameHint(missing, attrs)
 	switch len(missing) {
 	case 0:
 	case 1:
 		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
 			"brevo: attribute %s does not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
-				"create it (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", missing[0]))
+				"create it (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes%s", missing[0], hint))
 	default:
 		return failure.New(failure.InvalidSyncDefinition, fmt.Sprintf(
 			"brevo: attributes %s do not exist in this account, and Brevo drops the values of attributes it does not have without an error: "+
-				"create them (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes", strings.Join(missing, ", ")))
+				"create them (Brevo: Contacts > Settings > Contact attributes) or fix mapping.attributes%s", strings.Join(missing, ", "), hint))
 	}
 	for _, name := range d.attrs {
 		a := attrs[strings.ToUpper(name)]
@@ -117,6 +118,34 @@ func (d *Destination) attributeProblem(attrs map[string]attribute) error {
 		}
 	}
 	return nil
+}
+
+// localNames are the names Brevo gives an account's first- and last-name
+// attributes in the language the account was created in ("The FIRSTNAME
+// and LASTNAME default attributes name may vary based on the account
+// language", Brevo's help on import files): French, German, Spanish,
+// Italian, Portuguese.
+var localNames = map[string][]string{
+	"FIRSTNAME": {"PRENOM", "VORNAME", "NOMBRE", "NOME"},
+	"LASTNAME":  {"NOM", "NACHNAME", "APELLIDOS", "COGNOME", "SOBRENOME"},
+}
+
+// localNameHint names, for a missing FIRSTNAME or LASTNAME, the account's
+// attribute of another language that holds it; "" when there is none.
+func localNameHint(missing []string, attrs map[string]attribute) string {
+	var found []string
+	for _, m := range missing {
+		for _, n := range localNames[strings.ToUpper(m)] {
+			if _, ok := attrs[n]; ok {
+				found = append(found, n+" for "+strings.ToUpper(m))
+				break
+			}
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	return " (this account names them in the language it was created in: map " + strings.Join(found, ", ") + ")"
 }
 
 // typedAttributes are the mapped attributes whose values Brevo drops unless

@@ -290,6 +290,28 @@ func TestEveryMissingAttributeIsNamed(t *testing.T) {
 	}
 }
 
+// TestLocalNamesAreSuggested: an account created in French names its
+// first- and last-name attributes PRENOM and NOM, so a mapping to FIRSTNAME
+// is refused; the refusal says which attribute to map instead.
+func TestLocalNamesAreSuggested(t *testing.T) {
+	t.Parallel()
+	attrs := []fakebrevo.Attribute{{Name: "EMAIL", Category: "normal", Type: "text"},
+		{Name: "PRENOM", Category: "normal", Type: "text"}, {Name: "NOM", Category: "normal", Type: "text"}}
+	b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+		p.Attributes = []string{"FIRSTNAME", "LASTNAME", "PLAN"}
+	})
+	_, err := b.dest.Check(context.Background())
+	if failure.CodeOf(err) != failure.InvalidSyncDefinition || !strings.Contains(err.Error(), "map PRENOM for FIRSTNAME, NOM for LASTNAME)") {
+		t.Fatalf("check: %v; want PRENOM and NOM suggested", err)
+	}
+	b = setup(t, fakebrevo.Options{Attributes: fakebrevo.DefaultAttributes}, func(p *brevo.Params) {
+		p.Attributes = []string{"PLAN"}
+	})
+	if _, err := b.dest.Check(context.Background()); err == nil || strings.Contains(err.Error(), "language") {
+		t.Fatalf("check: %v; want PLAN missing, nothing suggested", err)
+	}
+}
+
 // TestNumbersInTextAttributesKeepTheirDigits: Brevo keeps a JSON number as
 // a double (the fake too), so an id above 2^53 mapped to a text attribute
 // (a bigint customer id) lost its last digits at the destination, and a
