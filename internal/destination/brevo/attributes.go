@@ -394,12 +394,8 @@ func categoryValue(opts []option, v any) (any, bool) {
 		num = t
 	case json.Number:
 		num = x.String()
-	case int:
-		num = strconv.Itoa(x)
-	case int32:
-		num = strconv.FormatInt(int64(x), 10)
-	case int64:
-		num = strconv.FormatInt(x, 10)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		num = fmt.Sprint(x) // a source's integer column
 	case float64:
 		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
 			return nil, false
