@@ -158,9 +158,11 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]att
 	for _, name := range d.attrs {
 		a := attrs[strings.ToUpper(name)]
 		t := attrType{typ: a.typ}
-		if a.category == categoryCategory {
+		if a.category == categoryCategory && len(a.options) > 0 {
 			// Listed with type text (swagger.yaml's example) or category
-			// (createAttribute's type): its options decide either way.
+			// (createAttribute's type): its options decide either way. One
+			// listed without options is sent as mapped: a listing that
+			// left them out would otherwise refuse every record.
 			t = attrType{typ: categoryCategory, options: a.options}
 		}
 		switch t.typ {

@@ -476,3 +476,20 @@ func TestCategoryAttributeValues(t *testing.T) {
 		})
 	}
 }
+
+// TestCategoryAttributeWithoutOptionsIsSentAsMapped: a category attribute
+// listed without its options is written as mapped, as before options were
+// read: refusing every value would stop the sync on a listing that left
+// them out.
+func TestCategoryAttributeWithoutOptionsIsSentAsMapped(t *testing.T) {
+	t.Parallel()
+	attrs := append(fakebrevo.WithAttributes(), fakebrevo.CategoryAttribute("TIER"))
+	b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+		p.Mode = brevo.ModeSingle
+		p.Attributes = []string{"TIER"}
+	})
+	res, err := b.dest.Write(context.Background(), []destination.Record{rec(0, map[string]any{"TIER": "Gold"})})
+	if err != nil || len(res) != 1 || res[0].Outcome != destination.Delivered {
+		t.Fatalf("write: %v %+v, want delivered", err, res)
+	}
+}
