@@ -158,12 +158,15 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]att
 	for _, name := range d.attrs {
 		a := attrs[strings.ToUpper(name)]
 		t := attrType{typ: a.typ}
-		if a.category == categoryCategory && len(a.options) > 0 {
+		switch {
+		case a.category == categoryCategory && len(a.options) > 0:
 			// Listed with type text (swagger.yaml's example) or category
-			// (createAttribute's type): its options decide either way. One
-			// listed without options is sent as mapped: a listing that
-			// left them out would otherwise refuse every record.
+			// (createAttribute's type): its options decide either way.
 			t = attrType{typ: categoryCategory, options: a.options}
+		case a.category == categoryCategory && a.typ == categoryCategory:
+			// Listed without options: sent as mapped, as a listing that
+			// left them out would otherwise refuse every record.
+			t.typ = ""
 		}
 		switch t.typ {
 		case "date", "float", "boolean", "text", categoryCategory:
