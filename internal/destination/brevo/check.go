@@ -62,7 +62,37 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 			named[i] += " (" + a.typ + ")"
 		}
 	}
-	return append(checked, "brevo: mapped attributes exist: "+strings.Join(named, ", ")), nil
+	checked = append(checked, "brevo: mapped attributes exist: "+strings.Join(named, ", "))
+	for _, n := range d.attrs {
+		if a := attrs[strings.ToUpper(n)]; !knownType(a) {
+			checked = append(checked, destination.NotChecked+unconvertedType(n, a.typ))
+		}
+	}
+	return checked, nil
+}
+
+// knownType reports whether oncesync knows how Brevo keeps a's values:
+// the types swagger.yaml's getAttributes lists, and category attributes.
+func knownType(a attribute) bool {
+	switch a.typ {
+	case "", "text", "date", "float", "boolean", "id":
+		return true
+	}
+	return a.category == categoryCategory
+}
+
+// unconvertedType tells that the values of attribute name, of a type
+// oncesync does not know, are sent as mapped, where Brevo drops a value
+// not of its attribute's type without an error. A multiple-choice
+// attribute (createAttribute's multiCategoryOptions) holds a list of its
+// options, as createContact's example COUNTRIES: ["India","China"].
+func unconvertedType(name, typ string) string {
+	msg := fmt.Sprintf("brevo: attribute %s has type %s, whose values oncesync sends as mapped without checking them; Brevo drops a value not of its attribute's type without an error",
+		strings.ToUpper(name), typ)
+	if typ == "multiple-choice" {
+		msg += " (it takes a list of its options: map a column holding a JSON array, such as [\"USA\",\"INDIA\"])"
+	}
+	return msg
 }
 
 // checkFailure gives a check's error its code: the shared HTTP layer's
