@@ -39,7 +39,10 @@ With --attribute it models an account as Brevo does: the attributes a new
 account has (EMAIL, FIRSTNAME, LASTNAME, SMS, WHATSAPP, LANDLINE_NUMBER,
 EXT_ID) and those named, listed by GET /v3/contacts/attributes; a write's other
 attributes are dropped without an error, and oncesync check and each run
-refuse a mapping that names one.
+refuse a mapping that names one. A typed attribute (NAME:date, :float,
+:boolean) drops a value not of its type, as Brevo does; a category attribute
+(NAME:category=LABEL|LABEL..., options numbered from 1) keeps only an
+option's number.
 
 GET /_stats returns JSON counters: requests, contacts_written, contacts,
 duplicate_writes (a contact written again with exactly the attributes it had),
@@ -47,7 +50,7 @@ import_rows_skipped, imports_failed and report_requests.
 Point a sync's destination base_url at http://ADDR/v3 to use it.`,
 		Example: `  oncesync fake-brevo --listen 127.0.0.1:8026
   oncesync fake-brevo --error-rate 0.05 --rate-limit 10 --refuse-email bad@example.com
-  oncesync fake-brevo --attribute PLAN --attribute SCORE
+  oncesync fake-brevo --attribute PLAN --attribute SCORE:float --attribute 'GENDER:category=Men|Women|Kid'
   oncesync fake-brevo --process-delay 2s --import-skip-rate 0.02 --import-fail-rate 0.1 --report-listen 127.0.0.1:8027
   curl -s http://127.0.0.1:8026/_stats`,
 		Args: argsNamed("", 0, 0),
