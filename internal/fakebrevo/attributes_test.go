@@ -21,20 +21,8 @@ func TestAttributesNotInTheAccountAreDropped(t *testing.T) {
 	b.mustStatus(b.do("PUT", "/v3/contacts/ann%40example.com", m{"attributes": m{"LASTNAME": "Lee", "PLAN": "silver"}}), http.StatusNoContent)
 	b.mustStatus(b.do("POST", "/v3/contacts/import", m{"jsonBody": []m{{"email": "bob@example.com", "attributes": m{"FIRSTNAME": "Bob", "PLAN": "gold"}}}, "listIds": []int{2}}), http.StatusAccepted)
 	b.clock.Advance(time.Second)
-	for email, want := range map[string]map[string]any{
-		"ann@example.com": {"FIRSTNAME": "Ann", "LASTNAME": "Lee"},
-		"bob@example.com": {"FIRSTNAME": "Bob"},
-	} {
-		c := b.contact(email)
-		if len(c.Attributes) != len(want) {
-			t.Errorf("%s: attributes %v, want %v", email, c.Attributes, want)
-		}
-		for k, v := range want {
-			if c.Attributes[k] != v {
-				t.Errorf("%s: %s = %v, want %v", email, k, c.Attributes[k], v)
-			}
-		}
-	}
+	b.holdsExactly("ann@example.com", m{"FIRSTNAME": "Ann", "LASTNAME": "Lee"})
+	b.holdsExactly("bob@example.com", m{"FIRSTNAME": "Bob"})
 
 	names := func() map[string]string {
 		r := b.do("GET", "/v3/contacts/attributes", nil)
@@ -186,15 +174,7 @@ func TestCategoryAttributeKeepsOptionNumbers(t *testing.T) {
 		{"email": "di@example.com", "attributes": m{"GENDER": "1"}}}, "listIds": []int{2}}), http.StatusAccepted)
 	b.clock.Advance(time.Second)
 	for email, want := range map[string]m{"ann@example.com": {"GENDER": 2.0, "TIER": 5.0}, "bob@example.com": {}, "cy@example.com": {"GENDER": 1.0}, "di@example.com": {}} {
-		c := b.contact(email)
-		if len(c.Attributes) != len(want) {
-			t.Errorf("%s: kept %v, want %v", email, c.Attributes, want)
-		}
-		for k, v := range want {
-			if c.Attributes[k] != v {
-				t.Errorf("%s: %s = %#v, want %#v", email, k, c.Attributes[k], v)
-			}
-		}
+		b.holdsExactly(email, want)
 	}
 	if got := b.srv.Stats().ValuesDropped; got != 3 {
 		t.Errorf("ValuesDropped = %d, want 3 (a label, a number no option has, a numeric text)", got)

@@ -152,4 +152,19 @@ func (b *bundle) contact(email string) Contact {
 	return c
 }
 
+// holdsExactly checks that contact email is stored with exactly the
+// attributes want.
+func (b *bundle) holdsExactly(email string, want m) {
+	b.t.Helper()
+	c := b.contact(email)
+	if len(c.Attributes) != len(want) {
+		b.t.Errorf("%s: attributes %v, want %v", email, c.Attributes, want)
+	}
+	for k, v := range want {
+		if c.Attributes[k] != v {
+			b.t.Errorf("%s: %s = %#v, want %#v", email, k, c.Attributes[k], v)
+		}
+	}
+}
+
 type m = map[string]any

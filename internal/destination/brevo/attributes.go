@@ -39,6 +39,13 @@ type attribute struct {
 	options  []option
 }
 
+// hasOptions reports whether a's values are options: a category attribute
+// listed with them (typeValues sends an option's number; one listed
+// without them is sent as mapped).
+func (a attribute) hasOptions() bool {
+	return a.category == categoryCategory && len(a.options) > 0
+}
+
 // option is one of a category attribute's values: Brevo keeps a contact's
 // value of such an attribute as the option's number ("ID of Value of the
 // category type attribute", getAttributes_enumeration in swagger.yaml).
@@ -159,7 +166,7 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]att
 		a := attrs[strings.ToUpper(name)]
 		t := attrType{typ: a.typ}
 		switch {
-		case a.category == categoryCategory && len(a.options) > 0:
+		case a.hasOptions():
 			// Listed with type text (swagger.yaml's example) or category
 			// (createAttribute's type): its options decide either way.
 			t = attrType{typ: categoryCategory, options: a.options}
@@ -382,13 +389,11 @@ func categoryValue(opts []option, v any) (any, bool) {
 	switch x := v.(type) {
 	case string:
 		t := strings.TrimSpace(x)
+		found, n := int64(0), 0
 		for _, o := range opts {
 			if o.Label == t {
 				return o.Value, true
 			}
-		}
-		found, n := int64(0), 0
-		for _, o := range opts {
 			if strings.EqualFold(o.Label, t) {
 				found, n = o.Value, n+1
 			}
@@ -419,9 +424,6 @@ func categoryValue(opts []option, v any) (any, bool) {
 // optionList names a category attribute's options for a message: at most
 // the first ten, each "label (number)".
 func optionList(opts []option) string {
-	if len(opts) == 0 {
-		return "it has none"
-	}
 	var parts []string
 	for i, o := range opts {
 		if i == 10 {

@@ -55,7 +55,7 @@ func (d *Destination) Check(ctx context.Context) ([]string, error) {
 		named[i] = n
 		a := attrs[strings.ToUpper(n)]
 		switch {
-		case a.category == categoryCategory && len(a.options) > 0:
+		case a.hasOptions():
 			// Its values are sent as these numbers (categoryValue).
 			named[i] += " (category: " + optionList(a.options) + ")"
 		case a.typ != "":
