@@ -186,8 +186,13 @@ func (s *Server) checkValue(p Property, v string) string {
 			return fmt.Sprintf("%q is not midnight UTC, as a value of date property %s must be", v, p.Name)
 		}
 	case "enumeration":
-		if len(p.Options) > 0 && !slices.Contains(p.Options, v) {
-			return fmt.Sprintf("%s was not one of the allowed options for property %s", v, p.Name)
+		if len(p.Options) == 0 {
+			break
+		}
+		for _, o := range strings.Split(v, ";") {
+			if !slices.Contains(p.Options, o) {
+				return fmt.Sprintf("%s was not one of the allowed options for property %s", o, p.Name)
+			}
 		}
 	}
 	if p.Name == "email" {

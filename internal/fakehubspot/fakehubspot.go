@@ -95,6 +95,14 @@
 //     YYYY-MM-DD and a datetime as an ISO 8601 instant in UTC whichever form
 //     was sent ("Time values are represented in ISO 8601 format in
 //     responses"), and lower-cases e-mail addresses as HubSpot does.
+//   - Enumerations: a value is one or more of the property's options,
+//     ";" separated (HubSpot's FAQ "How do I set multiple values for
+//     checkbox properties": "value1;value3;value4"; its changelog of
+//     2023-05: "values can only include options that exactly match one or
+//     more of the options set for the property", "alpha;delta" invalid).
+//     How HubSpot keeps such a value is not documented: the fake keeps the
+//     options once each, in their display order, so "b;a" reads back "a;b"
+//     and a client comparing text would see a value it did not send.
 //   - lifecyclestage only moves forward: a write of an earlier stage than the
 //     contact's is ignored, the rest of the input applied and the answer a
 //     success. A HubSpot developer on its developer forum ("Update Lifecycle
@@ -213,6 +221,10 @@ type Property struct {
 	// Options are an enumeration's values, in their display order (its
 	// options[].value and displayOrder); another value is refused.
 	Options []string `json:"-"`
+	// FieldType is how HubSpot's forms show the property (fieldType);
+	// empty: what its Type implies (an enumeration's is "select";
+	// "checkbox" is a multiple-choice one).
+	FieldType string `json:"-"`
 }
 
 // lifecycleStages are the default options of lifecyclestage, in their

@@ -530,3 +530,38 @@ func TestOverlongValueIsRefused(t *testing.T) {
 		t.Errorf("create with an overlong value: %d, want 400", code)
 	}
 }
+
+func TestEnumerationTakesSeveralOptions(t *testing.T) {
+	t.Parallel()
+	p, err := fakehubspot.ParseProperty("Interests:checkbox=golf|tennis|chess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "interests" || p.Type != "enumeration" || p.FieldType != "checkbox" || strings.Join(p.Options, "|") != "golf|tennis|chess" {
+		t.Fatalf("ParseProperty: %+v", p)
+	}
+	for _, bad := range []string{"x:checkbox=a||b", "x:enumeration=a;b|c"} {
+		if _, err := fakehubspot.ParseProperty(bad); err == nil {
+			t.Errorf("ParseProperty(%q) took it", bad)
+		}
+	}
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{p}})
+	code, _, b := c.post(upsert, `{"inputs":[
+		{"idProperty":"email","id":"ada@example.com","properties":{"interests":"chess;golf"}},
+		{"idProperty":"email","id":"bob@example.com","properties":{"interests":"golf;polo"}}]}`)
+	if code != http.StatusMultiStatus || b["numErrors"] != float64(1) || !strings.Contains(fmt.Sprint(b["errors"]), "polo was not one of the allowed options for property interests") {
+		t.Fatalf("%d %v, want 207 refusing polo", code, b)
+	}
+	// Kept in the options' order: what was sent does not read back as sent.
+	if ct, _ := c.s.Contact("ada@example.com"); ct.Properties["interests"] != "golf;chess" {
+		t.Errorf("interests %q, want golf;chess", ct.Properties["interests"])
+	}
+	c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ada@example.com","properties":{"interests":"golf;chess"}}]}`)
+	if st := c.s.Stats(); st.DuplicateWrites != 1 {
+		t.Errorf("the same options in another order: %d duplicate writes, want 1", st.DuplicateWrites)
+	}
+	code, _, b = c.do(http.MethodGet, "/crm/v3/properties/contacts/interests", "", "Bearer "+tok)
+	if code != http.StatusOK || b["fieldType"] != "checkbox" || len(b["options"].([]any)) != 3 {
+		t.Errorf("GET property: %d %v", code, b)
+	}
+}

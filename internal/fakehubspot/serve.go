@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,13 +43,16 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"fraction (0..1) of writes applied whose connection is then cut without an answer")
 	fs.StringArrayVar(&o.RefuseEmails, "refuse-email", o.RefuseEmails, "e-mail address refused as invalid (repeatable)")
 	fs.StringArrayVar(&o.PropertyFlags, "property", o.PropertyFlags,
-		"a custom contact property NAME[:TYPE][:unique] (TYPE string, number, bool, date; repeatable), e.g. customer_id:string:unique")
+		"a custom contact property NAME[:TYPE][:unique] (TYPE string, number, bool, date, datetime, enumeration; repeatable), e.g. customer_id:string:unique; "+
+			"an enumeration's options as TYPE enumeration=A|B|C (a dropdown) or checkbox=A|B|C (multiple checkboxes), e.g. interests:checkbox=golf|tennis")
 	fs.StringVar(&o.Standing, "standing", o.Standing,
 		"the account's standing: ok, revoked (401), forbidden (403 MISSING_SCOPES) or daily (429, policy DAILY), answered to every API call; POST /_standing?state=STATE changes it while the fake runs")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 }
 
-// ParseProperty reads NAME[:TYPE][:unique].
+// ParseProperty reads NAME[:TYPE][:unique], where TYPE may be
+// enumeration=A|B|C or checkbox=A|B|C (an enumeration with those options,
+// shown as a dropdown or as multiple checkboxes).
 func ParseProperty(s string) (Property, error) {
 	parts := strings.Split(s, ":")
 	p := Property{Name: strings.ToLower(strings.TrimSpace(parts[0])), Type: "string"}
@@ -56,6 +60,16 @@ func ParseProperty(s string) (Property, error) {
 		return p, fmt.Errorf("fakehubspot: property %q has no name", s)
 	}
 	for _, x := range parts[1:] {
+		if field, opts, ok := strings.Cut(x, "="); ok && (field == "enumeration" || field == "checkbox") {
+			p.Type, p.FieldType, p.Options = "enumeration", "select", strings.Split(opts, "|")
+			if field == "checkbox" {
+				p.FieldType = "checkbox"
+			}
+			if slices.Contains(p.Options, "") || slices.ContainsFunc(p.Options, func(o string) bool { return strings.Contains(o, ";") }) {
+				return p, fmt.Errorf("fakehubspot: property %q: an option is empty or holds \";\"", s)
+			}
+			continue
+		}
 		switch x {
 		case "unique":
 			p.Unique = true

@@ -365,6 +365,18 @@ func (s *Server) stored(k, v string) string {
 		if t, ok := parseTime(v); ok {
 			return t.UTC().Format("2006-01-02T15:04:05.000Z")
 		}
+	case "enumeration":
+		// The package comment says what this models.
+		if opts := s.props[k].Options; len(opts) > 0 {
+			parts := strings.Split(v, ";")
+			kept := make([]string, 0, len(parts))
+			for _, o := range opts {
+				if slices.Contains(parts, o) {
+					kept = append(kept, o)
+				}
+			}
+			return strings.Join(kept, ";")
+		}
 	}
 	return v
 }
@@ -728,6 +740,9 @@ func propertyJSON(p Property) map[string]any {
 		field = "date"
 	case "enumeration":
 		field = "select"
+	}
+	if p.FieldType != "" {
+		field = p.FieldType
 	}
 	opts := make([]map[string]any, len(p.Options))
 	for i, o := range p.Options {

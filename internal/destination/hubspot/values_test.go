@@ -133,3 +133,56 @@ func TestDatetimeFinerThanMilliseconds(t *testing.T) {
 		t.Error("another millisecond counted as landed")
 	}
 }
+
+// TestSeveralOptionsOfAnEnumeration: a list is sent as HubSpot takes several
+// options of a multiple-checkboxes property ("a;b"), and since HubSpot's
+// documentation does not say it keeps them in the order sent (the fake keeps
+// the options' order), Verify compares them as a set: a write in doubt that
+// landed is not written again.
+func TestSeveralOptionsOfAnEnumeration(t *testing.T) {
+	t.Parallel()
+	prop, err := fakehubspot.ParseProperty("interests:checkbox=golf|tennis|chess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{prop}},
+		func(p *hubspot.Params) { p.Properties = []string{"interests"} })
+	recs := []destination.Record{
+		contactRec("k-two", "ann@example.com", map[string]any{"interests": []any{"chess", "", "golf"}}),
+		contactRec("k-polo", "bob@example.com", map[string]any{"interests": []any{"golf", "polo"}}),
+		contactRec("k-semi", "cy@example.com", map[string]any{"interests": []any{"golf;tennis"}}),
+		contactRec("k-none", "di@example.com", map[string]any{"interests": []any{}}),
+	}
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]destination.Outcome{"k-two": destination.Delivered, "k-polo": destination.Rejected, "k-semi": destination.Rejected, "k-none": destination.Delivered}
+	for _, r := range res {
+		if r.Outcome != want[r.Key] {
+			t.Errorf("%s: %+v, want %s", r.Key, r, want[r.Key])
+		}
+		if r.Key == "k-polo" && !strings.Contains(r.Message, "polo") {
+			t.Errorf("the refusal does not name the option: %q", r.Message)
+		}
+	}
+	if c, _ := b.fake.Contact("ann@example.com"); c.Properties["interests"] != "golf;chess" {
+		t.Errorf("interests %q, want golf;chess", c.Properties["interests"])
+	}
+	landed, err := b.dest.Verify(t.Context(), recs[:1], time.Now())
+	if _, ok := landed["k-two"]; err != nil || !ok {
+		t.Errorf("verify: %v, %v: the options read back in another order counted as not landed (written twice)", err, landed)
+	}
+	// Text in HubSpot's own form, in another order than the options'.
+	text := contactRec("k-text", "eve@example.com", map[string]any{"interests": "tennis;golf"})
+	if _, err := b.dest.Write(t.Context(), []destination.Record{text}); err != nil {
+		t.Fatal(err)
+	}
+	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{text}, time.Now()); len(landed) != 1 {
+		t.Error(`"tennis;golf" read back as "golf;tennis" counted as not landed (written twice)`)
+	}
+	fewer := contactRec("k-fewer", "ann@example.com", map[string]any{"interests": []any{"golf"}})
+	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{fewer}, time.Now()); len(landed) != 0 {
+		t.Error("one option of two counted as landed")
+	}
+}

@@ -213,8 +213,21 @@ func sameValue(typ, k, want, got string) bool {
 		a, ok1 := parseTime(want)
 		b, ok2 := parseTime(got)
 		return ok1 && ok2 && (a.Equal(b) || a.Truncate(time.Millisecond).Equal(b) || a.Round(time.Millisecond).Equal(b))
+	case "enumeration":
+		// Several options ("a;b") are a set: HubSpot's documentation does
+		// not say it keeps them in the order sent.
+		return sameOptions(want, got)
 	}
 	return false
+}
+
+// sameOptions says whether two ";"-separated option lists name the same
+// options.
+func sameOptions(a, b string) bool {
+	as, bs := strings.Split(a, ";"), strings.Split(b, ";")
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(slices.Compact(as), slices.Compact(bs))
 }
 
 // parseTime reads a date or datetime in a form HubSpot accepts or answers:

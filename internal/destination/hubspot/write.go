@@ -111,8 +111,36 @@ func propertyValue(v any) (string, error) {
 		return strconv.FormatBool(x), nil
 	case time.Time:
 		return x.UTC().Format(time.RFC3339Nano), nil
+	case []any:
+		return optionsValue(x)
 	}
-	return "", fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans and times only)", v)
+	return "", fmt.Errorf("a %T cannot be a HubSpot property value (strings, numbers, booleans, times and lists of them only)", v)
+}
+
+// optionsValue is a list as HubSpot takes several options of an
+// enumeration (multiple checkboxes): "a;b" (its FAQ "How do I set multiple
+// values for checkbox properties"). Empty items name no option and are
+// left out; an empty list clears the property. An item holding ";" would
+// read as two options, so it is refused rather than sent as another value.
+func optionsValue(list []any) (string, error) {
+	parts := make([]string, 0, len(list))
+	for _, e := range list {
+		switch e.(type) {
+		case []any, map[string]any:
+			return "", errors.New("a list of lists or objects cannot be a HubSpot property value")
+		}
+		s, err := propertyValue(e)
+		if err != nil {
+			return "", err
+		}
+		if strings.Contains(s, ";") {
+			return "", errors.New(`an item of the list holds ";", which HubSpot reads as two options`)
+		}
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ";"), nil
 }
 
 // overLimit returns the first property, by name, whose value is
