@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -175,8 +176,18 @@ func float16(v pq.Value) any {
 	return number(float64(f), 32)
 }
 
-// number is a finite float as a json.Number (as the PostgreSQL source gives
-// float8), and NaN and the infinities as PostgreSQL spells them.
+// number is a finite float as a json.Number with the digits the PostgreSQL
+// source gives a double precision (bits 64) or a real (bits 32), and NaN
+// and the infinities as PostgreSQL spells them.
+//
+// PostgreSQL prints a float's shortest digits that give it back, in
+// fixed-point for a decimal exponent from -4 to 14 (a double precision) or
+// to 5 (a real), exponential beyond (1234567, 1e+15, 1e-05; a real's
+// 1.234567e+06). strconv's 'g' has a real's thresholds for both, so a
+// DOUBLE from a million up read 1.234567e+06: an amount, or an id or a
+// phone number that pandas wrote as float64 because a row lacked it
+// (5.551234567e+09), reached the destination in another spelling than the
+// same value read from the database.
 func number(f float64, bits int) any {
 	switch {
 	case math.IsNaN(f):
@@ -186,7 +197,15 @@ func number(f float64, bits int) any {
 	case math.IsInf(f, -1):
 		return "-Infinity"
 	}
-	return json.Number(strconv.FormatFloat(f, 'g', -1, bits))
+	s := strconv.FormatFloat(f, 'g', -1, bits)
+	if bits == 64 {
+		if i := strings.IndexByte(s, 'e'); i >= 0 {
+			if exp, err := strconv.Atoi(s[i+1:]); err == nil && exp >= -4 && exp < 15 {
+				s = strconv.FormatFloat(f, 'f', -1, 64)
+			}
+		}
+	}
+	return json.Number(s)
 }
 
 func unitOf(u format.TimeUnitValue) time.Duration {
