@@ -10,7 +10,10 @@
 // cursor is detected (source.ErrChanged) rather than misread; a file added
 // after it is simply read. Between sequential ReadPage calls the file stays
 // open; a resume from any other cursor (a new process) hashes the files up
-// to the cursor's again.
+// to the cursor's again. A file written over in place, or replaced, while a
+// page is read from it fails that page with source.ErrChanged (a page is
+// returned only when every file it read is, by its stat, the one opened
+// and hashed), not with the errors of pages decoded from the new bytes.
 //
 // At the end, Page.End is true and Page.Next is "": like the CSV source, the
 // sync's next run reads every file again and the ledger makes unchanged rows
@@ -486,12 +489,25 @@ func (s *Source) recoverDamaged(err *error) {
 	where := "a file"
 	if s.st != nil && s.st.f != nil {
 		where = s.st.name()
+		if s.st.pf != nil {
+			// Its pages, read after its footer, are those of a file
+			// written over meanwhile: not damage, a change.
+			if cerr := s.st.unchanged(); errors.Is(cerr, source.ErrChanged) {
+				_ = s.Close()
+				*err = cerr
+				return
+			}
+		}
 	}
 	_ = s.Close()
 	*err = fmt.Errorf("%s: %w: %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, where)
 }
 
-// unchanged catches the open file replaced or rewritten between pages.
+// unchanged catches the open file replaced or rewritten since it was
+// opened (its stat was taken before its content was hashed): checked
+// before a page goes on with the file, when a page has gone past it and
+// when a page is done, so that no page holds rows read from a file that
+// was written over while the page was read.
 func (st *stream) unchanged() error {
 	if st.f == nil {
 		return nil
@@ -525,6 +541,9 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 		}
 		if !ok {
 			page.End = true
+			if err := st.unchanged(); err != nil {
+				return source.Page{}, err
+			}
 			if cursor == "" && len(page.Records) == 0 {
 				s.cols = st.columnNames()
 			}
@@ -543,7 +562,9 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 	// page, not this one.
 	ok, err := st.more(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, source.ErrChanged) {
+			// A file of this page written over while it was read (the
+			// look-ahead went past it) fails the page, as below.
 			return source.Page{}, err
 		}
 		st.err = err
@@ -552,6 +573,16 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 	if !ok {
 		page.End = true
 		page.Next = ""
+	}
+	// The page's rows were read from the files as they were hashed only if
+	// the file read last was not written over meanwhile (those read before
+	// it were checked when the page went past them): a file written in
+	// place (pandas' to_parquet, pyarrow, DuckDB's COPY) gave rows of the
+	// old file and, through the footer read before the write, pages of the
+	// new one, and the last page ended the pass as if the file had been
+	// read.
+	if err := st.unchanged(); err != nil {
+		return source.Page{}, err
 	}
 	return page, nil
 }
@@ -689,7 +720,11 @@ func (st *stream) more(ctx context.Context) (bool, error) {
 			}
 			// Next was taken before this look-ahead: "after the last row
 			// of this file" and "before the first of the next" are one
-			// place. On an error ReadPage closes the stream.
+			// place. On an error ReadPage closes the stream. The file's
+			// rows this page read are checked before the file is left.
+			if err := st.unchanged(); err != nil {
+				return false, err
+			}
 			if err := st.closeFile(); err != nil {
 				return false, fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
 			}
@@ -726,6 +761,9 @@ func (st *stream) take() (map[string]any, error) {
 	}
 	fields, err := st.cols.record(r)
 	if err != nil {
+		if cerr := st.unchanged(); errors.Is(cerr, source.ErrChanged) {
+			return nil, cerr
+		}
 		return nil, fmt.Errorf("%s: %w: row %d of %s: %w", st.src.id, source.ErrInvalid, st.row+1, st.name(), err)
 	}
 	st.row++
@@ -733,8 +771,14 @@ func (st *stream) take() (map[string]any, error) {
 	return fields, nil
 }
 
-// decodeError wraps an error of parquet-go reading the open file's pages.
+// decodeError wraps an error of parquet-go reading the open file's pages:
+// the file's change when it was written over since it was opened (a page
+// checksum that does not match, a page header where the footer read before
+// the write says one starts), not damage.
 func (st *stream) decodeError(err error) error {
+	if cerr := st.unchanged(); errors.Is(cerr, source.ErrChanged) {
+		return cerr
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
