@@ -264,7 +264,12 @@ func decodeNumbers(b []byte, v any) error {
 // stored is v as Klaviyo keeps it: a custom property's integer (integers
 // are one of its documented property types, "strings, integers, floats,
 // dates, booleans, arrays/lists, or JSON") keeps every digit, any other
-// number (a float, a location's coordinates) is a double.
+// number (a float, a location's coordinates) is a double, at any depth of
+// a property's array or object too, and is answered in the double's own
+// form, never the digits it was sent with: 12.50 is read back 12.5, 1e2 as
+// 100, 3.0 as 3, and a decimal longer than a double holds rounded. A
+// read-back that compares digits rather than values takes such a profile
+// for not holding the record's values and writes it again.
 func stored(v any, integers bool) any {
 	switch x := v.(type) {
 	case json.Number:

@@ -177,9 +177,10 @@ func (d *Destination) readError(err error) error {
 // changed since).
 //
 // A record landed when a profile has its e-mail (case-insensitive) and
-// every mapped attribute has an equal value: a mapped null or "" equals an
-// absent or null one; numbers equal numeric strings of the same decimal
-// value; other values compare after a JSON round trip. In bulk mode, a
+// every mapped attribute has an equal value (ValuesEqual): a mapped null
+// or "" equals an absent or null one; numbers equal numeric strings of the
+// same value, and a number is compared by value at any depth of a custom
+// property's array or object, as Klaviyo answers it in its own form. In bulk mode, a
 // profile that holds the values but was last updated before since (the
 // write in doubt did not change it) must also be in list_id: a profile that
 // already held these values (written by another tool) is not in the list
@@ -405,7 +406,12 @@ func (f found) value(name string) any {
 }
 
 // ValuesEqual reports whether a mapped value and the value Klaviyo returned
-// are the same (see Verify).
+// are the same (see Verify). A mapped null or "" equals an absent, null or
+// "" one; a number equals a number or numeric string of the same value
+// (numEqual), and a string or a boolean the same string or boolean (a
+// profile attribute is text at Klaviyo: true is "true"). An array or an
+// object (a custom property's JSON) equals one with the same members in
+// the same order, compared by sameJSON.
 func ValuesEqual(want, got any) bool {
 	w, g := canonical(want), canonical(got)
 	if empty(w) || empty(g) {
@@ -438,15 +444,76 @@ func ValuesEqual(want, got any) bool {
 			return err == nil && b == wv
 		}
 	}
-	return reflect.DeepEqual(w, g)
+	return sameJSON(w, g)
+}
+
+// sameJSON reports whether two values of a custom property's JSON (after a
+// JSON round trip, numbers as json.Number) are the same at every depth:
+// numbers by value (numEqual: Klaviyo keeps a float as a double and
+// answers it in that form, 12.50 as 12.5, 1e2 as 100), an object's null
+// member as an absent one (Klaviyo's bulk import jobs do not set a field
+// to null), anything else exactly.
+func sameJSON(want, got any) bool {
+	switch w := want.(type) {
+	case json.Number:
+		g, ok := got.(json.Number)
+		return ok && numEqual(w.String(), g.String())
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !sameJSON(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !sameJSON(v, g[k]) {
+				return false
+			}
+		}
+		for k, v := range g {
+			if _, has := w[k]; !has && v != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(want, got)
 }
 
 func empty(v any) bool { return v == nil || v == "" }
 
-func numEqual(a, b string) bool {
-	x, ok1 := new(big.Rat).SetString(strings.TrimSpace(a))
-	y, ok2 := new(big.Rat).SetString(strings.TrimSpace(b))
-	return ok1 && ok2 && x.Cmp(y) == 0
+// numEqual reports whether got, a number Klaviyo answered, is the number
+// want was sent as: the same value, or, for a want written with a fraction
+// or an exponent (a float: Klaviyo keeps it as a double), the same double
+// (0.12345678901234567890 is read back 0.12345678901234568). An integer
+// must be equal to the digit: Klaviyo keeps integers whole, so an integer
+// past 2^53 that differs from want only in its last digits is another
+// value, not want rounded.
+func numEqual(want, got string) bool {
+	want, got = strings.TrimSpace(want), strings.TrimSpace(got)
+	x, ok1 := new(big.Rat).SetString(want)
+	y, ok2 := new(big.Rat).SetString(got)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if x.Cmp(y) == 0 {
+		return true
+	}
+	if !strings.ContainsAny(want, ".eE") {
+		return false
+	}
+	a, err1 := strconv.ParseFloat(want, 64)
+	b, err2 := strconv.ParseFloat(got, 64)
+	return err1 == nil && err2 == nil && a == b
 }
 
 func canonical(v any) any {
