@@ -300,7 +300,11 @@ func (s *Server) jobErrors(c *call, id string) {
 	if j != nil && s.errorsListed(j, c.now) {
 		for i := offset; i < len(j.errs) && i < offset+size; i++ {
 			e := j.errs[i]
-			var payload any = cloneMap(e.payload)
+			// How Klaviyo echoes original_payload is not documented: the
+			// fake echoes it as it parsed it, a float as a double (12.50
+			// as 12.5, as stored says), so a client matching the echo to
+			// what it sent by its text misses it.
+			var payload any = stored(cloneMap(e.payload), true)
 			if s.opts.OmitErrorPayload {
 				payload = nil
 			}

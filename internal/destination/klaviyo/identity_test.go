@@ -1,6 +1,7 @@
 package klaviyo_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -111,6 +112,37 @@ func TestImportErrorNamesItsOwnRecord(t *testing.T) {
 	p, _ := b.fake.Profile(emailOf(c))
 	if p.Attributes["first_name"] != c.Data["attributes"].(map[string]any)["first_name"] {
 		t.Fatalf("the fake did not apply record c: %v", p.Attributes)
+	}
+	if out[0].Outcome != destination.Rejected || out[1].Outcome != destination.Delivered {
+		t.Errorf("a: %s, c: %s; want a rejected and c (applied) delivered", out[0].Outcome, out[1].Outcome)
+	}
+}
+
+// TestImportErrorEchoedInKlaviyosForm: as TestImportErrorNamesItsOwnRecord,
+// with a float in the refused record's properties, which the import error
+// echoes as Klaviyo parsed it (12.50 as 12.5). Matched by its text, the echo
+// named neither record, so both were taken for refused and the one Klaviyo
+// applied was sent again on the next run.
+func TestImportErrorEchoedInKlaviyosForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakeklaviyo.Options{}, klaviyo.Params{Mode: klaviyo.ModeBulk})
+	b.fake.AddProfile("x@example.com", map[string]any{"phone_number": "+15005550006"})
+	a, c := record(4), record(5)
+	c.Data["email"] = a.Data["email"]
+	b.fake.AddProfile(emailOf(a), nil)
+	a.Data["attributes"].(map[string]any)["phone_number"] = "+15005550006" // x's number
+	a.Data["attributes"].(map[string]any)["properties.price"] = json.Number("12.50")
+	c.Data["attributes"].(map[string]any)["properties.price"] = json.Number("3.25")
+	res, err := b.dest.Write(t.Context(), []destination.Record{a, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, done, err := b.dest.Outcomes(t.Context(), res[0].Ref, []destination.Record{a, c})
+	if err != nil || !done {
+		t.Fatal(done, err)
+	}
+	if p, _ := b.fake.Profile(emailOf(c)); p.Properties["price"] != 3.25 {
+		t.Fatalf("the fake did not apply record c: %v", p.Properties)
 	}
 	if out[0].Outcome != destination.Rejected || out[1].Outcome != destination.Delivered {
 		t.Errorf("a: %s, c: %s; want a rejected and c (applied) delivered", out[0].Outcome, out[1].Outcome)

@@ -310,28 +310,28 @@ type importError struct {
 // several records of the job share the e-mail (a data conflict in the
 // source), it names those whose attributes its original payload holds, so
 // that the one Klaviyo applied is not taken for refused and sent again on
-// every run; a payload that is none of theirs (echoed in another form)
-// names them all, as refused is the safe reading.
+// every run. The payload is compared by value (ValuesEqual: Klaviyo may
+// echo 12.50 as 12.5); a payload that is none of theirs names them all, as
+// refused is the safe reading.
 func refusedRecords(recs []destination.Record, errs map[string][]importError) map[int]string {
 	out := map[int]string{}
 	if len(errs) == 0 {
 		return out
 	}
 	byEmail := map[string][]int{}
-	sent := make([]string, len(recs))
+	sent := make([]map[string]any, len(recs))
 	for i, r := range recs {
 		p := parseRecord(r)
 		byEmail[lower(p.email)] = append(byEmail[lower(p.email)], i)
-		sent[i] = canonicalJSON(p.attrs)
+		sent[i] = p.attrs
 	}
 	for email, es := range errs {
 		idx := byEmail[email]
 		for _, e := range es {
 			var named []int
 			if len(idx) > 1 && e.payload != nil {
-				echoed := canonicalJSON(e.payload)
 				for _, i := range idx {
-					if sent[i] == echoed {
+					if ValuesEqual(sent[i], e.payload) {
 						named = append(named, i)
 					}
 				}
@@ -347,13 +347,6 @@ func refusedRecords(recs []destination.Record, errs map[string][]importError) ma
 		}
 	}
 	return out
-}
-
-// canonicalJSON is v as JSON with numbers in one form (canonical), for
-// comparing a payload Klaviyo echoes with what was sent.
-func canonicalJSON(v any) string {
-	b, _ := json.Marshal(canonical(v))
-	return string(b)
 }
 
 // importErrors reads every page of a job's import errors: lower-cased
