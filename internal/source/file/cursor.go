@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -96,8 +95,8 @@ var _ source.Progressor = (*Source)(nil)
 // Progress is the cursor's byte offset of the file's size: a run's progress
 // in bytes (records vary in length, the file's size does not need a pass
 // over it).
-func (s *Source) Progress(_ context.Context, cursor string) (source.Position, error) {
-	fi, err := os.Stat(s.path)
+func (s *Source) Progress(ctx context.Context, cursor string) (source.Position, error) {
+	fi, err := statWithin(ctx, s.path)
 	if err != nil {
 		return source.Position{}, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
 	}

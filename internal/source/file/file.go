@@ -142,29 +142,16 @@ var _ source.Snapshotter = (*Source)(nil)
 
 // Snapshot is the SHA-256 of the file's content: {"sha256": hex}.
 func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
-	f, err := os.Open(s.path)
+	f, err := openWithin(ctx, s.path)
 	if err != nil {
 		return nil, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, contextReader{ctx, f}); err != nil {
+	if _, err := io.Copy(h, f); err != nil {
 		return nil, fmt.Errorf("file source: read %s for its snapshot: %w: %w", filepath.Base(s.path), source.ErrUnavailable, err)
 	}
 	return map[string]any{"sha256": hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-// contextReader stops a long read once ctx is done.
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // Close closes the file if it is open. The Source may be used again after.
@@ -179,7 +166,7 @@ func (s *Source) Close() error {
 
 // stream is an open file read sequentially from one position onwards.
 type stream struct {
-	f *os.File
+	f *watched // its calls end with the page's context (within.go)
 	// fi is the file's size and time of change when its bytes read so far
 	// were last known to be the file's (see Source.checkUnchanged).
 	fi  os.FileInfo
@@ -238,14 +225,17 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 			}
 		}
 		_ = s.Close()
-		st, err := s.open(pos)
+		st, err := s.open(ctx, pos)
 		if err != nil {
 			return source.Page{}, err
 		}
 		s.st = st
-	} else if err := s.checkSize(); err != nil {
-		_ = s.Close()
-		return source.Page{}, err
+	} else {
+		s.st.f.use(ctx)
+		if err := s.checkSize(); err != nil {
+			_ = s.Close()
+			return source.Page{}, err
+		}
 	}
 	page, err := s.fill(ctx, cursor, size)
 	if err != nil || page.End {
@@ -371,8 +361,8 @@ func (s *Source) readError(err error) error {
 
 // open opens the file and positions a stream at pos, verifying the checksum of
 // the bytes before it.
-func (s *Source) open(pos position) (*stream, error) {
-	f, err := os.Open(s.path)
+func (s *Source) open(ctx context.Context, pos position) (*stream, error) {
+	f, err := openWithin(ctx, s.path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
@@ -384,7 +374,7 @@ func (s *Source) open(pos position) (*stream, error) {
 	return st, nil
 }
 
-func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
+func (s *Source) openFile(f *watched, pos position) (*stream, error) {
 	// Before any byte is read: a write after it shows in the next check.
 	fi, err := f.Stat()
 	if err != nil {
@@ -488,7 +478,7 @@ func (s *Source) openFile(f *os.File, pos position) (*stream, error) {
 
 // hashPrefix writes the first n bytes of f to h. It returns how many of them
 // are '\n' and up to the first three of them.
-func hashPrefix(f *os.File, n int64, h io.Writer) (lines int64, first []byte, err error) {
+func hashPrefix(f io.ReaderAt, n int64, h io.Writer) (lines int64, first []byte, err error) {
 	buf := make([]byte, min(n, bufSize))
 	var off int64
 	for off < n {
