@@ -18,7 +18,7 @@ func BenchmarkCSVPaging(b *testing.B) {
 	}
 	defer src.Close()
 	// A context that can end, as a run's is: each call on the file is then
-	// made in a goroutine of its own (within.go).
+	// made in a goroutine of its own (source.File).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.ReportAllocs()

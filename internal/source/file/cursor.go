@@ -96,7 +96,7 @@ var _ source.Progressor = (*Source)(nil)
 // in bytes (records vary in length, the file's size does not need a pass
 // over it).
 func (s *Source) Progress(ctx context.Context, cursor string) (source.Position, error) {
-	fi, err := statWithin(ctx, s.path)
+	fi, err := source.Stat(ctx, s.path)
 	if err != nil {
 		return source.Position{}, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
 	}

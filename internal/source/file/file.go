@@ -142,7 +142,7 @@ var _ source.Snapshotter = (*Source)(nil)
 
 // Snapshot is the SHA-256 of the file's content: {"sha256": hex}.
 func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
-	f, err := openWithin(ctx, s.path)
+	f, err := source.OpenFile(ctx, s.path)
 	if err != nil {
 		return nil, fmt.Errorf("file source: %w: %w", source.ErrUnavailable, err)
 	}
@@ -166,7 +166,7 @@ func (s *Source) Close() error {
 
 // stream is an open file read sequentially from one position onwards.
 type stream struct {
-	f *watched // its calls end with the page's context (within.go)
+	f *source.File // its calls end with the page's context
 	// fi is the file's size and time of change when its bytes read so far
 	// were last known to be the file's (see Source.checkUnchanged).
 	fi  os.FileInfo
@@ -231,7 +231,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		}
 		s.st = st
 	} else {
-		s.st.f.use(ctx)
+		s.st.f.Use(ctx)
 		if err := s.checkSize(); err != nil {
 			_ = s.Close()
 			return source.Page{}, err
@@ -362,7 +362,7 @@ func (s *Source) readError(err error) error {
 // open opens the file and positions a stream at pos, verifying the checksum of
 // the bytes before it.
 func (s *Source) open(ctx context.Context, pos position) (*stream, error) {
-	f, err := openWithin(ctx, s.path)
+	f, err := source.OpenFile(ctx, s.path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
@@ -374,7 +374,7 @@ func (s *Source) open(ctx context.Context, pos position) (*stream, error) {
 	return st, nil
 }
 
-func (s *Source) openFile(f *watched, pos position) (*stream, error) {
+func (s *Source) openFile(f *source.File, pos position) (*stream, error) {
 	// Before any byte is read: a write after it shows in the next check.
 	fi, err := f.Stat()
 	if err != nil {
