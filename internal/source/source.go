@@ -240,7 +240,8 @@ func (e *NoAnswerError) Unwrap() []error { return []error{e.Err, ErrUnavailable}
 
 // ReadHint says what may hold a read of a source that goes unanswered.
 const ReadHint = "a lock another session holds on a table the source reads (an ALTER TABLE or LOCK TABLE, running or waiting, " +
-	"or a transaction left open), a slow query or server, a network that drops packets, or an API's rate limit; " +
+	"or a transaction left open), a slow query or server, a network that drops packets, a network or FUSE filesystem " +
+	"that stopped answering (a file source's), or an API's rate limit; " +
 	"a query that needs longer needs a larger source.timeout"
 
 // ReadWithin runs read, one read of the source id named by what ("read a

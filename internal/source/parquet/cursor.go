@@ -120,7 +120,7 @@ var _ source.Progressor = (*Source)(nil)
 // Progress is the cursor's record number of the rows of every file, from
 // their footers (no data page is read).
 func (s *Source) Progress(ctx context.Context, cursor string) (source.Position, error) {
-	l, err := s.list()
+	l, err := s.list(ctx)
 	if err != nil {
 		return source.Position{}, err
 	}
@@ -129,7 +129,7 @@ func (s *Source) Progress(ctx context.Context, cursor string) (source.Position, 
 		if err := ctx.Err(); err != nil {
 			return source.Position{}, err
 		}
-		n, err := s.footerRows(l.path(name))
+		n, err := s.footerRows(ctx, l.path(name))
 		if err != nil {
 			return source.Position{}, err
 		}

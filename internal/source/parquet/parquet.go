@@ -133,7 +133,17 @@ func (l listing) path(name string) string { return filepath.Join(l.dir, filepath
 // sorted. Hidden names are left out as Spark's reader leaves them out: "."
 // first, or "_" first without "=" (files and directories being written,
 // _temporary, _SUCCESS, .crc), see docs/config.md#parquet-source.
-func (s *Source) list() (listing, error) {
+func (s *Source) list(ctx context.Context) (l listing, err error) {
+	// The whole listing is one call given up when ctx ends: on a mount
+	// that stopped answering, a stat or a directory read blocks in the
+	// kernel (source.File).
+	if werr := source.Within(ctx, func() { l, err = s.listNow() }); werr != nil {
+		return listing{}, fmt.Errorf("%s: %w: list the files: %w", s.id, source.ErrUnavailable, werr)
+	}
+	return l, err
+}
+
+func (s *Source) listNow() (listing, error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return listing{}, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
@@ -209,7 +219,13 @@ func (s *Source) list() (listing, error) {
 // bytes: a file named otherwise (Hive's 000000_0, Impala's .parq, a
 // BigQuery export's 000000000000) whose writer has finished it. One still
 // being written has no footer yet, so it is left out, not misread.
+//
+// A file that is not a regular one (a FIFO, a socket, a device) is not
+// opened: the open of a FIFO without a writer blocks until one comes.
 func complete(p string) bool {
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() < 12 {
+		return false
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return false
@@ -287,9 +303,10 @@ func chain(prev [sha256.Size]byte, name string, content []byte) [sha256.Size]byt
 }
 
 // hashFile returns the SHA-256 of f's content.
-func (s *Source) hashFile(ctx context.Context, f *os.File) ([]byte, error) {
+// Its reads end with f's context.
+func (s *Source) hashFile(f *source.File) ([]byte, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, contextReader{ctx, io.NewSectionReader(f, 0, 1<<62)})
+	n, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62))
 	s.hashed += n
 	if err != nil {
 		return nil, err
@@ -305,17 +322,17 @@ func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l, err := s.list()
+	l, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var sum [sha256.Size]byte
 	for _, name := range l.names {
-		f, err := os.Open(l.path(name))
+		f, err := source.OpenFile(ctx, l.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 		}
-		content, err := s.hashFile(ctx, f)
+		content, err := s.hashFile(f)
 		_ = f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: read %s for its snapshot: %w: %w", s.id, name, source.ErrUnavailable, err)
@@ -325,8 +342,16 @@ func (s *Source) Snapshot(ctx context.Context) (map[string]any, error) {
 	return map[string]any{"sha256": fmt.Sprintf("%x", sum)}, nil
 }
 
-// footerRows is the number of rows a file's footer declares.
-func (s *Source) footerRows(path string) (n int64, err error) {
+// footerRows is the number of rows a file's footer declares, given up
+// when ctx ends first.
+func (s *Source) footerRows(ctx context.Context, path string) (n int64, err error) {
+	if werr := source.Within(ctx, func() { n, err = s.footerRowsNow(path) }); werr != nil {
+		return 0, fmt.Errorf("%s: %w: read the footer of %s: %w", s.id, source.ErrUnavailable, filepath.Base(path), werr)
+	}
+	return n, err
+}
+
+func (s *Source) footerRowsNow(path string) (n int64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: %w: the footer of %s could not be decoded (a damaged file?)", s.id, source.ErrInvalid, filepath.Base(path))
@@ -348,26 +373,13 @@ func (s *Source) footerRows(path string) (n int64, err error) {
 	return pf.NumRows(), nil
 }
 
-func openParquet(f *os.File, size int64) (*pq.File, error) {
+func openParquet(f io.ReaderAt, size int64) (*pq.File, error) {
 	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
 	if err != nil {
 		// parquet-go's message may quote the file's first or last bytes.
 		return nil, fmt.Errorf("%w: not a Parquet file, or its footer is damaged or not written yet (a file still being written?)", source.ErrInvalid)
 	}
 	return pf, nil
-}
-
-// contextReader stops a long read once ctx is done.
-type contextReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c contextReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // Close closes the open file, if any. The Source may be used again after.
@@ -395,8 +407,11 @@ type stream struct {
 	// err is an error met looking ahead past the last page, for the next.
 	err error
 
+	// ctx is the current page's: the file's calls end with it.
+	ctx context.Context
+
 	// The open file (nil between files).
-	f     *os.File
+	f     *source.File
 	fi    fs.FileInfo
 	pf    *pq.File
 	cols  *columns
@@ -424,6 +439,15 @@ func (st *stream) closeFile() error {
 }
 
 func (st *stream) name() string { return st.l.names[st.idx] }
+
+// use makes the stream's calls on its files end with ctx, a page's.
+func (st *stream) use(ctx context.Context) *stream {
+	st.ctx = ctx
+	if st.f != nil {
+		st.f.Use(ctx)
+	}
+	return st
+}
 
 // position is the cursor of the next row.
 func (st *stream) position() position {
@@ -463,7 +487,7 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (page so
 			return source.Page{}, err
 		}
 		s.st = st
-	} else if err := s.st.unchanged(); err != nil {
+	} else if err := s.st.use(ctx).unchanged(); err != nil {
 		_ = s.Close()
 		return source.Page{}, err
 	}
@@ -512,7 +536,7 @@ func (st *stream) unchanged() error {
 	if st.f == nil {
 		return nil
 	}
-	fi, err := os.Stat(st.l.path(st.name()))
+	fi, err := source.Stat(st.ctx, st.l.path(st.name()))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s: %w: %s is gone", st.src.id, source.ErrChanged, st.name())
@@ -590,11 +614,11 @@ func (s *Source) fill(ctx context.Context, cursor string, size int) (source.Page
 // open lists the files and positions a stream at pos (nil: the start),
 // checking the digest of the files up to pos's.
 func (s *Source) open(ctx context.Context, pos *position) (*stream, error) {
-	l, err := s.list()
+	l, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := &stream{src: s, l: l, buf: make([]pq.Row, batch)}
+	st := &stream{src: s, l: l, ctx: ctx, buf: make([]pq.Row, batch)}
 	if pos == nil {
 		if len(l.names) > 0 {
 			if err := st.openFile(ctx, 0, nil); err != nil {
@@ -613,11 +637,11 @@ func (s *Source) open(ctx context.Context, pos *position) (*stream, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		f, err := os.Open(l.path(l.names[i]))
+		f, err := source.OpenFile(ctx, l.path(l.names[i]))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 		}
-		content, err := s.hashFile(ctx, f)
+		content, err := s.hashFile(f)
 		_ = f.Close()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -653,7 +677,7 @@ func (st *stream) openFile(ctx context.Context, i int, want *[sumLen]byte) error
 	s := st.src
 	st.idx, st.row, st.rg = i, 0, 0
 	path := st.l.path(st.name())
-	f, err := os.Open(path)
+	f, err := source.OpenFile(ctx, path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s: %w: %s is gone", s.id, source.ErrChanged, st.name())
@@ -664,7 +688,7 @@ func (st *stream) openFile(ctx context.Context, i int, want *[sumLen]byte) error
 	if st.fi, err = f.Stat(); err != nil {
 		return fmt.Errorf("%s: %w: %w", s.id, source.ErrUnavailable, err)
 	}
-	content, err := s.hashFile(ctx, f)
+	content, err := s.hashFile(f)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -776,6 +800,10 @@ func (st *stream) take() (map[string]any, error) {
 // checksum that does not match, a page header where the footer read before
 // the write says one starts), not damage.
 func (st *stream) decodeError(err error) error {
+	if st.ctx.Err() != nil {
+		// A read given up (source.File): the file did not answer.
+		return fmt.Errorf("%s: %w: %w", st.src.id, source.ErrUnavailable, err)
+	}
 	if cerr := st.unchanged(); errors.Is(cerr, source.ErrChanged) {
 		return cerr
 	}
