@@ -93,10 +93,14 @@
 //
 // MySQL has no boolean type: a BOOLEAN column is TINYINT(1) and reads as
 // int64 0 or 1. CHAR values lose their trailing spaces (MySQL strips them).
-// Zero dates ("0000-00-00") keep MySQL's text. Every session runs with
-// time_zone '+00:00', so TIMESTAMP values read the same on every worker, and
-// with SET NAMES utf8mb4 (utf8mb4's default collation, the one of the
-// _utf8mb4 literals cursors are written in, see configure).
+// Zero dates ("0000-00-00") keep MySQL's text. A DECIMAL ZEROFILL loses
+// the zeros MySQL pads it with ("000012.50" reads 12.50, its scale kept).
+// Every session runs with time_zone '+00:00', so TIMESTAMP values read the
+// same on every worker, with SET NAMES utf8mb4 (utf8mb4's default
+// collation, the one of the _utf8mb4 literals cursors are written in, see
+// configure), and without PAD_CHAR_TO_FULL_LENGTH in its sql_mode, so CHAR
+// values lose their trailing spaces whatever the server's or the DSN's
+// sql_mode (its other modes are kept, see sessionSQL).
 //
 // # Errors
 //
@@ -317,6 +321,38 @@ func configure(cfg *mysqldrv.Config) {
 	_ = cfg.Apply(mysqldrv.Charset("utf8mb4", ""))
 }
 
+// sessionSQL fixes, on every new connection, what shapes the values' text
+// and that configure cannot set outright: the session's sql_mode, which
+// the server's configuration (sql_mode in my.cnf) or the DSN chooses, and
+// the query may depend on, loses PAD_CHAR_TO_FULL_LENGTH only. With it,
+// MySQL and MariaDB pad CHAR values to the column's length ("ab   "), so
+// the same row would read otherwise on a server configured otherwise and
+// be sent again. @@SESSION.sql_mode is the canonical list (upper case,
+// comma-separated, combination modes expanded).
+const sessionSQL = "SET SESSION sql_mode = TRIM(BOTH ',' FROM " +
+	"REPLACE(CONCAT(',', @@SESSION.sql_mode, ','), ',PAD_CHAR_TO_FULL_LENGTH,', ','))"
+
+// sessionConnector runs sessionSQL on each connection it opens, after the
+// driver has set the DSN's parameters.
+type sessionConnector struct{ driver.Connector }
+
+func (c sessionConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		_ = conn.Close()
+		return nil, errors.New("the driver's connection cannot run statements")
+	}
+	if _, err := ex.ExecContext(ctx, sessionSQL, nil); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
 // New returns a Source for p after checking, on the server, that the query or
 // table can be read and has the key columns. Errors wrap source.ErrInvalid
 // (bad parameters, bad SQL, unknown columns), source.ErrAuth (access
@@ -353,7 +389,7 @@ func New(ctx context.Context, p Params) (*Source, error) {
 	if err != nil {
 		return invalid("dsn: %s", strings.ReplaceAll(err.Error(), cfg.Passwd, "xxxxx"))
 	}
-	s := &Source{connector: connector, password: cfg.Passwd, keys: []string{cursorCol}, identity: identity,
+	s := &Source{connector: sessionConnector{connector}, password: cfg.Passwd, keys: []string{cursorCol}, identity: identity,
 		versionQuery: p.VersionQuery, maxRecord: p.MaxRecordBytes, lookback: max(p.Lookback, 0),
 		lookbackN: max(p.LookbackValues, 0)}
 	if s.maxRecord == 0 {

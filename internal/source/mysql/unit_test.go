@@ -97,6 +97,11 @@ func TestConvertFallbacks(t *testing.T) {
 		want any
 	}{
 		{kindDecimal, []byte("12.50"), json.Number("12.50")},
+		{kindDecimal, []byte("000012.50"), json.Number("12.50")}, // ZEROFILL
+		{kindDecimal, []byte("0000000.000"), json.Number("0.000")},
+		{kindDecimal, []byte("000007"), json.Number("7")},
+		{kindDecimal, []byte("-0.50"), json.Number("-0.50")},
+		{kindDecimal, []byte("0"), json.Number("0")},
 		{kindDatetime, []byte("0000-00-00 00:00:00"), "0000-00-00 00:00:00"},
 		{kindTimestamp, []byte("2024-05-01 10:00:00.000001"), "2024-05-01T10:00:00.000001Z"},
 		{kindJSON, []byte("not json"), "not json"},

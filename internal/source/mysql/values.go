@@ -116,8 +116,8 @@ func formatDouble(v float64) string {
 func convertBytes(k kind, b []byte) any {
 	switch k {
 	case kindDecimal:
-		if isJSONNumber(string(b)) {
-			return json.Number(string(b))
+		if n := canonicalDecimal(string(b)); isJSONNumber(n) {
+			return json.Number(n)
 		}
 	case kindDatetime:
 		if t, err := time.Parse(myDatetimeLayout, string(b)); err == nil {
@@ -156,6 +156,25 @@ func convertBytes(k kind, b []byte) any {
 		}
 	}
 	return string(b)
+}
+
+// canonicalDecimal is a DECIMAL's text without the zeros ZEROFILL pads
+// its integer part with ("000012.50" is 12.50): the digits MySQL prints
+// for the value without ZEROFILL, and PostgreSQL for a numeric. The
+// fraction, the scale, is kept.
+func canonicalDecimal(s string) string {
+	sign, digits := "", s
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = "-", digits[1:]
+	}
+	i := 0
+	for i+1 < len(digits) && digits[i] == '0' && digits[i+1] >= '0' && digits[i+1] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return s
+	}
+	return sign + digits[i:]
 }
 
 // text is a value as a cursor or a version hash keeps it: MySQL's text for
