@@ -355,14 +355,36 @@ type term struct {
 	id        int64
 }
 
-func (f filter) match(c *Customer) bool {
+// match reports whether c matches every term. A time term matches by
+// the search's granularity g (Options.SearchGranularity; a whole day by
+// default), as Shopify documents the customers query's updated_at filter:
+// "The date and time, matching a whole day, when the customer's
+// information was last updated"
+// (https://shopify.dev/docs/api/admin-graphql/latest/queries/customers).
+// The value names the span [lo, lo+g) it falls in, and each comparator
+// takes the span whole, as a search engine rounds a date in a range
+// (Elasticsearch's range query: gt rounds up to the span's last instant,
+// gte down to its first): "updated_at:>'2026-12-01T08:00:00Z'" matches
+// from 2026-12-02 on, "updated_at:>='2026-12-01T08:00:00Z'" from
+// 2026-12-01T00:00:00Z. With a granularity of a second, every comparison
+// is exact.
+func (f filter) match(c *Customer, g time.Duration) bool {
 	for _, t := range f.terms {
 		var cmp int
 		switch t.field {
-		case "updated_at":
-			cmp = c.UpdatedAt.Compare(t.t)
-		case "created_at":
-			cmp = c.CreatedAt.Compare(t.t)
+		case "updated_at", "created_at":
+			v := c.UpdatedAt
+			if t.field == "created_at" {
+				v = c.CreatedAt
+			}
+			lo := t.t.Truncate(g)
+			hi := lo.Add(g)
+			switch {
+			case v.Before(lo):
+				cmp = -1
+			case !v.Before(hi):
+				cmp = 1
+			}
 		case "id":
 			switch {
 			case c.ID < t.id:
@@ -571,7 +593,7 @@ func (ex *execution) runCustomers(rp rootPlan) (any, int) {
 	now := s.clock.Now()
 	for i := start; i < len(all); i++ {
 		c := idx(i)
-		if !flt.match(c) || (filtered && !s.indexed(c, now)) {
+		if !flt.match(c, s.searchGranularity()) || (filtered && !s.indexed(c, now)) {
 			continue
 		}
 		if int64(len(page)) == first {
@@ -693,7 +715,7 @@ func (ex *execution) runCount(rp rootPlan) any {
 	}
 	n := int64(0)
 	for _, c := range s.customers {
-		if flt.match(c) {
+		if flt.match(c, s.searchGranularity()) {
 			n++
 		}
 	}

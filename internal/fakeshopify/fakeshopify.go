@@ -27,8 +27,14 @@
 //     to the end of an UPDATED_AT order.
 //   - the search syntax of `query` for the filters the source uses:
 //     updated_at and created_at with :, :>, :>=, :<, :<= and a quoted or
-//     bare ISO-8601 time (second precision, as Shopify keeps it), id with
-//     the same comparators, terms joined by spaces or AND. An unknown
+//     bare ISO-8601 time, id with the same comparators, terms joined by
+//     spaces or AND. A time matches a whole day by default, as the
+//     customers query documents its updated_at filter ("The date and time,
+//     matching a whole day, when the customer's information was last
+//     updated"): each comparator takes the value's UTC day whole, so
+//     "updated_at:>'T'" skips the rest of T's day and "updated_at:>='T'"
+//     starts at its midnight (Options.SearchGranularity: time.Second
+//     compares to the second, as Shopify keeps updatedAt). An unknown
 //     filter is ignored with a warning in extensions.search, as Shopify
 //     does; OR, NOT and parentheses are refused.
 //   - Customer fields: id (gid://shopify/Customer/N), email, phone (both
@@ -127,6 +133,12 @@ type Options struct {
 	// IndexLag is how long after an update a customer becomes visible to
 	// filtered (query:) searches.
 	IndexLag time.Duration
+	// SearchGranularity is how finely the search's updated_at and
+	// created_at filters tell times apart: 0 is a whole day (UTC), as
+	// Shopify documents the customers query's updated_at filter ("The date
+	// and time, matching a whole day, ..."), so that ":>" a time matches
+	// from the next day on; time.Second honours the time given.
+	SearchGranularity time.Duration
 	// Seed makes fault injection reproducible (0 = random).
 	Seed int64
 	// Clock tells the time: the bucket's restore, customers' timestamps
@@ -350,6 +362,14 @@ func (s *Server) Update(id int64, fn func(c *Customer)) bool {
 	delete(s.indexedAt, id)
 	s.sorted = nil
 	return true
+}
+
+// searchGranularity is Options.SearchGranularity, a day when unset.
+func (s *Server) searchGranularity() time.Duration {
+	if s.opts.SearchGranularity <= 0 {
+		return 24 * time.Hour
+	}
+	return s.opts.SearchGranularity
 }
 
 // DelayIndex makes customer id invisible to filtered searches until at

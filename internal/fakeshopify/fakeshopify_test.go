@@ -161,11 +161,31 @@ func TestPaginationFilterAndCost(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("pages read %v, want %v", got, want)
 	}
-	// The filter: only the later ones.
-	a := post(t, url, token, page, map[string]any{"first": 10, "query": "updated_at:>='2026-01-01T00:30:00Z'"})
-	edges := a.body["data"].(map[string]any)["customers"].(map[string]any)["edges"].([]any)
+	// The filter matches whole days by default, as Shopify documents
+	// updated_at: ">=" a time starts at its midnight, ">" at the next day.
+	filtered := func(url, q string) []any {
+		a := post(t, url, token, page, map[string]any{"first": 10, "query": q})
+		return a.body["data"].(map[string]any)["customers"].(map[string]any)["edges"].([]any)
+	}
+	if got := filtered(url, "updated_at:>='2026-01-01T00:30:00Z'"); len(got) != 5 {
+		t.Fatalf("a whole day, >=: %d customers, want the day's 5", len(got))
+	}
+	if got := filtered(url, "updated_at:>'2026-01-01T00:30:00Z'"); len(got) != 0 {
+		t.Fatalf("a whole day, >: %d customers, want none (the next day on)", len(got))
+	}
+	if got := filtered(url, "updated_at:'2026-01-01T23:00:00Z'"); len(got) != 5 {
+		t.Fatalf("a whole day, =: %d customers, want the day's 5", len(got))
+	}
+	// To the second: only the later ones.
+	fs, surl := newFake(t, fakeshopify.Options{Clock: fc, SearchGranularity: time.Second})
+	fs.Put(first...)
+	fs.Put(later...)
+	edges := filtered(surl, "updated_at:>='2026-01-01T00:30:00Z'")
 	if len(edges) != 2 || edges[0].(map[string]any)["node"].(map[string]any)["id"] != later[0].GID() {
-		t.Fatalf("filtered: %s", a.raw)
+		t.Fatalf("filtered to the second: %v", edges)
+	}
+	if got := filtered(surl, "updated_at:>'"+later[0].UpdatedAt.Format(time.RFC3339)+"'"); len(got) != 0 {
+		t.Fatalf("to the second, >: %d customers, want none", len(got))
 	}
 }
 

@@ -29,6 +29,8 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options, seed *int) {
 	fs.Float64Var(&o.CutRate, "cut-rate", o.CutRate, "fraction (0..1) of API requests served (and charged) whose answer is cut halfway through its body")
 	fs.StringVar(&o.RedirectTo, "redirect-to", o.RedirectTo, "answer every API request 301 to this origin (a moved shop)")
 	fs.DurationVar(&o.IndexLag, "index-lag", o.IndexLag, "how long after an update a customer shows up in filtered (query:) searches, e.g. 2s")
+	fs.DurationVar(&o.SearchGranularity, "search-granularity", o.SearchGranularity,
+		"how finely updated_at/created_at search filters compare times: 0 = a whole day, as Shopify documents them; 1s = to the second")
 	fs.StringVar(&o.OldestVersion, "oldest-version", o.OldestVersion, "the oldest supported API version, e.g. 2026-01: older ones are served as it, as Shopify falls forward (empty serves every version as asked)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed for fault injection (0 = random)")
 	if seed != nil {

@@ -9,7 +9,9 @@
 // (the search index lags writes), skipping the customers read then whose
 // record has not changed since (docs/guide.md#shopify-customers); once a
 // pass began (Shopify's Date) more than the look-back after T, the next
-// asks for "updated_at:>'T'" only. A
+// keeps only those updated after T. Shopify's updated_at filter may match
+// whole days, so the source asks it for a superset ("updated_at:>='...'")
+// and applies the exact bound itself. A
 // customer updated during a pass moves to the end of the sort and is read
 // again before the pass ends, so nothing changed is missed.
 //
@@ -274,13 +276,11 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 		if pos.After != "" {
 			vars["after"] = pos.After
 		}
-		if pos.Floor != "" {
-			floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
-			if pos.Settled {
-				vars["query"] = "updated_at:>'" + floor.UTC().Format(time.RFC3339) + "'"
-			} else {
-				vars["query"] = "updated_at:>='" + floor.Add(-s.p.Lookback).UTC().Format(time.RFC3339) + "'"
-			}
+		// keep is the pass's exact lower bound; Shopify's filter is only
+		// asked for a superset of it (see passBound).
+		keep, query := s.passBound(pos)
+		if query != "" {
+			vars["query"] = query
 		}
 		// Only a pass's first request dates it: a pass resumed later must
 		// not seem to have begun then.
@@ -309,6 +309,9 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 			if err != nil {
 				return source.Page{}, err
 			}
+			if !keep(updated) {
+				continue // before the pass's bound: read by an earlier pass
+			}
 			skip, key := pos.skip(rec, updated)
 			pos.saw(rec, key, updated)
 			if !skip {
@@ -336,6 +339,31 @@ func (s *Source) ReadPage(ctx context.Context, cursor string, size int) (source.
 			return source.Page{}, fmt.Errorf("%s: %w", s.id, err)
 		}
 	}
+}
+
+// passBound is where pos's pass starts: keep reports whether a customer
+// updated at a given instant is in the pass, and query is the search that
+// asks Shopify for them ("" for every customer). A settled pass keeps the
+// customers updated after its floor, another those updated from the
+// look-back before it. The search only ever asks "updated_at:>=", and the
+// source applies the exact bound itself: Shopify documents the customers
+// query's updated_at filter as "The date and time, matching a whole day"
+// (shopify.dev, queries/customers), so a comparator may take the value's
+// whole day. ">=" then starts at that day's midnight (more customers, the
+// ones before the bound dropped here), while ">" would skip the rest of
+// the day: every change after the floor on the floor's day, lost
+// (TestUpdatedAtFilterMatchesWholeDays).
+func (s *Source) passBound(pos position) (keep func(time.Time) bool, query string) {
+	if pos.Floor == "" {
+		return func(time.Time) bool { return true }, ""
+	}
+	floor, _ := time.Parse(time.RFC3339, pos.Floor) // parseCursor checked it
+	floor = floor.UTC()
+	if pos.Settled {
+		return func(t time.Time) bool { return t.After(floor) }, "updated_at:>='" + floor.Format(time.RFC3339) + "'"
+	}
+	from := floor.Add(-s.p.Lookback)
+	return func(t time.Time) bool { return !t.Before(from) }, "updated_at:>='" + from.Format(time.RFC3339) + "'"
 }
 
 // decode maps one customer's JSON, refusing one larger than

@@ -637,8 +637,11 @@ func TestSettledWindowIsNotReadAgain(t *testing.T) {
 			t.Fatalf("pass %d after the window settled read %d records again", i+3, len(recs))
 		}
 	}
+	// From the last instant read, without look-back (inclusive: Shopify's
+	// updated_at filter may match whole days; the source drops the
+	// customers of that instant and before itself).
 	st := e.fake.Stats()
-	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>'2026-12-01T08:00:00Z'" {
+	if last := st.LastQueries[len(st.LastQueries)-1]; last != "updated_at:>='2026-12-01T08:00:00Z'" {
 		t.Fatalf("last search query %q", last)
 	}
 	// Updated now, indexed ten minutes later: not read until then, then once.
@@ -696,5 +699,42 @@ func TestAPIVersionTooOldOrRetired(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpdatedAtFilterMatchesWholeDays: Shopify documents the customers
+// query's updated_at filter as "The date and time, matching a whole day,
+// when the customer's information was last updated"; the fake takes each
+// comparator's day whole, so "updated_at:>'T'" matches from the next day
+// on. A store that settled at 08:00 and changed a customer at 10:00 the
+// same day must still send that change (and a change the next day), and a
+// pass must not read again the customers of the day it already read.
+func TestUpdatedAtFilterMatchesWholeDays(t *testing.T) {
+	e := newEnv(t, fakeshopify.Options{}, shopify.Params{})
+	seeded := e.fake.Seed(10)
+	_, next := e.readAll(t, "", 4)
+	e.clock.Advance(time.Hour) // 09:00: the window before 08:00 settles
+	if recs, n := e.readAll(t, next, 4); len(recs) != 0 {
+		t.Fatalf("a pass without changes read %v", ids(recs))
+	} else {
+		next = n
+	}
+	e.clock.Advance(time.Hour) // 10:00, the same day
+	e.fake.Update(seeded[3].ID, func(c *fakeshopify.Customer) { c.FirstName = "Changed at ten" })
+	e.clock.Advance(time.Minute)
+	recs, next := e.readAll(t, next, 4)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(seeded[3].ID)}) || recs[0].Fields["firstName"] != "Changed at ten" {
+		t.Fatalf("the pass after a change the same day read %v; want the changed customer", got)
+	}
+	e.clock.Advance(time.Hour)
+	if recs, next = e.readAll(t, next, 4); len(recs) != 0 {
+		t.Fatalf("a pass an hour later read %v again", ids(recs))
+	}
+	e.clock.Advance(24 * time.Hour) // the next day
+	e.fake.Update(seeded[7].ID, func(c *fakeshopify.Customer) { c.FirstName = "Changed a day later" })
+	e.clock.Advance(time.Minute)
+	recs, _ = e.readAll(t, next, 4)
+	if got := ids(recs); !slices.Equal(got, []string{itoa(seeded[7].ID)}) {
+		t.Fatalf("the pass a day later read %v; want the customer changed that day", got)
 	}
 }
