@@ -28,7 +28,14 @@ import (
 // options ("ID of Value of the category type attribute",
 // getAttributes_enumeration): the fake drops anything else, a label
 // included (Brevo does not document taking one). Text and id attributes
-// take any value. Stats.ValuesDropped counts both kinds of drop. A JSON number
+// take any value. A multiple-choice attribute (createAttribute's type enum
+// and multiCategoryOptions, ["USA","INDIA"]) holds a list of its options, as
+// createDoiContact's example COUNTRIES: ["India","China"]: the fake keeps a
+// JSON array of strings and drops anything else, "" included (text, not a
+// list: "Values that don't match the attribute type ... will be ignored"),
+// so that a single write's "" leaves the old options in place; an import's
+// "" is an empty field, which emptyContactsAttributes erases (imports.go).
+// Stats.ValuesDropped counts both kinds of drop. A JSON number
 // is kept as a double (float64), whatever the attribute's type: Brevo
 // documents float attributes, no integers, so an integer above 2^53 comes
 // back cut.
@@ -173,9 +180,22 @@ func fitsType(typ string, v any) bool {
 	case "boolean":
 		_, ok := v.(bool)
 		return ok
+	case multipleChoice:
+		list, ok := v.([]any)
+		for _, o := range list {
+			if _, isText := o.(string); !isText {
+				return false
+			}
+		}
+		return ok
 	}
 	return true
 }
+
+// multipleChoice is the type of an attribute holding a list of options
+// (createAttribute in swagger.yaml). getAttributes' type enum predates it:
+// the validator's copy of the spec admits it in responses (loadSpec).
+const multipleChoice = "multiple-choice"
 
 // dateLayout is how Brevo's API writes a date attribute's value.
 const dateLayout = "2006-01-02"

@@ -3,7 +3,9 @@ package fakebrevo
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,39 @@ func TestCategoryAttributeKeepsOptionNumbers(t *testing.T) {
 	}
 	if got := b.srv.Stats().ValuesDropped; got != 3 {
 		t.Errorf("ValuesDropped = %d, want 3 (a label, a number no option has, a numeric text)", got)
+	}
+}
+
+// TestMultipleChoiceAttributeKeepsAList: a multiple-choice attribute holds a
+// list of its options (createDoiContact's example COUNTRIES:
+// ["India","China"]) and is listed with its type. A single write's "" is
+// text, not a list: dropped, the old options left in place; null erases
+// them; an import's "" is an empty field, which emptyContactsAttributes
+// erases.
+func TestMultipleChoiceAttributeKeepsAList(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Attributes: append(WithAttributes(), Attribute{Name: "COUNTRIES", Category: "normal", Type: "multiple-choice"})})
+	resp := b.do("GET", "/v3/contacts/attributes", nil)
+	b.mustStatus(resp, http.StatusOK)
+	if !strings.Contains(string(resp.body), `{"name":"COUNTRIES","category":"normal","type":"multiple-choice"}`) {
+		t.Fatalf("listing %s, want COUNTRIES of type multiple-choice", resp.body)
+	}
+	list := []any{"India", "China"}
+	for _, email := range []string{"ann@example.com", "bob@example.com", "cy@example.com"} {
+		b.mustStatus(b.do("POST", "/v3/contacts", m{"email": email, "attributes": m{"COUNTRIES": list}}), http.StatusCreated)
+	}
+	b.mustStatus(b.do("POST", "/v3/contacts", m{"email": "ann@example.com", "updateEnabled": true, "attributes": m{"COUNTRIES": ""}}), http.StatusNoContent)
+	b.mustStatus(b.do("PUT", "/v3/contacts/ann%40example.com", m{"attributes": m{"COUNTRIES": "India"}}), http.StatusNoContent)
+	b.mustStatus(b.do("PUT", "/v3/contacts/bob%40example.com", m{"attributes": m{"COUNTRIES": nil}}), http.StatusNoContent)
+	b.mustStatus(b.do("POST", "/v3/contacts/import", m{"jsonBody": []m{{"email": "cy@example.com", "attributes": m{"COUNTRIES": ""}}},
+		"listIds": []int{2}, "emptyContactsAttributes": true}), http.StatusAccepted)
+	b.clock.Advance(time.Second)
+	if c := b.contact("ann@example.com"); !reflect.DeepEqual(c.Attributes, m{"COUNTRIES": list}) {
+		t.Errorf("ann: %v, want the list kept (a \"\" and a text dropped)", c.Attributes)
+	}
+	b.holdsExactly("bob@example.com", m{})
+	b.holdsExactly("cy@example.com", m{})
+	if got := b.srv.Stats().ValuesDropped; got != 2 {
+		t.Errorf("ValuesDropped = %d, want 2 (a single write's \"\" and a text)", got)
 	}
 }

@@ -97,6 +97,11 @@ func (v *Validator) SpecPatches() []string { return append([]string(nil), v.patc
 //     failed and cancelled: Brevo's current reference lists them and the
 //     fake answers failed for a process that failed whole. Requests are
 //     checked against the spec as published.
+//   - getAttributes_attributes.type (a response schema only) also admits
+//     multiple-choice: createAttribute's type enum in the same spec creates
+//     such attributes, and Brevo's current reference
+//     (developers.brevo.com/reference/get-attributes) lists each attribute
+//     "along with ... options for multiple-choice-type attributes".
 func loadSpec() (*openapi3.T, routers.Router, []string, error) {
 	var doc2 openapi2.T
 	if err := openapi2.UnmarshalFromData(brevoSwagger, &doc2); err != nil {
@@ -167,6 +172,12 @@ func patchSwagger(doc *openapi2.T) []string {
 				}
 			}
 			patched = append(patched, "getProcess.status enum + "+strings.Join(processStatusesBeyondSpec, ", "))
+		}
+	}
+	if def := doc.Definitions["getAttributes_attributes"]; def != nil && def.Value != nil {
+		if typ := def.Value.Properties["type"]; typ != nil && typ.Value != nil && !slices.Contains(typ.Value.Enum, any(multipleChoice)) {
+			typ.Value.Enum = append(typ.Value.Enum, multipleChoice)
+			patched = append(patched, "getAttributes_attributes.type enum + "+multipleChoice)
 		}
 	}
 	sort.Strings(patched)

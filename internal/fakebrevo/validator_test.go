@@ -14,8 +14,8 @@ func TestValidatorRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := v.SpecPatches(); len(p) != 3 {
-		t.Errorf("spec patches = %q, want the three documented ones", p)
+	if p := v.SpecPatches(); len(p) != 4 {
+		t.Errorf("spec patches = %q, want the four documented ones", p)
 	}
 	tests := []struct {
 		name, method, path, body string

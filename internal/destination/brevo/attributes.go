@@ -157,13 +157,19 @@ func localNameHint(missing []string, attrs map[string]attribute) string {
 
 // typedAttributes are the mapped attributes whose values Brevo drops unless
 // they are of a type (typedValue) or one of a category attribute's options
-// (categoryValue), and the text attributes, whose numbers and booleans are
-// sent as text (textValue), by name as mapped (as records carry them); nil
-// when there are none, so that a page's records need no look.
+// (categoryValue), the text attributes, whose numbers and booleans are sent
+// as text (textValue), and every other mapped attribute (an id or
+// multiple-choice attribute, a category one listed without options: its
+// values are sent as mapped, but an emptied one as null, since it is not
+// text: typeValues), by name as mapped (as records carry them); nil when
+// none of the account's is mapped.
 func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]attrType {
 	var out map[string]attrType
 	for _, name := range d.attrs {
-		a := attrs[strings.ToUpper(name)]
+		a, listed := attrs[strings.ToUpper(name)]
+		if !listed {
+			continue // not the account's (or no listing): sent as mapped, "" as ""
+		}
 		t := attrType{typ: a.typ}
 		switch {
 		case a.hasOptions():
@@ -173,18 +179,20 @@ func (d *Destination) typedAttributes(attrs map[string]attribute) map[string]att
 		case a.category == categoryCategory && a.typ == categoryCategory:
 			// Listed without options: sent as mapped, as a listing that
 			// left them out would otherwise refuse every record.
-			t.typ = ""
+			t.typ = asMapped
 		}
-		switch t.typ {
-		case "date", "float", "boolean", "text", categoryCategory:
-			if out == nil {
-				out = make(map[string]attrType)
-			}
-			out[name] = t
+		if out == nil {
+			out = make(map[string]attrType)
 		}
+		out[name] = t
 	}
 	return out
 }
+
+// asMapped is the attrType.typ of a category attribute listed without
+// options: its values are sent as mapped, but for an emptied one
+// (typeValues).
+const asMapped = ""
 
 // categoryCategory is the category (and the type) of an attribute whose
 // values are options (attribute.options).
@@ -251,9 +259,10 @@ func typeValues(c *contact, types map[string]attrType) string {
 			continue
 		}
 		if v == "" {
-			// A cleared value: "" is text, which Brevo ignores in a typed
-			// attribute, leaving the old value; null erases it. (An import
-			// erases "" anyway: emptyContactsAttributes.)
+			// A cleared value: "" is text, which Brevo ignores in an
+			// attribute of another type (a date, a list of options...),
+			// leaving the old value; null erases it. (An import erases ""
+			// anyway: emptyContactsAttributes.)
 			if out == nil {
 				out = maps.Clone(c.attrs)
 			}
@@ -261,10 +270,13 @@ func typeValues(c *contact, types map[string]attrType) string {
 			continue
 		}
 		var tv any
-		if typ == categoryCategory {
+		switch typ {
+		case categoryCategory:
 			tv, ok = categoryValue(at.options, v)
-		} else {
+		case "date", "float", "boolean":
 			tv, ok = typedValue(typ, v)
+		default:
+			continue // sent as mapped (typedAttributes)
 		}
 		if !ok {
 			hint, wants := "", typeWants[typ]

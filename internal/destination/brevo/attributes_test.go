@@ -493,3 +493,76 @@ func TestCategoryAttributeWithoutOptionsIsSentAsMapped(t *testing.T) {
 		t.Fatalf("write: %v %+v, want delivered", err, res)
 	}
 }
+
+// TestClearedMultipleChoiceAttribute: a source that empties a
+// multiple-choice attribute ("" from a CSV cell) erases its options in Brevo
+// on both paths. Brevo ignores a value not of the attribute's type ("Values
+// that don't match the attribute type ... will be ignored", createContact),
+// and "" is text, not a list of options: sent as it was, a single write left
+// the old options in place, delivered, and a read-back never found the
+// record landed. Like a date's, it is sent as null; an import erases it
+// either way (emptyContactsAttributes).
+func TestClearedMultipleChoiceAttribute(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{brevo.ModeSingle, brevo.ModeBulk} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			attrs := append(fakebrevo.WithAttributes(), fakebrevo.Attribute{Name: "COUNTRIES", Category: "normal", Type: "multiple-choice"})
+			b := setup(t, fakebrevo.Options{Attributes: attrs}, func(p *brevo.Params) {
+				p.Mode = mode
+				p.Attributes = []string{"COUNTRIES", "FIRSTNAME"}
+			})
+			ctx := context.Background()
+			write := func(r destination.Record) destination.Result {
+				t.Helper()
+				res, err := b.dest.Write(ctx, []destination.Record{r})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b.settle(t, []destination.Record{r}, res)[0]
+			}
+			full := rec(0, map[string]any{"COUNTRIES": []any{"India", "China"}, "FIRSTNAME": "Ann"})
+			if res := write(full); res.Outcome != destination.Delivered {
+				t.Fatalf("full: %+v", res)
+			}
+			cleared := rec(0, map[string]any{"COUNTRIES": "", "FIRSTNAME": "Ann"})
+			cleared.Key = "cleared"
+			if res := write(cleared); res.Outcome != destination.Delivered {
+				t.Fatalf("cleared: %+v", res)
+			}
+			c, _ := b.fake.Contact(emailOf(cleared))
+			if v, ok := c.Attributes["COUNTRIES"]; ok {
+				t.Errorf("COUNTRIES = %#v after the source emptied it, want erased", v)
+			}
+			if st := b.fake.Stats(); st.ValuesDropped != 0 {
+				t.Errorf("the fake dropped %d values", st.ValuesDropped)
+			}
+			if landed, err := b.dest.Verify(ctx, []destination.Record{cleared}, time.Time{}); err != nil || len(landed) != 1 {
+				t.Errorf("verify the cleared record: %v, %d of 1 landed", err, len(landed))
+			}
+		})
+	}
+}
+
+// TestVerifyReadsBooleansAsTheWriteDoes: a boolean attribute's text is
+// sent as true or false whatever its case ("tRuE", typeValues); the
+// read-back compared it with strconv.ParseBool, which knows only three
+// spellings of each, so the landed write was taken as missing and written
+// again.
+func TestVerifyReadsBooleansAsTheWriteDoes(t *testing.T) {
+	t.Parallel()
+	b := setupTyped(t, brevo.ModeSingle)
+	ctx := context.Background()
+	rs := []destination.Record{rec(0, map[string]any{"VIP": "tRuE"}), rec(1, map[string]any{"VIP": "FaLsE"})}
+	res, err := b.dest.Write(ctx, rs)
+	if err != nil || res[0].Outcome != destination.Delivered || res[1].Outcome != destination.Delivered {
+		t.Fatalf("write: %v %+v", err, res)
+	}
+	if landed, err := b.dest.Verify(ctx, rs, time.Time{}); err != nil || len(landed) != 2 {
+		t.Errorf("verify: %v, %d of 2 landed", err, len(landed))
+	}
+	rs[1].Data["attributes"] = map[string]any{"VIP": "TRUE"}
+	if landed, err := b.dest.Verify(ctx, rs[1:], time.Time{}); err != nil || len(landed) != 0 {
+		t.Errorf("verify true against false: %v, %d of 1 landed", err, len(landed))
+	}
+}

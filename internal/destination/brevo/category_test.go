@@ -29,7 +29,7 @@ func TestCategoryAttributeTypes(t *testing.T) {
 			t.Errorf("%s: %+v, want a category with 2 options", name, got[name])
 		}
 	}
-	if at, ok := got["c"]; ok {
+	if at := got["c"]; at.typ != asMapped || at.options != nil {
 		t.Errorf("c (category type, no options): %+v, want sent as mapped", at)
 	}
 	if got["d"].typ != "text" {

@@ -89,8 +89,8 @@ type contactDetails struct {
 //   - numbers and numeric strings are equal when they are the same decimal
 //     number (42 == "42" == "42.0"; exact, no float rounding);
 //   - booleans equal true/false or a string strconv.ParseBool reads alike,
-//     and a mapped 1 or 0 equals true or false (a boolean attribute's value
-//     is sent so: attributes.go);
+//     and a mapped 1 or 0 equals true or false; a boolean attribute's
+//     value is read as the write sent it (typedValue: "tRuE" is true);
 //   - an SMS number equals Brevo's form of it (samePhone: "+33 6 12 34 56
 //     78" is kept as 33612345678);
 //   - a float attribute's value equals the double nearest it (Brevo keeps
@@ -510,9 +510,14 @@ func (d *Destination) matches(c contact, got contactDetails) bool {
 			}
 			continue
 		}
-		if types[k].typ == "text" {
+		switch types[k].typ {
+		case "text":
 			if tv, isText := textValue(w); isText {
 				w = tv // as it was sent (typeValues)
+			}
+		case "boolean":
+			if tv, ok := typedValue("boolean", w); ok {
+				w = tv // as it was sent ("tRuE" as true: typeValues)
 			}
 		}
 		if !ok || !ValuesEqual(w, g) {
