@@ -128,8 +128,9 @@
 //
 // Out-of-range timestamps (infinity, BC, years past 9999) keep PostgreSQL's
 // text. Every session runs with DateStyle ISO, IntervalStyle postgres,
-// extra_float_digits 3 and bytea_output hex, and TimeZone UTC unless the DSN
-// sets one, so the same row reads the same on every worker.
+// extra_float_digits 3, bytea_output hex and lc_monetary C (money as
+// "$1,234.50", whatever the server's or the role's locale), and TimeZone UTC
+// unless the DSN sets one, so the same row reads the same on every worker.
 //
 // # Errors
 //
@@ -358,13 +359,14 @@ func configure(cfg *pgx.ConnConfig) {
 
 // perTransaction are the settings beginSnapshot sets in every read's
 // transaction, not on connecting (see configure).
-var perTransaction = []string{"IntervalStyle", "extra_float_digits", "bytea_output"}
+var perTransaction = []string{"IntervalStyle", "extra_float_digits", "bytea_output", "lc_monetary"}
 
 // beginSnapshot starts a read: a REPEATABLE READ, READ ONLY transaction with
 // the value-shaping settings PgBouncer does not carry, in the one round trip
 // of BEGIN (a simple-protocol query of several statements).
 const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; " +
-	"SET LOCAL IntervalStyle = postgres; SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = hex"
+	"SET LOCAL IntervalStyle = postgres; SET LOCAL extra_float_digits = 3; SET LOCAL bytea_output = hex; " +
+	"SET LOCAL lc_monetary = 'C'"
 
 // col is the quoted reference to column name of the relation src.
 func col(name string) string { return pgx.Identifier{"src", name}.Sanitize() }
