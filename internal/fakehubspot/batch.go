@@ -1,6 +1,7 @@
 package fakehubspot
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -152,9 +154,67 @@ func (s *Server) checkProps(props map[string]string) (category, msg string, unkn
 	return category, msg, unknown
 }
 
-// decimalRE is a number HubSpot reads (not NaN, Inf or hex, which
-// strconv.ParseFloat would take).
-var decimalRE = regexp.MustCompile(`^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$`)
+// surroundingSpace returns the first property of props, by name, that is
+// not a text property (type string) and whose value, or one of whose
+// ";"-separated options for an enumeration, begins or ends with white
+// space or an invisible character ("" when none). HubSpot's changelog
+// "Breaking Change: Enhanced Validations for Non-String Properties in
+// HubSpot's CRMObject APIs" (in force since 2025-04-07): "Non-string
+// property values, including enumeration options and multi-value
+// enumeration properties, must not contain leading or trailing whitespace
+// or invisible unicode characters. Values with these characters will
+// result in a 400 Bad Request error with a VALIDATION_ERROR category"
+// (error LEADING_TRAILING_WHITESPACE). The fake refuses the whole batch
+// with 400, as that page says, never one input in a 207. Which characters
+// are "invisible" is not documented: the fake takes Unicode white space
+// (no-break spaces among them) and format characters (zero-width space,
+// byte order mark).
+func (s *Server) surroundingSpace(props map[string]string) (name, value string) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p, ok := s.props[k]
+		v := props[k]
+		if !ok || p.Type == "string" || v == "" {
+			continue
+		}
+		parts := []string{v}
+		if p.Type == "enumeration" {
+			parts = strings.Split(v, ";")
+		}
+		for _, x := range parts {
+			if x != strings.TrimFunc(x, blank) {
+				return k, v
+			}
+		}
+	}
+	return "", ""
+}
+
+// blank reports whether r is white space or an invisible (format)
+// character, as HubSpot refuses at either end of a non-string value
+// (surroundingSpace).
+func blank(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }
+
+// whitespaceError is HubSpot's message for a value surroundingSpace finds
+// (the changelog's example).
+func whitespaceError(name, value string) string {
+	detail, _ := json.Marshal([]map[string]any{{"isValid": false, "message": strconv.Quote(value) + " includes leading or trailing whitespace.",
+		"error": "LEADING_TRAILING_WHITESPACE", "name": name}})
+	return "Property values were not valid: " + string(detail)
+}
+
+// decimalRE is a number HubSpot takes. Its changelog "Upcoming: A change
+// for number properties in CRM APIs": number property values "contain only
+// numeric digits, an optional single negative sign ("-"), and an optional
+// single decimal point represented by a period/dot symbol"; others are
+// "rejected with an HTTP 400 response code". So no exponent ("1e-05"), no
+// "+" sign, no NaN, Inf or hex (which strconv.ParseFloat would take). The
+// fake refuses such a value per input (207), as its other invalid values.
+var decimalRE = regexp.MustCompile(`^-?(\d+\.?\d*|\.\d+)$`)
 
 var emailRE = regexp.MustCompile(`^[^\s@"<>(),;:\\\[\]]+@[^\s@"<>(),;:\\\[\]]+\.[^\s@"<>(),;:\\\[\]]+$`)
 
@@ -309,6 +369,10 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request, in []upsertInput
 		seen[key] = true
 		_, _, u := s.checkProps(x.Properties)
 		unknown = append(unknown, u...)
+		if k, v := s.surroundingSpace(x.Properties); k != "" {
+			s.badRequest(w, whitespaceError(k, v), nil)
+			return
+		}
 		items[i] = item{prop: prop, id: id, props: x.Properties}
 	}
 	if len(unknown) > 0 {
@@ -388,6 +452,10 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request, in []create
 	for i, x := range in {
 		if len(x.Properties) == 0 {
 			s.badRequest(w, fmt.Sprintf("inputs[%d].properties is required", i), nil)
+			return
+		}
+		if k, v := s.surroundingSpace(x.Properties); k != "" {
+			s.badRequest(w, whitespaceError(k, v), nil)
 			return
 		}
 		cat, msg, u := s.checkProps(x.Properties)

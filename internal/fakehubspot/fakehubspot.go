@@ -89,12 +89,25 @@
 //     documented timeouts) may follow an applied write: set ErrorStatus and
 //     DropResponseRate to model that.
 //   - Values: HubSpot stores every property as a string; the fake checks
-//     numbers (decimal, not NaN or hex), bool (true/false), dates (epoch
+//     numbers (digits, an optional "-" and one "." only: no exponent, no "+",
+//     as HubSpot's changelog "Upcoming: A change for number properties in
+//     CRM APIs" says; it answers 400, the fake a 207 naming the input),
+//     bool (true/false), dates (epoch
 //     milliseconds or ISO 8601; a date property's must be midnight UTC, as
 //     HubSpot's timestamps FAQ says) and e-mail syntax. It keeps a date as
 //     YYYY-MM-DD and a datetime as an ISO 8601 instant in UTC whichever form
 //     was sent ("Time values are represented in ISO 8601 format in
 //     responses"), and lower-cases e-mail addresses as HubSpot does.
+//   - Surrounding white space: a value of a property that is not text (type
+//     string), or an option of an enumeration's value, beginning or ending
+//     with white space or an invisible character refuses the whole batch
+//     with 400 VALIDATION_ERROR (LEADING_TRAILING_WHITESPACE): HubSpot's
+//     changelog "Breaking Change: Enhanced Validations for Non-String
+//     Properties in HubSpot's CRMObject APIs" (from 2025-04-07) says 400,
+//     not which characters are "invisible": the fake takes Unicode white
+//     space and format characters (surroundingSpace). A text property's
+//     value is kept as sent, spaces included (that page is about
+//     non-string values only).
 //   - Enumerations: a value is one or more of the property's options,
 //     ";" separated (HubSpot's FAQ "How do I set multiple values for
 //     checkbox properties": "value1;value3;value4"; its changelog of

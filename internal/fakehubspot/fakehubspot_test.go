@@ -381,14 +381,15 @@ func TestTypedValues(t *testing.T) {
 			`{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":`+props+`}]}`)
 		return st
 	}
-	if st := upsert(`{"renewal":"1430438400000","seen":"2015-05-01T12:30:00+02:00","score":"1.5e2"}`); st != http.StatusOK {
+	if st := upsert(`{"renewal":"1430438400000","seen":"2015-05-01T12:30:00+02:00","score":"-150.50"}`); st != http.StatusOK {
 		t.Fatalf("valid values: HTTP %d", st)
 	}
 	ct, _ := c.s.Contact("ann@example.com")
 	if ct.Properties["renewal"] != "2015-05-01" || ct.Properties["seen"] != "2015-05-01T10:30:00.000Z" {
 		t.Errorf("stored renewal %q, seen %q; want 2015-05-01 and 2015-05-01T10:30:00.000Z", ct.Properties["renewal"], ct.Properties["seen"])
 	}
-	for _, bad := range []string{`{"renewal":"2015-05-01T10:30:00Z"}`, `{"score":"NaN"}`, `{"score":"0x1p-2"}`, `{"score":"Inf"}`} {
+	for _, bad := range []string{`{"renewal":"2015-05-01T10:30:00Z"}`, `{"score":"NaN"}`, `{"score":"0x1p-2"}`, `{"score":"Inf"}`,
+		`{"score":"1.5e2"}`, `{"score":"1E-05"}`, `{"score":"+5"}`, `{"score":"1,5"}`, `{"score":"1.2.3"}`} {
 		if st := upsert(bad); st == http.StatusOK {
 			t.Errorf("%s: HTTP 200, want refused", bad)
 		}
@@ -563,5 +564,40 @@ func TestEnumerationTakesSeveralOptions(t *testing.T) {
 	code, _, b = c.do(http.MethodGet, "/crm/v3/properties/contacts/interests", "", "Bearer "+tok)
 	if code != http.StatusOK || b["fieldType"] != "checkbox" || len(b["options"].([]any)) != 3 {
 		t.Errorf("GET property: %d %v", code, b)
+	}
+}
+
+// TestSurroundingWhitespaceRefusesTheBatch: HubSpot refuses a non-string
+// value (or an option of one) that begins or ends with white space or an
+// invisible character with a 400 for the whole batch
+// (LEADING_TRAILING_WHITESPACE, its 2025 changelog); a text value keeps its
+// spaces.
+func TestSurroundingWhitespaceRefusesTheBatch(t *testing.T) {
+	t.Parallel()
+	p, err := fakehubspot.ParseProperty("interests:checkbox=golf|tennis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, fakehubspot.Options{Properties: []fakehubspot.Property{p,
+		{Name: "score", Type: "number"}, {Name: "vip", Type: "bool"}, {Name: "renewal", Type: "date"}}})
+	for _, bad := range []string{`{"score":" 42"}`, `{"vip":"true\n"}`, `{"renewal":"2015-05-01\u00a0"}`,
+		`{"interests":"golf; tennis"}`, `{"interests":"\u200bgolf"}`} {
+		code, _, b := c.post(upsert, `{"inputs":[
+			{"idProperty":"email","id":"ok@example.com","properties":{"firstname":"Ok"}},
+			{"idProperty":"email","id":"ann@example.com","properties":`+bad+`}]}`)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(b["message"]), "LEADING_TRAILING_WHITESPACE") {
+			t.Errorf("%s: %d %v, want 400 LEADING_TRAILING_WHITESPACE", bad, code, b)
+		}
+		code, _, _ = c.post("/crm/v3/objects/contacts/batch/create", `{"inputs":[{"properties":`+strings.Replace(bad, "{", `{"email":"cy@example.com",`, 1)+`}]}`)
+		if code != http.StatusBadRequest {
+			t.Errorf("create %s: %d, want 400", bad, code)
+		}
+	}
+	if _, ok := c.s.Contact("ok@example.com"); ok {
+		t.Error("a batch refused whole applied one of its inputs")
+	}
+	code, _, _ := c.post(upsert, `{"inputs":[{"idProperty":"email","id":"ann@example.com","properties":{"firstname":" Ann ","score":"42"}}]}`)
+	if ct, _ := c.s.Contact("ann@example.com"); code != http.StatusOK || ct.Properties["firstname"] != " Ann " {
+		t.Errorf("%d, firstname %q: a text value keeps its spaces", code, ct.Properties["firstname"])
 	}
 }

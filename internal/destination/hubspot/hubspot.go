@@ -14,6 +14,9 @@
 // with 409: it is split into batches of one, and an existing contact is
 // Delivered, skipped). Mirror removes contacts by archiving them (Remove),
 // never a contact a person merged (it holds another record's data).
+// A value is sent in the form HubSpot takes for its property's type
+// (asSent): a value that is not text without white space at its ends, a
+// number in plain decimal notation.
 // HubSpot ignores a lifecyclestage that moves a contact back: such a stage
 // is cleared first (batch/update by contact id), after a batch/read of the
 // page's contacts' stages.

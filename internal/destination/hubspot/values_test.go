@@ -1,6 +1,7 @@
 package hubspot_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,108 @@ func TestSeveralOptionsOfAnEnumeration(t *testing.T) {
 	fewer := contactRec("k-fewer", "ann@example.com", map[string]any{"interests": []any{"golf"}})
 	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{fewer}, time.Now()); len(landed) != 0 {
 		t.Error("one option of two counted as landed")
+	}
+}
+
+// TestNonTextValuesWithSurroundingWhitespace: HubSpot refuses a value of a
+// property that is not text with white space or an invisible character at
+// either end (its 2025 changelog "Enhanced Validations for Non-String
+// Properties": 400 LEADING_TRAILING_WHITESPACE for the whole batch) and has
+// trimmed every such value and option it held. A source's "42 ", "gold\n"
+// (a char(n) column, a line read from a file) is sent as HubSpot holds it:
+// delivered, in one batch, not rejected; a text property keeps its spaces;
+// and a write of it in doubt reads back as landed (not written twice).
+func TestNonTextValuesWithSurroundingWhitespace(t *testing.T) {
+	t.Parallel()
+	interests, err := fakehubspot.ParseProperty("interests:checkbox=golf|tennis|chess")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := fakehubspot.ParseProperty("plan:enumeration=gold|silver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{interests, plan,
+		{Name: "vip", Type: "bool"}, {Name: "renewal", Type: "date"}, {Name: "nickname", Type: "string"}}},
+		func(p *hubspot.Params) {
+			p.Properties = []string{"age", "interests", "plan", "vip", "renewal", "nickname"}
+		})
+	spaced := contactRec("k-spaced", "ann@example.com", map[string]any{
+		"age": " 42", "plan": "gold\u00a0\u00a0", "vip": "true\n", "renewal": "2024-05-01\r\n",
+		"interests": []any{" golf", "chess\u200b"}, "nickname": " Annie ",
+	})
+	text := contactRec("k-text", "bob@example.com", map[string]any{"interests": "golf; tennis", "plan": "  "})
+	clean := contactRec("k-clean", "cy@example.com", map[string]any{"age": "30", "plan": "silver"})
+	recs := []destination.Record{spaced, text, clean}
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("%s: %+v, want delivered", r.Key, r)
+		}
+	}
+	if n := len(b.requests("/crm/v3/objects/contacts/batch/upsert")); n != 1 {
+		t.Errorf("%d batch/upsert requests, want 1 (a batch refused whole is sent again one by one)", n)
+	}
+	want := map[string]string{"age": "42", "plan": "gold", "vip": "true", "renewal": "2024-05-01", "interests": "golf;chess", "nickname": " Annie "}
+	c, _ := b.fake.Contact("ann@example.com")
+	for k, v := range want {
+		if c.Properties[k] != v {
+			t.Errorf("%s stored %q, want %q", k, c.Properties[k], v)
+		}
+	}
+	if c, _ := b.fake.Contact("bob@example.com"); c.Properties["interests"] != "golf;tennis" || c.Properties["plan"] != "" {
+		t.Errorf("bob: interests %q plan %q, want golf;tennis and no plan", c.Properties["interests"], c.Properties["plan"])
+	}
+	landed, err := b.dest.Verify(t.Context(), recs, time.Now())
+	if err != nil || len(landed) != len(recs) {
+		t.Errorf("verify: %v, %v: a write that landed counted as not landed (written twice)", err, landed)
+	}
+	// A text property's spaces are its value: "Annie" is not " Annie ".
+	other := contactRec("k-other", "ann@example.com", map[string]any{"nickname": "Annie"})
+	if landed, _ := b.dest.Verify(t.Context(), []destination.Record{other}, time.Now()); len(landed) != 0 {
+		t.Error(`"Annie" counted as landed where HubSpot holds " Annie "`)
+	}
+}
+
+// TestNumberInExponentForm: HubSpot takes a number property's value as
+// digits, an optional "-" and one "." only (its changelog "A change for
+// number properties in CRM APIs"), while a source gives a double precision
+// column's 0.00001 as "1e-05" (PostgreSQL's output) and JSON may hold
+// "1.5E+3" or "+7". Such a number is sent in plain decimal notation:
+// delivered, not rejected, and a write of it in doubt reads back as landed.
+// A text property's "1e-05" is text, sent as it is.
+func TestNumberInExponentForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t, fakehubspot.Options{Properties: []fakehubspot.Property{{Name: "code", Type: "string"}}},
+		func(p *hubspot.Params) { p.Properties = []string{"age", "code"} })
+	recs := []destination.Record{
+		contactRec("k-small", "ann@example.com", map[string]any{"age": json.Number("1e-05"), "code": "1e-05"}),
+		contactRec("k-big", "bob@example.com", map[string]any{"age": json.Number("-1.5E+3")}),
+		contactRec("k-plus", "cy@example.com", map[string]any{"age": "+7"}),
+		contactRec("k-huge", "di@example.com", map[string]any{"age": json.Number("1.25e+20")}),
+	}
+	res, err := b.dest.Write(t.Context(), recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Outcome != destination.Delivered {
+			t.Errorf("%s: %+v, want delivered", r.Key, r)
+		}
+	}
+	for email, want := range map[string]string{"ann@example.com": "0.00001", "bob@example.com": "-1500", "cy@example.com": "7", "di@example.com": "125000000000000000000"} {
+		if c, _ := b.fake.Contact(email); c.Properties["age"] != want {
+			t.Errorf("%s: age %q, want %q", email, c.Properties["age"], want)
+		}
+	}
+	if c, _ := b.fake.Contact("ann@example.com"); c.Properties["code"] != "1e-05" {
+		t.Errorf("code %q: a text property's value is sent as it is", c.Properties["code"])
+	}
+	landed, err := b.dest.Verify(t.Context(), recs, time.Now())
+	if err != nil || len(landed) != len(recs) {
+		t.Errorf("verify: %v, %v: a write that landed counted as not landed (written twice)", err, landed)
 	}
 }

@@ -86,7 +86,8 @@ func (d *Destination) read(ctx context.Context, ids []string, props []string) (m
 // Verify reports which records HubSpot holds with exactly their mapped
 // data, keyed by record key with the contact id as Ref. It reads them back
 // with batch/read by id_property, asking for every mapped property, and
-// compares each: values equal as strings; in a number property as the same
+// compares each, as it was sent (asSent: a value that is not text without
+// the white space at its ends): values equal as strings; in a number property as the same
 // decimal number ("42" == "42.0"), in a bool property case-insensitively,
 // in a date or datetime property as the same day or instant (sameValue);
 // e-mail addresses case-insensitively; the id_property is not compared
@@ -141,7 +142,7 @@ func (d *Destination) Verify(ctx context.Context, recs []destination.Record, _ t
 		// The contact was found by the id_property's value: it holds it (an
 		// e-mail maybe as a secondary address, after a merge), so only the
 		// other properties are compared.
-		if !ok || !sameProps(defs, withoutKey(c.c.props, d.idProp), o.Properties) {
+		if !ok || !sameProps(defs, withoutKey(d.asSent(defs, c.c.props), d.idProp), o.Properties) {
 			continue
 		}
 		landed[c.key] = o.ID
@@ -169,16 +170,22 @@ func sameProps(defs map[string]property, want map[string]string, got map[string]
 // /crm/v3/properties/contacts); nil when they cannot be read, and then
 // values compare as text (a value written again, never one lost).
 func (d *Destination) propertyDefs(ctx context.Context) map[string]property {
+	defs, _ := d.loadDefs(ctx)
+	return defs
+}
+
+// loadDefs is propertyDefs with the reason they could not be read.
+func (d *Destination) loadDefs(ctx context.Context) (map[string]property, error) {
 	d.defsMu.Lock()
 	defer d.defsMu.Unlock()
 	if d.defs == nil {
 		defs, err := d.readProperties(apiclient.Unplaced(ctx)) // under defsMu
 		if err != nil {
-			return nil
+			return nil, err
 		}
 		d.defs = defs
 	}
-	return d.defs
+	return d.defs, nil
 }
 
 // sameValue says whether HubSpot's value got of property k, of type typ, is

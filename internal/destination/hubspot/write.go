@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/oncesync/oncesync/internal/apiclient"
@@ -168,6 +170,166 @@ func plausibleEmail(s string) bool {
 	return !strings.ContainsAny(s, " \t\r\n<>\",;()[]\\")
 }
 
+// blank reports whether r is white space or an invisible (format)
+// character: HubSpot refuses either at the ends of a value that is not text
+// (asSent). Which characters it counts as invisible is not documented.
+func blank(r rune) bool { return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }
+
+// blankEnds reports whether v, or one of its ";"-separated parts, begins
+// or ends with a blank character.
+func blankEnds(v string) bool {
+	for _, x := range strings.Split(v, ";") {
+		if x != strings.TrimFunc(x, blank) {
+			return true
+		}
+	}
+	return v != strings.TrimFunc(v, blank)
+}
+
+// asSent is props as they are sent to HubSpot: each value in the form
+// HubSpot takes for its property's type (defs), which it would otherwise
+// refuse, the record rejected although its value is a valid one:
+//   - a property that is not text (a number, bool, date, datetime,
+//     enumeration, and each option of a multi-value enumeration): without
+//     white space or invisible characters at its ends. HubSpot's changelog
+//     "Breaking Change: Enhanced Validations for Non-String Properties in
+//     HubSpot's CRMObject APIs" (in force since 2025-04-07) refuses "leading
+//     or trailing whitespace or invisible unicode characters" there with a
+//     400 for the whole batch, and trimmed every such value and option it
+//     held: "42 " is 42, "gold\n" the option gold.
+//   - a number: in plain decimal notation (plainNumber). HubSpot's changelog
+//     "Upcoming: A change for number properties in CRM APIs" takes "only
+//     numeric digits, an optional single negative sign ("-"), and an
+//     optional single decimal point", where a source gives a double's
+//     0.00001 as "1e-05" (PostgreSQL) and JSON may hold "1.5E+3" or "+7".
+//
+// A text (string) property's value is sent as it is, spaces and all, and so
+// is the id_property's (it names the contact, and Remove looks it up as it
+// is). Without defs (they could not be read), props are sent as they are.
+func (d *Destination) asSent(defs map[string]property, props map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range props {
+		p, ok := defs[k]
+		if !ok || p.typ == "string" || k == d.idProp || !reshapeable(v) {
+			continue
+		}
+		t := strings.TrimFunc(v, blank)
+		switch p.typ {
+		case "enumeration":
+			parts := strings.Split(t, ";")
+			for i, x := range parts {
+				parts[i] = strings.TrimFunc(x, blank)
+			}
+			t = strings.Join(parts, ";")
+		case "number":
+			t, _ = plainNumber(t)
+		}
+		if t == v {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(props))
+			for kk, vv := range props {
+				out[kk] = vv
+			}
+		}
+		out[k] = t
+	}
+	if out == nil {
+		return props
+	}
+	return out
+}
+
+// reshapeable reports whether asSent may change v, whatever its property:
+// blank ends, or a number in a form HubSpot refuses.
+func reshapeable(v string) bool {
+	if blankEnds(v) {
+		return true
+	}
+	_, ok := plainNumber(v)
+	return ok
+}
+
+// numberRE is a decimal number, maybe signed, maybe with an exponent.
+var numberRE = regexp.MustCompile(`^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$`)
+
+// plainNumber is the decimal number v (with an exponent or a "+" sign) in
+// the form HubSpot takes a number property's value: digits, an optional
+// "-" and one "." ("1e-05" is 0.00001, "-1.5E+3" -1500, "+7" 7), exactly
+// (no digit lost or added); ok is false when v is no such number (already
+// in that form, or not a number: HubSpot judges it). An exponent beyond
+// ±1000 is left as it is rather than written out in full.
+func plainNumber(v string) (string, bool) {
+	m := numberRE.FindStringSubmatch(v)
+	if m == nil || m[2]+m[3] == "" {
+		return v, false
+	}
+	hasExp := strings.ContainsAny(v, "eE")
+	if !hasExp && m[1] != "+" {
+		return v, false
+	}
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(m[4])
+		if err != nil || e > 1000 || e < -1000 {
+			return v, false
+		}
+		exp = e
+	}
+	digits := m[2] + m[3]
+	point := len(m[2]) + exp // where the decimal point falls in digits
+	var whole, frac string
+	switch {
+	case point <= 0:
+		whole, frac = "", strings.Repeat("0", -point)+digits
+	case point >= len(digits):
+		whole = digits + strings.Repeat("0", point-len(digits))
+	default:
+		whole, frac = digits[:point], digits[point:]
+	}
+	if whole = strings.TrimLeft(whole, "0"); whole == "" {
+		whole = "0"
+	}
+	if hasExp {
+		frac = strings.TrimRight(frac, "0")
+	}
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if m[1] == "-" && strings.Trim(out, "0.") != "" {
+		out = "-" + out
+	}
+	return out, true
+}
+
+// shapeValues applies asSent to the contacts among idx. The properties'
+// types are read (once) only when a value may change (reshapeable); when
+// they cannot be read, the records are not sent (rather than sent as they
+// are and refused by HubSpot for good).
+func (w *pageWrite) shapeValues(ctx context.Context, idx []int) error {
+	need := false
+	for _, i := range idx {
+		for k, v := range w.contacts[i].props {
+			if k != w.d.idProp && reshapeable(v) {
+				need = true
+			}
+		}
+	}
+	if !need {
+		return nil
+	}
+	defs, err := w.d.loadDefs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, i := range idx {
+		w.contacts[i].props = w.d.asSent(defs, w.contacts[i].props)
+	}
+	return nil
+}
+
 // idKey is how an id_property value is matched in answers: HubSpot
 // lower-cases e-mail addresses.
 func (d *Destination) idKey(v string) string {
@@ -235,8 +397,8 @@ func (d *Destination) Write(ctx context.Context, recs []destination.Record) ([]d
 		}
 		todo = append(todo, i)
 	}
-	var err error
-	if d.writeMode != destination.Create {
+	err := w.shapeValues(ctx, todo)
+	if err == nil && d.writeMode != destination.Create {
 		err = w.clearBackwardStages(ctx, todo)
 	}
 	switch {
