@@ -39,7 +39,8 @@ config's alert sinks, saying which silence: runs_without_success (runs failed,
 or the latest run failed and its retry is waiting out a backoff)
 or no_runs (nothing ran: a stopped scheduler or cron, a stuck queue, workers that
 never started). One alert per incident: the same markers as serve's check
-suppress repeats until the first success, which sends a resolution notice.
+suppress repeats until the first success, which sends a resolution notice, or
+until the sync is resumed or republished (a new window, a new incident).
 Workspaces and syncs enabled less than a window ago are skipped.
 
 It needs no serve and no Redis: on a SQLite store it keeps the markers in the

@@ -11,7 +11,10 @@
 // that suppresses repeats until the first successful run after the silence
 // began; that run, as it is recorded (Resolve), removes the marker, sends an
 // info-level resolution notice and so re-arms the alert (or the next check
-// does, for a success recorded without it).
+// does, for a success recorded without it). A person who enables the target
+// again (resume, republish: its changed_at moves past the alert) re-arms it
+// too, without a notice: the target is young again, and a silence a window
+// after that is a new incident, alerted.
 //
 // The per-sync check exists because a workspace check alone lets a healthy
 // sync hide a silent sibling. The window is per-sync overridable; a
@@ -277,6 +280,10 @@ type Report struct {
 	// Dropped are the markers removed without a notice because their
 	// workspace or sync no longer exists.
 	Dropped []Marker
+	// Rearmed are the markers removed without a notice because their
+	// target was enabled again (resumed, republished) after the alert: its
+	// window starts again, and a silence a window later is a new incident.
+	Rearmed []Marker
 	// Sent is the number of alerts and notices sent.
 	Sent int
 	// First, on a check CheckIfDue ran, says that no check had been
@@ -342,8 +349,10 @@ type workspaceAgg struct {
 	lastSuccessAt time.Time     // over all its syncs
 	lastRunAt     time.Time     // over all its syncs
 	failedLast    bool          // an active sync's latest run failed
+	heldLast      bool          // an active sync's latest run was skipped
 	// owners of the latest failures of its active syncs whose latest run
-	// failed; one owner is the workspace alert's (as its syncs' alerts say).
+	// failed or was skipped; one owner is the workspace alert's (as its
+	// syncs' alerts say).
 	owners map[failure.Owner]bool
 }
 
@@ -413,11 +422,12 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			w.lastSuccessAt = later(w.lastSuccessAt, a.LastSuccessAt)
 			w.lastRunAt = later(w.lastRunAt, a.LastRunAt)
 			w.failedLast = w.failedLast || a.LastRunState == store.RunFailed
-			if a.LastRunState == store.RunFailed && a.LastFailureCode != "" {
+			w.heldLast = w.heldLast || held(a)
+			if o, ok := ownerOfLast(a); ok {
 				if w.owners == nil {
 					w.owners = map[failure.Owner]bool{}
 				}
-				w.owners[failure.Lookup(failure.Code(a.LastFailureCode)).Owner] = true
+				w.owners[o] = true
 			}
 		}
 	}
@@ -443,7 +453,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 		judge(target{
 			scope: ScopeWorkspace, id: w.id, workspace: w.id, active: w.anyActive, window: cmp.Or(w.window, c.window),
 			changedAt: w.oldestActive, lastSuccessAt: w.lastSuccessAt, lastRunAt: w.lastRunAt, failedLast: w.failedLast,
-			failureOwner: soleOwner(w.owners),
+			heldLast: w.heldLast, failureOwner: soleOwner(w.owners),
 		})
 	}
 	slices.SortFunc(acts, func(a, b Activity) int { return cmp.Compare(a.SyncID, b.SyncID) })
@@ -454,6 +464,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 			active: a.State == store.SyncActive || tripped(a), tripped: tripped(a),
 			window: c.windowFor(a.SyncID), changedAt: a.ChangedAt,
 			lastSuccessAt: a.LastSuccessAt, lastRunAt: a.LastRunAt, last: a, failedLast: a.LastRunState == store.RunFailed,
+			heldLast: held(a),
 		})
 	}
 
@@ -480,7 +491,7 @@ func (c *Checker) run(ctx context.Context, apply bool) (Report, error) {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "deadman check",
 			slog.Int("workspaces", len(workspaces)), slog.Int("syncs", len(acts)),
 			slog.Int("silent", rep.Count("", StatusSilent)), slog.Int("alerted", len(rep.Alerted())),
-			slog.Int("resolved", len(rep.Resolved)), slog.Int("young", rep.Count("", StatusYoung)),
+			slog.Int("resolved", len(rep.Resolved)), slog.Int("rearmed", len(rep.Rearmed)), slog.Int("young", rep.Count("", StatusYoung)),
 			slog.Int("deferred", deferredCount(rep)),
 			slog.Duration("took", c.clock.Now().Sub(now)))
 	}
@@ -514,9 +525,32 @@ type target struct {
 	// failedLast: a sync's latest run failed; for a workspace, one of its
 	// active syncs'.
 	failedLast bool
+	// heldLast: a sync's latest run was skipped, another run holding its
+	// lease; for a workspace, one of its active syncs'.
+	heldLast bool
 	// failureOwner: a workspace's, the one owner of its active syncs'
-	// latest failures ("" when none or several).
+	// latest failures and skips ("" when none or several).
 	failureOwner failure.Owner
+}
+
+// held reports whether a's latest run was skipped: another run of the sync
+// held its lease. Every run after one that never ends (its process renews
+// its lease) is skipped at once, so a silence whose latest run was skipped
+// is that run's, not a failure's: the skip's own code (already_running:
+// "nothing to do, the next run starts normally") would tell it wrongly.
+func held(a *Activity) bool { return a.LastRunState == store.RunSkipped }
+
+// ownerOfLast is who acts on a's latest run when it failed or was skipped:
+// its failure's owner, the operator's for a skip (a run that holds the
+// lease and does not end).
+func ownerOfLast(a *Activity) (failure.Owner, bool) {
+	switch {
+	case held(a):
+		return failure.OwnerOperator, true
+	case a.LastRunState == store.RunFailed && a.LastFailureCode != "":
+		return failure.Lookup(failure.Code(a.LastFailureCode)).Owner, true
+	}
+	return "", false
 }
 
 // soleOwner is the one owner in owners, or "".
@@ -559,6 +593,24 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 			case err != nil:
 				errs = append(errs, err)
 			default: // another checker resolved it a moment ago
+				m = nil
+			}
+		}
+	}
+	if m != nil && t.active && m.RaisedAt.Before(t.changedAt) && !t.lastSuccessAt.After(m.Since) {
+		// Re-enabled (resumed, republished) since the alert: the window
+		// starts again at changedAt (young until a window later), and so
+		// does the incident. The old marker would keep the next silence
+		// from ever being alerted: a sync resumed as fixed that still does
+		// not run would be told to nobody until its first success.
+		switch {
+		case !apply:
+			m = nil
+		default:
+			if _, err := c.markers.DeleteDeadmanMarker(ctx, m.Scope, m.ID); err != nil {
+				errs = append(errs, fmt.Errorf("deadman: re-arm the alert of %s %s: %w", m.Scope, m.ID, err))
+			} else {
+				rep.Rearmed = append(rep.Rearmed, *m)
 				m = nil
 			}
 		}

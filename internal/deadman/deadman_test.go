@@ -148,9 +148,11 @@ func TestKindsOfSilence(t *testing.T) {
 				tb.clk.Advance(25 * time.Hour)
 				tb.run(t, "s1", store.RunSkipped, "")
 			},
-			kind: deadman.KindRunsWithoutSuccess, owner: failure.OwnerYou,
-			what: []string{"none succeeded", "is skipped"},
-			next: "oncesync run s1",
+			// ... but a skip is no failure of the sync's: another run held
+			// its lease (TestSkippedRunsAreToldAsAHeldLease).
+			kind: deadman.KindRunsWithoutSuccess, owner: failure.OwnerOperator,
+			what: []string{"none succeeded", "was skipped", "another run of the sync holds its lease"},
+			next: "oncesync status --config FILE s1",
 		},
 		{
 			name: "a run still running counts as recorded",

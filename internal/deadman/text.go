@@ -23,6 +23,11 @@ const (
 		"run the sync again (`oncesync run %s`) to confirm."
 	nextWorkspaceRunsFailed = "Open the workspace's syncs: each failed run says what happened and what to do; " +
 		"fix the causes, then run the syncs again to confirm."
+	nextHeld = "`oncesync status --config FILE %s` shows the run that holds the sync's lease; if it hangs, stop its " +
+		"process (the `oncesync run`, serve or worker that runs it): its lease then expires, and the next run " +
+		"resumes from the last checkpoint."
+	nextWorkspaceHeld = "Open the workspace's syncs: runs that never end hold their leases, so every later run is " +
+		"skipped; `oncesync status --config FILE SYNC` shows the run that holds one: if it hangs, stop its process."
 	nextTripped = "Fix the cause shown by `oncesync status --config FILE %s` (or the sync page), then resume the sync " +
 		"with `oncesync resume --config FILE %s --by NAME --reason TEXT` or from the sync page."
 	nextResolved = "Nothing to do: the dead-man alert is re-armed for the next silence."
@@ -73,10 +78,19 @@ func (c *Checker) silenceAlert(now time.Time, t target, v *Verdict) alert.Alert 
 		next = fmt.Sprintf(nextTripped, t.id, t.id)
 	case t.scope == ScopeWorkspace:
 		next = nextWorkspaceRunsFailed
+		if t.heldLast && !t.failedLast {
+			next = nextWorkspaceHeld
+		}
 		if t.failureOwner != "" {
 			// Its syncs' alerts name their failures' owner: so does it.
 			owner = t.failureOwner
 		}
+	case t.heldLast:
+		// Not a failure: the run that holds the lease is the silence's.
+		clauses = append(clauses, fmt.Sprintf("the latest run (#%d) was skipped at %s: another run of the sync holds its lease "+
+			"and has not ended (it may hang: a source or destination that never answers, a worker stuck or frozen), "+
+			"so every run started after it is skipped", t.last.LastRunID, fmtTime(t.lastRunAt)))
+		next, owner = fmt.Sprintf(nextHeld, t.id), failure.OwnerOperator
 	default:
 		next = fmt.Sprintf(nextRunsFailed, t.id)
 		if code := t.last.LastFailureCode; code != "" {
