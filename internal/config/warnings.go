@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // Warner is implemented by a source or destination spec with settings
@@ -91,6 +94,7 @@ func (c *Config) sharedMirrorLists() []string {
 // "FIELD: message".
 func (c *Config) Warnings() []string {
 	var out []string
+	gaps := map[string]time.Duration{}
 	if w := SSLModeWarning(c.Store); w != "" && isPostgres(c.Store) {
 		out = append(out, "store: "+w)
 	}
@@ -114,8 +118,75 @@ func (c *Config) Warnings() []string {
 				out = append(out, at+".destination."+w)
 			}
 		}
+		if w := deadmanGap(s, c.Settings, gaps); w != "" {
+			out = append(out, at+".schedule: "+w)
+		}
 	}
 	return append(out, c.sharedMirrorLists()...)
+}
+
+// deadmanMargin is what a dead-man window needs beyond the longest gap
+// between a sync's scheduled runs: the check runs hourly (at minute 13), and
+// a run takes time, so a run on time may succeed later than the one before.
+const deadmanMargin = time.Hour
+
+// deadmanGap warns of a sync whose schedule leaves runs further apart than
+// its dead-man window allows: the check would alert it silent between runs
+// that are on time (a weekly sync under the default 24h window, six days a
+// week), and alerts that are always false teach people to ignore the true
+// one. gaps caches LongestGap by schedule.
+func deadmanGap(s Sync, set Settings, gaps map[string]time.Duration) string {
+	if s.Schedule == "" {
+		return ""
+	}
+	gap, ok := gaps[s.Schedule]
+	if !ok {
+		sched, err := ParseSchedule(s.Schedule)
+		if err != nil {
+			return "" // validate refuses it
+		}
+		gap = LongestGap(sched, gapFrom)
+		gaps[s.Schedule] = gap
+	}
+	window := s.EffectiveDeadmanWindow(set)
+	if gap == 0 || window >= gap+deadmanMargin {
+		return ""
+	}
+	return fmt.Sprintf("its runs are up to %s apart, and its dead-man window (deadman_window) is %s: the dead-man check "+
+		"would alert it silent between runs that are on time; set deadman_window on the sync to at least %s plus the time a "+
+		"run takes (docs/guide.md#guardrails)", fmtHours(gap), fmtHours(window), fmtHours(gap+deadmanMargin))
+}
+
+// gapFrom is where LongestGap starts for a warning: a fixed instant, so that
+// validate says the same on every day (a year from it covers every month's
+// length and the daylight-saving changes of a schedule's time zone).
+var gapFrom = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// LongestGap is the longest time between two consecutive runs sched starts
+// after from, over a year or 2,000 runs, whichever ends first (a
+// frequent schedule shows its weekly pattern long before). 0: it starts
+// fewer than two runs.
+func LongestGap(sched cron.Schedule, from time.Time) time.Duration {
+	var gap time.Duration
+	end := from.AddDate(1, 0, 0)
+	t := sched.Next(from)
+	for i := 0; i < 2000 && !t.IsZero() && t.Before(end); i++ {
+		n := sched.Next(t)
+		if n.IsZero() {
+			break
+		}
+		gap = max(gap, n.Sub(t))
+		t = n
+	}
+	return gap
+}
+
+// fmtHours is d in hours when whole ("168h"), else as time.Duration says.
+func fmtHours(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	}
+	return d.String()
 }
 
 // WarningProblems are Warnings located as problems are, so `oncesync
