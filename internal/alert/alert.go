@@ -55,8 +55,9 @@ const (
 	KindOperatorFailures = "operator_failures"
 )
 
-// Alert is one alert. ID is random and stable for the alert's lifetime: every
-// sink and every retry uses it (it is the webhook-id, the Sentry event id and
+// Alert is one alert. ID is random (a dead-man alert's is its incident's,
+// the same when a later check sends it again) and stable for the alert's
+// lifetime: every sink and every retry uses it (it is the webhook-id, the Sentry event id and
 // part of the e-mail Message-ID), so receivers can deduplicate.
 type Alert struct {
 	// ID identifies the alert; Dispatcher.Notify fills it with NewID when empty.

@@ -36,10 +36,13 @@ package deadman
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -659,13 +662,24 @@ func (c *Checker) judge(ctx context.Context, now time.Time, t target, m *Marker,
 	return v, nil, errors.Join(errs...)
 }
 
+// incidentID is the id of the alert of t's silence since v.SilentSince:
+// the same for every check that sends it, so that an alert sent again
+// after it was taken for undelivered (a sink's answer lost on its way
+// back) is the same alert to its receivers, which deduplicate by id (the
+// webhook-id, Sentry's event id: 32 hex digits).
+func incidentID(t target, v *Verdict) string {
+	h := sha256.Sum256([]byte("deadman\x00" + string(t.scope) + "\x00" + t.id + "\x00" +
+		strconv.FormatInt(v.SilentSince.UnixNano(), 10)))
+	return hex.EncodeToString(h[:16])
+}
+
 // raise creates the marker of a new silence and, if this check created it,
 // sends the alert, returning its Delivery when the notifier is a Confirmer
 // (confirm waits on it). If the alert cannot be handed to the notifier, the
 // marker is removed again so the next check retries.
 func (c *Checker) raise(ctx context.Context, now time.Time, t target, v *Verdict) (*alert.Delivery, error) {
 	a := c.silenceAlert(now, t, v)
-	a.ID = alert.NewID()
+	a.ID = incidentID(t, v)
 	a.At = now
 	m := Marker{
 		Scope: t.scope, ID: t.id, Workspace: t.workspace, Kind: v.Kind,

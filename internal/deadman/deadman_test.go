@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -736,11 +737,12 @@ func TestNotifyFailureRetriesAtNextCheck(t *testing.T) {
 }
 
 // flakySink is an alert sink that refuses every alert while down, and
-// keeps those it delivers.
+// keeps those it delivers (and the ids of those it refused).
 type flakySink struct {
-	mu   sync.Mutex
-	down bool
-	got  []alert.Alert
+	mu      sync.Mutex
+	down    bool
+	got     []alert.Alert
+	refused []string
 }
 
 func (s *flakySink) Name() string { return "webhook" }
@@ -749,6 +751,7 @@ func (s *flakySink) Send(_ context.Context, a alert.Alert) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
+		s.refused = append(s.refused, a.ID)
 		return errors.New("status 503")
 	}
 	s.got = append(s.got, a)
@@ -809,8 +812,18 @@ func TestUndeliveredAlertIsSentAgain(t *testing.T) {
 			if err != nil || len(rep.Alerted()) != 2 {
 				t.Fatalf("second check: %v, alerted %+v: want the workspace's and s1's", err, rep.Alerted())
 			}
-			if got := sink.set(false); len(got) != 2 {
+			refused := slices.Clone(sink.refused)
+			got := sink.set(false)
+			if len(got) != 2 {
 				t.Errorf("the sink got %d alerts, want 2", len(got))
+			}
+			// The alert sent again is the same alert: a receiver that got
+			// the first one after all (an answer lost on its way back)
+			// drops the second by its id (the webhook-id, Sentry's event id).
+			for _, a := range got {
+				if !slices.Contains(refused, a.ID) {
+					t.Errorf("alert %s (%s) sent again under a new id; the refused ones were %v", a.ID, a.Kind, refused)
+				}
 			}
 			if _, ok := tb.marker(t, deadman.ScopeSync, "s1"); !ok {
 				t.Error("no marker once the alert was delivered")
