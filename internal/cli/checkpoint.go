@@ -98,7 +98,8 @@ Exit codes: 0 created or aligned; 4 mismatch; 5 dead-lettered (--wait);
 	fl.DurationVar(&f.ttl, "ttl", barrier.DefaultTTL, "barrier TTL, applied when this call creates it")
 	fl.BoolVar(&f.wait, "wait", false, "retry a mismatch with backoff; dead-letter after 3 retries (exit 5)")
 	fl.BoolVar(&f.allowEvicting, "allow-evicting-redis", false, "accept a Redis whose maxmemory-policy may evict keys")
-	cmd.MarkFlagsMutuallyExclusive("snapshot", "inputs")
+	// Not cmd.MarkFlagsMutuallyExclusive: cobra's sentence for it names no
+	// way out; checkpointCheck says "give exactly one of ...".
 	return cmd
 }
 

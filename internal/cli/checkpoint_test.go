@@ -439,3 +439,21 @@ func exitCode(err error) int {
 	}
 	return -1
 }
+
+// TestCheckpointCheckBothSnapshotAndInputsSaysWhatToDo: given both
+// --snapshot and --inputs, the error is the command's own "give exactly one
+// of --snapshot HASH or --inputs FILE" (the usage's
+// `(--snapshot HASH | --inputs FILE)`), not cobra's flag-group sentence,
+// which names no way out (an independent check, 2026-12-08).
+func TestCheckpointCheckBothSnapshotAndInputsSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	cb := setupCheckpointCLI(t)
+	in := cb.writeFile(t, "in.json", `{"a": 1}`)
+	out, errOut, code := cb.run(t, "checkpoint", "check", "--redis", cb.redisURL, "--key", "k", "--token", "t", "--snapshot", "s", "--inputs", in)
+	if code != ExitUsage || out != "" {
+		t.Errorf("exit %d, stdout %q; want exit %d and nothing on stdout", code, out, ExitUsage)
+	}
+	if !strings.Contains(errOut, "give exactly one of --snapshot HASH or --inputs FILE") || strings.Contains(errOut, "flags in the group") {
+		t.Errorf("stderr %q; want the command's own \"give exactly one of --snapshot HASH or --inputs FILE\"", errOut)
+	}
+}
