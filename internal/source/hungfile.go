@@ -36,8 +36,13 @@ func (w *File) Use(ctx context.Context) { w.ctx = ctx }
 // never end has nothing to give up for.
 func (w *File) direct() bool { return w.ctx == nil || w.ctx.Done() == nil }
 
-// do runs fn, or fails once w's context ended first.
+// do runs fn, or fails once w's context ended first; in place when the
+// context can never end (direct).
 func (w *File) do(fn func()) error {
+	if w.direct() {
+		fn()
+		return nil
+	}
 	if w.stuck != nil {
 		return w.stuck
 	}
@@ -75,42 +80,32 @@ func (w *File) buffer(n int) []byte {
 	return w.buf[:n]
 }
 
-func (w *File) Read(p []byte) (int, error) {
+// read is one read into p by read, made into the File's own buffer when
+// the call may be given up: a call given up may still return later, and
+// must not then write into p, which its caller has reused.
+func (w *File) read(p []byte, read func([]byte) (int, error)) (int, error) {
 	if w.direct() {
-		return w.f.Read(p)
+		return read(p)
 	}
 	buf := w.buffer(len(p))
 	var (
 		n   int
 		err error
 	)
-	if e := w.do(func() { n, err = w.f.Read(buf) }); e != nil {
+	if e := w.do(func() { n, err = read(buf) }); e != nil {
 		return 0, e
 	}
 	copy(p, buf[:n])
 	return n, err
 }
 
+func (w *File) Read(p []byte) (int, error) { return w.read(p, w.f.Read) }
+
 func (w *File) ReadAt(p []byte, off int64) (int, error) {
-	if w.direct() {
-		return w.f.ReadAt(p, off)
-	}
-	buf := w.buffer(len(p))
-	var (
-		n   int
-		err error
-	)
-	if e := w.do(func() { n, err = w.f.ReadAt(buf, off) }); e != nil {
-		return 0, e
-	}
-	copy(p, buf[:n])
-	return n, err
+	return w.read(p, func(b []byte) (int, error) { return w.f.ReadAt(b, off) })
 }
 
 func (w *File) Seek(off int64, whence int) (int64, error) {
-	if w.direct() {
-		return w.f.Seek(off, whence)
-	}
 	var (
 		n   int64
 		err error
@@ -122,9 +117,6 @@ func (w *File) Seek(off int64, whence int) (int64, error) {
 }
 
 func (w *File) Stat() (fs.FileInfo, error) {
-	if w.direct() {
-		return w.f.Stat()
-	}
 	var (
 		fi  fs.FileInfo
 		err error
